@@ -1,0 +1,20 @@
+"""The plugin's error codes (``kumiko-*``), described in docs/errors.md."""
+
+from __future__ import annotations
+
+from mypy.errorcodes import ErrorCode
+
+from ._rules import rules
+
+_CATEGORY = "kumiko"
+
+CODES: dict[str, ErrorCode] = {
+    code: ErrorCode(code, description, _CATEGORY) for code, description in rules.ERROR_CODES.items()
+}
+
+STEP_NAME = CODES[rules.CODE_STEP_NAME]
+DUPLICATE_STEP = CODES[rules.CODE_DUPLICATE_STEP]
+RETURN_IN_SUBPIPELINE = CODES[rules.CODE_RETURN_IN_SUBPIPELINE]
+TIER = CODES[rules.CODE_TIER]
+WORKFLOW_ONLY = CODES[rules.CODE_WORKFLOW_ONLY]
+UNANALYZABLE = CODES[rules.CODE_UNANALYZABLE]

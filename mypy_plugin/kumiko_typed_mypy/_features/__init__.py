@@ -1,0 +1,1 @@
+"""One module per concern; ``kumiko_typed_mypy._plugin`` wires them to hook names."""

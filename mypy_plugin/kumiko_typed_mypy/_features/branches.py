@@ -1,0 +1,43 @@
+"""``Branch[S, S1, S2]``: keys both arms set keep their type; one-arm keys become ``T | None``."""
+
+from __future__ import annotations
+
+from mypy.plugin import MethodContext
+from mypy.subtypes import is_same_type
+from mypy.typeops import make_simplified_union
+from mypy.types import Instance, NoneType, Type, get_proper_type
+
+from .._names import BRANCH, STEPS_ARG
+from .._typeddicts import Unknown, keys_of, make
+from ._context import arg_expr, receiver_steps, with_arg
+from .step_keys import unknown_steps
+
+
+def merge_arms(ctx: MethodContext) -> Type:
+    ret = get_proper_type(ctx.default_return_type)
+    if not isinstance(ret, Instance):
+        return ctx.default_return_type
+    marker = get_proper_type(ret.args[STEPS_ARG])
+    if not (isinstance(marker, Instance) and marker.type.fullname == BRANCH):
+        return ctx.default_return_type
+    on_true, on_false = marker.args
+    before = receiver_steps(ctx)
+    if arg_expr(ctx, "on_false") is None:
+        on_false = before  # no else-arm: it adds nothing
+    base, yes, no = keys_of(before), keys_of(on_true), keys_of(on_false)
+    for keys in (base, yes, no):
+        if isinstance(keys, Unknown):
+            return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, "branch"))
+    assert not isinstance(base, Unknown) and not isinstance(yes, Unknown) and not isinstance(no, Unknown)
+    merged = dict(base)
+    for name in [*yes, *(k for k in no if k not in yes)]:
+        if name in base:
+            continue
+        in_yes, in_no = yes.get(name), no.get(name)
+        if in_yes is not None and in_no is not None:
+            merged[name] = in_yes if is_same_type(in_yes, in_no) else make_simplified_union([in_yes, in_no])
+        else:
+            only = in_yes if in_yes is not None else in_no
+            assert only is not None
+            merged[name] = make_simplified_union([only, NoneType()])
+    return with_arg(ret, STEPS_ARG, make(ctx.api, merged))

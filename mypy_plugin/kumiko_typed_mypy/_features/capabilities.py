@@ -1,0 +1,91 @@
+"""Tier-2 capabilities: ``Feature(requires=[...])`` → ``Feature[Literal[...]]``, and each
+tier-2 step checked against the literals its builder carries."""
+
+from __future__ import annotations
+
+from mypy.nodes import ListExpr, SetExpr, TupleExpr
+from mypy.plugin import FunctionContext, MethodContext
+from mypy.typeops import make_simplified_union
+from mypy.types import (
+    AnyType,
+    Instance,
+    LiteralType,
+    ProperType,
+    Type,
+    UninhabitedType,
+    UnionType,
+    get_proper_type,
+)
+
+from .. import _errors
+from .._literals import literal_str_expr
+from .._names import CAPS_ARG
+from .._rules import rules
+from ._context import where
+
+
+def feature_capabilities(ctx: FunctionContext) -> Type:
+    ret = get_proper_type(ctx.default_return_type)
+    if not isinstance(ret, Instance) or "requires" not in ctx.callee_arg_names:
+        return ctx.default_return_type
+    exprs = ctx.args[ctx.callee_arg_names.index("requires")]
+    kinds: list[str] = []
+    if exprs:
+        expr = exprs[0]
+        if not isinstance(expr, (ListExpr, TupleExpr, SetExpr)):
+            ctx.api.fail(
+                "requires= must be a list of string literals (e.g. requires=[\"mail.send\"]) "
+                "so that the plugin can check each tier-2 step",
+                expr,
+                code=_errors.TIER,
+            )
+            return ctx.default_return_type
+        for item in expr.items:
+            kind = literal_str_expr(item)
+            if kind is None:
+                ctx.api.fail("requires= entries must be string literals or Final constants", item, code=_errors.TIER)
+            elif kind not in rules.TIER2_KINDS:
+                ctx.api.fail(rules.msg_unknown_capability(kind), item, code=_errors.TIER)
+            else:
+                kinds.append(kind)
+    str_type = ctx.api.named_generic_type("builtins.str", [])
+    caps: Type = (
+        make_simplified_union([LiteralType(k, str_type) for k in sorted(set(kinds))]) if kinds else UninhabitedType()
+    )
+    return ret.copy_modified(args=[caps])
+
+
+def _declared(caps: ProperType) -> set[str] | None:
+    """The literal kinds a capability type names; ``None`` when it names none precisely."""
+    if isinstance(caps, UninhabitedType):
+        return set()
+    items = caps.items if isinstance(caps, UnionType) else [caps]
+    out: set[str] = set()
+    for item in map(get_proper_type, items):
+        if isinstance(item, Instance) and item.last_known_value is not None:
+            item = item.last_known_value
+        if not (isinstance(item, LiteralType) and isinstance(item.value, str)):
+            return None
+        out.add(item.value)
+    return out
+
+
+def check_tier(kind: str, ctx: MethodContext) -> Type:
+    receiver = get_proper_type(ctx.type)
+    if not isinstance(receiver, Instance) or len(receiver.args) <= CAPS_ARG:
+        return ctx.default_return_type
+    caps = get_proper_type(receiver.args[CAPS_ARG])
+    if isinstance(caps, AnyType):
+        return ctx.default_return_type
+    method = rules.RULES_BY_KIND[kind].method
+    declared = _declared(caps)
+    if declared is None:
+        ctx.api.fail(
+            f'Cannot tell whether the feature declares "{kind}" (its capabilities are {caps}); '
+            'create it as Feature("name", requires=["..."]) with string literals',
+            where(ctx),
+            code=_errors.TIER,
+        )
+    elif kind not in declared:
+        ctx.api.fail(rules.msg_tier(kind, method, declared), where(ctx), code=_errors.TIER)
+    return ctx.default_return_type

@@ -1,0 +1,46 @@
+"""``AddStep[S, R]`` → ``S`` plus ``{name: R}``, with literal and unique names."""
+
+from __future__ import annotations
+
+from mypy.plugin import MethodContext
+from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
+
+from .. import _errors
+from .._literals import literal_str
+from .._names import ADD_STEP, STEPS_ARG
+from .._rules import rules
+from .._typeddicts import Unknown, keys_of, make
+from ._context import arg_expr, arg_type, where, with_arg
+
+
+def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
+    """Keys could not be read: Any the user wrote stays Any; anything else is reported."""
+    if not unknown.explicit:
+        ctx.api.fail(
+            f'Cannot tell which step keys exist before "{method}" (the steps type is {unknown.shown}); '
+            "build pipelines by chaining a feature's pipeline(...) builder",
+            where(ctx),
+            code=_errors.UNANALYZABLE,
+        )
+    return AnyType(TypeOfAny.from_error if not unknown.explicit else TypeOfAny.special_form)
+
+
+def add_step(method: str, ctx: MethodContext) -> Type:
+    ret = get_proper_type(ctx.default_return_type)
+    if not isinstance(ret, Instance):
+        return ctx.default_return_type
+    marker = get_proper_type(ret.args[STEPS_ARG])
+    if not (isinstance(marker, Instance) and marker.type.fullname == ADD_STEP):
+        return ctx.default_return_type
+    previous, value = marker.args
+    keys = keys_of(previous)
+    if isinstance(keys, Unknown):
+        return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, method))
+    name = literal_str(arg_type(ctx, "name"), arg_expr(ctx, "name"))
+    if name is None:
+        ctx.api.fail(rules.msg_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+        return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
+    if name in keys:
+        ctx.api.fail(rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
+    keys[name] = value
+    return with_arg(ret, STEPS_ARG, make(ctx.api, keys))

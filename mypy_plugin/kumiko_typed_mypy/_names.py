@@ -1,0 +1,27 @@
+"""Full names of the library objects the plugin hooks into."""
+
+from __future__ import annotations
+
+from typing import Final
+
+BUILDERS_MODULE: Final = "kumiko_typed._builders"
+MARKERS_MODULE: Final = "kumiko_typed._markers"
+FEATURE: Final = "kumiko_typed._feature.Feature"
+
+NO_STEPS: Final = f"{MARKERS_MODULE}.NoSteps"
+NO_SCOPE: Final = f"{MARKERS_MODULE}.NoScope"
+ADD_STEP: Final = f"{MARKERS_MODULE}.AddStep"
+BRANCH: Final = f"{MARKERS_MODULE}.Branch"
+LOOP: Final = f"{MARKERS_MODULE}.Loop"
+RETRY: Final = f"{MARKERS_MODULE}.Retry"
+ADD_SCOPE: Final = f"{MARKERS_MODULE}.AddScope"
+
+
+def method(builder: str, name: str) -> str:
+    return f"{BUILDERS_MODULE}.{builder}.{name}"
+
+
+#: Type-argument positions of a builder ``B[P, S, Sc, C]``.
+STEPS_ARG: Final = 1
+SCOPE_ARG: Final = 2
+CAPS_ARG: Final = 3

@@ -1,0 +1,81 @@
+"""The plugin class: hooks looked up by full name in dicts built from the rule table.
+
+Nothing here holds state between calls (mypy's parallel workers and the daemon each
+load the plugin); every fact the hooks produce lives in the types they return.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+
+from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin
+from mypy.types import CallableType, Type
+
+from ._features import branches, capabilities, loops, placement, step_keys
+from ._names import FEATURE, method
+from ._rules import rules
+
+MethodHook = Callable[[MethodContext], Type]
+
+
+def _chain(hooks: list[MethodHook]) -> MethodHook:
+    if len(hooks) == 1:
+        return hooks[0]
+
+    def run(ctx: MethodContext) -> Type:
+        for hook in hooks:
+            ctx = ctx._replace(default_return_type=hook(ctx))
+        return ctx.default_return_type
+
+    return run
+
+
+def _method_hooks() -> dict[str, MethodHook]:
+    table: dict[str, MethodHook] = {}
+    for builder in rules.BUILDER_RULES:
+        for rule in rules.STEP_RULES:
+            hooks: list[MethodHook] = []
+            if not rules.allows(builder.name, rule.kind):
+                refuse = (
+                    partial(placement.refuse_return, builder.name)
+                    if rule.key == "end"
+                    else partial(placement.refuse_workflow_only, builder.name, rule.kind)
+                )
+                table[method(builder.name, rule.method)] = refuse
+                continue
+            if rule.tier == 2:
+                hooks.append(partial(capabilities.check_tier, rule.kind))
+            if rule.key == "name":
+                hooks.append(partial(step_keys.add_step, rule.method))
+            elif rule.key == "arms":
+                hooks.append(branches.merge_arms)
+            elif rule.key == "body":
+                hooks.append(loops.loop_keys)
+            elif rule.key == "retry":
+                hooks.append(loops.retry_keys)
+            if hooks:
+                table[method(builder.name, rule.method)] = _chain(hooks)
+    return table
+
+
+METHOD_HOOKS: dict[str, MethodHook] = _method_hooks()
+
+SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
+    method(b.name, rules.RULES_BY_KIND["for_each"].method): loops.scope_signature for b in rules.BUILDER_RULES
+}
+
+FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
+    FEATURE: capabilities.feature_capabilities,
+}
+
+
+class KumikoPlugin(Plugin):
+    def get_method_hook(self, fullname: str) -> MethodHook | None:
+        return METHOD_HOOKS.get(fullname)
+
+    def get_method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], CallableType] | None:
+        return SIGNATURE_HOOKS.get(fullname)
+
+    def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
+        return FUNCTION_HOOKS.get(fullname)

@@ -1,0 +1,371 @@
+"""Generate ``src/kumiko_typed/_builders.py``: the four typed builder facades.
+
+The builders differ only in which step methods they offer and what those return
+(DESIGN §4.4), so the signatures are written once here, the rule table
+(``kumiko_typed/_rules.py``) decides where each goes, and this script writes the
+classes.  ``tests/test_generated.py`` fails when the committed file is stale.
+
+    python scripts/generate_builders.py          # rewrite the file
+    python scripts/generate_builders.py --check  # exit 1 if it is stale
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import sys
+import textwrap
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+TARGET = ROOT / "src" / "kumiko_typed" / "_builders.py"
+
+
+def _load_rules() -> ModuleType:
+    # By path, like the plugin: generating must not import the library itself.
+    spec = importlib.util.spec_from_file_location("_kumiko_rules", ROOT / "src/kumiko_typed/_rules.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+rules = _load_rules()
+
+CTX = "Ctx[P, S, Sc]"
+
+
+def _resolver(t: str) -> str:
+    """A fixed-type argument: a plain value or a resolver giving it."""
+    return f"{t} | Callable[[{CTX}], {t}]"
+
+
+@dataclass(frozen=True)
+class Method:
+    """One step method.  ``{SELF}``/``{SUB}``/``{RB}`` are filled per builder."""
+
+    params: str
+    returns: str
+    body: str
+    key: str
+    example: str
+
+
+SAME = "{SELF}[P, S, Sc, C]"
+
+METHODS: dict[str, Method] = {
+    "compute": Method(
+        f"name: str, fn: Callable[[{CTX}], R]",
+        "{SELF}[P, AddStep[S, R], Sc, C]",
+        "self._then({SELF}, _steps.Compute(name, fn))",
+        "``name``: the resolver's return type.",
+        '.compute("total", lambda c: c.payload.quantity * c.payload.unit_price)',
+    ),
+    "read.find_one": Method(
+        f"name: str, query: Callable[[{CTX}], Select[T]]",
+        "{SELF}[P, AddStep[S, T | None], Sc, C]",
+        "self._then({SELF}, _steps.FindOne(name, query))",
+        "``name``: the selected entity, or ``None`` when no row matches.",
+        '.find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))',
+    ),
+    "read.get_one": Method(
+        f"name: str, query: Callable[[{CTX}], Select[T]]",
+        "{SELF}[P, AddStep[S, T], Sc, C]",
+        "self._then({SELF}, _steps.GetOne(name, query))",
+        "``name``: the selected entity; no row ends the pipeline with ``not_found``.",
+        '.get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))',
+    ),
+    "read.find_many": Method(
+        f"name: str, query: Callable[[{CTX}], Select[T]], *, limit: int | None = None",
+        "{SELF}[P, AddStep[S, list[T]], Sc, C]",
+        "self._then({SELF}, _steps.FindMany(name, query, limit))",
+        "``name``: a list of the selected entities.",
+        '.find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)',
+    ),
+    "aggregate.create": Method(
+        f"name: str, entity: type[E], *, data: Callable[[{CTX}], E]",
+        "{SELF}[P, AddStep[S, Saved[E]], Sc, C]",
+        "self._then({SELF}, _steps.Create(name, entity, data))",
+        "``name``: ``Saved[E]`` (id, entity, version, event...).",
+        '.create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))',
+    ),
+    "aggregate.update": Method(
+        f"name: str, entity: type[E], *, id: {_resolver('UUID')}, "
+        f"changes: Callable[[{CTX}], Mapping[str, object]], version: {_resolver('int')} | None = None, "
+        "skip_optimistic_lock: bool = False",
+        "{SELF}[P, AddStep[S, Saved[E]], Sc, C]",
+        "self._then({SELF}, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))",
+        "``name``: ``Saved[E]`` with ``changes`` and ``previous``.",
+        '.update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name},'
+        " version=lambda c: c.payload.version)",
+    ),
+    "aggregate.append_event": Method(
+        f"entity: type[E], *, id: {_resolver('UUID')}, event: Callable[[{CTX}], object]",
+        SAME,
+        "self._then({SELF}, _steps.AppendEvent(entity, id, event))",
+        "none.",
+        ".append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))",
+    ),
+    "unsafe_projection_upsert": Method(
+        f"table: Table | type[Any], *, on: Sequence[str], row: Callable[[{CTX}], Mapping[str, object]]",
+        SAME,
+        "self._then({SELF}, _steps.ProjectionUpsert(table, tuple(on), row))",
+        "none.",
+        '.unsafe_projection_upsert(LowStockAlert, on=["product_id"], row=lambda c: {"product_id": c.payload.id})',
+    ),
+    "unsafe_projection_delete": Method(
+        f"table: Table | type[Any], *, where: Callable[[{CTX}], ColumnElement[bool]]",
+        SAME,
+        "self._then({SELF}, _steps.ProjectionDelete(table, where))",
+        "none.",
+        ".unsafe_projection_delete(LowStockAlert, where=lambda c: LowStockAlert.product_id == c.payload.id)",
+    ),
+    "branch": Method(
+        f"*, when: Callable[[{CTX}], bool], "
+        "on_true: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S1, Sc, C]], "
+        "on_false: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S2, Sc, C]] | None = None",
+        "{SELF}[P, Branch[S1, S2], Sc, C]",
+        "self._then({SELF}, _steps.Branch(when, self._sub({SUB}, on_true, \"on_true\"), "
+        "self._sub({SUB}, on_false, \"on_false\")))",
+        "the arms' keys: ``T`` when both arms set a key with one type, else ``T | None``.",
+        '.branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))',
+    ),
+    "for_each": Method(
+        f"item: str, *, over: Callable[[{CTX}], Iterable[I]], "
+        "do: Callable[[{SUB}[P, S, AddScope[Sc, I], C]], {SUB}[P, S1, Sc1, C]]",
+        "{SELF}[P, Loop[S1], Sc, C]",
+        "self._then({SELF}, _steps.ForEach(item, over, self._sub({SUB}, do, \"do\")))",
+        "the body's keys, each ``T | None`` (the last iteration's value); "
+        "``c.scope[item]`` is the current item inside the body.",
+        '.for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))',
+    ),
+    "return": Method(
+        f"fn: Callable[[{CTX}], Ok[D] | Failure]",
+        "{FINISHED}[P, D]",
+        "self._finish({FINISHED}, _steps.Return(fn))",
+        "ends the pipeline; its ``Ok`` data type becomes the handler's result type.",
+        ".return_(lambda c: ok(c.steps[\"product\"].id))",
+    ),
+    "mail.send": Method(
+        f"*, to: {_resolver('str | Sequence[str]')}, subject: {_resolver('str')}, body: {_resolver('str')}, "
+        f"sender: {_resolver('str')} | None = None",
+        SAME,
+        "self._then({SELF}, _steps.SendMail(to, subject, body, sender))",
+        "none (an outbox row, delivered after commit).",
+        '.send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")',
+    ),
+    "webhook.send": Method(
+        f"*, url: {_resolver('str')}, method: str = \"POST\", "
+        f"headers: {_resolver('Mapping[str, str]')} | None = None, "
+        f"body: Callable[[{CTX}], object] | None = None, auth: Auth | None = None, "
+        "retry: RetryPolicy | None = None",
+        SAME,
+        "self._then({SELF}, _steps.SendWebhook(url, method, headers, body, auth, retry))",
+        "none (an outbox row, delivered after commit).",
+        '.send_webhook(url="https://crm.example/hook", body=lambda c: {"id": str(c.payload.id)}, auth=bearer("CRM"))',
+    ),
+    "call_feature": Method(
+        f"name: str, handler: WriteHandler[P2, D2], *, payload: Callable[[{CTX}], P2], "
+        f"as_user: {_resolver('User')} | None = None",
+        "{SELF}[P, AddStep[S, D2], Sc, C]",
+        "self._then({SELF}, _steps.CallFeature(name, handler, payload, as_user))",
+        "``name``: the called handler's ``Ok`` data; its failure ends this pipeline with the same code.",
+        '.call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))',
+    ),
+    "workflow.wait": Method(
+        f"duration: timedelta | str | Callable[[{CTX}], datetime]",
+        SAME,
+        "self._then({SELF}, _steps.Wait(duration))",
+        "none.",
+        ".wait(timedelta(days=1))",
+    ),
+    "workflow.wait_for_event": Method(
+        f"name: str, event: type[EV], *, key: Callable[[{CTX}], object], "
+        "event_key: Callable[[EV], object], timeout: timedelta | str",
+        "{SELF}[P, AddStep[S, EV | None], Sc, C]",
+        "self._then({SELF}, _steps.WaitForEvent(name, event, key, event_key, timeout))",
+        "``name``: the matching event, or ``None`` after the timeout.",
+        '.wait_for_event("verified", EmailVerified, key=lambda c: c.payload.user_id,'
+        " event_key=lambda e: e.user_id, timeout=timedelta(days=7))",
+    ),
+    "workflow.retry": Method(
+        "*, times: int, do: Callable[[{RB}[P, S, Sc, C]], {RB}[P, S1, Sc, C]], "
+        'backoff: Literal["exponential", "linear"] = "exponential", '
+        "base_delay: timedelta = timedelta(seconds=10)",
+        "{SELF}[P, Retry[S1], Sc, C]",
+        "self._then({SELF}, _steps.Retry(times, backoff, base_delay, self._sub({RB}, do, \"do\")))",
+        "the body's keys, plain (the body ran to completion).",
+        '.retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))',
+    ),
+}
+
+HEADER = '''\
+# GENERATED by scripts/generate_builders.py from kumiko_typed/_rules.py — do not edit.
+# Regenerate with:  python scripts/generate_builders.py
+"""The four typed builders: ``Pipeline``, ``SubPipeline``, ``WorkflowPipeline``,
+``WorkflowSubPipeline``.
+
+Each step method returns a new builder whose steps type grows by a marker
+(``AddStep``, ``Branch``...) that the mypy plugin turns into an exact ``TypedDict``.
+A step a builder must not offer is present as a ``@deprecated`` stub returning
+``Never``: the editor says why even without the plugin, and the plugin reports it
+under a ``kumiko-`` error code.  At run time such a stub still records the step, so
+the App's boot validation reports it too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from uuid import UUID
+
+from typing_extensions import Never, deprecated
+
+from . import _steps
+from ._builder import BuilderCore
+from ._ctx import Ctx, User
+from ._finished import Finished, WorkflowFinished
+from ._markers import AddScope, AddStep, Branch, Loop, Retry
+from ._results import Failure, Ok
+
+if TYPE_CHECKING:
+    from sqlalchemy import ColumnElement, Select, Table
+
+    from ._feature import WriteHandler
+    from ._outbox_types import Auth, RetryPolicy
+    from ._saved import Saved
+
+P = TypeVar("P")
+S = TypeVar("S", covariant=True)
+Sc = TypeVar("Sc", covariant=True)
+C = TypeVar("C", bound=str, covariant=True)
+
+R = TypeVar("R")
+T = TypeVar("T")
+E = TypeVar("E")
+I = TypeVar("I")  # noqa: E741 - a loop item
+S1 = TypeVar("S1")
+S2 = TypeVar("S2")
+Sc1 = TypeVar("Sc1")
+D = TypeVar("D")
+P2 = TypeVar("P2")
+D2 = TypeVar("D2")
+EV = TypeVar("EV")
+
+__all__ = ["Pipeline", "SubPipeline", "WorkflowPipeline", "WorkflowSubPipeline"]
+'''
+
+
+def _fill(text: str, builder: str) -> str:
+    b = rules.BUILDERS[builder]
+    finished = "WorkflowFinished" if b.workflow else "Finished"
+    return (
+        text.replace("{SELF}", builder)
+        .replace("{SUB}", b.nested)
+        .replace("{RB}", rules.RETRY_BODY_BUILDER)
+        .replace("{FINISHED}", finished)
+    )
+
+
+def _docstring(rule: Any, m: Method, refusal: str | None, indent: str) -> str:
+    tier = {1: "Tier 1.", 2: f'Tier 2: the feature must declare "{rule.kind}" in ``requires=``.',
+            3: "Tier 3: workflows only."}[rule.tier]
+    lines = [rule.summary, ""]
+    if refusal:
+        lines += [f"Not available here: {refusal}.", ""]
+    lines += [f"Step kind ``{rule.kind}``. {tier}", f"Result key: {m.key}", "", "Example::", "", f"    {m.example}"]
+    wrapped: list[str] = []
+    for line in lines:
+        wrapped += textwrap.wrap(line, 96 - len(indent), subsequent_indent="") if line and not line.startswith("    ") else [line]
+    body = "\n".join((indent + w) if w else "" for w in wrapped)
+    return f'{indent}"""{body.lstrip()}\n{indent}"""\n'
+
+
+def _method(builder: str, rule: Any, m: Method) -> str:
+    kind = rule.kind
+    name = rule.method
+    params = _fill(m.params, builder)
+    body = _fill(m.body, builder)
+    if rules.allows(builder, kind):
+        returns = _fill(m.returns, builder)
+        return (
+            f"    def {name}(self, {params}) -> {returns}:\n"
+            + _docstring(rule, m, None, " " * 8)
+            + f"        return {body}\n"
+        )
+    if rule.key == "end":
+        why = rules.msg_return_in_subpipeline(builder)
+    else:
+        why = rules.msg_workflow_only(kind, name, builder)
+    untyped = ", ".join(p.split(":")[0].split("=")[0].strip() if p.strip() != "*" else "*" for p in _split(params))
+    return (
+        "    if TYPE_CHECKING:\n\n"
+        f"        @deprecated({why!r})\n"
+        f"        def {name}(self, {params}) -> Never:\n"
+        + _docstring(rule, m, why, " " * 12)
+        + "            raise NotImplementedError\n\n"
+        "    else:\n\n"
+        f"        def {name}(self, {untyped}):  # type: ignore[no-untyped-def]\n"
+        "            # Recorded anyway so that boot validation reports it with the other problems.\n"
+        f"            return {body}\n"
+    )
+
+
+def _split(params: str) -> list[str]:
+    """Split a parameter list on top-level commas."""
+    out, depth, cur = [], 0, ""
+    for ch in params:
+        if ch in "[(":
+            depth += 1
+        elif ch in "])":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    out.append(cur)
+    return [p.strip() for p in out]
+
+
+def generate() -> str:
+    missing = {r.kind for r in rules.STEP_RULES} - set(METHODS)
+    extra = set(METHODS) - {r.kind for r in rules.STEP_RULES}
+    if missing or extra:
+        raise SystemExit(f"rule table and METHODS disagree: missing {sorted(missing)}, extra {sorted(extra)}")
+    parts = [HEADER]
+    for b in rules.BUILDER_RULES:
+        parts.append(
+            f"\n\nclass {b.name}(BuilderCore, Generic[P, S, Sc, C]):\n"
+            f'    """{b.description}\n\n'
+            "    Type parameters: payload ``P``, steps ``S``, scope ``Sc``, declared tier-2\n"
+            '    capabilities ``C``.  Each method returns a new builder; this one is unchanged.\n    """\n\n'
+            "    __slots__ = ()\n"
+            f'    _rule = "{b.name}"\n'
+        )
+        for rule in rules.STEP_RULES:
+            parts.append("\n" + _method(b.name, rule, METHODS[rule.kind]))
+    return "".join(parts)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
+    args = parser.parse_args()
+    text = generate()
+    if args.check:
+        if TARGET.read_text() != text:
+            print(f"{TARGET} is stale: run python scripts/generate_builders.py", file=sys.stderr)
+            return 1
+        return 0
+    TARGET.write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

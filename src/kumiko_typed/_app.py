@@ -1,0 +1,152 @@
+"""The App: boot validation, then dispatching handlers, each in one transaction."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime, timezone
+from typing import Any, TypeVar, cast
+
+import httpx
+from sqlalchemy import MetaData
+from sqlalchemy.orm import Session
+
+from ._boot import validate
+from ._ctx import User
+from ._engine import make_engine
+from ._errors import BootError
+from ._feature import Feature, WriteHandler
+from ._interpreter import interpret, start_run
+from ._results import Failure, Ok, fail
+from ._structuring import make_converter, structure
+
+P = TypeVar("P")
+D = TypeVar("D")
+
+Clock = Callable[[], datetime]
+logger = logging.getLogger("kumiko_typed")
+
+
+def _utc_now() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+class App:
+    """An application: features, a database, a clock.
+
+    Building it runs the boot validation (the same rules the mypy plugin checks) and
+    raises one :class:`BootError` listing every problem.
+    """
+
+    def __init__(
+        self,
+        features: Sequence[Feature[Any]],
+        *,
+        database_url: str = "sqlite:///kumiko.sqlite3",
+        clock: Clock | None = None,
+        mail: object | None = None,
+        secrets: Callable[[str], str | None] | None = None,
+        http: httpx.Client | None = None,
+    ) -> None:
+        problems = validate(features)
+        if problems:
+            raise BootError(problems)
+        self.features = tuple(features)
+        self.database_url = database_url
+        self.clock: Clock = clock or _utc_now
+        self.mail = mail
+        self.secrets = secrets
+        self.http = http
+        self.engine = make_engine(database_url)
+        self.metadata = MetaData()
+        self._handlers: dict[str, WriteHandler[Any, Any]] = {
+            h.name: h for f in self.features for h in f.handlers
+        }
+        self._converter = make_converter()
+
+    def __repr__(self) -> str:
+        return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
+
+    @property
+    def handlers(self) -> Mapping[str, WriteHandler[Any, Any]]:
+        return self._handlers
+
+    def create_all(self) -> None:
+        """Create the tables the app needs (idempotent)."""
+        self.metadata.create_all(self.engine)
+
+    def dispose(self) -> None:
+        """Close the database connections."""
+        self.engine.dispose()
+
+    # --- dispatch -------------------------------------------------------------------
+
+    def dispatch(
+        self, handler: WriteHandler[P, D], payload: P, *, user: User, correlation_id: uuid.UUID | None = None
+    ) -> Ok[D] | Failure:
+        """Run ``handler`` with a structured ``payload`` in one transaction."""
+        if self._handlers.get(handler.name) is not handler:
+            return fail("not_found", f"handler {handler.name} is not registered in this App")
+        if not isinstance(payload, handler.payload_type):
+            return fail(
+                "validation_error",
+                f"handler {handler.name} takes a {handler.payload_type.__name__}, not a {type(payload).__name__}",
+                [{"path": "$", "message": f"expected {handler.payload_type.__name__}"}],
+            )
+        return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id))
+
+    def dispatch_json(
+        self, name: str, data: object, *, user: User, correlation_id: uuid.UUID | None = None
+    ) -> Ok[object] | Failure:
+        """Run the handler called ``name`` with untrusted JSON-like ``data``."""
+        handler = self._handlers.get(name)
+        if handler is None:
+            return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
+        denied = self._deny(handler, user)
+        if denied is not None:
+            return denied
+        payload = structure(self._converter, data, handler.payload_type)
+        if isinstance(payload, list):
+            return fail("validation_error", f"invalid payload for {name}", payload)
+        return self._run(handler, payload, user, correlation_id)
+
+    @staticmethod
+    def _deny(handler: WriteHandler[Any, Any], user: object) -> Failure | None:
+        if not isinstance(user, User):
+            return fail("access_denied", "an authenticated user is required")
+        if handler.roles is not None and not (handler.roles & user.roles):
+            return fail(
+                "access_denied",
+                f"handler {handler.name} needs one of the roles {sorted(handler.roles)}",
+            )
+        return None
+
+    def _run(
+        self, handler: WriteHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
+    ) -> Ok[object] | Failure:
+        denied = self._deny(handler, user)
+        if denied is not None:
+            return denied
+        with Session(self.engine, expire_on_commit=False) as session:
+            session.begin()
+            try:
+                run = start_run(
+                    handler.pipeline,
+                    handler=handler.name,
+                    payload=payload,
+                    user=user,
+                    session=session,
+                    now=self.clock(),
+                    correlation_id=correlation_id or uuid.uuid4(),
+                )
+                result = interpret(handler.pipeline, run, handler=handler.name)
+                if isinstance(result, Ok):
+                    session.commit()
+                else:
+                    session.rollback()
+                return result
+            except Exception as exc:
+                session.rollback()
+                logger.error("handler %s failed outside its steps", handler.name, exc_info=exc)
+                return fail("internal_error", f"handler {handler.name} failed: {type(exc).__name__}: {exc}")

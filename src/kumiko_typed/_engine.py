@@ -1,0 +1,30 @@
+"""Engine set-up per database, so that transactions and savepoints mean what they say."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from sqlalchemy import Engine, create_engine, event
+
+
+def make_engine(url: str) -> Engine:
+    if url.startswith("sqlite"):
+        engine = create_engine(url)
+        # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT;
+        # take it over as SQLAlchemy's documentation recommends.
+        event.listen(engine, "connect", _sqlite_connect)
+        event.listen(engine, "begin", _sqlite_begin)
+        return engine
+    return create_engine(url)
+
+
+def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
+    dbapi_connection.isolation_level = None
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=5000")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Any) -> None:
+    conn.exec_driver_sql("BEGIN IMMEDIATE")

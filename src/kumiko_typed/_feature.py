@@ -1,0 +1,129 @@
+"""Features: the unit that owns handlers and workflows and declares capabilities."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+import attrs
+
+from ._builders import Pipeline, WorkflowPipeline
+from ._finished import Finished, WorkflowFinished
+from ._markers import NoScope, NoSteps
+from ._triggers import Trigger
+
+if TYPE_CHECKING:
+    from sqlalchemy import Table
+
+C = TypeVar("C", bound=str, covariant=True)
+P = TypeVar("P")
+D = TypeVar("D")
+
+
+@attrs.frozen(eq=False)
+class WriteHandler(Generic[P, D]):
+    """A named, role-guarded entry point: dispatching it runs ``pipeline`` in one transaction.
+
+    ``D`` is the ``Ok`` data type, inferred from the pipeline's ``return_``.
+    """
+
+    feature: Feature[Any]
+    local_name: str
+    pipeline: Finished[P, D]
+    roles: frozenset[str] | None
+
+    @property
+    def name(self) -> str:
+        """The full name, ``"<feature>:<local name>"``, used by ``dispatch_json``."""
+        return f"{self.feature.name}:{self.local_name}"
+
+    @property
+    def payload_type(self) -> type[P]:
+        return self.pipeline.payload_type
+
+    def __repr__(self) -> str:
+        return f"<WriteHandler {self.name}>"
+
+
+@attrs.frozen(eq=False)
+class Workflow(Generic[P]):
+    """A durable pipeline started by ``trigger`` and resumed by workers."""
+
+    feature: Feature[Any]
+    local_name: str
+    trigger: Trigger[P]
+    pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, Any]
+
+    @property
+    def name(self) -> str:
+        return f"{self.feature.name}:{self.local_name}"
+
+
+class Feature(Generic[C]):
+    """A named slice of an application.
+
+    ``requires`` lists the tier-2 step kinds (``"mail.send"``, ``"webhook.send"``,
+    ``"call_feature"``) its pipelines may use; the mypy plugin reads the literals and
+    the App's boot validation checks them again.  ``projections`` lists the
+    non-aggregate tables that ``unsafe_projection_*`` steps may write.
+    """
+
+    def __init__(
+        self,
+        name: str,
+        *,
+        requires: Iterable[C] = (),
+        projections: Iterable[Table | type[Any]] = (),
+    ) -> None:
+        self.name = name
+        self.requires: frozenset[str] = frozenset(requires)
+        self.projections: tuple[Table | type[Any], ...] = tuple(projections)
+        self.handlers: list[WriteHandler[Any, Any]] = []
+        self.workflows: list[Workflow[Any]] = []
+        #: Problems found while declaring, reported by the App's boot validation.
+        self.problems: list[str] = []
+
+    def __repr__(self) -> str:
+        return f"<Feature {self.name!r}>"
+
+    def pipeline(self, payload: type[P]) -> Pipeline[P, NoSteps, NoScope, C]:
+        """Start a write-handler pipeline whose payload is ``payload``."""
+        return Pipeline(self, payload)
+
+    def workflow_pipeline(self, payload: type[P]) -> WorkflowPipeline[P, NoSteps, NoScope, C]:
+        """Start a workflow pipeline whose trigger payload is ``payload``."""
+        return WorkflowPipeline(self, payload)
+
+    def write_handler(
+        self, name: str, pipeline: Finished[P, D], *, roles: Iterable[str] | None = None
+    ) -> WriteHandler[P, D]:
+        """Register a handler.  ``roles=None`` admits any authenticated user; otherwise
+        the user needs at least one of ``roles``."""
+        if isinstance(roles, str):
+            roles = (roles,)
+        handler = WriteHandler(self, name, pipeline, None if roles is None else frozenset(roles))
+        if not isinstance(pipeline, Finished) or isinstance(pipeline, WorkflowFinished):
+            self.problems.append(
+                f"handler {handler.name}: its pipeline has no return_ step (got {type(pipeline).__name__}); "
+                "end it with .return_(lambda c: ok(...))"
+            )
+        self.handlers.append(handler)
+        return handler
+
+    def workflow(
+        self,
+        name: str,
+        *,
+        trigger: Trigger[P],
+        pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, Any],
+    ) -> Workflow[P]:
+        """Register a workflow; the trigger's payload type must be the pipeline's."""
+        workflow = Workflow(self, name, trigger, pipeline)
+        if pipeline.payload_type is not trigger.payload_type:
+            self.problems.append(
+                f"workflow {workflow.name}: the trigger gives {trigger.payload_type.__name__} but the pipeline "
+                f"takes {pipeline.payload_type.__name__}; build it with "
+                f"workflow_pipeline({trigger.payload_type.__name__})"
+            )
+        self.workflows.append(workflow)
+        return workflow

@@ -1,0 +1,41 @@
+"""A pipeline that has been ended with ``return_`` — the only thing a handler accepts."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+from ._steps import Step, sub_keys
+
+if TYPE_CHECKING:
+    from ._feature import Feature
+
+P = TypeVar("P")
+D = TypeVar("D", covariant=True)
+
+
+class Finished(Generic[P, D]):
+    """A handler pipeline ended with ``return_``: payload type ``P``, result data ``D``.
+
+    Built once at import; ``initial_values`` are the keys declared inside
+    sub-pipelines, which exist with ``None`` from the start of every run (DESIGN §3.4).
+    """
+
+    __slots__ = ("builder", "feature", "initial_values", "payload_type", "steps")
+
+    def __init__(self, feature: Feature[Any], payload_type: type[Any], steps: tuple[Step, ...], builder: str) -> None:
+        self.feature = feature
+        self.payload_type = payload_type
+        self.steps = steps
+        #: The rule-table name of the builder that produced the top level.
+        self.builder = builder
+        self.initial_values: Mapping[str, None] = sub_keys(steps)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} of {self.payload_type.__name__}: {len(self.steps)} steps>"
+
+
+class WorkflowFinished(Finished[P, D]):
+    """A workflow pipeline ended with ``return_`` (optional for workflows)."""
+
+    __slots__ = ()

@@ -1,0 +1,53 @@
+"""Marker types that the builders' signatures return and the mypy plugin rewrites.
+
+Each marker subclasses ``Any``: without the plugin (plain mypy, pyright, an IDE)
+``c.steps["x"]`` is simply ``Any`` — no false errors, no precision.  With the
+plugin, the marker is replaced by an exact ``TypedDict`` (DESIGN §4.1–4.2).
+They are never instantiated.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Generic, TypeVar
+
+S = TypeVar("S", covariant=True)
+S1 = TypeVar("S1", covariant=True)
+S2 = TypeVar("S2", covariant=True)
+R = TypeVar("R", covariant=True)
+I = TypeVar("I", covariant=True)  # noqa: E741 - the item type of a loop
+
+
+class _Marker(Any):
+    def __init__(self) -> None:
+        raise TypeError("marker types exist for the type checker only")
+
+
+class NoSteps(_Marker):
+    """No step has produced a key yet."""
+
+
+class NoScope(_Marker):
+    """No ``for_each`` item is in scope."""
+
+
+class AddStep(_Marker, Generic[S, R]):
+    """``S`` plus one key (named by the step's literal name) of type ``R``."""
+
+
+class Branch(_Marker, Generic[S1, S2]):
+    """The keys before the branch plus those of both arms (``T | None`` where only
+    one arm sets them).  The keys before are read from the receiver, not repeated
+    here, so that marker types stay linear in size without the plugin."""
+
+
+class Loop(_Marker, Generic[S1]):
+    """The keys before the loop plus those of its body, each ``T | None`` (zero
+    iterations leave them unset)."""
+
+
+class Retry(_Marker, Generic[S1]):
+    """The keys before the retry plus those of its body, plain (the body completed)."""
+
+
+class AddScope(_Marker, Generic[S, I]):
+    """A scope plus the loop item (named by ``for_each``'s literal name) of type ``I``."""

@@ -1,0 +1,62 @@
+"""Handler results: ``Ok[D]`` carries data, ``Failure`` carries a code the caller can act on.
+
+A ``Failure`` is a value, not an exception: returning one rolls the handler's
+transaction back while the caller still gets a structured answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Final, Generic, TypeVar, Union
+
+import attrs
+
+D = TypeVar("D", covariant=True)
+T = TypeVar("T")
+
+#: Known failure codes and the HTTP status a web layer should answer with.
+HTTP_STATUS: Final[Mapping[str, int]] = {
+    "validation_error": 400,
+    "access_denied": 403,
+    "not_found": 404,
+    "version_conflict": 409,
+    "unique_violation": 409,
+    "unprocessable": 422,
+    "internal_error": 500,
+}
+
+Details = Union[Sequence[Mapping[str, object]], Mapping[str, object], None]
+
+
+@attrs.frozen
+class Ok(Generic[D]):
+    """A successful result; ``data`` is what the handler's ``return_`` produced."""
+
+    data: D
+
+
+@attrs.frozen
+class Failure:
+    """A failed result.  ``code`` is one of :data:`HTTP_STATUS`'s keys or your own."""
+
+    code: str
+    message: str
+    details: Details = None
+
+    @property
+    def http_status(self) -> int:
+        """The HTTP status for ``code``; an application-specific code maps to 422."""
+        return HTTP_STATUS.get(self.code, 422)
+
+
+WriteResult = Union[Ok[T], Failure]
+
+
+def ok(data: T) -> Ok[T]:
+    """Wrap ``data`` in an :class:`Ok`."""
+    return Ok(data)
+
+
+def fail(code: str, message: str, details: Details = None) -> Failure:
+    """Build a :class:`Failure`; returning it from a step rolls the transaction back."""
+    return Failure(code, message, details)

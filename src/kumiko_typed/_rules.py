@@ -1,0 +1,160 @@
+"""The step rule table: the one place that says which step kinds exist, their tier,
+which builders offer them, and how a refusal is worded.
+
+Three readers share it: the runtime boot validation, the mypy plugin and the
+builder generator (``scripts/generate_builders.py``).  The plugin loads this file
+*by path* without importing the ``kumiko_typed`` package, so it must import nothing
+but the standard library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final, Literal
+
+Tier = Literal[1, 2, 3]
+
+#: How a step contributes to ``c.steps``.
+#:  - ``none``: no key;  ``name``: one key named by the first argument;
+#:  - ``arms``: keys of the branch arms;  ``body``: keys of a loop body;
+#:  - ``retry``: keys of a retry body (plain, the body always completed);
+#:  - ``end``: ends the pipeline (``return_``).
+KeyShape = Literal["none", "name", "arms", "body", "retry", "end"]
+
+
+@dataclass(frozen=True)
+class StepRule:
+    kind: str
+    method: str
+    tier: Tier
+    key: KeyShape
+    summary: str
+
+
+STEP_RULES: Final[tuple[StepRule, ...]] = (
+    StepRule("compute", "compute", 1, "name", "Compute a value from the context."),
+    StepRule("read.find_one", "find_one", 1, "name", "Read one row, or None when there is none."),
+    StepRule("read.get_one", "get_one", 1, "name", "Read one row; no row ends the pipeline with not_found."),
+    StepRule("read.find_many", "find_many", 1, "name", "Read a list of rows."),
+    StepRule("aggregate.create", "create", 1, "name", "Create an aggregate (event at version 1 + row)."),
+    StepRule("aggregate.update", "update", 1, "name", "Change an aggregate with optimistic locking."),
+    StepRule("aggregate.append_event", "append_event", 1, "none", "Append a domain event to an aggregate."),
+    StepRule("unsafe_projection_upsert", "unsafe_projection_upsert", 1, "none",
+             "Insert or update a row of a declared projection table."),
+    StepRule("unsafe_projection_delete", "unsafe_projection_delete", 1, "none",
+             "Delete rows of a declared projection table."),
+    StepRule("branch", "branch", 1, "arms", "Run one of two sub-pipelines."),
+    StepRule("for_each", "for_each", 1, "body", "Run a sub-pipeline once per item."),
+    StepRule("return", "return_", 1, "end", "End the pipeline with its result."),
+    StepRule("mail.send", "send_mail", 2, "none", "Send an e-mail through the outbox."),
+    StepRule("webhook.send", "send_webhook", 2, "none", "Send an HTTP request through the outbox."),
+    StepRule("call_feature", "call_feature", 2, "name", "Run another feature's write handler in this transaction."),
+    StepRule("workflow.wait", "wait", 3, "none", "Suspend the workflow run for a while."),
+    StepRule("workflow.wait_for_event", "wait_for_event", 3, "name",
+             "Suspend the workflow run until a matching event or a timeout."),
+    StepRule("workflow.retry", "retry", 3, "retry", "Run a sub-pipeline again after a delay until it succeeds."),
+)
+
+RULES_BY_KIND: Final[dict[str, StepRule]] = {r.kind: r for r in STEP_RULES}
+RULES_BY_METHOD: Final[dict[str, StepRule]] = {r.method: r for r in STEP_RULES}
+TIER2_KINDS: Final[frozenset[str]] = frozenset(r.kind for r in STEP_RULES if r.tier == 2)
+
+
+@dataclass(frozen=True)
+class BuilderRule:
+    name: str
+    #: Inside a workflow (tier 3 allowed)?
+    workflow: bool
+    #: Is ``return_`` offered? (``required`` = a handler must end with it)
+    returns: Literal["required", "optional", "refused"]
+    #: Builder handed to ``branch``/``for_each`` callbacks.
+    nested: str
+    description: str
+
+
+BUILDER_RULES: Final[tuple[BuilderRule, ...]] = (
+    BuilderRule("Pipeline", False, "required", "SubPipeline",
+                "A write handler's top level: tier 1, declared tier 2, ends with return_."),
+    BuilderRule("SubPipeline", False, "refused", "SubPipeline",
+                "Inside branch/for_each of a handler and inside retry: no return_, no tier-3 step."),
+    BuilderRule("WorkflowPipeline", True, "optional", "WorkflowSubPipeline",
+                "A workflow's top level: every step; return_ optional (running off the end completes the run)."),
+    BuilderRule("WorkflowSubPipeline", True, "refused", "WorkflowSubPipeline",
+                "Inside a workflow's branch/for_each: tier 3 allowed, no return_."),
+)
+
+BUILDERS: Final[dict[str, BuilderRule]] = {b.name: b for b in BUILDER_RULES}
+
+#: A retry body is a plain SubPipeline: suspending inside an attempt would split it
+#: across transactions, so tier 3 is refused there.
+RETRY_BODY_BUILDER: Final = "SubPipeline"
+
+#: Error codes shared by the plugin (as mypy error codes) and the boot validation.
+CODE_STEP_NAME: Final = "kumiko-step-name"
+CODE_DUPLICATE_STEP: Final = "kumiko-duplicate-step"
+CODE_RETURN_IN_SUBPIPELINE: Final = "kumiko-return-in-subpipeline"
+CODE_TIER: Final = "kumiko-tier"
+CODE_WORKFLOW_ONLY: Final = "kumiko-workflow-only"
+CODE_UNANALYZABLE: Final = "kumiko-unanalyzable"
+
+ERROR_CODES: Final[dict[str, str]] = {
+    CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
+    CODE_DUPLICATE_STEP: "Two steps of one pipeline share a name.",
+    CODE_RETURN_IN_SUBPIPELINE: "return_ inside branch/for_each/retry.",
+    CODE_TIER: "A tier-2 step the feature did not declare in requires=.",
+    CODE_WORKFLOW_ONLY: "A tier-3 step outside a workflow pipeline.",
+    CODE_UNANALYZABLE: "The plugin could not work out a builder's step keys.",
+}
+
+
+def allows(builder: str, kind: str) -> bool:
+    """Does ``builder`` offer step ``kind`` (ignoring tier-2 declarations)?"""
+    rule = RULES_BY_KIND[kind]
+    b = BUILDERS[builder]
+    if rule.key == "end":
+        return b.returns != "refused"
+    if rule.tier == 3:
+        return b.workflow
+    return True
+
+
+# --- wording shared by mypy errors and BootError entries ---------------------------
+
+
+def msg_step_name(method: str) -> str:
+    return (
+        f'The name of step "{method}" must be a string literal or a Final constant: '
+        'the plugin types c.steps["..."] from it'
+    )
+
+
+def msg_duplicate_step(name: str) -> str:
+    return f'Step name "{name}" is already used in this pipeline; give each step a unique name'
+
+
+def msg_return_in_subpipeline(builder: str) -> str:
+    return (
+        f"return_ is not allowed inside a sub-pipeline ({builder}: branch, for_each or retry "
+        "body); end the top-level pipeline with .return_(...) instead"
+    )
+
+
+def msg_tier(kind: str, method: str, declared: frozenset[str] | set[str]) -> str:
+    have = ", ".join(f'"{k}"' for k in sorted(declared)) or "nothing"
+    return (
+        f'Step "{method}" needs the tier-2 capability "{kind}", which this feature does not '
+        f'declare (it declares {have}); add "{kind}" to Feature(..., requires=[...])'
+    )
+
+
+def msg_unknown_capability(kind: str) -> str:
+    known = ", ".join(f'"{k}"' for k in sorted(TIER2_KINDS))
+    return f'"{kind}" in requires= is not a tier-2 step kind; use one of {known}'
+
+
+def msg_workflow_only(kind: str, method: str, builder: str) -> str:
+    return (
+        f'Step "{method}" ({kind}) suspends a workflow run and is only allowed in a workflow '
+        f"pipeline, not in a {builder}; build it with feature.workflow_pipeline(P) and register "
+        "it with feature.workflow(...)"
+    )

@@ -1,0 +1,25 @@
+"""Public views of workflow runs (filled by the workflow runtime)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Literal
+from uuid import UUID
+
+import attrs
+
+RunStatus = Literal["running", "suspended", "completed", "failed"]
+
+
+@attrs.frozen
+class RunInfo:
+    """A workflow run as stored: where it is and what its steps hold."""
+
+    run_id: UUID
+    workflow: str
+    status: RunStatus
+    path: str | None = None
+    steps: Mapping[str, object] = attrs.field(factory=dict)
+    wake_at: datetime | None = None
+    error: Mapping[str, str] | None = None

@@ -1,0 +1,28 @@
+"""What ``create`` and ``update`` put under their key."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Generic, TypeVar
+from uuid import UUID
+
+import attrs
+
+E = TypeVar("E", covariant=True)
+
+
+@attrs.frozen
+class Saved(Generic[E]):
+    """The outcome of an aggregate write.
+
+    ``changes`` maps each changed field to its new value and ``previous`` to its old
+    one (empty for a create); ``event`` is the stored event's type name.
+    """
+
+    id: UUID
+    entity: E
+    version: int
+    is_new: bool
+    changes: Mapping[str, object] = attrs.field(factory=dict)
+    previous: Mapping[str, object] = attrs.field(factory=dict)
+    event: str = ""

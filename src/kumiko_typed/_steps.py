@@ -1,0 +1,306 @@
+"""Step instances: the immutable program a builder accumulates.
+
+A finished pipeline is a tuple of these, built once at import.  ``execute`` runs
+one step against a :class:`~kumiko_typed._interpreter.Run`; it returns ``None`` to
+go on, or an ``Ok``/``Failure`` that ends the pipeline.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from ._results import Failure, Ok
+
+if TYPE_CHECKING:
+    from ._interpreter import Run
+
+Fn = Callable[[Any], Any]
+Result = Ok[object] | Failure | None
+
+
+class StepCrash(Exception):
+    """An exception escaped a step; ``path`` grows as it unwinds through sub-pipelines."""
+
+    def __init__(self, path: list[str], step: Step, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.path = path
+        self.step = step
+        self.cause = cause
+
+    def where(self) -> str:
+        return f"{'/'.join(self.path)} {self.step.describe()}"
+
+
+class NotYetSupported(Exception):
+    """A step kind whose runtime is not part of this release."""
+
+
+def run_steps(steps: tuple[Step, ...], run: Run) -> Result:
+    """Run ``steps`` in order; stop at the first one that ends the pipeline."""
+    i = 0
+    try:
+        for i, step in enumerate(steps):  # noqa: B007 - i is read in the handlers
+            result = step.execute(run)
+            if result is not None:
+                return result
+    except StepCrash as crash:
+        crash.path.insert(0, str(i))
+        raise
+    except Exception as exc:
+        raise StepCrash([str(i)], steps[i], exc) from exc
+    return None
+
+
+def _prefix(crash: StepCrash, *parts: str) -> StepCrash:
+    crash.path[0:0] = parts
+    return crash
+
+
+@attrs.frozen(slots=True)
+class Step:
+    kind: ClassVar[str]
+
+    @property
+    def step_name(self) -> str | None:
+        return None
+
+    def describe(self) -> str:
+        name = self.step_name
+        return f'{self.kind} "{name}"' if name is not None else self.kind
+
+    def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
+        """Sub-pipelines as (path label, steps)."""
+        return ()
+
+    def execute(self, run: Run) -> Result:
+        raise NotYetSupported(f"step kind {self.kind!r} has no runtime in this release")
+
+
+@attrs.frozen(slots=True)
+class NamedStep(Step):
+    name: str
+
+    @property
+    def step_name(self) -> str | None:
+        return self.name
+
+
+@attrs.frozen(slots=True)
+class Compute(NamedStep):
+    kind = "compute"
+    fn: Fn
+
+    def execute(self, run: Run) -> Result:
+        run.values[self.name] = self.fn(run.ctx)
+        return None
+
+
+@attrs.frozen(slots=True)
+class FindOne(NamedStep):
+    kind = "read.find_one"
+    query: Fn
+
+
+@attrs.frozen(slots=True)
+class GetOne(NamedStep):
+    kind = "read.get_one"
+    query: Fn
+
+
+@attrs.frozen(slots=True)
+class FindMany(NamedStep):
+    kind = "read.find_many"
+    query: Fn
+    limit: int | None
+
+
+@attrs.frozen(slots=True)
+class Create(NamedStep):
+    kind = "aggregate.create"
+    entity: type[Any]
+    data: Fn
+
+
+@attrs.frozen(slots=True)
+class Update(NamedStep):
+    kind = "aggregate.update"
+    entity: type[Any]
+    id: object
+    changes: Fn
+    version: object
+    skip_optimistic_lock: bool
+
+
+@attrs.frozen(slots=True)
+class AppendEvent(Step):
+    kind = "aggregate.append_event"
+    entity: type[Any]
+    id: object
+    event: Fn
+
+
+@attrs.frozen(slots=True)
+class ProjectionUpsert(Step):
+    kind = "unsafe_projection_upsert"
+    table: object
+    on: tuple[str, ...]
+    row: Fn
+
+
+@attrs.frozen(slots=True)
+class ProjectionDelete(Step):
+    kind = "unsafe_projection_delete"
+    table: object
+    where: Fn
+
+
+@attrs.frozen(slots=True)
+class Branch(Step):
+    kind = "branch"
+    when: Fn
+    on_true: tuple[Step, ...]
+    on_false: tuple[Step, ...]
+
+    def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
+        return (("on_true", self.on_true), ("on_false", self.on_false))
+
+    def execute(self, run: Run) -> Result:
+        arm, steps = ("on_true", self.on_true) if self.when(run.ctx) else ("on_false", self.on_false)
+        try:
+            return run_steps(steps, run)
+        except StepCrash as crash:
+            raise _prefix(crash, arm) from crash.cause
+
+
+@attrs.frozen(slots=True)
+class ForEach(Step):
+    kind = "for_each"
+    item: str
+    over: Fn
+    body: tuple[Step, ...]
+
+    @property
+    def step_name(self) -> str | None:
+        return self.item
+
+    def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
+        return (("do", self.body),)
+
+    def execute(self, run: Run) -> Result:
+        items = list(self.over(run.ctx))
+        scope = run.scope
+        missing = object()
+        shadowed = scope.get(self.item, missing)
+        try:
+            for n, item in enumerate(items):
+                scope[self.item] = item
+                try:
+                    result = run_steps(self.body, run)
+                except StepCrash as crash:
+                    raise _prefix(crash, "do", f"#{n}") from crash.cause
+                if result is not None:
+                    return result
+        finally:
+            if shadowed is missing:
+                scope.pop(self.item, None)
+            else:
+                scope[self.item] = shadowed
+        return None
+
+
+@attrs.frozen(slots=True)
+class Return(Step):
+    kind = "return"
+    fn: Fn
+
+    def execute(self, run: Run) -> Result:
+        result = self.fn(run.ctx)
+        if not isinstance(result, (Ok, Failure)):
+            raise TypeError(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
+        return result
+
+
+@attrs.frozen(slots=True)
+class SendMail(Step):
+    kind = "mail.send"
+    to: object
+    subject: object
+    body: object
+    sender: object
+
+
+@attrs.frozen(slots=True)
+class SendWebhook(Step):
+    kind = "webhook.send"
+    url: object
+    method: str
+    headers: object
+    body: object
+    auth: object
+    retry: object
+
+
+@attrs.frozen(slots=True)
+class CallFeature(NamedStep):
+    kind = "call_feature"
+    handler: object
+    payload: Fn
+    as_user: object
+
+
+@attrs.frozen(slots=True)
+class Wait(Step):
+    kind = "workflow.wait"
+    duration: timedelta | str | Callable[[Any], datetime]
+
+
+@attrs.frozen(slots=True)
+class WaitForEvent(NamedStep):
+    kind = "workflow.wait_for_event"
+    event: type[Any]
+    key: Fn
+    event_key: Fn
+    timeout: timedelta | str
+
+
+@attrs.frozen(slots=True)
+class Retry(Step):
+    kind = "workflow.retry"
+    times: int
+    backoff: str
+    base_delay: timedelta
+    body: tuple[Step, ...]
+
+    def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
+        return (("do", self.body),)
+
+
+def walk(steps: Sequence[Step], builder: str, prefix: str = "") -> Iterable[tuple[str, Step, str]]:
+    """Every step with its path and the builder it was written in, depth first."""
+    from ._rules import BUILDERS, RETRY_BODY_BUILDER
+
+    for i, step in enumerate(steps):
+        path = f"{prefix}{i}"
+        yield path, step, builder
+        inner = RETRY_BODY_BUILDER if isinstance(step, Retry) else BUILDERS[builder].nested
+        for label, child in step.children():
+            yield from walk(child, inner, f"{path}/{label}/")
+
+
+def sub_keys(steps: Sequence[Step]) -> Mapping[str, None]:
+    """Keys that steps inside sub-pipelines declare: they start as ``None`` (DESIGN §3.4)."""
+    keys: dict[str, None] = {}
+
+    def visit(seq: Sequence[Step], nested: bool) -> None:
+        for step in seq:
+            if nested and isinstance(step, NamedStep):
+                keys[step.name] = None
+            for _label, child in step.children():
+                visit(child, True)
+
+    visit(steps, False)
+    return keys
