@@ -141,7 +141,8 @@ METHODS: dict[str, Method] = {
         "self._then({SELF}, _steps.ForEach(item, over, self._sub({SUB}, do, \"do\")))",
         "the body's keys, each ``T | None`` (the last iteration's value); "
         "``c.scope[item]`` is the current item inside the body.",
-        '.for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))',
+        '.for_each("line", over=lambda c: c.payload.lines,'
+        ' do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))',
     ),
     "return": Method(
         f"fn: Callable[[{CTX}], Ok[D] | Failure]",
@@ -221,16 +222,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never, TypeVar
 from uuid import UUID
 
-from typing_extensions import Never, deprecated
+from typing_extensions import TypeVar as DefaultTypeVar
+from typing_extensions import deprecated
 
 from . import _steps
 from ._builder import BuilderCore
 from ._ctx import Ctx, User
 from ._finished import Finished, WorkflowFinished
-from ._markers import AddScope, AddStep, Branch, Loop, Retry
+from ._markers import AddScope, AddStep, Branch, Loop, NoSteps, Retry
 from ._results import Failure, Ok
 
 if TYPE_CHECKING:
@@ -250,7 +252,8 @@ T = TypeVar("T")
 E = TypeVar("E")
 I = TypeVar("I")  # noqa: E741 - a loop item
 S1 = TypeVar("S1")
-S2 = TypeVar("S2")
+# The else-arm is optional; without it (and without the plugin) its keys are none.
+S2 = DefaultTypeVar("S2", default=NoSteps)
 Sc1 = TypeVar("Sc1")
 D = TypeVar("D")
 P2 = TypeVar("P2")
@@ -281,7 +284,8 @@ def _docstring(rule: Any, m: Method, refusal: str | None, indent: str) -> str:
     lines += [f"Step kind ``{rule.kind}``. {tier}", f"Result key: {m.key}", "", "Example::", "", f"    {m.example}"]
     wrapped: list[str] = []
     for line in lines:
-        wrapped += textwrap.wrap(line, 96 - len(indent), subsequent_indent="") if line and not line.startswith("    ") else [line]
+        keep = not line or line.startswith("    ")
+        wrapped += [line] if keep else textwrap.wrap(line, 96 - len(indent))
     body = "\n".join((indent + w) if w else "" for w in wrapped)
     return f'{indent}"""{body.lstrip()}\n{indent}"""\n'
 

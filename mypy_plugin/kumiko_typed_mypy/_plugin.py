@@ -6,10 +6,12 @@ load the plugin); every fact the hooks produce lives in the types they return.
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from functools import partial
+from pathlib import Path
 
-from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin
+from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin, ReportConfigContext
 from mypy.types import CallableType, Type
 
 from ._features import branches, capabilities, loops, placement, step_keys
@@ -70,7 +72,28 @@ FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
 }
 
 
+def _fingerprint() -> str:
+    """A hash of the plugin's code and the rule table.
+
+    mypy fingerprints only a plugin's entry module; without this, a cache written
+    by an older plugin or rule table would be trusted after an upgrade.
+    """
+    digest = hashlib.sha256()
+    files = sorted(Path(__file__).parent.rglob("*.py"))
+    if rules.__file__:
+        files.append(Path(rules.__file__))
+    for path in files:
+        digest.update(path.read_bytes())
+    return digest.hexdigest()
+
+
+FINGERPRINT = _fingerprint()
+
+
 class KumikoPlugin(Plugin):
+    def report_config_data(self, ctx: ReportConfigContext) -> str:
+        return FINGERPRINT
+
     def get_method_hook(self, fullname: str) -> MethodHook | None:
         return METHOD_HOOKS.get(fullname)
 

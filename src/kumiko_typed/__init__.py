@@ -33,6 +33,7 @@ __all__ = [
     "Saved",
     "SubPipeline",
     "Trigger",
+    "User",
     "Workflow",
     "WorkflowFinished",
     "WorkflowPipeline",

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import httpx
@@ -29,7 +29,7 @@ logger = logging.getLogger("kumiko_typed")
 
 
 def _utc_now() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 class App:
@@ -88,6 +88,9 @@ class App:
         """Run ``handler`` with a structured ``payload`` in one transaction."""
         if self._handlers.get(handler.name) is not handler:
             return fail("not_found", f"handler {handler.name} is not registered in this App")
+        denied = self._deny(handler, user)  # roles before payload validation (DESIGN §5)
+        if denied is not None:
+            return denied
         if not isinstance(payload, handler.payload_type):
             return fail(
                 "validation_error",
@@ -125,9 +128,7 @@ class App:
     def _run(
         self, handler: WriteHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
     ) -> Ok[object] | Failure:
-        denied = self._deny(handler, user)
-        if denied is not None:
-            return denied
+        # The callers have looked the handler up, checked the roles and the payload.
         with Session(self.engine, expire_on_commit=False) as session:
             session.begin()
             try:

@@ -15,16 +15,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never, TypeVar
 from uuid import UUID
 
-from typing_extensions import Never, deprecated
+from typing_extensions import TypeVar as DefaultTypeVar
+from typing_extensions import deprecated
 
 from . import _steps
 from ._builder import BuilderCore
 from ._ctx import Ctx, User
 from ._finished import Finished, WorkflowFinished
-from ._markers import AddScope, AddStep, Branch, Loop, Retry
+from ._markers import AddScope, AddStep, Branch, Loop, NoSteps, Retry
 from ._results import Failure, Ok
 
 if TYPE_CHECKING:
@@ -44,7 +45,8 @@ T = TypeVar("T")
 E = TypeVar("E")
 I = TypeVar("I")  # noqa: E741 - a loop item
 S1 = TypeVar("S1")
-S2 = TypeVar("S2")
+# The else-arm is optional; without it (and without the plugin) its keys are none.
+S2 = DefaultTypeVar("S2", default=NoSteps)
 Sc1 = TypeVar("Sc1")
 D = TypeVar("D")
 P2 = TypeVar("P2")

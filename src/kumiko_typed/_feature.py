@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar
 
 import attrs
+from typing_extensions import TypeVar as DefaultTypeVar
 
 from ._builders import Pipeline, WorkflowPipeline
 from ._finished import Finished, WorkflowFinished
@@ -15,7 +16,8 @@ from ._triggers import Trigger
 if TYPE_CHECKING:
     from sqlalchemy import Table
 
-C = TypeVar("C", bound=str, covariant=True)
+# Without requires= (or without the plugin to read it) a feature declares nothing.
+C = DefaultTypeVar("C", bound=str, covariant=True, default=Never)
 P = TypeVar("P")
 D = TypeVar("D")
 

@@ -7,7 +7,7 @@ transaction back while the caller still gets a structured answer.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final, Generic, TypeVar, Union
+from typing import Final, Generic, TypeVar
 
 import attrs
 
@@ -25,7 +25,7 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     "internal_error": 500,
 }
 
-Details = Union[Sequence[Mapping[str, object]], Mapping[str, object], None]
+Details = Sequence[Mapping[str, object]] | Mapping[str, object] | None
 
 
 @attrs.frozen
@@ -49,7 +49,7 @@ class Failure:
         return HTTP_STATUS.get(self.code, 422)
 
 
-WriteResult = Union[Ok[T], Failure]
+WriteResult = Ok[T] | Failure
 
 
 def ok(data: T) -> Ok[T]:

@@ -62,11 +62,10 @@ def _declared(caps: ProperType) -> set[str] | None:
     items = caps.items if isinstance(caps, UnionType) else [caps]
     out: set[str] = set()
     for item in map(get_proper_type, items):
-        if isinstance(item, Instance) and item.last_known_value is not None:
-            item = item.last_known_value
-        if not (isinstance(item, LiteralType) and isinstance(item.value, str)):
+        literal = item.last_known_value if isinstance(item, Instance) else item
+        if not (isinstance(literal, LiteralType) and isinstance(literal.value, str)):
             return None
-        out.add(item.value)
+        out.add(literal.value)
     return out
 
 

@@ -1,0 +1,73 @@
+"""Running mypy and pyright over snippet files and reading what they say."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+HERE = Path(__file__).parent
+CASES = HERE / "cases"
+ROOT = HERE.parent
+EXAMPLES = ROOT / "examples"
+
+_LINE = re.compile(
+    r"^(?P<file>[^:]+):(?P<line>\d+): (?P<severity>error|note): (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
+)
+_EXPECT = re.compile(r"#\s*(?P<kind>[ER]):\s*(?P<value>.*?)\s*(?=#\s*[ER]:|$)")
+
+
+@dataclass(frozen=True, order=True)
+class Finding:
+    file: str
+    line: int
+    kind: str  # "E" (error code) or "R" (revealed type)
+    value: str
+
+
+def expected(path: Path) -> set[Finding]:
+    """``# E: <code>`` and ``# R: <revealed type>`` comments of one snippet file."""
+    out: set[Finding] = set()
+    for number, text in enumerate(path.read_text().splitlines(), start=1):
+        if "#" not in text:
+            continue
+        comment = text[text.index("  #") + 2 :] if "  #" in text else ""
+        for match in _EXPECT.finditer(comment):
+            out.add(Finding(path.name, number, match["kind"], match["value"]))
+    return out
+
+
+def parse(output: str) -> tuple[set[Finding], list[str]]:
+    """Errors (by code) and revealed types; other lines are returned for diagnostics."""
+    found: set[Finding] = set()
+    other: list[str] = []
+    for raw in output.splitlines():
+        m = _LINE.match(raw)
+        if m is None:
+            other.append(raw)
+            continue
+        name = Path(m["file"]).name
+        if m["severity"] == "error":
+            found.add(Finding(name, int(m["line"]), "E", m["code"] or "?"))
+        elif m["message"].startswith("Revealed type is "):
+            found.add(Finding(name, int(m["line"]), "R", m["message"][len('Revealed type is "') : -1]))
+    return found, other
+
+
+def mypy(*args: str, cwd: Path, config: Path | None, cache_dir: Path) -> subprocess.CompletedProcess[str]:
+    cmd = [sys.executable, "-m", "mypy", "--cache-dir", str(cache_dir), "--show-error-codes", "--no-pretty"]
+    cmd += ["--config-file", str(config)] if config else ["--config-file", str(CASES / "no_plugin.ini")]
+    return subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True, check=False)
+
+
+def pyright(*paths: Path) -> dict[str, object]:
+    cmd = [sys.executable, "-m", "pyright", "--outputjson", "--pythonpath", sys.executable, *map(str, paths)]
+    result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+    try:
+        data: dict[str, object] = json.loads(result.stdout)
+    except json.JSONDecodeError as exc:
+        raise AssertionError(f"pyright did not answer JSON:\n{result.stdout}\n{result.stderr}") from exc
+    return data

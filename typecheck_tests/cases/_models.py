@@ -1,0 +1,44 @@
+"""Shared payloads, events and a mapped class for the type-check cases."""
+
+from __future__ import annotations
+
+import uuid
+
+import attrs
+from sqlalchemy import String
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Product(Base):
+    __tablename__ = "product"
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    name: Mapped[str] = mapped_column(String(100))
+    stock: Mapped[int]
+
+
+@attrs.frozen
+class Line:
+    sku: str
+    qty: int
+
+
+@attrs.frozen
+class Order:
+    id: uuid.UUID
+    lines: list[Line]
+    note: str = ""
+
+
+@attrs.frozen
+class SignedUp:
+    user_id: uuid.UUID
+    email: str
+
+
+@attrs.frozen
+class EmailVerified:
+    user_id: uuid.UUID

@@ -1,0 +1,36 @@
+"""Mistakes that mypy's own checks catch once the plugin has made the types exact."""
+
+from __future__ import annotations
+
+from kumiko_typed import Feature, manual, ok
+
+from _models import Order, SignedUp
+
+shop = Feature("shop")
+
+missing_key = (
+    shop.pipeline(Order)
+    .compute("total", lambda c: 1)
+    .compute("t2", lambda c: c.steps["totl"])  # E: misc
+)
+
+wrong_use = (
+    shop.pipeline(Order)
+    .compute("total", lambda c: 1)
+    .compute("t2", lambda c: c.steps["total"] + "x")  # E: operator
+)
+
+
+one_arm = (
+    shop.pipeline(Order)
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("n", lambda c: 1))
+    .compute("m", lambda c: c.steps["n"] + 1)  # E: operator
+)
+
+no_return = shop.write_handler("x", shop.pipeline(Order).compute("a", lambda c: 1))  # E: arg-type  # E: var-annotated
+
+mismatch = shop.workflow(  # E: misc
+    "wf",
+    trigger=manual(SignedUp),
+    pipeline=shop.workflow_pipeline(Order),
+)

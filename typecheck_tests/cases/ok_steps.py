@@ -1,0 +1,55 @@
+"""Every key-producing step kind, with the exact type a later step reads."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Final
+
+from sqlalchemy import select
+
+from kumiko_typed import Feature, manual, ok
+
+from _models import EmailVerified, Order, Product, SignedUp
+
+shop = Feature("shop", requires=["call_feature", "mail.send"])
+reveal_type(shop)  # R: kumiko_typed._feature.Feature[Literal['call_feature'] | Literal['mail.send']]
+
+TOTAL: Final = "total"
+
+reserve = shop.write_handler(
+    "reserve",
+    shop.pipeline(Order).compute("n", lambda c: len(c.payload.lines)).return_(lambda c: ok(c.steps["n"] * 2)),
+)
+reveal_type(reserve)  # R: kumiko_typed._feature.WriteHandler[_models.Order, int]
+
+place = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.lines))
+    .compute(TOTAL, lambda c: float(c.steps["count"]))
+    .find_one("maybe", lambda c: select(Product).where(Product.id == c.payload.id))
+    .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+    .find_many("all", lambda c: select(Product), limit=10)
+    .create("created", Product, data=lambda c: Product(id=c.payload.id, name="x", stock=c.steps["count"]))
+    .update("updated", Product, id=lambda c: c.payload.id, changes=lambda c: {"stock": 1})
+    .call_feature("reserved", reserve, payload=lambda c: c.payload)
+    .return_(lambda c: ok(c.steps))
+)
+reveal_type(place)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'count'=: int, 'total'=: float, 'maybe'=: _models.Product | None, 'product'=: _models.Product, 'all'=: list[_models.Product], 'created'=: kumiko_typed._saved.Saved[_models.Product], 'updated'=: kumiko_typed._saved.Saved[_models.Product], 'reserved'=: int})]
+
+onboarding = shop.workflow(
+    "onboarding",
+    trigger=manual(SignedUp),
+    pipeline=shop.workflow_pipeline(SignedUp)
+    .wait(timedelta(days=1))
+    .wait_for_event(
+        "verified",
+        EmailVerified,
+        key=lambda c: c.payload.user_id,
+        event_key=lambda e: e.user_id,
+        timeout=timedelta(days=7),
+    )
+    .retry(times=3, do=lambda b: b.compute("attempted", lambda c: c.steps["verified"] is not None))
+    .compute("seen", lambda c: (reveal_type(c.steps["verified"]), reveal_type(c.steps["attempted"])))  # R: _models.EmailVerified | None # R: bool
+    .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello"),
+)
+reveal_type(onboarding)  # R: kumiko_typed._feature.Workflow[_models.SignedUp]

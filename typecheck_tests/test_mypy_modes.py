@@ -1,0 +1,93 @@
+"""The plugin under mypy's other modes: warm cache, a change upstream, -n 2, dmypy."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ._mypy import CASES, mypy, parse
+
+BASE = '''\
+import attrs
+from kumiko_typed import Feature
+
+@attrs.frozen
+class Order:
+    qty: int
+
+shop = Feature("shop")
+base = shop.pipeline(Order).compute("x", lambda c: {value})
+'''
+
+USE = '''\
+from base import base
+
+extended = base.compute("y", lambda c: c.steps["x"] + 1)
+reveal_type(extended)
+'''
+
+CONFIG = "[mypy]\nplugins = kumiko_typed_mypy\nstrict = true\n"
+
+
+@pytest.fixture
+def project(tmp_path: Path) -> Path:
+    (tmp_path / "mypy.ini").write_text(CONFIG)
+    (tmp_path / "base.py").write_text(BASE.format(value="c.payload.qty"))
+    (tmp_path / "use.py").write_text(USE)
+    return tmp_path
+
+
+def _run(project: Path, cache: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return mypy(*extra, "base.py", "use.py", cwd=project, config=project / "mypy.ini", cache_dir=cache)
+
+
+def test_warm_cache_and_upstream_change(project: Path) -> None:
+    cache = project / ".cache"
+    first = _run(project, cache)
+    assert first.returncode == 0, first.stdout
+    assert "TypedDict({'x'=: int, 'y'=: int})" in first.stdout
+
+    warm = _run(project, cache)
+    assert warm.returncode == 0, warm.stdout
+    assert "TypedDict({'x'=: int, 'y'=: int})" in warm.stdout  # read back from the cache
+
+    (project / "base.py").write_text(BASE.format(value='"text"'))
+    changed = _run(project, cache)
+    assert changed.returncode == 1
+    assert 'use.py:3: error: Unsupported operand types for + ("str" and "int")  [operator]' in changed.stdout
+
+    (project / "base.py").write_text(BASE.format(value="c.payload.qty"))
+    reverted = _run(project, cache)
+    assert reverted.returncode == 0, reverted.stdout
+
+
+def test_parallel_workers_agree_with_serial(tmp_path: Path) -> None:
+    files = sorted(p.name for p in CASES.glob("*.py") if not p.name.startswith("_"))
+    serial = mypy(*files, cwd=CASES, config=CASES / "mypy.ini", cache_dir=tmp_path / "serial")
+    parallel = mypy("-n", "2", *files, cwd=CASES, config=CASES / "mypy.ini", cache_dir=tmp_path / "parallel")
+    serial_found, _ = parse(serial.stdout)
+    parallel_found, _ = parse(parallel.stdout)
+    assert serial_found, serial.stdout + serial.stderr
+    assert parallel_found == serial_found, parallel.stdout + parallel.stderr
+
+
+def test_dmypy(project: Path) -> None:
+    status = project / ".dmypy.json"
+    dmypy = [sys.executable, "-m", "mypy.dmypy", "--status-file", str(status)]
+
+    def run() -> subprocess.CompletedProcess[str]:
+        cmd = [*dmypy, "run", "--", "--config-file", "mypy.ini", "base.py", "use.py"]
+        return subprocess.run(cmd, cwd=project, capture_output=True, text=True, check=False, timeout=300)
+
+    try:
+        clean = run()
+        assert clean.returncode == 0, clean.stdout + clean.stderr
+        (project / "base.py").write_text(BASE.format(value='"text"'))
+        broken = run()
+        assert broken.returncode == 1, broken.stdout + broken.stderr
+        assert 'use.py:3: error: Unsupported operand types for + ("str" and "int")' in broken.stdout
+    finally:
+        subprocess.run([*dmypy, "stop"], cwd=project, capture_output=True, check=False, timeout=60)
