@@ -304,6 +304,8 @@ def _method(builder: str, rule: Any, m: Method) -> str:
         )
     if rule.key == "end":
         why = rules.msg_return_in_subpipeline(builder)
+        # Recorded on the sub-builder itself (not as a Finished) so the arm stays a builder.
+        body = _fill("self._then({SELF}, _steps.Return(fn))", builder)
     else:
         why = rules.msg_workflow_only(kind, name, builder)
     untyped = ", ".join(p.split(":")[0].split("=")[0].strip() if p.strip() != "*" else "*" for p in _split(params))

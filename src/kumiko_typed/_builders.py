@@ -495,7 +495,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         def return_(self, fn):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._finish(Finished, _steps.Return(fn))
+            return self._then(SubPipeline, _steps.Return(fn))
 
     def send_mail(self, *, to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]], subject: str | Callable[[Ctx[P, S, Sc]], str], body: str | Callable[[Ctx[P, S, Sc]], str], sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None) -> SubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
@@ -1012,7 +1012,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         def return_(self, fn):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._finish(WorkflowFinished, _steps.Return(fn))
+            return self._then(WorkflowSubPipeline, _steps.Return(fn))
 
     def send_mail(self, *, to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]], subject: str | Callable[[Ctx[P, S, Sc]], str], body: str | Callable[[Ctx[P, S, Sc]], str], sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.

@@ -104,6 +104,11 @@ class Feature(Generic[C]):
         if isinstance(roles, str):
             roles = (roles,)
         handler = WriteHandler(self, name, pipeline, None if roles is None else frozenset(roles))
+        if handler.roles is not None and not handler.roles:
+            self.problems.append(
+                f"handler {handler.name}: roles=[] admits nobody; "
+                "use roles=None for any authenticated user, or name the roles"
+            )
         if not isinstance(pipeline, Finished) or isinstance(pipeline, WorkflowFinished):
             self.problems.append(
                 f"handler {handler.name}: its pipeline has no return_ step (got {type(pipeline).__name__}); "

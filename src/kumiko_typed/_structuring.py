@@ -8,12 +8,15 @@ keys, and every problem becomes one ``{"path", "message"}`` detail.
 from __future__ import annotations
 
 import datetime as dt
+from collections import abc
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
-from typing import Any, TypeVar
+from typing import Any, TypeVar, get_args, get_origin
 from uuid import UUID
 
+import attrs
 import cattrs
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
 from cattrs.errors import (
     AttributeValidationNote,
     ClassValidationError,
@@ -85,8 +88,72 @@ def _parsed(kind: str, parse: Callable[[str], T], *, numbers: bool = False) -> C
     return hook
 
 
+Hook = Callable[[Any, Any], Any]
+
+_LISTS = frozenset({list, abc.MutableSequence})
+_SEQUENCES = frozenset({abc.Sequence, abc.Collection, abc.Iterable})
+_SETS = frozenset({set, abc.MutableSet})
+_FROZENSETS = frozenset({frozenset, abc.Set})
+_MAPPINGS = frozenset({dict, abc.Mapping, abc.MutableMapping})
+
+
+def _origin(t: Any) -> Any:
+    return get_origin(t) or t
+
+
+def _guarded(inner: Hook, accepted: tuple[type, ...], wanted: str) -> Hook:
+    """Check the JSON type before cattrs' own hook runs: its container hooks iterate
+    whatever they get (a string would become a list of characters, an object the
+    list of its keys) and its class hooks fail with Python's wording."""
+
+    def hook(value: object, cl: object) -> object:
+        _expect(value, accepted, wanted)
+        return inner(value, cl)
+
+    return hook
+
+
+def _guard_containers(conv: cattrs.Converter) -> None:
+    array: tuple[type, ...] = (list, tuple)
+    obj: tuple[type, ...] = (Mapping,)
+
+    def is_homogeneous_tuple(t: Any) -> bool:
+        args = get_args(t)
+        return _origin(t) is tuple and (not args or (len(args) == 2 and args[1] is Ellipsis))
+
+    def is_hetero_tuple(t: Any) -> bool:
+        return _origin(t) is tuple and not is_homogeneous_tuple(t)
+
+    def set_hook(t: Any) -> Hook:
+        return conv._structure_set  # cattrs' own (private) set hook
+
+    def frozenset_hook(t: Any) -> Hook:
+        return conv._structure_frozenset
+
+    factories: list[tuple[Callable[[Any], bool], Callable[[Any], Hook], tuple[type, ...], str]] = [
+        (lambda t: _origin(t) in _LISTS, lambda t: list_structure_factory(t, conv), array, "an array"),
+        (
+            lambda t: _origin(t) in _SEQUENCES or is_homogeneous_tuple(t),
+            lambda t: homogenous_tuple_structure_factory(t, conv),
+            array,
+            "an array",
+        ),
+        (is_hetero_tuple, conv.gen_structure_hetero_tuple, array, "an array"),
+        (lambda t: _origin(t) in _SETS, set_hook, array, "an array"),
+        (lambda t: _origin(t) in _FROZENSETS, frozenset_hook, array, "an array"),
+        (lambda t: _origin(t) in _MAPPINGS, conv.gen_structure_mapping, obj, "a JSON object"),
+        (attrs.has, conv.gen_structure_attrs_fromdict, obj, "a JSON object"),
+    ]
+    for predicate, factory, accepted, wanted in factories:
+        conv.register_structure_hook_factory(
+            predicate,
+            lambda t, factory=factory, accepted=accepted, wanted=wanted: _guarded(factory(t), accepted, wanted),
+        )
+
+
 def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
+    _guard_containers(conv)
     conv.register_structure_hook(str, _str)
     conv.register_structure_hook(int, _int)
     conv.register_structure_hook(float, _float)
@@ -117,7 +184,11 @@ def _details(exc: BaseException, path: str, out: list[Detail]) -> None:
         return
     if isinstance(exc, (ClassValidationError, IterableValidationError)):
         for sub in exc.exceptions:
-            notes = [n for n in getattr(sub, "__notes__", ()) if isinstance(n, (AttributeValidationNote, IterableValidationNote))]
+            notes = [
+                n
+                for n in getattr(sub, "__notes__", ())
+                if isinstance(n, (AttributeValidationNote, IterableValidationNote))
+            ]
             if not notes:
                 _details(sub, path, out)
                 continue
@@ -134,7 +205,7 @@ def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | li
         return [{"path": "$", "message": f"expected a JSON object, got {_json_type(data)}"}]
     try:
         return converter.structure(data, cls)
-    except (ClassValidationError, IterableValidationError, ForbiddenExtraKeysError, TypeError, ValueError, KeyError) as exc:
+    except Exception as exc:  # a payload's own attrs validators may raise anything
         details: list[Detail] = []
         _details(exc, "$", details)
         return details

@@ -1,0 +1,86 @@
+"""Shared fixtures for the runtime tests: users, a fixed clock, an App factory on SQLite,
+and a ``test_notes`` table that steps write through ``c.db`` to observe commits."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import sqlalchemy as sa
+
+from kumiko_typed import App, Feature, User
+
+NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+_metadata = sa.MetaData()
+_NOTES = sa.Table(
+    "test_notes",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("text", sa.String(200), nullable=False),
+)
+
+
+def _user(*roles: str) -> User:
+    return User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset(roles))
+
+
+@pytest.fixture
+def now() -> datetime:
+    """What the test Apps' clock returns."""
+    return NOW
+
+
+@pytest.fixture
+def make_user() -> Callable[..., User]:
+    return _user
+
+
+@pytest.fixture
+def user() -> User:
+    """An authenticated user without any role."""
+    return _user()
+
+
+@pytest.fixture
+def admin() -> User:
+    return _user("Admin")
+
+
+@pytest.fixture
+def notes() -> sa.Table:
+    """A plain Core table (id, text) created in every test App's database."""
+    return _NOTES
+
+
+@pytest.fixture
+def note_texts() -> Callable[[App], list[str]]:
+    """The committed ``test_notes`` rows, read on a fresh connection."""
+
+    def read(app: App) -> list[str]:
+        with app.engine.connect() as conn:
+            return list(conn.scalars(sa.select(_NOTES.c.text).order_by(_NOTES.c.id)))
+
+    return read
+
+
+@pytest.fixture
+def make_app(tmp_path: Path) -> Iterator[Callable[..., App]]:
+    """Build an App on a fresh SQLite file (fixed clock, ``test_notes`` created); disposed afterwards."""
+    apps: list[App] = []
+
+    def build(features: Sequence[Feature[str]], **kwargs: object) -> App:
+        kwargs.setdefault("clock", lambda: NOW)
+        url = f"sqlite:///{tmp_path / f'app{len(apps)}.sqlite3'}"
+        app = App(features, database_url=url, **kwargs)  # type: ignore[arg-type]
+        apps.append(app)
+        app.create_all()
+        _metadata.create_all(app.engine)
+        return app
+
+    yield build
+    for app in apps:
+        app.dispose()

@@ -1,0 +1,314 @@
+"""Boot validation: building an App checks the plugin's rules again and raises ONE BootError
+listing every problem, worded by ``kumiko_typed._rules`` (DESIGN §1, §3.3, §4.5)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+from typing import Any
+
+import attrs
+import pytest
+
+from kumiko_typed import App, BootError, Feature, Ok, User, manual, ok
+from kumiko_typed._rules import (
+    msg_duplicate_step,
+    msg_return_in_subpipeline,
+    msg_tier,
+    msg_unknown_capability,
+    msg_workflow_only,
+)
+from kumiko_typed._steps import NotYetSupported
+
+MakeApp = Callable[..., App]
+
+
+@attrs.frozen
+class P:
+    n: int
+
+
+def _not_runnable(prefix: str, kind: str) -> str:
+    """This release types every step kind but runs only compute/branch/for_each/return_."""
+    return f"{prefix}: {NotYetSupported.__doc__} ({kind!r})"
+
+
+def _boot_problems(features: list[Feature[Any]]) -> list[str]:
+    with pytest.raises(BootError) as info:
+        App(features, database_url="sqlite://")
+    exc = info.value
+    # One error whose message lists every problem.
+    assert str(exc).startswith(f"{len(exc.problems)} problem(s) in the app definition:")
+    for p in exc.problems:
+        assert f"  - {p}" in str(exc)
+    return exc.problems
+
+
+def _handler(f: Feature[Any], name: str, build: Callable[[Any], Any]) -> None:
+    f.write_handler(name, build(f.pipeline(P)).return_(lambda c: ok(None)))
+
+
+def test_a_valid_app_boots(make_app: MakeApp, user: User) -> None:
+    f = Feature("ok", requires=["mail.send"])
+    _handler(
+        f,
+        "h",
+        lambda p: (
+            p.compute("a", lambda c: 1)
+            .branch(
+                when=lambda c: True,
+                on_true=lambda b: b.compute("k", lambda c: 1),
+                on_false=lambda b: b.compute("k", lambda c: 2).compute("only_false", lambda c: 3),
+            )
+            .for_each("i", over=lambda c: [1], do=lambda b: b.compute("body", lambda c: 1))
+        ),
+    )
+    g = Feature("other")
+    _handler(g, "h", lambda p: p.compute("a", lambda c: 1))  # same local and step names, other feature
+    app = make_app([f, g])
+    assert set(app.handlers) == {"ok:h", "other:h"}
+    assert isinstance(app.dispatch(app.handlers["ok:h"], P(1), user=user), Ok)
+
+
+def test_tier2_step_without_requires(make_app: MakeApp) -> None:
+    f = Feature("shop")
+    _handler(f, "notify", lambda p: p.compute("a", lambda c: 1).send_mail(to="a@b.c", subject="s", body="b"))
+    prefix = "handler shop:notify, step 1 (mail.send)"
+    assert _boot_problems([f]) == [
+        f"{prefix}: {msg_tier('mail.send', 'send_mail', set())}",
+        _not_runnable(prefix, "mail.send"),
+    ]
+    assert 'needs the tier-2 capability "mail.send"' in msg_tier("mail.send", "send_mail", set())
+
+
+def test_tier2_step_inside_an_arm_names_the_declared_capabilities() -> None:
+    f = Feature("shop", requires=["webhook.send"])
+    _handler(
+        f,
+        "notify",
+        lambda p: p.branch(when=lambda c: True, on_true=lambda b: b.send_mail(to="a@b.c", subject="s", body="b")),
+    )
+    prefix = "handler shop:notify, step 0/on_true/0 (mail.send)"
+    problems = _boot_problems([f])
+    assert problems == [
+        f"{prefix}: {msg_tier('mail.send', 'send_mail', {'webhook.send'})}",
+        _not_runnable(prefix, "mail.send"),
+    ]
+    assert '(it declares "webhook.send")' in problems[0]
+
+
+def test_declared_tier2_step_has_no_tier_problem() -> None:
+    f = Feature("shop", requires=["mail.send"])
+    _handler(f, "notify", lambda p: p.send_mail(to="a@b.c", subject="s", body="b"))
+    problems = _boot_problems([f])
+    # Only "no runtime in this release" is left: the capability itself is fine.
+    assert problems == [_not_runnable("handler shop:notify, step 0 (mail.send)", "mail.send")]
+
+
+def test_tier3_step_in_a_handler_pipeline() -> None:
+    f = Feature("shop")
+    _handler(f, "later", lambda p: p.compute("a", lambda c: 1).wait(timedelta(days=1)))
+    _handler(f, "later-arm", lambda p: p.branch(when=lambda c: True, on_true=lambda b: b.wait("PT1H")))
+    prefix = "handler shop:later, step 1 (workflow.wait)"
+    arm = "handler shop:later-arm, step 0/on_true/0 (workflow.wait)"
+    assert _boot_problems([f]) == [
+        f"{prefix}: {msg_workflow_only('workflow.wait', 'wait', 'Pipeline')}",
+        _not_runnable(prefix, "workflow.wait"),
+        f"{arm}: {msg_workflow_only('workflow.wait', 'wait', 'SubPipeline')}",
+        _not_runnable(arm, "workflow.wait"),
+    ]
+
+
+@pytest.mark.parametrize("where", ["branch", "for_each"])
+def test_return_in_a_sub_pipeline(where: str) -> None:
+    f = Feature("shop")
+    if where == "branch":
+        pipeline = f.pipeline(P).branch(
+            when=lambda c: True,
+            on_true=lambda b: b.compute("x", lambda c: 1).return_(lambda c: ok("early")),  # type: ignore[misc]
+        )
+        path = "0/on_true/1"
+    else:
+        pipeline = f.pipeline(P).for_each(
+            "i",
+            over=lambda c: [1],
+            do=lambda b: b.compute("x", lambda c: 1).return_(lambda c: ok("early")),  # type: ignore[misc]
+        )
+        path = "0/do/1"
+    f.write_handler("early", pipeline.return_(lambda c: ok("late")))
+    assert _boot_problems([f]) == [
+        f"handler shop:early, step {path} (return): {msg_return_in_subpipeline('SubPipeline')}"
+    ]
+
+
+def test_duplicate_step_names() -> None:
+    f = Feature("shop")
+    _handler(f, "top", lambda p: p.compute("a", lambda c: 1).compute("b", lambda c: 2).compute("a", lambda c: 3))
+    _handler(
+        f,
+        "arm",
+        lambda p: p.compute("k", lambda c: 1).branch(
+            when=lambda c: True, on_true=lambda b: b.compute("k", lambda c: 2)
+        ),
+    )
+    _handler(
+        f,
+        "after-arm",
+        lambda p: p.branch(
+            when=lambda c: True, on_true=lambda b: b, on_false=lambda b: b.compute("k", lambda c: 2)
+        ).compute("k", lambda c: 1),
+    )
+    _handler(
+        f,
+        "loop",
+        lambda p: p.compute("v", lambda c: 1).for_each(
+            "i", over=lambda c: [], do=lambda b: b.compute("v", lambda c: 2)
+        ),
+    )
+    _handler(
+        f,
+        "in-arm",
+        lambda p: p.branch(
+            when=lambda c: True, on_true=lambda b: b.compute("z", lambda c: 1).compute("z", lambda c: 2)
+        ),
+    )
+    assert _boot_problems([f]) == [
+        f'handler shop:top, step 2 (compute "a"): {msg_duplicate_step("a")}',
+        f'handler shop:arm, step 1/on_true/0 (compute "k"): {msg_duplicate_step("k")}',
+        f'handler shop:after-arm, step 1 (compute "k"): {msg_duplicate_step("k")}',
+        f'handler shop:loop, step 1/do/0 (compute "v"): {msg_duplicate_step("v")}',
+        f'handler shop:in-arm, step 0/on_true/1 (compute "z"): {msg_duplicate_step("z")}',
+    ]
+
+
+def test_the_same_key_in_both_arms_of_one_branch_is_fine(make_app: MakeApp, user: User) -> None:
+    f = Feature("shop")
+    _handler(
+        f,
+        "both",
+        lambda p: p.branch(
+            when=lambda c: c.payload.n > 0,
+            on_true=lambda b: b.compute("k", lambda c: "+"),
+            on_false=lambda b: b.compute("k", lambda c: "-"),
+        ).compute("after", lambda c: c.steps["k"]),
+    )
+    app = make_app([f])
+    assert isinstance(app.dispatch(app.handlers["shop:both"], P(1), user=user), Ok)
+
+
+def test_the_same_key_in_two_branches_is_a_duplicate() -> None:
+    f = Feature("shop")
+    _handler(
+        f,
+        "two",
+        lambda p: p.branch(when=lambda c: True, on_true=lambda b: b.compute("k", lambda c: 1)).branch(
+            when=lambda c: True, on_true=lambda b: b, on_false=lambda b: b.compute("k", lambda c: 2)
+        ),
+    )
+    assert _boot_problems([f]) == [f'handler shop:two, step 1/on_false/0 (compute "k"): {msg_duplicate_step("k")}']
+
+
+def test_duplicate_handler_names() -> None:
+    f = Feature("shop")
+    _handler(f, "buy", lambda p: p)
+    _handler(f, "buy", lambda p: p.compute("x", lambda c: 1))
+    assert _boot_problems([f]) == ["handler shop:buy: the name is registered twice; handler names must be unique"]
+
+
+def test_duplicate_feature_names() -> None:
+    a, b = Feature("shop"), Feature("shop")
+    _handler(a, "buy", lambda p: p)
+    _handler(b, "sell", lambda p: p)
+    assert _boot_problems([a, b]) == ["feature 'shop' is listed twice; feature names must be unique"]
+
+
+def test_write_handler_without_return() -> None:
+    f = Feature("shop")
+    f.write_handler("open", f.pipeline(P).compute("x", lambda c: 1))  # type: ignore[arg-type]
+    assert _boot_problems([f]) == [
+        "handler shop:open: its pipeline has no return_ step (got Pipeline); end it with .return_(lambda c: ok(...))"
+    ]
+
+
+def test_write_handler_with_a_workflow_pipeline() -> None:
+    f = Feature("shop")
+    f.write_handler("wf", f.workflow_pipeline(P).return_(lambda c: ok(1)))
+    assert _boot_problems([f]) == [
+        "handler shop:wf: its pipeline has no return_ step (got WorkflowFinished); "
+        "end it with .return_(lambda c: ok(...))"
+    ]
+
+
+@pytest.mark.parametrize("requires", [["mail.sned"], ["mail.send", "mail.sned"], ["compute"]])
+def test_unknown_capability_in_requires(requires: list[str]) -> None:
+    f = Feature("shop", requires=requires)
+    _handler(f, "buy", lambda p: p)
+    bad = [r for r in requires if r != "mail.send"]
+    assert _boot_problems([f]) == [f"feature 'shop': {msg_unknown_capability(k)}" for k in bad]
+    assert '"mail.send"' in msg_unknown_capability(bad[0])
+
+
+def test_workflows_are_refused_in_this_release() -> None:
+    f = Feature("shop")
+    f.workflow("later", trigger=manual(P), pipeline=f.workflow_pipeline(P).compute("x", lambda c: 1))
+    assert _boot_problems([f]) == ["workflow shop:later: workflows have no runtime in this release"]
+
+
+def test_every_problem_of_an_app_is_reported_at_once() -> None:
+    shop = Feature("shop", requires=["mail.sned"])
+    _handler(shop, "dup-steps", lambda p: p.compute("a", lambda c: 1).compute("a", lambda c: 2))
+    _handler(
+        shop,
+        "arm-vs-outer",
+        lambda p: p.compute("k", lambda c: 1).branch(
+            when=lambda c: True, on_true=lambda b: b.compute("k", lambda c: 2)
+        ),
+    )
+    _handler(shop, "mail", lambda p: p.send_mail(to="a@b.c", subject="s", body="b"))
+    _handler(shop, "mail", lambda p: p)
+    shop.write_handler("open", shop.pipeline(P))  # type: ignore[arg-type]
+    billing = Feature("billing")
+    _handler(billing, "sleepy", lambda p: p.wait(timedelta(hours=1)))
+    _handler(billing, "fine", lambda p: p.compute("a", lambda c: 1))
+    _handler(
+        billing,
+        "early",
+        lambda p: p.branch(when=lambda c: True, on_true=lambda b: b.return_(lambda c: ok(1))),  # type: ignore[misc]
+    )
+
+    problems = _boot_problems([shop, billing])
+    expected = [
+        f"feature 'shop': {msg_unknown_capability('mail.sned')}",
+        f'handler shop:dup-steps, step 1 (compute "a"): {msg_duplicate_step("a")}',
+        f'handler shop:arm-vs-outer, step 1/on_true/0 (compute "k"): {msg_duplicate_step("k")}',
+        f"handler shop:mail, step 0 (mail.send): {msg_tier('mail.send', 'send_mail', {'mail.sned'})}",
+        _not_runnable("handler shop:mail, step 0 (mail.send)", "mail.send"),
+        "handler shop:mail: the name is registered twice; handler names must be unique",
+        "handler shop:open: its pipeline has no return_ step (got Pipeline); end it with .return_(lambda c: ok(...))",
+        f"handler billing:sleepy, step 0 (workflow.wait): {msg_workflow_only('workflow.wait', 'wait', 'Pipeline')}",
+        _not_runnable("handler billing:sleepy, step 0 (workflow.wait)", "workflow.wait"),
+        f"handler billing:early, step 0/on_true/0 (return): {msg_return_in_subpipeline('SubPipeline')}",
+    ]
+    assert len(problems) == len(expected) == 10
+    assert sorted(problems) == sorted(expected)
+
+
+def test_empty_roles_is_a_boot_problem() -> None:
+    import attrs
+
+    from kumiko_typed import App, BootError, Feature, ok
+
+    @attrs.frozen
+    class P:
+        x: int
+
+    f = Feature("f")
+    f.write_handler("h", f.pipeline(P).return_(lambda c: ok(1)), roles=[])
+    try:
+        App([f], database_url="sqlite://")
+    except BootError as exc:
+        assert exc.problems == [
+            "handler f:h: roles=[] admits nobody; use roles=None for any authenticated user, or name the roles"
+        ]
+    else:
+        raise AssertionError("App accepted roles=[]")

@@ -1,0 +1,69 @@
+"""The committed ``_builders.py`` is what ``scripts/generate_builders.py`` writes (DESIGN §4.4)."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path("scripts") / "generate_builders.py"
+PACKAGE = Path("src") / "kumiko_typed"
+
+
+def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=root, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def _copy_tree(dest: Path) -> Path:
+    """The generator's inputs and output, with the repository's relative layout."""
+    shutil.copytree(ROOT / "scripts", dest / "scripts")
+    (dest / PACKAGE).mkdir(parents=True)
+    for name in ("_rules.py", "_builders.py"):
+        shutil.copy2(ROOT / PACKAGE / name, dest / PACKAGE / name)
+    return dest / PACKAGE / "_builders.py"
+
+
+def test_committed_builders_are_fresh() -> None:
+    proc = _run(ROOT, "--check")
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_check_fails_on_a_stale_file_and_regenerating_fixes_it(tmp_path: Path) -> None:
+    target = _copy_tree(tmp_path)
+    original = target.read_text()
+
+    # The untouched copy is fresh: the check really compares against the copy's own file.
+    assert _run(tmp_path, "--check").returncode == 0
+
+    target.write_text(original.replace("class SubPipeline(", "class SubPipelineX(", 1))
+    proc = _run(tmp_path, "--check")
+    assert proc.returncode == 1
+    assert "stale" in proc.stderr
+    assert target.read_text() != original  # --check does not write
+
+    # Even a one-character change (a trailing newline) is stale.
+    target.write_text(original + "\n")
+    assert _run(tmp_path, "--check").returncode == 1
+
+    # Regenerating restores the committed text exactly.
+    assert _run(tmp_path).returncode == 0
+    assert target.read_text() == original
+    assert _run(tmp_path, "--check").returncode == 0
+
+
+def test_check_follows_the_rule_table(tmp_path: Path) -> None:
+    """A change of the rule table makes the committed facades stale."""
+    target = _copy_tree(tmp_path)
+    rules = tmp_path / PACKAGE / "_rules.py"
+    text = rules.read_text()
+    changed = text.replace('"Compute a value from the context."', '"Compute any value from the context."', 1)
+    assert changed != text
+    rules.write_text(changed)
+    assert _run(tmp_path, "--check").returncode == 1
+    assert _run(tmp_path).returncode == 0
+    assert "Compute any value from the context." in target.read_text()
+    assert _run(tmp_path, "--check").returncode == 0
