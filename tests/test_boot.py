@@ -13,6 +13,7 @@ import pytest
 from kumiko_typed import App, BootError, Feature, Ok, User, manual, ok
 from kumiko_typed._rules import (
     msg_duplicate_step,
+    msg_no_return,
     msg_return_in_subpipeline,
     msg_tier,
     msg_unknown_capability,
@@ -226,17 +227,14 @@ def test_write_handler_without_return() -> None:
     f = Feature("shop")
     f.write_handler("open", f.pipeline(P).compute("x", lambda c: 1))  # type: ignore[arg-type]
     assert _boot_problems([f]) == [
-        "handler shop:open: its pipeline has no return_ step (got Pipeline); end it with .return_(lambda c: ok(...))"
+        f"handler shop:open: {msg_no_return('Pipeline')}"
     ]
 
 
 def test_write_handler_with_a_workflow_pipeline() -> None:
     f = Feature("shop")
-    f.write_handler("wf", f.workflow_pipeline(P).return_(lambda c: ok(1)))
-    assert _boot_problems([f]) == [
-        "handler shop:wf: its pipeline has no return_ step (got WorkflowFinished); "
-        "end it with .return_(lambda c: ok(...))"
-    ]
+    f.write_handler("wf", f.workflow_pipeline(P).return_(lambda c: ok(1)))  # type: ignore[arg-type]
+    assert _boot_problems([f]) == [f"handler shop:wf: {msg_no_return('WorkflowFinished')}"]
 
 
 @pytest.mark.parametrize("requires", [["mail.sned"], ["mail.send", "mail.sned"], ["compute"]])
@@ -284,7 +282,7 @@ def test_every_problem_of_an_app_is_reported_at_once() -> None:
         f"handler shop:mail, step 0 (mail.send): {msg_tier('mail.send', 'send_mail', {'mail.sned'})}",
         _not_runnable("handler shop:mail, step 0 (mail.send)", "mail.send"),
         "handler shop:mail: the name is registered twice; handler names must be unique",
-        "handler shop:open: its pipeline has no return_ step (got Pipeline); end it with .return_(lambda c: ok(...))",
+        f"handler shop:open: {msg_no_return('Pipeline')}",
         f"handler billing:sleepy, step 0 (workflow.wait): {msg_workflow_only('workflow.wait', 'wait', 'Pipeline')}",
         _not_runnable("handler billing:sleepy, step 0 (workflow.wait)", "workflow.wait"),
         f"handler billing:early, step 0/on_true/0 (return): {msg_return_in_subpipeline('SubPipeline')}",

@@ -7,6 +7,8 @@ from typing import Final
 BUILDERS_MODULE: Final = "kumiko_typed._builders"
 MARKERS_MODULE: Final = "kumiko_typed._markers"
 FEATURE: Final = "kumiko_typed._feature.Feature"
+FINISHED: Final = "kumiko_typed._finished.Finished"
+TRIGGER: Final = "kumiko_typed._triggers.Trigger"
 
 NO_STEPS: Final = f"{MARKERS_MODULE}.NoSteps"
 NO_SCOPE: Final = f"{MARKERS_MODULE}.NoScope"

@@ -14,7 +14,7 @@ from pathlib import Path
 from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin, ReportConfigContext
 from mypy.types import CallableType, Type
 
-from ._features import branches, capabilities, loops, placement, step_keys
+from ._features import branches, capabilities, loops, placement, registration, step_keys
 from ._names import FEATURE, method
 from ._rules import rules
 
@@ -34,7 +34,10 @@ def _chain(hooks: list[MethodHook]) -> MethodHook:
 
 
 def _method_hooks() -> dict[str, MethodHook]:
-    table: dict[str, MethodHook] = {}
+    table: dict[str, MethodHook] = {
+        f"{FEATURE}.write_handler": registration.check_handler_pipeline,
+        f"{FEATURE}.workflow": registration.check_trigger_payload,
+    }
     for builder in rules.BUILDER_RULES:
         for rule in rules.STEP_RULES:
             hooks: list[MethodHook] = []

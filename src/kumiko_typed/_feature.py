@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar
 import attrs
 from typing_extensions import TypeVar as DefaultTypeVar
 
+from . import _rules
 from ._builders import Pipeline, WorkflowPipeline
 from ._finished import Finished, WorkflowFinished
 from ._markers import NoScope, NoSteps
@@ -109,11 +110,9 @@ class Feature(Generic[C]):
                 f"handler {handler.name}: roles=[] admits nobody; "
                 "use roles=None for any authenticated user, or name the roles"
             )
-        if not isinstance(pipeline, Finished) or isinstance(pipeline, WorkflowFinished):
-            self.problems.append(
-                f"handler {handler.name}: its pipeline has no return_ step (got {type(pipeline).__name__}); "
-                "end it with .return_(lambda c: ok(...))"
-            )
+        given: object = pipeline  # typed, but callers without mypy may pass anything
+        if not isinstance(given, Finished):
+            self.problems.append(f"handler {handler.name}: {_rules.msg_no_return(type(pipeline).__name__)}")
         self.handlers.append(handler)
         return handler
 
@@ -127,10 +126,7 @@ class Feature(Generic[C]):
         """Register a workflow; the trigger's payload type must be the pipeline's."""
         workflow = Workflow(self, name, trigger, pipeline)
         if pipeline.payload_type is not trigger.payload_type:
-            self.problems.append(
-                f"workflow {workflow.name}: the trigger gives {trigger.payload_type.__name__} but the pipeline "
-                f"takes {pipeline.payload_type.__name__}; build it with "
-                f"workflow_pipeline({trigger.payload_type.__name__})"
-            )
+            message = _rules.msg_trigger_payload(trigger.payload_type.__name__, pipeline.payload_type.__name__)
+            self.problems.append(f"workflow {workflow.name}: {message}")
         self.workflows.append(workflow)
         return workflow

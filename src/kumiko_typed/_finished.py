@@ -14,8 +14,8 @@ P = TypeVar("P")
 D = TypeVar("D", covariant=True)
 
 
-class Finished(Generic[P, D]):
-    """A handler pipeline ended with ``return_``: payload type ``P``, result data ``D``.
+class Program(Generic[P, D]):
+    """An ended pipeline: payload type ``P``, result data ``D``.
 
     Built once at import; ``initial_values`` are the keys declared inside
     sub-pipelines, which exist with ``None`` from the start of every run (DESIGN §3.4).
@@ -35,7 +35,14 @@ class Finished(Generic[P, D]):
         return f"<{type(self).__name__} of {self.payload_type.__name__}: {len(self.steps)} steps>"
 
 
-class WorkflowFinished(Finished[P, D]):
-    """A workflow pipeline ended with ``return_`` (optional for workflows)."""
+class Finished(Program[P, D]):
+    """A write-handler pipeline ended with ``return_`` — what ``write_handler`` takes."""
+
+    __slots__ = ()
+
+
+class WorkflowFinished(Program[P, D]):
+    """A workflow pipeline ended with ``return_`` (optional for workflows).  Not a
+    ``Finished``: a pipeline that may suspend cannot be registered as a handler."""
 
     __slots__ = ()

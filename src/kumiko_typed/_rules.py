@@ -96,6 +96,8 @@ CODE_RETURN_IN_SUBPIPELINE: Final = "kumiko-return-in-subpipeline"
 CODE_TIER: Final = "kumiko-tier"
 CODE_WORKFLOW_ONLY: Final = "kumiko-workflow-only"
 CODE_UNANALYZABLE: Final = "kumiko-unanalyzable"
+CODE_NO_RETURN: Final = "kumiko-no-return"
+CODE_TRIGGER_PAYLOAD: Final = "kumiko-trigger-payload"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -104,6 +106,8 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_TIER: "A tier-2 step the feature did not declare in requires=.",
     CODE_WORKFLOW_ONLY: "A tier-3 step outside a workflow pipeline.",
     CODE_UNANALYZABLE: "The plugin could not work out a builder's step keys.",
+    CODE_NO_RETURN: "A write handler given a pipeline that does not end with return_.",
+    CODE_TRIGGER_PAYLOAD: "A workflow whose trigger payload differs from its pipeline's.",
 }
 
 
@@ -157,4 +161,18 @@ def msg_workflow_only(kind: str, method: str, builder: str) -> str:
         f'Step "{method}" ({kind}) suspends a workflow run and is only allowed in a workflow '
         f"pipeline, not in a {builder}; build it with feature.workflow_pipeline(P) and register "
         "it with feature.workflow(...)"
+    )
+
+
+def msg_no_return(got: str) -> str:
+    return (
+        f"A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), "
+        f"got {got}; end it with .return_(lambda c: ok(...))"
+    )
+
+
+def msg_trigger_payload(trigger: str, pipeline: str) -> str:
+    return (
+        f"The trigger gives {trigger} but the workflow pipeline takes {pipeline}; "
+        f"build it with feature.workflow_pipeline({trigger})"
     )

@@ -27,10 +27,10 @@ one_arm = (
     .compute("m", lambda c: c.steps["n"] + 1)  # E: operator
 )
 
-no_return = shop.write_handler("x", shop.pipeline(Order).compute("a", lambda c: 1))  # E: arg-type  # E: var-annotated
+no_return = shop.write_handler("x", shop.pipeline(Order).compute("a", lambda c: 1))  # E: arg-type  # E: var-annotated  # E: kumiko-no-return
 
 mismatch = shop.workflow(  # E: misc
     "wf",
     trigger=manual(SignedUp),
-    pipeline=shop.workflow_pipeline(Order),
+    pipeline=shop.workflow_pipeline(Order),  # E: kumiko-trigger-payload
 )
