@@ -7,6 +7,7 @@ write handler and dispatch it through an :class:`App`.  See the README.
 from ._app import App
 from ._builders import Pipeline, SubPipeline, WorkflowPipeline, WorkflowSubPipeline
 from ._ctx import Command, Ctx, User
+from ._entity import Entity
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
 from ._finished import Finished, WorkflowFinished
@@ -23,6 +24,7 @@ __all__ = [
     "Command",
     "CronTick",
     "Ctx",
+    "Entity",
     "Failure",
     "Feature",
     "Finished",

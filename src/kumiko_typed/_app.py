@@ -9,17 +9,20 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import httpx
-from sqlalchemy import MetaData
-from sqlalchemy.orm import Session
+from sqlalchemy import MetaData, Table
+from sqlalchemy.orm import sessionmaker
 
 from ._boot import validate
 from ._ctx import User
+from ._data import table_of
 from ._engine import make_engine
 from ._errors import BootError
 from ._feature import Feature, WriteHandler
 from ._interpreter import interpret, start_run
 from ._results import Failure, Ok, fail
+from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter
 from ._structuring import make_converter, structure
+from ._tables import metadata as framework_metadata
 
 P = TypeVar("P")
 D = TypeVar("D")
@@ -59,11 +62,13 @@ class App:
         self.secrets = secrets
         self.http = http
         self.engine = make_engine(database_url)
-        self.metadata = MetaData()
+        self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        install_tenant_filter(self._sessions)
         self._handlers: dict[str, WriteHandler[Any, Any]] = {
             h.name: h for f in self.features for h in f.handlers
         }
         self._converter = make_converter()
+        self.runtime = Runtime(self.features, self._converter)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -72,9 +77,22 @@ class App:
     def handlers(self) -> Mapping[str, WriteHandler[Any, Any]]:
         return self._handlers
 
+    def tables(self) -> list[Table]:
+        """The framework tables, the entities' tables and the declared projections."""
+        tables: list[Table] = list(framework_metadata.tables.values())
+        tables = [t for t in tables if t.name.startswith("kumiko_")]
+        for feature in self.features:
+            tables += [table_of(e) for e in feature.entities]
+            tables += [table_of(p) for p in feature.projections]
+        return list(dict.fromkeys(tables))
+
     def create_all(self) -> None:
-        """Create the tables the app needs (idempotent)."""
-        self.metadata.create_all(self.engine)
+        """Create the tables the app needs (idempotent; Alembic is the way to migrate)."""
+        by_metadata: dict[MetaData, list[Table]] = {}
+        for table in self.tables():
+            by_metadata.setdefault(table.metadata, []).append(table)
+        for metadata, tables in by_metadata.items():
+            metadata.create_all(self.engine, tables=tables)
 
     def dispose(self) -> None:
         """Close the database connections."""
@@ -88,7 +106,7 @@ class App:
         """Run ``handler`` with a structured ``payload`` in one transaction."""
         if self._handlers.get(handler.name) is not handler:
             return fail("not_found", f"handler {handler.name} is not registered in this App")
-        denied = self._deny(handler, user)  # roles before payload validation (DESIGN §5)
+        denied = deny(handler, user)  # roles before payload validation (DESIGN §5)
         if denied is not None:
             return denied
         if not isinstance(payload, handler.payload_type):
@@ -106,7 +124,7 @@ class App:
         handler = self._handlers.get(name)
         if handler is None:
             return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
-        denied = self._deny(handler, user)
+        denied = deny(handler, user)
         if denied is not None:
             return denied
         payload = structure(self._converter, data, handler.payload_type)
@@ -114,26 +132,17 @@ class App:
             return fail("validation_error", f"invalid payload for {name}", payload)
         return self._run(handler, payload, user, correlation_id)
 
-    @staticmethod
-    def _deny(handler: WriteHandler[Any, Any], user: object) -> Failure | None:
-        if not isinstance(user, User):
-            return fail("access_denied", "an authenticated user is required")
-        if handler.roles is not None and not (handler.roles & user.roles):
-            return fail(
-                "access_denied",
-                f"handler {handler.name} needs one of the roles {sorted(handler.roles)}",
-            )
-        return None
-
     def _run(
         self, handler: WriteHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
     ) -> Ok[object] | Failure:
         # The callers have looked the handler up, checked the roles and the payload.
-        with Session(self.engine, expire_on_commit=False) as session:
+        with self._sessions() as session:
+            session.info[TENANT_KEY] = user.tenant_id
             session.begin()
             try:
                 run = start_run(
                     handler.pipeline,
+                    runtime=self.runtime,
                     handler=handler.name,
                     payload=payload,
                     user=user,

@@ -6,18 +6,102 @@ from ``_rules``), at start-up — all of them at once, in one ``BootError``.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from sqlalchemy import Table
+
 from . import _rules
+from ._data import StepRefused, table_of
 from ._finished import Finished
-from ._steps import NamedStep, NotYetSupported, Step, walk
+from ._steps import (
+    AppendEvent,
+    Create,
+    NamedStep,
+    NotYetSupported,
+    ProjectionDelete,
+    ProjectionUpsert,
+    Step,
+    Update,
+    walk,
+)
 
 if TYPE_CHECKING:
     from ._feature import Feature
 
 #: Step kinds this release can execute; the others are typed but refused at boot.
-RUNNABLE_KINDS = frozenset({"compute", "branch", "for_each", "return"})
+RUNNABLE_KINDS = frozenset(
+    {
+        "compute",
+        "branch",
+        "for_each",
+        "return",
+        "read.find_one",
+        "read.get_one",
+        "read.find_many",
+        "aggregate.create",
+        "aggregate.update",
+        "aggregate.append_event",
+        "unsafe_projection_upsert",
+        "unsafe_projection_delete",
+        "call_feature",
+    }
+)
+
+
+class _AppTables:
+    """Which tables are aggregates, and which entity classes the App knows."""
+
+    def __init__(self, features: Sequence[Feature[Any]], out: list[str]) -> None:
+        self.entities: dict[type[Any], str] = {}
+        self.entity_tables: dict[Table, str] = {}
+        self.events: set[type[Any]] = set()
+        for feature in features:
+            self.events |= set(feature.events)
+            for entity in feature.entities:
+                table = table_of(entity)
+                owner = self.entity_tables.get(table)
+                if owner is not None and owner != feature.name:
+                    out.append(
+                        f"feature {feature.name!r}: entity table {table.name!r} is already owned by feature "
+                        f"{owner!r}; an aggregate belongs to one feature (call it through call_feature)"
+                    )
+                self.entity_tables[table] = feature.name
+                self.entities[entity] = feature.name
+        for feature in features:
+            for entity, event in feature.projectors:
+                if entity not in self.entities:
+                    out.append(
+                        f"feature {feature.name!r}: projector for {entity.__name__}, which no feature registered "
+                        "with feature.entity(...)"
+                    )
+                if event not in self.events:
+                    out.append(
+                        f"feature {feature.name!r}: projector for {event.__name__}, which no feature registered "
+                        "with feature.event(...)"
+                    )
+
+
+def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> str | None:
+    if isinstance(step, (Create, Update, AppendEvent)) and step.entity not in tables.entities:
+        return f"{step.entity.__name__} is not an entity of any feature; register it with feature.entity(...)"
+    if isinstance(step, (ProjectionUpsert, ProjectionDelete)):
+        try:
+            table = table_of(step.table)
+        except StepRefused as exc:
+            return str(exc)
+        if table in tables.entity_tables:
+            return (
+                f"{table.name!r} is an aggregate's table, written only through events; "
+                "use create/update/append_event with a projector"
+            )
+        declared = {table_of(p) for p in feature.projections}
+        if table not in declared:
+            return (
+                f"table {table.name!r} is not declared by feature {feature.name!r}; "
+                "add it to Feature(..., projections=[...])"
+            )
+    return None
 
 
 def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str, out: list[str]) -> set[str]:
@@ -42,7 +126,9 @@ def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str
     return defined
 
 
-def check_pipeline(feature: Feature[Any], where: str, steps: tuple[Step, ...], builder: str) -> list[str]:
+def check_pipeline(
+    feature: Feature[Any], where: str, steps: tuple[Step, ...], builder: str, tables: _AppTables
+) -> list[str]:
     out: list[str] = []
     for path, step, inside in walk(steps, builder):
         rule = _rules.RULES_BY_KIND[step.kind]
@@ -54,14 +140,18 @@ def check_pipeline(feature: Feature[Any], where: str, steps: tuple[Step, ...], b
                 out.append(f"{prefix}: {_rules.msg_workflow_only(step.kind, rule.method, inside)}")
         elif rule.tier == 2 and step.kind not in feature.requires:
             out.append(f"{prefix}: {_rules.msg_tier(step.kind, rule.method, set(feature.requires))}")
+        data_problem = _check_data_step(feature, step, tables)
+        if data_problem is not None:
+            out.append(f"{prefix}: {data_problem}")
         if step.kind not in RUNNABLE_KINDS:
             out.append(f"{prefix}: {NotYetSupported.__doc__} ({step.kind!r})")
     _check_names(steps, set(), where, "", out)
     return out
 
 
-def validate(features: Iterable[Feature[Any]]) -> list[str]:
+def validate(features: Sequence[Feature[Any]]) -> list[str]:
     problems: list[str] = []
+    tables = _AppTables(features, problems)
     seen_features: set[str] = set()
     seen_handlers: set[str] = set()
     for feature in features:
@@ -77,10 +167,12 @@ def validate(features: Iterable[Feature[Any]]) -> list[str]:
                 problems.append(f"{where}: the name is registered twice; handler names must be unique")
             seen_handlers.add(handler.name)
             if isinstance(handler.pipeline, Finished):
-                problems.extend(check_pipeline(feature, where, handler.pipeline.steps, handler.pipeline.builder))
+                problems.extend(
+                    check_pipeline(feature, where, handler.pipeline.steps, handler.pipeline.builder, tables)
+                )
         for workflow in feature.workflows:
             where = f"workflow {workflow.name}"
             problems.append(f"{where}: workflows have no runtime in this release")
             steps = workflow.pipeline.steps
-            problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline"))
+            problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
     return problems

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
-from ._steps import Step
+from ._steps import EMPTY, Block, Step
 
 if TYPE_CHECKING:
     from ._feature import Feature
@@ -49,17 +49,17 @@ class BuilderCore:
     def _finish(self, cls: Callable[..., F], step: Step) -> F:
         return cls(self._feature, self._payload_type, (*self._steps, step), self._rule)
 
-    def _sub(self, cls: type[B], build: Callable[[B], object] | None, what: str) -> tuple[Step, ...]:
-        """Run a sub-pipeline callback on a fresh ``cls`` builder and return its steps."""
+    def _sub(self, cls: type[B], build: Callable[[B], object] | None, what: str) -> Block:
+        """Run a sub-pipeline callback on a fresh ``cls`` builder and compile its steps."""
         if build is None:
-            return ()
+            return EMPTY
         result = build(cls(self._feature, self._payload_type))
         if not isinstance(result, cls):
             raise TypeError(
                 f"{what} must return the builder it was given with steps added "
                 f"(e.g. lambda b: b.compute(...)), not {type(result).__name__}"
             )
-        return result._steps
+        return Block(result._steps)
 
     def __repr__(self) -> str:
         kinds = ", ".join(s.describe() for s in self._steps)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar
 
 import attrs
@@ -10,6 +10,7 @@ from typing_extensions import TypeVar as DefaultTypeVar
 
 from . import _rules
 from ._builders import Pipeline, WorkflowPipeline
+from ._entity import Entity, default_aggregate_type
 from ._finished import Finished, WorkflowFinished
 from ._markers import NoScope, NoSteps
 from ._triggers import Trigger
@@ -21,6 +22,8 @@ if TYPE_CHECKING:
 C = DefaultTypeVar("C", bound=str, covariant=True, default=Never)
 P = TypeVar("P")
 D = TypeVar("D")
+E = TypeVar("E")
+V = TypeVar("V")
 
 
 @attrs.frozen(eq=False)
@@ -81,6 +84,12 @@ class Feature(Generic[C]):
         self.name = name
         self.requires: frozenset[str] = frozenset(requires)
         self.projections: tuple[Table | type[Any], ...] = tuple(projections)
+        #: Entity class → aggregate type name.
+        self.entities: dict[type[Any], str] = {}
+        #: Domain event class → stored event type name.
+        self.events: dict[type[Any], str] = {}
+        #: (entity class, event class) → inline projectors, run in the appending transaction.
+        self.projectors: dict[tuple[type[Any], type[Any]], list[Callable[[Any, Any], None]]] = {}
         self.handlers: list[WriteHandler[Any, Any]] = []
         self.workflows: list[Workflow[Any]] = []
         #: Problems found while declaring, reported by the App's boot validation.
@@ -88,6 +97,35 @@ class Feature(Generic[C]):
 
     def __repr__(self) -> str:
         return f"<Feature {self.name!r}>"
+
+    def entity(self, cls: type[E], *, name: str | None = None) -> type[E]:
+        """Own the aggregate ``cls`` (an :class:`Entity` subclass); ``name`` is its
+        aggregate type (default: the class name in kebab case, ``StockItem`` → ``stock-item``)."""
+        if not (isinstance(cls, type) and issubclass(cls, Entity)):
+            self.problems.append(f"feature {self.name!r}: entity({cls!r}) needs a subclass of kumiko_typed.Entity")
+            return cls
+        self.entities[cls] = name or default_aggregate_type(cls)
+        return cls
+
+    def event(self, cls: type[E], *, name: str | None = None) -> type[E]:
+        """Register the domain event ``cls`` (an attrs class) under the stored type ``name``."""
+        if not attrs.has(cls):
+            self.problems.append(f"feature {self.name!r}: event({cls!r}) needs an attrs class")
+        else:
+            self.events[cls] = name or default_aggregate_type(cls)
+        return cls
+
+    def projector(
+        self, entity: type[E], event: type[V]
+    ) -> Callable[[Callable[[E, V], None]], Callable[[E, V], None]]:
+        """Decorate ``fn(row, event)``: it updates the aggregate's row whenever ``event``
+        is appended to it, in the same transaction."""
+
+        def register(fn: Callable[[E, V], None]) -> Callable[[E, V], None]:
+            self.projectors.setdefault((entity, event), []).append(fn)
+            return fn
+
+        return register
 
     def pipeline(self, payload: type[P]) -> Pipeline[P, NoSteps, NoScope, C]:
         """Start a write-handler pipeline whose payload is ``payload``."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._steps import Step, sub_keys
+from ._steps import Block, Step, sub_keys
 
 if TYPE_CHECKING:
     from ._feature import Feature
@@ -21,12 +21,13 @@ class Program(Generic[P, D]):
     sub-pipelines, which exist with ``None`` from the start of every run (DESIGN §3.4).
     """
 
-    __slots__ = ("builder", "feature", "initial_values", "payload_type", "steps")
+    __slots__ = ("block", "builder", "feature", "initial_values", "payload_type", "steps")
 
     def __init__(self, feature: Feature[Any], payload_type: type[Any], steps: tuple[Step, ...], builder: str) -> None:
         self.feature = feature
         self.payload_type = payload_type
         self.steps = steps
+        self.block = Block(steps)
         #: The rule-table name of the builder that produced the top level.
         self.builder = builder
         self.initial_values: Mapping[str, None] = sub_keys(steps)

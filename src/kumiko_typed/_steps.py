@@ -9,13 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import attrs
 
+from . import _data
 from ._results import Failure, Ok
 
 if TYPE_CHECKING:
+    from ._feature import WriteHandler
     from ._interpreter import Run
 
 Fn = Callable[[Any], Any]
@@ -39,11 +41,65 @@ class NotYetSupported(Exception):
     """A step kind whose runtime is not part of this release."""
 
 
-def run_steps(steps: tuple[Step, ...], run: Run) -> Result:
-    """Run ``steps`` in order; stop at the first one that ends the pipeline."""
+#: ``(index, name, fn)`` of one ``compute`` step.
+Fused: TypeAlias = tuple[int, str, Fn]
+#: A run of consecutive ``compute`` steps, then the step after them (its index and
+#: the step; ``None`` when the run ends the sequence).
+Segment: TypeAlias = "tuple[tuple[Fused, ...], int, Step | None]"
+
+
+class Block:
+    """An immutable step sequence, compiled once when it is built.
+
+    Each run of consecutive ``compute`` steps (the hot path) is fused into one
+    segment, so such a step costs one call of its resolver, without a dispatch
+    through ``execute``.
+    """
+
+    __slots__ = ("segments", "steps")
+
+    def __init__(self, steps: tuple[Step, ...]) -> None:
+        self.steps = steps
+        segments: list[Segment] = []
+        fused: list[Fused] = []
+        for i, step in enumerate(steps):
+            if type(step) is Compute:  # exactly Compute: a subclass may override execute
+                fused.append((i, step.name, step.fn))
+            else:
+                segments.append((tuple(fused), i, step))
+                fused = []
+        if fused:
+            segments.append((tuple(fused), len(steps), None))
+        self.segments: tuple[Segment, ...] = tuple(segments)
+
+    def __repr__(self) -> str:
+        return f"Block({list(self.steps)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Block) and other.steps == self.steps
+
+    def __hash__(self) -> int:
+        return hash(self.steps)
+
+
+EMPTY = Block(())
+
+
+def run_block(block: Block, run: Run) -> Result:
+    """Run ``block`` in order; stop at the first step that ends the pipeline.
+
+    ``i`` is always the index of the running step, so a crash names the exact step.
+    """
+    values = run.values
+    ctx = run.ctx
     i = 0
     try:
-        for i, step in enumerate(steps):  # noqa: B007 - i is read in the handlers
+        for fused, step_index, step in block.segments:
+            for i, name, fn in fused:  # noqa: B007 - i is read in the handlers
+                values[name] = fn(ctx)
+            if step is None:
+                break
+            i = step_index
             result = step.execute(run)
             if result is not None:
                 return result
@@ -51,7 +107,7 @@ def run_steps(steps: tuple[Step, ...], run: Run) -> Result:
         crash.path.insert(0, str(i))
         raise
     except Exception as exc:
-        raise StepCrash([str(i)], steps[i], exc) from exc
+        raise StepCrash([str(i)], block.steps[i], exc) from exc
     return None
 
 
@@ -104,11 +160,18 @@ class FindOne(NamedStep):
     kind = "read.find_one"
     query: Fn
 
+    def execute(self, run: Run) -> Result:
+        _data.find_one(self, run)
+        return None
+
 
 @attrs.frozen(slots=True)
 class GetOne(NamedStep):
     kind = "read.get_one"
     query: Fn
+
+    def execute(self, run: Run) -> Result:
+        return _data.get_one(self, run)
 
 
 @attrs.frozen(slots=True)
@@ -117,12 +180,19 @@ class FindMany(NamedStep):
     query: Fn
     limit: int | None
 
+    def execute(self, run: Run) -> Result:
+        _data.find_many(self, run)
+        return None
+
 
 @attrs.frozen(slots=True)
 class Create(NamedStep):
     kind = "aggregate.create"
     entity: type[Any]
     data: Fn
+
+    def execute(self, run: Run) -> Result:
+        return _data.create(self, run)
 
 
 @attrs.frozen(slots=True)
@@ -134,6 +204,9 @@ class Update(NamedStep):
     version: object
     skip_optimistic_lock: bool
 
+    def execute(self, run: Run) -> Result:
+        return _data.update(self, run)
+
 
 @attrs.frozen(slots=True)
 class AppendEvent(Step):
@@ -141,6 +214,9 @@ class AppendEvent(Step):
     entity: type[Any]
     id: object
     event: Fn
+
+    def execute(self, run: Run) -> Result:
+        return _data.append_event(self, run)
 
 
 @attrs.frozen(slots=True)
@@ -150,6 +226,10 @@ class ProjectionUpsert(Step):
     on: tuple[str, ...]
     row: Fn
 
+    def execute(self, run: Run) -> Result:
+        _data.projection_upsert(self, run)
+        return None
+
 
 @attrs.frozen(slots=True)
 class ProjectionDelete(Step):
@@ -157,21 +237,25 @@ class ProjectionDelete(Step):
     table: object
     where: Fn
 
+    def execute(self, run: Run) -> Result:
+        _data.projection_delete(self, run)
+        return None
+
 
 @attrs.frozen(slots=True)
 class Branch(Step):
     kind = "branch"
     when: Fn
-    on_true: tuple[Step, ...]
-    on_false: tuple[Step, ...]
+    on_true: Block
+    on_false: Block
 
     def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
-        return (("on_true", self.on_true), ("on_false", self.on_false))
+        return (("on_true", self.on_true.steps), ("on_false", self.on_false.steps))
 
     def execute(self, run: Run) -> Result:
-        arm, steps = ("on_true", self.on_true) if self.when(run.ctx) else ("on_false", self.on_false)
+        arm, block = ("on_true", self.on_true) if self.when(run.ctx) else ("on_false", self.on_false)
         try:
-            return run_steps(steps, run)
+            return run_block(block, run)
         except StepCrash as crash:
             raise _prefix(crash, arm) from crash.cause
 
@@ -181,14 +265,14 @@ class ForEach(Step):
     kind = "for_each"
     item: str
     over: Fn
-    body: tuple[Step, ...]
+    body: Block
 
     @property
     def step_name(self) -> str | None:
         return self.item
 
     def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
-        return (("do", self.body),)
+        return (("do", self.body.steps),)
 
     def execute(self, run: Run) -> Result:
         items = list(self.over(run.ctx))
@@ -199,7 +283,7 @@ class ForEach(Step):
             for n, item in enumerate(items):
                 scope[self.item] = item
                 try:
-                    result = run_steps(self.body, run)
+                    result = run_block(self.body, run)
                 except StepCrash as crash:
                     raise _prefix(crash, "do", f"#{n}") from crash.cause
                 if result is not None:
@@ -247,9 +331,12 @@ class SendWebhook(Step):
 @attrs.frozen(slots=True)
 class CallFeature(NamedStep):
     kind = "call_feature"
-    handler: object
+    handler: WriteHandler[Any, Any]
     payload: Fn
     as_user: object
+
+    def execute(self, run: Run) -> Result:
+        return _data.call_feature(self, run)
 
 
 @attrs.frozen(slots=True)
@@ -273,10 +360,10 @@ class Retry(Step):
     times: int
     backoff: str
     base_delay: timedelta
-    body: tuple[Step, ...]
+    body: Block
 
     def children(self) -> Iterable[tuple[str, tuple[Step, ...]]]:
-        return (("do", self.body),)
+        return (("do", self.body.steps),)
 
 
 def walk(steps: Sequence[Step], builder: str, prefix: str = "") -> Iterable[tuple[str, Step, str]]:

@@ -1,0 +1,1 @@
+"""The flagship example: products with stock, written through events."""

@@ -1,0 +1,40 @@
+"""Building the inventory App (``python -m examples.inventory.app`` runs a short tour)."""
+
+from __future__ import annotations
+
+import tempfile
+import uuid
+from pathlib import Path
+
+from kumiko_typed import App, Ok, User
+
+from .handlers import adjust_stock, create_product, inventory, low_stock_report, rename_product
+from .model import AdjustStock, CreateProduct, LowStockReport, RenameProduct
+
+
+def make_app(database_url: str) -> App:
+    app = App([inventory], database_url=database_url)
+    app.create_all()
+    return app
+
+
+def main() -> None:
+    folder = Path(tempfile.mkdtemp(prefix="kumiko-inventory-"))
+    app = make_app(f"sqlite:///{folder / 'inventory.sqlite3'}")
+    admin = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles={"Admin"})
+    created = app.dispatch(create_product, CreateProduct("tea", "Green tea", 8), user=admin)
+    print("create       ->", created)
+    if not isinstance(created, Ok):
+        return
+    ref = created.data
+    print("rename       ->", app.dispatch(rename_product, RenameProduct(ref.id, "Sencha", ref.version), user=admin))
+    print("rename again ->", app.dispatch(rename_product, RenameProduct(ref.id, "Sencha", ref.version), user=admin))
+    print("stale rename ->", app.dispatch(rename_product, RenameProduct(ref.id, "Matcha", ref.version), user=admin))
+    print("adjust -5    ->", app.dispatch(adjust_stock, AdjustStock(ref.id, -5, "sold"), user=admin))
+    print("adjust -9    ->", app.dispatch(adjust_stock, AdjustStock(ref.id, -9, "oops"), user=admin))
+    print("report       ->", app.dispatch(low_stock_report, LowStockReport(), user=admin))
+    app.dispose()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,307 @@
+"""Runtime of the data steps: reads, aggregate writes through the event store, and
+the unsafe projection writes.
+
+Every write runs in a savepoint: a caught conflict rolls back just that step and
+becomes a ``Failure``, leaving the transaction usable (and the dispatch then rolls
+it back as a whole, because the pipeline ended in a ``Failure``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from sqlalchemy import ColumnElement, Select, Table, delete, inspect, select
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql import visitors
+
+from ._entity import FRAMEWORK_COLUMNS
+from ._eventstore import append, lock_append_order
+from ._jsonable import jsonable
+from ._results import Failure, fail
+from ._saved import Saved
+
+if TYPE_CHECKING:
+    from ._interpreter import Run
+    from ._steps import (
+        AppendEvent,
+        CallFeature,
+        Create,
+        FindMany,
+        FindOne,
+        GetOne,
+        ProjectionDelete,
+        ProjectionUpsert,
+        Update,
+    )
+
+
+class StepRefused(ValueError):
+    """A step was asked to do something it never does (an unbounded delete...)."""
+
+
+def resolve(value: object, run: Run) -> Any:
+    """A plain value or a resolver (DESIGN §3.3: fixed-type arguments accept both)."""
+    return value(run.ctx) if callable(value) else value
+
+
+def table_of(target: object) -> Table:
+    if isinstance(target, Table):
+        return target
+    table = getattr(target, "__table__", None)
+    if isinstance(table, Table):
+        return table
+    raise StepRefused(f"{target!r} is neither a Table nor a mapped class")
+
+
+# --- reads -------------------------------------------------------------------------
+
+
+def _select(query: Callable[[Any], object], run: Run) -> Select[Any]:
+    stmt = query(run.ctx)
+    if not isinstance(stmt, Select):
+        raise TypeError(f"the query must return a select(...), not {type(stmt).__name__}")
+    return stmt
+
+
+def find_one(step: FindOne, run: Run) -> None:
+    run.values[step.name] = run.session.execute(_select(step.query, run)).scalars().first()
+
+
+def get_one(step: GetOne, run: Run) -> Failure | None:
+    row = run.session.execute(_select(step.query, run)).scalars().first()
+    if row is None:
+        return fail("not_found", f'step "{step.name}": no row matched', {"step": step.name})
+    run.values[step.name] = row
+    return None
+
+
+def find_many(step: FindMany, run: Run) -> None:
+    stmt = _select(step.query, run)
+    if step.limit is not None:
+        stmt = stmt.limit(step.limit)
+    run.values[step.name] = list(run.session.execute(stmt).scalars().all())
+
+
+# --- aggregates --------------------------------------------------------------------
+
+
+def _columns(entity: object) -> dict[str, Any]:
+    return {attr.key: getattr(entity, attr.key) for attr in inspect(type(entity)).column_attrs}
+
+
+def _conflict(exc: IntegrityError, run: Run, entity_type: type[Any], entity_id: object, expected: int) -> Failure:
+    if "kumiko_events" in str(exc.orig):
+        current = run.session.execute(
+            select(entity_type.version).where(entity_type.id == entity_id).execution_options(populate_existing=True)
+        ).scalar()
+        return fail(
+            "version_conflict",
+            f"{entity_type.__name__} {entity_id} was changed concurrently",
+            {"entity_id": str(entity_id), "expected_version": expected, "current_version": current},
+        )
+    return fail(
+        "unique_violation",
+        f"{entity_type.__name__} violates a unique constraint",
+        {"entity": entity_type.__name__, "error": str(exc.orig).splitlines()[0]},
+    )
+
+
+def create(step: Create, run: Run) -> Failure | None:
+    entity = step.data(run.ctx)
+    if not isinstance(entity, step.entity):
+        raise TypeError(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
+    runtime, ctx, session = run.runtime, run.ctx, run.session
+    aggregate = runtime.aggregate_type(step.entity)
+    entity.tenant_id = ctx.user.tenant_id
+    entity.version = 1
+    entity.created_at = entity.updated_at = ctx.now
+    if entity.id is None:
+        entity.id = uuid.uuid4()
+    columns = _columns(entity)
+    event_type = f"{aggregate}.created"
+    lock_append_order(session)
+    try:
+        with session.begin_nested():
+            append(
+                session,
+                stream_id=entity.id,
+                aggregate_type=aggregate,
+                stream_version=1,
+                type=event_type,
+                payload=jsonable(columns),
+                tenant_id=ctx.user.tenant_id,
+                user_id=ctx.user.id,
+                correlation_id=ctx.event.correlation_id,
+                occurred_at=ctx.now,
+            )
+            session.add(entity)
+            session.flush()
+    except IntegrityError as exc:
+        return _conflict(exc, run, step.entity, entity.id, 0)
+    changes = {k: v for k, v in columns.items() if k not in FRAMEWORK_COLUMNS}
+    run.values[step.name] = Saved(entity.id, entity, 1, True, changes, {}, event_type)
+    return None
+
+
+def _load_for_write(run: Run, entity_type: type[Any], entity_id: object) -> Any:
+    stmt = (
+        select(entity_type)
+        .where(entity_type.id == entity_id, entity_type.tenant_id == run.ctx.user.tenant_id)
+        .with_for_update()
+        .execution_options(populate_existing=True)
+    )
+    return run.session.execute(stmt).scalars().first()
+
+
+def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
+    return fail("not_found", f"{entity_type.__name__} {entity_id} not found", {"entity_id": str(entity_id)})
+
+
+def update(step: Update, run: Run) -> Failure | None:
+    runtime, ctx, session = run.runtime, run.ctx, run.session
+    entity_id = resolve(step.id, run)
+    expected = resolve(step.version, run)
+    if expected is None and not step.skip_optimistic_lock:
+        raise StepRefused("update needs version= (the version the caller read) or skip_optimistic_lock=True")
+    changes = dict(step.changes(ctx))
+    mapped = {attr.key for attr in inspect(step.entity).column_attrs}
+    unknown = sorted(set(changes) - mapped)
+    owned = sorted(set(changes) & FRAMEWORK_COLUMNS)
+    if unknown or owned:
+        raise StepRefused(
+            f"changes= may only name columns of {step.entity.__name__} other than {sorted(FRAMEWORK_COLUMNS)}; "
+            f"got {unknown + owned}"
+        )
+    entity = _load_for_write(run, step.entity, entity_id)
+    if entity is None:
+        return _not_found(step.entity, entity_id)
+    if not step.skip_optimistic_lock and entity.version != expected:
+        return fail(
+            "version_conflict",
+            f"{step.entity.__name__} {entity_id} is at version {entity.version}, not {expected}",
+            {"entity_id": str(entity_id), "expected_version": expected, "current_version": entity.version},
+        )
+    previous = {k: getattr(entity, k) for k in changes}
+    actual = {k: v for k, v in changes.items() if previous[k] != v}
+    new_version = entity.version + 1
+    aggregate = runtime.aggregate_type(step.entity)
+    event_type = f"{aggregate}.updated"
+    lock_append_order(session)
+    try:
+        with session.begin_nested():
+            append(
+                session,
+                stream_id=entity.id,
+                aggregate_type=aggregate,
+                stream_version=new_version,
+                type=event_type,
+                payload={"changes": jsonable(actual)},
+                tenant_id=ctx.user.tenant_id,
+                user_id=ctx.user.id,
+                correlation_id=ctx.event.correlation_id,
+                occurred_at=ctx.now,
+            )
+            for key, value in actual.items():
+                setattr(entity, key, value)
+            entity.version = new_version
+            entity.updated_at = ctx.now
+            session.flush()
+    except IntegrityError as exc:
+        return _conflict(exc, run, step.entity, entity_id, new_version - 1)
+    was = {k: previous[k] for k in actual}
+    run.values[step.name] = Saved(entity.id, entity, new_version, False, actual, was, event_type)
+    return None
+
+
+def append_event(step: AppendEvent, run: Run) -> Failure | None:
+    runtime, ctx, session = run.runtime, run.ctx, run.session
+    event = step.event(ctx)
+    name = runtime.event_name(type(event))
+    entity_id = resolve(step.id, run)
+    entity = _load_for_write(run, step.entity, entity_id)
+    if entity is None:
+        return _not_found(step.entity, entity_id)
+    new_version = entity.version + 1
+    aggregate = runtime.aggregate_type(step.entity)
+    lock_append_order(session)
+    try:
+        with session.begin_nested():
+            append(
+                session,
+                stream_id=entity.id,
+                aggregate_type=aggregate,
+                stream_version=new_version,
+                type=name,
+                payload=jsonable(runtime.converter.unstructure(event)),
+                tenant_id=ctx.user.tenant_id,
+                user_id=ctx.user.id,
+                correlation_id=ctx.event.correlation_id,
+                occurred_at=ctx.now,
+            )
+            for projector in runtime.projectors_for(step.entity, type(event)):
+                projector(entity, event)
+            entity.version = new_version
+            entity.updated_at = ctx.now
+            session.flush()
+    except IntegrityError as exc:
+        return _conflict(exc, run, step.entity, entity_id, new_version - 1)
+    return None
+
+
+# --- projections -------------------------------------------------------------------
+
+
+def projection_upsert(step: ProjectionUpsert, run: Run) -> None:
+    table = table_of(step.table)
+    row = dict(step.row(run.ctx))
+    unknown = sorted(set(row) - set(table.c.keys()))
+    if unknown:
+        raise StepRefused(f"row has no column(s) {unknown} in table {table.name}")
+    missing = [c for c in step.on if c not in row]
+    if missing:
+        raise StepRefused(f"row lacks the conflict column(s) {missing} of on={list(step.on)}")
+    updates = [c for c in row if c not in step.on]
+    if not updates:
+        raise StepRefused(f"row sets only the conflict column(s) {list(step.on)}: nothing to update")
+    dialect = run.session.get_bind().dialect.name
+    ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+    stmt = ins.values(row).on_conflict_do_update(
+        index_elements=[table.c[c] for c in step.on], set_={c: ins.excluded[c] for c in updates}
+    )
+    with run.session.begin_nested():
+        run.session.execute(stmt)
+
+
+def _references(clause: ColumnElement[Any], table: Table) -> bool:
+    return any(getattr(el, "table", None) is table for el in visitors.iterate(clause))
+
+
+def projection_delete(step: ProjectionDelete, run: Run) -> None:
+    table = table_of(step.table)
+    clause = step.where(run.ctx)
+    if not isinstance(clause, ColumnElement) or not _references(clause, table):
+        raise StepRefused(
+            f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
+            "an unbounded delete is refused"
+        )
+    with run.session.begin_nested():
+        run.session.execute(delete(table).where(clause))
+
+
+def call_feature(step: CallFeature, run: Run) -> Failure | None:
+    ctx = run.ctx
+    as_user = resolve(step.as_user, run)
+    if as_user is not None and not ctx.user.has_role("sysadmin"):
+        return fail("access_denied", f'step "{step.name}": as_user needs the sysadmin role')
+    payload = step.payload(ctx)
+    result = run.runtime.call_nested(step.handler, payload, as_user or ctx.user, run)
+    if isinstance(result, Failure):
+        return result
+    run.values[step.name] = result.data
+    return None
+
+
+__all__ = ["Mapping", "StepRefused"]

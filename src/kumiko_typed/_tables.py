@@ -1,0 +1,45 @@
+"""Framework tables, SQLAlchemy Core on the entities' one ``MetaData`` (Alembic sees
+them with ``target_metadata = kumiko_typed.Entity.metadata``)."""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Column,
+    DateTime,
+    Index,
+    Integer,
+    String,
+    Table,
+    UniqueConstraint,
+    Uuid,
+)
+from sqlalchemy.dialects import postgresql
+
+from ._entity import Entity
+
+metadata = Entity.metadata
+
+# SQLite autoincrements only an INTEGER PRIMARY KEY (the rowid).
+Position = BigInteger().with_variant(Integer(), "sqlite")
+Json = JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+events = Table(
+    "kumiko_events",
+    metadata,
+    Column("position", Position, primary_key=True, autoincrement=True),
+    Column("event_id", Uuid, nullable=False, unique=True),
+    Column("stream_id", Uuid, nullable=False),
+    Column("aggregate_type", String(200), nullable=False),
+    Column("stream_version", Integer, nullable=False),
+    Column("type", String(200), nullable=False),
+    Column("payload", Json, nullable=False),
+    Column("headers", Json, nullable=False),
+    Column("tenant_id", Uuid, nullable=False),
+    Column("user_id", Uuid, nullable=True),
+    Column("correlation_id", Uuid, nullable=True),
+    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("stream_id", "stream_version", name="kumiko_events_stream_version"),
+    Index("kumiko_events_type_position", "type", "position"),
+)
