@@ -84,3 +84,75 @@ def make_app(tmp_path: Path) -> Iterator[Callable[..., App]]:
     yield build
     for app in apps:
         app.dispose()
+
+
+# --- PostgreSQL: a throw-away server per test session (per xdist worker), see tests/_postgres.py ---
+
+from _postgres import PostgresServer, start_test_postgres, unavailable_reason  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator[PostgresServer]:
+    """The session's PostgreSQL server; skips when the binaries are missing outside CI
+    (under CI or KUMIKO_REQUIRE_POSTGRES=1 that is an error instead)."""
+    server = start_test_postgres()
+    if server is None:
+        pytest.skip(unavailable_reason())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: PostgresServer) -> str:
+    """SQLAlchemy URL of the session server's ``kumiko_test`` database (shared by all tests)."""
+    return postgres_server.url
+
+
+@pytest.fixture
+def fresh_postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+    """SQLAlchemy URL of a new, empty database on the session server, dropped after the test."""
+    name = f"t_{uuid.uuid4().hex}"
+    url = postgres_server.create_database(name)
+    try:
+        yield url
+    finally:
+        postgres_server.drop_database(name)
+
+
+# --- Both databases: the runtime suite's storage tests run on SQLite AND PostgreSQL ---
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh, empty database: a SQLite file, or a new database on the test PostgreSQL."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'kumiko.sqlite3'}"
+    url: str = request.getfixturevalue("fresh_postgres_url")
+    return url
+
+
+@pytest.fixture
+def app_on(db_url: str) -> Iterator[Callable[..., App]]:
+    """``app_on(features, **kwargs)``: an App on ``db_url`` with its tables created."""
+    apps: list[App] = []
+
+    def build(features: Sequence[Feature[str]], **kwargs: object) -> App:
+        kwargs.setdefault("clock", lambda: NOW)
+        app = App(features, database_url=db_url, **kwargs)  # type: ignore[arg-type]
+        apps.append(app)
+        app.create_all()
+        return app
+
+    yield build
+    for app in apps:
+        app.dispose()
+
+
+@pytest.fixture
+def inventory_app(app_on: Callable[..., App]) -> App:
+    """The flagship example's App on ``db_url`` (both databases)."""
+    from examples.inventory.handlers import inventory
+
+    return app_on([inventory])
