@@ -1,0 +1,116 @@
+"""The throw-away PostgreSQL server of tests/_postgres.py: starts, isolates databases per test,
+listens on loopback only, and never runs as root."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+
+import pytest
+import sqlalchemy as sa
+from _postgres import PostgresServer
+
+pytestmark = pytest.mark.postgres
+
+_metadata = sa.MetaData()
+_ITEMS = sa.Table(
+    "harness_items",
+    _metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("name", sa.String(50), nullable=False),
+)
+
+
+@pytest.fixture
+def engine(fresh_postgres_url: str) -> Iterator[sa.Engine]:
+    eng = sa.create_engine(fresh_postgres_url)
+    yield eng
+    eng.dispose()
+
+
+def test_session_database_accepts_connections(postgres_url: str) -> None:
+    assert postgres_url.startswith("postgresql+psycopg://")
+    eng = sa.create_engine(postgres_url)
+    try:
+        with eng.connect() as conn:
+            assert conn.scalar(sa.text("SELECT current_database()")) == "kumiko_test"
+            assert conn.scalar(sa.text("SHOW server_encoding")) == "UTF8"
+    finally:
+        eng.dispose()
+
+
+def test_create_insert_read_back_in_a_transaction(engine: sa.Engine) -> None:
+    _metadata.create_all(engine)
+    with engine.begin() as conn:
+        conn.execute(sa.insert(_ITEMS), [{"name": "a"}, {"name": "b"}])
+        # Visible inside the transaction ...
+        assert list(conn.scalars(sa.select(_ITEMS.c.name).order_by(_ITEMS.c.id))) == ["a", "b"]
+    # ... and committed.
+    with engine.connect() as conn:
+        assert list(conn.scalars(sa.select(_ITEMS.c.name).order_by(_ITEMS.c.id))) == ["a", "b"]
+
+    # A rolled-back transaction leaves nothing behind.
+    with engine.connect() as conn:
+        trans = conn.begin()
+        conn.execute(sa.insert(_ITEMS).values(name="c"))
+        trans.rollback()
+        assert conn.scalar(sa.select(sa.func.count()).select_from(_ITEMS)) == 2
+
+
+def test_fresh_databases_are_independent(postgres_server: PostgresServer, engine: sa.Engine) -> None:
+    other_name = "t_harness_other_" + os.urandom(4).hex()
+    other_url = postgres_server.create_database(other_name)
+    other = sa.create_engine(other_url)
+    try:
+        assert sa.make_url(other_url).database != engine.url.database
+        _metadata.create_all(engine)
+        with engine.begin() as conn:
+            conn.execute(sa.insert(_ITEMS).values(name="only here"))
+        # The table does not exist in the other fresh database.
+        assert not sa.inspect(other).has_table("harness_items")
+        _metadata.create_all(other)
+        with other.connect() as conn:
+            assert conn.scalar(sa.select(sa.func.count()).select_from(_ITEMS)) == 0
+        # A connection still open at teardown does not block the DROP.
+        lingering = other.connect()
+        lingering.execute(sa.text("SELECT 1"))
+    finally:
+        postgres_server.drop_database(other_name)
+        other.dispose()
+    with engine.connect() as conn:
+        names = set(conn.scalars(sa.text("SELECT datname FROM pg_database")))
+    assert other_name not in names
+    assert engine.url.database in names
+
+
+def test_fresh_database_starts_empty(engine: sa.Engine) -> None:
+    # Other tests create harness_items in their own fresh databases; none of it shows up here.
+    assert sa.inspect(engine).get_table_names() == []
+
+
+def test_listens_on_loopback_only(postgres_server: PostgresServer, engine: sa.Engine) -> None:
+    if postgres_server.external:
+        pytest.skip("KUMIKO_TEST_POSTGRES_URL: an external server is configured as its owner chose")
+    with engine.connect() as conn:
+        assert conn.scalar(sa.text("SHOW listen_addresses")) == "127.0.0.1"
+        assert conn.scalar(sa.text("SHOW fsync")) == "off"
+        assert int(conn.scalar(sa.text("SHOW max_connections"))) >= 200
+
+
+def test_server_does_not_run_as_root(postgres_server: PostgresServer, engine: sa.Engine) -> None:
+    if postgres_server.external:
+        pytest.skip("KUMIKO_TEST_POSTGRES_URL: the external server's data directory is not ours")
+    with engine.connect() as conn:
+        data_dir = conn.scalar(sa.text("SELECT current_setting('data_directory')"))
+    assert data_dir is not None
+    assert os.path.samefile(data_dir, str(postgres_server.data_dir))
+    owner = os.stat(data_dir).st_uid
+    assert owner != 0
+    if os.geteuid() == 0:
+        assert postgres_server.run_as is not None
+        assert owner == postgres_server.run_as.pw_uid
+    # The postmaster process itself runs as that owner.
+    if not os.path.isdir("/proc"):
+        return
+    pid = int((postgres_server.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[operator]
+    assert os.stat(f"/proc/{pid}").st_uid == owner
