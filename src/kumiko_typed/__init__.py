@@ -11,7 +11,15 @@ from ._entity import Entity
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
 from ._finished import Finished, WorkflowFinished
-from ._outbox_types import Auth, RetryPolicy, bearer, header_auth
+from ._outbox_types import (
+    Auth,
+    MaildirTransport,
+    OutboxItem,
+    RetryPolicy,
+    SmtpTransport,
+    bearer,
+    header_auth,
+)
 from ._results import Failure, Ok, WriteResult, fail, ok
 from ._runs import RunInfo
 from ._saved import Saved
@@ -28,11 +36,14 @@ __all__ = [
     "Failure",
     "Feature",
     "Finished",
+    "MaildirTransport",
     "Ok",
+    "OutboxItem",
     "Pipeline",
     "RetryPolicy",
     "RunInfo",
     "Saved",
+    "SmtpTransport",
     "SubPipeline",
     "Trigger",
     "User",

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime
@@ -15,10 +16,14 @@ from sqlalchemy.orm import sessionmaker
 from ._boot import validate
 from ._ctx import User
 from ._data import table_of
+from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError
 from ._feature import Feature, WriteHandler
 from ._interpreter import interpret, start_run
+from ._outbox import Deliverer, PassCounts, deliver_due
+from ._outbox import items as outbox_items
+from ._outbox_types import MaildirTransport, OutboxItem, SmtpTransport
 from ._results import Failure, Ok, fail
 from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter
 from ._structuring import make_converter, structure
@@ -48,7 +53,7 @@ class App:
         *,
         database_url: str = "sqlite:///kumiko.sqlite3",
         clock: Clock | None = None,
-        mail: object | None = None,
+        mail: MaildirTransport | SmtpTransport | None = None,
         secrets: Callable[[str], str | None] | None = None,
         http: httpx.Client | None = None,
     ) -> None:
@@ -58,9 +63,11 @@ class App:
         self.features = tuple(features)
         self.database_url = database_url
         self.clock: Clock = clock or _utc_now
-        self.mail = mail
-        self.secrets = secrets
-        self.http = http
+        self.mail: MaildirTransport | SmtpTransport = mail if mail is not None else MaildirTransport()
+        self.secrets: SecretResolver = secrets or env_secrets
+        self._http = http
+        self._deliverer = Deliverer(self.mail, self._http_client, self.secrets)
+        self._stop = threading.Event()
         self.engine = make_engine(database_url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         install_tenant_filter(self._sessions)
@@ -95,8 +102,45 @@ class App:
             metadata.create_all(self.engine, tables=tables)
 
     def dispose(self) -> None:
-        """Close the database connections."""
+        """Close the database connections (and the HTTP client the App made itself)."""
         self.engine.dispose()
+        if self._own_http is not None:
+            self._own_http.close()
+            self._own_http = None
+
+    _own_http: httpx.Client | None = None
+
+    def _http_client(self) -> httpx.Client:
+        if self._http is not None:
+            return self._http
+        if self._own_http is None:
+            self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False)
+        return self._own_http
+
+    # --- outbox and workers ---------------------------------------------------------
+
+    def outbox(self) -> list[OutboxItem]:
+        """Every outbox row, oldest first."""
+        return outbox_items(self._sessions)
+
+    def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
+        """Deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
+        otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`."""
+        total = PassCounts()
+        self._stop.clear()
+        while True:
+            counts = deliver_due(self._sessions, self._deliverer, self.clock)
+            total.sent += counts.sent
+            total.retried += counts.retried
+            total.dead += counts.dead
+            if once or self._stop.is_set():
+                return {"sent": total.sent, "retried": total.retried, "dead": total.dead}
+            if not (counts.sent or counts.retried or counts.dead):
+                self._stop.wait(poll_interval)
+
+    def stop_worker(self) -> None:
+        """Ask a running :meth:`run_worker` loop to return after its current pass."""
+        self._stop.set()
 
     # --- dispatch -------------------------------------------------------------------
 

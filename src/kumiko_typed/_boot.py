@@ -45,6 +45,8 @@ RUNNABLE_KINDS = frozenset(
         "unsafe_projection_upsert",
         "unsafe_projection_delete",
         "call_feature",
+        "mail.send",
+        "webhook.send",
     }
 )
 
@@ -56,10 +58,23 @@ class _AppTables:
         self.entities: dict[type[Any], str] = {}
         self.entity_tables: dict[Table, str] = {}
         self.events: set[type[Any]] = set()
+        #: Feature → the tables its ``projections=`` declares (the entries that are tables).
+        self.projections: dict[Feature[Any], set[Table]] = {}
         for feature in features:
             self.events |= set(feature.events)
+            declared = self.projections.setdefault(feature, set())
+            for i, projection in enumerate(feature.projections):
+                try:
+                    declared.add(table_of(projection))
+                except StepRefused as exc:
+                    out.append(f"feature {feature.name!r}: projections=[...] entry {i}: {exc}")
             for entity in feature.entities:
-                table = table_of(entity)
+                self.entities[entity] = feature.name
+                try:
+                    table = table_of(entity)
+                except StepRefused as exc:
+                    out.append(f"feature {feature.name!r}: entity {entity.__name__}: {exc} (is it abstract?)")
+                    continue
                 owner = self.entity_tables.get(table)
                 if owner is not None and owner != feature.name:
                     out.append(
@@ -67,7 +82,6 @@ class _AppTables:
                         f"{owner!r}; an aggregate belongs to one feature (call it through call_feature)"
                     )
                 self.entity_tables[table] = feature.name
-                self.entities[entity] = feature.name
         for feature in features:
             for entity, event in feature.projectors:
                 if entity not in self.entities:
@@ -95,8 +109,7 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
                 f"{table.name!r} is an aggregate's table, written only through events; "
                 "use create/update/append_event with a projector"
             )
-        declared = {table_of(p) for p in feature.projections}
-        if table not in declared:
+        if table not in tables.projections.get(feature, set()):
             return (
                 f"table {table.name!r} is not declared by feature {feature.name!r}; "
                 "add it to Feature(..., projections=[...])"

@@ -22,6 +22,7 @@ from ._eventstore import append, lock_append_order
 from ._jsonable import jsonable
 from ._results import Failure, fail
 from ._saved import Saved
+from ._tables import events
 
 if TYPE_CHECKING:
     from ._interpreter import Run
@@ -92,8 +93,20 @@ def _columns(entity: object) -> dict[str, Any]:
     return {attr.key: getattr(entity, attr.key) for attr in inspect(type(entity)).column_attrs}
 
 
+def _on_event_store(exc: IntegrityError) -> bool:
+    """Whether the violated constraint is one of ``kumiko_events`` (a lost race on a
+    stream version), judged by the table, not by the message: PostgreSQL's message
+    quotes the clashing values, so a duplicate sku ``"kumiko_events"`` would match."""
+    table = getattr(getattr(exc.orig, "diag", None), "table_name", None)
+    if isinstance(table, str):  # psycopg
+        return table == events.name
+    # SQLite: "UNIQUE constraint failed: kumiko_events.stream_id, kumiko_events.stream_version"
+    first_line = next(iter(str(exc.orig).splitlines()), "")
+    return f" {events.name}." in first_line
+
+
 def _conflict(exc: IntegrityError, run: Run, entity_type: type[Any], entity_id: object, expected: int) -> Failure:
-    if "kumiko_events" in str(exc.orig):
+    if _on_event_store(exc):
         current = run.session.execute(
             select(entity_type.version).where(entity_type.id == entity_id).execution_options(populate_existing=True)
         ).scalar()
@@ -147,6 +160,11 @@ def create(step: Create, run: Run) -> Failure | None:
 
 
 def _load_for_write(run: Run, entity_type: type[Any], entity_id: object) -> Any:
+    """Load and row-lock the aggregate.  The caller holds the append lock already:
+    taking row locks only after it gives every writer the same lock order (append lock,
+    then rows).  The other way round, a transaction holding the append lock and waiting
+    for a row (a bulk write, its second aggregate) deadlocks against one holding that
+    row and waiting for the append lock."""
     stmt = (
         select(entity_type)
         .where(entity_type.id == entity_id, entity_type.tenant_id == run.ctx.user.tenant_id)
@@ -175,6 +193,7 @@ def update(step: Update, run: Run) -> Failure | None:
             f"changes= may only name columns of {step.entity.__name__} other than {sorted(FRAMEWORK_COLUMNS)}; "
             f"got {unknown + owned}"
         )
+    lock_append_order(session)  # before the row lock: see _load_for_write
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
         return _not_found(step.entity, entity_id)
@@ -189,7 +208,6 @@ def update(step: Update, run: Run) -> Failure | None:
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
     event_type = f"{aggregate}.updated"
-    lock_append_order(session)
     try:
         with session.begin_nested():
             append(
@@ -221,12 +239,12 @@ def append_event(step: AppendEvent, run: Run) -> Failure | None:
     event = step.event(ctx)
     name = runtime.event_name(type(event))
     entity_id = resolve(step.id, run)
+    lock_append_order(session)  # before the row lock: see _load_for_write
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
         return _not_found(step.entity, entity_id)
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
-    lock_append_order(session)
     try:
         with session.begin_nested():
             append(

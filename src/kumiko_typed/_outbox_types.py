@@ -6,8 +6,9 @@ delivery time by the App's ``secrets`` resolver, so it never enters the database
 
 from __future__ import annotations
 
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Literal
+from uuid import UUID
 
 import attrs
 
@@ -49,3 +50,34 @@ class RetryPolicy:
         if self.backoff == "linear":
             return self.base_delay * attempt
         return self.base_delay * (1 << (attempt - 1))
+
+
+@attrs.frozen
+class MaildirTransport:
+    """The embedded mail default: one RFC 5322 ``.eml`` file per message in ``folder``."""
+
+    folder: str = "kumiko-mail"
+
+
+@attrs.frozen
+class SmtpTransport:
+    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery."""
+
+    host: str
+    port: int = 25
+    username: str | None = None
+    password_ref: str | None = None
+    starttls: bool = False
+    timeout: float = 30.0
+
+
+@attrs.frozen
+class OutboxItem:
+    """One deferred delivery as ``app.outbox()`` shows it."""
+
+    id: UUID
+    kind: Literal["mail", "webhook"]
+    status: Literal["pending", "sent", "dead"]
+    attempts: int
+    last_error: str | None
+    next_attempt_at: datetime | None = None

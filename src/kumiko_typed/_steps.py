@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeAlias
 
 import attrs
 
-from . import _data
+from . import _data, _outbox
 from ._results import Failure, Ok
 
 if TYPE_CHECKING:
@@ -316,6 +316,10 @@ class SendMail(Step):
     body: object
     sender: object
 
+    def execute(self, run: Run) -> Result:
+        _outbox.send_mail(self, run)
+        return None
+
 
 @attrs.frozen(slots=True)
 class SendWebhook(Step):
@@ -326,6 +330,10 @@ class SendWebhook(Step):
     body: object
     auth: object
     retry: object
+
+    def execute(self, run: Run) -> Result:
+        _outbox.send_webhook(self, run)
+        return None
 
 
 @attrs.frozen(slots=True)

@@ -8,10 +8,12 @@ from sqlalchemy import (
     BigInteger,
     Column,
     DateTime,
+    Float,
     Index,
     Integer,
     String,
     Table,
+    Text,
     UniqueConstraint,
     Uuid,
 )
@@ -42,4 +44,26 @@ events = Table(
     Column("occurred_at", DateTime(timezone=True), nullable=False),
     UniqueConstraint("stream_id", "stream_version", name="kumiko_events_stream_version"),
     Index("kumiko_events_type_position", "type", "position"),
+)
+
+outbox = Table(
+    "kumiko_outbox",
+    metadata,
+    Column("id", Uuid, primary_key=True),
+    Column("kind", String(20), nullable=False),
+    # Resolved at dispatch; authentication is stored as a secret *reference* only.
+    Column("message", Json, nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("attempts", Integer, nullable=False),
+    Column("max_attempts", Integer, nullable=False),
+    Column("backoff", String(20), nullable=False),
+    Column("base_delay_seconds", Float, nullable=False),
+    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
+    Column("last_error", Text, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("sent_at", DateTime(timezone=True), nullable=True),
+    Column("handler", String(400), nullable=False),
+    Column("tenant_id", Uuid, nullable=True),
+    Column("correlation_id", Uuid, nullable=True),
+    Index("kumiko_outbox_due", "status", "next_attempt_at"),
 )

@@ -1,0 +1,111 @@
+"""Delivering outbox messages: webhooks with httpx, mail to a maildir folder or SMTP.
+
+A delivery either returns (sent) or raises :class:`DeliveryError`; ``permanent``
+ones (a URL that is not http/https) are not retried.  Every request carries the
+outbox id as its ``Idempotency-Key`` (and mail as its ``Message-ID``), the same on
+every attempt, so a receiver can drop a duplicate after a worker crash.  Secret
+values are looked up here, at delivery, and never enter the database or an error.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import smtplib
+import tempfile
+from collections.abc import Callable, Mapping
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+from uuid import UUID
+
+import httpx
+
+from ._outbox_types import MaildirTransport, SmtpTransport
+
+SecretResolver = Callable[[str], "str | None"]
+
+
+class DeliveryError(Exception):
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+def env_secrets(ref: str) -> str | None:
+    """The default secret resolver: ``KUMIKO_SECRET_<REF>`` (upper case, ``_`` for others)."""
+    return os.environ.get("KUMIKO_SECRET_" + re.sub(r"[^A-Z0-9]", "_", ref.upper()))
+
+
+def _secret(secrets: SecretResolver, ref: str) -> str:
+    value = secrets(ref)
+    if not value:
+        raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads KUMIKO_SECRET_{ref.upper()})")
+    return value
+
+
+def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretResolver) -> None:
+    url = str(message["url"])
+    scheme = urlsplit(url).scheme.lower()
+    if scheme not in ("http", "https"):
+        shown = scheme or "no scheme"
+        raise DeliveryError(f"only http and https URLs are delivered, not {shown!r} ({url})", permanent=True)
+    headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items()}
+    headers["Idempotency-Key"] = str(item_id)
+    auth = message.get("auth")
+    if auth:
+        secret = _secret(secrets, auth["secret_ref"])
+        headers[auth["header"]] = f"{auth['scheme']} {secret}" if auth.get("scheme") else secret
+    body = message.get("body")
+    try:
+        response = http.request(
+            str(message.get("method", "POST")),
+            url,
+            json=body if body is not None else None,
+            headers=headers,
+            follow_redirects=False,
+        )
+    except httpx.HTTPError as exc:
+        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+    if response.is_redirect:
+        where = response.headers.get("location", "?")
+        raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")
+    if not response.is_success:
+        raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")
+
+
+def build_mail(item_id: UUID, message: Mapping[str, Any]) -> EmailMessage:
+    mail = EmailMessage()
+    mail["From"] = message.get("sender") or "kumiko-typed@localhost"
+    mail["To"] = ", ".join(message["to"])
+    mail["Subject"] = message["subject"]
+    mail["Message-ID"] = f"<{item_id}@kumiko-typed>"
+    mail["Idempotency-Key"] = str(item_id)
+    mail.set_content(message["body"])
+    return mail
+
+
+def deliver_mail(
+    item_id: UUID, message: Mapping[str, Any], transport: MaildirTransport | SmtpTransport, secrets: SecretResolver
+) -> None:
+    mail = build_mail(item_id, message)
+    if isinstance(transport, MaildirTransport):
+        folder = Path(transport.folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        # Write then rename: a reader never sees half a message; a retry overwrites.
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".eml")
+        with os.fdopen(fd, "wb") as out:
+            out.write(mail.as_bytes())
+        os.replace(tmp, folder / f"{item_id}.eml")
+        return
+    try:
+        with smtplib.SMTP(transport.host, transport.port, timeout=transport.timeout) as smtp:
+            if transport.starttls:
+                smtp.starttls()
+            if transport.username is not None:
+                password = _secret(secrets, transport.password_ref) if transport.password_ref else ""
+                smtp.login(transport.username, password)
+            smtp.send_message(mail)
+    except (OSError, smtplib.SMTPException) as exc:
+        raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None

@@ -1,0 +1,192 @@
+"""The transactional outbox: steps insert rows in the handler's transaction (a
+rollback leaves none); workers claim due rows, deliver, and record the outcome.
+
+Claiming: on PostgreSQL a worker locks a small batch with ``FOR UPDATE SKIP LOCKED``
+and keeps the lock while delivering, so any number of workers on any number of
+hosts share the table, and a worker that dies releases its batch at once (its
+transaction rolls back) for another to redo — with the same idempotency keys.
+SQLite has one writer at a time; there a single worker reads the due rows, delivers
+each outside any transaction (not to hold the database lock during HTTP calls),
+and records each outcome in its own short transaction.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from sqlalchemy import Row, insert, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from ._delivery import DeliveryError, SecretResolver, deliver_mail, deliver_webhook
+from ._jsonable import jsonable
+from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
+from ._tables import outbox
+
+if TYPE_CHECKING:
+    import httpx
+
+    from ._interpreter import Run
+    from ._steps import SendMail, SendWebhook
+
+DEFAULT_POLICY = RetryPolicy()
+BATCH = 10
+
+
+def _resolve(value: object, run: Run) -> Any:
+    return value(run.ctx) if callable(value) else value
+
+
+def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
+    ctx = run.ctx
+    run.session.execute(
+        insert(outbox).values(
+            id=uuid.uuid4(),
+            kind=kind,
+            message=jsonable(message),
+            status="pending",
+            attempts=0,
+            max_attempts=policy.times,
+            backoff=policy.backoff,
+            base_delay_seconds=policy.base_delay.total_seconds(),
+            next_attempt_at=ctx.now,
+            created_at=ctx.now,
+            handler=ctx.event.handler,
+            tenant_id=ctx.user.tenant_id,
+            correlation_id=ctx.event.correlation_id,
+        )
+    )
+
+
+def send_mail(step: SendMail, run: Run) -> None:
+    to = _resolve(step.to, run)
+    recipients = [to] if isinstance(to, str) else [str(t) for t in to]
+    if not recipients or not all(recipients):
+        raise ValueError("send_mail needs at least one recipient in to=")
+    message = {
+        "to": recipients,
+        "subject": str(_resolve(step.subject, run)),
+        "body": str(_resolve(step.body, run)),
+        "sender": _resolve(step.sender, run),
+    }
+    _enqueue(run, "mail", message, DEFAULT_POLICY)
+
+
+def send_webhook(step: SendWebhook, run: Run) -> None:
+    auth = step.auth
+    if auth is not None and not isinstance(auth, Auth):
+        raise TypeError("auth= takes bearer(ref) or header_auth(name, ref)")
+    policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
+    message = {
+        "url": str(_resolve(step.url, run)),
+        "method": step.method.upper(),
+        "headers": dict(_resolve(step.headers, run) or {}),
+        "body": step.body(run.ctx) if callable(step.body) else None,
+        "auth": None if auth is None else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
+    }
+    _enqueue(run, "webhook", message, policy)
+
+
+# --- the worker side ---------------------------------------------------------------
+
+
+@attrs.define
+class PassCounts:
+    sent: int = 0
+    retried: int = 0
+    dead: int = 0
+
+    @property
+    def delivered(self) -> int:
+        return self.sent
+
+
+class Deliverer:
+    """Delivers one row; knows the transports, the HTTP client and the secrets."""
+
+    def __init__(
+        self, mail: MaildirTransport | SmtpTransport, http: Callable[[], httpx.Client], secrets: SecretResolver
+    ) -> None:
+        self.mail = mail
+        self.http = http
+        self.secrets = secrets
+
+    def deliver(self, row: Row[Any]) -> None:
+        if row.kind == "webhook":
+            deliver_webhook(row.id, row.message, self.http(), self.secrets)
+        elif row.kind == "mail":
+            deliver_mail(row.id, row.message, self.mail, self.secrets)
+        else:
+            raise DeliveryError(f"unknown outbox kind {row.kind!r}", permanent=True)
+
+
+def _outcome(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[str, Any]:
+    attempts = row.attempts + 1
+    if error is None:
+        return {"status": "sent", "attempts": attempts, "sent_at": now, "next_attempt_at": None, "last_error": None}
+    if error.permanent or attempts >= row.max_attempts:
+        return {"status": "dead", "attempts": attempts, "next_attempt_at": None, "last_error": str(error)}
+    policy = RetryPolicy(row.max_attempts, row.backoff, timedelta(seconds=row.base_delay_seconds))
+    return {"attempts": attempts, "next_attempt_at": now + policy.delay(attempts), "last_error": str(error)}
+
+
+def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
+    try:
+        deliverer.deliver(row)
+    except DeliveryError as exc:
+        return exc
+    except Exception as exc:  # a transport bug must not kill the worker; record it
+        return DeliveryError(f"{type(exc).__name__}: {exc}")
+    return None
+
+
+def _count(counts: PassCounts, change: Mapping[str, Any]) -> None:
+    status = change.get("status")
+    if status == "sent":
+        counts.sent += 1
+    elif status == "dead":
+        counts.dead += 1
+    else:
+        counts.retried += 1
+
+
+def _due(now: datetime) -> Any:
+    return (
+        select(outbox)
+        .where(outbox.c.status == "pending", outbox.c.next_attempt_at <= now)
+        .order_by(outbox.c.next_attempt_at, outbox.c.created_at)
+    )
+
+
+def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Callable[[], datetime]) -> PassCounts:
+    """One pass: deliver every row due now (rows rescheduled into the future wait)."""
+    counts = PassCounts()
+    postgres = sessions.kw["bind"].dialect.name == "postgresql"
+    while True:
+        now = clock()
+        with sessions() as session, session.begin():
+            stmt = _due(now).limit(BATCH)
+            rows = session.execute(stmt.with_for_update(skip_locked=True) if postgres else stmt).all()
+            if not rows:
+                return counts
+            if postgres:
+                for row in rows:
+                    change = _outcome(row, _attempt(deliverer, row), clock())
+                    session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
+                    _count(counts, change)
+                continue
+        for row in rows:  # SQLite: deliver outside the write lock, record each outcome
+            change = _outcome(row, _attempt(deliverer, row), clock())
+            with sessions() as session, session.begin():
+                session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
+            _count(counts, change)
+
+
+def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:
+    with sessions() as session:
+        rows = session.execute(select(outbox).order_by(outbox.c.created_at, outbox.c.id)).all()
+    return [OutboxItem(r.id, r.kind, r.status, r.attempts, r.last_error, r.next_attempt_at) for r in rows]
+
