@@ -19,15 +19,18 @@ from ._data import table_of
 from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError
-from ._feature import Feature, WriteHandler
+from ._feature import Feature, Workflow, WriteHandler
 from ._interpreter import interpret, start_run
-from ._outbox import Deliverer, PassCounts, deliver_due
+from ._outbox import Deliverer, deliver_due
 from ._outbox import items as outbox_items
 from ._outbox_types import MaildirTransport, OutboxItem, SmtpTransport
 from ._results import Failure, Ok, fail
+from ._runs import RunInfo
 from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter
+from ._state import Codec
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
+from ._workflows import Engine
 
 P = TypeVar("P")
 D = TypeVar("D")
@@ -56,6 +59,7 @@ class App:
         mail: MaildirTransport | SmtpTransport | None = None,
         secrets: Callable[[str], str | None] | None = None,
         http: httpx.Client | None = None,
+        value_types: Sequence[type[Any]] = (),
     ) -> None:
         problems = validate(features)
         if problems:
@@ -76,6 +80,14 @@ class App:
         }
         self._converter = make_converter()
         self.runtime = Runtime(self.features, self._converter)
+        workflows = [w for f in self.features for w in f.workflows]
+        roots: list[type[Any]] = [h.payload_type for h in self._handlers.values()]
+        roots += [w.trigger.payload_type for w in workflows]
+        roots += list(self.runtime.event_names)
+        roots += list(value_types)
+        self.codec = Codec(roots, self.runtime.aggregate_types)
+        self._workflows = {w.name: w for w in workflows}
+        self._engine = Engine(self._sessions, self.runtime, self.codec, self._converter, workflows, self.clock)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -124,19 +136,42 @@ class App:
         return outbox_items(self._sessions)
 
     def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
-        """Deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
+        """One worker: fire workflow triggers (events, cron), wake event waits, resume due
+        runs, deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
         otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`."""
-        total = PassCounts()
+        total = {"started": 0, "resumed": 0, "sent": 0, "retried": 0, "dead": 0}
         self._stop.clear()
         while True:
+            started = self._engine.consume_events() + self._engine.fire_cron()
+            resumed = self._engine.resume_due()
             counts = deliver_due(self._sessions, self._deliverer, self.clock)
-            total.sent += counts.sent
-            total.retried += counts.retried
-            total.dead += counts.dead
+            this_pass = {
+                "started": started,
+                "resumed": resumed,
+                "sent": counts.sent,
+                "retried": counts.retried,
+                "dead": counts.dead,
+            }
+            for key, value in this_pass.items():
+                total[key] += value
             if once or self._stop.is_set():
-                return {"sent": total.sent, "retried": total.retried, "dead": total.dead}
-            if not (counts.sent or counts.retried or counts.dead):
+                return total
+            if not any(this_pass.values()):
                 self._stop.wait(poll_interval)
+
+    # --- workflows ------------------------------------------------------------------
+
+    def start_workflow(self, workflow: Workflow[P], payload: P, *, user: User) -> uuid.UUID:
+        """Start a run now, in its own transaction, up to its first suspension."""
+        return self._engine.start(workflow, payload, user)
+
+    def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
+        return self._engine.get(run_id)
+
+    def runs(self, workflow: Workflow[Any] | str | None = None) -> list[RunInfo]:
+        """Workflow runs, newest first (of one workflow, or of all)."""
+        name = workflow.name if isinstance(workflow, Workflow) else workflow
+        return self._engine.list(name)
 
     def stop_worker(self) -> None:
         """Ask a running :meth:`run_worker` loop to return after its current pass."""

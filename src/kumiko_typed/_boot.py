@@ -13,6 +13,7 @@ from sqlalchemy import Table
 
 from . import _rules
 from ._data import StepRefused, table_of
+from ._durations import parse_duration
 from ._finished import Finished
 from ._steps import (
     AppendEvent,
@@ -21,8 +22,11 @@ from ._steps import (
     NotYetSupported,
     ProjectionDelete,
     ProjectionUpsert,
+    Retry,
     Step,
     Update,
+    Wait,
+    WaitForEvent,
     walk,
 )
 
@@ -47,6 +51,9 @@ RUNNABLE_KINDS = frozenset(
         "call_feature",
         "mail.send",
         "webhook.send",
+        "workflow.wait",
+        "workflow.wait_for_event",
+        "workflow.retry",
     }
 )
 
@@ -96,7 +103,32 @@ class _AppTables:
                     )
 
 
+def _check_trigger(where: str, expression: str | None) -> list[str]:
+    if expression is None:
+        return []
+    from croniter import croniter
+
+    if not croniter.is_valid(expression):
+        return [f"{where}: {expression!r} is not a valid cron expression (minute hour day month weekday)"]
+    return []
+
+
+def _check_durations(step: Step) -> str | None:
+    value = step.duration if isinstance(step, Wait) else step.timeout if isinstance(step, WaitForEvent) else None
+    if isinstance(value, str):
+        try:
+            parse_duration(value)
+        except ValueError as exc:
+            return str(exc)
+    elif isinstance(step, Retry) and step.times < 1:
+        return f"retry(times={step.times}) must try at least once"
+    return None
+
+
 def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> str | None:
+    duration_problem = _check_durations(step)
+    if duration_problem is not None:
+        return duration_problem
     if isinstance(step, (Create, Update, AppendEvent)) and step.entity not in tables.entities:
         return f"{step.entity.__name__} is not an entity of any feature; register it with feature.entity(...)"
     if isinstance(step, (ProjectionUpsert, ProjectionDelete)):
@@ -185,7 +217,7 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
                 )
         for workflow in feature.workflows:
             where = f"workflow {workflow.name}"
-            problems.append(f"{where}: workflows have no runtime in this release")
+            problems.extend(_check_trigger(where, workflow.trigger.cron))
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
     return problems

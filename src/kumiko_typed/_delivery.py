@@ -33,16 +33,33 @@ class DeliveryError(Exception):
         self.permanent = permanent
 
 
+def env_name(ref: str) -> str:
+    """The environment variable the default resolver reads for ``ref``."""
+    return "KUMIKO_SECRET_" + re.sub(r"[^A-Z0-9]", "_", ref.upper())
+
+
 def env_secrets(ref: str) -> str | None:
     """The default secret resolver: ``KUMIKO_SECRET_<REF>`` (upper case, ``_`` for others)."""
-    return os.environ.get("KUMIKO_SECRET_" + re.sub(r"[^A-Z0-9]", "_", ref.upper()))
+    return os.environ.get(env_name(ref))
 
 
 def _secret(secrets: SecretResolver, ref: str) -> str:
     value = secrets(ref)
     if not value:
-        raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads KUMIKO_SECRET_{ref.upper()})")
+        raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
     return value
+
+
+# An HTTP field value h11 accepts: visible ASCII, single spaces/tabs inside, no line breaks.
+_HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
+
+
+def _redact(text: str, secret: str | None) -> str:
+    if not secret:
+        return text
+    for form in (secret, repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1]):
+        text = text.replace(form, "***")
+    return text
 
 
 def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretResolver) -> None:
@@ -54,9 +71,17 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
     headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items()}
     headers["Idempotency-Key"] = str(item_id)
     auth = message.get("auth")
+    secret: str | None = None
     if auth:
         secret = _secret(secrets, auth["secret_ref"])
-        headers[auth["header"]] = f"{auth['scheme']} {secret}" if auth.get("scheme") else secret
+        value = f"{auth['scheme']} {secret}" if auth.get("scheme") else secret
+        # Checked here: the HTTP stack would quote the whole value in its error (and log).
+        if not _HEADER_VALUE.fullmatch(value):
+            raise DeliveryError(
+                f"secret {auth['secret_ref']!r} cannot be sent in the {auth['header']} header: "
+                "it must be printable ASCII without line breaks"
+            )
+        headers[auth["header"]] = value
     body = message.get("body")
     try:
         response = http.request(
@@ -66,8 +91,8 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
             headers=headers,
             follow_redirects=False,
         )
-    except httpx.HTTPError as exc:
-        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+    except Exception as exc:  # the message is stored as last_error: never with the secret in it
+        raise DeliveryError(_redact(f"{type(exc).__name__}: {exc}", secret)) from None
     if response.is_redirect:
         where = response.headers.get("location", "?")
         raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from ._finished import Program
+    from ._runs import RunInfo
     from ._runtime import Runtime
 
 logger = logging.getLogger("kumiko_typed")
@@ -87,6 +88,7 @@ def start_run(
     session: Session,
     now: datetime,
     correlation_id: UUID,
+    workflow: RunInfo | None = None,
 ) -> Run:
     values: dict[str, object] = dict(finished.initial_values)
     scope: dict[str, object] = {}
@@ -94,7 +96,7 @@ def start_run(
     scope_view = MappingProxyType(scope)
     if _COMMAND_SLOTS is None or _CTX_SLOTS is None:
         command = Command(handler, payload, user, user.tenant_id, correlation_id, now)
-        ctx: AnyCtx = Ctx(payload, command, user, steps_view, scope_view, session, now)
+        ctx: AnyCtx = Ctx(payload, command, user, steps_view, scope_view, session, now, workflow)
         return Run(values, scope, ctx, session, runtime)
     # The same objects as the two calls above (see _slot_setters), built faster.
     command = object.__new__(Command)
@@ -114,7 +116,7 @@ def start_run(
     x_scope(ctx, scope_view)
     x_db(ctx, session)
     x_now(ctx, now)
-    x_workflow(ctx, None)
+    x_workflow(ctx, workflow)
     return Run(values, scope, ctx, session, runtime)
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from sqlalchemy import (
     JSON,
     BigInteger,
+    Boolean,
     Column,
     DateTime,
     Float,
@@ -66,4 +67,49 @@ outbox = Table(
     Column("tenant_id", Uuid, nullable=True),
     Column("correlation_id", Uuid, nullable=True),
     Index("kumiko_outbox_due", "status", "next_attempt_at"),
+)
+
+workflow_runs = Table(
+    "kumiko_workflow_runs",
+    metadata,
+    Column("run_id", Uuid, primary_key=True),
+    Column("workflow", String(400), nullable=False),
+    # "event:<id>", "cron:<tick>" or "manual:<run id>": one run per trigger, whatever the workers.
+    Column("trigger_key", String(400), nullable=False),
+    Column("status", String(20), nullable=False),
+    Column("path", String(400), nullable=True),
+    Column("payload", Json, nullable=False),
+    Column("state", Json, nullable=False),
+    Column("user", Json, nullable=False),
+    Column("fingerprint", String(64), nullable=False),
+    Column("wake_at", DateTime(timezone=True), nullable=True),
+    Column("error", Json, nullable=True),
+    Column("created_at", DateTime(timezone=True), nullable=False),
+    Column("updated_at", DateTime(timezone=True), nullable=False),
+    UniqueConstraint("workflow", "trigger_key", name="kumiko_workflow_runs_trigger"),
+    Index("kumiko_workflow_runs_due", "status", "wake_at"),
+)
+
+workflow_waits = Table(
+    "kumiko_workflow_waits",
+    metadata,
+    Column("run_id", Uuid, primary_key=True),
+    Column("workflow", String(400), nullable=False),
+    Column("path", String(400), nullable=False),
+    Column("event_type", String(200), nullable=False),
+    Column("key", Text, nullable=False),
+    # Events after this position may match; before the consumer has looked back that far
+    # the wait is not "armed" (no lost wake-up when both commit concurrently).
+    Column("after_position", BigInteger, nullable=False),
+    Column("armed", Boolean, nullable=False),
+    Column("timeout_at", DateTime(timezone=True), nullable=False),
+    Index("kumiko_workflow_waits_match", "event_type", "workflow", "path", "key"),
+)
+
+consumers = Table(
+    "kumiko_consumers",
+    metadata,
+    Column("name", String(400), primary_key=True),
+    Column("position", BigInteger, nullable=False),
+    Column("tick", DateTime(timezone=True), nullable=True),
 )

@@ -1,0 +1,136 @@
+"""Workflow state as JSON, with type tags resolved only against registered classes.
+
+No pickle: a stored run names a class by its registered name, and decoding looks
+that name up in the App's registry — an unknown name is an error, never an import.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import typing
+import uuid
+from collections.abc import Iterable, Mapping
+from decimal import Decimal
+from typing import Any
+
+import attrs
+from sqlalchemy import inspect
+
+from ._entity import Entity
+from ._saved import Saved
+from ._triggers import CronTick
+
+TAG = "$t"
+
+
+class StateError(TypeError):
+    """A value cannot be stored (or a stored one cannot be read back)."""
+
+
+def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
+    """``roots`` and every attrs class their fields mention, recursively."""
+    seen: set[type[Any]] = set()
+    todo = [r for r in roots if attrs.has(r)]
+    while todo:
+        cls = todo.pop()
+        if cls in seen:
+            continue
+        seen.add(cls)
+        try:
+            hints = typing.get_type_hints(cls)
+        except Exception:  # unresolvable annotations: keep the class, skip its fields
+            hints = {}
+        for hint in hints.values():
+            stack = [hint]
+            while stack:
+                t = stack.pop()
+                stack.extend(typing.get_args(t))
+                origin = typing.get_origin(t) or t
+                if isinstance(origin, type) and attrs.has(origin) and origin not in seen:
+                    todo.append(origin)
+    return seen
+
+
+class Codec:
+    def __init__(self, attrs_roots: Iterable[type[Any]], entities: Iterable[type[Any]]) -> None:
+        classes = _attrs_classes([*attrs_roots, CronTick])
+        self.by_name: dict[str, type[Any]] = {}
+        self.names: dict[type[Any], str] = {}
+        for cls in [*classes, *entities]:
+            name = f"{cls.__module__}.{cls.__qualname__}"
+            self.by_name[name] = cls
+            self.names[cls] = name
+
+    def encode(self, value: Any) -> Any:
+        if value is None or isinstance(value, (bool, int, float, str)):
+            return value
+        if isinstance(value, uuid.UUID):
+            return {TAG: "uuid", "v": str(value)}
+        if isinstance(value, dt.datetime):
+            return {TAG: "datetime", "v": value.isoformat()}
+        if isinstance(value, dt.date):
+            return {TAG: "date", "v": value.isoformat()}
+        if isinstance(value, dt.timedelta):
+            return {TAG: "timedelta", "v": value.total_seconds()}
+        if isinstance(value, Decimal):
+            return {TAG: "decimal", "v": str(value)}
+        if isinstance(value, list):
+            return [self.encode(v) for v in value]
+        if isinstance(value, tuple):
+            return {TAG: "tuple", "v": [self.encode(v) for v in value]}
+        if isinstance(value, Mapping):
+            if not all(isinstance(k, str) for k in value):
+                raise StateError("only mappings with string keys can be stored")
+            return {TAG: "dict", "v": {k: self.encode(v) for k, v in value.items()}}
+        if isinstance(value, Saved):
+            return {
+                TAG: "saved",
+                "v": {f.name: self.encode(getattr(value, f.name)) for f in attrs.fields(Saved)},
+            }
+        cls = type(value)
+        name = self.names.get(cls)
+        if name is None:
+            raise StateError(
+                f"a {cls.__module__}.{cls.__qualname__} cannot be stored: only JSON values, UUIDs, dates, "
+                "decimals and registered payload, event and entity classes can"
+            )
+        if isinstance(value, Entity):
+            columns = {a.key: self.encode(getattr(value, a.key)) for a in inspect(cls).column_attrs}
+            return {TAG: "entity", "c": name, "v": columns}
+        return {TAG: "attrs", "c": name, "v": {f.name: self.encode(getattr(value, f.name)) for f in attrs.fields(cls)}}
+
+    def decode(self, data: Any) -> Any:
+        if isinstance(data, list):
+            return [self.decode(v) for v in data]
+        if not isinstance(data, dict):
+            return data
+        tag = data.get(TAG)
+        v: Any = data.get("v")
+        if tag == "uuid":
+            return uuid.UUID(v)
+        if tag == "datetime":
+            return dt.datetime.fromisoformat(v)
+        if tag == "date":
+            return dt.date.fromisoformat(v)
+        if tag == "timedelta":
+            return dt.timedelta(seconds=v)
+        if tag == "decimal":
+            return Decimal(v)
+        if tag == "tuple":
+            return tuple(self.decode(x) for x in v)
+        if tag == "dict":
+            return {k: self.decode(x) for k, x in v.items()}
+        if tag == "saved":
+            return Saved(**{k: self.decode(x) for k, x in v.items()})
+        if tag in ("attrs", "entity"):
+            cls = self.by_name.get(data["c"])
+            if cls is None:
+                raise StateError(f"stored class {data['c']!r} is not registered in this App")
+            fields = {k: self.decode(x) for k, x in v.items()}
+            if tag == "attrs":
+                return cls(**fields)
+            entity = inspect(cls).class_manager.new_instance()
+            for key, value in fields.items():
+                setattr(entity, key, value)
+            return entity
+        raise StateError(f"unknown stored value tag {tag!r}")

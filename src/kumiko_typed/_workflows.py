@@ -1,0 +1,458 @@
+"""Durable workflows: starting runs, suspending and resuming them, and the triggers.
+
+Every change of a run happens in one transaction together with the work of the
+segment it ran, so a worker killed at any instant loses nothing: what it had not
+committed is redone by another.  On PostgreSQL, due runs are claimed with
+``FOR UPDATE SKIP LOCKED``; the event feed (triggers and ``wait_for_event``) is read
+by one worker at a time through a locked cursor row.  Starts are unique per
+(workflow, trigger key), so an event or a cron tick starts one run whatever the
+number of workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any
+
+import cattrs
+from croniter import croniter
+from sqlalchemy import Row, delete, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from ._ctx import User
+from ._eventstore import StoredEvent, read_after
+from ._feature import Workflow
+from ._fingerprint import fingerprint
+from ._finished import Program, WorkflowFinished
+from ._interpreter import start_run
+from ._results import Failure
+from ._runs import RunInfo
+from ._runtime import TENANT_KEY, Runtime
+from ._state import Codec, StateError
+from ._steps import Branch, ForEach, Retry, Step, StepCrash, WaitForEvent
+from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._triggers import CronTick
+from ._wfexec import RetryExhausted, Segment, Suspend, decode_loops, encode_loops, event_key, run_steps
+
+logger = logging.getLogger("kumiko_typed")
+
+EVENT_CURSOR = "workflow-events"
+BATCH = 10
+#: The user of a cron-started run: no person, no tenant.
+SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"system"}))
+
+
+class Definition:
+    """A registered workflow, compiled: its program and fingerprint."""
+
+    def __init__(self, workflow: Workflow[Any]) -> None:
+        self.workflow = workflow
+        self.name = workflow.name
+        pipeline = workflow.pipeline
+        if isinstance(pipeline, WorkflowFinished):
+            self.program: Program[Any, Any] = pipeline
+        else:
+            self.program = WorkflowFinished(pipeline.feature, pipeline.payload_type, pipeline.steps, "WorkflowPipeline")
+        self.fingerprint = fingerprint(self.program.steps)
+
+    def step_at(self, path: str) -> Step:
+        steps = self.program.steps
+        parts = path.split("/")
+        step: Step = steps[int(parts[0])]
+        i = 1
+        while i < len(parts):
+            label = parts[i]
+            if isinstance(step, Branch):
+                block = step.on_true if label == "on_true" else step.on_false
+                i += 1
+            elif isinstance(step, (ForEach, Retry)):
+                block = step.body
+                i += 2 if i + 1 < len(parts) and parts[i + 1].startswith("#") else 1
+            else:
+                raise LookupError(f"no step at {path!r}")
+            step = block.steps[int(parts[i])]
+            i += 1
+        return step
+
+
+def _user_json(user: User) -> dict[str, Any]:
+    return {"id": str(user.id), "tenant_id": str(user.tenant_id), "roles": sorted(user.roles)}
+
+
+def _user(data: Mapping[str, Any]) -> User:
+    return User(id=uuid.UUID(data["id"]), tenant_id=uuid.UUID(data["tenant_id"]), roles=frozenset(data["roles"]))
+
+
+class Engine:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        runtime: Runtime,
+        codec: Codec,
+        converter: cattrs.Converter,
+        workflows: Sequence[Workflow[Any]],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.sessions = sessions
+        self.runtime = runtime
+        self.codec = codec
+        self.converter = converter
+        self.clock = clock
+        self.defs = {w.name: Definition(w) for w in workflows}
+        self.on_event: dict[str, list[Definition]] = {}
+        self.on_cron: list[Definition] = []
+        for d in self.defs.values():
+            trigger = d.workflow.trigger
+            if trigger.kind == "event":
+                self.on_event.setdefault(runtime.event_name(trigger.payload_type), []).append(d)
+            elif trigger.kind == "cron":
+                self.on_cron.append(d)
+        self.postgres = sessions.kw["bind"].dialect.name == "postgresql"
+
+    # --- starting ------------------------------------------------------------------
+
+    def start(self, workflow: Workflow[Any], payload: object, user: User) -> uuid.UUID:
+        d = self.defs.get(workflow.name)
+        if d is None or d.workflow is not workflow:
+            raise LookupError(f"workflow {workflow.name} is not registered in this App")
+        if not isinstance(payload, workflow.trigger.payload_type):
+            raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
+        run_id = uuid.uuid4()
+        with self.sessions() as session, session.begin():
+            self._create(session, d, payload, user, f"manual:{run_id}", run_id)
+        return run_id
+
+    def _create(
+        self, session: Session, d: Definition, payload: object, user: User, trigger_key: str, run_id: uuid.UUID
+    ) -> bool:
+        now = self.clock()
+        try:
+            with session.begin_nested():
+                session.execute(
+                    insert(workflow_runs).values(
+                        run_id=run_id,
+                        workflow=d.name,
+                        trigger_key=trigger_key,
+                        status="running",
+                        path=None,
+                        payload=self.codec.encode(payload),
+                        state={},
+                        user=_user_json(user),
+                        fingerprint=d.fingerprint,
+                        wake_at=None,
+                        error=None,
+                        created_at=now,
+                        updated_at=now,
+                    )
+                )
+        except IntegrityError:
+            return False  # this trigger already started its run
+        self._segment(session, d, run_id, payload, user, {}, None, None)
+        return True
+
+    # --- running a segment ---------------------------------------------------------------
+
+    def _segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+    ) -> None:
+        now = self.clock()
+        previous_tenant = session.info.get(TENANT_KEY)
+        session.info[TENANT_KEY] = user.tenant_id
+        try:
+            info = RunInfo(run_id, d.name, "running", path)
+            run = start_run(
+                d.program,
+                runtime=self.runtime,
+                handler=d.name,
+                payload=payload,
+                user=user,
+                session=session,
+                now=now,
+                correlation_id=run_id,
+                workflow=info,
+            )
+            if "values" in state:
+                run.values.update(self.codec.decode(state["values"]))
+                run.scope.update(self.codec.decode(state["scope"]))
+            seg = Segment(
+                decode_loops(self.codec, state.get("loops", {})),
+                dict(state.get("retries", {})),
+                resume_value,
+                self.codec,
+                self.runtime.event_name,
+            )
+            start = path.split("/") if path else None
+            savepoint = session.begin_nested()
+            try:
+                result = run_steps(d.program.steps, run, seg, start, "")
+            except Suspend as suspend:
+                where = "/".join(suspend.path)
+                try:
+                    stored = {
+                        "values": self.codec.encode(dict(run.values)),
+                        "scope": self.codec.encode(dict(run.scope)),
+                        "loops": encode_loops(self.codec, seg.loops),
+                        "retries": seg.retries,
+                    }
+                except StateError as exc:
+                    savepoint.rollback()
+                    error = {"code": "unstorable_state", "message": f"at step {where}: {exc}"}
+                    self._finish(session, run_id, "failed", error)
+                    return
+                savepoint.commit()
+                self._suspend(session, d, run_id, where, suspend, stored)
+                return
+            except StepCrash as crash:
+                savepoint.rollback()
+                logger.error("workflow %s run %s: step %s raised", d.name, run_id, crash.where(), exc_info=crash.cause)
+                message = f"step {crash.where()} raised {type(crash.cause).__name__}: {crash.cause}"
+                self._finish(session, run_id, "failed", {"code": "internal_error", "message": message})
+                return
+            except RetryExhausted as exhausted:
+                savepoint.rollback()
+                failure = exhausted.failure
+                self._finish(session, run_id, "failed", {"code": failure.code, "message": failure.message})
+                return
+            if isinstance(result, Failure):
+                savepoint.rollback()
+                self._finish(session, run_id, "failed", {"code": result.code, "message": result.message})
+                return
+            savepoint.commit()
+            try:
+                values = self.codec.encode(dict(run.values))
+            except StateError:
+                values = {}
+            self._finish(session, run_id, "completed", None, {"values": values})
+        finally:
+            session.info[TENANT_KEY] = previous_tenant
+
+    def _suspend(
+        self, session: Session, d: Definition, run_id: uuid.UUID, path: str, s: Suspend, state: Mapping[str, Any]
+    ) -> None:
+        now = self.clock()
+        session.execute(
+            update(workflow_runs)
+            .where(workflow_runs.c.run_id == run_id)
+            .values(status="suspended", path=path, wake_at=s.wake_at, state=dict(state), updated_at=now)
+        )
+        if s.wait is not None:
+            after = session.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
+            session.execute(
+                insert(workflow_waits).values(
+                    run_id=run_id,
+                    workflow=d.name,
+                    path=path,
+                    event_type=s.wait.event_type,
+                    key=s.wait.key,
+                    after_position=after,
+                    armed=False,
+                    timeout_at=s.wait.timeout_at,
+                )
+            )
+
+    def _finish(
+        self,
+        session: Session,
+        run_id: uuid.UUID,
+        status: str,
+        error: Mapping[str, str] | None,
+        state: Mapping[str, Any] | None = None,
+    ) -> None:
+        values: dict[str, Any] = {"status": status, "error": error, "wake_at": None, "updated_at": self.clock()}
+        if state is not None:
+            values["state"] = dict(state)
+        session.execute(update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(values))
+
+    def _resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
+        d = self.defs.get(row.workflow)
+        if d is None or d.fingerprint != row.fingerprint:
+            message = (
+                f"workflow {row.workflow} changed since run {row.run_id} started; the run stopped at step "
+                f"{row.path} of the old definition and cannot continue under the new one"
+            )
+            self._finish(session, row.run_id, "failed", {"code": "workflow_definition_changed", "message": message})
+            return False
+        session.execute(delete(workflow_waits).where(workflow_waits.c.run_id == row.run_id))
+        payload = self.codec.decode(row.payload)
+        self._segment(session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value)
+        return True
+
+    # --- worker passes ---------------------------------------------------------------
+
+    def resume_due(self) -> int:
+        """Resume every suspended run whose wake time (or event-wait timeout) has come."""
+        resumed = 0
+        while True:
+            with self.sessions() as session, session.begin():
+                stmt = (
+                    select(workflow_runs)
+                    .where(workflow_runs.c.status == "suspended", workflow_runs.c.wake_at <= self.clock())
+                    .order_by(workflow_runs.c.wake_at)
+                    .limit(BATCH)
+                )
+                rows = session.execute(stmt.with_for_update(skip_locked=True) if self.postgres else stmt).all()
+                if not rows:
+                    return resumed
+                for row in rows:
+                    self._resume(session, row, None)
+                    resumed += 1
+
+    def consume_events(self) -> int:
+        """Start event-triggered runs and wake event waits, in event order."""
+        started = 0
+        while True:
+            with self.sessions() as session, session.begin():
+                cursor = session.execute(
+                    select(consumers.c.position).where(consumers.c.name == EVENT_CURSOR).with_for_update()
+                ).scalar_one_or_none()
+                if cursor is None:
+                    try:
+                        with session.begin_nested():
+                            session.execute(insert(consumers).values(name=EVENT_CURSOR, position=0, tick=None))
+                    except IntegrityError:
+                        continue
+                    cursor = 0
+                self._arm_waits(session, cursor)
+                batch = read_after(session, cursor, limit=200)
+                for event in batch:
+                    for d in self.on_event.get(event.type, []):
+                        payload = self.converter.structure(event.payload, d.workflow.trigger.payload_type)
+                        user = User(id=event.user_id or uuid.UUID(int=0), tenant_id=event.tenant_id)
+                        if self._create(session, d, payload, user, f"event:{event.event_id}", uuid.uuid4()):
+                            started += 1
+                    self._match(session, event, armed_only=True)
+                if batch:
+                    session.execute(
+                        update(consumers).where(consumers.c.name == EVENT_CURSOR).values(position=batch[-1].position)
+                    )
+                else:
+                    return started
+
+    def _arm_waits(self, session: Session, cursor: int) -> None:
+        """A wait committed after the feed passed its first events looks back once."""
+        waits = session.execute(select(workflow_waits).where(workflow_waits.c.armed.is_(False))).all()
+        for wait in waits:
+            missed = session.execute(
+                select(events)
+                .where(
+                    events.c.type == wait.event_type,
+                    events.c.position > wait.after_position,
+                    events.c.position <= cursor,
+                )
+                .order_by(events.c.position)
+            ).all()
+            for row in missed:
+                if self._match(session, StoredEvent(**row._mapping), only_run=wait.run_id):
+                    break
+            session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
+
+    def _match(
+        self, session: Session, event: StoredEvent, *, armed_only: bool = False, only_run: uuid.UUID | None = None
+    ) -> bool:
+        stmt = select(workflow_waits).where(workflow_waits.c.event_type == event.type)
+        if armed_only:
+            stmt = stmt.where(workflow_waits.c.armed.is_(True))
+        if only_run is not None:
+            stmt = stmt.where(workflow_waits.c.run_id == only_run)
+        waits = session.execute(stmt).all()
+        matched = False
+        keys: dict[tuple[str, str], str | None] = {}
+        for wait in waits:
+            group = (wait.workflow, wait.path)
+            if group not in keys:
+                keys[group] = self._event_key(wait.workflow, wait.path, event)
+            if keys[group] is None or keys[group] != wait.key:
+                continue
+            run = session.execute(
+                select(workflow_runs).where(workflow_runs.c.run_id == wait.run_id).with_for_update()
+            ).first()
+            if run is None or run.status != "suspended":
+                continue
+            step = self.defs[wait.workflow].step_at(wait.path)
+            assert isinstance(step, WaitForEvent)
+            value = self.converter.structure(event.payload, step.event)
+            self._resume(session, run, value)
+            matched = True
+        return matched
+
+    def _event_key(self, workflow: str, path: str, event: StoredEvent) -> str | None:
+        d = self.defs.get(workflow)
+        if d is None:
+            return None
+        step = d.step_at(path)
+        if not isinstance(step, WaitForEvent):
+            return None
+        try:
+            value = self.converter.structure(event.payload, step.event)
+            return event_key(self.codec, step.event_key(value))
+        except Exception:
+            logger.exception("workflow %s: event_key of step %s failed for event %s", workflow, path, event.event_id)
+            return None
+
+    def fire_cron(self) -> int:
+        """Start one run per due tick of each cron workflow (no backfill before the first pass)."""
+        started = 0
+        for d in self.on_cron:
+            expression = d.workflow.trigger.cron
+            assert expression is not None
+            name = f"cron:{d.name}"
+            with self.sessions() as session, session.begin():
+                now = self.clock()
+                last = session.execute(
+                    select(consumers.c.tick).where(consumers.c.name == name).with_for_update()
+                ).scalar_one_or_none()
+                if last is None:
+                    try:
+                        with session.begin_nested():
+                            session.execute(insert(consumers).values(name=name, position=0, tick=now))
+                    except IntegrityError:
+                        pass
+                    continue
+                if last.tzinfo is None:
+                    last = last.replace(tzinfo=now.tzinfo)
+                ticks = croniter(expression, last)
+                tick: datetime = ticks.get_next(datetime)
+                while tick <= now:
+                    key = f"cron:{tick.isoformat()}"
+                    if self._create(session, d, CronTick(tick), SYSTEM_USER, key, uuid.uuid4()):
+                        started += 1
+                    last = tick
+                    tick = ticks.get_next(datetime)
+                session.execute(update(consumers).where(consumers.c.name == name).values(tick=last))
+        return started
+
+    # --- inspection ------------------------------------------------------------------
+
+    def info(self, row: Row[Any]) -> RunInfo:
+        try:
+            steps = self.codec.decode(row.state["values"]) if "values" in row.state else {}
+        except StateError:
+            steps = {}
+        wake = row.wake_at
+        return RunInfo(row.run_id, row.workflow, row.status, row.path, steps, wake, row.error)
+
+    def get(self, run_id: uuid.UUID) -> RunInfo | None:
+        with self.sessions() as session:
+            row = session.execute(select(workflow_runs).where(workflow_runs.c.run_id == run_id)).first()
+        return None if row is None else self.info(row)
+
+    def list(self, workflow: str | None) -> list[RunInfo]:
+        stmt = select(workflow_runs).order_by(workflow_runs.c.created_at.desc(), workflow_runs.c.run_id)
+        if workflow is not None:
+            stmt = stmt.where(workflow_runs.c.workflow == workflow)
+        with self.sessions() as session:
+            rows = session.execute(stmt).all()
+        return [self.info(r) for r in rows]
+
