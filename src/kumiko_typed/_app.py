@@ -10,7 +10,7 @@ from datetime import UTC, datetime
 from typing import Any, TypeVar, cast
 
 import httpx
-from sqlalchemy import MetaData, Table
+from sqlalchemy import MetaData, Table, text
 from sqlalchemy.orm import sessionmaker
 
 from ._boot import validate
@@ -21,6 +21,7 @@ from ._engine import make_engine
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
 from ._interpreter import interpret, start_run
+from ._notify import CHANNEL, Listener
 from ._outbox import Deliverer, deliver_due
 from ._outbox import items as outbox_items
 from ._outbox_types import MaildirTransport, OutboxItem, SmtpTransport
@@ -141,6 +142,16 @@ class App:
         otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`."""
         total = {"started": 0, "resumed": 0, "sent": 0, "retried": 0, "dead": 0}
         self._stop.clear()
+        listener = Listener(self.engine) if not once and self.engine.dialect.name == "postgresql" else None
+        try:
+            return self._worker_loop(total, once, poll_interval, listener)
+        finally:
+            if listener is not None:
+                listener.close()
+
+    def _worker_loop(
+        self, total: dict[str, int], once: bool, poll_interval: float, listener: Listener | None
+    ) -> dict[str, int]:
         while True:
             started = self._engine.consume_events() + self._engine.fire_cron()
             resumed = self._engine.resume_due()
@@ -157,7 +168,10 @@ class App:
             if once or self._stop.is_set():
                 return total
             if not any(this_pass.values()):
-                self._stop.wait(poll_interval)
+                if listener is not None:
+                    listener.wait(poll_interval)  # a NOTIFY from a commit ends the wait early
+                else:
+                    self._stop.wait(poll_interval)
 
     # --- workflows ------------------------------------------------------------------
 
@@ -176,6 +190,10 @@ class App:
     def stop_worker(self) -> None:
         """Ask a running :meth:`run_worker` loop to return after its current pass."""
         self._stop.set()
+        if self.engine.dialect.name == "postgresql":
+            with self.engine.connect() as conn:  # wake a listener now rather than at its next poll
+                conn.execute(text("SELECT pg_notify(:channel, 'stop')"), {"channel": CHANNEL})
+                conn.commit()
 
     # --- dispatch -------------------------------------------------------------------
 

@@ -19,10 +19,14 @@ import attrs
 from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
+from ._notify import notify
 from ._tables import events
 
 #: The advisory lock key of the append order ("kumiko" in ASCII).
 APPEND_LOCK: Final = 0x6B756D696B6F
+_TAKE_LOCK: Final = text("SELECT pg_advisory_xact_lock(:key)")
+#: ``session.info`` key: the (sub)transaction that took the append lock.
+_LOCK_HOLDER: Final = "kumiko_append_locked"
 
 
 @attrs.frozen
@@ -42,14 +46,24 @@ class StoredEvent:
 
 
 def lock_append_order(session: Session) -> None:
-    """Take the append lock once per transaction.  Call it outside any savepoint: a
-    lock taken inside one that rolls back is released with it."""
+    """Take the append lock, once per transaction.
+
+    A lock taken inside a savepoint is released if that savepoint rolls back (a failed
+    ``call_feature``, workflow segment or retry attempt), and the transaction may go on
+    appending.  So the lock counts as held only while the (sub)transaction that took it
+    is still open around the current one; otherwise it is taken again (a no-op wait when
+    a released savepoint passed it on to its parent)."""
     if session.get_bind().dialect.name != "postgresql":
         return
-    transaction = session.get_transaction()
-    if session.info.get("kumiko_append_locked") is not transaction:
-        session.execute(text("SELECT pg_advisory_xact_lock(:key)"), {"key": APPEND_LOCK})
-        session.info["kumiko_append_locked"] = transaction
+    current = session.get_nested_transaction() or session.get_transaction()
+    holder = session.info.get(_LOCK_HOLDER)
+    enclosing = current
+    while enclosing is not None:
+        if enclosing is holder:
+            return
+        enclosing = enclosing.parent
+    session.execute(_TAKE_LOCK, {"key": APPEND_LOCK})
+    session.info[_LOCK_HOLDER] = current
 
 
 def append(
@@ -68,6 +82,7 @@ def append(
 ) -> uuid.UUID:
     """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller."""
     lock_append_order(session)
+    notify(session)
     event_id = uuid.uuid4()
     session.execute(
         insert(events).values(

@@ -23,6 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ._delivery import DeliveryError, SecretResolver, deliver_mail, deliver_webhook
 from ._jsonable import jsonable
+from ._notify import notify
 from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
 from ._tables import outbox
 
@@ -42,6 +43,7 @@ def _resolve(value: object, run: Run) -> Any:
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
     ctx = run.ctx
+    notify(run.session)
     run.session.execute(
         insert(outbox).values(
             id=uuid.uuid4(),
