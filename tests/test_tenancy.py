@@ -1,0 +1,266 @@
+"""Tenancy (DESIGN §5): reads of entities are filtered to the dispatching user's tenant, writes
+to another tenant's aggregate are not_found — on SQLite and on PostgreSQL."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
+
+AppOn = Callable[..., App]
+
+
+class T3tDoc(Entity):
+    __tablename__ = "t3t_doc"
+    title: Mapped[str] = mapped_column(sa.String(100))
+    words: Mapped[int] = mapped_column(default=0)
+
+
+DOCS: sa.Table = T3tDoc.__table__  # type: ignore[assignment]
+
+
+@attrs.frozen
+class Wrote:
+    words: int
+
+
+@attrs.frozen
+class NewDoc:
+    title: str
+
+
+@attrs.frozen
+class DocRef:
+    id: uuid.UUID
+    version: int = 1
+
+
+def _feature() -> tuple[Feature[Any], Any, Any]:
+    f: Feature[Any] = Feature("t3t", requires=["call_feature"])
+    f.entity(T3tDoc)
+    f.event(Wrote, name="t3t-wrote")
+
+    @f.projector(T3tDoc, Wrote)
+    def apply(row: T3tDoc, event: Wrote) -> None:
+        row.words += event.words
+
+    create = f.write_handler(
+        "create",
+        f.pipeline(NewDoc)
+        .create("doc", T3tDoc, data=lambda c: T3tDoc(title=c.payload.title))
+        .return_(lambda c: ok(c.steps["doc"].id)),
+    )
+    rename = f.write_handler(
+        "rename",
+        f.pipeline(DocRef)
+        .update(
+            "doc",
+            T3tDoc,
+            id=lambda c: c.payload.id,
+            changes=lambda c: {"title": "renamed"},
+            version=lambda c: c.payload.version,
+        )
+        .return_(lambda c: ok(c.steps["doc"].version)),
+    )
+    return f, create, rename
+
+
+def _by_id(c: Any) -> sa.Select[tuple[T3tDoc]]:
+    return sa.select(T3tDoc).where(T3tDoc.id == c.payload.id)
+
+
+def _through_c_db(c: Any) -> dict[str, object]:
+    """Queries a compute step runs through ``c.db`` (ORM selects: filtered like the read steps)."""
+    db = c.db
+    return {
+        "entities": sorted(d.title for d in db.execute(sa.select(T3tDoc)).scalars()),
+        "by_id": db.execute(_by_id(c)).scalars().first() is not None,
+        "get": db.get(T3tDoc, c.payload.id) is not None,
+        "columns": sorted(db.execute(sa.select(T3tDoc.title)).scalars()),
+        "count": db.execute(sa.select(sa.func.count()).select_from(T3tDoc)).scalar_one(),
+        "scalars": sorted(d.title for d in db.scalars(sa.select(T3tDoc).order_by(T3tDoc.title))),
+    }
+
+
+#: op → (add the op's steps to a DocRef pipeline; ends with return_)
+OPS: dict[str, Callable[[Any, Any], Any]] = {
+    "find_one": lambda p, _: p.find_one("r", _by_id).return_(lambda c: ok(None if c.steps["r"] is None else "seen")),
+    "find_many": lambda p, _: p.find_many("r", lambda c: sa.select(T3tDoc).order_by(T3tDoc.title)).return_(
+        lambda c: ok([d.title for d in c.steps["r"]])
+    ),
+    "get_one": lambda p, _: p.get_one("r", _by_id).return_(lambda c: ok(c.steps["r"].title)),
+    "update": lambda p, _: p.update(
+        "r", T3tDoc, id=lambda c: c.payload.id, changes=lambda c: {"title": "hijacked"}, version=1
+    ).return_(lambda c: ok(c.steps["r"].version)),
+    "update_unlocked": lambda p, _: p.update(
+        "r", T3tDoc, id=lambda c: c.payload.id, changes=lambda c: {"words": 999}, skip_optimistic_lock=True
+    ).return_(lambda c: ok(c.steps["r"].version)),
+    "append_event": lambda p, _: p.append_event(T3tDoc, id=lambda c: c.payload.id, event=lambda c: Wrote(100)).return_(
+        lambda c: ok("appended")
+    ),
+    "call_feature": lambda p, rename: p.call_feature("r", rename, payload=lambda c: c.payload).return_(
+        lambda c: ok(c.steps["r"])
+    ),
+    "c_db": lambda p, _: p.compute("r", _through_c_db).return_(lambda c: ok(c.steps["r"])),
+}
+
+#: What tenant B gets for tenant A's document.
+AS_OTHER_TENANT: dict[str, object] = {
+    "find_one": Ok(None),
+    "find_many": Ok([]),
+    "get_one": "not_found",
+    "update": "not_found",
+    "update_unlocked": "not_found",
+    "append_event": "not_found",
+    "call_feature": "not_found",
+    "c_db": Ok({"entities": [], "by_id": False, "get": False, "columns": [], "count": 0, "scalars": []}),
+}
+
+#: The control: what tenant A gets for its own document.
+AS_OWNER: dict[str, object] = {
+    "find_one": Ok("seen"),
+    "find_many": Ok(["a-doc"]),
+    "get_one": Ok("a-doc"),
+    "update": Ok(2),
+    "update_unlocked": Ok(2),
+    "append_event": Ok("appended"),
+    "call_feature": Ok(2),
+    "c_db": Ok(
+        {"entities": ["a-doc"], "by_id": True, "get": True, "columns": ["a-doc"], "count": 1, "scalars": ["a-doc"]}
+    ),
+}
+
+
+def _rows(app: App) -> dict[str, list[dict[str, Any]]]:
+    with app.engine.connect() as conn:
+        return {t.name: sorted((dict(r._mapping) for r in conn.execute(sa.select(t))), key=repr) for t in app.tables()}
+
+
+def _ok(result: object) -> Any:
+    assert isinstance(result, Ok), result
+    return result.data
+
+
+@pytest.mark.parametrize("op", list(OPS))
+def test_another_tenant_cannot_see_or_change_the_aggregate(
+    app_on: AppOn, make_user: Callable[..., User], op: str
+) -> None:
+    f, create, rename = _feature()
+    h = f.write_handler("op", OPS[op](f.pipeline(DocRef), rename))
+    app = app_on([f])
+    alice, bob = make_user("Admin"), make_user("Admin")
+    assert alice.tenant_id != bob.tenant_id
+    doc_id = _ok(app.dispatch(create, NewDoc("a-doc"), user=alice))
+    before = _rows(app)
+
+    result = app.dispatch(h, DocRef(doc_id), user=bob)
+
+    expected = AS_OTHER_TENANT[op]
+    if isinstance(expected, str):
+        assert isinstance(result, Failure), result
+        assert result.code == expected
+        # get_one names its step; the writes name the aggregate they did not find.
+        assert result.details == ({"step": "r"} if op == "get_one" else {"entity_id": str(doc_id)})
+    else:
+        assert result == expected
+    assert _rows(app) == before  # A's data unchanged, nothing appended
+
+    # The control: the owner's tenant sees and changes it.
+    assert app.dispatch(h, DocRef(doc_id), user=alice) == AS_OWNER[op]
+
+
+def test_a_user_of_the_same_tenant_sees_the_data(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    f, create, rename = _feature()
+    h = f.write_handler("op", OPS["get_one"](f.pipeline(DocRef), rename))
+    app = app_on([f])
+    alice = make_user("Admin")
+    colleague = User(id=uuid.uuid4(), tenant_id=alice.tenant_id, roles=frozenset({"Admin"}))
+    doc_id = _ok(app.dispatch(create, NewDoc("a-doc"), user=alice))
+    assert app.dispatch(h, DocRef(doc_id), user=colleague) == Ok("a-doc")
+    assert app.dispatch(rename, DocRef(doc_id, 1), user=colleague) == Ok(2)
+
+
+def test_each_tenant_reads_only_its_own_rows_call_after_call(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    """The filter is per dispatch (no leak through cached statements), in both directions."""
+    f, create, rename = _feature()
+    many = f.write_handler("many", OPS["find_many"](f.pipeline(DocRef), rename))
+    through_db = f.write_handler("db", OPS["c_db"](f.pipeline(DocRef), rename))
+    app = app_on([f])
+    alice, bob, carol = make_user(), make_user(), make_user()
+    for title, who in [("a1", alice), ("b1", bob), ("a2", alice), ("b2", bob)]:
+        _ok(app.dispatch(create, NewDoc(title), user=who))
+    probe = DocRef(uuid.uuid4())
+    for _ in range(2):
+        assert app.dispatch(many, probe, user=alice) == Ok(["a1", "a2"])
+        assert app.dispatch(many, probe, user=bob) == Ok(["b1", "b2"])
+        assert app.dispatch(many, probe, user=carol) == Ok([])
+        seen = _ok(app.dispatch(through_db, probe, user=bob))
+        assert (seen["entities"], seen["count"]) == (["b1", "b2"], 2)
+        seen = _ok(app.dispatch(through_db, probe, user=alice))
+        assert (seen["entities"], seen["count"]) == (["a1", "a2"], 2)
+
+
+def test_created_rows_belong_to_the_creators_tenant(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    f, create, _rename = _feature()
+    app = app_on([f])
+    alice, bob = make_user(), make_user()
+    a_id = _ok(app.dispatch(create, NewDoc("a"), user=alice))
+    b_id = _ok(app.dispatch(create, NewDoc("b"), user=bob))
+    rows = _rows(app)
+    assert {r["id"]: r["tenant_id"] for r in rows["t3t_doc"]} == {a_id: alice.tenant_id, b_id: bob.tenant_id}
+    assert {e["stream_id"]: e["tenant_id"] for e in rows["kumiko_events"]} == {
+        a_id: alice.tenant_id,
+        b_id: bob.tenant_id,
+    }
+
+
+def test_call_feature_as_a_user_of_another_tenant_switches_the_filter_and_restores_it(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    f, create, rename = _feature()
+    titles = f.write_handler(
+        "titles",
+        f.pipeline(DocRef)
+        .find_many("docs", lambda c: sa.select(T3tDoc).order_by(T3tDoc.title))
+        .return_(lambda c: ok([d.title for d in c.steps["docs"]])),
+    )
+    admin_of_a = make_user("sysadmin")
+    bob = make_user()
+    outer = f.write_handler(
+        "outer",
+        f.pipeline(DocRef)
+        .find_many("before", lambda c: sa.select(T3tDoc).order_by(T3tDoc.title))
+        .call_feature("inner", titles, payload=lambda c: c.payload, as_user=bob)
+        .call_feature("renamed", rename, payload=lambda c: c.payload, as_user=bob)
+        .find_many("after", lambda c: sa.select(T3tDoc).order_by(T3tDoc.title))
+        .compute("db_after", lambda c: sorted(c.db.execute(sa.select(T3tDoc.title)).scalars()))
+        .return_(
+            lambda c: ok(
+                (
+                    [d.title for d in c.steps["before"]],
+                    c.steps["inner"],
+                    c.steps["renamed"],
+                    [d.title for d in c.steps["after"]],
+                    c.steps["db_after"],
+                )
+            )
+        ),
+    )
+    app = app_on([f])
+    _ok(app.dispatch(create, NewDoc("a-doc"), user=admin_of_a))
+    b_id = _ok(app.dispatch(create, NewDoc("b-doc"), user=bob))
+    result = app.dispatch(outer, DocRef(b_id), user=admin_of_a)
+    assert result == Ok((["a-doc"], ["b-doc"], 2, ["a-doc"], ["a-doc"]))
+    # The rename ran as bob, in bob's tenant, and committed with the outer call...
+    assert _ok(app.dispatch(titles, DocRef(b_id), user=bob)) == ["renamed"]
+    # ...which the sysadmin could not have done as itself.
+    direct = app.dispatch(rename, DocRef(b_id, 2), user=admin_of_a)
+    assert isinstance(direct, Failure)
+    assert direct.code == "not_found"
