@@ -278,13 +278,16 @@ def test_aggregate_steps_on_an_entity_no_feature_registered_are_refused() -> Non
     ]
 
 
-def test_an_entity_registered_by_another_feature_of_the_app_is_known(app_on: AppOn) -> None:
+def test_an_entity_of_another_feature_is_written_only_through_call_feature() -> None:
     owner: Feature[Any] = Feature("t3b-owner")
     owner.entity(T3bWidget)
     f: Feature[Any] = Feature("t3b")
     _handler(f, "create", lambda p: p.create("w", T3bWidget, data=lambda c: T3bWidget(sku="s")))
-    assert isinstance(app_on([owner, f]), App)
-    # ...but without the owner in the App it is unknown.
+    assert _problems([owner, f]) == [
+        "handler t3b:create, step 0 (aggregate.create \"w\"): T3bWidget belongs to feature 't3b-owner'; "
+        "change it through one of that feature's handlers with call_feature"
+    ]
+    # ...and without the owner in the App it is unknown.
     assert _problems([f]) == [_unregistered_entity("t3b:create", 'aggregate.create "w"', "T3bWidget")]
 
 
@@ -354,4 +357,18 @@ def test_every_storage_problem_is_listed_in_one_boot_error() -> None:
         _not_declared("t3b:h", "unsafe_projection_upsert", "t3b_tally", "t3b", path="0"),
         _aggregate_table("t3b:h", "unsafe_projection_delete", "t3b_widget", path="1"),
         _unregistered_entity("t3b:h", 'aggregate.create "g"', "T3bGhost", path="2"),
+    ]
+
+
+def test_call_feature_to_a_handler_outside_the_app_is_refused() -> None:
+    outside: Feature[Any] = Feature("t3b-outside")
+    target = outside.write_handler("noop", outside.pipeline(P).return_(lambda c: ok(1)))
+    f: Feature[Any] = Feature("t3b", requires=["call_feature"])
+    f.write_handler(
+        "caller",
+        f.pipeline(P).call_feature("r", target, payload=lambda c: c.payload).return_(lambda c: ok(1)),
+    )
+    assert _problems([f]) == [
+        'handler t3b:caller, step 0 (call_feature "r"): call_feature targets t3b-outside:noop, '
+        "which is not a handler of any feature of this App"
     ]

@@ -17,6 +17,7 @@ from ._durations import parse_duration
 from ._finished import Finished
 from ._steps import (
     AppendEvent,
+    CallFeature,
     Create,
     NamedStep,
     NotYetSupported,
@@ -67,6 +68,7 @@ class _AppTables:
         self.events: set[type[Any]] = set()
         #: Feature → the tables its ``projections=`` declares (the entries that are tables).
         self.projections: dict[Feature[Any], set[Table]] = {}
+        self.handlers = {id(h) for f in features for h in f.handlers}
         for feature in features:
             self.events |= set(feature.events)
             declared = self.projections.setdefault(feature, set())
@@ -129,8 +131,17 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
     duration_problem = _check_durations(step)
     if duration_problem is not None:
         return duration_problem
-    if isinstance(step, (Create, Update, AppendEvent)) and step.entity not in tables.entities:
-        return f"{step.entity.__name__} is not an entity of any feature; register it with feature.entity(...)"
+    if isinstance(step, (Create, Update, AppendEvent)):
+        owner = tables.entities.get(step.entity)
+        if owner is None:
+            return f"{step.entity.__name__} is not an entity of any feature; register it with feature.entity(...)"
+        if owner != feature.name:
+            return (
+                f"{step.entity.__name__} belongs to feature {owner!r}; change it through one of that "
+                "feature's handlers with call_feature"
+            )
+    if isinstance(step, CallFeature) and id(step.handler) not in tables.handlers:
+        return f"call_feature targets {step.handler.name}, which is not a handler of any feature of this App"
     if isinstance(step, (ProjectionUpsert, ProjectionDelete)):
         try:
             table = table_of(step.table)
