@@ -12,7 +12,7 @@ from .handlers import adjust_stock, create_product, inventory, low_stock_report,
 from .model import AdjustStock, CreateProduct, LowStockReport, RenameProduct
 
 
-def make_app(database_url: str) -> App:
+def make_app(database_url: str = "sqlite:///inventory.sqlite3") -> App:
     app = App([inventory], database_url=database_url)
     app.create_all()
     return app

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import timedelta
+
 from sqlalchemy import select
 
-from kumiko_typed import Feature, fail, ok
+from kumiko_typed import Feature, fail, manual, ok
 
 from .model import (
     LOW_STOCK,
@@ -15,6 +17,7 @@ from .model import (
     BulkAdjust,
     CreateProduct,
     LowStockAlert,
+    LowStockFollowUp,
     LowStockReport,
     Product,
     ProductRef,
@@ -23,7 +26,7 @@ from .model import (
     StockAdjusted,
 )
 
-inventory = Feature("inventory", requires=["call_feature"], projections=[LowStockAlert])
+inventory = Feature("inventory", requires=["call_feature", "mail.send"], projections=[LowStockAlert])
 inventory.entity(Product)
 inventory.event(StockAdjusted, name="product-stock-adjusted")
 
@@ -158,4 +161,20 @@ low_stock_report = inventory.write_handler(
         limit=1000,
     )
     .return_(lambda c: ok([AlertView(a.sku, a.stock) for a in c.steps["alerts"][: c.payload.limit]])),
+)
+
+restock_reminder = inventory.workflow(
+    "restock-reminder",
+    trigger=manual(LowStockFollowUp),
+    pipeline=inventory.workflow_pipeline(LowStockFollowUp)
+    .wait(timedelta(days=1))
+    .find_one("product", lambda c: select(Product).where(Product.id == c.payload.product_id))
+    .branch(
+        when=lambda c: (product := c.steps["product"]) is not None and product.stock < LOW_STOCK,
+        on_true=lambda b: b.send_mail(
+            to="purchasing@example.com",
+            subject=lambda c: f"Restock {c.payload.sku}",
+            body=lambda c: f"{c.payload.sku} has been low on stock for a day.",
+        ),
+    ),
 )

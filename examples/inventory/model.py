@@ -93,6 +93,14 @@ class LowStockReport:
 
 
 @attrs.frozen
+class LowStockFollowUp:
+    """Starts the restock-reminder workflow for one product."""
+
+    product_id: uuid.UUID
+    sku: str
+
+
+@attrs.frozen
 class ProductRef:
     id: uuid.UUID
     version: int

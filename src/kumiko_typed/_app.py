@@ -95,7 +95,13 @@ class App:
 
     @property
     def handlers(self) -> Mapping[str, WriteHandler[Any, Any]]:
+        """Registered handlers by full name."""
         return self._handlers
+
+    @property
+    def workflows(self) -> Mapping[str, Workflow[Any]]:
+        """Registered workflows by full name."""
+        return self._workflows
 
     def tables(self) -> list[Table]:
         """The framework tables, the entities' tables and the declared projections."""

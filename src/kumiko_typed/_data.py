@@ -1,9 +1,12 @@
 """Runtime of the data steps: reads, aggregate writes through the event store, and
 the unsafe projection writes.
 
-Every write runs in a savepoint: a caught conflict rolls back just that step and
-becomes a ``Failure``, leaving the transaction usable (and the dispatch then rolls
-it back as a whole, because the pipeline ended in a ``Failure``).
+Every aggregate write runs in a savepoint: a caught conflict rolls back just that
+step and becomes a ``Failure``, leaving the transaction usable (and the dispatch then
+rolls it back as a whole, because the pipeline ended in a ``Failure``).  The projection
+writes catch nothing, so they need no savepoint of their own: an error there ends the
+pipeline, and whoever catches it (the dispatch, ``call_feature``, a retry attempt, a
+workflow segment) rolls back to its own savepoint or the whole transaction.
 """
 
 from __future__ import annotations
@@ -289,8 +292,7 @@ def projection_upsert(step: ProjectionUpsert, run: Run) -> None:
     stmt = ins.values(row).on_conflict_do_update(
         index_elements=[table.c[c] for c in step.on], set_={c: ins.excluded[c] for c in updates}
     )
-    with run.session.begin_nested():
-        run.session.execute(stmt)
+    run.session.execute(stmt)
 
 
 def _references(clause: ColumnElement[Any], table: Table) -> bool:
@@ -305,8 +307,7 @@ def projection_delete(step: ProjectionDelete, run: Run) -> None:
             f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
             "an unbounded delete is refused"
         )
-    with run.session.begin_nested():
-        run.session.execute(delete(table).where(clause))
+    run.session.execute(delete(table).where(clause))
 
 
 def call_feature(step: CallFeature, run: Run) -> Failure | None:

@@ -1,0 +1,167 @@
+"""The ``kumiko-typed`` command line: demo, check, graph, worker, runs, outbox."""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+from collections.abc import Sequence
+from types import FrameType
+from typing import Any
+
+import click
+
+from ._app import App
+from ._errors import BootError
+from ._graph import Format, render
+
+URL_HELP = "Database URL to use instead of the app's (also KUMIKO_DATABASE_URL)."
+
+
+def load_app(target: str, database_url: str | None) -> App:
+    """Import ``MODULE:APP``: an App, or a callable returning one (given ``database_url``)."""
+    module_name, _, attribute = target.partition(":")
+    if not module_name or not attribute:
+        raise click.BadParameter(f"{target!r} is not MODULE:APP (e.g. myservice.app:app)")
+    if os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())
+    try:
+        module = importlib.import_module(module_name)
+        value: Any = getattr(module, attribute)
+    except BootError:
+        raise
+    except (ImportError, AttributeError) as exc:
+        raise click.ClickException(f"cannot load {target}: {exc}") from exc
+    if isinstance(value, App):
+        if database_url is None:
+            return value
+        return App(
+            value.features, database_url=database_url, clock=value.clock, mail=value.mail, secrets=value.secrets
+        )
+    if callable(value):
+        try:
+            app = value(database_url=database_url) if database_url else value()
+        except TypeError as exc:
+            raise click.ClickException(f"cannot call {target}: {exc}") from exc
+        if isinstance(app, App):
+            return app
+    raise click.ClickException(f"{target} is neither an App nor a function returning one")
+
+
+def _url(option: str | None) -> str | None:
+    return option or os.environ.get("KUMIKO_DATABASE_URL") or None
+
+
+@click.group()
+@click.version_option(package_name="kumiko-typed")
+def main() -> None:
+    """kumiko-typed: event-sourced write-side pipelines that mypy checks."""
+
+
+@main.command()
+@click.option("--database-url", help="Database URL (default: a fresh SQLite file).")
+def demo(database_url: str | None) -> None:
+    """Run the inventory example end to end on a fresh SQLite file."""
+    from ._demo import run_demo
+
+    run_demo(_url(database_url))
+
+
+@main.command()
+@click.argument("target")
+@click.option("--database-url", help=URL_HELP)
+def check(target: str, database_url: str | None) -> None:
+    """Boot-validate the app at MODULE:APP; exit 1 listing every problem."""
+    try:
+        app = load_app(target, _url(database_url))
+    except BootError as exc:
+        click.echo(click.style(f"{len(exc.problems)} problem(s):", fg="red", bold=True), err=True)
+        for problem in exc.problems:
+            click.echo(f"  - {problem}", err=True)
+        sys.exit(1)
+    summary = f"{len(app.handlers)} handler(s), {len(app.workflows)} workflow(s)"
+    click.echo(click.style("ok", fg="green") + f": {summary}")
+
+
+@main.command()
+@click.argument("target")
+@click.option("--handler", "name", help="Only this handler or workflow (its full name).")
+@click.option("--format", "fmt", type=click.Choice(["text", "mermaid", "dot"]), default="text", show_default=True)
+@click.option("--database-url", help=URL_HELP)
+def graph(target: str, name: str | None, fmt: Format, database_url: str | None) -> None:
+    """Draw the pipelines of MODULE:APP (branch arms and loop bodies as groups)."""
+    app = _boot(target, database_url)
+    pipelines: dict[str, Any] = {h.name: h.pipeline.steps for h in app.handlers.values()}
+    pipelines.update({w.name: w.pipeline.steps for w in app.workflows.values()})
+    if name is not None:
+        if name not in pipelines:
+            raise click.ClickException(f"no handler or workflow named {name!r}; known: {', '.join(sorted(pipelines))}")
+        pipelines = {name: pipelines[name]}
+    click.echo("\n\n".join(render(title, steps, fmt) for title, steps in sorted(pipelines.items())))
+
+
+@main.command()
+@click.argument("target")
+@click.option("--database-url", help=URL_HELP)
+@click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls when idle.")
+def worker(target: str, database_url: str | None, poll_interval: float) -> None:
+    """Run a worker for MODULE:APP until SIGINT or SIGTERM (then finish the pass and exit)."""
+    app = _boot(target, database_url)
+
+    def stop(signum: int, _frame: FrameType | None) -> None:
+        click.echo(f"{signal.Signals(signum).name}: stopping after this pass", err=True)
+        app.stop_worker()
+
+    signal.signal(signal.SIGINT, stop)
+    signal.signal(signal.SIGTERM, stop)
+    click.echo(f"worker on {app.engine.url!r}", err=True)
+    counts = app.run_worker(poll_interval=poll_interval)
+    click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+@main.command()
+@click.argument("target")
+@click.option("--workflow", help="Only runs of this workflow.")
+@click.option("--database-url", help=URL_HELP)
+def runs(target: str, workflow: str | None, database_url: str | None) -> None:
+    """List workflow runs and their state, newest first."""
+    app = _boot(target, database_url)
+    rows = [
+        (str(r.run_id), r.workflow, r.status, r.path or "", f"{r.wake_at:%Y-%m-%d %H:%M}" if r.wake_at else "",
+         (r.error or {}).get("code", ""))
+        for r in app.runs(workflow)
+    ]
+    _table(("run", "workflow", "status", "at", "wakes", "error"), rows)
+
+
+@main.command()
+@click.argument("target")
+@click.option("--all", "show_all", is_flag=True, help="Also list sent deliveries.")
+@click.option("--database-url", help=URL_HELP)
+def outbox(target: str, show_all: bool, database_url: str | None) -> None:
+    """List pending and dead deliveries (mail and webhooks)."""
+    app = _boot(target, database_url)
+    rows = [
+        (str(i.id), i.kind, i.status, str(i.attempts), i.last_error or "")
+        for i in app.outbox()
+        if show_all or i.status != "sent"
+    ]
+    _table(("id", "kind", "status", "attempts", "last error"), rows)
+
+
+def _boot(target: str, database_url: str | None) -> App:
+    try:
+        return load_app(target, _url(database_url))
+    except BootError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    if not rows:
+        click.echo("(none)")
+        return
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
+    click.echo(click.style("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), bold=True))
+    for row in rows:
+        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))

@@ -1,0 +1,126 @@
+"""``kumiko-typed demo``: the inventory example end to end on a fresh SQLite file."""
+
+from __future__ import annotations
+
+import importlib
+import sys
+import tempfile
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import click
+from sqlalchemy import func, select
+
+from ._app import App
+from ._ctx import User
+from ._outbox_types import MaildirTransport
+from ._results import Failure, Ok
+from ._tables import events
+
+
+def _example() -> tuple[ModuleType, ModuleType]:
+    """The example lives in the repository's ``examples/`` (it is the one the docs show)."""
+    here = Path.cwd()
+    for folder in (here, *here.parents):
+        if (folder / "examples" / "inventory" / "handlers.py").is_file():
+            if str(folder) not in sys.path:
+                sys.path.insert(0, str(folder))
+            break
+    try:
+        return importlib.import_module("examples.inventory.handlers"), importlib.import_module(
+            "examples.inventory.model"
+        )
+    except ImportError as exc:
+        raise click.ClickException(
+            "the demo runs examples/inventory: start it from a clone of the kumiko-typed repository"
+        ) from exc
+
+
+def _show(label: str, result: Ok[Any] | Failure) -> None:
+    if isinstance(result, Ok):
+        click.echo(f"  {label:<34} " + click.style(f"ok   {result.data}", fg="green"))
+    else:
+        detail = f"{result.code}: {result.message}"
+        click.echo(f"  {label:<34} " + click.style(f"fail {detail}", fg="yellow"))
+
+
+def _section(title: str) -> None:
+    click.echo()
+    click.echo(click.style(title, fg="cyan", bold=True))
+
+
+def run_demo(database_url: str | None) -> None:
+    handlers, model = _example()
+    folder = Path(tempfile.mkdtemp(prefix="kumiko-demo-"))
+    url = database_url or f"sqlite:///{folder / 'demo.sqlite3'}"
+    clock = [datetime(2026, 12, 2, 9, 0, tzinfo=UTC)]
+    app = App(
+        [handlers.inventory],
+        database_url=url,
+        clock=lambda: clock[0],
+        mail=MaildirTransport(str(folder / "mail")),
+    )
+    app.create_all()
+    admin = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles={"Admin"})
+    click.echo(click.style("kumiko-typed demo", bold=True) + f" — inventory example on {url}")
+
+    def count_events() -> int:
+        with app.engine.connect() as conn:
+            return int(conn.execute(select(func.count()).select_from(events)).scalar_one())
+
+    _section("1. Typed handlers, one transaction each")
+    created = app.dispatch(handlers.create_product, model.CreateProduct("tea", "Green tea", 8), user=admin)
+    _show("create product tea (stock 8)", created)
+    assert isinstance(created, Ok)
+    ref = created.data
+    renamed = app.dispatch(handlers.rename_product, model.RenameProduct(ref.id, "Sencha", 1), user=admin)
+    _show("rename to Sencha", renamed)
+    _show("rename to Sencha again (no-op)", app.dispatch(
+        handlers.rename_product, model.RenameProduct(ref.id, "Sencha", 2), user=admin
+    ))
+
+    _section("2. Optimistic locking")
+    _show("rename with the stale version 1", app.dispatch(
+        handlers.rename_product, model.RenameProduct(ref.id, "Matcha", 1), user=admin
+    ))
+
+    _section("3. Events, inline projection, and a rollback")
+    _show("adjust stock by -5", app.dispatch(handlers.adjust_stock, model.AdjustStock(ref.id, -5, "sold"), user=admin))
+    before = count_events()
+    _show("adjust stock by -9 (below zero)", app.dispatch(
+        handlers.adjust_stock, model.AdjustStock(ref.id, -9, "oops"), user=admin
+    ))
+    after = count_events()
+    click.echo(f"  {'events before / after the failure':<34} {before} / {after}  (rolled back: nothing written)")
+    _show("low-stock report", app.dispatch(handlers.low_stock_report, model.LowStockReport(), user=admin))
+    _show("untrusted JSON with a wrong type", app.dispatch_json(
+        "inventory:product:adjust-stock", {"id": str(ref.id), "delta": "ten", "reason": "x"}, user=admin
+    ))
+
+    _section("4. A workflow that waits a day, then mails through the outbox")
+    run_id = app.start_workflow(handlers.restock_reminder, model.LowStockFollowUp(ref.id, "tea"), user=admin)
+    _run(app, run_id, "started")
+    clock[0] += timedelta(days=1)
+    counts = app.run_worker(once=True)
+    click.echo(f"  {'the clock moves one day; worker pass':<34} {counts}")
+    _run(app, run_id, "after the worker")
+    for item in app.outbox():
+        click.echo(f"  {'outbox':<34} {item.kind} {item.status} after {item.attempts} attempt(s)")
+    for path in sorted((folder / "mail").glob("*.eml")):
+        subject = next((line for line in path.read_text().splitlines() if line.startswith("Subject:")), "")
+        click.echo(f"  {'delivered to the maildir':<34} {path.name}  ({subject})")
+    app.dispose()
+    click.echo()
+    click.echo(click.style("done", fg="green", bold=True) + f" — files in {folder}")
+
+
+def _run(app: App, run_id: uuid.UUID, when: str) -> None:
+    info = app.get_run(run_id)
+    assert info is not None
+    where = f" at step {info.path}" if info.status == "suspended" else ""
+    wake = f", wakes {info.wake_at:%Y-%m-%d %H:%M}" if info.wake_at else ""
+    click.echo(f"  {'run ' + when:<34} {info.status}{where}{wake}")
+
