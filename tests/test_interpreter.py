@@ -400,15 +400,12 @@ def _assign_scope(c: Any) -> object:
     return None
 
 
-def _assign_attr(c: Any) -> object:
-    c.payload = Num(99)
-    return None
-
-
 @pytest.mark.parametrize(
     ("fn", "error"),
-    [(_assign_step, "TypeError"), (_assign_attr, "FrozenInstanceError")],
-    ids=["steps-item", "ctx-attribute"],
+    # Ctx attributes are Final for type checkers (typecheck_tests/cases/errors_types.py);
+    # at run time the step values themselves are a read-only view.
+    [(_assign_step, "TypeError")],
+    ids=["steps-item"],
 )
 def test_ctx_is_read_only_at_run_time(make_app: MakeApp, user: User, fn: Callable[[Any], object], error: str) -> None:
     reached: list[object] = []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Generic, TypeVar
+from typing import TYPE_CHECKING, Final, Generic, TypeVar
 from uuid import UUID
 
 import attrs
@@ -52,27 +52,57 @@ class Command(Generic[P]):
     time: datetime
 
 
-@attrs.frozen(slots=True, weakref_slot=False)
 class Ctx(Generic[P, S, Sc]):
     """The read-only context handed to every resolver.
 
     ``steps`` and ``scope`` are live read-only views: the interpreter fills them as
     steps run, so one ``Ctx`` serves a whole dispatch.  With the mypy plugin their
     types are exact ``TypedDict``s; without it they are ``Any``.
+
+    Every attribute is ``Final`` for type checkers.  This is a plain slotted class
+    rather than a frozen ``attrs`` one because one is built per dispatch: a frozen
+    ``__init__`` stores each field through ``object.__setattr__`` and cost a third of
+    the interpreter's own overhead (bench/interpreter.py).
     """
 
-    payload: P
-    event: Command[P]
-    user: User
-    steps: S
-    scope: Sc
-    db: Session
-    now: datetime
-    workflow: RunInfo | None = None
+    __slots__ = ("_correlation_id", "_handler", "db", "now", "payload", "scope", "steps", "user", "workflow")
+
+    def __init__(
+        self,
+        payload: P,
+        user: User,
+        steps: S,
+        scope: Sc,
+        db: Session,
+        now: datetime,
+        workflow: RunInfo | None = None,
+        handler: str = "",
+        correlation_id: UUID | None = None,
+    ) -> None:
+        self.payload: Final = payload
+        self.user: Final = user
+        self.steps: Final = steps
+        self.scope: Final = scope
+        self.db: Final = db
+        self.now: Final = now
+        self.workflow: Final = workflow
+        self._handler: Final = handler
+        self._correlation_id: Final = correlation_id
+
+    @property
+    def event(self) -> Command[P]:
+        """The invocation being handled: handler name, payload, user, tenant, correlation id, time.
+
+        Built when asked for: most resolvers never read it."""
+        correlation = self._correlation_id if self._correlation_id is not None else UUID(int=0)
+        return Command(self._handler, self.payload, self.user, self.user.tenant_id, correlation, self.now)
 
     @property
     def tenant_id(self) -> UUID:
         return self.user.tenant_id
+
+    def __repr__(self) -> str:
+        return f"<Ctx {self._handler} payload={self.payload!r}>"
 
 
 #: The untyped view the interpreter builds and resolvers receive at run time.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from kumiko_typed import Feature, manual, ok
+from typing import Any
+
+from kumiko_typed import Ctx, Feature, manual, ok
 
 from _models import Order, SignedUp
 
@@ -34,3 +36,7 @@ mismatch = shop.workflow(  # E: misc
     trigger=manual(SignedUp),
     pipeline=shop.workflow_pipeline(Order),  # E: kumiko-trigger-payload
 )
+
+
+def poke(c: Ctx[Order, Any, Any]) -> None:
+    c.payload = c.payload  # E: misc
