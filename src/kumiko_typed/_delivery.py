@@ -68,9 +68,12 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
     if scheme not in ("http", "https"):
         shown = scheme or "no scheme"
         raise DeliveryError(f"only http and https URLs are delivered, not {shown!r} ({url})", permanent=True)
-    headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items()}
-    headers["Idempotency-Key"] = str(item_id)
     auth = message.get("auth")
+    # The framework's headers replace a step's own of the same name in any case (HTTP
+    # names are case-insensitive): one Idempotency-Key, one authentication header.
+    ours = {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
+    headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items() if str(k).lower() not in ours}
+    headers["Idempotency-Key"] = str(item_id)
     secret: str | None = None
     if auth:
         secret = _secret(secrets, auth["secret_ref"])

@@ -1,0 +1,133 @@
+"""An outbox worker process, plus what its callers share: the feature whose handler
+enqueues webhook rows and a loopback HTTP receiver that records idempotency keys.
+
+Used by tests/test_outbox_workers_pg.py and bench/outbox.py.  As a script::
+
+    python tests/_outbox_worker.py DATABASE_URL
+
+builds its own App with :data:`feature`, prints ``ready``, waits for a line on stdin
+(the caller's start signal, so that every worker starts draining at the same moment),
+then calls ``app.run_worker(once=True)`` until no outbox row is pending and prints
+``done <rows this process delivered>``.
+"""
+
+from __future__ import annotations
+
+import http.server
+import json
+import sys
+import threading
+import time
+import uuid
+
+import attrs
+import sqlalchemy as sa
+
+from kumiko_typed import App, Feature, Ok, User, ok
+from kumiko_typed._tables import outbox
+
+feature = Feature("outbox_workers", requires=["webhook.send"])
+
+
+@attrs.frozen
+class Fanout:
+    """Enqueue ``count`` webhooks to ``url``, numbered from ``start`` (body ``{"i": n}``)."""
+
+    url: str
+    count: int
+    start: int = 0
+
+
+fanout = feature.write_handler(
+    "fanout",
+    feature.pipeline(Fanout)
+    .for_each(
+        "i",
+        over=lambda c: range(c.payload.count),
+        do=lambda b: b.send_webhook(
+            url=lambda c: c.payload.url,
+            body=lambda c: {"i": c.payload.start + c.scope["i"]},
+        ),
+    )
+    .return_(lambda c: ok(c.payload.count)),
+)
+
+
+def pending(app: App) -> int:
+    with app.engine.connect() as conn:
+        return int(conn.scalar(sa.select(sa.func.count()).select_from(outbox).where(outbox.c.status == "pending")) or 0)
+
+
+class LoopbackReceiver:
+    """A threaded HTTP/1.1 server on 127.0.0.1 answering 200 and recording, per request,
+    the ``Idempotency-Key`` header and the JSON body's ``i``."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.keys: list[str] = []
+        self.numbers: list[int] = []
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                with receiver.lock:
+                    receiver.keys.append(self.headers.get("Idempotency-Key", ""))
+                    receiver.numbers.append(json.loads(body)["i"])
+                self.send_response(200)
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+
+            def log_message(self, format: str, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    @property
+    def count(self) -> int:
+        with self.lock:
+            return len(self.keys)
+
+    def __enter__(self) -> LoopbackReceiver:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def enqueue(app: App, url: str, rows: int, per_dispatch: int = 100) -> None:
+    """Dispatch :data:`fanout` until ``rows`` webhook rows are committed."""
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset())
+    for start in range(0, rows, per_dispatch):
+        result = app.dispatch(fanout, Fanout(url, min(per_dispatch, rows - start), start), user=user)
+        if not isinstance(result, Ok):
+            raise RuntimeError(f"enqueue failed: {result}")
+
+
+def main(argv: list[str]) -> int:
+    app = App([feature], database_url=argv[1])
+    try:
+        pending(app)  # connect before the start signal
+        print("ready", flush=True)
+        sys.stdin.readline()
+        delivered = 0
+        while True:
+            delivered += app.run_worker(once=True)["sent"]
+            if not pending(app):
+                break
+            time.sleep(0.02)  # rows another worker holds locked
+        print(f"done {delivered}", flush=True)
+    finally:
+        app.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
