@@ -72,8 +72,10 @@ adjust_stock = inventory.write_handler(
     "product:adjust-stock",
     inventory.pipeline(AdjustStock)
     .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id, Product.archived.is_(False)))
-    .compute("new_stock", lambda c: c.steps["product"].stock + c.payload.delta)
+    # The append locks the row and the projector updates this same object: the stock
+    # read after it is the committed one plus this delta, even under concurrent adjusts.
     .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(c.payload.delta, c.payload.reason))
+    .compute("new_stock", lambda c: c.steps["product"].stock)
     .branch(
         when=lambda c: c.steps["new_stock"] < LOW_STOCK,
         on_true=lambda b: b.unsafe_projection_upsert(

@@ -19,14 +19,18 @@ import attrs
 from sqlalchemy import insert, select, text
 from sqlalchemy.orm import Session
 
-from ._notify import notify
+from ._notify import CHANNEL
 from ._tables import events
 
 #: The advisory lock key of the append order ("kumiko" in ASCII).
 APPEND_LOCK: Final = 0x6B756D696B6F
-_TAKE_LOCK: Final = text("SELECT pg_advisory_xact_lock(:key)")
+#: Also queues the NOTIFY that wakes listening workers when the transaction commits
+#: (dropped if it rolls back): one round trip for both.
+_TAKE_LOCK: Final = text("SELECT pg_advisory_xact_lock(:key), pg_notify(:channel, '')")
 #: ``session.info`` key: the (sub)transaction that took the append lock.
 _LOCK_HOLDER: Final = "kumiko_append_locked"
+#: Built once; each append passes its row as parameters.
+_INSERT_EVENT: Final = insert(events)
 
 
 @attrs.frozen
@@ -46,7 +50,7 @@ class StoredEvent:
 
 
 def lock_append_order(session: Session) -> None:
-    """Take the append lock, once per transaction.
+    """Take the append lock (and queue the workers' NOTIFY), once per transaction.
 
     A lock taken inside a savepoint is released if that savepoint rolls back (a failed
     ``call_feature``, workflow segment or retry attempt), and the transaction may go on
@@ -62,7 +66,7 @@ def lock_append_order(session: Session) -> None:
         if enclosing is holder:
             return
         enclosing = enclosing.parent
-    session.execute(_TAKE_LOCK, {"key": APPEND_LOCK})
+    session.execute(_TAKE_LOCK, {"key": APPEND_LOCK, "channel": CHANNEL})
     session.info[_LOCK_HOLDER] = current
 
 
@@ -80,24 +84,27 @@ def append(
     occurred_at: datetime,
     headers: Mapping[str, Any] | None = None,
 ) -> uuid.UUID:
-    """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller."""
+    """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller.
+
+    The lock taken here also queued the NOTIFY, in a (sub)transaction still open
+    around this insert, so a commit of the event wakes the workers."""
     lock_append_order(session)
-    notify(session)
     event_id = uuid.uuid4()
     session.execute(
-        insert(events).values(
-            event_id=event_id,
-            stream_id=stream_id,
-            aggregate_type=aggregate_type,
-            stream_version=stream_version,
-            type=type,
-            payload=dict(payload),
-            headers=dict(headers or {}),
-            tenant_id=tenant_id,
-            user_id=user_id,
-            correlation_id=correlation_id,
-            occurred_at=occurred_at,
-        )
+        _INSERT_EVENT,
+        {
+            "event_id": event_id,
+            "stream_id": stream_id,
+            "aggregate_type": aggregate_type,
+            "stream_version": stream_version,
+            "type": type,
+            "payload": dict(payload),
+            "headers": dict(headers or {}),
+            "tenant_id": tenant_id,
+            "user_id": user_id,
+            "correlation_id": correlation_id,
+            "occurred_at": occurred_at,
+        },
     )
     return event_id
 

@@ -2,11 +2,17 @@
 
 A run resumed under a different definition would mix old and new steps; comparing
 fingerprints turns that into a clear ``workflow_definition_changed`` failure.
+
+Workers are separate processes, so nothing that varies between processes of the same
+program may enter the hash: the iteration order of a set constant (string hashing is
+randomized per process) and object addresses (the default ``repr``).
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import re
 import types
 from collections.abc import Iterable
 from typing import Any
@@ -14,6 +20,17 @@ from typing import Any
 import attrs
 
 from ._steps import Block, Step
+
+_ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
+
+
+def _const(const: object) -> str:
+    """``repr`` of a code constant, the same in every process."""
+    if isinstance(const, frozenset):
+        return "frozenset({" + ", ".join(sorted(_const(c) for c in const)) + "})"
+    if isinstance(const, tuple):
+        return "(" + ", ".join(_const(c) for c in const) + ",)"
+    return _ADDRESS.sub("", repr(const))
 
 
 def _code(code: types.CodeType, out: list[bytes]) -> None:
@@ -23,7 +40,7 @@ def _code(code: types.CodeType, out: list[bytes]) -> None:
         if isinstance(const, types.CodeType):
             _code(const, out)
         else:
-            out.append(repr(const).encode())
+            out.append(_const(const).encode())
 
 
 def _value(value: Any, out: list[bytes]) -> None:
@@ -31,10 +48,22 @@ def _value(value: Any, out: list[bytes]) -> None:
         _steps(value.steps, out)
     elif isinstance(value, types.FunctionType):
         _code(value.__code__, out)
+    elif isinstance(value, types.MethodType):
+        out.append(f"method of {type(value.__self__).__module__}.{type(value.__self__).__qualname__}".encode())
+        _value(value.__func__, out)
+    elif isinstance(value, functools.partial):
+        out.append(b"partial")
+        _value(value.func, out)
+        for arg in (*value.args, *sorted(value.keywords.items())):
+            _value(arg, out)
     elif isinstance(value, type):
         out.append(f"{value.__module__}.{value.__qualname__}".encode())
+    elif isinstance(value, (list, tuple)):
+        out.append(f"{type(value).__name__}[{len(value)}]".encode())
+        for item in value:
+            _value(item, out)
     else:
-        out.append(repr(value).encode())
+        out.append(_const(value).encode())
 
 
 def _steps(steps: Iterable[Step], out: list[bytes]) -> None:

@@ -6,7 +6,7 @@ can be read at a glance (and rendered in docs).
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Literal
 
 from ._steps import Branch, ForEach, Retry, Step
@@ -44,61 +44,78 @@ def text(title: str, steps: Sequence[Step]) -> str:
     return "\n".join(lines)
 
 
-def _ids() -> Iterator[str]:
-    n = 0
-    while True:
-        n += 1
-        yield f"s{n}"
+class _Layout:
+    """Nodes in nested groups, and the edges between them, for the drawing formats.
+
+    Edges are kept apart from the groups: a node that an edge written inside a group
+    mentions becomes part of that group (in Mermaid and Graphviz alike), which drew a
+    branch or loop node inside its own arm.  The step after a branch is joined from the
+    last step of each arm (or from the branch itself for an empty arm), so it does not
+    look like a third alternative.
+    """
+
+    def __init__(self, steps: Sequence[Step]) -> None:
+        #: ("node", depth, id, label) | ("open", depth, id, label) | ("close", depth, "", "")
+        self.items: list[tuple[str, int, str, str]] = []
+        self.edges: list[tuple[str, str]] = []
+        self._n = 0
+        self._walk(steps, ["start"], 1)
+
+    def _id(self) -> str:
+        self._n += 1
+        return f"s{self._n}"
+
+    def _walk(self, seq: Sequence[Step], tails: list[str], depth: int) -> list[str]:
+        for step in seq:
+            node = self._id()
+            self.items.append(("node", depth, node, _label(step)))
+            self.edges.extend((tail, node) for tail in tails)
+            tails = [node]
+            arm_tails: list[str] = []
+            for label, inner in _groups(step):
+                if not inner:
+                    arm_tails.append(node)
+                    continue
+                self.items.append(("open", depth, self._id(), label))
+                arm_tails += self._walk(inner, [node], depth + 1)
+                self.items.append(("close", depth, "", ""))
+            if isinstance(step, Branch):
+                tails = list(dict.fromkeys(arm_tails))
+        return tails
 
 
 def mermaid(title: str, steps: Sequence[Step]) -> str:
+    layout = _Layout(steps)
     out = ["flowchart TD", f'  start(["{title}"])']
-    ids = _ids()
-
-    def walk(seq: Sequence[Step], prev: str, indent: str) -> str:
-        for step in seq:
-            node = next(ids)
-            label_text = _label(step).replace('"', "#quot;")  # Mermaid's escape inside ["..."]
-            out.append(f'{indent}{node}["{label_text}"]')
-            out.append(f"{indent}{prev} --> {node}")
-            for label, inner in _groups(step):
-                if not inner:
-                    continue
-                group = next(ids)
-                out.append(f'{indent}subgraph {group}["{label}"]')
-                walk(inner, node, indent + "  ")
-                out.append(f"{indent}end")
-            prev = node
-        return prev
-
-    walk(steps, "start", "  ")
+    for kind, depth, node, label in layout.items:
+        indent = "  " * depth
+        if kind == "node":
+            escaped = label.replace('"', "#quot;")  # Mermaid's escape inside ["..."]
+            out.append(f'{indent}{node}["{escaped}"]')
+        elif kind == "open":
+            out.append(f'{indent}subgraph {node}["{label}"]')
+        else:
+            out.append(f"{indent}end")
+    out += [f"  {a} --> {b}" for a, b in layout.edges]
     return "\n".join(out)
 
 
 def dot(title: str, steps: Sequence[Step]) -> str:
-    out = ["digraph pipeline {", "  rankdir=TB;", "  node [shape=box];", f'  start [label="{title}", shape=oval];']
-    ids = _ids()
-
     def esc(text: str) -> str:
-        return text.replace('"', '\\"')
+        return text.replace("\\", "\\\\").replace('"', '\\"')
 
-    def walk(seq: Sequence[Step], prev: str, indent: str) -> str:
-        for step in seq:
-            node = next(ids)
-            out.append(f'{indent}{node} [label="{esc(_label(step))}"];')
-            out.append(f"{indent}{prev} -> {node};")
-            for label, inner in _groups(step):
-                if not inner:
-                    continue
-                group = next(ids)
-                out.append(f"{indent}subgraph cluster_{group} {{")
-                out.append(f'{indent}  label="{label}";')
-                walk(inner, node, indent + "  ")
-                out.append(f"{indent}}}")
-            prev = node
-        return prev
-
-    walk(steps, "start", "  ")
+    layout = _Layout(steps)
+    out = ["digraph pipeline {", "  rankdir=TB;", "  node [shape=box];", f'  start [label="{esc(title)}", shape=oval];']
+    for kind, depth, node, label in layout.items:
+        indent = "  " * depth
+        if kind == "node":
+            out.append(f'{indent}{node} [label="{esc(label)}"];')
+        elif kind == "open":
+            out.append(f"{indent}subgraph cluster_{node} {{")
+            out.append(f'{indent}  label="{label}";')
+        else:
+            out.append(f"{indent}}}")
+    out += [f"  {a} -> {b};" for a, b in layout.edges]
     out.append("}")
     return "\n".join(out)
 

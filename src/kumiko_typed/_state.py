@@ -15,6 +15,7 @@ from typing import Any
 
 import attrs
 from sqlalchemy import inspect
+from sqlalchemy.orm import configure_mappers
 
 from ._entity import Entity
 from ._saved import Saved
@@ -127,10 +128,16 @@ class Codec:
             if cls is None:
                 raise StateError(f"stored class {data['c']!r} is not registered in this App")
             fields = {k: self.decode(x) for k, x in v.items()}
-            if tag == "attrs":
-                return cls(**fields)
-            entity = inspect(cls).class_manager.new_instance()
-            for key, value in fields.items():
-                setattr(entity, key, value)
-            return entity
+            try:
+                if tag == "attrs":
+                    return cls(**fields)
+                # A fresh worker process may decode before its first ORM query: the mapped
+                # attributes have no implementation until the mappers are configured.
+                configure_mappers()
+                entity = inspect(cls).class_manager.new_instance()
+                for key, value in fields.items():
+                    setattr(entity, key, value)
+                return entity
+            except (TypeError, ValueError, AttributeError) as exc:  # the class changed since
+                raise StateError(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")

@@ -183,16 +183,15 @@ class Engine:
                 correlation_id=run_id,
                 workflow=info,
             )
-            if "values" in state:
-                run.values.update(self.codec.decode(state["values"]))
-                run.scope.update(self.codec.decode(state["scope"]))
-            seg = Segment(
-                decode_loops(self.codec, state.get("loops", {})),
-                dict(state.get("retries", {})),
-                resume_value,
-                self.codec,
-                self.runtime.event_name,
-            )
+            try:
+                if "values" in state:
+                    run.values.update(self.codec.decode(state["values"]))
+                    run.scope.update(self.codec.decode(state["scope"]))
+                loops = decode_loops(self.codec, state.get("loops", {}))
+            except StateError as exc:
+                self._unreadable(session, run_id, path, exc)
+                return
+            seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
             start = path.split("/") if path else None
             savepoint = session.begin_nested()
             try:
@@ -275,6 +274,12 @@ class Engine:
             values["state"] = dict(state)
         session.execute(update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(values))
 
+    def _unreadable(self, session: Session, run_id: uuid.UUID, path: str | None, exc: StateError) -> None:
+        """Stored state this App cannot decode (a class it no longer registers) fails the run;
+        raising instead would fail every worker pass that reaches it."""
+        error = {"code": "unstorable_state", "message": f"at step {path}: the stored state cannot be read: {exc}"}
+        self._finish(session, run_id, "failed", error)
+
     def _resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
         d = self.defs.get(row.workflow)
         if d is None or d.fingerprint != row.fingerprint:
@@ -285,7 +290,11 @@ class Engine:
             self._finish(session, row.run_id, "failed", {"code": "workflow_definition_changed", "message": message})
             return False
         session.execute(delete(workflow_waits).where(workflow_waits.c.run_id == row.run_id))
-        payload = self.codec.decode(row.payload)
+        try:
+            payload = self.codec.decode(row.payload)
+        except StateError as exc:
+            self._unreadable(session, row.run_id, row.path, exc)
+            return False
         self._segment(session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value)
         return True
 
@@ -361,7 +370,11 @@ class Engine:
     def _match(
         self, session: Session, event: StoredEvent, *, armed_only: bool = False, only_run: uuid.UUID | None = None
     ) -> bool:
-        stmt = select(workflow_waits).where(workflow_waits.c.event_type == event.type)
+        # Only events appended after the run reached its wait (DESIGN §8): an event the feed
+        # has not read yet when the wait was stored may be older than the wait.
+        stmt = select(workflow_waits).where(
+            workflow_waits.c.event_type == event.type, workflow_waits.c.after_position < event.position
+        )
         if armed_only:
             stmt = stmt.where(workflow_waits.c.armed.is_(True))
         if only_run is not None:
@@ -375,10 +388,16 @@ class Engine:
                 keys[group] = self._event_key(wait.workflow, wait.path, event)
             if keys[group] is None or keys[group] != wait.key:
                 continue
+            # A run locked by another worker is being resumed by its timeout (the only other
+            # way out of an event wait): the timeout won.  Waiting for that lock instead would
+            # deadlock (that worker deletes this wait row, which this pass may have locked
+            # when arming it) and, once it commits, find the run suspended somewhere else.
             run = session.execute(
-                select(workflow_runs).where(workflow_runs.c.run_id == wait.run_id).with_for_update()
+                select(workflow_runs)
+                .where(workflow_runs.c.run_id == wait.run_id)
+                .with_for_update(skip_locked=self.postgres)
             ).first()
-            if run is None or run.status != "suspended":
+            if run is None or run.status != "suspended" or run.path != wait.path:
                 continue
             step = self.defs[wait.workflow].step_at(wait.path)
             assert isinstance(step, WaitForEvent)
@@ -391,7 +410,10 @@ class Engine:
         d = self.defs.get(workflow)
         if d is None:
             return None
-        step = d.step_at(path)
+        try:
+            step = d.step_at(path)
+        except (LookupError, ValueError):
+            return None  # the definition changed; the timeout fails the run (workflow_definition_changed)
         if not isinstance(step, WaitForEvent):
             return None
         try:

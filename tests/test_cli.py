@@ -1,0 +1,731 @@
+"""The ``kumiko-typed`` command line (DESIGN §9), run as users run it: the console script in
+a subprocess, from the repository root, on a temporary SQLite database given with
+``--database-url`` or ``KUMIKO_DATABASE_URL``.  Small app modules written to ``tmp_path``
+(and put on ``PYTHONPATH``) supply broken apps, nested pipelines, outbox rows and runs."""
+
+from __future__ import annotations
+
+import http.server
+import importlib.util
+import os
+import re
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from kumiko_typed import App, User
+
+ROOT = Path(__file__).resolve().parent.parent
+CLI = Path(sys.executable).parent / "kumiko-typed"
+TIMEOUT = 120
+
+
+def _env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "KUMIKO_DATABASE_URL"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (str(tmp_path), env.get("PYTHONPATH", "")) if p)
+    env["TMPDIR"] = str(tmp_path)  # the demo's mail folder lands here, not in /tmp
+    env["NO_COLOR"] = "1"
+    env.update(extra)
+    return env
+
+
+def cli(tmp_path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(CLI), *args],
+        cwd=ROOT,
+        env=_env(tmp_path, **env),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+
+
+def _explain(result: subprocess.CompletedProcess[str]) -> str:
+    return f"exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+def _url(tmp_path: Path, name: str = "x") -> str:
+    return f"sqlite:///{tmp_path / f'{name}.sqlite3'}"
+
+
+def _module(tmp_path: Path, source: str, prefix: str) -> str:
+    """Write an app module to ``tmp_path`` and return its (unique) module name."""
+    name = f"{prefix}_{uuid.uuid4().hex[:8]}"
+    (tmp_path / f"{name}.py").write_text(textwrap.dedent(source))
+    return name
+
+
+def _import(tmp_path: Path, name: str) -> ModuleType:
+    """Import a module written by :func:`_module` in this process (not kept in sys.modules)."""
+    spec = importlib.util.spec_from_file_location(name, tmp_path / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_console_script_is_installed() -> None:
+    assert CLI.is_file(), f"{CLI} missing: is the project installed in this venv?"
+
+
+# --- demo -------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("how", ["option", "env"])
+def test_demo_runs_the_inventory_example_end_to_end(tmp_path: Path, how: str) -> None:
+    url = _url(tmp_path, "demo")
+    if how == "option":
+        result = cli(tmp_path, "demo", "--database-url", url)
+    else:
+        result = cli(tmp_path, "demo", KUMIKO_DATABASE_URL=url)
+    assert result.returncode == 0, _explain(result)
+    out = result.stdout
+    for line in ("version_conflict", "rolled back", "completed", "delivered to the maildir"):
+        assert line in out, _explain(result)
+    assert re.search(r"events before / after the failure\s+(\d+) / \1\b", out), _explain(result)
+    assert "Traceback" not in result.stderr
+    assert (tmp_path / "demo.sqlite3").is_file(), "the demo did not use the database it was given"
+
+
+# --- check ------------------------------------------------------------------------------------
+
+BROKEN = '''
+    """Built without mypy: a tier-2 step the feature does not declare, and a duplicate step name."""
+    import attrs
+
+    from kumiko_typed import App, Feature, ok
+
+
+    @attrs.frozen
+    class Order:
+        email: str
+
+
+    shop = Feature("shop")  # declares no tier-2 capability
+    shop.write_handler(
+        "order:confirm",
+        shop.pipeline(Order)
+        .send_mail(to=lambda c: c.payload.email, subject="Thanks", body="We got your order.")
+        .compute("total", lambda c: 1)
+        .compute("total", lambda c: 2)
+        .return_(lambda c: ok(c.steps["total"])),
+    )
+'''
+
+
+@pytest.fixture
+def broken_factory(tmp_path: Path) -> str:
+    source = (
+        BROKEN
+        + """
+
+    def make_app(database_url: str = "sqlite:///broken.sqlite3") -> App:
+        return App([shop], database_url=database_url)
+    """
+    )
+    return _module(tmp_path, source, "broken_factory") + ":make_app"
+
+
+@pytest.fixture
+def broken_at_import(tmp_path: Path) -> str:
+    source = (
+        BROKEN
+        + """
+
+    app = App([shop], database_url="sqlite:///broken.sqlite3")
+    """
+    )
+    return _module(tmp_path, source, "broken_import") + ":app"
+
+
+def test_check_inventory_example_is_ok(tmp_path: Path) -> None:
+    result = cli(tmp_path, "check", "examples.inventory.app:make_app", "--database-url", _url(tmp_path))
+    assert result.returncode == 0, _explain(result)
+    assert "7 handler(s), 1 workflow(s)" in result.stdout
+
+
+def test_check_reads_the_url_from_the_environment(tmp_path: Path) -> None:
+    result = cli(tmp_path, "check", "examples.inventory.app:make_app", KUMIKO_DATABASE_URL=_url(tmp_path, "env"))
+    assert result.returncode == 0, _explain(result)
+    assert (tmp_path / "env.sqlite3").is_file()
+
+
+@pytest.mark.parametrize("target_fixture", ["broken_factory", "broken_at_import"])
+def test_check_lists_every_problem_and_exits_1(
+    tmp_path: Path, target_fixture: str, request: pytest.FixtureRequest
+) -> None:
+    target = request.getfixturevalue(target_fixture)
+    result = cli(tmp_path, "check", target, "--database-url", _url(tmp_path))
+    assert result.returncode == 1, _explain(result)
+    err = result.stderr
+    assert "2 problem(s)" in err, _explain(result)
+    problems = [line for line in err.splitlines() if line.startswith("  - ")]
+    assert len(problems) == 2, _explain(result)
+    tier, duplicate = sorted(problems, key=lambda p: "already used" in p)
+    assert "handler shop:order:confirm" in tier
+    assert 'needs the tier-2 capability "mail.send"' in tier
+    assert 'add "mail.send" to Feature(..., requires=[...])' in tier
+    assert 'Step name "total" is already used in this pipeline' in duplicate
+    assert "Traceback" not in err
+
+
+def test_other_commands_report_a_broken_app_without_traceback(tmp_path: Path, broken_factory: str) -> None:
+    result = cli(tmp_path, "graph", broken_factory, "--database-url", _url(tmp_path))
+    assert result.returncode != 0, _explain(result)
+    assert "2 problem(s) in the app definition" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+# --- graph ------------------------------------------------------------------------------------
+
+
+def test_graph_text_of_an_inventory_handler(tmp_path: Path) -> None:
+    result = cli(
+        tmp_path,
+        "graph",
+        "examples.inventory.app:make_app",
+        "--handler",
+        "inventory:product:bulk-adjust",
+        "--database-url",
+        _url(tmp_path),
+    )
+    assert result.returncode == 0, _explain(result)
+    assert result.stdout.splitlines() == [
+        "inventory:product:bulk-adjust",
+        '  0. for_each "item"',
+        "     do:",
+        '        0. call_feature "adjusted"',
+        "  1. return",
+    ]
+
+
+def test_graph_without_handler_draws_every_pipeline(tmp_path: Path) -> None:
+    result = cli(tmp_path, "graph", "examples.inventory.app:make_app", "--database-url", _url(tmp_path))
+    assert result.returncode == 0, _explain(result)
+    titles = [line for line in result.stdout.splitlines() if line.startswith("inventory:")]
+    assert len(titles) == 8  # 7 handlers and 1 workflow
+    assert "inventory:restock-reminder" in titles
+    assert "  0. workflow.wait" in result.stdout
+
+
+def test_graph_unknown_handler_lists_the_known_names(tmp_path: Path) -> None:
+    result = cli(
+        tmp_path,
+        "graph",
+        "examples.inventory.app:make_app",
+        "--handler",
+        "inventory:product:nope",
+        "--database-url",
+        _url(tmp_path),
+    )
+    assert result.returncode != 0, _explain(result)
+    assert "no handler or workflow named 'inventory:product:nope'" in result.stderr
+    for known in ("inventory:product:adjust-stock", "inventory:product:bulk-adjust", "inventory:restock-reminder"):
+        assert known in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+NESTED = '''
+    """A handler whose for_each body holds a branch."""
+    import attrs
+
+    from kumiko_typed import App, Feature, ok
+
+
+    @attrs.frozen
+    class Line:
+        sku: str
+        qty: int
+
+
+    @attrs.frozen
+    class Order:
+        lines: list[Line]
+
+
+    shop = Feature("shop")
+    check_lines = shop.write_handler(
+        "order:check",
+        shop.pipeline(Order)
+        .compute("count", lambda c: len(c.payload.lines))
+        .for_each(
+            "line",
+            over=lambda c: c.payload.lines,
+            do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty).branch(
+                when=lambda c: c.scope["line"].qty > 10,
+                on_true=lambda b: b.compute("big", lambda c: c.scope["line"].sku),
+                on_false=lambda b: b.compute("small", lambda c: c.scope["line"].sku),
+            ),
+        )
+        .return_(lambda c: ok(c.steps["count"])),
+    )
+
+
+    def make_app(database_url: str = "sqlite:///nested.sqlite3") -> App:
+        return App([shop], database_url=database_url)
+'''
+
+
+@pytest.fixture
+def nested(tmp_path: Path) -> str:
+    return _module(tmp_path, NESTED, "nested") + ":make_app"
+
+
+def _graph(tmp_path: Path, target: str, fmt: str) -> str:
+    result = cli(
+        tmp_path, "graph", target, "--handler", "shop:order:check", "--format", fmt, "--database-url", _url(tmp_path)
+    )
+    assert result.returncode == 0, _explain(result)
+    return result.stdout
+
+
+def test_graph_text_nests_branch_inside_for_each(tmp_path: Path, nested: str) -> None:
+    assert _graph(tmp_path, nested, "text").splitlines() == [
+        "shop:order:check",
+        '  0. compute "count"',
+        '  1. for_each "line"',
+        "     do:",
+        '        0. compute "qty"',
+        "        1. branch",
+        "           on_true:",
+        '              0. compute "big"',
+        "           on_false:",
+        '              0. compute "small"',
+        "  2. return",
+    ]
+
+
+def _groups_of_nodes(
+    lines: list[str],
+    *,
+    open_group: re.Pattern[str],
+    close: str,
+    node: re.Pattern[str],
+    label: re.Pattern[str] | None = None,
+) -> tuple[dict[str, tuple[str, ...]], dict[str, str]]:
+    """For each node label, the labels of the groups around it (outermost first); and
+    node id -> label.  A group is labelled on its opening line, or (``label``) by the
+    first matching line inside it."""
+    where: dict[str, tuple[str, ...]] = {}
+    ids: dict[str, str] = {}
+    stack: list[str] = []
+    for raw in lines:
+        line = raw.strip()
+        if m := open_group.match(line):
+            stack.append(m.groupdict().get("label") or "")
+            # a group is indented one level deeper than the group around it
+            assert len(raw) - len(raw.lstrip()) == 2 * len(stack), raw
+        elif line == close and stack:
+            stack.pop()
+        elif label is not None and stack and not stack[-1] and (m := label.match(line)):
+            stack[-1] = m["label"]
+        elif m := node.match(line):
+            ids[m["id"]] = m["label"]
+            where[m["label"]] = tuple(stack)
+    assert not stack, f"unclosed groups: {stack}"
+    return where, ids
+
+
+def test_graph_mermaid_nests_subgraphs(tmp_path: Path, nested: str) -> None:
+    out = _graph(tmp_path, nested, "mermaid")
+    lines = out.splitlines()
+    assert lines[0] == "flowchart TD"
+    assert lines[1] == '  start(["shop:order:check"])'
+    assert sum(1 for line in lines if line.strip().startswith("subgraph ")) == 3
+    assert sum(1 for line in lines if line.strip() == "end") == 3
+    where, ids = _groups_of_nodes(
+        lines,
+        open_group=re.compile(r'^subgraph \w+\["(?P<label>[^"]+)"\]$'),
+        close="end",
+        node=re.compile(r'^(?P<id>s\d+)\["(?P<label>[^"]*)"\]$'),
+    )
+    q = "#quot;"
+    assert where == {
+        f"compute {q}count{q}": (),
+        f"for_each {q}line{q}": (),
+        f"compute {q}qty{q}": ("do",),
+        "branch": ("do",),
+        f"compute {q}big{q}": ("do", "on_true"),
+        f"compute {q}small{q}": ("do", "on_false"),
+        "return": (),
+    }
+    by_label = {label: node for node, label in ids.items()}
+    edges = {tuple(line.strip().split(" --> ")) for line in lines if " --> " in line}
+    assert (by_label["branch"], by_label[f"compute {q}big{q}"]) in edges
+    assert (by_label["branch"], by_label[f"compute {q}small{q}"]) in edges
+    assert (by_label[f"for_each {q}line{q}"], by_label["return"]) in edges
+    assert {b for _, b in edges} == set(ids), "every step has an incoming edge"
+
+
+def test_graph_dot_nests_clusters(tmp_path: Path, nested: str) -> None:
+    out = _graph(tmp_path, nested, "dot")
+    lines = out.splitlines()
+    assert lines[0] == "digraph pipeline {" and lines[-1] == "}"
+    assert out.count("{") == out.count("}")
+    assert sum(1 for line in lines if re.match(r"^\s*subgraph cluster_\w+ \{$", line)) == 3
+    where, ids = _groups_of_nodes(
+        lines[1:-1],
+        open_group=re.compile(r"^subgraph cluster_\w+ \{$"),
+        close="}",
+        label=re.compile(r'^label="(?P<label>[^"]+)";$'),
+        node=re.compile(r'^(?P<id>s\d+) \[label="(?P<label>(?:[^"\\]|\\.)*)"\];$'),
+    )
+    assert where == {
+        r"compute \"count\"": (),
+        r"for_each \"line\"": (),
+        r"compute \"qty\"": ("do",),
+        "branch": ("do",),
+        r"compute \"big\"": ("do", "on_true"),
+        r"compute \"small\"": ("do", "on_false"),
+        "return": (),
+    }
+    edges = {tuple(line.strip().rstrip(";").split(" -> ")) for line in lines if " -> " in line}
+    by_label = {label: node for node, label in ids.items()}
+    assert (by_label["branch"], by_label[r"compute \"big\""]) in edges
+    assert {b for _, b in edges} == set(ids)
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "dot"])
+def test_graph_joins_the_arms_of_a_branch(tmp_path: Path, fmt: str) -> None:
+    """The README's diagram: the step after a branch follows both arms, and the branch node
+    stays outside its arms' groups."""
+    result = cli(
+        tmp_path,
+        "graph",
+        "examples.inventory.app:make_app",
+        "--handler",
+        "inventory:product:adjust-stock",
+        "--format",
+        fmt,
+        "--database-url",
+        _url(tmp_path),
+    )
+    assert result.returncode == 0, _explain(result)
+    lines = result.stdout.splitlines()
+    if fmt == "mermaid":
+        where, ids = _groups_of_nodes(
+            lines,
+            open_group=re.compile(r'^subgraph \w+\["(?P<label>[^"]+)"\]$'),
+            close="end",
+            node=re.compile(r'^(?P<id>s\d+)\["(?P<label>[^"]*)"\]$'),
+        )
+        edges = {tuple(line.strip().split(" --> ")) for line in lines if " --> " in line}
+    else:
+        where, ids = _groups_of_nodes(
+            lines[1:-1],
+            open_group=re.compile(r"^subgraph cluster_\w+ \{$"),
+            close="}",
+            label=re.compile(r'^label="(?P<label>[^"]+)";$'),
+            node=re.compile(r'^(?P<id>s\d+) \[label="(?P<label>(?:[^"\\]|\\.)*)"\];$'),
+        )
+        edges = {tuple(line.strip().rstrip(";").split(" -> ")) for line in lines if " -> " in line}
+    node = {label: i for i, label in ids.items()}
+    assert where["branch"] == ()
+    assert where["unsafe_projection_upsert"] == ("on_true",)
+    assert where["unsafe_projection_delete"] == ("on_false",)
+    assert where["return"] == ()
+    into_return = {a for a, b in edges if b == node["return"]}
+    assert into_return == {node["unsafe_projection_upsert"], node["unsafe_projection_delete"]}
+    assert {b for a, b in edges if a == node["branch"]} == into_return
+    # Every edge is written after the groups, at the top level.
+    first_edge = next(i for i, line in enumerate(lines) if " --> " in line or " -> " in line)
+    assert all(" --> " in line or " -> " in line for line in lines[first_edge:] if line != "}")
+
+
+# --- runs and outbox ----------------------------------------------------------------------------
+
+TINY = '''
+    """A webhook handler and a workflow that waits a day: rows for `outbox` and `runs`."""
+    from datetime import timedelta
+
+    import attrs
+
+    from kumiko_typed import App, Feature, manual, ok
+
+
+    @attrs.frozen
+    class Ping:
+        url: str
+
+
+    @attrs.frozen
+    class Remind:
+        note: str
+
+
+    tiny = Feature("tiny", requires=["webhook.send"])
+    ping = tiny.write_handler(
+        "ping",
+        tiny.pipeline(Ping)
+        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"hello": "world"})
+        .return_(lambda c: ok(True)),
+    )
+    remind = tiny.workflow(
+        "remind",
+        trigger=manual(Remind),
+        pipeline=tiny.workflow_pipeline(Remind).compute("note", lambda c: c.payload.note).wait(timedelta(days=1)),
+    )
+
+
+    def make_app(database_url: str = "sqlite:///tiny.sqlite3") -> App:
+        app = App([tiny], database_url=database_url)
+        app.create_all()
+        return app
+'''
+
+DEAD_URL = "ftp://example.invalid/hook"  # not http(s): the first delivery attempt makes it dead
+
+
+class Tiny:
+    def __init__(self, tmp_path: Path) -> None:
+        self.name = _module(tmp_path, TINY, "tiny")
+        self.target = f"{self.name}:make_app"
+        self.url = _url(tmp_path, "tiny")
+        self.module = _import(tmp_path, self.name)
+        self.user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+
+    def app(self) -> App:
+        app: App = self.module.make_app(self.url)
+        return app
+
+    def dispatch_ping(self) -> None:
+        app = self.app()
+        try:
+            result: Any = app.dispatch(self.module.ping, self.module.Ping(DEAD_URL), user=self.user)
+            assert result.data is True, result
+        finally:
+            app.dispose()
+
+    def start_remind(self) -> uuid.UUID:
+        app = self.app()
+        try:
+            return app.start_workflow(self.module.remind, self.module.Remind("call the supplier"), user=self.user)
+        finally:
+            app.dispose()
+
+    def outbox_statuses(self) -> list[str]:
+        app = self.app()
+        try:
+            return [item.status for item in app.outbox()]
+        finally:
+            app.dispose()
+
+
+@pytest.fixture
+def tiny(tmp_path: Path) -> Iterator[Tiny]:
+    yield Tiny(tmp_path)
+
+
+def _rows(output: str) -> list[list[str]]:
+    return [re.split(r"\s{2,}", line.strip()) for line in output.splitlines()]
+
+
+def test_runs_and_outbox_are_empty_at_first(tmp_path: Path, tiny: Tiny) -> None:
+    for command in ("runs", "outbox"):
+        result = cli(tmp_path, command, tiny.target, "--database-url", tiny.url)
+        assert result.returncode == 0, _explain(result)
+        assert result.stdout.strip() == "(none)"
+
+
+def test_runs_lists_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
+    run_id = tiny.start_remind()
+    result = cli(tmp_path, "runs", tiny.target, "--database-url", tiny.url)
+    assert result.returncode == 0, _explain(result)
+    header, *rows = _rows(result.stdout)
+    assert header == ["run", "workflow", "status", "at", "wakes", "error"]
+    assert len(rows) == 1
+    run, workflow, status, at, wakes = rows[0]
+    assert (run, workflow, status, at) == (str(run_id), "tiny:remind", "suspended", "1")
+    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", wakes)
+
+    only = cli(tmp_path, "runs", tiny.target, "--workflow", "tiny:other", KUMIKO_DATABASE_URL=tiny.url)
+    assert only.returncode == 0 and only.stdout.strip() == "(none)", _explain(only)
+    same = cli(tmp_path, "runs", tiny.target, "--workflow", "tiny:remind", KUMIKO_DATABASE_URL=tiny.url)
+    assert same.returncode == 0 and str(run_id) in same.stdout, _explain(same)
+
+
+def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
+    tiny.dispatch_ping()
+    result = cli(tmp_path, "outbox", tiny.target, KUMIKO_DATABASE_URL=tiny.url)
+    assert result.returncode == 0, _explain(result)
+    header, *rows = _rows(result.stdout)
+    assert header == ["id", "kind", "status", "attempts", "last error"]
+    assert len(rows) == 1
+    assert rows[0][1:] == ["webhook", "pending", "0"]
+    uuid.UUID(rows[0][0])
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
+def test_worker_delivers_then_stops_on_signal(tmp_path: Path, tiny: Tiny, signum: signal.Signals) -> None:
+    tiny.dispatch_ping()
+    proc = subprocess.Popen(
+        [str(CLI), "worker", tiny.target, "--database-url", tiny.url, "--poll-interval", "0.2"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while tiny.outbox_statuses() != ["dead"]:
+            assert proc.poll() is None, f"the worker exited early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the worker did not deliver the outbox row"
+            time.sleep(0.1)
+        proc.send_signal(signum)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 0, f"exit {proc.returncode}\n{out}\n{err}"
+    assert f"{signum.name}: stopping after this pass" in err
+    assert "Traceback" not in err
+    counts = dict(pair.split("=") for pair in out.split())
+    assert counts == {"started": "0", "resumed": "0", "sent": "0", "retried": "0", "dead": "1"}, out
+
+    result = cli(tmp_path, "outbox", tiny.target, "--database-url", tiny.url)
+    assert result.returncode == 0, _explain(result)
+    (row,) = _rows(result.stdout)[1:]
+    assert row[1:4] == ["webhook", "dead", "1"]
+    assert "only http and https URLs are delivered" in row[4]
+
+
+class _Accept(http.server.BaseHTTPRequestHandler):
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_outbox_all_includes_sent_rows(tmp_path: Path, tiny: Tiny) -> None:
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Accept)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        app = tiny.app()
+        try:
+            sent: Any = app.dispatch(
+                tiny.module.ping, tiny.module.Ping(f"http://127.0.0.1:{server.server_port}/hook"), user=tiny.user
+            )
+            assert sent.data is True, sent
+            counts = app.run_worker(once=True)
+        finally:
+            app.dispose()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert counts["sent"] == 1, counts
+    pending = cli(tmp_path, "outbox", tiny.target, "--database-url", tiny.url)
+    assert pending.returncode == 0 and pending.stdout.strip() == "(none)", _explain(pending)
+    everything = cli(tmp_path, "outbox", tiny.target, "--all", "--database-url", tiny.url)
+    assert everything.returncode == 0, _explain(everything)
+    (row,) = _rows(everything.stdout)[1:]
+    assert row[1:] == ["webhook", "sent", "1"]
+
+
+VALUES = '''
+    """An App *instance* (not a factory) whose workflow stores a class named only in value_types."""
+    import attrs
+
+    from kumiko_typed import App, Feature, manual
+
+
+    @attrs.frozen
+    class Note:
+        text: str
+
+
+    @attrs.frozen
+    class Start:
+        text: str
+
+
+    notes = Feature("notes")
+    keep = notes.workflow(
+        "keep",
+        trigger=manual(Start),
+        pipeline=notes.workflow_pipeline(Start)
+        .compute("note", lambda c: Note(c.payload.text))
+        .wait("PT1S")
+        .compute("done", lambda c: c.steps["note"].text.upper()),
+    )
+    app = App([notes], database_url="sqlite:///values.sqlite3", value_types=[Note])
+'''
+
+
+def test_url_override_keeps_the_apps_value_types(tmp_path: Path) -> None:
+    """``--database-url`` rebuilds an App instance on another database: it must keep the
+    value types the App was given, or a worker cannot read back the runs it resumes."""
+    name = _module(tmp_path, VALUES, "values")
+    url = _url(tmp_path, "values")
+    module = _import(tmp_path, name)
+    app = App([module.notes], database_url=url, value_types=[module.Note])  # the module's app, on this database
+    app.create_all()
+    run_id = app.start_workflow(module.keep, module.Start("hello"), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4()))
+    proc = subprocess.Popen(
+        [str(CLI), "worker", f"{name}:app", "--database-url", url, "--poll-interval", "0.2"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while (run := app.get_run(run_id)) is not None and run.status == "suspended":
+            assert proc.poll() is None, f"the worker exited early: {proc.communicate()}"
+            assert time.monotonic() < deadline, "the worker did not resume the run"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+        app.dispose()
+    assert proc.returncode == 0, f"{out}\n{err}"
+    assert run is not None and run.status == "completed", run
+    assert run.steps["done"] == "HELLO"
+
+
+# --- bad targets -----------------------------------------------------------------------------
+
+
+BAD_TARGETS = [
+    ("no_such_module_xyz:app", "cannot load no_such_module_xyz:app: No module named 'no_such_module_xyz'"),
+    ("examples.inventory.app:nope", "has no attribute 'nope'"),
+    ("examples.inventory.app", "'examples.inventory.app' is not MODULE:APP"),
+    ("examples.inventory.model:LOW_STOCK", "neither an App nor a function returning one"),
+    ("examples.inventory.model:AlertView", "cannot call examples.inventory.model:AlertView"),
+]
+
+
+@pytest.mark.parametrize(("target", "message"), BAD_TARGETS, ids=[t for t, _ in BAD_TARGETS])
+def test_bad_target_is_a_clear_error(tmp_path: Path, target: str, message: str) -> None:
+    result = cli(tmp_path, "check", target, "--database-url", _url(tmp_path))
+    assert result.returncode != 0, _explain(result)
+    assert message in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("command", ["graph", "worker"])  # the others share graph's loader
+def test_every_command_reports_a_bad_target(tmp_path: Path, command: str) -> None:
+    result = cli(tmp_path, command, "no_such_module_xyz:app", "--database-url", _url(tmp_path))
+    assert result.returncode != 0, _explain(result)
+    assert "cannot load no_such_module_xyz:app" in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr + result.stdout
