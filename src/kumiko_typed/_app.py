@@ -147,11 +147,13 @@ class App:
         runs, deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
         otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`."""
         total = {"started": 0, "resumed": 0, "sent": 0, "retried": 0, "dead": 0}
-        self._stop.clear()
         listener = Listener(self.engine) if not once and self.engine.dialect.name == "postgresql" else None
         try:
             return self._worker_loop(total, once, poll_interval, listener)
         finally:
+            # Cleared on the way out, not the way in: a stop asked for just before the
+            # loop started (a signal during start-up) still stops it.
+            self._stop.clear()
             if listener is not None:
                 listener.close()
 

@@ -337,7 +337,16 @@ class Engine:
                 batch = read_after(session, cursor, limit=200)
                 for event in batch:
                     for d in self.on_event.get(event.type, []):
-                        payload = self.converter.structure(event.payload, d.workflow.trigger.payload_type)
+                        try:
+                            payload = self.converter.structure(event.payload, d.workflow.trigger.payload_type)
+                        except Exception:  # one unreadable event must not stop the feed for all
+                            logger.exception(
+                                "workflow %s: event %s does not fit %s; no run started",
+                                d.name,
+                                event.event_id,
+                                d.workflow.trigger.payload_type.__name__,
+                            )
+                            continue
                         user = User(id=event.user_id or uuid.UUID(int=0), tenant_id=event.tenant_id)
                         if self._create(session, d, payload, user, f"event:{event.event_id}", uuid.uuid4()):
                             started += 1
