@@ -21,6 +21,7 @@ import attrs
 from sqlalchemy import Row, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from ._data import resolve
 from ._delivery import DeliveryError, SecretResolver, deliver_mail, deliver_webhook
 from ._jsonable import jsonable
 from ._notify import notify
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
 
 DEFAULT_POLICY = RetryPolicy()
 BATCH = 10
-
-
-def _resolve(value: object, run: Run) -> Any:
-    return value(run.ctx) if callable(value) else value
 
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
@@ -64,15 +61,15 @@ def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolic
 
 
 def send_mail(step: SendMail, run: Run) -> None:
-    to = _resolve(step.to, run)
+    to = resolve(step.to, run)
     recipients = [to] if isinstance(to, str) else [str(t) for t in to]
     if not recipients or not all(recipients):
         raise ValueError("send_mail needs at least one recipient in to=")
     message = {
         "to": recipients,
-        "subject": str(_resolve(step.subject, run)),
-        "body": str(_resolve(step.body, run)),
-        "sender": _resolve(step.sender, run),
+        "subject": str(resolve(step.subject, run)),
+        "body": str(resolve(step.body, run)),
+        "sender": resolve(step.sender, run),
     }
     _enqueue(run, "mail", message, DEFAULT_POLICY)
 
@@ -83,9 +80,9 @@ def send_webhook(step: SendWebhook, run: Run) -> None:
         raise TypeError("auth= takes bearer(ref) or header_auth(name, ref)")
     policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
     message = {
-        "url": str(_resolve(step.url, run)),
+        "url": str(resolve(step.url, run)),
         "method": step.method.upper(),
-        "headers": dict(_resolve(step.headers, run) or {}),
+        "headers": dict(resolve(step.headers, run) or {}),
         "body": step.body(run.ctx) if callable(step.body) else None,
         "auth": None if auth is None else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
     }

@@ -15,6 +15,7 @@ import attrs
 
 from . import _data, _outbox
 from ._results import Failure, Ok
+from ._rules import BUILDERS, RETRY_BODY_BUILDER
 
 if TYPE_CHECKING:
     from ._feature import WriteHandler
@@ -421,8 +422,6 @@ class Retry(Step):
 
 def walk(steps: Sequence[Step], builder: str, prefix: str = "") -> Iterable[tuple[str, Step, str]]:
     """Every step with its path and the builder it was written in, depth first."""
-    from ._rules import BUILDERS, RETRY_BODY_BUILDER
-
     for i, step in enumerate(steps):
         path = f"{prefix}{i}"
         yield path, step, builder

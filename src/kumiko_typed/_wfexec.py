@@ -9,6 +9,7 @@ the way out (``3/on_true/1``, ``2/do/#4/0``); resuming walks the same path in.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from ._state import Codec
 
 Result = Any
-_MISSING = "$missing"
 
 
 @attrs.frozen
@@ -119,20 +119,15 @@ def _step(step: Step, run: Run, seg: Segment, rest: list[str] | None, here: str)
         if rest is not None:
             run.values[step.name] = seg.resume_value
             return None
-        key = _key(seg.codec, step.key(ctx))
+        key = event_key(seg.codec, step.key(ctx))
         timeout_at = ctx.now + as_timedelta(step.timeout)
         raise Suspend([], timeout_at, EventWait(seg.event_name(step.event), key, timeout_at))
     return step.execute(run)
 
 
-def _key(codec: Codec, value: object) -> str:
-    import json
-
-    return json.dumps(codec.encode(value), sort_keys=True)
-
-
 def event_key(codec: Codec, value: object) -> str:
-    return _key(codec, value)
+    """The stored form of a ``wait_for_event`` key, compared as text with an event's."""
+    return json.dumps(codec.encode(value), sort_keys=True)
 
 
 def _for_each(step: ForEach, run: Run, seg: Segment, rest: list[str] | None, here: str) -> Result:
@@ -143,22 +138,24 @@ def _for_each(step: ForEach, run: Run, seg: Segment, rest: list[str] | None, her
         first, inner = int(rest[1][1:]), rest[2:]
     else:
         items = list(step.over(run.ctx))
-        shadowed = scope.get(step.item, _MISSING)
-        loop = seg.loops[here] = {"items": items, "shadowed": shadowed}
+        loop = seg.loops[here] = {
+            "items": items,
+            "shadows": step.item in scope,
+            "shadowed": scope.get(step.item),
+        }
         first, inner = 0, None
     for k in range(first, len(items)):
         scope[step.item] = items[k]
         start = inner if k == first else None
-        result = _inner(["do", f"#{k}"], lambda k=k, start=start: run_steps(
-            step.body.steps, run, seg, start, f"{here}/do/#{k}/"
-        ))
+        result = _inner(
+            ["do", f"#{k}"], lambda k=k, start=start: run_steps(step.body.steps, run, seg, start, f"{here}/do/#{k}/")
+        )
         if result is not None:
             return result
-    shadowed = loop["shadowed"]
-    if shadowed == _MISSING:
-        scope.pop(step.item, None)
+    if loop["shadows"]:
+        scope[step.item] = loop["shadowed"]
     else:
-        scope[step.item] = shadowed
+        scope.pop(step.item, None)
     del seg.loops[here]
     return None
 
@@ -195,9 +192,16 @@ def _retry(step: Retry, run: Run, seg: Segment, rest: list[str] | None, here: st
     raise Suspend([f"#{attempt + 1}"], run.ctx.now + delay)
 
 
+def _convert_loops(convert: Any, loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        path: {**loop, "items": convert(loop["items"]), "shadowed": convert(loop["shadowed"])}
+        for path, loop in loops.items()
+    }
+
+
 def decode_loops(codec: Codec, data: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p: {"items": codec.decode(v["items"]), "shadowed": codec.decode(v["shadowed"])} for p, v in data.items()}
+    return _convert_loops(codec.decode, data)
 
 
 def encode_loops(codec: Codec, loops: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
-    return {p: {"items": codec.encode(v["items"]), "shadowed": codec.encode(v["shadowed"])} for p, v in loops.items()}
+    return _convert_loops(codec.encode, loops)
