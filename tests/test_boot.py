@@ -11,7 +11,6 @@ import attrs
 import pytest
 
 from kumiko_typed import App, BootError, Feature, Ok, User, manual, ok
-from kumiko_typed._boot import RUNNABLE_KINDS
 from kumiko_typed._rules import (
     msg_duplicate_step,
     msg_no_return,
@@ -20,7 +19,6 @@ from kumiko_typed._rules import (
     msg_unknown_capability,
     msg_workflow_only,
 )
-from kumiko_typed._steps import NotYetSupported
 
 MakeApp = Callable[..., App]
 
@@ -28,13 +26,6 @@ MakeApp = Callable[..., App]
 @attrs.frozen
 class P:
     n: int
-
-
-def _not_runnable(prefix: str, kind: str) -> list[str]:
-    """The problem boot validation adds for a step kind this release types but cannot run yet."""
-    if kind in RUNNABLE_KINDS:
-        return []
-    return [f"{prefix}: {NotYetSupported.__doc__} ({kind!r})"]
 
 
 def _boot_problems(features: list[Feature[Any]]) -> list[str]:
@@ -80,7 +71,6 @@ def test_tier2_step_without_requires(make_app: MakeApp) -> None:
     prefix = "handler shop:notify, step 1 (mail.send)"
     assert _boot_problems([f]) == [
         f"{prefix}: {msg_tier('mail.send', 'send_mail', set())}",
-        *_not_runnable(prefix, "mail.send"),
     ]
     assert 'needs the tier-2 capability "mail.send"' in msg_tier("mail.send", "send_mail", set())
 
@@ -96,7 +86,6 @@ def test_tier2_step_inside_an_arm_names_the_declared_capabilities() -> None:
     problems = _boot_problems([f])
     assert problems == [
         f"{prefix}: {msg_tier('mail.send', 'send_mail', {'webhook.send'})}",
-        *_not_runnable(prefix, "mail.send"),
     ]
     assert '(it declares "webhook.send")' in problems[0]
 
@@ -104,12 +93,7 @@ def test_tier2_step_inside_an_arm_names_the_declared_capabilities() -> None:
 def test_declared_tier2_step_has_no_tier_problem() -> None:
     f = Feature("shop", requires=["mail.send"])
     _handler(f, "notify", lambda p: p.send_mail(to="a@b.c", subject="s", body="b"))
-    # The capability itself is fine: nothing but a missing runtime could be reported.
-    expected = _not_runnable("handler shop:notify, step 0 (mail.send)", "mail.send")
-    if expected:
-        assert _boot_problems([f]) == expected
-    else:
-        App([f], database_url="sqlite://").dispose()
+    App([f], database_url="sqlite://").dispose()  # no BootError
 
 
 def test_tier3_step_in_a_handler_pipeline() -> None:
@@ -120,9 +104,7 @@ def test_tier3_step_in_a_handler_pipeline() -> None:
     arm = "handler shop:later-arm, step 0/on_true/0 (workflow.wait)"
     assert _boot_problems([f]) == [
         f"{prefix}: {msg_workflow_only('workflow.wait', 'wait', 'Pipeline')}",
-        *_not_runnable(prefix, "workflow.wait"),
         f"{arm}: {msg_workflow_only('workflow.wait', 'wait', 'SubPipeline')}",
-        *_not_runnable(arm, "workflow.wait"),
     ]
 
 
@@ -286,11 +268,9 @@ def test_every_problem_of_an_app_is_reported_at_once() -> None:
         f'handler shop:dup-steps, step 1 (compute "a"): {msg_duplicate_step("a")}',
         f'handler shop:arm-vs-outer, step 1/on_true/0 (compute "k"): {msg_duplicate_step("k")}',
         f"handler shop:mail, step 0 (mail.send): {msg_tier('mail.send', 'send_mail', {'mail.sned'})}",
-        *_not_runnable("handler shop:mail, step 0 (mail.send)", "mail.send"),
         "handler shop:mail: the name is registered twice; handler names must be unique",
         f"handler shop:open: {msg_no_return('Pipeline')}",
         f"handler billing:sleepy, step 0 (workflow.wait): {msg_workflow_only('workflow.wait', 'wait', 'Pipeline')}",
-        *_not_runnable("handler billing:sleepy, step 0 (workflow.wait)", "workflow.wait"),
         f"handler billing:early, step 0/on_true/0 (return): {msg_return_in_subpipeline('SubPipeline')}",
     ]
     assert len(problems) == len(expected) >= 8

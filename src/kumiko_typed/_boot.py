@@ -20,7 +20,6 @@ from ._steps import (
     CallFeature,
     Create,
     NamedStep,
-    NotYetSupported,
     ProjectionDelete,
     ProjectionUpsert,
     Retry,
@@ -33,31 +32,6 @@ from ._steps import (
 
 if TYPE_CHECKING:
     from ._feature import Feature
-
-#: Step kinds this release can execute; the others are typed but refused at boot.
-RUNNABLE_KINDS = frozenset(
-    {
-        "compute",
-        "branch",
-        "for_each",
-        "return",
-        "read.find_one",
-        "read.get_one",
-        "read.find_many",
-        "aggregate.create",
-        "aggregate.update",
-        "aggregate.append_event",
-        "unsafe_projection_upsert",
-        "unsafe_projection_delete",
-        "call_feature",
-        "mail.send",
-        "webhook.send",
-        "workflow.wait",
-        "workflow.wait_for_event",
-        "workflow.retry",
-    }
-)
-
 
 class _AppTables:
     """Which tables are aggregates, and which entity classes the App knows."""
@@ -199,8 +173,6 @@ def check_pipeline(
         data_problem = _check_data_step(feature, step, tables)
         if data_problem is not None:
             out.append(f"{prefix}: {data_problem}")
-        if step.kind not in RUNNABLE_KINDS:
-            out.append(f"{prefix}: {NotYetSupported.__doc__} ({step.kind!r})")
     _check_names(steps, set(), where, "", out)
     return out
 

@@ -38,10 +38,6 @@ class StepCrash(Exception):
         return f"{'/'.join(self.path)} {self.step.describe()}"
 
 
-class NotYetSupported(Exception):
-    """A step kind whose runtime is not part of this release."""
-
-
 #: ``(index, name, fn)`` of one ``compute`` step.
 Fused: TypeAlias = tuple[int, str, Fn]
 #: Runs a fused group: ``runner(values, ctx)``.
@@ -179,7 +175,7 @@ class Step:
         return ()
 
     def execute(self, run: Run) -> Result:
-        raise NotYetSupported(f"step kind {self.kind!r} has no runtime in this release")
+        raise NotImplementedError(f"{type(self).__name__} does not define execute()")
 
 
 @attrs.frozen(slots=True)
