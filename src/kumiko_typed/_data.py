@@ -1,13 +1,12 @@
 """Runtime of the data steps: reads, aggregate writes through the event store, and
 the unsafe projection writes.
 
-Every aggregate write runs in a savepoint: a caught conflict rolls back just that
-step and becomes a ``Failure``, leaving the transaction usable (and the dispatch then
-rolls it back as a whole, because the pipeline ended in a ``Failure``).  The projection
-writes catch nothing, so they run without one of their own (two round trips fewer): an
-error there ends the pipeline, and whatever goes on after it rolls back first — a
-``call_feature``, retry attempt or workflow segment to its own savepoint, a dispatch
-the whole transaction.
+Only ``create`` runs in a savepoint of its own: after a clash on the event store it
+reads the stream's current version for the ``Failure``, and PostgreSQL refuses any
+statement in a transaction that has failed.  The other writes read nothing after a
+failure, so they go without one (two round trips fewer): a write that fails ends the
+pipeline, and whatever goes on after it rolls back first — a ``call_feature``, retry
+attempt or workflow segment to its own savepoint, a dispatch the whole transaction.
 """
 
 from __future__ import annotations
@@ -16,13 +15,21 @@ import uuid
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import ColumnElement, Select, Table, bindparam, delete, inspect, select
+from sqlalchemy import (
+    ColumnElement,
+    Select,
+    Table,
+    bindparam,
+    delete,
+    inspect,
+    select,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import visitors
 
 from ._entity import FRAMEWORK_COLUMNS
-from ._eventstore import append, lock_append_order
+from ._eventstore import append, loaded_under_lock, lock_append_order
 from ._jsonable import jsonable
 from ._results import Failure, fail
 from ._saved import Saved
@@ -109,21 +116,31 @@ def _on_event_store(exc: IntegrityError) -> bool:
     return f" {events.name}." in first_line
 
 
-def _conflict(exc: IntegrityError, run: Run, entity_type: type[Any], entity_id: object, expected: int) -> Failure:
-    if _on_event_store(exc):
-        current = run.session.execute(
-            select(entity_type.version).where(entity_type.id == entity_id).execution_options(populate_existing=True)
-        ).scalar()
-        return fail(
-            "version_conflict",
-            f"{entity_type.__name__} {entity_id} was changed concurrently",
-            {"entity_id": str(entity_id), "expected_version": expected, "current_version": current},
-        )
+def _unique_violation(exc: IntegrityError, entity_type: type[Any]) -> Failure:
     return fail(
         "unique_violation",
         f"{entity_type.__name__} violates a unique constraint",
         {"entity": entity_type.__name__, "error": str(exc.orig).splitlines()[0]},
     )
+
+
+def _version_conflict(entity_type: type[Any], entity_id: object, expected: object, current: object) -> Failure:
+    return fail(
+        "version_conflict",
+        f"{entity_type.__name__} {entity_id} is at version {current}, not {expected}",
+        {"entity_id": str(entity_id), "expected_version": expected, "current_version": current},
+    )
+
+
+def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], entity_id: object) -> Failure:
+    if not _on_event_store(exc):
+        if not _is_unique_violation(exc):
+            raise exc
+        return _unique_violation(exc, entity_type)
+    current = run.session.execute(
+        select(entity_type.version).where(entity_type.id == entity_id).execution_options(populate_existing=True)
+    ).scalar()
+    return _version_conflict(entity_type, entity_id, 0, current)
 
 
 def create(step: Create, run: Run) -> Failure | None:
@@ -157,7 +174,7 @@ def create(step: Create, run: Run) -> Failure | None:
             session.add(entity)
             session.flush()
     except IntegrityError as exc:
-        return _conflict(exc, run, step.entity, entity.id, 0)
+        return _create_conflict(exc, run, step.entity, entity.id)
     changes = {k: v for k, v in columns.items() if k not in FRAMEWORK_COLUMNS}
     run.values[step.name] = Saved(entity.id, entity, 1, True, changes, {}, event_type)
     return None
@@ -169,14 +186,26 @@ _LOCKING_READS: dict[type[Any], Select[Any]] = {}
 
 
 def _load_for_write(run: Run, entity_type: type[Any], entity_id: object) -> Any:
-    """Load and row-lock the aggregate.  The caller holds the append lock already:
-    taking row locks only after it gives every writer the same lock order (append lock,
-    then rows).  The other way round, a transaction holding the append lock and waiting
-    for a row (a bulk write, its second aggregate) deadlocks against one holding that
-    row and waiting for the append lock.
+    """The aggregate, current and safe to write.  The caller holds the append lock.
+
+    An entity this transaction loaded under that lock (the pipeline's own ``get_one``)
+    is current as it is: every aggregate write takes the lock first, so none has
+    happened since.  Anything else is read again with a row lock.  Taking row locks
+    only after the append lock gives every writer the same lock order; the other way
+    round, a transaction holding the append lock and waiting for a row (a bulk write,
+    its second aggregate) deadlocks against one holding that row and waiting for the
+    append lock.
 
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
+    session = run.session
+    tenant = run.ctx.user.tenant_id
+    key = inspect(entity_type).identity_key_from_primary_key((entity_id,))
+    loaded = session.identity_map.get(key)
+    if loaded is not None and isinstance(loaded, entity_type) and loaded_under_lock(session, key):
+        state = inspect(loaded)
+        if not (state.expired_attributes or state.modified or state.deleted):
+            return loaded if loaded.tenant_id == tenant else None
     stmt = _LOCKING_READS.get(entity_type)
     if stmt is None:
         stmt = (
@@ -186,8 +215,26 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object) -> Any:
             .execution_options(populate_existing=True, kumiko_all_tenants=True)
         )
         _LOCKING_READS[entity_type] = stmt
-    params = {"kumiko_id": entity_id, "kumiko_tenant": run.ctx.user.tenant_id}
-    return run.session.execute(stmt, params).scalars().first()
+    return session.execute(stmt, {"kumiko_id": entity_id, "kumiko_tenant": tenant}).scalars().first()
+
+
+def _flush_write(run: Run, entity_type: type[Any]) -> Failure | None:
+    """Write the aggregate's row.  A unique clash is the client's conflict; any other
+    integrity error (a projector leaving a NOT NULL column empty) is a bug and raises."""
+    try:
+        run.session.flush()
+    except IntegrityError as exc:
+        if not _is_unique_violation(exc):
+            raise
+        return _unique_violation(exc, entity_type)
+    return None
+
+
+def _is_unique_violation(exc: IntegrityError) -> bool:
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if isinstance(sqlstate, str):  # psycopg
+        return sqlstate == "23505"
+    return str(exc.orig).startswith("UNIQUE constraint failed")
 
 
 def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
@@ -214,39 +261,51 @@ def update(step: Update, run: Run) -> Failure | None:
     if entity is None:
         return _not_found(step.entity, entity_id)
     if not step.skip_optimistic_lock and entity.version != expected:
-        return fail(
-            "version_conflict",
-            f"{step.entity.__name__} {entity_id} is at version {entity.version}, not {expected}",
-            {"entity_id": str(entity_id), "expected_version": expected, "current_version": entity.version},
-        )
+        return _version_conflict(step.entity, entity_id, expected, entity.version)
     previous = {k: getattr(entity, k) for k in changes}
     actual = {k: v for k, v in changes.items() if previous[k] != v}
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
     event_type = f"{aggregate}.updated"
-    try:
-        with session.begin_nested():
-            append(
-                session,
-                stream_id=entity.id,
-                aggregate_type=aggregate,
-                stream_version=new_version,
-                type=event_type,
-                payload={"changes": jsonable(actual)},
-                tenant_id=ctx.user.tenant_id,
-                user_id=ctx.user.id,
-                correlation_id=ctx.event.correlation_id,
-                occurred_at=ctx.now,
-            )
-            for key, value in actual.items():
-                setattr(entity, key, value)
-            entity.version = new_version
-            entity.updated_at = ctx.now
-            session.flush()
-    except IntegrityError as exc:
-        return _conflict(exc, run, step.entity, entity_id, new_version - 1)
+    appended = _append(run, entity, new_version, aggregate, event_type, {"changes": jsonable(actual)})
+    if appended is not None:
+        return appended
+    for key, value in actual.items():
+        setattr(entity, key, value)
+    entity.version = new_version
+    entity.updated_at = ctx.now
+    refused = _flush_write(run, step.entity)
+    if refused is not None:
+        return refused
     was = {k: previous[k] for k in actual}
     run.values[step.name] = Saved(entity.id, entity, new_version, False, actual, was, event_type)
+    return None
+
+
+def _append(
+    run: Run, entity: Any, version: int, aggregate: str, event_type: str, payload: Mapping[str, Any]
+) -> Failure | None:
+    """The event of an aggregate write.  Under the append lock, with the row current, a
+    clash on (stream, version) means the stream was written behind the row's back: the
+    constraint is the last line of defence, and the clash a ``version_conflict``."""
+    ctx = run.ctx
+    try:
+        append(
+            run.session,
+            stream_id=entity.id,
+            aggregate_type=aggregate,
+            stream_version=version,
+            type=event_type,
+            payload=payload,
+            tenant_id=ctx.user.tenant_id,
+            user_id=ctx.user.id,
+            correlation_id=ctx.event.correlation_id,
+            occurred_at=ctx.now,
+        )
+    except IntegrityError as exc:
+        if not _on_event_store(exc):
+            raise
+        return _version_conflict(type(entity), entity.id, version - 1, entity.version)
     return None
 
 
@@ -261,28 +320,15 @@ def append_event(step: AppendEvent, run: Run) -> Failure | None:
         return _not_found(step.entity, entity_id)
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
-    try:
-        with session.begin_nested():
-            append(
-                session,
-                stream_id=entity.id,
-                aggregate_type=aggregate,
-                stream_version=new_version,
-                type=name,
-                payload=jsonable(runtime.converter.unstructure(event)),
-                tenant_id=ctx.user.tenant_id,
-                user_id=ctx.user.id,
-                correlation_id=ctx.event.correlation_id,
-                occurred_at=ctx.now,
-            )
-            for projector in runtime.projectors_for(step.entity, type(event)):
-                projector(entity, event)
-            entity.version = new_version
-            entity.updated_at = ctx.now
-            session.flush()
-    except IntegrityError as exc:
-        return _conflict(exc, run, step.entity, entity_id, new_version - 1)
-    return None
+    payload = jsonable(runtime.converter.unstructure(event))
+    appended = _append(run, entity, new_version, aggregate, name, payload)
+    if appended is not None:
+        return appended
+    for projector in runtime.projectors_for(step.entity, type(event)):
+        projector(entity, event)
+    entity.version = new_version
+    entity.updated_at = ctx.now
+    return _flush_write(run, step.entity)
 
 
 # --- projections -------------------------------------------------------------------

@@ -6,6 +6,10 @@ PostgreSQL, sequence values are handed out at insert time but become visible at
 commit, so appends are serialized with a transaction-scoped advisory lock taken
 before the insert and held to commit — positions are then assigned in commit order.
 SQLite serializes writers anyway (``BEGIN IMMEDIATE``).
+
+Holding that order is also what lets an aggregate write skip re-reading its row: every
+aggregate write takes it first, so an entity the transaction loaded *after* taking it
+cannot have been changed by anyone else since (``loaded_under_lock``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ APPEND_LOCK: Final = 0x6B756D696B6F
 _TAKE_LOCK: Final = text("SELECT pg_advisory_xact_lock(:key), pg_notify(:channel, '')")
 #: ``session.info`` key: the (sub)transaction that took the append lock.
 _LOCK_HOLDER: Final = "kumiko_append_locked"
+#: ``session.info`` key: identity keys of the entities loaded before the lock was taken.
+_LOADED_BEFORE: Final = "kumiko_loaded_before_lock"
 #: Built once; each append passes its row as parameters.
 _INSERT_EVENT: Final = insert(events)
 
@@ -56,18 +62,31 @@ def lock_append_order(session: Session) -> None:
     ``call_feature``, workflow segment or retry attempt), and the transaction may go on
     appending.  So the lock counts as held only while the (sub)transaction that took it
     is still open around the current one; otherwise it is taken again (a no-op wait when
-    a released savepoint passed it on to its parent)."""
-    if session.get_bind().dialect.name != "postgresql":
-        return
+    a released savepoint passed it on to its parent).
+
+    SQLite needs no statement (``BEGIN IMMEDIATE`` took its write lock), but the taking
+    is recorded all the same, for ``loaded_under_lock``."""
+    info = session.info
     current = session.get_nested_transaction() or session.get_transaction()
-    holder = session.info.get(_LOCK_HOLDER)
+    holder = info.get(_LOCK_HOLDER)
     enclosing = current
     while enclosing is not None:
         if enclosing is holder:
             return
         enclosing = enclosing.parent
-    session.execute(_TAKE_LOCK, {"key": APPEND_LOCK, "channel": CHANNEL})
-    session.info[_LOCK_HOLDER] = current
+    if session.get_bind().dialect.name == "postgresql":
+        session.execute(_TAKE_LOCK, {"key": APPEND_LOCK, "channel": CHANNEL})
+    info[_LOCK_HOLDER] = current
+    info[_LOADED_BEFORE] = frozenset(session.identity_map.keys())
+
+
+def loaded_under_lock(session: Session, key: object) -> bool:
+    """Whether the entity with identity ``key`` was loaded while this transaction held
+    the append lock — its row is then still what the database has.  The caller has just
+    called ``lock_append_order``.  Entities loaded before, or while a lock taken in a
+    since rolled-back savepoint was lost, are in the set recorded at the (re)taking."""
+    before = session.info.get(_LOADED_BEFORE)
+    return before is not None and key not in before
 
 
 def append(
@@ -116,7 +135,5 @@ def read_stream(session: Session, stream_id: uuid.UUID) -> Sequence[StoredEvent]
 
 def read_after(session: Session, position: int, limit: int = 1000) -> Sequence[StoredEvent]:
     """Events after ``position`` in position order (the consumers' cursor read)."""
-    rows = session.execute(
-        select(events).where(events.c.position > position).order_by(events.c.position).limit(limit)
-    )
+    rows = session.execute(select(events).where(events.c.position > position).order_by(events.c.position).limit(limit))
     return [StoredEvent(**row._mapping) for row in rows]

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from ._steps import Block, Step, sub_keys
+from ._steps import AppendEvent, Block, CallFeature, Create, Step, Update, sub_keys, walk
 
 if TYPE_CHECKING:
     from ._feature import Feature
@@ -21,7 +21,7 @@ class Program(Generic[P, D]):
     sub-pipelines, which exist with ``None`` from the start of every run (DESIGN §3.4).
     """
 
-    __slots__ = ("block", "builder", "feature", "initial_values", "payload_type", "steps")
+    __slots__ = ("block", "builder", "feature", "initial_values", "payload_type", "steps", "writes_aggregates")
 
     def __init__(self, feature: Feature[Any], payload_type: type[Any], steps: tuple[Step, ...], builder: str) -> None:
         self.feature = feature
@@ -31,6 +31,9 @@ class Program(Generic[P, D]):
         #: The rule-table name of the builder that produced the top level.
         self.builder = builder
         self.initial_values: Mapping[str, None] = sub_keys(steps)
+        #: Whether a run may write an aggregate: a dispatch then takes the append lock
+        #: before its first read, so the writes can use the rows it read as they are.
+        self.writes_aggregates = any(_writes(step) for _path, step, _builder in walk(steps, builder))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self.payload_type.__name__}: {len(self.steps)} steps>"
@@ -47,3 +50,9 @@ class WorkflowFinished(Program[P, D]):
     ``Finished``: a pipeline that may suspend cannot be registered as a handler."""
 
     __slots__ = ()
+
+
+def _writes(step: Step) -> bool:
+    if isinstance(step, CallFeature):
+        return step.handler.pipeline.writes_aggregates
+    return isinstance(step, Create | Update | AppendEvent)

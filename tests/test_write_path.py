@@ -1,0 +1,341 @@
+"""How an aggregate write reaches the database, on SQLite and PostgreSQL.
+
+A dispatch that may write takes the append lock before its first read, so the row its
+``get_one`` loaded is current when the write comes: the write uses it as it is (no
+second, locking read), without a savepoint of its own.  These tests pin the statements
+down, and show that nothing is lost where the shortcut does not apply: a row read before
+the lock, a write that fails without a savepoint of its own.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
+from kumiko_typed._tables import events
+
+AppOn = Callable[..., App]
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+class TwpGadget(Entity):
+    __tablename__ = "twp_gadget"
+    code: Mapped[str] = mapped_column(sa.String(40), unique=True)
+    label: Mapped[str] = mapped_column(sa.String(100))
+    count: Mapped[int] = mapped_column(default=0)
+
+
+GADGETS: sa.Table = TwpGadget.__table__  # type: ignore[assignment]
+
+
+@attrs.frozen
+class Bumped:
+    n: int
+
+
+@attrs.frozen
+class Recoded:
+    code: str
+
+
+@attrs.frozen
+class Blanked:
+    """Its projector breaks the row's NOT NULL ``label``: the flush fails."""
+
+
+@attrs.frozen
+class NewGadget:
+    code: str
+
+
+@attrs.frozen
+class Target:
+    id: uuid.UUID
+    code: str = ""
+
+
+def _feature() -> Feature[Any]:
+    f: Feature[Any] = Feature("twp", requires=["call_feature"])
+    f.entity(TwpGadget)
+    f.event(Bumped)
+    f.event(Recoded)
+    f.event(Blanked)
+
+    @f.projector(TwpGadget, Bumped)
+    def bump(row: TwpGadget, event: Bumped) -> None:
+        row.count += event.n
+
+    @f.projector(TwpGadget, Recoded)
+    def recode(row: TwpGadget, event: Recoded) -> None:
+        row.code = event.code
+
+    @f.projector(TwpGadget, Blanked)
+    def blank(row: TwpGadget, event: Blanked) -> None:
+        row.label = None  # type: ignore[assignment]
+
+    return f
+
+
+def _handlers(f: Feature[Any]) -> Any:
+    """``seed``, ``bump`` (get_one + append_event), ``recode``, ``blank`` and
+    ``blank_nested`` (``blank`` through call_feature)."""
+
+    def by_id(c: Any) -> Any:
+        return sa.select(TwpGadget).where(TwpGadget.id == c.payload.id)
+
+    seed = f.write_handler(
+        "seed",
+        f.pipeline(NewGadget)
+        .create("g", TwpGadget, data=lambda c: TwpGadget(code=c.payload.code, label="gadget"))
+        .return_(lambda c: ok(c.steps["g"].id)),
+    )
+
+    def event_handler(name: str, event: Callable[[Any], object]) -> Any:
+        return f.write_handler(
+            name,
+            f.pipeline(Target)
+            .get_one("g", by_id)
+            .append_event(TwpGadget, id=lambda c: c.payload.id, event=event)
+            .return_(lambda c: ok(c.steps["g"].count)),
+        )
+
+    bump = event_handler("bump", lambda c: Bumped(1))
+    recode = event_handler("recode", lambda c: Recoded(c.payload.code))
+    blank = event_handler("blank", lambda c: Blanked())
+    blank_nested = f.write_handler(
+        "blank-nested",
+        f.pipeline(Target).call_feature("inner", blank, payload=lambda c: c.payload).return_(lambda c: ok(0)),
+    )
+    return seed, bump, recode, blank, blank_nested
+
+
+def _ok(result: object) -> Any:
+    assert isinstance(result, Ok), result
+    return result.data
+
+
+def _failure(result: object) -> Failure:
+    assert isinstance(result, Failure), result
+    return result
+
+
+def _snapshot(app: App) -> tuple[list[tuple[Any, ...]], ...]:
+    with app.engine.connect() as conn:
+        evs = conn.execute(
+            sa.select(events.c.stream_id, events.c.stream_version, events.c.type).order_by(events.c.position)
+        )
+        rows = conn.execute(
+            sa.select(GADGETS.c.code, GADGETS.c.label, GADGETS.c.count, GADGETS.c.version).order_by(GADGETS.c.code)
+        )
+        return [tuple(e) for e in evs], [tuple(r) for r in rows]
+
+
+@contextmanager
+def statements(app: App) -> Iterator[list[str]]:
+    """The SQL the App's engine sends while the block runs, one line each."""
+    seen: list[str] = []
+
+    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        seen.append(" ".join(statement.split()))
+
+    sa.event.listen(app.engine, "before_cursor_execute", record)
+    try:
+        yield seen
+    finally:
+        sa.event.remove(app.engine, "before_cursor_execute", record)
+
+
+def _count(seen: list[str], start: str) -> int:
+    return sum(1 for s in seen if s.upper().startswith(start))
+
+
+# --- the statements ---------------------------------------------------------------------------
+
+
+def test_an_event_reads_its_row_once_and_takes_no_savepoint(app_on: AppOn, admin: User) -> None:
+    f = _feature()
+    seed, bump, *_ = _handlers(f)
+    app = app_on([f])
+    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    with statements(app) as seen:
+        assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
+    assert _count(seen, "SELECT TWP_GADGET.") == 1, seen
+    assert not [s for s in seen if "FOR UPDATE" in s.upper() or "SAVEPOINT" in s.upper()], seen
+    assert _count(seen, "INSERT INTO KUMIKO_EVENTS") == 1
+    assert _count(seen, "UPDATE TWP_GADGET") == 1
+    if app.engine.dialect.name == "postgresql":
+        # the append lock comes first: the row read after it is the current one
+        assert "pg_advisory_xact_lock" in seen[0], seen
+    assert _snapshot(app)[1] == [("a", "gadget", 1, 2)]
+
+
+def test_a_unique_clash_needs_no_savepoint_and_writes_nothing(app_on: AppOn, admin: User) -> None:
+    """The clash ends the pipeline and the whole transaction rolls back: nothing has to
+    stay usable after it, directly or through call_feature."""
+    f = _feature()
+    seed, _bump, recode, *_ = _handlers(f)
+    recode_nested = f.write_handler(
+        "recode-nested",
+        f.pipeline(Target).call_feature("inner", recode, payload=lambda c: c.payload).return_(lambda c: ok(0)),
+    )
+    app = app_on([f])
+    _ok(app.dispatch(seed, NewGadget("taken"), user=admin))
+    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    before = _snapshot(app)
+    for handler in (recode, recode_nested):
+        with statements(app) as seen:
+            clash = _failure(app.dispatch(handler, Target(gid, "taken"), user=admin))
+        assert clash.code == "unique_violation"
+        assert isinstance(clash.details, dict)
+        assert clash.details["entity"] == "TwpGadget"
+        assert _count(seen, "SAVEPOINT") == (handler is recode_nested), seen
+        assert _snapshot(app) == before
+
+    _ok(app.dispatch(recode, Target(gid, "b"), user=admin))
+    assert _snapshot(app)[1] == [("b", "gadget", 0, 2), ("taken", "gadget", 0, 1)]
+
+
+# --- failures without a savepoint of their own --------------------------------------------------
+
+
+def test_a_failing_flush_is_an_internal_error_that_writes_nothing(app_on: AppOn, admin: User) -> None:
+    f = _feature()
+    seed, bump, _recode, blank, blank_nested = _handlers(f)
+    app = app_on([f])
+    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    before = _snapshot(app)
+    for handler in (blank, blank_nested):
+        failed = _failure(app.dispatch(handler, Target(gid), user=admin))
+        assert failed.code == "internal_error"
+        assert "IntegrityError" in failed.message
+        assert _snapshot(app) == before
+    assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = T0
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def test_a_retry_attempt_whose_flush_failed_rolls_back_and_the_next_one_writes(app_on: AppOn, admin: User) -> None:
+    f = _feature()
+    seed, *_ = _handlers(f)
+    attempts: list[int] = []
+
+    def event(c: Any) -> object:
+        attempts.append(1)
+        return Blanked() if len(attempts) == 1 else Bumped(5)
+
+    pipeline = f.workflow_pipeline(Target).retry(
+        times=2, do=lambda b: b.append_event(TwpGadget, id=lambda c: c.payload.id, event=event)
+    )
+    flow = f.workflow("bump-later", trigger=manual(Target), pipeline=pipeline)
+    clock = Clock()
+    app = app_on([f], clock=clock)
+    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    run_id = app.start_workflow(flow, Target(gid), user=admin)
+    clock.now += timedelta(minutes=5)
+    app.run_worker(once=True)
+    info = app.get_run(run_id)
+    assert info is not None
+    assert (info.status, len(attempts)) == ("completed", 2)
+    assert _snapshot(app)[1] == [("a", "gadget", 5, 2)]
+    assert [e[1:] for e in _snapshot(app)[0]] == [(1, "twp-gadget.created"), (2, "bumped")]
+
+
+# --- concurrency (PostgreSQL) -------------------------------------------------------------------
+
+
+def _in_thread(fn: Callable[[], object]) -> tuple[threading.Thread, list[object]]:
+    out: list[object] = []
+    thread = threading.Thread(target=lambda: out.append(fn()), daemon=True)
+    thread.start()
+    return thread, out
+
+
+@pytest.mark.postgres
+def test_a_writing_dispatch_holds_the_append_lock_from_its_first_read(fresh_postgres_url: str, admin: User) -> None:
+    """A concurrent writer waits for the whole transaction, reads included: the row the
+    first read loaded cannot change before the write."""
+    f = _feature()
+    seed, bump, *_ = _handlers(f)
+    blocked: list[bool] = []
+    racers: list[threading.Thread] = []
+    app: App | None = None
+
+    def race(c: Any) -> bool:
+        assert app is not None
+        thread, _ = _in_thread(lambda: app.dispatch(bump, Target(c.payload.id), user=admin))
+        thread.join(timeout=0.5)
+        racers.append(thread)
+        blocked.append(thread.is_alive())
+        return True
+
+    racing = f.write_handler(
+        "racing",
+        f.pipeline(Target)
+        .get_one("g", lambda c: sa.select(TwpGadget).where(TwpGadget.id == c.payload.id))
+        .compute("raced", race)
+        .append_event(TwpGadget, id=lambda c: c.payload.id, event=lambda c: Bumped(10))
+        .return_(lambda c: ok(c.steps["g"].count)),
+    )
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+        assert app.dispatch(racing, Target(gid), user=admin) == Ok(10)
+        racers[0].join(timeout=30)
+        assert blocked == [True]
+        assert not racers[0].is_alive()
+        assert _snapshot(app)[1] == [("a", "gadget", 11, 3)]
+    finally:
+        app.dispose()
+
+
+@pytest.mark.postgres
+def test_a_row_read_before_the_lock_is_read_again_under_it(fresh_postgres_url: str, admin: User) -> None:
+    """A workflow segment takes the append lock at its first write, not before: an
+    adjustment committed between its read and its write is not overwritten."""
+    f = _feature()
+    seed, bump, *_ = _handlers(f)
+    raced: list[object] = []
+    app: App | None = None
+
+    def race(c: Any) -> bool:
+        assert app is not None
+        thread, out = _in_thread(lambda: app.dispatch(bump, Target(c.payload.id), user=admin))
+        thread.join(timeout=30)
+        raced.extend(out)
+        return True
+
+    pipeline = (
+        f.workflow_pipeline(Target)
+        .get_one("g", lambda c: sa.select(TwpGadget).where(TwpGadget.id == c.payload.id))
+        .compute("raced", race)
+        .append_event(TwpGadget, id=lambda c: c.payload.id, event=lambda c: Bumped(10))
+    )
+    flow = f.workflow("racing", trigger=manual(Target), pipeline=pipeline)
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+        run_id = app.start_workflow(flow, Target(gid), user=admin)
+        assert raced == [Ok(1)]  # the other writer committed in between
+        info = app.get_run(run_id)
+        assert info is not None and info.status == "completed"
+        assert _snapshot(app)[1] == [("a", "gadget", 11, 3)]
+    finally:
+        app.dispose()
