@@ -23,6 +23,12 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=5000")
+    # Write-ahead log: readers (a worker, `kumiko-typed runs`) do not block the writer, and a
+    # commit syncs the log once instead of journal and database file.  synchronous stays
+    # FULL: a commit that returned survives a power cut.  (An in-memory database keeps
+    # its "memory" journal; the pragma is then a no-op.)
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
 
 

@@ -15,12 +15,12 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 import cattrs
 from croniter import croniter
-from sqlalchemy import Row, delete, func, insert, select, update
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Row, bindparam, delete, func, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._ctx import User
@@ -42,6 +42,14 @@ logger = logging.getLogger("kumiko_typed")
 
 EVENT_CURSOR = "workflow-events"
 BATCH = 10
+
+# Built once: each write passes its row as parameters (no statement built per call).
+_INSERT_RUN: Final = insert(workflow_runs)
+#: The SET clause follows the parameters given, besides ``b_run_id``.
+_UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
+_INSERT_WAIT: Final = insert(workflow_waits)
+_DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
+_LAST_POSITION: Final = select(func.coalesce(func.max(events.c.position), 0))
 #: The user of a cron-started run: no person, no tenant.
 SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"system"}))
 
@@ -79,6 +87,17 @@ class Definition:
         return step
 
 
+def _failed(code: str, message: str) -> dict[str, Any]:
+    """The columns of a run that failed (its last state is kept, for inspection)."""
+    return {"status": "failed", "error": {"code": code, "message": message}, "wake_at": None}
+
+
+def _unreadable(path: str | None, exc: StateError) -> dict[str, Any]:
+    """Stored state this App cannot decode (a class it no longer registers) fails the run;
+    raising instead would fail every worker pass that reaches it."""
+    return _failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
 def _user_json(user: User) -> dict[str, Any]:
     return {"id": str(user.id), "tenant_id": str(user.tenant_id), "roles": sorted(user.roles)}
 
@@ -112,6 +131,14 @@ class Engine:
             elif trigger.kind == "cron":
                 self.on_cron.append(d)
         self.postgres = sessions.kw["bind"].dialect.name == "postgresql"
+        dialect_insert = postgresql.insert if self.postgres else sqlite.insert
+        #: A start claims its trigger key; a second claim of it inserts nothing.
+        self._claim_run = (
+            dialect_insert(workflow_runs)
+            .on_conflict_do_nothing(index_elements=["workflow", "trigger_key"])
+            .returning(workflow_runs.c.run_id)
+        )
+        self._new_consumer = dialect_insert(consumers).on_conflict_do_nothing(index_elements=["name"])
 
     # --- starting ------------------------------------------------------------------
 
@@ -122,34 +149,39 @@ class Engine:
         if not isinstance(payload, workflow.trigger.payload_type):
             raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
         run_id = uuid.uuid4()
+        # Its trigger key is new by construction: nothing to claim, the row is written once,
+        # when the first segment has ended.
+        row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
         with self.sessions() as session, session.begin():
-            self._create(session, d, payload, user, f"manual:{run_id}", run_id)
+            self._segment(session, d, run_id, payload, user, {}, None, None, row)
         return run_id
+
+    def _new_row(
+        self, d: Definition, payload: object, user: User, trigger_key: str, run_id: uuid.UUID
+    ) -> dict[str, Any]:
+        now = self.clock()
+        return {
+            "run_id": run_id,
+            "workflow": d.name,
+            "trigger_key": trigger_key,
+            "status": "running",
+            "path": None,
+            "payload": self.codec.encode(payload),
+            "state": {},
+            "user": _user_json(user),
+            "fingerprint": d.fingerprint,
+            "wake_at": None,
+            "error": None,
+            "created_at": now,
+            "updated_at": now,
+        }
 
     def _create(
         self, session: Session, d: Definition, payload: object, user: User, trigger_key: str, run_id: uuid.UUID
     ) -> bool:
-        now = self.clock()
-        try:
-            with session.begin_nested():
-                session.execute(
-                    insert(workflow_runs).values(
-                        run_id=run_id,
-                        workflow=d.name,
-                        trigger_key=trigger_key,
-                        status="running",
-                        path=None,
-                        payload=self.codec.encode(payload),
-                        state={},
-                        user=_user_json(user),
-                        fingerprint=d.fingerprint,
-                        wake_at=None,
-                        error=None,
-                        created_at=now,
-                        updated_at=now,
-                    )
-                )
-        except IntegrityError:
+        """Start the run of a trigger unless one was started for it already."""
+        claimed = session.execute(self._claim_run, self._new_row(d, payload, user, trigger_key, run_id))
+        if claimed.first() is None:
             return False  # this trigger already started its run
         self._segment(session, d, run_id, payload, user, {}, None, None)
         return True
@@ -166,119 +198,117 @@ class Engine:
         state: Mapping[str, Any],
         path: str | None,
         resume_value: object,
+        new_row: dict[str, Any] | None = None,
     ) -> None:
-        now = self.clock()
+        """Run from ``path`` (the start if ``None``) to the end or the next suspension and
+        record where the run stands: into its row, or as ``new_row`` when there is none yet."""
         previous_tenant = session.info.get(TENANT_KEY)
         session.info[TENANT_KEY] = user.tenant_id
         try:
-            info = RunInfo(run_id, d.name, "running", path)
-            run = start_run(
-                d.program,
-                runtime=self.runtime,
-                handler=d.name,
-                payload=payload,
-                user=user,
-                session=session,
-                now=now,
-                correlation_id=run_id,
-                workflow=info,
-            )
-            try:
-                if "values" in state:
-                    run.values.update(self.codec.decode(state["values"]))
-                    run.scope.update(self.codec.decode(state["scope"]))
-                loops = decode_loops(self.codec, state.get("loops", {}))
-            except StateError as exc:
-                self._unreadable(session, run_id, path, exc)
-                return
-            seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
-            start = path.split("/") if path else None
-            savepoint = session.begin_nested()
-            try:
-                result = run_steps(d.program.steps, run, seg, start, "")
-            except Suspend as suspend:
-                where = "/".join(suspend.path)
-                try:
-                    stored = {
-                        "values": self.codec.encode(dict(run.values)),
-                        "scope": self.codec.encode(dict(run.scope)),
-                        "loops": encode_loops(self.codec, seg.loops),
-                        "retries": seg.retries,
-                    }
-                except StateError as exc:
-                    savepoint.rollback()
-                    error = {"code": "unstorable_state", "message": f"at step {where}: {exc}"}
-                    self._finish(session, run_id, "failed", error)
-                    return
-                savepoint.commit()
-                self._suspend(session, d, run_id, where, suspend, stored)
-                return
-            except StepCrash as crash:
-                savepoint.rollback()
-                logger.error("workflow %s run %s: step %s raised", d.name, run_id, crash.where(), exc_info=crash.cause)
-                message = f"step {crash.where()} raised {type(crash.cause).__name__}: {crash.cause}"
-                self._finish(session, run_id, "failed", {"code": "internal_error", "message": message})
-                return
-            except RetryExhausted as exhausted:
-                savepoint.rollback()
-                failure = exhausted.failure
-                self._finish(session, run_id, "failed", {"code": failure.code, "message": failure.message})
-                return
-            if isinstance(result, Failure):
-                savepoint.rollback()
-                self._finish(session, run_id, "failed", {"code": result.code, "message": result.message})
-                return
-            savepoint.commit()
-            try:
-                values = self.codec.encode(dict(run.values))
-            except StateError:
-                values = {}
-            self._finish(session, run_id, "completed", None, {"values": values})
+            columns, suspend = self._run_segment(session, d, run_id, payload, user, state, path, resume_value)
         finally:
             session.info[TENANT_KEY] = previous_tenant
+        self._store(session, d.name, run_id, columns, suspend, new_row)
 
-    def _suspend(
-        self, session: Session, d: Definition, run_id: uuid.UUID, path: str, s: Suspend, state: Mapping[str, Any]
-    ) -> None:
-        now = self.clock()
-        session.execute(
-            update(workflow_runs)
-            .where(workflow_runs.c.run_id == run_id)
-            .values(status="suspended", path=path, wake_at=s.wake_at, state=dict(state), updated_at=now)
-        )
-        if s.wait is not None:
-            after = session.execute(select(func.coalesce(func.max(events.c.position), 0))).scalar_one()
-            session.execute(
-                insert(workflow_waits).values(
-                    run_id=run_id,
-                    workflow=d.name,
-                    path=path,
-                    event_type=s.wait.event_type,
-                    key=s.wait.key,
-                    after_position=after,
-                    armed=False,
-                    timeout_at=s.wait.timeout_at,
-                )
-            )
-
-    def _finish(
+    def _run_segment(
         self,
         session: Session,
+        d: Definition,
         run_id: uuid.UUID,
-        status: str,
-        error: Mapping[str, str] | None,
-        state: Mapping[str, Any] | None = None,
-    ) -> None:
-        values: dict[str, Any] = {"status": status, "error": error, "wake_at": None, "updated_at": self.clock()}
-        if state is not None:
-            values["state"] = dict(state)
-        session.execute(update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(values))
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+    ) -> tuple[dict[str, Any], Suspend | None]:
+        """The segment's work, and the run's columns that change after it."""
+        info = RunInfo(run_id, d.name, "running", path)
+        run = start_run(
+            d.program,
+            runtime=self.runtime,
+            handler=d.name,
+            payload=payload,
+            user=user,
+            session=session,
+            now=self.clock(),
+            correlation_id=run_id,
+            workflow=info,
+        )
+        try:
+            if "values" in state:
+                run.values.update(self.codec.decode(state["values"]))
+                run.scope.update(self.codec.decode(state["scope"]))
+            loops = decode_loops(self.codec, state.get("loops", {}))
+        except StateError as exc:
+            return _unreadable(path, exc), None
+        seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
+        start = path.split("/") if path else None
+        savepoint = session.begin_nested()
+        try:
+            result = run_steps(d.program.steps, run, seg, start, "")
+        except Suspend as suspend:
+            where = "/".join(suspend.path)
+            try:
+                stored = {
+                    "values": self.codec.encode(dict(run.values)),
+                    "scope": self.codec.encode(dict(run.scope)),
+                    "loops": encode_loops(self.codec, seg.loops),
+                    "retries": seg.retries,
+                    "event_wait": suspend.wait is not None,
+                }
+            except StateError as exc:
+                savepoint.rollback()
+                return _failed("unstorable_state", f"at step {where}: {exc}"), None
+            savepoint.commit()
+            columns = {"status": "suspended", "path": where, "wake_at": suspend.wake_at, "state": stored}
+            return columns, suspend
+        except StepCrash as crash:
+            savepoint.rollback()
+            logger.error("workflow %s run %s: step %s raised", d.name, run_id, crash.where(), exc_info=crash.cause)
+            message = f"step {crash.where()} raised {type(crash.cause).__name__}: {crash.cause}"
+            return _failed("internal_error", message), None
+        except RetryExhausted as exhausted:
+            savepoint.rollback()
+            return _failed(exhausted.failure.code, exhausted.failure.message), None
+        if isinstance(result, Failure):
+            savepoint.rollback()
+            return _failed(result.code, result.message), None
+        savepoint.commit()
+        try:
+            values = self.codec.encode(dict(run.values))
+        except StateError:
+            values = {}
+        return {"status": "completed", "error": None, "wake_at": None, "state": {"values": values}}, None
 
-    def _unreadable(self, session: Session, run_id: uuid.UUID, path: str | None, exc: StateError) -> None:
-        """Stored state this App cannot decode (a class it no longer registers) fails the run;
-        raising instead would fail every worker pass that reaches it."""
-        error = {"code": "unstorable_state", "message": f"at step {path}: the stored state cannot be read: {exc}"}
-        self._finish(session, run_id, "failed", error)
+    def _store(
+        self,
+        session: Session,
+        workflow: str,
+        run_id: uuid.UUID,
+        columns: dict[str, Any],
+        suspend: Suspend | None,
+        new_row: dict[str, Any] | None = None,
+    ) -> None:
+        columns["updated_at"] = self.clock()
+        if new_row is not None:
+            session.execute(_INSERT_RUN, {**new_row, **columns})
+        else:
+            session.execute(_UPDATE_RUN, {"b_run_id": run_id, **columns})
+        if suspend is not None and suspend.wait is not None:
+            wait = suspend.wait
+            session.execute(
+                _INSERT_WAIT,
+                {
+                    "run_id": run_id,
+                    "workflow": workflow,
+                    "path": columns["path"],
+                    "event_type": wait.event_type,
+                    "key": wait.key,
+                    "after_position": session.execute(_LAST_POSITION).scalar_one(),
+                    "armed": False,
+                    "timeout_at": wait.timeout_at,
+                },
+            )
 
     def _resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
         d = self.defs.get(row.workflow)
@@ -287,13 +317,14 @@ class Engine:
                 f"workflow {row.workflow} changed since run {row.run_id} started; the run stopped at step "
                 f"{row.path} of the old definition and cannot continue under the new one"
             )
-            self._finish(session, row.run_id, "failed", {"code": "workflow_definition_changed", "message": message})
+            self._store(session, row.workflow, row.run_id, _failed("workflow_definition_changed", message), None)
             return False
-        session.execute(delete(workflow_waits).where(workflow_waits.c.run_id == row.run_id))
+        if row.state.get("event_wait", True):  # runs stored before the flag existed: look
+            session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         try:
             payload = self.codec.decode(row.payload)
         except StateError as exc:
-            self._unreadable(session, row.run_id, row.path, exc)
+            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return False
         self._segment(session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value)
         return True
@@ -326,13 +357,9 @@ class Engine:
                 cursor = session.execute(
                     select(consumers.c.position).where(consumers.c.name == EVENT_CURSOR).with_for_update()
                 ).scalar_one_or_none()
-                if cursor is None:
-                    try:
-                        with session.begin_nested():
-                            session.execute(insert(consumers).values(name=EVENT_CURSOR, position=0, tick=None))
-                    except IntegrityError:
-                        continue
-                    cursor = 0
+                if cursor is None:  # the first pass ever; another worker's may race it
+                    session.execute(self._new_consumer, {"name": EVENT_CURSOR, "position": 0, "tick": None})
+                    continue
                 self._arm_waits(session, cursor)
                 batch = read_after(session, cursor, limit=200)
                 for event in batch:
@@ -444,12 +471,8 @@ class Engine:
                 last = session.execute(
                     select(consumers.c.tick).where(consumers.c.name == name).with_for_update()
                 ).scalar_one_or_none()
-                if last is None:
-                    try:
-                        with session.begin_nested():
-                            session.execute(insert(consumers).values(name=name, position=0, tick=now))
-                    except IntegrityError:
-                        pass
+                if last is None:  # no backfill: the first tick counts from now
+                    session.execute(self._new_consumer, {"name": name, "position": 0, "tick": now})
                     continue
                 if last.tzinfo is None:
                     last = last.replace(tzinfo=now.tzinfo)
