@@ -29,7 +29,7 @@ collector off inside a timed batch.  Reported per database: the median wall-cloc
 (this process) time per call of each side and the median of the per-round ratios
 framework / hand-written.  Nothing here passes or fails on time.
 
-Databases: SQLite on a temporary file (the App's default pragmas: rollback journal,
+Databases: SQLite on a temporary file (the App's default pragmas: write-ahead log,
 synchronous=FULL), and PostgreSQL from ``KUMIKO_BENCH_POSTGRES_URL`` or else a throw-away
 server started with ``tests/_postgres.py`` (fsync and synchronous_commit off, loopback TCP).
 """
@@ -61,6 +61,8 @@ from sqlalchemy.orm import sessionmaker
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from _report import add_json_option, load_average, write_json  # noqa: E402
 
 import kumiko_typed  # noqa: E402
 from examples.inventory.handlers import adjust_stock, create_product, inventory  # noqa: E402
@@ -292,7 +294,9 @@ def main() -> int:
         default="full",
         help="SQLite's synchronous pragma (full, the default, fsyncs at every commit; off shows the CPU cost)",
     )
+    add_json_option(parser)
     args = parser.parse_args()
+    load_before = load_average()
     rounds = args.rounds or (3 if args.quick else 61)
     calls = args.calls or (20 if args.quick else 60)
 
@@ -311,7 +315,7 @@ def main() -> int:
                 sa.event.listen(app.engine, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=OFF"))
             app.create_all()
             try:
-                label = f"SQLite {sqlite3.sqlite_version} (temporary file, synchronous={args.sqlite_sync.upper()})"
+                label = f"SQLite {sqlite3.sqlite_version} (temporary file, WAL, synchronous={args.sqlite_sync.upper()})"
                 results["sqlite"] = measure(label, app, rounds, calls, args.profile)
             finally:
                 app.dispose()
@@ -331,6 +335,9 @@ def main() -> int:
                     app.dispose()
 
     print(f"\n{load_note()} after")
+    write_json(
+        args.json, "handler", {"rounds": rounds, "calls": calls, "target": TARGET, **results}, load_before=load_before
+    )
     return 0
 
 

@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import attrs
+from _report import add_json_option, load_average, write_json
 
 import kumiko_typed
 from kumiko_typed import Feature, Ok, User, ok
@@ -177,6 +178,7 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (few rounds)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--iterations", type=int, default=None)
+    add_json_option(parser)
     args = parser.parse_args()
     rounds = args.rounds or (5 if args.quick else 30)
     iterations = args.iterations or (2_000 if args.quick else 20_000)
@@ -186,6 +188,7 @@ def main() -> int:
     interpreted = make_interpreted()
 
     load_before = load_note()
+    load_avg_before = load_average()
 
     # Sanity: both sides compute the same thing.
     expected = by_hand(payload)
@@ -234,6 +237,17 @@ def main() -> int:
         f"ratio interpreter/by-hand: median {ratio:.3f}  (min {min(ratios):.3f}, max {max(ratios):.3f}; "
         f"target <= {TARGET})"
     )
+    figures = {
+        "rounds": rounds,
+        "iterations": iterations,
+        "by_hand_us": med_h,
+        "interpreter_us": med_i,
+        "ratio": ratio,
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "target": TARGET,
+    }
+    write_json(args.json, "interpreter", figures, load_before=load_avg_before)
     return 0
 
 

@@ -47,6 +47,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from _report import add_json_option, load_average, write_json
+
 TARGET = 1.15
 CONFIGS = ("with_plugin.ini", "without_plugin.ini")
 PROJECT = "benchapp"
@@ -243,7 +245,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--modules", type=int, default=None, help="modules of 10 pipelines each")
     parser.add_argument("--keep", action="store_true", help="keep the generated project and print its path")
+    add_json_option(parser)
     args = parser.parse_args()
+    load_before = load_average()
     rounds = args.rounds or (1 if args.quick else 5)
     modules = args.modules or (3 if args.quick else 30)
 
@@ -305,6 +309,18 @@ def main() -> int:
                 f"{label:28} median {statistics.median(ratios):.3f}  (min {min(ratios):.3f}, max {max(ratios):.3f}"
                 f"{target})"
             )
+        figures = {
+            "rounds": rounds,
+            "pipelines": modules * PIPELINES_PER_MODULE,
+            "with_s": med(CONFIGS[0], "wall"),
+            "without_s": med(CONFIGS[1], "wall"),
+            "ratio": statistics.median(per_round("wall")),
+            "ratio_min": min(per_round("wall")),
+            "ratio_max": max(per_round("wall")),
+            "cpu_ratio": statistics.median(per_round("cpu")),
+            "target": TARGET,
+        }
+        write_json(args.json, "mypy_plugin", figures, load_before=load_before)
         if args.keep:
             print(f"project kept in {root}")
         return 0

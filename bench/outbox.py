@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 from _outbox_worker import LoopbackReceiver, enqueue, feature  # noqa: E402
 from _postgres import start_test_postgres, unavailable_reason  # noqa: E402
+from _report import add_json_option, load_average, write_json  # noqa: E402
 
 from kumiko_typed import App  # noqa: E402
 
@@ -111,7 +112,9 @@ def main() -> int:
     parser.add_argument("--quick", action="store_true", help="a smoke run: 300 rows, 1 round")
     parser.add_argument("--rows", type=int, default=None, help="rows per round (default 2000)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds per configuration (default 3)")
+    add_json_option(parser)
     args = parser.parse_args()
+    load_before = load_average()
     rows = args.rows or (300 if args.quick else 2000)
     rounds = args.rounds or (1 if args.quick else 3)
 
@@ -144,6 +147,8 @@ def main() -> int:
 
     if "pg1" in results:
         print(f"  PostgreSQL 4 workers vs 1: {results['pg4'] / results['pg1']:.2f}x")
+    figures = {"rows": rows, "rounds": rounds, "rows_per_s": results}
+    write_json(args.json, "outbox", figures, load_before=load_before)
     return 0
 
 

@@ -60,6 +60,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _postgres import PostgresServer, start_test_postgres, unavailable_reason  # noqa: E402
+from _report import add_json_option, load_average, write_json  # noqa: E402
 
 from kumiko_typed import App, Feature, User, manual  # noqa: E402
 from kumiko_typed._tables import workflow_runs  # noqa: E402
@@ -220,11 +221,22 @@ def measure(label: str, kumiko_url: str, dbos_url: str | None, rounds: int, runs
     print(f"\n{label}: {rounds} rounds x {runs} runs per side (runs/s, median [min-max])")
     for name, rates in figures.items():
         print(f"  {name:<16} {statistics.median(rates):8.1f}  [{min(rates):.1f}-{max(rates):.1f}]")
+    result: dict[str, Any] = {
+        "rounds": rounds,
+        "runs": runs,
+        "runs_per_s": {name: statistics.median(rates) for name, rates in figures.items()},
+        "ratios": {},
+    }
     if dbos is not None:
         for work, other in (("ten", "dbos ten"), ("ten", "dbos-plain ten"), ("wait0", "dbos wait0")):
             ratios = [k / d for k, d in zip(figures[f"kumiko {work}"], figures[other], strict=True)]
             print(f"  kumiko {work} / {other}: median ratio {statistics.median(ratios):.2f}")
-    return figures
+            result["ratios"][f"kumiko {work} / {other}"] = {
+                "median": statistics.median(ratios),
+                "min": min(ratios),
+                "max": max(ratios),
+            }
+    return result
 
 
 def postgres_urls() -> tuple[PostgresServer | None, str, str] | None:
@@ -246,7 +258,10 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=40, help="runs per side per round")
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--no-dbos", action="store_true", help="measure kumiko-typed alone")
+    add_json_option(parser)
     args = parser.parse_args()
+    load_before = load_average()
+    results: dict[str, Any] = {"target": 3.0}
     rounds, runs = (2, 10) if args.quick else (args.rounds, args.runs)
     use_dbos = DBOS is not None and not args.no_dbos
     dbos_version = "" if DBOS is None else f" {metadata.version('dbos')}"
@@ -258,7 +273,7 @@ def main() -> None:
         print(f"DBOS Transact not measured: {DBOS_ERROR}")
     if args.db in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="kumiko-wfbench-") as folder:
-            measure(
+            results["sqlite"] = measure(
                 "SQLite",
                 f"sqlite:///{folder}/kumiko.sqlite3",
                 f"sqlite:///{folder}/dbos.sqlite3" if use_dbos else None,
@@ -270,11 +285,12 @@ def main() -> None:
         if found is not None:
             server, kumiko_url, dbos_url = found
             try:
-                measure("PostgreSQL", kumiko_url, dbos_url if use_dbos else None, rounds, runs)
+                results["postgres"] = measure("PostgreSQL", kumiko_url, dbos_url if use_dbos else None, rounds, runs)
             finally:
                 if server is not None:
                     server.stop()
     print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+    write_json(args.json, "workflows", results, load_before=load_before)
 
 
 if __name__ == "__main__":

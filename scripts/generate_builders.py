@@ -129,8 +129,8 @@ METHODS: dict[str, Method] = {
         "on_true: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S1, Sc, C]], "
         "on_false: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S2, Sc, C]] | None = None",
         "{SELF}[P, Branch[S1, S2], Sc, C]",
-        "self._then({SELF}, _steps.Branch(when, self._sub({SUB}, on_true, \"on_true\"), "
-        "self._sub({SUB}, on_false, \"on_false\")))",
+        'self._then({SELF}, _steps.Branch(when, self._sub({SUB}, on_true, "on_true"), '
+        'self._sub({SUB}, on_false, "on_false")))',
         "the arms' keys: ``T`` when both arms set a key with one type, else ``T | None``.",
         '.branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))',
     ),
@@ -138,7 +138,7 @@ METHODS: dict[str, Method] = {
         f"item: str, *, over: Callable[[{CTX}], Iterable[I]], "
         "do: Callable[[{SUB}[P, S, AddScope[Sc, I], C]], {SUB}[P, S1, Sc1, C]]",
         "{SELF}[P, Loop[S1], Sc, C]",
-        "self._then({SELF}, _steps.ForEach(item, over, self._sub({SUB}, do, \"do\")))",
+        'self._then({SELF}, _steps.ForEach(item, over, self._sub({SUB}, do, "do")))',
         "the body's keys, each ``T | None`` (the last iteration's value); "
         "``c.scope[item]`` is the current item inside the body.",
         '.for_each("line", over=lambda c: c.payload.lines,'
@@ -149,7 +149,7 @@ METHODS: dict[str, Method] = {
         "{FINISHED}[P, D]",
         "self._finish({FINISHED}, _steps.Return(fn))",
         "ends the pipeline; its ``Ok`` data type becomes the handler's result type.",
-        ".return_(lambda c: ok(c.steps[\"product\"].id))",
+        '.return_(lambda c: ok(c.steps["product"].id))',
     ),
     "mail.send": Method(
         f"*, to: {_resolver('str | Sequence[str]')}, subject: {_resolver('str')}, body: {_resolver('str')}, "
@@ -160,7 +160,7 @@ METHODS: dict[str, Method] = {
         '.send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")',
     ),
     "webhook.send": Method(
-        f"*, url: {_resolver('str')}, method: str = \"POST\", "
+        f'*, url: {_resolver("str")}, method: str = "POST", '
         f"headers: {_resolver('Mapping[str, str]')} | None = None, "
         f"body: Callable[[{CTX}], object] | None = None, auth: Auth | None = None, "
         "retry: RetryPolicy | None = None",
@@ -198,7 +198,7 @@ METHODS: dict[str, Method] = {
         'backoff: Literal["exponential", "linear"] = "exponential", '
         "base_delay: timedelta = timedelta(seconds=10)",
         "{SELF}[P, Retry[S1], Sc, C]",
-        "self._then({SELF}, _steps.Retry(times, backoff, base_delay, self._sub({RB}, do, \"do\")))",
+        'self._then({SELF}, _steps.Retry(times, backoff, base_delay, self._sub({RB}, do, "do")))',
         "the body's keys, plain (the body ran to completion).",
         '.retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))',
     ),
@@ -276,8 +276,11 @@ def _fill(text: str, builder: str) -> str:
 
 
 def _docstring(rule: Any, m: Method, refusal: str | None, indent: str) -> str:
-    tier = {1: "Tier 1.", 2: f'Tier 2: the feature must declare "{rule.kind}" in ``requires=``.',
-            3: "Tier 3: workflows only."}[rule.tier]
+    tier = {
+        1: "Tier 1.",
+        2: f'Tier 2: the feature must declare "{rule.kind}" in ``requires=``.',
+        3: "Tier 3: workflows only.",
+    }[rule.tier]
     lines = [rule.summary, ""]
     if refusal:
         lines += [f"Not available here: {refusal}.", ""]

@@ -1,0 +1,73 @@
+"""What every bench records besides its printout: ``--json PATH`` writes the figures with
+the conditions they were taken under, and ``scripts/render_benchmarks.py`` turns the
+files in ``bench/results/`` into ``docs/benchmarks.md``."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import sys
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+RESULTS = Path(__file__).resolve().parent / "results"
+#: Imported module -> its distribution, for the versions a record names.
+_MEASURED = {"kumiko_typed": "kumiko-typed", "sqlalchemy": "SQLAlchemy", "mypy.version": "mypy", "dbos": "dbos"}
+
+
+def add_json_option(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--json",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help=f"also write the figures to PATH (the docs are rendered from {RESULTS.name}/<bench>.json)",
+    )
+
+
+def load_average() -> float | None:
+    try:
+        return round(os.getloadavg()[0], 2)
+    except OSError:
+        return None
+
+
+def write_json(path: Path | None, bench: str, figures: dict[str, Any], *, load_before: float | None) -> None:
+    """Write ``figures`` with the machine, the versions and the command line to ``path``."""
+    if path is None:
+        return
+    versions: dict[str, str] = {"Python": f"{platform.python_implementation()} {platform.python_version()}"}
+    for module, distribution in _MEASURED.items():
+        if module in sys.modules:  # what this bench used
+            with contextlib.suppress(metadata.PackageNotFoundError):
+                versions[distribution] = metadata.version(distribution)
+    record = {
+        "bench": bench,
+        "taken": datetime.now(UTC).date().isoformat(),
+        "command": " ".join(["python", f"bench/{bench}.py", *_arguments_but_json()]),
+        "machine": {"cpus": os.cpu_count(), "arch": platform.machine(), "system": platform.system()},
+        "load_average": {"before": load_before, "after": load_average()},
+        "versions": versions,
+        "figures": figures,
+    }
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(record, indent=2, sort_keys=True) + "\n")
+    print(f"figures written to {path}")
+
+
+def _arguments_but_json() -> list[str]:
+    kept: list[str] = []
+    skip = False
+    for arg in sys.argv[1:]:
+        if skip:
+            skip = False
+        elif arg == "--json":
+            skip = True
+        elif not arg.startswith("--json="):
+            kept.append(arg)
+    return kept
