@@ -482,6 +482,10 @@ TINY = '''
         app = App([tiny], database_url=database_url)
         app.create_all()
         return app
+
+
+    def make_bare_app(database_url: str = "sqlite:///tiny.sqlite3") -> App:
+        return App([tiny], database_url=database_url)  # no tables created
 '''
 
 DEAD_URL = "ftp://example.invalid/hook"  # not http(s): the first delivery attempt makes it dead
@@ -729,3 +733,24 @@ def test_every_command_reports_a_bad_target(tmp_path: Path, command: str) -> Non
     assert result.returncode != 0, _explain(result)
     assert "cannot load no_such_module_xyz:app" in result.stderr, _explain(result)
     assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("command", ["runs", "outbox", "worker"])
+def test_a_database_without_tables_is_a_clear_error(tmp_path: Path, tiny: Tiny, command: str) -> None:
+    empty = _url(tmp_path, "empty")  # a new file: nothing created in it
+    result = cli(tmp_path, command, f"{tiny.name}:make_bare_app", "--database-url", empty)
+    assert result.returncode == 1, _explain(result)
+    assert "no such table" in result.stderr, _explain(result)
+    assert "were the tables created" in result.stderr
+    assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny) -> None:
+    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing"  # the discard port: refused
+    for target in (tiny.target, f"{tiny.name}:make_bare_app"):  # failing in the factory, or in the command
+        result = cli(tmp_path, "runs", target, "--database-url", down)
+        assert result.returncode == 1, _explain(result)
+        assert "127.0.0.1" in result.stderr, _explain(result)
+        assert "secret" not in result.stderr  # the password stays out of the message
+        assert "Is the server reachable" in result.stderr
+        assert "Traceback" not in result.stderr + result.stdout

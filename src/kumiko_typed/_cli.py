@@ -6,12 +6,15 @@ import importlib
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
 import attrs
 import click
+from sqlalchemy import make_url
+from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._errors import BootError
@@ -40,7 +43,8 @@ def load_app(target: str, database_url: str | None) -> App:
         return _on_database(value, database_url)
     if callable(value):
         try:
-            app = value(database_url=database_url) if database_url else value()
+            with _database(database_url):  # a factory may create its tables
+                app = value(database_url=database_url) if database_url else value()
         except TypeError as exc:
             raise click.ClickException(f"cannot call {target}: {exc}") from exc
         if isinstance(app, App):
@@ -130,7 +134,8 @@ def worker(target: str, database_url: str | None, poll_interval: float) -> None:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     click.echo(f"worker on {app.engine.url!r}", err=True)
-    counts = app.run_worker(poll_interval=poll_interval)
+    with _database(str(app.engine.url)):
+        counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
 
 
@@ -141,10 +146,12 @@ def worker(target: str, database_url: str | None, poll_interval: float) -> None:
 def runs(target: str, workflow: str | None, database_url: str | None) -> None:
     """List workflow runs and their state, newest first."""
     app = _boot(target, database_url)
+    with _database(str(app.engine.url)):
+        found = app.runs(workflow)
     rows = [
         (str(r.run_id), r.workflow, r.status, r.path or "", f"{r.wake_at:%Y-%m-%d %H:%M}" if r.wake_at else "",
          (r.error or {}).get("code", ""))
-        for r in app.runs(workflow)
+        for r in found
     ]
     _table(("run", "workflow", "status", "at", "wakes", "error"), rows)
 
@@ -156,9 +163,11 @@ def runs(target: str, workflow: str | None, database_url: str | None) -> None:
 def outbox(target: str, show_all: bool, database_url: str | None) -> None:
     """List pending and dead deliveries (mail and webhooks)."""
     app = _boot(target, database_url)
+    with _database(str(app.engine.url)):
+        items = app.outbox()
     rows = [
         (str(i.id), i.kind, i.status, str(i.attempts), i.last_error or "")
-        for i in app.outbox()
+        for i in items
         if show_all or i.status != "sent"
     ]
     _table(("id", "kind", "status", "attempts", "last error"), rows)
@@ -169,6 +178,20 @@ def _boot(target: str, database_url: str | None) -> App:
         return load_app(target, _url(database_url))
     except BootError as exc:
         raise click.ClickException(str(exc)) from exc
+
+
+@contextmanager
+def _database(url: str | None) -> Iterator[None]:
+    """A database that is down, or has no tables yet, is a short error, not a traceback."""
+    try:
+        yield
+    except DBAPIError as exc:
+        reason = next(iter(str(exc.orig).strip().splitlines()), type(exc.orig).__name__)
+        where = f"database {make_url(url)!r}" if url else "the app's database"
+        raise click.ClickException(
+            f"{where}: {reason}\n"
+            "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"
+        ) from exc
 
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:

@@ -305,7 +305,12 @@ def _append(
     except IntegrityError as exc:
         if not _on_event_store(exc):
             raise
-        return _version_conflict(type(entity), entity.id, version - 1, entity.version)
+        current = entity.version
+        return fail(
+            "version_conflict",
+            f"{type(entity).__name__} {entity.id}: version {version} of its event stream is taken already",
+            {"entity_id": str(entity.id), "expected_version": current, "current_version": current},
+        )
     return None
 
 
