@@ -11,6 +11,7 @@ from typing import Any, TypeVar, cast
 
 import httpx
 from sqlalchemy import MetaData, Table, text
+from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import sessionmaker
 
 from ._boot import validate
@@ -32,6 +33,7 @@ from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter
 from ._state import Codec
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
+from ._transient import transient
 from ._workflows import Engine
 
 P = TypeVar("P")
@@ -77,9 +79,7 @@ class App:
         self.engine = make_engine(database_url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         install_tenant_filter(self._sessions)
-        self._handlers: dict[str, WriteHandler[Any, Any]] = {
-            h.name: h for f in self.features for h in f.handlers
-        }
+        self._handlers: dict[str, WriteHandler[Any, Any]] = {h.name: h for f in self.features for h in f.handlers}
         self._converter = make_converter()
         self.runtime = Runtime(self.features, self._converter)
         workflows = [w for f in self.features for w in f.workflows]
@@ -148,7 +148,8 @@ class App:
         runs, deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
         otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`."""
         total = {"started": 0, "resumed": 0, "sent": 0, "retried": 0, "dead": 0}
-        listener = Listener(self.engine) if not once and self.engine.dialect.name == "postgresql" else None
+        postgres = self.engine.dialect.name == "postgresql"
+        listener = Listener(self.engine, idle=self._stop.wait) if not once and postgres else None
         try:
             return self._worker_loop(total, once, poll_interval, listener)
         finally:
@@ -161,17 +162,23 @@ class App:
     def _worker_loop(
         self, total: dict[str, int], once: bool, poll_interval: float, listener: Listener | None
     ) -> dict[str, int]:
+        worked = False
         while True:
-            started = self._engine.consume_events() + self._engine.fire_cron()
-            resumed = self._engine.resume_due()
-            counts = deliver_due(self._sessions, self._deliverer, self.clock)
-            this_pass = {
-                "started": started,
-                "resumed": resumed,
-                "sent": counts.sent,
-                "retried": counts.retried,
-                "dead": counts.dead,
-            }
+            try:
+                this_pass = self._worker_pass()
+            except DBAPIError as exc:
+                # What a pass committed stays; the rest is done again by the next pass.  A
+                # worker that has worked also outlives an unreachable server (a restart);
+                # one that never got through stops at once (a wrong URL, no tables).
+                outage = worked and isinstance(exc, OperationalError)
+                if once or not (transient(exc) or outage):
+                    raise
+                logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
+                self._stop.wait(poll_interval)
+                if self._stop.is_set():
+                    return total
+                continue
+            worked = True
             for key, value in this_pass.items():
                 total[key] += value
             if once or self._stop.is_set():
@@ -181,6 +188,18 @@ class App:
                     listener.wait(poll_interval)  # a NOTIFY from a commit ends the wait early
                 else:
                     self._stop.wait(poll_interval)
+
+    def _worker_pass(self) -> dict[str, int]:
+        started = self._engine.consume_events() + self._engine.fire_cron()
+        resumed = self._engine.resume_due()
+        counts = deliver_due(self._sessions, self._deliverer, self.clock)
+        return {
+            "started": started,
+            "resumed": resumed,
+            "sent": counts.sent,
+            "retried": counts.retried,
+            "dead": counts.dead,
+        }
 
     # --- workflows ------------------------------------------------------------------
 

@@ -7,12 +7,17 @@ its own connection wakes at once instead of at its next poll.
 
 from __future__ import annotations
 
+import contextlib
+import logging
+from collections.abc import Callable
 from typing import Any
 
 from sqlalchemy import Engine, text
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
 CHANNEL = "kumiko_typed"
+logger = logging.getLogger("kumiko_typed")
 
 
 def notify(session: Session) -> None:
@@ -26,21 +31,49 @@ def notify(session: Session) -> None:
 
 
 class Listener:
-    """A dedicated autocommit connection that LISTENs; ``wait`` returns early on a NOTIFY."""
+    """A dedicated autocommit connection that LISTENs; ``wait`` returns early on a NOTIFY.
 
-    def __init__(self, engine: Engine) -> None:
-        self._raw: Any = engine.raw_connection()
-        conn: Any = self._raw.driver_connection
-        # The pooled connection is ours alone: a LISTEN needs it outside transactions.
-        conn.autocommit = True
-        self._conn = conn
-        self._conn.execute(f"LISTEN {CHANNEL}")
+    A lost connection (a restarted server) is opened again at the next ``wait``; until
+    that succeeds, ``idle`` paces the worker as polling would."""
+
+    def __init__(self, engine: Engine, idle: Callable[[float], object]) -> None:
+        import psycopg  # the PostgreSQL extra: only a PostgreSQL App makes a Listener
+
+        self._engine = engine
+        self._idle = idle
+        self._errors = (psycopg.Error, DBAPIError)
+        self._raw: Any = None
+        self._conn: Any = None
+        self._open()
+
+    def _open(self) -> bool:
+        try:
+            raw: Any = self._engine.raw_connection()
+            conn: Any = raw.driver_connection
+            # The pooled connection is ours alone: a LISTEN needs it outside transactions.
+            conn.autocommit = True
+            conn.execute(f"LISTEN {CHANNEL}")
+        except self._errors as exc:
+            logger.warning("cannot LISTEN for notifications (polling meanwhile): %s", exc)
+            return False
+        self._raw, self._conn = raw, conn
+        return True
 
     def wait(self, timeout: float) -> bool:
         """Block up to ``timeout`` seconds; True when a notification arrived."""
-        for _ in self._conn.notifies(timeout=timeout, stop_after=1):
-            return True
+        if self._conn is None and not self._open():
+            self._idle(timeout)
+            return False
+        try:
+            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+                return True
+        except self._errors as exc:
+            logger.warning("lost the LISTEN connection (opening it again): %s", exc)
+            self.close()
         return False
 
     def close(self) -> None:
-        self._raw.close()
+        if self._raw is not None:
+            with contextlib.suppress(*self._errors):
+                self._raw.close()
+        self._raw = self._conn = None

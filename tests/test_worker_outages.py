@@ -1,0 +1,122 @@
+"""A looping worker against a database that goes away: it outlives lost connections (its
+pooled ones and its LISTEN connection, killed on the server) and goes on with the runs,
+while a worker that never got through — no tables — stops at once with the error."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.pool import NullPool
+
+from kumiko_typed import App, Feature, User, manual
+
+USER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+
+
+@attrs.frozen
+class Go:
+    n: int
+
+
+def _feature() -> tuple[Feature[str], Any]:
+    f: Feature[str] = Feature("two")
+    flow = f.workflow(
+        "later",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go).wait("PT0S").compute("done", lambda c: c.payload.n * 2),
+    )
+    return f, flow
+
+
+def _eventually(check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.05)
+
+
+def _completed(app: App, run_id: uuid.UUID) -> bool:
+    info = app.get_run(run_id)
+    return info is not None and info.status == "completed"
+
+
+class Worker:
+    """``app.run_worker()`` in a thread, keeping what it raised."""
+
+    def __init__(self, app: App) -> None:
+        self.app = app
+        self.raised: list[BaseException] = []
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self) -> None:
+        try:
+            self.app.run_worker(poll_interval=0.05)
+        except BaseException as exc:
+            self.raised.append(exc)
+
+    def stop(self) -> None:
+        self.app.stop_worker()
+        self.thread.join(timeout=30)
+        assert not self.thread.is_alive()
+
+
+@pytest.mark.postgres
+def test_a_worker_outlives_its_connections_being_killed(
+    fresh_postgres_url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.WARNING, logger="kumiko_typed")
+    f, flow = _feature()
+    worker_app, client = App([f], database_url=fresh_postgres_url), App([f], database_url=fresh_postgres_url)
+    worker_app.create_all()
+    worker = Worker(worker_app)
+    try:
+        first = client.start_workflow(flow, Go(1), user=USER)
+        _eventually(lambda: _completed(client, first), "the first run completed")
+
+        killer = sa.create_engine(fresh_postgres_url, poolclass=NullPool)
+        with killer.connect() as conn:
+            killed = conn.execute(
+                sa.text(
+                    "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            ).scalar_one()
+        killer.dispose()
+        assert killed >= 2  # at least the worker's pooled connection and its LISTEN
+        client.engine.dispose()  # the client's pooled connections died too
+
+        second = client.start_workflow(flow, Go(2), user=USER)
+        _eventually(lambda: _completed(client, second), "the run started after the kill completed")
+        assert worker.thread.is_alive() and not worker.raised, worker.raised
+    finally:
+        worker.stop()
+        worker_app.dispose()
+        client.dispose()
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(m.startswith("lost the LISTEN connection") for m in warnings), warnings
+    assert any(m.startswith("worker pass failed") for m in warnings), warnings
+
+
+def test_a_worker_that_never_got_through_stops_with_the_error(tmp_path: Path) -> None:
+    f, _flow = _feature()
+    app = App([f], database_url=f"sqlite:///{tmp_path / 'no-tables.sqlite3'}")  # create_all never called
+    worker = Worker(app)
+    worker.thread.join(timeout=30)
+    try:
+        assert not worker.thread.is_alive()
+        assert len(worker.raised) == 1
+        assert isinstance(worker.raised[0], sa.exc.OperationalError)
+        assert "no such table" in str(worker.raised[0])
+    finally:
+        app.dispose()
