@@ -339,3 +339,40 @@ def test_a_row_read_before_the_lock_is_read_again_under_it(fresh_postgres_url: s
         assert _snapshot(app)[1] == [("a", "gadget", 11, 3)]
     finally:
         app.dispose()
+
+
+# --- values the columns cannot hold -------------------------------------------------------------
+
+
+def test_a_refused_value_fails_a_workflow_run_with_validation_error(app_on: AppOn, admin: User) -> None:
+    f = _feature()
+    seed, *_ = _handlers(f)
+    flow = f.workflow(
+        "overflow",
+        trigger=manual(Target),
+        pipeline=f.workflow_pipeline(Target).append_event(
+            TwpGadget, id=lambda c: c.payload.id, event=lambda c: Bumped(2**70)
+        ),
+    )
+    app = app_on([f])
+    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    before = _snapshot(app)
+    info = app.get_run(app.start_workflow(flow, Target(gid), user=admin))
+    assert info is not None
+    assert info.status == "failed"
+    assert info.error is not None and info.error["code"] == "validation_error"
+    assert info.error["message"].startswith("step 0 aggregate.append_event: the database refused a value")
+    assert _snapshot(app) == before
+
+
+def test_an_overflow_in_a_computation_is_still_an_internal_error(app_on: AppOn, admin: User) -> None:
+    """Only a value a data step hands to the database is the input's fault."""
+    f = _feature()
+    h = f.write_handler(
+        "overflow",
+        f.pipeline(NewGadget).compute("n", lambda c: int(float("inf"))).return_(lambda c: ok(c.steps["n"])),
+    )
+    app = app_on([f])
+    failed = _failure(app.dispatch(h, NewGadget("a"), user=admin))
+    assert failed.code == "internal_error"
+    assert failed.message == 'step 0 compute "n" raised OverflowError: cannot convert float infinity to integer'

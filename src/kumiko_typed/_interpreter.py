@@ -10,8 +10,10 @@ from __future__ import annotations
 import logging
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 from uuid import UUID
+
+from sqlalchemy.exc import DataError
 
 from ._ctx import AnyCtx, Ctx, User
 from ._results import Failure, Ok, fail
@@ -66,13 +68,51 @@ def interpret(finished: Program[Any, Any], run: Run, *, handler: str) -> Ok[obje
     try:
         result = run_block(finished.block, run)
     except StepCrash as crash:
-        where = crash.where()
-        logger.error("handler %s: step %s raised", handler, where, exc_info=crash.cause)
-        return fail(
-            "internal_error",
-            f"step {where} raised {type(crash.cause).__name__}: {crash.cause}",
-            {"path": "/".join(crash.path), "step": crash.step.describe()},
-        )
+        return crash_failure(crash, f"handler {handler}")
     if result is None:
         return fail("internal_error", f"handler {handler} ran off the end of its pipeline without return_")
     return result
+
+
+def crash_failure(crash: StepCrash, who: str) -> Failure:
+    """The ``Failure`` for an exception that escaped a step of ``who`` (a handler or run).
+
+    A value the database refused as given — too long for its column, out of its
+    column's range, not representable — is the input's fault: ``validation_error``
+    naming the step and the database's reason.  Anything else is ``internal_error``,
+    logged with its traceback."""
+    where = crash.where()
+    reason = refused_value(crash)
+    if reason is not None:
+        logger.info("%s: step %s: the database refused a value: %s", who, where, reason)
+        message = f"step {where}: the database refused a value of the input: {reason}"
+        # Shaped like the payload's validation errors; which field it was, only the
+        # database's reason can tell.
+        return fail("validation_error", message, [{"path": "$", "message": reason, "step": where}])
+    logger.error("%s: step %s raised", who, where, exc_info=crash.cause)
+    details = {"path": "/".join(crash.path), "step": crash.step.describe()}
+    return fail("internal_error", f"step {where} raised {type(crash.cause).__name__}: {crash.cause}", details)
+
+
+def refused_value(crash: StepCrash) -> str | None:
+    cause = crash.cause
+    if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
+        return next(iter(str(cause.orig).strip().splitlines()), type(cause.orig).__name__)
+    if isinstance(cause, OverflowError) and crash.step.kind in _BINDING_KINDS:
+        return str(cause)  # SQLite binds integers of at most 64 bits
+    return None
+
+
+#: Steps whose OverflowError comes from binding a value (not from a computation).
+_BINDING_KINDS: Final = frozenset(
+    {
+        "read.find_one",
+        "read.get_one",
+        "read.find_many",
+        "aggregate.create",
+        "aggregate.update",
+        "aggregate.append_event",
+        "unsafe_projection_upsert",
+        "unsafe_projection_delete",
+    }
+)

@@ -28,7 +28,7 @@ from ._eventstore import StoredEvent, read_after
 from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
-from ._interpreter import start_run
+from ._interpreter import crash_failure, start_run
 from ._results import Failure
 from ._runs import RunInfo
 from ._runtime import TENANT_KEY, Runtime
@@ -264,9 +264,8 @@ class Engine:
             return columns, suspend
         except StepCrash as crash:
             savepoint.rollback()
-            logger.error("workflow %s run %s: step %s raised", d.name, run_id, crash.where(), exc_info=crash.cause)
-            message = f"step {crash.where()} raised {type(crash.cause).__name__}: {crash.cause}"
-            return _failed("internal_error", message), None
+            failure = crash_failure(crash, f"workflow {d.name} run {run_id}")
+            return _failed(failure.code, failure.message), None
         except RetryExhausted as exhausted:
             savepoint.rollback()
             return _failed(exhausted.failure.code, exhausted.failure.message), None
