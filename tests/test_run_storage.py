@@ -8,7 +8,7 @@ import sqlite3
 import uuid
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from kumiko_typed import App, Feature, User, manual
+from kumiko_typed._tables import workflow_runs
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -149,3 +150,31 @@ def test_run_ids_are_new(app_on: Callable[..., App], user: User) -> None:
     assert first != second
     assert isinstance(first, uuid.UUID)
     assert {r.run_id for r in app.runs()} == {first, second}
+
+
+# --- times ----------------------------------------------------------------------------------
+
+
+def test_times_come_back_aware_in_utc_whatever_the_clocks_zone(app_on: Callable[..., App], user: User) -> None:
+    """SQLite has no time-zone type: a time from a clock two hours east of UTC must still
+    be stored as the same instant, compare right against the next clock reading, and be
+    read back aware — as PostgreSQL's timestamptz does."""
+    east = timezone(timedelta(hours=2))
+    now = [datetime(2026, 3, 2, 11, 0, tzinfo=east)]  # 09:00 UTC
+    f, _straight, later = _feature()  # suspends one minute at its wait
+    app = app_on([f], clock=lambda: now[0])
+    run_id = app.start_workflow(later, Go(1), user=user)
+    info = app.get_run(run_id)
+    assert info is not None and info.wake_at is not None
+    assert info.wake_at.tzinfo is not None
+    assert info.wake_at == datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
+    app.run_worker(once=True)
+
+    now[0] = datetime(2026, 3, 2, 11, 0, 59, tzinfo=east)  # 09:00:59 UTC: not due yet
+    assert app.run_worker(once=True)["resumed"] == 0
+    now[0] = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)  # the same clock, read in UTC: due
+    assert app.run_worker(once=True)["resumed"] == 1
+    with app.engine.connect() as conn:
+        created, updated = conn.execute(sa.select(workflow_runs.c.created_at, workflow_runs.c.updated_at)).one()
+    assert (created, updated) == (datetime(2026, 3, 2, 9, 0, tzinfo=UTC), datetime(2026, 3, 2, 9, 1, tzinfo=UTC))
+    assert created.tzinfo is not None

@@ -11,8 +11,9 @@ import uuid
 from datetime import datetime
 from typing import Final
 
-from sqlalchemy import DateTime
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+
+from ._utc import UtcDateTime
 
 #: Columns the framework owns; ``update`` refuses to change them.
 FRAMEWORK_COLUMNS: Final = frozenset({"id", "tenant_id", "version", "created_at", "updated_at"})
@@ -25,8 +26,8 @@ class Entity(MappedAsDataclass, DeclarativeBase, kw_only=True):
     id: Mapped[uuid.UUID] = mapped_column(primary_key=True, init=False, default_factory=uuid.uuid4)
     tenant_id: Mapped[uuid.UUID] = mapped_column(index=True, init=False)
     version: Mapped[int] = mapped_column(init=False, default=0)
-    created_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), init=False)
-    updated_at: Mapped[datetime] = mapped_column(DateTime(timezone=True), init=False)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime, init=False)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime, init=False)
 
 
 def default_aggregate_type(cls: type[object]) -> str:

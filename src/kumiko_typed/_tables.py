@@ -8,7 +8,6 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
-    DateTime,
     Float,
     Index,
     Integer,
@@ -21,6 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from ._entity import Entity
+from ._utc import UtcDateTime
 
 metadata = Entity.metadata
 
@@ -42,7 +42,7 @@ events = Table(
     Column("tenant_id", Uuid, nullable=False),
     Column("user_id", Uuid, nullable=True),
     Column("correlation_id", Uuid, nullable=True),
-    Column("occurred_at", DateTime(timezone=True), nullable=False),
+    Column("occurred_at", UtcDateTime, nullable=False),
     UniqueConstraint("stream_id", "stream_version", name="kumiko_events_stream_version"),
     Index("kumiko_events_type_position", "type", "position"),
 )
@@ -59,10 +59,10 @@ outbox = Table(
     Column("max_attempts", Integer, nullable=False),
     Column("backoff", String(20), nullable=False),
     Column("base_delay_seconds", Float, nullable=False),
-    Column("next_attempt_at", DateTime(timezone=True), nullable=True),
+    Column("next_attempt_at", UtcDateTime, nullable=True),
     Column("last_error", Text, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("sent_at", DateTime(timezone=True), nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("sent_at", UtcDateTime, nullable=True),
     Column("handler", String(400), nullable=False),
     Column("tenant_id", Uuid, nullable=True),
     Column("correlation_id", Uuid, nullable=True),
@@ -82,10 +82,10 @@ workflow_runs = Table(
     Column("state", Json, nullable=False),
     Column("user", Json, nullable=False),
     Column("fingerprint", String(64), nullable=False),
-    Column("wake_at", DateTime(timezone=True), nullable=True),
+    Column("wake_at", UtcDateTime, nullable=True),
     Column("error", Json, nullable=True),
-    Column("created_at", DateTime(timezone=True), nullable=False),
-    Column("updated_at", DateTime(timezone=True), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
     UniqueConstraint("workflow", "trigger_key", name="kumiko_workflow_runs_trigger"),
     Index("kumiko_workflow_runs_due", "status", "wake_at"),
 )
@@ -102,7 +102,7 @@ workflow_waits = Table(
     # the wait is not "armed" (no lost wake-up when both commit concurrently).
     Column("after_position", BigInteger, nullable=False),
     Column("armed", Boolean, nullable=False),
-    Column("timeout_at", DateTime(timezone=True), nullable=False),
+    Column("timeout_at", UtcDateTime, nullable=False),
     Index("kumiko_workflow_waits_match", "event_type", "workflow", "path", "key"),
 )
 
@@ -111,5 +111,5 @@ consumers = Table(
     metadata,
     Column("name", String(400), primary_key=True),
     Column("position", BigInteger, nullable=False),
-    Column("tick", DateTime(timezone=True), nullable=True),
+    Column("tick", UtcDateTime, nullable=True),
 )

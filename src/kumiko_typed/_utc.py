@@ -1,0 +1,32 @@
+"""Points in time stored in UTC and read back aware, on SQLite as on PostgreSQL."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from sqlalchemy import DateTime
+from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """``DateTime(timezone=True)`` that means the same on every database.
+
+    SQLite has no time-zone type: SQLAlchemy stores the wall-clock digits and drops the
+    offset, so a time from a clock in another zone was stored wrong, and every time
+    came back naive.  Converting to UTC on the way in and marking UTC on the way out
+    gives what PostgreSQL's ``timestamptz`` gives.  A naive value is taken as UTC."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
+        if isinstance(value, datetime) and value.tzinfo is not None:
+            return value.astimezone(UTC)
+        return value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is not None and value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value
