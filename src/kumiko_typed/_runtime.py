@@ -3,7 +3,9 @@ tenant filter, and nested dispatch for ``call_feature``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+import uuid
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import cattrs
@@ -45,6 +47,18 @@ def _tenant_filter(state: ORMExecuteState) -> None:
     state.statement = state.statement.options(
         with_loader_criteria(Entity, lambda cls: cls.tenant_id == tenant, include_aliases=True)
     )
+
+
+@contextmanager
+def as_tenant(session: Session, tenant_id: uuid.UUID) -> Iterator[None]:
+    """Filter the session's reads to ``tenant_id`` inside the block (a nested call or a
+    workflow segment may run as another tenant than its surroundings)."""
+    previous = session.info.get(TENANT_KEY)
+    session.info[TENANT_KEY] = tenant_id
+    try:
+        yield
+    finally:
+        session.info[TENANT_KEY] = previous
 
 
 def install_tenant_filter(factory: sessionmaker[Session]) -> None:
@@ -100,9 +114,7 @@ class Runtime:
                 f"handler {handler.name} takes a {handler.payload_type.__name__}, not a {type(payload).__name__}",
             )
         session = parent.session
-        previous_tenant = session.info.get(TENANT_KEY)
-        session.info[TENANT_KEY] = user.tenant_id
-        try:
+        with as_tenant(session, user.tenant_id):
             savepoint = session.begin_nested()
             run = start_run(
                 handler.pipeline,
@@ -120,5 +132,3 @@ class Runtime:
             else:
                 savepoint.rollback()
             return result
-        finally:
-            session.info[TENANT_KEY] = previous_tenant

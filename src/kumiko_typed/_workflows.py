@@ -31,7 +31,7 @@ from ._finished import Program, WorkflowFinished
 from ._interpreter import crash_failure, start_run
 from ._results import Failure
 from ._runs import RunInfo
-from ._runtime import TENANT_KEY, Runtime
+from ._runtime import Runtime, as_tenant
 from ._state import Codec, StateError
 from ._steps import Branch, ForEach, Retry, Step, StepCrash, WaitForEvent
 from ._tables import consumers, events, workflow_runs, workflow_waits
@@ -153,7 +153,8 @@ class Engine:
         # when the first segment has ended.
         row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
         with self.sessions() as session, session.begin():
-            self._segment(session, d, run_id, payload, user, {}, None, None, row)
+            columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
+            self._store(session, d.name, run_id, columns, suspend, new_row=row)
         return run_id
 
     def _new_row(
@@ -183,34 +184,13 @@ class Engine:
         claimed = session.execute(self._claim_run, self._new_row(d, payload, user, trigger_key, run_id))
         if claimed.first() is None:
             return False  # this trigger already started its run
-        self._segment(session, d, run_id, payload, user, {}, None, None)
+        columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
+        self._store(session, d.name, run_id, columns, suspend)
         return True
 
     # --- running a segment ---------------------------------------------------------------
 
-    def _segment(
-        self,
-        session: Session,
-        d: Definition,
-        run_id: uuid.UUID,
-        payload: object,
-        user: User,
-        state: Mapping[str, Any],
-        path: str | None,
-        resume_value: object,
-        new_row: dict[str, Any] | None = None,
-    ) -> None:
-        """Run from ``path`` (the start if ``None``) to the end or the next suspension and
-        record where the run stands: into its row, or as ``new_row`` when there is none yet."""
-        previous_tenant = session.info.get(TENANT_KEY)
-        session.info[TENANT_KEY] = user.tenant_id
-        try:
-            columns, suspend = self._run_segment(session, d, run_id, payload, user, state, path, resume_value)
-        finally:
-            session.info[TENANT_KEY] = previous_tenant
-        self._store(session, d.name, run_id, columns, suspend, new_row)
-
-    def _run_segment(
+    def _advance(
         self,
         session: Session,
         d: Definition,
@@ -221,63 +201,65 @@ class Engine:
         path: str | None,
         resume_value: object,
     ) -> tuple[dict[str, Any], Suspend | None]:
-        """The segment's work, and the run's columns that change after it."""
-        info = RunInfo(run_id, d.name, "running", path)
-        run = start_run(
-            d.program,
-            runtime=self.runtime,
-            handler=d.name,
-            payload=payload,
-            user=user,
-            session=session,
-            now=self.clock(),
-            correlation_id=run_id,
-            workflow=info,
-        )
-        try:
-            if "values" in state:
-                run.values.update(self.codec.decode(state["values"]))
-                run.scope.update(self.codec.decode(state["scope"]))
-            loops = decode_loops(self.codec, state.get("loops", {}))
-        except StateError as exc:
-            return _unreadable(path, exc), None
-        seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
-        start = path.split("/") if path else None
-        savepoint = session.begin_nested()
-        try:
-            result = run_steps(d.program.steps, run, seg, start, "")
-        except Suspend as suspend:
-            where = "/".join(suspend.path)
+        """Run from ``path`` (the start if ``None``) to the end or the next suspension: the
+        segment's work, and the run's columns that change after it (for ``_store``)."""
+        with as_tenant(session, user.tenant_id):
+            info = RunInfo(run_id, d.name, "running", path)
+            run = start_run(
+                d.program,
+                runtime=self.runtime,
+                handler=d.name,
+                payload=payload,
+                user=user,
+                session=session,
+                now=self.clock(),
+                correlation_id=run_id,
+                workflow=info,
+            )
             try:
-                stored = {
-                    "values": self.codec.encode(dict(run.values)),
-                    "scope": self.codec.encode(dict(run.scope)),
-                    "loops": encode_loops(self.codec, seg.loops),
-                    "retries": seg.retries,
-                    "event_wait": suspend.wait is not None,
-                }
+                if "values" in state:
+                    run.values.update(self.codec.decode(state["values"]))
+                    run.scope.update(self.codec.decode(state["scope"]))
+                loops = decode_loops(self.codec, state.get("loops", {}))
             except StateError as exc:
+                return _unreadable(path, exc), None
+            seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
+            start = path.split("/") if path else None
+            savepoint = session.begin_nested()
+            try:
+                result = run_steps(d.program.steps, run, seg, start, "")
+            except Suspend as suspend:
+                where = "/".join(suspend.path)
+                try:
+                    stored = {
+                        "values": self.codec.encode(dict(run.values)),
+                        "scope": self.codec.encode(dict(run.scope)),
+                        "loops": encode_loops(self.codec, seg.loops),
+                        "retries": seg.retries,
+                        "event_wait": suspend.wait is not None,
+                    }
+                except StateError as exc:
+                    savepoint.rollback()
+                    return _failed("unstorable_state", f"at step {where}: {exc}"), None
+                savepoint.commit()
+                columns = {"status": "suspended", "path": where, "wake_at": suspend.wake_at, "state": stored}
+                return columns, suspend
+            except StepCrash as crash:
                 savepoint.rollback()
-                return _failed("unstorable_state", f"at step {where}: {exc}"), None
+                failure = crash_failure(crash, f"workflow {d.name} run {run_id}")
+                return _failed(failure.code, failure.message), None
+            except RetryExhausted as exhausted:
+                savepoint.rollback()
+                return _failed(exhausted.failure.code, exhausted.failure.message), None
+            if isinstance(result, Failure):
+                savepoint.rollback()
+                return _failed(result.code, result.message), None
             savepoint.commit()
-            columns = {"status": "suspended", "path": where, "wake_at": suspend.wake_at, "state": stored}
-            return columns, suspend
-        except StepCrash as crash:
-            savepoint.rollback()
-            failure = crash_failure(crash, f"workflow {d.name} run {run_id}")
-            return _failed(failure.code, failure.message), None
-        except RetryExhausted as exhausted:
-            savepoint.rollback()
-            return _failed(exhausted.failure.code, exhausted.failure.message), None
-        if isinstance(result, Failure):
-            savepoint.rollback()
-            return _failed(result.code, result.message), None
-        savepoint.commit()
-        try:
-            values = self.codec.encode(dict(run.values))
-        except StateError:
-            values = {}
-        return {"status": "completed", "error": None, "wake_at": None, "state": {"values": values}}, None
+            try:
+                values = self.codec.encode(dict(run.values))
+            except StateError:
+                values = {}
+            return {"status": "completed", "error": None, "wake_at": None, "state": {"values": values}}, None
 
     def _store(
         self,
@@ -288,6 +270,8 @@ class Engine:
         suspend: Suspend | None,
         new_row: dict[str, Any] | None = None,
     ) -> None:
+        """Write where the run stands after a segment: update its row, or insert ``new_row``
+        with it (a manual start's first segment); arm the event wait it suspended at."""
         columns["updated_at"] = self.clock()
         if new_row is not None:
             session.execute(_INSERT_RUN, {**new_row, **columns})
@@ -325,7 +309,10 @@ class Engine:
         except StateError as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return False
-        self._segment(session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value)
+        columns, suspend = self._advance(
+            session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value
+        )
+        self._store(session, d.name, row.run_id, columns, suspend)
         return True
 
     # --- worker passes ---------------------------------------------------------------
@@ -508,4 +495,3 @@ class Engine:
         with self.sessions() as session:
             rows = session.execute(stmt).all()
         return [self.info(r) for r in rows]
-
