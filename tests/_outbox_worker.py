@@ -1,7 +1,7 @@
 """An outbox worker process, plus what its callers share: the feature whose handler
 enqueues webhook rows and a loopback HTTP receiver that records idempotency keys.
 
-Used by tests/test_outbox_workers_pg.py and bench/outbox.py.  As a script::
+Used by tests/test_outbox_workers.py and bench/outbox.py.  As a script::
 
     python tests/_outbox_worker.py DATABASE_URL
 
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import http.server
 import json
+import subprocess
 import sys
 import threading
 import time
@@ -100,6 +101,53 @@ class LoopbackReceiver:
     def __exit__(self, *exc: object) -> None:
         self.server.shutdown()
         self.server.server_close()
+
+
+class WorkerProcesses:
+    """Worker processes (this script) on one database, each connected and waiting for
+    :meth:`go`; any still running when the block ends is killed."""
+
+    def __init__(self) -> None:
+        self.procs: list[subprocess.Popen[str]] = []
+
+    def start(self, url: str, count: int) -> list[subprocess.Popen[str]]:
+        procs = [
+            subprocess.Popen([sys.executable, __file__, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+            for _ in range(count)
+        ]
+        self.procs.extend(procs)
+        for proc in procs:
+            assert proc.stdout is not None
+            line = proc.stdout.readline()
+            assert line.strip() == "ready", f"worker {proc.pid} did not start (exit {proc.poll()})"
+        return procs
+
+    def go(self) -> None:
+        """Let every worker start draining at once."""
+        for proc in self.procs:
+            assert proc.stdin is not None
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+
+    @staticmethod
+    def finish(procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[int]:
+        """Wait for ``procs`` to drain the table; the rows each one delivered."""
+        delivered: list[int] = []
+        for proc in procs:
+            out, _ = proc.communicate(timeout=timeout)
+            assert proc.returncode == 0, f"worker {proc.pid} exited {proc.returncode}"
+            (last,) = [line for line in out.splitlines() if line.startswith("done ")]
+            delivered.append(int(last.split()[1]))
+        return delivered
+
+    def __enter__(self) -> WorkerProcesses:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
 
 
 def enqueue(app: App, url: str, rows: int, per_dispatch: int = 100) -> None:

@@ -69,7 +69,9 @@ class Listener:
                 return True
         except self._errors as exc:
             logger.warning("lost the LISTEN connection (opening it again): %s", exc)
-            self.close()
+            with contextlib.suppress(*self._errors):
+                self._raw.invalidate()  # dead: not back into the pool
+            self._raw = self._conn = None
         return False
 
     def close(self) -> None:

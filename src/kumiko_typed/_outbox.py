@@ -5,9 +5,11 @@ Claiming: on PostgreSQL a worker locks a small batch with ``FOR UPDATE SKIP LOCK
 and keeps the lock while delivering, so any number of workers on any number of
 hosts share the table, and a worker that dies releases its batch at once (its
 transaction rolls back) for another to redo — with the same idempotency keys.
-SQLite has one writer at a time; there a single worker reads the due rows, delivers
-each outside any transaction (not to hold the database lock during HTTP calls),
-and records each outcome in its own short transaction.
+SQLite has one writer at a time, so a worker must not hold it during HTTP calls: it
+claims a batch by moving the rows' next attempt a lease ahead (``CLAIM_LEASE``), in one
+short transaction, then delivers each row outside any transaction and records each
+outcome in a short transaction of its own.  Another worker's pass skips leased rows; a
+worker that dies leaves its batch to be redone when the lease runs out.
 """
 
 from __future__ import annotations
@@ -36,6 +38,9 @@ if TYPE_CHECKING:
 
 DEFAULT_POLICY = RetryPolicy()
 BATCH = 10
+#: How long a SQLite worker's claim keeps other workers off a batch: far more than
+#: delivering it takes (10 rows, each at most the HTTP client's 10 s timeout).
+CLAIM_LEASE = timedelta(minutes=5)
 
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
@@ -177,6 +182,8 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
                     session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
                     _count(counts, change)
                 continue
+            ids = [row.id for row in rows]
+            session.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
         for row in rows:  # SQLite: deliver outside the write lock, record each outcome
             change = _outcome(row, _attempt(deliverer, row), clock())
             with sessions() as session, session.begin():
