@@ -6,10 +6,10 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import cattrs
-from sqlalchemy import event
+from sqlalchemy import BindParameter, bindparam, event
 from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker, with_loader_criteria
 
 from ._ctx import User
@@ -40,13 +40,22 @@ def deny(handler: WriteHandler[Any, Any], user: object) -> Failure | None:
     return None
 
 
+#: The tenant of a filtered read travels as a parameter, not in the criteria: one
+#: criteria object for every read then costs no per-call analysis of a closure.
+_TENANT_PARAM: Final = "kumiko_filter_tenant"
+_TENANT_VALUE: Final[BindParameter[Any]] = bindparam(_TENANT_PARAM)
+_TENANT_CRITERIA: Final = with_loader_criteria(Entity, lambda cls: cls.tenant_id == _TENANT_VALUE, include_aliases=True)
+
+
 def _tenant_filter(state: ORMExecuteState) -> None:
     tenant = state.session.info.get(TENANT_KEY)
     if tenant is None or not state.is_select or state.execution_options.get("kumiko_all_tenants", False):
         return
-    state.statement = state.statement.options(
-        with_loader_criteria(Entity, lambda cls: cls.tenant_id == tenant, include_aliases=True)
-    )
+    params = state.parameters
+    if params is not None and not isinstance(params, Mapping):
+        return  # an executemany select does not exist; nothing to filter
+    state.statement = state.statement.options(_TENANT_CRITERIA)
+    state.parameters = {**(params or {}), _TENANT_PARAM: tenant}
 
 
 @contextmanager
