@@ -29,7 +29,7 @@ from ._outbox import items as outbox_items
 from ._outbox_types import MaildirTransport, OutboxItem, SmtpTransport
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
-from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter
+from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter, wrong_payload
 from ._state import Codec
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
@@ -231,15 +231,9 @@ class App:
         """Run ``handler`` with a structured ``payload`` in one transaction."""
         if self._handlers.get(handler.name) is not handler:
             return fail("not_found", f"handler {handler.name} is not registered in this App")
-        denied = deny(handler, user)  # roles before payload validation (DESIGN §5)
-        if denied is not None:
-            return denied
-        if not isinstance(payload, handler.payload_type):
-            return fail(
-                "validation_error",
-                f"handler {handler.name} takes a {handler.payload_type.__name__}, not a {type(payload).__name__}",
-                [{"path": "$", "message": f"expected {handler.payload_type.__name__}"}],
-            )
+        refused = deny(handler, user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
+        if refused is not None:
+            return refused
         return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id))
 
     def dispatch_json(

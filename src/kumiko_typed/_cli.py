@@ -13,7 +13,7 @@ from typing import Any
 
 import attrs
 import click
-from sqlalchemy import make_url
+from sqlalchemy import URL, make_url
 from sqlalchemy.exc import DBAPIError
 
 from ._app import App
@@ -134,7 +134,7 @@ def worker(target: str, database_url: str | None, poll_interval: float) -> None:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     click.echo(f"worker on {app.engine.url!r}", err=True)
-    with _database(str(app.engine.url)):
+    with _database(app.engine.url):
         counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
 
@@ -146,7 +146,7 @@ def worker(target: str, database_url: str | None, poll_interval: float) -> None:
 def runs(target: str, workflow: str | None, database_url: str | None) -> None:
     """List workflow runs and their state, newest first."""
     app = _boot(target, database_url)
-    with _database(str(app.engine.url)):
+    with _database(app.engine.url):
         found = app.runs(workflow)
     rows = [
         (str(r.run_id), r.workflow, r.status, r.path or "", f"{r.wake_at:%Y-%m-%d %H:%M}" if r.wake_at else "",
@@ -163,7 +163,7 @@ def runs(target: str, workflow: str | None, database_url: str | None) -> None:
 def outbox(target: str, show_all: bool, database_url: str | None) -> None:
     """List pending and dead deliveries (mail and webhooks)."""
     app = _boot(target, database_url)
-    with _database(str(app.engine.url)):
+    with _database(app.engine.url):
         items = app.outbox()
     rows = [
         (str(i.id), i.kind, i.status, str(i.attempts), i.last_error or "")
@@ -181,7 +181,7 @@ def _boot(target: str, database_url: str | None) -> App:
 
 
 @contextmanager
-def _database(url: str | None) -> Iterator[None]:
+def _database(url: str | URL | None) -> Iterator[None]:
     """A database that is down, or has no tables yet, is a short error, not a traceback."""
     try:
         yield

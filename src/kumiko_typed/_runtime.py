@@ -47,6 +47,18 @@ _TENANT_VALUE: Final[BindParameter[Any]] = bindparam(_TENANT_PARAM)
 _TENANT_CRITERIA: Final = with_loader_criteria(Entity, lambda cls: cls.tenant_id == _TENANT_VALUE, include_aliases=True)
 
 
+def wrong_payload(handler: WriteHandler[Any, Any], payload: object) -> Failure | None:
+    """A structured payload of another class than the handler's (possible without mypy)."""
+    if isinstance(payload, handler.payload_type):
+        return None
+    expected = handler.payload_type.__name__
+    return fail(
+        "validation_error",
+        f"handler {handler.name} takes a {expected}, not a {type(payload).__name__}",
+        [{"path": "$", "message": f"expected {expected}"}],
+    )
+
+
 def _tenant_filter(state: ORMExecuteState) -> None:
     tenant = state.session.info.get(TENANT_KEY)
     if tenant is None or not state.is_select or state.execution_options.get("kumiko_all_tenants", False):
@@ -114,14 +126,9 @@ class Runtime:
         self, handler: WriteHandler[Any, Any], payload: object, user: User, parent: Run
     ) -> Ok[Any] | Failure:
         """Run ``handler`` inside the caller's transaction, in a savepoint."""
-        denied = deny(handler, user)
-        if denied is not None:
-            return denied
-        if not isinstance(payload, handler.payload_type):
-            return fail(
-                "validation_error",
-                f"handler {handler.name} takes a {handler.payload_type.__name__}, not a {type(payload).__name__}",
-            )
+        refused = deny(handler, user) or wrong_payload(handler, payload)
+        if refused is not None:
+            return refused
         session = parent.session
         with as_tenant(session, user.tenant_id):
             savepoint = session.begin_nested()
