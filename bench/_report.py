@@ -37,6 +37,12 @@ def load_average() -> float | None:
         return None
 
 
+def load_note() -> str:
+    """The 1-minute load average, for the printout: a busy machine makes every figure noisier."""
+    load = load_average()
+    return f"load average {load:.2f} on {os.cpu_count()} CPUs" if load is not None else "load average unknown"
+
+
 def write_json(path: Path | None, bench: str, figures: dict[str, Any], *, load_before: float | None) -> None:
     """Write ``figures`` with the machine, the versions and the command line to ``path``."""
     if path is None:

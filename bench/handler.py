@@ -62,7 +62,7 @@ from sqlalchemy.orm import sessionmaker
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
-from _report import add_json_option, load_average, write_json  # noqa: E402
+from _report import add_json_option, load_average, load_note, write_json  # noqa: E402
 
 import kumiko_typed  # noqa: E402
 from examples.inventory.handlers import adjust_stock, create_product, inventory  # noqa: E402
@@ -204,13 +204,6 @@ def batch(fn: Side, pid: uuid.UUID, user: User, n: int) -> tuple[float, float]:
     if n % 2:  # leave the stock where it started
         fn(down, user)
     return (t1 - t0) / n, (c1 - c0) / n
-
-
-def load_note() -> str:
-    try:
-        return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
-    except OSError:
-        return "load average unknown"
 
 
 def measure(label: str, app: App, rounds: int, calls: int, profile: bool) -> dict[str, float]:

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import os
 import platform
 import statistics
 import sys
@@ -38,7 +37,7 @@ from datetime import UTC, datetime
 from typing import Any, cast
 
 import attrs
-from _report import add_json_option, load_average, write_json
+from _report import add_json_option, load_average, load_note, write_json
 
 import kumiko_typed
 from kumiko_typed import Feature, Ok, User, ok
@@ -163,14 +162,6 @@ def batch(fn: Callable[[object], object], payload: object, n: int) -> float:
         if gc_was_on:
             gc.enable()
     return (t1 - t0) / n
-
-
-def load_note() -> str:
-    """The 1-minute load average: a busy machine makes every figure here noisier."""
-    try:
-        return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
-    except OSError:
-        return "load average unknown"
 
 
 def main() -> int:

@@ -47,7 +47,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _report import add_json_option, load_average, write_json
+from _report import add_json_option, load_average, load_note, write_json
 
 TARGET = 1.15
 CONFIGS = ("with_plugin.ini", "without_plugin.ini")
@@ -229,14 +229,6 @@ def sanity(root: Path) -> bool:
         without_p,
     )
     return good
-
-
-def load_note() -> str:
-    """The 1-minute load average: a busy machine makes every figure here noisier."""
-    try:
-        return f"load average {os.getloadavg()[0]:.2f} on {os.cpu_count()} CPUs"
-    except OSError:
-        return "load average unknown"
 
 
 def main() -> int:
