@@ -6,8 +6,7 @@ from __future__ import annotations
 
 import sqlite3
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,8 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _clock import Clock
+from _sql_log import statements
 
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._tables import workflow_runs
@@ -47,36 +48,15 @@ def _feature() -> tuple[Feature[Any], Any, Any]:
     return f, straight, later
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(" ".join(statement.split()).upper())
-
-    sa.event.listen(app.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(app.engine, "before_cursor_execute", record)
-
-
 def _writes(seen: list[str]) -> list[str]:
-    return [s.split(" (")[0].split(" SET ")[0] for s in seen if not s.startswith(("SELECT", "BEGIN"))]
+    upper = [s.upper() for s in seen]
+    return [s.split(" (")[0].split(" SET ")[0] for s in upper if not s.startswith(("SELECT", "BEGIN"))]
 
 
 def test_a_manual_start_writes_its_row_once(app_on: Callable[..., App], user: User) -> None:
     f, straight, _later = _feature()
     app = app_on([f])
-    with statements(app) as seen:
+    with statements(app.engine) as seen:
         run_id = app.start_workflow(straight, Go(4), user=user)
     assert _writes(seen) == ["INSERT INTO KUMIKO_WORKFLOW_RUNS"]
     info = app.get_run(run_id)
@@ -86,9 +66,9 @@ def test_a_manual_start_writes_its_row_once(app_on: Callable[..., App], user: Us
 
 def test_a_suspending_start_inserts_and_its_resume_updates_once(app_on: Callable[..., App], user: User) -> None:
     f, _straight, later = _feature()
-    clock = Clock()
+    clock = Clock(T0)
     app = app_on([f], clock=clock)
-    with statements(app) as seen:
+    with statements(app.engine) as seen:
         run_id = app.start_workflow(later, Go(4), user=user)
     assert _writes(seen) == ["INSERT INTO KUMIKO_WORKFLOW_RUNS"]
     info = app.get_run(run_id)
@@ -96,8 +76,8 @@ def test_a_suspending_start_inserts_and_its_resume_updates_once(app_on: Callable
     assert (info.status, info.path, info.steps) == ("suspended", "1", {"a": 5})
 
     app.run_worker(once=True)  # the first pass sets up the feed's cursor
-    clock.now += timedelta(minutes=1)
-    with statements(app) as seen:
+    clock.advance(minutes=1)
+    with statements(app.engine) as seen:
         assert app.run_worker(once=True)["resumed"] == 1
     # no wait_for_event at the suspension: no wait row to delete
     assert _writes(seen) == ["UPDATE KUMIKO_WORKFLOW_RUNS"]

@@ -19,6 +19,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _clock import Clock
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import (
@@ -106,17 +107,6 @@ class WftThing(Entity):
 # --- helpers --------------------------------------------------------------------------------
 
 
-class Clock:
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
-
-
 def _utc(value: datetime | None) -> datetime | None:
     """SQLite hands timezone-aware columns back naive (they were stored as UTC)."""
     if value is None or value.tzinfo is not None:
@@ -172,7 +162,7 @@ def user(make_user: Callable[..., User]) -> User:
 
 @pytest.fixture
 def clock() -> Clock:
-    return Clock()
+    return Clock(T0)
 
 
 # --- wait_for_event -------------------------------------------------------------------------

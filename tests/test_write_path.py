@@ -11,14 +11,15 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from datetime import UTC, datetime, timedelta
+from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 import pytest
 import sqlalchemy as sa
+from _clock import Clock
+from _sql_log import statements
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
@@ -140,21 +141,6 @@ def _snapshot(app: App) -> tuple[list[tuple[Any, ...]], ...]:
         return [tuple(e) for e in evs], [tuple(r) for r in rows]
 
 
-@contextmanager
-def statements(app: App) -> Iterator[list[str]]:
-    """The SQL the App's engine sends while the block runs, one line each."""
-    seen: list[str] = []
-
-    def record(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
-        seen.append(" ".join(statement.split()))
-
-    sa.event.listen(app.engine, "before_cursor_execute", record)
-    try:
-        yield seen
-    finally:
-        sa.event.remove(app.engine, "before_cursor_execute", record)
-
-
 def _count(seen: list[str], start: str) -> int:
     return sum(1 for s in seen if s.upper().startswith(start))
 
@@ -167,7 +153,7 @@ def test_an_event_reads_its_row_once_and_takes_no_savepoint(app_on: AppOn, admin
     seed, bump, *_ = _handlers(f)
     app = app_on([f])
     gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
-    with statements(app) as seen:
+    with statements(app.engine) as seen:
         assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
     assert _count(seen, "SELECT TWP_GADGET.") == 1, seen
     assert not [s for s in seen if "FOR UPDATE" in s.upper() or "SAVEPOINT" in s.upper()], seen
@@ -193,7 +179,7 @@ def test_a_unique_clash_needs_no_savepoint_and_writes_nothing(app_on: AppOn, adm
     gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
     before = _snapshot(app)
     for handler in (recode, recode_nested):
-        with statements(app) as seen:
+        with statements(app.engine) as seen:
             clash = _failure(app.dispatch(handler, Target(gid, "taken"), user=admin))
         assert clash.code == "unique_violation"
         assert isinstance(clash.details, dict)
@@ -222,14 +208,6 @@ def test_a_failing_flush_is_an_internal_error_that_writes_nothing(app_on: AppOn,
     assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = T0
-
-    def __call__(self) -> datetime:
-        return self.now
-
-
 def test_a_retry_attempt_whose_flush_failed_rolls_back_and_the_next_one_writes(app_on: AppOn, admin: User) -> None:
     f = _feature()
     seed, *_ = _handlers(f)
@@ -243,11 +221,11 @@ def test_a_retry_attempt_whose_flush_failed_rolls_back_and_the_next_one_writes(a
         times=2, do=lambda b: b.append_event(TwpGadget, id=lambda c: c.payload.id, event=event)
     )
     flow = f.workflow("bump-later", trigger=manual(Target), pipeline=pipeline)
-    clock = Clock()
+    clock = Clock(T0)
     app = app_on([f], clock=clock)
     gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
     run_id = app.start_workflow(flow, Target(gid), user=admin)
-    clock.now += timedelta(minutes=5)
+    clock.advance(minutes=5)
     app.run_worker(once=True)
     info = app.get_run(run_id)
     assert info is not None
