@@ -30,6 +30,14 @@ with / without (the headline figure).  Also printed, to tell the costs apart:
   dilutes the headline ratio.  A fixed cost that differs between the two configs
   would show up in the second sum.
 
+A second part measures nesting: for each depth 1-8, one module whose pipeline nests a
+``branch`` inside the ``on_true`` arm of the one before (each arm starts with a
+``compute``; the else-arm adds a key too).  Each depth is checked with and without the
+plugin, alternating, with the library cache WARM (a cache primed once per config with
+the libraries, copied fresh for every run), so the figure is the module's own check
+cost, not the analysis of SQLAlchemy.  Printed per depth: the wall ratio, and the
+ratio of mypy's own time for that module (``--timing-stats``); goal <= 2 at every depth.
+
 Nothing here passes or fails on time.
 """
 
@@ -50,6 +58,8 @@ from pathlib import Path
 from _report import add_json_option, load_average, load_note, write_json
 
 TARGET = 1.15
+NESTING_TARGET = 2.0
+DEPTHS = range(1, 9)
 CONFIGS = ("with_plugin.ini", "without_plugin.ini")
 PROJECT = "benchapp"
 PIPELINES_PER_MODULE = 10
@@ -155,6 +165,32 @@ checked = (
 '''
 
 
+def nested_source(depth: int) -> str:
+    """A pipeline with ``depth`` branches, each inside the ``on_true`` arm of the one before."""
+
+    def arm(level: int) -> str:
+        if level == 0:
+            return 'b.compute("leaf", lambda c: c.steps["base"] + 1)'
+        return (
+            f'b.compute("k{level}", lambda c: {level}).branch(when=lambda c: c.steps["k{level}"] > 0, '
+            f"on_true=lambda b: {arm(level - 1)}, "
+            f'on_false=lambda b: b.compute("e{level}", lambda c: str(c.steps["k{level}"])))'
+        )
+
+    return (
+        '"""Generated: nested branches."""\n\nfrom __future__ import annotations\n\nimport attrs\n\n'
+        "from kumiko_typed import Feature, ok\n\n\n@attrs.frozen\nclass Payload:\n    n: int\n\n\n"
+        'feature = Feature("nested")\n'
+        "nested = (\n    feature.pipeline(Payload)\n"
+        '    .compute("base", lambda c: c.payload.n)\n'
+        f"    .branch(when=lambda c: True, on_true=lambda b: {arm(depth)})\n"
+        '    .return_(lambda c: ok(c.steps["base"]))\n)\n'
+    )
+
+
+PRIME = "import attrs\nimport sqlalchemy\nimport sqlalchemy.orm\n\nimport kumiko_typed\n"
+
+
 class Timing:
     """One mypy run: wall and CPU seconds, and mypy's own seconds per module group."""
 
@@ -168,9 +204,14 @@ class Timing:
         return float(getattr(self, attr))
 
 
-def mypy(root: Path, config: str, target: str) -> tuple[Timing, subprocess.CompletedProcess[str]]:
-    """One cold run: a fresh, empty cache directory, removed afterwards."""
+def mypy(
+    root: Path, config: str, target: str, warm: Path | None = None, project: str = PROJECT
+) -> tuple[Timing, subprocess.CompletedProcess[str]]:
+    """One run with a fresh cache directory, removed afterwards: empty (cold), or a copy
+    of ``warm`` (the libraries already analysed)."""
     cache = Path(tempfile.mkdtemp(prefix="mypy-cache-", dir=root))
+    if warm is not None:
+        shutil.copytree(warm, cache, dirs_exist_ok=True)
     stats = cache / "timing-stats.txt"
     cmd = [sys.executable, "-m", "mypy", "--config-file", config, "--cache-dir", str(cache)]
     cmd += ["--timing-stats", str(stats), target]
@@ -186,7 +227,7 @@ def mypy(root: Path, config: str, target: str) -> tuple[Timing, subprocess.Compl
         for line in stats.read_text().splitlines():
             module, _, micros = line.partition(" ")
             if micros.strip().isdigit():
-                if module == PROJECT or module.startswith(PROJECT + "."):
+                if module == project or module.startswith(project + "."):
                     project += int(micros) / 1e6
                 else:
                     rest += int(micros) / 1e6
@@ -231,12 +272,51 @@ def sanity(root: Path) -> bool:
     return good
 
 
+def prime(root: Path, config: str) -> Path:
+    """A cache in which the libraries are already analysed, for warm runs."""
+    (root / "prime.py").write_text(PRIME)
+    cache = root / f"warm-{Path(config).stem}"
+    cmd = [sys.executable, "-m", "mypy", "--config-file", config, "--cache-dir", str(cache), "prime.py"]
+    subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True)
+    return cache
+
+
+def nesting(root: Path, rounds: int) -> dict[str, dict[str, float]] | None:
+    """Per depth: the median wall ratio and own-module ratio with/without, warm cache."""
+    warm = {config: prime(root, config) for config in CONFIGS}
+    results: dict[str, dict[str, float]] = {}
+    print(f"nesting: branch inside branch, depth {DEPTHS[0]}-{DEPTHS[-1]}, warm library cache, {rounds} rounds")
+    for depth in DEPTHS:
+        module = f"nested{depth}"
+        (root / f"{module}.py").write_text(nested_source(depth))
+        runs: dict[str, list[Timing]] = {c: [] for c in CONFIGS}
+        for r in range(rounds):
+            for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
+                timing, proc = mypy(root, config, f"{module}.py", warm=warm[config], project=module)
+                if proc.returncode != 0:
+                    print(f"mypy {config} on depth {depth} exited {proc.returncode}:\n{proc.stdout}", file=sys.stderr)
+                    return None
+                runs[config].append(timing)
+        pairs = list(zip(runs[CONFIGS[0]], runs[CONFIGS[1]], strict=True))
+        wall = statistics.median(a.wall / b.wall for a, b in pairs)
+        own = statistics.median(a.project / b.project for a, b in pairs if b.project > 0)
+        with_s = statistics.median(t.wall for t in runs[CONFIGS[0]])
+        without_s = statistics.median(t.wall for t in runs[CONFIGS[1]])
+        print(
+            f"  depth {depth}: with {with_s:.2f} s, without {without_s:.2f} s, wall ratio {wall:.2f}, "
+            f"module's own check ratio {own:.2f} (target <= {NESTING_TARGET})"
+        )
+        results[str(depth)] = {"ratio": wall, "own_ratio": own, "with_s": with_s, "without_s": without_s}
+    return results
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (1 round, 3 modules)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--modules", type=int, default=None, help="modules of 10 pipelines each")
     parser.add_argument("--keep", action="store_true", help="keep the generated project and print its path")
+    parser.add_argument("--nesting-rounds", type=int, default=None, help="rounds per depth of the nesting part")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
@@ -301,7 +381,15 @@ def main() -> int:
                 f"{label:28} median {statistics.median(ratios):.3f}  (min {min(ratios):.3f}, max {max(ratios):.3f}"
                 f"{target})"
             )
+        own_ratio = statistics.median(per_round("project"))
+        nested = nesting(root, args.nesting_rounds or (1 if args.quick else 3))
+        if nested is None:
+            return 2
+        print(f"{load_note()} after nesting")
         figures = {
+            "own_ratio": own_ratio,
+            "nesting": nested,
+            "nesting_target": NESTING_TARGET,
             "rounds": rounds,
             "pipelines": modules * PIPELINES_PER_MODULE,
             "with_s": med(CONFIGS[0], "wall"),

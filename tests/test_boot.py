@@ -12,7 +12,9 @@ import pytest
 
 from kumiko_typed import App, BootError, Feature, Ok, User, manual, ok
 from kumiko_typed._rules import (
+    msg_async_resolver,
     msg_duplicate_step,
+    msg_foreign_pipeline,
     msg_no_return,
     msg_return_in_subpipeline,
     msg_tier,
@@ -214,9 +216,7 @@ def test_duplicate_feature_names() -> None:
 def test_write_handler_without_return() -> None:
     f = Feature("shop")
     f.write_handler("open", f.pipeline(P).compute("x", lambda c: 1))  # type: ignore[arg-type]
-    assert _boot_problems([f]) == [
-        f"handler shop:open: {msg_no_return('Pipeline')}"
-    ]
+    assert _boot_problems([f]) == [f"handler shop:open: {msg_no_return('Pipeline')}"]
 
 
 def test_write_handler_with_a_workflow_pipeline() -> None:
@@ -296,3 +296,32 @@ def test_empty_roles_is_a_boot_problem() -> None:
         ]
     else:
         raise AssertionError("App accepted roles=[]")
+
+
+def test_a_pipeline_of_another_feature_is_a_boot_problem() -> None:
+    plain, mailer = Feature("plain"), Feature("mailer")
+    plain.write_handler("h", mailer.pipeline(P).return_(lambda c: ok(None)))
+    plain.workflow("wf", trigger=manual(P), pipeline=mailer.workflow_pipeline(P).compute("a", lambda c: 1))
+    problems = _boot_problems([plain, mailer])
+    assert f"handler plain:h: {msg_foreign_pipeline('mailer', 'plain')}" in problems
+    assert f"workflow plain:wf: {msg_foreign_pipeline('mailer', 'plain')}" in problems
+
+
+async def _fetch(c: Any) -> int:
+    return 1
+
+
+def test_an_async_resolver_is_a_boot_problem() -> None:
+    f = Feature("asyncy")
+    _handler(
+        f, "h", lambda p: p.compute("a", _fetch).branch(when=lambda c: True, on_true=lambda b: b.compute("b", _fetch))
+    )
+    problems = _boot_problems([f])
+    assert len(problems) == 2, problems
+    assert all(msg_async_resolver("compute", "fn") in problem for problem in problems)
+
+
+def test_an_empty_step_name_is_a_boot_problem() -> None:
+    f = Feature("empty")
+    _handler(f, "h", lambda p: p.compute("", lambda c: 1))
+    assert len(_boot_problems([f])) == 1

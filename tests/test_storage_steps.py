@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Failure, Feature, Ok, Saved, User, fail, ok
+from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, Saved, User, fail, ok
+from kumiko_typed._rules import msg_optimistic_lock
 from kumiko_typed._tables import events
 
 AppOn = Callable[..., App]
@@ -470,19 +471,24 @@ def test_update_with_skip_optimistic_lock_ignores_the_version(app_on: AppOn, adm
     assert [(w["stock"], w["version"]) for w in _widgets(app)] == [(42, 3)]
 
 
-def test_update_without_version_and_without_skip_is_internal_error_naming_the_step(app_on: AppOn, admin: User) -> None:
+def test_update_without_version_and_without_skip_is_a_boot_problem() -> None:
+    f = _feature()
+    _update_handler(f, changes=lambda c: {"stock": 1})
+    with pytest.raises(BootError) as info:
+        App([f], database_url="sqlite://")
+    assert any(msg_optimistic_lock("upd") in problem for problem in info.value.problems), info.value.problems
+
+
+def test_update_whose_version_resolver_gives_none_is_validation_error(app_on: AppOn, admin: User) -> None:
     f = _feature()
     seed = _seed_handler(f)
-    upd = _update_handler(f, changes=lambda c: {"stock": 1})
+    upd = _update_handler(f, changes=lambda c: {"stock": 1}, version=lambda c: None)
     app = app_on([f])
     created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
     before = _snapshot(app)
     result = _failure(app.dispatch(upd, Ref(created.id), user=admin))
-    assert result.code == "internal_error"
-    assert result.message.startswith('step 0 aggregate.update "upd" raised StepRefused: ')
-    assert "version=" in result.message
-    assert "skip_optimistic_lock=True" in result.message
-    assert result.details == {"path": "0", "step": 'aggregate.update "upd"'}
+    assert result.code == "validation_error"
+    assert result.details == [{"path": "version", "message": "required (or skip_optimistic_lock=True)", "step": "upd"}]
     assert _snapshot(app) == before
 
 
@@ -496,10 +502,12 @@ def test_update_refuses_unknown_and_framework_columns(app_on: AppOn, admin: User
     created = _ok(app.dispatch(seed, NewWidget("a", "kept"), user=admin))
     before = _snapshot(app)
     result = _failure(app.dispatch(upd, Ref(created.id, 1), user=admin))
-    assert result.code == "internal_error"
-    assert result.message.startswith('step 0 aggregate.update "upd" raised StepRefused: ')
-    assert f"got [{column!r}]" in result.message
-    assert result.details == {"path": "0", "step": 'aggregate.update "upd"'}
+    assert result.code == "validation_error"
+    assert result.http_status == 400
+    assert isinstance(result.details, list) and len(result.details) == 1
+    assert result.details[0]["path"] == f"changes.{column}"
+    assert result.details[0]["step"] == "upd"
+    assert column in result.message and "upd" in result.message
     assert _snapshot(app) == before
 
 

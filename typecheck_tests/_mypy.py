@@ -17,19 +17,19 @@ EXAMPLES = ROOT / "examples"
 _LINE = re.compile(
     r"^(?P<file>[^:]+):(?P<line>\d+): (?P<severity>error|note): (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
 )
-_EXPECT = re.compile(r"#\s*(?P<kind>[ER]):\s*(?P<value>.*?)\s*(?=#\s*[ER]:|$)")
+_EXPECT = re.compile(r"#\s*(?P<kind>[ERM]):\s*(?P<value>.*?)\s*(?=#\s*[ERM]:|$)")
 
 
 @dataclass(frozen=True, order=True)
 class Finding:
     file: str
     line: int
-    kind: str  # "E" (error code) or "R" (revealed type)
+    kind: str  # "E" (error code), "M" (the text of a kumiko-* error) or "R" (revealed type)
     value: str
 
 
 def expected(path: Path) -> set[Finding]:
-    """``# E: <code>`` and ``# R: <revealed type>`` comments of one snippet file."""
+    """``# E: <code>``, ``# M: <kumiko-* message>`` and ``# R: <revealed type>`` comments of one snippet file."""
     out: set[Finding] = set()
     for number, text in enumerate(path.read_text().splitlines(), start=1):
         if "#" not in text:
@@ -51,7 +51,10 @@ def parse(output: str) -> tuple[set[Finding], list[str]]:
             continue
         name = Path(m["file"]).name
         if m["severity"] == "error":
-            found.add(Finding(name, int(m["line"]), "E", m["code"] or "?"))
+            code = m["code"] or "?"
+            found.add(Finding(name, int(m["line"]), "E", code))
+            if code.startswith("kumiko-"):
+                found.add(Finding(name, int(m["line"]), "M", m["message"]))
         elif m["message"].startswith("Revealed type is "):
             found.add(Finding(name, int(m["line"]), "R", m["message"][len('Revealed type is "') : -1]))
     return found, other

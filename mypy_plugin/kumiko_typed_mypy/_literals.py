@@ -1,8 +1,9 @@
-"""Step names and item names: string literals, or ``Final`` constants holding one."""
+"""Step names and item names: string literals, ``Final`` constants holding one, or
+members of a ``StrEnum`` (keyed by their value, as at run time)."""
 
 from __future__ import annotations
 
-from mypy.nodes import Expression, MemberExpr, NameExpr, StrExpr, Var
+from mypy.nodes import Expression, MemberExpr, NameExpr, RefExpr, StrExpr, TypeInfo, Var
 from mypy.types import Instance, LiteralType, Type, get_proper_type
 
 
@@ -12,7 +13,7 @@ def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
         if isinstance(p, Instance) and p.last_known_value is not None:
             p = p.last_known_value
         if isinstance(p, LiteralType) and isinstance(p.value, str):
-            return p.value
+            return _enum_value(p.fallback.type, p.value) if p.is_enum_literal() else p.value
     if expr is not None:
         return literal_str_expr(expr)
     return None
@@ -25,4 +26,26 @@ def literal_str_expr(expr: Expression) -> str | None:
         var = expr.node
         if var.is_final and isinstance(var.final_value, str):
             return var.final_value
+        if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) and isinstance(expr.expr.node, TypeInfo):
+            info = expr.expr.node
+            if info.is_enum:
+                return _enum_value(info, expr.name)
+    return None
+
+
+def _enum_value(info: TypeInfo, member: str) -> str | None:
+    """The value of ``info.member`` when it is a string: written literally, or ``auto()``
+    of a ``StrEnum`` (the member's name in lower case).  Read from the member's type,
+    which mypy's cache keeps (a class body read from the cache is empty)."""
+    symbol = info.names.get(member)
+    var = symbol.node if symbol is not None else None
+    if not (isinstance(var, Var) and var.type is not None and info.has_base("builtins.str")):
+        return None
+    value = get_proper_type(var.type)
+    if isinstance(value, Instance) and value.last_known_value is not None:
+        value = value.last_known_value
+    if isinstance(value, LiteralType) and isinstance(value.value, str):
+        return value.value
+    if isinstance(value, Instance) and value.type.fullname == "enum.auto" and info.has_base("enum.StrEnum"):
+        return member.lower()
     return None

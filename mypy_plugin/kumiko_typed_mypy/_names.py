@@ -17,6 +17,7 @@ BRANCH: Final = f"{MARKERS_MODULE}.Branch"
 LOOP: Final = f"{MARKERS_MODULE}.Loop"
 RETRY: Final = f"{MARKERS_MODULE}.Retry"
 ADD_SCOPE: Final = f"{MARKERS_MODULE}.AddScope"
+SOME_STEPS: Final = f"{MARKERS_MODULE}.SomeSteps"
 
 
 def method(builder: str, name: str) -> str:
@@ -27,3 +28,5 @@ def method(builder: str, name: str) -> str:
 STEPS_ARG: Final = 1
 SCOPE_ARG: Final = 2
 CAPS_ARG: Final = 3
+BUILDER_CORE: Final = "kumiko_typed._builder.BuilderCore"
+MAPPED: Final = "sqlalchemy.orm.base.Mapped"

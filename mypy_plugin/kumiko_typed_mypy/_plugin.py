@@ -14,8 +14,19 @@ from pathlib import Path
 from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin, ReportConfigContext
 from mypy.types import CallableType, Type
 
-from ._features import branches, capabilities, loops, placement, registration, step_keys
-from ._names import FEATURE, method
+from ._features import (
+    branches,
+    capabilities,
+    loops,
+    open_steps,
+    placement,
+    registration,
+    resolvers,
+    start,
+    step_keys,
+    updates,
+)
+from ._names import FEATURE, SOME_STEPS, method
 from ._rules import rules
 
 MethodHook = Callable[[MethodContext], Type]
@@ -37,6 +48,9 @@ def _method_hooks() -> dict[str, MethodHook]:
     table: dict[str, MethodHook] = {
         f"{FEATURE}.write_handler": registration.check_handler_pipeline,
         f"{FEATURE}.workflow": registration.check_trigger_payload,
+        f"{FEATURE}.pipeline": start.empty_keys,
+        f"{FEATURE}.workflow_pipeline": start.empty_keys,
+        f"{SOME_STEPS}.__getitem__": open_steps.read_key,
     }
     for builder in rules.BUILDER_RULES:
         for rule in rules.STEP_RULES:
@@ -49,8 +63,11 @@ def _method_hooks() -> dict[str, MethodHook]:
                 )
                 table[method(builder.name, rule.method)] = refuse
                 continue
+            hooks.append(partial(resolvers.refuse_async, rule.kind))
             if rule.tier == 2:
                 hooks.append(partial(capabilities.check_tier, rule.kind))
+            if rule.kind == "aggregate.update":
+                hooks.append(updates.check_lock)
             if rule.key == "name":
                 hooks.append(partial(step_keys.add_step, rule.method))
             elif rule.key == "arms":
@@ -59,15 +76,16 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(loops.loop_keys)
             elif rule.key == "retry":
                 hooks.append(loops.retry_keys)
-            if hooks:
-                table[method(builder.name, rule.method)] = _chain(hooks)
+            table[method(builder.name, rule.method)] = _chain(hooks)
     return table
 
 
 METHOD_HOOKS: dict[str, MethodHook] = _method_hooks()
 
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
-    method(b.name, rules.RULES_BY_KIND["for_each"].method): loops.scope_signature for b in rules.BUILDER_RULES
+    **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},
+    **{method(b.name, "update"): updates.changes_signature for b in rules.BUILDER_RULES},
+    f"{FEATURE}.write_handler": registration.accept_unfinished,
 }
 
 FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {

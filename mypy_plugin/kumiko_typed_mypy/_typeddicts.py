@@ -4,10 +4,12 @@ from __future__ import annotations
 
 from typing import Final
 
+from mypy.checker import TypeChecker
+from mypy.nodes import TypeInfo
 from mypy.plugin import CheckerPluginInterface
-from mypy.types import AnyType, Instance, ProperType, Type, TypedDictType, get_proper_type
+from mypy.types import AnyType, Instance, ProperType, Type, TypedDictType, TypeOfAny, get_proper_type
 
-from ._names import ADD_SCOPE, ADD_STEP, BRANCH, LOOP, NO_SCOPE, NO_STEPS, RETRY
+from ._names import ADD_SCOPE, ADD_STEP, BRANCH, LOOP, NO_SCOPE, NO_STEPS, RETRY, SOME_STEPS
 
 EMPTY_MARKERS: Final = frozenset({NO_STEPS, NO_SCOPE})
 OPEN_MARKERS: Final = frozenset({ADD_STEP, BRANCH, LOOP, RETRY, ADD_SCOPE})
@@ -21,16 +23,43 @@ class Unknown:
         self.shown = shown
 
 
+class OpenKeys(dict[str, Type]):
+    """Keys known exactly, plus others that only an ``Any`` the user wrote could name
+    (an arm or body typed ``Any``).  Stands for ``SomeSteps[TypedDict(...)]``."""
+
+
 def keys_of(t: Type) -> dict[str, Type] | Unknown:
     p = get_proper_type(t)
     if isinstance(p, TypedDictType):
         return dict(p.items)
+    if isinstance(p, Instance) and p.type.fullname == SOME_STEPS:
+        known = keys_of(p.args[0])
+        return OpenKeys(known) if isinstance(known, dict) else known
     if isinstance(p, Instance) and p.type.fullname in EMPTY_MARKERS:
         return {}
     return Unknown(isinstance(p, AnyType), p)
 
 
-def make(api: CheckerPluginInterface, items: dict[str, Type]) -> TypedDictType:
-    """A ``TypedDict`` whose keys all exist and are read-only (resolvers only read)."""
+def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
+    """A sub-pipeline the user typed ``Any`` adds keys nobody can know: no keys known, open."""
+    return OpenKeys() if isinstance(keys, Unknown) and keys.explicit else keys
+
+
+def make(api: CheckerPluginInterface, items: dict[str, Type]) -> Type:
+    """A ``TypedDict`` whose keys all exist and are read-only (resolvers only read);
+    wrapped in ``SomeSteps`` when other keys may exist too."""
     fallback = api.named_generic_type("typing._TypedDict", [])
-    return TypedDictType(items, set(items), set(items), fallback)
+    exact = TypedDictType(dict(items), set(items), set(items), fallback)
+    if not isinstance(items, OpenKeys):
+        return exact
+    info = lookup_info(api, SOME_STEPS)
+    return Instance(info, [exact]) if info is not None else AnyType(TypeOfAny.special_form)
+
+
+def lookup_info(api: object, fullname: str) -> TypeInfo | None:
+    """A class of the library by full name (``named_generic_type`` resolves only names
+    that the package's ``__init__`` re-exports)."""
+    module, _, name = fullname.rpartition(".")
+    tree = api.modules.get(module) if isinstance(api, TypeChecker) else None
+    symbol = tree.names.get(name) if tree is not None else None
+    return symbol.node if symbol is not None and isinstance(symbol.node, TypeInfo) else None

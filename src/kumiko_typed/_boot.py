@@ -6,9 +6,11 @@ from ``_rules``), at start-up — all of them at once, in one ``BootError``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+import attrs
 from sqlalchemy import Table
 
 from . import _rules
@@ -101,10 +103,26 @@ def _check_durations(step: Step) -> str | None:
     return None
 
 
+def _async_resolvers(step: Step) -> list[str]:
+    """Resolvers that are coroutine functions: called synchronously, they would only
+    create a coroutine that never runs."""
+    if not attrs.has(type(step)):
+        return []
+    method = _rules.RULES_BY_KIND[step.kind].method
+    values = {field.name: getattr(step, field.name) for field in attrs.fields(type(step))}
+    return [
+        _rules.msg_async_resolver(method, name)
+        for name, value in values.items()
+        if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value)
+    ]
+
+
 def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> str | None:
     duration_problem = _check_durations(step)
     if duration_problem is not None:
         return duration_problem
+    if isinstance(step, Update) and step.version is None and not step.skip_optimistic_lock:
+        return _rules.msg_optimistic_lock(step.name)
     if isinstance(step, (Create, Update, AppendEvent)):
         owner = tables.entities.get(step.entity)
         if owner is None:
@@ -173,6 +191,7 @@ def check_pipeline(
         data_problem = _check_data_step(feature, step, tables)
         if data_problem is not None:
             out.append(f"{prefix}: {data_problem}")
+        out.extend(f"{prefix}: {problem}" for problem in _async_resolvers(step))
     _check_names(steps, set(), where, "", out)
     return out
 
@@ -195,12 +214,18 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
                 problems.append(f"{where}: the name is registered twice; handler names must be unique")
             seen_handlers.add(handler.name)
             if isinstance(handler.pipeline, Finished):
+                if handler.pipeline.feature is not feature:
+                    message = _rules.msg_foreign_pipeline(handler.pipeline.feature.name, feature.name)
+                    problems.append(f"{where}: {message}")
                 problems.extend(
                     check_pipeline(feature, where, handler.pipeline.steps, handler.pipeline.builder, tables)
                 )
         for workflow in feature.workflows:
             where = f"workflow {workflow.name}"
             problems.extend(_check_trigger(where, workflow.trigger.cron))
+            if workflow.pipeline.feature is not feature:
+                message = _rules.msg_foreign_pipeline(workflow.pipeline.feature.name, feature.name)
+                problems.append(f"{where}: {message}")
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
     return problems

@@ -28,10 +28,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import visitors
 
-from ._entity import FRAMEWORK_COLUMNS
 from ._eventstore import append, loaded_under_lock, lock_append_order
 from ._jsonable import jsonable
 from ._results import Failure, fail
+from ._rules import FRAMEWORK_COLUMNS
 from ._saved import Saved
 from ._tables import events
 
@@ -237,6 +237,18 @@ def _is_unique_violation(exc: IntegrityError) -> bool:
     return str(exc.orig).startswith("UNIQUE constraint failed")
 
 
+def _unwritable_columns(step: Update, columns: list[object]) -> Failure:
+    """``changes=`` named something that is not a writable column: the pipeline's
+    mistake, reported per column like a payload's (the plugin catches it earlier)."""
+    entity = step.entity.__name__
+    reason = f"not a writable column of {entity} (the framework owns {', '.join(sorted(FRAMEWORK_COLUMNS))})"
+    return fail(
+        "validation_error",
+        f"update {step.name!r}: changes= names {', '.join(repr(c) for c in columns)}, not writable columns of {entity}",
+        [{"path": f"changes.{column}", "message": reason, "step": step.name} for column in columns],
+    )
+
+
 def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
     return fail("not_found", f"{entity_type.__name__} {entity_id} not found", {"entity_id": str(entity_id)})
 
@@ -246,16 +258,17 @@ def update(step: Update, run: Run) -> Failure | None:
     entity_id = resolve(step.id, run)
     expected = resolve(step.version, run)
     if expected is None and not step.skip_optimistic_lock:
-        raise StepRefused("update needs version= (the version the caller read) or skip_optimistic_lock=True")
+        # Boot refuses a missing version=; here the resolver gave None for this input.
+        return fail(
+            "validation_error",
+            f"update {step.name!r}: version= gave no version; pass the version the caller read",
+            [{"path": "version", "message": "required (or skip_optimistic_lock=True)", "step": step.name}],
+        )
     changes = dict(step.changes(ctx))
     mapped = {attr.key for attr in inspect(step.entity).column_attrs}
-    unknown = sorted(set(changes) - mapped)
-    owned = sorted(set(changes) & FRAMEWORK_COLUMNS)
-    if unknown or owned:
-        raise StepRefused(
-            f"changes= may only name columns of {step.entity.__name__} other than {sorted(FRAMEWORK_COLUMNS)}; "
-            f"got {unknown + owned}"
-        )
+    unwritable = sorted((set(changes) - mapped) | (set(changes) & FRAMEWORK_COLUMNS), key=str)
+    if unwritable:
+        return _unwritable_columns(step, unwritable)
     lock_append_order(session)  # before the row lock: see _load_for_write
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:

@@ -9,14 +9,10 @@ from __future__ import annotations
 import re
 import uuid
 from datetime import datetime
-from typing import Final
 
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from ._utc import UtcDateTime
-
-#: Columns the framework owns; ``update`` refuses to change them.
-FRAMEWORK_COLUMNS: Final = frozenset({"id", "tenant_id", "version", "created_at", "updated_at"})
 
 
 class Entity(MappedAsDataclass, DeclarativeBase, kw_only=True):

@@ -51,3 +51,11 @@ class Retry(_Marker, Generic[S1]):
 
 class AddScope(_Marker, Generic[S, I]):
     """A scope plus the loop item (named by ``for_each``'s literal name) of type ``I``."""
+
+
+class SomeSteps(_Marker, Generic[S]):
+    """Keys ``S`` known exactly, plus keys the plugin cannot know (a branch arm or loop
+    body typed ``Any``): with the plugin, a known key reads as its type and any other as
+    ``Any``.  Only the plugin produces it; the builders never name it."""
+
+    def __getitem__(self, key: str) -> Any: ...

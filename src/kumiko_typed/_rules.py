@@ -89,6 +89,10 @@ BUILDERS: Final[dict[str, BuilderRule]] = {b.name: b for b in BUILDER_RULES}
 #: across transactions, so tier 3 is refused there.
 RETRY_BODY_BUILDER: Final = "SubPipeline"
 
+#: Columns of an aggregate the framework owns: ``update(changes=...)`` may not name them
+#: (the plugin leaves them out of the columns it offers, the runtime refuses them).
+FRAMEWORK_COLUMNS: Final = frozenset({"id", "tenant_id", "version", "created_at", "updated_at"})
+
 #: Error codes shared by the plugin (as mypy error codes) and the boot validation.
 CODE_STEP_NAME: Final = "kumiko-step-name"
 CODE_DUPLICATE_STEP: Final = "kumiko-duplicate-step"
@@ -98,6 +102,9 @@ CODE_WORKFLOW_ONLY: Final = "kumiko-workflow-only"
 CODE_UNANALYZABLE: Final = "kumiko-unanalyzable"
 CODE_NO_RETURN: Final = "kumiko-no-return"
 CODE_TRIGGER_PAYLOAD: Final = "kumiko-trigger-payload"
+CODE_FOREIGN_PIPELINE: Final = "kumiko-foreign-pipeline"
+CODE_OPTIMISTIC_LOCK: Final = "kumiko-optimistic-lock"
+CODE_ASYNC_RESOLVER: Final = "kumiko-async-resolver"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -108,6 +115,9 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_UNANALYZABLE: "The plugin could not work out a builder's step keys.",
     CODE_NO_RETURN: "A write handler given a pipeline that does not end with return_.",
     CODE_TRIGGER_PAYLOAD: "A workflow whose trigger payload differs from its pipeline's.",
+    CODE_FOREIGN_PIPELINE: "A pipeline built from one feature registered on another.",
+    CODE_OPTIMISTIC_LOCK: "An update with neither version= nor skip_optimistic_lock=True.",
+    CODE_ASYNC_RESOLVER: "An async function (or one returning an awaitable) given as a resolver.",
 }
 
 
@@ -130,6 +140,10 @@ def msg_step_name(method: str) -> str:
         f'The name of step "{method}" must be a string literal or a Final constant: '
         'the plugin types c.steps["..."] from it'
     )
+
+
+def msg_empty_step_name(method: str) -> str:
+    return f'The name of step "{method}" is empty; name the key it adds, e.g. "total"'
 
 
 def msg_duplicate_step(name: str) -> str:
@@ -175,4 +189,26 @@ def msg_trigger_payload(trigger: str, pipeline: str) -> str:
     return (
         f"The trigger gives {trigger} but the workflow pipeline takes {pipeline}; "
         f"build it with feature.workflow_pipeline({trigger})"
+    )
+
+
+def msg_foreign_pipeline(built_by: str, registered_on: str) -> str:
+    return (
+        f"This pipeline was built with {built_by}.pipeline(...) but is registered on {registered_on}; "
+        f"build it with {registered_on}.pipeline(...) (its steps and capabilities are that feature's), "
+        f"or register it on {built_by}"
+    )
+
+
+def msg_optimistic_lock(step: str) -> str:
+    return (
+        f'update "{step}" needs version= (the version the caller read, e.g. version=lambda c: c.payload.version) '
+        "or skip_optimistic_lock=True to overwrite whatever version is stored"
+    )
+
+
+def msg_async_resolver(method: str, argument: str) -> str:
+    return (
+        f"{argument}= of step \"{method}\" returns an awaitable: resolvers run synchronously inside the "
+        "transaction and the coroutine would never run; pass a plain (non-async) function"
     )

@@ -42,3 +42,10 @@ class SignedUp:
 @attrs.frozen
 class EmailVerified:
     user_id: uuid.UUID
+
+
+@attrs.frozen
+class Pair:
+    first: Line
+    second: Line
+    count: int

@@ -12,14 +12,14 @@ plain = Feature("plain")
 name = "dynamic"
 
 bad_name = plain.pipeline(Order).compute(
-    name,  # E: kumiko-step-name
+    name,  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal or a Final constant: the plugin types c.steps["..."] from it
     lambda c: 1,
 )
 
 dup = (
     plain.pipeline(Order)
     .compute("x", lambda c: 1)
-    .compute("x", lambda c: 2)  # E: kumiko-duplicate-step
+    .compute("x", lambda c: 2)  # E: kumiko-duplicate-step  # M: Step name "x" is already used in this pipeline; give each step a unique name
 )
 
 dup_in_arm = (
@@ -27,7 +27,7 @@ dup_in_arm = (
     .compute("x", lambda c: 1)
     .branch(
         when=lambda c: True,
-        on_true=lambda b: b.compute("x", lambda c: 2),  # E: kumiko-duplicate-step
+        on_true=lambda b: b.compute("x", lambda c: 2),  # E: kumiko-duplicate-step  # M: Step name "x" is already used in this pipeline; give each step a unique name
     )
 )
 
@@ -35,33 +35,33 @@ returns_in_arm = (
     plain.pipeline(Order)
     .branch(
         when=lambda c: True,
-        on_true=lambda b: b.return_(lambda c: ok(1)),  # E: kumiko-return-in-subpipeline
+        on_true=lambda b: b.return_(lambda c: ok(1)),  # E: kumiko-return-in-subpipeline  # M: return_ is not allowed inside a sub-pipeline (SubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead
     )
 )
 
 mail_undeclared = (
     plain.pipeline(Order)
-    .send_mail(to="a@example.com", subject="s", body="b")  # E: kumiko-tier
+    .send_mail(to="a@example.com", subject="s", body="b")  # E: kumiko-tier  # M: Step "send_mail" needs the tier-2 capability "mail.send", which this feature does not declare (it declares nothing); add "mail.send" to Feature(..., requires=[...])
 )
 
 waits_in_handler = (
     plain.pipeline(Order)
-    .wait(timedelta(hours=1))  # E: kumiko-workflow-only
+    .wait(timedelta(hours=1))  # E: kumiko-workflow-only  # M: Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)
 )
 
 event_wait_in_arm = (
     plain.pipeline(Order)
     .branch(
         when=lambda c: True,
-        on_true=lambda b: b.wait_for_event("v", EmailVerified, key=lambda c: 1, event_key=lambda e: 1, timeout="P1D"),  # E: kumiko-workflow-only
+        on_true=lambda b: b.wait_for_event("v", EmailVerified, key=lambda c: 1, event_key=lambda e: 1, timeout="P1D"),  # E: kumiko-workflow-only  # M: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)
     )
 )
 
 wait_in_retry = plain.workflow_pipeline(Order).retry(
     times=2,
-    do=lambda b: b.wait("PT1M"),  # E: kumiko-workflow-only
+    do=lambda b: b.wait("PT1M"),  # E: kumiko-workflow-only  # M: Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)
 )
 
-typo = Feature("typo", requires=["mail.sned"])  # E: kumiko-tier
+typo = Feature("typo", requires=["mail.sned"])  # E: kumiko-tier  # M: "mail.sned" in requires= is not a tier-2 step kind; use one of "call_feature", "mail.send", "webhook.send"
 caps = ["mail.send"]
-not_literal = Feature("nl", requires=caps)  # E: kumiko-tier
+not_literal = Feature("nl", requires=caps)  # E: kumiko-tier  # M: requires= must be a list of string literals (e.g. requires=["mail.send"]) so that the plugin can check each tier-2 step

@@ -29,12 +29,10 @@ one_arm = (
     .compute("m", lambda c: c.steps["n"] + 1)  # E: operator
 )
 
-no_return = shop.write_handler("x", shop.pipeline(Order).compute("a", lambda c: 1))  # E: arg-type  # E: var-annotated  # E: kumiko-no-return
-
 mismatch = shop.workflow(  # E: misc
     "wf",
     trigger=manual(SignedUp),
-    pipeline=shop.workflow_pipeline(Order),  # E: kumiko-trigger-payload
+    pipeline=shop.workflow_pipeline(Order),  # E: kumiko-trigger-payload  # M: The trigger gives SignedUp but the workflow pipeline takes Order; build it with feature.workflow_pipeline(SignedUp)
 )
 
 

@@ -35,6 +35,6 @@ loopy = (
             do=lambda b: b.compute("pair", lambda c: (reveal_type(c.scope), c.steps["qty"])[1]),  # R: TypedDict({'line'=: _models.Line, 'ch'=: str})
         ),
     )
-    .compute("after", lambda c: reveal_type(c.scope))  # R: kumiko_typed._markers.NoScope
+    .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({})
     .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None
 )

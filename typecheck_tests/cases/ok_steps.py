@@ -30,7 +30,7 @@ place = (
     .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
     .find_many("all", lambda c: select(Product), limit=10)
     .create("created", Product, data=lambda c: Product(id=c.payload.id, name="x", stock=c.steps["count"]))
-    .update("updated", Product, id=lambda c: c.payload.id, changes=lambda c: {"stock": 1})
+    .update("updated", Product, id=lambda c: c.payload.id, changes=lambda c: {"stock": 1}, version=lambda c: 1)
     .call_feature("reserved", reserve, payload=lambda c: c.payload)
     .return_(lambda c: ok(c.steps))
 )

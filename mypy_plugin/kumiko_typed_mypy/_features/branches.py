@@ -8,7 +8,7 @@ from mypy.typeops import make_simplified_union
 from mypy.types import Instance, NoneType, Type, get_proper_type
 
 from .._names import BRANCH, STEPS_ARG
-from .._typeddicts import Unknown, keys_of, make
+from .._typeddicts import OpenKeys, Unknown, keys_of, make, open_if_any
 from ._context import arg_expr, receiver_steps, with_arg
 from .step_keys import unknown_steps
 
@@ -24,12 +24,16 @@ def merge_arms(ctx: MethodContext) -> Type:
     before = receiver_steps(ctx)
     if arg_expr(ctx, "on_false") is None:
         on_false = before  # no else-arm: it adds nothing
-    base, yes, no = keys_of(before), keys_of(on_true), keys_of(on_false)
-    for keys in (base, yes, no):
+    base = keys_of(before)
+    if isinstance(base, Unknown):
+        return with_arg(ret, STEPS_ARG, unknown_steps(ctx, base, "branch"))
+    yes, no = open_if_any(keys_of(on_true)), open_if_any(keys_of(on_false))
+    for keys in (yes, no):
         if isinstance(keys, Unknown):
             return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, "branch"))
-    assert not isinstance(base, Unknown) and not isinstance(yes, Unknown) and not isinstance(no, Unknown)
-    merged = dict(base)
+    assert not isinstance(yes, Unknown) and not isinstance(no, Unknown)
+    # An arm typed Any keeps the keys before the branch exact; only its own are Any.
+    merged = OpenKeys(base) if any(isinstance(k, OpenKeys) for k in (base, yes, no)) else dict(base)
     for name in [*yes, *(k for k in no if k not in yes)]:
         if name in base:
             continue

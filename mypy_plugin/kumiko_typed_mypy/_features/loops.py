@@ -8,7 +8,7 @@
 
 from __future__ import annotations
 
-from mypy.maptype import map_instance_to_supertype
+from mypy.checker import TypeChecker
 from mypy.plugin import MethodContext, MethodSigContext
 from mypy.type_visitor import TypeTranslator
 from mypy.typeops import make_simplified_union
@@ -20,6 +20,8 @@ from mypy.types import (
     Type,
     TypeAliasType,
     TypeOfAny,
+    TypeVarId,
+    TypeVarType,
     get_proper_type,
 )
 
@@ -27,17 +29,30 @@ from .. import _errors
 from .._literals import literal_str_expr
 from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
-from .._typeddicts import Unknown, keys_of, make
+from .._typeddicts import OpenKeys, Unknown, keys_of, make, open_if_any
 from ._context import arg_expr, receiver_steps, where, with_arg
 from .step_keys import unknown_steps
 
 
 class _ScopeRewriter(TypeTranslator):
-    def __init__(self, ctx: MethodSigContext, item: str, item_type: Type) -> None:
+    """Puts the loop item into the body's scope and its element type in place of ``I``.
+
+    With ``I`` left free, mypy would solve it together with the body's keys and, for
+    an ``over=`` whose type depends on its context (a list display, a comprehension),
+    check the ``do=`` lambda against a half-solved signature: its keys came out
+    ``Never``.  Replacing ``I`` by the type worked out here leaves only the body's
+    own type variables for mypy to solve.
+    """
+
+    def __init__(self, ctx: MethodSigContext, item: str, item_var: TypeVarId | None, item_type: Type) -> None:
         super().__init__()
         self.ctx = ctx
         self.item = item
+        self.item_var = item_var
         self.item_type = item_type
+
+    def visit_type_var(self, t: TypeVarType) -> Type:
+        return self.item_type if t.id == self.item_var else t
 
     def visit_type_alias_type(self, t: TypeAliasType) -> Type:
         return t.copy_modified(args=[a.accept(self) for a in t.args])
@@ -52,29 +67,48 @@ class _ScopeRewriter(TypeTranslator):
         return make(self.ctx.api, keys)
 
 
-def _item_type(ctx: MethodSigContext) -> Type:
-    """The element type of what ``over=`` returns, worked out before the call is checked.
+def _item_var(sig: CallableType) -> TypeVarId | None:
+    """The id of the loop item's type variable: the argument of ``Iterable`` in ``over``'s return."""
+    over = get_proper_type(sig.arg_types[sig.arg_names.index("over")]) if "over" in sig.arg_names else None
+    if not isinstance(over, CallableType):
+        return None
+    returned = get_proper_type(over.ret_type)
+    if isinstance(returned, Instance) and returned.args:
+        var = get_proper_type(returned.args[0])
+        if isinstance(var, TypeVarType):
+            return var.id
+    return None
 
-    Leaving the body's item type as a type variable to be solved with the call does
-    not work: mypy first checks the ``do=`` lambda with that variable erased to
-    ``Any`` and keeps the body keys it inferred then.  So ``over=`` is typed here,
-    against its own parameter type, with its messages held back (the call's own
-    check reports them once).
+
+def _item_type(ctx: MethodSigContext) -> Type:
+    """The type of ``x`` in ``for x in <what over= returns>``, as mypy's own ``for`` infers it.
+
+    ``over=`` is typed here, before the call is checked, with its messages held back
+    (the call's own check reports them once).
     """
     sig = ctx.default_signature
     expr = arg_expr(ctx, "over")
     if expr is None or "over" not in sig.arg_names:
         return AnyType(TypeOfAny.from_error)
-    context = sig.arg_types[sig.arg_names.index("over")]
+    # The parameter types the lambda gets, but no expectation of what it returns: an
+    # ``Iterable[I]`` context would make a list display a ``list[I]``.
+    context = get_proper_type(sig.arg_types[sig.arg_names.index("over")])
+    if isinstance(context, CallableType):
+        context = context.copy_modified(ret_type=ctx.api.named_generic_type("builtins.object", []))
     with ctx.api.msg.filter_errors():
         over = get_proper_type(ctx.api.get_expression_type(expr, type_context=context))
     if isinstance(over, CallableType):
         returned = get_proper_type(over.ret_type)
-        iterable = ctx.api.named_generic_type("typing.Iterable", [AnyType(TypeOfAny.special_form)]).type
-        if isinstance(returned, Instance) and returned.type.has_base("typing.Iterable"):
-            return map_instance_to_supertype(returned, iterable).args[0]
         if isinstance(returned, AnyType):
             return returned
+        checker = ctx.api
+        if isinstance(checker, TypeChecker):
+            with checker.msg.filter_errors() as errors:
+                _, item = checker.analyze_iterable_item_type_without_expression(returned, expr)
+            if not errors.has_new_errors():
+                return item
+        # Not iterable: the call's own check says so at the argument.
+        return AnyType(TypeOfAny.from_error)
     ctx.api.fail(
         f"for_each over= must be a function returning an iterable (got {over}); e.g. over=lambda c: c.payload.lines",
         expr,
@@ -86,12 +120,15 @@ def _item_type(ctx: MethodSigContext) -> Type:
 def scope_signature(ctx: MethodSigContext) -> CallableType:
     expr = arg_expr(ctx, "item")
     item = literal_str_expr(expr) if expr is not None else None
-    if item is None:
-        ctx.api.fail(rules.msg_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+    if not item:
+        message = rules.msg_step_name("for_each") if item is None else rules.msg_empty_step_name("for_each")
+        ctx.api.fail(message, where(ctx, "item"), code=_errors.STEP_NAME)
         return ctx.default_signature
     sig = ctx.default_signature
-    rewriter = _ScopeRewriter(ctx, item, _item_type(ctx))
-    return sig.copy_modified(arg_types=[t.accept(rewriter) for t in sig.arg_types])
+    item_var = _item_var(sig)
+    rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx))
+    variables = [v for v in sig.variables if v.id != item_var]
+    return sig.copy_modified(arg_types=[t.accept(rewriter) for t in sig.arg_types], variables=variables)
 
 
 def _body_keys(ctx: MethodContext, marker_name: str, optional: bool) -> Type:
@@ -101,12 +138,13 @@ def _body_keys(ctx: MethodContext, marker_name: str, optional: bool) -> Type:
     marker = get_proper_type(ret.args[STEPS_ARG])
     if not (isinstance(marker, Instance) and marker.type.fullname == marker_name):
         return ctx.default_return_type
-    before, body = keys_of(receiver_steps(ctx)), keys_of(marker.args[0])
+    before = keys_of(receiver_steps(ctx))
+    body = open_if_any(keys_of(marker.args[0])) if not isinstance(before, Unknown) else before
     for keys in (before, body):
         if isinstance(keys, Unknown):
             return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, "for_each" if optional else "retry"))
     assert not isinstance(before, Unknown) and not isinstance(body, Unknown)
-    merged = dict(before)
+    merged = OpenKeys(before) if isinstance(before, OpenKeys) or isinstance(body, OpenKeys) else dict(before)
     for name, value in body.items():
         if name not in before:
             merged[name] = make_simplified_union([value, NoneType()]) if optional else value

@@ -1,25 +1,49 @@
-"""Registering pipelines: a handler needs a finished pipeline, a workflow a pipeline
-whose payload is its trigger's.  mypy's own check already rejects both (as an
-argument type error, or as a type variable it cannot solve); this adds the sentence
-that says what to do, at the argument that is wrong."""
+"""Registering pipelines: a handler needs a finished pipeline of its own feature, a
+workflow a pipeline of its own feature whose payload is its trigger's.
+
+mypy's own check already rejects an unfinished pipeline and a payload mismatch, but
+as an argument type error plus a type variable it cannot solve; this reports one
+sentence that says what to do, at the argument that is wrong.
+"""
 
 from __future__ import annotations
 
-from mypy.plugin import MethodContext
+from mypy.nodes import CallExpr, Expression, MemberExpr, NameExpr
+from mypy.plugin import MethodContext, MethodSigContext
 from mypy.subtypes import is_same_type
-from mypy.types import Instance, ProperType, Type, get_proper_type
+from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .. import _errors
-from .._names import FINISHED, TRIGGER
+from .._names import BUILDER_CORE, FINISHED, TRIGGER
 from .._rules import rules
+from .._typeddicts import lookup_info
 from ._context import arg_expr, arg_type
+
+_STARTERS = frozenset({"pipeline", "workflow_pipeline"})
+
+
+def accept_unfinished(ctx: MethodSigContext) -> CallableType:
+    """Let ``write_handler`` take any builder, so that a missing ``return_`` is reported
+    once, as ``kumiko-no-return``, not also as ``arg-type`` and ``var-annotated``."""
+    sig = ctx.default_signature
+    if "pipeline" not in sig.arg_names:
+        return sig
+    index = sig.arg_names.index("pipeline")
+    arg_types = list(sig.arg_types)
+    builder = lookup_info(ctx.api, BUILDER_CORE)
+    if builder is None:
+        return sig
+    arg_types[index] = UnionType.make_union([arg_types[index], Instance(builder, [])])
+    return sig.copy_modified(arg_types=arg_types)
 
 
 def check_handler_pipeline(ctx: MethodContext) -> Type:
     given = get_proper_type(arg_type(ctx, "pipeline"))
     expr = arg_expr(ctx, "pipeline")
+    _check_own_feature(ctx)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(FINISHED):
         ctx.api.fail(rules.msg_no_return(given.type.name), expr, code=_errors.NO_RETURN)
+        return AnyType(TypeOfAny.from_error)
     return ctx.default_return_type
 
 
@@ -34,6 +58,7 @@ def _own_type(ctx: MethodContext, name: str) -> ProperType | None:
 
 
 def check_trigger_payload(ctx: MethodContext) -> Type:
+    _check_own_feature(ctx)
     trigger = _own_type(ctx, "trigger")
     pipeline = _own_type(ctx, "pipeline")
     expr = arg_expr(ctx, "pipeline")
@@ -50,3 +75,32 @@ def check_trigger_payload(ctx: MethodContext) -> Type:
 
 def _short(t: ProperType) -> str:
     return t.type.name if isinstance(t, Instance) else str(t)
+
+
+def _starting_feature(expr: Expression) -> NameExpr | MemberExpr | None:
+    """``f`` in ``f.pipeline(P).compute(...)...``: the feature a chain was started from."""
+    while isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr):
+        if expr.callee.name in _STARTERS:
+            feature = expr.callee.expr
+            return feature if isinstance(feature, (NameExpr, MemberExpr)) and feature.node is not None else None
+        expr = expr.callee.expr
+    return None
+
+
+def _check_own_feature(ctx: MethodContext) -> None:
+    """A pipeline chained in the registering call must start from the same feature.
+
+    Read from the syntax: the builder's type names the feature's capabilities, not
+    the feature itself.  A pipeline kept in a variable first is checked at boot.
+    """
+    call, expr = ctx.context, arg_expr(ctx, "pipeline")
+    if not (isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr) and expr is not None):
+        return
+    owner = call.callee.expr
+    built_by = _starting_feature(expr)
+    if not (isinstance(owner, (NameExpr, MemberExpr)) and owner.node is not None and built_by is not None):
+        return
+    if owner.node is not built_by.node:
+        ctx.api.fail(rules.msg_foreign_pipeline(built_by.name, owner.name), expr, code=_errors.FOREIGN_PIPELINE)
+
+

@@ -37,10 +37,13 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     if isinstance(keys, Unknown):
         return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, method))
     name = literal_str(arg_type(ctx, "name"), arg_expr(ctx, "name"))
-    if name is None:
-        ctx.api.fail(rules.msg_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+    if not name:
+        message = rules.msg_step_name(method) if name is None else rules.msg_empty_step_name(method)
+        ctx.api.fail(message, where(ctx, "name"), code=_errors.STEP_NAME)
         return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
     if name in keys:
+        # The first definition's type stays: later steps were written against it.
         ctx.api.fail(rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
-    keys[name] = value
+    else:
+        keys[name] = value
     return with_arg(ret, STEPS_ARG, make(ctx.api, keys))

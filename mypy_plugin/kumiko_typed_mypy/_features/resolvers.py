@@ -1,0 +1,26 @@
+"""Resolvers must be plain functions: the interpreter calls them synchronously inside
+the transaction, so an ``async def`` (or a lambda returning a coroutine) would hand
+the step an un-awaited coroutine instead of its value."""
+
+from __future__ import annotations
+
+from mypy.plugin import MethodContext
+from mypy.types import CallableType, Instance, Type, get_proper_type
+
+from .. import _errors
+from .._rules import rules
+
+_AWAITABLE = "typing.Awaitable"
+
+
+def refuse_async(kind: str, ctx: MethodContext) -> Type:
+    method = rules.RULES_BY_KIND[kind].method
+    for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args, strict=True):
+        for given, expr in zip(types, exprs, strict=True):
+            fn = get_proper_type(given)
+            if not isinstance(fn, CallableType):
+                continue
+            returned = get_proper_type(fn.ret_type)
+            if isinstance(returned, Instance) and returned.type.has_base(_AWAITABLE):
+                ctx.api.fail(rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
+    return ctx.default_return_type

@@ -1,0 +1,23 @@
+"""Registering a pipeline: one feature's pipeline on another feature; a handler without return_."""
+
+from __future__ import annotations
+
+from kumiko_typed import Feature, manual, ok
+
+from _models import Order, SignedUp
+
+plain = Feature("plain")
+mailer = Feature("mailer", requires=["mail.send"])
+
+foreign = plain.write_handler(
+    "h",
+    mailer.pipeline(Order).compute("a", lambda c: 1).return_(lambda c: ok(c.steps["a"])),  # E: kumiko-foreign-pipeline  # M: This pipeline was built with mailer.pipeline(...) but is registered on plain; build it with plain.pipeline(...) (its steps and capabilities are that feature's), or register it on mailer
+)
+foreign_workflow = plain.workflow(
+    "wf",
+    trigger=manual(SignedUp),
+    pipeline=mailer.workflow_pipeline(SignedUp).compute("a", lambda c: 1),  # E: kumiko-foreign-pipeline  # M: This pipeline was built with mailer.pipeline(...) but is registered on plain; build it with plain.pipeline(...) (its steps and capabilities are that feature's), or register it on mailer
+)
+no_return = plain.write_handler("x", plain.pipeline(Order).compute("a", lambda c: 1))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), got Pipeline; end it with .return_(lambda c: ok(...))
+own = plain.write_handler("own", plain.pipeline(Order).return_(lambda c: ok(1)))
+reveal_type(own)  # R: kumiko_typed._feature.WriteHandler[_models.Order, int]

@@ -1,0 +1,22 @@
+"""Resolvers run synchronously: async ones are refused."""
+
+from __future__ import annotations
+
+from kumiko_typed import Ctx, Feature, ok
+
+from _models import Order
+
+shop = Feature("shop")
+
+
+async def fetch_total(c: Ctx[Order, object, object]) -> int:
+    return len(c.payload.lines)
+
+
+refused = (
+    shop.pipeline(Order)
+    .compute("total", fetch_total)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("again", lambda c: fetch_total(c))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("inner", fetch_total))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .return_(lambda c: ok(1))
+)

@@ -1,0 +1,38 @@
+"""Step names: empty names are refused; a duplicate keeps the first definition's type."""
+
+from __future__ import annotations
+
+import enum
+
+from kumiko_typed import Feature, ok
+
+from _models import Order
+
+shop = Feature("shop")
+
+
+class Key(enum.StrEnum):
+    TOTAL = "total"
+    COUNT = enum.auto()
+
+
+empty = shop.pipeline(Order).compute("", lambda c: 1)  # E: kumiko-step-name  # M: The name of step "compute" is empty; name the key it adds, e.g. "total"
+empty_item = shop.pipeline(Order).for_each(
+    "",  # E: kumiko-step-name  # M: The name of step "for_each" is empty; name the key it adds, e.g. "total"
+    over=lambda c: c.payload.lines,
+    do=lambda b: b,
+)
+dup = (
+    shop.pipeline(Order)
+    .compute("x", lambda c: 1)
+    .compute("x", lambda c: "s")  # E: kumiko-duplicate-step  # M: Step name "x" is already used in this pipeline; give each step a unique name
+    .compute("y", lambda c: c.steps["x"] + 1)
+)
+by_value = (
+    shop.pipeline(Order)
+    .compute(Key.TOTAL, lambda c: 1.5)
+    .compute(Key.COUNT, lambda c: 2)
+    .compute("read", lambda c: (c.steps["total"], c.steps["count"]))
+    .return_(lambda c: ok(c.steps))
+)
+reveal_type(by_value)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'total'=: float, 'count'=: int, 'read'=: tuple[float, int]})]
