@@ -15,6 +15,7 @@ from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin
 from mypy.types import CallableType, Type
 
 from ._features import (
+    bodies,
     branches,
     capabilities,
     loops,
@@ -85,6 +86,8 @@ METHOD_HOOKS: dict[str, MethodHook] = _method_hooks()
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},
     **{method(b.name, "update"): updates.changes_signature for b in rules.BUILDER_RULES},
+    **{method(b.name, "branch"): bodies.detach_arms for b in rules.BUILDER_RULES},
+    **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
 }
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 from mypy.plugin import MethodContext
 from mypy.subtypes import is_same_type
 from mypy.typeops import make_simplified_union
-from mypy.types import Instance, NoneType, Type, get_proper_type
+from mypy.types import AnyType, Instance, NoneType, Type, TypeOfAny, get_proper_type
 
 from .._names import BRANCH, STEPS_ARG
 from .._typeddicts import OpenKeys, Unknown, keys_of, make, open_if_any
-from ._context import arg_expr, receiver_steps, with_arg
+from ._context import receiver_steps, with_arg
+from .bodies import body_steps
 from .step_keys import unknown_steps
 
 
@@ -20,10 +21,9 @@ def merge_arms(ctx: MethodContext) -> Type:
     marker = get_proper_type(ret.args[STEPS_ARG])
     if not (isinstance(marker, Instance) and marker.type.fullname == BRANCH):
         return ctx.default_return_type
-    on_true, on_false = marker.args
     before = receiver_steps(ctx)
-    if arg_expr(ctx, "on_false") is None:
-        on_false = before  # no else-arm: it adds nothing
+    on_true = body_steps(ctx, "on_true") or AnyType(TypeOfAny.from_error)
+    on_false = body_steps(ctx, "on_false") or before  # no else-arm: it adds nothing
     base = keys_of(before)
     if isinstance(base, Unknown):
         return with_arg(ret, STEPS_ARG, unknown_steps(ctx, base, "branch"))

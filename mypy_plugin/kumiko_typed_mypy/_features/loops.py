@@ -31,6 +31,7 @@ from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
 from .._typeddicts import OpenKeys, Unknown, keys_of, make, open_if_any
 from ._context import arg_expr, receiver_steps, where, with_arg
+from .bodies import body_steps, detach
 from .step_keys import unknown_steps
 
 
@@ -128,7 +129,8 @@ def scope_signature(ctx: MethodSigContext) -> CallableType:
     item_var = _item_var(sig)
     rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx))
     variables = [v for v in sig.variables if v.id != item_var]
-    return sig.copy_modified(arg_types=[t.accept(rewriter) for t in sig.arg_types], variables=variables)
+    sig = sig.copy_modified(arg_types=[t.accept(rewriter) for t in sig.arg_types], variables=variables)
+    return detach(ctx.api, sig, ("do",))
 
 
 def _body_keys(ctx: MethodContext, marker_name: str, optional: bool) -> Type:
@@ -139,7 +141,8 @@ def _body_keys(ctx: MethodContext, marker_name: str, optional: bool) -> Type:
     if not (isinstance(marker, Instance) and marker.type.fullname == marker_name):
         return ctx.default_return_type
     before = keys_of(receiver_steps(ctx))
-    body = open_if_any(keys_of(marker.args[0])) if not isinstance(before, Unknown) else before
+    body_type = body_steps(ctx, "do") or AnyType(TypeOfAny.from_error)
+    body = open_if_any(keys_of(body_type)) if not isinstance(before, Unknown) else before
     for keys in (before, body):
         if isinstance(keys, Unknown):
             return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, "for_each" if optional else "retry"))

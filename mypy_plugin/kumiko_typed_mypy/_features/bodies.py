@@ -1,0 +1,81 @@
+"""Sub-pipelines (branch arms, loop and retry bodies) typed from the callback itself.
+
+The builders declare ``on_true: Callable[[SubPipeline[..., S, ...]], SubPipeline[..., S1, ...]]``
+with ``S1`` a type variable of the call.  A call generic in a callback's return type makes
+mypy check that lambda three times (inference, second inference pass, final check), and
+a lambda nested inside it three times per check: nesting cost 3^depth.  Before the call
+the plugin replaces those variables by ``Any`` (the call is then not generic and each
+lambda is checked once per check of its enclosing call) and, after it, reads each body's
+keys from the callback's own inferred return type.
+"""
+
+from __future__ import annotations
+
+from mypy.expandtype import expand_type
+from mypy.plugin import CheckerPluginInterface, MethodContext, MethodSigContext
+from mypy.typeops import get_all_type_vars
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    Type,
+    TypeOfAny,
+    TypeVarId,
+    UnionType,
+    get_proper_type,
+)
+
+from .._names import STEPS_ARG
+
+
+def _callbacks(t: Type) -> list[CallableType]:
+    proper = get_proper_type(t)
+    items = proper.items if isinstance(proper, UnionType) else [proper]
+    return [c for c in map(get_proper_type, items) if isinstance(c, CallableType)]
+
+
+def detach(api: CheckerPluginInterface, sig: CallableType, names: tuple[str, ...]) -> CallableType:
+    """``sig`` with the type variables that the callbacks ``names`` return replaced by ``object``.
+
+    ``object``, not ``Any``: the callback's last call is inferred against this return
+    context, and an ``Any`` there would become that call's own result type."""
+    ids: set[TypeVarId] = set()
+    for name in names:
+        if name in sig.arg_names:
+            for callback in _callbacks(sig.arg_types[sig.arg_names.index(name)]):
+                ids |= {var.id for var in get_all_type_vars(callback.ret_type)}
+    ids &= {v.id for v in sig.variables}
+    if not ids:
+        return sig
+    top = api.named_generic_type("builtins.object", [])
+    expanded = get_proper_type(expand_type(sig, dict.fromkeys(ids, top)))
+    assert isinstance(expanded, CallableType)
+    return expanded.copy_modified(variables=[v for v in sig.variables if v.id not in ids])
+
+
+def detach_arms(ctx: MethodSigContext) -> CallableType:
+    return detach(ctx.api, ctx.default_signature, ("on_true", "on_false"))
+
+
+def detach_body(ctx: MethodSigContext) -> CallableType:
+    return detach(ctx.api, ctx.default_signature, ("do",))
+
+
+def body_steps(ctx: MethodContext, name: str) -> Type | None:
+    """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
+    the argument was not given, ``Any`` when the callback's result is not a builder."""
+    if name not in ctx.callee_arg_names:
+        return None
+    given = ctx.arg_types[ctx.callee_arg_names.index(name)]
+    if not given:
+        return None
+    callback = get_proper_type(given[0])
+    if isinstance(callback, CallableType):
+        returned = get_proper_type(callback.ret_type)
+        if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
+            return returned.args[STEPS_ARG]
+        if isinstance(returned, AnyType):
+            return returned
+    if isinstance(callback, AnyType):
+        return callback
+    return AnyType(TypeOfAny.from_error)
