@@ -205,7 +205,7 @@ class Timing:
 
 
 def mypy(
-    root: Path, config: str, target: str, warm: Path | None = None, project: str = PROJECT
+    root: Path, config: str, target: str, warm: Path | None = None, own: str = PROJECT
 ) -> tuple[Timing, subprocess.CompletedProcess[str]]:
     """One run with a fresh cache directory, removed afterwards: empty (cold), or a copy
     of ``warm`` (the libraries already analysed)."""
@@ -227,7 +227,7 @@ def mypy(
         for line in stats.read_text().splitlines():
             module, _, micros = line.partition(" ")
             if micros.strip().isdigit():
-                if module == project or module.startswith(project + "."):
+                if module == own or module.startswith(own + "."):
                     project += int(micros) / 1e6
                 else:
                     rest += int(micros) / 1e6
@@ -292,7 +292,7 @@ def nesting(root: Path, rounds: int) -> dict[str, dict[str, float]] | None:
         runs: dict[str, list[Timing]] = {c: [] for c in CONFIGS}
         for r in range(rounds):
             for config in CONFIGS if r % 2 == 0 else CONFIGS[::-1]:
-                timing, proc = mypy(root, config, f"{module}.py", warm=warm[config], project=module)
+                timing, proc = mypy(root, config, f"{module}.py", warm=warm[config], own=module)
                 if proc.returncode != 0:
                     print(f"mypy {config} on depth {depth} exited {proc.returncode}:\n{proc.stdout}", file=sys.stderr)
                     return None

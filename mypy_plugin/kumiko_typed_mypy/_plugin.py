@@ -88,6 +88,7 @@ SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "update"): updates.changes_signature for b in rules.BUILDER_RULES},
     **{method(b.name, "branch"): bodies.detach_arms for b in rules.BUILDER_RULES},
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
+    **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
 }
 

@@ -1,16 +1,19 @@
-"""Sub-pipelines (branch arms, loop and retry bodies) typed from the callback itself.
+"""Callbacks that determine a step's type, typed from the callback itself: branch arms,
+loop and retry bodies, and ``compute``'s ``fn``.
 
-The builders declare ``on_true: Callable[[SubPipeline[..., S, ...]], SubPipeline[..., S1, ...]]``
-with ``S1`` a type variable of the call.  A call generic in a callback's return type makes
-mypy check that lambda three times (inference, second inference pass, final check), and
-a lambda nested inside it three times per check: nesting cost 3^depth.  Before the call
-the plugin replaces those variables by ``Any`` (the call is then not generic and each
-lambda is checked once per check of its enclosing call) and, after it, reads each body's
-keys from the callback's own inferred return type.
+The builders declare e.g. ``on_true: Callable[[SubPipeline[..., S, ...]], SubPipeline[..., S1, ...]]``
+and ``compute(name, fn: Callable[..., R])``, with ``S1``/``R`` type variables of the call.
+A call generic in a callback's return type makes mypy check that lambda three times
+(inference, second inference pass, final check), and a lambda nested inside it three
+times per check: nesting cost 3^depth.  Before the call the plugin replaces those
+variables by ``object`` (the call is then not generic and each lambda is checked once per
+check of its enclosing call) and, after it, reads the type from the callback's own
+inferred return type.
 """
 
 from __future__ import annotations
 
+from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
 from mypy.plugin import CheckerPluginInterface, MethodContext, MethodSigContext
 from mypy.typeops import get_all_type_vars
@@ -79,3 +82,19 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     if isinstance(callback, AnyType):
         return callback
     return AnyType(TypeOfAny.from_error)
+
+
+def detach_result(ctx: MethodSigContext) -> CallableType:
+    return detach(ctx.api, ctx.default_signature, ("fn",))
+
+
+def returned(ctx: MethodContext, name: str) -> Type | None:
+    """What callback ``name`` returned, as mypy inferred it for the callback itself."""
+    if name not in ctx.callee_arg_names:
+        return None
+    given = ctx.arg_types[ctx.callee_arg_names.index(name)]
+    callback = get_proper_type(given[0]) if given else None
+    if isinstance(callback, CallableType):
+        # As a solved type variable would be: 1, not Literal[1]?.
+        return remove_instance_last_known_values(callback.ret_type)
+    return callback

@@ -11,6 +11,7 @@ from .._names import ADD_STEP, STEPS_ARG
 from .._rules import rules
 from .._typeddicts import Unknown, keys_of, make
 from ._context import arg_expr, arg_type, where, with_arg
+from .bodies import returned
 
 
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
@@ -33,6 +34,8 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     if not (isinstance(marker, Instance) and marker.type.fullname == ADD_STEP):
         return ctx.default_return_type
     previous, value = marker.args
+    if method == "compute":  # its result type was detached from the call (see bodies.py)
+        value = returned(ctx, "fn") or value
     keys = keys_of(previous)
     if isinstance(keys, Unknown):
         return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, method))
