@@ -19,7 +19,7 @@ from typing import Any, Final
 
 import cattrs
 from croniter import croniter
-from sqlalchemy import Row, bindparam, delete, func, insert, select, update
+from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -49,7 +49,6 @@ _INSERT_RUN: Final = insert(workflow_runs)
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 _INSERT_WAIT: Final = insert(workflow_waits)
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
-_LAST_POSITION: Final = select(func.coalesce(func.max(events.c.position), 0))
 #: The user of a cron-started run: no person, no tenant.
 SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"system"}))
 
@@ -153,6 +152,9 @@ class Engine:
         # when the first segment has ended.
         row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
         with self.sessions() as session, session.begin():
+            # Begin now, before any step: on SQLite that takes the write lock (BEGIN
+            # IMMEDIATE), so nothing commits while the segment runs that it did not see.
+            session.connection()
             columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
             self._store(session, d.name, run_id, columns, suspend, new_row=row)
         return run_id
@@ -286,8 +288,9 @@ class Engine:
                     "workflow": workflow,
                     "path": columns["path"],
                     "event_type": wait.event_type,
+                    "tenant_id": wait.tenant_id,
                     "key": wait.key,
-                    "after_position": session.execute(_LAST_POSITION).scalar_one(),
+                    "after_position": wait.after_position,
                     "armed": False,
                     "timeout_at": wait.timeout_at,
                 },
@@ -379,6 +382,7 @@ class Engine:
                 select(events)
                 .where(
                     events.c.type == wait.event_type,
+                    events.c.tenant_id == wait.tenant_id,
                     events.c.position > wait.after_position,
                     events.c.position <= cursor,
                 )
@@ -392,10 +396,12 @@ class Engine:
     def _match(
         self, session: Session, event: StoredEvent, *, armed_only: bool = False, only_run: uuid.UUID | None = None
     ) -> bool:
-        # Only events appended after the run reached its wait (DESIGN §8): an event the feed
-        # has not read yet when the wait was stored may be older than the wait.
+        # Only events of the run's tenant (DESIGN §6), appended after the run reached its
+        # wait (§8): an event the feed has not read yet when the wait was stored may be older.
         stmt = select(workflow_waits).where(
-            workflow_waits.c.event_type == event.type, workflow_waits.c.after_position < event.position
+            workflow_waits.c.event_type == event.type,
+            workflow_waits.c.tenant_id == event.tenant_id,
+            workflow_waits.c.after_position < event.position,
         )
         if armed_only:
             stmt = stmt.where(workflow_waits.c.armed.is_(True))
