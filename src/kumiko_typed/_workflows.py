@@ -205,6 +205,9 @@ class Engine:
     ) -> tuple[dict[str, Any], Suspend | None]:
         """Run from ``path`` (the start if ``None``) to the end or the next suspension: the
         segment's work, and the run's columns that change after it (for ``_store``)."""
+        # A worker runs many segments in one transaction: what an earlier one loaded is
+        # read again when used, after this one's append lock (a dispatch's isolation).
+        session.expire_all()
         with as_tenant(session, user.tenant_id):
             info = RunInfo(run_id, d.name, "running", path)
             run = start_run(
