@@ -15,8 +15,8 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from sqlalchemy import select
 from _clock import Clock
+from sqlalchemy import select
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
