@@ -21,6 +21,7 @@ import cattrs
 from croniter import croniter
 from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._ctx import User
@@ -29,12 +30,14 @@ from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._interpreter import crash_failure, start_run
+from ._poison import isolated, refusal, storable_text
 from ._results import Failure
 from ._runs import RunInfo
 from ._runtime import Runtime, as_tenant
 from ._state import Codec, StateError
 from ._steps import Branch, ForEach, Retry, Step, StepCrash, WaitForEvent
 from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._transient import transient
 from ._triggers import CronTick
 from ._wfexec import RetryExhausted, Segment, Suspend, decode_loops, encode_loops, event_key, run_steps
 
@@ -87,14 +90,32 @@ class Definition:
 
 
 def _failed(code: str, message: str) -> dict[str, Any]:
-    """The columns of a run that failed (its last state is kept, for inspection)."""
-    return {"status": "failed", "error": {"code": code, "message": message}, "wake_at": None}
+    """The columns of a run that failed (its last state is kept, for inspection).  The
+    message is made storable: failing a run must not fail in turn."""
+    return {"status": "failed", "error": {"code": code, "message": storable_text(message)}, "wake_at": None}
 
 
-def _unreadable(path: str | None, exc: StateError) -> dict[str, Any]:
-    """Stored state this App cannot decode (a class it no longer registers) fails the run;
-    raising instead would fail every worker pass that reaches it."""
+def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
+    """A stored run this App cannot read (a class it no longer registers, a damaged row)
+    fails; raising instead would fail every worker pass that reaches it."""
     return _failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
+def _refused(workflow: str, run_id: uuid.UUID, path: str | None, exc: Exception) -> dict[str, Any]:
+    """The failed run's columns when the database, its driver or the JSON encoder refused
+    what the segment stored (a value the state codec let through)."""
+    reason = refusal(exc)
+    logger.warning("workflow %s run %s: the database refused its state: %s", workflow, run_id, reason)
+    message = f"in the segment from step {path or '0'}: the database refused the run's state: {reason}"
+    return _failed("unstorable_state", message)
+
+
+class _SegmentFailed(Exception):
+    """A segment ended in a failed run: its work is rolled back, the run stored failed."""
+
+    def __init__(self, columns: dict[str, Any]) -> None:
+        super().__init__(columns["error"]["message"])
+        self.columns = columns
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -150,13 +171,20 @@ class Engine:
         run_id = uuid.uuid4()
         # Its trigger key is new by construction: nothing to claim, the row is written once,
         # when the first segment has ended.
-        row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
+        try:
+            row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
+        except StateError as exc:
+            raise StateError(f"workflow {d.name}: the payload cannot be stored: {exc}") from None
         with self.sessions() as session, session.begin():
             # Begin now, before any step: on SQLite that takes the write lock (BEGIN
             # IMMEDIATE), so nothing commits while the segment runs that it did not see.
             session.connection()
-            columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
-            self._store(session, d.name, run_id, columns, suspend, new_row=row)
+            try:
+                self._segment(session, d, run_id, payload, user, {}, None, None, new_row=row)
+            except Exception as exc:  # not even the failed run could be stored: its payload
+                if isinstance(exc, DBAPIError) and transient(exc):
+                    raise
+                raise StateError(f"workflow {d.name}: the run cannot be stored: {refusal(exc)}") from None
         return run_id
 
     def _new_row(
@@ -183,12 +211,50 @@ class Engine:
         self, session: Session, d: Definition, payload: object, user: User, trigger_key: str, run_id: uuid.UUID
     ) -> bool:
         """Start the run of a trigger unless one was started for it already."""
-        claimed = session.execute(self._claim_run, self._new_row(d, payload, user, trigger_key, run_id))
-        if claimed.first() is None:
+        try:
+            row = self._new_row(d, payload, user, trigger_key, run_id)
+        except StateError as exc:  # an event's value the state cannot hold (NaN on SQLite)
+            logger.error("workflow %s: no run for %s, its payload cannot be stored: %s", d.name, trigger_key, exc)
+            return False
+        if session.execute(self._claim_run, row).first() is None:
             return False  # this trigger already started its run
-        columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
-        self._store(session, d.name, run_id, columns, suspend)
+        self._segment(session, d, run_id, payload, user, {}, None, None)
         return True
+
+    def _segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+        new_row: dict[str, Any] | None = None,
+    ) -> None:
+        """Run one segment and store where the run stands after it, as one unit: a segment
+        that fails — a step's failure, an unstorable value, a state the database refuses —
+        leaves nothing but the failed run, and the worker's pass goes on (``isolated``)."""
+
+        def segment() -> None:
+            columns, suspend = self._advance(session, d, run_id, payload, user, state, path, resume_value)
+            if columns["status"] == "failed":
+                raise _SegmentFailed(columns)
+            try:
+                self._store(session, d.name, run_id, columns, suspend, new_row)
+            except Exception as exc:
+                if isinstance(exc, DBAPIError) and transient(exc):
+                    raise
+                raise _SegmentFailed(_refused(d.name, run_id, path, exc)) from exc
+
+        error = isolated(session, segment)
+        if isinstance(error, _SegmentFailed):
+            self._store(session, d.name, run_id, error.columns, None, new_row)
+        elif error is not None:  # a bug outside the steps: logged, and this run alone fails
+            logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
+            message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
+            self._store(session, d.name, run_id, _failed("internal_error", message), None, new_row)
 
     # --- running a segment ---------------------------------------------------------------
 
@@ -230,7 +296,6 @@ class Engine:
                 return _unreadable(path, exc), None
             seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
             start = path.split("/") if path else None
-            savepoint = session.begin_nested()
             try:
                 result = run_steps(d.program.steps, run, seg, start, "")
             except Suspend as suspend:
@@ -244,22 +309,16 @@ class Engine:
                         "event_wait": suspend.wait is not None,
                     }
                 except StateError as exc:
-                    savepoint.rollback()
                     return _failed("unstorable_state", f"at step {where}: {exc}"), None
-                savepoint.commit()
                 columns = {"status": "suspended", "path": where, "wake_at": suspend.wake_at, "state": stored}
                 return columns, suspend
             except StepCrash as crash:
-                savepoint.rollback()
                 failure = crash_failure(crash, f"workflow {d.name} run {run_id}")
                 return _failed(failure.code, failure.message), None
             except RetryExhausted as exhausted:
-                savepoint.rollback()
                 return _failed(exhausted.failure.code, exhausted.failure.message), None
             if isinstance(result, Failure):
-                savepoint.rollback()
                 return _failed(result.code, result.message), None
-            savepoint.commit()
             try:
                 values = self.codec.encode(dict(run.values))
             except StateError:
@@ -312,13 +371,11 @@ class Engine:
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         try:
             payload = self.codec.decode(row.payload)
-        except StateError as exc:
+            user = _user(row.user)
+        except (StateError, LookupError, TypeError, ValueError) as exc:  # a class gone, a damaged row
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return False
-        columns, suspend = self._advance(
-            session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value
-        )
-        self._store(session, d.name, row.run_id, columns, suspend)
+        self._segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value)
         return True
 
     # --- worker passes ---------------------------------------------------------------
