@@ -26,6 +26,7 @@ from kumiko_typed import (
     App,
     CronTick,
     Entity,
+    Failure,
     Feature,
     MaildirTransport,
     Ok,
@@ -152,6 +153,7 @@ def test_a_run_holding_nan_fails_alone_and_the_pass_goes_on(
     assert info is not None and info.status == "failed" and info.error is not None
     assert info.error["code"] == "unstorable_state"
     assert "NaN" in info.error["message"] and info.error["message"].startswith("at step 2: ")
+    assert Failure(info.error["code"], info.error["message"]).http_status == 422
     for workflow, count in ((on_ping, 1), (ticking, 2)):  # the ticks of 9:01 and 9:02
         runs = _runs(app, workflow)
         assert [(r.status, r.error["code"] if r.error else None) for r in runs] == [

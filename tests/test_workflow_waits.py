@@ -156,6 +156,31 @@ def test_an_event_committed_while_the_run_suspends_wakes_it(app_on: Callable[...
     assert _racing_trials(app_on, user, 5) == 0
 
 
+def test_a_manual_start_on_sqlite_holds_the_write_lock_from_its_first_step(
+    make_app: Callable[..., App], user: User
+) -> None:
+    """Even a segment that has not touched the database yet: a writer racing its first
+    step waits for the run's commit, so nothing commits while the segment runs."""
+    blocked: list[bool] = []
+    racers: list[threading.Thread] = []
+    f, announce, _waiter = _feature()
+
+    def race(c: Any) -> bool:
+        racers.append(threading.Thread(target=lambda: app.dispatch(announce, Announce(c.payload.ref, "x"), user=user)))
+        racers[-1].start()
+        racers[-1].join(0.2)
+        blocked.append(racers[-1].is_alive())
+        return True
+
+    first = f.workflow("first-step", trigger=manual(Await), pipeline=f.workflow_pipeline(Await).compute("raced", race))
+    app = make_app([f])
+    run_id = app.start_workflow(first, Await(uuid.uuid4()), user=user)
+    racers[0].join(30)
+    assert blocked == [True]
+    info = app.get_run(run_id)
+    assert info is not None and info.status == "completed"
+
+
 @pytest.fixture(autouse=True)
 def _no_stray_threads() -> Iterator[None]:
     before = set(threading.enumerate())
