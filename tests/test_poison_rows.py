@@ -239,7 +239,8 @@ def test_a_failure_message_the_database_cannot_store_is_escaped(
     assert info.error == {"code": "refused", "message": "bad\\x00byte \\udc80"}
 
 
-def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: Clock, user: User) -> None:
+@pytest.mark.parametrize("damage", ["user", "state"])
+def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: Clock, user: User, damage: str) -> None:
     f = _feature()
     flow = f.workflow(
         "timer", trigger=manual(Start), pipeline=f.workflow_pipeline(Start).wait("PT1M").compute("n", lambda c: 1)
@@ -247,8 +248,9 @@ def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: Clock,
     app = app_on([f], clock=clock)
     damaged = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
     fine = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
+    broken = {"user": {}} if damage == "user" else {"state": {"values": {}, "retries": 3}}
     with app.engine.begin() as conn:
-        conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == damaged).values(user={}))
+        conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == damaged).values(**broken))
     clock.advance(minutes=2)
     assert app.run_worker(once=True)["resumed"] == 2
     info = app.get_run(damaged)
@@ -339,3 +341,40 @@ def test_an_outbox_row_whose_next_attempt_cannot_be_scheduled_is_set_aside(
     assert (rows["mail"].status, rows["webhook"].status, rows["webhook"].attempts) == ("sent", "dead", 1)
     assert "the next attempt cannot be scheduled: OverflowError" in rows["webhook"].last_error
     assert rows["webhook"].last_error.startswith("ConnectError")
+
+
+def test_a_bug_outside_the_steps_fails_only_that_run(
+    app_on: Callable[..., App], clock: Clock, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Fault injection: starting the steps of one run raises (a framework bug); that run
+    fails with internal_error and the worker goes on with the next."""
+    import kumiko_typed._workflows as workflows_module
+
+    f = _feature()
+    flows = [
+        f.workflow(
+            name, trigger=manual(Start), pipeline=f.workflow_pipeline(Start).wait("PT1M").compute("n", lambda c: 1)
+        )
+        for name in ("unlucky", "lucky")
+    ]
+    app = app_on([f], clock=clock)
+    unlucky = app.start_workflow(flows[0], Start(uuid.uuid4()), user=user)
+    lucky = app.start_workflow(flows[1], Start(uuid.uuid4()), user=user)
+    real_start_run = workflows_module.start_run
+
+    def start_run(program: Any, **kwargs: Any) -> Any:
+        if kwargs["handler"] == "wfp:unlucky":
+            raise RuntimeError("a bug")
+        return real_start_run(program, **kwargs)
+
+    monkeypatch.setattr(workflows_module, "start_run", start_run)
+    clock.advance(minutes=2)
+    assert app.run_worker(once=True)["resumed"] == 2
+    info = app.get_run(unlucky)
+    assert info is not None and info.error is not None
+    assert info.status == "failed"
+    assert info.error == {
+        "code": "internal_error",
+        "message": "in the segment from step 0: RuntimeError (see the worker's log)",
+    }
+    assert app.get_run(lucky).status == "completed"  # type: ignore[union-attr]

@@ -95,6 +95,11 @@ def _failed(code: str, message: str) -> dict[str, Any]:
     return {"status": "failed", "error": {"code": code, "message": storable_text(message)}, "wake_at": None}
 
 
+#: What reading a stored run can raise: a class the App no longer registers (StateError),
+#: a row damaged or written by another version (a key missing, a value of the wrong kind).
+_UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+
+
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
     fails; raising instead would fail every worker pass that reaches it."""
@@ -292,9 +297,10 @@ class Engine:
                     run.values.update(self.codec.decode(state["values"]))
                     run.scope.update(self.codec.decode(state["scope"]))
                 loops = decode_loops(self.codec, state.get("loops", {}))
-            except StateError as exc:
+                retries = dict(state.get("retries", {}))
+            except _UNREADABLE as exc:
                 return _unreadable(path, exc), None
-            seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
+            seg = Segment(loops, retries, resume_value, self.codec, self.runtime.event_name)
             start = path.split("/") if path else None
             try:
                 result = run_steps(d.program.steps, run, seg, start, "")
@@ -372,7 +378,7 @@ class Engine:
         try:
             payload = self.codec.decode(row.payload)
             user = _user(row.user)
-        except (StateError, LookupError, TypeError, ValueError) as exc:  # a class gone, a damaged row
+        except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return False
         self._segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value)
