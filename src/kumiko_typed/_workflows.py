@@ -180,16 +180,24 @@ class Engine:
             row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
         except StateError as exc:
             raise StateError(f"workflow {d.name}: the payload cannot be stored: {exc}") from None
-        with self.sessions() as session, session.begin():
-            # Begin now, before any step: on SQLite that takes the write lock (BEGIN
-            # IMMEDIATE), so nothing commits while the segment runs that it did not see.
-            session.connection()
-            try:
-                self._segment(session, d, run_id, payload, user, {}, None, None, new_row=row)
-            except Exception as exc:  # not even the failed run could be stored: its payload
-                if isinstance(exc, DBAPIError) and transient(exc):
-                    raise
-                raise StateError(f"workflow {d.name}: the run cannot be stored: {refusal(exc)}") from None
+        try:
+            with self.sessions() as session, session.begin():
+                # Begin now, before any step: on SQLite that takes the write lock (BEGIN
+                # IMMEDIATE), so nothing commits while the segment runs that it did not see.
+                session.connection()
+                self._run_segment(session, d, run_id, payload, user, {}, None, None, new_row=row)
+            return run_id
+        except _SegmentFailed as failure:
+            failed = failure.columns
+        # The segment's transaction was the start's own and is rolled back (no savepoint
+        # needed); the failed run is written alone.
+        try:
+            with self.sessions() as session, session.begin():
+                self._store(session, d.name, run_id, failed, None, new_row=row)
+        except Exception as exc:  # not even the failed run could be stored: its payload
+            if isinstance(exc, DBAPIError) and transient(exc):
+                raise
+            raise StateError(f"workflow {d.name}: the run cannot be stored: {refusal(exc)}") from None
         return run_id
 
     def _new_row(
@@ -226,7 +234,7 @@ class Engine:
         self._segment(session, d, run_id, payload, user, {}, None, None)
         return True
 
-    def _segment(
+    def _run_segment(
         self,
         session: Session,
         d: Definition,
@@ -238,28 +246,42 @@ class Engine:
         resume_value: object,
         new_row: dict[str, Any] | None = None,
     ) -> None:
-        """Run one segment and store where the run stands after it, as one unit: a segment
-        that fails — a step's failure, an unstorable value, a state the database refuses —
-        leaves nothing but the failed run, and the worker's pass goes on (``isolated``)."""
+        """Run one segment and store where the run stands after it.  A segment that fails
+        the run — a step's failure, a value that cannot be stored, a state the database
+        refuses — raises ``_SegmentFailed``: the caller rolls the segment back and stores
+        the failed run alone."""
+        columns, suspend = self._advance(session, d, run_id, payload, user, state, path, resume_value)
+        if columns["status"] == "failed":
+            raise _SegmentFailed(columns)
+        try:
+            self._store(session, d.name, run_id, columns, suspend, new_row)
+        except Exception as exc:
+            if isinstance(exc, DBAPIError) and transient(exc):
+                raise
+            raise _SegmentFailed(_refused(d.name, run_id, path, exc)) from exc
 
-        def segment() -> None:
-            columns, suspend = self._advance(session, d, run_id, payload, user, state, path, resume_value)
-            if columns["status"] == "failed":
-                raise _SegmentFailed(columns)
-            try:
-                self._store(session, d.name, run_id, columns, suspend, new_row)
-            except Exception as exc:
-                if isinstance(exc, DBAPIError) and transient(exc):
-                    raise
-                raise _SegmentFailed(_refused(d.name, run_id, path, exc)) from exc
-
-        error = isolated(session, segment)
+    def _segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+    ) -> None:
+        """A segment in a worker's transaction, which runs many: in a savepoint, so that a
+        failed one leaves nothing but its failed run, and the pass goes on (``isolated``)."""
+        error = isolated(
+            session, lambda: self._run_segment(session, d, run_id, payload, user, state, path, resume_value)
+        )
         if isinstance(error, _SegmentFailed):
-            self._store(session, d.name, run_id, error.columns, None, new_row)
+            self._store(session, d.name, run_id, error.columns, None)
         elif error is not None:  # a bug outside the steps: logged, and this run alone fails
             logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
             message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
-            self._store(session, d.name, run_id, _failed("internal_error", message), None, new_row)
+            self._store(session, d.name, run_id, _failed("internal_error", message), None)
 
     # --- running a segment ---------------------------------------------------------------
 
