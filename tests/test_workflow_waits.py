@@ -43,7 +43,9 @@ class WfwParcel(Entity):
     note: Mapped[str]
 
 
-def _feature(key: Callable[[Any], object] = lambda c: c.payload.ref) -> tuple[Feature[Any], Any, Any]:
+def _feature(
+    key: Callable[[Any], object] = lambda c: c.payload.ref, *, timer_first: bool = False
+) -> tuple[Feature[Any], Any, Any]:
     f = Feature("wfw")
     f.entity(WfwParcel)
     f.event(Arrived)
@@ -59,9 +61,9 @@ def _feature(key: Callable[[Any], object] = lambda c: c.payload.ref) -> tuple[Fe
     waiter = f.workflow(
         "waiter",
         trigger=manual(Await),
-        pipeline=f.workflow_pipeline(Await).wait_for_event(
-            "got", Arrived, key=key, event_key=lambda e: e.ref, timeout="PT1H"
-        ),
+        pipeline=(
+            f.workflow_pipeline(Await).wait("PT1M") if timer_first else f.workflow_pipeline(Await)
+        ).wait_for_event("got", Arrived, key=key, event_key=lambda e: e.ref, timeout="PT1H"),
     )
     return f, announce, waiter
 
@@ -119,9 +121,11 @@ def test_an_event_of_another_tenant_committed_before_the_wait_was_armed_does_not
 # --- item 2: no lost wake-up ------------------------------------------------------------------
 
 
-def _racing_trials(app_on: Callable[..., App], user: User, trials: int) -> int:
-    """Start ``trials`` runs whose key resolver dispatches the matching event from another
-    thread and gives it 50 ms to commit; the number of runs that missed their event."""
+def _racing_trials(app_on: Callable[..., App], user: User, trials: int, *, resumed: bool = False) -> int:
+    """``trials`` runs whose key resolver dispatches the matching event from another thread
+    and gives it 50 ms to commit; the number of runs that missed their event.  The runs
+    reach the wait at their start, or (``resumed``) when a worker resumes them after a
+    timer, many in one transaction."""
     threads: list[threading.Thread] = []
     results: list[object] = []
 
@@ -135,12 +139,15 @@ def _racing_trials(app_on: Callable[..., App], user: User, trials: int) -> int:
         time.sleep(0.05)
         return ref
 
-    f, announce, waiter = _feature(key)
-    app = app_on([f], clock=Clock(T0))
-    runs = []
-    for _ in range(trials):
-        runs.append(app.start_workflow(waiter, Await(uuid.uuid4()), user=user))
-        threads[-1].join(30)
+    f, announce, waiter = _feature(key, timer_first=resumed)
+    clock = Clock(T0)
+    app = app_on([f], clock=clock)
+    runs = [app.start_workflow(waiter, Await(uuid.uuid4()), user=user) for _ in range(trials)]
+    if resumed:
+        clock.advance(minutes=1)
+        assert app.run_worker(once=True)["resumed"] == trials
+    for thread in threads:
+        thread.join(30)
     assert results == [Ok(None)] * trials
     app.run_worker(once=True)
     app.run_worker(once=True)
@@ -152,8 +159,11 @@ def _racing_trials(app_on: Callable[..., App], user: User, trials: int) -> int:
     return lost
 
 
-def test_an_event_committed_while_the_run_suspends_wakes_it(app_on: Callable[..., App], user: User) -> None:
-    assert _racing_trials(app_on, user, 5) == 0
+@pytest.mark.parametrize("reached", ["at-start", "on-resume"])
+def test_an_event_committed_while_the_run_suspends_wakes_it(
+    app_on: Callable[..., App], user: User, reached: str
+) -> None:
+    assert _racing_trials(app_on, user, 5, resumed=reached == "on-resume") == 0
 
 
 def test_a_manual_start_on_sqlite_holds_the_write_lock_from_its_first_step(
