@@ -20,9 +20,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-import kumiko_typed._app as app_module
 import kumiko_typed._data as data_module
 import kumiko_typed._eventstore as eventstore_module
+import kumiko_typed._interpreter as interpreter_module
 from examples.inventory.handlers import adjust_stock, bulk_adjust, create_product, inventory
 from examples.inventory.model import Adjustment, AdjustStock, BulkAdjust, CreateProduct, Product, StockAdjusted
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
@@ -307,7 +307,7 @@ def test_tailing_skips_events_without_the_append_lock(
 
     monkeypatch.setattr(eventstore_module, "lock_append_order", no_lock)
     monkeypatch.setattr(data_module, "lock_append_order", no_lock)
-    monkeypatch.setattr(app_module, "lock_append_order", no_lock)
+    monkeypatch.setattr(interpreter_module, "lock_append_order", no_lock)
     skipped: set[uuid.UUID] = set()
     for attempt in range(5):
         outcome = tail_while_writing(app, prefix=f"off{attempt}", with_bulk=False)

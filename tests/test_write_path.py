@@ -284,19 +284,24 @@ def test_a_writing_dispatch_holds_the_append_lock_from_its_first_read(fresh_post
 
 
 @pytest.mark.postgres
-def test_a_row_read_before_the_lock_is_read_again_under_it(fresh_postgres_url: str, admin: User) -> None:
-    """A workflow segment takes the append lock at its first write, not before: an
-    adjustment committed between its read and its write is not overwritten."""
+def test_a_writing_workflow_segment_holds_the_append_lock_from_its_first_read(
+    fresh_postgres_url: str, admin: User
+) -> None:
+    """A workflow segment gets a dispatch's isolation (``start_run`` takes the lock for
+    both): a writer racing its read waits for its commit, instead of changing the row
+    between the segment's read and its write."""
     f = _feature()
     seed, bump, *_ = _handlers(f)
-    raced: list[object] = []
+    blocked: list[bool] = []
+    racers: list[threading.Thread] = []
     app: App | None = None
 
     def race(c: Any) -> bool:
         assert app is not None
-        thread, out = _in_thread(lambda: app.dispatch(bump, Target(c.payload.id), user=admin))
-        thread.join(timeout=30)
-        raced.extend(out)
+        thread, _ = _in_thread(lambda: app.dispatch(bump, Target(c.payload.id), user=admin))
+        thread.join(timeout=0.5)
+        racers.append(thread)
+        blocked.append(thread.is_alive())
         return True
 
     pipeline = (
@@ -311,7 +316,9 @@ def test_a_row_read_before_the_lock_is_read_again_under_it(fresh_postgres_url: s
         app.create_all()
         gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
         run_id = app.start_workflow(flow, Target(gid), user=admin)
-        assert raced == [Ok(1)]  # the other writer committed in between
+        racers[0].join(timeout=30)
+        assert blocked == [True]
+        assert not racers[0].is_alive()
         info = app.get_run(run_id)
         assert info is not None and info.status == "completed"
         assert _snapshot(app)[1] == [("a", "gadget", 11, 3)]

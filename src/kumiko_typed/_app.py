@@ -20,7 +20,6 @@ from ._data import table_of
 from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError
-from ._eventstore import lock_append_order
 from ._feature import Feature, Workflow, WriteHandler
 from ._interpreter import interpret, start_run
 from ._notify import CHANNEL, Listener
@@ -259,8 +258,6 @@ class App:
             session.info[TENANT_KEY] = user.tenant_id
             session.begin()
             try:
-                if handler.pipeline.writes_aggregates:
-                    lock_append_order(session)
                 run = start_run(
                     handler.pipeline,
                     runtime=self.runtime,

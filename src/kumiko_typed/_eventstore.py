@@ -20,7 +20,7 @@ from datetime import datetime
 from typing import Any, Final
 
 import attrs
-from sqlalchemy import insert, select, text
+from sqlalchemy import func, insert, select, text
 from sqlalchemy.orm import Session
 
 from ._notify import CHANNEL
@@ -37,6 +37,7 @@ _LOCK_HOLDER: Final = "kumiko_append_locked"
 _LOADED_BEFORE: Final = "kumiko_loaded_before_lock"
 #: Built once; each append passes its row as parameters.
 _INSERT_EVENT: Final = insert(events)
+_LAST_POSITION: Final = select(func.coalesce(func.max(events.c.position), 0))
 
 
 @attrs.frozen
@@ -126,6 +127,14 @@ def append(
         },
     )
     return event_id
+
+
+def last_position(session: Session) -> int:
+    """The position of the last event this transaction sees: every event committed so far
+    (and its own appends).  Positions commit in order, so any event that commits later
+    has a higher one — a cut no concurrent commit can slip under."""
+    position: int = session.execute(_LAST_POSITION).scalar_one()
+    return position
 
 
 def read_stream(session: Session, stream_id: uuid.UUID) -> Sequence[StoredEvent]:

@@ -16,6 +16,7 @@ from uuid import UUID
 from sqlalchemy.exc import DataError
 
 from ._ctx import AnyCtx, Ctx, User
+from ._eventstore import lock_append_order
 from ._results import Failure, Ok, fail
 from ._steps import StepCrash, run_block
 
@@ -56,6 +57,12 @@ def start_run(
     correlation_id: UUID,
     workflow: RunInfo | None = None,
 ) -> Run:
+    """Begin running ``finished`` in ``session``.  Every run starts here — a dispatch, a
+    nested ``call_feature``, a workflow segment — so every one gets the same isolation:
+    a pipeline that may write an aggregate takes the append lock before its first read,
+    so that what it reads and decides on is still current when it writes."""
+    if finished.writes_aggregates:
+        lock_append_order(session)
     values: dict[str, object] = dict(finished.initial_values)
     scope: dict[str, object] = {}
     steps, scope_view = MappingProxyType(values), MappingProxyType(scope)

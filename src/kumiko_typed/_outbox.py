@@ -14,6 +14,7 @@ worker that dies leaves its batch to be redone when the lease runs out.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Mapping
 from datetime import datetime, timedelta
@@ -28,6 +29,7 @@ from ._delivery import DeliveryError, SecretResolver, deliver_mail, deliver_webh
 from ._jsonable import jsonable
 from ._notify import notify
 from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
+from ._poison import storable_text
 from ._tables import outbox
 
 if TYPE_CHECKING:
@@ -35,6 +37,8 @@ if TYPE_CHECKING:
 
     from ._interpreter import Run
     from ._steps import SendMail, SendWebhook
+
+logger = logging.getLogger("kumiko_typed")
 
 DEFAULT_POLICY = RetryPolicy()
 BATCH = 10
@@ -131,10 +135,29 @@ def _outcome(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
     attempts = row.attempts + 1
     if error is None:
         return {"status": "sent", "attempts": attempts, "sent_at": now, "next_attempt_at": None, "last_error": None}
+    text = storable_text(str(error))
     if error.permanent or attempts >= row.max_attempts:
-        return {"status": "dead", "attempts": attempts, "next_attempt_at": None, "last_error": str(error)}
+        return {"status": "dead", "attempts": attempts, "next_attempt_at": None, "last_error": text}
     policy = RetryPolicy(row.max_attempts, row.backoff, timedelta(seconds=row.base_delay_seconds))
-    return {"attempts": attempts, "next_attempt_at": now + policy.delay(attempts), "last_error": str(error)}
+    return {"attempts": attempts, "next_attempt_at": now + policy.delay(attempts), "last_error": text}
+
+
+def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[str, Any]:
+    """The outcome of one attempt.  One that cannot be worked out (a retry scheduled past
+    the end of the calendar, a damaged row) sets the row aside as ``dead`` with the
+    reason, instead of stopping the pass for every other row; its text is storable."""
+    try:
+        return _outcome(row, error, now)
+    except Exception as exc:
+        logger.error("outbox row %s: its next attempt cannot be scheduled; set aside as dead", row.id, exc_info=exc)
+        attempt = "" if error is None else f"{error}; "
+        reason = f"{attempt}the next attempt cannot be scheduled: {type(exc).__name__}: {exc}"
+        return {
+            "status": "dead",
+            "attempts": row.attempts + 1,
+            "next_attempt_at": None,
+            "last_error": storable_text(reason),
+        }
 
 
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
@@ -178,14 +201,14 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
                 return counts
             if postgres:
                 for row in rows:
-                    change = _outcome(row, _attempt(deliverer, row), clock())
+                    change = _settled(row, _attempt(deliverer, row), clock())
                     session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
                     _count(counts, change)
                 continue
             ids = [row.id for row in rows]
             session.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
         for row in rows:  # SQLite: deliver outside the write lock, record each outcome
-            change = _outcome(row, _attempt(deliverer, row), clock())
+            change = _settled(row, _attempt(deliverer, row), clock())
             with sessions() as session, session.begin():
                 session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
             _count(counts, change)
@@ -195,4 +218,3 @@ def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:
     with sessions() as session:
         rows = session.execute(select(outbox).order_by(outbox.c.created_at, outbox.c.id)).all()
     return [OutboxItem(r.id, r.kind, r.status, r.attempts, r.last_error, r.next_attempt_at) for r in rows]
-

@@ -22,6 +22,8 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     "version_conflict": 409,
     "unique_violation": 409,
     "unprocessable": 422,
+    # A workflow run whose state or payload cannot be stored (a run's ``error``).
+    "unstorable_state": 422,
     "internal_error": 500,
 }
 

@@ -7,6 +7,7 @@ that name up in the App's registry — an unknown name is an error, never an imp
 from __future__ import annotations
 
 import datetime as dt
+import math
 import typing
 import uuid
 from collections.abc import Iterable, Mapping
@@ -63,7 +64,11 @@ class Codec:
             self.names[cls] = name
 
     def encode(self, value: Any) -> Any:
-        if value is None or isinstance(value, (bool, int, float, str)):
+        if value is None or isinstance(value, (bool, int, str)):
+            return value
+        if isinstance(value, float):
+            if not math.isfinite(value):  # JSON has none; PostgreSQL refuses Python's NaN
+                raise StateError(f"the float {value} cannot be stored: JSON has no NaN or Infinity")
             return value
         if isinstance(value, uuid.UUID):
             return {TAG: "uuid", "v": str(value)}

@@ -97,6 +97,8 @@ workflow_waits = Table(
     Column("workflow", String(400), nullable=False),
     Column("path", String(400), nullable=False),
     Column("event_type", String(200), nullable=False),
+    # The run's tenant: only its events match (DESIGN §6).
+    Column("tenant_id", Uuid, nullable=False),
     Column("key", Text, nullable=False),
     # Events after this position may match; before the consumer has looked back that far
     # the wait is not "armed" (no lost wake-up when both commit concurrently).

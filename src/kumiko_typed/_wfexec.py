@@ -10,6 +10,7 @@ the way out (``3/on_true/1``, ``2/do/#4/0``); resuming walks the same path in.
 from __future__ import annotations
 
 import json
+import uuid
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from ._durations import as_timedelta
+from ._eventstore import last_position
 from ._outbox_types import RetryPolicy
 from ._results import Failure
 from ._steps import Branch, ForEach, Retry, Step, StepCrash, Wait, WaitForEvent, run_block
@@ -30,8 +32,13 @@ Result = Any
 
 @attrs.frozen
 class EventWait:
+    """What a ``wait_for_event`` waits for: an event of ``event_type`` and ``tenant_id``
+    whose key is ``key``, appended after ``after_position``, until ``timeout_at``."""
+
     event_type: str
+    tenant_id: uuid.UUID
     key: str
+    after_position: int
     timeout_at: datetime
 
 
@@ -119,9 +126,13 @@ def _step(step: Step, run: Run, seg: Segment, rest: list[str] | None, here: str)
         if rest is not None:
             run.values[step.name] = seg.resume_value
             return None
+        # Taken before the resolvers run: an event committing while they run, or before
+        # the wait row commits, has a higher position and still matches (no lost wake-up).
+        after = last_position(run.session)
         key = event_key(seg.codec, step.key(ctx))
         timeout_at = ctx.now + as_timedelta(step.timeout)
-        raise Suspend([], timeout_at, EventWait(seg.event_name(step.event), key, timeout_at))
+        wait = EventWait(seg.event_name(step.event), ctx.user.tenant_id, key, after, timeout_at)
+        raise Suspend([], timeout_at, wait)
     return step.execute(run)
 
 

@@ -19,8 +19,9 @@ from typing import Any, Final
 
 import cattrs
 from croniter import croniter
-from sqlalchemy import Row, bindparam, delete, func, insert, select, update
+from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._ctx import User
@@ -29,12 +30,14 @@ from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._interpreter import crash_failure, start_run
+from ._poison import isolated, refusal, storable_text
 from ._results import Failure
 from ._runs import RunInfo
 from ._runtime import Runtime, as_tenant
 from ._state import Codec, StateError
 from ._steps import Branch, ForEach, Retry, Step, StepCrash, WaitForEvent
 from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._transient import transient
 from ._triggers import CronTick
 from ._wfexec import RetryExhausted, Segment, Suspend, decode_loops, encode_loops, event_key, run_steps
 
@@ -49,7 +52,6 @@ _INSERT_RUN: Final = insert(workflow_runs)
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 _INSERT_WAIT: Final = insert(workflow_waits)
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
-_LAST_POSITION: Final = select(func.coalesce(func.max(events.c.position), 0))
 #: The user of a cron-started run: no person, no tenant.
 SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"system"}))
 
@@ -88,14 +90,37 @@ class Definition:
 
 
 def _failed(code: str, message: str) -> dict[str, Any]:
-    """The columns of a run that failed (its last state is kept, for inspection)."""
-    return {"status": "failed", "error": {"code": code, "message": message}, "wake_at": None}
+    """The columns of a run that failed (its last state is kept, for inspection).  The
+    message is made storable: failing a run must not fail in turn."""
+    return {"status": "failed", "error": {"code": code, "message": storable_text(message)}, "wake_at": None}
 
 
-def _unreadable(path: str | None, exc: StateError) -> dict[str, Any]:
-    """Stored state this App cannot decode (a class it no longer registers) fails the run;
-    raising instead would fail every worker pass that reaches it."""
+#: What reading a stored run can raise: a class the App no longer registers (StateError),
+#: a row damaged or written by another version (a key missing, a value of the wrong kind).
+_UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+
+
+def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
+    """A stored run this App cannot read (a class it no longer registers, a damaged row)
+    fails; raising instead would fail every worker pass that reaches it."""
     return _failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
+def _refused(workflow: str, run_id: uuid.UUID, path: str | None, exc: Exception) -> dict[str, Any]:
+    """The failed run's columns when the database, its driver or the JSON encoder refused
+    what the segment stored (a value the state codec let through)."""
+    reason = refusal(exc)
+    logger.warning("workflow %s run %s: the database refused its state: %s", workflow, run_id, reason)
+    message = f"in the segment from step {path or '0'}: the database refused the run's state: {reason}"
+    return _failed("unstorable_state", message)
+
+
+class _SegmentFailed(Exception):
+    """A segment ended in a failed run: its work is rolled back, the run stored failed."""
+
+    def __init__(self, columns: dict[str, Any]) -> None:
+        super().__init__(columns["error"]["message"])
+        self.columns = columns
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -151,10 +176,28 @@ class Engine:
         run_id = uuid.uuid4()
         # Its trigger key is new by construction: nothing to claim, the row is written once,
         # when the first segment has ended.
-        row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
-        with self.sessions() as session, session.begin():
-            columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
-            self._store(session, d.name, run_id, columns, suspend, new_row=row)
+        try:
+            row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
+        except StateError as exc:
+            raise StateError(f"workflow {d.name}: the payload cannot be stored: {exc}") from None
+        try:
+            with self.sessions() as session, session.begin():
+                # Begin now, before any step: on SQLite that takes the write lock (BEGIN
+                # IMMEDIATE), so nothing commits while the segment runs that it did not see.
+                session.connection()
+                self._run_segment(session, d, run_id, payload, user, {}, None, None, new_row=row)
+            return run_id
+        except _SegmentFailed as failure:
+            failed = failure.columns
+        # The segment's transaction was the start's own and is rolled back (no savepoint
+        # needed); the failed run is written alone.
+        try:
+            with self.sessions() as session, session.begin():
+                self._store(session, d.name, run_id, failed, None, new_row=row)
+        except Exception as exc:  # not even the failed run could be stored: its payload
+            if isinstance(exc, DBAPIError) and transient(exc):
+                raise
+            raise StateError(f"workflow {d.name}: the run cannot be stored: {refusal(exc)}") from None
         return run_id
 
     def _new_row(
@@ -181,12 +224,64 @@ class Engine:
         self, session: Session, d: Definition, payload: object, user: User, trigger_key: str, run_id: uuid.UUID
     ) -> bool:
         """Start the run of a trigger unless one was started for it already."""
-        claimed = session.execute(self._claim_run, self._new_row(d, payload, user, trigger_key, run_id))
-        if claimed.first() is None:
+        try:
+            row = self._new_row(d, payload, user, trigger_key, run_id)
+        except StateError as exc:  # an event's value the state cannot hold (NaN on SQLite)
+            logger.error("workflow %s: no run for %s, its payload cannot be stored: %s", d.name, trigger_key, exc)
+            return False
+        if session.execute(self._claim_run, row).first() is None:
             return False  # this trigger already started its run
-        columns, suspend = self._advance(session, d, run_id, payload, user, {}, None, None)
-        self._store(session, d.name, run_id, columns, suspend)
+        self._segment(session, d, run_id, payload, user, {}, None, None)
         return True
+
+    def _run_segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+        new_row: dict[str, Any] | None = None,
+    ) -> None:
+        """Run one segment and store where the run stands after it.  A segment that fails
+        the run — a step's failure, a value that cannot be stored, a state the database
+        refuses — raises ``_SegmentFailed``: the caller rolls the segment back and stores
+        the failed run alone."""
+        columns, suspend = self._advance(session, d, run_id, payload, user, state, path, resume_value)
+        if columns["status"] == "failed":
+            raise _SegmentFailed(columns)
+        try:
+            self._store(session, d.name, run_id, columns, suspend, new_row)
+        except Exception as exc:
+            if isinstance(exc, DBAPIError) and transient(exc):
+                raise
+            raise _SegmentFailed(_refused(d.name, run_id, path, exc)) from exc
+
+    def _segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+    ) -> None:
+        """A segment in a worker's transaction, which runs many: in a savepoint, so that a
+        failed one leaves nothing but its failed run, and the pass goes on (``isolated``)."""
+        error = isolated(
+            session, lambda: self._run_segment(session, d, run_id, payload, user, state, path, resume_value)
+        )
+        if isinstance(error, _SegmentFailed):
+            self._store(session, d.name, run_id, error.columns, None)
+        elif error is not None:  # a bug outside the steps: logged, and this run alone fails
+            logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
+            message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
+            self._store(session, d.name, run_id, _failed("internal_error", message), None)
 
     # --- running a segment ---------------------------------------------------------------
 
@@ -203,6 +298,9 @@ class Engine:
     ) -> tuple[dict[str, Any], Suspend | None]:
         """Run from ``path`` (the start if ``None``) to the end or the next suspension: the
         segment's work, and the run's columns that change after it (for ``_store``)."""
+        # A worker runs many segments in one transaction: what an earlier one loaded is
+        # read again when used, after this one's append lock (a dispatch's isolation).
+        session.expire_all()
         with as_tenant(session, user.tenant_id):
             info = RunInfo(run_id, d.name, "running", path)
             run = start_run(
@@ -221,11 +319,11 @@ class Engine:
                     run.values.update(self.codec.decode(state["values"]))
                     run.scope.update(self.codec.decode(state["scope"]))
                 loops = decode_loops(self.codec, state.get("loops", {}))
-            except StateError as exc:
+                retries = dict(state.get("retries", {}))
+            except _UNREADABLE as exc:
                 return _unreadable(path, exc), None
-            seg = Segment(loops, dict(state.get("retries", {})), resume_value, self.codec, self.runtime.event_name)
+            seg = Segment(loops, retries, resume_value, self.codec, self.runtime.event_name)
             start = path.split("/") if path else None
-            savepoint = session.begin_nested()
             try:
                 result = run_steps(d.program.steps, run, seg, start, "")
             except Suspend as suspend:
@@ -239,22 +337,16 @@ class Engine:
                         "event_wait": suspend.wait is not None,
                     }
                 except StateError as exc:
-                    savepoint.rollback()
                     return _failed("unstorable_state", f"at step {where}: {exc}"), None
-                savepoint.commit()
                 columns = {"status": "suspended", "path": where, "wake_at": suspend.wake_at, "state": stored}
                 return columns, suspend
             except StepCrash as crash:
-                savepoint.rollback()
                 failure = crash_failure(crash, f"workflow {d.name} run {run_id}")
                 return _failed(failure.code, failure.message), None
             except RetryExhausted as exhausted:
-                savepoint.rollback()
                 return _failed(exhausted.failure.code, exhausted.failure.message), None
             if isinstance(result, Failure):
-                savepoint.rollback()
                 return _failed(result.code, result.message), None
-            savepoint.commit()
             try:
                 values = self.codec.encode(dict(run.values))
             except StateError:
@@ -286,8 +378,9 @@ class Engine:
                     "workflow": workflow,
                     "path": columns["path"],
                     "event_type": wait.event_type,
+                    "tenant_id": wait.tenant_id,
                     "key": wait.key,
-                    "after_position": session.execute(_LAST_POSITION).scalar_one(),
+                    "after_position": wait.after_position,
                     "armed": False,
                     "timeout_at": wait.timeout_at,
                 },
@@ -306,13 +399,11 @@ class Engine:
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         try:
             payload = self.codec.decode(row.payload)
-        except StateError as exc:
+            user = _user(row.user)
+        except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return False
-        columns, suspend = self._advance(
-            session, d, row.run_id, payload, _user(row.user), row.state, row.path, resume_value
-        )
-        self._store(session, d.name, row.run_id, columns, suspend)
+        self._segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value)
         return True
 
     # --- worker passes ---------------------------------------------------------------
@@ -379,6 +470,7 @@ class Engine:
                 select(events)
                 .where(
                     events.c.type == wait.event_type,
+                    events.c.tenant_id == wait.tenant_id,
                     events.c.position > wait.after_position,
                     events.c.position <= cursor,
                 )
@@ -392,10 +484,12 @@ class Engine:
     def _match(
         self, session: Session, event: StoredEvent, *, armed_only: bool = False, only_run: uuid.UUID | None = None
     ) -> bool:
-        # Only events appended after the run reached its wait (DESIGN §8): an event the feed
-        # has not read yet when the wait was stored may be older than the wait.
+        # Only events of the run's tenant (DESIGN §6), appended after the run reached its
+        # wait (§8): an event the feed has not read yet when the wait was stored may be older.
         stmt = select(workflow_waits).where(
-            workflow_waits.c.event_type == event.type, workflow_waits.c.after_position < event.position
+            workflow_waits.c.event_type == event.type,
+            workflow_waits.c.tenant_id == event.tenant_id,
+            workflow_waits.c.after_position < event.position,
         )
         if armed_only:
             stmt = stmt.where(workflow_waits.c.armed.is_(True))

@@ -1,0 +1,189 @@
+"""Workflow segments get the isolation write handlers get (DESIGN §5): one that may write
+an aggregate takes the append lock before its first read, so a read-decide-append
+cannot act on a row another run is changing.  N concurrent runs against a stock of
+K < N: exactly K reserve, the stock never goes below zero."""
+
+from __future__ import annotations
+
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _clock import Clock
+from sqlalchemy import select
+from sqlalchemy.orm import Mapped
+
+from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+RUNS = 6
+STOCK = 2
+
+
+class WfiItem(Entity):
+    __tablename__ = "wfi_item"
+    stock: Mapped[int]
+
+
+@attrs.frozen
+class NewItem:
+    stock: int
+
+
+@attrs.frozen
+class Reserve:
+    item: uuid.UUID
+
+
+@attrs.frozen
+class Reserved:
+    qty: int
+
+
+shop = Feature("wfi")
+shop.entity(WfiItem)
+shop.event(Reserved)
+
+
+@shop.projector(WfiItem, Reserved)
+def _take(row: WfiItem, event: Reserved) -> None:
+    row.stock -= event.qty
+
+
+new_item = shop.write_handler(
+    "new-item",
+    shop.pipeline(NewItem)
+    .create("item", WfiItem, data=lambda c: WfiItem(stock=c.payload.stock))
+    .return_(lambda c: ok(c.steps["item"].id)),
+)
+
+
+def _decide(c: Any) -> bool:
+    time.sleep(0.02)  # the other runs read the same stock meanwhile, unless they wait
+    return bool(c.steps["item"].stock > 0)
+
+
+def _reserving(pipeline: Any) -> Any:
+    """Read the item, decide, reserve one if there is stock."""
+    return (
+        pipeline.get_one("item", lambda c: select(WfiItem).where(WfiItem.id == c.payload.item))
+        .compute("available", _decide)
+        .branch(
+            when=lambda c: c.steps["available"],
+            on_true=lambda b: b.append_event(WfiItem, id=lambda c: c.payload.item, event=lambda c: Reserved(1)),
+        )
+    )
+
+
+reserve = shop.workflow("reserve", trigger=manual(Reserve), pipeline=_reserving(shop.workflow_pipeline(Reserve)))
+
+take = shop.write_handler(
+    "take",
+    shop.pipeline(Reserve)
+    .append_event(WfiItem, id=lambda c: c.payload.item, event=lambda c: Reserved(1))
+    .return_(lambda c: ok(None)),
+)
+
+#: Called by ``peek`` with its context after its read (the test that runs it sets it).
+after_peek: list[Callable[[Any], None]] = []
+
+
+def _peek(c: Any) -> int:
+    for hook in after_peek:
+        hook(c)
+    return int(c.steps["item"].stock)
+
+
+peeker = shop.workflow(
+    "peek",
+    trigger=manual(Reserve),
+    pipeline=shop.workflow_pipeline(Reserve)
+    .wait("PT1M")
+    .get_one("item", lambda c: select(WfiItem).where(WfiItem.id == c.payload.item))
+    .compute("seen", _peek),
+)
+reserve_later = shop.workflow(
+    "reserve-later", trigger=manual(Reserve), pipeline=_reserving(shop.workflow_pipeline(Reserve).wait("PT2M"))
+)
+
+
+def test_concurrent_runs_reserve_exactly_the_stock(app_on: Callable[..., App], make_user: Callable[..., User]) -> None:
+    app = app_on([shop])
+    user = make_user()
+    created = app.dispatch(new_item, NewItem(STOCK), user=user)
+    assert isinstance(created, Ok)
+    item: uuid.UUID = created.data
+    barrier = threading.Barrier(RUNS)
+    runs: list[uuid.UUID] = []
+    errors: list[BaseException] = []
+
+    def start() -> None:
+        try:
+            barrier.wait()
+            runs.append(app.start_workflow(reserve, Reserve(item), user=user))
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=start) for _ in range(RUNS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    infos = [app.get_run(r) for r in runs]
+    assert [i.status if i else None for i in infos] == ["completed"] * RUNS
+    assert sum(bool(i.steps["available"]) for i in infos if i) == STOCK
+    with app.engine.connect() as conn:
+        stock = conn.scalar(sa.select(WfiItem.__table__.c.stock))
+    assert stock == 0
+
+
+# --- segments of one worker transaction -------------------------------------------------------
+
+
+@pytest.mark.postgres
+def test_a_segment_does_not_decide_on_a_row_an_earlier_segment_of_the_pass_read(
+    fresh_postgres_url: str, make_user: Callable[..., User]
+) -> None:
+    """A worker resumes due runs in batches, one transaction per batch.  The first run
+    only reads the item; a handler takes the last one before the second run (which
+    reserves) reads it: the second run must see the stock as it is now, not as the
+    first one loaded it."""
+    user = make_user()
+    clock = Clock(T0)
+    app = App([shop], database_url=fresh_postgres_url, clock=clock)
+    racers: list[threading.Thread] = []
+    kept: list[object] = []
+
+    def take_the_last(c: Any) -> None:
+        kept.append(c.steps["item"])  # still referenced (by a cache, say) when the next run reads it
+        item = c.payload.item
+        racers.append(threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user)))
+        racers[-1].start()
+        racers[-1].join(30)  # nothing holds the append lock: the handler commits now
+
+    after_peek.append(take_the_last)
+    try:
+        app.create_all()
+        created = app.dispatch(new_item, NewItem(1), user=user)
+        assert isinstance(created, Ok)
+        first = app.start_workflow(peeker, Reserve(created.data), user=user)
+        second = app.start_workflow(reserve_later, Reserve(created.data), user=user)
+        clock.advance(minutes=5)
+        assert app.run_worker(once=True)["resumed"] == 2
+        assert len(racers) == 1 and not racers[0].is_alive()
+        peeked, reserved = app.get_run(first), app.get_run(second)
+        assert peeked is not None and reserved is not None
+        assert (peeked.status, peeked.steps["seen"]) == ("completed", 1)
+        assert (reserved.status, reserved.steps["available"]) == ("completed", False)
+        with app.engine.connect() as conn:
+            assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 0
+    finally:
+        after_peek.clear()
+        app.dispose()
