@@ -16,6 +16,7 @@ from ._ctx import User
 from ._entity import Entity
 from ._interpreter import interpret, start_run
 from ._results import Failure, Ok, fail
+from ._tenancy import refuse_unscoped
 
 if TYPE_CHECKING:
     from ._feature import Feature, WriteHandler
@@ -66,6 +67,7 @@ def _tenant_filter(state: ORMExecuteState) -> None:
     params = state.parameters
     if params is not None and not isinstance(params, Mapping):
         return  # an executemany select does not exist; nothing to filter
+    refuse_unscoped(state.statement)
     state.statement = state.statement.options(_TENANT_CRITERIA)
     state.parameters = {**(params or {}), _TENANT_PARAM: tenant}
 
