@@ -24,7 +24,7 @@ from sqlalchemy import Row, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._data import resolve
-from ._delivery import DeliveryError, SecretResolver, deliver_mail, deliver_webhook
+from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_mail, deliver_webhook
 from ._jsonable import jsonable
 from ._notify import notify
 from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
@@ -116,7 +116,7 @@ class Deliverer:
     ) -> None:
         self.mail = mail
         self.http = http
-        self.secrets = secrets
+        self.secrets = SecretBook(secrets)
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
@@ -138,12 +138,13 @@ def _outcome(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
 
 
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
+    """Deliver ``row``; the error to store, with every secret value redacted from it."""
     try:
         deliverer.deliver(row)
     except DeliveryError as exc:
-        return exc
+        return DeliveryError(deliverer.secrets.redact(str(exc)), permanent=exc.permanent)
     except Exception as exc:  # a transport bug must not kill the worker; record it
-        return DeliveryError(f"{type(exc).__name__}: {exc}")
+        return DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
     return None
 
 
