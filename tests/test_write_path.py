@@ -19,6 +19,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _clock import Clock
+from _crash import said
 from _sql_log import statements
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -353,4 +354,4 @@ def test_an_overflow_in_a_computation_is_still_an_internal_error(app_on: AppOn, 
     app = app_on([f])
     failed = _failure(app.dispatch(h, NewGadget("a"), user=admin))
     assert failed.code == "internal_error"
-    assert failed.message == 'step 0 compute "n" raised OverflowError: cannot convert float infinity to integer'
+    assert said(failed) == 'step 0 compute "n" raised OverflowError'

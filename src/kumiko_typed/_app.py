@@ -22,7 +22,7 @@ from ._engine import make_engine
 from ._errors import BootError
 from ._eventstore import lock_append_order
 from ._feature import Feature, Workflow, WriteHandler
-from ._interpreter import interpret, start_run
+from ._interpreter import exception_failure, interpret, start_run
 from ._notify import CHANNEL, Listener
 from ._outbox import Deliverer, deliver_due
 from ._outbox import items as outbox_items
@@ -279,5 +279,5 @@ class App:
                 return result
             except Exception as exc:
                 session.rollback()
-                logger.error("handler %s failed outside its steps", handler.name, exc_info=exc)
-                return fail("internal_error", f"handler {handler.name} failed: {type(exc).__name__}: {exc}")
+                where = f"handler {handler.name}"
+                return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})

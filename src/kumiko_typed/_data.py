@@ -28,6 +28,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import visitors
 
+from ._errors import ProgramError
 from ._eventstore import append, loaded_under_lock, lock_append_order
 from ._jsonable import jsonable
 from ._results import Failure, fail
@@ -50,7 +51,7 @@ if TYPE_CHECKING:
     )
 
 
-class StepRefused(ValueError):
+class StepRefused(ProgramError, ValueError):
     """A step was asked to do something it never does (an unbounded delete...)."""
 
 
@@ -74,7 +75,7 @@ def table_of(target: object) -> Table:
 def _select(query: Callable[[Any], object], run: Run) -> Select[Any]:
     stmt = query(run.ctx)
     if not isinstance(stmt, Select):
-        raise TypeError(f"the query must return a select(...), not {type(stmt).__name__}")
+        raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     return stmt
 
 
@@ -146,7 +147,7 @@ def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], enti
 def create(step: Create, run: Run) -> Failure | None:
     entity = step.data(run.ctx)
     if not isinstance(entity, step.entity):
-        raise TypeError(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
+        raise StepRefused(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
     runtime, ctx, session = run.runtime, run.ctx, run.session
     aggregate = runtime.aggregate_type(step.entity)
     entity.tenant_id = ctx.user.tenant_id

@@ -23,7 +23,7 @@ import attrs
 from sqlalchemy import Row, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._data import resolve
+from ._data import StepRefused, resolve
 from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_mail, deliver_webhook
 from ._jsonable import jsonable
 from ._notify import notify
@@ -69,7 +69,7 @@ def send_mail(step: SendMail, run: Run) -> None:
     to = resolve(step.to, run)
     recipients = [to] if isinstance(to, str) else [str(t) for t in to]
     if not recipients or not all(recipients):
-        raise ValueError("send_mail needs at least one recipient in to=")
+        raise StepRefused("send_mail needs at least one recipient in to=")
     message = {
         "to": recipients,
         "subject": str(resolve(step.subject, run)),
@@ -82,7 +82,7 @@ def send_mail(step: SendMail, run: Run) -> None:
 def send_webhook(step: SendWebhook, run: Run) -> None:
     auth = step.auth
     if auth is not None and not isinstance(auth, Auth):
-        raise TypeError("auth= takes bearer(ref) or header_auth(name, ref)")
+        raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
     policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
     message = {
         "url": str(resolve(step.url, run)),

@@ -23,6 +23,7 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     "unique_violation": 409,
     "unprocessable": 422,
     "internal_error": 500,
+    "unavailable": 503,
 }
 
 Details = Sequence[Mapping[str, object]] | Mapping[str, object] | None

@@ -14,6 +14,7 @@ from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker, with_loader_c
 
 from ._ctx import User
 from ._entity import Entity
+from ._errors import ProgramError
 from ._interpreter import interpret, start_run
 from ._results import Failure, Ok, fail
 from ._tenancy import refuse_unscoped
@@ -28,7 +29,7 @@ Projector = Callable[[Any, Any], None]
 TENANT_KEY = "kumiko_tenant"
 
 
-class UnregisteredError(LookupError):
+class UnregisteredError(ProgramError, LookupError):
     """An entity or event class used by a step that no feature of the App registered."""
 
 
