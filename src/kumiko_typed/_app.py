@@ -237,9 +237,11 @@ class App:
         return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id))
 
     def dispatch_json(
-        self, name: str, data: object, *, user: User, correlation_id: uuid.UUID | None = None
+        self, name: object, data: object, *, user: User, correlation_id: uuid.UUID | None = None
     ) -> Ok[object] | Failure:
         """Run the handler called ``name`` with untrusted JSON-like ``data``."""
+        if not isinstance(name, str):  # untrusted too: a list would not even hash
+            return fail("not_found", "a handler name must be a string", {"known": sorted(self._handlers)})
         handler = self._handlers.get(name)
         if handler is None:
             return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})

@@ -31,6 +31,7 @@ from sqlalchemy.sql import visitors
 from ._errors import ProgramError
 from ._eventstore import append, loaded_under_lock, lock_append_order
 from ._jsonable import jsonable
+from ._limits import refuse, unfit_json, unfit_values
 from ._results import Failure, fail
 from ._rules import FRAMEWORK_COLUMNS
 from ._saved import Saved
@@ -105,6 +106,19 @@ def _columns(entity: object) -> dict[str, Any]:
     return {attr.key: getattr(entity, attr.key) for attr in inspect(type(entity)).column_attrs}
 
 
+#: Per entity class: attribute name → its column, worked out once.
+_ENTITY_COLUMNS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _refuse_unfit(run: Run, entity_type: type[Any], values: Mapping[str, object]) -> None:
+    """Raise :class:`~kumiko_typed._limits.Unfit` if a value will not fit its column."""
+    columns = _ENTITY_COLUMNS.get(entity_type)
+    if columns is None:
+        columns = {a.key: a.columns[0] for a in inspect(entity_type).column_attrs}
+        _ENTITY_COLUMNS[entity_type] = columns
+    refuse(unfit_values({columns[k]: v for k, v in values.items()}, run.ctx.payload))
+
+
 def _on_event_store(exc: IntegrityError) -> bool:
     """Whether the violated constraint is one of ``kumiko_events`` (a lost race on a
     stream version), judged by the table, not by the message: PostgreSQL's message
@@ -156,6 +170,7 @@ def create(step: Create, run: Run) -> Failure | None:
     if entity.id is None:
         entity.id = uuid.uuid4()
     columns = _columns(entity)
+    _refuse_unfit(run, step.entity, columns)
     event_type = f"{aggregate}.created"
     lock_append_order(session)
     try:
@@ -278,6 +293,7 @@ def update(step: Update, run: Run) -> Failure | None:
         return _version_conflict(step.entity, entity_id, expected, entity.version)
     previous = {k: getattr(entity, k) for k in changes}
     actual = {k: v for k, v in changes.items() if previous[k] != v}
+    _refuse_unfit(run, step.entity, actual)
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
     event_type = f"{aggregate}.updated"
@@ -340,11 +356,13 @@ def append_event(step: AppendEvent, run: Run) -> Failure | None:
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
     payload = jsonable(runtime.converter.unstructure(event))
+    refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
     appended = _append(run, entity, new_version, aggregate, name, payload)
     if appended is not None:
         return appended
     for projector in runtime.projectors_for(step.entity, type(event)):
         projector(entity, event)
+    _refuse_unfit(run, step.entity, _columns(entity))
     entity.version = new_version
     entity.updated_at = ctx.now
     return _flush_write(run, step.entity)
@@ -365,6 +383,7 @@ def projection_upsert(step: ProjectionUpsert, run: Run) -> None:
     updates = [c for c in row if c not in step.on]
     if not updates:
         raise StepRefused(f"row sets only the conflict column(s) {list(step.on)}: nothing to update")
+    refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
     dialect = run.session.get_bind().dialect.name
     ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
     stmt = ins.values(row).on_conflict_do_update(

@@ -18,6 +18,7 @@ from sqlalchemy.exc import DataError, DBAPIError
 
 from ._ctx import AnyCtx, Ctx, User
 from ._errors import ProgramError
+from ._limits import Unfit
 from ._results import Failure, Ok, fail
 from ._steps import StepCrash, run_block
 from ._transient import transient
@@ -85,6 +86,11 @@ def crash_failure(crash: StepCrash, who: str) -> Failure:
     naming the step and the database's reason.  Anything else is ``unavailable`` or
     ``internal_error`` (see :func:`exception_failure`)."""
     where = crash.where()
+    if isinstance(crash.cause, Unfit):
+        problems = crash.cause.problems
+        logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
+        message = f"step {where}: a value does not fit its column: {problems[0]['message']}"
+        return fail("validation_error", message, [{**p, "step": where} for p in problems])
     reason = refused_value(crash)
     if reason is not None:
         logger.info("%s: step %s: the database refused a value: %s", who, where, reason)

@@ -26,6 +26,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ._data import StepRefused, resolve
 from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_mail, deliver_webhook
 from ._jsonable import jsonable
+from ._limits import refuse, unfit_json
 from ._notify import notify
 from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
 from ._tables import outbox
@@ -45,12 +46,14 @@ CLAIM_LEASE = timedelta(minutes=5)
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
     ctx = run.ctx
+    stored = jsonable(message)
+    refuse(unfit_json(stored, f"{outbox.name}.message", ctx.payload))
     notify(run.session)
     run.session.execute(
         insert(outbox).values(
             id=uuid.uuid4(),
             kind=kind,
-            message=jsonable(message),
+            message=stored,
             status="pending",
             attempts=0,
             max_attempts=policy.times,
