@@ -222,17 +222,17 @@ def mypy(
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    project = rest = 0.0
+    own = rest = 0.0
     if stats.exists():  # lines: "<module> <microseconds>"
         for line in stats.read_text().splitlines():
             module, _, micros = line.partition(" ")
             if micros.strip().isdigit():
                 if module == project or module.startswith(project + "."):
-                    project += int(micros) / 1e6
+                    own += int(micros) / 1e6
                 else:
                     rest += int(micros) / 1e6
     shutil.rmtree(cache, ignore_errors=True)
-    return Timing(wall, cpu, project, rest), proc
+    return Timing(wall, cpu, own, rest), proc
 
 
 def sanity(root: Path) -> bool:
