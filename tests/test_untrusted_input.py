@@ -139,7 +139,7 @@ REFUSED: list[tuple[str, Any, str]] = [
 ]
 
 
-@pytest.mark.parametrize(("field", "value", "message"), REFUSED, ids=[f"{f}={v!r}" for f, v, _ in REFUSED])
+@pytest.mark.parametrize(("field", "value", "message"), REFUSED, ids=[f"{f}={v!r}"[:30] for f, v, _ in REFUSED])
 def test_the_converter_refuses_what_no_column_can_be_trusted_with(
     app_on: AppOn, admin: User, field: str, value: Any, message: str
 ) -> None:
