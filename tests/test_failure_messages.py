@@ -76,6 +76,38 @@ def test_an_internal_error_tells_the_client_the_step_and_an_id_and_the_log_the_r
     assert "Traceback" in caplog.text
 
 
+def test_a_value_the_database_refuses_is_a_validation_error_that_does_not_quote_it(
+    app_on: AppOn, user: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal the framework's own checks do not foresee (PostgreSQL: a cast of the input;
+    SQLite: an integer wider than 64 bits bound in a read): the database's reason quotes
+    the value, so it goes to the log, under the error id the client gets."""
+    f, _leaky, _note = _feature()
+    probe = f.write_handler(
+        "probe",
+        f.pipeline(Say)
+        .find_one(
+            "n",
+            lambda c: sa.select(T8Note).where(sa.cast(sa.literal(c.payload.text), sa.Integer) == sa.literal(2**70)),
+        )
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    marker = "not-a-number-" + uuid.uuid4().hex
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        result = app.dispatch(probe, Say(marker), user=user)
+    assert isinstance(result, Failure), result
+    assert (result.code, result.http_status) == ("validation_error", 400)
+    assert marker not in repr(result)
+    assert isinstance(result.details, list)
+    [detail] = result.details
+    step = '0 read.find_one "n"'
+    refused = "the database refused a value"
+    assert detail == {"path": "$", "message": refused, "step": step, "error_id": detail["error_id"]}
+    assert result.message == f"step {step}: the database refused a value of the input (error id {detail['error_id']})"
+    assert detail["error_id"] in caplog.text
+
+
 # --- the database busy past its wait: unavailable, 503, retryable ----------------------------
 
 

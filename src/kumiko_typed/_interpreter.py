@@ -81,10 +81,12 @@ def interpret(finished: Program[Any, Any], run: Run, *, handler: str) -> Ok[obje
 def crash_failure(crash: StepCrash, who: str) -> Failure:
     """The ``Failure`` for an exception that escaped a step of ``who`` (a handler or run).
 
-    A value the database refused as given — too long for its column, out of its
-    column's range, not representable — is the input's fault: ``validation_error``
-    naming the step and the database's reason.  Anything else is ``unavailable`` or
-    ``internal_error`` (see :func:`exception_failure`)."""
+    Values the framework found not to fit their columns (:class:`Unfit`) are the input's
+    fault: ``validation_error`` naming each value's payload field.  So is a value the
+    database itself refused as given (its own type or range): ``validation_error`` with
+    path ``$`` and an error id, the database's reason — which may quote the value — in
+    the log.  Anything else is ``unavailable`` or ``internal_error`` (see
+    :func:`exception_failure`)."""
     where = crash.where()
     if isinstance(crash.cause, Unfit):
         problems = crash.cause.problems
@@ -93,11 +95,13 @@ def crash_failure(crash: StepCrash, who: str) -> Failure:
         return fail("validation_error", message, [{**p, "step": where} for p in problems])
     reason = refused_value(crash)
     if reason is not None:
-        logger.info("%s: step %s: the database refused a value: %s", who, where, reason)
-        message = f"step {where}: the database refused a value of the input: {reason}"
+        error_id = uuid4().hex
+        logger.info("%s: step %s: the database refused a value (error id %s): %s", who, where, error_id, reason)
+        message = f"step {where}: the database refused a value of the input (error id {error_id})"
         # Shaped like the payload's validation errors; which field it was, only the
-        # database's reason can tell.
-        return fail("validation_error", message, [{"path": "$", "message": reason, "step": where}])
+        # database's reason could tell.
+        detail = {"path": "$", "message": "the database refused a value", "step": where, "error_id": error_id}
+        return fail("validation_error", message, [detail])
     details = {"path": "/".join(crash.path), "step": crash.step.describe()}
     return exception_failure(crash.cause, f"{who}: step {where}", f"step {where}", details)
 
