@@ -232,6 +232,14 @@ def test_every_error_code_is_documented_with_an_example() -> None:
     )
 
 
+def test_every_failure_code_is_in_the_table_with_its_status() -> None:
+    from kumiko_typed._results import HTTP_STATUS
+
+    text = (ROOT / "docs" / "errors.md").read_text(encoding="utf-8")
+    rows = dict(re.findall(r"^\| `(\w+)` \| (\d{3}) \|", text, flags=re.MULTILINE))
+    assert rows == {code: str(status) for code, status in HTTP_STATUS.items()}
+
+
 def test_readme_diagram_is_current() -> None:
     """docs/adjust-stock.svg (rendered by scripts/render_diagram.py with Graphviz) shows the
     nodes, clusters and edges that ``kumiko-typed graph --format dot`` gives today.  Compared

@@ -9,6 +9,7 @@ from typing import Any
 
 import attrs
 import pytest
+from _crash import located, said
 
 from kumiko_typed import App, Failure, Feature, Ok, User, fail, ok
 
@@ -143,8 +144,8 @@ def test_return_of_a_non_result_is_an_internal_error(make_app: MakeApp, user: Us
     app = make_app([f])
     res = _failure(app.dispatch(h, Num(1), user=user))
     assert res.code == "internal_error"
-    assert "return_ must give ok(...) or fail(...), not int" in res.message
-    assert res.details == {"path": "0", "step": "return"}
+    assert "return_ must give ok(...) or fail(...), not int" in said(res)  # the framework's own words
+    assert located(res) == {"path": "0", "step": "return"}
 
 
 # --- branch -----------------------------------------------------------------------------
@@ -422,7 +423,7 @@ def test_ctx_is_read_only_at_run_time(make_app: MakeApp, user: User, fn: Callabl
     res = _failure(app.dispatch(h, Num(1), user=user))
     assert res.code == "internal_error"
     assert error in res.message
-    assert res.details == {"path": "1", "step": 'compute "poke"'}
+    assert located(res) == {"path": "1", "step": 'compute "poke"'}
     assert reached == []
 
 
@@ -438,7 +439,7 @@ def test_scope_is_read_only_inside_a_loop(make_app: MakeApp, user: User) -> None
     res = _failure(app.dispatch(h, Items([1]), user=user))
     assert res.code == "internal_error"
     assert "TypeError" in res.message
-    assert res.details == {"path": "0/do/#0/0", "step": 'compute "poke"'}
+    assert located(res) == {"path": "0/do/#0/0", "step": 'compute "poke"'}
 
 
 def test_reading_a_key_no_step_declared_is_an_internal_error(make_app: MakeApp, user: User) -> None:
@@ -448,4 +449,4 @@ def test_reading_a_key_no_step_declared_is_an_internal_error(make_app: MakeApp, 
     res = _failure(app.dispatch(h, Num(1), user=user))
     assert res.code == "internal_error"
     assert "KeyError" in res.message
-    assert res.details == {"path": "1", "step": "return"}
+    assert located(res) == {"path": "1", "step": "return"}

@@ -14,6 +14,7 @@ import json
 import logging
 import socket
 import threading
+import urllib.parse
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -90,6 +91,7 @@ class Receiver:
         self.requests: list[Seen] = []
         self.lock = threading.Lock()
         self.respond: Callable[[int, str], tuple[int, dict[str, str]]] = lambda _i, _p: (200, {})
+        self.reasons: dict[str, str] = {}  # path -> the reason phrase to answer with
         receiver = self
 
         class Handler(http.server.BaseHTTPRequestHandler):
@@ -103,7 +105,7 @@ class Receiver:
                     index = sum(1 for r in receiver.requests if r.path == self.path)
                     receiver.requests.append(seen)
                 status, headers = receiver.respond(index, self.path)
-                self.send_response(status)
+                self.send_response(status, receiver.reasons.get(self.path))
                 for name, value in headers.items():
                     self.send_header(name, value)
                 self.send_header("Content-Length", "0")
@@ -595,6 +597,63 @@ def test_no_trace_of_a_secret_in_the_database_or_the_log(
     assert secret not in caplog.text
     for record in caplog.records:
         assert secret not in record.getMessage()
+
+
+def test_a_secret_a_peer_echoes_back_is_redacted_before_it_is_stored_or_logged(
+    app_on: AppOn, user: User, receiver: Receiver, clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A receiver may quote the credential it got: in its reason phrase, in a redirect's
+    Location, percent-encoded.  None of it may reach kumiko_outbox.last_error (the database
+    file, the table's contents) or the framework's log."""
+    caplog.set_level(logging.DEBUG)
+    secret = "kumiko-SECRET-" + uuid.uuid4().hex + "/+=~!"
+    encoded = urllib.parse.quote(secret, safe="")
+    answers = {
+        "/reason": (401, {}),
+        "/raw-location": (302, {"Location": f"http://127.0.0.1:9/login?token={secret}"}),
+        "/encoded-location": (307, {"Location": f"/login?token={encoded}"}),
+        "/lower-encoded-location": (303, {"Location": f"/login?token={encoded.lower()}"}),
+        "/header-reason": (403, {}),
+    }
+    receiver.respond = lambda _i, path: answers[path]
+    receiver.reasons["/reason"] = f"Unauthorized: Bearer {secret}"
+    receiver.reasons["/header-reason"] = f"key {secret} refused"
+    app = app_on([f], clock=clock, secrets={"CRM": secret}.get)
+    for path in ("/reason", "/raw-location", "/encoded-location", "/lower-encoded-location"):
+        _ok(app.dispatch(hook_bearer, Hook(receiver.url(path)), user=user))
+    _ok(app.dispatch(hook_header, Hook(receiver.url("/header-reason")), user=user))
+    for _ in range(3):
+        _work(app)
+        clock.advance(minutes=10)
+
+    items = app.outbox()
+    assert sorted((i.status, i.attempts) for i in items) == [("dead", 3)] * 5
+    errors = sorted(str(i.last_error) for i in items)
+    assert all("***" in e for e in errors), errors
+    assert any(e.startswith("HTTP 401 Unauthorized: Bearer ***") for e in errors), errors
+    assert any(e.startswith("HTTP 302 redirect to http://127.0.0.1:9/login?token=***") for e in errors), errors
+    assert {r.headers["authorization"] for r in receiver.to("/reason")} == {f"Bearer {secret}"}
+    assert {r.headers["x-api-key"] for r in receiver.to("/header-reason")} == {secret}
+
+    dump = _database_text(app)
+    for form in (secret, encoded, encoded.lower(), secret.split("/")[0]):
+        assert form.encode() not in dump, form
+        framework_logs = [r.getMessage() for r in caplog.records if r.name.startswith("kumiko_typed")]
+        assert not [m for m in framework_logs if form in m]
+
+
+@pytest.mark.parametrize("url", [" {}", "\t{}", "{}\n", "{} ", "\u00a0{}"])
+def test_a_url_with_blanks_around_it_is_dead_at_once_not_retried(
+    app_on: AppOn, user: User, receiver: Receiver, clock: FakeClock, url: str
+) -> None:
+    """httpx would strip the blank and send it (or fail the same way on every attempt)."""
+    app = app_on([f], clock=clock)
+    _ok(app.dispatch(hook_linear, Hook(url.format(receiver.url())), user=user))
+    assert _work(app) == {"sent": 0, "retried": 0, "dead": 1}
+    item = _only(app)
+    assert (item.status, item.attempts) == ("dead", 1)
+    assert item.last_error is not None and "contains whitespace or control characters" in item.last_error
+    assert receiver.requests == []
 
 
 # --- mail: SMTP and maildir -----------------------------------------------------------------

@@ -11,6 +11,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _crash import located
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, Saved, User, fail, ok
@@ -594,7 +595,7 @@ def test_append_event_of_an_unregistered_event_class_is_internal_error_naming_it
     assert result.code == "internal_error"
     assert result.message.startswith("step 0 aggregate.append_event raised UnregisteredError: ")
     assert "NeverRegistered is not a registered event" in result.message
-    assert result.details == {"path": "0", "step": "aggregate.append_event"}
+    assert located(result) == {"path": "0", "step": "aggregate.append_event"}
     assert _snapshot(app) == before
 
 
@@ -685,7 +686,7 @@ def test_upsert_refusals_are_internal_errors_naming_the_step(
     assert result.code == "internal_error"
     assert result.message.startswith("step 1 unsafe_projection_upsert raised StepRefused: ")
     assert fragment in result.message
-    assert result.details == {"path": "1", "step": "unsafe_projection_upsert"}
+    assert located(result) == {"path": "1", "step": "unsafe_projection_upsert"}
     assert _snapshot(app) == before
     assert _rows(app, TALLY) == [{"key": "a", "count": 3, "label": "l"}]
 
@@ -741,7 +742,7 @@ def test_delete_refuses_a_where_that_does_not_bound_the_table(
     assert result.message.startswith("step 0 unsafe_projection_delete raised StepRefused: ")
     assert "where= must be a condition on the columns of t3s_tally" in result.message
     assert "an unbounded delete is refused" in result.message
-    assert result.details == {"path": "0", "step": "unsafe_projection_delete"}
+    assert located(result) == {"path": "0", "step": "unsafe_projection_delete"}
     assert _snapshot(app) == before
 
 

@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import Mapped, aliased, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
 
@@ -264,3 +264,95 @@ def test_call_feature_as_a_user_of_another_tenant_switches_the_filter_and_restor
     direct = app.dispatch(rename, DocRef(b_id, 2), user=admin_of_a)
     assert isinstance(direct, Failure)
     assert direct.code == "not_found"
+
+
+# --- selects that name an entity's table as SQLAlchemy Core ---------------------------------------
+
+_DOC_ALIAS = DOCS.alias("d")
+_LIGHT = sa.table("t3t_doc", sa.column("title"))
+
+#: Spellings of "the titles of t3t_doc" that carry no mapper: the tenant filter cannot see them.
+CORE_SELECTS: dict[str, Callable[[Any], Any]] = {
+    "table_column": lambda c: sa.select(DOCS.c.title),
+    "select_from_table": lambda c: sa.select(sa.func.count()).select_from(DOCS),
+    "table_select": lambda c: DOCS.select(),
+    "alias": lambda c: sa.select(_DOC_ALIAS.c.title),
+    "lightweight_table": lambda c: sa.select(_LIGHT.c.title),
+    "in_subquery": lambda c: sa.select(T3tDoc.title).where(T3tDoc.id.in_(sa.select(DOCS.c.id))),
+    "exists": lambda c: sa.select(sa.literal(1)).where(sa.exists().where(DOCS.c.words >= 0)),
+    "union": lambda c: sa.select(sa.union(sa.select(T3tDoc.title), sa.select(DOCS.c.title)).subquery().c.title),
+    "cte": lambda c: sa.select(sa.select(DOCS.c.title).cte("titles")),
+    "join": lambda c: sa.select(T3tDoc.title).join(_DOC_ALIAS, _DOC_ALIAS.c.id == T3tDoc.id),
+}
+
+#: How the query reaches the database: each read step, and c.db in a compute step.
+READERS: dict[str, Callable[[Any, Callable[[Any], Any]], Any]] = {
+    "find_one": lambda p, q: p.find_one("r", q).return_(lambda c: ok(repr(c.steps["r"]))),
+    "find_many": lambda p, q: p.find_many("r", q).return_(lambda c: ok(repr(c.steps["r"]))),
+    "get_one": lambda p, q: p.get_one("r", q).return_(lambda c: ok(repr(c.steps["r"]))),
+    "c_db": lambda p, q: p.compute("r", lambda c: repr(c.db.execute(q(c)).all())).return_(lambda c: ok(c.steps["r"])),
+}
+
+
+@pytest.mark.parametrize("reader", list(READERS))
+@pytest.mark.parametrize("spelling", list(CORE_SELECTS))
+def test_a_core_select_of_an_entity_table_is_refused_never_answered(
+    app_on: AppOn, make_user: Callable[..., User], caplog: pytest.LogCaptureFixture, spelling: str, reader: str
+) -> None:
+    """Answering it would leak other tenants' rows (it did: the filter only sees mapped
+    classes).  Refused for every user, with a log line that says what to write instead."""
+    f, create, _rename = _feature()
+    h = f.write_handler("core", READERS[reader](f.pipeline(DocRef), CORE_SELECTS[spelling]))
+    app = app_on([f])
+    alice, bob = make_user(), make_user()
+    _ok(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
+    for who in (bob, alice):
+        result = app.dispatch(h, DocRef(uuid.uuid4()), user=who)
+        assert isinstance(result, Failure), result
+        assert result.code == "internal_error"
+        assert "a-secret-title" not in repr(result)
+        assert "UnscopedRead" in result.message
+        assert "tenant filter" in result.message and "t3t_doc" in result.message
+    assert "a-secret-title" not in caplog.text
+
+
+def test_reading_every_tenant_through_core_is_possible_when_said(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    """The opt-out the refusal names: a select that reads across tenants on purpose."""
+    f, create, _rename = _feature()
+    h = f.write_handler(
+        "all",
+        f.pipeline(DocRef)
+        .find_many(
+            "r", lambda c: sa.select(DOCS.c.title).order_by(DOCS.c.title).execution_options(kumiko_all_tenants=True)
+        )
+        .return_(lambda c: ok(list(c.steps["r"]))),
+    )
+    app = app_on([f])
+    alice, bob = make_user(), make_user()
+    _ok(app.dispatch(create, NewDoc("a"), user=alice))
+    _ok(app.dispatch(create, NewDoc("b"), user=bob))
+    assert app.dispatch(h, DocRef(uuid.uuid4()), user=bob) == Ok(["a", "b"])
+
+
+#: A plain column next to its mapped class in one SELECT: one FROM, which the filter restricts.
+MIXED_SELECTS: dict[str, Callable[[Any], Any]] = {
+    "plain_where": lambda c: sa.select(T3tDoc.title).where(DOCS.c.words >= 0),
+    "plain_order": lambda c: sa.select(T3tDoc).order_by(DOCS.c.title),
+    "plain_from_joined_to_alias": lambda c: sa.select(T3tDoc.title).select_from(
+        DOCS.join(_ALIASED, _ALIASED.id == DOCS.c.id)
+    ),
+}
+_ALIASED = aliased(T3tDoc)
+
+
+@pytest.mark.parametrize("spelling", list(MIXED_SELECTS))
+def test_a_plain_column_beside_its_mapped_class_is_filtered(
+    app_on: AppOn, make_user: Callable[..., User], spelling: str
+) -> None:
+    f, create, _rename = _feature()
+    h = f.write_handler("mixed", READERS["c_db"](f.pipeline(DocRef), MIXED_SELECTS[spelling]))
+    app = app_on([f])
+    alice, bob = make_user(), make_user()
+    _ok(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
+    assert app.dispatch(h, DocRef(uuid.uuid4()), user=bob) == Ok("[]")
+    assert "a-secret-title" in _ok(app.dispatch(h, DocRef(uuid.uuid4()), user=alice))

@@ -19,6 +19,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _clock import Clock
+from _crash import said
 from _sql_log import statements
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -346,7 +347,9 @@ def test_a_refused_value_fails_a_workflow_run_with_validation_error(app_on: AppO
     assert info is not None
     assert info.status == "failed"
     assert info.error is not None and info.error["code"] == "validation_error"
-    assert info.error["message"].startswith("step 0 aggregate.append_event: the database refused a value")
+    assert info.error["message"] == (
+        "step 0 aggregate.append_event: a value does not fit its column: must be between -2147483648 and 2147483647"
+    )
     assert _snapshot(app) == before
 
 
@@ -360,4 +363,4 @@ def test_an_overflow_in_a_computation_is_still_an_internal_error(app_on: AppOn, 
     app = app_on([f])
     failed = _failure(app.dispatch(h, NewGadget("a"), user=admin))
     assert failed.code == "internal_error"
-    assert failed.message == 'step 0 compute "n" raised OverflowError: cannot convert float infinity to integer'
+    assert said(failed) == 'step 0 compute "n" raised OverflowError'

@@ -21,7 +21,7 @@ from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
-from ._interpreter import interpret, start_run
+from ._interpreter import exception_failure, interpret, start_run
 from ._notify import CHANNEL, Listener
 from ._outbox import Deliverer, deliver_due
 from ._outbox import items as outbox_items
@@ -236,9 +236,11 @@ class App:
         return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id))
 
     def dispatch_json(
-        self, name: str, data: object, *, user: User, correlation_id: uuid.UUID | None = None
+        self, name: object, data: object, *, user: User, correlation_id: uuid.UUID | None = None
     ) -> Ok[object] | Failure:
         """Run the handler called ``name`` with untrusted JSON-like ``data``."""
+        if not isinstance(name, str):  # untrusted too: a list would not even hash
+            return fail("not_found", "a handler name must be a string", {"known": sorted(self._handlers)})
         handler = self._handlers.get(name)
         if handler is None:
             return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
@@ -276,5 +278,5 @@ class App:
                 return result
             except Exception as exc:
                 session.rollback()
-                logger.error("handler %s failed outside its steps", handler.name, exc_info=exc)
-                return fail("internal_error", f"handler {handler.name} failed: {type(exc).__name__}: {exc}")
+                where = f"handler {handler.name}"
+                return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})

@@ -28,8 +28,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.sql import visitors
 
+from ._errors import ProgramError
 from ._eventstore import append, loaded_under_lock, lock_append_order
 from ._jsonable import jsonable
+from ._limits import refuse, unfit_json, unfit_values
 from ._results import Failure, fail
 from ._rules import FRAMEWORK_COLUMNS
 from ._saved import Saved
@@ -50,7 +52,7 @@ if TYPE_CHECKING:
     )
 
 
-class StepRefused(ValueError):
+class StepRefused(ProgramError, ValueError):
     """A step was asked to do something it never does (an unbounded delete...)."""
 
 
@@ -74,7 +76,7 @@ def table_of(target: object) -> Table:
 def _select(query: Callable[[Any], object], run: Run) -> Select[Any]:
     stmt = query(run.ctx)
     if not isinstance(stmt, Select):
-        raise TypeError(f"the query must return a select(...), not {type(stmt).__name__}")
+        raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     return stmt
 
 
@@ -102,6 +104,19 @@ def find_many(step: FindMany, run: Run) -> None:
 
 def _columns(entity: object) -> dict[str, Any]:
     return {attr.key: getattr(entity, attr.key) for attr in inspect(type(entity)).column_attrs}
+
+
+#: Per entity class: attribute name → its column, worked out once.
+_ENTITY_COLUMNS: dict[type[Any], dict[str, Any]] = {}
+
+
+def _refuse_unfit(run: Run, entity_type: type[Any], values: Mapping[str, object]) -> None:
+    """Raise :class:`~kumiko_typed._limits.Unfit` if a value will not fit its column."""
+    columns = _ENTITY_COLUMNS.get(entity_type)
+    if columns is None:
+        columns = {a.key: a.columns[0] for a in inspect(entity_type).column_attrs}
+        _ENTITY_COLUMNS[entity_type] = columns
+    refuse(unfit_values({columns[k]: v for k, v in values.items()}, run.ctx.payload))
 
 
 def _on_event_store(exc: IntegrityError) -> bool:
@@ -146,7 +161,7 @@ def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], enti
 def create(step: Create, run: Run) -> Failure | None:
     entity = step.data(run.ctx)
     if not isinstance(entity, step.entity):
-        raise TypeError(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
+        raise StepRefused(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
     runtime, ctx, session = run.runtime, run.ctx, run.session
     aggregate = runtime.aggregate_type(step.entity)
     entity.tenant_id = ctx.user.tenant_id
@@ -155,6 +170,7 @@ def create(step: Create, run: Run) -> Failure | None:
     if entity.id is None:
         entity.id = uuid.uuid4()
     columns = _columns(entity)
+    _refuse_unfit(run, step.entity, columns)
     event_type = f"{aggregate}.created"
     lock_append_order(session)
     try:
@@ -277,6 +293,7 @@ def update(step: Update, run: Run) -> Failure | None:
         return _version_conflict(step.entity, entity_id, expected, entity.version)
     previous = {k: getattr(entity, k) for k in changes}
     actual = {k: v for k, v in changes.items() if previous[k] != v}
+    _refuse_unfit(run, step.entity, actual)
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
     event_type = f"{aggregate}.updated"
@@ -339,11 +356,13 @@ def append_event(step: AppendEvent, run: Run) -> Failure | None:
     new_version = entity.version + 1
     aggregate = runtime.aggregate_type(step.entity)
     payload = jsonable(runtime.converter.unstructure(event))
+    refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
     appended = _append(run, entity, new_version, aggregate, name, payload)
     if appended is not None:
         return appended
     for projector in runtime.projectors_for(step.entity, type(event)):
         projector(entity, event)
+    _refuse_unfit(run, step.entity, _columns(entity))
     entity.version = new_version
     entity.updated_at = ctx.now
     return _flush_write(run, step.entity)
@@ -364,6 +383,7 @@ def projection_upsert(step: ProjectionUpsert, run: Run) -> None:
     updates = [c for c in row if c not in step.on]
     if not updates:
         raise StepRefused(f"row sets only the conflict column(s) {list(step.on)}: nothing to update")
+    refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
     dialect = run.session.get_bind().dialect.name
     ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
     stmt = ins.values(row).on_conflict_do_update(

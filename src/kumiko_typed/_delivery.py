@@ -1,10 +1,13 @@
 """Delivering outbox messages: webhooks with httpx, mail to a maildir folder or SMTP.
 
 A delivery either returns (sent) or raises :class:`DeliveryError`; ``permanent``
-ones (a URL that is not http/https) are not retried.  Every request carries the
-outbox id as its ``Idempotency-Key`` (and mail as its ``Message-ID``), the same on
-every attempt, so a receiver can drop a duplicate after a worker crash.  Secret
-values are looked up here, at delivery, and never enter the database or an error.
+ones (a URL that is not a plain http/https URL) are not retried.  Every request carries
+the outbox id as its ``Idempotency-Key`` (and mail as its ``Message-ID``), the same on
+every attempt, so a receiver can drop a duplicate after a worker crash.  Secret values
+are looked up here, at delivery, through a :class:`SecretBook`, which remembers every
+value it handed out: whatever a peer sends back (a reason phrase, a ``Location``, an
+SMTP reply) may quote one, so every error is redacted against all of them before it is
+stored or logged.
 """
 
 from __future__ import annotations
@@ -13,11 +16,12 @@ import os
 import re
 import smtplib
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import quote, quote_plus, urlsplit
 from uuid import UUID
 
 import httpx
@@ -43,40 +47,75 @@ def env_secrets(ref: str) -> str | None:
     return os.environ.get(env_name(ref))
 
 
-def _secret(secrets: SecretResolver, ref: str) -> str:
-    value = secrets(ref)
-    if not value:
-        raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
-    return value
+class SecretBook:
+    """The App's secret resolver, remembering every value it resolved, for redaction."""
+
+    def __init__(self, resolve: SecretResolver) -> None:
+        self._resolve = resolve
+        self._seen: set[str] = set()
+        self._lock = threading.Lock()  # workers in threads share one App
+
+    def __call__(self, ref: str) -> str:
+        value = self._resolve(ref)
+        if not value:
+            raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
+        with self._lock:
+            self._seen.add(value)
+        return value
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret value this book resolved replaced by ``***``, also in
+        the spellings an echo may use: escaped as by ``repr`` and percent-encoded."""
+        with self._lock:
+            seen = sorted(self._seen, key=len, reverse=True)  # a secret inside another one first
+        for secret in seen:
+            for form in _spellings(secret):
+                text = re.sub(re.escape(form), "***", text, flags=re.IGNORECASE if "%" in form else 0)
+        return text
+
+
+def _spellings(secret: str) -> set[str]:
+    return {
+        secret,
+        repr(secret)[1:-1],
+        repr(secret.encode("utf-8", "replace"))[2:-1],
+        quote(secret, safe=""),
+        quote(secret),
+        quote_plus(secret),
+    }
 
 
 # An HTTP field value h11 accepts: visible ASCII, single spaces/tabs inside, no line breaks.
 _HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
+# What a URL may not contain anywhere: whitespace and control characters.  (urlsplit and
+# httpx strip leading blanks silently; a URL with them is a mistake to report, not fix.)
+_NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
-def _redact(text: str, secret: str | None) -> str:
-    if not secret:
-        return text
-    for form in (secret, repr(secret)[1:-1], repr(secret.encode("utf-8", "replace"))[2:-1]):
-        text = text.replace(form, "***")
-    return text
-
-
-def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretResolver) -> None:
-    url = str(message["url"])
-    scheme = urlsplit(url).scheme.lower()
+def _check_url(url: str) -> None:
+    """Refuse, for good, a URL that is not a plain absolute http(s) URL."""
+    if _NOT_IN_URL.search(url):
+        raise DeliveryError(f"the URL {url!r} contains whitespace or control characters", permanent=True)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         shown = scheme or "no scheme"
         raise DeliveryError(f"only http and https URLs are delivered, not {shown!r} ({url})", permanent=True)
+    if not parts.hostname:
+        raise DeliveryError(f"the URL {url!r} names no host", permanent=True)
+
+
+def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook) -> None:
+    url = str(message["url"])
+    _check_url(url)
     auth = message.get("auth")
     # The framework's headers replace a step's own of the same name in any case (HTTP
     # names are case-insensitive): one Idempotency-Key, one authentication header.
     ours = {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
     headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items() if str(k).lower() not in ours}
     headers["Idempotency-Key"] = str(item_id)
-    secret: str | None = None
     if auth:
-        secret = _secret(secrets, auth["secret_ref"])
+        secret = secrets(auth["secret_ref"])
         value = f"{auth['scheme']} {secret}" if auth.get("scheme") else secret
         # Checked here: the HTTP stack would quote the whole value in its error (and log).
         if not _HEADER_VALUE.fullmatch(value):
@@ -94,8 +133,8 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
             headers=headers,
             follow_redirects=False,
         )
-    except Exception as exc:  # the message is stored as last_error: never with the secret in it
-        raise DeliveryError(_redact(f"{type(exc).__name__}: {exc}", secret)) from None
+    except Exception as exc:  # the caller redacts the message before it stores it
+        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
     if response.is_redirect:
         where = response.headers.get("location", "?")
         raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")
@@ -115,7 +154,7 @@ def build_mail(item_id: UUID, message: Mapping[str, Any]) -> EmailMessage:
 
 
 def deliver_mail(
-    item_id: UUID, message: Mapping[str, Any], transport: MaildirTransport | SmtpTransport, secrets: SecretResolver
+    item_id: UUID, message: Mapping[str, Any], transport: MaildirTransport | SmtpTransport, secrets: SecretBook
 ) -> None:
     mail = build_mail(item_id, message)
     if isinstance(transport, MaildirTransport):
@@ -132,7 +171,7 @@ def deliver_mail(
             if transport.starttls:
                 smtp.starttls()
             if transport.username is not None:
-                password = _secret(secrets, transport.password_ref) if transport.password_ref else ""
+                password = secrets(transport.password_ref) if transport.password_ref else ""
                 smtp.login(transport.username, password)
             smtp.send_message(mail)
     except (OSError, smtplib.SMTPException) as exc:

@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
+class ProgramError(Exception):
+    """A step was asked for something the framework never does (a wrong argument, an
+    unregistered class).  Its message is the framework's own, built from the program's
+    names (classes, columns, step kinds), never from data: a ``Failure`` may show it,
+    where any other exception's text goes to the log only."""
+
+
 class BootError(Exception):
     """The App's boot validation found problems; ``problems`` lists every one of them."""
 

@@ -8,17 +8,21 @@ dict and one scope dict, then walks the steps.
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from datetime import datetime
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
-from uuid import UUID
+from uuid import UUID, uuid4
 
-from sqlalchemy.exc import DataError
+from sqlalchemy.exc import DataError, DBAPIError
 
 from ._ctx import AnyCtx, Ctx, User
+from ._errors import ProgramError
 from ._eventstore import lock_append_order
+from ._limits import Unfit
 from ._results import Failure, Ok, fail
 from ._steps import StepCrash, run_block
+from ._transient import transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -84,21 +88,49 @@ def interpret(finished: Program[Any, Any], run: Run, *, handler: str) -> Ok[obje
 def crash_failure(crash: StepCrash, who: str) -> Failure:
     """The ``Failure`` for an exception that escaped a step of ``who`` (a handler or run).
 
-    A value the database refused as given — too long for its column, out of its
-    column's range, not representable — is the input's fault: ``validation_error``
-    naming the step and the database's reason.  Anything else is ``internal_error``,
-    logged with its traceback."""
+    Values the framework found not to fit their columns (:class:`Unfit`) are the input's
+    fault: ``validation_error`` naming each value's payload field.  So is a value the
+    database itself refused as given (its own type or range): ``validation_error`` with
+    path ``$`` and an error id, the database's reason — which may quote the value — in
+    the log.  Anything else is ``unavailable`` or ``internal_error`` (see
+    :func:`exception_failure`)."""
     where = crash.where()
+    if isinstance(crash.cause, Unfit):
+        problems = crash.cause.problems
+        logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
+        message = f"step {where}: a value does not fit its column: {problems[0]['message']}"
+        return fail("validation_error", message, [{**p, "step": where} for p in problems])
     reason = refused_value(crash)
     if reason is not None:
-        logger.info("%s: step %s: the database refused a value: %s", who, where, reason)
-        message = f"step {where}: the database refused a value of the input: {reason}"
+        error_id = uuid4().hex
+        logger.info("%s: step %s: the database refused a value (error id %s): %s", who, where, error_id, reason)
+        message = f"step {where}: the database refused a value of the input (error id {error_id})"
         # Shaped like the payload's validation errors; which field it was, only the
-        # database's reason can tell.
-        return fail("validation_error", message, [{"path": "$", "message": reason, "step": where}])
-    logger.error("%s: step %s raised", who, where, exc_info=crash.cause)
+        # database's reason could tell.
+        detail = {"path": "$", "message": "the database refused a value", "step": where, "error_id": error_id}
+        return fail("validation_error", message, [detail])
     details = {"path": "/".join(crash.path), "step": crash.step.describe()}
-    return fail("internal_error", f"step {where} raised {type(crash.cause).__name__}: {crash.cause}", details)
+    return exception_failure(crash.cause, f"{who}: step {where}", f"step {where}", details)
+
+
+def exception_failure(exc: BaseException, context: str, where: str, details: Mapping[str, object]) -> Failure:
+    """What the caller of a handler learns of an exception: safe to show any client.
+
+    The database being busy or gone (SQLite still locked after its busy timeout, a lost
+    connection, a deadlock) is ``unavailable``: the same call may succeed later.  Any
+    other exception is ``internal_error``.  The message names ``where`` it happened, the
+    exception's class and an error id; the exception's text — which may quote SQL, bound
+    parameters or data — and the traceback go to the log under that id.  Only the
+    framework's own refusals of a program (:class:`ProgramError`) keep their text."""
+    error_id = uuid4().hex
+    details = {**details, "error_id": error_id}
+    if isinstance(exc, DBAPIError) and transient(exc):
+        logger.warning("%s: the database is unavailable (error id %s): %s", context, error_id, exc.orig)
+        message = f"{where}: the database is busy or unreachable, try again (error id {error_id})"
+        return fail("unavailable", message, details)
+    logger.error("%s raised (error id %s)", context, error_id, exc_info=exc)
+    told = f": {exc}" if isinstance(exc, ProgramError) else ""
+    return fail("internal_error", f"{where} raised {type(exc).__name__}{told} (error id {error_id})", details)
 
 
 def refused_value(crash: StepCrash) -> str | None:

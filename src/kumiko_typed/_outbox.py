@@ -24,9 +24,10 @@ import attrs
 from sqlalchemy import Row, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._data import resolve
-from ._delivery import DeliveryError, SecretResolver, deliver_mail, deliver_webhook
+from ._data import StepRefused, resolve
+from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_mail, deliver_webhook
 from ._jsonable import jsonable
+from ._limits import refuse, unfit_json
 from ._notify import notify
 from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
 from ._poison import storable_text
@@ -49,12 +50,14 @@ CLAIM_LEASE = timedelta(minutes=5)
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
     ctx = run.ctx
+    stored = jsonable(message)
+    refuse(unfit_json(stored, f"{outbox.name}.message", ctx.payload))
     notify(run.session)
     run.session.execute(
         insert(outbox).values(
             id=uuid.uuid4(),
             kind=kind,
-            message=jsonable(message),
+            message=stored,
             status="pending",
             attempts=0,
             max_attempts=policy.times,
@@ -73,7 +76,7 @@ def send_mail(step: SendMail, run: Run) -> None:
     to = resolve(step.to, run)
     recipients = [to] if isinstance(to, str) else [str(t) for t in to]
     if not recipients or not all(recipients):
-        raise ValueError("send_mail needs at least one recipient in to=")
+        raise StepRefused("send_mail needs at least one recipient in to=")
     message = {
         "to": recipients,
         "subject": str(resolve(step.subject, run)),
@@ -86,7 +89,7 @@ def send_mail(step: SendMail, run: Run) -> None:
 def send_webhook(step: SendWebhook, run: Run) -> None:
     auth = step.auth
     if auth is not None and not isinstance(auth, Auth):
-        raise TypeError("auth= takes bearer(ref) or header_auth(name, ref)")
+        raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
     policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
     message = {
         "url": str(resolve(step.url, run)),
@@ -120,7 +123,7 @@ class Deliverer:
     ) -> None:
         self.mail = mail
         self.http = http
-        self.secrets = secrets
+        self.secrets = SecretBook(secrets)
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
@@ -161,12 +164,13 @@ def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
 
 
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
+    """Deliver ``row``; the error to store, with every secret value redacted from it."""
     try:
         deliverer.deliver(row)
     except DeliveryError as exc:
-        return exc
+        return DeliveryError(deliverer.secrets.redact(str(exc)), permanent=exc.permanent)
     except Exception as exc:  # a transport bug must not kill the worker; record it
-        return DeliveryError(f"{type(exc).__name__}: {exc}")
+        return DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
     return None
 
 

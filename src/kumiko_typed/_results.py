@@ -25,6 +25,7 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     # A workflow run whose state or payload cannot be stored (a run's ``error``).
     "unstorable_state": 422,
     "internal_error": 500,
+    "unavailable": 503,
 }
 
 Details = Sequence[Mapping[str, object]] | Mapping[str, object] | None

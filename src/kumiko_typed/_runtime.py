@@ -14,8 +14,10 @@ from sqlalchemy.orm import ORMExecuteState, Session, sessionmaker, with_loader_c
 
 from ._ctx import User
 from ._entity import Entity
+from ._errors import ProgramError
 from ._interpreter import interpret, start_run
 from ._results import Failure, Ok, fail
+from ._tenancy import refuse_unscoped
 
 if TYPE_CHECKING:
     from ._feature import Feature, WriteHandler
@@ -27,7 +29,7 @@ Projector = Callable[[Any, Any], None]
 TENANT_KEY = "kumiko_tenant"
 
 
-class UnregisteredError(LookupError):
+class UnregisteredError(ProgramError, LookupError):
     """An entity or event class used by a step that no feature of the App registered."""
 
 
@@ -66,6 +68,7 @@ def _tenant_filter(state: ORMExecuteState) -> None:
     params = state.parameters
     if params is not None and not isinstance(params, Mapping):
         return  # an executemany select does not exist; nothing to filter
+    refuse_unscoped(state.statement)
     state.statement = state.statement.options(_TENANT_CRITERIA)
     state.parameters = {**(params or {}), _TENANT_PARAM: tenant}
 

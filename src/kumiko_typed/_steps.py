@@ -346,7 +346,7 @@ class Return(Step):
     def execute(self, run: Run) -> Result:
         result = self.fn(run.ctx)
         if not isinstance(result, (Ok, Failure)):
-            raise TypeError(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
+            raise _data.StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
         return result
 
 

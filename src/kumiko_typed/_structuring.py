@@ -2,12 +2,15 @@
 
 cattrs does the structuring; the hooks here refuse the silent coercions its
 defaults allow (``"5"`` → ``5``, ``1`` → ``"1"``, ``True`` → ``1``), reject extra
-keys, and every problem becomes one ``{"path", "message"}`` detail.
+keys, and every problem becomes one ``{"path", "message"}`` detail.  Before cattrs sees
+the data, it is walked once for what no field type can be trusted to catch: a lone
+surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import math
 from collections import abc
 from collections.abc import Callable, Mapping
 from decimal import Decimal, InvalidOperation
@@ -24,6 +27,8 @@ from cattrs.errors import (
     IterableValidationError,
     IterableValidationNote,
 )
+
+from ._limits import json_problems
 
 T = TypeVar("T")
 Detail = dict[str, str]
@@ -68,7 +73,32 @@ def _int(value: object, _: object) -> int:
 
 def _float(value: object, _: object) -> float:
     _expect(value, (int, float), "a number")
-    return float(value)  # type: ignore[arg-type]
+    try:
+        number = float(value)  # type: ignore[arg-type]
+    except OverflowError:
+        raise _Invalid("expected a number in the range of a double") from None
+    if not math.isfinite(number):
+        raise _Invalid("expected a finite number, got NaN or infinity")
+    return number
+
+
+def _datetime(value: str) -> dt.datetime:
+    parsed = dt.datetime.fromisoformat(value)
+    if parsed.tzinfo is None:  # which zone it meant, only the client knows
+        raise _Invalid(f"expected an ISO-8601 datetime with a UTC offset, got {_shown(value)}")
+    return parsed
+
+
+def _decimal(value: str) -> Decimal:
+    parsed = Decimal(value)
+    if not parsed.is_finite():
+        raise _Invalid(f"expected a finite decimal, got {_shown(value)}")
+    return parsed
+
+
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _bool(value: object, _: object) -> bool:
@@ -82,8 +112,10 @@ def _parsed(kind: str, parse: Callable[[str], T], *, numbers: bool = False) -> C
         _expect(value, accepted, f"{kind} string")
         try:
             return parse(value if isinstance(value, str) else repr(value))
+        except _Invalid:
+            raise
         except (ValueError, InvalidOperation):
-            raise _Invalid(f"expected {kind} string, got {value!r}") from None
+            raise _Invalid(f"expected {kind} string, got {_shown(value)}") from None
 
     return hook
 
@@ -159,9 +191,9 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(float, _float)
     conv.register_structure_hook(bool, _bool)
     conv.register_structure_hook(UUID, _parsed("a UUID", UUID))
-    conv.register_structure_hook(dt.datetime, _parsed("an ISO-8601 datetime", dt.datetime.fromisoformat))
+    conv.register_structure_hook(dt.datetime, _parsed("an ISO-8601 datetime", _datetime))
     conv.register_structure_hook(dt.date, _parsed("an ISO-8601 date", dt.date.fromisoformat))
-    conv.register_structure_hook(Decimal, _parsed("a decimal", Decimal, numbers=True))
+    conv.register_structure_hook(Decimal, _parsed("a decimal", _decimal, numbers=True))
     return conv
 
 
@@ -203,6 +235,9 @@ def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | li
     """Structure ``data`` into ``cls``; on failure return the list of problems instead."""
     if not isinstance(data, Mapping):
         return [{"path": "$", "message": f"expected a JSON object, got {_json_type(data)}"}]
+    unsafe = [{"path": path, "message": problem} for path, problem, _ in json_problems(data)]
+    if unsafe:
+        return unsafe
     try:
         return converter.structure(data, cls)
     except Exception as exc:  # a payload's own attrs validators may raise anything

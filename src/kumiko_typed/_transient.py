@@ -8,14 +8,16 @@ from typing import Final
 
 from sqlalchemy.exc import DBAPIError
 
-#: PostgreSQL aborted the transaction so that another could go on: serialization
-#: failure, deadlock detected.  Retrying is the documented remedy.
-_RETRY_STATES: Final = frozenset({"40001", "40P01"})
+#: PostgreSQL aborted the transaction so that another could go on (serialization
+#: failure, deadlock detected) or gave up waiting for a lock (lock_timeout).  Retrying
+#: is the documented remedy.
+_RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03"})
 
 
 def transient(exc: DBAPIError) -> bool:
     """The connection was lost (a restarted or failed-over server, a killed backend), the
-    transaction lost a deadlock or serialization conflict, or SQLite stayed locked."""
+    transaction lost a deadlock or serialization conflict or waited too long for a lock,
+    or SQLite stayed locked."""
     if exc.connection_invalidated:
         return True
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:

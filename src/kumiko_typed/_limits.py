@@ -1,0 +1,260 @@
+"""Values checked against what their columns can hold, before the database sees them.
+
+SQLite stores almost anything (41 characters in a ``String(40)``, a NUL, a 64-bit integer
+in an ``Integer``); PostgreSQL refuses much of it, with an error that cannot say which
+field of the input it was.  Checking here, by the column's declared type, gives both
+databases the same answer: a ``validation_error`` naming the payload field the value
+came from.  Untrusted JSON gets the checks no column can make up for (a lone surrogate,
+NaN, nesting without end) at the payload converter, through :func:`json_problems`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal
+from typing import Any, Final
+
+import attrs
+from sqlalchemy import JSON, BigInteger, Boolean, Column, Enum, Float, Integer, Numeric, SmallInteger, String
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+#: Deepest nesting of arrays and objects accepted in a payload or a stored JSON value:
+#: far beyond any sensible document, far below Python's recursion limit.
+MAX_DEPTH: Final = 64
+#: Problems reported per value at most (a huge bad document would list them all).
+_MAX_PROBLEMS: Final = 20
+
+Check = Callable[[object], "str | None"]
+Problem = dict[str, str]
+
+
+class Unfit(ValueError):
+    """Values a data step was about to store do not fit their columns; each problem is
+    ``{"path", "message", "column"}``, ``path`` the payload field it came from (``$`` if
+    it came from none)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(f"{p['column']}: {p['message']}" for p in problems))
+        self.problems = problems
+
+
+# --- single values -----------------------------------------------------------------
+
+
+def text_problem(value: str) -> str | None:
+    """What neither database stores as text (PostgreSQL refuses NUL, both lone surrogates)."""
+    if "\x00" in value:
+        return "must not contain NUL characters (U+0000)"
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return "is not valid Unicode (it holds a lone surrogate)"
+    return None
+
+
+def _finite(value: object) -> str | None:
+    if isinstance(value, Decimal):
+        finite = value.is_finite()
+    elif isinstance(value, float):
+        finite = math.isfinite(value)
+    else:
+        return None
+    return None if finite else "must be a finite number (not NaN or infinity)"
+
+
+def json_problems(value: object, path: str = "$") -> Iterator[tuple[str, str, object]]:
+    """``(path, message, offending value)`` for what a JSON column (or a JSON reader) cannot
+    take: strings and keys failing :func:`text_problem`, non-finite numbers, nesting deeper
+    than :data:`MAX_DEPTH`.  Iterative: a document nested thousands deep is no recursion."""
+    todo: list[tuple[str, object, int]] = [(path, value, 0)]
+    while todo:
+        where, node, depth = todo.pop()
+        if isinstance(node, str):
+            problem = text_problem(node)
+            if problem is not None:
+                yield where, problem, node
+        elif isinstance(node, (float, Decimal)):
+            problem = _finite(node)
+            if problem is not None:
+                yield where, problem, node
+        elif isinstance(node, (Mapping, list, tuple)):
+            if depth >= MAX_DEPTH:
+                yield where, f"is nested deeper than {MAX_DEPTH} levels", node
+                continue
+            items = node.items() if isinstance(node, Mapping) else enumerate(node)
+            children = []
+            for key, child in items:
+                if isinstance(key, str):
+                    problem = text_problem(key)
+                    if problem is not None:
+                        yield where, f"has a key that {problem}", key
+                        continue
+                    children.append((f"{where}.{key}", child, depth + 1))
+                else:
+                    children.append((f"{where}[{key!r}]", child, depth + 1))
+            todo.extend(reversed(children))  # document order
+
+
+# --- columns -----------------------------------------------------------------------
+
+
+def _text(length: int | None) -> Check:
+    def check(value: object) -> str | None:
+        if not isinstance(value, str):
+            return None
+        if length is not None and len(value) > length:
+            return f"must be at most {length} characters long, not {len(value)}"
+        return text_problem(value)
+
+    return check
+
+
+def _integer(bits: int) -> Check:
+    low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+    def check(value: object) -> str | None:
+        if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+            return f"must be between {low} and {high}"
+        return None
+
+    return check
+
+
+def _float(value: object) -> str | None:
+    if isinstance(value, int) and not isinstance(value, bool):
+        return _integer(64)(value)  # SQLite binds an int as a 64-bit integer
+    return _finite(value)
+
+
+def _numeric(precision: int | None, scale: int | None) -> Check:
+    def check(value: object) -> str | None:
+        problem = _finite(value)
+        if problem is not None or not isinstance(value, (int, Decimal)) or isinstance(value, bool) or not value:
+            return problem
+        number = Decimal(value)
+        if precision is None:
+            # What SQLite's floating point and PostgreSQL's numeric both hold.
+            if not -300 <= number.adjusted() < 308:
+                return "must be between 1e-300 and 1e308 in magnitude, or 0"
+            return None
+        allowed = precision - (scale or 0)
+        if number.adjusted() + 1 > allowed:
+            return f"must have at most {allowed} digits before the decimal point"
+        return None
+
+    return check
+
+
+def _json(value: object) -> str | None:
+    for where, problem, _ in json_problems(value):
+        return problem if where == "$" else f"{problem} (at {where})"
+    return None
+
+
+def _check_for(type_: TypeEngine[Any]) -> Check | None:
+    if isinstance(type_, TypeDecorator):
+        type_ = type_.impl_instance
+    if isinstance(type_, Enum):
+        return None  # its values are checked by SQLAlchemy against the enum
+    if isinstance(type_, String):
+        return _text(type_.length)
+    if isinstance(type_, Boolean):
+        return None
+    if isinstance(type_, Integer):
+        return _integer(16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32)
+    if isinstance(type_, Float):
+        return _float
+    if isinstance(type_, Numeric):
+        return _numeric(type_.precision, type_.scale)
+    if isinstance(type_, JSON):
+        return _json
+    return None
+
+
+#: Per column: its check (``None``: nothing to check), worked out once.
+_CHECKS: dict[Column[Any], Check | None] = {}
+
+
+def check_of(column: Column[Any]) -> Check | None:
+    try:
+        return _CHECKS[column]
+    except KeyError:
+        check = _CHECKS[column] = _check_for(column.type)
+        return check
+
+
+# --- where a value came from -------------------------------------------------------
+
+
+def _children(node: object, path: str) -> Iterator[tuple[str, object]]:
+    cls = type(node)
+    if attrs.has(cls):
+        for field in attrs.fields(cls):
+            yield f"{path}.{field.name}", getattr(node, field.name)
+    elif isinstance(node, Mapping):
+        for key, child in node.items():
+            yield (f"{path}.{key}" if isinstance(key, str) else f"{path}[{key!r}]"), child
+    elif isinstance(node, (list, tuple)):
+        for index, child in enumerate(node):
+            yield f"{path}[{index}]", child
+
+
+def source_path(payload: object, value: object) -> str:
+    """The path of the payload field ``value`` was taken from: the same object, else an
+    equal value of the same type (nearest the root first); ``$`` if none holds it."""
+    equal: str | None = None
+    level: list[tuple[str, object]] = [("$", payload)]
+    for _ in range(MAX_DEPTH):
+        following: list[tuple[str, object]] = []
+        for path, node in level:
+            for child_path, child in _children(node, path):
+                if child is value:
+                    return child_path
+                if equal is None and type(child) is type(value):
+                    try:
+                        if child == value:
+                            equal = child_path
+                    except ArithmeticError:  # a signalling NaN compares by raising
+                        pass
+                following.append((child_path, child))
+        if not following:
+            break
+        level = following
+    return equal or "$"
+
+
+def unfit_values(values: Mapping[Column[Any], object], payload: object) -> list[Problem]:
+    """The problems of ``values`` (column → value about to be written)."""
+    problems: list[Problem] = []
+    for column, value in values.items():
+        if value is None:
+            continue
+        check = check_of(column)
+        if check is None:
+            continue
+        label = f"{column.table.name}.{column.name}" if column.table is not None else column.name
+        if check is _json:  # name the field inside the document, not the whole document
+            problems += unfit_json(value, label, payload)
+            continue
+        problem = check(value)
+        if problem is not None:
+            problems.append({"path": source_path(payload, value), "message": problem, "column": label})
+    return problems[:_MAX_PROBLEMS]
+
+
+def unfit_json(value: object, column: str, payload: object) -> list[Problem]:
+    """The problems of a JSON document about to be stored in ``column``."""
+    problems: list[Problem] = []
+    for where, problem, offending in json_problems(value):
+        message = problem if where == "$" else f"{problem} (at {where})"
+        problems.append({"path": source_path(payload, offending), "message": message, "column": column})
+        if len(problems) >= _MAX_PROBLEMS:
+            break
+    return problems
+
+
+def refuse(problems: list[Problem]) -> None:
+    if problems:
+        raise Unfit(problems)
