@@ -754,3 +754,42 @@ def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny) ->
         assert "secret" not in result.stderr  # the password stays out of the message
         assert "Is the server reachable" in result.stderr
         assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
+    """``--database-url`` derives the App with ``with_database``: every constructor setting
+    is carried. Adding a parameter to ``App`` without carrying it fails here."""
+    import inspect
+    from datetime import UTC, datetime
+
+    import attrs
+    import httpx
+
+    from kumiko_typed import Feature, MaildirTransport
+
+    @attrs.frozen
+    class Marker:
+        n: int
+
+    def clock() -> datetime:
+        return datetime(2030, 1, 1, tzinfo=UTC)
+
+    def secrets(name: str) -> str | None:
+        return None
+
+    given: dict[str, Any] = {
+        "clock": clock,
+        "mail": MaildirTransport(str(tmp_path / "mail")),
+        "secrets": secrets,
+        "http": httpx.Client(),
+        "value_types": (Marker,),
+    }
+    settings = set(inspect.signature(App).parameters) - {"features", "database_url"}
+    assert settings == set(given), "a new App setting needs a value here and must be carried by with_database"
+    app = App([Feature("f")], database_url=f"sqlite:///{tmp_path / 'a.sqlite3'}", **given)
+    other = app.with_database(f"sqlite:///{tmp_path / 'b.sqlite3'}")
+    assert other.engine.url.database == str(tmp_path / "b.sqlite3")
+    assert other._settings == app._settings
+    assert all(other._settings[name] is given[name] or other._settings[name] == given[name] for name in given)
+    assert other.clock is clock and other.mail == given["mail"] and other.secrets is secrets
+    assert Marker in other.codec.by_name.values()

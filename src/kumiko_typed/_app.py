@@ -67,6 +67,15 @@ class App:
         problems = validate(features)
         if problems:
             raise BootError(problems)
+        #: Every constructor argument but the features and the database, exactly as given:
+        #: what :meth:`with_database` carries over (a test keeps it complete).
+        self._settings: dict[str, Any] = {
+            "clock": clock,
+            "mail": mail,
+            "secrets": secrets,
+            "http": http,
+            "value_types": tuple(value_types),
+        }
         self.features = tuple(features)
         self.database_url = database_url
         self.clock: Clock = clock or _utc_now
@@ -92,6 +101,11 @@ class App:
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
+
+    def with_database(self, database_url: str) -> App:
+        """The same App — its features and every setting it was built with — on another
+        database.  The command line uses it for ``--database-url``."""
+        return App(self.features, database_url=database_url, **self._settings)
 
     @property
     def handlers(self) -> Mapping[str, WriteHandler[Any, Any]]:

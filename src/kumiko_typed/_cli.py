@@ -11,7 +11,6 @@ from contextlib import contextmanager
 from types import FrameType
 from typing import Any
 
-import attrs
 import click
 from sqlalchemy import URL, make_url
 from sqlalchemy.exc import DBAPIError
@@ -40,7 +39,7 @@ def load_app(target: str, database_url: str | None) -> App:
     if isinstance(value, App):
         if database_url is None:
             return value
-        return _on_database(value, database_url)
+        return value.with_database(database_url)
     if callable(value):
         try:
             with _database(database_url):  # a factory may create its tables
@@ -50,21 +49,6 @@ def load_app(target: str, database_url: str | None) -> App:
         if isinstance(app, App):
             return app
     raise click.ClickException(f"{target} is neither an App nor a function returning one")
-
-
-def _on_database(app: App, database_url: str) -> App:
-    """The same App on another database: every setting kept, including the classes its
-    workflow runs may store (without them a worker fails the runs it cannot read back)."""
-    stored = [cls for cls in app.codec.by_name.values() if attrs.has(cls)]
-    return App(
-        app.features,
-        database_url=database_url,
-        clock=app.clock,
-        mail=app.mail,
-        secrets=app.secrets,
-        http=app._http,
-        value_types=stored,
-    )
 
 
 def _url(option: str | None) -> str | None:
