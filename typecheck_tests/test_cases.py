@@ -54,6 +54,9 @@ def test_mypy_without_plugin_positive(tmp_path: Path) -> None:
     errors = [line for line in result.stdout.splitlines() if ": error:" in line]
     assert result.returncode == 0 and not errors, result.stdout + result.stderr
 
+    examples = mypy(*map(str, EXAMPLE_FILES), cwd=EXAMPLES.parent, config=None, cache_dir=tmp_path)
+    assert examples.returncode == 0, examples.stdout + examples.stderr
+
 
 @pytest.mark.skipif(not EXAMPLE_FILES, reason="no examples yet")
 def test_examples_with_plugin(tmp_path: Path) -> None:
