@@ -281,9 +281,9 @@ def _docstring(rule: Any, m: Method, refusal: str | None, indent: str) -> str:
         2: f'Tier 2: the feature must declare "{rule.kind}" in ``requires=``.',
         3: "Tier 3: workflows only.",
     }[rule.tier]
-    lines = [rule.summary, ""]
-    if refusal:
-        lines += [f"Not available here: {refusal}.", ""]
+    # A refused step leads with why: pyright's language server tags no completion item as
+    # deprecated, so this line (the top of the item's documentation) and -> Never say it.
+    lines = [f"Deprecated here: {refusal}.", "", rule.summary, ""] if refusal else [rule.summary, ""]
     lines += [f"Step kind ``{rule.kind}``. {tier}", f"Result key: {m.key}", "", "Example::", "", f"    {m.example}"]
     wrapped: list[str] = []
     for line in lines:

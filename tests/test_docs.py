@@ -1,6 +1,7 @@
 """The documentation's Python is real: every ```python block of README.md and docs/*.md is
 type-checked with mypy and the kumiko-typed plugin (one run over all of them, zero errors
-expected) and executed in a fresh working directory (exit 0 expected).
+expected), checked by pyright in strict mode (zero errors) and executed in a fresh working
+directory (exit 0 expected).
 
 A block opts out only on purpose, with an HTML comment line right before its fence:
 
@@ -29,6 +30,7 @@ from pathlib import Path
 import pytest
 
 from kumiko_typed import _rules
+from typecheck_tests._mypy import pyright, pyright_errors
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -140,9 +142,13 @@ def _clean_env() -> dict[str, str]:
     return {k: v for k, v in os.environ.items() if not k.startswith(drop)}
 
 
-def _mypy_output(tmp_dir: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+def _write_blocks(tmp_dir: Path) -> None:
     for block in CHECKED:
         (tmp_dir / block.filename).write_text(block.code, encoding="utf-8")
+
+
+def _mypy_output(tmp_dir: Path) -> tuple[subprocess.CompletedProcess[str], list[str]]:
+    _write_blocks(tmp_dir)
     for name in (QUOTED_CASE, "_models.py"):
         shutil.copy(CASES / name, tmp_dir / name)
     files = sorted({b.filename for b in CHECKED} | {QUOTED_CASE})
@@ -193,6 +199,17 @@ def test_python_blocks_typecheck_with_the_plugin(tmp_path: Path) -> None:
         + "\n".join(stale)
         + ("\n\nmypy says:\n" + "\n".join(sorted(quoted)))
     )
+
+
+def test_python_blocks_pass_pyright_strict(tmp_path: Path) -> None:
+    """Readers copy these blocks into editors: pyright's strict mode finds nothing in them,
+    in particular no Unknown from a step result (docs/plugin.md, "Without the plugin")."""
+    blocks = tmp_path / "blocks"
+    blocks.mkdir()
+    _write_blocks(blocks)
+    data = pyright(*sorted(blocks.glob("*.py")), mode="strict", config_dir=tmp_path)
+    errors = pyright_errors(data)
+    assert not errors, "\n".join(errors)
 
 
 @pytest.mark.parametrize("block", CHECKED, ids=[b.label for b in CHECKED])

@@ -66,11 +66,29 @@ def mypy(*args: str, cwd: Path, config: Path | None, cache_dir: Path) -> subproc
     return subprocess.run([*cmd, *args], cwd=cwd, capture_output=True, text=True, check=False)
 
 
-def pyright(*paths: Path) -> dict[str, object]:
-    cmd = [sys.executable, "-m", "pyright", "--outputjson", "--pythonpath", sys.executable, *map(str, paths)]
-    result = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=ROOT)
+def pyright(*paths: Path, mode: str, config_dir: Path) -> dict[str, object]:
+    """pyright's JSON report on ``paths`` in ``typeCheckingMode`` ``mode`` ("basic", "strict"...).
+
+    The configuration file is written to ``config_dir``, which becomes pyright's project
+    root; the case files' shared ``_models`` module is found through ``extraPaths``."""
+    config = config_dir / "pyrightconfig.json"
+    config.write_text(json.dumps({"typeCheckingMode": mode, "extraPaths": [str(CASES)]}))
+    cmd = [sys.executable, "-m", "pyright", "--outputjson", "--pythonpath", sys.executable, "-p", str(config)]
+    result = subprocess.run([*cmd, *map(str, paths)], capture_output=True, text=True, check=False, cwd=ROOT)
     try:
         data: dict[str, object] = json.loads(result.stdout)
     except json.JSONDecodeError as exc:
         raise AssertionError(f"pyright did not answer JSON:\n{result.stdout}\n{result.stderr}") from exc
     return data
+
+
+def pyright_errors(data: dict[str, object]) -> list[str]:
+    """pyright's errors as ``file:line: message (rule)`` lines."""
+    diagnostics = data["generalDiagnostics"]
+    assert isinstance(diagnostics, list)
+    out: list[str] = []
+    for d in diagnostics:
+        if d.get("severity") == "error":
+            line = d["range"]["start"]["line"] + 1
+            out.append(f"{Path(d['file']).name}:{line}: {d['message']} ({d.get('rule', '?')})")
+    return out

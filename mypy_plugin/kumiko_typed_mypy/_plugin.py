@@ -27,6 +27,7 @@ from ._features import (
     step_keys,
     updates,
 )
+from ._lambda_errors import keeping_lambda_errors
 from ._names import FEATURE, SOME_STEPS, method
 from ._rules import rules
 
@@ -81,7 +82,8 @@ def _method_hooks() -> dict[str, MethodHook]:
     return table
 
 
-METHOD_HOOKS: dict[str, MethodHook] = _method_hooks()
+# Each hook also keeps its call's lambda errors under dmypy (see _lambda_errors).
+METHOD_HOOKS: dict[str, MethodHook] = {name: keeping_lambda_errors(h) for name, h in _method_hooks().items()}
 
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},

@@ -255,11 +255,11 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
         def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
-            """Suspend the workflow run for a while.
-
-            Not available here: Step "wait" (workflow.wait) suspends a workflow run and is only
+            """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
+
+            Suspend the workflow run for a while.
 
             Step kind ``workflow.wait``. Tier 3: workflows only.
             Result key: none.
@@ -280,11 +280,11 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
         def wait_for_event(self, name: str, event: type[EV], *, key: Callable[[Ctx[P, S, Sc]], object], event_key: Callable[[EV], object], timeout: timedelta | str) -> Never:
-            """Suspend the workflow run until a matching event or a timeout.
+            """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
+            run and is only allowed in a workflow pipeline, not in a Pipeline; build it with
+            feature.workflow_pipeline(P) and register it with feature.workflow(...).
 
-            Not available here: Step "wait_for_event" (workflow.wait_for_event) suspends a
-            workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it
-            with feature.workflow_pipeline(P) and register it with feature.workflow(...).
+            Suspend the workflow run until a matching event or a timeout.
 
             Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
             Result key: ``name``: the matching event, or ``None`` after the timeout.
@@ -305,11 +305,11 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
         def retry(self, *, times: int, do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], backoff: Literal["exponential", "linear"] = "exponential", base_delay: timedelta = timedelta(seconds=10)) -> Never:
-            """Run a sub-pipeline again after a delay until it succeeds.
-
-            Not available here: Step "retry" (workflow.retry) suspends a workflow run and is
-            only allowed in a workflow pipeline, not in a Pipeline; build it with
+            """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
+            allowed in a workflow pipeline, not in a Pipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
+
+            Run a sub-pipeline again after a delay until it succeeds.
 
             Step kind ``workflow.retry``. Tier 3: workflows only.
             Result key: the body's keys, plain (the body ran to completion).
@@ -475,11 +475,10 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('return_ is not allowed inside a sub-pipeline (SubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead')
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
-            """End the pipeline with its result.
+            """Deprecated here: return_ is not allowed inside a sub-pipeline (SubPipeline: branch,
+            for_each or retry body); end the top-level pipeline with .return_(...) instead.
 
-            Not available here: return_ is not allowed inside a sub-pipeline (SubPipeline:
-            branch, for_each or retry body); end the top-level pipeline with .return_(...)
-            instead.
+            End the pipeline with its result.
 
             Step kind ``return``. Tier 1.
             Result key: ends the pipeline; its ``Ok`` data type becomes the handler's result
@@ -540,11 +539,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
         def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
-            """Suspend the workflow run for a while.
-
-            Not available here: Step "wait" (workflow.wait) suspends a workflow run and is only
+            """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
+
+            Suspend the workflow run for a while.
 
             Step kind ``workflow.wait``. Tier 3: workflows only.
             Result key: none.
@@ -565,11 +564,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
         def wait_for_event(self, name: str, event: type[EV], *, key: Callable[[Ctx[P, S, Sc]], object], event_key: Callable[[EV], object], timeout: timedelta | str) -> Never:
-            """Suspend the workflow run until a matching event or a timeout.
+            """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
+            run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with
+            feature.workflow_pipeline(P) and register it with feature.workflow(...).
 
-            Not available here: Step "wait_for_event" (workflow.wait_for_event) suspends a
-            workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build
-            it with feature.workflow_pipeline(P) and register it with feature.workflow(...).
+            Suspend the workflow run until a matching event or a timeout.
 
             Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
             Result key: ``name``: the matching event, or ``None`` after the timeout.
@@ -590,11 +589,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
         def retry(self, *, times: int, do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], backoff: Literal["exponential", "linear"] = "exponential", base_delay: timedelta = timedelta(seconds=10)) -> Never:
-            """Run a sub-pipeline again after a delay until it succeeds.
-
-            Not available here: Step "retry" (workflow.retry) suspends a workflow run and is
-            only allowed in a workflow pipeline, not in a SubPipeline; build it with
+            """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
+            allowed in a workflow pipeline, not in a SubPipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
+
+            Run a sub-pipeline again after a delay until it succeeds.
 
             Step kind ``workflow.retry``. Tier 3: workflows only.
             Result key: the body's keys, plain (the body ran to completion).
@@ -992,11 +991,11 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @deprecated('return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead')
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
-            """End the pipeline with its result.
+            """Deprecated here: return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline:
+            branch, for_each or retry body); end the top-level pipeline with .return_(...)
+            instead.
 
-            Not available here: return_ is not allowed inside a sub-pipeline
-            (WorkflowSubPipeline: branch, for_each or retry body); end the top-level pipeline
-            with .return_(...) instead.
+            End the pipeline with its result.
 
             Step kind ``return``. Tier 1.
             Result key: ends the pipeline; its ``Ok`` data type becomes the handler's result

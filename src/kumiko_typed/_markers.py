@@ -4,11 +4,18 @@ Each marker subclasses ``Any``: without the plugin (plain mypy, pyright, an IDE)
 ``c.steps["x"]`` is simply ``Any`` — no false errors, no precision.  With the
 plugin, the marker is replaced by an exact ``TypedDict`` (DESIGN §4.1–4.2).
 They are never instantiated.
+
+For pyright an ``Any`` base alone is not enough: it types a member found only
+through that base as *Unknown*, which ``strict`` mode reports on every key read
+(``reportUnknownMemberType`` and its follow-ons).  So the markers also declare
+their item and attribute access as returning an explicit ``Any``, which strict
+mode accepts.  mypy sees no difference (both are ``Any`` to it), and with the
+plugin the marker is gone before any access is checked.
 """
 
 from __future__ import annotations
 
-from typing import Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 S = TypeVar("S", covariant=True)
 S1 = TypeVar("S1", covariant=True)
@@ -20,6 +27,11 @@ I = TypeVar("I", covariant=True)  # noqa: E741 - the item type of a loop
 class _Marker(Any):
     def __init__(self) -> None:
         raise TypeError("marker types exist for the type checker only")
+
+    if TYPE_CHECKING:
+        # c.steps["x"] and c.steps.get("x") are explicit Any (see the module docstring).
+        def __getitem__(self, key: str, /) -> Any: ...
+        def __getattr__(self, name: str, /) -> Any: ...
 
 
 class NoSteps(_Marker):

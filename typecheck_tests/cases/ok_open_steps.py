@@ -11,8 +11,12 @@ from _models import Order
 shop = Feature("shop")
 
 
+def one(c: Any) -> int:
+    return 1
+
+
 def untyped_arm(b: Any) -> Any:
-    return b.compute("x", lambda c: 1)
+    return b.compute("x", one)  # a lambda here would be Unknown-typed for pyright strict
 
 
 kept = (
