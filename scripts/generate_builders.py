@@ -104,9 +104,10 @@ METHODS: dict[str, Method] = {
         " version=lambda c: c.payload.version)",
     ),
     "aggregate.append_event": Method(
-        f"entity: type[E], *, id: {_resolver('UUID')}, event: Callable[[{CTX}], object]",
+        f"entity: type[E], *, id: {_resolver('UUID')}, event: Callable[[{CTX}], object], "
+        f"headers: {_resolver('Mapping[str, str]')} | None = None",
         SAME,
-        "self._then({SELF}, _steps.AppendEvent(entity, id, event))",
+        "self._then({SELF}, _steps.AppendEvent(entity, id, event, headers))",
         "none.",
         ".append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))",
     ),
@@ -143,6 +144,15 @@ METHODS: dict[str, Method] = {
         "``c.scope[item]`` is the current item inside the body.",
         '.for_each("line", over=lambda c: c.payload.lines,'
         ' do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))',
+    ),
+    "guard": Method(
+        f"when: Callable[[{CTX}], bool], *, otherwise: Callable[[{CTX}], Failure]",
+        SAME,
+        "self._then({SELF}, _steps.Guard(when, otherwise))",
+        "none; when ``when`` is false, ``otherwise``'s Failure ends the whole handler (rolling it back) "
+        "or fails the workflow run, from any depth.",
+        '.guard(lambda c: c.steps["product"].stock >= c.payload.quantity,'
+        ' otherwise=lambda c: fail("unprocessable", "not enough stock"))',
     ),
     "return": Method(
         f"fn: Callable[[{CTX}], Ok[D] | Failure]",
@@ -311,7 +321,7 @@ def _method(builder: str, rule: Any, m: Method) -> str:
         body = _fill("self._then({SELF}, _steps.Return(fn))", builder)
     else:
         why = rules.msg_workflow_only(kind, name, builder)
-    untyped = ", ".join(p.split(":")[0].split("=")[0].strip() if p.strip() != "*" else "*" for p in _split(params))
+    untyped = ", ".join(_untyped(p) for p in _split(params))
     return (
         "    if TYPE_CHECKING:\n\n"
         f"        @deprecated({why!r})\n"
@@ -323,6 +333,16 @@ def _method(builder: str, rule: Any, m: Method) -> str:
         "            # Recorded anyway so that boot validation reports it with the other problems.\n"
         f"            return {body}\n"
     )
+
+
+def _untyped(param: str) -> str:
+    """``name: T = default`` without its annotation; the default stays, so a call that
+    leaves it out (written without mypy) still records the step for boot to report."""
+    if param == "*":
+        return param
+    head, _eq, default = param.partition(" = ")
+    name = head.split(":")[0].strip()
+    return f"{name}={default}" if default else name
 
 
 def _split(params: str) -> list[str]:

@@ -179,8 +179,11 @@ def check_pipeline(
 ) -> list[str]:
     out: list[str] = []
     for path, step, inside in walk(steps, builder):
-        rule = _rules.RULES_BY_KIND[step.kind]
         prefix = f"{where}, step {path} ({step.describe()})"
+        rule = _rules.RULES_BY_KIND.get(step.kind)
+        if rule is None:
+            out.append(f"{prefix}: {_rules.msg_unknown_step(step.kind)}")
+            continue
         if not _rules.allows(inside, step.kind):
             if rule.key == "end":
                 out.append(f"{prefix}: {_rules.msg_return_in_subpipeline(inside)}")

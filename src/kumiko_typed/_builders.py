@@ -138,7 +138,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object]) -> Pipeline[P, S, Sc, C]:
+    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> Pipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -148,7 +148,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(Pipeline, _steps.AppendEvent(entity, id, event))
+        return self._then(Pipeline, _steps.AppendEvent(entity, id, event, headers))
 
     def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> Pipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
@@ -199,6 +199,19 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
         """
         return self._then(Pipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
+
+    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> Pipeline[P, S, Sc, C]:
+        """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
+
+        Step kind ``guard``. Tier 1.
+        Result key: none; when ``when`` is false, ``otherwise``'s Failure ends the whole handler
+        (rolling it back) or fails the workflow run, from any depth.
+
+        Example::
+
+            .guard(lambda c: c.steps["product"].stock >= c.payload.quantity, otherwise=lambda c: fail("unprocessable", "not enough stock"))
+        """
+        return self._then(Pipeline, _steps.Guard(when, otherwise))
 
     def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Finished[P, D]:
         """End the pipeline with its result.
@@ -322,7 +335,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff, base_delay):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
             return self._then(Pipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
 
@@ -409,7 +422,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object]) -> SubPipeline[P, S, Sc, C]:
+    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> SubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -419,7 +432,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(SubPipeline, _steps.AppendEvent(entity, id, event))
+        return self._then(SubPipeline, _steps.AppendEvent(entity, id, event, headers))
 
     def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> SubPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
@@ -470,6 +483,19 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
         """
         return self._then(SubPipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
+
+    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> SubPipeline[P, S, Sc, C]:
+        """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
+
+        Step kind ``guard``. Tier 1.
+        Result key: none; when ``when`` is false, ``otherwise``'s Failure ends the whole handler
+        (rolling it back) or fails the workflow run, from any depth.
+
+        Example::
+
+            .guard(lambda c: c.steps["product"].stock >= c.payload.quantity, otherwise=lambda c: fail("unprocessable", "not enough stock"))
+        """
+        return self._then(SubPipeline, _steps.Guard(when, otherwise))
 
     if TYPE_CHECKING:
 
@@ -606,7 +632,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff, base_delay):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
             return self._then(SubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
 
@@ -693,7 +719,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object]) -> WorkflowPipeline[P, S, Sc, C]:
+    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> WorkflowPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -703,7 +729,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(WorkflowPipeline, _steps.AppendEvent(entity, id, event))
+        return self._then(WorkflowPipeline, _steps.AppendEvent(entity, id, event, headers))
 
     def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> WorkflowPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
@@ -754,6 +780,19 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
         """
         return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
+
+    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> WorkflowPipeline[P, S, Sc, C]:
+        """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
+
+        Step kind ``guard``. Tier 1.
+        Result key: none; when ``when`` is false, ``otherwise``'s Failure ends the whole handler
+        (rolling it back) or fails the workflow run, from any depth.
+
+        Example::
+
+            .guard(lambda c: c.steps["product"].stock >= c.payload.quantity, otherwise=lambda c: fail("unprocessable", "not enough stock"))
+        """
+        return self._then(WorkflowPipeline, _steps.Guard(when, otherwise))
 
     def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> WorkflowFinished[P, D]:
         """End the pipeline with its result.
@@ -925,7 +964,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object]) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -935,7 +974,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(WorkflowSubPipeline, _steps.AppendEvent(entity, id, event))
+        return self._then(WorkflowSubPipeline, _steps.AppendEvent(entity, id, event, headers))
 
     def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
@@ -986,6 +1025,19 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
         """
         return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
+
+    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> WorkflowSubPipeline[P, S, Sc, C]:
+        """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
+
+        Step kind ``guard``. Tier 1.
+        Result key: none; when ``when`` is false, ``otherwise``'s Failure ends the whole handler
+        (rolling it back) or fails the workflow run, from any depth.
+
+        Example::
+
+            .guard(lambda c: c.steps["product"].stock >= c.payload.quantity, otherwise=lambda c: fail("unprocessable", "not enough stock"))
+        """
+        return self._then(WorkflowSubPipeline, _steps.Guard(when, otherwise))
 
     if TYPE_CHECKING:
 

@@ -312,8 +312,26 @@ def update(step: Update, run: Run) -> Failure | None:
     return None
 
 
+def _event_headers(headers: object) -> Mapping[str, str] | None:
+    """``append_event(headers=...)``: stored with the event as given, so only text keys
+    and values (they go into a JSON column, read back by consumers)."""
+    if headers is None:
+        return None
+    if not isinstance(headers, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
+    ):
+        raise StepRefused("headers= must be a mapping of str to str")
+    return headers
+
+
 def _append(
-    run: Run, entity: Any, version: int, aggregate: str, event_type: str, payload: Mapping[str, Any]
+    run: Run,
+    entity: Any,
+    version: int,
+    aggregate: str,
+    event_type: str,
+    payload: Mapping[str, Any],
+    headers: Mapping[str, str] | None = None,
 ) -> Failure | None:
     """The event of an aggregate write.  Under the append lock, with the row current, a
     clash on (stream, version) means the stream was written behind the row's back: the
@@ -331,6 +349,7 @@ def _append(
             user_id=ctx.user.id,
             correlation_id=ctx.event.correlation_id,
             occurred_at=ctx.now,
+            headers=headers,
         )
     except IntegrityError as exc:
         if not _on_event_store(exc):
@@ -357,7 +376,10 @@ def append_event(step: AppendEvent, run: Run) -> Failure | None:
     aggregate = runtime.aggregate_type(step.entity)
     payload = jsonable(runtime.converter.unstructure(event))
     refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
-    appended = _append(run, entity, new_version, aggregate, name, payload)
+    headers = _event_headers(resolve(step.headers, run))
+    if headers is not None:
+        refuse(unfit_json(dict(headers), f"{events.name}.headers", ctx.payload))
+    appended = _append(run, entity, new_version, aggregate, name, payload, headers)
     if appended is not None:
         return appended
     for projector in runtime.projectors_for(step.entity, type(event)):

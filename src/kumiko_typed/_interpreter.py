@@ -37,7 +37,7 @@ logger = logging.getLogger("kumiko_typed")
 class Run:
     """The mutable state of one pipeline run; resolvers see it only through ``ctx``."""
 
-    __slots__ = ("ctx", "runtime", "scope", "session", "values")
+    __slots__ = ("ctx", "refused", "runtime", "scope", "session", "values")
 
     def __init__(
         self, values: dict[str, object], scope: dict[str, object], ctx: AnyCtx, session: Session, runtime: Runtime
@@ -47,6 +47,8 @@ class Run:
         self.ctx = ctx
         self.session = session
         self.runtime = runtime
+        #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
+        self.refused: Failure | None = None
 
 
 def start_run(

@@ -77,12 +77,13 @@ def send_mail(step: SendMail, run: Run) -> None:
     recipients = [to] if isinstance(to, str) else [str(t) for t in to]
     if not recipients or not all(recipients):
         raise StepRefused("send_mail needs at least one recipient in to=")
-    message = {
+    message: dict[str, object] = {
         "to": recipients,
         "subject": str(resolve(step.subject, run)),
         "body": str(resolve(step.body, run)),
-        "sender": resolve(step.sender, run),
     }
+    if step.sender is not None:  # absent, the transport's default sender applies
+        message["sender"] = str(resolve(step.sender, run))
     _enqueue(run, "mail", message, DEFAULT_POLICY)
 
 

@@ -45,6 +45,8 @@ STEP_RULES: Final[tuple[StepRule, ...]] = (
              "Delete rows of a declared projection table."),
     StepRule("branch", "branch", 1, "arms", "Run one of two sub-pipelines."),
     StepRule("for_each", "for_each", 1, "body", "Run a sub-pipeline once per item."),
+    StepRule("guard", "guard", 1, "none",
+             "Go on only when a condition holds; otherwise end the whole pipeline with a Failure."),
     StepRule("return", "return_", 1, "end", "End the pipeline with its result."),
     StepRule("mail.send", "send_mail", 2, "none", "Send an e-mail through the outbox."),
     StepRule("webhook.send", "send_webhook", 2, "none", "Send an HTTP request through the outbox."),
@@ -168,6 +170,13 @@ def msg_tier(kind: str, method: str, declared: frozenset[str] | set[str]) -> str
 def msg_unknown_capability(kind: str) -> str:
     known = ", ".join(f'"{k}"' for k in sorted(TIER2_KINDS))
     return f'"{kind}" in requires= is not a tier-2 step kind; use one of {known}'
+
+
+def msg_unknown_step(kind: str) -> str:
+    return (
+        f'"{kind}" is not a step kind of kumiko-typed; build pipelines only with the builders\' methods '
+        "(the rule table lists every kind)"
+    )
 
 
 def msg_workflow_only(kind: str, method: str, builder: str) -> str:

@@ -256,6 +256,7 @@ class AppendEvent(Step):
     entity: type[Any]
     id: object
     event: Fn
+    headers: object = None
 
     def execute(self, run: Run) -> Result:
         return _data.append_event(self, run)
@@ -336,6 +337,27 @@ class ForEach(Step):
             else:
                 scope[self.item] = shadowed
         return None
+
+
+@attrs.frozen(slots=True)
+class Guard(Step):
+    """A business refusal without a step key: ``otherwise``'s Failure is returned like
+    ``return_``'s, so it unwinds every enclosing branch arm and loop body and ends the
+    handler (rolled back) or the workflow run."""
+
+    kind = "guard"
+    when: Fn
+    otherwise: Fn
+
+    def execute(self, run: Run) -> Result:
+        ctx = run.ctx
+        if self.when(ctx):
+            return None
+        failure = self.otherwise(ctx)
+        if not isinstance(failure, Failure):
+            raise TypeError(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
+        run.refused = failure
+        return failure
 
 
 @attrs.frozen(slots=True)

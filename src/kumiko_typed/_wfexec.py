@@ -187,6 +187,11 @@ def _retry(step: Retry, run: Run, seg: Segment, rest: list[str] | None, here: st
         savepoint.commit()
         seg.retries.pop(here, None)
         return None
+    if failure is not None and failure is run.refused:
+        # A guard refused: that ends the run (as from any depth), it is no failed attempt.
+        savepoint.rollback()
+        seg.retries.pop(here, None)
+        return failure
     # A failed attempt leaves no trace but the retry record.
     savepoint.rollback()
     run.values.clear()
