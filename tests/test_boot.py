@@ -11,6 +11,7 @@ import attrs
 import pytest
 
 from kumiko_typed import App, BootError, Feature, Ok, User, manual, ok
+from kumiko_typed._builders import Pipeline, SubPipeline, WorkflowPipeline
 from kumiko_typed._rules import (
     msg_async_resolver,
     msg_duplicate_step,
@@ -19,8 +20,10 @@ from kumiko_typed._rules import (
     msg_return_in_subpipeline,
     msg_tier,
     msg_unknown_capability,
+    msg_unknown_step,
     msg_workflow_only,
 )
+from kumiko_typed._steps import Step
 
 MakeApp = Callable[..., App]
 
@@ -325,3 +328,32 @@ def test_an_empty_step_name_is_a_boot_problem() -> None:
     f = Feature("empty")
     _handler(f, "h", lambda p: p.compute("", lambda c: 1))
     assert len(_boot_problems([f])) == 1
+
+
+def test_retry_outside_a_workflow_written_without_mypy_is_a_boot_problem() -> None:
+    """The refused stubs keep the typed signature's defaults: no TypeError at import."""
+    f = Feature("plain")
+    f.write_handler(
+        "h",
+        f.pipeline(P).retry(times=2, do=lambda b: b.compute("x", lambda c: 1)).return_(lambda c: ok(None)),  # type: ignore[deprecated]
+    )
+    assert _boot_problems([f]) == [
+        f"handler plain:h, step 0 (workflow.retry): {msg_workflow_only('workflow.retry', 'retry', 'Pipeline')}"
+    ]
+
+
+@attrs.frozen(slots=True)
+class _Homemade(Step):
+    kind = "homemade.step"
+
+
+def test_an_unknown_step_kind_is_a_boot_problem_not_a_key_error() -> None:
+    f = Feature("odd")
+    pipeline = f.pipeline(P).branch(when=lambda c: True, on_true=lambda b: b._then(SubPipeline, _Homemade()))
+    f.write_handler("h", pipeline._then(Pipeline, _Homemade()).return_(lambda c: ok(None)))
+    f.workflow("wf", trigger=manual(P), pipeline=f.workflow_pipeline(P)._then(WorkflowPipeline, _Homemade()))
+    assert sorted(_boot_problems([f])) == [
+        f"handler odd:h, step 0/on_true/0 (homemade.step): {msg_unknown_step('homemade.step')}",
+        f"handler odd:h, step 1 (homemade.step): {msg_unknown_step('homemade.step')}",
+        f"workflow odd:wf, step 0 (homemade.step): {msg_unknown_step('homemade.step')}",
+    ]

@@ -245,6 +245,11 @@ mail = f.write_handler(
     .return_(lambda c: ok(None)),
 )
 
+mail_unsigned = f.write_handler(
+    "mail-unsigned",
+    f.pipeline(Mail).send_mail(to=lambda c: c.payload.to, subject="s", body="b").return_(lambda c: ok(None)),
+)
+
 
 def _ok(result: object) -> Any:
     assert isinstance(result, Ok), result
@@ -294,6 +299,15 @@ def test_send_webhook_and_send_mail_write_pending_rows_in_the_handlers_transacti
     assert row.handler == "outbox_t:hook"
     assert row.tenant_id == user.tenant_id
     assert row.message["url"] == receiver.url()
+
+
+def test_send_mail_stores_sender_only_when_given(app_on: AppOn, user: User, tmp_path: Path) -> None:
+    app = app_on([f], mail=_mail_dir(tmp_path))
+    _ok(app.dispatch(mail_unsigned, Mail(["a@example.com"], "s", "b"), user=user))
+    _ok(app.dispatch(mail, Mail(["a@example.com"], "s", "b", "shop@example.com"), user=user))
+    with app.engine.connect() as conn:
+        messages = [r.message for r in conn.execute(sa.select(outbox_table))]
+    assert sorted(str(m.get("sender", "absent")) for m in messages) == ["absent", "shop@example.com"]
 
 
 @pytest.mark.parametrize(

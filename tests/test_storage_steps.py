@@ -579,6 +579,40 @@ def test_append_event_stores_the_registered_event_and_runs_the_projector(
     assert _utc(second["occurred_at"]) == now
 
 
+def test_append_event_stores_its_headers_with_the_event_and_none_as_empty(app_on: AppOn, admin: User) -> None:
+    f = _feature()
+    seed = _seed_handler(f)
+    tagged = f.write_handler(
+        "tagged",
+        f.pipeline(Ref)
+        .append_event(
+            T3sWidget,
+            id=lambda c: c.payload.id,
+            event=lambda c: Restocked(1, "import"),
+            headers=lambda c: {"source": "import", "batch": str(c.payload.version)},
+        )
+        .append_event(T3sWidget, id=lambda c: c.payload.id, event=lambda c: Restocked(2, "plain"))
+        .append_event(T3sWidget, id=lambda c: c.payload.id, event=lambda c: Restocked(3, "fixed"), headers={"a": "b"})
+        .return_(lambda c: ok(None)),
+    )
+    bad = f.write_handler(
+        "bad",
+        f.pipeline(Ref)
+        .append_event(T3sWidget, id=lambda c: c.payload.id, event=lambda c: Restocked(1, "x"), headers={"n": 1})  # type: ignore[dict-item]
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
+    assert app.dispatch(tagged, Ref(created.id, version=7), user=admin) == Ok(None)
+    assert [e["headers"] for e in _rows(app, events)] == [{}, {"source": "import", "batch": "7"}, {}, {"a": "b"}]
+
+    before = _snapshot(app)
+    result = _failure(app.dispatch(bad, Ref(created.id), user=admin))
+    assert (result.code, result.details) == ("internal_error", {"path": "0", "step": "aggregate.append_event"})
+    assert "headers= must be a mapping of str to str" in result.message
+    assert _snapshot(app) == before
+
+
 def test_append_event_of_an_unregistered_event_class_is_internal_error_naming_it(app_on: AppOn, admin: User) -> None:
     f = _feature()
     seed = _seed_handler(f)
