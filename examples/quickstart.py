@@ -44,12 +44,13 @@ quote_order = orders.write_handler(
     "order:quote",
     orders.pipeline(PlaceOrder)
     .compute("subtotal", lambda c: sum((li.quantity * li.unit_price for li in c.payload.lines), Decimal(0)))
+    .guard(lambda c: bool(c.payload.lines), otherwise=lambda c: fail("unprocessable", "an order needs lines"))
     .for_each(
         "line",
         over=lambda c: c.payload.lines,
-        do=lambda b: b.branch(
-            when=lambda c: c.scope["line"].quantity <= 0,
-            on_true=lambda b: b.compute("bad_line", lambda c: c.scope["line"].sku),
+        do=lambda b: b.guard(
+            lambda c: c.scope["line"].quantity > 0,
+            otherwise=lambda c: fail("unprocessable", f"line {c.scope['line'].sku}: the quantity must be positive"),
         ),
     )
     .branch(
@@ -66,8 +67,6 @@ quote_order = orders.write_handler(
                 total=c.steps["subtotal"] - c.steps["discount"],
             )
         )
-        if c.payload.lines and c.steps["bad_line"] is None
-        else fail("unprocessable", "an order needs lines, each with a positive quantity")
     ),
     roles=["Sales"],
 )
@@ -83,6 +82,8 @@ def main() -> None:
     order = PlaceOrder("ada", [OrderLine("tea", 2, Decimal("4.50")), OrderLine("cup", 1, Decimal("12.00"))], "TENOFF")
     print("typed dispatch       ->", app.dispatch(quote_order, order, user=seller))
     print("no lines             ->", app.dispatch(quote_order, PlaceOrder("bob", []), user=seller))
+    bad_line = PlaceOrder("bob", [OrderLine("tea", 0, Decimal(1))])
+    print("a bad line           ->", app.dispatch(quote_order, bad_line, user=seller))
     print("JSON dispatch        ->", app.dispatch_json(
         "orders:order:quote",
         {"customer": "cy", "lines": [{"sku": "pot", "quantity": 1, "unit_price": "30.00"}]},

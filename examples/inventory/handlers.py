@@ -77,6 +77,10 @@ adjust_stock = inventory.write_handler(
     # the committed one plus this delta, even under concurrent adjusts.
     .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(c.payload.delta, c.payload.reason))
     .compute("new_stock", lambda c: c.steps["product"].stock)
+    .guard(
+        lambda c: c.steps["new_stock"] >= 0,
+        otherwise=lambda c: fail("unprocessable", "stock cannot go below zero", {"stock": c.steps["new_stock"]}),
+    )
     .branch(
         when=lambda c: c.steps["new_stock"] < LOW_STOCK,
         on_true=lambda b: b.unsafe_projection_upsert(
@@ -93,11 +97,7 @@ adjust_stock = inventory.write_handler(
             LowStockAlert, where=lambda c: LowStockAlert.product_id == c.payload.id
         ),
     )
-    .return_(
-        lambda c: fail("unprocessable", "stock cannot go below zero", {"stock": c.steps["new_stock"]})
-        if c.steps["new_stock"] < 0
-        else ok(c.steps["new_stock"])
-    ),
+    .return_(lambda c: ok(c.steps["new_stock"])),
     roles=["Admin", "User"],
 )
 
