@@ -158,10 +158,10 @@ def test_otherwise_giving_no_failure_is_an_internal_error_naming_the_step(app_on
     app = app_on([f])
     result = app.dispatch(not_a_failure, FINE, user=user)
     assert isinstance(result, Failure)
-    assert (result.code, result.message) == (
-        "internal_error",
-        "step 0 guard raised TypeError: guard's otherwise= must give fail(...), not str",
-    )
+    assert result.code == "internal_error"
+    assert result.message.startswith("step 0 guard raised StepRefused: guard's otherwise= must give fail(...), not str")
+    assert isinstance(result.details, dict)
+    assert (result.details["path"], result.details["step"]) == ("0", "guard")
 
 
 def test_a_false_guard_fails_the_workflow_run_with_its_code(app_on: AppOn, user: User) -> None:

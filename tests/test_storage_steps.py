@@ -601,6 +601,12 @@ def test_append_event_stores_its_headers_with_the_event_and_none_as_empty(app_on
         .append_event(T3sWidget, id=lambda c: c.payload.id, event=lambda c: Restocked(1, "x"), headers={"n": 1})  # type: ignore[dict-item]
         .return_(lambda c: ok(None)),
     )
+    nul = f.write_handler(
+        "nul",
+        f.pipeline(Ref)
+        .append_event(T3sWidget, id=lambda c: c.payload.id, event=lambda c: Restocked(1, "x"), headers={"n": "a\x00b"})
+        .return_(lambda c: ok(None)),
+    )
     app = app_on([f])
     created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
     assert app.dispatch(tagged, Ref(created.id, version=7), user=admin) == Ok(None)
@@ -608,8 +614,14 @@ def test_append_event_stores_its_headers_with_the_event_and_none_as_empty(app_on
 
     before = _snapshot(app)
     result = _failure(app.dispatch(bad, Ref(created.id), user=admin))
-    assert (result.code, result.details) == ("internal_error", {"path": "0", "step": "aggregate.append_event"})
-    assert "headers= must be a mapping of str to str" in result.message
+    assert result.code == "internal_error"
+    assert "StepRefused: headers= must be a mapping of str to str" in result.message
+    assert isinstance(result.details, dict) and result.details["step"] == "aggregate.append_event"
+    assert _snapshot(app) == before
+    # A header value the JSON column cannot hold is the input's fault, on both databases.
+    unfit = _failure(app.dispatch(nul, Ref(created.id), user=admin))
+    assert unfit.code == "validation_error"
+    assert isinstance(unfit.details, list) and unfit.details[0]["column"] == "kumiko_events.headers"
     assert _snapshot(app) == before
 
 

@@ -355,7 +355,7 @@ class Guard(Step):
             return None
         failure = self.otherwise(ctx)
         if not isinstance(failure, Failure):
-            raise TypeError(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
+            raise _data.StepRefused(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
         run.refused = failure
         return failure
 
