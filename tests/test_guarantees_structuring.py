@@ -6,12 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import attrs
 import pytest
 
-from kumiko_typed import App, Failure, Feature, User, ok
+from kumiko_typed import App, Failure, Feature, Ok, User, ok
 
 
 def _positive(_self: Any, _attribute: Any, value: int) -> None:
@@ -57,3 +58,26 @@ def test_problems_are_named_for_the_client(
     make_app: Callable[..., App], user: User, data: object, details: list[Any]
 ) -> None:
     assert _details(make_app, user, data) == details
+
+
+@attrs.frozen
+class Priced:
+    amount: Decimal
+    pair: tuple[int, str]
+
+
+def _priced(make_app: Callable[..., App], user: User, data: object) -> object:
+    f = Feature("gts")
+    f.write_handler("priced", f.pipeline(Priced).return_(lambda c: ok(c.payload)))
+    return make_app([f]).dispatch_json("gts:priced", data, user=user)
+
+
+def test_a_json_number_becomes_the_decimal_it_reads_as(make_app: Callable[..., App], user: User) -> None:
+    """0.1 is Decimal("0.1"), not the binary float's 0.1000000000000000055511151231257827..."""
+    assert _priced(make_app, user, {"amount": 0.1, "pair": [1, "a"]}) == Ok(Priced(Decimal("0.1"), (1, "a")))
+
+
+def test_a_fixed_length_tuple_checks_each_position(make_app: Callable[..., App], user: User) -> None:
+    result = _priced(make_app, user, {"amount": "1", "pair": [1, 2]})
+    assert isinstance(result, Failure)
+    assert result.details == [{"path": "$.pair[1]", "message": "expected a string, got number"}]
