@@ -81,3 +81,30 @@ def test_a_fixed_length_tuple_checks_each_position(make_app: Callable[..., App],
     result = _priced(make_app, user, {"amount": "1", "pair": [1, 2]})
     assert isinstance(result, Failure)
     assert result.details == [{"path": "$.pair[1]", "message": "expected a string, got number"}]
+
+
+@attrs.frozen
+class Tagged:
+    tags: set[str]
+    codes: frozenset[int]
+
+
+@pytest.mark.parametrize(
+    ("data", "expected"),
+    [
+        ({"tags": ["a", "b"], "codes": [1]}, Ok(Tagged({"a", "b"}, frozenset({1})))),
+        ({"tags": ["a", 2], "codes": [1]}, [{"path": "$.tags[1]", "message": "expected a string, got number"}]),
+        ({"tags": [], "codes": ["1"]}, [{"path": "$.codes[0]", "message": "expected an integer, got string"}]),
+    ],
+    ids=["good", "bad-set-item", "bad-frozenset-item"],
+)
+def test_set_items_are_checked_against_their_type(
+    make_app: Callable[..., App], user: User, data: object, expected: object
+) -> None:
+    f = Feature("gts")
+    f.write_handler("tagged", f.pipeline(Tagged).return_(lambda c: ok(c.payload)))
+    result = make_app([f]).dispatch_json("gts:tagged", data, user=user)
+    if isinstance(expected, Ok):
+        assert result == expected
+    else:
+        assert isinstance(result, Failure) and result.details == expected
