@@ -108,3 +108,11 @@ def test_set_items_are_checked_against_their_type(
         assert result == expected
     else:
         assert isinstance(result, Failure) and result.details == expected
+
+
+def test_an_unknown_field_and_a_bad_one_are_both_reported(make_app: Callable[..., App], user: User) -> None:
+    assert _details(make_app, user, {"name": 5, "n": 1, "extra": True, "more": 1}) == [
+        {"path": "$.name", "message": "expected a string, got number"},
+        {"path": "$.extra", "message": "unknown field"},
+        {"path": "$.more", "message": "unknown field"},
+    ]
