@@ -4,7 +4,7 @@ message of a payload's own validator, with or without words of its own."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -116,3 +116,23 @@ def test_an_unknown_field_and_a_bad_one_are_both_reported(make_app: Callable[...
         {"path": "$.extra", "message": "unknown field"},
         {"path": "$.more", "message": "unknown field"},
     ]
+
+
+@attrs.frozen
+class Listed:
+    names: Sequence[str]
+    pair: tuple[int, str] = (0, "")
+
+
+@pytest.mark.parametrize(
+    ("data", "path"),
+    [({"names": "ab"}, "$.names"), ({"names": [], "pair": "ab"}, "$.pair")],
+    ids=["sequence", "fixed-length-tuple"],
+)
+def test_a_string_is_not_taken_for_an_array(make_app: Callable[..., App], user: User, data: object, path: str) -> None:
+    """Left to cattrs, a string would be iterated into its characters."""
+    f = Feature("gts")
+    f.write_handler("listed", f.pipeline(Listed).return_(lambda c: ok(c.payload)))
+    result = make_app([f]).dispatch_json("gts:listed", data, user=user)
+    assert isinstance(result, Failure)
+    assert result.details == [{"path": path, "message": "expected an array, got string"}]
