@@ -173,7 +173,7 @@ def test_a_worker_blocked_in_a_slow_delivery_does_not_stall_another_worker(
         second.dispose()
 
 
-# --- delivery details `./dev mutants` found untested (docs/testing.md) -------------------------
+# --- delivery details a mutation run (mutmut) found untested ---------------------------------
 # Not storage: these run on SQLite only.
 
 

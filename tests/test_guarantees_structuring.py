@@ -1,6 +1,7 @@
-"""Payload structuring details (DESIGN §3.1) that no other test noticed losing, found by
-``./dev mutants _structuring`` (docs/testing.md): how a non-JSON value is named, and the
-message of a payload's own validator, with or without words of its own."""
+"""Payload structuring details (DESIGN §3.1) that no other test noticed losing, found by a
+mutation run (mutmut) over _structuring.py: how a non-JSON value is named, a JSON number
+read as the decimal it spells, set and tuple items checked, a string never taken for an
+array, and a payload validator's message (or its exception's name when it has none)."""
 
 from __future__ import annotations
 
