@@ -121,6 +121,19 @@ def fresh_postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
         postgres_server.drop_database(name)
 
 
+# --- A real HTTP peer on 127.0.0.1 (tests/_receiver.py) ---
+
+from _receiver import Receiver  # noqa: E402
+
+
+@pytest.fixture
+def receiver() -> Iterator[Receiver]:
+    """An HTTP server on 127.0.0.1 answering 200 unless the test sets ``receiver.respond``."""
+    r = Receiver()
+    yield r
+    r.close()
+
+
 # --- Both databases: the runtime suite's storage tests run on SQLite AND PostgreSQL ---
 
 
