@@ -31,7 +31,7 @@ framework / hand-written.  Nothing here passes or fails on time.
 
 Databases: SQLite on a temporary file (the App's default pragmas: write-ahead log,
 synchronous=FULL), and PostgreSQL from ``KUMIKO_BENCH_POSTGRES_URL`` or else a throw-away
-server started with ``tests/_postgres.py`` (fsync and synchronous_commit off, loopback TCP).
+server started with ``kumiko_typed.testing.postgres`` (fsync and synchronous_commit off, loopback TCP).
 """
 
 from __future__ import annotations
@@ -262,7 +262,7 @@ def postgres_url() -> Iterator[str | None]:
     if url:
         yield url
         return
-    from _postgres import start_test_postgres
+    from kumiko_typed.testing.postgres import start_test_postgres
 
     server = start_test_postgres()
     if server is None:

@@ -16,7 +16,7 @@ is rows / (time from the start signal until the last worker has exited), the med
 over the rounds.  The receiver is a threaded ``http.server`` in this process answering
 200 on 127.0.0.1; every run checks that all rows ended ``sent`` and that the receiver
 saw every idempotency key.  PostgreSQL is the tests' throw-away server
-(``tests/_postgres.py``; ``KUMIKO_TEST_POSTGRES_URL`` to use a running one).
+(``kumiko_typed.testing.postgres``; ``KUMIKO_TEST_POSTGRES_URL`` to use a running one).
 
 The figures depend on the machine (the workers, the receiver and PostgreSQL share its
 CPUs); the 4-vs-1 ratio is measured in the same run.  Nothing here passes or fails on time.
@@ -40,10 +40,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _outbox_worker import LoopbackReceiver, enqueue, feature  # noqa: E402
-from _postgres import start_test_postgres, unavailable_reason  # noqa: E402
 from _report import add_json_option, load_average, write_json  # noqa: E402
 
 from kumiko_typed import App  # noqa: E402
+from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason  # noqa: E402
 
 HELPER = ROOT / "tests" / "_outbox_worker.py"
 

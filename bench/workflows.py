@@ -27,7 +27,7 @@ A round times ``--runs`` runs of each side back to back, the side order alternat
 every round; the figure is runs / elapsed, the median over the rounds, and the median
 of the per-round ratios kumiko / dbos.  One untimed warm-up round first.  Each side
 has its own fresh database (SQLite files in a temporary folder; on PostgreSQL two
-databases on the tests' throw-away server -- ``tests/_postgres.py`` -- or on the server
+databases on the tests' throw-away server -- ``kumiko_typed.testing.postgres`` -- or on the server
 of ``KUMIKO_BENCH_POSTGRES_URL``, in which case both use that database: DBOS keeps its
 tables in its own ``dbos`` schema).  Each run's result is checked.
 
@@ -59,11 +59,11 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _postgres import PostgresServer, start_test_postgres, unavailable_reason  # noqa: E402
 from _report import add_json_option, load_average, write_json  # noqa: E402
 
 from kumiko_typed import App, Feature, User, manual  # noqa: E402
 from kumiko_typed._tables import workflow_runs  # noqa: E402
+from kumiko_typed.testing.postgres import PostgresServer, start_test_postgres, unavailable_reason  # noqa: E402
 
 try:
     from dbos import DBOS

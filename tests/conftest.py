@@ -12,6 +12,7 @@ import pytest
 import sqlalchemy as sa
 
 from kumiko_typed import App, Feature, User
+from kumiko_typed.testing.postgres import PostgresServer
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
 
@@ -86,39 +87,26 @@ def make_app(tmp_path: Path) -> Iterator[Callable[..., App]]:
         app.dispose()
 
 
-# --- PostgreSQL: a throw-away server per test session (per xdist worker), see tests/_postgres.py ---
-
-from _postgres import PostgresServer, start_test_postgres, unavailable_reason  # noqa: E402
-
-
-@pytest.fixture(scope="session")
-def postgres_server() -> Iterator[PostgresServer]:
-    """The session's PostgreSQL server; skips when the binaries are missing outside CI
-    (under CI or KUMIKO_REQUIRE_POSTGRES=1 that is an error instead)."""
-    server = start_test_postgres()
-    if server is None:
-        pytest.skip(unavailable_reason())
-    try:
-        yield server
-    finally:
-        server.stop()
+# --- PostgreSQL: the kit's throw-away server per test session (per xdist worker) ---
+# ``kumiko_postgres`` comes from the kumiko_typed.testing pytest plugin; it skips when the
+# binaries are missing outside CI (under CI or KUMIKO_REQUIRE_POSTGRES=1 that is an error).
 
 
 @pytest.fixture(scope="session")
-def postgres_url(postgres_server: PostgresServer) -> str:
+def postgres_url(kumiko_postgres: PostgresServer) -> str:
     """SQLAlchemy URL of the session server's ``kumiko_test`` database (shared by all tests)."""
-    return postgres_server.url
+    return kumiko_postgres.url
 
 
 @pytest.fixture
-def fresh_postgres_url(postgres_server: PostgresServer) -> Iterator[str]:
+def fresh_postgres_url(kumiko_postgres: PostgresServer) -> Iterator[str]:
     """SQLAlchemy URL of a new, empty database on the session server, dropped after the test."""
     name = f"t_{uuid.uuid4().hex}"
-    url = postgres_server.create_database(name)
+    url = kumiko_postgres.create_database(name)
     try:
         yield url
     finally:
-        postgres_server.drop_database(name)
+        kumiko_postgres.drop_database(name)
 
 
 # --- A real HTTP peer on 127.0.0.1 (tests/_receiver.py) ---

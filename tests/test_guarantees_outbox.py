@@ -22,12 +22,12 @@ from typing import Any
 import attrs
 import httpx
 import pytest
-from _clock import Clock
 from _outbox_worker import enqueue
 from _outbox_worker import feature as fanout_feature
 from _receiver import Receiver
 
 from kumiko_typed import App, Feature, MaildirTransport, Ok, OutboxItem, SmtpTransport, User, bearer, ok
+from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -50,8 +50,8 @@ hook_bearer = f.write_handler(
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
+def clock() -> FakeClock:
+    return FakeClock(T0)
 
 
 def _only(app: App) -> OutboxItem:
@@ -69,7 +69,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 @pytest.mark.parametrize("status", [404, 401, 422])
 def test_a_4xx_answer_is_not_a_delivery(
-    app_on: AppOn, user: User, receiver: Receiver, clock: Clock, status: int
+    app_on: AppOn, user: User, receiver: Receiver, clock: FakeClock, status: int
 ) -> None:
     receiver.respond = lambda _i, _p: (status, {})
     error = f"HTTP {status} {http.HTTPStatus(status).phrase}"  # "HTTP 404 Not Found"
@@ -103,7 +103,7 @@ class QuotingTransport(httpx.BaseTransport):
 
 
 def test_a_secret_quoted_by_the_http_clients_error_is_redacted_from_last_error(
-    app_on: AppOn, user: User, clock: Clock, caplog: pytest.LogCaptureFixture
+    app_on: AppOn, user: User, clock: FakeClock, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
     marker = uuid.uuid4().hex

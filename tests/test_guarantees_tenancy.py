@@ -13,11 +13,11 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, cron, manual, ok
 from kumiko_typed._tables import events
+from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
@@ -108,7 +108,7 @@ def test_a_workflow_run_reads_only_its_starters_tenant_in_every_segment(
         .wait("PT1M")
         .get_one("target", _by_id),
     )
-    clock = Clock(T0)
+    clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     alice, bob = make_user(), make_user()
     a_id = _ok(app.dispatch(create, NewDoc("a-1"), user=alice))
@@ -147,7 +147,7 @@ def test_a_cron_started_run_sees_no_tenants_aggregates(app_on: AppOn, make_user:
         .compute("count", lambda c: c.db.execute(sa.select(sa.func.count()).select_from(GttDoc)).scalar_one())
         .compute("titles", lambda c: [d.title for d in c.steps["docs"]]),
     )
-    clock = Clock(T0)
+    clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     for who in (make_user(), make_user()):
         _ok(app.dispatch(create, NewDoc("doc"), user=who))

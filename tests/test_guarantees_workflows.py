@@ -16,12 +16,12 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Feature, Ok, User, cron, manual, ok, on_event
 from kumiko_typed._tables import consumers, events, workflow_runs
 from kumiko_typed._workflows import EVENT_CURSOR
+from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
@@ -44,8 +44,8 @@ class Rang:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
+def clock() -> FakeClock:
+    return FakeClock(T0)
 
 
 def _feature() -> Feature[Any]:
@@ -73,7 +73,7 @@ def _things_and_events(app: App) -> tuple[int, int]:
 
 @pytest.mark.parametrize("segment", ["first", "resumed"])
 def test_a_segment_that_ends_in_a_failure_leaves_no_row_and_no_event(
-    app_on: AppOn, clock: Clock, user: User, segment: str
+    app_on: AppOn, clock: FakeClock, user: User, segment: str
 ) -> None:
     f = _feature()
     pipeline = f.workflow_pipeline(Go).branch(
@@ -103,7 +103,7 @@ def test_a_segment_that_ends_in_a_failure_leaves_no_row_and_no_event(
 
 
 def test_an_event_feed_reset_starts_no_second_run_for_the_same_event(
-    app_on: AppOn, clock: Clock, user: User
+    app_on: AppOn, clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     flow = f.workflow("on-rang", trigger=on_event(Rang), pipeline=f.workflow_pipeline(Rang).compute("x", lambda c: 1))
@@ -126,7 +126,7 @@ def test_an_event_feed_reset_starts_no_second_run_for_the_same_event(
     assert sorted(r.status for r in app.runs(flow)) == ["completed", "completed"]
 
 
-def test_a_cron_cursor_reset_starts_no_second_run_for_the_same_tick(app_on: AppOn, clock: Clock) -> None:
+def test_a_cron_cursor_reset_starts_no_second_run_for_the_same_tick(app_on: AppOn, clock: FakeClock) -> None:
     f = _feature()
     flow = f.workflow(
         "every-five",
@@ -151,7 +151,7 @@ def test_a_cron_cursor_reset_starts_no_second_run_for_the_same_tick(app_on: AppO
 
 @pytest.mark.parametrize("first_attempt", ["failure", "raise"])
 def test_a_retry_that_succeeded_leaves_no_retry_record_in_the_stored_run(
-    app_on: AppOn, clock: Clock, user: User, first_attempt: str
+    app_on: AppOn, clock: FakeClock, user: User, first_attempt: str
 ) -> None:
     f = _feature()
     tries: list[int] = []
@@ -215,7 +215,7 @@ class Nap:
 
 @pytest.mark.postgres
 def test_a_segment_blocked_in_one_worker_does_not_stall_another_workers_due_runs(
-    fresh_postgres_url: str, clock: Clock, user: User
+    fresh_postgres_url: str, clock: FakeClock, user: User
 ) -> None:
     """11 due runs (more than one claim batch); the earliest one's segment blocks worker 1
     with its batch claimed.  Worker 2's pass resumes the run left over, and returns."""

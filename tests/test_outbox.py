@@ -42,22 +42,10 @@ from kumiko_typed import (
     ok,
 )
 from kumiko_typed._tables import outbox as outbox_table
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
 AppOn = Callable[..., App]
-
-
-class FakeClock:
-    """``App(clock=...)``: returns ``now``; the test moves it."""
-
-    def __init__(self, start: datetime = T0) -> None:
-        self.now = start
-
-    def __call__(self) -> datetime:
-        return self.now
-
-    def advance(self, **delta: float) -> None:
-        self.now += timedelta(**delta)
 
 
 def _utc(value: datetime | None) -> datetime | None:
@@ -69,7 +57,7 @@ def _utc(value: datetime | None) -> datetime | None:
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock()
+    return FakeClock(T0)
 
 
 # --- the feature under test -----------------------------------------------------------------

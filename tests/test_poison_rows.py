@@ -19,7 +19,6 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import (
@@ -39,6 +38,7 @@ from kumiko_typed import (
     on_event,
 )
 from kumiko_typed._tables import outbox, workflow_runs
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)
 NAN = float("nan")
@@ -108,12 +108,12 @@ def _things(app: App, label: str) -> int:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
+def clock() -> FakeClock:
+    return FakeClock(T0)
 
 
 def test_a_run_holding_nan_fails_alone_and_the_pass_goes_on(
-    app_on: Callable[..., App], clock: Clock, user: User, tmp_path: Path
+    app_on: Callable[..., App], clock: FakeClock, user: User, tmp_path: Path
 ) -> None:
     f = _feature()
     emit = _emit(f)
@@ -170,7 +170,7 @@ def test_a_run_holding_nan_fails_alone_and_the_pass_goes_on(
 
 @pytest.mark.parametrize("value", ["huge-int", "nul-in-text"])
 def test_a_state_the_database_refuses_fails_the_run_alone(
-    app_on: Callable[..., App], db_url: str, clock: Clock, user: User, value: str
+    app_on: Callable[..., App], db_url: str, clock: FakeClock, user: User, value: str
 ) -> None:
     """What the state codec lets through but the store refuses: an integer Python's JSON
     encoder will not write (both databases); a NUL in a string (PostgreSQL; SQLite stores it)."""
@@ -199,7 +199,7 @@ def test_a_state_the_database_refuses_fails_the_run_alone(
 
 
 def test_a_resumed_run_the_database_refuses_fails_alone_in_the_worker(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     flows = [
@@ -225,7 +225,7 @@ def test_a_resumed_run_the_database_refuses_fails_alone_in_the_worker(
 
 
 def test_a_failure_message_the_database_cannot_store_is_escaped(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     flow = f.workflow(
@@ -240,7 +240,7 @@ def test_a_failure_message_the_database_cannot_store_is_escaped(
 
 
 @pytest.mark.parametrize("damage", ["user", "state"])
-def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: Clock, user: User, damage: str) -> None:
+def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: FakeClock, user: User, damage: str) -> None:
     f = _feature()
     flow = f.workflow(
         "timer", trigger=manual(Start), pipeline=f.workflow_pipeline(Start).wait("PT1M").compute("n", lambda c: 1)
@@ -271,7 +271,7 @@ REASONS = {
 
 @pytest.mark.parametrize("kind", list(REASONS))
 def test_start_workflow_with_an_unstorable_payload_raises_a_clear_error(
-    app_on: Callable[..., App], clock: Clock, user: User, kind: str
+    app_on: Callable[..., App], clock: FakeClock, user: User, kind: str
 ) -> None:
     value, reason = (NAN if kind == "nan" else HUGE), REASONS[kind]
     f = _feature()
@@ -330,7 +330,7 @@ def _closed_port() -> int:
 
 
 def test_an_outbox_row_whose_next_attempt_cannot_be_scheduled_is_set_aside(
-    app_on: Callable[..., App], clock: Clock, user: User, tmp_path: Path
+    app_on: Callable[..., App], clock: FakeClock, user: User, tmp_path: Path
 ) -> None:
     f = _feature()
     url = f"http://127.0.0.1:{_closed_port()}/hook"
@@ -352,7 +352,7 @@ def test_an_outbox_row_whose_next_attempt_cannot_be_scheduled_is_set_aside(
 
 
 def test_a_bug_outside_the_steps_fails_only_that_run(
-    app_on: Callable[..., App], clock: Clock, user: User, monkeypatch: pytest.MonkeyPatch
+    app_on: Callable[..., App], clock: FakeClock, user: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Fault injection: starting the steps of one run raises (a framework bug); that run
     fails with internal_error and the worker goes on with the next."""

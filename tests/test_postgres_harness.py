@@ -1,4 +1,4 @@
-"""The throw-away PostgreSQL server of tests/_postgres.py: starts, isolates databases per test,
+"""The throw-away PostgreSQL server of kumiko_typed.testing.postgres: starts, isolates databases per test,
 listens on loopback only, and never runs as root."""
 
 from __future__ import annotations
@@ -8,7 +8,8 @@ from collections.abc import Iterator
 
 import pytest
 import sqlalchemy as sa
-from _postgres import PostgresServer
+
+from kumiko_typed.testing.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres
 
@@ -57,9 +58,9 @@ def test_create_insert_read_back_in_a_transaction(engine: sa.Engine) -> None:
         assert conn.scalar(sa.select(sa.func.count()).select_from(_ITEMS)) == 2
 
 
-def test_fresh_databases_are_independent(postgres_server: PostgresServer, engine: sa.Engine) -> None:
+def test_fresh_databases_are_independent(kumiko_postgres: PostgresServer, engine: sa.Engine) -> None:
     other_name = "t_harness_other_" + os.urandom(4).hex()
-    other_url = postgres_server.create_database(other_name)
+    other_url = kumiko_postgres.create_database(other_name)
     other = sa.create_engine(other_url)
     try:
         assert sa.make_url(other_url).database != engine.url.database
@@ -75,7 +76,7 @@ def test_fresh_databases_are_independent(postgres_server: PostgresServer, engine
         lingering = other.connect()
         lingering.execute(sa.text("SELECT 1"))
     finally:
-        postgres_server.drop_database(other_name)
+        kumiko_postgres.drop_database(other_name)
         other.dispose()
     with engine.connect() as conn:
         names = set(conn.scalars(sa.text("SELECT datname FROM pg_database")))
@@ -88,8 +89,8 @@ def test_fresh_database_starts_empty(engine: sa.Engine) -> None:
     assert sa.inspect(engine).get_table_names() == []
 
 
-def test_listens_on_loopback_only(postgres_server: PostgresServer, engine: sa.Engine) -> None:
-    if postgres_server.external:
+def test_listens_on_loopback_only(kumiko_postgres: PostgresServer, engine: sa.Engine) -> None:
+    if kumiko_postgres.external:
         pytest.skip("KUMIKO_TEST_POSTGRES_URL: an external server is configured as its owner chose")
     with engine.connect() as conn:
         assert conn.scalar(sa.text("SHOW listen_addresses")) == "127.0.0.1"
@@ -97,20 +98,20 @@ def test_listens_on_loopback_only(postgres_server: PostgresServer, engine: sa.En
         assert int(conn.scalar(sa.text("SHOW max_connections"))) >= 200
 
 
-def test_server_does_not_run_as_root(postgres_server: PostgresServer, engine: sa.Engine) -> None:
-    if postgres_server.external:
+def test_server_does_not_run_as_root(kumiko_postgres: PostgresServer, engine: sa.Engine) -> None:
+    if kumiko_postgres.external:
         pytest.skip("KUMIKO_TEST_POSTGRES_URL: the external server's data directory is not ours")
     with engine.connect() as conn:
         data_dir = conn.scalar(sa.text("SELECT current_setting('data_directory')"))
     assert data_dir is not None
-    assert os.path.samefile(data_dir, str(postgres_server.data_dir))
+    assert os.path.samefile(data_dir, str(kumiko_postgres.data_dir))
     owner = os.stat(data_dir).st_uid
     assert owner != 0
     if os.geteuid() == 0:
-        assert postgres_server.run_as is not None
-        assert owner == postgres_server.run_as.pw_uid
+        assert kumiko_postgres.run_as is not None
+        assert owner == kumiko_postgres.run_as.pw_uid
     # The postmaster process itself runs as that owner.
     if not os.path.isdir("/proc"):
         return
-    pid = int((postgres_server.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[operator]
+    pid = int((kumiko_postgres.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[operator]
     assert os.stat(f"/proc/{pid}").st_uid == owner

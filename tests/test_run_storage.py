@@ -14,11 +14,11 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from _sql_log import statements
 
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._tables import workflow_runs
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
@@ -73,7 +73,7 @@ def test_a_manual_start_writes_its_row_once(app_on: Callable[..., App], user: Us
 
 def test_a_suspending_start_inserts_and_its_resume_updates_once(app_on: Callable[..., App], user: User) -> None:
     f, _straight, later = _feature()
-    clock = Clock(T0)
+    clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     with statements(app.engine) as seen:
         run_id = app.start_workflow(later, Go(4), user=user)

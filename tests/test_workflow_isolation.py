@@ -15,11 +15,11 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from sqlalchemy import select
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 RUNS = 6
@@ -156,7 +156,7 @@ def test_a_segment_does_not_decide_on_a_row_an_earlier_segment_of_the_pass_read(
     reserves) reads it: the second run must see the stock as it is now, not as the
     first one loaded it."""
     user = make_user()
-    clock = Clock(T0)
+    clock = FakeClock(T0)
     app = App([shop], database_url=fresh_postgres_url, clock=clock)
     racers: list[threading.Thread] = []
     kept: list[object] = []

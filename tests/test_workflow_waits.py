@@ -13,10 +13,10 @@ from typing import Any
 
 import attrs
 import pytest
-from _clock import Clock
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
 
@@ -69,15 +69,15 @@ def _feature(
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
+def clock() -> FakeClock:
+    return FakeClock(T0)
 
 
 # --- item 1: tenant scoping -------------------------------------------------------------------
 
 
 def test_an_event_of_another_tenant_with_the_same_key_does_not_wake_the_run(
-    app_on: Callable[..., App], clock: Clock, make_user: Callable[..., User]
+    app_on: Callable[..., App], clock: FakeClock, make_user: Callable[..., User]
 ) -> None:
     f, announce, waiter = _feature()
     app = app_on([f], clock=clock)
@@ -101,7 +101,7 @@ def test_an_event_of_another_tenant_with_the_same_key_does_not_wake_the_run(
 
 
 def test_an_event_of_another_tenant_committed_before_the_wait_was_armed_does_not_match(
-    app_on: Callable[..., App], clock: Clock, make_user: Callable[..., User]
+    app_on: Callable[..., App], clock: FakeClock, make_user: Callable[..., User]
 ) -> None:
     """The look-back of a newly stored wait (events the feed passed before it) also
     compares the tenant."""
@@ -140,7 +140,7 @@ def _racing_trials(app_on: Callable[..., App], user: User, trials: int, *, resum
         return ref
 
     f, announce, waiter = _feature(key, timer_first=resumed)
-    clock = Clock(T0)
+    clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     runs = [app.start_workflow(waiter, Await(uuid.uuid4()), user=user) for _ in range(trials)]
     if resumed:

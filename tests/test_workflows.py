@@ -20,7 +20,6 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import (
@@ -39,6 +38,7 @@ from kumiko_typed import (
 )
 from kumiko_typed._tables import events, workflow_runs, workflow_waits
 from kumiko_typed._workflows import Engine
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
 ROOT = Path(__file__).resolve().parent.parent
@@ -162,8 +162,8 @@ def user(make_user: Callable[..., User]) -> User:
 
 
 @pytest.fixture
-def clock() -> Clock:
-    return Clock(T0)
+def clock() -> FakeClock:
+    return FakeClock(T0)
 
 
 # --- wait_for_event -------------------------------------------------------------------------
@@ -179,7 +179,9 @@ def _waiting(f: Feature[Any], *, before: str | None = None) -> Any:
     return f.workflow("waiter", trigger=manual(Start), pipeline=pipeline)
 
 
-def test_wait_for_event_times_out_with_none_and_continues(app_on: Callable[..., App], clock: Clock, user: User) -> None:
+def test_wait_for_event_times_out_with_none_and_continues(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
     f = _feature()
     waiter = _waiting(f)
     app = app_on([f], clock=clock)
@@ -202,7 +204,7 @@ def test_wait_for_event_times_out_with_none_and_continues(app_on: Callable[..., 
 
 
 def test_only_an_event_of_the_type_whose_event_key_equals_the_key_wakes_the_run(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     waiter = _waiting(f)
@@ -231,7 +233,7 @@ def test_only_an_event_of_the_type_whose_event_key_equals_the_key_wakes_the_run(
 
 
 def test_event_appended_while_suspended_before_the_next_pass_matches(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     waiter = _waiting(f)
@@ -249,7 +251,7 @@ def test_event_appended_while_suspended_before_the_next_pass_matches(
 
 
 def test_event_appended_while_suspended_matches_even_when_the_feed_lags(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     waiter = _waiting(f)
@@ -266,7 +268,7 @@ def test_event_appended_while_suspended_matches_even_when_the_feed_lags(
 
 
 def test_event_appended_before_the_run_reached_the_wait_does_not_match(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     waiter = _waiting(f)
@@ -286,7 +288,7 @@ def test_event_appended_before_the_run_reached_the_wait_does_not_match(
 
 
 def test_event_appended_during_an_earlier_wait_does_not_match_the_later_event_wait(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     waiter = _waiting(f, before="PT1M")
@@ -309,7 +311,7 @@ def test_event_appended_during_an_earlier_wait_does_not_match_the_later_event_wa
 
 @pytest.mark.postgres
 def test_an_event_racing_a_due_timeout_resumes_the_run_once(
-    fresh_postgres_url: str, clock: Clock, user: User, monkeypatch: pytest.MonkeyPatch
+    fresh_postgres_url: str, clock: FakeClock, user: User, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The timeout resumes the run (another worker) while the event feed is matching the
     same wait: the feed must not resume it a second time, at its NEXT step."""
@@ -363,7 +365,7 @@ def test_an_event_racing_a_due_timeout_resumes_the_run_once(
 
 
 def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_attempts(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     attempts: list[datetime] = []
@@ -427,7 +429,7 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
 
 
 def test_retry_exhausted_by_a_failure_keeps_its_code_linear_backoff(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     attempts: list[datetime] = []
@@ -460,7 +462,9 @@ def test_retry_exhausted_by_a_failure_keeps_its_code_linear_backoff(
     assert (_things(app, "in-retry"), _thing_events(app)) == (0, 0)
 
 
-def test_retry_of_a_failure_succeeds_once_the_row_exists(app_on: Callable[..., App], clock: Clock, user: User) -> None:
+def test_retry_of_a_failure_succeeds_once_the_row_exists(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
     f = _feature()
     emit = _emit_handler(f)
     pipeline = f.workflow_pipeline(Start).retry(
@@ -503,7 +507,9 @@ def _fp_feature(variant: str) -> tuple[Feature[Any], Any]:
 
 
 @pytest.mark.parametrize("variant", ["step", "code", "name"])
-def test_resuming_under_a_changed_definition_fails_the_run(db_url: str, clock: Clock, user: User, variant: str) -> None:
+def test_resuming_under_a_changed_definition_fails_the_run(
+    db_url: str, clock: FakeClock, user: User, variant: str
+) -> None:
     old, flow = _fp_feature("same")
     app = App([old], database_url=db_url, clock=clock)
     app.create_all()
@@ -527,7 +533,9 @@ def test_resuming_under_a_changed_definition_fails_the_run(db_url: str, clock: C
         app.dispose()
 
 
-def test_resuming_under_an_unchanged_definition_in_a_new_app_completes(db_url: str, clock: Clock, user: User) -> None:
+def test_resuming_under_an_unchanged_definition_in_a_new_app_completes(
+    db_url: str, clock: FakeClock, user: User
+) -> None:
     old, flow = _fp_feature("same")
     app = App([old], database_url=db_url, clock=clock)
     app.create_all()
@@ -559,7 +567,7 @@ def _event_fp_feature(variant: str) -> tuple[Feature[Any], Any, Any]:
 
 @pytest.mark.parametrize("variant", ["step", "gone"])
 def test_an_event_wait_under_a_changed_definition_fails_and_the_worker_goes_on(
-    db_url: str, clock: Clock, user: User, variant: str
+    db_url: str, clock: FakeClock, user: User, variant: str
 ) -> None:
     old, flow, _ = _event_fp_feature("same")
     app = App([old], database_url=db_url, clock=clock)
@@ -640,7 +648,9 @@ def test_the_fingerprint_still_sees_a_different_set_constant() -> None:
 # --- stored state -----------------------------------------------------------------------------
 
 
-def test_an_unstorable_value_fails_the_run_at_suspension(app_on: Callable[..., App], clock: Clock, user: User) -> None:
+def test_an_unstorable_value_fails_the_run_at_suspension(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
     f = _feature()
     pipeline = (
         f.workflow_pipeline(Start)
@@ -666,7 +676,7 @@ def test_an_unstorable_value_fails_the_run_at_suspension(app_on: Callable[..., A
 
 
 def test_registered_classes_and_plain_values_round_trip_through_a_suspension(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     f.event(Order)  # an attrs class with nested attrs lists, registered as an event
@@ -731,7 +741,9 @@ def test_registered_classes_and_plain_values_round_trip_through_a_suspension(
     assert seen == [{"saved": True, "entity": True, "entity_id": True, "tuple": True, "uuid": True, "decimal": True}]
 
 
-def test_an_attrs_payload_with_nested_lists_round_trips(app_on: Callable[..., App], clock: Clock, user: User) -> None:
+def test_an_attrs_payload_with_nested_lists_round_trips(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
     f = _feature()
     seen: list[object] = []
     pipeline = (
@@ -750,7 +762,7 @@ def test_an_attrs_payload_with_nested_lists_round_trips(app_on: Callable[..., Ap
 
 
 def test_a_stored_class_the_new_app_does_not_register_fails_only_that_run(
-    db_url: str, clock: Clock, user: User
+    db_url: str, clock: FakeClock, user: User
 ) -> None:
     f, flow = _extra_feature()
     app = App([f], database_url=db_url, clock=clock, value_types=[Extra])
@@ -824,7 +836,7 @@ def _on_ping(f: Feature[Any]) -> Any:
     return f.workflow("on-ping", trigger=on_event(Ping), pipeline=pipeline)
 
 
-def test_on_event_starts_one_run_per_event_across_passes_and_apps(db_url: str, clock: Clock, user: User) -> None:
+def test_on_event_starts_one_run_per_event_across_passes_and_apps(db_url: str, clock: FakeClock, user: User) -> None:
     f = _feature()
     flow = _on_ping(f)
     emit = _emit_handler(f)
@@ -870,7 +882,7 @@ def test_on_event_starts_one_run_per_event_across_passes_and_apps(db_url: str, c
 
 
 def test_cron_starts_one_run_per_tick_without_backfill(app_on: Callable[..., App], user: User) -> None:
-    clock = Clock(datetime(2026, 3, 2, 9, 1, 30, tzinfo=UTC))
+    clock = FakeClock(datetime(2026, 3, 2, 9, 1, 30, tzinfo=UTC))
     f = _feature()
     flow = f.workflow(
         "every-five",
@@ -898,7 +910,7 @@ def test_cron_starts_one_run_per_tick_without_backfill(app_on: Callable[..., App
     assert len(app.runs(flow)) == 4
 
 
-def test_manual_starts_runs_listing_and_lookup(app_on: Callable[..., App], clock: Clock, user: User) -> None:
+def test_manual_starts_runs_listing_and_lookup(app_on: Callable[..., App], clock: FakeClock, user: User) -> None:
     f = _feature()
     one = f.workflow(
         "one", trigger=manual(Start), pipeline=f.workflow_pipeline(Start).compute("n", lambda c: c.payload.n)
@@ -932,7 +944,7 @@ def test_manual_starts_runs_listing_and_lookup(app_on: Callable[..., App], clock
 
 
 def test_a_wait_in_a_loop_in_a_branch_arm_resumes_with_its_scope(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     decisions: list[object] = []
@@ -979,7 +991,7 @@ def test_a_wait_in_a_loop_in_a_branch_arm_resumes_with_its_scope(
 
 
 def test_a_shadowed_outer_item_is_restored_after_a_suspended_inner_loop(
-    app_on: Callable[..., App], clock: Clock, user: User
+    app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
     f = _feature()
     pipeline = (

@@ -18,13 +18,13 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _clock import Clock
 from _crash import said
 from _sql_log import statements
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
 from kumiko_typed._tables import events
+from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -222,7 +222,7 @@ def test_a_retry_attempt_whose_flush_failed_rolls_back_and_the_next_one_writes(a
         times=2, do=lambda b: b.append_event(TwpGadget, id=lambda c: c.payload.id, event=event)
     )
     flow = f.workflow("bump-later", trigger=manual(Target), pipeline=pipeline)
-    clock = Clock(T0)
+    clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
     run_id = app.start_workflow(flow, Target(gid), user=admin)

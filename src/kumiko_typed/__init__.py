@@ -11,15 +11,8 @@ from ._entity import Entity
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
 from ._finished import Finished, WorkflowFinished
-from ._outbox_types import (
-    Auth,
-    MaildirTransport,
-    OutboxItem,
-    RetryPolicy,
-    SmtpTransport,
-    bearer,
-    header_auth,
-)
+from ._mail import MaildirTransport, MailMessage, MailTransport, SmtpTransport
+from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth
 from ._results import Failure, Ok, WriteResult, fail, ok
 from ._runs import RunInfo
 from ._saved import Saved
@@ -36,6 +29,8 @@ __all__ = [
     "Failure",
     "Feature",
     "Finished",
+    "MailMessage",
+    "MailTransport",
     "MaildirTransport",
     "Ok",
     "OutboxItem",

@@ -22,10 +22,11 @@ from ._engine import make_engine
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
 from ._interpreter import exception_failure, interpret, start_run
+from ._mail import MaildirTransport, MailTransport
 from ._notify import CHANNEL, Listener
 from ._outbox import Deliverer, deliver_due
 from ._outbox import items as outbox_items
-from ._outbox_types import MaildirTransport, OutboxItem, SmtpTransport
+from ._outbox_types import OutboxItem
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
 from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter, wrong_payload
@@ -59,7 +60,7 @@ class App:
         *,
         database_url: str = "sqlite:///kumiko.sqlite3",
         clock: Clock | None = None,
-        mail: MaildirTransport | SmtpTransport | None = None,
+        mail: MailTransport | None = None,
         secrets: Callable[[str], str | None] | None = None,
         http: httpx.Client | None = None,
         value_types: Sequence[type[Any]] = (),
@@ -79,7 +80,7 @@ class App:
         self.features = tuple(features)
         self.database_url = database_url
         self.clock: Clock = clock or _utc_now
-        self.mail: MaildirTransport | SmtpTransport = mail if mail is not None else MaildirTransport()
+        self.mail: MailTransport = mail if mail is not None else MaildirTransport()
         self.secrets: SecretResolver = secrets or env_secrets
         self._http = http
         self._deliverer = Deliverer(self.mail, self._http_client, self.secrets)

@@ -1,4 +1,4 @@
-"""Delivering outbox messages: webhooks with httpx, mail to a maildir folder or SMTP.
+"""Delivering outbox messages: webhooks with httpx (mail transports are in ``_mail``).
 
 A delivery either returns (sent) or raises :class:`DeliveryError`; ``permanent``
 ones (a URL that is not a plain http/https URL) are not retried.  Every request carries
@@ -14,19 +14,13 @@ from __future__ import annotations
 
 import os
 import re
-import smtplib
-import tempfile
 import threading
 from collections.abc import Callable, Mapping
-from email.message import EmailMessage
-from pathlib import Path
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 from uuid import UUID
 
 import httpx
-
-from ._outbox_types import MaildirTransport, SmtpTransport
 
 SecretResolver = Callable[[str], "str | None"]
 
@@ -140,39 +134,3 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
         raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")
     if not response.is_success:
         raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")
-
-
-def build_mail(item_id: UUID, message: Mapping[str, Any]) -> EmailMessage:
-    mail = EmailMessage()
-    mail["From"] = message.get("sender") or "kumiko-typed@localhost"
-    mail["To"] = ", ".join(message["to"])
-    mail["Subject"] = message["subject"]
-    mail["Message-ID"] = f"<{item_id}@kumiko-typed>"
-    mail["Idempotency-Key"] = str(item_id)
-    mail.set_content(message["body"])
-    return mail
-
-
-def deliver_mail(
-    item_id: UUID, message: Mapping[str, Any], transport: MaildirTransport | SmtpTransport, secrets: SecretBook
-) -> None:
-    mail = build_mail(item_id, message)
-    if isinstance(transport, MaildirTransport):
-        folder = Path(transport.folder)
-        folder.mkdir(parents=True, exist_ok=True)
-        # Write then rename: a reader never sees half a message; a retry overwrites.
-        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".eml")
-        with os.fdopen(fd, "wb") as out:
-            out.write(mail.as_bytes())
-        os.replace(tmp, folder / f"{item_id}.eml")
-        return
-    try:
-        with smtplib.SMTP(transport.host, transport.port, timeout=transport.timeout) as smtp:
-            if transport.starttls:
-                smtp.starttls()
-            if transport.username is not None:
-                password = secrets(transport.password_ref) if transport.password_ref else ""
-                smtp.login(transport.username, password)
-            smtp.send_message(mail)
-    except (OSError, smtplib.SMTPException) as exc:
-        raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None

@@ -16,7 +16,7 @@ from sqlalchemy import func, select
 
 from ._app import App
 from ._ctx import User
-from ._outbox_types import MaildirTransport
+from ._mail import MaildirTransport
 from ._results import Failure, Ok
 from ._tables import events
 

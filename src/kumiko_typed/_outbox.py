@@ -25,11 +25,12 @@ from sqlalchemy import Row, insert, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._data import StepRefused, resolve
-from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_mail, deliver_webhook
+from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_webhook
 from ._jsonable import jsonable
 from ._limits import refuse, unfit_json
+from ._mail import MailMessage, MailTransport
 from ._notify import notify
-from ._outbox_types import Auth, MaildirTransport, OutboxItem, RetryPolicy, SmtpTransport
+from ._outbox_types import Auth, OutboxItem, RetryPolicy, target_of
 from ._poison import storable_text
 from ._tables import outbox
 
@@ -119,9 +120,7 @@ class PassCounts:
 class Deliverer:
     """Delivers one row; knows the transports, the HTTP client and the secrets."""
 
-    def __init__(
-        self, mail: MaildirTransport | SmtpTransport, http: Callable[[], httpx.Client], secrets: SecretResolver
-    ) -> None:
+    def __init__(self, mail: MailTransport, http: Callable[[], httpx.Client], secrets: SecretResolver) -> None:
         self.mail = mail
         self.http = http
         self.secrets = SecretBook(secrets)
@@ -130,9 +129,21 @@ class Deliverer:
         if row.kind == "webhook":
             deliver_webhook(row.id, row.message, self.http(), self.secrets)
         elif row.kind == "mail":
-            deliver_mail(row.id, row.message, self.mail, self.secrets)
+            self.mail.send(mail_message(row.id, row.message), self.secrets)
         else:
             raise DeliveryError(f"unknown outbox kind {row.kind!r}", permanent=True)
+
+
+def mail_message(item_id: uuid.UUID, message: Mapping[str, Any]) -> MailMessage:
+    """The typed mail a transport gets, from the row ``send_mail`` stored."""
+    sender = message.get("sender")
+    return MailMessage(
+        id=item_id,
+        to=tuple(str(t) for t in message["to"]),
+        subject=str(message["subject"]),
+        body=str(message["body"]),
+        sender=None if sender is None else str(sender),
+    )
 
 
 def _outcome(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[str, Any]:
@@ -222,4 +233,7 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
 def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:
     with sessions() as session:
         rows = session.execute(select(outbox).order_by(outbox.c.created_at, outbox.c.id)).all()
-    return [OutboxItem(r.id, r.kind, r.status, r.attempts, r.last_error, r.next_attempt_at) for r in rows]
+    return [
+        OutboxItem(r.id, r.kind, r.status, r.attempts, r.last_error, r.next_attempt_at, target_of(r.kind, r.message))
+        for r in rows
+    ]

@@ -6,8 +6,10 @@ delivery time by the App's ``secrets`` resolver, so it never enters the database
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 from uuid import UUID
 
 import attrs
@@ -53,25 +55,6 @@ class RetryPolicy:
 
 
 @attrs.frozen
-class MaildirTransport:
-    """The embedded mail default: one RFC 5322 ``.eml`` file per message in ``folder``."""
-
-    folder: str = "kumiko-mail"
-
-
-@attrs.frozen
-class SmtpTransport:
-    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery."""
-
-    host: str
-    port: int = 25
-    username: str | None = None
-    password_ref: str | None = None
-    starttls: bool = False
-    timeout: float = 30.0
-
-
-@attrs.frozen
 class OutboxItem:
     """One deferred delivery as ``app.outbox()`` shows it."""
 
@@ -81,3 +64,33 @@ class OutboxItem:
     attempts: int
     last_error: str | None
     next_attempt_at: datetime | None = None
+    #: Where it goes: the mail's recipients, or the webhook's URL without its password and
+    #: with its query values masked (a token there is a secret too).
+    target: str = ""
+
+
+def target_of(kind: str, message: object) -> str:
+    """``OutboxItem.target`` of a stored message ("" for one too damaged to tell)."""
+    if not isinstance(message, Mapping):
+        return ""
+    if kind == "mail":
+        to = message.get("to")
+        return ", ".join(str(t) for t in to) if isinstance(to, list) else ""
+    url = message.get("url")
+    return _masked_url(url) if kind == "webhook" and isinstance(url, str) else ""
+
+
+def _masked_url(url: str) -> str:
+    try:
+        parts = urlsplit(url)
+        port = f":{parts.port}" if parts.port is not None else ""
+    except ValueError:
+        return ""
+    netloc = parts.hostname or ""
+    if ":" in netloc:
+        netloc = f"[{netloc}]"
+    if parts.username is not None:
+        netloc = parts.username + (":***" if parts.password is not None else "") + "@" + netloc
+    pairs = (pair.partition("=") for pair in parts.query.split("&") if pair)
+    query = "&".join(name + ("=***" if sep else "") for name, sep, _ in pairs)
+    return urlunsplit((parts.scheme, netloc + port, parts.path, query, ""))

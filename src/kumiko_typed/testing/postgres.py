@@ -1,4 +1,5 @@
-"""A throw-away PostgreSQL server for the runtime tests.
+"""A throw-away PostgreSQL server for tests (the kit's, and this project's own suite; needs the
+``postgres`` extra).
 
 ``start_test_postgres()`` returns a :class:`PostgresServer` whose ``url`` is a SQLAlchemy URL
 (``postgresql+psycopg://postgres@127.0.0.1:PORT/kumiko_test``), or ``None`` when no server

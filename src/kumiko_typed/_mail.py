@@ -1,0 +1,97 @@
+"""Mail transports: what the outbox worker hands a queued mail to.
+
+Any object with a ``send(message, secrets)`` method is a :class:`MailTransport`: the two
+built in (a maildir folder, SMTP), the testing kit's ``MemoryMail``, or an application's
+own.  ``send`` returns when the mail is delivered and raises when it is not; the worker
+records the error (redacted) and retries as the outbox's policy says.
+"""
+
+from __future__ import annotations
+
+import os
+import smtplib
+import tempfile
+from collections.abc import Callable
+from email.message import EmailMessage
+from pathlib import Path
+from typing import Protocol
+from uuid import UUID
+
+import attrs
+
+from ._delivery import DeliveryError
+
+#: Looks a secret reference up (raises when it is not set); what ``send`` gets as ``secrets``.
+SecretLookup = Callable[[str], str]
+
+DEFAULT_SENDER = "kumiko-typed@localhost"
+
+
+@attrs.frozen
+class MailMessage:
+    """One mail as ``send_mail`` queued it.  ``id`` is the outbox row's id, the same on every
+    attempt (an idempotency key); ``sender`` is None when the step named none."""
+
+    id: UUID
+    to: tuple[str, ...]
+    subject: str
+    body: str
+    sender: str | None = None
+
+
+class MailTransport(Protocol):
+    """Delivers a mail, or raises.  Positional parameters, so any names fit."""
+
+    def send(self, message: MailMessage, secrets: SecretLookup, /) -> None: ...
+
+
+def to_email(message: MailMessage) -> EmailMessage:
+    """The RFC 5322 message the built-in transports write or send."""
+    mail = EmailMessage()
+    mail["From"] = message.sender or DEFAULT_SENDER
+    mail["To"] = ", ".join(message.to)
+    mail["Subject"] = message.subject
+    mail["Message-ID"] = f"<{message.id}@kumiko-typed>"
+    mail["Idempotency-Key"] = str(message.id)
+    mail.set_content(message.body)
+    return mail
+
+
+@attrs.frozen
+class MaildirTransport:
+    """The embedded mail default: one RFC 5322 ``.eml`` file per message in ``folder``."""
+
+    folder: str = "kumiko-mail"
+
+    def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        folder = Path(self.folder)
+        folder.mkdir(parents=True, exist_ok=True)
+        # Write then rename: a reader never sees half a message; a retry overwrites.
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".eml")
+        with os.fdopen(fd, "wb") as out:
+            out.write(to_email(message).as_bytes())
+        os.replace(tmp, folder / f"{message.id}.eml")
+
+
+@attrs.frozen
+class SmtpTransport:
+    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery."""
+
+    host: str
+    port: int = 25
+    username: str | None = None
+    password_ref: str | None = None
+    starttls: bool = False
+    timeout: float = 30.0
+
+    def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        try:
+            with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
+                if self.starttls:
+                    smtp.starttls()
+                if self.username is not None:
+                    password = secrets(self.password_ref) if self.password_ref else ""
+                    smtp.login(self.username, password)
+                smtp.send_message(to_email(message))
+        except (OSError, smtplib.SMTPException) as exc:
+            raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
