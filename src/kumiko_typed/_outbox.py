@@ -83,8 +83,9 @@ def send_mail(step: SendMail, run: Run) -> None:
         "subject": str(resolve(step.subject, run)),
         "body": str(resolve(step.body, run)),
     }
-    if step.sender is not None:  # absent, the transport's default sender applies
-        message["sender"] = str(resolve(step.sender, run))
+    sender = None if step.sender is None else resolve(step.sender, run)
+    if sender is not None:  # absent (or resolved to None), the transport's default applies
+        message["sender"] = str(sender)
     _enqueue(run, "mail", message, DEFAULT_POLICY)
 
 

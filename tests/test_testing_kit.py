@@ -1,0 +1,163 @@
+"""kumiko_typed.testing: FakeClock, MemoryMail, any MailTransport, OutboxItem.target and the
+pytest plugin's App fixtures (used here as a user's suite would, on both databases)."""
+
+from __future__ import annotations
+
+import inspect
+from datetime import UTC, datetime, timedelta, timezone
+from importlib.metadata import entry_points
+
+import attrs
+import pytest
+
+from kumiko_typed import App, Feature, MailMessage, User, ok
+from kumiko_typed.testing import AppFactory, AppSettings, FakeClock, MemoryMail
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@attrs.frozen
+class Letter:
+    to: list[str]
+    subject: str
+    sender: str | None = None
+
+
+@attrs.frozen
+class Ping:
+    url: str
+
+
+post = Feature("post", requires=["mail.send", "webhook.send"])
+letter = post.write_handler(
+    "letter",
+    post.pipeline(Letter)
+    .send_mail(
+        to=lambda c: c.payload.to,
+        subject=lambda c: c.payload.subject,
+        body="Hello.\n",
+        sender=lambda c: c.payload.sender,
+    )
+    .return_(lambda c: ok(None)),
+)
+ping = post.write_handler(
+    "ping", post.pipeline(Ping).send_webhook(url=lambda c: c.payload.url).return_(lambda c: ok(None))
+)
+
+
+class Flaky:
+    """A user's own transport: fails the first time, then keeps the subjects it sent."""
+
+    def __init__(self) -> None:
+        self.subjects: list[str] = []
+        self.calls = 0
+
+    def send(self, mail: MailMessage, lookup: object, /) -> None:
+        self.calls += 1
+        if self.calls == 1:
+            raise ConnectionError("relay down")
+        self.subjects.append(mail.subject)
+
+
+# --- FakeClock ------------------------------------------------------------------------------
+
+
+def test_fake_clock_moves_only_when_told() -> None:
+    clock = FakeClock(T0)
+    assert clock() == T0 and clock.now == T0
+    assert clock.advance(timedelta(hours=1), minutes=30) == T0 + timedelta(hours=1, minutes=30)
+    assert clock() == T0 + timedelta(hours=1, minutes=30)
+    clock.now = T0  # going back is a deliberate assignment
+    assert clock() == T0
+    assert FakeClock().now.tzinfo is not None
+
+
+def test_fake_clock_refuses_naive_times_and_moving_backwards() -> None:
+    with pytest.raises(ValueError, match="time-zone-aware"):
+        FakeClock(datetime(2026, 3, 2, 9, 0))
+    clock = FakeClock(datetime(2026, 3, 2, 9, 0, tzinfo=timezone(timedelta(hours=2))))
+    with pytest.raises(ValueError, match="time-zone-aware"):
+        clock.now = datetime(2026, 3, 2, 9, 0)
+    with pytest.raises(ValueError, match="forward only"):
+        clock.advance(seconds=-1)
+    assert clock.now.utcoffset() == timedelta(hours=2)
+
+
+# --- mail transports ------------------------------------------------------------------------
+
+
+def test_memory_mail_records_typed_messages(kumiko_app: AppFactory, user: User) -> None:
+    mail = MemoryMail()
+    clock = FakeClock(T0)
+    app = kumiko_app([post], clock=clock, mail=mail)
+    assert isinstance(
+        app.dispatch(letter, Letter(["ann@example.com", "bob@example.com"], "Low stock"), user=user), type(ok(None))
+    )
+    clock.advance(seconds=1)  # outbox rows are delivered (and listed) oldest first
+    app.dispatch(letter, Letter(["cy@example.com"], "Hi", sender="shop@example.com"), user=user)
+    assert mail.sent == []  # nothing is sent inside the handler's transaction
+    assert app.run_worker(once=True)["sent"] == 2
+    ids = [item.id for item in app.outbox()]
+    assert mail.sent == [
+        MailMessage(ids[0], ("ann@example.com", "bob@example.com"), "Low stock", "Hello.\n", None),
+        MailMessage(ids[1], ("cy@example.com",), "Hi", "Hello.\n", "shop@example.com"),
+    ]
+    mail.clear()
+    assert mail.sent == []
+
+
+def test_a_users_transport_is_called_and_its_error_retried(kumiko_sqlite_app: AppFactory, user: User) -> None:
+    clock = FakeClock(T0)
+    transport = Flaky()
+    app = kumiko_sqlite_app([post], clock=clock, mail=transport)
+    app.dispatch(letter, Letter(["ann@example.com"], "Again"), user=user)
+    assert app.run_worker(once=True)["retried"] == 1
+    [item] = app.outbox()
+    assert item.status == "pending" and item.last_error == "ConnectionError: relay down"
+    clock.advance(minutes=1)
+    assert app.run_worker(once=True)["sent"] == 1
+    assert transport.subjects == ["Again"] and app.outbox()[0].status == "sent"
+
+
+# --- OutboxItem.target ----------------------------------------------------------------------
+
+
+def test_outbox_items_show_their_target_without_secrets(kumiko_sqlite_app: AppFactory, user: User) -> None:
+    clock = FakeClock(T0)
+    app = kumiko_sqlite_app([post], clock=clock, mail=MemoryMail())
+    app.dispatch(letter, Letter(["ann@example.com", "bob@example.com"], "s"), user=user)
+    clock.advance(seconds=1)
+    app.dispatch(ping, Ping("https://bot:hunter2@hooks.example.com:8443/in?token=s3cret&flag&v=1#frag"), user=user)
+    clock.advance(seconds=1)
+    app.dispatch(ping, Ping("http://[::1]/plain"), user=user)
+    targets = [item.target for item in app.outbox()]
+    assert targets == [
+        "ann@example.com, bob@example.com",
+        "https://bot:***@hooks.example.com:8443/in?token=***&flag&v=***",
+        "http://[::1]/plain",
+    ]
+
+
+# --- the plugin -----------------------------------------------------------------------------
+
+
+def test_the_plugin_is_registered_for_pytest() -> None:
+    plugins = {ep.value for ep in entry_points(group="pytest11")}
+    assert "kumiko_typed.testing.plugin" in plugins
+
+
+def test_app_settings_name_every_app_keyword() -> None:
+    """The factories' keywords are AppSettings: a keyword added to App must be added there."""
+    keywords = {
+        name
+        for name, p in inspect.signature(App).parameters.items()
+        if p.kind is inspect.Parameter.KEYWORD_ONLY and name != "database_url"
+    }
+    assert set(AppSettings.__annotations__) == keywords
+
+
+def test_kumiko_app_runs_on_each_database(kumiko_app: AppFactory, request: pytest.FixtureRequest) -> None:
+    app = kumiko_app([post])
+    want = "postgresql" if request.node.callspec.params["kumiko_app"] == "postgres" else "sqlite"
+    assert app.engine.dialect.name == want
+    assert app.outbox() == []  # its tables exist
