@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import sys
 import tempfile
 import uuid
@@ -22,21 +23,19 @@ from ._tables import events
 
 
 def _example() -> tuple[ModuleType, ModuleType]:
-    """The example lives in the repository's ``examples/`` (it is the one the docs show)."""
-    here = Path.cwd()
-    for folder in (here, *here.parents):
-        if (folder / "examples" / "inventory" / "handlers.py").is_file():
-            if str(folder) not in sys.path:
-                sys.path.insert(0, str(folder))
-            break
+    """The flagship example, the repository's ``examples/inventory``: a wheel ships it as
+    ``kumiko_typed._demo_app`` (pyproject's wheel ``sources``); an editable install of a clone
+    has no such module and imports it from the clone this package's source lives in."""
+    package = "kumiko_typed._demo_app"
+    if importlib.util.find_spec(package) is None:
+        clone = str(Path(__file__).resolve().parents[2])
+        if clone not in sys.path:
+            sys.path.insert(0, clone)
+        package = "examples.inventory"
     try:
-        return importlib.import_module("examples.inventory.handlers"), importlib.import_module(
-            "examples.inventory.model"
-        )
+        return importlib.import_module(f"{package}.handlers"), importlib.import_module(f"{package}.model")
     except ImportError as exc:
-        raise click.ClickException(
-            "the demo runs examples/inventory: start it from a clone of the kumiko-typed repository"
-        ) from exc
+        raise click.ClickException(f"this installation lacks the demo app ({exc}): reinstall kumiko-typed") from exc
 
 
 def _show(label: str, result: Ok[Any] | Failure) -> None:
