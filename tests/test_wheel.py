@@ -1,0 +1,197 @@
+"""The installed package works outside a clone: a wheel built from this tree, installed by
+the tutorial's own commands into a fresh venv under ``tmp_path`` (dependencies from the
+package index), runs ``kumiko-typed demo`` in an empty folder and the tutorial's commands
+with the tutorial's files, and ships the mypy plugin and the PEP 561 markers.
+
+One venv serves the whole module (module-scoped fixtures); commands see a PATH without this
+repository's venv, so nothing the new venv lacks is borrowed from it."""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from _docblocks import ROOT, parse
+
+# One worker builds the venv: ./dev test distributes with --dist loadgroup.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
+
+TUTORIAL = ROOT / "docs" / "tutorial.md"
+#: The tutorial's install line names the clone; the test gives pip the wheel built from it.
+CLONE = "/path/to/kumiko-typed"
+TIMEOUT = 600
+
+
+@dataclass(frozen=True)
+class Command:
+    line: str  # what follows "$ "
+    output: list[str]  # the lines the tutorial shows after it
+
+
+def _commands() -> list[Command]:
+    """The ``$ `` lines of the tutorial's console blocks, with the output shown under each."""
+    out: list[Command] = []
+    for block in parse(TUTORIAL):
+        if block.lang != "console":
+            continue
+        for text in block.code.splitlines():
+            if text.startswith("$ "):
+                out.append(Command(text[2:], []))
+            else:
+                out[-1].output.append(text)
+    return out
+
+
+def _command(line: str) -> Command:
+    found = [c for c in _commands() if c.line == line]
+    assert len(found) == 1, f"docs/tutorial.md shows `$ {line}` {len(found)} times"
+    return found[0]
+
+
+def _env(tmp: Path, venv: Path | None = None) -> dict[str, str]:
+    """The environment of a user's shell: no PYTHONPATH, no venv of this repository on PATH
+    (``python3`` is this interpreter's base one), ``venv`` activated when given."""
+    shim = tmp / "shim"
+    if not shim.is_dir():
+        shim.mkdir()
+        (shim / "python3").symlink_to(getattr(sys, "_base_executable", sys.executable))
+    ours = str(Path(sys.executable).parent)
+    path = [p for p in os.environ["PATH"].split(os.pathsep) if p and p != ours]
+    drop = ("PYTHON", "VIRTUAL_ENV", "KUMIKO_", "PYTEST_", "MYPY", "COV_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(drop)}
+    env.update(PATH=os.pathsep.join([str(shim), *path]), TMPDIR=str(tmp), NO_COLOR="1")
+    if venv is not None:
+        env.update(PATH=os.pathsep.join([str(venv / "bin"), env["PATH"]]), VIRTUAL_ENV=str(venv))
+    return env
+
+
+def _run(cmd: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        ["bash", "-c", cmd], cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT, check=False
+    )
+
+
+def _explain(result: subprocess.CompletedProcess[str]) -> str:
+    return f"{result.args[-1]}: exit {result.returncode}\n--- stdout\n{result.stdout}\n--- stderr\n{result.stderr}"
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("dist")
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(ROOT), "-w", str(out)]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (built,) = out.glob("*.whl")
+    return built
+
+
+@dataclass(frozen=True)
+class Installed:
+    tmp: Path
+    venv: Path
+    todo: Path  # the tutorial's project folder, holding its files
+
+    def env(self) -> dict[str, str]:
+        return _env(self.tmp, self.venv)
+
+
+@pytest.fixture(scope="module")
+def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """Section 1 of the tutorial run as written, the wheel in place of the clone, then the
+    tutorial's files (mypy.ini and its ``<!-- file: -->`` blocks) saved in the new folder."""
+    tmp = tmp_path_factory.mktemp("user")
+    install = [c.line for c in _commands()[:3]]
+    assert install[0] == "mkdir todo && cd todo" and CLONE in install[2], install
+    script = "set -e\n" + "\n".join(install).replace(CLONE, str(wheel))
+    result = _run(script, tmp, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    todo = tmp / "todo"
+    (ini,) = [b for b in parse(TUTORIAL) if b.lang == "ini"]
+    (todo / "mypy.ini").write_text(ini.code, encoding="utf-8")
+    for block in parse(TUTORIAL):
+        if block.named is not None:
+            (todo / block.named).write_text(block.code, encoding="utf-8")
+    return Installed(tmp, todo / ".venv", todo)
+
+
+def test_the_wheel_ships_the_plugin_the_demo_app_and_the_typed_markers(wheel: Path) -> None:
+    names = set(zipfile.ZipFile(wheel).namelist())
+    assert {"kumiko_typed/py.typed", "kumiko_typed_mypy/py.typed", "kumiko_typed_mypy/__init__.py"} <= names
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc") or n.startswith(("tests/", "examples/"))]
+    # The demo app is the repository's examples/inventory, shipped as it is (one copy of it).
+    example = ROOT / "examples" / "inventory"
+    shipped = {n.removeprefix("kumiko_typed/_demo_app/") for n in names if n.startswith("kumiko_typed/_demo_app/")}
+    assert shipped == {p.name for p in example.glob("*.py")}
+    with zipfile.ZipFile(wheel) as archive:
+        for name in shipped:
+            assert archive.read(f"kumiko_typed/_demo_app/{name}").decode() == (example / name).read_text()
+    assert wheel.name in TUTORIAL.read_text(encoding="utf-8"), "docs/tutorial.md names another wheel file"
+
+
+def test_the_package_comes_from_the_venv_not_the_clone(installed: Installed) -> None:
+    code = "import kumiko_typed, kumiko_typed_mypy; print(kumiko_typed.__file__); print(kumiko_typed_mypy.__file__)"
+    result = _run(f"python -c '{code}'", installed.todo, installed.env())
+    assert result.returncode == 0, _explain(result)
+    for line in result.stdout.splitlines():
+        assert Path(line).is_relative_to(installed.venv), _explain(result)
+
+
+def test_demo_runs_in_an_empty_folder(installed: Installed) -> None:
+    empty = installed.tmp / "empty"
+    empty.mkdir()
+    result = _run("kumiko-typed demo", empty, installed.env())
+    assert result.returncode == 0, _explain(result)
+    for line in ("version_conflict", "rolled back", "completed", "delivered to the maildir"):
+        assert line in result.stdout, _explain(result)
+    assert not list(empty.iterdir()), "the demo wrote into the folder it was started in"
+
+
+def test_the_tutorials_program_prints_what_the_tutorial_shows(installed: Installed) -> None:
+    command = _command("python tasks.py")
+    result = _run(command.line, installed.todo, installed.env())
+    assert result.returncode == 0, _explain(result)
+    uuid = re.compile(r"UUID\('[0-9a-f-]{36}'\)")
+    assert uuid.sub("UUID(...)", result.stdout).splitlines() == [uuid.sub("UUID(...)", s) for s in command.output]
+
+
+def test_the_tutorials_tests_pass(installed: Installed) -> None:
+    command = _command("pytest -q")
+    result = _run(command.line + " -p no:cacheprovider", installed.todo, installed.env())
+    assert result.returncode == 0, _explain(result)
+    timing = re.compile(r" in [\d.]+s$")
+    assert [timing.sub("", s) for s in result.stdout.splitlines()] == [timing.sub("", s) for s in command.output]
+
+
+def test_mypy_with_the_plugin_on_the_tutorials_files(installed: Installed) -> None:
+    """The clean run says what the tutorial says; then the two mistakes of section 7, made
+    in a copy, give exactly the errors the tutorial quotes."""
+    clean = _command("mypy tasks.py test_tasks.py")
+    result = _run(clean.line, installed.todo, installed.env())
+    assert (result.returncode, result.stdout.splitlines()) == (0, clean.output), _explain(result)
+
+    broken = installed.tmp / "broken"
+    shutil.copytree(installed.todo, broken, ignore=shutil.ignore_patterns(".venv", "*.sqlite3"))
+    source = (broken / "tasks.py").read_text(encoding="utf-8")
+    mistakes = {'c.steps["task"].id': 'c.steps["tsak"].id', '"completed"].version': '"completed"].verison'}
+    for right, wrong in mistakes.items():
+        assert source.count(right) == 1, right
+        source = source.replace(right, wrong)
+    (broken / "tasks.py").write_text(source, encoding="utf-8")
+    command = _command("mypy tasks.py")
+    result = _run(command.line, broken, installed.env())
+    assert (result.returncode, result.stdout.splitlines()) == (1, command.output), _explain(result)
+
+
+def test_the_cli_on_the_tutorials_module(installed: Installed) -> None:
+    """"Where next" names ``kumiko-typed check tasks:make_app`` and ``graph``: both work on it."""
+    for command in ("kumiko-typed check tasks:make_app", "kumiko-typed graph tasks:make_app"):
+        result = _run(command, installed.todo, installed.env())
+        assert result.returncode == 0, _explain(result)
+    assert "todo:task:complete" in result.stdout
