@@ -760,7 +760,7 @@ def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
     """``--database-url`` derives the App with ``with_database``: every constructor setting
     is carried. Adding a parameter to ``App`` without carrying it fails here."""
     import inspect
-    from datetime import UTC, datetime
+    from datetime import UTC, datetime, timedelta
 
     import attrs
     import httpx
@@ -783,6 +783,7 @@ def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
         "secrets": secrets,
         "http": httpx.Client(),
         "value_types": (Marker,),
+        "idempotency_retention": timedelta(hours=3),
     }
     settings = set(inspect.signature(App).parameters) - {"features", "database_url"}
     assert settings == set(given), "a new App setting needs a value here and must be carried by with_database"
@@ -792,4 +793,5 @@ def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
     assert other._settings == app._settings
     assert all(other._settings[name] is given[name] or other._settings[name] == given[name] for name in given)
     assert other.clock is clock and other.mail == given["mail"] and other.secrets is secrets
+    assert other.idempotency_retention == timedelta(hours=3)
     assert Marker in other.codec.by_name.values()

@@ -6,13 +6,13 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any, TypeVar, cast
 
 import httpx
 from sqlalchemy import MetaData, Table, text
-from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.orm import sessionmaker
+from sqlalchemy.exc import DataError, DBAPIError, OperationalError
+from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
 
 from ._boot import validate
 from ._ctx import User
@@ -21,16 +21,18 @@ from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError
 from ._feature import Feature, Workflow, WriteHandler
+from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem
 from ._interpreter import exception_failure, interpret, start_run
 from ._mail import MaildirTransport, MailTransport
 from ._notify import CHANNEL, Listener
 from ._outbox import Deliverer, deliver_due
 from ._outbox import items as outbox_items
 from ._outbox_types import OutboxItem
+from ._poison import refusal
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
 from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter, wrong_payload
-from ._state import Codec
+from ._state import Codec, StateError
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
 from ._transient import transient
@@ -64,8 +66,11 @@ class App:
         secrets: Callable[[str], str | None] | None = None,
         http: httpx.Client | None = None,
         value_types: Sequence[type[Any]] = (),
+        idempotency_retention: timedelta = timedelta(days=1),
     ) -> None:
         problems = validate(features)
+        if not (isinstance(idempotency_retention, timedelta) and idempotency_retention > timedelta(0)):
+            problems.append(f"idempotency_retention must be a positive timedelta, not {idempotency_retention!r}")
         if problems:
             raise BootError(problems)
         #: Every constructor argument but the features and the database, exactly as given:
@@ -76,10 +81,13 @@ class App:
             "secrets": secrets,
             "http": http,
             "value_types": tuple(value_types),
+            "idempotency_retention": idempotency_retention,
         }
         self.features = tuple(features)
         self.database_url = database_url
         self.clock: Clock = clock or _utc_now
+        #: How long a dispatch's idempotency key answers repeats with its stored result.
+        self.idempotency_retention = idempotency_retention
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
         self.secrets: SecretResolver = secrets or env_secrets
         self._http = http
@@ -217,9 +225,12 @@ class App:
 
     # --- workflows ------------------------------------------------------------------
 
-    def start_workflow(self, workflow: Workflow[P], payload: P, *, user: User) -> uuid.UUID:
-        """Start a run now, in its own transaction, up to its first suspension."""
-        return self._engine.start(workflow, payload, user)
+    def start_workflow(self, workflow: Workflow[P], payload: P, *, user: User, key: str | None = None) -> uuid.UUID:
+        """Start a run now, in its own transaction, up to its first suspension.
+
+        With a ``key`` (1 to 255 printable characters), at most one run is ever started
+        per (workflow, the user's tenant, key): a later start returns that run's id."""
+        return self._engine.start(workflow, payload, user, key)
 
     def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
         return self._engine.get(run_id)
@@ -240,18 +251,34 @@ class App:
     # --- dispatch -------------------------------------------------------------------
 
     def dispatch(
-        self, handler: WriteHandler[P, D], payload: P, *, user: User, correlation_id: uuid.UUID | None = None
+        self,
+        handler: WriteHandler[P, D],
+        payload: P,
+        *,
+        user: User,
+        correlation_id: uuid.UUID | None = None,
+        idempotency_key: str | None = None,
     ) -> Ok[D] | Failure:
-        """Run ``handler`` with a structured ``payload`` in one transaction."""
+        """Run ``handler`` with a structured ``payload`` in one transaction.
+
+        With an ``idempotency_key``, a repeat of the call (same tenant, handler, key and
+        payload) within ``idempotency_retention`` returns the first call's result without
+        running; the same key with another payload is ``idempotency_conflict``."""
         if self._handlers.get(handler.name) is not handler:
             return fail("not_found", f"handler {handler.name} is not registered in this App")
         refused = deny(handler, user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
         if refused is not None:
             return refused
-        return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id))
+        return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id, idempotency_key))
 
     def dispatch_json(
-        self, name: object, data: object, *, user: User, correlation_id: uuid.UUID | None = None
+        self,
+        name: object,
+        data: object,
+        *,
+        user: User,
+        correlation_id: uuid.UUID | None = None,
+        idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
         """Run the handler called ``name`` with untrusted JSON-like ``data``."""
         if not isinstance(name, str):  # untrusted too: a list would not even hash
@@ -265,16 +292,42 @@ class App:
         payload = structure(self._converter, data, handler.payload_type)
         if isinstance(payload, list):
             return fail("validation_error", f"invalid payload for {name}", payload)
-        return self._run(handler, payload, user, correlation_id)
+        return self._run(handler, payload, user, correlation_id, idempotency_key)
+
+    def _keyed(self, handler: WriteHandler[Any, Any], payload: object, user: User, key: object) -> Keyed | Failure:
+        problem = key_problem(key)
+        if problem is not None:
+            return fail("validation_error", problem, [{"path": "idempotency_key", "message": problem}])
+        try:
+            payload_hash = fingerprint(self.codec, payload)
+        except StateError as exc:
+            message = f"the payload cannot be stored for an idempotency key: {exc}"
+            return fail("validation_error", message, [{"path": "$", "message": message}])
+        return Keyed(self.codec, user.tenant_id, handler.name, cast(str, key), payload_hash)
 
     def _run(
-        self, handler: WriteHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
+        self,
+        handler: WriteHandler[Any, Any],
+        payload: object,
+        user: User,
+        correlation_id: uuid.UUID | None,
+        idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
         # The callers have looked the handler up, checked the roles and the payload.
+        keyed = None if idempotency_key is None else self._keyed(handler, payload, user, idempotency_key)
+        if isinstance(keyed, Failure):
+            return keyed
         with self._sessions() as session:
             session.info[TENANT_KEY] = user.tenant_id
             session.begin()
             try:
+                now = self.clock()
+                if keyed is not None:
+                    stored = keyed.claim(session, now, self.idempotency_retention)
+                    if stored is not None:
+                        session.rollback()
+                        return stored
+                    savepoint = session.begin_nested()  # a business Failure keeps the claim
                 run = start_run(
                     handler.pipeline,
                     runtime=self.runtime,
@@ -282,10 +335,12 @@ class App:
                     payload=payload,
                     user=user,
                     session=session,
-                    now=self.clock(),
+                    now=now,
                     correlation_id=correlation_id or uuid.uuid4(),
                 )
                 result = interpret(handler.pipeline, run, handler=handler.name)
+                if keyed is not None:
+                    return self._finish_keyed(session, savepoint, keyed, result)
                 if isinstance(result, Ok):
                     session.commit()
                 else:
@@ -295,3 +350,27 @@ class App:
                 session.rollback()
                 where = f"handler {handler.name}"
                 return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
+
+    @staticmethod
+    def _finish_keyed(
+        session: Session, savepoint: SessionTransaction, keyed: Keyed, result: Ok[object] | Failure
+    ) -> Ok[object] | Failure:
+        """Commit the handler's work with its result on the claimed key, or (for a
+        Failure) only the result; a failure that is not stored releases the key."""
+        if isinstance(result, Ok):
+            savepoint.commit()
+        else:
+            savepoint.rollback()
+            if result.code in NOT_STORED:
+                session.rollback()
+                return result
+        try:
+            keyed.record(session, result)
+        except (StateError, DataError) as exc:  # the codec's refusal, or the database's (a NUL)
+            session.rollback()
+            reason = refusal(exc)
+            return fail(
+                "unstorable_state", f"handler {keyed.handler}: the result cannot be stored for its key: {reason}"
+            )
+        session.commit()
+        return result

@@ -21,6 +21,8 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     "not_found": 404,
     "version_conflict": 409,
     "unique_violation": 409,
+    # An idempotency key used again with another payload.
+    "idempotency_conflict": 409,
     "unprocessable": 422,
     # A workflow run whose state or payload cannot be stored (a run's ``error``).
     "unstorable_state": 422,

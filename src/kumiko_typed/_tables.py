@@ -115,3 +115,18 @@ consumers = Table(
     Column("position", BigInteger, nullable=False),
     Column("tick", UtcDateTime, nullable=True),
 )
+
+idempotency_keys = Table(
+    "kumiko_idempotency_keys",
+    metadata,
+    # Scoped per tenant and handler: the same key of another tenant is another request.
+    Column("tenant_id", Uuid, primary_key=True),
+    Column("handler", String(400), primary_key=True),
+    Column("key", String(255), primary_key=True),
+    # sha256 of the encoded payload: a repeat with another payload is a conflict.
+    Column("fingerprint", String(64), nullable=False),
+    # The stored result; NULL only inside the transaction that claimed the key.
+    Column("result", Json, nullable=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("kumiko_idempotency_keys_created", "created_at"),
+)

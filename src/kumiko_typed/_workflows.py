@@ -21,7 +21,7 @@ import cattrs
 from croniter import croniter
 from sqlalchemy import Row, bindparam, delete, insert, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._ctx import User
@@ -29,6 +29,7 @@ from ._eventstore import StoredEvent, read_after
 from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
+from ._idempotency import key_problem
 from ._interpreter import crash_failure, start_run
 from ._poison import isolated, refusal, storable_text
 from ._results import Failure
@@ -167,17 +168,21 @@ class Engine:
 
     # --- starting ------------------------------------------------------------------
 
-    def start(self, workflow: Workflow[Any], payload: object, user: User) -> uuid.UUID:
+    def start(self, workflow: Workflow[Any], payload: object, user: User, key: str | None = None) -> uuid.UUID:
         d = self.defs.get(workflow.name)
         if d is None or d.workflow is not workflow:
             raise LookupError(f"workflow {workflow.name} is not registered in this App")
         if not isinstance(payload, workflow.trigger.payload_type):
             raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
+        problem = key_problem(key) if key is not None else None
+        if problem is not None:
+            raise ValueError(f"workflow {workflow.name}: {problem}")
         run_id = uuid.uuid4()
-        # Its trigger key is new by construction: nothing to claim, the row is written once,
-        # when the first segment has ended.
+        # A key is the tenant's: one run per (workflow, tenant, key), by the trigger key's
+        # unique constraint.  Without one the trigger key is new by construction.
+        trigger_key = f"manual:{run_id}" if key is None else f"key:{user.tenant_id}:{key}"
         try:
-            row = self._new_row(d, payload, user, f"manual:{run_id}", run_id)
+            row = self._new_row(d, payload, user, trigger_key, run_id)
         except StateError as exc:
             raise StateError(f"workflow {d.name}: the payload cannot be stored: {exc}") from None
         try:
@@ -185,19 +190,38 @@ class Engine:
                 # Begin now, before any step: on SQLite that takes the write lock (BEGIN
                 # IMMEDIATE), so nothing commits while the segment runs that it did not see.
                 session.connection()
-                self._run_segment(session, d, run_id, payload, user, {}, None, None, new_row=row)
+                if key is None:  # nothing to claim: the row is written once, after the segment
+                    self._run_segment(session, d, run_id, payload, user, {}, None, None, new_row=row)
+                elif session.execute(self._claim_run, row).first() is None:
+                    # Claimed by a start that has committed (PostgreSQL waited for it).
+                    return self._run_of(session, d.name, trigger_key)
+                else:
+                    self._run_segment(session, d, run_id, payload, user, {}, None, None)
             return run_id
         except _SegmentFailed as failure:
             failed = failure.columns
         # The segment's transaction was the start's own and is rolled back (no savepoint
-        # needed); the failed run is written alone.
+        # needed), its claim with it; the failed run is written alone.
         try:
             with self.sessions() as session, session.begin():
                 self._store(session, d.name, run_id, failed, None, new_row=row)
+        except IntegrityError:
+            if key is None:
+                raise
+            with self.sessions() as session:  # a concurrent start with the key came first
+                return self._run_of(session, d.name, trigger_key)
         except Exception as exc:  # not even the failed run could be stored: its payload
             if isinstance(exc, DBAPIError) and transient(exc):
                 raise
             raise StateError(f"workflow {d.name}: the run cannot be stored: {refusal(exc)}") from None
+        return run_id
+
+    @staticmethod
+    def _run_of(session: Session, workflow: str, trigger_key: str) -> uuid.UUID:
+        stmt = select(workflow_runs.c.run_id).where(
+            workflow_runs.c.workflow == workflow, workflow_runs.c.trigger_key == trigger_key
+        )
+        run_id: uuid.UUID = session.execute(stmt).scalar_one()
         return run_id
 
     def _new_row(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Protocol, TypedDict
 
 import httpx
@@ -22,6 +22,7 @@ class AppSettings(TypedDict, total=False):
     secrets: Callable[[str], str | None]
     http: httpx.Client
     value_types: Sequence[type[Any]]
+    idempotency_retention: timedelta
 
 
 class AppFactory(Protocol):

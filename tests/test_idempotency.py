@@ -1,0 +1,370 @@
+"""Idempotency keys (issue 14.2): ``dispatch(..., idempotency_key=)`` stores the first
+result with the handler's writes and answers repeats with it; ``start_workflow(..., key=)``
+starts at most one run per (workflow, tenant, key).  Both databases; the races with
+processes (tests/_idem_race.py)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _idem_race import create_tables, effect_count, make_app
+from _sql_log import statements
+
+from kumiko_typed import App, BootError, Failure, Feature, Ok, User, fail, manual, ok
+from kumiko_typed._tables import idempotency_keys, workflow_runs
+from kumiko_typed.testing import FakeClock
+
+TESTS = Path(__file__).resolve().parent
+AppOn = Callable[..., App]
+
+
+@attrs.frozen
+class Note:
+    text: str
+
+
+@attrs.frozen
+class Unregistered:
+    n: int
+
+
+class Counted:
+    """A feature whose handlers count their runs (in this process) and echo typed values."""
+
+    def __init__(self) -> None:
+        self.runs: list[str] = []
+        self.crash_next = False
+        f = Feature("idem")
+        self.feature = f
+
+        def run(c: Any) -> int:
+            self.runs.append(c.payload.text)
+            if self.crash_next:
+                self.crash_next = False
+                raise RuntimeError("boom")
+            return len(self.runs)
+
+        self.add = f.write_handler(
+            "add",
+            f.pipeline(Note)
+            .compute("n", run)
+            .guard(
+                lambda c: c.payload.text != "bad",
+                otherwise=lambda c: fail("unprocessable", "bad note", {"text": c.payload.text, "at": [1, 2]}),
+            )
+            .return_(lambda c: ok((c.payload, Decimal("1.50"), uuid.UUID(int=c.steps["n"]), c.steps["n"]))),
+        )
+        self.other = f.write_handler("other", f.pipeline(Note).compute("n", run).return_(lambda c: ok(c.steps["n"])))
+        self.unstorable = f.write_handler(
+            "unstorable", f.pipeline(Note).compute("n", run).return_(lambda c: ok(Unregistered(c.steps["n"])))
+        )
+
+
+@pytest.fixture
+def counted() -> Counted:
+    return Counted()
+
+
+def _tenant_user() -> User:
+    return User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+
+
+def _keys(app: App) -> int:
+    with app.engine.connect() as conn:
+        return int(conn.scalar(sa.select(sa.func.count()).select_from(idempotency_keys)) or 0)
+
+
+# --- dispatch ---------------------------------------------------------------------------
+
+
+def test_a_repeat_returns_the_stored_typed_result_without_running(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    user = _tenant_user()
+    first = app.dispatch(counted.add, Note("a"), user=user, idempotency_key="order-1")
+    again = app.dispatch(counted.add, Note("a"), user=user, idempotency_key="order-1")
+    assert first == Ok((Note("a"), Decimal("1.50"), uuid.UUID(int=1), 1))
+    assert again == first and type(again.data[0]) is Note and type(again.data[1]) is Decimal
+    assert counted.runs == ["a"]
+    # Without a key, every call runs.
+    assert app.dispatch(counted.add, Note("a"), user=user) == Ok((Note("a"), Decimal("1.50"), uuid.UUID(int=2), 2))
+    assert counted.runs == ["a", "a"]
+
+
+def test_the_same_key_with_another_payload_is_a_conflict(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    user = _tenant_user()
+    assert isinstance(app.dispatch(counted.add, Note("a"), user=user, idempotency_key="k"), Ok)
+    conflict = app.dispatch(counted.add, Note("b"), user=user, idempotency_key="k")
+    assert isinstance(conflict, Failure) and conflict.code == "idempotency_conflict"
+    assert conflict.http_status == 409 and "'k'" in conflict.message and "idem:add" in conflict.message
+    assert counted.runs == ["a"]
+    # The stored result still answers the original payload.
+    assert app.dispatch(counted.add, Note("a"), user=user, idempotency_key="k") == Ok(
+        (Note("a"), Decimal("1.50"), uuid.UUID(int=1), 1)
+    )
+
+
+def test_keys_are_scoped_per_tenant_and_handler(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    alice, bob = _tenant_user(), _tenant_user()
+    colleague = User(id=uuid.uuid4(), tenant_id=alice.tenant_id)
+    assert app.dispatch(counted.other, Note("a"), user=alice, idempotency_key="k") == Ok(1)
+    assert app.dispatch(counted.other, Note("a"), user=bob, idempotency_key="k") == Ok(2)
+    assert app.dispatch(counted.add, Note("a"), user=alice, idempotency_key="k") == Ok(
+        (Note("a"), Decimal("1.50"), uuid.UUID(int=3), 3)
+    )
+    # Another user of the same tenant repeats the tenant's request.
+    assert app.dispatch(counted.other, Note("a"), user=colleague, idempotency_key="k") == Ok(1)
+    assert counted.runs == ["a", "a", "a"]
+    assert _keys(app) == 3
+
+
+def test_a_business_failure_is_stored_and_its_writes_rolled_back(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    user = _tenant_user()
+    first = app.dispatch(counted.add, Note("bad"), user=user, idempotency_key="k")
+    assert first == Failure("unprocessable", "bad note", {"text": "bad", "at": [1, 2]})
+    assert app.dispatch(counted.add, Note("bad"), user=user, idempotency_key="k") == first
+    assert counted.runs == ["bad"]
+    assert _keys(app) == 1
+
+
+def test_an_internal_error_is_not_stored_and_a_retry_runs(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    user = _tenant_user()
+    counted.crash_next = True
+    crashed = app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k")
+    assert isinstance(crashed, Failure) and crashed.code == "internal_error"
+    assert _keys(app) == 0
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(2)
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(2)
+    assert counted.runs == ["a", "a"]
+
+
+def test_a_result_that_cannot_be_stored_rolls_back_and_keeps_the_key_free(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    user = _tenant_user()
+    result = app.dispatch(counted.unstorable, Note("a"), user=user, idempotency_key="k")
+    assert isinstance(result, Failure) and result.code == "unstorable_state"
+    assert "Unregistered" in result.message and "idem:unstorable" in result.message
+    assert _keys(app) == 0
+    # Without a key the same handler is fine: only storing needs the codec.
+    assert app.dispatch(counted.unstorable, Note("a"), user=user) == Ok(Unregistered(2))
+
+
+def test_a_key_expires_after_the_retention(app_on: AppOn, counted: Counted, now: Any) -> None:
+    clock = FakeClock(now)
+    app = app_on([counted.feature], clock=clock, idempotency_retention=timedelta(hours=1))
+    user = _tenant_user()
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(1)
+    clock.advance(minutes=59)
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(1)
+    assert isinstance(app.dispatch(counted.other, Note("b"), user=user, idempotency_key="k"), Failure)
+    clock.advance(minutes=1)
+    # Expired: the key is free again, for any payload; the new result is stored afresh.
+    assert app.dispatch(counted.other, Note("b"), user=user, idempotency_key="k") == Ok(2)
+    assert app.dispatch(counted.other, Note("b"), user=user, idempotency_key="k") == Ok(2)
+    assert counted.runs == ["a", "b"]
+    assert _keys(app) == 1
+
+
+def test_dispatch_json_takes_a_key_too(app_on: AppOn, counted: Counted) -> None:
+    app = app_on([counted.feature])
+    user = _tenant_user()
+    assert app.dispatch_json("idem:other", {"text": "a"}, user=user, idempotency_key="k") == Ok(1)
+    assert app.dispatch_json("idem:other", {"text": "a"}, user=user, idempotency_key="k") == Ok(1)
+    # The key belongs to the handler, whichever entry point: dispatch repeats it too.
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(1)
+    conflict = app.dispatch_json("idem:other", {"text": "b"}, user=user, idempotency_key="k")
+    assert isinstance(conflict, Failure) and conflict.code == "idempotency_conflict"
+    assert counted.runs == ["a"]
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "line\nbreak", 42, None])
+def test_a_bad_key_is_a_validation_error_naming_it(make_app: AppOn, counted: Counted, key: object) -> None:
+    app = make_app([counted.feature])
+    user = _tenant_user()
+    if key is None:  # the one value that means "no key"
+        assert isinstance(app.dispatch(counted.other, Note("a"), user=user, idempotency_key=None), Ok)
+        return
+    for result in (
+        app.dispatch(counted.other, Note("a"), user=user, idempotency_key=key),  # type: ignore[arg-type]
+        app.dispatch_json("idem:other", {"text": "a"}, user=user, idempotency_key=key),  # type: ignore[arg-type]
+    ):
+        assert isinstance(result, Failure) and result.code == "validation_error"
+        assert result.details == [{"path": "idempotency_key", "message": result.message}]
+    assert counted.runs == []
+    assert isinstance(app.dispatch(counted.other, Note("a"), user=user, idempotency_key="x" * 255), Ok)
+
+
+def test_without_a_key_dispatch_sends_no_extra_statement(make_app: AppOn, counted: Counted) -> None:
+    app = make_app([counted.feature])
+    user = _tenant_user()
+    with statements(app.engine) as plain:
+        app.dispatch(counted.other, Note("a"), user=user)
+    with statements(app.engine) as keyed:
+        app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k")
+    assert not any("kumiko_idempotency_keys" in s for s in plain)
+    assert len(keyed) > len(plain) and any("kumiko_idempotency_keys" in s for s in keyed)
+
+
+# --- workflows --------------------------------------------------------------------------
+
+
+class Booking:
+    def __init__(self) -> None:
+        self.feature = f = Feature("idem_wf")
+        self.book = f.workflow(
+            "book",
+            trigger=manual(Note),
+            pipeline=f.workflow_pipeline(Note).guard(
+                lambda c: c.payload.text != "bad", otherwise=lambda c: fail("unprocessable", "bad booking")
+            ),
+        )
+
+
+def test_a_keyed_start_starts_one_run_per_tenant_and_key(app_on: AppOn) -> None:
+    booking = Booking()
+    app = app_on([booking.feature])
+    alice, bob = _tenant_user(), _tenant_user()
+    first = app.start_workflow(booking.book, Note("a"), user=alice, key="booking-1")
+    assert app.start_workflow(booking.book, Note("a"), user=alice, key="booking-1") == first
+    assert app.start_workflow(booking.book, Note("other payload"), user=alice, key="booking-1") == first
+    other_tenant = app.start_workflow(booking.book, Note("a"), user=bob, key="booking-1")
+    other_key = app.start_workflow(booking.book, Note("a"), user=alice, key="booking-2")
+    unkeyed = {app.start_workflow(booking.book, Note("a"), user=alice) for _ in range(2)}
+    assert len({first, other_tenant, other_key, *unkeyed}) == 5
+    runs = app.runs(booking.book)
+    assert len(runs) == 5 and {r.status for r in runs} == {"completed"}
+
+
+def test_a_keyed_start_whose_run_failed_returns_the_failed_run(app_on: AppOn) -> None:
+    booking = Booking()
+    app = app_on([booking.feature])
+    user = _tenant_user()
+    failed = app.start_workflow(booking.book, Note("bad"), user=user, key="k")
+    info = app.get_run(failed)
+    assert info is not None and info.status == "failed"
+    assert app.start_workflow(booking.book, Note("bad"), user=user, key="k") == failed
+    assert len(app.runs(booking.book)) == 1
+
+
+@pytest.mark.parametrize("key", ["", "x" * 256, "tab\there"])
+def test_a_bad_start_key_is_refused(make_app: AppOn, key: str) -> None:
+    booking = Booking()
+    app = make_app([booking.feature])
+    with pytest.raises(ValueError, match="idempotency key must be 1 to 255 printable characters"):
+        app.start_workflow(booking.book, Note("a"), user=_tenant_user(), key=key)
+    assert app.runs() == []
+
+
+# --- races between processes ------------------------------------------------------------
+
+RACERS = 4
+
+
+@pytest.fixture
+def racers() -> Iterator[list[subprocess.Popen[str]]]:
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
+
+
+def _race(url: str, mode: str, racers: list[subprocess.Popen[str]], run_log: Path) -> list[dict[str, Any]]:
+    """Every racer's result; ``run_log`` gets a line per run of the racers' step."""
+    for _ in range(RACERS):
+        racers.append(
+            subprocess.Popen(
+                [sys.executable, str(TESTS / "_idem_race.py"), url, mode, "the-key", str(run_log)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=TESTS.parent,
+            )
+        )
+    for proc in racers:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready", proc.stderr
+    for proc in racers:  # all at once
+        assert proc.stdin is not None
+        proc.stdin.write("go\n")
+        proc.stdin.flush()
+    results = []
+    for proc in racers:
+        out, err = proc.communicate(timeout=60)
+        assert proc.returncode == 0, err
+        line = next(line for line in out.splitlines() if line.startswith("result "))
+        results.append(json.loads(line[len("result ") :]))
+    return results
+
+
+@pytest.mark.slow
+def test_concurrent_keyed_dispatches_run_the_handler_once(
+    db_url: str, racers: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    app = make_app(db_url)
+    create_tables(app)
+    try:
+        results = _race(db_url, "dispatch", racers, tmp_path / "runs.log")
+        assert results == [{"ok": 1}] * RACERS
+        assert (tmp_path / "runs.log").read_text() == "ran\n"  # ran once, not only committed once
+        assert effect_count(app) == 1 and _keys(app) == 1
+    finally:
+        app.dispose()
+
+
+@pytest.mark.slow
+def test_concurrent_keyed_starts_start_one_run(
+    db_url: str, racers: list[subprocess.Popen[str]], tmp_path: Path
+) -> None:
+    app = make_app(db_url)
+    create_tables(app)
+    try:
+        results = _race(db_url, "start", racers, tmp_path / "runs.log")
+        assert (tmp_path / "runs.log").read_text() == "ran\n"
+        assert len({r["run"] for r in results}) == 1
+        with app.engine.connect() as conn:
+            runs = conn.execute(sa.select(workflow_runs.c.run_id, workflow_runs.c.status)).all()
+        assert [(str(r.run_id), r.status) for r in runs] == [(results[0]["run"], "completed")]
+        assert effect_count(app) == 1
+    finally:
+        app.dispose()
+
+
+def test_a_result_the_database_refuses_is_unstorable_on_postgresql(app_on: AppOn, db_url: str) -> None:
+    f = Feature("idem_nul")
+    runs: list[int] = []
+    h = f.write_handler(
+        "nul", f.pipeline(Note).compute("n", lambda c: runs.append(1) or len(runs)).return_(lambda c: ok("a\x00b"))
+    )
+    app = app_on([f])
+    user = _tenant_user()
+    result = app.dispatch(h, Note("a"), user=user, idempotency_key="k")
+    if db_url.startswith("sqlite"):  # SQLite's JSON holds a NUL
+        assert result == Ok("a\x00b") == app.dispatch(h, Note("a"), user=user, idempotency_key="k")
+        assert runs == [1]
+    else:  # PostgreSQL's JSONB does not: nothing committed, the key stays free
+        assert isinstance(result, Failure) and result.code == "unstorable_state", result
+        assert "idem_nul:nul" in result.message and "\x00" not in result.message
+        assert _keys(app) == 0
+        assert isinstance(app.dispatch(h, Note("a"), user=user, idempotency_key="k"), Failure)
+        assert runs == [1, 1]
+
+
+def test_a_retention_that_is_not_positive_is_a_boot_error(make_app: AppOn) -> None:
+    with pytest.raises(BootError, match="idempotency_retention must be a positive timedelta"):
+        make_app([Feature("f")], idempotency_retention=timedelta(0))
