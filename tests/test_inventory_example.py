@@ -464,7 +464,7 @@ def test_the_example_runs_as_a_module(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
-    assert len(lines) == 7, proc.stdout
+    assert len(lines) == 9, proc.stdout
     assert lines[0].startswith("create       -> Ok(data=ProductRef(id=UUID(")
     assert lines[0].endswith("version=1))")
     assert lines[1] == "rename       -> Ok(data=Renamed(changed=True, version=2))"
@@ -475,4 +475,6 @@ def test_the_example_runs_as_a_module(tmp_path: Path) -> None:
     assert lines[5].startswith("adjust -9    -> Failure(code='unprocessable'")
     assert "details={'stock': -6}" in lines[5]
     assert lines[6] == "report       -> Ok(data=[AlertView(sku='tea', stock=3)])"
+    assert lines[7] == "retried sale -> Ok(data=3)"  # not a second sale (-2: refused)
+    assert lines[8] == "reminders    -> 1"
     assert list(tmp_path.glob("kumiko-inventory-*/inventory.sqlite3")), "the tour's database is in TMPDIR"
