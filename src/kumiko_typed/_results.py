@@ -26,6 +26,8 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     "unprocessable": 422,
     # A workflow run whose state or payload cannot be stored (a run's ``error``).
     "unstorable_state": 422,
+    # A suspended run whose workflow changed under it since it started (a run's ``error``).
+    "workflow_definition_changed": 409,
     "internal_error": 500,
     "unavailable": 503,
 }
