@@ -21,6 +21,7 @@ from mypy.types import (
     AnyType,
     CallableType,
     Instance,
+    ProperType,
     Type,
     TypeOfAny,
     TypeVarId,
@@ -29,6 +30,7 @@ from mypy.types import (
 )
 
 from .._names import STEPS_ARG
+from ._context import arg_type
 
 
 def _callbacks(t: Type) -> list[CallableType]:
@@ -64,15 +66,21 @@ def detach_body(ctx: MethodSigContext) -> CallableType:
     return detach(ctx.api, ctx.default_signature, ("do",))
 
 
+def detach_result(ctx: MethodSigContext) -> CallableType:
+    return detach(ctx.api, ctx.default_signature, ("fn",))
+
+
+def _callback(ctx: MethodContext, name: str) -> ProperType | None:
+    given = arg_type(ctx, name)
+    return get_proper_type(given) if given is not None else None
+
+
 def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
     the argument was not given, ``Any`` when the callback's result is not a builder."""
-    if name not in ctx.callee_arg_names:
+    callback = _callback(ctx, name)
+    if callback is None:
         return None
-    given = ctx.arg_types[ctx.callee_arg_names.index(name)]
-    if not given:
-        return None
-    callback = get_proper_type(given[0])
     if isinstance(callback, CallableType):
         returned = get_proper_type(callback.ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
@@ -84,17 +92,12 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     return AnyType(TypeOfAny.from_error)
 
 
-def detach_result(ctx: MethodSigContext) -> CallableType:
-    return detach(ctx.api, ctx.default_signature, ("fn",))
-
-
 def returned(ctx: MethodContext, name: str) -> Type | None:
     """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    if name not in ctx.callee_arg_names:
-        return None
-    given = ctx.arg_types[ctx.callee_arg_names.index(name)]
-    callback = get_proper_type(given[0]) if given else None
+    callback = _callback(ctx, name)
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
         return remove_instance_last_known_values(callback.ret_type)
     return callback
+
+
