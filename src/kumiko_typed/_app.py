@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypeVar, cast
+from typing import Any, TypedDict, TypeVar, cast
 
 import httpx
 from sqlalchemy import MetaData, Table, text
@@ -49,6 +49,20 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+class AppSettings(TypedDict, total=False):
+    """Every keyword of :class:`App` but ``database_url``, typed as ``App`` takes it.
+
+    What :meth:`App.with_database` carries over, and what the testing kit's App factories
+    accept; a test fails when ``App`` gains a keyword that is not here."""
+
+    clock: Clock | None
+    mail: MailTransport | None
+    secrets: Callable[[str], str | None] | None
+    http: httpx.Client | None
+    value_types: Sequence[type[Any]]
+    idempotency_retention: timedelta
+
+
 class App:
     """An application: features, a database, a clock.
 
@@ -73,9 +87,8 @@ class App:
             problems.append(f"idempotency_retention must be a positive timedelta, not {idempotency_retention!r}")
         if problems:
             raise BootError(problems)
-        #: Every constructor argument but the features and the database, exactly as given:
-        #: what :meth:`with_database` carries over (a test keeps it complete).
-        self._settings: dict[str, Any] = {
+        #: Every constructor argument but the features and the database, exactly as given.
+        self._settings: AppSettings = {
             "clock": clock,
             "mail": mail,
             "secrets": secrets,

@@ -6,8 +6,9 @@ The PostgreSQL harness is :mod:`kumiko_typed.testing.postgres` (it needs the ``p
 extra); nothing here imports it, so the kit works without psycopg.
 """
 
+from .._app import AppSettings
 from ._clock import FakeClock
 from ._memory_mail import MemoryMail
-from ._settings import AppFactory, AppSettings
+from ._settings import AppFactory
 
 __all__ = ["AppFactory", "AppSettings", "FakeClock", "MemoryMail"]

@@ -1,28 +1,14 @@
-"""The App's settings as a typed dict, so the plugin's App factories type-check their keywords."""
+"""The type of the plugin's App factories; their keywords are the App's own ``AppSettings``."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from datetime import datetime, timedelta
-from typing import Any, Protocol, TypedDict
+from collections.abc import Sequence
+from typing import Any, Protocol
 
-import httpx
 from typing_extensions import Unpack
 
-from .._app import App
+from .._app import App, AppSettings
 from .._feature import Feature
-from .._mail import MailTransport
-
-
-class AppSettings(TypedDict, total=False):
-    """Every keyword of :class:`~kumiko_typed.App` but ``database_url`` (a test keeps it complete)."""
-
-    clock: Callable[[], datetime]
-    mail: MailTransport
-    secrets: Callable[[str], str | None]
-    http: httpx.Client
-    value_types: Sequence[type[Any]]
-    idempotency_retention: timedelta
 
 
 class AppFactory(Protocol):

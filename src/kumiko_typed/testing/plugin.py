@@ -24,9 +24,9 @@ import pytest
 from typing_extensions import Unpack
 
 if TYPE_CHECKING:
-    from .._app import App
+    from .._app import App, AppSettings
     from .._feature import Feature
-    from ._settings import AppFactory, AppSettings
+    from ._settings import AppFactory
     from .postgres import PostgresServer
 
 
