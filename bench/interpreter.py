@@ -9,7 +9,7 @@ Both sides run the SAME 11 lambdas (10 computes reading ``c.payload`` and earlie
                   step values, a small slotted context object carrying ``payload`` and
                   that dict as ``steps``, the 10 lambdas called in order with each result
                   stored under its key, then the return lambda (which calls ``ok()``).
-* interpreter  -- ``kumiko_typed._interpreter.start_run`` + ``interpret`` on the
+* interpreter  -- ``kumiko_typed._interpreter.start_run`` + ``run_block`` on the
                   ``Finished`` pipeline built once with ``Feature(...).pipeline(P)
                   .compute(...)...return_(...)``.  That includes everything a
                   dispatch does per call besides the role and payload checks and the
@@ -41,8 +41,9 @@ from _report import add_json_option, load_average, load_note, write_json
 
 import kumiko_typed
 from kumiko_typed import Feature, Ok, User, ok
-from kumiko_typed._interpreter import interpret, start_run
-from kumiko_typed._runtime import Runtime
+from kumiko_typed._interpreter import start_run
+from kumiko_typed._registry import Registry
+from kumiko_typed._steps import run_block
 from kumiko_typed._structuring import make_converter
 
 TARGET = 1.5
@@ -127,12 +128,12 @@ def make_interpreted() -> Callable[[object], Any]:
     session: Any = None  # compute and return_ never touch the session
     now = datetime(2026, 12, 2, tzinfo=UTC)
     correlation_id = uuid.UUID(int=3)
-    runtime = Runtime([feature], make_converter())
+    registry = Registry([feature], make_converter())
 
     def interpreted(payload: object) -> Any:
         run = start_run(
             finished,
-            runtime=runtime,
+            registry=registry,
             handler=handler,
             payload=payload,
             user=user,
@@ -140,7 +141,7 @@ def make_interpreted() -> Callable[[object], Any]:
             now=now,
             correlation_id=correlation_id,
         )
-        return interpret(finished, run, handler=handler)
+        return run_block(finished.block, run)
 
     return interpreted
 

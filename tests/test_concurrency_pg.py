@@ -20,7 +20,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-import kumiko_typed._data as data_module
+import kumiko_typed._steps.aggregates as data_module
 import kumiko_typed._eventstore as eventstore_module
 import kumiko_typed._interpreter as interpreter_module
 from examples.inventory.handlers import adjust_stock, bulk_adjust, create_product, inventory
@@ -195,7 +195,7 @@ class TailOutcome:
 def slow_commits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Widen the window between an event's INSERT and its COMMIT by a few milliseconds,
     so that, without the append lock, commits overtake each other all the time."""
-    for name in ("create", "append_event"):
+    for name in ("_create", "_append_event"):
         original = getattr(data_module, name)
 
         def delayed(step: Any, run: Any, _original: Callable[..., Any] = original) -> Any:

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Feature, Ok, User, cron, manual, ok, on_event
 from kumiko_typed._tables import consumers, events, workflow_runs
-from kumiko_typed._workflows import EVENT_CURSOR
+from kumiko_typed._workflow_feed import EVENT_CURSOR
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]

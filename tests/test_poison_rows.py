@@ -356,7 +356,7 @@ def test_a_bug_outside_the_steps_fails_only_that_run(
 ) -> None:
     """Fault injection: starting the steps of one run raises (a framework bug); that run
     fails with internal_error and the worker goes on with the next."""
-    import kumiko_typed._workflows as workflows_module
+    import kumiko_typed._workflow_engine as workflows_module
 
     f = _feature()
     flows = [

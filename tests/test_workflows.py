@@ -37,7 +37,7 @@ from kumiko_typed import (
     on_event,
 )
 from kumiko_typed._tables import events, workflow_runs, workflow_waits
-from kumiko_typed._workflows import Engine
+from kumiko_typed._workflow_feed import EventFeed
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
@@ -335,20 +335,20 @@ def test_an_event_racing_a_due_timeout_resumes_the_run_once(
         assert app.dispatch(emit, Emit(ref, "racing"), user=user) == Ok(None)
         clock.advance(minutes=2)  # the timeout is due too
 
-        original = Engine._event_key
+        original = EventFeed._event_key
         raced: list[int] = []
 
-        def event_key_then_timeout(self: Engine, workflow: str, path: str, event: Any) -> Any:
+        def event_key_then_timeout(self: EventFeed, workflow: str, path: str, event: Any) -> Any:
             if not raced:  # the other worker's timeout pass commits in between
                 outcome: list[int] = []
-                thread = threading.Thread(target=lambda: outcome.append(other._engine.resume_due()))
+                thread = threading.Thread(target=lambda: outcome.append(other._workflow_engine.resume_due()))
                 thread.start()
                 thread.join(30)
                 assert not thread.is_alive(), "the timeout pass blocked behind the event feed"
                 raced.append(outcome[0])
             return original(self, workflow, path, event)
 
-        monkeypatch.setattr(Engine, "_event_key", event_key_then_timeout)
+        monkeypatch.setattr(EventFeed, "_event_key", event_key_then_timeout)
         app.run_worker(once=True)
         assert raced == [1]
         info = _run(app, run_id)
@@ -594,7 +594,7 @@ def test_an_event_wait_under_a_changed_definition_fails_and_the_worker_goes_on(
 _FINGERPRINT_SCRIPT = """
 import attrs, functools, sys
 from kumiko_typed import Feature, manual
-from kumiko_typed._workflows import Definition
+from kumiko_typed._workflow_engine import Definition
 
 @attrs.frozen
 class P:
@@ -632,7 +632,7 @@ def test_the_fingerprint_is_the_same_in_every_process() -> None:
 
 
 def test_the_fingerprint_still_sees_a_different_set_constant() -> None:
-    from kumiko_typed._workflows import Definition
+    from kumiko_typed._workflow_engine import Definition
 
     f = Feature("fp")
 

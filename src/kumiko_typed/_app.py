@@ -3,40 +3,41 @@
 from __future__ import annotations
 
 import logging
-import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, TypedDict, TypeVar, cast
 
 import httpx
-from sqlalchemy import MetaData, Table, text
-from sqlalchemy.exc import DataError, DBAPIError, OperationalError
-from sqlalchemy.orm import Session, SessionTransaction, sessionmaker
+from sqlalchemy import MetaData, Table
+from sqlalchemy.exc import DataError
+from sqlalchemy.orm import Session, sessionmaker
 
+from ._access import TENANT_KEY, deny, install_tenant_filter, wrong_payload
 from ._boot import validate
 from ._ctx import User
-from ._data import table_of
 from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
-from ._errors import BootError
+from ._errors import BootError, StateError
 from ._feature import Feature, Workflow, WriteHandler
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem
-from ._interpreter import exception_failure, interpret, start_run
+from ._interpreter import exception_failure, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
-from ._notify import CHANNEL, Listener
-from ._outbox import Deliverer, deliver_due
+from ._outbox import Deliverer
 from ._outbox import items as outbox_items
 from ._outbox_types import OutboxItem
 from ._poison import refusal
+from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
-from ._runtime import TENANT_KEY, Runtime, deny, install_tenant_filter, wrong_payload
-from ._state import Codec, StateError
+from ._serialization import Codec
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
-from ._transient import transient
-from ._workflows import Engine
+from ._tables import table_of
+from ._worker import Worker
+from ._workflow_engine import WorkflowEngine
+
+__all__ = ["App", "AppSettings", "Clock"]
 
 P = TypeVar("P")
 D = TypeVar("D")
@@ -104,22 +105,25 @@ class App:
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
         self.secrets: SecretResolver = secrets or env_secrets
         self._http = http
-        self._deliverer = Deliverer(self.mail, self._http_client, self.secrets)
-        self._stop = threading.Event()
         self.engine = make_engine(database_url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         install_tenant_filter(self._sessions)
         self._handlers: dict[str, WriteHandler[Any, Any]] = {h.name: h for f in self.features for h in f.handlers}
         self._converter = make_converter()
-        self.runtime = Runtime(self.features, self._converter)
+        self._registry = Registry(self.features, self._converter)
         workflows = [w for f in self.features for w in f.workflows]
         roots: list[type[Any]] = [h.payload_type for h in self._handlers.values()]
         roots += [w.trigger.payload_type for w in workflows]
-        roots += list(self.runtime.event_names)
+        roots += list(self._registry.event_names)
         roots += list(value_types)
-        self.codec = Codec(roots, self.runtime.aggregate_types)
+        self.codec = Codec(roots, self._registry.aggregate_types)
         self._workflows = {w.name: w for w in workflows}
-        self._engine = Engine(self._sessions, self.runtime, self.codec, self._converter, workflows, self.clock)
+        #: Not ``engine``: that is SQLAlchemy's, which users may need (``App.engine``).
+        self._workflow_engine = WorkflowEngine(
+            self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
+        )
+        deliverer = Deliverer(self.mail, self._http_client, self.secrets)
+        self._worker = Worker(self.engine, self._sessions, self._workflow_engine, deliverer, self.clock)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -181,60 +185,10 @@ class App:
     def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
         """One worker: fire workflow triggers (events, cron), wake event waits, resume due
         runs, deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
-        otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`."""
-        total = {"started": 0, "resumed": 0, "sent": 0, "retried": 0, "dead": 0}
-        postgres = self.engine.dialect.name == "postgresql"
-        listener = Listener(self.engine, idle=self._stop.wait) if not once and postgres else None
-        try:
-            return self._worker_loop(total, once, poll_interval, listener)
-        finally:
-            # Cleared on the way out, not the way in: a stop asked for just before the
-            # loop started (a signal during start-up) still stops it.
-            self._stop.clear()
-            if listener is not None:
-                listener.close()
-
-    def _worker_loop(
-        self, total: dict[str, int], once: bool, poll_interval: float, listener: Listener | None
-    ) -> dict[str, int]:
-        worked = False
-        while True:
-            try:
-                this_pass = self._worker_pass()
-            except DBAPIError as exc:
-                # What a pass committed stays; the rest is done again by the next pass.  A
-                # worker that has worked also outlives an unreachable server (a restart);
-                # one that never got through stops at once (a wrong URL, no tables).
-                outage = worked and isinstance(exc, OperationalError)
-                if once or not (transient(exc) or outage):
-                    raise
-                logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
-                self._stop.wait(poll_interval)
-                if self._stop.is_set():
-                    return total
-                continue
-            worked = True
-            for key, value in this_pass.items():
-                total[key] += value
-            if once or self._stop.is_set():
-                return total
-            if not any(this_pass.values()):
-                if listener is not None:
-                    listener.wait(poll_interval)  # a NOTIFY from a commit ends the wait early
-                else:
-                    self._stop.wait(poll_interval)
-
-    def _worker_pass(self) -> dict[str, int]:
-        started = self._engine.consume_events() + self._engine.fire_cron()
-        resumed = self._engine.resume_due()
-        counts = deliver_due(self._sessions, self._deliverer, self.clock)
-        return {
-            "started": started,
-            "resumed": resumed,
-            "sent": counts.sent,
-            "retried": counts.retried,
-            "dead": counts.dead,
-        }
+        otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`.
+        The counts: runs ``started``, runs ``resumed`` (by time or by an event), outbox
+        rows ``sent``, ``retried`` (failed, tried again later) and ``dead``."""
+        return self._worker.run(once=once, poll_interval=poll_interval)
 
     # --- workflows ------------------------------------------------------------------
 
@@ -243,23 +197,19 @@ class App:
 
         With a ``key`` (1 to 255 printable characters), at most one run is ever started
         per (workflow, the user's tenant, key): a later start returns that run's id."""
-        return self._engine.start(workflow, payload, user, key)
+        return self._workflow_engine.start(workflow, payload, user, key)
 
     def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
-        return self._engine.get(run_id)
+        return self._workflow_engine.get(run_id)
 
     def runs(self, workflow: Workflow[Any] | str | None = None) -> list[RunInfo]:
         """Workflow runs, newest first (of one workflow, or of all)."""
         name = workflow.name if isinstance(workflow, Workflow) else workflow
-        return self._engine.list(name)
+        return self._workflow_engine.list(name)
 
     def stop_worker(self) -> None:
         """Ask a running :meth:`run_worker` loop to return after its current pass."""
-        self._stop.set()
-        if self.engine.dialect.name == "postgresql":
-            with self.engine.connect() as conn:  # wake a listener now rather than at its next poll
-                conn.execute(text("SELECT pg_notify(:channel, 'stop')"), {"channel": CHANNEL})
-                conn.commit()
+        self._worker.stop()
 
     # --- dispatch -------------------------------------------------------------------
 
@@ -331,19 +281,11 @@ class App:
         if isinstance(keyed, Failure):
             return keyed
         with self._sessions() as session:
-            session.info[TENANT_KEY] = user.tenant_id
-            session.begin()
             try:
                 now = self.clock()
-                if keyed is not None:
-                    stored = keyed.claim(session, now, self.idempotency_retention)
-                    if stored is not None:
-                        session.rollback()
-                        return stored
-                    savepoint = session.begin_nested()  # a business Failure keeps the claim
                 run = start_run(
                     handler.pipeline,
-                    runtime=self.runtime,
+                    registry=self._registry,
                     handler=handler.name,
                     payload=payload,
                     user=user,
@@ -351,32 +293,30 @@ class App:
                     now=now,
                     correlation_id=correlation_id or uuid.uuid4(),
                 )
-                result = interpret(handler.pipeline, run, handler=handler.name)
-                if keyed is not None:
-                    return self._finish_keyed(session, savepoint, keyed, result)
-                if isinstance(result, Ok):
-                    session.commit()
-                else:
+                who = f"handler {handler.name}"
+                if keyed is None:
+                    return _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))
+                session.info[TENANT_KEY] = user.tenant_id
+                session.begin()
+                stored = keyed.claim(session, now, self.idempotency_retention)
+                if stored is not None:
                     session.rollback()
-                return result
+                    return stored
+                # In a savepoint: a business Failure rolls back the work but keeps the claim.
+                result = _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=True))
+                return self._finish_keyed(session, keyed, result)
             except Exception as exc:
                 session.rollback()
                 where = f"handler {handler.name}"
                 return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
 
     @staticmethod
-    def _finish_keyed(
-        session: Session, savepoint: SessionTransaction, keyed: Keyed, result: Ok[object] | Failure
-    ) -> Ok[object] | Failure:
-        """Commit the handler's work with its result on the claimed key, or (for a
-        Failure) only the result; a failure that is not stored releases the key."""
-        if isinstance(result, Ok):
-            savepoint.commit()
-        else:
-            savepoint.rollback()
-            if result.code in NOT_STORED:
-                session.rollback()
-                return result
+    def _finish_keyed(session: Session, keyed: Keyed, result: Ok[object] | Failure) -> Ok[object] | Failure:
+        """Commit the handler's result on the claimed key (with its work, which the
+        savepoint kept for an ``Ok``); a failure that is not stored releases the key."""
+        if isinstance(result, Failure) and result.code in NOT_STORED:
+            session.rollback()
+            return result
         try:
             keyed.record(session, result)
         except (StateError, DataError) as exc:  # the codec's refusal, or the database's (a NUL)
@@ -387,3 +327,10 @@ class App:
             )
         session.commit()
         return result
+
+
+def _handler_result(outcome: object) -> Ok[object] | Failure:
+    """A handler's outcome: its result (a handler's steps never suspend: boot refuses
+    workflow steps in handlers)."""
+    assert isinstance(outcome, (Ok, Failure))
+    return outcome

@@ -14,8 +14,8 @@ import attrs
 from sqlalchemy import Table
 
 from . import _rules
-from ._data import StepRefused, table_of
 from ._durations import parse_duration
+from ._errors import StepRefused
 from ._finished import Finished
 from ._steps import (
     AppendEvent,
@@ -31,9 +31,12 @@ from ._steps import (
     WaitForEvent,
     walk,
 )
+from ._tables import table_of
 
 if TYPE_CHECKING:
     from ._feature import Feature
+
+__all__ = ["check_pipeline", "validate"]
 
 class _AppTables:
     """Which tables are aggregates, and which entity classes the App knows."""
@@ -168,7 +171,7 @@ def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str
         children = list(step.children())
         branch_keys: set[str] = set()
         for label, child in children:
-            branch_keys |= _check_names(child, set(visible), where, f"{here}/{label}/", out)
+            branch_keys |= _check_names(child.steps, set(visible), where, f"{here}/{label}/", out)
         visible |= branch_keys
         defined |= branch_keys
     return defined

@@ -15,6 +15,8 @@ from ._steps import EMPTY, Block, Step
 if TYPE_CHECKING:
     from ._feature import Feature
 
+__all__ = ["BuilderCore"]
+
 B = TypeVar("B", bound="BuilderCore")
 F = TypeVar("F")
 

@@ -19,3 +19,19 @@ class BootError(Exception):
         self.problems = list(problems)
         listing = "\n".join(f"  - {p}" for p in self.problems)
         super().__init__(f"{len(self.problems)} problem(s) in the app definition:\n{listing}")
+
+
+class StepRefused(ProgramError, ValueError):
+    """A step was asked to do something it never does (an unbounded delete...)."""
+
+
+class UnregisteredError(ProgramError, LookupError):
+    """An entity or event class used by a step that no feature of the App registered."""
+
+
+class UnscopedRead(StepRefused):
+    """A select reads an entity's table around the tenant filter."""
+
+
+class StateError(TypeError):
+    """A value cannot be stored (or a stored one cannot be read back)."""

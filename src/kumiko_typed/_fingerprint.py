@@ -14,12 +14,14 @@ import functools
 import hashlib
 import re
 import types
-from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 
 import attrs
 
-from ._steps import Block, Step
+from ._steps import Block, Step, walk
+
+__all__ = ["fingerprint"]
 
 _ADDRESS = re.compile(r" at 0x[0-9A-Fa-f]+")
 
@@ -45,7 +47,7 @@ def _code(code: types.CodeType, out: list[bytes]) -> None:
 
 def _value(value: Any, out: list[bytes]) -> None:
     if isinstance(value, Block):
-        _steps(value.steps, out)
+        out.append(b"block")  # its steps come from the walk, under their own paths
     elif isinstance(value, types.FunctionType):
         _code(value.__code__, out)
     elif isinstance(value, types.MethodType):
@@ -66,16 +68,13 @@ def _value(value: Any, out: list[bytes]) -> None:
         out.append(_const(value).encode())
 
 
-def _steps(steps: Iterable[Step], out: list[bytes]) -> None:
-    for step in steps:
-        out.append(f"[{step.kind}".encode())
+def fingerprint(steps: Sequence[Step], builder: str) -> str:
+    """The hash of every step of the tree: its path, kind and fields."""
+    out: list[bytes] = []
+    for path, step, _inside in walk(steps, builder):
+        out.append(f"[{path} {step.kind}".encode())
         for field in attrs.fields(type(step)):
             out.append(field.name.encode())
             _value(getattr(step, field.name), out)
         out.append(b"]")
-
-
-def fingerprint(steps: Iterable[Step]) -> str:
-    parts: list[bytes] = []
-    _steps(steps, parts)
-    return hashlib.sha256(b"\x00".join(parts)).hexdigest()
+    return hashlib.sha256(b"\x00".join(out)).hexdigest()

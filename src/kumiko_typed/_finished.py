@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
 from ._steps import AppendEvent, Block, CallFeature, Create, Step, Update, sub_keys, walk
 
 if TYPE_CHECKING:
     from ._feature import Feature
+
+__all__ = ["Finished", "Program", "WorkflowFinished"]
 
 P = TypeVar("P")
 D = TypeVar("D", covariant=True)
@@ -23,6 +25,10 @@ class Program(Generic[P, D]):
 
     __slots__ = ("block", "builder", "feature", "initial_values", "payload_type", "steps", "writes_aggregates")
 
+    #: Whether running off the end of the steps completes the run (a workflow) rather
+    #: than being a bug (a handler must end in ``return_``).
+    ends_without_return: ClassVar[bool] = False
+
     def __init__(self, feature: Feature[Any], payload_type: type[Any], steps: tuple[Step, ...], builder: str) -> None:
         self.feature = feature
         self.payload_type = payload_type
@@ -30,7 +36,7 @@ class Program(Generic[P, D]):
         self.block = Block(steps)
         #: The rule-table name of the builder that produced the top level.
         self.builder = builder
-        self.initial_values: Mapping[str, None] = sub_keys(steps)
+        self.initial_values: Mapping[str, None] = sub_keys(steps, builder)
         #: Whether a run may write an aggregate: it then takes the append lock (``start_run``)
         #: before its first read, so the writes can use the rows it read as they are.
         self.writes_aggregates = any(_writes(step) for _path, step, _builder in walk(steps, builder))
@@ -50,6 +56,7 @@ class WorkflowFinished(Program[P, D]):
     ``Finished``: a pipeline that may suspend cannot be registered as a handler."""
 
     __slots__ = ()
+    ends_without_return = True
 
 
 def _writes(step: Step) -> bool:

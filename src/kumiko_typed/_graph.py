@@ -9,7 +9,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Literal
 
-from ._steps import Branch, ForEach, Retry, Step
+from ._steps import Branch, ForEach, Step
+
+__all__ = ["Format", "dot", "mermaid", "render", "text"]
 
 Format = Literal["text", "mermaid", "dot"]
 
@@ -22,11 +24,7 @@ def _label(step: Step) -> str:
 
 
 def _groups(step: Step) -> list[tuple[str, tuple[Step, ...]]]:
-    if isinstance(step, Branch):
-        return [("on_true", step.on_true.steps), ("on_false", step.on_false.steps)]
-    if isinstance(step, (ForEach, Retry)):
-        return [("do", step.body.steps)]
-    return []
+    return [(label, block.steps) for label, block in step.children()]
 
 
 def text(title: str, steps: Sequence[Step]) -> str:

@@ -25,7 +25,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ._results import Failure, Ok, fail
-from ._state import Codec, StateError
+from ._serialization import Codec, StateError
 from ._tables import idempotency_keys as keys
 
 #: Failures that say nothing about the request itself: a retry may well succeed.

@@ -1,89 +1,174 @@
-"""Runs a finished pipeline's steps against one session: the per-call hot path.
+"""THE transaction runner and the run state, shared by handlers, ``call_feature`` and
+workflow segments.
 
-Everything that can be decided once (the step tuple, the keys declared inside
-sub-pipelines) was decided at import; a call allocates one ``Ctx``, one values
-dict and one scope dict, then walks the steps.
+A finished pipeline is a :class:`~kumiko_typed._steps.Block` of steps compiled once
+at import.  A call allocates one :class:`Run` (one ``Ctx``, one values dict, one scope
+dict) and :func:`~kumiko_typed._steps.run_block` walks the steps; control steps
+(branch, loop, retry) call it for their sub-pipelines, and a suspended workflow run
+re-enters the same code at a :class:`~kumiko_typed._steps.Resume` position — there is
+no second copy of the control flow for workflows.
+
+:func:`run_in_scope` is the one place that opens a transaction (or savepoint) for a
+program, applies the tenant filter and the append-lock rule, commits on ``Ok`` or a
+suspension and rolls back on a ``Failure`` or an exception.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from uuid import UUID, uuid4
 
 from sqlalchemy.exc import DataError, DBAPIError
 
+from ._access import TENANT_KEY
 from ._ctx import AnyCtx, Ctx, User
 from ._errors import ProgramError
 from ._eventstore import lock_append_order
 from ._limits import Unfit
 from ._results import Failure, Ok, fail
-from ._steps import StepCrash, run_block
+from ._steps._base import Resume, StepCrash, Suspend
+from ._steps._block import run_block
 from ._transient import transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
     from ._finished import Program
+    from ._registry import Registry
     from ._runs import RunInfo
-    from ._runtime import Runtime
+
+__all__ = ["Outcome", "Run", "WorkflowRun", "crash_failure", "exception_failure", "run_in_scope", "start_run"]
 
 logger = logging.getLogger("kumiko_typed")
+
+#: How a program run ends: its result, or (a workflow) where it suspended.
+Outcome: TypeAlias = Ok[object] | Failure | Suspend
+
+
+class WorkflowRun:
+    """What a workflow segment's steps need besides the run: the resume value of an
+    event wait, the stored loops to re-enter, and how to store a wait's key."""
+
+    __slots__ = ("codec", "event_name", "loops", "resume_value")
+
+    def __init__(
+        self,
+        codec: Any,
+        event_name: Callable[[type[Any]], str],
+        loops: Mapping[str, Mapping[str, Any]],
+        resume_value: object,
+    ) -> None:
+        self.codec = codec
+        self.event_name = event_name
+        self.loops = loops
+        self.resume_value = resume_value
 
 
 class Run:
     """The mutable state of one pipeline run; resolvers see it only through ``ctx``."""
 
-    __slots__ = ("ctx", "refused", "runtime", "scope", "session", "values")
+    __slots__ = ("ctx", "refused", "registry", "scope", "session", "values", "workflow")
 
     def __init__(
-        self, values: dict[str, object], scope: dict[str, object], ctx: AnyCtx, session: Session, runtime: Runtime
+        self,
+        values: dict[str, object],
+        scope: dict[str, object],
+        ctx: AnyCtx,
+        session: Session,
+        registry: Registry,
+        workflow: WorkflowRun | None,
     ) -> None:
         self.values = values
         self.scope = scope
         self.ctx = ctx
         self.session = session
-        self.runtime = runtime
+        self.registry = registry
+        #: Set for a workflow segment (steps that suspend need it), ``None`` for a handler.
+        self.workflow = workflow
         #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
         self.refused: Failure | None = None
 
 
 def start_run(
-    finished: Program[Any, Any],
+    program: Program[Any, Any],
     *,
-    runtime: Runtime,
+    registry: Registry,
     handler: str,
     payload: object,
     user: User,
     session: Session,
     now: datetime,
     correlation_id: UUID,
-    workflow: RunInfo | None = None,
+    info: RunInfo | None = None,
+    workflow: WorkflowRun | None = None,
 ) -> Run:
-    """Begin running ``finished`` in ``session``.  Every run starts here — a dispatch, a
-    nested ``call_feature``, a workflow segment — so every one gets the same isolation:
-    a pipeline that may write an aggregate takes the append lock before its first read,
-    so that what it reads and decides on is still current when it writes."""
-    if finished.writes_aggregates:
-        lock_append_order(session)
-    values: dict[str, object] = dict(finished.initial_values)
+    """A fresh run of ``program`` (values, scope, ``Ctx``); :func:`run_in_scope` runs it."""
+    values: dict[str, object] = dict(program.initial_values)
     scope: dict[str, object] = {}
     steps, scope_view = MappingProxyType(values), MappingProxyType(scope)
-    ctx: AnyCtx = Ctx(payload, user, steps, scope_view, session, now, workflow, handler, correlation_id)
-    return Run(values, scope, ctx, session, runtime)
+    ctx: AnyCtx = Ctx(payload, user, steps, scope_view, session, now, info, handler, correlation_id)
+    return Run(values, scope, ctx, session, registry, workflow)
 
 
-def interpret(finished: Program[Any, Any], run: Run, *, handler: str) -> Ok[object] | Failure:
-    """Run the steps; an escaping exception becomes ``internal_error`` naming the step."""
+def run_in_scope(
+    program: Program[Any, Any],
+    run: Run,
+    *,
+    who: str,
+    nested: bool,
+    resume: Resume | None = None,
+    keep: Callable[[Outcome], Failure | None] | None = None,
+) -> Outcome:
+    """Run ``program`` in the session's transaction (begun if it is not; ``nested``: in a
+    savepoint of it), as the run's user's tenant.
+
+    Every program starts here — a dispatch, a nested ``call_feature``, a workflow
+    segment — so every one gets the same isolation: one that may write an aggregate
+    takes the append lock before its first read, so that what it reads and decides on
+    is still current when it writes.  ``Ok`` and a suspension commit (after ``keep``,
+    which writes what must commit with the work, or refuses it with a ``Failure``); a
+    ``Failure`` rolls back.  An exception escaping a step becomes a ``Failure`` naming
+    the step; any other exception rolls back and is raised."""
+    session = run.session
+    info = session.info
+    previous = info.get(TENANT_KEY)
+    info[TENANT_KEY] = run.ctx.user.tenant_id
+    # Not nested: the session's transaction, begun here or by the caller for work of its own.
+    transaction = session.begin_nested() if nested else session.get_transaction() or session.begin()
     try:
-        result = run_block(finished.block, run)
+        if program.writes_aggregates:
+            lock_append_order(session)
+        outcome = _interpret(program, run, who, resume)
+        if keep is not None and not isinstance(outcome, Failure):
+            outcome = keep(outcome) or outcome
+    except BaseException:
+        if transaction.is_active:
+            transaction.rollback()
+        raise
+    finally:
+        info[TENANT_KEY] = previous
+    if isinstance(outcome, Failure):
+        transaction.rollback()
+    else:
+        transaction.commit()
+    return outcome
+
+
+def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | None) -> Outcome:
+    try:
+        result = run_block(program.block, run, resume)
     except StepCrash as crash:
-        return crash_failure(crash, f"handler {handler}")
+        return crash_failure(crash, who)
+    except Suspend as suspend:
+        return suspend
     if result is None:
-        return fail("internal_error", f"handler {handler} ran off the end of its pipeline without return_")
+        if program.ends_without_return:
+            return Ok(None)
+        return fail("internal_error", f"{who} ran off the end of its pipeline without return_")
     return result
 
 
@@ -102,7 +187,7 @@ def crash_failure(crash: StepCrash, who: str) -> Failure:
         logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
         message = f"step {where}: a value does not fit its column: {problems[0]['message']}"
         return fail("validation_error", message, [{**p, "step": where} for p in problems])
-    reason = refused_value(crash)
+    reason = _refused_value(crash)
     if reason is not None:
         error_id = uuid4().hex
         logger.info("%s: step %s: the database refused a value (error id %s): %s", who, where, error_id, reason)
@@ -135,7 +220,7 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     return fail("internal_error", f"{where} raised {type(exc).__name__}{told} (error id {error_id})", details)
 
 
-def refused_value(crash: StepCrash) -> str | None:
+def _refused_value(crash: StepCrash) -> str | None:
     cause = crash.cause
     if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
         return next(iter(str(cause.orig).strip().splitlines()), type(cause.orig).__name__)

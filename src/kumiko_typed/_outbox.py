@@ -1,5 +1,5 @@
-"""The transactional outbox: steps insert rows in the handler's transaction (a
-rollback leaves none); workers claim due rows, deliver, and record the outcome.
+"""The transactional outbox, worker side: workers claim due rows, deliver, and record
+the outcome.  The steps that insert the rows are in :mod:`kumiko_typed._steps.outbox`.
 
 Claiming: on PostgreSQL a worker locks a small batch with ``FOR UPDATE SKIP LOCKED``
 and keeps the lock while delivering, so any number of workers on any number of
@@ -21,90 +21,26 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from sqlalchemy import Row, insert, select, update
+from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._data import StepRefused, resolve
 from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_webhook
-from ._jsonable import jsonable
-from ._limits import refuse, unfit_json
 from ._mail import MailMessage, MailTransport
-from ._notify import notify
-from ._outbox_types import Auth, OutboxItem, RetryPolicy, target_of
+from ._outbox_types import OutboxItem, RetryPolicy, target_of
 from ._poison import storable_text
 from ._tables import outbox
 
 if TYPE_CHECKING:
     import httpx
 
-    from ._interpreter import Run
-    from ._steps import SendMail, SendWebhook
+__all__ = ["BATCH", "CLAIM_LEASE", "Deliverer", "PassCounts", "deliver_due", "items", "mail_message"]
 
 logger = logging.getLogger("kumiko_typed")
 
-DEFAULT_POLICY = RetryPolicy()
 BATCH = 10
 #: How long a SQLite worker's claim keeps other workers off a batch: far more than
 #: delivering it takes (10 rows, each at most the HTTP client's 10 s timeout).
 CLAIM_LEASE = timedelta(minutes=5)
-
-
-def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
-    ctx = run.ctx
-    stored = jsonable(message)
-    refuse(unfit_json(stored, f"{outbox.name}.message", ctx.payload))
-    notify(run.session)
-    run.session.execute(
-        insert(outbox).values(
-            id=uuid.uuid4(),
-            kind=kind,
-            message=stored,
-            status="pending",
-            attempts=0,
-            max_attempts=policy.times,
-            backoff=policy.backoff,
-            base_delay_seconds=policy.base_delay.total_seconds(),
-            next_attempt_at=ctx.now,
-            created_at=ctx.now,
-            handler=ctx.event.handler,
-            tenant_id=ctx.user.tenant_id,
-            correlation_id=ctx.event.correlation_id,
-        )
-    )
-
-
-def send_mail(step: SendMail, run: Run) -> None:
-    to = resolve(step.to, run)
-    recipients = [to] if isinstance(to, str) else [str(t) for t in to]
-    if not recipients or not all(recipients):
-        raise StepRefused("send_mail needs at least one recipient in to=")
-    message: dict[str, object] = {
-        "to": recipients,
-        "subject": str(resolve(step.subject, run)),
-        "body": str(resolve(step.body, run)),
-    }
-    sender = None if step.sender is None else resolve(step.sender, run)
-    if sender is not None:  # absent (or resolved to None), the transport's default applies
-        message["sender"] = str(sender)
-    _enqueue(run, "mail", message, DEFAULT_POLICY)
-
-
-def send_webhook(step: SendWebhook, run: Run) -> None:
-    auth = step.auth
-    if auth is not None and not isinstance(auth, Auth):
-        raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
-    policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
-    message = {
-        "url": str(resolve(step.url, run)),
-        "method": step.method.upper(),
-        "headers": dict(resolve(step.headers, run) or {}),
-        "body": step.body(run.ctx) if callable(step.body) else None,
-        "auth": None if auth is None else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
-    }
-    _enqueue(run, "webhook", message, policy)
-
-
-# --- the worker side ---------------------------------------------------------------
 
 
 @attrs.define
@@ -112,10 +48,6 @@ class PassCounts:
     sent: int = 0
     retried: int = 0
     dead: int = 0
-
-    @property
-    def delivered(self) -> int:
-        return self.sent
 
 
 class Deliverer:

@@ -20,6 +20,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects import postgresql
 
 from ._entity import Entity
+from ._errors import StepRefused
 from ._utc import UtcDateTime
 
 metadata = Entity.metadata
@@ -130,3 +131,13 @@ idempotency_keys = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Index("kumiko_idempotency_keys_created", "created_at"),
 )
+
+
+def table_of(target: object) -> Table:
+    """The table of a mapped class (or the table itself): what a projection names."""
+    if isinstance(target, Table):
+        return target
+    table = getattr(target, "__table__", None)
+    if isinstance(table, Table):
+        return table
+    raise StepRefused(f"{target!r} is neither a Table nor a mapped class")

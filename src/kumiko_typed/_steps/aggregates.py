@@ -1,5 +1,5 @@
-"""Runtime of the data steps: reads, aggregate writes through the event store, and
-the unsafe projection writes.
+"""Aggregate writes: ``create``, ``update``, ``append_event`` — each an event appended
+to the aggregate's stream and the entity row (its inline projection) written with it.
 
 Only ``create`` runs in a savepoint of its own: after a clash on the event store it
 reads the stream's current version for the ``Failure``, and PostgreSQL refuses any
@@ -12,94 +12,62 @@ attempt or workflow segment to its own savepoint, a dispatch the whole transacti
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import (
-    ColumnElement,
-    Select,
-    Table,
-    bindparam,
-    delete,
-    inspect,
-    select,
-)
-from sqlalchemy.dialects import postgresql, sqlite
+import attrs
+from sqlalchemy import Select, bindparam, inspect, select
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy.sql import visitors
 
-from ._errors import ProgramError
-from ._eventstore import append, loaded_under_lock, lock_append_order
-from ._jsonable import jsonable
-from ._limits import refuse, unfit_json, unfit_values
-from ._results import Failure, fail
-from ._rules import FRAMEWORK_COLUMNS
-from ._saved import Saved
-from ._tables import events
+from .._errors import StepRefused
+from .._eventstore import append, loaded_under_lock, lock_append_order
+from .._jsonable import jsonable
+from .._limits import refuse, unfit_json, unfit_values
+from .._results import Failure, fail
+from .._rules import FRAMEWORK_COLUMNS
+from .._saved import Saved
+from .._tables import events
+from ._base import Fn, NamedStep, Result, Step, resolve
 
 if TYPE_CHECKING:
-    from ._interpreter import Run
-    from ._steps import (
-        AppendEvent,
-        CallFeature,
-        Create,
-        FindMany,
-        FindOne,
-        GetOne,
-        ProjectionDelete,
-        ProjectionUpsert,
-        Update,
-    )
+    from .._interpreter import Run
+
+__all__ = ["AppendEvent", "Create", "Update"]
 
 
-class StepRefused(ProgramError, ValueError):
-    """A step was asked to do something it never does (an unbounded delete...)."""
+@attrs.frozen(slots=True)
+class Create(NamedStep):
+    kind = "aggregate.create"
+    entity: type[Any]
+    data: Fn
+
+    def execute(self, run: Run) -> Result:
+        return _create(self, run)
 
 
-def resolve(value: object, run: Run) -> Any:
-    """A plain value or a resolver (DESIGN §3.3: fixed-type arguments accept both)."""
-    return value(run.ctx) if callable(value) else value
+@attrs.frozen(slots=True)
+class Update(NamedStep):
+    kind = "aggregate.update"
+    entity: type[Any]
+    id: object
+    changes: Fn
+    version: object
+    skip_optimistic_lock: bool
+
+    def execute(self, run: Run) -> Result:
+        return _update(self, run)
 
 
-def table_of(target: object) -> Table:
-    if isinstance(target, Table):
-        return target
-    table = getattr(target, "__table__", None)
-    if isinstance(table, Table):
-        return table
-    raise StepRefused(f"{target!r} is neither a Table nor a mapped class")
+@attrs.frozen(slots=True)
+class AppendEvent(Step):
+    kind = "aggregate.append_event"
+    entity: type[Any]
+    id: object
+    event: Fn
+    headers: object = None
 
-
-# --- reads -------------------------------------------------------------------------
-
-
-def _select(query: Callable[[Any], object], run: Run) -> Select[Any]:
-    stmt = query(run.ctx)
-    if not isinstance(stmt, Select):
-        raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
-    return stmt
-
-
-def find_one(step: FindOne, run: Run) -> None:
-    run.values[step.name] = run.session.execute(_select(step.query, run)).scalars().first()
-
-
-def get_one(step: GetOne, run: Run) -> Failure | None:
-    row = run.session.execute(_select(step.query, run)).scalars().first()
-    if row is None:
-        return fail("not_found", f'step "{step.name}": no row matched', {"step": step.name})
-    run.values[step.name] = row
-    return None
-
-
-def find_many(step: FindMany, run: Run) -> None:
-    stmt = _select(step.query, run)
-    if step.limit is not None:
-        stmt = stmt.limit(step.limit)
-    run.values[step.name] = list(run.session.execute(stmt).scalars().all())
-
-
-# --- aggregates --------------------------------------------------------------------
+    def execute(self, run: Run) -> Result:
+        return _append_event(self, run)
 
 
 def _columns(entity: object) -> dict[str, Any]:
@@ -158,12 +126,12 @@ def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], enti
     return _version_conflict(entity_type, entity_id, 0, current)
 
 
-def create(step: Create, run: Run) -> Failure | None:
+def _create(step: Create, run: Run) -> Failure | None:
     entity = step.data(run.ctx)
     if not isinstance(entity, step.entity):
         raise StepRefused(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
-    runtime, ctx, session = run.runtime, run.ctx, run.session
-    aggregate = runtime.aggregate_type(step.entity)
+    registry, ctx, session = run.registry, run.ctx, run.session
+    aggregate = registry.aggregate_type(step.entity)
     entity.tenant_id = ctx.user.tenant_id
     entity.version = 1
     entity.created_at = entity.updated_at = ctx.now
@@ -269,8 +237,8 @@ def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
     return fail("not_found", f"{entity_type.__name__} {entity_id} not found", {"entity_id": str(entity_id)})
 
 
-def update(step: Update, run: Run) -> Failure | None:
-    runtime, ctx, session = run.runtime, run.ctx, run.session
+def _update(step: Update, run: Run) -> Failure | None:
+    registry, ctx, session = run.registry, run.ctx, run.session
     entity_id = resolve(step.id, run)
     expected = resolve(step.version, run)
     if expected is None and not step.skip_optimistic_lock:
@@ -295,7 +263,7 @@ def update(step: Update, run: Run) -> Failure | None:
     actual = {k: v for k, v in changes.items() if previous[k] != v}
     _refuse_unfit(run, step.entity, actual)
     new_version = entity.version + 1
-    aggregate = runtime.aggregate_type(step.entity)
+    aggregate = registry.aggregate_type(step.entity)
     event_type = f"{aggregate}.updated"
     appended = _append(run, entity, new_version, aggregate, event_type, {"changes": jsonable(actual)})
     if appended is not None:
@@ -363,18 +331,18 @@ def _append(
     return None
 
 
-def append_event(step: AppendEvent, run: Run) -> Failure | None:
-    runtime, ctx, session = run.runtime, run.ctx, run.session
+def _append_event(step: AppendEvent, run: Run) -> Failure | None:
+    registry, ctx, session = run.registry, run.ctx, run.session
     event = step.event(ctx)
-    name = runtime.event_name(type(event))
+    name = registry.event_name(type(event))
     entity_id = resolve(step.id, run)
     lock_append_order(session)  # before the row lock: see _load_for_write
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
         return _not_found(step.entity, entity_id)
     new_version = entity.version + 1
-    aggregate = runtime.aggregate_type(step.entity)
-    payload = jsonable(runtime.converter.unstructure(event))
+    aggregate = registry.aggregate_type(step.entity)
+    payload = jsonable(registry.converter.unstructure(event))
     refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
     headers = _event_headers(resolve(step.headers, run))
     if headers is not None:
@@ -382,64 +350,9 @@ def append_event(step: AppendEvent, run: Run) -> Failure | None:
     appended = _append(run, entity, new_version, aggregate, name, payload, headers)
     if appended is not None:
         return appended
-    for projector in runtime.projectors_for(step.entity, type(event)):
+    for projector in registry.projectors_for(step.entity, type(event)):
         projector(entity, event)
     _refuse_unfit(run, step.entity, _columns(entity))
     entity.version = new_version
     entity.updated_at = ctx.now
     return _flush_write(run, step.entity)
-
-
-# --- projections -------------------------------------------------------------------
-
-
-def projection_upsert(step: ProjectionUpsert, run: Run) -> None:
-    table = table_of(step.table)
-    row = dict(step.row(run.ctx))
-    unknown = sorted(set(row) - set(table.c.keys()))
-    if unknown:
-        raise StepRefused(f"row has no column(s) {unknown} in table {table.name}")
-    missing = [c for c in step.on if c not in row]
-    if missing:
-        raise StepRefused(f"row lacks the conflict column(s) {missing} of on={list(step.on)}")
-    updates = [c for c in row if c not in step.on]
-    if not updates:
-        raise StepRefused(f"row sets only the conflict column(s) {list(step.on)}: nothing to update")
-    refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
-    dialect = run.session.get_bind().dialect.name
-    ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
-    stmt = ins.values(row).on_conflict_do_update(
-        index_elements=[table.c[c] for c in step.on], set_={c: ins.excluded[c] for c in updates}
-    )
-    run.session.execute(stmt)
-
-
-def _references(clause: ColumnElement[Any], table: Table) -> bool:
-    return any(getattr(el, "table", None) is table for el in visitors.iterate(clause))
-
-
-def projection_delete(step: ProjectionDelete, run: Run) -> None:
-    table = table_of(step.table)
-    clause = step.where(run.ctx)
-    if not isinstance(clause, ColumnElement) or not _references(clause, table):
-        raise StepRefused(
-            f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
-            "an unbounded delete is refused"
-        )
-    run.session.execute(delete(table).where(clause))
-
-
-def call_feature(step: CallFeature, run: Run) -> Failure | None:
-    ctx = run.ctx
-    as_user = resolve(step.as_user, run)
-    if as_user is not None and not ctx.user.has_role("sysadmin"):
-        return fail("access_denied", f'step "{step.name}": as_user needs the sysadmin role')
-    payload = step.payload(ctx)
-    result = run.runtime.call_nested(step.handler, payload, as_user or ctx.user, run)
-    if isinstance(result, Failure):
-        return result
-    run.values[step.name] = result.data
-    return None
-
-
-__all__ = ["Mapping", "StepRefused"]

@@ -19,14 +19,13 @@ from sqlalchemy import inspect
 from sqlalchemy.orm import configure_mappers
 
 from ._entity import Entity
+from ._errors import StateError
 from ._saved import Saved
 from ._triggers import CronTick
 
+__all__ = ["Codec", "StateError"]
+
 TAG = "$t"
-
-
-class StateError(TypeError):
-    """A value cannot be stored (or a stored one cannot be read back)."""
 
 
 def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:

@@ -1,28 +1,96 @@
-"""What the tenant filter cannot see, refused rather than leaked.
+"""Who may run what, and which rows they see: the role check, the payload check, and
+the tenant filter on every ORM read.
 
 The filter (``with_loader_criteria`` on :class:`Entity`) adds ``tenant_id = :tenant`` for
 every *mapped class* a select names — directly, aliased, in a join, subquery, EXISTS, CTE
 or union.  A select that names an entity's table as SQLAlchemy Core does
 (``Product.__table__``, its columns, an alias of it, or ``table("catalog_product")``)
-carries no mapper, so no criteria would be added: such a select is refused.
+carries no mapper, so no criteria would be added: such a select is refused
+(:class:`~kumiko_typed._errors.UnscopedRead`) rather than leaked.
 """
 
 from __future__ import annotations
 
-from typing import Any
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Final
 
-from sqlalchemy import ColumnClause, Select, TableClause
-from sqlalchemy.orm import Mapper
+from sqlalchemy import BindParameter, ColumnClause, Select, TableClause, bindparam, event
+from sqlalchemy.orm import Mapper, ORMExecuteState, Session, sessionmaker, with_loader_criteria
 from sqlalchemy.sql.elements import ClauseElement
 from sqlalchemy.sql.selectable import AliasedReturnsRows
 
-from ._data import StepRefused
+from ._ctx import User
 from ._entity import Entity
+from ._errors import UnscopedRead
+from ._results import Failure, fail
 from ._tables import metadata
 
+if TYPE_CHECKING:
+    from ._feature import WriteHandler
 
-class UnscopedRead(StepRefused):
-    """A select reads an entity's table around the tenant filter."""
+__all__ = ["TENANT_KEY", "as_tenant", "deny", "install_tenant_filter", "refuse_unscoped", "wrong_payload"]
+
+#: ``session.info`` key holding the tenant every ORM read is filtered to.
+TENANT_KEY = "kumiko_tenant"
+
+
+def deny(handler: WriteHandler[Any, Any], user: object) -> Failure | None:
+    """The role check: ``roles=None`` admits any authenticated user."""
+    if not isinstance(user, User):
+        return fail("access_denied", "an authenticated user is required")
+    if handler.roles is not None and not (handler.roles & user.roles):
+        return fail("access_denied", f"handler {handler.name} needs one of the roles {sorted(handler.roles)}")
+    return None
+
+
+#: The tenant of a filtered read travels as a parameter, not in the criteria: one
+#: criteria object for every read then costs no per-call analysis of a closure.
+_TENANT_PARAM: Final = "kumiko_filter_tenant"
+_TENANT_VALUE: Final[BindParameter[Any]] = bindparam(_TENANT_PARAM)
+_TENANT_CRITERIA: Final = with_loader_criteria(Entity, lambda cls: cls.tenant_id == _TENANT_VALUE, include_aliases=True)
+
+
+def wrong_payload(handler: WriteHandler[Any, Any], payload: object) -> Failure | None:
+    """A structured payload of another class than the handler's (possible without mypy)."""
+    if isinstance(payload, handler.payload_type):
+        return None
+    expected = handler.payload_type.__name__
+    return fail(
+        "validation_error",
+        f"handler {handler.name} takes a {expected}, not a {type(payload).__name__}",
+        [{"path": "$", "message": f"expected {expected}"}],
+    )
+
+
+def _tenant_filter(state: ORMExecuteState) -> None:
+    tenant = state.session.info.get(TENANT_KEY)
+    if tenant is None or not state.is_select or state.execution_options.get("kumiko_all_tenants", False):
+        return
+    params = state.parameters
+    if params is not None and not isinstance(params, Mapping):
+        return  # an executemany select does not exist; nothing to filter
+    refuse_unscoped(state.statement)
+    state.statement = state.statement.options(_TENANT_CRITERIA)
+    state.parameters = {**(params or {}), _TENANT_PARAM: tenant}
+
+
+@contextmanager
+def as_tenant(session: Session, tenant_id: uuid.UUID) -> Iterator[None]:
+    """Filter the session's reads to ``tenant_id`` inside the block (a nested call or a
+    workflow segment may run as another tenant than its surroundings)."""
+    previous = session.info.get(TENANT_KEY)
+    session.info[TENANT_KEY] = tenant_id
+    try:
+        yield
+    finally:
+        session.info[TENANT_KEY] = previous
+
+
+def install_tenant_filter(factory: sessionmaker[Session]) -> None:
+    """Every ORM select in a dispatch sees only the dispatching user's tenant."""
+    event.listen(factory, "do_orm_execute", _tenant_filter)
 
 
 def _children(node: Any) -> Any:

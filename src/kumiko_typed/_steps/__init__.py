@@ -1,0 +1,67 @@
+"""The steps a builder accumulates, one module per family: each step's node and its
+runtime together (``execute``, and ``resume`` for steps a workflow run can be
+suspended in).  The generated builders refer to the classes through this package.
+"""
+
+from ._base import (
+    Fn,
+    NamedStep,
+    Path,
+    Result,
+    Resume,
+    Step,
+    StepCrash,
+    Suspend,
+    resolve,
+    step_at,
+    sub_keys,
+    walk,
+)
+from ._block import EMPTY, Block, run_block
+from .aggregates import AppendEvent, Create, Update
+from .call import CallFeature
+from .compute import Compute
+from .control import Branch, ForEach, Guard, Return
+from .outbox import SendMail, SendWebhook
+from .projections import ProjectionDelete, ProjectionUpsert
+from .reads import FindMany, FindOne, GetOne
+from .workflow import EventWait, Retry, Wait, WaitForEvent, event_key
+
+__all__ = [
+    "EMPTY",
+    "AppendEvent",
+    "Block",
+    "Branch",
+    "CallFeature",
+    "Compute",
+    "Create",
+    "EventWait",
+    "FindMany",
+    "FindOne",
+    "Fn",
+    "ForEach",
+    "GetOne",
+    "Guard",
+    "NamedStep",
+    "Path",
+    "ProjectionDelete",
+    "ProjectionUpsert",
+    "Result",
+    "Resume",
+    "Retry",
+    "Return",
+    "SendMail",
+    "SendWebhook",
+    "Step",
+    "StepCrash",
+    "Suspend",
+    "Update",
+    "Wait",
+    "WaitForEvent",
+    "event_key",
+    "resolve",
+    "run_block",
+    "step_at",
+    "sub_keys",
+    "walk",
+]

@@ -1,0 +1,201 @@
+"""What every step shares: the base classes, the two exceptions that unwind a run
+carrying the path they passed through, the :class:`Path` value, and THE walk of the
+step tree (boot checks, the graph, the fingerprint and path lookup all use it).
+
+A path names a step inside a program: indexes separated by the label of the
+sub-pipeline they enter — ``3/on_true/1`` (second step of the true arm of step 3),
+``2/do/#4/0`` (first body step of the loop at step 2, in its fifth iteration).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import attrs
+
+from .._results import Failure, Ok
+from .._rules import BUILDERS, RETRY_BODY_BUILDER
+
+if TYPE_CHECKING:
+    from .._interpreter import Run
+    from ._block import Block
+    from .workflow import EventWait
+
+__all__ = [
+    "Fn",
+    "NamedStep",
+    "Path",
+    "Result",
+    "Resume",
+    "Step",
+    "StepCrash",
+    "Suspend",
+    "resolve",
+    "step_at",
+    "sub_keys",
+    "walk",
+]
+
+Fn = Callable[[Any], Any]
+#: What running a step gives: ``None`` to go on, or the result that ends the pipeline.
+Result = Ok[object] | Failure | None
+
+
+@attrs.frozen(slots=True)
+class Path:
+    """A position in a program's step tree; ``str(path)`` is its stored form."""
+
+    parts: tuple[str, ...]
+
+    @classmethod
+    def parse(cls, text: str) -> Path:
+        if not text:
+            raise ValueError("an empty step path")
+        return cls(tuple(text.split("/")))
+
+    def __str__(self) -> str:
+        return "/".join(self.parts)
+
+
+@attrs.frozen(slots=True)
+class Resume:
+    """Where a resumed run goes on: ``path`` with its first ``at`` parts already entered."""
+
+    path: Path
+    at: int = 0
+
+    @property
+    def head(self) -> str:
+        return self.path.parts[self.at]
+
+    @property
+    def done(self) -> bool:
+        """Whether the step that suspended the run is reached (nothing left to enter)."""
+        return self.at >= len(self.path.parts)
+
+    def entered(self) -> str:
+        """The stored form of the path up to (not including) the head."""
+        return "/".join(self.path.parts[: self.at])
+
+    def enter(self, count: int = 1) -> Resume:
+        return Resume(self.path, self.at + count)
+
+
+class _Unwinding(Exception):
+    """An exception that leaves a run through its sub-pipelines: each level it passes
+    prepends its part of the path (``path`` is relative to where it is caught)."""
+
+    path: list[str]
+
+
+class StepCrash(_Unwinding):
+    """An exception escaped a step; ``path`` grows as it unwinds through sub-pipelines."""
+
+    def __init__(self, path: list[str], step: Step, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.path = path
+        self.step = step
+        self.cause = cause
+
+    def where(self) -> str:
+        return f"{'/'.join(self.path)} {self.step.describe()}"
+
+
+class Suspend(_Unwinding):
+    """A workflow run stops here until ``wake_at`` (for an event wait, or a matching
+    event: ``wait``).  Loops and retries it unwinds through attach what resuming them
+    needs, keyed by how much of the path was theirs (see :meth:`records`)."""
+
+    def __init__(self, path: list[str], wake_at: datetime, wait: EventWait | None = None) -> None:
+        super().__init__("suspended")
+        self.path = path
+        self.wake_at = wake_at
+        self.wait = wait
+        self.loops: list[tuple[int, dict[str, Any]]] = []
+        self.retries: list[tuple[int, dict[str, Any]]] = []
+
+    def records(self, attached: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """``attached`` keyed by the stored path of the step that attached each one
+        (the record was attached when ``suffix`` parts of the path were below it)."""
+        return {"/".join(self.path[: len(self.path) - suffix]): record for suffix, record in attached}
+
+
+def resolve(value: object, run: Run) -> Any:
+    """A plain value or a resolver (DESIGN §3.3: fixed-type arguments accept both)."""
+    return value(run.ctx) if callable(value) else value
+
+
+@attrs.frozen(slots=True)
+class Step:
+    kind: ClassVar[str]
+
+    @property
+    def step_name(self) -> str | None:
+        return None
+
+    def describe(self) -> str:
+        name = self.step_name
+        return f'{self.kind} "{name}"' if name is not None else self.kind
+
+    def children(self) -> Iterable[tuple[str, Block]]:
+        """Sub-pipelines as (path label, block): the one definition of the tree's shape."""
+        return ()
+
+    def execute(self, run: Run) -> Result:
+        raise NotImplementedError(f"{type(self).__name__} does not define execute()")
+
+    def resume(self, run: Run, at: Resume) -> Result:
+        """Go on inside this step where a suspended run stopped (``at.head`` is the
+        first part below this step).  Only steps that can hold a suspension have it."""
+        raise LookupError(f"a run cannot be suspended inside a {self.kind} step")
+
+
+@attrs.frozen(slots=True)
+class NamedStep(Step):
+    name: str
+
+    @property
+    def step_name(self) -> str | None:
+        return self.name
+
+
+#: The path part of a loop iteration or retry attempt (``#4``) follows the label.
+def _is_iteration(part: str) -> bool:
+    return part.startswith("#")
+
+
+def walk(steps: Sequence[Step], builder: str, prefix: str = "") -> Iterator[tuple[str, Step, str]]:
+    """Every step with its path and the builder it was written in, depth first."""
+    for i, step in enumerate(steps):
+        path = f"{prefix}{i}"
+        yield path, step, builder
+        inner = RETRY_BODY_BUILDER if step.kind == "workflow.retry" else BUILDERS[builder].nested
+        for label, child in step.children():
+            yield from walk(child.steps, inner, f"{path}/{label}/")
+
+
+def step_at(steps: Sequence[Step], path: Path) -> Step:
+    """The step a stored path names (iteration parts are skipped); ``LookupError``
+    when the program has none there."""
+    parts = path.parts
+    try:
+        step = steps[int(parts[0])]
+        i = 1
+        while i < len(parts):
+            blocks = dict(step.children())
+            block = blocks[parts[i]]
+            i += 2 if i + 1 < len(parts) and _is_iteration(parts[i + 1]) else 1
+            step = block.steps[int(parts[i])]
+            i += 1
+    except (IndexError, KeyError, ValueError):
+        raise LookupError(f"no step at {path}") from None
+    return step
+
+
+def sub_keys(steps: Sequence[Step], builder: str) -> Mapping[str, None]:
+    """Keys that steps inside sub-pipelines declare: they start as ``None`` (DESIGN §3.4)."""
+    return {
+        step.name: None for path, step, _inside in walk(steps, builder) if "/" in path and isinstance(step, NamedStep)
+    }

@@ -1,0 +1,54 @@
+"""``call_feature``: another feature's handler, run inside the caller's transaction in
+a savepoint (its Failure rolls back only its own work), as the caller or — for a
+sysadmin — as another user."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .. import _interpreter  # a module reference: _interpreter imports this package
+from .._access import deny, wrong_payload
+from .._results import Failure, fail
+from ._base import Fn, NamedStep, Result, resolve
+
+if TYPE_CHECKING:
+    from .._feature import WriteHandler
+    from .._interpreter import Run
+
+__all__ = ["CallFeature"]
+
+
+@attrs.frozen(slots=True)
+class CallFeature(NamedStep):
+    kind = "call_feature"
+    handler: WriteHandler[Any, Any]
+    payload: Fn
+    as_user: object
+
+    def execute(self, run: Run) -> Result:
+        ctx = run.ctx
+        as_user = resolve(self.as_user, run)
+        if as_user is not None and not ctx.user.has_role("sysadmin"):
+            return fail("access_denied", f'step "{self.name}": as_user needs the sysadmin role')
+        handler, user, payload = self.handler, as_user or ctx.user, self.payload(ctx)
+        refused = deny(handler, user) or wrong_payload(handler, payload)
+        if refused is not None:
+            return refused
+        nested = _interpreter.start_run(
+            handler.pipeline,
+            registry=run.registry,
+            handler=handler.name,
+            payload=payload,
+            user=user,
+            session=run.session,
+            now=ctx.now,
+            correlation_id=ctx.event.correlation_id,
+        )
+        result = _interpreter.run_in_scope(handler.pipeline, nested, who=f"handler {handler.name}", nested=True)
+        if isinstance(result, Failure):
+            return result
+        assert not isinstance(result, BaseException)  # a handler never suspends
+        run.values[self.name] = result.data
+        return None

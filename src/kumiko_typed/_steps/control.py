@@ -1,0 +1,146 @@
+"""Control flow: ``branch``, ``for_each``, ``guard`` and ``return_``.
+
+The same code runs a handler and a workflow segment; a resumed workflow run re-enters
+a branch arm or a loop iteration through ``resume`` (its arm and iteration are parts of
+the stored path), where a handler only ever calls ``execute``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._errors import StepRefused
+from .._results import Failure, Ok
+from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
+from ._block import Block, run_block
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from .._interpreter import Run
+
+__all__ = ["Branch", "ForEach", "Guard", "Return"]
+
+
+@attrs.frozen(slots=True)
+class Branch(Step):
+    kind = "branch"
+    when: Fn
+    on_true: Block
+    on_false: Block
+
+    def children(self) -> Iterable[tuple[str, Block]]:
+        return (("on_true", self.on_true), ("on_false", self.on_false))
+
+    def execute(self, run: Run) -> Result:
+        if self.when(run.ctx):
+            return self._arm(run, "on_true", self.on_true, None)
+        return self._arm(run, "on_false", self.on_false, None)
+
+    def resume(self, run: Run, at: Resume) -> Result:
+        arm = at.head
+        return self._arm(run, arm, self.on_true if arm == "on_true" else self.on_false, at.enter())
+
+    @staticmethod
+    def _arm(run: Run, arm: str, block: Block, resume: Resume | None) -> Result:
+        try:
+            return run_block(block, run, resume)
+        except (StepCrash, Suspend) as unwinding:
+            unwinding.path.insert(0, arm)
+            raise
+
+
+@attrs.frozen(slots=True)
+class ForEach(Step):
+    """The body once per item, with the item in ``c.scope``.  A run suspended inside
+    the body stores the items (they are not computed again) and the value the item's
+    scope key shadowed, so the loop goes on at the same iteration when it resumes."""
+
+    kind = "for_each"
+    item: str
+    over: Fn
+    body: Block
+
+    @property
+    def step_name(self) -> str | None:
+        return self.item
+
+    def children(self) -> Iterable[tuple[str, Block]]:
+        return (("do", self.body),)
+
+    def execute(self, run: Run) -> Result:
+        scope = run.scope
+        shadows = self.item in scope
+        return self._iterate(run, list(self.over(run.ctx)), 0, None, shadows, scope.get(self.item))
+
+    def resume(self, run: Run, at: Resume) -> Result:
+        loop = run.workflow.loops[at.entered()] if run.workflow is not None else None
+        if loop is None or at.head != "do":
+            raise LookupError(f"no stored loop at {at.path}")
+        first = int(at.enter().head[1:])
+        return self._iterate(run, loop["items"], first, at.enter(2), loop["shadows"], loop["shadowed"])
+
+    def _iterate(
+        self, run: Run, items: list[Any], first: int, resume: Resume | None, shadows: bool, shadowed: object
+    ) -> Result:
+        scope = run.scope
+        result: Result = None
+        for n in range(first, len(items)):
+            scope[self.item] = items[n]
+            try:
+                result = run_block(self.body, run, resume if n == first else None)
+            except Suspend as suspend:
+                suspend.path[0:0] = ["do", f"#{n}"]
+                record = {"items": items, "shadows": shadows, "shadowed": shadowed}
+                suspend.loops.append((len(suspend.path), record))
+                raise  # the scope is stored as it is, the item in it
+            except StepCrash as crash:
+                crash.path[0:0] = ["do", f"#{n}"]
+                _unshadow(scope, self.item, shadows, shadowed)
+                raise
+            if result is not None:
+                break
+        _unshadow(scope, self.item, shadows, shadowed)
+        return result
+
+
+def _unshadow(scope: dict[str, object], item: str, shadows: bool, shadowed: object) -> None:
+    if shadows:
+        scope[item] = shadowed
+    else:
+        scope.pop(item, None)
+
+
+@attrs.frozen(slots=True)
+class Guard(Step):
+    """A business refusal without a step key: ``otherwise``'s Failure is returned like
+    ``return_``'s, so it unwinds every enclosing branch arm and loop body and ends the
+    handler (rolled back) or the workflow run."""
+
+    kind = "guard"
+    when: Fn
+    otherwise: Fn
+
+    def execute(self, run: Run) -> Result:
+        ctx = run.ctx
+        if self.when(ctx):
+            return None
+        failure = self.otherwise(ctx)
+        if not isinstance(failure, Failure):
+            raise StepRefused(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
+        run.refused = failure
+        return failure
+
+
+@attrs.frozen(slots=True)
+class Return(Step):
+    kind = "return"
+    fn: Fn
+
+    def execute(self, run: Run) -> Result:
+        result = self.fn(run.ctx)
+        if not isinstance(result, (Ok, Failure)):
+            raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
+        return result

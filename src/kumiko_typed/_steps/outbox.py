@@ -1,0 +1,109 @@
+"""Outbox steps: ``send_mail`` and ``send_webhook`` insert a row in the pipeline's
+transaction (a rollback leaves none); the worker side is :mod:`kumiko_typed._outbox`."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from sqlalchemy import insert
+
+from .._errors import StepRefused
+from .._jsonable import jsonable
+from .._limits import refuse, unfit_json
+from .._notify import notify
+from .._outbox_types import Auth, RetryPolicy
+from .._tables import outbox
+from ._base import Result, Step, resolve
+
+if TYPE_CHECKING:
+    from .._interpreter import Run
+
+__all__ = ["DEFAULT_POLICY", "SendMail", "SendWebhook"]
+
+DEFAULT_POLICY = RetryPolicy()
+
+
+@attrs.frozen(slots=True)
+class SendMail(Step):
+    kind = "mail.send"
+    to: object
+    subject: object
+    body: object
+    sender: object
+
+    def execute(self, run: Run) -> Result:
+        _send_mail(self, run)
+        return None
+
+
+@attrs.frozen(slots=True)
+class SendWebhook(Step):
+    kind = "webhook.send"
+    url: object
+    method: str
+    headers: object
+    body: object
+    auth: object
+    retry: object
+
+    def execute(self, run: Run) -> Result:
+        _send_webhook(self, run)
+        return None
+
+
+def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
+    ctx = run.ctx
+    stored = jsonable(message)
+    refuse(unfit_json(stored, f"{outbox.name}.message", ctx.payload))
+    notify(run.session)
+    run.session.execute(
+        insert(outbox).values(
+            id=uuid.uuid4(),
+            kind=kind,
+            message=stored,
+            status="pending",
+            attempts=0,
+            max_attempts=policy.times,
+            backoff=policy.backoff,
+            base_delay_seconds=policy.base_delay.total_seconds(),
+            next_attempt_at=ctx.now,
+            created_at=ctx.now,
+            handler=ctx.event.handler,
+            tenant_id=ctx.user.tenant_id,
+            correlation_id=ctx.event.correlation_id,
+        )
+    )
+
+
+def _send_mail(step: SendMail, run: Run) -> None:
+    to = resolve(step.to, run)
+    recipients = [to] if isinstance(to, str) else [str(t) for t in to]
+    if not recipients or not all(recipients):
+        raise StepRefused("send_mail needs at least one recipient in to=")
+    message: dict[str, object] = {
+        "to": recipients,
+        "subject": str(resolve(step.subject, run)),
+        "body": str(resolve(step.body, run)),
+    }
+    sender = None if step.sender is None else resolve(step.sender, run)
+    if sender is not None:  # absent (or resolved to None), the transport's default applies
+        message["sender"] = str(sender)
+    _enqueue(run, "mail", message, DEFAULT_POLICY)
+
+
+def _send_webhook(step: SendWebhook, run: Run) -> None:
+    auth = step.auth
+    if auth is not None and not isinstance(auth, Auth):
+        raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
+    policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
+    message = {
+        "url": str(resolve(step.url, run)),
+        "method": step.method.upper(),
+        "headers": dict(resolve(step.headers, run) or {}),
+        "body": step.body(run.ctx) if callable(step.body) else None,
+        "auth": None if auth is None else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
+    }
+    _enqueue(run, "webhook", message, policy)

@@ -1,0 +1,140 @@
+"""Workflow steps: ``wait``, ``wait_for_event`` and ``retry`` — the steps that suspend
+a run.  Each raises :class:`~kumiko_typed._steps.Suspend`; the workflow engine stores
+where the run stopped and, when it is due, re-enters it through ``resume``."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+from .._durations import as_timedelta
+from .._eventstore import last_position
+from .._outbox_types import RetryPolicy
+from .._results import Failure
+from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend
+from ._block import Block, run_block
+
+if TYPE_CHECKING:
+    from .._interpreter import Run, WorkflowRun
+
+__all__ = ["EventWait", "Retry", "Wait", "WaitForEvent", "event_key"]
+
+
+@attrs.frozen
+class EventWait:
+    """What a ``wait_for_event`` waits for: an event of ``event_type`` and ``tenant_id``
+    whose key is ``key``, appended after ``after_position``, until ``timeout_at``."""
+
+    event_type: str
+    tenant_id: uuid.UUID
+    key: str
+    after_position: int
+    timeout_at: datetime
+
+
+def event_key(codec: Any, value: object) -> str:
+    """The stored form of a ``wait_for_event`` key, compared as text with an event's."""
+    return json.dumps(codec.encode(value), sort_keys=True)
+
+
+def _segment(run: Run) -> WorkflowRun:
+    if run.workflow is None:  # boot keeps these steps out of handlers
+        raise LookupError("a workflow step ran outside a workflow run")
+    return run.workflow
+
+
+@attrs.frozen(slots=True)
+class Wait(Step):
+    kind = "workflow.wait"
+    duration: timedelta | str | Callable[[Any], datetime]
+
+    def execute(self, run: Run) -> Result:
+        ctx = run.ctx
+        duration = self.duration
+        wake = duration(ctx) if callable(duration) else ctx.now + as_timedelta(duration)
+        if not isinstance(wake, datetime):
+            raise TypeError(f"wait's resolver must return a datetime, not {type(wake).__name__}")
+        raise Suspend([], wake)
+
+    def resume(self, run: Run, at: Resume) -> Result:
+        return None  # the time has come: go on after the wait
+
+
+@attrs.frozen(slots=True)
+class WaitForEvent(NamedStep):
+    kind = "workflow.wait_for_event"
+    event: type[Any]
+    key: Fn
+    event_key: Fn
+    timeout: timedelta | str
+
+    def execute(self, run: Run) -> Result:
+        segment, ctx = _segment(run), run.ctx
+        # Taken before the resolvers run: an event committing while they run, or before
+        # the wait row commits, has a higher position and still matches (no lost wake-up).
+        after = last_position(run.session)
+        key = event_key(segment.codec, self.key(ctx))
+        timeout_at = ctx.now + as_timedelta(self.timeout)
+        wait = EventWait(segment.event_name(self.event), ctx.user.tenant_id, key, after, timeout_at)
+        raise Suspend([], timeout_at, wait)
+
+    def resume(self, run: Run, at: Resume) -> Result:
+        run.values[self.name] = _segment(run).resume_value  # the event, or None: timed out
+        return None
+
+
+@attrs.frozen(slots=True)
+class Retry(Step):
+    """The body in a savepoint, tried up to ``times`` times.  A failed attempt leaves
+    nothing but a retry record (attempts, last error) and suspends the run until the
+    backoff has passed; the attempt number is the path part after the step (``#2``)."""
+
+    kind = "workflow.retry"
+    times: int
+    backoff: str
+    base_delay: timedelta
+    body: Block
+
+    def children(self) -> Iterable[tuple[str, Block]]:
+        return (("do", self.body),)
+
+    def execute(self, run: Run) -> Result:
+        return self._attempt(run, 1)
+
+    def resume(self, run: Run, at: Resume) -> Result:
+        return self._attempt(run, int(at.head[1:]))
+
+    def _attempt(self, run: Run, attempt: int) -> Result:
+        before = dict(run.values)
+        savepoint = run.session.begin_nested()
+        failure: Failure | None = None
+        crash: StepCrash | None = None
+        try:
+            result = run_block(self.body, run)
+            if isinstance(result, Failure):
+                failure = result
+        except StepCrash as exc:
+            crash = exc
+        if failure is None and crash is None:
+            savepoint.commit()
+            return None
+        savepoint.rollback()
+        if failure is not None and failure is run.refused:
+            return failure  # a guard refused: that ends the run, it is no failed attempt
+        run.values.clear()
+        run.values.update(before)
+        if attempt >= self.times:
+            if crash is not None:
+                crash.path[0:0] = ["do"]
+                raise crash
+            return failure  # the run fails with the last attempt's failure
+        error = failure.message if failure is not None else f"{type(crash.cause).__name__}: {crash.cause}"  # type: ignore[union-attr]
+        policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
+        suspend = Suspend([f"#{attempt + 1}"], run.ctx.now + policy.delay(attempt))
+        suspend.retries.append((1, {"attempts": attempt, "last_error": error}))
+        raise suspend

@@ -1,0 +1,430 @@
+"""Durable workflows, running side: starting runs, running a segment (from where the
+run stands to its next suspension or its end), storing where it stopped, resuming the
+due runs, and reading runs back.  The event feed (event triggers and ``wait_for_event``)
+is :mod:`kumiko_typed._workflow_feed`, the cron triggers :mod:`kumiko_typed._workflow_cron`.
+
+Every change of a run happens in one transaction together with the work of the
+segment it ran, so a worker killed at any instant loses nothing: what it had not
+committed is redone by another.  On PostgreSQL, due runs are claimed with
+``FOR UPDATE SKIP LOCKED``.  Starts are unique per (workflow, trigger key), so an event
+or a cron tick starts one run whatever the number of workers.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, Final
+
+import cattrs
+from sqlalchemy import Row, bindparam, delete, insert, select, update
+from sqlalchemy.dialects import postgresql, sqlite
+from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.orm import Session, sessionmaker
+
+from ._ctx import User
+from ._errors import StateError
+from ._feature import Workflow
+from ._fingerprint import fingerprint
+from ._finished import Program, WorkflowFinished
+from ._idempotency import key_problem
+from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
+from ._poison import refusal, storable_text
+from ._registry import Registry
+from ._results import Failure
+from ._runs import RunInfo
+from ._serialization import Codec
+from ._steps import Path, Resume, Step, Suspend, step_at
+from ._tables import consumers, workflow_runs, workflow_waits
+from ._transient import transient
+
+__all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
+
+logger = logging.getLogger("kumiko_typed")
+
+BATCH = 10
+
+# Built once: each write passes its row as parameters (no statement built per call).
+_INSERT_RUN: Final = insert(workflow_runs)
+#: The SET clause follows the parameters given, besides ``b_run_id``.
+_UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
+_INSERT_WAIT: Final = insert(workflow_waits)
+_DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
+#: The user of a cron-started run: no person, no tenant.
+SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"system"}))
+
+
+class Definition:
+    """A registered workflow, compiled: its program and fingerprint."""
+
+    def __init__(self, workflow: Workflow[Any]) -> None:
+        self.workflow = workflow
+        self.name = workflow.name
+        pipeline = workflow.pipeline
+        if isinstance(pipeline, WorkflowFinished):
+            self.program: Program[Any, Any] = pipeline
+        else:
+            self.program = WorkflowFinished(pipeline.feature, pipeline.payload_type, pipeline.steps, "WorkflowPipeline")
+        self.fingerprint = fingerprint(self.program.steps, self.program.builder)
+
+    def step_at(self, path: str) -> Step:
+        return step_at(self.program.steps, Path.parse(path))
+
+
+def failed(code: str, message: str) -> dict[str, Any]:
+    """The columns of a run that failed (its last state is kept, for inspection).  The
+    message is made storable: failing a run must not fail in turn."""
+    return {"status": "failed", "error": {"code": code, "message": storable_text(message)}, "wake_at": None}
+
+
+#: What reading a stored run can raise: a class the App no longer registers (StateError),
+#: a row damaged or written by another version (a key missing, a value of the wrong kind).
+_UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+
+
+def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
+    """A stored run this App cannot read (a class it no longer registers, a damaged row)
+    fails; raising instead would fail every worker pass that reaches it."""
+    return failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
+def _user_json(user: User) -> dict[str, Any]:
+    return {"id": str(user.id), "tenant_id": str(user.tenant_id), "roles": sorted(user.roles)}
+
+
+def _user(data: Mapping[str, Any]) -> User:
+    return User(id=uuid.UUID(data["id"]), tenant_id=uuid.UUID(data["tenant_id"]), roles=frozenset(data["roles"]))
+
+
+def _convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {
+        path: {**loop, "items": convert(loop["items"]), "shadowed": convert(loop["shadowed"])}
+        for path, loop in loops.items()
+    }
+
+
+class WorkflowEngine:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        registry: Registry,
+        codec: Codec,
+        converter: cattrs.Converter,
+        workflows: Sequence[Workflow[Any]],
+        clock: Callable[[], datetime],
+    ) -> None:
+        self.sessions = sessions
+        self.registry = registry
+        self.codec = codec
+        self.converter = converter
+        self.clock = clock
+        self.defs = {w.name: Definition(w) for w in workflows}
+        self.postgres = sessions.kw["bind"].dialect.name == "postgresql"
+        dialect_insert = postgresql.insert if self.postgres else sqlite.insert
+        #: A start claims its trigger key; a second claim of it inserts nothing.
+        self._claim_run = (
+            dialect_insert(workflow_runs)
+            .on_conflict_do_nothing(index_elements=["workflow", "trigger_key"])
+            .returning(workflow_runs.c.run_id)
+        )
+        #: A consumer cursor row (the event feed's, a cron workflow's) made once.
+        self.new_consumer = dialect_insert(consumers).on_conflict_do_nothing(index_elements=["name"])
+
+    # --- starting ------------------------------------------------------------------
+
+    def start(self, workflow: Workflow[Any], payload: object, user: User, key: str | None = None) -> uuid.UUID:
+        d = self.defs.get(workflow.name)
+        if d is None or d.workflow is not workflow:
+            raise LookupError(f"workflow {workflow.name} is not registered in this App")
+        if not isinstance(payload, workflow.trigger.payload_type):
+            raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
+        problem = key_problem(key) if key is not None else None
+        if problem is not None:
+            raise ValueError(f"workflow {workflow.name}: {problem}")
+        run_id = uuid.uuid4()
+        # A key is the tenant's: one run per (workflow, tenant, key), by the trigger key's
+        # unique constraint.  Without one the trigger key is new by construction.
+        trigger_key = f"manual:{run_id}" if key is None else f"key:{user.tenant_id}:{key}"
+        try:
+            row = self._new_row(d, payload, user, trigger_key, run_id)
+        except StateError as exc:
+            raise StateError(f"workflow {d.name}: the payload cannot be stored: {exc}") from None
+        with self.sessions() as session:
+            # Begin now, before any step: on SQLite that takes the write lock (BEGIN
+            # IMMEDIATE), so nothing commits while the segment runs that it did not see.
+            session.connection()
+            if key is None:  # nothing to claim: the row is written once, after the segment
+                failure = self.segment(session, d, run_id, payload, user, {}, None, None, nested=False, new_row=row)
+            elif session.execute(self._claim_run, row).first() is None:
+                # Claimed by a start that has committed (PostgreSQL waited for it).
+                return self._run_of(session, d.name, trigger_key)
+            else:
+                failure = self.segment(session, d, run_id, payload, user, {}, None, None, nested=False)
+        if failure is None:
+            return run_id
+        # The segment ran in the start's own transaction, which rolled back (its claim
+        # with it); the failed run is written alone.
+        try:
+            with self.sessions() as session, session.begin():
+                self._store(session, d.name, run_id, failure, None, new_row=row)
+        except IntegrityError:
+            if key is None:
+                raise
+            with self.sessions() as session:  # a concurrent start with the key came first
+                return self._run_of(session, d.name, trigger_key)
+        except Exception as exc:  # not even the failed run could be stored: its payload
+            if isinstance(exc, DBAPIError) and transient(exc):
+                raise
+            raise StateError(f"workflow {d.name}: the run cannot be stored: {refusal(exc)}") from None
+        return run_id
+
+    @staticmethod
+    def _run_of(session: Session, workflow: str, trigger_key: str) -> uuid.UUID:
+        stmt = select(workflow_runs.c.run_id).where(
+            workflow_runs.c.workflow == workflow, workflow_runs.c.trigger_key == trigger_key
+        )
+        run_id: uuid.UUID = session.execute(stmt).scalar_one()
+        return run_id
+
+    def _new_row(
+        self, d: Definition, payload: object, user: User, trigger_key: str, run_id: uuid.UUID
+    ) -> dict[str, Any]:
+        now = self.clock()
+        return {
+            "run_id": run_id,
+            "workflow": d.name,
+            "trigger_key": trigger_key,
+            "status": "running",
+            "path": None,
+            "payload": self.codec.encode(payload),
+            "state": {},
+            "user": _user_json(user),
+            "fingerprint": d.fingerprint,
+            "wake_at": None,
+            "error": None,
+            "created_at": now,
+            "updated_at": now,
+        }
+
+    def create(self, session: Session, d: Definition, payload: object, user: User, trigger_key: str) -> bool:
+        """Start the run of a trigger (in a worker's pass) unless one was started for it."""
+        run_id = uuid.uuid4()
+        try:
+            row = self._new_row(d, payload, user, trigger_key, run_id)
+        except StateError as exc:  # an event's value the state cannot hold (NaN on SQLite)
+            logger.error("workflow %s: no run for %s, its payload cannot be stored: %s", d.name, trigger_key, exc)
+            return False
+        if session.execute(self._claim_run, row).first() is None:
+            return False  # this trigger already started its run
+        self.isolated_segment(session, d, run_id, payload, user, {}, None, None)
+        return True
+
+    # --- running a segment ---------------------------------------------------------------
+
+    def segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+        *,
+        nested: bool,
+        new_row: dict[str, Any] | None = None,
+    ) -> dict[str, Any] | None:
+        """Run from ``path`` (the start if ``None``) to the end or the next suspension and
+        store where the run stands after it: the segment's work and its run's row commit
+        together (``nested``: in a savepoint of the session's transaction, else in that
+        transaction itself; ``new_row``: a manual start's first segment, whose row is
+        inserted with the outcome).  A segment that fails the run — a step's failure, a
+        value that cannot be stored, a state the database refuses — is rolled back; the
+        failed run's columns are returned, for the caller to store alone."""
+        # A worker runs many segments in one transaction: what an earlier one loaded is
+        # read again when used, after this one's append lock (a dispatch's isolation).
+        session.expire_all()
+        who = f"workflow {d.name} run {run_id}"
+        info = RunInfo(run_id, d.name, "running", path)
+        try:
+            loops = _convert_loops(self.codec.decode, state.get("loops", {}))
+            if not isinstance(state.get("retries", {}), Mapping):
+                raise TypeError("the stored retry records are not a mapping")
+            segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
+            run = start_run(
+                d.program,
+                registry=self.registry,
+                handler=d.name,
+                payload=payload,
+                user=user,
+                session=session,
+                now=self.clock(),
+                correlation_id=run_id,
+                info=info,
+                workflow=segment,
+            )
+            if "values" in state:
+                run.values.update(self.codec.decode(state["values"]))
+                run.scope.update(self.codec.decode(state["scope"]))
+            resume = None if path is None else Resume(Path.parse(path))
+        except _UNREADABLE as exc:
+            return _unreadable(path, exc)
+
+        def keep(outcome: Outcome) -> Failure | None:
+            """Store the run as it stands after a segment that did not fail it."""
+            if isinstance(outcome, Suspend):
+                where = "/".join(outcome.path)
+                try:
+                    stored = {
+                        "values": self.codec.encode(dict(run.values)),
+                        "scope": self.codec.encode(dict(run.scope)),
+                        "loops": _convert_loops(self.codec.encode, outcome.records(outcome.loops)),
+                        "retries": outcome.records(outcome.retries),
+                        "event_wait": outcome.wait is not None,
+                    }
+                except StateError as exc:
+                    return Failure("unstorable_state", f"at step {where}: {exc}")
+                columns = {"status": "suspended", "path": where, "wake_at": outcome.wake_at, "state": stored}
+            else:
+                try:
+                    values = self.codec.encode(dict(run.values))
+                except StateError:
+                    values = {}
+                columns = {"status": "completed", "error": None, "wake_at": None, "state": {"values": values}}
+            try:
+                self._store(
+                    session, d.name, run_id, columns, outcome if isinstance(outcome, Suspend) else None, new_row
+                )
+            except Exception as exc:
+                if isinstance(exc, DBAPIError) and transient(exc):
+                    raise
+                reason = refusal(exc)
+                logger.warning("workflow %s run %s: the database refused its state: %s", d.name, run_id, reason)
+                message = f"in the segment from step {path or '0'}: the database refused the run's state: {reason}"
+                return Failure("unstorable_state", message)
+            return None
+
+        outcome = run_in_scope(d.program, run, who=who, nested=nested, resume=resume, keep=keep)
+        return failed(outcome.code, outcome.message) if isinstance(outcome, Failure) else None
+
+    def isolated_segment(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        payload: object,
+        user: User,
+        state: Mapping[str, Any],
+        path: str | None,
+        resume_value: object,
+    ) -> None:
+        """A segment in a worker's pass, which runs many in one transaction: a bug outside
+        the steps fails this run alone (logged), and the pass goes on."""
+        try:
+            failure = self.segment(session, d, run_id, payload, user, state, path, resume_value, nested=True)
+        except Exception as error:
+            if isinstance(error, DBAPIError) and transient(error):
+                raise
+            logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
+            message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
+            failure = failed("internal_error", message)
+        if failure is not None:
+            self._store(session, d.name, run_id, failure, None)
+
+    def _store(
+        self,
+        session: Session,
+        workflow: str,
+        run_id: uuid.UUID,
+        columns: dict[str, Any],
+        suspend: Suspend | None,
+        new_row: dict[str, Any] | None = None,
+    ) -> None:
+        """Write where the run stands after a segment: update its row, or insert ``new_row``
+        with it (a manual start's first segment); arm the event wait it suspended at."""
+        columns["updated_at"] = self.clock()
+        if new_row is not None:
+            session.execute(_INSERT_RUN, {**new_row, **columns})
+        else:
+            session.execute(_UPDATE_RUN, {"b_run_id": run_id, **columns})
+        wait = None if suspend is None else suspend.wait
+        if wait is not None:
+            session.execute(
+                _INSERT_WAIT,
+                {
+                    "run_id": run_id,
+                    "workflow": workflow,
+                    "path": columns["path"],
+                    "event_type": wait.event_type,
+                    "tenant_id": wait.tenant_id,
+                    "key": wait.key,
+                    "after_position": wait.after_position,
+                    "armed": False,
+                    "timeout_at": wait.timeout_at,
+                },
+            )
+
+    def resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
+        """Go on with a suspended run (its row locked by the caller) from where it stopped."""
+        d = self.defs.get(row.workflow)
+        if d is None or d.fingerprint != row.fingerprint:
+            message = (
+                f"workflow {row.workflow} changed since run {row.run_id} started; the run stopped at step "
+                f"{row.path} of the old definition and cannot continue under the new one"
+            )
+            self._store(session, row.workflow, row.run_id, failed("workflow_definition_changed", message), None)
+            return False
+        if row.state.get("event_wait", True):  # runs stored before the flag existed: look
+            session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
+        try:
+            payload = self.codec.decode(row.payload)
+            user = _user(row.user)
+        except _UNREADABLE as exc:
+            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            return False
+        self.isolated_segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value)
+        return True
+
+    def resume_due(self) -> int:
+        """Resume every suspended run whose wake time (or event-wait timeout) has come."""
+        resumed = 0
+        while True:
+            with self.sessions() as session, session.begin():
+                stmt = (
+                    select(workflow_runs)
+                    .where(workflow_runs.c.status == "suspended", workflow_runs.c.wake_at <= self.clock())
+                    .order_by(workflow_runs.c.wake_at)
+                    .limit(BATCH)
+                )
+                rows = session.execute(stmt.with_for_update(skip_locked=True) if self.postgres else stmt).all()
+                if not rows:
+                    return resumed
+                for row in rows:
+                    self.resume(session, row, None)
+                    resumed += 1
+
+    # --- inspection ------------------------------------------------------------------
+
+    def info(self, row: Row[Any]) -> RunInfo:
+        try:
+            steps = self.codec.decode(row.state["values"]) if "values" in row.state else {}
+        except StateError:
+            steps = {}
+        wake = row.wake_at
+        return RunInfo(row.run_id, row.workflow, row.status, row.path, steps, wake, row.error)
+
+    def get(self, run_id: uuid.UUID) -> RunInfo | None:
+        with self.sessions() as session:
+            row = session.execute(select(workflow_runs).where(workflow_runs.c.run_id == run_id)).first()
+        return None if row is None else self.info(row)
+
+    def list(self, workflow: str | None) -> list[RunInfo]:
+        stmt = select(workflow_runs).order_by(workflow_runs.c.created_at.desc(), workflow_runs.c.run_id)
+        if workflow is not None:
+            stmt = stmt.where(workflow_runs.c.workflow == workflow)
+        with self.sessions() as session:
+            rows = session.execute(stmt).all()
+        return [self.info(r) for r in rows]

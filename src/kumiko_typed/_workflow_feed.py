@@ -1,0 +1,157 @@
+"""The event feed: one reader at a time (a locked cursor row) walks ``kumiko_events`` in
+position order, starts the runs of event-triggered workflows, and wakes the runs
+waiting in ``wait_for_event`` for an event of their tenant and key."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+
+from sqlalchemy import select, update
+from sqlalchemy.orm import Session
+
+from ._ctx import User
+from ._eventstore import StoredEvent, read_after
+from ._steps import WaitForEvent, event_key
+from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._workflow_engine import Definition, WorkflowEngine
+
+__all__ = ["EVENT_CURSOR", "EventFeed"]
+
+logger = logging.getLogger("kumiko_typed")
+
+EVENT_CURSOR = "workflow-events"
+
+
+class EventFeed:
+    def __init__(self, engine: WorkflowEngine) -> None:
+        self.engine = engine
+        self.on_event: dict[str, list[Definition]] = {}
+        for d in engine.defs.values():
+            trigger = d.workflow.trigger
+            if trigger.kind == "event":
+                self.on_event.setdefault(engine.registry.event_name(trigger.payload_type), []).append(d)
+
+    def consume(self) -> tuple[int, int]:
+        """Start event-triggered runs and wake event waits, in event order: the number
+        of runs started and of runs resumed."""
+        started = resumed = 0
+        engine = self.engine
+        while True:
+            with engine.sessions() as session, session.begin():
+                cursor = session.execute(
+                    select(consumers.c.position).where(consumers.c.name == EVENT_CURSOR).with_for_update()
+                ).scalar_one_or_none()
+                if cursor is None:  # the first pass ever; another worker's may race it
+                    session.execute(engine.new_consumer, {"name": EVENT_CURSOR, "position": 0, "tick": None})
+                    continue
+                resumed += self._arm_waits(session, cursor)
+                batch = read_after(session, cursor, limit=200)
+                for event in batch:
+                    started += self._start_runs(session, event)
+                    resumed += self._match(session, event, armed_only=True)
+                if not batch:
+                    return started, resumed
+                session.execute(
+                    update(consumers).where(consumers.c.name == EVENT_CURSOR).values(position=batch[-1].position)
+                )
+
+    def _start_runs(self, session: Session, event: StoredEvent) -> int:
+        started = 0
+        for d in self.on_event.get(event.type, []):
+            try:
+                payload = self.engine.converter.structure(event.payload, d.workflow.trigger.payload_type)
+            except Exception:  # one unreadable event must not stop the feed for all
+                logger.exception(
+                    "workflow %s: event %s does not fit %s; no run started",
+                    d.name,
+                    event.event_id,
+                    d.workflow.trigger.payload_type.__name__,
+                )
+                continue
+            user = User(id=event.user_id or uuid.UUID(int=0), tenant_id=event.tenant_id)
+            if self.engine.create(session, d, payload, user, f"event:{event.event_id}"):
+                started += 1
+        return started
+
+    def _arm_waits(self, session: Session, cursor: int) -> int:
+        """A wait committed after the feed passed its first events looks back once."""
+        resumed = 0
+        waits = session.execute(select(workflow_waits).where(workflow_waits.c.armed.is_(False))).all()
+        for wait in waits:
+            missed = session.execute(
+                select(events)
+                .where(
+                    events.c.type == wait.event_type,
+                    events.c.tenant_id == wait.tenant_id,
+                    events.c.position > wait.after_position,
+                    events.c.position <= cursor,
+                )
+                .order_by(events.c.position)
+            ).all()
+            for row in missed:
+                if self._match(session, StoredEvent(**row._mapping), only_run=wait.run_id):
+                    resumed += 1
+                    break
+            session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
+        return resumed
+
+    def _match(
+        self, session: Session, event: StoredEvent, *, armed_only: bool = False, only_run: uuid.UUID | None = None
+    ) -> int:
+        """Resume the runs waiting for ``event``: how many."""
+        engine = self.engine
+        # Only events of the run's tenant (DESIGN §6), appended after the run reached its
+        # wait (§8): an event the feed has not read yet when the wait was stored may be older.
+        stmt = select(workflow_waits).where(
+            workflow_waits.c.event_type == event.type,
+            workflow_waits.c.tenant_id == event.tenant_id,
+            workflow_waits.c.after_position < event.position,
+        )
+        if armed_only:
+            stmt = stmt.where(workflow_waits.c.armed.is_(True))
+        if only_run is not None:
+            stmt = stmt.where(workflow_waits.c.run_id == only_run)
+        waits = session.execute(stmt).all()
+        matched = 0
+        keys: dict[tuple[str, str], str | None] = {}
+        for wait in waits:
+            group = (wait.workflow, wait.path)
+            if group not in keys:
+                keys[group] = self._event_key(wait.workflow, wait.path, event)
+            if keys[group] is None or keys[group] != wait.key:
+                continue
+            # A run locked by another worker is being resumed by its timeout (the only other
+            # way out of an event wait): the timeout won.  Waiting for that lock instead would
+            # deadlock (that worker deletes this wait row, which this pass may have locked
+            # when arming it) and, once it commits, find the run suspended somewhere else.
+            run = session.execute(
+                select(workflow_runs)
+                .where(workflow_runs.c.run_id == wait.run_id)
+                .with_for_update(skip_locked=engine.postgres)
+            ).first()
+            if run is None or run.status != "suspended" or run.path != wait.path:
+                continue
+            step = engine.defs[wait.workflow].step_at(wait.path)
+            assert isinstance(step, WaitForEvent)
+            value = engine.converter.structure(event.payload, step.event)
+            engine.resume(session, run, value)
+            matched += 1
+        return matched
+
+    def _event_key(self, workflow: str, path: str, event: StoredEvent) -> str | None:
+        d = self.engine.defs.get(workflow)
+        if d is None:
+            return None
+        try:
+            step = d.step_at(path)
+        except (LookupError, ValueError):
+            return None  # the definition changed; the timeout fails the run (workflow_definition_changed)
+        if not isinstance(step, WaitForEvent):
+            return None
+        try:
+            value = self.engine.converter.structure(event.payload, step.event)
+            return event_key(self.engine.codec, step.event_key(value))
+        except Exception:
+            logger.exception("workflow %s: event_key of step %s failed for event %s", workflow, path, event.event_id)
+            return None
