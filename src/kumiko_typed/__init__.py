@@ -4,29 +4,34 @@ Build a pipeline from a :class:`Feature`, end it with ``return_``, register it a
 write handler and dispatch it through an :class:`App`.  See the README.
 """
 
+from importlib.metadata import PackageNotFoundError, version
+
 from ._app import App
 from ._builders import Pipeline, SubPipeline, WorkflowPipeline, WorkflowSubPipeline
 from ._ctx import Command, Ctx, User
 from ._entity import Entity
-from ._errors import BootError
+from ._errors import BootError, DeliveryError
 from ._feature import Feature, Workflow, WriteHandler
 from ._finished import Finished, WorkflowFinished
 from ._mail import MaildirTransport, MailMessage, MailTransport, SmtpTransport
 from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth
-from ._results import Failure, Ok, WriteResult, fail, ok
+from ._results import HTTP_STATUS, Failure, FailureCode, Ok, WriteResult, fail, ok
 from ._runs import RunInfo
 from ._saved import Saved
 from ._triggers import CronTick, Trigger, cron, manual, on_event
 
 __all__ = [
+    "HTTP_STATUS",
     "App",
     "Auth",
     "BootError",
     "Command",
     "CronTick",
     "Ctx",
+    "DeliveryError",
     "Entity",
     "Failure",
+    "FailureCode",
     "Feature",
     "Finished",
     "MailMessage",
@@ -57,4 +62,7 @@ __all__ = [
     "on_event",
 ]
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("kumiko-typed")
+except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = "0+unknown"

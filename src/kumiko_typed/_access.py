@@ -11,9 +11,7 @@ carries no mapper, so no criteria would be added: such a select is refused
 
 from __future__ import annotations
 
-import uuid
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import BindParameter, ColumnClause, Select, TableClause, bindparam, event
@@ -30,7 +28,7 @@ from ._tables import metadata
 if TYPE_CHECKING:
     from ._feature import WriteHandler
 
-__all__ = ["TENANT_KEY", "as_tenant", "deny", "install_tenant_filter", "refuse_unscoped", "wrong_payload"]
+__all__ = ["TENANT_KEY", "deny", "install_tenant_filter", "refuse_unscoped", "wrong_payload"]
 
 #: ``session.info`` key holding the tenant every ORM read is filtered to.
 TENANT_KEY = "kumiko_tenant"
@@ -74,18 +72,6 @@ def _tenant_filter(state: ORMExecuteState) -> None:
     refuse_unscoped(state.statement)
     state.statement = state.statement.options(_TENANT_CRITERIA)
     state.parameters = {**(params or {}), _TENANT_PARAM: tenant}
-
-
-@contextmanager
-def as_tenant(session: Session, tenant_id: uuid.UUID) -> Iterator[None]:
-    """Filter the session's reads to ``tenant_id`` inside the block (a nested call or a
-    workflow segment may run as another tenant than its surroundings)."""
-    previous = session.info.get(TENANT_KEY)
-    session.info[TENANT_KEY] = tenant_id
-    try:
-        yield
-    finally:
-        session.info[TENANT_KEY] = previous
 
 
 def install_tenant_filter(factory: sessionmaker[Session]) -> None:

@@ -68,7 +68,27 @@ class App:
     """An application: features, a database, a clock.
 
     Building it runs the boot validation (the same rules the mypy plugin checks) and
-    raises one :class:`BootError` listing every problem.
+    raises one :class:`BootError` listing every problem.  It connects lazily: call
+    :meth:`create_all` (or migrate) before the first dispatch.
+
+    Parameters:
+        features: the features of the application; names of features and handlers are
+            unique across them.
+        database_url: a SQLAlchemy URL: ``sqlite:///file`` (embedded, the default) or
+            ``postgresql+psycopg://...`` (many workers on many hosts).
+        clock: returns the current time (timezone-aware); steps see it as ``c.now``,
+            workflow timers and outbox backoffs use it.  Default: the system's UTC time.
+            Tests pass ``kumiko_typed.testing.FakeClock``.
+        mail: the transport that delivers ``send_mail`` rows (any
+            :class:`MailTransport`).  Default: a :class:`MaildirTransport` in ``./kumiko-mail``.
+        secrets: resolves a secret reference (``bearer("ref")``) to its value at delivery
+            time; never stored.  Default: the environment variable ``KUMIKO_SECRET_<REF>``.
+        http: the ``httpx.Client`` that delivers webhooks.  Default: one the App makes
+            (10 s timeout, no redirects) and closes in :meth:`dispose`.
+        value_types: further attrs classes that workflow state may hold (payload, event
+            and entity classes, and the classes their fields name, are known already).
+        idempotency_retention: how long a dispatch's ``idempotency_key`` answers repeats
+            with the stored first result (default one day).
     """
 
     def __init__(

@@ -19,6 +19,8 @@ from ._app import App
 from ._errors import BootError
 from ._graph import Format, render
 
+__all__ = ["URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
+
 URL_HELP = "Database URL to use instead of the app's (also KUMIKO_DATABASE_URL)."
 
 

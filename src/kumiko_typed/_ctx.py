@@ -14,6 +14,8 @@ if TYPE_CHECKING:
 
     from ._runs import RunInfo
 
+__all__ = ["AnyCtx", "Command", "Ctx", "User"]
+
 P = TypeVar("P", covariant=True)
 S = TypeVar("S", covariant=True)
 Sc = TypeVar("Sc", covariant=True)

@@ -22,13 +22,11 @@ from uuid import UUID
 
 import httpx
 
+from ._errors import DeliveryError
+
+__all__ = ["SecretBook", "SecretResolver", "deliver_webhook", "env_name", "env_secrets"]
+
 SecretResolver = Callable[[str], "str | None"]
-
-
-class DeliveryError(Exception):
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
-        super().__init__(message)
-        self.permanent = permanent
 
 
 def env_name(ref: str) -> str:

@@ -21,6 +21,8 @@ from ._mail import MaildirTransport
 from ._results import Failure, Ok
 from ._tables import events
 
+__all__ = ["run_demo"]
+
 
 def _example() -> tuple[ModuleType, ModuleType]:
     """The flagship example, the repository's ``examples/inventory``: a wheel ships it as

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from datetime import timedelta
 
+__all__ = ["as_timedelta", "parse_duration"]
+
 _DURATION = re.compile(
     r"^P(?:(?P<weeks>\d+(?:\.\d+)?)W)?(?:(?P<days>\d+(?:\.\d+)?)D)?"
     r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"

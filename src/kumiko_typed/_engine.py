@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
+__all__ = ["make_engine"]
+
 
 def make_engine(url: str) -> Engine:
     if url.startswith("sqlite"):

@@ -14,6 +14,8 @@ from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_co
 
 from ._utc import UtcDateTime
 
+__all__ = ["Entity", "default_aggregate_type"]
+
 
 class Entity(MappedAsDataclass, DeclarativeBase, kw_only=True):
     """Base of every aggregate.  ``id``, ``tenant_id``, ``version``, ``created_at`` and

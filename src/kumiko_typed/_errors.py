@@ -1,15 +1,50 @@
-"""Errors raised to the developer (not to the caller of a handler)."""
+"""Every exception class of the library, in one place.
+
+Raised to the developer (never shown to the caller of a handler, who gets a
+``Failure``)::
+
+    Exception
+    ├── BootError              the App's definition has problems (all listed at once)
+    ├── ProgramError           a step asked for what the framework never does; its text is
+    │   │                      the framework's own, so a Failure may quote it
+    │   ├── StepRefused        a wrong argument at run time (an unbounded delete, ...)
+    │   │   └── UnscopedRead   a Core select of an entity's table, around the tenant filter
+    │   └── UnregisteredError  an entity or event class no feature registered (LookupError)
+    ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
+    ├── Unfit                  values a step would store do not fit their columns (ValueError);
+    │                          becomes a validation_error naming the payload fields
+    ├── DeliveryError          an outbox delivery failed (``permanent``: do not retry); what a
+    │                          custom mail transport raises
+    └── _Unwinding             internal: leaves a run through its sub-pipelines, collecting
+        ├── StepCrash          the path — an exception escaped a step (becomes a Failure)
+        └── Suspend            a workflow run stops until a time or an event
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
+    from ._steps import EventWait, Step
 
-class ProgramError(Exception):
-    """A step was asked for something the framework never does (a wrong argument, an
-    unregistered class).  Its message is the framework's own, built from the program's
-    names (classes, columns, step kinds), never from data: a ``Failure`` may show it,
-    where any other exception's text goes to the log only."""
+__all__ = [
+    "BootError",
+    "DeliveryError",
+    "Problem",
+    "ProgramError",
+    "StateError",
+    "StepCrash",
+    "StepRefused",
+    "Suspend",
+    "Unfit",
+    "UnregisteredError",
+    "UnscopedRead",
+]
+
+#: One value that does not fit its column: ``{"path", "message", "column"}``.
+Problem = dict[str, str]
 
 
 class BootError(Exception):
@@ -21,17 +56,83 @@ class BootError(Exception):
         super().__init__(f"{len(self.problems)} problem(s) in the app definition:\n{listing}")
 
 
+class ProgramError(Exception):
+    """A step was asked for something the framework never does (a wrong argument, an
+    unregistered class).  Its message is the framework's own, built from the program's
+    names (classes, columns, step kinds), never from data: a ``Failure`` may show it,
+    where any other exception's text goes to the log only."""
+
+
 class StepRefused(ProgramError, ValueError):
     """A step was asked to do something it never does (an unbounded delete...)."""
-
-
-class UnregisteredError(ProgramError, LookupError):
-    """An entity or event class used by a step that no feature of the App registered."""
 
 
 class UnscopedRead(StepRefused):
     """A select reads an entity's table around the tenant filter."""
 
 
+class UnregisteredError(ProgramError, LookupError):
+    """An entity or event class used by a step that no feature of the App registered."""
+
+
 class StateError(TypeError):
     """A value cannot be stored (or a stored one cannot be read back)."""
+
+
+class Unfit(ValueError):
+    """Values a data step was about to store do not fit their columns; each problem is
+    ``{"path", "message", "column"}``, ``path`` the payload field it came from (``$`` if
+    it came from none)."""
+
+    def __init__(self, problems: list[Problem]) -> None:
+        super().__init__("; ".join(f"{p['column']}: {p['message']}" for p in problems))
+        self.problems = problems
+
+
+class DeliveryError(Exception):
+    """An outbox delivery failed.  The row is tried again after its backoff, unless the
+    error is ``permanent`` (it is then ``dead`` at once).  The message is stored with the
+    row, secret values redacted."""
+
+    def __init__(self, message: str, *, permanent: bool = False) -> None:
+        super().__init__(message)
+        self.permanent = permanent
+
+
+class _Unwinding(Exception):
+    """An exception that leaves a run through its sub-pipelines: each level it passes
+    prepends its part of the path (``path`` is relative to where it is caught)."""
+
+    path: list[str]
+
+
+class StepCrash(_Unwinding):
+    """An exception escaped a step; ``path`` grows as it unwinds through sub-pipelines."""
+
+    def __init__(self, path: list[str], step: Step, cause: BaseException) -> None:
+        super().__init__(str(cause))
+        self.path = path
+        self.step = step
+        self.cause = cause
+
+    def where(self) -> str:
+        return f"{'/'.join(self.path)} {self.step.describe()}"
+
+
+class Suspend(_Unwinding):
+    """A workflow run stops here until ``wake_at`` (for an event wait, or a matching
+    event: ``wait``).  Loops and retries it unwinds through attach what resuming them
+    needs, keyed by how much of the path was theirs (see :meth:`records`)."""
+
+    def __init__(self, path: list[str], wake_at: datetime, wait: EventWait | None = None) -> None:
+        super().__init__("suspended")
+        self.path = path
+        self.wake_at = wake_at
+        self.wait = wait
+        self.loops: list[tuple[int, dict[str, Any]]] = []
+        self.retries: list[tuple[int, dict[str, Any]]] = []
+
+    def records(self, attached: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
+        """``attached`` keyed by the stored path of the step that attached each one
+        (the record was attached when ``suffix`` parts of the path were below it)."""
+        return {"/".join(self.path[: len(self.path) - suffix]): record for suffix, record in attached}

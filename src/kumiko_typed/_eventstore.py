@@ -26,6 +26,16 @@ from sqlalchemy.orm import Session
 from ._notify import CHANNEL
 from ._tables import events
 
+__all__ = [
+    "APPEND_LOCK",
+    "StoredEvent",
+    "append",
+    "last_position",
+    "loaded_under_lock",
+    "lock_append_order",
+    "read_after",
+]
+
 #: The advisory lock key of the append order ("kumiko" in ASCII).
 APPEND_LOCK: Final = 0x6B756D696B6F
 #: Also queues the NOTIFY that wakes listening workers when the transaction commits
@@ -135,11 +145,6 @@ def last_position(session: Session) -> int:
     has a higher one — a cut no concurrent commit can slip under."""
     position: int = session.execute(_LAST_POSITION).scalar_one()
     return position
-
-
-def read_stream(session: Session, stream_id: uuid.UUID) -> Sequence[StoredEvent]:
-    rows = session.execute(select(events).where(events.c.stream_id == stream_id).order_by(events.c.stream_version))
-    return [StoredEvent(**row._mapping) for row in rows]
 
 
 def read_after(session: Session, position: int, limit: int = 1000) -> Sequence[StoredEvent]:

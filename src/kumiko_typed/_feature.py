@@ -18,6 +18,8 @@ from ._triggers import Trigger
 if TYPE_CHECKING:
     from sqlalchemy import Table
 
+__all__ = ["Feature", "Workflow", "WriteHandler"]
+
 # Without requires= (or without the plugin to read it) a feature declares nothing.
 C = DefaultTypeVar("C", bound=str, covariant=True, default=Never)
 P = TypeVar("P")
@@ -115,9 +117,7 @@ class Feature(Generic[C]):
             self.events[cls] = name or default_aggregate_type(cls)
         return cls
 
-    def projector(
-        self, entity: type[E], event: type[V]
-    ) -> Callable[[Callable[[E, V], None]], Callable[[E, V], None]]:
+    def projector(self, entity: type[E], event: type[V]) -> Callable[[Callable[[E, V], None]], Callable[[E, V], None]]:
         """Decorate ``fn(row, event)``: it updates the aggregate's row whenever ``event``
         is appended to it, in the same transaction."""
 

@@ -28,6 +28,8 @@ from ._results import Failure, Ok, fail
 from ._serialization import Codec, StateError
 from ._tables import idempotency_keys as keys
 
+__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "fingerprint", "key_problem"]
+
 #: Failures that say nothing about the request itself: a retry may well succeed.
 NOT_STORED: Final = frozenset({"internal_error", "unavailable"})
 MAX_KEY_LENGTH: Final = 255

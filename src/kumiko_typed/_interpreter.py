@@ -26,9 +26,8 @@ from sqlalchemy.exc import DataError, DBAPIError
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, Ctx, User
-from ._errors import ProgramError
+from ._errors import ProgramError, Unfit
 from ._eventstore import lock_append_order
-from ._limits import Unfit
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block

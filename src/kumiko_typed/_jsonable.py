@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
+__all__ = ["jsonable"]
+
 
 def jsonable(value: Any) -> Any:
     if value is None or isinstance(value, (bool, int, float, str)):

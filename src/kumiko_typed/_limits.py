@@ -19,6 +19,20 @@ import attrs
 from sqlalchemy import JSON, BigInteger, Boolean, Column, Enum, Float, Integer, Numeric, SmallInteger, String
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from ._errors import Problem, Unfit
+
+__all__ = [
+    "MAX_DEPTH",
+    "Check",
+    "check_of",
+    "json_problems",
+    "refuse",
+    "source_path",
+    "text_problem",
+    "unfit_json",
+    "unfit_values",
+]
+
 #: Deepest nesting of arrays and objects accepted in a payload or a stored JSON value:
 #: far beyond any sensible document, far below Python's recursion limit.
 MAX_DEPTH: Final = 64
@@ -26,17 +40,6 @@ MAX_DEPTH: Final = 64
 _MAX_PROBLEMS: Final = 20
 
 Check = Callable[[object], "str | None"]
-Problem = dict[str, str]
-
-
-class Unfit(ValueError):
-    """Values a data step was about to store do not fit their columns; each problem is
-    ``{"path", "message", "column"}``, ``path`` the payload field it came from (``$`` if
-    it came from none)."""
-
-    def __init__(self, problems: list[Problem]) -> None:
-        super().__init__("; ".join(f"{p['column']}: {p['message']}" for p in problems))
-        self.problems = problems
 
 
 # --- single values -----------------------------------------------------------------

@@ -19,7 +19,17 @@ from uuid import UUID
 
 import attrs
 
-from ._delivery import DeliveryError
+from ._errors import DeliveryError
+
+__all__ = [
+    "DEFAULT_SENDER",
+    "MailMessage",
+    "MailTransport",
+    "MaildirTransport",
+    "SecretLookup",
+    "SmtpTransport",
+    "to_email",
+]
 
 #: Looks a secret reference up (raises when it is not set); what ``send`` gets as ``secrets``.
 SecretLookup = Callable[[str], str]

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
+__all__ = ["AddScope", "AddStep", "Branch", "Loop", "NoScope", "NoSteps", "Retry", "SomeSteps"]
+
 S = TypeVar("S", covariant=True)
 S1 = TypeVar("S1", covariant=True)
 S2 = TypeVar("S2", covariant=True)

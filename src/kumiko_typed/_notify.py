@@ -16,6 +16,8 @@ from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
 
+__all__ = ["CHANNEL", "Listener", "notify"]
+
 CHANNEL = "kumiko_typed"
 logger = logging.getLogger("kumiko_typed")
 

@@ -24,7 +24,8 @@ import attrs
 from sqlalchemy import Row, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._delivery import DeliveryError, SecretBook, SecretResolver, deliver_webhook
+from ._delivery import SecretBook, SecretResolver, deliver_webhook
+from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
 from ._poison import storable_text

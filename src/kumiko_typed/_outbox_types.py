@@ -14,6 +14,8 @@ from uuid import UUID
 
 import attrs
 
+__all__ = ["Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "target_of"]
+
 
 @attrs.frozen
 class Auth:

@@ -1,40 +1,16 @@
-"""Poison-row isolation for the worker: one row whose values the database refuses (or
-that cannot be processed at all) is set aside with the reason, and the pass goes on.
+"""What the database refused, told safely: the reason for a refused row (never its SQL,
+parameters or data) and text made storable, so that recording an error cannot fail.
 
-A worker pass works through many rows in one transaction.  An error while writing one
-of them would abort that transaction and, raised, stop the pass; the next pass would
-meet the same row first and stop again, for ever.  So the work on one row runs in a
-savepoint: an error rolls back that row's work only and is returned to the caller,
-which records it on the row (a failed run, a dead outbox row).  Errors that say
-nothing about the row — a lost connection, a deadlock — are raised: the pass is then
-tried again as a whole.
+A worker pass works through many rows in one transaction; each row's work runs in a
+savepoint (a workflow segment through ``run_in_scope``, an outbox delivery's record),
+so one row the database refuses is set aside with this reason and the pass goes on.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
+from sqlalchemy.exc import StatementError
 
-from sqlalchemy.exc import DBAPIError, StatementError
-from sqlalchemy.orm import Session
-
-from ._transient import transient
-
-T = TypeVar("T")
-
-
-def isolated(session: Session, work: Callable[[], T]) -> T | Exception:
-    """``work()`` in a savepoint: its result, or the error it raised (its writes undone)."""
-    savepoint = session.begin_nested()
-    try:
-        result = work()
-    except Exception as exc:
-        savepoint.rollback()
-        if isinstance(exc, DBAPIError) and transient(exc):
-            raise
-        return exc
-    savepoint.commit()
-    return result
+__all__ = ["refusal", "storable_text"]
 
 
 def refusal(exc: Exception) -> str:

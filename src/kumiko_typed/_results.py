@@ -7,15 +7,32 @@ transaction back while the caller still gets a structured answer.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Final, Generic, TypeVar
+from typing import Final, Generic, Literal, TypeVar
 
 import attrs
 
 D = TypeVar("D", covariant=True)
 T = TypeVar("T")
 
-#: Known failure codes and the HTTP status a web layer should answer with.
-HTTP_STATUS: Final[Mapping[str, int]] = {
+__all__ = ["HTTP_STATUS", "Details", "Failure", "FailureCode", "Ok", "WriteResult", "fail", "ok"]
+
+#: Every failure code the framework itself produces (an application may add its own).
+FailureCode = Literal[
+    "validation_error",
+    "access_denied",
+    "not_found",
+    "version_conflict",
+    "unique_violation",
+    "idempotency_conflict",
+    "unprocessable",
+    "unstorable_state",
+    "workflow_definition_changed",
+    "internal_error",
+    "unavailable",
+]
+
+#: The framework's failure codes and the HTTP status a web layer should answer with.
+HTTP_STATUS: Final[Mapping[FailureCode, int]] = {
     "validation_error": 400,
     "access_denied": 403,
     "not_found": 404,
@@ -31,6 +48,10 @@ HTTP_STATUS: Final[Mapping[str, int]] = {
     "internal_error": 500,
     "unavailable": 503,
 }
+
+
+#: The same, looked up by any text (an application's own code is no ``FailureCode``).
+_STATUS_OF: Final[Mapping[str, int]] = {code: status for code, status in HTTP_STATUS.items()}
 
 Details = Sequence[Mapping[str, object]] | Mapping[str, object] | None
 
@@ -53,7 +74,7 @@ class Failure:
     @property
     def http_status(self) -> int:
         """The HTTP status for ``code``; an application-specific code maps to 422."""
-        return HTTP_STATUS.get(self.code, 422)
+        return _STATUS_OF.get(self.code, 422)
 
 
 WriteResult = Ok[T] | Failure

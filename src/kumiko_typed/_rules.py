@@ -12,6 +12,46 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Final, Literal
 
+__all__ = [
+    "BUILDERS",
+    "BUILDER_RULES",
+    "CODE_ASYNC_RESOLVER",
+    "CODE_DUPLICATE_STEP",
+    "CODE_FOREIGN_PIPELINE",
+    "CODE_NO_RETURN",
+    "CODE_OPTIMISTIC_LOCK",
+    "CODE_RETURN_IN_SUBPIPELINE",
+    "CODE_STEP_NAME",
+    "CODE_TIER",
+    "CODE_TRIGGER_PAYLOAD",
+    "CODE_UNANALYZABLE",
+    "CODE_WORKFLOW_ONLY",
+    "ERROR_CODES",
+    "FRAMEWORK_COLUMNS",
+    "RETRY_BODY_BUILDER",
+    "RULES_BY_KIND",
+    "STEP_RULES",
+    "TIER2_KINDS",
+    "BuilderRule",
+    "KeyShape",
+    "StepRule",
+    "Tier",
+    "allows",
+    "msg_async_resolver",
+    "msg_duplicate_step",
+    "msg_empty_step_name",
+    "msg_foreign_pipeline",
+    "msg_no_return",
+    "msg_optimistic_lock",
+    "msg_return_in_subpipeline",
+    "msg_step_name",
+    "msg_tier",
+    "msg_trigger_payload",
+    "msg_unknown_capability",
+    "msg_unknown_step",
+    "msg_workflow_only",
+]
+
 Tier = Literal[1, 2, 3]
 
 #: How a step contributes to ``c.steps``.
@@ -58,7 +98,6 @@ STEP_RULES: Final[tuple[StepRule, ...]] = (
 )
 
 RULES_BY_KIND: Final[dict[str, StepRule]] = {r.kind: r for r in STEP_RULES}
-RULES_BY_METHOD: Final[dict[str, StepRule]] = {r.method: r for r in STEP_RULES}
 TIER2_KINDS: Final[frozenset[str]] = frozenset(r.kind for r in STEP_RULES if r.tier == 2)
 
 

@@ -9,6 +9,8 @@ from uuid import UUID
 
 import attrs
 
+__all__ = ["RunInfo", "RunStatus"]
+
 RunStatus = Literal["running", "suspended", "completed", "failed"]
 
 

@@ -8,6 +8,8 @@ from uuid import UUID
 
 import attrs
 
+__all__ = ["Saved"]
+
 E = TypeVar("E", covariant=True)
 
 

@@ -30,6 +30,8 @@ from cattrs.errors import (
 
 from ._limits import json_problems
 
+__all__ = ["Detail", "Hook", "make_converter", "structure", "unstructure"]
+
 T = TypeVar("T")
 Detail = dict[str, str]
 

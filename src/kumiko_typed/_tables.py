@@ -23,6 +23,19 @@ from ._entity import Entity
 from ._errors import StepRefused
 from ._utc import UtcDateTime
 
+__all__ = [
+    "Json",
+    "Position",
+    "consumers",
+    "events",
+    "idempotency_keys",
+    "metadata",
+    "outbox",
+    "table_of",
+    "workflow_runs",
+    "workflow_waits",
+]
+
 metadata = Entity.metadata
 
 # SQLite autoincrements only an INTEGER PRIMARY KEY (the rowid).

@@ -8,6 +8,8 @@ from typing import Final
 
 from sqlalchemy.exc import DBAPIError
 
+__all__ = ["transient"]
+
 #: PostgreSQL aborted the transaction so that another could go on (serialization
 #: failure, deadlock detected) or gave up waiting for a lock (lock_timeout).  Retrying
 #: is the documented remedy.

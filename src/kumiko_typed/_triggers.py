@@ -7,6 +7,8 @@ from typing import Generic, Literal, TypeVar
 
 import attrs
 
+__all__ = ["CronTick", "Trigger", "cron", "manual", "on_event"]
+
 P = TypeVar("P")
 E = TypeVar("E")
 

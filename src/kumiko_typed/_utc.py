@@ -9,6 +9,8 @@ from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
+__all__ = ["UtcDateTime"]
+
 
 class UtcDateTime(TypeDecorator[datetime]):
     """``DateTime(timezone=True)`` that means the same on every database.

@@ -10,18 +10,17 @@ sub-pipeline they enter — ``3/on_true/1`` (second step of the true arm of step
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from datetime import datetime
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import attrs
 
+from .._errors import StepCrash, Suspend
 from .._results import Failure, Ok
 from .._rules import BUILDERS, RETRY_BODY_BUILDER
 
 if TYPE_CHECKING:
     from .._interpreter import Run
     from ._block import Block
-    from .workflow import EventWait
 
 __all__ = [
     "Fn",
@@ -81,45 +80,6 @@ class Resume:
 
     def enter(self, count: int = 1) -> Resume:
         return Resume(self.path, self.at + count)
-
-
-class _Unwinding(Exception):
-    """An exception that leaves a run through its sub-pipelines: each level it passes
-    prepends its part of the path (``path`` is relative to where it is caught)."""
-
-    path: list[str]
-
-
-class StepCrash(_Unwinding):
-    """An exception escaped a step; ``path`` grows as it unwinds through sub-pipelines."""
-
-    def __init__(self, path: list[str], step: Step, cause: BaseException) -> None:
-        super().__init__(str(cause))
-        self.path = path
-        self.step = step
-        self.cause = cause
-
-    def where(self) -> str:
-        return f"{'/'.join(self.path)} {self.step.describe()}"
-
-
-class Suspend(_Unwinding):
-    """A workflow run stops here until ``wake_at`` (for an event wait, or a matching
-    event: ``wait``).  Loops and retries it unwinds through attach what resuming them
-    needs, keyed by how much of the path was theirs (see :meth:`records`)."""
-
-    def __init__(self, path: list[str], wake_at: datetime, wait: EventWait | None = None) -> None:
-        super().__init__("suspended")
-        self.path = path
-        self.wake_at = wake_at
-        self.wait = wait
-        self.loops: list[tuple[int, dict[str, Any]]] = []
-        self.retries: list[tuple[int, dict[str, Any]]] = []
-
-    def records(self, attached: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
-        """``attached`` keyed by the stored path of the step that attached each one
-        (the record was attached when ``suffix`` parts of the path were below it)."""
-        return {"/".join(self.path[: len(self.path) - suffix]): record for suffix, record in attached}
 
 
 def resolve(value: object, run: Run) -> Any:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+__all__ = ["DEFAULT_START", "FakeClock"]
+
 #: Where a FakeClock starts unless told otherwise: a fixed, aware moment (a Monday).
 DEFAULT_START = datetime(2024, 1, 1, 9, 0, tzinfo=UTC)
 

@@ -6,6 +6,8 @@ import threading
 
 from .._mail import MailMessage, SecretLookup
 
+__all__ = ["MemoryMail"]
+
 
 class MemoryMail:
     """``App(mail=MemoryMail())``: each delivery appends the typed :class:`MailMessage` to

@@ -10,6 +10,8 @@ from typing_extensions import Unpack
 from .._app import App, AppSettings
 from .._feature import Feature
 
+__all__ = ["AppFactory"]
+
 
 class AppFactory(Protocol):
     """What the plugin's ``kumiko_*_app`` fixtures give: ``factory([feature], clock=...)`` builds
