@@ -131,16 +131,7 @@ def make_interpreted() -> Callable[[object], Any]:
     registry = Registry([feature], make_converter())
 
     def interpreted(payload: object) -> Any:
-        run = start_run(
-            finished,
-            registry=registry,
-            handler=handler,
-            payload=payload,
-            user=user,
-            session=session,
-            now=now,
-            correlation_id=correlation_id,
-        )
+        run = start_run(finished, session, registry, (handler, payload, user, now, correlation_id))
         return run_block(finished.block, run)
 
     return interpreted

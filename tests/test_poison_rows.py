@@ -370,10 +370,10 @@ def test_a_bug_outside_the_steps_fails_only_that_run(
     lucky = app.start_workflow(flows[1], Start(uuid.uuid4()), user=user)
     real_start_run = workflows_module.start_run
 
-    def start_run(program: Any, **kwargs: Any) -> Any:
-        if kwargs["handler"] == "wfp:unlucky":
+    def start_run(program: Any, *args: Any, **kwargs: Any) -> Any:
+        if args[2][0] == "wfp:unlucky":  # the call's handler (workflow) name
             raise RuntimeError("a bug")
-        return real_start_run(program, **kwargs)
+        return real_start_run(program, *args, **kwargs)
 
     monkeypatch.setattr(workflows_module, "start_run", start_run)
     clock.advance(minutes=2)

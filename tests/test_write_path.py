@@ -288,7 +288,7 @@ def test_a_writing_dispatch_holds_the_append_lock_from_its_first_read(fresh_post
 def test_a_writing_workflow_segment_holds_the_append_lock_from_its_first_read(
     fresh_postgres_url: str, admin: User
 ) -> None:
-    """A workflow segment gets a dispatch's isolation (``start_run`` takes the lock for
+    """A workflow segment gets a dispatch's isolation (``run_in_scope`` takes the lock for
     both): a writer racing its read waits for its commit, instead of changing the row
     between the segment's read and its write."""
     f = _feature()

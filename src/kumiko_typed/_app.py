@@ -303,16 +303,8 @@ class App:
         with self._sessions() as session:
             try:
                 now = self.clock()
-                run = start_run(
-                    handler.pipeline,
-                    registry=self._registry,
-                    handler=handler.name,
-                    payload=payload,
-                    user=user,
-                    session=session,
-                    now=now,
-                    correlation_id=correlation_id or uuid.uuid4(),
-                )
+                call = (handler.name, payload, user, now, correlation_id or uuid.uuid4())
+                run = start_run(handler.pipeline, session, self._registry, call)
                 who = f"handler {handler.name}"
                 if keyed is None:
                     return _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))

@@ -81,11 +81,7 @@ class Run:
         registry: Registry,
         workflow: WorkflowRun | None,
     ) -> None:
-        self.values = values
-        self.scope = scope
-        self.ctx = ctx
-        self.session = session
-        self.registry = registry
+        self.values, self.scope, self.ctx, self.session, self.registry = values, scope, ctx, session, registry
         #: Set for a workflow segment (steps that suspend need it), ``None`` for a handler.
         self.workflow = workflow
         #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
@@ -94,18 +90,16 @@ class Run:
 
 def start_run(
     program: Program[Any, Any],
-    *,
-    registry: Registry,
-    handler: str,
-    payload: object,
-    user: User,
     session: Session,
-    now: datetime,
-    correlation_id: UUID,
+    registry: Registry,
+    call: tuple[str, object, User, datetime, UUID],
+    *,
     info: RunInfo | None = None,
     workflow: WorkflowRun | None = None,
 ) -> Run:
-    """A fresh run of ``program`` (values, scope, ``Ctx``); :func:`run_in_scope` runs it."""
+    """A fresh run of ``program`` (values, scope, ``Ctx``); :func:`run_in_scope` runs it.
+    ``call`` is (handler or workflow name, payload, user, now, correlation id)."""
+    handler, payload, user, now, correlation_id = call
     values: dict[str, object] = dict(program.initial_values)
     scope: dict[str, object] = {}
     steps, scope_view = MappingProxyType(values), MappingProxyType(scope)

@@ -254,18 +254,8 @@ class WorkflowEngine:
             if not isinstance(state.get("retries", {}), Mapping):
                 raise TypeError("the stored retry records are not a mapping")
             segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
-            run = start_run(
-                d.program,
-                registry=self.registry,
-                handler=d.name,
-                payload=payload,
-                user=user,
-                session=session,
-                now=self.clock(),
-                correlation_id=run_id,
-                info=info,
-                workflow=segment,
-            )
+            call = (d.name, payload, user, self.clock(), run_id)
+            run = start_run(d.program, session, self.registry, call, info=info, workflow=segment)
             if "values" in state:
                 run.values.update(self.codec.decode(state["values"]))
                 run.scope.update(self.codec.decode(state["scope"]))

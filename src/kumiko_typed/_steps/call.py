@@ -36,16 +36,8 @@ class CallFeature(NamedStep):
         refused = deny(handler, user) or wrong_payload(handler, payload)
         if refused is not None:
             return refused
-        nested = _interpreter.start_run(
-            handler.pipeline,
-            registry=run.registry,
-            handler=handler.name,
-            payload=payload,
-            user=user,
-            session=run.session,
-            now=ctx.now,
-            correlation_id=ctx.event.correlation_id,
-        )
+        call = (handler.name, payload, user, ctx.now, ctx.event.correlation_id)
+        nested = _interpreter.start_run(handler.pipeline, run.session, run.registry, call)
         result = _interpreter.run_in_scope(handler.pipeline, nested, who=f"handler {handler.name}", nested=True)
         if isinstance(result, Failure):
             return result

@@ -35,7 +35,19 @@ class SendMail(Step):
     sender: object
 
     def execute(self, run: Run) -> Result:
-        _send_mail(self, run)
+        to = resolve(self.to, run)
+        recipients = [to] if isinstance(to, str) else [str(t) for t in to]
+        if not recipients or not all(recipients):
+            raise StepRefused("send_mail needs at least one recipient in to=")
+        message: dict[str, object] = {
+            "to": recipients,
+            "subject": str(resolve(self.subject, run)),
+            "body": str(resolve(self.body, run)),
+        }
+        sender = None if self.sender is None else resolve(self.sender, run)
+        if sender is not None:  # absent (or resolved to None), the transport's default applies
+            message["sender"] = str(sender)
+        _enqueue(run, "mail", message, DEFAULT_POLICY)
         return None
 
 
@@ -50,7 +62,20 @@ class SendWebhook(Step):
     retry: object
 
     def execute(self, run: Run) -> Result:
-        _send_webhook(self, run)
+        auth = self.auth
+        if auth is not None and not isinstance(auth, Auth):
+            raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
+        policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
+        message = {
+            "url": str(resolve(self.url, run)),
+            "method": self.method.upper(),
+            "headers": dict(resolve(self.headers, run) or {}),
+            "body": self.body(run.ctx) if callable(self.body) else None,
+            "auth": None
+            if auth is None
+            else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
+        }
+        _enqueue(run, "webhook", message, policy)
         return None
 
 
@@ -76,34 +101,3 @@ def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolic
             correlation_id=ctx.event.correlation_id,
         )
     )
-
-
-def _send_mail(step: SendMail, run: Run) -> None:
-    to = resolve(step.to, run)
-    recipients = [to] if isinstance(to, str) else [str(t) for t in to]
-    if not recipients or not all(recipients):
-        raise StepRefused("send_mail needs at least one recipient in to=")
-    message: dict[str, object] = {
-        "to": recipients,
-        "subject": str(resolve(step.subject, run)),
-        "body": str(resolve(step.body, run)),
-    }
-    sender = None if step.sender is None else resolve(step.sender, run)
-    if sender is not None:  # absent (or resolved to None), the transport's default applies
-        message["sender"] = str(sender)
-    _enqueue(run, "mail", message, DEFAULT_POLICY)
-
-
-def _send_webhook(step: SendWebhook, run: Run) -> None:
-    auth = step.auth
-    if auth is not None and not isinstance(auth, Auth):
-        raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
-    policy = step.retry if isinstance(step.retry, RetryPolicy) else DEFAULT_POLICY
-    message = {
-        "url": str(resolve(step.url, run)),
-        "method": step.method.upper(),
-        "headers": dict(resolve(step.headers, run) or {}),
-        "body": step.body(run.ctx) if callable(step.body) else None,
-        "auth": None if auth is None else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
-    }
-    _enqueue(run, "webhook", message, policy)

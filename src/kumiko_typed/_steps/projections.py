@@ -30,7 +30,24 @@ class ProjectionUpsert(Step):
     row: Fn
 
     def execute(self, run: Run) -> Result:
-        _upsert(self, run)
+        table = table_of(self.table)
+        row = dict(self.row(run.ctx))
+        unknown = sorted(set(row) - set(table.c.keys()))
+        if unknown:
+            raise StepRefused(f"row has no column(s) {unknown} in table {table.name}")
+        missing = [c for c in self.on if c not in row]
+        if missing:
+            raise StepRefused(f"row lacks the conflict column(s) {missing} of on={list(self.on)}")
+        updates = [c for c in row if c not in self.on]
+        if not updates:
+            raise StepRefused(f"row sets only the conflict column(s) {list(self.on)}: nothing to update")
+        refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
+        dialect = run.session.get_bind().dialect.name
+        ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+        stmt = ins.values(row).on_conflict_do_update(
+            index_elements=[table.c[c] for c in self.on], set_={c: ins.excluded[c] for c in updates}
+        )
+        run.session.execute(stmt)
         return None
 
 
@@ -41,41 +58,16 @@ class ProjectionDelete(Step):
     where: Fn
 
     def execute(self, run: Run) -> Result:
-        _delete(self, run)
+        table = table_of(self.table)
+        clause = self.where(run.ctx)
+        if not isinstance(clause, ColumnElement) or not _references(clause, table):
+            raise StepRefused(
+                f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
+                "an unbounded delete is refused"
+            )
+        run.session.execute(delete(table).where(clause))
         return None
-
-
-def _upsert(step: ProjectionUpsert, run: Run) -> None:
-    table = table_of(step.table)
-    row = dict(step.row(run.ctx))
-    unknown = sorted(set(row) - set(table.c.keys()))
-    if unknown:
-        raise StepRefused(f"row has no column(s) {unknown} in table {table.name}")
-    missing = [c for c in step.on if c not in row]
-    if missing:
-        raise StepRefused(f"row lacks the conflict column(s) {missing} of on={list(step.on)}")
-    updates = [c for c in row if c not in step.on]
-    if not updates:
-        raise StepRefused(f"row sets only the conflict column(s) {list(step.on)}: nothing to update")
-    refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
-    dialect = run.session.get_bind().dialect.name
-    ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
-    stmt = ins.values(row).on_conflict_do_update(
-        index_elements=[table.c[c] for c in step.on], set_={c: ins.excluded[c] for c in updates}
-    )
-    run.session.execute(stmt)
 
 
 def _references(clause: ColumnElement[Any], table: Table) -> bool:
     return any(getattr(el, "table", None) is table for el in visitors.iterate(clause))
-
-
-def _delete(step: ProjectionDelete, run: Run) -> None:
-    table = table_of(step.table)
-    clause = step.where(run.ctx)
-    if not isinstance(clause, ColumnElement) or not _references(clause, table):
-        raise StepRefused(
-            f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
-            "an unbounded delete is refused"
-        )
-    run.session.execute(delete(table).where(clause))
