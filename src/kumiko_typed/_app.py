@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
@@ -62,6 +63,7 @@ class AppSettings(TypedDict, total=False):
     http: httpx.Client | None
     value_types: Sequence[type[Any]]
     idempotency_retention: timedelta
+    delivery_concurrency: int
 
 
 class App:
@@ -89,6 +91,9 @@ class App:
             and entity classes, and the classes their fields name, are known already).
         idempotency_retention: how long a dispatch's ``idempotency_key`` answers repeats
             with the stored first result (default one day).
+        delivery_concurrency: how many outbox deliveries one worker keeps in flight at
+            once (default 4): the mail transport and the HTTP client are called from that
+            many threads.
     """
 
     def __init__(
@@ -102,10 +107,13 @@ class App:
         http: httpx.Client | None = None,
         value_types: Sequence[type[Any]] = (),
         idempotency_retention: timedelta = timedelta(days=1),
+        delivery_concurrency: int = 4,
     ) -> None:
         problems = validate(features)
         if not (isinstance(idempotency_retention, timedelta) and idempotency_retention > timedelta(0)):
             problems.append(f"idempotency_retention must be a positive timedelta, not {idempotency_retention!r}")
+        if type(delivery_concurrency) is not int or delivery_concurrency < 1:
+            problems.append(f"delivery_concurrency must be a positive int, not {delivery_concurrency!r}")
         if problems:
             raise BootError(problems)
         #: Every constructor argument but the features and the database, exactly as given.
@@ -116,6 +124,7 @@ class App:
             "http": http,
             "value_types": tuple(value_types),
             "idempotency_retention": idempotency_retention,
+            "delivery_concurrency": delivery_concurrency,
         }
         self.features = tuple(features)
         self.database_url = database_url
@@ -125,6 +134,7 @@ class App:
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
         self.secrets: SecretResolver = secrets or env_secrets
         self._http = http
+        self._http_lock = threading.Lock()
         self.engine = make_engine(database_url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         install_tenant_filter(self._sessions)
@@ -142,7 +152,7 @@ class App:
         self._workflow_engine = WorkflowEngine(
             self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
         )
-        deliverer = Deliverer(self.mail, self._http_client, self.secrets)
+        deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency)
         self._worker = Worker(self.engine, self._sessions, self._workflow_engine, deliverer, self.clock)
 
     def __repr__(self) -> str:
@@ -192,9 +202,10 @@ class App:
     def _http_client(self) -> httpx.Client:
         if self._http is not None:
             return self._http
-        if self._own_http is None:
-            self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False)
-        return self._own_http
+        with self._http_lock:  # deliveries run in several threads: make one client
+            if self._own_http is None:
+                self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False)
+            return self._own_http
 
     # --- outbox and workers ---------------------------------------------------------
 

@@ -50,7 +50,9 @@ class MailMessage:
 
 
 class MailTransport(Protocol):
-    """Delivers a mail, or raises.  Positional parameters, so any names fit."""
+    """Delivers a mail, or raises (:class:`DeliveryError`, ``permanent=True`` for a mail
+    that can never go).  Positional parameters, so any names fit.  A worker calls it
+    from up to ``App(delivery_concurrency=...)`` threads at once."""
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None: ...
 

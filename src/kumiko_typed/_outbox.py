@@ -1,6 +1,9 @@
 """The transactional outbox, worker side: workers claim due rows, deliver, and record
 the outcome.  The steps that insert the rows are in :mod:`kumiko_typed._steps.outbox`.
 
+A worker delivers the rows of a batch concurrently, at most ``delivery_concurrency``
+(an App setting) at a time: deliveries wait on their peers, not on this machine.
+
 Claiming: on PostgreSQL a worker locks a small batch with ``FOR UPDATE SKIP LOCKED``
 and keeps the lock while delivering, so any number of workers on any number of
 hosts share the table, and a worker that dies releases its batch at once (its
@@ -16,7 +19,8 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -52,12 +56,16 @@ class PassCounts:
 
 
 class Deliverer:
-    """Delivers one row; knows the transports, the HTTP client and the secrets."""
+    """Delivers rows; knows the transports, the HTTP client, the secrets, and how many
+    deliveries of one batch may be under way at once (``concurrency``)."""
 
-    def __init__(self, mail: MailTransport, http: Callable[[], httpx.Client], secrets: SecretResolver) -> None:
+    def __init__(
+        self, mail: MailTransport, http: Callable[[], httpx.Client], secrets: SecretResolver, concurrency: int = 1
+    ) -> None:
         self.mail = mail
         self.http = http
         self.secrets = SecretBook(secrets)
+        self.concurrency = concurrency
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
@@ -120,6 +128,20 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
     return None
 
 
+def _attempts(deliverer: Deliverer, rows: Sequence[Row[Any]]) -> Iterator[tuple[Row[Any], DeliveryError | None]]:
+    """Deliver ``rows``, at most ``deliverer.concurrency`` at a time: each row with its
+    outcome, as the deliveries finish.  The work is waiting on peers (HTTP, SMTP), so a
+    few threads let one worker keep several deliveries in flight."""
+    width = min(deliverer.concurrency, len(rows))
+    if width <= 1:
+        yield from ((row, _attempt(deliverer, row)) for row in rows)
+        return
+    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") as pool:
+        futures = {pool.submit(_attempt, deliverer, row): row for row in rows}
+        for future in as_completed(futures):
+            yield futures[future], future.result()  # _attempt turns every error into its value
+
+
 def _count(counts: PassCounts, change: Mapping[str, Any]) -> None:
     status = change.get("status")
     if status == "sent":
@@ -149,16 +171,16 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
             rows = session.execute(stmt.with_for_update(skip_locked=True) if postgres else stmt).all()
             if not rows:
                 return counts
-            if postgres:
-                for row in rows:
-                    change = _settled(row, _attempt(deliverer, row), clock())
+            if postgres:  # the rows stay locked (SKIP LOCKED) until their outcomes commit
+                for row, error in _attempts(deliverer, rows):
+                    change = _settled(row, error, clock())
                     session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
                     _count(counts, change)
                 continue
             ids = [row.id for row in rows]
             session.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
-        for row in rows:  # SQLite: deliver outside the write lock, record each outcome
-            change = _settled(row, _attempt(deliverer, row), clock())
+        for row, error in _attempts(deliverer, rows):  # SQLite: outside the write lock, each outcome alone
+            change = _settled(row, error, clock())
             with sessions() as session, session.begin():
                 session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
             _count(counts, change)

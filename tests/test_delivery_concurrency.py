@@ -1,0 +1,81 @@
+"""One worker keeps several deliveries of a batch in flight (``delivery_concurrency``),
+each row still delivered once and recorded with its own outcome — on both databases,
+against a real HTTP peer on 127.0.0.1 that answers slowly."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from datetime import UTC, datetime
+
+import attrs
+import pytest
+from _receiver import Receiver
+
+from kumiko_typed import App, Feature, User, ok
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+@attrs.frozen
+class Hook:
+    url: str
+
+
+f = Feature("conc", requires=["webhook.send"])
+hook = f.write_handler(
+    "hook",
+    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
+)
+
+
+class InFlight:
+    """Counts the requests the peer is answering at the same time."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.now = 0
+        self.most = 0
+
+    def respond(self, index: int, path: str) -> tuple[int, dict[str, str]]:
+        with self.lock:
+            self.now += 1
+            self.most = max(self.most, self.now)
+        time.sleep(0.3)  # a slow peer: long enough for deliveries under way to overlap
+        with self.lock:
+            self.now -= 1
+        return (404, {}) if path.startswith("/missing") else (200, {})
+
+
+def _enqueue(app: App, receiver: Receiver, user: User, paths: list[str]) -> None:
+    for path in paths:
+        assert app.dispatch(hook, Hook(receiver.url(path)), user=user) == ok(None)
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_a_worker_delivers_up_to_its_concurrency_at_once(
+    app_on: Callable[..., App], receiver: Receiver, user: User, width: int
+) -> None:
+    peer = InFlight()
+    receiver.respond = peer.respond
+    app = app_on([f], clock=FakeClock(T0), delivery_concurrency=width)
+    paths = [f"/ok/{i}" for i in range(5)] + ["/missing/1"]
+    _enqueue(app, receiver, user, paths)
+    counts = app.run_worker(once=True)
+    assert counts["sent"] == 5 and counts["retried"] == 1
+    assert peer.most == width  # never more than the bound; with a bound above 1, overlapping
+    assert sorted(r.path for r in receiver.requests) == sorted(paths)  # each row once
+    by_target = {item.target: item for item in app.outbox()}
+    assert {by_target[receiver.url(p)].status for p in paths[:-1]} == {"sent"}
+    missing = by_target[receiver.url("/missing/1")]
+    assert (missing.status, missing.attempts, missing.last_error) == ("pending", 1, "HTTP 404 Not Found")
+
+
+@pytest.mark.parametrize("bad", [0, -1, 1.5, True])
+def test_a_delivery_concurrency_below_one_is_a_boot_error(bad: object) -> None:
+    from kumiko_typed import BootError
+
+    with pytest.raises(BootError, match="delivery_concurrency must be a positive int"):
+        App([f], database_url="sqlite://", delivery_concurrency=bad)  # type: ignore[arg-type]
