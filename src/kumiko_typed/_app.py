@@ -307,6 +307,29 @@ class App:
         correlation_id: uuid.UUID | None,
         idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
+        result = self._execute(handler, payload, user, correlation_id, idempotency_key)
+        if isinstance(result, Failure):  # a structured record for log pipelines; the message is safe
+            logger.info(
+                "handler %s: %s: %s",
+                handler.name,
+                result.code,
+                result.message,
+                extra={
+                    "kumiko_handler": handler.name,
+                    "kumiko_code": result.code,
+                    "kumiko_tenant": str(user.tenant_id),
+                },
+            )
+        return result
+
+    def _execute(
+        self,
+        handler: WriteHandler[Any, Any],
+        payload: object,
+        user: User,
+        correlation_id: uuid.UUID | None,
+        idempotency_key: str | None = None,
+    ) -> Ok[object] | Failure:
         # The callers have looked the handler up, checked the roles and the payload.
         keyed = None if idempotency_key is None else self._keyed(handler, payload, user, idempotency_key)
         if isinstance(keyed, Failure):

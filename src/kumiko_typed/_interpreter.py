@@ -28,6 +28,8 @@ from ._access import TENANT_KEY
 from ._ctx import AnyCtx, Ctx, User
 from ._errors import ProgramError, Unfit
 from ._eventstore import lock_append_order
+from ._observe import Trace, span
+from ._observe import outcome as traced_outcome
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
@@ -70,7 +72,7 @@ class WorkflowRun:
 class Run:
     """The mutable state of one pipeline run; resolvers see it only through ``ctx``."""
 
-    __slots__ = ("ctx", "refused", "registry", "scope", "session", "values", "workflow")
+    __slots__ = ("ctx", "refused", "registry", "scope", "session", "trace", "values", "workflow")
 
     def __init__(
         self,
@@ -86,6 +88,8 @@ class Run:
         self.workflow = workflow
         #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
         self.refused: Failure | None = None
+        #: Per-step spans, while the run's own span is recorded (``_observe``).
+        self.trace: Trace | None = None
 
 
 def start_run(
@@ -115,6 +119,7 @@ def run_in_scope(
     nested: bool,
     resume: Resume | None = None,
     keep: Callable[[Outcome], Failure | None] | None = None,
+    span_name: str = "kumiko.dispatch",
 ) -> Outcome:
     """Run ``program`` in the session's transaction (begun if it is not; ``nested``: in a
     savepoint of it), as the run's user's tenant.
@@ -126,6 +131,30 @@ def run_in_scope(
     which writes what must commit with the work, or refuses it with a ``Failure``); a
     ``Failure`` rolls back.  An exception escaping a step becomes a ``Failure`` naming
     the step; any other exception rolls back and is raised."""
+    ctx = run.ctx
+    attributes = {"kumiko.handler": ctx.event.handler, "kumiko.tenant": str(ctx.user.tenant_id)}
+    if ctx.workflow is not None:
+        attributes |= {"kumiko.workflow.run_id": str(ctx.workflow.run_id), "kumiko.workflow.path": resume_at(resume)}
+    with span(span_name, attributes) as current:
+        if current is not None:
+            run.trace = Trace(attributes)
+        outcome = _in_transaction(program, run, who, nested, resume, keep)
+        traced_outcome(current, outcome)
+    return outcome
+
+
+def resume_at(resume: Resume | None) -> str:
+    return "" if resume is None else str(resume.path)
+
+
+def _in_transaction(
+    program: Program[Any, Any],
+    run: Run,
+    who: str,
+    nested: bool,
+    resume: Resume | None,
+    keep: Callable[[Outcome], Failure | None] | None,
+) -> Outcome:
     session = run.session
     info = session.info
     previous = info.get(TENANT_KEY)

@@ -31,6 +31,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ._delivery import SecretBook, SecretResolver, deliver_webhook
 from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
+from ._observe import failed, span
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
 from ._poison import storable_text
 from ._tables import outbox
@@ -119,13 +120,18 @@ def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
 
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
     """Deliver ``row``; the error to store, with every secret value redacted from it."""
-    try:
-        deliverer.deliver(row)
-    except DeliveryError as exc:
-        return DeliveryError(deliverer.secrets.redact(str(exc)), permanent=exc.permanent)
-    except Exception as exc:  # a transport bug must not kill the worker; record it
-        return DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
-    return None
+    attributes = {"kumiko.outbox.id": str(row.id), "kumiko.outbox.kind": row.kind, "kumiko.tenant": str(row.tenant_id)}
+    with span("kumiko.delivery", attributes) as current:
+        try:
+            deliverer.deliver(row)
+        except DeliveryError as exc:
+            error = DeliveryError(deliverer.secrets.redact(str(exc)), permanent=exc.permanent)
+        except Exception as exc:  # a transport bug must not kill the worker; record it
+            error = DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
+        else:
+            return None
+        failed(current, str(error))
+        return error
 
 
 def _attempts(deliverer: Deliverer, rows: Sequence[Row[Any]]) -> Iterator[tuple[Row[Any], DeliveryError | None]]:
@@ -142,12 +148,20 @@ def _attempts(deliverer: Deliverer, rows: Sequence[Row[Any]]) -> Iterator[tuple[
             yield futures[future], future.result()  # _attempt turns every error into its value
 
 
-def _count(counts: PassCounts, change: Mapping[str, Any]) -> None:
+def _count(counts: PassCounts, row: Row[Any], change: Mapping[str, Any]) -> None:
     status = change.get("status")
     if status == "sent":
         counts.sent += 1
     elif status == "dead":
         counts.dead += 1
+        logger.warning(
+            "outbox row %s (%s) is dead after %s attempt(s): %s",
+            row.id,
+            row.kind,
+            change["attempts"],
+            change["last_error"],
+            extra={"kumiko_outbox_id": str(row.id), "kumiko_kind": row.kind, "kumiko_attempts": change["attempts"]},
+        )
     else:
         counts.retried += 1
 
@@ -175,7 +189,7 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
                 for row, error in _attempts(deliverer, rows):
                     change = _settled(row, error, clock())
                     session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
-                    _count(counts, change)
+                    _count(counts, row, change)
                 continue
             ids = [row.id for row in rows]
             session.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
@@ -183,7 +197,7 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
             change = _settled(row, error, clock())
             with sessions() as session, session.begin():
                 session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
-            _count(counts, change)
+            _count(counts, row, change)
 
 
 def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:

@@ -105,10 +105,14 @@ class Worker:
         started += self._cron.fire()
         resumed = woken + self._workflows.resume_due()
         counts = deliver_due(self._sessions, self._deliverer, self._clock)
-        return {
+        done = {
             "started": started,
             "resumed": resumed,
             "sent": counts.sent,
             "retried": counts.retried,
             "dead": counts.dead,
         }
+        level = logging.INFO if any(done.values()) else logging.DEBUG
+        summary = " ".join(f"{k}={v}" for k, v in done.items())
+        logger.log(level, "worker pass: %s", summary, extra={"kumiko_counts": done})
+        return done

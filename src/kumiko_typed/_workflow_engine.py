@@ -297,7 +297,9 @@ class WorkflowEngine:
                 return Failure("unstorable_state", message)
             return None
 
-        outcome = run_in_scope(d.program, run, who=who, nested=nested, resume=resume, keep=keep)
+        outcome = run_in_scope(
+            d.program, run, who=who, nested=nested, resume=resume, keep=keep, span_name="kumiko.workflow.segment"
+        )
         return failed(outcome.code, outcome.message) if isinstance(outcome, Failure) else None
 
     def isolated_segment(

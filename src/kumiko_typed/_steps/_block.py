@@ -105,15 +105,18 @@ class Block:
 EMPTY: Final = Block(())
 
 
-def run_block(block: Block, run: Run, resume: Resume | None = None) -> Result:
+def run_block(block: Block, run: Run, resume: Resume | None = None, label: str = "") -> Result:
     """Run ``block`` in order; stop at the first step that ends the pipeline.
 
     With ``resume`` (a suspended workflow run), start inside the step it names; the
     steps before it ran in an earlier segment.  A crash or a suspension leaving a step
-    prepends that step's index to its path.
+    prepends that step's index to its path.  ``label`` is the block's part of the path
+    (``on_true``, ``do/#2``), for the spans of a traced run (``_observe``).
     """
     values = run.values
     ctx = run.ctx
+    trace = run.trace
+    outer = None if trace is None or not label else trace.enter(label)
     segment: Segment | None = None
     try:
         segments = block.segments
@@ -129,11 +132,14 @@ def run_block(block: Block, run: Run, resume: Resume | None = None) -> Result:
         for segment in segments:
             runner = segment.runner
             if runner is not None:
-                runner(values, ctx)
+                if trace is None:
+                    runner(values, ctx)
+                else:
+                    trace.computes(segment, run, block.steps)
             step = segment.step
             if step is None:
                 break
-            result = step.execute(run)
+            result = step.execute(run) if trace is None else trace.step(step, segment.step_index, run)
             if result is not None:
                 return result
     except (StepCrash, Suspend) as unwinding:
@@ -142,6 +148,9 @@ def run_block(block: Block, run: Run, resume: Resume | None = None) -> Result:
         raise
     except Exception as exc:
         assert segment is not None
-        i = segment.failed_index(exc)
+        i = trace.failed if trace is not None and trace.failed is not None else segment.failed_index(exc)
         raise StepCrash([str(i)], block.steps[i], exc) from exc
+    finally:
+        if outer is not None:
+            trace.prefix = outer  # type: ignore[union-attr]  # set whenever outer is
     return None

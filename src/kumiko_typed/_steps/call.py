@@ -38,7 +38,9 @@ class CallFeature(NamedStep):
             return refused
         call = (handler.name, payload, user, ctx.now, ctx.event.correlation_id)
         nested = _interpreter.start_run(handler.pipeline, run.session, run.registry, call)
-        result = _interpreter.run_in_scope(handler.pipeline, nested, who=f"handler {handler.name}", nested=True)
+        result = _interpreter.run_in_scope(
+            handler.pipeline, nested, who=f"handler {handler.name}", nested=True, span_name="kumiko.call_feature"
+        )
         if isinstance(result, Failure):
             return result
         assert not isinstance(result, BaseException)  # a handler never suspends

@@ -46,7 +46,7 @@ class Branch(Step):
     @staticmethod
     def _arm(run: Run, arm: str, block: Block, resume: Resume | None) -> Result:
         try:
-            return run_block(block, run, resume)
+            return run_block(block, run, resume, arm)
         except (StepCrash, Suspend) as unwinding:
             unwinding.path.insert(0, arm)
             raise
@@ -90,7 +90,7 @@ class ForEach(Step):
         for n in range(first, len(items)):
             scope[self.item] = items[n]
             try:
-                result = run_block(self.body, run, resume if n == first else None)
+                result = run_block(self.body, run, resume if n == first else None, f"do/#{n}")
             except Suspend as suspend:
                 suspend.path[0:0] = ["do", f"#{n}"]
                 record = {"items": items, "shadows": shadows, "shadowed": shadowed}

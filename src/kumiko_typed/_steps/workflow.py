@@ -5,6 +5,7 @@ where the run stopped and, when it is due, re-enters it through ``resume``."""
 from __future__ import annotations
 
 import json
+import logging
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
@@ -23,6 +24,8 @@ if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
 
 __all__ = ["EventWait", "Retry", "Wait", "WaitForEvent", "event_key"]
+
+logger = logging.getLogger("kumiko_typed")
 
 
 @attrs.frozen
@@ -115,7 +118,7 @@ class Retry(Step):
         failure: Failure | None = None
         crash: StepCrash | None = None
         try:
-            result = run_block(self.body, run)
+            result = run_block(self.body, run, None, f"do/#{attempt}")
             if isinstance(result, Failure):
                 failure = result
         except StepCrash as exc:
@@ -134,6 +137,14 @@ class Retry(Step):
                 raise crash
             return failure  # the run fails with the last attempt's failure
         error = failure.message if failure is not None else f"{type(crash.cause).__name__}: {crash.cause}"  # type: ignore[union-attr]
+        logger.info(
+            "%s: retry attempt %d of %d failed: %s",
+            run.ctx.event.handler,
+            attempt,
+            self.times,
+            error,
+            extra={"kumiko_handler": run.ctx.event.handler, "kumiko_attempt": attempt, "kumiko_times": self.times},
+        )
         policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
         suspend = Suspend([f"#{attempt + 1}"], run.ctx.now + policy.delay(attempt))
         suspend.retries.append((1, {"attempts": attempt, "last_error": error}))

@@ -1,0 +1,119 @@
+"""Traces of what the framework does, through OpenTelemetry's API when it is installed
+(the ``otel`` extra): a span per dispatch, ``call_feature``, workflow segment and outbox
+delivery, and — while that span is recorded — one per step, with its kind, name, path,
+handler and tenant; a Failure sets the span's status to an error with its code.
+
+Without ``opentelemetry-api``, or with it but no SDK configured (its spans then record
+nothing), the runtime takes its untraced path: no span objects per step, no cost beyond
+one check per program run.  Only the API is used, never the SDK: the application decides
+where spans go.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from typing import TYPE_CHECKING, Any
+
+from ._results import Failure
+
+if TYPE_CHECKING:
+    from ._interpreter import Run
+    from ._steps import Result, Step
+    from ._steps._block import Segment
+
+try:
+    from opentelemetry import trace as _otel
+    from opentelemetry.trace import Status, StatusCode
+except ImportError:  # the otel extra is not installed
+    _otel = None  # type: ignore[assignment]
+
+__all__ = ["Trace", "failed", "outcome", "span"]
+
+_NAME = "kumiko_typed"
+
+
+def _tracer() -> Any:
+    return None if _otel is None else _otel.get_tracer(_NAME)
+
+
+def _fail(current: Any, outcome: object) -> None:
+    if isinstance(outcome, Failure):
+        current.set_status(Status(StatusCode.ERROR, outcome.code))
+        current.set_attribute("kumiko.failure.code", outcome.code)
+
+
+@contextlib.contextmanager
+def span(name: str, attributes: Mapping[str, str]) -> Iterator[Any]:
+    """A span around one unit of work (``None`` inside when nothing records spans);
+    the caller hands its outcome to :func:`outcome`."""
+    tracer = _tracer()
+    if tracer is None:
+        yield None
+        return
+    with tracer.start_as_current_span(name, attributes=dict(attributes)) as current:
+        yield current if current.is_recording() else None
+
+
+def failed(current: Any, reason: str) -> None:
+    """Mark ``current`` (from :func:`span`) as failed for ``reason``."""
+    if current is not None:
+        current.set_status(Status(StatusCode.ERROR, reason))
+
+
+def outcome(current: Any, result: object) -> None:
+    """Mark ``current`` (from :func:`span`) with a Failure's code as its error status."""
+    if current is not None:
+        _fail(current, result)
+
+
+class Trace:
+    """Per-step spans of one recorded program run: the attributes every step span
+    carries, and the path of the block being run (``3/on_true/``)."""
+
+    __slots__ = ("attributes", "failed", "prefix")
+
+    def __init__(self, attributes: Mapping[str, str]) -> None:
+        self.attributes = dict(attributes)
+        self.prefix = ""
+        #: The index of the fused compute that raised (the block maps it to its step).
+        self.failed: int | None = None
+
+    def _span(self, step: Step, index: int) -> Any:
+        attributes = {
+            **self.attributes,
+            "kumiko.step.kind": step.kind,
+            "kumiko.step.path": f"{self.prefix}{index}",
+        }
+        if step.step_name is not None:
+            attributes["kumiko.step.name"] = step.step_name
+        return _tracer().start_as_current_span(step.describe(), attributes=attributes)
+
+    def step(self, step: Step, index: int, run: Run) -> Result:
+        """``step.execute(run)`` in a span; the steps of its sub-pipelines get paths
+        below it."""
+        outer = self.prefix
+        with self._span(step, index) as current:
+            self.prefix = f"{outer}{index}/"
+            try:
+                result = step.execute(run)
+            finally:
+                self.prefix = outer
+            _fail(current, result)
+            return result
+
+    def computes(self, segment: Segment, run: Run, steps: tuple[Step, ...]) -> None:
+        """The fused ``compute`` steps one by one, each in its span; the index of one
+        that raises is kept in ``failed`` for the block to name it."""
+        values, ctx = run.values, run.ctx
+        for index, name, fn in segment.fused:
+            self.failed = index
+            with self._span(steps[index], index):
+                values[name] = fn(ctx)
+        self.failed = None
+
+    def enter(self, label: str) -> str:
+        """Enter a sub-pipeline (``on_true``, ``do/#2``): the path to restore after it."""
+        outer = self.prefix
+        self.prefix = f"{outer}{label}/"
+        return outer

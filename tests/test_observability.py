@@ -1,0 +1,166 @@
+"""Spans (OpenTelemetry's SDK with its in-memory exporter) and structured log records of
+dispatches, steps, nested calls, workflow segments and deliveries — both databases."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import attrs
+import pytest
+from _receiver import Receiver
+from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from opentelemetry.trace import StatusCode
+
+import kumiko_typed._observe as observe
+from kumiko_typed import App, Feature, Ok, User, fail, manual, ok
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+@attrs.frozen
+class Order:
+    items: tuple[int, ...]
+    url: str = ""
+
+
+f = Feature("obs", requires=["webhook.send", "call_feature"])
+inner = f.write_handler(
+    "inner", f.pipeline(Order).compute("n", lambda c: len(c.payload.items)).return_(lambda c: ok(c.steps["n"]))
+)
+outer = f.write_handler(
+    "outer",
+    f.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.items))
+    .branch(
+        when=lambda c: c.steps["count"] > 1,
+        on_true=lambda b: b.for_each(
+            "item", over=lambda c: c.payload.items, do=lambda d: d.compute("x", lambda c: c.scope["item"] * 2)
+        ),
+    )
+    .call_feature("nested", inner, payload=lambda c: c.payload)
+    .guard(lambda c: 0 not in c.payload.items, otherwise=lambda c: fail("unprocessable", "no zero items"))
+    .compute("ratio", lambda c: 10 // (c.payload.items[0] - 1))
+    .return_(lambda c: ok(c.steps["ratio"])),
+)
+hook = f.write_handler(
+    "hook",
+    f.pipeline(Order).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
+)
+flow = f.workflow(
+    "flow",
+    trigger=manual(Order),
+    pipeline=f.workflow_pipeline(Order).compute("a", lambda c: 1).wait("PT1M").compute("b", lambda c: 2),
+)
+
+
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """A real SDK provider whose spans land in memory; the runtime's tracer comes from it."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(observe, "_tracer", lambda: provider.get_tracer("kumiko_typed"))
+    yield exporter
+    provider.shutdown()
+
+
+def _by_name(spans: tuple[ReadableSpan, ...]) -> dict[str, ReadableSpan]:
+    return {s.name: s for s in spans}
+
+
+def test_a_dispatch_has_a_span_and_one_per_step_with_its_path(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter
+) -> None:
+    app = app_on([f])
+    assert app.dispatch(outer, Order((2, 3)), user=user) == Ok(10)
+    found = spans.get_finished_spans()
+    named = _by_name(found)
+    dispatch = named["kumiko.dispatch"]
+    assert dispatch.attributes is not None
+    assert dispatch.attributes["kumiko.handler"] == "obs:outer"
+    assert dispatch.attributes["kumiko.tenant"] == str(user.tenant_id)
+    steps = {
+        s.attributes["kumiko.step.path"]: s
+        for s in found
+        if s.attributes and "kumiko.step.path" in s.attributes and s.attributes["kumiko.handler"] == "obs:outer"
+    }
+    assert set(steps) == {"0", "1", "1/on_true/0", "1/on_true/0/do/#0/0", "1/on_true/0/do/#1/0", "2", "3", "4", "5"}
+    assert steps["1/on_true/0/do/#1/0"].attributes["kumiko.step.kind"] == "compute"  # type: ignore[index]
+    assert steps["1/on_true/0/do/#1/0"].attributes["kumiko.step.name"] == "x"  # type: ignore[index]
+    assert steps["2"].attributes["kumiko.step.kind"] == "call_feature"  # type: ignore[index]
+    # nesting: a step span is a child of its parent step's span, the nested call a child of its step
+    assert steps["1/on_true/0"].parent.span_id == steps["1"].context.span_id  # type: ignore[union-attr]
+    assert steps["0"].parent.span_id == dispatch.context.span_id  # type: ignore[union-attr]
+    nested = named["kumiko.call_feature"]
+    assert nested.parent.span_id == steps["2"].context.span_id  # type: ignore[union-attr]
+    assert nested.attributes["kumiko.handler"] == "obs:inner"  # type: ignore[index]
+    assert all(s.status.status_code != StatusCode.ERROR for s in found)
+
+
+def test_a_failure_marks_its_step_and_dispatch_with_the_code(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter
+) -> None:
+    app = app_on([f])
+    result = app.dispatch(outer, Order((0, 3)), user=user)
+    assert not isinstance(result, Ok) and result.code == "unprocessable"
+    named = _by_name(spans.get_finished_spans())
+    assert named["kumiko.dispatch"].status.status_code == StatusCode.ERROR
+    assert named["kumiko.dispatch"].status.description == "unprocessable"
+    assert named["guard"].status.status_code == StatusCode.ERROR
+
+
+def test_a_crash_in_a_traced_compute_names_its_step(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter
+) -> None:
+    """The traced path runs fused computes one by one: a crash still names its own step."""
+    app = app_on([f])
+    result = app.dispatch(outer, Order((1,)), user=user)  # 10 // 0
+    assert not isinstance(result, Ok) and result.code == "internal_error"
+    assert result.details["step"] == 'compute "ratio"'  # type: ignore[index,call-overload]
+    assert result.details["path"] == "4"  # type: ignore[index,call-overload]
+
+
+def test_segments_and_deliveries_have_spans(
+    app_on: Callable[..., App], user: User, receiver: Receiver, spans: InMemorySpanExporter
+) -> None:
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Order(()), user=user)
+    clock.advance(minutes=2)
+    assert app.dispatch(hook, Order((), receiver.url("/hook")), user=user) == Ok(None)
+    app.run_worker(once=True)
+    found = spans.get_finished_spans()
+    segments = [s for s in found if s.name == "kumiko.workflow.segment"]
+    assert [s.attributes["kumiko.workflow.path"] for s in segments] == ["", "1"]  # type: ignore[index]
+    assert {s.attributes["kumiko.workflow.run_id"] for s in segments} == {str(run_id)}  # type: ignore[index]
+    (delivery,) = [s for s in found if s.name == "kumiko.delivery"]
+    assert delivery.attributes["kumiko.outbox.kind"] == "webhook"  # type: ignore[index]
+    assert delivery.status.status_code != StatusCode.ERROR
+
+
+def test_without_a_recording_provider_nothing_is_traced() -> None:
+    """The API alone (no SDK configured) records nothing: the runtime keeps its untraced path."""
+    with observe.span("kumiko.dispatch", {"kumiko.handler": "x"}) as current:
+        assert current is None
+
+
+def test_log_records_carry_structured_fields(
+    app_on: Callable[..., App], user: User, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.respond = lambda _i, _p: (404, {})
+    app = app_on([f], clock=FakeClock(T0))
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        app.dispatch(outer, Order((0,)), user=user)
+        app.dispatch(hook, Order((), receiver.url("/gone")), user=user)
+        app.run_worker(once=True)
+    failure = next(r for r in caplog.records if getattr(r, "kumiko_code", None) == "unprocessable")
+    assert failure.kumiko_handler == "obs:outer" and failure.kumiko_tenant == str(user.tenant_id)  # type: ignore[attr-defined]
+    passes = [r for r in caplog.records if hasattr(r, "kumiko_counts")]
+    assert passes and passes[-1].kumiko_counts["retried"] == 1  # type: ignore[attr-defined]
+    assert all(str(uuid.UUID(int=0)) not in r.getMessage() for r in passes)
