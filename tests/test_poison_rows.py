@@ -260,6 +260,31 @@ def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: FakeCl
     assert app.get_run(fine).status == "completed"  # type: ignore[union-attr]
 
 
+
+@pytest.mark.parametrize("path", ["7", "0/do/#1/0", "x", "1/#2"])
+def test_a_stored_path_with_no_step_behind_it_fails_the_run_alone(
+    app_on: Callable[..., App], clock: FakeClock, user: User, path: str
+) -> None:
+    """A path this definition has no step at (a damaged row, a step of a retry that is not
+    one) fails that run as unreadable before any step runs; the pass goes on."""
+    f = _feature()
+    flow = f.workflow(
+        "timer", trigger=manual(Start), pipeline=f.workflow_pipeline(Start).wait("PT1M").compute("n", lambda c: 1)
+    )
+    app = app_on([f], clock=clock)
+    damaged = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
+    fine = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == damaged).values(path=path))
+    clock.advance(minutes=2)
+    assert app.run_worker(once=True)["resumed"] == 2
+    info = app.get_run(damaged)
+    assert info is not None and info.error is not None
+    assert (info.status, info.error["code"]) == ("failed", "unstorable_state")
+    assert info.error["message"].startswith(f"at step {path}: the stored state cannot be read:")
+    assert app.get_run(fine).status == "completed"  # type: ignore[union-attr]
+
+
 # --- start_workflow -----------------------------------------------------------------------------
 
 

@@ -84,6 +84,10 @@ def failed(code: str, message: str) -> dict[str, Any]:
 _UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
 
 
+#: The steps a run can be suspended at.
+_SUSPENDING: Final = frozenset({"workflow.wait", "workflow.wait_for_event", "workflow.retry"})
+
+
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
     fails; raising instead would fail every worker pass that reaches it."""
@@ -260,6 +264,9 @@ class WorkflowEngine:
                 run.values.update(self.codec.decode(state["values"]))
                 run.scope.update(self.codec.decode(state["scope"]))
             resume = None if path is None else Resume(Path.parse(path))
+            # A path this definition has no step at (that a run can wait in) fails here, not mid-run.
+            if resume is not None and step_at(d.program.steps, resume.path).kind not in _SUSPENDING:
+                raise LookupError(f"no step at {path} that a run waits in")
         except _UNREADABLE as exc:
             return _unreadable(path, exc)
 

@@ -144,6 +144,8 @@ def step_at(steps: Sequence[Step], path: Path) -> Step:
         step = steps[int(parts[0])]
         i = 1
         while i < len(parts):
+            if i == len(parts) - 1 and _is_iteration(parts[i]) and step.kind == "workflow.retry":
+                break  # a retry suspended between attempts: the attempt of this step
             blocks = dict(step.children())
             block = blocks[parts[i]]
             i += 2 if i + 1 < len(parts) and _is_iteration(parts[i + 1]) else 1

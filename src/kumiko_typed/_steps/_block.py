@@ -118,13 +118,14 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
     trace = run.trace
     outer = None if trace is None or not label else trace.enter(label)
     segment: Segment | None = None
+    segments = block.segments
+    if resume is not None:  # a path that names no step here is the stored run's fault, not a step's
+        segment = block.by_index.get(int(resume.head)) if resume.head.isdigit() else None
+        if segment is None or segment.step is None:
+            raise LookupError(f"no step to resume at {resume.path}")
     try:
-        segments = block.segments
         if resume is not None:
-            segment = block.by_index.get(int(resume.head))
-            if segment is None:
-                raise LookupError(f"no resumable step at {resume.path}")
-            assert segment.step is not None
+            assert segment is not None and segment.step is not None
             result = segment.step.resume(run, resume.enter())
             if result is not None:
                 return result
