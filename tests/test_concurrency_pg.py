@@ -20,9 +20,9 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-import kumiko_typed._steps.aggregates as data_module
 import kumiko_typed._eventstore as eventstore_module
 import kumiko_typed._interpreter as interpreter_module
+import kumiko_typed._steps.aggregates as data_module
 from examples.inventory.handlers import adjust_stock, bulk_adjust, create_product, inventory
 from examples.inventory.model import Adjustment, AdjustStock, BulkAdjust, CreateProduct, Product, StockAdjusted
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
