@@ -11,8 +11,9 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _crash import located, said
+from _support import failure_of
 
-from kumiko_typed import App, Failure, Feature, Ok, User, fail, ok
+from kumiko_typed import App, Feature, Ok, User, fail, ok
 
 
 @attrs.frozen
@@ -34,10 +35,6 @@ class Other:
 MakeApp = Callable[..., App]
 Texts = Callable[[App], list[str]]
 
-
-def _failure(result: object) -> Failure:
-    assert isinstance(result, Failure), result
-    return result
 
 
 def _writer(notes: sa.Table, text_of: Callable[[Any], str] = lambda c: c.payload.text) -> Callable[[Any], str]:
@@ -85,7 +82,7 @@ def test_fail_rolls_back_everything_the_steps_wrote(
         ),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Note("bad"), user=user))
+    res = failure_of(app.dispatch(h, Note("bad"), user=user))
     # The write happened inside the transaction (the step saw it) ...
     assert res.code == "unprocessable"
     assert res.details == {"seen": ["bad"]}
@@ -104,7 +101,7 @@ def test_failure_via_dispatch_json_also_rolls_back(
         f.pipeline(Note).compute("written", _writer(notes)).return_(lambda c: fail("version_conflict", "stale")),
     )
     app = make_app([f])
-    res = _failure(app.dispatch_json("notes:add", {"text": "x"}, user=user))
+    res = failure_of(app.dispatch_json("notes:add", {"text": "x"}, user=user))
     assert (res.code, res.http_status) == ("version_conflict", 409)
     assert note_texts(app) == []
 
@@ -128,7 +125,7 @@ def test_exception_mid_for_each_rolls_back_earlier_iterations(
         .return_(lambda c: ok(c.steps["written"])),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Batch(["a", "b", "boom", "c"]), user=user))
+    res = failure_of(app.dispatch(h, Batch(["a", "b", "boom", "c"]), user=user))
     assert res.code == "internal_error"
     assert res.http_status == 500
     assert located(res) == {"path": "0/do/#2/1", "step": 'compute "check"'}
@@ -152,7 +149,7 @@ def test_a_failed_dispatch_does_not_undo_an_earlier_committed_one(
     )
     app = make_app([f])
     assert isinstance(app.dispatch(h, Note("kept"), user=user), Ok)
-    assert _failure(app.dispatch(h, Note("boom"), user=user)).code == "internal_error"
+    assert failure_of(app.dispatch(h, Note("boom"), user=user)).code == "internal_error"
     assert note_texts(app) == ["kept"]
 
 
@@ -177,7 +174,7 @@ def test_internal_error_in_a_branch_arm_names_the_path(
     )
     app = make_app([f])
     with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
-        res = _failure(app.dispatch(h, Note("x"), user=user))
+        res = failure_of(app.dispatch(h, Note("x"), user=user))
     assert res.code == "internal_error"
     assert said(res) == 'step 2/on_true/0 compute "total" raised ZeroDivisionError'
     assert located(res) == {"path": "2/on_true/0", "step": 'compute "total"'}
@@ -214,7 +211,7 @@ def test_internal_error_in_a_loop_body_names_the_iteration(
     )
     app = make_app([f])
     with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
-        res = _failure(app.dispatch(h, Note("x"), user=user))
+        res = failure_of(app.dispatch(h, Note("x"), user=user))
     assert res.code == "internal_error"
     assert said(res) == 'step 1/do/#2/0 compute "x" raised ValueError'
     assert located(res) == {"path": "1/do/#2/0", "step": 'compute "x"'}
@@ -259,7 +256,7 @@ def test_internal_error_names_the_exact_step_among_its_siblings(
         .return_(lambda c: ok(None)),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Note("x"), user=user))
+    res = failure_of(app.dispatch(h, Note("x"), user=user))
     assert res.code == "internal_error"
     assert located(res) == {"path": path, "step": f'compute "{crash_at}"'}
     assert said(res) == f'step {path} compute "{crash_at}" raised LookupError'
@@ -290,7 +287,7 @@ def test_internal_error_path_through_nested_sub_pipelines(make_app: MakeApp, use
         .return_(lambda c: ok(None)),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Note("x"), user=user))
+    res = failure_of(app.dispatch(h, Note("x"), user=user))
     # KeyError "r0" in the first cell of the first row.
     assert located(res) == {"path": "0/on_false/1/do/#0/0/do/#0/0", "step": 'compute "cell"'}
 
@@ -317,7 +314,7 @@ def test_internal_error_in_a_condition_names_the_branching_step(
     f = Feature("paths")
     h = f.write_handler("cond", pipeline(f).return_(lambda c: ok(None)))
     app = make_app([f])
-    res = _failure(app.dispatch(h, Note("x"), user=user))
+    res = failure_of(app.dispatch(h, Note("x"), user=user))
     assert res.code == "internal_error"
     assert located(res) == {"path": path, "step": step}
     assert f"step {path} {step} raised" in res.message
@@ -348,7 +345,7 @@ def test_user_without_a_required_role_is_denied_and_no_step_runs(
     app = make_app([f])
     who = make_user(*roles)
     for res in (app.dispatch(h, Note("t"), user=who), app.dispatch_json("guarded:act", {"text": "t"}, user=who)):
-        failure = _failure(res)
+        failure = failure_of(res)
         assert failure.code == "access_denied"
         assert failure.http_status == 403
         assert "Admin" in failure.message
@@ -385,7 +382,7 @@ def test_a_single_role_string_is_one_role_not_its_letters(
     ran: list[str] = []
     f, h = _guarded_feature(notes, ran, "Admin")
     app = make_app([f])
-    assert _failure(app.dispatch(h, Note("x"), user=make_user("A"))).code == "access_denied"
+    assert failure_of(app.dispatch(h, Note("x"), user=make_user("A"))).code == "access_denied"
     assert app.dispatch(h, Note("y"), user=make_user("Admin")) == Ok("y")
     assert ran == ["y"]
 
@@ -398,12 +395,12 @@ def test_access_is_checked_before_the_payload(
     app = make_app([f])
     outsider = make_user("User")
     # Invalid JSON payload and a denied user: access_denied, not validation_error.
-    assert _failure(app.dispatch_json("guarded:act", {"text": 5, "extra": 1}, user=outsider)).code == "access_denied"
-    assert _failure(app.dispatch_json("guarded:act", "not even an object", user=outsider)).code == "access_denied"
+    assert failure_of(app.dispatch_json("guarded:act", {"text": 5, "extra": 1}, user=outsider)).code == "access_denied"
+    assert failure_of(app.dispatch_json("guarded:act", "not even an object", user=outsider)).code == "access_denied"
     # The same for a structured payload of the wrong class.
-    assert _failure(app.dispatch(h, Other("x"), user=outsider)).code == "access_denied"  # type: ignore[arg-type]
+    assert failure_of(app.dispatch(h, Other("x"), user=outsider)).code == "access_denied"  # type: ignore[arg-type]
     # An admin gets to the validation.
-    assert _failure(app.dispatch_json("guarded:act", {"text": 5}, user=make_user("Admin"))).code == "validation_error"
+    assert failure_of(app.dispatch_json("guarded:act", {"text": 5}, user=make_user("Admin"))).code == "validation_error"
     assert ran == []
 
 
@@ -412,8 +409,8 @@ def test_a_caller_that_is_not_a_user_is_denied(make_app: MakeApp, notes: sa.Tabl
     ran: list[str] = []
     f, h = _guarded_feature(notes, ran, None)
     app = make_app([f])
-    assert _failure(app.dispatch(h, Note("x"), user=who)).code == "access_denied"  # type: ignore[arg-type]
-    assert _failure(app.dispatch_json("guarded:act", {"text": "x"}, user=who)).code == "access_denied"  # type: ignore[arg-type]
+    assert failure_of(app.dispatch(h, Note("x"), user=who)).code == "access_denied"  # type: ignore[arg-type]
+    assert failure_of(app.dispatch_json("guarded:act", {"text": "x"}, user=who)).code == "access_denied"  # type: ignore[arg-type]
     assert ran == []
 
 
@@ -438,7 +435,7 @@ def test_dispatch_of_a_handler_not_registered_in_the_app_is_not_found(make_app: 
     app = make_app([registered])
 
     for handler in (stranger, lost):
-        res = _failure(app.dispatch(handler, Note("x"), user=admin))
+        res = failure_of(app.dispatch(handler, Note("x"), user=admin))
         assert res.code == "not_found"
         assert res.http_status == 404
         assert handler.name in res.message
@@ -452,7 +449,7 @@ def test_dispatch_json_with_an_unknown_name_is_not_found(make_app: MakeApp, admi
     f = Feature("shop")
     f.write_handler("buy", f.pipeline(Note).return_(lambda c: ok(1)))
     app = make_app([f])
-    res = _failure(app.dispatch_json(name, {"text": "x"}, user=admin))
+    res = failure_of(app.dispatch_json(name, {"text": "x"}, user=admin))
     assert res.code == "not_found"
     assert res.details == {"known": ["shop:buy"]}
     assert app.dispatch_json("shop:buy", {"text": "x"}, user=admin) == Ok(1)
@@ -464,7 +461,7 @@ def test_dispatch_with_a_payload_of_the_wrong_class_is_a_validation_error(make_a
     h = f.write_handler("buy", f.pipeline(Note).compute("r", lambda c: ran.append(c.payload)).return_(lambda c: ok(1)))
     app = make_app([f])
     for wrong in (Other("x"), {"text": "x"}, "x", None):
-        res = _failure(app.dispatch(h, wrong, user=admin))  # type: ignore[arg-type]
+        res = failure_of(app.dispatch(h, wrong, user=admin))  # type: ignore[arg-type]
         assert res.code == "validation_error"
         assert res.http_status == 400
         assert res.details == [{"path": "$", "message": "expected Note"}]

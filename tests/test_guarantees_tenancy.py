@@ -13,6 +13,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import NewDoc, Wrote, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, cron, manual, ok
@@ -31,14 +32,6 @@ class GttDoc(Entity):
 DOCS: sa.Table = GttDoc.__table__  # type: ignore[assignment]
 
 
-@attrs.frozen
-class Wrote:
-    words: int
-
-
-@attrs.frozen
-class NewDoc:
-    title: str
 
 
 @attrs.frozen
@@ -66,10 +59,6 @@ def _feature() -> tuple[Feature[Any], Any]:
     )
     return f, create
 
-
-def _ok(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
 
 
 def _snapshot(app: App) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
@@ -111,9 +100,9 @@ def test_a_workflow_run_reads_only_its_starters_tenant_in_every_segment(
     clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     alice, bob = make_user(), make_user()
-    a_id = _ok(app.dispatch(create, NewDoc("a-1"), user=alice))
-    _ok(app.dispatch(create, NewDoc("a-2"), user=alice))
-    b_id = _ok(app.dispatch(create, NewDoc("b-1"), user=bob))
+    a_id = ok_data(app.dispatch(create, NewDoc("a-1"), user=alice))
+    ok_data(app.dispatch(create, NewDoc("a-2"), user=alice))
+    b_id = ok_data(app.dispatch(create, NewDoc("b-1"), user=bob))
 
     foreign = app.start_workflow(look, DocRef(b_id), user=alice)
     own = app.start_workflow(look, DocRef(a_id), user=alice)
@@ -150,7 +139,7 @@ def test_a_cron_started_run_sees_no_tenants_aggregates(app_on: AppOn, make_user:
     clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     for who in (make_user(), make_user()):
-        _ok(app.dispatch(create, NewDoc("doc"), user=who))
+        ok_data(app.dispatch(create, NewDoc("doc"), user=who))
     assert app.run_worker(once=True)["started"] == 0  # the first pass notes the time
     clock.advance(minutes=5)
     assert app.run_worker(once=True)["started"] == 1
@@ -199,7 +188,7 @@ def test_another_tenants_entity_loaded_by_call_feature_as_user_is_not_writable(
         take = take.append_event(GttDoc, id=lambda c: c.steps["b"].id, event=lambda c: Wrote(5))
     hijack = f.write_handler("hijack", take.return_(lambda c: ok("written")))
     app = app_on([f])
-    b_id = _ok(app.dispatch(create, NewDoc("b-doc"), user=bob))
+    b_id = ok_data(app.dispatch(create, NewDoc("b-doc"), user=bob))
     before = _snapshot(app)
 
     result = app.dispatch(hijack, DocRef(b_id), user=sysadmin)
@@ -237,7 +226,7 @@ def test_create_stamps_the_dispatching_users_tenant_over_the_one_data_set(
     )
     app = app_on([f])
     alice, bob = make_user(), make_user()
-    doc_id = _ok(app.dispatch(forge, Forged("forged", bob.tenant_id), user=alice))
+    doc_id = ok_data(app.dispatch(forge, Forged("forged", bob.tenant_id), user=alice))
 
     (row,), (event,) = _snapshot(app)
     assert (row["id"], row["tenant_id"]) == (doc_id, alice.tenant_id)

@@ -10,8 +10,9 @@ from typing import Any
 import attrs
 import pytest
 from _crash import located, said
+from _support import failure_of, ok_data
 
-from kumiko_typed import App, Failure, Feature, Ok, User, fail, ok
+from kumiko_typed import App, Feature, User, fail, ok
 
 
 @attrs.frozen
@@ -32,14 +33,6 @@ class Items:
 MakeApp = Callable[..., App]
 
 
-def _ok_data(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
-
-
-def _failure(result: object) -> Failure:
-    assert isinstance(result, Failure), result
-    return result
 
 
 # --- compute and return_ ------------------------------------------------------------------
@@ -56,8 +49,8 @@ def test_compute_values_flow_into_later_steps_and_return(make_app: MakeApp, user
         .return_(lambda c: ok({"plus": c.steps["plus"], "both": c.steps["both"]})),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Num(3), user=user)) == {"plus": 7, "both": (6, 7)}
-    assert _ok_data(app.dispatch(h, Num(-5), user=user)) == {"plus": -9, "both": (-10, -9)}
+    assert ok_data(app.dispatch(h, Num(3), user=user)) == {"plus": 7, "both": (6, 7)}
+    assert ok_data(app.dispatch(h, Num(-5), user=user)) == {"plus": -9, "both": (-10, -9)}
 
 
 def test_top_level_keys_appear_only_once_their_step_ran(make_app: MakeApp, user: User) -> None:
@@ -70,7 +63,7 @@ def test_top_level_keys_appear_only_once_their_step_ran(make_app: MakeApp, user:
         .return_(lambda c: ok((c.steps["first"], c.steps["second"]))),
     )
     app = make_app([f])
-    first, second = _ok_data(app.dispatch(h, Num(1), user=user))
+    first, second = ok_data(app.dispatch(h, Num(1), user=user))
     assert first == {}
     assert second == {"first": {}}
 
@@ -99,7 +92,7 @@ def test_ctx_carries_payload_user_event_and_clock(make_app: MakeApp, user: User,
     )
     app = make_app([f])
     corr = uuid.uuid4()
-    data = _ok_data(app.dispatch(h, Num(4), user=user, correlation_id=corr))
+    data = ok_data(app.dispatch(h, Num(4), user=user, correlation_id=corr))
     assert data == {
         "payload": Num(4),
         "user": user,
@@ -114,8 +107,8 @@ def test_ctx_carries_payload_user_event_and_clock(make_app: MakeApp, user: User,
         "workflow": None,
     }
     # Without an explicit correlation id every dispatch gets a fresh one.
-    a = _ok_data(app.dispatch(h, Num(4), user=user))["correlation"]
-    b = _ok_data(app.dispatch(h, Num(4), user=user))["correlation"]
+    a = ok_data(app.dispatch(h, Num(4), user=user))["correlation"]
+    b = ok_data(app.dispatch(h, Num(4), user=user))["correlation"]
     assert isinstance(a, uuid.UUID)
     assert a != b
 
@@ -133,16 +126,16 @@ def test_return_fail_is_returned_as_is(make_app: MakeApp, user: User) -> None:
         ),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Num(3), user=user))
+    res = failure_of(app.dispatch(h, Num(3), user=user))
     assert (res.code, res.message, res.details, res.http_status) == ("unprocessable", "3 is odd", {"n": 3}, 422)
-    assert _ok_data(app.dispatch(h, Num(4), user=user)) == 4
+    assert ok_data(app.dispatch(h, Num(4), user=user)) == 4
 
 
 def test_return_of_a_non_result_is_an_internal_error(make_app: MakeApp, user: User) -> None:
     f = Feature("calc")
     h = f.write_handler("bad", f.pipeline(Num).return_(lambda c: c.payload.n))  # type: ignore[arg-type,return-value]
     app = make_app([f])
-    res = _failure(app.dispatch(h, Num(1), user=user))
+    res = failure_of(app.dispatch(h, Num(1), user=user))
     assert res.code == "internal_error"
     assert "return_ must give ok(...) or fail(...), not int" in said(res)  # the framework's own words
     assert located(res) == {"path": "0", "step": "return"}
@@ -171,16 +164,16 @@ def _branch_feature() -> tuple[Feature[str], Any]:
 def test_branch_runs_one_arm_and_keys_of_the_other_arm_are_none(make_app: MakeApp, user: User) -> None:
     f, h = _branch_feature()
     app = make_app([f])
-    _, after = _ok_data(app.dispatch(h, Flag(True), user=user))
+    _, after = ok_data(app.dispatch(h, Flag(True), user=user))
     assert after == ("yes", "yes!", None)
-    _, after = _ok_data(app.dispatch(h, Flag(False), user=user))
+    _, after = ok_data(app.dispatch(h, Flag(False), user=user))
     assert after == (None, None, "no")
 
 
 def test_keys_declared_in_sub_pipelines_exist_as_none_from_the_start(make_app: MakeApp, user: User) -> None:
     f, h = _branch_feature()
     app = make_app([f])
-    before, _ = _ok_data(app.dispatch(h, Flag(True), user=user))
+    before, _ = ok_data(app.dispatch(h, Flag(True), user=user))
     # Every arm key is there (None) before the branch ran; later top-level keys are not.
     assert before == {"t": None, "t2": None, "f": None}
 
@@ -194,8 +187,8 @@ def test_branch_without_on_false_does_nothing_when_false(make_app: MakeApp, user
         .return_(lambda c: ok(c.steps["note"])),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Flag(True), user=user)) == "sent"
-    assert _ok_data(app.dispatch(h, Flag(False), user=user)) is None
+    assert ok_data(app.dispatch(h, Flag(True), user=user)) == "sent"
+    assert ok_data(app.dispatch(h, Flag(False), user=user)) is None
 
 
 def test_a_key_set_in_both_arms_holds_the_value_of_the_arm_that_ran(make_app: MakeApp, user: User) -> None:
@@ -212,8 +205,8 @@ def test_a_key_set_in_both_arms_holds_the_value_of_the_arm_that_ran(make_app: Ma
         .return_(lambda c: ok(c.steps["shout"])),
     )
     app = make_app([f])  # the same key in both arms is no boot problem
-    assert _ok_data(app.dispatch(h, Num(5), user=user)) == "POSITIVE"
-    assert _ok_data(app.dispatch(h, Num(0), user=user)) == "NOT POSITIVE"
+    assert ok_data(app.dispatch(h, Num(5), user=user)) == "POSITIVE"
+    assert ok_data(app.dispatch(h, Num(0), user=user)) == "NOT POSITIVE"
 
 
 def test_branch_condition_sees_earlier_steps_and_nested_branches(make_app: MakeApp, user: User) -> None:
@@ -234,7 +227,7 @@ def test_branch_condition_sees_earlier_steps_and_nested_branches(make_app: MakeA
         .return_(lambda c: ok(c.steps["size"])),
     )
     app = make_app([f])
-    assert [_ok_data(app.dispatch(h, Num(n), user=user)) for n in (150, -1, 7)] == ["big", "negative", "small"]
+    assert [ok_data(app.dispatch(h, Num(n), user=user)) for n in (150, -1, 7)] == ["big", "negative", "small"]
 
 
 # --- for_each ---------------------------------------------------------------------------
@@ -258,7 +251,7 @@ def test_for_each_scope_item_inside_body_and_gone_afterwards(make_app: MakeApp, 
         .return_(lambda c: ok((c.steps["scope_before"], c.steps["scope_after"], c.steps["sq"]))),
     )
     app = make_app([f])
-    before, after, sq = _ok_data(app.dispatch(h, Items([2, 3, 4]), user=user))
+    before, after, sq = ok_data(app.dispatch(h, Items([2, 3, 4]), user=user))
     assert seen == [(2, {"item": 2}), (3, {"item": 3}), (4, {"item": 4})]
     assert before == {}
     assert after == {}
@@ -280,9 +273,9 @@ def test_for_each_zero_iterations_leave_body_keys_none(make_app: MakeApp, user: 
         .return_(lambda c: ok((c.steps["sq"], c.steps["label"]))),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Items([5]), user=user)) == (25, "#25")
+    assert ok_data(app.dispatch(h, Items([5]), user=user)) == (25, "#25")
     # A later dispatch starts from fresh values: nothing leaks from the previous run.
-    assert _ok_data(app.dispatch(h, Items([]), user=user)) == (None, None)
+    assert ok_data(app.dispatch(h, Items([]), user=user)) == (None, None)
 
 
 def test_for_each_body_sees_values_of_its_own_iteration(make_app: MakeApp, user: User) -> None:
@@ -303,7 +296,7 @@ def test_for_each_body_sees_values_of_its_own_iteration(make_app: MakeApp, user:
         .return_(lambda c: ok(c.steps["total"])),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Items([1, 2, 3]), user=user)) == 106
+    assert ok_data(app.dispatch(h, Items([1, 2, 3]), user=user)) == 106
 
 
 def test_inner_loop_with_the_same_item_name_restores_the_outer_item(make_app: MakeApp, user: User) -> None:
@@ -333,7 +326,7 @@ def test_inner_loop_with_the_same_item_name_restores_the_outer_item(make_app: Ma
         .return_(lambda c: ok((c.steps["outer_before"], c.steps["inner"], c.steps["outer_after"], c.steps["gone"]))),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Items([1, 2]), user=user)) == (2, "b", 2, False)
+    assert ok_data(app.dispatch(h, Items([1, 2]), user=user)) == (2, "b", 2, False)
     assert trace == [
         ("outer", 1),
         ("inner", "a"),
@@ -364,7 +357,7 @@ def test_nested_loops_with_different_names_see_both_items(make_app: MakeApp, use
         .return_(lambda c: ok(c.steps["cells"])),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Items([1, 2]), user=user)) == [(1, 0), (2, 0), (2, 1)]
+    assert ok_data(app.dispatch(h, Items([1, 2]), user=user)) == [(1, 0), (2, 0), (2, 1)]
 
 
 def test_branch_inside_for_each_keeps_last_value_of_each_key(make_app: MakeApp, user: User) -> None:
@@ -384,8 +377,8 @@ def test_branch_inside_for_each_keeps_last_value_of_each_key(make_app: MakeApp, 
         .return_(lambda c: ok((c.steps["even"], c.steps["odd"]))),
     )
     app = make_app([f])
-    assert _ok_data(app.dispatch(h, Items([1, 2, 3, 4, 5]), user=user)) == (4, 5)
-    assert _ok_data(app.dispatch(h, Items([1, 3]), user=user)) == (None, 3)
+    assert ok_data(app.dispatch(h, Items([1, 2, 3, 4, 5]), user=user)) == (4, 5)
+    assert ok_data(app.dispatch(h, Items([1, 3]), user=user)) == (None, 3)
 
 
 # --- read-only context ----------------------------------------------------------------------
@@ -420,7 +413,7 @@ def test_ctx_is_read_only_at_run_time(make_app: MakeApp, user: User, fn: Callabl
         .return_(lambda c: ok(None)),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Num(1), user=user))
+    res = failure_of(app.dispatch(h, Num(1), user=user))
     assert res.code == "internal_error"
     assert error in res.message
     assert located(res) == {"path": "1", "step": 'compute "poke"'}
@@ -436,7 +429,7 @@ def test_scope_is_read_only_inside_a_loop(make_app: MakeApp, user: User) -> None
         .return_(lambda c: ok(None)),
     )
     app = make_app([f])
-    res = _failure(app.dispatch(h, Items([1]), user=user))
+    res = failure_of(app.dispatch(h, Items([1]), user=user))
     assert res.code == "internal_error"
     assert "TypeError" in res.message
     assert located(res) == {"path": "0/do/#0/0", "step": 'compute "poke"'}
@@ -446,7 +439,7 @@ def test_reading_a_key_no_step_declared_is_an_internal_error(make_app: MakeApp, 
     f = Feature("ro")
     h = f.write_handler("typo", f.pipeline(Num).compute("x", lambda c: 1).return_(lambda c: ok(c.steps["y"])))
     app = make_app([f])
-    res = _failure(app.dispatch(h, Num(1), user=user))
+    res = failure_of(app.dispatch(h, Num(1), user=user))
     assert res.code == "internal_error"
     assert "KeyError" in res.message
     assert located(res) == {"path": "1", "step": "return"}

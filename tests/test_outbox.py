@@ -24,6 +24,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
+from _support import ok_data
 from aiosmtpd.controller import Controller
 
 from kumiko_typed import (
@@ -31,7 +32,6 @@ from kumiko_typed import (
     Failure,
     Feature,
     MaildirTransport,
-    Ok,
     OutboxItem,
     RetryPolicy,
     SmtpTransport,
@@ -166,10 +166,6 @@ mail_unsigned = f.write_handler(
 )
 
 
-def _ok(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
-
 
 def _only(app: App) -> OutboxItem:
     items = app.outbox()
@@ -199,9 +195,9 @@ def test_send_webhook_and_send_mail_write_pending_rows_in_the_handlers_transacti
 ) -> None:
     app = app_on([f], mail=_mail_dir(tmp_path), clock=clock)
     # The compute step after send_webhook sees the row through c.db: same transaction.
-    assert _ok(app.dispatch(hook, Hook(receiver.url(), 1), user=user)) == 1
+    assert ok_data(app.dispatch(hook, Hook(receiver.url(), 1), user=user)) == 1
     clock.advance(seconds=1)
-    _ok(app.dispatch(mail, Mail(["a@example.com"], "Hi", "Body"), user=user))
+    ok_data(app.dispatch(mail, Mail(["a@example.com"], "Hi", "Body"), user=user))
 
     items = app.outbox()
     assert [(i.kind, i.status, i.attempts, i.last_error) for i in items] == [
@@ -218,8 +214,8 @@ def test_send_webhook_and_send_mail_write_pending_rows_in_the_handlers_transacti
 
 def test_send_mail_stores_sender_only_when_given(app_on: AppOn, user: User, tmp_path: Path) -> None:
     app = app_on([f], mail=_mail_dir(tmp_path))
-    _ok(app.dispatch(mail_unsigned, Mail(["a@example.com"], "s", "b"), user=user))
-    _ok(app.dispatch(mail, Mail(["a@example.com"], "s", "b", "shop@example.com"), user=user))
+    ok_data(app.dispatch(mail_unsigned, Mail(["a@example.com"], "s", "b"), user=user))
+    ok_data(app.dispatch(mail, Mail(["a@example.com"], "s", "b", "shop@example.com"), user=user))
     with app.engine.connect() as conn:
         messages = [r.message for r in conn.execute(sa.select(outbox_table))]
     assert sorted(str(m.get("sender", "absent")) for m in messages) == ["absent", "shop@example.com"]
@@ -252,7 +248,7 @@ def test_a_flaky_receiver_gets_the_same_idempotency_key_until_it_succeeds(
 ) -> None:
     receiver.respond = lambda i, _p: (500, {}) if i < 2 else (200, {})
     app = app_on([f], clock=clock)
-    _ok(app.dispatch(hook, Hook(receiver.url(), 7), user=user))
+    ok_data(app.dispatch(hook, Hook(receiver.url(), 7), user=user))
     item_id = _only(app).id
 
     assert _work(app) == {"sent": 0, "retried": 1, "dead": 0}
@@ -297,7 +293,7 @@ def test_the_default_policy_is_three_exponential_attempts_then_dead_with_the_las
     statuses = [500, 502, 503]
     receiver.respond = lambda i, _p: (statuses[i], {})
     app = app_on([f], clock=clock)
-    _ok(app.dispatch(hook, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
 
     assert _work(app)["retried"] == 1
     for wait in (10, 20):
@@ -321,7 +317,7 @@ def test_linear_backoff_from_the_steps_retry_policy(
 ) -> None:
     receiver.respond = lambda _i, _p: (503, {})
     app = app_on([f], clock=clock)
-    _ok(app.dispatch(hook_linear, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook_linear, Hook(receiver.url()), user=user))
 
     _work(app)
     due = T0
@@ -349,7 +345,7 @@ def test_a_redirect_is_a_failure_and_is_never_followed(
     target = receiver.url("/target")
     receiver.respond = lambda _i, path: (302, {"Location": target}) if path == "/hook" else (200, {})
     app = app_on([f], clock=clock)
-    _ok(app.dispatch(hook, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
 
     for _ in range(3):
         _work(app)
@@ -370,7 +366,7 @@ def test_redirects_are_not_followed_even_with_a_client_that_follows_them(
     receiver.respond = lambda _i, path: (307, {"Location": receiver.url("/target")}) if path == "/hook" else (200, {})
     with httpx.Client(follow_redirects=True) as client:
         app = make_app([f], http=client)
-        _ok(app.dispatch(hook_put, Hook(receiver.url()), user=user))
+        ok_data(app.dispatch(hook_put, Hook(receiver.url()), user=user))
         assert _work(app)["retried"] == 1
     assert [r.method for r in receiver.to("/hook")] == ["PUT"]
     assert receiver.to("/target") == []
@@ -379,7 +375,7 @@ def test_redirects_are_not_followed_even_with_a_client_that_follows_them(
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1/upload", "file:///etc/passwd", "127.0.0.1/no-scheme"])
 def test_a_non_http_url_is_dead_after_one_attempt(app_on: AppOn, user: User, clock: FakeClock, url: str) -> None:
     app = app_on([f], clock=clock)
-    _ok(app.dispatch(hook, Hook(url), user=user))
+    ok_data(app.dispatch(hook, Hook(url), user=user))
 
     assert _work(app) == {"sent": 0, "retried": 0, "dead": 1}
     item = _only(app)
@@ -396,7 +392,7 @@ def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(
 ) -> None:
     secrets = {"OTHER": "other-secret-value"}
     app = app_on([f], clock=clock, secrets=secrets.get)
-    _ok(app.dispatch(hook_bearer, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url()), user=user))
 
     assert _work(app)["retried"] == 1
     item = _only(app)
@@ -418,7 +414,7 @@ def test_a_secret_that_cannot_be_a_header_value_is_an_error_naming_the_ref_not_t
     caplog.set_level(logging.DEBUG)
     value = "tok\nSECRET-" + uuid.uuid4().hex
     app = make_app([f], secrets={"CRM_BAD": value}.get)
-    _ok(app.dispatch(hook_bad_secret, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook_bad_secret, Hook(receiver.url()), user=user))
 
     _work(app)
     item = _only(app)
@@ -437,8 +433,8 @@ def test_bearer_and_header_auth_come_from_the_apps_secret_resolver_at_delivery(
 ) -> None:
     secrets = {"CRM": "at-dispatch"}
     app = app_on([f], secrets=secrets.get)
-    _ok(app.dispatch(hook_bearer, Hook(receiver.url("/bearer")), user=user))
-    _ok(app.dispatch(hook_header, Hook(receiver.url("/header")), user=user))
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url("/bearer")), user=user))
+    ok_data(app.dispatch(hook_header, Hook(receiver.url("/header")), user=user))
     secrets["CRM"] = "tok-123"  # the value at delivery time is the one sent
 
     assert _work(app)["sent"] == 2
@@ -453,7 +449,7 @@ def test_a_steps_own_headers_do_not_duplicate_the_idempotency_key_or_the_auth_he
     make_app: Callable[..., App], user: User, receiver: Receiver
 ) -> None:
     app = make_app([f], secrets={"CRM": "tok-123"}.get)
-    _ok(app.dispatch(hook_own_headers, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook_own_headers, Hook(receiver.url()), user=user))
     assert _work(app)["sent"] == 1
 
     (request,) = receiver.requests
@@ -467,8 +463,8 @@ def test_the_default_secret_resolver_reads_kumiko_secret_env(
 ) -> None:
     monkeypatch.setenv("KUMIKO_SECRET_CRM", "from-the-env")
     app = app_on([f])
-    _ok(app.dispatch(hook_bearer, Hook(receiver.url()), user=user))
-    _ok(app.dispatch(hook_bad_secret, Hook(receiver.url("/bad")), user=user))
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook_bad_secret, Hook(receiver.url("/bad")), user=user))
     monkeypatch.delenv("KUMIKO_SECRET_CRM_BAD", raising=False)
 
     assert _work(app) == {"sent": 1, "retried": 1, "dead": 0}
@@ -506,9 +502,9 @@ def test_no_trace_of_a_secret_in_the_database_or_the_log(
     secret = "kumiko-SECRET-" + uuid.uuid4().hex
     receiver.respond = lambda _i, path: (500, {}) if path == "/fails" else (200, {})
     app = app_on([f], clock=clock, secrets={"CRM": secret, "CRM_BAD": secret + "\r\nX-Evil: 1"}.get)
-    _ok(app.dispatch(hook_bearer, Hook(receiver.url("/ok")), user=user))
-    _ok(app.dispatch(hook_bearer, Hook(receiver.url("/fails")), user=user))
-    _ok(app.dispatch(hook_bad_secret, Hook(receiver.url("/bad")), user=user))
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url("/ok")), user=user))
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url("/fails")), user=user))
+    ok_data(app.dispatch(hook_bad_secret, Hook(receiver.url("/bad")), user=user))
     for _ in range(3):
         _work(app)
         clock.advance(minutes=10)
@@ -549,8 +545,8 @@ def test_a_secret_a_peer_echoes_back_is_redacted_before_it_is_stored_or_logged(
     receiver.reasons["/header-reason"] = f"key {secret} refused"
     app = app_on([f], clock=clock, secrets={"CRM": secret}.get)
     for path in ("/reason", "/raw-location", "/encoded-location", "/lower-encoded-location"):
-        _ok(app.dispatch(hook_bearer, Hook(receiver.url(path)), user=user))
-    _ok(app.dispatch(hook_header, Hook(receiver.url("/header-reason")), user=user))
+        ok_data(app.dispatch(hook_bearer, Hook(receiver.url(path)), user=user))
+    ok_data(app.dispatch(hook_header, Hook(receiver.url("/header-reason")), user=user))
     for _ in range(3):
         _work(app)
         clock.advance(minutes=10)
@@ -577,7 +573,7 @@ def test_a_url_with_blanks_around_it_is_dead_at_once_not_retried(
 ) -> None:
     """httpx would strip the blank and send it (or fail the same way on every attempt)."""
     app = app_on([f], clock=clock)
-    _ok(app.dispatch(hook_linear, Hook(url.format(receiver.url())), user=user))
+    ok_data(app.dispatch(hook_linear, Hook(url.format(receiver.url())), user=user))
     assert _work(app) == {"sent": 0, "retried": 0, "dead": 1}
     item = _only(app)
     assert (item.status, item.attempts) == ("dead", 1)
@@ -614,7 +610,7 @@ def test_smtp_delivers_to_a_real_server_with_a_stable_message_id(
 ) -> None:
     port = _free_port()
     app = app_on([f], clock=clock, mail=SmtpTransport("127.0.0.1", port, timeout=5))
-    _ok(app.dispatch(
+    ok_data(app.dispatch(
         mail, Mail(["ann@example.com", "bob@example.com"], "Stock is low", "Only 3 left.\n", "shop@example.com"),
         user=user,
     ))
@@ -653,9 +649,9 @@ def test_maildir_writes_one_rfc5322_file_per_message(
 ) -> None:
     folder = tmp_path / "outgoing"
     app = app_on([f], mail=MaildirTransport(str(folder)), clock=clock)
-    _ok(app.dispatch(mail, Mail(["ann@example.com"], "First", "One"), user=user))
+    ok_data(app.dispatch(mail, Mail(["ann@example.com"], "First", "One"), user=user))
     clock.advance(seconds=1)  # app.outbox() is oldest first
-    _ok(app.dispatch(mail, Mail(["bob@example.com", "cy@example.com"], "Zweite Nachricht", "Grüße\n"), user=user))
+    ok_data(app.dispatch(mail, Mail(["bob@example.com", "cy@example.com"], "Zweite Nachricht", "Grüße\n"), user=user))
     assert not folder.exists()  # nothing before a worker runs
 
     assert _work(app)["sent"] == 2
@@ -683,7 +679,7 @@ def test_the_app_default_is_a_maildir_kumiko_mail_under_the_working_directory(
     app = app_on([f])
     assert app.mail == MaildirTransport()
     assert MaildirTransport().folder == "kumiko-mail"
-    _ok(app.dispatch(mail, Mail(["ann@example.com"], "Default", "Hello"), user=user))
+    ok_data(app.dispatch(mail, Mail(["ann@example.com"], "Default", "Hello"), user=user))
     _work(app)
 
     (item,) = app.outbox()
@@ -703,9 +699,9 @@ def test_app_outbox_lists_kind_status_attempts_and_last_error(
     receiver.respond = lambda _i, path: (500, {}) if path == "/down" else (200, {})
     app = app_on([f], mail=_mail_dir(tmp_path), clock=clock)
     for url in (receiver.url("/up"), receiver.url("/down"), "ftp://127.0.0.1/x"):
-        _ok(app.dispatch(hook, Hook(url), user=user))
+        ok_data(app.dispatch(hook, Hook(url), user=user))
         clock.advance(seconds=1)  # oldest first
-    _ok(app.dispatch(mail, Mail(["ann@example.com"], "s", "b"), user=user))
+    ok_data(app.dispatch(mail, Mail(["ann@example.com"], "s", "b"), user=user))
 
     before = app.outbox()
     assert all(isinstance(i, OutboxItem) for i in before)

@@ -12,6 +12,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _crash import located
+from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, Saved, User, fail, ok
@@ -93,14 +94,6 @@ def _seed_handler(f: Feature[Any]) -> Any:
     )
 
 
-def _ok(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
-
-
-def _failure(result: object) -> Failure:
-    assert isinstance(result, Failure), result
-    return result
 
 
 def _rows(app: App, table: sa.Table) -> list[dict[str, Any]]:
@@ -135,8 +128,8 @@ def test_find_one_gives_the_matching_row(app_on: AppOn, admin: User) -> None:
         .return_(lambda c: ok(None if (w := c.steps["w"]) is None else (w.id, w.name, w.version))),
     )
     app = app_on([f])
-    saved = _ok(app.dispatch(seed, NewWidget("a", "Anvil"), user=admin))
-    _ok(app.dispatch(seed, NewWidget("b", "Bolt"), user=admin))
+    saved = ok_data(app.dispatch(seed, NewWidget("a", "Anvil"), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("b", "Bolt"), user=admin))
     assert app.dispatch(h, NewWidget("a"), user=admin) == Ok((saved.id, "Anvil", 1))
 
 
@@ -168,7 +161,7 @@ def test_get_one_gives_the_row(app_on: AppOn, admin: User) -> None:
         .return_(lambda c: ok((c.steps["w"].sku, c.steps["w"].stock))),
     )
     app = app_on([f])
-    _ok(app.dispatch(seed, NewWidget("a", stock=7), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("a", stock=7), user=admin))
     assert app.dispatch(h, NewWidget("a"), user=admin) == Ok(("a", 7))
 
 
@@ -192,8 +185,8 @@ def test_get_one_without_a_row_ends_the_pipeline_with_not_found(app_on: AppOn, a
         .return_(returned),
     )
     app = app_on([f])
-    _ok(app.dispatch(seed, NewWidget("a"), user=admin))
-    result = _failure(app.dispatch(h, NewWidget("zzz"), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
+    result = failure_of(app.dispatch(h, NewWidget("zzz"), user=admin))
     assert result.code == "not_found"
     assert result.http_status == 404
     assert result.message == 'step "w": no row matched'
@@ -211,7 +204,7 @@ def test_get_one_not_found_rolls_back_earlier_writes(app_on: AppOn, admin: User)
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    assert _failure(app.dispatch(h, NewWidget("a"), user=admin)).code == "not_found"
+    assert failure_of(app.dispatch(h, NewWidget("a"), user=admin)).code == "not_found"
     assert _rows(app, events) == []
     assert _widgets(app) == []
 
@@ -233,7 +226,7 @@ def test_find_many_gives_a_list_cut_at_limit(
     )
     app = app_on([f])
     for sku in ["c", "a", "b"]:
-        _ok(app.dispatch(seed, NewWidget(sku), user=admin))
+        ok_data(app.dispatch(seed, NewWidget(sku), user=admin))
     assert app.dispatch(h, NewWidget(""), user=admin) == Ok(["list", *expected])
 
 
@@ -257,7 +250,7 @@ def test_create_returns_saved_and_appends_the_created_event(app_on: AppOn, admin
     seed = _seed_handler(f)
     app = app_on([f])
     correlation = uuid.uuid4()
-    saved = _ok(app.dispatch(seed, NewWidget("a", "Anvil", 3), user=admin, correlation_id=correlation))
+    saved = ok_data(app.dispatch(seed, NewWidget("a", "Anvil", 3), user=admin, correlation_id=correlation))
 
     assert isinstance(saved, Saved)
     assert isinstance(saved.id, uuid.UUID)
@@ -307,7 +300,7 @@ def test_each_create_starts_its_own_stream_at_version_1(app_on: AppOn, admin: Us
     f = _feature()
     seed = _seed_handler(f)
     app = app_on([f])
-    ids = [_ok(app.dispatch(seed, NewWidget(sku), user=admin)).id for sku in ["a", "b"]]
+    ids = [ok_data(app.dispatch(seed, NewWidget(sku), user=admin)).id for sku in ["a", "b"]]
     stored = _rows(app, events)
     assert [(e["stream_id"], e["stream_version"]) for e in stored] == [(ids[0], 1), (ids[1], 1)]
     assert stored[0]["position"] < stored[1]["position"]
@@ -317,8 +310,8 @@ def test_create_without_a_correlation_id_gets_a_fresh_one_per_dispatch(app_on: A
     f = _feature()
     seed = _seed_handler(f)
     app = app_on([f])
-    _ok(app.dispatch(seed, NewWidget("a"), user=admin))
-    _ok(app.dispatch(seed, NewWidget("b"), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("b"), user=admin))
     first, second = (e["correlation_id"] for e in _rows(app, events))
     assert isinstance(first, uuid.UUID)
     assert isinstance(second, uuid.UUID)
@@ -336,10 +329,10 @@ def test_create_clashing_on_a_unique_column_is_unique_violation_and_writes_nothi
         .return_(lambda c: ok(c.steps["w"].id)),
     )
     app = app_on([f])
-    _ok(app.dispatch(seed, NewWidget("a", "first"), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("a", "first"), user=admin))
     before = _snapshot(app)
 
-    result = _failure(app.dispatch(h, NewWidget("a"), user=admin))
+    result = failure_of(app.dispatch(h, NewWidget("a"), user=admin))
     assert result.code == "unique_violation"
     assert result.http_status == 409
     assert isinstance(result.details, dict)
@@ -347,7 +340,7 @@ def test_create_clashing_on_a_unique_column_is_unique_violation_and_writes_nothi
     assert _snapshot(app) == before
     assert [w["name"] for w in _widgets(app)] == ["first"]
     # The failed create left the App usable.
-    assert _ok(app.dispatch(h, NewWidget("b"), user=admin))
+    assert ok_data(app.dispatch(h, NewWidget("b"), user=admin))
 
 
 def test_create_data_must_build_the_declared_entity(app_on: AppOn, admin: User) -> None:
@@ -359,7 +352,7 @@ def test_create_data_must_build_the_declared_entity(app_on: AppOn, admin: User) 
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    result = _failure(app.dispatch(h, NewWidget("a"), user=admin))
+    result = failure_of(app.dispatch(h, NewWidget("a"), user=admin))
     assert result.code == "internal_error"
     assert 'aggregate.create "w"' in result.message
     assert "data= must build a T3sWidget, not dict" in result.message
@@ -383,10 +376,10 @@ def test_update_bumps_the_version_and_reports_only_changed_fields(app_on: AppOn,
     seed = _seed_handler(f)
     upd = _update_handler(f, changes=lambda c: {"name": "new", "stock": 5}, version=lambda c: c.payload.version)
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a", "old", 5), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a", "old", 5), user=admin))
     correlation = uuid.uuid4()
 
-    saved = _ok(app.dispatch(upd, Ref(created.id, 1), user=admin, correlation_id=correlation))
+    saved = ok_data(app.dispatch(upd, Ref(created.id, 1), user=admin, correlation_id=correlation))
     assert isinstance(saved, Saved)
     assert saved.id == created.id
     assert saved.version == 2
@@ -413,7 +406,7 @@ def test_update_bumps_the_version_and_reports_only_changed_fields(app_on: AppOn,
     assert second["tenant_id"] == admin.tenant_id
 
     # And again, from version 2.
-    again = _ok(app.dispatch(upd, Ref(created.id, 2), user=admin))
+    again = ok_data(app.dispatch(upd, Ref(created.id, 2), user=admin))
     assert again.version == 3
     assert again.changes == {}
     assert again.previous == {}
@@ -436,11 +429,11 @@ def test_update_with_a_stale_version_is_version_conflict_and_writes_nothing(app_
         .return_(lambda c: ok(c.steps["upd"].version)),
     )
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a", "v0"), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a", "v0"), user=admin))
     assert app.dispatch(rename, Ref(created.id, 1), user=admin) == Ok(2)
     before = _snapshot(app)
 
-    result = _failure(app.dispatch(rename, Ref(created.id, 1), user=admin))
+    result = failure_of(app.dispatch(rename, Ref(created.id, 1), user=admin))
     assert result.code == "version_conflict"
     assert result.http_status == 409
     assert result.details == {"entity_id": str(created.id), "expected_version": 1, "current_version": 2}
@@ -448,7 +441,7 @@ def test_update_with_a_stale_version_is_version_conflict_and_writes_nothing(app_
     assert [(w["name"], w["version"]) for w in _widgets(app)] == [("v1", 2)]
 
     # A version from the future is a conflict too.
-    ahead = _failure(app.dispatch(rename, Ref(created.id, 7), user=admin))
+    ahead = failure_of(app.dispatch(rename, Ref(created.id, 7), user=admin))
     assert ahead.details == {"entity_id": str(created.id), "expected_version": 7, "current_version": 2}
     assert _snapshot(app) == before
 
@@ -462,12 +455,12 @@ def test_update_with_skip_optimistic_lock_ignores_the_version(app_on: AppOn, adm
         kwargs["version"] = version
     upd = _update_handler(f, changes=lambda c: {"stock": 42}, **kwargs)
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
-    saved = _ok(app.dispatch(upd, Ref(created.id), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
+    saved = ok_data(app.dispatch(upd, Ref(created.id), user=admin))
     assert saved.version == 2
     assert saved.changes == {"stock": 42}
     assert saved.previous == {"stock": 0}
-    assert _ok(app.dispatch(upd, Ref(created.id), user=admin)).version == 3
+    assert ok_data(app.dispatch(upd, Ref(created.id), user=admin)).version == 3
     assert [e["stream_version"] for e in _rows(app, events)] == [1, 2, 3]
     assert [(w["stock"], w["version"]) for w in _widgets(app)] == [(42, 3)]
 
@@ -485,9 +478,9 @@ def test_update_whose_version_resolver_gives_none_is_validation_error(app_on: Ap
     seed = _seed_handler(f)
     upd = _update_handler(f, changes=lambda c: {"stock": 1}, version=lambda c: None)
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
     before = _snapshot(app)
-    result = _failure(app.dispatch(upd, Ref(created.id), user=admin))
+    result = failure_of(app.dispatch(upd, Ref(created.id), user=admin))
     assert result.code == "validation_error"
     assert result.details == [{"path": "version", "message": "required (or skip_optimistic_lock=True)", "step": "upd"}]
     assert _snapshot(app) == before
@@ -500,9 +493,9 @@ def test_update_refuses_unknown_and_framework_columns(app_on: AppOn, admin: User
     value: object = uuid.uuid4() if column in ("id", "tenant_id") else 5
     upd = _update_handler(f, changes=lambda c: {"name": "renamed", column: value}, version=lambda c: c.payload.version)
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a", "kept"), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a", "kept"), user=admin))
     before = _snapshot(app)
-    result = _failure(app.dispatch(upd, Ref(created.id, 1), user=admin))
+    result = failure_of(app.dispatch(upd, Ref(created.id, 1), user=admin))
     assert result.code == "validation_error"
     assert result.http_status == 400
     assert isinstance(result.details, list) and len(result.details) == 1
@@ -517,10 +510,10 @@ def test_update_clashing_on_a_unique_column_is_unique_violation_and_writes_nothi
     seed = _seed_handler(f)
     upd = _update_handler(f, changes=lambda c: {"sku": "taken"}, version=lambda c: c.payload.version)
     app = app_on([f])
-    _ok(app.dispatch(seed, NewWidget("taken"), user=admin))
-    created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
+    ok_data(app.dispatch(seed, NewWidget("taken"), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
     before = _snapshot(app)
-    result = _failure(app.dispatch(upd, Ref(created.id, 1), user=admin))
+    result = failure_of(app.dispatch(upd, Ref(created.id, 1), user=admin))
     assert result.code == "unique_violation"
     assert isinstance(result.details, dict)
     assert result.details["entity"] == "T3sWidget"
@@ -532,7 +525,7 @@ def test_update_of_a_missing_aggregate_is_not_found(app_on: AppOn, admin: User) 
     upd = _update_handler(f, changes=lambda c: {"stock": 1}, version=1)
     app = app_on([f])
     missing = uuid.uuid4()
-    result = _failure(app.dispatch(upd, Ref(missing), user=admin))
+    result = failure_of(app.dispatch(upd, Ref(missing), user=admin))
     assert result.code == "not_found"
     assert result.details == {"entity_id": str(missing)}
     assert _snapshot(app) == ([], [], [])
@@ -555,7 +548,7 @@ def test_append_event_stores_the_registered_event_and_runs_the_projector(
         .return_(lambda c: ok((c.steps["w"].stock, c.steps["w"].version))),
     )
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a", stock=5), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a", stock=5), user=admin))
     correlation = uuid.uuid4()
     assert app.dispatch(restock, Ref(created.id), user=admin, correlation_id=correlation) == Ok((8, 2))
     assert app.dispatch(restock, Ref(created.id), user=admin) == Ok((11, 3))
@@ -608,18 +601,18 @@ def test_append_event_stores_its_headers_with_the_event_and_none_as_empty(app_on
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
     assert app.dispatch(tagged, Ref(created.id, version=7), user=admin) == Ok(None)
     assert [e["headers"] for e in _rows(app, events)] == [{}, {"source": "import", "batch": "7"}, {}, {"a": "b"}]
 
     before = _snapshot(app)
-    result = _failure(app.dispatch(bad, Ref(created.id), user=admin))
+    result = failure_of(app.dispatch(bad, Ref(created.id), user=admin))
     assert result.code == "internal_error"
     assert "StepRefused: headers= must be a mapping of str to str" in result.message
     assert isinstance(result.details, dict) and result.details["step"] == "aggregate.append_event"
     assert _snapshot(app) == before
     # A header value the JSON column cannot hold is the input's fault, on both databases.
-    unfit = _failure(app.dispatch(nul, Ref(created.id), user=admin))
+    unfit = failure_of(app.dispatch(nul, Ref(created.id), user=admin))
     assert unfit.code == "validation_error"
     assert isinstance(unfit.details, list) and unfit.details[0]["column"] == "kumiko_events.headers"
     assert _snapshot(app) == before
@@ -635,9 +628,9 @@ def test_append_event_of_an_unregistered_event_class_is_internal_error_naming_it
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    created = _ok(app.dispatch(seed, NewWidget("a"), user=admin))
+    created = ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
     before = _snapshot(app)
-    result = _failure(app.dispatch(h, Ref(created.id), user=admin))
+    result = failure_of(app.dispatch(h, Ref(created.id), user=admin))
     assert result.code == "internal_error"
     assert result.message.startswith("step 0 aggregate.append_event raised UnregisteredError: ")
     assert "NeverRegistered is not a registered event" in result.message
@@ -655,7 +648,7 @@ def test_append_event_to_a_missing_aggregate_is_not_found(app_on: AppOn, admin: 
     )
     app = app_on([f])
     missing = uuid.uuid4()
-    result = _failure(app.dispatch(h, Ref(missing), user=admin))
+    result = failure_of(app.dispatch(h, Ref(missing), user=admin))
     assert result.code == "not_found"
     assert result.http_status == 404
     assert result.details == {"entity_id": str(missing)}
@@ -699,8 +692,8 @@ def test_upsert_updates_only_the_columns_the_row_names(app_on: AppOn, admin: Use
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    _ok(app.dispatch(tally, Key("a", 1), user=admin))
-    _ok(app.dispatch(bump, Key("a", 9), user=admin))
+    ok_data(app.dispatch(tally, Key("a", 1), user=admin))
+    ok_data(app.dispatch(bump, Key("a", 9), user=admin))
     assert _rows(app, TALLY) == [{"key": "a", "count": 9, "label": "l"}]
 
 
@@ -726,9 +719,9 @@ def test_upsert_refusals_are_internal_errors_naming_the_step(
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    _ok(app.dispatch(tally, Key("a", 3), user=admin))
+    ok_data(app.dispatch(tally, Key("a", 3), user=admin))
     before = _snapshot(app)
-    result = _failure(app.dispatch(h, Key("a"), user=admin))
+    result = failure_of(app.dispatch(h, Key("a"), user=admin))
     assert result.code == "internal_error"
     assert result.message.startswith("step 1 unsafe_projection_upsert raised StepRefused: ")
     assert fragment in result.message
@@ -751,7 +744,7 @@ def test_delete_removes_the_matching_rows(app_on: AppOn, admin: User) -> None:
     )
     app = app_on([f])
     for key, count in [("a", 1), ("b", 5), ("c", 9)]:
-        _ok(app.dispatch(tally, Key(key, count), user=admin))
+        ok_data(app.dispatch(tally, Key(key, count), user=admin))
     assert app.dispatch(h, Key("", 5), user=admin) == Ok(None)
     assert [r["key"] for r in _rows(app, TALLY)] == ["a"]
     assert app.dispatch(h, Key("", 5), user=admin) == Ok(None)  # nothing left to match: fine
@@ -780,10 +773,10 @@ def test_delete_refuses_a_where_that_does_not_bound_the_table(
         f.pipeline(Key).unsafe_projection_delete(TALLY, where=where).return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    _ok(app.dispatch(tally, Key("a", 1), user=admin))
-    _ok(app.dispatch(tally, Key("b", 2), user=admin))
+    ok_data(app.dispatch(tally, Key("a", 1), user=admin))
+    ok_data(app.dispatch(tally, Key("b", 2), user=admin))
     before = _snapshot(app)
-    result = _failure(app.dispatch(h, Key(""), user=admin))
+    result = failure_of(app.dispatch(h, Key(""), user=admin))
     assert result.code == "internal_error"
     assert result.message.startswith("step 0 unsafe_projection_delete raised StepRefused: ")
     assert "where= must be a condition on the columns of t3s_tally" in result.message
@@ -818,7 +811,7 @@ def test_call_feature_gives_the_inner_result_and_commits_with_the_outer(app_on: 
         .return_(lambda c: ok((c.steps["made"], c.steps["w"].name))),
     )
     app = app_on([f])
-    (widget_id, user_id), name = _ok(app.dispatch(outer, NewWidget("a"), user=admin))
+    (widget_id, user_id), name = ok_data(app.dispatch(outer, NewWidget("a"), user=admin))
     assert user_id == admin.id
     assert name == "inner"
     assert [w["id"] for w in _widgets(app)] == [widget_id]
@@ -872,7 +865,7 @@ def test_an_outer_failure_after_a_successful_call_rolls_back_the_inner_writes(
         .return_(lambda c: fail("unprocessable", "outer says no")),
     )
     app = app_on([f])
-    result = _failure(app.dispatch(outer, NewWidget("a"), user=admin))
+    result = failure_of(app.dispatch(outer, NewWidget("a"), user=admin))
     assert result.code == ("unprocessable" if variant == "return-fail" else "internal_error")
     assert seen == [1]
     # ...and after the outer failure they are gone.
@@ -916,7 +909,7 @@ def test_an_inner_not_found_keeps_its_code(app_on: AppOn, admin: User) -> None:
         f.pipeline(Ref).call_feature("res", inner, payload=lambda c: c.payload).return_(lambda c: ok(c.steps["res"])),
     )
     app = app_on([f])
-    result = _failure(app.dispatch(outer, Ref(uuid.uuid4()), user=admin))
+    result = failure_of(app.dispatch(outer, Ref(uuid.uuid4()), user=admin))
     assert result.code == "not_found"
     assert result.details == {"step": "w"}
 
@@ -933,11 +926,11 @@ def test_call_feature_checks_the_roles_of_the_called_handler(app_on: AppOn, make
     )
     app = app_on([f])
     clerk = make_user("Clerk")
-    result = _failure(app.dispatch(outer, NewWidget("a"), user=clerk))
+    result = failure_of(app.dispatch(outer, NewWidget("a"), user=clerk))
     assert result.code == "access_denied"
     assert result.message == "handler t3s:make needs one of the roles ['Admin']"
     assert _snapshot(app) == ([], [], [])
-    assert isinstance(_ok(app.dispatch(outer, NewWidget("a"), user=make_user("Admin"))), uuid.UUID)
+    assert isinstance(ok_data(app.dispatch(outer, NewWidget("a"), user=make_user("Admin"))), uuid.UUID)
 
 
 def test_call_feature_with_a_payload_of_the_wrong_type_is_validation_error(app_on: AppOn, admin: User) -> None:
@@ -950,7 +943,7 @@ def test_call_feature_with_a_payload_of_the_wrong_type_is_validation_error(app_o
         .return_(lambda c: ok(None)),
     )
     app = app_on([f])
-    result = _failure(app.dispatch(outer, Ref(uuid.uuid4()), user=admin))
+    result = failure_of(app.dispatch(outer, Ref(uuid.uuid4()), user=admin))
     assert result.code == "validation_error"
     assert "takes a NewWidget, not a Ref" in result.message
     assert _snapshot(app) == ([], [], [])
@@ -967,7 +960,7 @@ def test_call_feature_as_user_needs_the_sysadmin_role(app_on: AppOn, make_user: 
         .return_(lambda c: ok(c.steps["made"])),
     )
     app = app_on([f])
-    result = _failure(app.dispatch(outer, NewWidget("a"), user=make_user("Admin")))
+    result = failure_of(app.dispatch(outer, NewWidget("a"), user=make_user("Admin")))
     assert result.code == "access_denied"
     assert result.message == 'step "made": as_user needs the sysadmin role'
     assert _snapshot(app) == ([], [], [])
@@ -989,7 +982,7 @@ def test_call_feature_as_user_with_sysadmin_runs_the_inner_handler_as_that_user(
     )
     app = app_on([f])
     correlation = uuid.uuid4()
-    (widget_id, inner_user), outer_user = _ok(
+    (widget_id, inner_user), outer_user = ok_data(
         app.dispatch(outer, NewWidget("a"), user=sysadmin, correlation_id=correlation)
     )
     assert inner_user == target.id
@@ -1013,7 +1006,7 @@ def test_call_feature_as_user_checks_the_roles_of_that_user(app_on: AppOn, make_
         .return_(lambda c: ok(c.steps["made"])),
     )
     app = app_on([f])
-    result = _failure(app.dispatch(outer, NewWidget("a"), user=make_user("sysadmin", "Admin")))
+    result = failure_of(app.dispatch(outer, NewWidget("a"), user=make_user("sysadmin", "Admin")))
     assert result.code == "access_denied"
     assert result.message == "handler t3s:make needs one of the roles ['Admin']"
     assert _snapshot(app) == ([], [], [])

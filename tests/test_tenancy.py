@@ -10,6 +10,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import NewDoc, Wrote, ok_data
 from sqlalchemy.orm import Mapped, aliased, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
@@ -26,14 +27,6 @@ class T3tDoc(Entity):
 DOCS: sa.Table = T3tDoc.__table__  # type: ignore[assignment]
 
 
-@attrs.frozen
-class Wrote:
-    words: int
-
-
-@attrs.frozen
-class NewDoc:
-    title: str
 
 
 @attrs.frozen
@@ -143,10 +136,6 @@ def _rows(app: App) -> dict[str, list[dict[str, Any]]]:
         return {t.name: sorted((dict(r._mapping) for r in conn.execute(sa.select(t))), key=repr) for t in app.tables()}
 
 
-def _ok(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
-
 
 @pytest.mark.parametrize("op", list(OPS))
 def test_another_tenant_cannot_see_or_change_the_aggregate(
@@ -157,7 +146,7 @@ def test_another_tenant_cannot_see_or_change_the_aggregate(
     app = app_on([f])
     alice, bob = make_user("Admin"), make_user("Admin")
     assert alice.tenant_id != bob.tenant_id
-    doc_id = _ok(app.dispatch(create, NewDoc("a-doc"), user=alice))
+    doc_id = ok_data(app.dispatch(create, NewDoc("a-doc"), user=alice))
     before = _rows(app)
 
     result = app.dispatch(h, DocRef(doc_id), user=bob)
@@ -182,7 +171,7 @@ def test_a_user_of_the_same_tenant_sees_the_data(app_on: AppOn, make_user: Calla
     app = app_on([f])
     alice = make_user("Admin")
     colleague = User(id=uuid.uuid4(), tenant_id=alice.tenant_id, roles=frozenset({"Admin"}))
-    doc_id = _ok(app.dispatch(create, NewDoc("a-doc"), user=alice))
+    doc_id = ok_data(app.dispatch(create, NewDoc("a-doc"), user=alice))
     assert app.dispatch(h, DocRef(doc_id), user=colleague) == Ok("a-doc")
     assert app.dispatch(rename, DocRef(doc_id, 1), user=colleague) == Ok(2)
 
@@ -195,15 +184,15 @@ def test_each_tenant_reads_only_its_own_rows_call_after_call(app_on: AppOn, make
     app = app_on([f])
     alice, bob, carol = make_user(), make_user(), make_user()
     for title, who in [("a1", alice), ("b1", bob), ("a2", alice), ("b2", bob)]:
-        _ok(app.dispatch(create, NewDoc(title), user=who))
+        ok_data(app.dispatch(create, NewDoc(title), user=who))
     probe = DocRef(uuid.uuid4())
     for _ in range(2):
         assert app.dispatch(many, probe, user=alice) == Ok(["a1", "a2"])
         assert app.dispatch(many, probe, user=bob) == Ok(["b1", "b2"])
         assert app.dispatch(many, probe, user=carol) == Ok([])
-        seen = _ok(app.dispatch(through_db, probe, user=bob))
+        seen = ok_data(app.dispatch(through_db, probe, user=bob))
         assert (seen["entities"], seen["count"]) == (["b1", "b2"], 2)
-        seen = _ok(app.dispatch(through_db, probe, user=alice))
+        seen = ok_data(app.dispatch(through_db, probe, user=alice))
         assert (seen["entities"], seen["count"]) == (["a1", "a2"], 2)
 
 
@@ -211,8 +200,8 @@ def test_created_rows_belong_to_the_creators_tenant(app_on: AppOn, make_user: Ca
     f, create, _rename = _feature()
     app = app_on([f])
     alice, bob = make_user(), make_user()
-    a_id = _ok(app.dispatch(create, NewDoc("a"), user=alice))
-    b_id = _ok(app.dispatch(create, NewDoc("b"), user=bob))
+    a_id = ok_data(app.dispatch(create, NewDoc("a"), user=alice))
+    b_id = ok_data(app.dispatch(create, NewDoc("b"), user=bob))
     rows = _rows(app)
     assert {r["id"]: r["tenant_id"] for r in rows["t3t_doc"]} == {a_id: alice.tenant_id, b_id: bob.tenant_id}
     assert {e["stream_id"]: e["tenant_id"] for e in rows["kumiko_events"]} == {
@@ -254,12 +243,12 @@ def test_call_feature_as_a_user_of_another_tenant_switches_the_filter_and_restor
         ),
     )
     app = app_on([f])
-    _ok(app.dispatch(create, NewDoc("a-doc"), user=admin_of_a))
-    b_id = _ok(app.dispatch(create, NewDoc("b-doc"), user=bob))
+    ok_data(app.dispatch(create, NewDoc("a-doc"), user=admin_of_a))
+    b_id = ok_data(app.dispatch(create, NewDoc("b-doc"), user=bob))
     result = app.dispatch(outer, DocRef(b_id), user=admin_of_a)
     assert result == Ok((["a-doc"], ["b-doc"], 2, ["a-doc"], ["a-doc"]))
     # The rename ran as bob, in bob's tenant, and committed with the outer call...
-    assert _ok(app.dispatch(titles, DocRef(b_id), user=bob)) == ["renamed"]
+    assert ok_data(app.dispatch(titles, DocRef(b_id), user=bob)) == ["renamed"]
     # ...which the sysadmin could not have done as itself.
     direct = app.dispatch(rename, DocRef(b_id, 2), user=admin_of_a)
     assert isinstance(direct, Failure)
@@ -305,7 +294,7 @@ def test_a_core_select_of_an_entity_table_is_refused_never_answered(
     h = f.write_handler("core", READERS[reader](f.pipeline(DocRef), CORE_SELECTS[spelling]))
     app = app_on([f])
     alice, bob = make_user(), make_user()
-    _ok(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
+    ok_data(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
     for who in (bob, alice):
         result = app.dispatch(h, DocRef(uuid.uuid4()), user=who)
         assert isinstance(result, Failure), result
@@ -329,8 +318,8 @@ def test_reading_every_tenant_through_core_is_possible_when_said(app_on: AppOn, 
     )
     app = app_on([f])
     alice, bob = make_user(), make_user()
-    _ok(app.dispatch(create, NewDoc("a"), user=alice))
-    _ok(app.dispatch(create, NewDoc("b"), user=bob))
+    ok_data(app.dispatch(create, NewDoc("a"), user=alice))
+    ok_data(app.dispatch(create, NewDoc("b"), user=bob))
     assert app.dispatch(h, DocRef(uuid.uuid4()), user=bob) == Ok(["a", "b"])
 
 
@@ -353,6 +342,6 @@ def test_a_plain_column_beside_its_mapped_class_is_filtered(
     h = f.write_handler("mixed", READERS["c_db"](f.pipeline(DocRef), MIXED_SELECTS[spelling]))
     app = app_on([f])
     alice, bob = make_user(), make_user()
-    _ok(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
+    ok_data(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
     assert app.dispatch(h, DocRef(uuid.uuid4()), user=bob) == Ok("[]")
-    assert "a-secret-title" in _ok(app.dispatch(h, DocRef(uuid.uuid4()), user=alice))
+    assert "a-secret-title" in ok_data(app.dispatch(h, DocRef(uuid.uuid4()), user=alice))

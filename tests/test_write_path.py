@@ -20,9 +20,10 @@ import pytest
 import sqlalchemy as sa
 from _crash import said
 from _sql_log import statements
+from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
+from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
 from kumiko_typed._tables import events
 from kumiko_typed.testing import FakeClock
 
@@ -121,14 +122,6 @@ def _handlers(f: Feature[Any]) -> Any:
     return seed, bump, recode, blank, blank_nested
 
 
-def _ok(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
-
-
-def _failure(result: object) -> Failure:
-    assert isinstance(result, Failure), result
-    return result
 
 
 def _snapshot(app: App) -> tuple[list[tuple[Any, ...]], ...]:
@@ -153,7 +146,7 @@ def test_an_event_reads_its_row_once_and_takes_no_savepoint(app_on: AppOn, admin
     f = _feature()
     seed, bump, *_ = _handlers(f)
     app = app_on([f])
-    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
     with statements(app.engine) as seen:
         assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
     assert _count(seen, "SELECT TWP_GADGET.") == 1, seen
@@ -176,19 +169,19 @@ def test_a_unique_clash_needs_no_savepoint_and_writes_nothing(app_on: AppOn, adm
         f.pipeline(Target).call_feature("inner", recode, payload=lambda c: c.payload).return_(lambda c: ok(0)),
     )
     app = app_on([f])
-    _ok(app.dispatch(seed, NewGadget("taken"), user=admin))
-    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    ok_data(app.dispatch(seed, NewGadget("taken"), user=admin))
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
     before = _snapshot(app)
     for handler in (recode, recode_nested):
         with statements(app.engine) as seen:
-            clash = _failure(app.dispatch(handler, Target(gid, "taken"), user=admin))
+            clash = failure_of(app.dispatch(handler, Target(gid, "taken"), user=admin))
         assert clash.code == "unique_violation"
         assert isinstance(clash.details, dict)
         assert clash.details["entity"] == "TwpGadget"
         assert _count(seen, "SAVEPOINT") == (handler is recode_nested), seen
         assert _snapshot(app) == before
 
-    _ok(app.dispatch(recode, Target(gid, "b"), user=admin))
+    ok_data(app.dispatch(recode, Target(gid, "b"), user=admin))
     assert _snapshot(app)[1] == [("b", "gadget", 0, 2), ("taken", "gadget", 0, 1)]
 
 
@@ -199,10 +192,10 @@ def test_a_failing_flush_is_an_internal_error_that_writes_nothing(app_on: AppOn,
     f = _feature()
     seed, bump, _recode, blank, blank_nested = _handlers(f)
     app = app_on([f])
-    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
     before = _snapshot(app)
     for handler in (blank, blank_nested):
-        failed = _failure(app.dispatch(handler, Target(gid), user=admin))
+        failed = failure_of(app.dispatch(handler, Target(gid), user=admin))
         assert failed.code == "internal_error"
         assert "IntegrityError" in failed.message
         assert _snapshot(app) == before
@@ -224,7 +217,7 @@ def test_a_retry_attempt_whose_flush_failed_rolls_back_and_the_next_one_writes(a
     flow = f.workflow("bump-later", trigger=manual(Target), pipeline=pipeline)
     clock = FakeClock(T0)
     app = app_on([f], clock=clock)
-    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
     run_id = app.start_workflow(flow, Target(gid), user=admin)
     clock.advance(minutes=5)
     app.run_worker(once=True)
@@ -274,7 +267,7 @@ def test_a_writing_dispatch_holds_the_append_lock_from_its_first_read(fresh_post
     app = App([f], database_url=fresh_postgres_url)
     try:
         app.create_all()
-        gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+        gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
         assert app.dispatch(racing, Target(gid), user=admin) == Ok(10)
         racers[0].join(timeout=30)
         assert blocked == [True]
@@ -315,7 +308,7 @@ def test_a_writing_workflow_segment_holds_the_append_lock_from_its_first_read(
     app = App([f], database_url=fresh_postgres_url)
     try:
         app.create_all()
-        gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+        gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
         run_id = app.start_workflow(flow, Target(gid), user=admin)
         racers[0].join(timeout=30)
         assert blocked == [True]
@@ -341,7 +334,7 @@ def test_a_refused_value_fails_a_workflow_run_with_validation_error(app_on: AppO
         ),
     )
     app = app_on([f])
-    gid = _ok(app.dispatch(seed, NewGadget("a"), user=admin))
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
     before = _snapshot(app)
     info = app.get_run(app.start_workflow(flow, Target(gid), user=admin))
     assert info is not None
@@ -361,6 +354,6 @@ def test_an_overflow_in_a_computation_is_still_an_internal_error(app_on: AppOn, 
         f.pipeline(NewGadget).compute("n", lambda c: int(float("inf"))).return_(lambda c: ok(c.steps["n"])),
     )
     app = app_on([f])
-    failed = _failure(app.dispatch(h, NewGadget("a"), user=admin))
+    failed = failure_of(app.dispatch(h, NewGadget("a"), user=admin))
     assert failed.code == "internal_error"
     assert said(failed) == 'step 0 compute "n" raised OverflowError'

@@ -1,0 +1,36 @@
+"""What many test modules share: unwrapping results, and the small payloads and events
+the tenancy tests write documents with."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from kumiko_typed import Failure, Ok
+
+
+def ok_data(result: object) -> Any:
+    """The data of an ``Ok`` (the test fails on anything else, showing it)."""
+    assert isinstance(result, Ok), result
+    return result.data
+
+
+def failure_of(result: object) -> Failure:
+    """The ``Failure`` (the test fails on anything else, showing it)."""
+    assert isinstance(result, Failure), result
+    return result
+
+
+@attrs.frozen
+class Wrote:
+    """An event: words were added to a document."""
+
+    words: int
+
+
+@attrs.frozen
+class NewDoc:
+    """A payload: create a document with this title."""
+
+    title: str
