@@ -10,6 +10,7 @@ import hashlib
 from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import final
 
 from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin, ReportConfigContext
 from mypy.types import CallableType, Type
@@ -117,6 +118,7 @@ def _fingerprint() -> str:
 FINGERPRINT = _fingerprint()
 
 
+@final
 class KumikoPlugin(Plugin):
     def report_config_data(self, ctx: ReportConfigContext) -> str:
         return FINGERPRINT

@@ -8,10 +8,9 @@ from mypy.typeops import make_simplified_union
 from mypy.types import AnyType, Instance, NoneType, Type, TypeOfAny, get_proper_type
 
 from .._names import BRANCH, STEPS_ARG
-from .._typeddicts import OpenKeys, Unknown, keys_of, make, open_if_any
-from ._context import receiver_steps, with_arg
-from .bodies import body_steps
-from .step_keys import unknown_steps
+from .._typeops.args import receiver_steps, with_arg
+from .._typeops.callbacks import body_steps
+from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
 
 
 def merge_arms(ctx: MethodContext) -> Type:

@@ -18,10 +18,10 @@ from mypy.types import (
 )
 
 from .. import _errors
-from .._literals import literal_str_expr
 from .._names import CAPS_ARG
 from .._rules import rules
-from ._context import where
+from .._typeops.args import where
+from .._typeops.literals import literal_str_expr
 
 
 def feature_capabilities(ctx: FunctionContext) -> Type:

@@ -26,13 +26,12 @@ from mypy.types import (
 )
 
 from .. import _errors
-from .._literals import literal_str_expr
 from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
-from .._typeddicts import OpenKeys, Unknown, keys_of, make, open_if_any
-from ._context import arg_expr, receiver_steps, where, with_arg
-from .bodies import body_steps, detach
-from .step_keys import unknown_steps
+from .._typeops.args import arg_expr, receiver_steps, where, with_arg
+from .._typeops.callbacks import body_steps, detach
+from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
+from .._typeops.literals import literal_str_expr
 
 
 class _ScopeRewriter(TypeTranslator):

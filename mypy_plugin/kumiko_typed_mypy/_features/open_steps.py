@@ -9,8 +9,8 @@ from __future__ import annotations
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
 
-from .._literals import literal_str
-from .._typeddicts import keys_of
+from .._typeops.keys import keys_of
+from .._typeops.literals import literal_str
 
 
 def read_key(ctx: MethodContext) -> Type:

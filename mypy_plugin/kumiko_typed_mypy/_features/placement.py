@@ -12,7 +12,7 @@ from mypy.types import AnyType, Type, TypeOfAny
 
 from .. import _errors
 from .._rules import rules
-from ._context import where
+from .._typeops.args import where
 
 
 def refuse_return(builder: str, ctx: MethodContext) -> Type:

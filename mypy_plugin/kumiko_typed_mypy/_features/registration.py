@@ -16,8 +16,8 @@ from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOf
 from .. import _errors
 from .._names import BUILDER_CORE, FINISHED, TRIGGER
 from .._rules import rules
-from .._typeddicts import lookup_info
-from ._context import arg_expr, arg_type
+from .._typeops.args import arg_expr, arg_type
+from .._typeops.keys import lookup_info
 
 _STARTERS = frozenset({"pipeline", "workflow_pipeline"})
 

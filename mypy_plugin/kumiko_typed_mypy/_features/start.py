@@ -12,7 +12,7 @@ from mypy.plugin import MethodContext
 from mypy.types import Instance, Type, get_proper_type
 
 from .._names import SCOPE_ARG, STEPS_ARG
-from .._typeddicts import EMPTY_MARKERS, make
+from .._typeops.keys import EMPTY_MARKERS, make
 
 
 def empty_keys(ctx: MethodContext) -> Type:

@@ -3,27 +3,15 @@
 from __future__ import annotations
 
 from mypy.plugin import MethodContext
-from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
+from mypy.types import Instance, Type, get_proper_type
 
 from .. import _errors
-from .._literals import literal_str
 from .._names import ADD_STEP, STEPS_ARG
 from .._rules import rules
-from .._typeddicts import Unknown, keys_of, make
-from ._context import arg_expr, arg_type, where, with_arg
-from .bodies import returned
-
-
-def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
-    """Keys could not be read: Any the user wrote stays Any; anything else is reported."""
-    if not unknown.explicit:
-        ctx.api.fail(
-            f'Cannot tell which step keys exist before "{method}" (the steps type is {unknown.shown}); '
-            "build pipelines by chaining a feature's pipeline(...) builder",
-            where(ctx),
-            code=_errors.UNANALYZABLE,
-        )
-    return AnyType(TypeOfAny.from_error if not unknown.explicit else TypeOfAny.special_form)
+from .._typeops.args import arg_expr, arg_type, where, with_arg
+from .._typeops.callbacks import returned
+from .._typeops.keys import Unknown, keys_of, make, unknown_steps
+from .._typeops.literals import literal_str
 
 
 def add_step(method: str, ctx: MethodContext) -> Type:

@@ -15,10 +15,10 @@ from mypy.plugin import MethodContext, MethodSigContext
 from mypy.types import CallableType, Instance, Type, TypedDictType, get_proper_type
 
 from .. import _errors
-from .._literals import literal_str
 from .._names import MAPPED
 from .._rules import rules
-from ._context import arg_expr, arg_type, where
+from .._typeops.args import arg_expr, arg_type, where
+from .._typeops.literals import literal_str
 
 
 def _entity_info(ctx: MethodSigContext) -> TypeInfo | None:

@@ -6,13 +6,14 @@ from typing import Final
 
 from mypy.checker import TypeChecker
 from mypy.nodes import TypeInfo
-from mypy.plugin import CheckerPluginInterface
+from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.types import AnyType, Instance, ProperType, Type, TypedDictType, TypeOfAny, get_proper_type
 
-from ._names import ADD_SCOPE, ADD_STEP, BRANCH, LOOP, NO_SCOPE, NO_STEPS, RETRY, SOME_STEPS
+from .. import _errors
+from .._names import NO_SCOPE, NO_STEPS, SOME_STEPS
+from .args import where
 
 EMPTY_MARKERS: Final = frozenset({NO_STEPS, NO_SCOPE})
-OPEN_MARKERS: Final = frozenset({ADD_STEP, BRANCH, LOOP, RETRY, ADD_SCOPE})
 
 
 class Unknown:
@@ -43,6 +44,18 @@ def keys_of(t: Type) -> dict[str, Type] | Unknown:
 def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
     """A sub-pipeline the user typed ``Any`` adds keys nobody can know: no keys known, open."""
     return OpenKeys() if isinstance(keys, Unknown) and keys.explicit else keys
+
+
+def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
+    """Keys could not be read: Any the user wrote stays Any; anything else is reported."""
+    if not unknown.explicit:
+        ctx.api.fail(
+            f'Cannot tell which step keys exist before "{method}" (the steps type is {unknown.shown}); '
+            "build pipelines by chaining a feature's pipeline(...) builder",
+            where(ctx),
+            code=_errors.UNANALYZABLE,
+        )
+    return AnyType(TypeOfAny.from_error if not unknown.explicit else TypeOfAny.special_form)
 
 
 def make(api: CheckerPluginInterface, items: dict[str, Type]) -> Type:

@@ -1,4 +1,4 @@
-"""Small helpers shared by the feature modules."""
+"""A hook's call: the expression and type given for a parameter, where to report, the receiver's steps."""
 
 from __future__ import annotations
 

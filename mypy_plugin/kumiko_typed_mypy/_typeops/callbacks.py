@@ -1,0 +1,80 @@
+"""Callbacks whose result decides a step's type: taking their type variables out of the
+call's signature before it (see ``_features/bodies.py`` for why), and reading what they
+returned after it."""
+
+from __future__ import annotations
+
+from mypy.erasetype import remove_instance_last_known_values
+from mypy.expandtype import expand_type
+from mypy.plugin import CheckerPluginInterface, MethodContext
+from mypy.typeops import get_all_type_vars
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    ProperType,
+    Type,
+    TypeOfAny,
+    TypeVarId,
+    UnionType,
+    get_proper_type,
+)
+
+from .._names import STEPS_ARG
+from .args import arg_type
+
+
+def _callbacks(t: Type) -> list[CallableType]:
+    proper = get_proper_type(t)
+    items = proper.items if isinstance(proper, UnionType) else [proper]
+    return [c for c in map(get_proper_type, items) if isinstance(c, CallableType)]
+
+
+def detach(api: CheckerPluginInterface, sig: CallableType, names: tuple[str, ...]) -> CallableType:
+    """``sig`` with the type variables that the callbacks ``names`` return replaced by ``object``.
+
+    ``object``, not ``Any``: the callback's last call is inferred against this return
+    context, and an ``Any`` there would become that call's own result type."""
+    ids: set[TypeVarId] = set()
+    for name in names:
+        if name in sig.arg_names:
+            for callback in _callbacks(sig.arg_types[sig.arg_names.index(name)]):
+                ids |= {var.id for var in get_all_type_vars(callback.ret_type)}
+    ids &= {v.id for v in sig.variables}
+    if not ids:
+        return sig
+    top = api.named_generic_type("builtins.object", [])
+    expanded = get_proper_type(expand_type(sig, dict.fromkeys(ids, top)))
+    assert isinstance(expanded, CallableType)
+    return expanded.copy_modified(variables=[v for v in sig.variables if v.id not in ids])
+
+
+def _callback(ctx: MethodContext, name: str) -> ProperType | None:
+    given = arg_type(ctx, name)
+    return get_proper_type(given) if given is not None else None
+
+
+def body_steps(ctx: MethodContext, name: str) -> Type | None:
+    """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
+    the argument was not given, ``Any`` when the callback's result is not a builder."""
+    callback = _callback(ctx, name)
+    if callback is None:
+        return None
+    if isinstance(callback, CallableType):
+        returned = get_proper_type(callback.ret_type)
+        if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
+            return returned.args[STEPS_ARG]
+        if isinstance(returned, AnyType):
+            return returned
+    if isinstance(callback, AnyType):
+        return callback
+    return AnyType(TypeOfAny.from_error)
+
+
+def returned(ctx: MethodContext, name: str) -> Type | None:
+    """What callback ``name`` returned, as mypy inferred it for the callback itself."""
+    callback = _callback(ctx, name)
+    if isinstance(callback, CallableType):
+        # As a solved type variable would be: 1, not Literal[1]?.
+        return remove_instance_last_known_values(callback.ret_type)
+    return callback
