@@ -6,35 +6,32 @@ The builders differ only in which step methods they offer and what those return
 classes.  ``tests/test_generated.py`` fails when the committed file is stale.
 
     python scripts/generate_builders.py          # rewrite the file
-    python scripts/generate_builders.py --check  # exit 1 if it is stale
+    python scripts/generate_builders.py --check  # exit 1 and print a diff if it is stale
+
+The output is ``ruff format``ted with the repository's settings, so the committed file
+reads like hand-written code and the repository-wide format check holds for it too.
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
+import difflib
+import subprocess
 import sys
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 TARGET = ROOT / "src" / "kumiko_typed" / "_builders.py"
 
+# The plugin's loader (stdlib only): the table is executed by path, like the plugin does,
+# because generating must not import the library itself.
+sys.path.insert(0, str(ROOT / "mypy_plugin"))
+from kumiko_typed_mypy._table import load  # noqa: E402
 
-def _load_rules() -> ModuleType:
-    # By path, like the plugin: generating must not import the library itself.
-    spec = importlib.util.spec_from_file_location("_kumiko_rules", ROOT / "src/kumiko_typed/_rules.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
-rules = _load_rules()
+rules = load(ROOT / "src" / "kumiko_typed" / "_rules.py", "_kumiko_rules")
 
 CTX = "Ctx[P, S, Sc]"
 
@@ -382,13 +379,37 @@ def generate() -> str:
     return "".join(parts)
 
 
+def formatted(text: str) -> str:
+    """``text`` as ``ruff format`` writes it at ``TARGET``, with the repository's settings."""
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--stdin-filename", str(TARGET), "-"],
+        input=text,
+        capture_output=True,
+        text=True,
+        check=False,
+        cwd=ROOT,
+    )
+    if proc.returncode != 0:
+        raise SystemExit(f"ruff format failed on the generated code:\n{proc.stderr}")
+    return proc.stdout
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--check", action="store_true", help="exit 1 if the committed file is stale")
+    parser.add_argument("--check", action="store_true", help="exit 1 and print a diff if the committed file is stale")
     args = parser.parse_args()
-    text = generate()
+    text = formatted(generate())
     if args.check:
-        if TARGET.read_text() != text:
+        committed = TARGET.read_text()
+        if committed != text:
+            name = str(TARGET.relative_to(ROOT))
+            diff = difflib.unified_diff(
+                committed.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                fromfile=f"{name} (committed)",
+                tofile=f"{name} (generated)",
+            )
+            sys.stdout.writelines(diff)
             print(f"{TARGET} is stale: run python scripts/generate_builders.py", file=sys.stderr)
             return 1
         return 0

@@ -1,4 +1,5 @@
-"""The committed ``_builders.py`` is what ``scripts/generate_builders.py`` writes (DESIGN §4.4)."""
+"""The committed ``_builders.py`` is what ``scripts/generate_builders.py`` writes (DESIGN §4.4),
+formatted by ``ruff format``; ``--check`` shows what is stale as a unified diff."""
 
 from __future__ import annotations
 
@@ -19,8 +20,11 @@ def _run(root: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def _copy_tree(dest: Path) -> Path:
-    """The generator's inputs and output, with the repository's relative layout."""
+    """The generator's inputs (with the rule table's loader and the ruff settings) and
+    output, with the repository's relative layout."""
     shutil.copytree(ROOT / "scripts", dest / "scripts")
+    shutil.copytree(ROOT / "mypy_plugin", dest / "mypy_plugin", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy2(ROOT / "pyproject.toml", dest / "pyproject.toml")
     (dest / PACKAGE).mkdir(parents=True)
     for name in ("_rules.py", "_builders.py"):
         shutil.copy2(ROOT / PACKAGE / name, dest / PACKAGE / name)
@@ -67,3 +71,38 @@ def test_check_follows_the_rule_table(tmp_path: Path) -> None:
     assert _run(tmp_path).returncode == 0
     assert "Compute any value from the context." in target.read_text()
     assert _run(tmp_path, "--check").returncode == 0
+
+
+def test_committed_builders_are_ruff_formatted() -> None:
+    proc = subprocess.run(
+        [sys.executable, "-m", "ruff", "format", "--check", str(PACKAGE / "_builders.py")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+
+
+def test_check_prints_a_unified_diff_of_the_stale_lines(tmp_path: Path) -> None:
+    target = _copy_tree(tmp_path)
+    original = target.read_text()
+    target.write_text(original.replace("class SubPipeline(", "class SubPipelineX(", 1))
+    proc = _run(tmp_path, "--check")
+    assert proc.returncode == 1
+    name = "src/kumiko_typed/_builders.py"
+    lines = proc.stdout.splitlines()
+    assert lines[:2] == [f"--- {name} (committed)", f"+++ {name} (generated)"], proc.stdout
+    changed = [line for line in lines[2:] if line.startswith(("-", "+"))]
+    assert changed == [
+        "-class SubPipelineX(BuilderCore, Generic[P, S, Sc, C]):",
+        "+class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):",
+    ], proc.stdout
+    assert sum(line.startswith("@@") for line in lines) == 1
+
+    # A formatting-only change is stale too: the generator's output is the formatted text.
+    target.write_text(original.replace("__slots__ = ()", "__slots__ = ( )", 1))
+    proc = _run(tmp_path, "--check")
+    assert proc.returncode == 1
+    assert "-    __slots__ = ( )\n+    __slots__ = ()" in proc.stdout

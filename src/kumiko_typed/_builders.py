@@ -78,7 +78,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.Compute(name, fn))
 
-    def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Pipeline[P, AddStep[S, T | None], Sc, C]:
+    def find_one(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+    ) -> Pipeline[P, AddStep[S, T | None], Sc, C]:
         """Read one row, or None when there is none.
 
         Step kind ``read.find_one``. Tier 1.
@@ -102,7 +104,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.GetOne(name, query))
 
-    def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Pipeline[P, AddStep[S, list[T]], Sc, C]:
+    def find_many(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+    ) -> Pipeline[P, AddStep[S, list[T]], Sc, C]:
         """Read a list of rows.
 
         Step kind ``read.find_many``. Tier 1.
@@ -114,7 +118,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.FindMany(name, query, limit))
 
-    def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def create(
+        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+    ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Create an aggregate (event at version 1 + row).
 
         Step kind ``aggregate.create``. Tier 1.
@@ -126,7 +132,16 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.Create(name, entity, data))
 
-    def update(self, name: str, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]], version: int | Callable[[Ctx[P, S, Sc]], int] | None = None, skip_optimistic_lock: bool = False) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def update(
+        self,
+        name: str,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Change an aggregate with optimistic locking.
 
         Step kind ``aggregate.update``. Tier 1.
@@ -138,7 +153,14 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> Pipeline[P, S, Sc, C]:
+    def append_event(
+        self,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        event: Callable[[Ctx[P, S, Sc]], object],
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+    ) -> Pipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -150,7 +172,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.AppendEvent(entity, id, event, headers))
 
-    def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> Pipeline[P, S, Sc, C]:
+    def unsafe_projection_upsert(
+        self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
+    ) -> Pipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
 
         Step kind ``unsafe_projection_upsert``. Tier 1.
@@ -162,7 +186,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.ProjectionUpsert(table, tuple(on), row))
 
-    def unsafe_projection_delete(self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]) -> Pipeline[P, S, Sc, C]:
+    def unsafe_projection_delete(
+        self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]
+    ) -> Pipeline[P, S, Sc, C]:
         """Delete rows of a declared projection table.
 
         Step kind ``unsafe_projection_delete``. Tier 1.
@@ -174,7 +200,13 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(self, *, when: Callable[[Ctx[P, S, Sc]], bool], on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None) -> Pipeline[P, Branch[S1, S2], Sc, C]:
+    def branch(
+        self,
+        *,
+        when: Callable[[Ctx[P, S, Sc]], bool],
+        on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+        on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+    ) -> Pipeline[P, Branch[S1, S2], Sc, C]:
         """Run one of two sub-pipelines.
 
         Step kind ``branch``. Tier 1.
@@ -185,9 +217,20 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
         """
-        return self._then(Pipeline, _steps.Branch(when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")))
+        return self._then(
+            Pipeline,
+            _steps.Branch(
+                when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+            ),
+        )
 
-    def for_each(self, item: str, *, over: Callable[[Ctx[P, S, Sc]], Iterable[I]], do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]]) -> Pipeline[P, Loop[S1], Sc, C]:
+    def for_each(
+        self,
+        item: str,
+        *,
+        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+        do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
+    ) -> Pipeline[P, Loop[S1], Sc, C]:
         """Run a sub-pipeline once per item.
 
         Step kind ``for_each``. Tier 1.
@@ -200,7 +243,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
 
-    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> Pipeline[P, S, Sc, C]:
+    def guard(
+        self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
+    ) -> Pipeline[P, S, Sc, C]:
         """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
 
         Step kind ``guard``. Tier 1.
@@ -225,7 +270,14 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._finish(Finished, _steps.Return(fn))
 
-    def send_mail(self, *, to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]], subject: str | Callable[[Ctx[P, S, Sc]], str], body: str | Callable[[Ctx[P, S, Sc]], str], sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None) -> Pipeline[P, S, Sc, C]:
+    def send_mail(
+        self,
+        *,
+        to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]],
+        subject: str | Callable[[Ctx[P, S, Sc]], str],
+        body: str | Callable[[Ctx[P, S, Sc]], str],
+        sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+    ) -> Pipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
         Step kind ``mail.send``. Tier 2: the feature must declare "mail.send" in ``requires=``.
@@ -237,7 +289,16 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.SendMail(to, subject, body, sender))
 
-    def send_webhook(self, *, url: str | Callable[[Ctx[P, S, Sc]], str], method: str = "POST", headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None, body: Callable[[Ctx[P, S, Sc]], object] | None = None, auth: Auth | None = None, retry: RetryPolicy | None = None) -> Pipeline[P, S, Sc, C]:
+    def send_webhook(
+        self,
+        *,
+        url: str | Callable[[Ctx[P, S, Sc]], str],
+        method: str = "POST",
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        body: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        auth: Auth | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> Pipeline[P, S, Sc, C]:
         """Send an HTTP request through the outbox.
 
         Step kind ``webhook.send``. Tier 2: the feature must declare "webhook.send" in
@@ -250,7 +311,14 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(self, name: str, handler: WriteHandler[P2, D2], *, payload: Callable[[Ctx[P, S, Sc]], P2], as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None) -> Pipeline[P, AddStep[S, D2], Sc, C]:
+    def call_feature(
+        self,
+        name: str,
+        handler: WriteHandler[P2, D2],
+        *,
+        payload: Callable[[Ctx[P, S, Sc]], P2],
+        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+    ) -> Pipeline[P, AddStep[S, D2], Sc, C]:
         """Run another feature's write handler in this transaction.
 
         Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
@@ -266,7 +334,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
+        @deprecated(
+            'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+        )
         def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
@@ -291,8 +361,18 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
-        def wait_for_event(self, name: str, event: type[EV], *, key: Callable[[Ctx[P, S, Sc]], object], event_key: Callable[[EV], object], timeout: timedelta | str) -> Never:
+        @deprecated(
+            'Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+        )
+        def wait_for_event(
+            self,
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, S, Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
             run and is only allowed in a workflow pipeline, not in a Pipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -316,8 +396,17 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
-        def retry(self, *, times: int, do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], backoff: Literal["exponential", "linear"] = "exponential", base_delay: timedelta = timedelta(seconds=10)) -> Never:
+        @deprecated(
+            'Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+        )
+        def retry(
+            self,
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+        ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -362,7 +451,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.Compute(name, fn))
 
-    def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> SubPipeline[P, AddStep[S, T | None], Sc, C]:
+    def find_one(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+    ) -> SubPipeline[P, AddStep[S, T | None], Sc, C]:
         """Read one row, or None when there is none.
 
         Step kind ``read.find_one``. Tier 1.
@@ -386,7 +477,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.GetOne(name, query))
 
-    def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> SubPipeline[P, AddStep[S, list[T]], Sc, C]:
+    def find_many(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+    ) -> SubPipeline[P, AddStep[S, list[T]], Sc, C]:
         """Read a list of rows.
 
         Step kind ``read.find_many``. Tier 1.
@@ -398,7 +491,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.FindMany(name, query, limit))
 
-    def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def create(
+        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+    ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Create an aggregate (event at version 1 + row).
 
         Step kind ``aggregate.create``. Tier 1.
@@ -410,7 +505,16 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.Create(name, entity, data))
 
-    def update(self, name: str, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]], version: int | Callable[[Ctx[P, S, Sc]], int] | None = None, skip_optimistic_lock: bool = False) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def update(
+        self,
+        name: str,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Change an aggregate with optimistic locking.
 
         Step kind ``aggregate.update``. Tier 1.
@@ -422,7 +526,14 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> SubPipeline[P, S, Sc, C]:
+    def append_event(
+        self,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        event: Callable[[Ctx[P, S, Sc]], object],
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+    ) -> SubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -434,7 +545,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.AppendEvent(entity, id, event, headers))
 
-    def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> SubPipeline[P, S, Sc, C]:
+    def unsafe_projection_upsert(
+        self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
+    ) -> SubPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
 
         Step kind ``unsafe_projection_upsert``. Tier 1.
@@ -446,7 +559,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.ProjectionUpsert(table, tuple(on), row))
 
-    def unsafe_projection_delete(self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]) -> SubPipeline[P, S, Sc, C]:
+    def unsafe_projection_delete(
+        self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]
+    ) -> SubPipeline[P, S, Sc, C]:
         """Delete rows of a declared projection table.
 
         Step kind ``unsafe_projection_delete``. Tier 1.
@@ -458,7 +573,13 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(self, *, when: Callable[[Ctx[P, S, Sc]], bool], on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None) -> SubPipeline[P, Branch[S1, S2], Sc, C]:
+    def branch(
+        self,
+        *,
+        when: Callable[[Ctx[P, S, Sc]], bool],
+        on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+        on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+    ) -> SubPipeline[P, Branch[S1, S2], Sc, C]:
         """Run one of two sub-pipelines.
 
         Step kind ``branch``. Tier 1.
@@ -469,9 +590,20 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
         """
-        return self._then(SubPipeline, _steps.Branch(when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")))
+        return self._then(
+            SubPipeline,
+            _steps.Branch(
+                when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+            ),
+        )
 
-    def for_each(self, item: str, *, over: Callable[[Ctx[P, S, Sc]], Iterable[I]], do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]]) -> SubPipeline[P, Loop[S1], Sc, C]:
+    def for_each(
+        self,
+        item: str,
+        *,
+        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+        do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
+    ) -> SubPipeline[P, Loop[S1], Sc, C]:
         """Run a sub-pipeline once per item.
 
         Step kind ``for_each``. Tier 1.
@@ -484,7 +616,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
 
-    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> SubPipeline[P, S, Sc, C]:
+    def guard(
+        self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
+    ) -> SubPipeline[P, S, Sc, C]:
         """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
 
         Step kind ``guard``. Tier 1.
@@ -499,7 +633,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('return_ is not allowed inside a sub-pipeline (SubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead')
+        @deprecated(
+            "return_ is not allowed inside a sub-pipeline (SubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead"
+        )
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
             """Deprecated here: return_ is not allowed inside a sub-pipeline (SubPipeline: branch,
             for_each or retry body); end the top-level pipeline with .return_(...) instead.
@@ -522,7 +658,14 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             # Recorded anyway so that boot validation reports it with the other problems.
             return self._then(SubPipeline, _steps.Return(fn))
 
-    def send_mail(self, *, to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]], subject: str | Callable[[Ctx[P, S, Sc]], str], body: str | Callable[[Ctx[P, S, Sc]], str], sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None) -> SubPipeline[P, S, Sc, C]:
+    def send_mail(
+        self,
+        *,
+        to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]],
+        subject: str | Callable[[Ctx[P, S, Sc]], str],
+        body: str | Callable[[Ctx[P, S, Sc]], str],
+        sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+    ) -> SubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
         Step kind ``mail.send``. Tier 2: the feature must declare "mail.send" in ``requires=``.
@@ -534,7 +677,16 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.SendMail(to, subject, body, sender))
 
-    def send_webhook(self, *, url: str | Callable[[Ctx[P, S, Sc]], str], method: str = "POST", headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None, body: Callable[[Ctx[P, S, Sc]], object] | None = None, auth: Auth | None = None, retry: RetryPolicy | None = None) -> SubPipeline[P, S, Sc, C]:
+    def send_webhook(
+        self,
+        *,
+        url: str | Callable[[Ctx[P, S, Sc]], str],
+        method: str = "POST",
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        body: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        auth: Auth | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> SubPipeline[P, S, Sc, C]:
         """Send an HTTP request through the outbox.
 
         Step kind ``webhook.send``. Tier 2: the feature must declare "webhook.send" in
@@ -547,7 +699,14 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(self, name: str, handler: WriteHandler[P2, D2], *, payload: Callable[[Ctx[P, S, Sc]], P2], as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None) -> SubPipeline[P, AddStep[S, D2], Sc, C]:
+    def call_feature(
+        self,
+        name: str,
+        handler: WriteHandler[P2, D2],
+        *,
+        payload: Callable[[Ctx[P, S, Sc]], P2],
+        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+    ) -> SubPipeline[P, AddStep[S, D2], Sc, C]:
         """Run another feature's write handler in this transaction.
 
         Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
@@ -563,7 +722,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
+        @deprecated(
+            'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+        )
         def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
@@ -588,8 +749,18 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
-        def wait_for_event(self, name: str, event: type[EV], *, key: Callable[[Ctx[P, S, Sc]], object], event_key: Callable[[EV], object], timeout: timedelta | str) -> Never:
+        @deprecated(
+            'Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+        )
+        def wait_for_event(
+            self,
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, S, Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
             run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -613,8 +784,17 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)')
-        def retry(self, *, times: int, do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], backoff: Literal["exponential", "linear"] = "exponential", base_delay: timedelta = timedelta(seconds=10)) -> Never:
+        @deprecated(
+            'Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+        )
+        def retry(
+            self,
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+        ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -659,7 +839,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Compute(name, fn))
 
-    def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> WorkflowPipeline[P, AddStep[S, T | None], Sc, C]:
+    def find_one(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+    ) -> WorkflowPipeline[P, AddStep[S, T | None], Sc, C]:
         """Read one row, or None when there is none.
 
         Step kind ``read.find_one``. Tier 1.
@@ -671,7 +853,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.FindOne(name, query))
 
-    def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> WorkflowPipeline[P, AddStep[S, T], Sc, C]:
+    def get_one(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+    ) -> WorkflowPipeline[P, AddStep[S, T], Sc, C]:
         """Read one row; no row ends the pipeline with not_found.
 
         Step kind ``read.get_one``. Tier 1.
@@ -683,7 +867,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.GetOne(name, query))
 
-    def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> WorkflowPipeline[P, AddStep[S, list[T]], Sc, C]:
+    def find_many(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+    ) -> WorkflowPipeline[P, AddStep[S, list[T]], Sc, C]:
         """Read a list of rows.
 
         Step kind ``read.find_many``. Tier 1.
@@ -695,7 +881,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.FindMany(name, query, limit))
 
-    def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def create(
+        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+    ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Create an aggregate (event at version 1 + row).
 
         Step kind ``aggregate.create``. Tier 1.
@@ -707,7 +895,16 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Create(name, entity, data))
 
-    def update(self, name: str, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]], version: int | Callable[[Ctx[P, S, Sc]], int] | None = None, skip_optimistic_lock: bool = False) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def update(
+        self,
+        name: str,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Change an aggregate with optimistic locking.
 
         Step kind ``aggregate.update``. Tier 1.
@@ -719,7 +916,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> WorkflowPipeline[P, S, Sc, C]:
+    def append_event(
+        self,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        event: Callable[[Ctx[P, S, Sc]], object],
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -731,7 +935,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.AppendEvent(entity, id, event, headers))
 
-    def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> WorkflowPipeline[P, S, Sc, C]:
+    def unsafe_projection_upsert(
+        self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
 
         Step kind ``unsafe_projection_upsert``. Tier 1.
@@ -743,7 +949,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.ProjectionUpsert(table, tuple(on), row))
 
-    def unsafe_projection_delete(self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]) -> WorkflowPipeline[P, S, Sc, C]:
+    def unsafe_projection_delete(
+        self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Delete rows of a declared projection table.
 
         Step kind ``unsafe_projection_delete``. Tier 1.
@@ -755,7 +963,13 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(self, *, when: Callable[[Ctx[P, S, Sc]], bool], on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]], on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None) -> WorkflowPipeline[P, Branch[S1, S2], Sc, C]:
+    def branch(
+        self,
+        *,
+        when: Callable[[Ctx[P, S, Sc]], bool],
+        on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+        on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+    ) -> WorkflowPipeline[P, Branch[S1, S2], Sc, C]:
         """Run one of two sub-pipelines.
 
         Step kind ``branch``. Tier 1.
@@ -766,9 +980,22 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
         """
-        return self._then(WorkflowPipeline, _steps.Branch(when, self._sub(WorkflowSubPipeline, on_true, "on_true"), self._sub(WorkflowSubPipeline, on_false, "on_false")))
+        return self._then(
+            WorkflowPipeline,
+            _steps.Branch(
+                when,
+                self._sub(WorkflowSubPipeline, on_true, "on_true"),
+                self._sub(WorkflowSubPipeline, on_false, "on_false"),
+            ),
+        )
 
-    def for_each(self, item: str, *, over: Callable[[Ctx[P, S, Sc]], Iterable[I]], do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]]) -> WorkflowPipeline[P, Loop[S1], Sc, C]:
+    def for_each(
+        self,
+        item: str,
+        *,
+        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+        do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+    ) -> WorkflowPipeline[P, Loop[S1], Sc, C]:
         """Run a sub-pipeline once per item.
 
         Step kind ``for_each``. Tier 1.
@@ -781,7 +1008,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
 
-    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> WorkflowPipeline[P, S, Sc, C]:
+    def guard(
+        self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
 
         Step kind ``guard``. Tier 1.
@@ -806,7 +1035,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._finish(WorkflowFinished, _steps.Return(fn))
 
-    def send_mail(self, *, to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]], subject: str | Callable[[Ctx[P, S, Sc]], str], body: str | Callable[[Ctx[P, S, Sc]], str], sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None) -> WorkflowPipeline[P, S, Sc, C]:
+    def send_mail(
+        self,
+        *,
+        to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]],
+        subject: str | Callable[[Ctx[P, S, Sc]], str],
+        body: str | Callable[[Ctx[P, S, Sc]], str],
+        sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
         Step kind ``mail.send``. Tier 2: the feature must declare "mail.send" in ``requires=``.
@@ -818,7 +1054,16 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.SendMail(to, subject, body, sender))
 
-    def send_webhook(self, *, url: str | Callable[[Ctx[P, S, Sc]], str], method: str = "POST", headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None, body: Callable[[Ctx[P, S, Sc]], object] | None = None, auth: Auth | None = None, retry: RetryPolicy | None = None) -> WorkflowPipeline[P, S, Sc, C]:
+    def send_webhook(
+        self,
+        *,
+        url: str | Callable[[Ctx[P, S, Sc]], str],
+        method: str = "POST",
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        body: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        auth: Auth | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Send an HTTP request through the outbox.
 
         Step kind ``webhook.send``. Tier 2: the feature must declare "webhook.send" in
@@ -831,7 +1076,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(self, name: str, handler: WriteHandler[P2, D2], *, payload: Callable[[Ctx[P, S, Sc]], P2], as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None) -> WorkflowPipeline[P, AddStep[S, D2], Sc, C]:
+    def call_feature(
+        self,
+        name: str,
+        handler: WriteHandler[P2, D2],
+        *,
+        payload: Callable[[Ctx[P, S, Sc]], P2],
+        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+    ) -> WorkflowPipeline[P, AddStep[S, D2], Sc, C]:
         """Run another feature's write handler in this transaction.
 
         Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
@@ -857,7 +1109,15 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Wait(duration))
 
-    def wait_for_event(self, name: str, event: type[EV], *, key: Callable[[Ctx[P, S, Sc]], object], event_key: Callable[[EV], object], timeout: timedelta | str) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
+    def wait_for_event(
+        self,
+        name: str,
+        event: type[EV],
+        *,
+        key: Callable[[Ctx[P, S, Sc]], object],
+        event_key: Callable[[EV], object],
+        timeout: timedelta | str,
+    ) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
         """Suspend the workflow run until a matching event or a timeout.
 
         Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
@@ -869,7 +1129,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
-    def retry(self, *, times: int, do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], backoff: Literal["exponential", "linear"] = "exponential", base_delay: timedelta = timedelta(seconds=10)) -> WorkflowPipeline[P, Retry[S1], Sc, C]:
+    def retry(
+        self,
+        *,
+        times: int,
+        do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+        backoff: Literal["exponential", "linear"] = "exponential",
+        base_delay: timedelta = timedelta(seconds=10),
+    ) -> WorkflowPipeline[P, Retry[S1], Sc, C]:
         """Run a sub-pipeline again after a delay until it succeeds.
 
         Step kind ``workflow.retry``. Tier 3: workflows only.
@@ -904,7 +1171,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.Compute(name, fn))
 
-    def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> WorkflowSubPipeline[P, AddStep[S, T | None], Sc, C]:
+    def find_one(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+    ) -> WorkflowSubPipeline[P, AddStep[S, T | None], Sc, C]:
         """Read one row, or None when there is none.
 
         Step kind ``read.find_one``. Tier 1.
@@ -916,7 +1185,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.FindOne(name, query))
 
-    def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> WorkflowSubPipeline[P, AddStep[S, T], Sc, C]:
+    def get_one(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+    ) -> WorkflowSubPipeline[P, AddStep[S, T], Sc, C]:
         """Read one row; no row ends the pipeline with not_found.
 
         Step kind ``read.get_one``. Tier 1.
@@ -928,7 +1199,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.GetOne(name, query))
 
-    def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> WorkflowSubPipeline[P, AddStep[S, list[T]], Sc, C]:
+    def find_many(
+        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+    ) -> WorkflowSubPipeline[P, AddStep[S, list[T]], Sc, C]:
         """Read a list of rows.
 
         Step kind ``read.find_many``. Tier 1.
@@ -940,7 +1213,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.FindMany(name, query, limit))
 
-    def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def create(
+        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+    ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Create an aggregate (event at version 1 + row).
 
         Step kind ``aggregate.create``. Tier 1.
@@ -952,7 +1227,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data))
 
-    def update(self, name: str, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]], version: int | Callable[[Ctx[P, S, Sc]], int] | None = None, skip_optimistic_lock: bool = False) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+    def update(
+        self,
+        name: str,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+        skip_optimistic_lock: bool = False,
+    ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
         """Change an aggregate with optimistic locking.
 
         Step kind ``aggregate.update``. Tier 1.
@@ -964,7 +1248,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
-    def append_event(self, entity: type[E], *, id: UUID | Callable[[Ctx[P, S, Sc]], UUID], event: Callable[[Ctx[P, S, Sc]], object], headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def append_event(
+        self,
+        entity: type[E],
+        *,
+        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+        event: Callable[[Ctx[P, S, Sc]], object],
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
@@ -976,7 +1267,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.AppendEvent(entity, id, event, headers))
 
-    def unsafe_projection_upsert(self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def unsafe_projection_upsert(
+        self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
 
         Step kind ``unsafe_projection_upsert``. Tier 1.
@@ -988,7 +1281,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.ProjectionUpsert(table, tuple(on), row))
 
-    def unsafe_projection_delete(self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def unsafe_projection_delete(
+        self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Delete rows of a declared projection table.
 
         Step kind ``unsafe_projection_delete``. Tier 1.
@@ -1000,7 +1295,13 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(self, *, when: Callable[[Ctx[P, S, Sc]], bool], on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]], on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None) -> WorkflowSubPipeline[P, Branch[S1, S2], Sc, C]:
+    def branch(
+        self,
+        *,
+        when: Callable[[Ctx[P, S, Sc]], bool],
+        on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+        on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+    ) -> WorkflowSubPipeline[P, Branch[S1, S2], Sc, C]:
         """Run one of two sub-pipelines.
 
         Step kind ``branch``. Tier 1.
@@ -1011,9 +1312,22 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
         """
-        return self._then(WorkflowSubPipeline, _steps.Branch(when, self._sub(WorkflowSubPipeline, on_true, "on_true"), self._sub(WorkflowSubPipeline, on_false, "on_false")))
+        return self._then(
+            WorkflowSubPipeline,
+            _steps.Branch(
+                when,
+                self._sub(WorkflowSubPipeline, on_true, "on_true"),
+                self._sub(WorkflowSubPipeline, on_false, "on_false"),
+            ),
+        )
 
-    def for_each(self, item: str, *, over: Callable[[Ctx[P, S, Sc]], Iterable[I]], do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]]) -> WorkflowSubPipeline[P, Loop[S1], Sc, C]:
+    def for_each(
+        self,
+        item: str,
+        *,
+        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+        do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+    ) -> WorkflowSubPipeline[P, Loop[S1], Sc, C]:
         """Run a sub-pipeline once per item.
 
         Step kind ``for_each``. Tier 1.
@@ -1026,7 +1340,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
 
-    def guard(self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def guard(
+        self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
 
         Step kind ``guard``. Tier 1.
@@ -1041,7 +1357,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if TYPE_CHECKING:
 
-        @deprecated('return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead')
+        @deprecated(
+            "return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead"
+        )
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
             """Deprecated here: return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline:
             branch, for_each or retry body); end the top-level pipeline with .return_(...)
@@ -1065,7 +1383,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             # Recorded anyway so that boot validation reports it with the other problems.
             return self._then(WorkflowSubPipeline, _steps.Return(fn))
 
-    def send_mail(self, *, to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]], subject: str | Callable[[Ctx[P, S, Sc]], str], body: str | Callable[[Ctx[P, S, Sc]], str], sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def send_mail(
+        self,
+        *,
+        to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]],
+        subject: str | Callable[[Ctx[P, S, Sc]], str],
+        body: str | Callable[[Ctx[P, S, Sc]], str],
+        sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
         Step kind ``mail.send``. Tier 2: the feature must declare "mail.send" in ``requires=``.
@@ -1077,7 +1402,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.SendMail(to, subject, body, sender))
 
-    def send_webhook(self, *, url: str | Callable[[Ctx[P, S, Sc]], str], method: str = "POST", headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None, body: Callable[[Ctx[P, S, Sc]], object] | None = None, auth: Auth | None = None, retry: RetryPolicy | None = None) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def send_webhook(
+        self,
+        *,
+        url: str | Callable[[Ctx[P, S, Sc]], str],
+        method: str = "POST",
+        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        body: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        auth: Auth | None = None,
+        retry: RetryPolicy | None = None,
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Send an HTTP request through the outbox.
 
         Step kind ``webhook.send``. Tier 2: the feature must declare "webhook.send" in
@@ -1090,7 +1424,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(self, name: str, handler: WriteHandler[P2, D2], *, payload: Callable[[Ctx[P, S, Sc]], P2], as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None) -> WorkflowSubPipeline[P, AddStep[S, D2], Sc, C]:
+    def call_feature(
+        self,
+        name: str,
+        handler: WriteHandler[P2, D2],
+        *,
+        payload: Callable[[Ctx[P, S, Sc]], P2],
+        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+    ) -> WorkflowSubPipeline[P, AddStep[S, D2], Sc, C]:
         """Run another feature's write handler in this transaction.
 
         Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
@@ -1116,7 +1457,15 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.Wait(duration))
 
-    def wait_for_event(self, name: str, event: type[EV], *, key: Callable[[Ctx[P, S, Sc]], object], event_key: Callable[[EV], object], timeout: timedelta | str) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
+    def wait_for_event(
+        self,
+        name: str,
+        event: type[EV],
+        *,
+        key: Callable[[Ctx[P, S, Sc]], object],
+        event_key: Callable[[EV], object],
+        timeout: timedelta | str,
+    ) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
         """Suspend the workflow run until a matching event or a timeout.
 
         Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
@@ -1128,7 +1477,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
-    def retry(self, *, times: int, do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]], backoff: Literal["exponential", "linear"] = "exponential", base_delay: timedelta = timedelta(seconds=10)) -> WorkflowSubPipeline[P, Retry[S1], Sc, C]:
+    def retry(
+        self,
+        *,
+        times: int,
+        do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+        backoff: Literal["exponential", "linear"] = "exponential",
+        base_delay: timedelta = timedelta(seconds=10),
+    ) -> WorkflowSubPipeline[P, Retry[S1], Sc, C]:
         """Run a sub-pipeline again after a delay until it succeeds.
 
         Step kind ``workflow.retry``. Tier 3: workflows only.
@@ -1138,4 +1494,6 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
         """
-        return self._then(WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+        return self._then(
+            WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+        )
