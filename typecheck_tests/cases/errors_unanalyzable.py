@@ -1,0 +1,20 @@
+"""kumiko-unanalyzable: where the plugin cannot work out the keys, it says so instead of
+falling back to Any."""
+
+from __future__ import annotations
+
+from typing import Any, Never
+
+from kumiko_typed import Feature, Pipeline
+
+from _models import Order
+
+shop = Feature("shop")
+steps: Any = ...
+
+not_a_function = shop.pipeline(Order).for_each("n", over=steps, do=lambda b: b)  # E: kumiko-unanalyzable # M: for_each over= must be a function returning an iterable (got Any); e.g. over=lambda c: c.payload.lines
+
+
+def extend(b: Pipeline[Order, dict[str, int], Any, Never]) -> None:
+    # A steps type that no builder produces.
+    b.compute("y", lambda c: 1)  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "compute" (the steps type is dict[str, int]); build pipelines by chaining a feature's pipeline(...) builder
