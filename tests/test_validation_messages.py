@@ -27,6 +27,16 @@ class Size(enum.Enum):
     LARGE = "l"
 
 
+class Level(enum.IntEnum):
+    LOW = 1
+    HIGH = 2
+
+
+class Kind(str, enum.Enum):  # noqa: UP042 - the mixin style older code uses for string enums
+    GIFT = "gift"
+    SALE = "sale"
+
+
 @attrs.frozen
 class Item:
     sku: str = attrs.field(validator=v.matches_re(r"[a-z]{2,8}"))
@@ -50,6 +60,8 @@ class Booking:
     limit: int | None = attrs.field(default=0, validator=v.instance_of(int))
     name: str = attrs.field(default="x", converter=str.strip, validator=v.min_len(1))
     items: list[Item] = attrs.Factory(list)
+    level: Level = Level.LOW
+    kind: Kind | None = None
 
 
 @attrs.frozen
@@ -129,9 +141,10 @@ def test_type_errors_validators_and_unknown_keys_come_together(app: App, user: U
     ]
 
 
-def test_a_literal_is_matched_as_json_spells_it(app: App, user: User) -> None:
+def test_a_literal_or_an_enum_is_matched_as_json_spells_it(app: App, user: User) -> None:
     """``true`` is not ``1`` and ``1.0`` is not ``1`` (cattrs' own check took both); an
-    enum member is sent as its value and comes back as the member."""
+    enum member is sent as its value and comes back as the member, an ``IntEnum`` or a
+    ``str`` mixin enum too (they were taken as any integer or string)."""
     base = {"end": 5, "start": 1}
     assert _problems(app, {**base, "mode": True}, user) == [
         ("$.mode", 'expected one of "draft", "final", 1, got boolean')
@@ -141,9 +154,19 @@ def test_a_literal_is_matched_as_json_spells_it(app: App, user: User) -> None:
         ("$.mode", 'expected one of "draft", "final", 1, got array')
     ]
     assert _problems(app, {**base, "size": "SMALL"}, user) == [("$.size", 'expected one of "s", "l"')]
-    result = app.dispatch_json("book:booking", {**base, "mode": 1, "size": "s"}, user=user)
+    assert _problems(app, {**base, "level": 3, "kind": "gifts"}, user) == [
+        ("$.level", "expected one of 1, 2"),
+        ("$.kind", 'expected one of "gift", "sale"'),
+    ]
+    assert _problems(app, {**base, "level": True, "kind": ["gift"]}, user) == [
+        ("$.level", "expected one of 1, 2, got boolean"),
+        ("$.kind", 'expected one of "gift", "sale", got array'),
+    ]
+    data = {**base, "mode": 1, "size": "s", "level": 2, "kind": "sale"}
+    result = app.dispatch_json("book:booking", data, user=user)
     assert isinstance(result, Ok)
-    assert (result.data.mode, result.data.size) == (1, Size.SMALL)
+    assert (result.data.mode, result.data.size, result.data.level, result.data.kind) == (1, Size.SMALL, 2, "sale")
+    assert (type(result.data.level), type(result.data.kind)) == (Level, Kind)
 
 
 def test_the_refused_value_is_not_echoed(app: App, user: User) -> None:
@@ -202,6 +225,32 @@ def test_a_validator_raising_anything_is_worded_safely(
     assert _problems(app, {"n": 1}, user, "odd:odd") == [("$.n", message)]
 
 
+class _Incomparable:
+    def __eq__(self, other: object) -> bool:
+        raise RuntimeError("no comparing me")
+
+    __hash__ = object.__hash__
+
+
+def test_a_validator_raising_incomparable_arguments_is_still_a_detail(
+    make_app: Callable[..., App], user: User
+) -> None:
+    """The constructor's error is matched to a field's by its arguments; arguments that
+    cannot be compared leave both in (a duplicate at worst, never an exception)."""
+
+    @attrs.frozen
+    class Odd:
+        n: int = attrs.field(validator=lambda _i, _a, _v: _raise(ValueError(_Incomparable())))
+
+    f = Feature("odd")
+    f.write_handler("odd", f.pipeline(Odd).return_(lambda c: ok(c.payload.n)))
+    assert _problems(make_app([f]), {"n": 1}, user, "odd:odd") == [("$.n", "ValueError"), ("$", "ValueError")]
+
+
+def _raise(exc: Exception) -> None:
+    raise exc
+
+
 def test_a_validator_reading_a_field_that_failed_waits_for_it(make_app: Callable[..., App], user: User) -> None:
     """``start``'s validator reads ``end``; with ``end`` mistyped it cannot be judged yet, so
     only ``end`` is reported — not a confusing AttributeError."""
@@ -214,7 +263,9 @@ _values = st.recursive(
     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=6), inner, max_size=3),
     max_leaves=12,
 )
-_fields = st.sampled_from(["end", "start", "room", "token", "mode", "size", "limit", "name", "items", "sku", "qty"])
+_fields = st.sampled_from(
+    ["end", "start", "room", "token", "mode", "size", "limit", "name", "items", "sku", "qty", "level", "kind"]
+)
 
 
 @settings(max_examples=150, deadline=None)

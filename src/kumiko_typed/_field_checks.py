@@ -153,6 +153,13 @@ def validator_problems(conv: cattrs.Converter, cls: type, data: Mapping[str, Any
     return problems
 
 
+def _same_error(a: Exception, b: Exception) -> bool:
+    try:
+        return type(a) is type(b) and bool(a.args == b.args)
+    except Exception:  # arguments whose comparison fails or is no truth value
+        return False
+
+
 def with_validator_problems(
     conv: cattrs.Converter, exc: ClassValidationError, cls: type, data: Mapping[str, Any]
 ) -> ClassValidationError:
@@ -164,7 +171,7 @@ def with_validator_problems(
     problems = validator_problems(conv, cls, data, failed)
     if not problems:
         return exc
-    explained = [c for c in constructor if any(type(p) is type(c) and p.args == c.args for p in problems)]
+    explained = [c for c in constructor if any(_same_error(p, c) for p in problems)]
     kept = [sub for sub in exc.exceptions if not any(sub is c for c in explained)]
     order = {field.name: i for i, field in enumerate(attrs.fields(cls))}
 

@@ -2,7 +2,7 @@
 
 cattrs does the structuring; the hooks here refuse the silent coercions its
 defaults allow (``"5"`` → ``5``, ``1`` → ``"1"``, ``True`` → ``1``), reject extra
-keys, matches a ``Literal`` as JSON spells it (``true`` is not ``1``), and every problem,
+keys, matches a ``Literal`` or an enum as JSON spells it (``true`` is not ``1``), and every problem,
 a payload validator's too (:mod:`._field_checks`), becomes one ``{"path", "message"}``
 detail.  Before cattrs sees
 the data, it is walked once for what no field type can be trusted to catch: a lone
@@ -12,11 +12,12 @@ surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from enum import Enum
+from enum import Enum, Flag
 from typing import Any, Literal, TypeVar, get_args, get_origin
 from uuid import UUID
 
@@ -159,10 +160,10 @@ def _same(value: object, allowed: object) -> bool:
     return json_type(value) == json_type(allowed) and not isinstance(value, float) and value == allowed
 
 
-def _literal(t: Any) -> Hook:
-    """One of a ``Literal``'s values, compared strictly (cattrs' own check is ``in``, which
-    takes ``True`` for ``1``); an enum member is sent as its value."""
-    choices = get_args(t)
+def _one_of(choices: Sequence[object]) -> Hook:
+    """One of a ``Literal``'s values or an enum's members, compared strictly (cattrs' own
+    checks take ``True`` for ``1`` and word a miss with Python's repr of the value); an
+    enum member is sent as its value."""
     spelled = [c.value if isinstance(c, Enum) else c for c in choices]
     wanted = f"expected one of {listed(spelled)}"
     types = {json_type(c) for c in spelled}
@@ -174,6 +175,27 @@ def _literal(t: Any) -> Hook:
         raise _Invalid(wanted if json_type(value) in types else f"{wanted}, got {json_type(value)}")
 
     return hook
+
+
+@functools.cache
+def _members(cl: type[Enum]) -> Hook:
+    return _one_of(list(cl))
+
+
+def _or_members(hook: Hook) -> Hook:
+    """``hook`` for ``str``, ``int`` or ``float``, which cattrs (by ``singledispatch``) also
+    picks for their enums (``IntEnum``, ``class Size(str, Enum)``): ``hook`` returned any
+    string for those, not a member."""
+
+    def either(value: object, cl: Any) -> object:
+        return _members(cl)(value, cl) if _plain_enum(cl) else hook(value, cl)
+
+    return either
+
+
+def _plain_enum(t: Any) -> bool:
+    """An enum whose values are its members (a ``Flag`` also takes their combinations)."""
+    return isinstance(t, type) and issubclass(t, Enum) and not issubclass(t, Flag)
 
 
 def _guard_containers(conv: cattrs.Converter) -> None:
@@ -217,10 +239,11 @@ def _guard_containers(conv: cattrs.Converter) -> None:
 def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     _guard_containers(conv)
-    conv.register_structure_hook_factory(lambda t: get_origin(t) is _LITERAL, _literal)
-    conv.register_structure_hook(str, _str)
-    conv.register_structure_hook(int, _int)
-    conv.register_structure_hook(float, _float)
+    conv.register_structure_hook_factory(lambda t: get_origin(t) is _LITERAL, lambda t: _one_of(get_args(t)))
+    conv.register_structure_hook_factory(_plain_enum, lambda t: _one_of(list(t)))
+    conv.register_structure_hook(str, _or_members(_str))
+    conv.register_structure_hook(int, _or_members(_int))
+    conv.register_structure_hook(float, _or_members(_float))
     conv.register_structure_hook(bool, _bool)
     conv.register_structure_hook(UUID, _parsed("a UUID", UUID))
     conv.register_structure_hook(dt.datetime, _parsed("an ISO-8601 datetime", _datetime))
