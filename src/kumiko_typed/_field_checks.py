@@ -23,6 +23,8 @@ import attrs
 import cattrs
 from cattrs.errors import AttributeValidationNote, ClassValidationError, ForbiddenExtraKeysError
 
+__all__ = ["json_type", "listed", "said", "validator_problems", "with_validator_problems"]
+
 #: Longest message passed on from an exception's own words.
 _MAX_MESSAGE: Final = 200
 #: Allowed values listed in a message at most.
