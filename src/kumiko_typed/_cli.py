@@ -145,14 +145,20 @@ def _full_name(name: str, known: Sequence[str]) -> str:
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
 @click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls when idle.")
-@click.option("-v", "--verbose", is_flag=True, help="Log each pass's counts (INFO) to stderr.")
-def worker(target: str, database_url: str | None, poll_interval: float, verbose: bool) -> None:
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log to stderr: -v each pass that did something (INFO), -vv every pass (DEBUG).",
+)
+def worker(target: str, database_url: str | None, poll_interval: float, verbose: int) -> None:
     """Deliver the outbox, fire triggers, resume runs until stopped.
 
     On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0.
     """
     if verbose:
-        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+        level = logging.INFO if verbose == 1 else logging.DEBUG
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = _boot(target, database_url)
 
     def stop(signum: int, _frame: FrameType | None) -> None:

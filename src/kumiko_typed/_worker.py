@@ -90,8 +90,6 @@ class Worker:
                     return total
                 continue
             worked = True
-            counted = " ".join(f"{key}={value}" for key, value in this_pass.items())
-            logger.info("worker pass: %s", counted, extra={"kumiko_worker_pass": this_pass})
             for key, value in this_pass.items():
                 total[key] += value
             if once or self._stop.is_set():
