@@ -17,6 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from datetime import UTC
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -96,6 +97,64 @@ def test_demo_runs_the_inventory_example_end_to_end(tmp_path: Path, how: str) ->
     assert re.search(r"events before / after the failure\s+(\d+) / \1\b", out), _explain(result)
     assert "Traceback" not in result.stderr
     assert (tmp_path / "demo.sqlite3").is_file(), "the demo did not use the database it was given"
+    assert f"The demo's tables and rows stay in {url}." in out, _explain(result)
+    assert not list(tmp_path.glob("kumiko-demo-*")), "the demo left its temporary folder behind"
+
+
+def test_demo_removes_its_temporary_folder(tmp_path: Path) -> None:
+    result = cli(tmp_path, "demo")  # TMPDIR is tmp_path: its folder would land there
+    assert result.returncode == 0, _explain(result)
+    assert "delivered to the maildir" in result.stdout, _explain(result)
+    assert not list(tmp_path.glob("kumiko-demo-*")), "the demo left its temporary folder behind"
+    removed = re.search(r"removed the temporary folder (\S+) \(--keep keeps it\)", result.stdout)
+    assert removed is not None and removed[1].startswith(str(tmp_path / "kumiko-demo-")), _explain(result)
+
+
+def test_demo_keep_says_where_its_files_are(tmp_path: Path) -> None:
+    result = cli(tmp_path, "demo", "--keep")
+    assert result.returncode == 0, _explain(result)
+    (folder,) = tmp_path.glob("kumiko-demo-*")
+    assert (folder / "demo.sqlite3").is_file() and list((folder / "mail").glob("*.eml"))
+    assert f"kept {folder} (the database and the mail); remove it with: rm -r {folder}" in result.stdout
+
+
+def test_the_demo_never_prints_a_database_password() -> None:
+    from kumiko_typed._demo import _shown
+
+    assert _shown("postgresql+psycopg://shop:s3cret@db.internal/shop") == "postgresql+psycopg://shop:***@db.internal/shop"
+
+
+# --- --help -----------------------------------------------------------------------------------
+
+HELP = {
+    "check": "Boot-validate MODULE:APP; exit 1 listing every problem.",
+    "demo": "Run the inventory example, then remove its temporary folder.",
+    "graph": "Draw the pipelines of MODULE:APP as text, Mermaid or dot.",
+    "outbox": "List pending and dead deliveries, oldest first.",
+    "runs": "List workflow runs, newest first, with times and error code.",
+    "worker": "Deliver the outbox, fire triggers, resume runs until stopped.",
+}
+
+
+def test_help_lists_every_command_in_full() -> None:
+    """Each command once, with its whole first sentence on an 80-column terminal (click cuts
+    a long one with "..."); what each says is held to by the tests of that command."""
+    from click.testing import CliRunner
+
+    from kumiko_typed._cli import main
+
+    result = CliRunner().invoke(main, ["--help"], terminal_width=80)
+    assert result.exit_code == 0, result.output
+    listed = dict(re.findall(r"^  (\w+)\s{2,}(.+)$", result.output.split("Commands:")[1], flags=re.MULTILINE))
+    assert listed == HELP
+    assert set(listed) == set(main.commands)
+    assert "MODULE:APP" in result.output and "KUMIKO_DATABASE_URL" in result.output
+    for name, command in main.commands.items():
+        sub = CliRunner().invoke(main, [name, "--help"], terminal_width=80)
+        assert sub.exit_code == 0, sub.output
+        for param in command.params:
+            for opt in getattr(param, "opts", []):
+                assert opt in sub.output or param.param_type_name == "argument", (name, opt)
 
 
 # --- check ------------------------------------------------------------------------------------
@@ -236,6 +295,91 @@ def test_graph_unknown_handler_lists_the_known_names(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
 
 
+TWO_SHOPS = '''
+    """Two features with a handler of the same name, and a branch with an empty arm."""
+    import attrs
+
+    from kumiko_typed import App, Feature, ok
+
+
+    @attrs.frozen
+    class Ping:
+        loud: bool
+
+
+    shop = Feature("shop")
+    shop.write_handler(
+        "ping",
+        shop.pipeline(Ping)
+        .branch(when=lambda c: c.payload.loud, on_true=lambda b: b.compute("shout", lambda c: "PING"))
+        .return_(lambda c: ok(True)),
+    )
+    shop2 = Feature("shop2")
+    shop2.write_handler("ping", shop2.pipeline(Ping).return_(lambda c: ok(False)))
+    shop2.write_handler("order:pong", shop2.pipeline(Ping).return_(lambda c: ok(False)))
+
+
+    def make_app(database_url: str = "sqlite:///two.sqlite3") -> App:
+        return App([shop, shop2], database_url=database_url)
+'''
+
+
+def _graph_in_process(tmp_path: Path, target: str, *args: str) -> Any:
+    """``kumiko-typed graph`` run in this process (click's runner): quicker than a subprocess."""
+    from click.testing import CliRunner
+
+    from kumiko_typed._cli import main
+
+    return CliRunner().invoke(main, ["graph", target, *args, "--database-url", _url(tmp_path)])
+
+
+def test_graph_handler_takes_an_unambiguous_short_name(tmp_path: Path) -> None:
+    full = _graph_in_process(tmp_path, "examples.inventory.app:make_app", "--handler", "inventory:product:adjust-stock")
+    assert full.exit_code == 0, full.output
+    assert full.stdout.startswith("inventory:product:adjust-stock\n")
+    for short in ("adjust-stock", "product:adjust-stock"):
+        result = _graph_in_process(tmp_path, "examples.inventory.app:make_app", "--handler", short)
+        assert (result.exit_code, result.stdout) == (0, full.stdout), result.output
+    workflow = _graph_in_process(tmp_path, "examples.inventory.app:make_app", "--handler", "restock-reminder")
+    assert workflow.exit_code == 0 and workflow.stdout.startswith("inventory:restock-reminder\n"), workflow.output
+    # Only a whole ":"-separated end counts: "stock" is not the end of "adjust-stock".
+    partial = _graph_in_process(tmp_path, "examples.inventory.app:make_app", "--handler", "stock")
+    assert partial.exit_code == 1 and "no handler or workflow named 'stock'" in partial.stderr, partial.output
+
+
+def test_graph_handler_refuses_an_ambiguous_short_name(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target = _module(tmp_path, TWO_SHOPS, "two") + ":make_app"
+    result = _graph_in_process(tmp_path, target, "--handler", "ping")
+    assert result.exit_code == 1, result.output
+    assert result.stdout == ""
+    assert "'ping' is ambiguous: it could be shop2:ping, shop:ping" in result.stderr, result.output
+    assert "Traceback" not in result.output
+    # A full name is taken as it is, though it is also the end of no other name.
+    exact = _graph_in_process(tmp_path, target, "--handler", "shop:ping")
+    assert exact.exit_code == 0 and exact.stdout.startswith("shop:ping\n"), exact.output
+    assert _graph_in_process(tmp_path, target, "--handler", "pong").stdout.startswith("shop2:order:pong\n")
+
+
+@pytest.mark.parametrize("fmt", ["mermaid", "dot"])
+def test_graph_labels_the_edge_past_an_empty_arm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, fmt: str) -> None:
+    """A branch without ``on_false`` goes straight on to the next step when false: that
+    edge is the ``false`` one, the edge into ``on_true`` the ``true`` one."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    target = _module(tmp_path, TWO_SHOPS, "two") + ":make_app"
+    result = _graph_in_process(tmp_path, target, "--handler", "shop:ping", "--format", fmt)
+    assert result.exit_code == 0, result.output
+    lines = result.stdout.splitlines()
+    ids = dict(re.findall(r'^\s*(s\d+) ?\[(?:label=)?"((?:[^"\\]|\\.)*)"\]', result.stdout, flags=re.MULTILINE))
+    node = {label.replace("#quot;", '"').replace('\\"', '"'): i for i, label in ids.items()}
+    assert _edges(lines, fmt) == {
+        ("start", node["branch"]): "",
+        (node["branch"], node['compute "shout"']): "true",
+        (node['compute "shout"'], node["return"]): "",
+        (node["branch"], node["return"]): "false",
+    }
+
+
 NESTED = '''
     """A handler whose for_each body holds a branch."""
     import attrs
@@ -337,6 +481,19 @@ def _groups_of_nodes(
     return where, ids
 
 
+_EDGE = {
+    "mermaid": re.compile(r"^(?P<a>\w+) -->(?:\|(?P<label>[^|]+)\|)? (?P<b>\w+)$"),
+    "dot": re.compile(r'^(?P<a>\w+) -> (?P<b>\w+)(?: \[label="(?P<label>[^"]+)"\])?;$'),
+}
+
+
+def _edges(lines: list[str], fmt: str) -> dict[tuple[str, str], str]:
+    """(from, to) -> the edge's label ("" for none), for every edge line of a drawing."""
+    found = [_EDGE[fmt].match(line.strip()) for line in lines if " -->" in line or " -> " in line]
+    assert all(found), lines
+    return {(m["a"], m["b"]): m["label"] or "" for m in found if m}
+
+
 def test_graph_mermaid_nests_subgraphs(tmp_path: Path, nested: str) -> None:
     out = _graph(tmp_path, nested, "mermaid")
     lines = out.splitlines()
@@ -361,11 +518,12 @@ def test_graph_mermaid_nests_subgraphs(tmp_path: Path, nested: str) -> None:
         "return": (),
     }
     by_label = {label: node for node, label in ids.items()}
-    edges = {tuple(line.strip().split(" --> ")) for line in lines if " --> " in line}
-    assert (by_label["branch"], by_label[f"compute {q}big{q}"]) in edges
-    assert (by_label["branch"], by_label[f"compute {q}small{q}"]) in edges
-    assert (by_label[f"for_each {q}line{q}"], by_label["return"]) in edges
+    edges = _edges(lines, "mermaid")
+    assert edges[by_label["branch"], by_label[f"compute {q}big{q}"]] == "true"
+    assert edges[by_label["branch"], by_label[f"compute {q}small{q}"]] == "false"
+    assert edges[by_label[f"for_each {q}line{q}"], by_label["return"]] == ""
     assert {b for _, b in edges} == set(ids), "every step has an incoming edge"
+    assert sorted(label for label in edges.values() if label) == ["false", "true"]
 
 
 def test_graph_dot_nests_clusters(tmp_path: Path, nested: str) -> None:
@@ -390,10 +548,12 @@ def test_graph_dot_nests_clusters(tmp_path: Path, nested: str) -> None:
         r"compute \"small\"": ("do", "on_false"),
         "return": (),
     }
-    edges = {tuple(line.strip().rstrip(";").split(" -> ")) for line in lines if " -> " in line}
+    edges = _edges(lines, "dot")
     by_label = {label: node for node, label in ids.items()}
-    assert (by_label["branch"], by_label[r"compute \"big\""]) in edges
+    assert edges[by_label["branch"], by_label[r"compute \"big\""]] == "true"
+    assert edges[by_label["branch"], by_label[r"compute \"small\""]] == "false"
     assert {b for _, b in edges} == set(ids)
+    assert sorted(label for label in edges.values() if label) == ["false", "true"]
 
 
 @pytest.mark.parametrize("fmt", ["mermaid", "dot"])
@@ -420,7 +580,6 @@ def test_graph_joins_the_arms_of_a_branch(tmp_path: Path, fmt: str) -> None:
             close="end",
             node=re.compile(r'^(?P<id>s\d+)\["(?P<label>[^"]*)"\]$'),
         )
-        edges = {tuple(line.strip().split(" --> ")) for line in lines if " --> " in line}
     else:
         where, ids = _groups_of_nodes(
             lines[1:-1],
@@ -429,7 +588,7 @@ def test_graph_joins_the_arms_of_a_branch(tmp_path: Path, fmt: str) -> None:
             label=re.compile(r'^label="(?P<label>[^"]+)";$'),
             node=re.compile(r'^(?P<id>s\d+) \[label="(?P<label>(?:[^"\\]|\\.)*)"\];$'),
         )
-        edges = {tuple(line.strip().rstrip(";").split(" -> ")) for line in lines if " -> " in line}
+    edges = _edges(lines, fmt)
     node = {label: i for i, label in ids.items()}
     assert where["branch"] == ()
     assert where["unsafe_projection_upsert"] == ("on_true",)
@@ -438,9 +597,12 @@ def test_graph_joins_the_arms_of_a_branch(tmp_path: Path, fmt: str) -> None:
     into_return = {a for a, b in edges if b == node["return"]}
     assert into_return == {node["unsafe_projection_upsert"], node["unsafe_projection_delete"]}
     assert {b for a, b in edges if a == node["branch"]} == into_return
+    assert edges[node["branch"], node["unsafe_projection_upsert"]] == "true"
+    assert edges[node["branch"], node["unsafe_projection_delete"]] == "false"
+    assert {edges[a, node["return"]] for a in into_return} == {""}
     # Every edge is written after the groups, at the top level.
-    first_edge = next(i for i, line in enumerate(lines) if " --> " in line or " -> " in line)
-    assert all(" --> " in line or " -> " in line for line in lines[first_edge:] if line != "}")
+    first_edge = next(i for i, line in enumerate(lines) if " -->" in line or " -> " in line)
+    assert all(" -->" in line or " -> " in line for line in lines[first_edge:] if line != "}")
 
 
 # --- runs and outbox ----------------------------------------------------------------------------
@@ -475,6 +637,11 @@ TINY = '''
         "remind",
         trigger=manual(Remind),
         pipeline=tiny.workflow_pipeline(Remind).compute("note", lambda c: c.payload.note).wait(timedelta(days=1)),
+    )
+    fail = tiny.workflow(  # fails at its first step: a run with an error code
+        "fail",
+        trigger=manual(Remind),
+        pipeline=tiny.workflow_pipeline(Remind).compute("boom", lambda c: 1 // 0),
     )
 
 
@@ -511,10 +678,27 @@ class Tiny:
         finally:
             app.dispose()
 
-    def start_remind(self) -> uuid.UUID:
+    def start_remind(self, workflow: str = "remind") -> uuid.UUID:
         app = self.app()
         try:
-            return app.start_workflow(self.module.remind, self.module.Remind("call the supplier"), user=self.user)
+            run_id: uuid.UUID = app.start_workflow(
+                getattr(self.module, workflow), self.module.Remind("call the supplier"), user=self.user
+            )
+            return run_id
+        finally:
+            app.dispose()
+
+    def run(self, run_id: uuid.UUID) -> Any:
+        app = self.app()
+        try:
+            return app.get_run(run_id)
+        finally:
+            app.dispose()
+
+    def outbox(self) -> list[Any]:
+        app = self.app()
+        try:
+            return app.outbox()
         finally:
             app.dispose()
 
@@ -535,6 +719,21 @@ def _rows(output: str) -> list[list[str]]:
     return [re.split(r"\s{2,}", line.strip()) for line in output.splitlines()]
 
 
+def _table(output: str) -> list[dict[str, str]]:
+    """The rows of a CLI table, each cell read at its header's column (cells may be empty)."""
+    header, *lines = output.splitlines()
+    starts = [m.start() for m in re.finditer(r"(?:^|(?<=  ))\S", header)]
+    names = [header[a:b].strip() for a, b in zip(starts, [*starts[1:], None], strict=True)]
+    return [
+        {name: line[a:b].strip() for name, a, b in zip(names, starts, [*starts[1:], None], strict=True)}
+        for line in lines
+    ]
+
+
+def _utc(at: Any) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}"
+
+
 def test_runs_and_outbox_are_empty_at_first(tmp_path: Path, tiny: Tiny) -> None:
     for command in ("runs", "outbox"):
         result = cli(tmp_path, command, tiny.target, "--database-url", tiny.url)
@@ -546,12 +745,20 @@ def test_runs_lists_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
     run_id = tiny.start_remind()
     result = cli(tmp_path, "runs", tiny.target, "--database-url", tiny.url)
     assert result.returncode == 0, _explain(result)
-    header, *rows = _rows(result.stdout)
-    assert header == ["run", "workflow", "status", "at", "wakes", "error"]
-    assert len(rows) == 1
-    run, workflow, status, at, wakes = rows[0]
-    assert (run, workflow, status, at) == (str(run_id), "tiny:remind", "suspended", "1")
-    assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", wakes)
+    assert _rows(result.stdout)[0] == ["run", "workflow", "status", "at", "wakes", "created", "updated", "error"]
+    (row,) = _table(result.stdout)
+    info = tiny.run(run_id)
+    assert info.created_at is not None and info.updated_at is not None
+    assert row == {
+        "run": str(run_id),
+        "workflow": "tiny:remind",
+        "status": "suspended",
+        "at": "1",
+        "wakes": _utc(info.wake_at),
+        "created": _utc(info.created_at),
+        "updated": _utc(info.updated_at),
+        "error": "",
+    }
 
     only = cli(tmp_path, "runs", tiny.target, "--workflow", "tiny:other", KUMIKO_DATABASE_URL=tiny.url)
     assert only.returncode == 0 and only.stdout.strip() == "(none)", _explain(only)
@@ -559,22 +766,47 @@ def test_runs_lists_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
     assert same.returncode == 0 and str(run_id) in same.stdout, _explain(same)
 
 
+def test_runs_shows_a_failed_runs_error_code(tmp_path: Path, tiny: Tiny) -> None:
+    failed = tiny.start_remind("fail")
+    waiting = tiny.start_remind()
+    result = cli(tmp_path, "runs", tiny.target, "--database-url", tiny.url)
+    assert result.returncode == 0, _explain(result)
+    rows = {row["run"]: row for row in _table(result.stdout)}
+    assert (rows[str(failed)]["status"], rows[str(failed)]["error"]) == ("failed", "internal_error")
+    assert rows[str(failed)]["created"] == _utc(tiny.run(failed).created_at)
+    assert (rows[str(waiting)]["status"], rows[str(waiting)]["error"]) == ("suspended", "")
+    assert "ZeroDivisionError" not in result.stdout  # the code, not the message
+
+
 def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
     tiny.dispatch_ping()
     result = cli(tmp_path, "outbox", tiny.target, KUMIKO_DATABASE_URL=tiny.url)
     assert result.returncode == 0, _explain(result)
-    header, *rows = _rows(result.stdout)
-    assert header == ["id", "kind", "status", "attempts", "last error"]
-    assert len(rows) == 1
-    assert rows[0][1:] == ["webhook", "pending", "0"]
-    uuid.UUID(rows[0][0])
+    header = _rows(result.stdout)[0]
+    assert header == ["id", "kind", "status", "attempts", "next attempt", "target", "last error"]
+    (row,) = _table(result.stdout)
+    (item,) = tiny.outbox()
+    assert row == {
+        "id": str(item.id),
+        "kind": "webhook",
+        "status": "pending",
+        "attempts": "0",
+        "next attempt": _utc(item.next_attempt_at),
+        "target": DEAD_URL,
+        "last error": "",
+    }
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_worker_delivers_then_stops_on_signal(tmp_path: Path, tiny: Tiny, signum: signal.Signals) -> None:
+@pytest.mark.parametrize(
+    ("signum", "verbose"), [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["SIGTERM", "SIGINT-verbose"]
+)
+def test_worker_delivers_then_stops_on_signal(
+    tmp_path: Path, tiny: Tiny, signum: signal.Signals, verbose: bool
+) -> None:
     tiny.dispatch_ping()
     proc = subprocess.Popen(
-        [str(CLI), "worker", tiny.target, "--database-url", tiny.url, "--poll-interval", "0.2"],
+        [str(CLI), "worker", tiny.target, "--database-url", tiny.url, "--poll-interval", "0.2"]
+        + (["-v"] if verbose else []),
         cwd=ROOT,
         env=_env(tmp_path),
         stdout=subprocess.PIPE,
@@ -598,12 +830,23 @@ def test_worker_delivers_then_stops_on_signal(tmp_path: Path, tiny: Tiny, signum
     assert "Traceback" not in err
     counts = dict(pair.split("=") for pair in out.split())
     assert counts == {"started": "0", "resumed": "0", "sent": "0", "retried": "0", "dead": "1"}, out
+    # -v: a line at INFO on stderr per pass that did something; they add up to the total.
+    passes = re.findall(r"^\S+ \S+ INFO kumiko_typed: worker pass: (.+)$", err, flags=re.MULTILINE)
+    if not verbose:
+        assert passes == [] and "worker pass" not in err, err
+    else:
+        assert passes, err  # at least the pass that made the row dead
+        summed = {key: 0 for key in counts}
+        for line in passes:
+            for key, value in (pair.split("=") for pair in line.split()):
+                summed[key] += int(value)
+        assert summed == {key: int(value) for key, value in counts.items()}, err
 
     result = cli(tmp_path, "outbox", tiny.target, "--database-url", tiny.url)
     assert result.returncode == 0, _explain(result)
-    (row,) = _rows(result.stdout)[1:]
-    assert row[1:4] == ["webhook", "dead", "1"]
-    assert "only http and https URLs are delivered" in row[4]
+    (row,) = _table(result.stdout)
+    assert (row["kind"], row["status"], row["attempts"], row["next attempt"]) == ("webhook", "dead", "1", "")
+    assert "only http and https URLs are delivered" in row["last error"]
 
 
 class _Accept(http.server.BaseHTTPRequestHandler):
@@ -636,10 +879,17 @@ def test_outbox_all_includes_sent_rows(tmp_path: Path, tiny: Tiny) -> None:
     assert counts["sent"] == 1, counts
     pending = cli(tmp_path, "outbox", tiny.target, "--database-url", tiny.url)
     assert pending.returncode == 0 and pending.stdout.strip() == "(none)", _explain(pending)
+    tiny.dispatch_ping()  # a pending row after the sent one
     everything = cli(tmp_path, "outbox", tiny.target, "--all", "--database-url", tiny.url)
     assert everything.returncode == 0, _explain(everything)
-    (row,) = _rows(everything.stdout)[1:]
-    assert row[1:] == ["webhook", "sent", "1"]
+    # --all lists exactly what app.outbox() returns, in its order (oldest first).
+    rows = _table(everything.stdout)
+    items = tiny.outbox()
+    assert [(r["id"], r["kind"], r["status"], r["attempts"], r["target"]) for r in rows] == [
+        (str(i.id), i.kind, i.status, str(i.attempts), i.target) for i in items
+    ]
+    assert [i.status for i in items] == ["sent", "pending"]
+    assert items[0].target == f"http://127.0.0.1:{server.server_port}/hook"
 
 
 VALUES = '''

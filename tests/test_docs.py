@@ -212,7 +212,8 @@ def test_readme_diagram_is_current() -> None:
     source = dot(adjust_stock.name, adjust_stock.pipeline.steps)
     labels = {m.replace('\\"', '"') for m in re.findall(r'\[label="((?:[^"\\]|\\.)*)"', source)}
     labels |= set(re.findall(r'label="([^"]+)";', source))  # cluster labels
-    edges = set(re.findall(r"^\s*(\w+) -> (\w+);$", source, flags=re.MULTILINE))
+    edges = set(re.findall(r'^\s*(\w+) -> (\w+)(?: \[label="\w+"\])?;$', source, flags=re.MULTILINE))
+    assert {"true", "false"} <= labels  # the branch's edges are labelled
     clusters = set(re.findall(r"subgraph (cluster_\w+) \{", source))
 
     svg = html.unescape((ROOT / "docs" / "adjust-stock.svg").read_text(encoding="utf-8"))

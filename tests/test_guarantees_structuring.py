@@ -50,8 +50,8 @@ STRING_NOT_DATETIME = "expected a string, got datetime"
     [
         ({"a", "b"}, [{"path": "$", "message": "expected a JSON object, got set"}]),
         ({"name": datetime(2024, 1, 1, tzinfo=UTC), "n": 1}, [{"path": "$.name", "message": STRING_NOT_DATETIME}]),
-        ({"name": "x", "n": -1}, [{"path": "$", "message": "must be positive"}]),
-        ({"name": "x", "n": 13}, [{"path": "$", "message": "ValueError"}]),
+        ({"name": "x", "n": -1}, [{"path": "$.n", "message": "must be positive"}]),
+        ({"name": "x", "n": 13}, [{"path": "$.n", "message": "ValueError"}]),
     ],
     ids=["not-an-object", "python-value", "validator-message", "validator-without-message"],
 )

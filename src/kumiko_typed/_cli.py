@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import importlib
+import logging
 import os
 import signal
 import sys
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
 
@@ -60,23 +62,38 @@ def _url(option: str | None) -> str | None:
 @click.group()
 @click.version_option(package_name="kumiko-typed")
 def main() -> None:
-    """kumiko-typed: event-sourced write-side pipelines that mypy checks."""
+    """kumiko-typed: event-sourced write-side pipelines that mypy checks.
+
+    TARGET is MODULE:APP, an App or a function returning one, imported with the current
+    folder on the path.  --database-url (or KUMIKO_DATABASE_URL) replaces the App's
+    database; a function is then called with database_url=.
+    """
 
 
 @main.command()
-@click.option("--database-url", help="Database URL (default: a fresh SQLite file).")
-def demo(database_url: str | None) -> None:
-    """Run the inventory example end to end on a fresh SQLite file."""
+@click.option(
+    "--database-url",
+    help="Database URL (also KUMIKO_DATABASE_URL; default: a SQLite file in a temporary folder). "
+    "The demo's tables and rows stay in it.",
+)
+@click.option("--keep", is_flag=True, help="Keep the temporary folder (database, mail) and print its path.")
+def demo(database_url: str | None, keep: bool) -> None:
+    """Run the inventory example, then remove its temporary folder.
+
+    The example's handlers, a rollback, a workflow that waits a day and a mail through the
+    outbox, printing each result; on a SQLite file in a temporary folder unless a database
+    URL is given.
+    """
     from ._demo import run_demo
 
-    run_demo(_url(database_url))
+    run_demo(_url(database_url), keep=keep)
 
 
 @main.command()
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
 def check(target: str, database_url: str | None) -> None:
-    """Boot-validate the app at MODULE:APP; exit 1 listing every problem."""
+    """Boot-validate MODULE:APP; exit 1 listing every problem."""
     try:
         app = load_app(target, _url(database_url))
     except BootError as exc:
@@ -90,27 +107,58 @@ def check(target: str, database_url: str | None) -> None:
 
 @main.command()
 @click.argument("target")
-@click.option("--handler", "name", help="Only this handler or workflow (its full name).")
+@click.option(
+    "--handler",
+    "name",
+    help="Only this handler or workflow: its full name, or its end after a ':' if that names only one.",
+)
 @click.option("--format", "fmt", type=click.Choice(["text", "mermaid", "dot"]), default="text", show_default=True)
 @click.option("--database-url", help=URL_HELP)
 def graph(target: str, name: str | None, fmt: Format, database_url: str | None) -> None:
-    """Draw the pipelines of MODULE:APP (branch arms and loop bodies as groups)."""
+    """Draw the pipelines of MODULE:APP as text, Mermaid or dot.
+
+    Every handler and workflow, or the one named by --handler; branch arms and loop bodies
+    are groups, a branch's edges are labelled true and false.
+    """
     app = _boot(target, database_url)
     pipelines: dict[str, Any] = {h.name: h.pipeline.steps for h in app.handlers.values()}
     pipelines.update({w.name: w.pipeline.steps for w in app.workflows.values()})
     if name is not None:
-        if name not in pipelines:
-            raise click.ClickException(f"no handler or workflow named {name!r}; known: {', '.join(sorted(pipelines))}")
-        pipelines = {name: pipelines[name]}
+        full = _full_name(name, sorted(pipelines))
+        pipelines = {full: pipelines[full]}
     click.echo("\n\n".join(render(title, steps, fmt) for title, steps in sorted(pipelines.items())))
+
+
+def _full_name(name: str, known: Sequence[str]) -> str:
+    """``name`` itself, or the one known name ending in ``:name``."""
+    if name in known:
+        return name
+    matches = [k for k in known if k.endswith(f":{name}")]
+    if len(matches) == 1:
+        return matches[0]
+    if matches:
+        raise click.ClickException(f"{name!r} is ambiguous: it could be {', '.join(matches)}")
+    raise click.ClickException(f"no handler or workflow named {name!r}; known: {', '.join(known)}")
 
 
 @main.command()
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
 @click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls when idle.")
-def worker(target: str, database_url: str | None, poll_interval: float) -> None:
-    """Run a worker for MODULE:APP until SIGINT or SIGTERM (then finish the pass and exit)."""
+@click.option(
+    "-v",
+    "--verbose",
+    count=True,
+    help="Log to stderr: -v each pass that did something (INFO), -vv every pass (DEBUG).",
+)
+def worker(target: str, database_url: str | None, poll_interval: float, verbose: int) -> None:
+    """Deliver the outbox, fire triggers, resume runs until stopped.
+
+    On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0.
+    """
+    if verbose:
+        level = logging.INFO if verbose == 1 else logging.DEBUG
+        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = _boot(target, database_url)
 
     def stop(signum: int, _frame: FrameType | None) -> None:
@@ -130,33 +178,60 @@ def worker(target: str, database_url: str | None, poll_interval: float) -> None:
 @click.option("--workflow", help="Only runs of this workflow.")
 @click.option("--database-url", help=URL_HELP)
 def runs(target: str, workflow: str | None, database_url: str | None) -> None:
-    """List workflow runs and their state, newest first."""
+    """List workflow runs, newest first, with times and error code.
+
+    Per run: its workflow, status, the step it is at, when it wakes, when it was created and
+    last updated (UTC), and a failed run's error code.
+    """
     app = _boot(target, database_url)
     with _database(app.engine.url):
         found = app.runs(workflow)
     rows = [
-        (str(r.run_id), r.workflow, r.status, r.path or "", f"{r.wake_at:%Y-%m-%d %H:%M}" if r.wake_at else "",
-         (r.error or {}).get("code", ""))
+        (
+            str(r.run_id),
+            r.workflow,
+            r.status,
+            r.path or "",
+            _time(r.wake_at),
+            _time(r.created_at),
+            _time(r.updated_at),
+            (r.error or {}).get("code", ""),
+        )
         for r in found
     ]
-    _table(("run", "workflow", "status", "at", "wakes", "error"), rows)
+    _table(("run", "workflow", "status", "at", "wakes", "created", "updated", "error"), rows)
+
+
+def _time(at: datetime | None) -> str:
+    return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}" if at is not None else ""
 
 
 @main.command()
 @click.argument("target")
-@click.option("--all", "show_all", is_flag=True, help="Also list sent deliveries.")
+@click.option("--all", "show_all", is_flag=True, help="Also list sent deliveries: every row app.outbox() returns.")
 @click.option("--database-url", help=URL_HELP)
 def outbox(target: str, show_all: bool, database_url: str | None) -> None:
-    """List pending and dead deliveries (mail and webhooks)."""
+    """List pending and dead deliveries, oldest first.
+
+    Mail and webhooks, with attempts, next attempt (UTC), target and last error.
+    """
     app = _boot(target, database_url)
     with _database(app.engine.url):
         items = app.outbox()
     rows = [
-        (str(i.id), i.kind, i.status, str(i.attempts), i.last_error or "")
+        (
+            str(i.id),
+            i.kind,
+            i.status,
+            str(i.attempts),
+            _time(i.next_attempt_at),
+            i.target,
+            " ".join((i.last_error or "").split()),  # one line per row
+        )
         for i in items
         if show_all or i.status != "sent"
     ]
-    _table(("id", "kind", "status", "attempts", "last error"), rows)
+    _table(("id", "kind", "status", "attempts", "next attempt", "target", "last error"), rows)
 
 
 def _boot(target: str, database_url: str | None) -> App:

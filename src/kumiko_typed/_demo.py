@@ -1,9 +1,13 @@
-"""``kumiko-typed demo``: the inventory example end to end on a fresh SQLite file."""
+"""``kumiko-typed demo``: the inventory example end to end on a fresh SQLite file.
+
+Everything it writes (the SQLite file, the maildir) goes to one temporary folder, removed
+at the end unless ``--keep``: a demo should leave nothing behind but what it says it left."""
 
 from __future__ import annotations
 
 import importlib
 import importlib.util
+import shutil
 import sys
 import tempfile
 import uuid
@@ -13,7 +17,7 @@ from types import ModuleType
 from typing import Any
 
 import click
-from sqlalchemy import func, select
+from sqlalchemy import func, make_url, select
 
 from ._app import App
 from ._ctx import User
@@ -53,10 +57,34 @@ def _section(title: str) -> None:
     click.echo(click.style(title, fg="cyan", bold=True))
 
 
-def run_demo(database_url: str | None) -> None:
+def run_demo(database_url: str | None, *, keep: bool = False) -> None:
+    """The tour on ``database_url`` (default: a SQLite file in a temporary folder, which also
+    holds the maildir); the folder is removed afterwards unless ``keep``."""
     handlers, model = _example()
     folder = Path(tempfile.mkdtemp(prefix="kumiko-demo-"))
-    url = database_url or f"sqlite:///{folder / 'demo.sqlite3'}"
+    try:
+        _tour(handlers, model, folder, database_url or f"sqlite:///{folder / 'demo.sqlite3'}")
+    finally:
+        if not keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    click.echo()
+    done = click.style("done", fg="green", bold=True)
+    if keep:
+        what = "the mail" if database_url else "the database and the mail"
+        click.echo(f"{done} — kept {folder} ({what}); remove it with: rm -r {folder}")
+    elif folder.exists():
+        click.echo(f"{done} — could not remove the temporary folder {folder}: remove it yourself")
+    else:
+        click.echo(f"{done} — removed the temporary folder {folder} (--keep keeps it)")
+    if database_url:
+        click.echo(f"The demo's tables and rows stay in {_shown(database_url)}.")
+
+
+def _shown(url: str) -> str:
+    return make_url(url).render_as_string(hide_password=True)
+
+
+def _tour(handlers: ModuleType, model: ModuleType, folder: Path, url: str) -> None:
     clock = [datetime(2026, 12, 2, 9, 0, tzinfo=UTC)]
     app = App(
         [handlers.inventory],
@@ -64,9 +92,18 @@ def run_demo(database_url: str | None) -> None:
         clock=lambda: clock[0],
         mail=MaildirTransport(str(folder / "mail")),
     )
+    try:
+        _walk_through(app, handlers, model, folder, clock, url)
+    finally:
+        app.dispose()  # before the folder with its SQLite file goes
+
+
+def _walk_through(
+    app: App, handlers: ModuleType, model: ModuleType, folder: Path, clock: list[datetime], url: str
+) -> None:
     app.create_all()
     admin = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles={"Admin"})
-    click.echo(click.style("kumiko-typed demo", bold=True) + f" — inventory example on {url}")
+    click.echo(click.style("kumiko-typed demo", bold=True) + f" — inventory example on {_shown(url)}")
 
     def count_events() -> int:
         with app.engine.connect() as conn:
@@ -113,9 +150,6 @@ def run_demo(database_url: str | None) -> None:
     for path in sorted((folder / "mail").glob("*.eml")):
         subject = next((line for line in path.read_text().splitlines() if line.startswith("Subject:")), "")
         click.echo(f"  {'delivered to the maildir':<34} {path.name}  ({subject})")
-    app.dispose()
-    click.echo()
-    click.echo(click.style("done", fg="green", bold=True) + f" — files in {folder}")
 
 
 def _run(app: App, run_id: uuid.UUID, when: str) -> None:

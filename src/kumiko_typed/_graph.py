@@ -42,6 +42,9 @@ def text(title: str, steps: Sequence[Step]) -> str:
     return "\n".join(lines)
 
 
+_EDGE_LABELS = {"on_true": "true", "on_false": "false"}
+
+
 class _Layout:
     """Nodes in nested groups, and the edges between them, for the drawing formats.
 
@@ -49,33 +52,36 @@ class _Layout:
     mentions becomes part of that group (in Mermaid and Graphviz alike), which drew a
     branch or loop node inside its own arm.  The step after a branch is joined from the
     last step of each arm (or from the branch itself for an empty arm), so it does not
-    look like a third alternative.
+    look like a third alternative.  An edge leaving a branch into an arm (or past an empty
+    one) is labelled ``true`` or ``false``.
     """
 
     def __init__(self, steps: Sequence[Step]) -> None:
         #: ("node", depth, id, label) | ("open", depth, id, label) | ("close", depth, "", "")
         self.items: list[tuple[str, int, str, str]] = []
-        self.edges: list[tuple[str, str]] = []
+        self.edges: list[tuple[str, str, str]] = []  # (from, to, label)
         self._n = 0
-        self._walk(steps, ["start"], 1)
+        self._walk(steps, [("start", "")], 1)
 
     def _id(self) -> str:
         self._n += 1
         return f"s{self._n}"
 
-    def _walk(self, seq: Sequence[Step], tails: list[str], depth: int) -> list[str]:
+    def _walk(self, seq: Sequence[Step], tails: list[tuple[str, str]], depth: int) -> list[tuple[str, str]]:
+        """``tails``: the nodes the next step is joined from, each with its edge's label."""
         for step in seq:
             node = self._id()
             self.items.append(("node", depth, node, _label(step)))
-            self.edges.extend((tail, node) for tail in tails)
-            tails = [node]
-            arm_tails: list[str] = []
+            self.edges.extend((tail, node, edge) for tail, edge in tails)
+            tails = [(node, "")]
+            arm_tails: list[tuple[str, str]] = []
             for label, inner in _groups(step):
+                edge = _EDGE_LABELS.get(label, "")
                 if not inner:
-                    arm_tails.append(node)
+                    arm_tails.append((node, edge))
                     continue
                 self.items.append(("open", depth, self._id(), label))
-                arm_tails += self._walk(inner, [node], depth + 1)
+                arm_tails += self._walk(inner, [(node, edge)], depth + 1)
                 self.items.append(("close", depth, "", ""))
             if isinstance(step, Branch):
                 tails = list(dict.fromkeys(arm_tails))
@@ -94,7 +100,7 @@ def mermaid(title: str, steps: Sequence[Step]) -> str:
             out.append(f'{indent}subgraph {node}["{label}"]')
         else:
             out.append(f"{indent}end")
-    out += [f"  {a} --> {b}" for a, b in layout.edges]
+    out += [f"  {a} -->|{label}| {b}" if label else f"  {a} --> {b}" for a, b, label in layout.edges]
     return "\n".join(out)
 
 
@@ -113,7 +119,7 @@ def dot(title: str, steps: Sequence[Step]) -> str:
             out.append(f'{indent}  label="{label}";')
         else:
             out.append(f"{indent}}}")
-    out += [f"  {a} -> {b};" for a, b in layout.edges]
+    out += [f'  {a} -> {b} [label="{label}"];' if label else f"  {a} -> {b};" for a, b, label in layout.edges]
     out.append("}")
     return "\n".join(out)
 

@@ -25,3 +25,6 @@ class RunInfo:
     steps: Mapping[str, object] = attrs.field(factory=dict)
     wake_at: datetime | None = None
     error: Mapping[str, str] | None = None
+    #: When the run was started, and when its row last changed (a step, a wait, the end).
+    created_at: datetime | None = None
+    updated_at: datetime | None = None

@@ -2,7 +2,9 @@
 
 cattrs does the structuring; the hooks here refuse the silent coercions its
 defaults allow (``"5"`` → ``5``, ``1`` → ``"1"``, ``True`` → ``1``), reject extra
-keys, and every problem becomes one ``{"path", "message"}`` detail.  Before cattrs sees
+keys, matches a ``Literal`` or an enum as JSON spells it (``true`` is not ``1``), and every problem,
+a payload validator's too (:mod:`._field_checks`), becomes one ``{"path", "message"}``
+detail.  Before cattrs sees
 the data, it is walked once for what no field type can be trusted to catch: a lone
 surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 """
@@ -10,11 +12,13 @@ surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import math
 from collections import abc
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
-from typing import Any, TypeVar, get_args, get_origin
+from enum import Enum, Flag
+from typing import Any, Literal, TypeVar, get_args, get_origin
 from uuid import UUID
 
 import attrs
@@ -28,6 +32,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from ._field_checks import json_type, listed, said, with_validator_problems
 from ._limits import json_problems
 
 __all__ = ["Detail", "Hook", "make_converter", "structure", "unstructure"]
@@ -36,31 +41,15 @@ T = TypeVar("T")
 Detail = dict[str, str]
 
 
-def _json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
-
-
 class _Invalid(ValueError):
     pass
 
 
 def _expect(value: object, accepted: tuple[type, ...], wanted: str) -> None:
     if isinstance(value, bool) and bool not in accepted:
-        raise _Invalid(f"expected {wanted}, got {_json_type(value)}")
+        raise _Invalid(f"expected {wanted}, got {json_type(value)}")
     if not isinstance(value, accepted):
-        raise _Invalid(f"expected {wanted}, got {_json_type(value)}")
+        raise _Invalid(f"expected {wanted}, got {json_type(value)}")
 
 
 def _str(value: object, _: object) -> str:
@@ -147,6 +136,68 @@ def _guarded(inner: Hook, accepted: tuple[type, ...], wanted: str) -> Hook:
     return hook
 
 
+def _validated(conv: cattrs.Converter, t: Any) -> Hook:
+    """cattrs' hook for an attrs class, with every field's validator failure reported (not
+    only the constructor's first) when structuring the class fails."""
+    inner = conv.gen_structure_attrs_fromdict(t)
+
+    def hook(value: Mapping[str, Any], cl: object) -> object:
+        try:
+            return inner(value, cl)
+        except ClassValidationError as exc:
+            raise with_validator_problems(conv, exc, _origin(t), value) from None
+
+    return hook
+
+
+_LITERAL: Any = Literal  # typed as a special form, which mypy will not compare with an origin
+
+
+def _same(value: object, allowed: object) -> bool:
+    """``value`` is the literal ``allowed`` as JSON spells it: ``true`` is not ``1``, ``1.0`` not ``1``."""
+    if isinstance(allowed, Enum):
+        allowed = allowed.value
+    return json_type(value) == json_type(allowed) and not isinstance(value, float) and value == allowed
+
+
+def _one_of(choices: Sequence[object]) -> Hook:
+    """One of a ``Literal``'s values or an enum's members, compared strictly (cattrs' own
+    checks take ``True`` for ``1`` and word a miss with Python's repr of the value); an
+    enum member is sent as its value."""
+    spelled = [c.value if isinstance(c, Enum) else c for c in choices]
+    wanted = f"expected one of {listed(spelled)}"
+    types = {json_type(c) for c in spelled}
+
+    def hook(value: object, _: object) -> object:
+        for choice in choices:
+            if _same(value, choice):
+                return choice
+        raise _Invalid(wanted if json_type(value) in types else f"{wanted}, got {json_type(value)}")
+
+    return hook
+
+
+@functools.cache
+def _members(cl: type[Enum]) -> Hook:
+    return _one_of(list(cl))
+
+
+def _or_members(hook: Hook) -> Hook:
+    """``hook`` for ``str``, ``int`` or ``float``, which cattrs (by ``singledispatch``) also
+    picks for their enums (``IntEnum``, ``class Size(str, Enum)``): ``hook`` returned any
+    string for those, not a member."""
+
+    def either(value: object, cl: Any) -> object:
+        return _members(cl)(value, cl) if _plain_enum(cl) else hook(value, cl)
+
+    return either
+
+
+def _plain_enum(t: Any) -> bool:
+    """An enum whose values are its members (a ``Flag`` also takes their combinations)."""
+    return isinstance(t, type) and issubclass(t, Enum) and not issubclass(t, Flag)
+
+
 def _guard_containers(conv: cattrs.Converter) -> None:
     array: tuple[type, ...] = (list, tuple)
     obj: tuple[type, ...] = (Mapping,)
@@ -176,7 +227,7 @@ def _guard_containers(conv: cattrs.Converter) -> None:
         (lambda t: _origin(t) in _SETS, set_hook, array, "an array"),
         (lambda t: _origin(t) in _FROZENSETS, frozenset_hook, array, "an array"),
         (lambda t: _origin(t) in _MAPPINGS, conv.gen_structure_mapping, obj, "a JSON object"),
-        (attrs.has, conv.gen_structure_attrs_fromdict, obj, "a JSON object"),
+        (attrs.has, lambda t: _validated(conv, t), obj, "a JSON object"),
     ]
     for predicate, factory, accepted, wanted in factories:
         conv.register_structure_hook_factory(
@@ -188,9 +239,11 @@ def _guard_containers(conv: cattrs.Converter) -> None:
 def make_converter() -> cattrs.Converter:
     conv = cattrs.Converter(forbid_extra_keys=True, detailed_validation=True)
     _guard_containers(conv)
-    conv.register_structure_hook(str, _str)
-    conv.register_structure_hook(int, _int)
-    conv.register_structure_hook(float, _float)
+    conv.register_structure_hook_factory(lambda t: get_origin(t) is _LITERAL, lambda t: _one_of(get_args(t)))
+    conv.register_structure_hook_factory(_plain_enum, lambda t: _one_of(list(t)))
+    conv.register_structure_hook(str, _or_members(_str))
+    conv.register_structure_hook(int, _or_members(_int))
+    conv.register_structure_hook(float, _or_members(_float))
     conv.register_structure_hook(bool, _bool)
     conv.register_structure_hook(UUID, _parsed("a UUID", UUID))
     conv.register_structure_hook(dt.datetime, _parsed("an ISO-8601 datetime", _datetime))
@@ -206,10 +259,7 @@ def _message(exc: BaseException) -> str:
         return "required field is missing"
     if isinstance(exc, ForbiddenExtraKeysError):
         return "unknown field"
-    if isinstance(exc, (TypeError, ValueError)):
-        # attrs validators and converters raise these with their own wording.
-        return str(exc) or type(exc).__name__
-    return f"invalid value ({type(exc).__name__}: {exc})"
+    return said(exc)  # a payload's validators and converters, in their own words
 
 
 def _details(exc: BaseException, path: str, out: list[Detail]) -> None:
@@ -236,7 +286,7 @@ def _details(exc: BaseException, path: str, out: list[Detail]) -> None:
 def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | list[Detail]:
     """Structure ``data`` into ``cls``; on failure return the list of problems instead."""
     if not isinstance(data, Mapping):
-        return [{"path": "$", "message": f"expected a JSON object, got {_json_type(data)}"}]
+        return [{"path": "$", "message": f"expected a JSON object, got {json_type(data)}"}]
     unsafe = [{"path": path, "message": problem} for path, problem, _ in json_problems(data)]
     if unsafe:
         return unsafe

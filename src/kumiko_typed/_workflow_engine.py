@@ -413,7 +413,9 @@ class WorkflowEngine:
         except StateError:
             steps = {}
         wake = row.wake_at
-        return RunInfo(row.run_id, row.workflow, row.status, row.path, steps, wake, row.error)
+        return RunInfo(
+            row.run_id, row.workflow, row.status, row.path, steps, wake, row.error, row.created_at, row.updated_at
+        )
 
     def get(self, run_id: uuid.UUID) -> RunInfo | None:
         with self.sessions() as session:
