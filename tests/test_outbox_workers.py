@@ -151,6 +151,7 @@ def test_a_sqlite_worker_that_dies_mid_batch_leaves_it_to_the_next_after_the_lea
         database_url=url,
         clock=lambda: now[0],
         http=httpx.Client(event_hooks={"response": [die_on_the_third]}),
+        delivery_concurrency=1,  # one delivery at a time: it dies after exactly the third
     )
     survivor = App([feature], database_url=url, clock=lambda: now[0])
     dying.create_all()
