@@ -32,6 +32,7 @@ from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from .. import App, Failure, Ok, User, fail
 from .._idempotency import key_problem
@@ -94,8 +95,8 @@ def asgi_app(app: App, *, user: UserDependency, www_authenticate: str = "Bearer"
     ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one)."""
     served = {e.path: e for e in endpoints(app)}
     schemas = {e.schema_path: _dumps(payload_schema(e.payload_type)) for e in served.values()}
-    adapter = _Adapter(served, schemas, user, www_authenticate)
-    return Starlette(routes=[Route("/{path:path}", adapter.respond)])
+    # An ASGI app as the route's endpoint answers every method: the adapter says 405 itself.
+    return Starlette(routes=[Route("/{path:path}", _Adapter(served, schemas, user, www_authenticate))])
 
 
 class _Adapter:
@@ -106,6 +107,10 @@ class _Adapter:
         self.schemas = schemas
         self.user = user
         self.challenge = {"WWW-Authenticate": challenge}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.respond(Request(scope, receive))
+        await response(scope, receive, send)
 
     async def respond(self, request: Request) -> Response:
         path = "/" + str(request.path_params["path"])
