@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from datetime import date, datetime
 from decimal import Decimal
 from typing import Any, Literal, Optional
@@ -153,12 +153,13 @@ def _sample(change: dict[str, Any]) -> dict[str, Any]:
     return {**GOOD, **change}
 
 
-@pytest.fixture
-def judge(make_app: Callable[..., App]) -> Callable[[dict[str, Any]], tuple[bool, bool]]:
+@pytest.fixture(scope="module")
+def judge(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[[dict[str, Any]], tuple[bool, bool]]]:
     """(the schema accepts it, the App accepts it) for a payload of Everything."""
     f = Feature("schema")
     f.write_handler("everything", f.pipeline(Everything).return_(lambda c: ok(True)))
-    app = make_app([f])
+    app = App([f], database_url=f"sqlite:///{tmp_path_factory.mktemp('schema') / 'app.sqlite3'}")
+    app.create_all()
     validator = jsonschema.Draft202012Validator(payload_schema(Everything))
     user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
 
@@ -166,7 +167,8 @@ def judge(make_app: Callable[..., App]) -> Callable[[dict[str, Any]], tuple[bool
         dispatched = app.dispatch_json("schema:everything", payload, user=user)
         return validator.is_valid(payload), isinstance(dispatched, Ok)
 
-    return verdicts
+    yield verdicts
+    app.dispose()
 
 
 def test_the_schema_is_a_valid_draft_2020_12_schema() -> None:
