@@ -242,11 +242,14 @@ def test_an_async_dependency_and_a_failing_one(make_app: Callable[..., App], cap
     def broken(request: Request) -> User | None:
         raise RuntimeError("token store secret=hunter2 is down")
 
-    good, bad = Served(asgi_app(app, user=async_user)), Served(asgi_app(app, user=broken))
+    good = Served(asgi_app(app, user=async_user, www_authenticate='Session realm="shop"'))
+    bad = Served(asgi_app(app, user=broken))
     try:
         answer = good.http.post("/echo/plain", json={"text": "hi"}, headers=AS_CLERK)
         assert answer.json() == {"data": "hi"}
-        _failure(good.http.post("/echo/plain", json={"text": "hi"}), 401, "unauthenticated")
+        nobody = good.http.post("/echo/plain", json={"text": "hi"})
+        _failure(nobody, 401, "unauthenticated")
+        assert nobody.headers["www-authenticate"] == 'Session realm="shop"'
         with caplog.at_level(logging.ERROR, logger="kumiko_typed.asgi"):
             crashed = bad.http.post("/echo/plain", json={"text": "hi"}, headers=AS_CLERK)
         body = _failure(crashed, 500, "internal_error")
