@@ -19,6 +19,7 @@ __all__ = ["HTTP_STATUS", "Details", "Failure", "FailureCode", "Ok", "WriteResul
 #: Every failure code the framework itself produces (an application may add its own).
 FailureCode = Literal[
     "validation_error",
+    "unauthenticated",
     "access_denied",
     "not_found",
     "version_conflict",
@@ -34,6 +35,8 @@ FailureCode = Literal[
 #: The framework's failure codes and the HTTP status a web layer should answer with.
 HTTP_STATUS: Final[Mapping[FailureCode, int]] = {
     "validation_error": 400,
+    # A request without a user (the HTTP adapter's user dependency found none).
+    "unauthenticated": 401,
     "access_denied": 403,
     "not_found": 404,
     "version_conflict": 409,

@@ -1,0 +1,8 @@
+"""Optional extras, each behind its own install extra (DESIGN §2.1).
+
+- :mod:`kumiko_typed.contrib.asgi` (extra ``asgi``): the write handlers served over HTTP
+  by Starlette, see docs/http.md.
+- :mod:`kumiko_typed.contrib.schema` (no extra): JSON Schema of attrs payload classes.
+
+Nothing in the core library imports this package.
+"""

@@ -1,0 +1,227 @@
+"""An App's handlers served over HTTP by Starlette (install the ``asgi`` extra); docs/http.md.
+
+``POST /{feature}/{name}`` runs the write handler ``{feature}:{name}`` through
+``App.dispatch_json`` with the JSON body as its payload; ``GET /{feature}/{name}/schema``
+answers the payload class's JSON Schema.  An ``Ok`` is ``200 {"data": ...}``; a
+``Failure`` is its ``http_status`` with its public fields ``{"code", "message",
+"details"}`` — the adapter's own refusals (no user, a bad header or body, no such path)
+have the same shape, and an exception becomes ``internal_error`` with an error id whose
+traceback goes to the ``kumiko_typed.asgi`` logger only.
+
+Who calls is the application's business: ``user`` is a function of the request (plain or
+``async``) that returns the :class:`~kumiko_typed.User`, or ``None`` for a request that
+carries none (``401 unauthenticated``; the handler does not run).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import enum
+import functools
+import inspect
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from decimal import Decimal
+from typing import Any, Final, Literal
+
+import attrs
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
+
+from .. import App, Failure, Ok, User, fail
+from .._idempotency import key_problem
+from .schema import payload_schema
+
+__all__ = ["Endpoint", "UserDependency", "asgi_app", "endpoints"]
+
+logger = logging.getLogger("kumiko_typed.asgi")
+
+#: The application's answer to "who sends this request?": a User, or None for nobody.
+UserDependency = Callable[[Request], "User | Awaitable[User | None] | None"]
+IDEMPOTENCY_HEADER: Final = "Idempotency-Key"
+_JSON: Final = "application/json"
+
+
+@attrs.frozen
+class Endpoint:
+    """One served handler: ``POST {path}`` runs it, ``GET {path}/schema`` describes its payload."""
+
+    path: str
+    handler: str  #: the full name, as ``dispatch_json`` takes it
+    kind: Literal["write"]
+    payload_type: type[Any]
+    #: ``call(data, user, idempotency_key)``: runs the handler on untrusted JSON data.
+    call: Callable[[object, User, str | None], Ok[object] | Failure] = attrs.field(eq=False, repr=False)
+
+    @property
+    def schema_path(self) -> str:
+        return f"{self.path}/schema"
+
+
+def endpoints(app: App) -> list[Endpoint]:
+    """Everything the adapter serves, one :class:`Endpoint` per handler: today the write
+    handlers (query handlers, when the App has them, are listed here too).
+
+    Raises ``ValueError`` for a feature or handler name that cannot be one path segment
+    (empty, or containing ``/``)."""
+    out: list[Endpoint] = []
+    for handler in app.handlers.values():
+        segments = (handler.feature.name, handler.local_name)
+        if not all(segments) or any("/" in s for s in segments):
+            raise ValueError(
+                f"handler {handler.name!r} cannot be served as POST /{{feature}}/{{name}}: "
+                "a feature or handler name that is empty or contains '/' is not one path segment"
+            )
+        call = functools.partial(_dispatch_write, app, handler.name)
+        out.append(Endpoint(f"/{segments[0]}/{segments[1]}", handler.name, "write", handler.payload_type, call))
+    return out
+
+
+def _dispatch_write(app: App, name: str, data: object, user: User, key: str | None) -> Ok[object] | Failure:
+    return app.dispatch_json(name, data, user=user, idempotency_key=key)
+
+
+def asgi_app(app: App, *, user: UserDependency, www_authenticate: str = "Bearer") -> Starlette:
+    """A Starlette application serving :func:`endpoints` of ``app``; mount it where you like.
+
+    ``user(request)`` runs for every handler request: a plain function in a worker thread
+    (it may block), an ``async`` one on the event loop.  Handlers run in worker threads.
+    ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one)."""
+    served = {e.path: e for e in endpoints(app)}
+    schemas = {e.schema_path: _dumps(payload_schema(e.payload_type)) for e in served.values()}
+    # An ASGI app as the route's endpoint answers every method: the adapter says 405 itself.
+    return Starlette(routes=[Route("/{path:path}", _Adapter(served, schemas, user, www_authenticate))])
+
+
+class _Adapter:
+    def __init__(
+        self, served: dict[str, Endpoint], schemas: dict[str, bytes], user: UserDependency, challenge: str
+    ) -> None:
+        self.served = served
+        self.schemas = schemas
+        self.user = user
+        self.challenge = {"WWW-Authenticate": challenge}
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        response = await self.respond(Request(scope, receive))
+        await response(scope, receive, send)
+
+    async def respond(self, request: Request) -> Response:
+        path = "/" + str(request.path_params["path"])
+        endpoint = self.served.get(path)
+        if endpoint is not None:
+            return await self.run(endpoint, request) if request.method == "POST" else _not_allowed("POST")
+        schema = self.schemas.get(path)
+        if schema is not None:
+            if request.method != "GET":
+                return _not_allowed("GET")
+            return Response(schema, media_type="application/schema+json")
+        return _failure(fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}"))
+
+    async def run(self, endpoint: Endpoint, request: Request) -> Response:
+        try:
+            found = await run_in_threadpool(self.user, request)
+            if inspect.isawaitable(found):
+                found = await found
+        except Exception as exc:
+            return _crash("the user dependency", exc)
+        if found is None:
+            failure = fail("unauthenticated", "the request carries no user; sign in and send it again")
+            return _failure(failure, self.challenge)
+        key = _idempotency_key(request)
+        if isinstance(key, Failure):
+            return _failure(key)
+        data = _json_body(request.headers.get("content-type", ""), await request.body())
+        if isinstance(data, Failure):
+            return _failure(data)
+        try:
+            result = await run_in_threadpool(endpoint.call, data, found, key)
+        except Exception as exc:  # dispatch_json catches the handler's; this is the unforeseen
+            return _crash(f"handler {endpoint.handler}", exc)
+        if isinstance(result, Failure):
+            return _failure(result)
+        try:
+            return Response(_dumps({"data": result.data}), media_type=_JSON)
+        except (TypeError, ValueError) as exc:
+            return _crash(f"sending the result of handler {endpoint.handler} (its writes are committed)", exc)
+
+
+def _refused(where: str, message: str) -> Failure:
+    return fail("validation_error", message, [{"path": where, "message": message}])
+
+
+def _idempotency_key(request: Request) -> str | Failure | None:
+    """The ``Idempotency-Key`` header: absent, or one value of 1 to 255 printable characters."""
+    values = request.headers.getlist(IDEMPOTENCY_HEADER)
+    if not values:
+        return None
+    problem = "send one Idempotency-Key header, not several" if len(values) > 1 else key_problem(values[0])
+    if problem is not None:
+        return _refused(IDEMPOTENCY_HEADER, f"the {IDEMPOTENCY_HEADER} header is refused: {problem}")
+    return values[0]
+
+
+def _json_body(content_type: str, body: bytes) -> object | Failure:
+    # Only application/json: a browser sends a cross-site form or text/plain POST without
+    # asking first (CORS), never this one.
+    if content_type.split(";", 1)[0].strip().lower() != _JSON:
+        return _refused("Content-Type", f"the Content-Type header must be {_JSON}")
+    try:
+        data: object = json.loads(body)
+    except RecursionError:
+        return _refused("$", "the body is nested too deeply")
+    except ValueError as exc:  # not JSON, or not UTF-8
+        return _refused("$", f"the body is not JSON: {exc}")
+    return data
+
+
+def _failure(failure: Failure, headers: dict[str, str] | None = None) -> Response:
+    body = {"code": failure.code, "message": failure.message, "details": failure.details}
+    return Response(_dumps(body, lenient=True), failure.http_status, headers, media_type=_JSON)
+
+
+def _not_allowed(method: str) -> Response:
+    """405 is HTTP's business, not a handler's: it has no Failure code of the library's."""
+    body = {"code": "method_not_allowed", "message": f"this path answers {method} only", "details": None}
+    return Response(_dumps(body), 405, {"Allow": method}, media_type=_JSON)
+
+
+def _crash(where: str, exc: Exception) -> Response:
+    error_id = uuid.uuid4().hex
+    logger.error("%s raised (error id %s)", where, error_id, exc_info=exc)
+    message = f"{where} raised {type(exc).__name__} (error id {error_id})"
+    return _failure(fail("internal_error", message, {"error_id": error_id}))
+
+
+def _dumps(value: object, *, lenient: bool = False) -> bytes:
+    default = _lenient if lenient else _jsonable
+    return json.dumps(value, default=default, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
+
+
+def _jsonable(value: object) -> object:
+    """A handler's result in JSON: attrs classes as objects, values as the payloads write them."""
+    cls = type(value)
+    if attrs.has(cls):
+        return {f.name: getattr(value, f.name) for f in attrs.fields(cls)}
+    if isinstance(value, (uuid.UUID, Decimal)):
+        return str(value)
+    if isinstance(value, (dt.date, dt.time)):
+        return value.isoformat()
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, (set, frozenset)):
+        return list(value)
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
+
+
+def _lenient(value: object) -> object:
+    try:
+        return _jsonable(value)
+    except TypeError:
+        return str(value)

@@ -1,0 +1,305 @@
+"""The HTTP adapter (issue 15.4, 18.5): kumiko_typed.contrib.asgi served by a real uvicorn on
+127.0.0.1 and called with httpx.  The inventory example's handlers on both databases; the
+HTTP layer's own answers (no user, a bad header or body, no such path) on SQLite."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from decimal import Decimal
+from typing import Any
+
+import attrs
+import jsonschema
+import pytest
+from _asgi_server import Served
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.routing import Mount
+
+from kumiko_typed import App, Feature, User, ok
+from kumiko_typed._results import HTTP_STATUS
+from kumiko_typed.contrib.asgi import asgi_app, endpoints
+
+TENANT = uuid.uuid4()
+ADMIN = User(id=uuid.uuid4(), tenant_id=TENANT, roles=frozenset({"Admin"}))
+CLERK = User(id=uuid.uuid4(), tenant_id=TENANT, roles=frozenset({"User"}))
+TOKENS = {"admin-token": ADMIN, "clerk-token": CLERK}
+AS_ADMIN = {"Authorization": "Bearer admin-token"}
+AS_CLERK = {"Authorization": "Bearer clerk-token"}
+
+
+def user_of(request: Request) -> User | None:
+    """The application's dependency: a bearer token names the user, anything else is nobody."""
+    return TOKENS.get(request.headers.get("authorization", "").removeprefix("Bearer "))
+
+
+@pytest.fixture
+def served(app_on: Callable[..., App]) -> Iterator[Served]:
+    """The inventory example over HTTP, on SQLite and on PostgreSQL.  Its ProductRef results
+    are value types: an idempotency key stores them."""
+    from examples.inventory.handlers import inventory
+    from examples.inventory.model import ProductRef
+
+    server = Served(asgi_app(app_on([inventory], value_types=[ProductRef]), user=user_of))
+    yield server
+    server.close()
+
+
+def _failure(response: Any, status: int, code: str) -> dict[str, Any]:
+    """The body of a refusal: the Failure's public fields and nothing else."""
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"] == "application/json"
+    body: dict[str, Any] = response.json()
+    assert set(body) == {"code", "message", "details"} and body["code"] == code, body
+    assert "Traceback" not in response.text
+    return body
+
+
+def _create(served: Served, sku: str, **kwargs: Any) -> Any:
+    kwargs.setdefault("headers", AS_ADMIN)
+    return served.http.post("/inventory/product:create", json={"sku": sku, "name": sku.title(), "stock": 10}, **kwargs)
+
+
+# --- handlers and their failures, both databases ----------------------------------------
+
+
+def test_handlers_run_and_failures_keep_their_status(served: Served) -> None:
+    created = _create(served, "tea")
+    assert created.status_code == 200 and created.headers["content-type"] == "application/json"
+    product = created.json()["data"]
+    assert product == {"id": product["id"], "version": 1} and uuid.UUID(product["id"])
+
+    adjust = "/inventory/product:adjust-stock"
+    sale = served.http.post(adjust, json={"id": product["id"], "delta": -3, "reason": "sale"}, headers=AS_CLERK)
+    assert (sale.status_code, sale.json()) == (200, {"data": 7})
+    # The handler's own refusal is 422 and rolls back: the stock stays 7.
+    oversold = served.http.post(adjust, json={"id": product["id"], "delta": -20, "reason": "sale"}, headers=AS_CLERK)
+    assert _failure(oversold, 422, "unprocessable")["details"] == {"stock": -13}
+    restock = served.http.post(adjust, json={"id": product["id"], "delta": 1, "reason": "found"}, headers=AS_CLERK)
+    assert restock.json() == {"data": 8}
+
+    _failure(_create(served, "coffee", headers=AS_CLERK), 403, "access_denied")
+    _failure(_create(served, "tea"), 409, "unique_violation")
+    missing = {"id": str(uuid.uuid4()), "delta": 1, "reason": "x"}
+    _failure(served.http.post(adjust, json=missing, headers=AS_CLERK), 404, "not_found")
+    stale = served.http.post("/inventory/product:archive", json={"id": product["id"], "version": 1}, headers=AS_ADMIN)
+    _failure(stale, 409, "version_conflict")
+    invalid = served.http.post(adjust, json={"id": "tea", "delta": "3", "reason": "x"}, headers=AS_CLERK)
+    details = _failure(invalid, 400, "validation_error")["details"]
+    assert {d["path"] for d in details} == {"$.id", "$.delta"}
+
+
+def test_a_request_without_a_user_is_401_and_runs_nothing(served: Served) -> None:
+    assert HTTP_STATUS["unauthenticated"] == 401
+    for headers in ({}, {"Authorization": "Bearer forged"}):
+        refused = _create(served, "tea", headers=headers)
+        _failure(refused, 401, "unauthenticated")
+        assert refused.headers["www-authenticate"] == "Bearer"
+    # Nothing was created: the sku is still free.
+    assert _create(served, "tea").status_code == 200
+
+
+def test_the_idempotency_key_header_is_passed_through(served: Served) -> None:
+    key = "order 42: " + "".join(chr(33 + i % 94) for i in range(245))  # printable, spaces, 255 long
+    assert len(key) == 255
+    first = _create(served, "tea", headers={**AS_ADMIN, "Idempotency-Key": key})
+    again = _create(served, "tea", headers={**AS_ADMIN, "Idempotency-Key": key})
+    assert first.status_code == again.status_code == 200
+    assert again.json() == first.json()  # the stored answer: a second run would be a unique_violation
+    other = served.http.post(
+        "/inventory/product:create",
+        json={"sku": "tea", "name": "Green tea", "stock": 1},
+        headers={**AS_ADMIN, "Idempotency-Key": key},
+    )
+    _failure(other, 409, "idempotency_conflict")
+    assert _create(served, "mate", headers={**AS_ADMIN, "Idempotency-Key": str(uuid.uuid4())}).status_code == 200
+
+
+@pytest.mark.parametrize("value", ["", "k" * 256, "tab\there"])
+def test_an_unusable_idempotency_key_is_400_naming_the_header(served: Served, value: str) -> None:
+    refused = _create(served, "tea", headers={**AS_ADMIN, "Idempotency-Key": value})
+    body = _failure(refused, 400, "validation_error")
+    assert "Idempotency-Key" in body["message"] and "255" in body["message"]
+    assert body["details"] == [{"path": "Idempotency-Key", "message": body["message"]}]
+    assert _create(served, "tea").status_code == 200  # the refused request ran nothing
+
+
+# --- the HTTP layer's own answers (SQLite) --------------------------------------------------
+
+
+@pytest.fixture
+def inventory_served(make_app: Callable[..., App]) -> Iterator[Served]:
+    from examples.inventory.handlers import inventory
+
+    server = Served(asgi_app(make_app([inventory]), user=user_of))
+    yield server
+    server.close()
+
+
+def test_a_body_that_is_not_a_json_object_is_400(inventory_served: Served) -> None:
+    path = "/inventory/product:create"
+    json_type = {**AS_ADMIN, "Content-Type": "application/json"}
+    cases = {
+        b'{"sku": "tea",': "the body is not JSON: ",
+        b"": "the body is not JSON: ",
+        b'{"sku": "\xff"}': "the body is not JSON: ",
+        b"[" * 100_000 + b"]" * 100_000: "the body is nested too deeply",
+    }
+    for body, message in cases.items():
+        refused = inventory_served.http.post(path, content=body, headers=json_type)
+        details = _failure(refused, 400, "validation_error")["details"]
+        assert details[0]["path"] == "$" and details[0]["message"].startswith(message), details
+    listed = inventory_served.http.post(path, json=[1, 2], headers=AS_ADMIN)
+    assert _failure(listed, 400, "validation_error")["details"] == [
+        {"path": "$", "message": "expected a JSON object, got array"}
+    ]
+    as_text = inventory_served.http.post(path, content=b'{"sku": "tea", "name": "Tea"}', headers=AS_ADMIN)
+    details = _failure(as_text, 400, "validation_error")["details"]
+    assert details == [{"path": "Content-Type", "message": "the Content-Type header must be application/json"}]
+    with_charset = {**AS_ADMIN, "Content-Type": "application/json; charset=utf-8"}
+    assert (
+        inventory_served.http.post(path, content=b'{"sku": "t", "name": "T"}', headers=with_charset).status_code == 200
+    )
+
+
+def test_only_served_paths_and_methods_answer(inventory_served: Served) -> None:
+    http = inventory_served.http
+    for path in ("/", "/inventory", "/inventory/product:nope", "/nope/product:create", "/inventory/product:create/x"):
+        _failure(http.post(path, json={}, headers=AS_ADMIN), 404, "not_found")
+    wrong = http.get("/inventory/product:create", headers=AS_ADMIN)
+    assert (wrong.status_code, wrong.headers["allow"], wrong.json()["code"]) == (405, "POST", "method_not_allowed")
+    assert set(wrong.json()) == {"code", "message", "details"}
+    posted = http.post("/inventory/product:create/schema", json={})
+    assert (posted.status_code, posted.headers["allow"]) == (405, "GET")
+
+
+def test_endpoints_list_every_write_handler(inventory_app: App) -> None:
+    served = endpoints(inventory_app)
+    assert {e.handler for e in served} == set(inventory_app.handlers)
+    assert {e.path for e in served} == {f"/inventory/{h.local_name}" for h in inventory_app.handlers.values()}
+    assert all(e.kind == "write" and e.schema_path == e.path + "/schema" for e in served)
+
+
+def test_a_name_that_is_not_one_path_segment_is_refused(make_app: Callable[..., App]) -> None:
+    f = Feature("shop")
+    f.write_handler("orders/place", f.pipeline(Plain).return_(lambda c: ok(1)))
+    with pytest.raises(ValueError, match=r"'shop:orders/place' cannot be served"):
+        endpoints(make_app([f]))
+
+
+# --- the user dependency ------------------------------------------------------------------
+
+
+@attrs.frozen
+class Plain:
+    text: str
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@attrs.frozen
+class Rich:
+    at: datetime
+    price: Decimal
+    colour: Colour
+    tags: frozenset[str]
+    ref: uuid.UUID
+
+
+def _echo_feature() -> Feature[str]:
+    f = Feature("echo")
+    f.write_handler("plain", f.pipeline(Plain).return_(lambda c: ok(c.payload.text)))
+    f.write_handler(
+        "rich",
+        f.pipeline(Plain).return_(
+            lambda c: ok(
+                Rich(
+                    datetime(2026, 1, 2, 3, 4, tzinfo=UTC),
+                    Decimal("1.50"),
+                    Colour.RED,
+                    frozenset({"a"}),
+                    uuid.UUID(int=7),
+                )
+            )
+        ),
+    )
+    f.write_handler("opaque", f.pipeline(Plain).return_(lambda c: ok(object())))
+    return f
+
+
+def test_an_async_dependency_and_a_failing_one(make_app: Callable[..., App], caplog: pytest.LogCaptureFixture) -> None:
+    app = make_app([_echo_feature()])
+
+    async def async_user(request: Request) -> User | None:
+        return user_of(request)
+
+    def broken(request: Request) -> User | None:
+        raise RuntimeError("token store secret=hunter2 is down")
+
+    good = Served(asgi_app(app, user=async_user, www_authenticate='Session realm="shop"'))
+    bad = Served(asgi_app(app, user=broken))
+    try:
+        answer = good.http.post("/echo/plain", json={"text": "hi"}, headers=AS_CLERK)
+        assert answer.json() == {"data": "hi"}
+        nobody = good.http.post("/echo/plain", json={"text": "hi"})
+        _failure(nobody, 401, "unauthenticated")
+        assert nobody.headers["www-authenticate"] == 'Session realm="shop"'
+        with caplog.at_level(logging.ERROR, logger="kumiko_typed.asgi"):
+            crashed = bad.http.post("/echo/plain", json={"text": "hi"}, headers=AS_CLERK)
+        body = _failure(crashed, 500, "internal_error")
+        assert "hunter2" not in crashed.text and body["details"]["error_id"] in body["message"]
+        [record] = [r for r in caplog.records if r.name == "kumiko_typed.asgi"]
+        assert body["details"]["error_id"] in record.getMessage() and record.exc_info is not None
+    finally:
+        good.close()
+        bad.close()
+
+
+def test_results_are_sent_as_json(make_app: Callable[..., App]) -> None:
+    server = Served(asgi_app(make_app([_echo_feature()]), user=user_of))
+    try:
+        rich = server.http.post("/echo/rich", json={"text": "x"}, headers=AS_CLERK)
+        assert rich.json() == {
+            "data": {
+                "at": "2026-01-02T03:04:00+00:00",
+                "price": "1.50",
+                "colour": "red",
+                "tags": ["a"],
+                "ref": str(uuid.UUID(int=7)),
+            }
+        }
+        opaque = server.http.post("/echo/opaque", json={"text": "x"}, headers=AS_CLERK)
+        assert "its writes are committed" in _failure(opaque, 500, "internal_error")["message"]
+    finally:
+        server.close()
+
+
+def test_it_mounts_under_a_prefix(make_app: Callable[..., App]) -> None:
+    site = Starlette(routes=[Mount("/api", app=asgi_app(make_app([_echo_feature()]), user=user_of))])
+    server = Served(site)
+    try:
+        assert server.http.post("/api/echo/plain", json={"text": "hi"}, headers=AS_CLERK).json() == {"data": "hi"}
+        assert server.http.get("/api/echo/plain/schema").json()["title"] == "Plain"
+    finally:
+        server.close()
+
+
+# --- JSON Schema ------------------------------------------------------------------------------
+
+
+def test_the_schema_of_a_payload_is_served(inventory_served: Served) -> None:
+    answer = inventory_served.http.get("/inventory/product:bulk-adjust/schema")
+    assert answer.status_code == 200 and answer.headers["content-type"] == "application/schema+json"
+    schema = answer.json()
+    jsonschema.Draft202012Validator.check_schema(schema)
+    validator = jsonschema.Draft202012Validator(schema)
+    assert validator.is_valid({"items": [{"id": str(uuid.uuid4()), "delta": -1}], "reason": "count"})
+    assert not validator.is_valid({"items": [{"id": str(uuid.uuid4())}], "reason": "count"})
+    assert not validator.is_valid({"items": [], "reason": "count", "extra": 1})
+    assert schema["$defs"]["Adjustment"]["required"] == ["id", "delta"]
