@@ -116,19 +116,18 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
                 "it must be printable ASCII without line breaks"
             )
         headers[auth["header"]] = value
-    body = message.get("body")
     try:
         response = http.request(
-            str(message.get("method", "POST")),
+            str(message["method"]),
             url,
-            json=body if body is not None else None,
+            json=message["body"],
             headers=headers,
             follow_redirects=False,
         )
     except Exception as exc:  # the caller redacts the message before it stores it
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
     if response.is_redirect:
-        where = response.headers.get("location", "?")
+        where = response.headers["location"]  # httpx calls a 3xx without one no redirect
         raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")
     if not response.is_success:
         raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")
