@@ -14,10 +14,12 @@ import tempfile
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote, quote_plus
 
 import attrs
 import httpx
@@ -217,6 +219,7 @@ REFUSED = "only http and https URLs are delivered,"
         ("https://127.0.0.1:9/hook", "pending", "ConnectError: "),  # delivered (and failing), not refused
         ("127.0.0.1/no-scheme", "dead", f"{REFUSED} not 'no scheme' (127.0.0.1/no-scheme)"),
         ("ftp://127.0.0.1/x", "dead", f"{REFUSED} not 'ftp' (ftp://127.0.0.1/x)"),
+        ("http:///x", "dead", "the URL 'http:///x' names no host"),
     ],
 )
 def test_https_is_delivered_and_other_schemes_are_refused_by_name(
@@ -234,6 +237,40 @@ def test_a_secret_unfit_for_a_header_is_refused_with_the_rule(
     assert item.last_error == (
         "secret 'CRM' cannot be sent in the Authorization header: it must be printable ASCII without line breaks"
     )
+
+
+class EchoingTransport:
+    """An application's own mail transport whose error quotes each secret it looked up in
+    every spelling an echo may use: plain, as a str and a bytes repr, percent-encoded."""
+
+    def __init__(self, *refs: str) -> None:
+        self.refs = refs
+
+    def send(self, _message: Any, secrets: Callable[[str], str], /) -> None:
+        forms = []
+        for value in (secrets(ref) for ref in self.refs):
+            forms += [value, repr(value), repr(value.encode()), quote(value, safe=""), quote(value), quote_plus(value)]
+        raise RuntimeError(" ".join(forms))
+
+
+def test_every_spelling_of_every_secret_is_redacted_the_longest_first(
+    make_app: Callable[..., App], user: User
+) -> None:
+    """A secret inside another one (ordered so that neither sorting by text nor shortest
+    first would redact the outer one whole) and a secret whose repr, bytes repr and three
+    percent-encodings all differ; redacting raises no warning either."""
+    marker = uuid.uuid4().hex
+    inner = f"zz-{marker}"
+    outer = f"A{inner}-tail-{marker}"
+    odd = f"p\u00e4\\ss/w o+{marker}"  # non-ASCII, a backslash, a slash, a blank, a plus
+    secrets = {"INNER": inner, "OUTER": outer, "ODD": odd}.get
+    app = make_app([mailer], mail=EchoingTransport("INNER", "OUTER", "ODD"), secrets=secrets)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        item = _deliver_one(app, letter, Letter("a@example.com"), user)
+    assert item.status == "pending"
+    assert item.last_error == "RuntimeError: " + " ".join(["***", "'***'", "b'***'", "***", "***", "***"] * 3)
+    assert [str(w.message) for w in caught] == []
 
 
 def test_maildir_makes_missing_parents_and_writes_its_temp_file_hidden_inside_the_folder(
