@@ -51,29 +51,32 @@ _WORKFLOW_TESTS = [
     "tests/test_run_storage.py",
 ]
 
-# The guarantee modules (issue 20) and the test files whose runs map their functions to tests.
+# The guarantee modules (issue 20), by path under src/kumiko_typed, and the test files whose
+# runs map their functions to tests.
 MODULES: dict[str, list[str]] = {
     "_delivery": _OUTBOX_TESTS,
     "_mail": _OUTBOX_TESTS,
     "_outbox": [*_OUTBOX_TESTS, "tests/test_worker_outages.py"],
     "_structuring": _STRUCTURING_TESTS,
-    "_tenancy": _TENANCY_TESTS,
-    "_data": [
+    "_access": _TENANCY_TESTS,
+    "_steps/reads": _TENANCY_TESTS,
+    "_steps/aggregates": [
         *_TENANCY_TESTS,
         "tests/test_write_path.py",
         "tests/test_rollback_matrix.py",
         "tests/test_idempotency.py",
     ],
     "_boot": ["tests/test_boot.py", "tests/test_boot_storage.py"],
-    "_wfexec": _WORKFLOW_TESTS,
-    "_workflows": _WORKFLOW_TESTS,
+    "_workflow_engine": _WORKFLOW_TESTS,
+    "_workflow_feed": _WORKFLOW_TESTS,
 }
 
 
 def module_key(arg: str) -> str:
-    """``delivery``, ``_delivery``, ``kumiko_typed._delivery`` or its path: ``_delivery``."""
-    name = Path(arg).stem if arg.endswith(".py") else arg.rpartition(".")[2]
-    key = name if name.startswith("_") else f"_{name}"
+    """``delivery``, ``_delivery``, ``kumiko_typed._steps.reads`` or a path: the MODULES key."""
+    key = arg.removeprefix(f"{PACKAGE}/").removesuffix(".py").removeprefix("kumiko_typed.").replace(".", "/")
+    if key not in MODULES and f"_{key}" in MODULES:
+        key = f"_{key}"
     if key not in MODULES:
         raise SystemExit(f"unknown module {arg!r}; the guarantee modules are: {', '.join(MODULES)}")
     return key
@@ -107,12 +110,12 @@ def main(args: list[str]) -> None:
             rows.append((key, counts, time.monotonic() - started))
     finally:
         server.stop()
-    print(f"\n{'module':<14}{'mutants':>8}{'killed':>8}{'survived':>9}{'other':>7}{'kill ratio':>11}{'minutes':>9}")
+    print(f"\n{'module':<20}{'mutants':>8}{'killed':>8}{'survived':>9}{'other':>7}{'kill ratio':>11}{'minutes':>9}")
     for key, counts, seconds in rows:
         total, killed, survived = sum(counts.values()), counts["killed"], counts["survived"]
         ratio = f"{killed / total:.1%}" if total else "-"
         other = total - killed - survived
-        print(f"{key:<14}{total:>8}{killed:>8}{survived:>9}{other:>7}{ratio:>11}{seconds / 60:>9.1f}")
+        print(f"{key:<20}{total:>8}{killed:>8}{survived:>9}{other:>7}{ratio:>11}{seconds / 60:>9.1f}")
 
 
 if __name__ == "__main__":
