@@ -37,7 +37,9 @@ def configure(source: str, tests: list[str]) -> None:
         only_mutate=[source],
         do_not_mutate=[],
         pytest_add_cli_args_test_selection=tests,
-        pytest_add_cli_args=["-p", "no:cacheprovider"],
+        # Each mutant reruns its tests: the slow ones (fuzzing for minutes) stay out, and
+        # hypothesis draws the same examples every time, so a verdict does not depend on luck.
+        pytest_add_cli_args=["-p", "no:cacheprovider", "-m", "not slow", "--hypothesis-seed=0"],
         use_git_change_detection=False,
     )
 

@@ -3,7 +3,8 @@
 For each module, one mutmut run (``scripts/_mutmut_run.py``) in a fresh ``mutants/``:
 mutmut copies the package, rewrites the module so every function can switch to any of its
 mutants, runs the module's test files once to record which tests call which function,
-then runs each mutant against only the tests that call its function, two at a time.  One
+then runs each mutant against only the tests that call its function, two at a time
+(tests marked slow are left out, hypothesis runs with a fixed seed).  One
 throw-away PostgreSQL server serves every run (``KUMIKO_TEST_POSTGRES_URL``): each test
 makes its own database on it, so no mutant pays for a server start.
 
