@@ -9,6 +9,7 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
+from uuid import UUID
 
 import attrs
 import pytest
@@ -137,3 +138,25 @@ def test_a_string_is_not_taken_for_an_array(make_app: Callable[..., App], user: 
     result = make_app([f]).dispatch_json("gts:listed", data, user=user)
     assert isinstance(result, Failure)
     assert result.details == [{"path": path, "message": "expected an array, got string"}]
+
+
+@attrs.frozen
+class Keyed:
+    key: UUID
+
+
+@pytest.mark.parametrize(
+    ("length", "quoted"),
+    [(58, "'" + "x" * 58 + "'"), (59, "'" + "x" * 56 + "...")],
+    ids=["60-characters-whole", "61-characters-cut"],
+)
+def test_a_bad_value_is_quoted_whole_up_to_60_characters_and_cut_after(
+    make_app: Callable[..., App], user: User, length: int, quoted: str
+) -> None:
+    """The message quotes the client's value as a repr of at most 60 characters, so a
+    megabyte of junk does not come back in the answer."""
+    f = Feature("gts")
+    f.write_handler("keyed", f.pipeline(Keyed).return_(lambda c: ok(None)))
+    result = make_app([f]).dispatch_json("gts:keyed", {"key": "x" * length}, user=user)
+    assert isinstance(result, Failure)
+    assert result.details == [{"path": "$.key", "message": f"expected a UUID string, got {quoted}"}]
