@@ -33,6 +33,7 @@ _OUTBOX_TESTS = [
     "tests/test_guarantees_outbox.py",
     "tests/test_poison_rows.py",
     "tests/test_notify.py",
+    "tests/test_delivery_concurrency.py",
 ]
 _STRUCTURING_TESTS = [
     "tests/test_validation.py",
