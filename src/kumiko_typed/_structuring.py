@@ -35,7 +35,7 @@ from cattrs.errors import (
 from ._field_checks import json_type, listed, said, with_validator_problems
 from ._limits import json_problems
 
-__all__ = ["Detail", "Hook", "make_converter", "structure", "unstructure"]
+__all__ = ["Detail", "Hook", "make_converter", "structure"]
 
 T = TypeVar("T")
 Detail = dict[str, str]
@@ -257,8 +257,6 @@ def _message(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, KeyError):
         return "required field is missing"
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return "unknown field"
     return said(exc)  # a payload's validators and converters, in their own words
 
 
@@ -296,7 +294,3 @@ def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | li
         details: list[Detail] = []
         _details(exc, "$", details)
         return details
-
-
-def unstructure(converter: cattrs.Converter, value: Any) -> Any:
-    return converter.unstructure(value)
