@@ -24,7 +24,7 @@ checked = (
     .for_each(
         "line",
         over=lambda c: c.payload.lines,
-        do=lambda b: b.guard(lambda c: c.scope["line"] is not None, otherwise=lambda c: fail("bad_line", "no line"))
+        do=lambda b: b.guard(lambda c: c.scope["line"].qty > 0, otherwise=lambda c: fail("bad_line", "no quantity"))
         .compute("seen", lambda c: c.scope["line"]),
     )
     .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'seen'=: _models.Line | None})
