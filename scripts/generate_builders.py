@@ -287,7 +287,9 @@ def _keys_class() -> str:
     the step named ``"x"``, completion offers exactly the names in the list, and a name
     not in it matches no overload (an error).  An ``Open`` first entry (keys pyright
     cannot follow: a branch arm, a loop body, a non-literal name) or a list longer than
-    ``POSITIONS`` turns a name not found into ``Any`` instead."""
+    ``POSITIONS`` turns a name not found into ``Any`` instead.  Those fallbacks take a
+    ``LiteralString``, not a ``str``: with ``str`` the half-typed key in ``c.steps["``
+    matches them and pyright's completion offers no name."""
     skip = "Any, "
     lines = [
         "\n\nif TYPE_CHECKING and not MYPY:\n",
@@ -313,9 +315,9 @@ def _keys_class() -> str:
         ]
     lines += [
         "        @overload\n",
-        "        def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: str, /) -> Any: ...\n",
+        "        def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n",
         "        @overload\n",
-        f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, *tuple[Any, ...]], key: str, /) -> Any: ...\n",
+        f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n",
         "        def __getitem__(self, key: str, /) -> Any: ...\n",
         "        def __contains__(self, key: object, /) -> bool: ...\n",
         "        def __iter__(self) -> Iterator[str]: ...\n",
