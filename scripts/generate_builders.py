@@ -291,6 +291,7 @@ def _keys_class() -> str:
     ``LiteralString``, not a ``str``: with ``str`` the half-typed key in ``c.steps["``
     matches them and pyright's completion offers no name."""
     skip = "Any, "
+    anything = "*tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n"
     lines = [
         "\n\nif TYPE_CHECKING and not MYPY:\n",
         "    from typing import LiteralString, TypeVarTuple\n\n",
@@ -315,9 +316,9 @@ def _keys_class() -> str:
         ]
     lines += [
         "        @overload\n",
-        "        def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n",
+        f"        def __getitem__(self: Keys[Open, {anything}",
         "        @overload\n",
-        f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n",
+        f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, {anything}",
         "        def __getitem__(self, key: str, /) -> Any: ...\n",
         "        def __contains__(self, key: object, /) -> bool: ...\n",
         "        def __iter__(self) -> Iterator[str]: ...\n",
