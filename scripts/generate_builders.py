@@ -277,7 +277,7 @@ __all__ = ["Pipeline", "SubPipeline", "WorkflowPipeline", "WorkflowSubPipeline"]
 #: Step positions whose key pyright reads exactly; a longer pipeline reads every key
 #: past the limit as ``Any`` (never an error).  Each position is one ``__getitem__``
 #: overload, and pyright's time grows with their number (bench/pyright_keys.py).
-POSITIONS = 16
+POSITIONS = 12
 
 
 def _keys_class() -> str:

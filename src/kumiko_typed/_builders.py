@@ -113,40 +113,10 @@ if TYPE_CHECKING and not MYPY:
             self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
         ) -> V: ...
         @overload
-        def __getitem__(
-            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]],
-            key: K,
-            /,
-        ) -> V: ...
-        @overload
-        def __getitem__(
-            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]],
-            key: K,
-            /,
-        ) -> V: ...
-        @overload
-        def __getitem__(
-            self: Keys[
-                Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]
-            ],
-            key: K,
-            /,
-        ) -> V: ...
-        @overload
-        def __getitem__(
-            self: Keys[
-                Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]
-            ],
-            key: K,
-            /,
-        ) -> V: ...
-        @overload
         def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...
         @overload
         def __getitem__(
-            self: Keys[
-                Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]
-            ],
+            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]],
             key: LiteralString,
             /,
         ) -> Any: ...
