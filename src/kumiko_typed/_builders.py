@@ -5,6 +5,10 @@
 
 Each step method returns a new builder whose steps type grows by a marker
 (``AddStep``, ``Branch``...) that the mypy plugin turns into an exact ``TypedDict``.
+That is mypy's view, in the ``if MYPY:`` branches.  pyright, which runs no plugin, reads
+the ``else`` branches (it keeps a method's last definition): there the steps type is a
+``Keys[Key[name, type], ...]`` list that each step extends, and ``Keys.__getitem__`` finds
+a key by position (DESIGN §4.8; docs/plugin.md, "In your editor").
 A step a builder must not offer is present as a ``@deprecated`` stub returning
 ``Never``: the editor says why even without the plugin, and the plugin reports it
 under a ``kumiko-`` error code.  At run time such a stub still records the step, so
