@@ -253,8 +253,10 @@ if TYPE_CHECKING:
     from ._outbox_types import Auth, RetryPolicy
     from ._saved import Saved
 
-#: mypy takes ``MYPY`` as always true, pyright and the interpreter as ``False``: the
-#: ``if TYPE_CHECKING and not MYPY`` blocks below are pyright's alone (DESIGN §4.8).
+#: mypy takes ``MYPY`` as always true and reads only the ``if MYPY:`` branches (so they are
+#: never run); the interpreter runs the ``else`` branches, and pyright, which reads both,
+#: keeps a method's last definition, the ``else`` one.  The ``if TYPE_CHECKING and not
+#: MYPY`` block is pyright's alone (DESIGN §4.8).
 MYPY = False
 
 P = TypeVar("P")
