@@ -100,3 +100,14 @@ def add_total(b: Pipeline[Order, Any, Any, Any]) -> Pipeline[Order, Any, Any, An
 
 
 helped = add_total(shop.pipeline(Order)).compute("after", lambda c: reveal_type(c.steps["total"]))  # R: Any # PR: Any
+
+
+longer = (
+    shop.pipeline(Order)
+    .compute("k0", lambda c: 0).compute("k1", lambda c: 1).compute("k2", lambda c: 2).compute("k3", lambda c: 3)
+    .compute("k4", lambda c: 4).compute("k5", lambda c: 5).compute("k6", lambda c: 6).compute("k7", lambda c: 7)
+    .compute("k8", lambda c: 8).compute("k9", lambda c: 9).compute("k10", lambda c: 10).compute("k11", lambda c: 11)
+    .compute("k12", lambda c: reveal_type(c.steps["k11"]))  # R: int # PR: int
+    .compute("k13", lambda c: reveal_type(c.steps["k12"]))  # R: int # PR: Any
+    .return_(lambda c: ok(c.steps["k0"]))
+)
