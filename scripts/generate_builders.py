@@ -219,6 +219,10 @@ HEADER = '''\
 
 Each step method returns a new builder whose steps type grows by a marker
 (``AddStep``, ``Branch``...) that the mypy plugin turns into an exact ``TypedDict``.
+That is mypy's view, in the ``if MYPY:`` branches.  pyright, which runs no plugin, reads
+the ``else`` branches (it keeps a method's last definition): there the steps type is a
+``Keys[Key[name, type], ...]`` list that each step extends, and ``Keys.__getitem__`` finds
+a key by position (DESIGN §4.8; docs/plugin.md, "In your editor").
 A step a builder must not offer is present as a ``@deprecated`` stub returning
 ``Never``: the editor says why even without the plugin, and the plugin reports it
 under a ``kumiko-`` error code.  At run time such a stub still records the step, so
@@ -227,9 +231,9 @@ the App's boot validation reports it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, Never, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never, TypeVar, overload
 from uuid import UUID
 
 from typing_extensions import TypeVar as DefaultTypeVar
@@ -248,6 +252,12 @@ if TYPE_CHECKING:
     from ._feature import WriteHandler
     from ._outbox_types import Auth, RetryPolicy
     from ._saved import Saved
+
+#: mypy takes ``MYPY`` as always true and reads only the ``if MYPY:`` branches (so they are
+#: never run); the interpreter runs the ``else`` branches, and pyright, which reads both,
+#: keeps a method's last definition, the ``else`` one.  The ``if TYPE_CHECKING and not
+#: MYPY`` block is pyright's alone (DESIGN §4.8).
+MYPY = False
 
 P = TypeVar("P")
 S = TypeVar("S", covariant=True)
@@ -269,6 +279,86 @@ EV = TypeVar("EV")
 
 __all__ = ["Pipeline", "SubPipeline", "WorkflowPipeline", "WorkflowSubPipeline"]
 '''
+
+#: Step positions whose key pyright reads exactly; a longer pipeline reads every key
+#: past the limit as ``Any`` (never an error).  Each position is one ``__getitem__``
+#: overload, and pyright's time grows with their number (bench/pyright_keys.py).
+POSITIONS = 12
+
+
+def _keys_class() -> str:
+    """pyright's view of ``c.steps``/``c.scope``: a variadic list of ``Key[name, type]``.
+
+    Overload *i* binds ``K, V`` from the *i*-th entry, so ``c.steps["x"]`` is the type of
+    the step named ``"x"``, completion offers exactly the names in the list, and a name
+    not in it matches no overload (an error).  An ``Open`` first entry (keys pyright
+    cannot follow: a branch arm, a loop body, a non-literal name) or a list longer than
+    ``POSITIONS`` turns a name not found into ``Any`` instead.  Those fallbacks take a
+    ``LiteralString``, not a ``str``: with ``str`` the half-typed key in ``c.steps["``
+    matches them and pyright's completion offers no name."""
+    skip = "Any, "
+    anything = "*tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n"
+    lines = [
+        "\n\nif TYPE_CHECKING and not MYPY:\n",
+        "    from typing import LiteralString, TypeVarTuple\n\n",
+        '    Ks = TypeVarTuple("Ks")\n',
+        '    Js = TypeVarTuple("Js")\n',
+        "    # bound=LiteralString is what makes pyright keep Literal[\"x\"] (bound=str widens it).\n",
+        '    N = TypeVar("N", bound=LiteralString)\n',
+        '    K = TypeVar("K")\n',
+        '    V = TypeVar("V")\n',
+        '    V_co = TypeVar("V_co", covariant=True)\n\n',
+        "    class Key(Generic[K, V_co]):\n",
+        '        """One step result: its literal name ``K`` and its type ``V_co``."""\n\n',
+        "    class Open:\n",
+        '        """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""\n\n',
+        "    class Keys(Generic[*Ks]):\n",
+        '        """The keys produced so far, in step order (pyright only; mypy sees the markers)."""\n\n',
+    ]
+    for i in range(POSITIONS):
+        lines += [
+            "        @overload\n",
+            f"        def __getitem__(self: Keys[{skip * i}Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...\n",
+        ]
+    lines += [
+        "        @overload\n",
+        f"        def __getitem__(self: Keys[Open, {anything}",
+        "        @overload\n",
+        f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, {anything}",
+        "        def __getitem__(self, key: str, /) -> Any: ...\n",
+        "        def __contains__(self, key: object, /) -> bool: ...\n",
+        "        def __iter__(self) -> Iterator[str]: ...\n",
+        "        def __len__(self) -> int: ...\n",
+        "        def get(self, key: str, default: object = None, /) -> Any: ...\n",
+        "        def __getattr__(self, name: str, /) -> Any: ...\n",
+    ]
+    return "".join(lines)
+
+
+def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, str, str]]:
+    """pyright's (self, parameters, result) of a step that adds keys (DESIGN §4.8).
+
+    A literal name ``N`` appends ``Key[N, R]``; any other name (a ``str`` variable, a
+    ``StrEnum`` member) opens the list.  Branch and loop keys open it too (their
+    ``T | None`` semantics is the plugin's); a retry body's keys are kept as they are."""
+    params = _fill(m.params, builder).replace("[P, S, Sc", "[P, Keys[*Ks], Sc")
+    this = _fill("{SELF}[P, Keys[*Ks], Sc, C]", builder)
+    same = _fill("{SELF}[P, Keys[%s], Sc, C]", builder)
+    if rule.key == "retry":
+        return [(this, params, _fill("{SELF}[P, S1, Sc, C]", builder))]
+    if rule.key == "arms":
+        return [(this, params, same % "Open, *Ks")]
+    if rule.key == "body":
+        params = params.replace("Sc]", "Keys[*Js]]").replace("Sc, C]", "Keys[*Js], C]")
+        this = _fill("{SELF}[P, Keys[*Ks], Keys[*Js], C]", builder)
+        opened = _fill("{SELF}[P, Keys[Open, *Ks], Keys[*Js], C]", builder)
+        exact = params.replace("item: str", "item: N").replace("AddScope[Sc, I]", "Keys[*Js, Key[N, I]]")
+        return [(this, exact, opened), (this, params.replace("AddScope[Sc, I]", "Keys[Open, *Js]"), opened)]
+    value = m.returns[m.returns.index("AddStep[S, ") + len("AddStep[S, ") : m.returns.rindex("], Sc, C]")]
+    return [
+        (this, params.replace("name: str", "name: N", 1), same % f"*Ks, Key[N, {value}]"),
+        (this, params, same % "Open, *Ks"),
+    ]
 
 
 def _fill(text: str, builder: str) -> str:
@@ -307,11 +397,27 @@ def _method(builder: str, rule: Any, m: Method) -> str:
     body = _fill(m.body, builder)
     if rules.allows(builder, kind):
         returns = _fill(m.returns, builder)
-        return (
-            f"    def {name}(self, {params}) -> {returns}:\n"
-            + _docstring(rule, m, None, " " * 8)
-            + f"        return {body}\n"
-        )
+        doc = _docstring(rule, m, None, " " * 8)
+        if rule.key not in _EDITOR_KEYS:
+            return f"    def {name}(self, {params}) -> {returns}:\n{doc}        return {body}\n"
+        # mypy's signature (the plugin's markers), then pyright's and the run time's: pyright
+        # takes a method's last definition, the interpreter and mypy their own branch.
+        out = [
+            "    if MYPY:\n\n",
+            f"        def {name}(self, {params}) -> {returns}:\n",
+            f"            return {body}\n",
+            "\n    else:\n\n",
+        ]
+        sigs = _editor_signatures(builder, rule, m)
+        if len(sigs) == 1:
+            this, sig, result = sigs[0]
+            out += [f"        def {name}(self: {this}, {sig}) -> {result}:\n"]
+        else:
+            for this, sig, result in sigs:
+                out += ["        @overload\n", f"        def {name}(self: {this}, {sig}) -> {result}: ...\n"]
+            out += [f"        def {name}(self, {params}) -> Any:\n"]
+        out += [_indent(doc), f"            return {body}\n"]
+        return "".join(out)
     if rule.key == "end":
         why = rules.msg_return_in_subpipeline(builder)
         # Recorded on the sub-builder itself (not as a Finished) so the arm stays a builder.
@@ -330,6 +436,14 @@ def _method(builder: str, rule: Any, m: Method) -> str:
         "            # Recorded anyway so that boot validation reports it with the other problems.\n"
         f"            return {body}\n"
     )
+
+
+def _indent(text: str) -> str:
+    return "".join(("    " + line) if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+#: The key shapes whose pyright signature differs from mypy's.
+_EDITOR_KEYS = frozenset({"name", "arms", "body", "retry"})
 
 
 def _untyped(param: str) -> str:
@@ -364,7 +478,7 @@ def generate() -> str:
     extra = set(METHODS) - {r.kind for r in rules.STEP_RULES}
     if missing or extra:
         raise SystemExit(f"rule table and METHODS disagree: missing {sorted(missing)}, extra {sorted(extra)}")
-    parts = [HEADER]
+    parts = [HEADER, _keys_class()]
     for b in rules.BUILDER_RULES:
         parts.append(
             f"\n\nclass {b.name}(BuilderCore, Generic[P, S, Sc, C]):\n"

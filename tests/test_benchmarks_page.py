@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = ROOT / "scripts" / "render_benchmarks.py"
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("interpreter", "mypy_plugin", "handler", "outbox", "workflows")
+BENCHES = ("interpreter", "mypy_plugin", "pyright_keys", "handler", "outbox", "workflows")
 
 
 def _render(*args: str) -> subprocess.CompletedProcess[str]:

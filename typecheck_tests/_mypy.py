@@ -17,26 +17,30 @@ EXAMPLES = ROOT / "examples"
 _LINE = re.compile(
     r"^(?P<file>[^:]+):(?P<line>\d+): (?P<severity>error|note): (?P<message>.*?)(?:  \[(?P<code>[a-z0-9-]+)\])?$"
 )
-_EXPECT = re.compile(r"#\s*(?P<kind>[ERM]):\s*(?P<value>.*?)\s*(?=#\s*[ERM]:|$)")
+_EXPECT = re.compile(r"#\s*(?P<kind>[ERM]|P[RE]):\s*(?P<value>.*?)\s*(?=#\s*(?:[ERM]|P[RE]):|$)")
 
 
 @dataclass(frozen=True, order=True)
 class Finding:
     file: str
     line: int
-    kind: str  # "E" (error code), "M" (the text of a kumiko-* error) or "R" (revealed type)
+    #: mypy's "E" (error code), "M" (the text of a kumiko-* error) and "R" (revealed type);
+    #: pyright's "PE" (error rule) and "PR" (revealed type), without the plugin.
+    kind: str
     value: str
 
 
-def expected(path: Path) -> set[Finding]:
-    """``# E: <code>``, ``# M: <kumiko-* message>`` and ``# R: <revealed type>`` comments of one snippet file."""
+def expected(path: Path, kinds: tuple[str, ...] = ("E", "M", "R")) -> set[Finding]:
+    """``# E: <code>``, ``# M: <kumiko-* message>`` and ``# R: <revealed type>`` comments of one
+    snippet file (mypy with the plugin), or with ``kinds=("PE", "PR")`` pyright's."""
     out: set[Finding] = set()
     for number, text in enumerate(path.read_text().splitlines(), start=1):
         if "#" not in text:
             continue
         comment = text[text.index("  #") + 2 :] if "  #" in text else ""
         for match in _EXPECT.finditer(comment):
-            out.add(Finding(path.name, number, match["kind"], match["value"]))
+            if match["kind"] in kinds:
+                out.add(Finding(path.name, number, match["kind"], match["value"]))
     return out
 
 
@@ -91,4 +95,18 @@ def pyright_errors(data: dict[str, object]) -> list[str]:
         if d.get("severity") == "error":
             line = d["range"]["start"]["line"] + 1
             out.append(f"{Path(d['file']).name}:{line}: {d['message']} ({d.get('rule', '?')})")
+    return out
+
+
+def pyright_findings(data: dict[str, object]) -> set[Finding]:
+    """pyright's revealed types (``PR``) and error rules (``PE``), one per line and rule."""
+    diagnostics = data["generalDiagnostics"]
+    assert isinstance(diagnostics, list)
+    out: set[Finding] = set()
+    for d in diagnostics:
+        name, line = Path(d["file"]).name, d["range"]["start"]["line"] + 1
+        if d["severity"] == "information" and d["message"].startswith("Type of "):
+            out.add(Finding(name, line, "PR", d["message"].rpartition(" is ")[2][1:-1]))
+        elif d["severity"] == "error":
+            out.add(Finding(name, line, "PE", d.get("rule", "?")))
     return out

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from ._mypy import CASES, EXAMPLES, Finding, expected, mypy, parse, pyright, pyright_errors
+from ._mypy import CASES, EXAMPLES, Finding, expected, mypy, parse, pyright, pyright_errors, pyright_findings
 
 CASE_FILES = sorted(p for p in CASES.glob("*.py") if not p.name.startswith("_"))
 POSITIVE = [p for p in CASE_FILES if p.name.startswith("ok_")]
@@ -74,6 +74,29 @@ def test_pyright_positive_and_examples(mode: str, tmp_path: Path) -> None:
     assert summary["errorCount"] == 0 and not errors, "\n".join(errors)
 
 
+#: Case files that state pyright's view (``# PR:``/``# PE:``); pyright must say exactly that.
+EDITOR_CASES = [p for p in CASE_FILES if expected(p, ("PR", "PE"))]
+
+
+@pytest.mark.parametrize("mode", ["basic", "strict"])
+def test_pyright_reads_keys_exactly(mode: str, tmp_path: Path) -> None:
+    """Without the plugin pyright gives each key its exact type and flags a key no earlier
+    step produced, on the line mypy with the plugin does (DESIGN §4.8).  Strict mode adds
+    only its Unknown follow-ons of such an error, on lines that already have one."""
+    assert set(EDITOR_CASES) >= {*POSITIVE, CASES / "errors_editor_keys.py"}
+    found = pyright_findings(pyright(*EDITOR_CASES, mode=mode, config_dir=tmp_path))
+    want = {f for p in EDITOR_CASES for f in expected(p, ("PR", "PE"))}
+    assert {f for f in found if f.kind == "PR"} == {f for f in want if f.kind == "PR"}
+    errors = {f for f in found if f.kind == "PE"}
+    if mode == "basic":
+        assert errors == {f for f in want if f.kind == "PE"}
+    else:
+        lines = {(f.file, f.line) for f in want if f.kind == "PE"}
+        assert lines <= {(f.file, f.line) for f in errors}
+        extra = {f for f in errors if (f.file, f.line) not in lines}
+        assert all(f.value.startswith("reportUnknown") and f.file.startswith("errors_") for f in extra), extra
+
+
 WITHOUT_PLUGIN = """\
 from typing import reveal_type
 
@@ -106,15 +129,18 @@ reveal_type(handler)
 """
 
 
-def test_step_results_are_explicit_any_without_plugin(tmp_path: Path) -> None:
-    """The documented choice: with no plugin a key read is ``Any`` for pyright (not Unknown,
-    which its strict mode reports) and for mypy; everything else keeps its type."""
+def test_step_results_without_plugin(tmp_path: Path) -> None:
+    """The documented choice: with no plugin mypy reads every key as ``Any``; pyright reads
+    the keys it can follow exactly (DESIGN §4.8) and the rest as an explicit ``Any`` (not
+    Unknown, which its strict mode reports).  Here ``w`` holds ``Any``, and after a loop a
+    key list holding ``Any`` makes pyright's overload match ambiguous: ``return_`` reads
+    ``x`` as ``Any`` (docs/plugin.md, "In your editor")."""
     (tmp_path / "snippet.py").write_text(WITHOUT_PLUGIN)
     data = pyright(tmp_path / "snippet.py", mode="strict", config_dir=tmp_path)
     diagnostics = data["generalDiagnostics"]
     assert isinstance(diagnostics, list)
     revealed = [d["message"].rpartition(" is ")[2] for d in diagnostics if d["severity"] == "information"]
-    assert revealed == ['"Any"', '"Any"', '"Any"', '"WriteHandler[Order, Any]"'], diagnostics
+    assert revealed == ['"int"', '"int"', '"Any"', '"WriteHandler[Order, Any]"'], diagnostics
     assert not pyright_errors(data)
 
     result = mypy("snippet.py", cwd=tmp_path, config=None, cache_dir=tmp_path / ".mypy_cache")

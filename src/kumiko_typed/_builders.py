@@ -5,6 +5,10 @@
 
 Each step method returns a new builder whose steps type grows by a marker
 (``AddStep``, ``Branch``...) that the mypy plugin turns into an exact ``TypedDict``.
+That is mypy's view, in the ``if MYPY:`` branches.  pyright, which runs no plugin, reads
+the ``else`` branches (it keeps a method's last definition): there the steps type is a
+``Keys[Key[name, type], ...]`` list that each step extends, and ``Keys.__getitem__`` finds
+a key by position (DESIGN §4.8; docs/plugin.md, "In your editor").
 A step a builder must not offer is present as a ``@deprecated`` stub returning
 ``Never``: the editor says why even without the plugin, and the plugin reports it
 under a ``kumiko-`` error code.  At run time such a stub still records the step, so
@@ -13,9 +17,9 @@ the App's boot validation reports it too.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any, Generic, Literal, Never, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Literal, Never, TypeVar, overload
 from uuid import UUID
 
 from typing_extensions import TypeVar as DefaultTypeVar
@@ -34,6 +38,12 @@ if TYPE_CHECKING:
     from ._feature import WriteHandler
     from ._outbox_types import Auth, RetryPolicy
     from ._saved import Saved
+
+#: mypy takes ``MYPY`` as always true and reads only the ``if MYPY:`` branches (so they are
+#: never run); the interpreter runs the ``else`` branches, and pyright, which reads both,
+#: keeps a method's last definition, the ``else`` one.  The ``if TYPE_CHECKING and not
+#: MYPY`` block is pyright's alone (DESIGN §4.8).
+MYPY = False
 
 P = TypeVar("P")
 S = TypeVar("S", covariant=True)
@@ -56,6 +66,74 @@ EV = TypeVar("EV")
 __all__ = ["Pipeline", "SubPipeline", "WorkflowPipeline", "WorkflowSubPipeline"]
 
 
+if TYPE_CHECKING and not MYPY:
+    from typing import LiteralString, TypeVarTuple
+
+    Ks = TypeVarTuple("Ks")
+    Js = TypeVarTuple("Js")
+    # bound=LiteralString is what makes pyright keep Literal["x"] (bound=str widens it).
+    N = TypeVar("N", bound=LiteralString)
+    K = TypeVar("K")
+    V = TypeVar("V")
+    V_co = TypeVar("V_co", covariant=True)
+
+    class Key(Generic[K, V_co]):
+        """One step result: its literal name ``K`` and its type ``V_co``."""
+
+    class Open:
+        """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""
+
+    class Keys(Generic[*Ks]):
+        """The keys produced so far, in step order (pyright only; mypy sees the markers)."""
+
+        @overload
+        def __getitem__(self: Keys[Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(
+            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]],
+            key: LiteralString,
+            /,
+        ) -> Any: ...
+        def __getitem__(self, key: str, /) -> Any: ...
+        def __contains__(self, key: object, /) -> bool: ...
+        def __iter__(self) -> Iterator[str]: ...
+        def __len__(self) -> int: ...
+        def get(self, key: str, default: object = None, /) -> Any: ...
+        def __getattr__(self, name: str, /) -> Any: ...
+
+
 class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
     """A write handler's top level: tier 1, declared tier 2, ends with return_.
 
@@ -66,92 +144,217 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
     __slots__ = ()
     _rule = "Pipeline"
 
-    def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Pipeline[P, AddStep[S, R], Sc, C]:
-        """Compute a value from the context.
+    if MYPY:
 
-        Step kind ``compute``. Tier 1.
-        Result key: ``name``: the resolver's return type.
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Pipeline[P, AddStep[S, R], Sc, C]:
+            return self._then(Pipeline, _steps.Compute(name, fn))
 
-        Example::
+    else:
 
-            .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
-        """
-        return self._then(Pipeline, _steps.Compute(name, fn))
+        @overload
+        def compute(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> Pipeline[P, Keys[*Ks, Key[N, R]], Sc, C]: ...
+        @overload
+        def compute(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
+            """Compute a value from the context.
 
-    def find_one(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
-    ) -> Pipeline[P, AddStep[S, T | None], Sc, C]:
-        """Read one row, or None when there is none.
+            Step kind ``compute``. Tier 1.
+            Result key: ``name``: the resolver's return type.
 
-        Step kind ``read.find_one``. Tier 1.
-        Result key: ``name``: the selected entity, or ``None`` when no row matches.
+            Example::
 
-        Example::
+                .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
+            """
+            return self._then(Pipeline, _steps.Compute(name, fn))
 
-            .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
-        """
-        return self._then(Pipeline, _steps.FindOne(name, query))
+    if MYPY:
 
-    def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Pipeline[P, AddStep[S, T], Sc, C]:
-        """Read one row; no row ends the pipeline with not_found.
+        def find_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> Pipeline[P, AddStep[S, T | None], Sc, C]:
+            return self._then(Pipeline, _steps.FindOne(name, query))
 
-        Step kind ``read.get_one``. Tier 1.
-        Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
+    else:
 
-        Example::
+        @overload
+        def find_one(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> Pipeline[P, Keys[*Ks, Key[N, T | None]], Sc, C]: ...
+        @overload
+        def find_one(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row, or None when there is none.
 
-            .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
-        """
-        return self._then(Pipeline, _steps.GetOne(name, query))
+            Step kind ``read.find_one``. Tier 1.
+            Result key: ``name``: the selected entity, or ``None`` when no row matches.
 
-    def find_many(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
-    ) -> Pipeline[P, AddStep[S, list[T]], Sc, C]:
-        """Read a list of rows.
+            Example::
 
-        Step kind ``read.find_many``. Tier 1.
-        Result key: ``name``: a list of the selected entities.
+                .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
+            """
+            return self._then(Pipeline, _steps.FindOne(name, query))
 
-        Example::
+    if MYPY:
 
-            .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
-        """
-        return self._then(Pipeline, _steps.FindMany(name, query, limit))
+        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Pipeline[P, AddStep[S, T], Sc, C]:
+            return self._then(Pipeline, _steps.GetOne(name, query))
 
-    def create(
-        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
-    ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Create an aggregate (event at version 1 + row).
+    else:
 
-        Step kind ``aggregate.create``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+        @overload
+        def get_one(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> Pipeline[P, Keys[*Ks, Key[N, T]], Sc, C]: ...
+        @overload
+        def get_one(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row; no row ends the pipeline with not_found.
 
-        Example::
+            Step kind ``read.get_one``. Tier 1.
+            Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
 
-            .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
-        """
-        return self._then(Pipeline, _steps.Create(name, entity, data))
+            Example::
 
-    def update(
-        self,
-        name: str,
-        entity: type[E],
-        *,
-        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
-        skip_optimistic_lock: bool = False,
-    ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Change an aggregate with optimistic locking.
+                .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+            """
+            return self._then(Pipeline, _steps.GetOne(name, query))
 
-        Step kind ``aggregate.update``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+    if MYPY:
 
-        Example::
+        def find_many(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+        ) -> Pipeline[P, AddStep[S, list[T]], Sc, C]:
+            return self._then(Pipeline, _steps.FindMany(name, query, limit))
 
-            .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
-        """
-        return self._then(Pipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+    else:
+
+        @overload
+        def find_many(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[N, list[T]]], Sc, C]: ...
+        @overload
+        def find_many(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
+            """Read a list of rows.
+
+            Step kind ``read.find_many``. Tier 1.
+            Result key: ``name``: a list of the selected entities.
+
+            Example::
+
+                .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
+            """
+            return self._then(Pipeline, _steps.FindMany(name, query, limit))
+
+    if MYPY:
+
+        def create(
+            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+        ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(Pipeline, _steps.Create(name, entity, data))
+
+    else:
+
+        @overload
+        def create(
+            self: Pipeline[P, Keys[*Ks], Sc, C], name: N, entity: type[E], *, data: Callable[[Ctx[P, Keys[*Ks], Sc]], E]
+        ) -> Pipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def create(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+            """Create an aggregate (event at version 1 + row).
+
+            Step kind ``aggregate.create``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+
+            Example::
+
+                .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
+            """
+            return self._then(Pipeline, _steps.Create(name, entity, data))
+
+    if MYPY:
+
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(Pipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+
+    else:
+
+        @overload
+        def update(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Pipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def update(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Any:
+            """Change an aggregate with optimistic locking.
+
+            Step kind ``aggregate.update``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+
+            Example::
+
+                .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
+            """
+            return self._then(Pipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
     def append_event(
         self,
@@ -200,48 +403,95 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(
-        self,
-        *,
-        when: Callable[[Ctx[P, S, Sc]], bool],
-        on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
-        on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
-    ) -> Pipeline[P, Branch[S1, S2], Sc, C]:
-        """Run one of two sub-pipelines.
+    if MYPY:
 
-        Step kind ``branch``. Tier 1.
-        Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
-        None``.
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Pipeline[P, Branch[S1, S2], Sc, C]:
+            return self._then(
+                Pipeline,
+                _steps.Branch(
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                ),
+            )
 
-        Example::
+    else:
 
-            .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
-        """
-        return self._then(
-            Pipeline,
-            _steps.Branch(
-                when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
-            ),
-        )
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]:
+            """Run one of two sub-pipelines.
 
-    def for_each(
-        self,
-        item: str,
-        *,
-        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
-        do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
-    ) -> Pipeline[P, Loop[S1], Sc, C]:
-        """Run a sub-pipeline once per item.
+            Step kind ``branch``. Tier 1.
+            Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
+            None``.
 
-        Step kind ``for_each``. Tier 1.
-        Result key: the body's keys, each ``T | None`` (the last iteration's value);
-        ``c.scope[item]`` is the current item inside the body.
+            Example::
 
-        Example::
+                .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
+            """
+            return self._then(
+                Pipeline,
+                _steps.Branch(
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                ),
+            )
 
-            .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
-        """
-        return self._then(Pipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
+    if MYPY:
+
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Pipeline[P, Loop[S1], Sc, C]:
+            return self._then(Pipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
+
+    else:
+
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Any:
+            """Run a sub-pipeline once per item.
+
+            Step kind ``for_each``. Tier 1.
+            Result key: the body's keys, each ``T | None`` (the last iteration's value);
+            ``c.scope[item]`` is the current item inside the body.
+
+            Example::
+
+                .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
+            """
+            return self._then(Pipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
 
     def guard(
         self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
@@ -311,26 +561,58 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(Pipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(
-        self,
-        name: str,
-        handler: WriteHandler[P2, D2],
-        *,
-        payload: Callable[[Ctx[P, S, Sc]], P2],
-        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
-    ) -> Pipeline[P, AddStep[S, D2], Sc, C]:
-        """Run another feature's write handler in this transaction.
+    if MYPY:
 
-        Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
-        ``requires=``.
-        Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
-        with the same code.
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> Pipeline[P, AddStep[S, D2], Sc, C]:
+            return self._then(Pipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-        Example::
+    else:
 
-            .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
-        """
-        return self._then(Pipeline, _steps.CallFeature(name, handler, payload, as_user))
+        @overload
+        def call_feature(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[N, D2]], Sc, C]: ...
+        @overload
+        def call_feature(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> Any:
+            """Run another feature's write handler in this transaction.
+
+            Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
+            ``requires=``.
+            Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
+            with the same code.
+
+            Example::
+
+                .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
+            """
+            return self._then(Pipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     if TYPE_CHECKING:
 
@@ -439,92 +721,223 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     __slots__ = ()
     _rule = "SubPipeline"
 
-    def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> SubPipeline[P, AddStep[S, R], Sc, C]:
-        """Compute a value from the context.
+    if MYPY:
 
-        Step kind ``compute``. Tier 1.
-        Result key: ``name``: the resolver's return type.
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> SubPipeline[P, AddStep[S, R], Sc, C]:
+            return self._then(SubPipeline, _steps.Compute(name, fn))
 
-        Example::
+    else:
 
-            .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
-        """
-        return self._then(SubPipeline, _steps.Compute(name, fn))
+        @overload
+        def compute(
+            self: SubPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, R]], Sc, C]: ...
+        @overload
+        def compute(
+            self: SubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
+            """Compute a value from the context.
 
-    def find_one(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
-    ) -> SubPipeline[P, AddStep[S, T | None], Sc, C]:
-        """Read one row, or None when there is none.
+            Step kind ``compute``. Tier 1.
+            Result key: ``name``: the resolver's return type.
 
-        Step kind ``read.find_one``. Tier 1.
-        Result key: ``name``: the selected entity, or ``None`` when no row matches.
+            Example::
 
-        Example::
+                .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
+            """
+            return self._then(SubPipeline, _steps.Compute(name, fn))
 
-            .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
-        """
-        return self._then(SubPipeline, _steps.FindOne(name, query))
+    if MYPY:
 
-    def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> SubPipeline[P, AddStep[S, T], Sc, C]:
-        """Read one row; no row ends the pipeline with not_found.
+        def find_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> SubPipeline[P, AddStep[S, T | None], Sc, C]:
+            return self._then(SubPipeline, _steps.FindOne(name, query))
 
-        Step kind ``read.get_one``. Tier 1.
-        Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
+    else:
 
-        Example::
+        @overload
+        def find_one(
+            self: SubPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, T | None]], Sc, C]: ...
+        @overload
+        def find_one(
+            self: SubPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row, or None when there is none.
 
-            .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
-        """
-        return self._then(SubPipeline, _steps.GetOne(name, query))
+            Step kind ``read.find_one``. Tier 1.
+            Result key: ``name``: the selected entity, or ``None`` when no row matches.
 
-    def find_many(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
-    ) -> SubPipeline[P, AddStep[S, list[T]], Sc, C]:
-        """Read a list of rows.
+            Example::
 
-        Step kind ``read.find_many``. Tier 1.
-        Result key: ``name``: a list of the selected entities.
+                .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
+            """
+            return self._then(SubPipeline, _steps.FindOne(name, query))
 
-        Example::
+    if MYPY:
 
-            .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
-        """
-        return self._then(SubPipeline, _steps.FindMany(name, query, limit))
+        def get_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> SubPipeline[P, AddStep[S, T], Sc, C]:
+            return self._then(SubPipeline, _steps.GetOne(name, query))
 
-    def create(
-        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
-    ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Create an aggregate (event at version 1 + row).
+    else:
 
-        Step kind ``aggregate.create``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+        @overload
+        def get_one(
+            self: SubPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, T]], Sc, C]: ...
+        @overload
+        def get_one(
+            self: SubPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row; no row ends the pipeline with not_found.
 
-        Example::
+            Step kind ``read.get_one``. Tier 1.
+            Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
 
-            .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
-        """
-        return self._then(SubPipeline, _steps.Create(name, entity, data))
+            Example::
 
-    def update(
-        self,
-        name: str,
-        entity: type[E],
-        *,
-        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
-        skip_optimistic_lock: bool = False,
-    ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Change an aggregate with optimistic locking.
+                .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+            """
+            return self._then(SubPipeline, _steps.GetOne(name, query))
 
-        Step kind ``aggregate.update``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+    if MYPY:
 
-        Example::
+        def find_many(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+        ) -> SubPipeline[P, AddStep[S, list[T]], Sc, C]:
+            return self._then(SubPipeline, _steps.FindMany(name, query, limit))
 
-            .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
-        """
-        return self._then(SubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+    else:
+
+        @overload
+        def find_many(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, list[T]]], Sc, C]: ...
+        @overload
+        def find_many(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
+            """Read a list of rows.
+
+            Step kind ``read.find_many``. Tier 1.
+            Result key: ``name``: a list of the selected entities.
+
+            Example::
+
+                .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
+            """
+            return self._then(SubPipeline, _steps.FindMany(name, query, limit))
+
+    if MYPY:
+
+        def create(
+            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+        ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(SubPipeline, _steps.Create(name, entity, data))
+
+    else:
+
+        @overload
+        def create(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def create(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+            """Create an aggregate (event at version 1 + row).
+
+            Step kind ``aggregate.create``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+
+            Example::
+
+                .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
+            """
+            return self._then(SubPipeline, _steps.Create(name, entity, data))
+
+    if MYPY:
+
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(SubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+
+    else:
+
+        @overload
+        def update(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def update(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Any:
+            """Change an aggregate with optimistic locking.
+
+            Step kind ``aggregate.update``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+
+            Example::
+
+                .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
+            """
+            return self._then(SubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
     def append_event(
         self,
@@ -573,48 +986,95 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(
-        self,
-        *,
-        when: Callable[[Ctx[P, S, Sc]], bool],
-        on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
-        on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
-    ) -> SubPipeline[P, Branch[S1, S2], Sc, C]:
-        """Run one of two sub-pipelines.
+    if MYPY:
 
-        Step kind ``branch``. Tier 1.
-        Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
-        None``.
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> SubPipeline[P, Branch[S1, S2], Sc, C]:
+            return self._then(
+                SubPipeline,
+                _steps.Branch(
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                ),
+            )
 
-        Example::
+    else:
 
-            .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
-        """
-        return self._then(
-            SubPipeline,
-            _steps.Branch(
-                when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
-            ),
-        )
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]:
+            """Run one of two sub-pipelines.
 
-    def for_each(
-        self,
-        item: str,
-        *,
-        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
-        do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
-    ) -> SubPipeline[P, Loop[S1], Sc, C]:
-        """Run a sub-pipeline once per item.
+            Step kind ``branch``. Tier 1.
+            Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
+            None``.
 
-        Step kind ``for_each``. Tier 1.
-        Result key: the body's keys, each ``T | None`` (the last iteration's value);
-        ``c.scope[item]`` is the current item inside the body.
+            Example::
 
-        Example::
+                .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
+            """
+            return self._then(
+                SubPipeline,
+                _steps.Branch(
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                ),
+            )
 
-            .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
-        """
-        return self._then(SubPipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
+    if MYPY:
+
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> SubPipeline[P, Loop[S1], Sc, C]:
+            return self._then(SubPipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
+
+    else:
+
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[SubPipeline[P, S, AddScope[Sc, I], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Any:
+            """Run a sub-pipeline once per item.
+
+            Step kind ``for_each``. Tier 1.
+            Result key: the body's keys, each ``T | None`` (the last iteration's value);
+            ``c.scope[item]`` is the current item inside the body.
+
+            Example::
+
+                .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
+            """
+            return self._then(SubPipeline, _steps.ForEach(item, over, self._sub(SubPipeline, do, "do")))
 
     def guard(
         self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
@@ -699,26 +1159,58 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(SubPipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(
-        self,
-        name: str,
-        handler: WriteHandler[P2, D2],
-        *,
-        payload: Callable[[Ctx[P, S, Sc]], P2],
-        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
-    ) -> SubPipeline[P, AddStep[S, D2], Sc, C]:
-        """Run another feature's write handler in this transaction.
+    if MYPY:
 
-        Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
-        ``requires=``.
-        Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
-        with the same code.
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> SubPipeline[P, AddStep[S, D2], Sc, C]:
+            return self._then(SubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-        Example::
+    else:
 
-            .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
-        """
-        return self._then(SubPipeline, _steps.CallFeature(name, handler, payload, as_user))
+        @overload
+        def call_feature(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[N, D2]], Sc, C]: ...
+        @overload
+        def call_feature(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> Any:
+            """Run another feature's write handler in this transaction.
+
+            Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
+            ``requires=``.
+            Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
+            with the same code.
+
+            Example::
+
+                .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
+            """
+            return self._then(SubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     if TYPE_CHECKING:
 
@@ -827,94 +1319,223 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     __slots__ = ()
     _rule = "WorkflowPipeline"
 
-    def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> WorkflowPipeline[P, AddStep[S, R], Sc, C]:
-        """Compute a value from the context.
+    if MYPY:
 
-        Step kind ``compute``. Tier 1.
-        Result key: ``name``: the resolver's return type.
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> WorkflowPipeline[P, AddStep[S, R], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.Compute(name, fn))
 
-        Example::
+    else:
 
-            .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
-        """
-        return self._then(WorkflowPipeline, _steps.Compute(name, fn))
+        @overload
+        def compute(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, R]], Sc, C]: ...
+        @overload
+        def compute(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
+            """Compute a value from the context.
 
-    def find_one(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
-    ) -> WorkflowPipeline[P, AddStep[S, T | None], Sc, C]:
-        """Read one row, or None when there is none.
+            Step kind ``compute``. Tier 1.
+            Result key: ``name``: the resolver's return type.
 
-        Step kind ``read.find_one``. Tier 1.
-        Result key: ``name``: the selected entity, or ``None`` when no row matches.
+            Example::
 
-        Example::
+                .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
+            """
+            return self._then(WorkflowPipeline, _steps.Compute(name, fn))
 
-            .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
-        """
-        return self._then(WorkflowPipeline, _steps.FindOne(name, query))
+    if MYPY:
 
-    def get_one(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
-    ) -> WorkflowPipeline[P, AddStep[S, T], Sc, C]:
-        """Read one row; no row ends the pipeline with not_found.
+        def find_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> WorkflowPipeline[P, AddStep[S, T | None], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.FindOne(name, query))
 
-        Step kind ``read.get_one``. Tier 1.
-        Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
+    else:
 
-        Example::
+        @overload
+        def find_one(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, T | None]], Sc, C]: ...
+        @overload
+        def find_one(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row, or None when there is none.
 
-            .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
-        """
-        return self._then(WorkflowPipeline, _steps.GetOne(name, query))
+            Step kind ``read.find_one``. Tier 1.
+            Result key: ``name``: the selected entity, or ``None`` when no row matches.
 
-    def find_many(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
-    ) -> WorkflowPipeline[P, AddStep[S, list[T]], Sc, C]:
-        """Read a list of rows.
+            Example::
 
-        Step kind ``read.find_many``. Tier 1.
-        Result key: ``name``: a list of the selected entities.
+                .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
+            """
+            return self._then(WorkflowPipeline, _steps.FindOne(name, query))
 
-        Example::
+    if MYPY:
 
-            .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
-        """
-        return self._then(WorkflowPipeline, _steps.FindMany(name, query, limit))
+        def get_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> WorkflowPipeline[P, AddStep[S, T], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.GetOne(name, query))
 
-    def create(
-        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
-    ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Create an aggregate (event at version 1 + row).
+    else:
 
-        Step kind ``aggregate.create``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+        @overload
+        def get_one(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, T]], Sc, C]: ...
+        @overload
+        def get_one(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row; no row ends the pipeline with not_found.
 
-        Example::
+            Step kind ``read.get_one``. Tier 1.
+            Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
 
-            .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
-        """
-        return self._then(WorkflowPipeline, _steps.Create(name, entity, data))
+            Example::
 
-    def update(
-        self,
-        name: str,
-        entity: type[E],
-        *,
-        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
-        skip_optimistic_lock: bool = False,
-    ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Change an aggregate with optimistic locking.
+                .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+            """
+            return self._then(WorkflowPipeline, _steps.GetOne(name, query))
 
-        Step kind ``aggregate.update``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+    if MYPY:
 
-        Example::
+        def find_many(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+        ) -> WorkflowPipeline[P, AddStep[S, list[T]], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.FindMany(name, query, limit))
 
-            .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
-        """
-        return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+    else:
+
+        @overload
+        def find_many(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, list[T]]], Sc, C]: ...
+        @overload
+        def find_many(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
+            """Read a list of rows.
+
+            Step kind ``read.find_many``. Tier 1.
+            Result key: ``name``: a list of the selected entities.
+
+            Example::
+
+                .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
+            """
+            return self._then(WorkflowPipeline, _steps.FindMany(name, query, limit))
+
+    if MYPY:
+
+        def create(
+            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+        ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.Create(name, entity, data))
+
+    else:
+
+        @overload
+        def create(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def create(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+            """Create an aggregate (event at version 1 + row).
+
+            Step kind ``aggregate.create``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+
+            Example::
+
+                .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
+            """
+            return self._then(WorkflowPipeline, _steps.Create(name, entity, data))
+
+    if MYPY:
+
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+
+    else:
+
+        @overload
+        def update(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def update(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Any:
+            """Change an aggregate with optimistic locking.
+
+            Step kind ``aggregate.update``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+
+            Example::
+
+                .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
+            """
+            return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
     def append_event(
         self,
@@ -963,50 +1584,100 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(
-        self,
-        *,
-        when: Callable[[Ctx[P, S, Sc]], bool],
-        on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
-        on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
-    ) -> WorkflowPipeline[P, Branch[S1, S2], Sc, C]:
-        """Run one of two sub-pipelines.
+    if MYPY:
 
-        Step kind ``branch``. Tier 1.
-        Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
-        None``.
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> WorkflowPipeline[P, Branch[S1, S2], Sc, C]:
+            return self._then(
+                WorkflowPipeline,
+                _steps.Branch(
+                    when,
+                    self._sub(WorkflowSubPipeline, on_true, "on_true"),
+                    self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                ),
+            )
 
-        Example::
+    else:
 
-            .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
-        """
-        return self._then(
-            WorkflowPipeline,
-            _steps.Branch(
-                when,
-                self._sub(WorkflowSubPipeline, on_true, "on_true"),
-                self._sub(WorkflowSubPipeline, on_false, "on_false"),
-            ),
-        )
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
+            | None = None,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]:
+            """Run one of two sub-pipelines.
 
-    def for_each(
-        self,
-        item: str,
-        *,
-        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
-        do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
-    ) -> WorkflowPipeline[P, Loop[S1], Sc, C]:
-        """Run a sub-pipeline once per item.
+            Step kind ``branch``. Tier 1.
+            Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
+            None``.
 
-        Step kind ``for_each``. Tier 1.
-        Result key: the body's keys, each ``T | None`` (the last iteration's value);
-        ``c.scope[item]`` is the current item inside the body.
+            Example::
 
-        Example::
+                .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
+            """
+            return self._then(
+                WorkflowPipeline,
+                _steps.Branch(
+                    when,
+                    self._sub(WorkflowSubPipeline, on_true, "on_true"),
+                    self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                ),
+            )
 
-            .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
-        """
-        return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
+    if MYPY:
+
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowPipeline[P, Loop[S1], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
+
+    else:
+
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> Any:
+            """Run a sub-pipeline once per item.
+
+            Step kind ``for_each``. Tier 1.
+            Result key: the body's keys, each ``T | None`` (the last iteration's value);
+            ``c.scope[item]`` is the current item inside the body.
+
+            Example::
+
+                .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
+            """
+            return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
 
     def guard(
         self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
@@ -1076,26 +1747,58 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(
-        self,
-        name: str,
-        handler: WriteHandler[P2, D2],
-        *,
-        payload: Callable[[Ctx[P, S, Sc]], P2],
-        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
-    ) -> WorkflowPipeline[P, AddStep[S, D2], Sc, C]:
-        """Run another feature's write handler in this transaction.
+    if MYPY:
 
-        Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
-        ``requires=``.
-        Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
-        with the same code.
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> WorkflowPipeline[P, AddStep[S, D2], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-        Example::
+    else:
 
-            .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
-        """
-        return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
+        @overload
+        def call_feature(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, D2]], Sc, C]: ...
+        @overload
+        def call_feature(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> Any:
+            """Run another feature's write handler in this transaction.
+
+            Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
+            ``requires=``.
+            Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
+            with the same code.
+
+            Example::
+
+                .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
+            """
+            return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> WorkflowPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
@@ -1109,44 +1812,97 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Wait(duration))
 
-    def wait_for_event(
-        self,
-        name: str,
-        event: type[EV],
-        *,
-        key: Callable[[Ctx[P, S, Sc]], object],
-        event_key: Callable[[EV], object],
-        timeout: timedelta | str,
-    ) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
-        """Suspend the workflow run until a matching event or a timeout.
+    if MYPY:
 
-        Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
-        Result key: ``name``: the matching event, or ``None`` after the timeout.
+        def wait_for_event(
+            self,
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, S, Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
+            return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
-        Example::
+    else:
 
-            .wait_for_event("verified", EmailVerified, key=lambda c: c.payload.user_id, event_key=lambda e: e.user_id, timeout=timedelta(days=7))
-        """
-        return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
+        @overload
+        def wait_for_event(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, EV | None]], Sc, C]: ...
+        @overload
+        def wait_for_event(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def wait_for_event(
+            self,
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, S, Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> Any:
+            """Suspend the workflow run until a matching event or a timeout.
 
-    def retry(
-        self,
-        *,
-        times: int,
-        do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
-        backoff: Literal["exponential", "linear"] = "exponential",
-        base_delay: timedelta = timedelta(seconds=10),
-    ) -> WorkflowPipeline[P, Retry[S1], Sc, C]:
-        """Run a sub-pipeline again after a delay until it succeeds.
+            Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
+            Result key: ``name``: the matching event, or ``None`` after the timeout.
 
-        Step kind ``workflow.retry``. Tier 3: workflows only.
-        Result key: the body's keys, plain (the body ran to completion).
+            Example::
 
-        Example::
+                .wait_for_event("verified", EmailVerified, key=lambda c: c.payload.user_id, event_key=lambda e: e.user_id, timeout=timedelta(days=7))
+            """
+            return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
-            .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
-        """
-        return self._then(WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+    if MYPY:
+
+        def retry(
+            self,
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+        ) -> WorkflowPipeline[P, Retry[S1], Sc, C]:
+            return self._then(
+                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+            )
+
+    else:
+
+        def retry(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+        ) -> WorkflowPipeline[P, S1, Sc, C]:
+            """Run a sub-pipeline again after a delay until it succeeds.
+
+            Step kind ``workflow.retry``. Tier 3: workflows only.
+            Result key: the body's keys, plain (the body ran to completion).
+
+            Example::
+
+                .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
+            """
+            return self._then(
+                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+            )
 
 
 class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -1159,94 +1915,231 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     __slots__ = ()
     _rule = "WorkflowSubPipeline"
 
-    def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> WorkflowSubPipeline[P, AddStep[S, R], Sc, C]:
-        """Compute a value from the context.
+    if MYPY:
 
-        Step kind ``compute``. Tier 1.
-        Result key: ``name``: the resolver's return type.
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> WorkflowSubPipeline[P, AddStep[S, R], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.Compute(name, fn))
 
-        Example::
+    else:
 
-            .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
-        """
-        return self._then(WorkflowSubPipeline, _steps.Compute(name, fn))
+        @overload
+        def compute(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, R]], Sc, C]: ...
+        @overload
+        def compute(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
+            """Compute a value from the context.
 
-    def find_one(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
-    ) -> WorkflowSubPipeline[P, AddStep[S, T | None], Sc, C]:
-        """Read one row, or None when there is none.
+            Step kind ``compute``. Tier 1.
+            Result key: ``name``: the resolver's return type.
 
-        Step kind ``read.find_one``. Tier 1.
-        Result key: ``name``: the selected entity, or ``None`` when no row matches.
+            Example::
 
-        Example::
+                .compute("total", lambda c: c.payload.quantity * c.payload.unit_price)
+            """
+            return self._then(WorkflowSubPipeline, _steps.Compute(name, fn))
 
-            .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
-        """
-        return self._then(WorkflowSubPipeline, _steps.FindOne(name, query))
+    if MYPY:
 
-    def get_one(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
-    ) -> WorkflowSubPipeline[P, AddStep[S, T], Sc, C]:
-        """Read one row; no row ends the pipeline with not_found.
+        def find_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> WorkflowSubPipeline[P, AddStep[S, T | None], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.FindOne(name, query))
 
-        Step kind ``read.get_one``. Tier 1.
-        Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
+    else:
 
-        Example::
+        @overload
+        def find_one(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, T | None]], Sc, C]: ...
+        @overload
+        def find_one(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row, or None when there is none.
 
-            .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
-        """
-        return self._then(WorkflowSubPipeline, _steps.GetOne(name, query))
+            Step kind ``read.find_one``. Tier 1.
+            Result key: ``name``: the selected entity, or ``None`` when no row matches.
 
-    def find_many(
-        self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
-    ) -> WorkflowSubPipeline[P, AddStep[S, list[T]], Sc, C]:
-        """Read a list of rows.
+            Example::
 
-        Step kind ``read.find_many``. Tier 1.
-        Result key: ``name``: a list of the selected entities.
+                .find_one("product", lambda c: select(Product).where(Product.sku == c.payload.sku))
+            """
+            return self._then(WorkflowSubPipeline, _steps.FindOne(name, query))
 
-        Example::
+    if MYPY:
 
-            .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
-        """
-        return self._then(WorkflowSubPipeline, _steps.FindMany(name, query, limit))
+        def get_one(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+        ) -> WorkflowSubPipeline[P, AddStep[S, T], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.GetOne(name, query))
 
-    def create(
-        self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
-    ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Create an aggregate (event at version 1 + row).
+    else:
 
-        Step kind ``aggregate.create``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+        @overload
+        def get_one(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, T]], Sc, C]: ...
+        @overload
+        def get_one(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+            """Read one row; no row ends the pipeline with not_found.
 
-        Example::
+            Step kind ``read.get_one``. Tier 1.
+            Result key: ``name``: the selected entity; no row ends the pipeline with ``not_found``.
 
-            .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
-        """
-        return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data))
+            Example::
 
-    def update(
-        self,
-        name: str,
-        entity: type[E],
-        *,
-        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-        changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
-        skip_optimistic_lock: bool = False,
-    ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-        """Change an aggregate with optimistic locking.
+                .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+            """
+            return self._then(WorkflowSubPipeline, _steps.GetOne(name, query))
 
-        Step kind ``aggregate.update``. Tier 1.
-        Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+    if MYPY:
 
-        Example::
+        def find_many(
+            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+        ) -> WorkflowSubPipeline[P, AddStep[S, list[T]], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.FindMany(name, query, limit))
 
-            .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
-        """
-        return self._then(WorkflowSubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
+    else:
+
+        @overload
+        def find_many(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, list[T]]], Sc, C]: ...
+        @overload
+        def find_many(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            *,
+            limit: int | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
+            """Read a list of rows.
+
+            Step kind ``read.find_many``. Tier 1.
+            Result key: ``name``: a list of the selected entities.
+
+            Example::
+
+                .find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)
+            """
+            return self._then(WorkflowSubPipeline, _steps.FindMany(name, query, limit))
+
+    if MYPY:
+
+        def create(
+            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+        ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data))
+
+    else:
+
+        @overload
+        def create(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def create(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+            """Create an aggregate (event at version 1 + row).
+
+            Step kind ``aggregate.create``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` (id, entity, version, event...).
+
+            Example::
+
+                .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
+            """
+            return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data))
+
+    if MYPY:
+
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+            return self._then(
+                WorkflowSubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock)
+            )
+
+    else:
+
+        @overload
+        def update(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
+        @overload
+        def update(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def update(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
+            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            skip_optimistic_lock: bool = False,
+        ) -> Any:
+            """Change an aggregate with optimistic locking.
+
+            Step kind ``aggregate.update``. Tier 1.
+            Result key: ``name``: ``Saved[E]`` with ``changes`` and ``previous``.
+
+            Example::
+
+                .update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name}, version=lambda c: c.payload.version)
+            """
+            return self._then(
+                WorkflowSubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock)
+            )
 
     def append_event(
         self,
@@ -1295,50 +2188,100 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.ProjectionDelete(table, where))
 
-    def branch(
-        self,
-        *,
-        when: Callable[[Ctx[P, S, Sc]], bool],
-        on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
-        on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
-    ) -> WorkflowSubPipeline[P, Branch[S1, S2], Sc, C]:
-        """Run one of two sub-pipelines.
+    if MYPY:
 
-        Step kind ``branch``. Tier 1.
-        Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
-        None``.
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> WorkflowSubPipeline[P, Branch[S1, S2], Sc, C]:
+            return self._then(
+                WorkflowSubPipeline,
+                _steps.Branch(
+                    when,
+                    self._sub(WorkflowSubPipeline, on_true, "on_true"),
+                    self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                ),
+            )
 
-        Example::
+    else:
 
-            .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
-        """
-        return self._then(
-            WorkflowSubPipeline,
-            _steps.Branch(
-                when,
-                self._sub(WorkflowSubPipeline, on_true, "on_true"),
-                self._sub(WorkflowSubPipeline, on_false, "on_false"),
-            ),
-        )
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
+            | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]:
+            """Run one of two sub-pipelines.
 
-    def for_each(
-        self,
-        item: str,
-        *,
-        over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
-        do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
-    ) -> WorkflowSubPipeline[P, Loop[S1], Sc, C]:
-        """Run a sub-pipeline once per item.
+            Step kind ``branch``. Tier 1.
+            Result key: the arms' keys: ``T`` when both arms set a key with one type, else ``T |
+            None``.
 
-        Step kind ``for_each``. Tier 1.
-        Result key: the body's keys, each ``T | None`` (the last iteration's value);
-        ``c.scope[item]`` is the current item inside the body.
+            Example::
 
-        Example::
+                .branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))
+            """
+            return self._then(
+                WorkflowSubPipeline,
+                _steps.Branch(
+                    when,
+                    self._sub(WorkflowSubPipeline, on_true, "on_true"),
+                    self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                ),
+            )
 
-            .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
-        """
-        return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
+    if MYPY:
+
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowSubPipeline[P, Loop[S1], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
+
+    else:
+
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        def for_each(
+            self,
+            item: str,
+            *,
+            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> Any:
+            """Run a sub-pipeline once per item.
+
+            Step kind ``for_each``. Tier 1.
+            Result key: the body's keys, each ``T | None`` (the last iteration's value);
+            ``c.scope[item]`` is the current item inside the body.
+
+            Example::
+
+                .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
+            """
+            return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
 
     def guard(
         self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
@@ -1424,26 +2367,58 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.SendWebhook(url, method, headers, body, auth, retry))
 
-    def call_feature(
-        self,
-        name: str,
-        handler: WriteHandler[P2, D2],
-        *,
-        payload: Callable[[Ctx[P, S, Sc]], P2],
-        as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
-    ) -> WorkflowSubPipeline[P, AddStep[S, D2], Sc, C]:
-        """Run another feature's write handler in this transaction.
+    if MYPY:
 
-        Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
-        ``requires=``.
-        Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
-        with the same code.
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> WorkflowSubPipeline[P, AddStep[S, D2], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-        Example::
+    else:
 
-            .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
-        """
-        return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
+        @overload
+        def call_feature(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, D2]], Sc, C]: ...
+        @overload
+        def call_feature(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def call_feature(
+            self,
+            name: str,
+            handler: WriteHandler[P2, D2],
+            *,
+            payload: Callable[[Ctx[P, S, Sc]], P2],
+            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+        ) -> Any:
+            """Run another feature's write handler in this transaction.
+
+            Step kind ``call_feature``. Tier 2: the feature must declare "call_feature" in
+            ``requires=``.
+            Result key: ``name``: the called handler's ``Ok`` data; its failure ends this pipeline
+            with the same code.
+
+            Example::
+
+                .call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))
+            """
+            return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
@@ -1457,43 +2432,94 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowSubPipeline, _steps.Wait(duration))
 
-    def wait_for_event(
-        self,
-        name: str,
-        event: type[EV],
-        *,
-        key: Callable[[Ctx[P, S, Sc]], object],
-        event_key: Callable[[EV], object],
-        timeout: timedelta | str,
-    ) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
-        """Suspend the workflow run until a matching event or a timeout.
+    if MYPY:
 
-        Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
-        Result key: ``name``: the matching event, or ``None`` after the timeout.
+        def wait_for_event(
+            self,
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, S, Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
+            return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
-        Example::
+    else:
 
-            .wait_for_event("verified", EmailVerified, key=lambda c: c.payload.user_id, event_key=lambda e: e.user_id, timeout=timedelta(days=7))
-        """
-        return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
+        @overload
+        def wait_for_event(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, EV | None]], Sc, C]: ...
+        @overload
+        def wait_for_event(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def wait_for_event(
+            self,
+            name: str,
+            event: type[EV],
+            *,
+            key: Callable[[Ctx[P, S, Sc]], object],
+            event_key: Callable[[EV], object],
+            timeout: timedelta | str,
+        ) -> Any:
+            """Suspend the workflow run until a matching event or a timeout.
 
-    def retry(
-        self,
-        *,
-        times: int,
-        do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
-        backoff: Literal["exponential", "linear"] = "exponential",
-        base_delay: timedelta = timedelta(seconds=10),
-    ) -> WorkflowSubPipeline[P, Retry[S1], Sc, C]:
-        """Run a sub-pipeline again after a delay until it succeeds.
+            Step kind ``workflow.wait_for_event``. Tier 3: workflows only.
+            Result key: ``name``: the matching event, or ``None`` after the timeout.
 
-        Step kind ``workflow.retry``. Tier 3: workflows only.
-        Result key: the body's keys, plain (the body ran to completion).
+            Example::
 
-        Example::
+                .wait_for_event("verified", EmailVerified, key=lambda c: c.payload.user_id, event_key=lambda e: e.user_id, timeout=timedelta(days=7))
+            """
+            return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
-            .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
-        """
-        return self._then(
-            WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
-        )
+    if MYPY:
+
+        def retry(
+            self,
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+        ) -> WorkflowSubPipeline[P, Retry[S1], Sc, C]:
+            return self._then(
+                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+            )
+
+    else:
+
+        def retry(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+        ) -> WorkflowSubPipeline[P, S1, Sc, C]:
+            """Run a sub-pipeline again after a delay until it succeeds.
+
+            Step kind ``workflow.retry``. Tier 3: workflows only.
+            Result key: the body's keys, plain (the body ran to completion).
+
+            Example::
+
+                .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
+            """
+            return self._then(
+                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+            )

@@ -5,6 +5,11 @@ Each marker subclasses ``Any``: without the plugin (plain mypy, pyright, an IDE)
 plugin, the marker is replaced by an exact ``TypedDict`` (DESIGN §4.1–4.2).
 They are never instantiated.
 
+pyright never sees the start markers ``NoSteps``/``NoScope``: for it they are the
+empty key list of the generated builders, which the builders grow one exact key per
+step (DESIGN §4.8).  The other markers stay its fallback where a shape has no exact
+encoding.
+
 For pyright an ``Any`` base alone is not enough: it types a member found only
 through that base as *Unknown*, which ``strict`` mode reports on every key read
 (``reportUnknownMemberType`` and its follow-ons).  So the markers also declare
@@ -15,7 +20,7 @@ plugin the marker is gone before any access is checked.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar
 
 __all__ = ["AddScope", "AddStep", "Branch", "Loop", "NoScope", "NoSteps", "Retry", "SomeSteps"]
 
@@ -36,12 +41,25 @@ class _Marker(Any):
         def __getattr__(self, name: str, /) -> Any: ...
 
 
-class NoSteps(_Marker):
-    """No step has produced a key yet."""
+#: mypy takes ``MYPY`` as always true, the interpreter as ``False``; pyright reads both
+#: branches and keeps the last definition, so the ``else`` branch is its view.
+MYPY = False
 
+if TYPE_CHECKING and not MYPY:
+    from ._builders import Keys
 
-class NoScope(_Marker):
-    """No ``for_each`` item is in scope."""
+if MYPY:
+
+    class NoSteps(_Marker):
+        """No step has produced a key yet."""
+
+    class NoScope(_Marker):
+        """No ``for_each`` item is in scope."""
+
+else:
+    # pyright's view (DESIGN §4.8): the generated key list of ``_builders``, empty.
+    NoSteps: TypeAlias = "Keys[()]"
+    NoScope: TypeAlias = "Keys[()]"
 
 
 class AddStep(_Marker, Generic[S, R]):

@@ -24,13 +24,13 @@ checked = (
     .for_each(
         "line",
         over=lambda c: c.payload.lines,
-        do=lambda b: b.guard(lambda c: c.scope["line"] is not None, otherwise=lambda c: fail("bad_line", "no line"))
+        do=lambda b: b.guard(lambda c: c.scope["line"].qty > 0, otherwise=lambda c: fail("bad_line", "no quantity"))
         .compute("seen", lambda c: c.scope["line"]),
     )
-    .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'seen'=: _models.Line | None})
+    .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'seen'=: _models.Line | None}) # PR: Keys[Open, Open, Key[Literal['product'], Product]]
     .return_(lambda c: ok(c.steps["product"].stock))
 )
-reveal_type(checked)  # R: kumiko_typed._finished.Finished[_models.Order, int]
+reveal_type(checked)  # R: kumiko_typed._finished.Finished[_models.Order, int] # PR: Finished[Order, int]
 
 flow = shop.workflow(
     "flow",
@@ -40,4 +40,4 @@ flow = shop.workflow(
     .retry(times=2, do=lambda b: b.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never")))
     .compute("n", lambda c: len(c.payload.lines)),
 )
-reveal_type(flow)  # R: kumiko_typed._feature.Workflow[_models.Order]
+reveal_type(flow)  # R: kumiko_typed._feature.Workflow[_models.Order] # PR: Workflow[Order]

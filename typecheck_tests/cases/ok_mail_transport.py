@@ -25,7 +25,7 @@ memory = MemoryMail()
 App([shop], database_url="sqlite://", mail=memory, clock=FakeClock())
 App([shop], database_url="sqlite://", mail=Outbox())
 transports: list[MailTransport] = [memory, Outbox(), SmtpTransport("localhost")]
-reveal_type(memory.sent)  # R: list[kumiko_typed._mail.MailMessage]
+reveal_type(memory.sent)  # R: list[kumiko_typed._mail.MailMessage] # PR: list[MailMessage]
 
 
 def build(factory: AppFactory) -> App:

@@ -14,27 +14,27 @@ branchy = (
     .branch(
         when=lambda c: c.steps["base"] > 0,
         on_true=lambda b: b.compute("both", lambda c: "yes").compute("only_true", lambda c: 1.5)
-        .compute("inside", lambda c: reveal_type(c.steps["only_true"])),  # R: float
+        .compute("inside", lambda c: reveal_type(c.steps["only_true"])),  # R: float # PR: float
         on_false=lambda b: b.compute("both", lambda c: "no").compute("mixed", lambda c: 3),
     )
     .branch(when=lambda c: True, on_true=lambda b: b.compute("mixed2", lambda c: 1), on_false=lambda b: b.compute("mixed2", lambda c: "s"))
     .branch(when=lambda c: True, on_true=lambda b: b.compute("no_else", lambda c: b"x"))
     .return_(lambda c: ok(c.steps))
 )
-reveal_type(branchy)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'base'=: int, 'both'=: str, 'only_true'=: float | None, 'inside'=: float | None, 'mixed'=: int | None, 'mixed2'=: int | str, 'no_else'=: bytes | None})]
+reveal_type(branchy)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'base'=: int, 'both'=: str, 'only_true'=: float | None, 'inside'=: float | None, 'mixed'=: int | None, 'mixed2'=: int | str, 'no_else'=: bytes | None})] # PR: Finished[Order, Keys[Open, Open, Open, Key[Literal['base'], int]]]
 
 loopy = (
     shop.pipeline(Order)
     .for_each(
         "line",
         over=lambda c: c.payload.lines,
-        do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope["line"]).qty)  # R: _models.Line
+        do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope["line"]).qty)  # R: _models.Line # PR: Line
         .for_each(
             "ch",
             over=lambda c: c.scope["line"].sku,
-            do=lambda b: b.compute("pair", lambda c: (reveal_type(c.scope), c.steps["qty"])[1]),  # R: TypedDict({'line'=: _models.Line, 'ch'=: str})
+            do=lambda b: b.compute("pair", lambda c: (reveal_type(c.scope), c.steps["qty"])[1]),  # R: TypedDict({'line'=: _models.Line, 'ch'=: str}) # PR: Keys[Key[Literal['line'], Line], Key[Literal['ch'], str]]
         ),
     )
-    .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({})
-    .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None
+    .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({}) # PR: Keys[*tuple[()]]
+    .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None # PR: Any
 )

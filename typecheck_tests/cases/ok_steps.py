@@ -12,7 +12,7 @@ from kumiko_typed import Feature, manual, ok
 from _models import EmailVerified, Order, Product, SignedUp
 
 shop = Feature("shop", requires=["call_feature", "mail.send"])
-reveal_type(shop)  # R: kumiko_typed._feature.Feature[Literal['call_feature'] | Literal['mail.send']]
+reveal_type(shop)  # R: kumiko_typed._feature.Feature[Literal['call_feature'] | Literal['mail.send']] # PR: Feature[str]
 
 TOTAL: Final = "total"
 
@@ -20,7 +20,7 @@ reserve = shop.write_handler(
     "reserve",
     shop.pipeline(Order).compute("n", lambda c: len(c.payload.lines)).return_(lambda c: ok(c.steps["n"] * 2)),
 )
-reveal_type(reserve)  # R: kumiko_typed._feature.WriteHandler[_models.Order, int]
+reveal_type(reserve)  # R: kumiko_typed._feature.WriteHandler[_models.Order, int] # PR: WriteHandler[Order, int]
 
 place = (
     shop.pipeline(Order)
@@ -34,7 +34,7 @@ place = (
     .call_feature("reserved", reserve, payload=lambda c: c.payload)
     .return_(lambda c: ok(c.steps))
 )
-reveal_type(place)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'count'=: int, 'total'=: float, 'maybe'=: _models.Product | None, 'product'=: _models.Product, 'all'=: list[_models.Product], 'created'=: kumiko_typed._saved.Saved[_models.Product], 'updated'=: kumiko_typed._saved.Saved[_models.Product], 'reserved'=: int})]
+reveal_type(place)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'count'=: int, 'total'=: float, 'maybe'=: _models.Product | None, 'product'=: _models.Product, 'all'=: list[_models.Product], 'created'=: kumiko_typed._saved.Saved[_models.Product], 'updated'=: kumiko_typed._saved.Saved[_models.Product], 'reserved'=: int})] # PR: Finished[Order, Keys[Key[Literal['count'], int], Key[Literal['total'], float], Key[Literal['maybe'], Product | None], Key[Literal['product'], Product], Key[Literal['all'], list[Product]], Key[Literal['created'], Saved[Product]], Key[Literal['updated'], Saved[Product]], Key[Literal['reserved'], int]]]
 
 onboarding = shop.workflow(
     "onboarding",
@@ -49,7 +49,7 @@ onboarding = shop.workflow(
         timeout=timedelta(days=7),
     )
     .retry(times=3, do=lambda b: b.compute("attempted", lambda c: c.steps["verified"] is not None))
-    .compute("seen", lambda c: (reveal_type(c.steps["verified"]), reveal_type(c.steps["attempted"])))  # R: _models.EmailVerified | None # R: bool
+    .compute("seen", lambda c: (reveal_type(c.steps["verified"]), reveal_type(c.steps["attempted"])))  # R: _models.EmailVerified | None # R: bool # PR: EmailVerified | None # PR: bool
     .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello"),
 )
-reveal_type(onboarding)  # R: kumiko_typed._feature.Workflow[_models.SignedUp]
+reveal_type(onboarding)  # R: kumiko_typed._feature.Workflow[_models.SignedUp] # PR: Workflow[SignedUp]

@@ -1,0 +1,254 @@
+"""Cost of exact step keys in pyright (DESIGN §4.8): today's facades vs the key lists.
+
+Run:  python bench/pyright_keys.py [--quick] [--rounds N] [--pipelines N] [--keep]
+
+A temporary project holds one generated file of ``--pipelines`` pipelines (default 200),
+each 10 ``compute`` steps that read the previous step's key, and a ``return_``.  It is
+checked by ``pyright`` twice per round, in alternating order, with two configurations
+that differ only in one setting:
+
+* ``today``: ``defineConstant = {"MYPY": true}``.  pyright then takes the ``if MYPY``
+  branches of the facades, i.e. exactly mypy's view: the markers, every key ``Any`` (what
+  every editor saw before the key lists);
+* ``keys``: the default, the generated ``Keys[...]`` list and its ``__getitem__``
+  overloads (``POSITIONS`` of them in ``scripts/generate_builders.py``).
+
+A sanity check first proves the two differ as intended: under ``keys`` a probe's key is
+``int`` and a wrong key an error; under ``today`` it is ``Any`` and no error.
+
+Printed per configuration: pyright's wall seconds and its own "Check" phase (``--stats``:
+the evaluation of the generated file, where the key lists cost; parsing and binding the
+libraries is the same in both), and the median per-round ratio keys / today of each; goal
+<= 2 for the check phase.
+
+The second part times the first completion in an editor: ``pyright-langserver --stdio`` on
+a file of 20 such pipelines, from ``didOpen`` to the answer of a completion request after
+``c.steps["`` in the last step of the last pipeline (cold: a fresh server each time, both
+configurations alternating); goal <= 2 s.
+
+Nothing here passes or fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from _report import add_json_option, load_average, load_note, write_json
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from typecheck_tests._lsp import pyright_langserver  # noqa: E402 - the repository root is on the path now
+
+TARGET = 2.0
+COMPLETION_TARGET_S = 2.0
+CONFIGS = {"today": {"defineConstant": {"MYPY": True}}, "keys": {}}
+STEPS = [
+    ("qty", "lambda c: c.payload.quantity * 2"),
+    ("gross", 'lambda c: c.steps["qty"] * c.payload.unit_price'),
+    ("rounded", 'lambda c: round(c.steps["gross"], 2)'),
+    ("label", "lambda c: f\"{c.payload.sku}:{c.steps['rounded']}\""),
+    ("upper", 'lambda c: c.steps["label"].upper()'),
+    ("size", 'lambda c: len(c.steps["upper"])'),
+    ("large", 'lambda c: c.steps["size"] > 12'),
+    ("tier", 'lambda c: "bulk" if c.steps["large"] else "retail"'),
+    ("row", 'lambda c: {"tier": c.steps["tier"], "sku": c.payload.sku}'),
+    ("keys", 'lambda c: tuple(sorted(c.steps["row"]))'),
+]
+RETURN = 'lambda c: ok({"keys": c.steps["keys"], "total": c.steps["rounded"]})'
+HEADER = '''"""Generated: {n} pipelines of 10 steps."""
+
+from __future__ import annotations
+
+import attrs
+
+from kumiko_typed import Feature, ok
+
+
+@attrs.frozen
+class Payload:
+    sku: str
+    quantity: int
+    unit_price: float
+
+
+feature = Feature("bench")
+'''
+PROBE = """
+probe = (
+    feature.pipeline(Payload)
+    .compute("qty", lambda c: c.payload.quantity * 2)
+    .compute("seen", lambda c: reveal_type(c.steps["qty"]))
+    .compute("wrong", lambda c: c.steps["qtyy"])
+)
+"""
+_CHECK = re.compile(r"^Check:\s+([\d.]+)sec", re.MULTILINE)
+_REVEALED = re.compile(r' - information: Type of .* is "(.*)"$', re.MULTILINE)
+_ERROR = re.compile(r" - error: ", re.MULTILINE)
+
+
+def source(pipelines: int) -> str:
+    lines = [HEADER.format(n=pipelines)]
+    for p in range(pipelines):
+        lines += [f"pipeline{p} = (", "    feature.pipeline(Payload)"]
+        lines += [f'    .compute("{key}", {fn})' for key, fn in STEPS]
+        lines += [f"    .return_({RETURN})", ")", ""]
+    return "\n".join(lines)
+
+
+def project(root: Path, name: str, text: str) -> Path:
+    """One directory per configuration, each with its ``pyrightconfig.json`` and the file."""
+    for config, settings in CONFIGS.items():
+        folder = root / name / config
+        folder.mkdir(parents=True)
+        (folder / "pyrightconfig.json").write_text(json.dumps({**settings, "typeCheckingMode": "basic"}))
+        (folder / "pipelines.py").write_text(text)
+    return root / name
+
+
+def pyright(folder: Path) -> tuple[float, float, str]:
+    """Wall seconds, pyright's own Check seconds and its printed diagnostics for one run."""
+    cmd = [sys.executable, "-m", "pyright", "--pythonpath", sys.executable, "-p", str(folder), "--stats"]
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, capture_output=True, text=True, check=False, cwd=folder)
+    wall = time.perf_counter() - start
+    match = _CHECK.search(proc.stdout)
+    if match is None:
+        raise SystemExit(f"pyright printed no Check time:\n{proc.stdout}\n{proc.stderr}")
+    return wall, float(match[1]), proc.stdout
+
+
+def sanity(root: Path) -> bool:
+    base = project(root, "sanity", source(1) + PROBE)
+    want = {"keys": ("int", True), "today": ("Any", False)}
+    for config, (revealed, flagged) in want.items():
+        _, _, printed = pyright(base / config)
+        shown = _REVEALED.findall(printed)
+        wrong = _ERROR.findall(printed)
+        print(f"  sanity {config}: probe key {shown}, {len(wrong)} error(s)")
+        if shown != [revealed] or bool(wrong) != flagged:
+            return False
+    return True
+
+
+def first_completion(folder: Path) -> float:
+    """Seconds from didOpen to the completion answer after the last ``c.steps["``."""
+    path = folder / "pipelines.py"
+    text = path.read_text()
+    line = text.count("\n", 0, text.rindex('c.steps["'))
+    column = text.splitlines()[line].rindex('c.steps["') + len('c.steps["')
+    with pyright_langserver(folder, timeout=300) as server:
+        start = time.perf_counter()
+        uri = server.open(path)
+        answer = server.request(
+            "textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}
+        )
+        seconds = time.perf_counter() - start
+    items = answer["items"] if isinstance(answer, dict) else answer
+    offered = sorted(i["label"] for i in items if i["label"].startswith('"'))
+    expected_keys = folder.name == "keys"
+    if bool(offered) != expected_keys:
+        raise SystemExit(f"{folder.name}: completion offered {offered}")
+    return seconds
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
+    parser.add_argument("--quick", action="store_true", help="a fast smoke run (1 round, 20 pipelines)")
+    parser.add_argument("--rounds", type=int, default=None)
+    parser.add_argument("--pipelines", type=int, default=None)
+    parser.add_argument("--keep", action="store_true", help="keep the generated project and print its path")
+    add_json_option(parser)
+    args = parser.parse_args()
+    load_before = load_average()
+    rounds = args.rounds or (1 if args.quick else 5)
+    pipelines = args.pipelines or (20 if args.quick else 200)
+    from importlib.metadata import version
+
+    root = Path(tempfile.mkdtemp(prefix="kumiko-pyright-bench-"))
+    try:
+        print("bench/pyright_keys.py — pyright on generated pipelines, today's facades vs exact key lists")
+        print(
+            f"pyright {version('pyright')}; {pipelines} pipelines x {len(STEPS)} compute steps + return_; "
+            f"{rounds} rounds, alternating"
+        )
+        print(f"{load_note()} before")
+        if not sanity(root):
+            print("sanity check FAILED: the figures would not mean anything", file=sys.stderr)
+            return 2
+        base = project(root, "check", source(pipelines))
+        runs: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}
+        for r in range(rounds):
+            for config in list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]:
+                wall, check, printed = pyright(base / config)
+                if _ERROR.search(printed):
+                    print(f"pyright found errors under {config}:\n{printed}", file=sys.stderr)
+                    return 2
+                runs[config].append((wall, check))
+            (kw, kc), (tw, tc) = runs["keys"][-1], runs["today"][-1]
+            print(f"  round {r + 1}/{rounds}: check keys {kc:.2f} s, today {tc:.2f} s; wall {kw:.2f} / {tw:.2f} s")
+        check_ratios = [k[1] / t[1] for k, t in zip(runs["keys"], runs["today"], strict=True)]
+        wall_ratios = [k[0] / t[0] for k, t in zip(runs["keys"], runs["today"], strict=True)]
+
+        small = project(root, "completion", source(20))
+        completions: dict[str, list[float]] = {c: [] for c in CONFIGS}
+        for r in range(max(1, rounds // 2)):
+            for config in list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]:
+                completions[config].append(first_completion(small / config))
+            print(
+                f"  completion round {r + 1}: keys {completions['keys'][-1]:.2f} s, "
+                f"today {completions['today'][-1]:.2f} s"
+            )
+        print(f"{load_note()} after")
+
+        def med(config: str, index: int) -> float:
+            return statistics.median(run[index] for run in runs[config])
+
+        for config in CONFIGS:
+            print(f"{config:6} check median {med(config, 1):6.2f} s   wall median {med(config, 0):6.2f} s")
+        print(
+            f"ratio keys/today, check: median {statistics.median(check_ratios):.2f} "
+            f"(min {min(check_ratios):.2f}, max {max(check_ratios):.2f}; target <= {TARGET})"
+        )
+        print(f"ratio keys/today, wall:  median {statistics.median(wall_ratios):.2f}")
+        first = statistics.median(completions["keys"])
+        print(
+            f"first completion, 20 pipelines: keys {first:.2f} s, today {statistics.median(completions['today']):.2f} s"
+            f" (target <= {COMPLETION_TARGET_S} s)"
+        )
+        figures = {
+            "pipelines": pipelines,
+            "rounds": rounds,
+            "keys_check_s": med("keys", 1),
+            "today_check_s": med("today", 1),
+            "keys_wall_s": med("keys", 0),
+            "today_wall_s": med("today", 0),
+            "ratio": statistics.median(check_ratios),
+            "ratio_min": min(check_ratios),
+            "ratio_max": max(check_ratios),
+            "wall_ratio": statistics.median(wall_ratios),
+            "target": TARGET,
+            "completion_keys_s": first,
+            "completion_today_s": statistics.median(completions["today"]),
+            "completion_target_s": COMPLETION_TARGET_S,
+        }
+        write_json(args.json, "pyright_keys", figures, load_before=load_before)
+        if args.keep:
+            print(f"project kept in {root}")
+        return 0
+    finally:
+        if not args.keep:
+            shutil.rmtree(root, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
