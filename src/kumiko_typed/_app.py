@@ -24,6 +24,7 @@ from ._feature import Feature, Workflow, WriteHandler
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem
 from ._interpreter import exception_failure, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
+from ._operations import Operations
 from ._outbox import Deliverer
 from ._outbox import items as outbox_items
 from ._outbox_types import OutboxItem
@@ -152,6 +153,7 @@ class App:
         self._workflow_engine = WorkflowEngine(
             self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
         )
+        self._operations = Operations(self._sessions, self._workflow_engine, self.clock)
         deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency)
         self._worker = Worker(self.engine, self._sessions, self._workflow_engine, deliverer, self.clock)
 
@@ -229,6 +231,30 @@ class App:
         With a ``key`` (1 to 255 printable characters), at most one run is ever started
         per (workflow, the user's tenant, key): a later start returns that run's id."""
         return self._workflow_engine.start(workflow, payload, user, key)
+
+    def cancel_run(self, run_id: uuid.UUID, *, user: User, reason: str | None = None) -> Ok[RunInfo] | Failure:
+        """Stop a running or suspended run for good: its status becomes ``cancelled``
+        (``error`` holds the ``reason`` and who cancelled), and no worker resumes it.  A
+        segment running at that moment finishes its transaction first.  Cancelling a
+        cancelled run again changes nothing; a completed or failed one is
+        ``status_conflict``.  A run of another tenant is ``not_found`` unless ``user``
+        has the ``sysadmin`` role."""
+        return self._operations.cancel(run_id, user, reason)
+
+    def result(self, workflow: Workflow[Any, D], run_id: uuid.UUID, *, user: User) -> Ok[D] | Failure:
+        """What a completed run of ``workflow`` returned: the data of its ``return_``
+        (``None`` for a pipeline without one).  A run that has not completed (running,
+        suspended, failed, cancelled) is ``status_conflict`` with its ``status`` (and
+        ``error``) in the details; a run of another workflow, or of another tenant
+        (unless ``user`` has the ``sysadmin`` role), is ``not_found``."""
+        return cast("Ok[D] | Failure", self._operations.result(workflow.name, run_id, user))
+
+    def requeue(self, outbox_id: uuid.UUID, *, user: User) -> Ok[OutboxItem] | Failure:
+        """Deliver a ``dead`` outbox row again: it is pending, due now, with its attempts
+        counted from zero (its retry policy applies afresh; the last error stays until
+        the next attempt).  A row that is not dead is ``status_conflict``; one of another
+        tenant (unless ``user`` has the ``sysadmin`` role) is ``not_found``."""
+        return self._operations.requeue(outbox_id, user)
 
     def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
         return self._workflow_engine.get(run_id)

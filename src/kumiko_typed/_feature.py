@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, overload
 
 import attrs
 from typing_extensions import TypeVar as DefaultTypeVar
@@ -25,6 +25,10 @@ C = DefaultTypeVar("C", bound=str, covariant=True, default=Never)
 P = TypeVar("P")
 D = TypeVar("D")
 E = TypeVar("E")
+# What a workflow's run completes with (its ``return_``'s data; ``None`` without one).
+# Defaulted, so that ``Workflow[P]`` written before results were typed still reads (as
+# "any result"), and covariant, so that every ``Workflow[P, D]`` is a ``Workflow[P]``.
+R = DefaultTypeVar("R", covariant=True, default=object)
 V = TypeVar("V")
 
 
@@ -54,13 +58,16 @@ class WriteHandler(Generic[P, D]):
 
 
 @attrs.frozen(eq=False)
-class Workflow(Generic[P]):
-    """A durable pipeline started by ``trigger`` and resumed by workers."""
+class Workflow(Generic[P, R]):
+    """A durable pipeline started by ``trigger`` and resumed by workers.
+
+    ``R`` is what a completed run returns (``app.result``): the data of the pipeline's
+    ``return_``, or ``None`` for a pipeline that ends without one."""
 
     feature: Feature[Any]
     local_name: str
     trigger: Trigger[P]
-    pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, Any]
+    pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, R]
 
     @property
     def name(self) -> str:
@@ -154,14 +161,21 @@ class Feature(Generic[C]):
         self.handlers.append(handler)
         return handler
 
+    @overload
+    def workflow(self, name: str, *, trigger: Trigger[P], pipeline: WorkflowFinished[P, D]) -> Workflow[P, D]: ...
+    @overload
+    def workflow(
+        self, name: str, *, trigger: Trigger[P], pipeline: WorkflowPipeline[P, Any, Any, Any]
+    ) -> Workflow[P, None]: ...
     def workflow(
         self,
         name: str,
         *,
         trigger: Trigger[P],
         pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, Any],
-    ) -> Workflow[P]:
-        """Register a workflow; the trigger's payload type must be the pipeline's."""
+    ) -> Workflow[P, Any]:
+        """Register a workflow; the trigger's payload type must be the pipeline's.  Its
+        result type is the ``return_``'s data (``None`` for a pipeline without one)."""
         workflow = Workflow(self, name, trigger, pipeline)
         if pipeline.payload_type is not trigger.payload_type:
             message = _rules.msg_trigger_payload(trigger.payload_type.__name__, pipeline.payload_type.__name__)

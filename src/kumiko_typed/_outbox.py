@@ -39,7 +39,7 @@ from ._tables import outbox
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["BATCH", "CLAIM_LEASE", "Deliverer", "PassCounts", "deliver_due", "items", "mail_message"]
+__all__ = ["BATCH", "CLAIM_LEASE", "Deliverer", "PassCounts", "deliver_due", "item_of", "items", "mail_message"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -203,7 +203,9 @@ def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Ca
 def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:
     with sessions() as session:
         rows = session.execute(select(outbox).order_by(outbox.c.created_at, outbox.c.id)).all()
-    return [
-        OutboxItem(r.id, r.kind, r.status, r.attempts, r.last_error, r.next_attempt_at, target_of(r.kind, r.message))
-        for r in rows
-    ]
+    return [item_of(r) for r in rows]
+
+
+def item_of(r: Row[Any]) -> OutboxItem:
+    """The public view of one outbox row."""
+    return OutboxItem(r.id, r.kind, r.status, r.attempts, r.last_error, r.next_attempt_at, target_of(r.kind, r.message))

@@ -28,6 +28,8 @@ FailureCode = Literal[
     "unprocessable",
     "unstorable_state",
     "workflow_definition_changed",
+    "cancelled",
+    "status_conflict",
     "internal_error",
     "unavailable",
 ]
@@ -48,6 +50,11 @@ HTTP_STATUS: Final[Mapping[FailureCode, int]] = {
     "unstorable_state": 422,
     # A suspended run whose workflow changed under it since it started (a run's ``error``).
     "workflow_definition_changed": 409,
+    # A run stopped by ``app.cancel_run`` (a run's ``error``, with the reason).
+    "cancelled": 409,
+    # A run or outbox row not in the status an operation needs: the result of a run that
+    # has not completed, cancelling a finished run, requeueing a row that is not dead.
+    "status_conflict": 409,
     "internal_error": 500,
     "unavailable": 503,
 }

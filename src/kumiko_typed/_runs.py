@@ -11,12 +11,14 @@ import attrs
 
 __all__ = ["RunInfo", "RunStatus"]
 
-RunStatus = Literal["running", "suspended", "completed", "failed"]
+RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
 
 
 @attrs.frozen
 class RunInfo:
-    """A workflow run as stored: where it is and what its steps hold."""
+    """A workflow run as stored: where it is and what its steps hold.  ``error`` is why a
+    ``failed`` run failed, or a ``cancelled`` run's reason (code ``cancelled``, ``by``
+    the cancelling user's id)."""
 
     run_id: UUID
     workflow: str

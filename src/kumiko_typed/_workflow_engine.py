@@ -33,7 +33,7 @@ from ._idempotency import key_problem
 from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
 from ._poison import refusal, storable_text
 from ._registry import Registry
-from ._results import Failure
+from ._results import Failure, Ok
 from ._runs import RunInfo
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, step_at
@@ -286,11 +286,17 @@ class WorkflowEngine:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
                 columns = {"status": "suspended", "path": where, "wake_at": outcome.wake_at, "state": stored}
             else:
+                assert isinstance(outcome, Ok)  # keep is not called for a Failure
                 try:
                     values = self.codec.encode(dict(run.values))
                 except StateError:
                     values = {}
-                columns = {"status": "completed", "error": None, "wake_at": None, "state": {"values": values}}
+                try:  # what app.result returns: a run completes only with it stored
+                    result = self.codec.encode(outcome.data)
+                except StateError as exc:
+                    return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
+                state = {"values": values, "result": result}
+                columns = {"status": "completed", "error": None, "wake_at": None, "state": state}
             try:
                 self._store(
                     session, d.name, run_id, columns, outcome if isinstance(outcome, Suspend) else None, new_row

@@ -1,0 +1,142 @@
+"""Operations on stored runs and deliveries, as an acting user: cancelling a run, reading
+a completed run's result, requeueing a dead delivery.
+
+Each call names the acting ``user`` (as a dispatch does).  A run or an outbox row of
+another tenant is ``not_found`` — the same answer, word for word, as an id that does not
+exist, so nothing of it leaks — unless the user has the ``sysadmin`` role, which crosses
+tenants as ``call_feature(as_user=...)`` does.  Runs started by a cron trigger, and
+outbox rows without a tenant, belong to no tenant: only a sysadmin reaches them.
+
+A cancellation and a worker's segment never interleave: the worker holds the run's row
+(``FOR UPDATE`` on PostgreSQL, the one writer's lock on SQLite) from before its segment
+until its transaction commits, and :meth:`Operations.cancel` takes the same lock first.
+A cancel that arrives during a segment waits for it to commit — the segment's work
+stays — and then finds the run where the segment left it: suspended (it is cancelled and
+never resumes) or finished (``status_conflict``).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import Row, delete, select, update
+from sqlalchemy.orm import Session, sessionmaker
+
+from ._ctx import User
+from ._errors import StateError
+from ._notify import notify
+from ._outbox import item_of
+from ._outbox_types import OutboxItem
+from ._poison import storable_text
+from ._results import Failure, Ok, fail
+from ._runs import RunInfo
+from ._tables import outbox, workflow_runs, workflow_waits
+from ._workflow_engine import WorkflowEngine
+
+__all__ = ["Operations"]
+
+#: Only these runs can still change; a cancel stops them.
+_CANCELLABLE: Final = frozenset({"running", "suspended"})
+
+
+def _refused(user: object, field: str, value: object) -> Failure | None:
+    """The checks every operation starts with: an authenticated user, an id that is a UUID."""
+    if not isinstance(user, User):
+        return fail("access_denied", "an authenticated user is required")
+    if not isinstance(value, uuid.UUID):
+        message = f"{field} must be a UUID, not {type(value).__name__}"
+        return fail("validation_error", message, [{"path": field, "message": message}])
+    return None
+
+
+def _reaches(user: User, tenant: object) -> bool:
+    """Whether ``user`` may act on a row of ``tenant`` (``None``: of no tenant)."""
+    return user.has_role("sysadmin") or str(user.tenant_id) == str(tenant)
+
+
+def _run_tenant(row: Row[Any]) -> object:
+    user = row.user
+    return user.get("tenant_id") if isinstance(user, dict) else None
+
+
+class Operations:
+    def __init__(self, sessions: sessionmaker[Session], workflows: WorkflowEngine, clock: Callable[[], datetime]):
+        self._sessions = sessions
+        self._workflows = workflows
+        self._clock = clock
+
+    def _run(self, session: Session, run_id: uuid.UUID, user: User, *, lock: bool) -> Row[Any] | Failure:
+        stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
+        row = session.execute(stmt.with_for_update() if lock and self._workflows.postgres else stmt).first()
+        if row is None or not _reaches(user, _run_tenant(row)):
+            return fail("not_found", f"no workflow run {run_id}")
+        return row
+
+    def cancel(self, run_id: uuid.UUID, user: User, reason: object) -> Ok[RunInfo] | Failure:
+        refused = _refused(user, "run_id", run_id)
+        if refused is not None:
+            return refused
+        if not isinstance(reason, str | None):
+            return fail("validation_error", "reason must be text", [{"path": "reason", "message": "not text"}])
+        with self._sessions() as session, session.begin():
+            row = self._run(session, run_id, user, lock=True)
+            if isinstance(row, Failure):
+                return row
+            if row.status == "cancelled":  # asked twice: the first reason stands
+                return Ok(self._workflows.info(row))
+            if row.status not in _CANCELLABLE:
+                message = f"workflow run {run_id} is {row.status}; only a running or suspended run can be cancelled"
+                return fail("status_conflict", message, {"status": row.status})
+            error = {"code": "cancelled", "message": storable_text(reason or "cancelled"), "by": str(user.id)}
+            columns = {"status": "cancelled", "wake_at": None, "error": error, "updated_at": self._clock()}
+            stmt = update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(columns)
+            row = session.execute(stmt.returning(*workflow_runs.c)).one()
+            session.execute(delete(workflow_waits).where(workflow_waits.c.run_id == run_id))
+        return Ok(self._workflows.info(row))
+
+    def result(self, workflow: str, run_id: uuid.UUID, user: User) -> Ok[object] | Failure:
+        refused = _refused(user, "run_id", run_id)
+        if refused is not None:
+            return refused
+        with self._sessions() as session:
+            row = self._run(session, run_id, user, lock=False)
+        if isinstance(row, Failure):
+            return row
+        if row.workflow != workflow:  # its result is not of the type the caller expects
+            return fail("not_found", f"no workflow run {run_id}")
+        if row.status != "completed":
+            details: dict[str, object] = {"status": row.status}
+            if row.error is not None:
+                details["error"] = row.error
+            return fail("status_conflict", f"workflow run {run_id} is {row.status}, not completed", details)
+        if "result" not in row.state:
+            return fail("unstorable_state", f"workflow run {run_id} completed before its result was stored")
+        try:
+            return Ok(self._workflows.codec.decode(row.state["result"]))
+        except (StateError, LookupError, TypeError, ValueError) as exc:
+            return fail("unstorable_state", f"the result of workflow run {run_id} cannot be read: {exc}")
+
+    def requeue(self, outbox_id: uuid.UUID, user: User) -> Ok[OutboxItem] | Failure:
+        refused = _refused(user, "outbox_id", outbox_id)
+        if refused is not None:
+            return refused
+        with self._sessions() as session, session.begin():
+            row = session.execute(select(outbox).where(outbox.c.id == outbox_id)).first()
+            if row is None or not _reaches(user, row.tenant_id):
+                return fail("not_found", f"no outbox row {outbox_id}")
+            # The status is checked by the update itself: of two requeues at once, one
+            # changes the row and the other finds it pending.
+            requeued = session.execute(
+                update(outbox)
+                .where(outbox.c.id == outbox_id, outbox.c.status == "dead")
+                .values(status="pending", attempts=0, next_attempt_at=self._clock())
+                .returning(*outbox.c)
+            ).first()
+            if requeued is None:
+                message = f"outbox row {outbox_id} is {row.status}; only a dead delivery can be requeued"
+                return fail("status_conflict", message, {"status": row.status})
+            notify(session)  # a listening worker delivers it now, not at its next poll
+        return Ok(item_of(requeued))
