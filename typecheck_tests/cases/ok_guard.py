@@ -40,4 +40,4 @@ flow = shop.workflow(
     .retry(times=2, do=lambda b: b.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never")))
     .compute("n", lambda c: len(c.payload.lines)),
 )
-reveal_type(flow)  # R: kumiko_typed._feature.Workflow[_models.Order] # PR: Workflow[Order]
+reveal_type(flow)  # R: kumiko_typed._feature.Workflow[_models.Order, None] # PR: Workflow[Order, None]

@@ -52,4 +52,4 @@ onboarding = shop.workflow(
     .compute("seen", lambda c: (reveal_type(c.steps["verified"]), reveal_type(c.steps["attempted"])))  # R: _models.EmailVerified | None # R: bool # PR: EmailVerified | None # PR: bool
     .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello"),
 )
-reveal_type(onboarding)  # R: kumiko_typed._feature.Workflow[_models.SignedUp] # PR: Workflow[SignedUp]
+reveal_type(onboarding)  # R: kumiko_typed._feature.Workflow[_models.SignedUp, None] # PR: Workflow[SignedUp, None]
