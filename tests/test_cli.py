@@ -892,6 +892,51 @@ def test_outbox_all_includes_sent_rows(tmp_path: Path, tiny: Tiny) -> None:
     assert items[0].target == f"http://127.0.0.1:{server.server_port}/hook"
 
 
+def test_worker_once_runs_one_pass_and_outbox_requeue_puts_a_dead_row_back(tmp_path: Path, tiny: Tiny) -> None:
+    """The command line acts as the operator (a sysadmin): the row is another tenant's."""
+    tiny.dispatch_ping()
+    once = cli(tmp_path, "worker", tiny.target, "--once", "--database-url", tiny.url)
+    assert once.returncode == 0, _explain(once)
+    assert dict(pair.split("=") for pair in once.stdout.split())["dead"] == "1", once.stdout
+    (row,) = _rows(cli(tmp_path, "outbox", tiny.target, "--database-url", tiny.url).stdout)[1:]
+    assert row[1:4] == ["webhook", "dead", "1"]
+
+    requeued = cli(tmp_path, "outbox", "requeue", tiny.target, row[0], "--database-url", tiny.url)
+    assert requeued.returncode == 0 and requeued.stdout.strip() == f"requeued {row[0]}", _explain(requeued)
+    (after,) = _rows(cli(tmp_path, "outbox", "list", tiny.target, "--database-url", tiny.url).stdout)[1:]
+    assert after[1:4] == ["webhook", "pending", "0"]
+
+    again = cli(tmp_path, "outbox", "requeue", tiny.target, row[0], "--database-url", tiny.url)
+    assert again.returncode == 1 and "status_conflict" in again.stderr and "Traceback" not in again.stderr
+    unknown = str(uuid.uuid4())
+    missing = cli(tmp_path, "outbox", "requeue", tiny.target, unknown, "--database-url", tiny.url)
+    assert missing.returncode == 1 and f"not_found: no outbox row {unknown}" in missing.stderr, _explain(missing)
+
+
+def test_runs_cancel_stops_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
+    run_id = tiny.start_remind()
+    url = ("--database-url", tiny.url)
+    result = cli(tmp_path, "runs", "cancel", tiny.target, str(run_id), "--reason", "no supplier", *url)
+    assert result.returncode == 0 and result.stdout.strip() == f"cancelled {run_id}", _explain(result)
+    (row,) = _rows(cli(tmp_path, "runs", tiny.target, "--database-url", tiny.url).stdout)[1:]
+    assert row[:3] == [str(run_id), "tiny:remind", "cancelled"] and row[-1] == "cancelled"
+    app = tiny.app()
+    try:
+        info = app.get_run(run_id)
+    finally:
+        app.dispose()
+    assert info is not None and info.error == {
+        "code": "cancelled",
+        "message": "no supplier",
+        "by": "00000000-0000-0000-0000-000000000000",
+    }
+    unknown = str(uuid.uuid4())
+    missing = cli(tmp_path, "runs", "cancel", tiny.target, unknown, "--database-url", tiny.url)
+    assert missing.returncode == 1 and f"not_found: no workflow run {unknown}" in missing.stderr, _explain(missing)
+    bad = cli(tmp_path, "runs", "cancel", tiny.target, "nope", "--database-url", tiny.url)
+    assert bad.returncode == 2 and "not a valid UUID" in bad.stderr, _explain(bad)
+
+
 VALUES = '''
     """An App *instance* (not a factory) whose workflow stores a class named only in value_types."""
     import attrs

@@ -113,7 +113,8 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         .send_webhook(url=lambda c: c.payload.url, body=lambda c: {}, retry=RetryPolicy(times=1))
         .return_(lambda c: ok(None)),
     )
-    return f, {"doubled": doubled, "plain": plain, "waits": waits, "slow": slow, "slow_end": slow_end, "ring": ring, "hook": hook}
+    parts = {"doubled": doubled, "plain": plain, "waits": waits, "slow": slow, "slow_end": slow_end}
+    return f, {**parts, "ring": ring, "hook": hook}
 
 
 @pytest.fixture

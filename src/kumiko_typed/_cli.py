@@ -7,6 +7,7 @@ import logging
 import os
 import signal
 import sys
+import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -18,12 +19,28 @@ from sqlalchemy import URL, make_url
 from sqlalchemy.exc import DBAPIError
 
 from ._app import App
+from ._ctx import User
 from ._errors import BootError
 from ._graph import Format, render
+from ._results import Failure, Ok
 
-__all__ = ["URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
+__all__ = ["OPERATOR", "URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
 
 URL_HELP = "Database URL to use instead of the app's (also KUMIKO_DATABASE_URL)."
+#: Who the command line acts as: whoever can run it holds the database's credentials
+#: anyway, so it crosses tenants (``sysadmin``).  Its id, the nil UUID, is what a
+#: cancellation records as ``by``.
+OPERATOR = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"sysadmin"}))
+
+
+class _Listing(click.Group):
+    """A group whose plain form lists (``runs TARGET``, as before the group existed);
+    ``runs cancel TARGET ID`` names a subcommand."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if args and args[0] not in self.commands and args[0] not in ctx.help_option_names:
+            args = ["list", *args]
+        return super().parse_args(ctx, args)
 
 
 def load_app(target: str, database_url: str | None) -> App:
@@ -151,8 +168,9 @@ def _full_name(name: str, known: Sequence[str]) -> str:
     count=True,
     help="Log to stderr: -v each pass that did something (INFO), -vv every pass (DEBUG).",
 )
-def worker(target: str, database_url: str | None, poll_interval: float, verbose: int) -> None:
-    """Deliver the outbox, fire triggers, resume runs until stopped.
+@click.option("--once", is_flag=True, help="Run one pass (what is due now), print its counts and exit.")
+def worker(target: str, database_url: str | None, poll_interval: float, verbose: int, once: bool) -> None:
+    """Deliver the outbox, fire triggers, resume runs until stopped (or one pass: --once).
 
     On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0.
     """
@@ -160,6 +178,11 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
         level = logging.INFO if verbose == 1 else logging.DEBUG
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = _boot(target, database_url)
+    if once:
+        with _database(app.engine.url):
+            counts = app.run_worker(once=True)
+        click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
+        return
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         click.echo(f"{signal.Signals(signum).name}: stopping after this pass", err=True)
@@ -173,11 +196,29 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
 
 
-@main.command()
+@main.group(cls=_Listing)
+def runs() -> None:
+    """List workflow runs (runs MODULE:APP) or cancel one (runs cancel MODULE:APP RUN_ID)."""
+
+
+@runs.command("cancel")
+@click.argument("target")
+@click.argument("run_id", type=click.UUID)
+@click.option("--reason", help="Why; kept in the run's error.")
+@click.option("--database-url", help=URL_HELP)
+def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url: str | None) -> None:
+    """Cancel a running or suspended run: no worker resumes it."""
+    app = _boot(target, database_url)
+    with _database(app.engine.url):
+        _done(app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
+    click.echo(f"cancelled {run_id}")
+
+
+@runs.command("list")
 @click.argument("target")
 @click.option("--workflow", help="Only runs of this workflow.")
 @click.option("--database-url", help=URL_HELP)
-def runs(target: str, workflow: str | None, database_url: str | None) -> None:
+def list_runs(target: str, workflow: str | None, database_url: str | None) -> None:
     """List workflow runs, newest first, with times and error code.
 
     Per run: its workflow, status, the step it is at, when it wakes, when it was created and
@@ -206,11 +247,28 @@ def _time(at: datetime | None) -> str:
     return f"{at.astimezone(UTC):%Y-%m-%d %H:%M:%S}" if at is not None else ""
 
 
-@main.command()
+@main.group(cls=_Listing)
+def outbox() -> None:
+    """List deliveries (outbox MODULE:APP) or requeue a dead one (outbox requeue MODULE:APP ID)."""
+
+
+@outbox.command("requeue")
+@click.argument("target")
+@click.argument("outbox_id", type=click.UUID)
+@click.option("--database-url", help=URL_HELP)
+def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None:
+    """Deliver a dead row again: pending, due now, its attempts counted from zero."""
+    app = _boot(target, database_url)
+    with _database(app.engine.url):
+        _done(app.requeue(outbox_id, user=OPERATOR))
+    click.echo(f"requeued {outbox_id}")
+
+
+@outbox.command("list")
 @click.argument("target")
 @click.option("--all", "show_all", is_flag=True, help="Also list sent deliveries: every row app.outbox() returns.")
 @click.option("--database-url", help=URL_HELP)
-def outbox(target: str, show_all: bool, database_url: str | None) -> None:
+def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
     """List pending and dead deliveries, oldest first.
 
     Mail and webhooks, with attempts, next attempt (UTC), target and last error.
@@ -232,6 +290,12 @@ def outbox(target: str, show_all: bool, database_url: str | None) -> None:
         if show_all or i.status != "sent"
     ]
     _table(("id", "kind", "status", "attempts", "next attempt", "target", "last error"), rows)
+
+
+def _done(result: Ok[object] | Failure) -> None:
+    """An operation's Failure is the command's error (exit status 1)."""
+    if isinstance(result, Failure):
+        raise click.ClickException(f"{result.code}: {result.message}")
 
 
 def _boot(target: str, database_url: str | None) -> App:
