@@ -19,7 +19,7 @@ import sqlalchemy as sa
 from _receiver import Receiver
 from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Entity, Failure, Feature, Ok, RetryPolicy, User, manual, ok
+from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, RetryPolicy, User, cron, manual, ok
 from kumiko_typed._tables import workflow_waits
 from kumiko_typed.testing import FakeClock
 
@@ -100,6 +100,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         .compute("blocked", lambda c: _block(c.payload.n))
         .return_(lambda c: ok(c.steps["blocked"])),
     )
+    hourly = f.workflow("hourly", trigger=cron("0 * * * *"), pipeline=f.workflow_pipeline(CronTick).wait("PT1H"))
     ring = f.write_handler(
         "ring",
         f.pipeline(Ring)
@@ -114,7 +115,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         .return_(lambda c: ok(None)),
     )
     parts = {"doubled": doubled, "plain": plain, "waits": waits, "slow": slow, "slow_end": slow_end}
-    return f, {**parts, "ring": ring, "hook": hook}
+    return f, {**parts, "hourly": hourly, "ring": ring, "hook": hook}
 
 
 @pytest.fixture
@@ -284,6 +285,21 @@ def test_a_cancel_during_the_last_segment_finds_the_run_completed(
     run_id, cancelled = _cancel_during_segment(app, w["slow_end"], clock)
     assert _failure(cancelled, "status_conflict").details == {"status": "completed"}
     assert app.result(w["slow_end"], run_id, user=ADA) == Ok(5)
+
+
+def test_a_cron_run_is_of_no_tenant_only_a_sysadmin_reaches_it(
+    ops: tuple[App, dict[str, Any]], clock: FakeClock
+) -> None:
+    app, w = ops
+    app.run_worker(once=True)  # the cron cursor starts now
+    clock.advance(hours=1)
+    assert app.run_worker(once=True)["started"] == 1
+    (run,) = app.runs(w["hourly"])
+    nil_tenant = User(id=uuid.uuid4(), tenant_id=uuid.UUID(int=0))  # the system user's tenant
+    for someone in (ADA, nil_tenant):
+        _failure(app.cancel_run(run.run_id, user=someone), "not_found")
+    cancelled = app.cancel_run(run.run_id, user=ROOT)
+    assert isinstance(cancelled, Ok) and cancelled.data.status == "cancelled"
 
 
 # --- requeue ------------------------------------------------------------------------------------

@@ -34,7 +34,7 @@ from ._poison import storable_text
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
 from ._tables import outbox, workflow_runs, workflow_waits
-from ._workflow_engine import WorkflowEngine
+from ._workflow_engine import SYSTEM_USER, WorkflowEngine
 
 __all__ = ["Operations"]
 
@@ -52,9 +52,15 @@ def _refused(user: object, field: str, value: object) -> Failure | None:
     return None
 
 
+#: The tenant of a cron-started run (``SYSTEM_USER``'s) and of what it writes: no tenant.
+_NO_TENANT: Final = str(SYSTEM_USER.tenant_id)
+
+
 def _reaches(user: User, tenant: object) -> bool:
-    """Whether ``user`` may act on a row of ``tenant`` (``None``: of no tenant)."""
-    return user.has_role("sysadmin") or str(user.tenant_id) == str(tenant)
+    """Whether ``user`` may act on a row of ``tenant`` (``None`` or the nil UUID: of no tenant)."""
+    if user.has_role("sysadmin"):
+        return True
+    return tenant is not None and str(tenant) != _NO_TENANT and str(user.tenant_id) == str(tenant)
 
 
 def _run_tenant(row: Row[Any]) -> object:
