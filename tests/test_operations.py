@@ -20,7 +20,7 @@ from _receiver import Receiver
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, RetryPolicy, User, cron, manual, ok
-from kumiko_typed._tables import workflow_waits
+from kumiko_typed._tables import workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -176,6 +176,24 @@ def test_a_result_the_codec_cannot_store_fails_the_run(app_on: AppOn) -> None:
     assert info.error["code"] == "unstorable_state" and "return_" in info.error["message"]
     failed = _failure(app.result(nan, run_id, user=ADA), "status_conflict")
     assert failed.details == {"status": "failed", "error": info.error}
+
+
+def test_a_result_missing_or_unreadable_in_the_stored_run_is_unstorable_state(
+    ops: tuple[App, dict[str, Any]],
+) -> None:
+    """A run completed by an older version (no result stored) or a damaged row is told
+    as such, not mistaken for a result of None or raised."""
+    app, w = ops
+    run_id = app.start_workflow(w["plain"], Job(1), user=ADA)
+    where = workflow_runs.c.run_id == run_id
+    for state, words in (({"values": {}}, "completed before its result was stored"), (
+        {"values": {}, "result": {"$t": "attrs", "c": "gone.Class", "v": {}}},
+        "cannot be read",
+    )):
+        with app.engine.begin() as conn:
+            conn.execute(sa.update(workflow_runs).where(where).values(state=state))
+        told = _failure(app.result(w["plain"], run_id, user=ADA), "unstorable_state")
+        assert words in told.message, told
 
 
 # --- cancel_run ---------------------------------------------------------------------------------

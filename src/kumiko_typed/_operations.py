@@ -69,7 +69,11 @@ def _run_tenant(row: Row[Any]) -> object:
 
 
 class Operations:
-    def __init__(self, sessions: sessionmaker[Session], workflows: WorkflowEngine, clock: Callable[[], datetime]):
+    """The three calls, over the App's sessions and its workflow engine's codec."""
+
+    def __init__(
+        self, sessions: sessionmaker[Session], workflows: WorkflowEngine, clock: Callable[[], datetime]
+    ) -> None:
         self._sessions = sessions
         self._workflows = workflows
         self._clock = clock
