@@ -17,6 +17,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
+from _support import failure_of
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, RetryPolicy, User, cron, manual, ok
@@ -130,8 +131,9 @@ def ops(app_on: AppOn, clock: FakeClock) -> tuple[App, dict[str, Any]]:
 
 
 def _failure(result: object, code: str) -> Failure:
-    assert isinstance(result, Failure) and result.code == code, result
-    return result
+    failure = failure_of(result)
+    assert failure.code == code, failure
+    return failure
 
 
 # --- result -----------------------------------------------------------------------------------
