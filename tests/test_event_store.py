@@ -30,6 +30,8 @@ from kumiko_typed import (
     manual,
     ok,
 )
+from kumiko_typed._fingerprint import fingerprint
+from kumiko_typed._steps import Create, NamedStep
 from kumiko_typed._tables import events
 from kumiko_typed.testing import FakeClock
 
@@ -42,6 +44,7 @@ class EsBooking(Entity):
     guest: Mapped[str] = mapped_column(sa.String(100))
     nights: Mapped[int]
     status: Mapped[str] = mapped_column(sa.String(20), default="open")
+    notes: Mapped[list[str]] = mapped_column(sa.JSON, default_factory=list)
 
 
 BOOKINGS: sa.Table = EsBooking.__table__  # type: ignore[assignment]
@@ -309,6 +312,7 @@ def test_rebuilding_other_tenants_needs_the_sysadmin_role(two: Any) -> None:
                 guest="ghost",
                 nights=1,
                 status="open",
+                notes=[],
                 version=1,
                 created_at=T0,
                 updated_at=T0,
@@ -379,3 +383,25 @@ def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_
         "feature 'es-bad': event(Extended): upcasters= needs one function per older version (1: fn, 2: fn), not [1]",
         "feature 'es-bad': event(ExtendedV1): version=0 must be an integer of at least 1",
     ]
+
+
+def test_a_workflow_fingerprint_sees_a_creation_event_only_when_one_is_given() -> None:
+    """``event=`` came after ``create``: a definition that does not use it keeps the
+    fingerprint it had before, so runs suspended across the library upgrade resume."""
+
+    @attrs.frozen(slots=True)
+    class CreateBefore(NamedStep):  # the step as it was before event=
+        kind = "aggregate.create"
+        entity: type[Any]
+        data: Callable[[Any], Any]
+
+    def data(c: Any) -> EsBooking:
+        return EsBooking(guest="Ann", nights=1)
+
+    def started(c: Any) -> BookingStarted:
+        return BookingStarted("Ann", 1)
+
+    builder = "WorkflowPipeline"
+    before = fingerprint([CreateBefore("b", EsBooking, data)], builder)
+    assert fingerprint([Create("b", EsBooking, data)], builder) == before
+    assert fingerprint([Create("b", EsBooking, data, started)], builder) != before

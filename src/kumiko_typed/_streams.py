@@ -204,12 +204,11 @@ def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRo
 
 def _blank(entity_type: type[Any], row: EventRow) -> Any:
     """An entity with its fields' defaults and the framework's columns: what a named
-    creation event's projectors start from."""
+    creation event's projectors start from.  (SQLAlchemy gives a plain ``default`` when
+    an unset attribute is read; a ``default_factory`` it leaves to ``__init__``.)"""
     entity = inspect(entity_type).class_manager.new_instance()
     for field in dataclasses.fields(entity_type):
-        if field.default is not dataclasses.MISSING:
-            setattr(entity, field.name, field.default)
-        elif field.default_factory is not dataclasses.MISSING:
+        if field.default_factory is not dataclasses.MISSING:
             setattr(entity, field.name, field.default_factory())
     entity.id, entity.tenant_id = row.stream_id, row.tenant_id
     entity.created_at = row.occurred_at
