@@ -29,6 +29,7 @@ from kumiko_typed import (
     User,
     manual,
     ok,
+    on_event,
 )
 from kumiko_typed._fingerprint import fingerprint
 from kumiko_typed._steps import Create, NamedStep
@@ -171,6 +172,11 @@ def _feature(*, schema: int = 2) -> tuple[Feature[Any], dict[str, Any]]:
             "ext", Extended, key=lambda c: c.payload.reason, event_key=lambda e: e.reason, timeout="PT1H"
         ),
     )
+    h["welcome"] = f.workflow(
+        "welcome",
+        trigger=on_event(BookingStarted),
+        pipeline=f.workflow_pipeline(BookingStarted).compute("guest", lambda c: c.payload.guest),
+    )
     return f, h
 
 
@@ -242,6 +248,8 @@ def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: An
     (started,) = _ok(app.read_stream(EsBooking, booking, user=alice))
 
     assert (started.type, started.event, started.version) == ("booking-started", BookingStarted("Ann", 2), 1)
+    app.run_worker(once=True)  # the creation event starts the runs its class triggers
+    assert [(r.status, r.steps["guest"]) for r in app.runs(h["welcome"])] == [("completed", "Ann")]
     with app.engine.begin() as conn:
         conn.execute(sa.update(BOOKINGS).values(guest="drifted", status="lost"))
     report = _ok(app.rebuild_projection(EsBooking, user=alice))
