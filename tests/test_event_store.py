@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import (
@@ -24,7 +25,6 @@ from kumiko_typed import (
     Entity,
     Failure,
     Feature,
-    Ok,
     ProjectionReport,
     User,
     manual,
@@ -180,15 +180,10 @@ def _feature(*, schema: int = 2) -> tuple[Feature[Any], dict[str, Any]]:
     return f, h
 
 
-def _ok(result: object) -> Any:
-    assert isinstance(result, Ok), result
-    return result.data
-
-
 def _failure(result: object, code: str) -> Failure:
-    assert isinstance(result, Failure), result
-    assert result.code == code, result
-    return result
+    failure = failure_of(result)
+    assert failure.code == code, failure
+    return failure
 
 
 @pytest.fixture
@@ -200,12 +195,12 @@ def two(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, A
 
 def test_read_stream_gives_each_event_typed_with_its_metadata(two: Any) -> None:
     app, h, alice, _, _ = two
-    booking = _ok(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
     correlation = uuid.uuid4()
-    _ok(app.dispatch(h["rename"], Rename(booking, "Anne", 1), user=alice, correlation_id=correlation))
-    _ok(app.dispatch(h["extend"], Extend(booking, 3), user=alice))
+    ok_data(app.dispatch(h["rename"], Rename(booking, "Anne", 1), user=alice, correlation_id=correlation))
+    ok_data(app.dispatch(h["extend"], Extend(booking, 3), user=alice))
 
-    stream = _ok(app.read_stream(EsBooking, booking, user=alice))
+    stream = ok_data(app.read_stream(EsBooking, booking, user=alice))
 
     assert [(e.version, e.type, e.schema_version) for e in stream] == [
         (1, "es-booking.created", 1),
@@ -228,7 +223,7 @@ def test_read_stream_gives_each_event_typed_with_its_metadata(two: Any) -> None:
 
 def test_another_tenants_stream_is_not_found_without_its_data_but_a_sysadmin_reads_it(two: Any) -> None:
     app, h, alice, bob, root = two
-    booking = _ok(app.dispatch(h["plain"], Book("Secret Guest", 1), user=alice))
+    booking = ok_data(app.dispatch(h["plain"], Book("Secret Guest", 1), user=alice))
 
     refused = _failure(app.read_stream(EsBooking, booking, user=bob), "not_found")
     unknown = _failure(app.read_stream(EsBooking, uuid.uuid4(), user=alice), "not_found")
@@ -236,23 +231,23 @@ def test_another_tenants_stream_is_not_found_without_its_data_but_a_sysadmin_rea
     assert "Secret" not in f"{refused.message} {refused.details}"
     assert refused.message == f"EsBooking {booking} not found"  # as for a stream that does not exist:
     assert unknown.message.startswith("EsBooking ") and unknown.message.endswith(" not found")
-    assert [e.type for e in _ok(app.read_stream(EsBooking, booking, user=root))] == ["es-booking.created"]
+    assert [e.type for e in ok_data(app.read_stream(EsBooking, booking, user=root))] == ["es-booking.created"]
     _failure(app.read_stream(Book, booking, user=alice), "not_found")  # not an entity
     _failure(app.read_stream(EsBooking, booking, user="alice"), "access_denied")  # type: ignore[arg-type]
 
 
 def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: Any) -> None:
     app, h, alice, _, _ = two
-    booking = _ok(app.dispatch(h["book"], Book("Ann", 2), user=alice))
+    booking = ok_data(app.dispatch(h["book"], Book("Ann", 2), user=alice))
 
-    (started,) = _ok(app.read_stream(EsBooking, booking, user=alice))
+    (started,) = ok_data(app.read_stream(EsBooking, booking, user=alice))
 
     assert (started.type, started.event, started.version) == ("booking-started", BookingStarted("Ann", 2), 1)
     app.run_worker(once=True)  # the creation event starts the runs its class triggers
     assert [(r.status, r.steps["guest"]) for r in app.runs(h["welcome"])] == [("completed", "Ann")]
     with app.engine.begin() as conn:
         conn.execute(sa.update(BOOKINGS).values(guest="drifted", status="lost"))
-    report = _ok(app.rebuild_projection(EsBooking, user=alice))
+    report = ok_data(app.rebuild_projection(EsBooking, user=alice))
     with app.engine.connect() as conn:
         row = conn.execute(sa.select(BOOKINGS.c.guest, BOOKINGS.c.nights, BOOKINGS.c.status)).one()
     assert report.changed == {booking: ("guest", "status")}
@@ -272,21 +267,21 @@ def _rows(app: App) -> dict[uuid.UUID, tuple[Any, ...]]:
 
 def test_rebuild_verifies_then_repairs_one_tenants_rows_and_leaves_the_others(two: Any) -> None:
     app, h, alice, bob, _ = two
-    a1 = _ok(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
-    a2 = _ok(app.dispatch(h["book"], Book("Abe", 1), user=alice))
-    b1 = _ok(app.dispatch(h["plain"], Book("Bea", 5), user=bob))
-    _ok(app.dispatch(h["rename"], Rename(a1, "Anne", 1), user=alice))
-    _ok(app.dispatch(h["extend"], Extend(a1, 3), user=alice))
+    a1 = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    a2 = ok_data(app.dispatch(h["book"], Book("Abe", 1), user=alice))
+    b1 = ok_data(app.dispatch(h["plain"], Book("Bea", 5), user=bob))
+    ok_data(app.dispatch(h["rename"], Rename(a1, "Anne", 1), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(a1, 3), user=alice))
     truth = _rows(app)
     assert truth[a1] == ("Anne", 5, 3)
-    assert _ok(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
+    assert ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
 
     _drift(app, a1, nights=99)
     _drift(app, b1, guest="Mallory")
     with app.engine.begin() as conn:
         conn.execute(sa.delete(BOOKINGS).where(BOOKINGS.c.id == a2))
     drifted = _rows(app)
-    verified = _ok(app.rebuild_projection(EsBooking, user=alice, verify=True))
+    verified = ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True))
 
     assert isinstance(verified, ProjectionReport) and verified.verified and not verified.matches
     assert (verified.streams, dict(verified.changed), verified.missing, verified.extra) == (
@@ -297,18 +292,18 @@ def test_rebuild_verifies_then_repairs_one_tenants_rows_and_leaves_the_others(tw
     )
     assert _rows(app) == drifted  # verify writes nothing
 
-    repaired = _ok(app.rebuild_projection(EsBooking, user=alice))
+    repaired = ok_data(app.rebuild_projection(EsBooking, user=alice))
     assert not repaired.verified and repaired.changed == verified.changed and repaired.missing == (a2,)
     after = _rows(app)
     assert (after[a1], after[a2]) == (truth[a1], truth[a2])
     assert after[b1] == ("Mallory", 5, 1)  # tenant B's row is not alice's to rebuild
-    assert _ok(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
+    assert ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
 
 
 def test_rebuilding_other_tenants_needs_the_sysadmin_role(two: Any) -> None:
     app, h, alice, bob, root = two
-    a1 = _ok(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
-    b1 = _ok(app.dispatch(h["plain"], Book("Bea", 5), user=bob))
+    a1 = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    b1 = ok_data(app.dispatch(h["plain"], Book("Bea", 5), user=bob))
     _drift(app, a1, nights=0)
     _drift(app, b1, nights=0)
     with app.engine.begin() as conn:  # a row without any stream, in tenant B
@@ -332,10 +327,10 @@ def test_rebuilding_other_tenants_needs_the_sysadmin_role(two: Any) -> None:
     _failure(app.rebuild_projection(EsBooking, user=root, tenant="everyone"), "validation_error")  # type: ignore[arg-type]
     assert _rows(app)[b1] == ("Bea", 0, 1)
 
-    one = _ok(app.rebuild_projection(EsBooking, user=root, tenant=bob.tenant_id))
+    one = ok_data(app.rebuild_projection(EsBooking, user=root, tenant=bob.tenant_id))
     assert (dict(one.changed), one.extra) == ({b1: ("nights",)}, (orphan,))
     assert _rows(app)[a1] == ("Ann", 0, 1)
-    every = _ok(app.rebuild_projection(EsBooking, user=root, tenant="all"))
+    every = ok_data(app.rebuild_projection(EsBooking, user=root, tenant="all"))
     assert (every.streams, dict(every.changed)) == (2, {a1: ("nights",)})
     assert _rows(app) == {a1: ("Ann", 2, 1), b1: ("Bea", 5, 1)}
 
@@ -351,17 +346,17 @@ def test_events_stored_by_an_older_schema_are_upcast_in_streams_replays_and_wait
     new_app = app_on([new_f], clock=clock)
     old_app = app_on([old_f], clock=clock)
     alice = make_user()
-    booking = _ok(new_app.dispatch(new["book"], Book("Ann", 2), user=alice))
+    booking = ok_data(new_app.dispatch(new["book"], Book("Ann", 2), user=alice))
     # Its key is the reason only schema 2 has: the upcaster's, for an event stored as v1.
     run = new_app.start_workflow(new["await"], Expect("(before reasons)"), user=alice)
-    _ok(old_app.dispatch(old["extend"], Extend(booking, 4), user=alice))
+    ok_data(old_app.dispatch(old["extend"], Extend(booking, 4), user=alice))
 
     with new_app.engine.connect() as conn:
         stored = conn.execute(
             sa.select(events.c.schema_version, events.c.payload).where(events.c.type == "extended")
         ).one()
     assert tuple(stored) == (1, {"days": 4})
-    old_event = _ok(new_app.read_stream(EsBooking, booking, user=alice))[1]
+    old_event = ok_data(new_app.read_stream(EsBooking, booking, user=alice))[1]
     assert (old_event.schema_version, old_event.event) == (1, Extended(4, "(before reasons)"))
 
     new_app.run_worker(once=True)
@@ -369,7 +364,7 @@ def test_events_stored_by_an_older_schema_are_upcast_in_streams_replays_and_wait
     assert info is not None and info.status == "completed"
     assert info.steps["ext"] == Extended(4, "(before reasons)")
     _drift(new_app, booking, nights=0)
-    report = _ok(new_app.rebuild_projection(EsBooking, user=alice))
+    report = ok_data(new_app.rebuild_projection(EsBooking, user=alice))
     assert report.changed == {booking: ("nights",)} and _rows(new_app)[booking] == ("Ann", 6, 2)
 
 
