@@ -84,9 +84,9 @@ METHODS: dict[str, Method] = {
         '.find_many("low", lambda c: select(Product).where(Product.stock < 5), limit=100)',
     ),
     "aggregate.create": Method(
-        f"name: str, entity: type[E], *, data: Callable[[{CTX}], E]",
+        f"name: str, entity: type[E], *, data: Callable[[{CTX}], E], event: Callable[[{CTX}], object] | None = None",
         "{SELF}[P, AddStep[S, Saved[E]], Sc, C]",
-        "self._then({SELF}, _steps.Create(name, entity, data))",
+        "self._then({SELF}, _steps.Create(name, entity, data, event))",
         "``name``: ``Saved[E]`` (id, entity, version, event...).",
         '.create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))',
     ),

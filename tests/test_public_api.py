@@ -16,6 +16,8 @@ from kumiko_typed import HTTP_STATUS, App, FailureCode
 
 PUBLIC = [
     "HTTP_STATUS",
+    "AggregateCreated",
+    "AggregateUpdated",
     "App",
     "Auth",
     "BootError",
@@ -34,10 +36,12 @@ PUBLIC = [
     "Ok",
     "OutboxItem",
     "Pipeline",
+    "ProjectionReport",
     "RetryPolicy",
     "RunInfo",
     "Saved",
     "SmtpTransport",
+    "StoredEvent",
     "SubPipeline",
     "Trigger",
     "User",

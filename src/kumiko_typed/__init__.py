@@ -18,10 +18,13 @@ from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth
 from ._results import HTTP_STATUS, Failure, FailureCode, Ok, WriteResult, fail, ok
 from ._runs import RunInfo
 from ._saved import Saved
+from ._streams import AggregateCreated, AggregateUpdated, ProjectionReport, StoredEvent
 from ._triggers import CronTick, Trigger, cron, manual, on_event
 
 __all__ = [
     "HTTP_STATUS",
+    "AggregateCreated",
+    "AggregateUpdated",
     "App",
     "Auth",
     "BootError",
@@ -40,10 +43,12 @@ __all__ = [
     "Ok",
     "OutboxItem",
     "Pipeline",
+    "ProjectionReport",
     "RetryPolicy",
     "RunInfo",
     "Saved",
     "SmtpTransport",
+    "StoredEvent",
     "SubPipeline",
     "Trigger",
     "User",

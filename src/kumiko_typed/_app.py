@@ -7,7 +7,7 @@ import threading
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, TypedDict, TypeVar, cast
+from typing import Any, Literal, TypedDict, TypeVar, cast
 
 import httpx
 from sqlalchemy import MetaData, Table
@@ -33,6 +33,7 @@ from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
 from ._serialization import Codec
+from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
 from ._tables import table_of
@@ -263,6 +264,27 @@ class App:
         """Workflow runs, newest first (of one workflow, or of all)."""
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         return self._workflow_engine.list(name)
+
+    # --- the event store -----------------------------------------------------------
+
+    def read_stream(self, entity: type[Any], id: uuid.UUID, *, user: User) -> Ok[list[StoredEvent[object]]] | Failure:
+        """The events of one aggregate, oldest first, as typed objects (upcast to their
+        classes' current schema).  Another tenant's stream is ``not_found`` unless the
+        user is a ``sysadmin``."""
+        return read_stream(self._sessions, self._registry, entity, id, user)
+
+    def rebuild_projection(
+        self,
+        entity: type[Any],
+        *,
+        user: User,
+        tenant: uuid.UUID | Literal["all"] | None = None,
+        verify: bool = False,
+    ) -> Ok[ProjectionReport] | Failure:
+        """Replay ``entity``'s streams through their steps' projections and make its table
+        equal the result (``verify=True``: only report the differences).  The user's
+        tenant's rows; another tenant's (``tenant=``) or ``"all"`` need ``sysadmin``."""
+        return rebuild(self._sessions, self._registry, entity, user, tenant, verify)
 
     def stop_worker(self) -> None:
         """Ask a running :meth:`run_worker` loop to return after its current pass."""

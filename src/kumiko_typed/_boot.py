@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 __all__ = ["check_pipeline", "validate"]
 
+
 class _AppTables:
     """Which tables are aggregates, and which entity classes the App knows."""
 
@@ -70,6 +71,7 @@ class _AppTables:
                         f"{owner!r}; an aggregate belongs to one feature (call it through call_feature)"
                     )
                 self.entity_tables[table] = feature.name
+        self._check_event_names(features, out)
         for feature in features:
             for entity, event in feature.projectors:
                 if entity not in self.entities:
@@ -81,6 +83,24 @@ class _AppTables:
                     out.append(
                         f"feature {feature.name!r}: projector for {event.__name__}, which no feature registered "
                         "with feature.event(...)"
+                    )
+
+    def _check_event_names(self, features: Sequence[Feature[Any]], out: list[str]) -> None:
+        """A stored type name must lead back to one class (reading a stream looks it up)."""
+        reserved = {
+            f"{name}.{what}" for f in features for name in f.entities.values() for what in ("created", "updated")
+        }
+        owners: dict[str, type[Any]] = {}
+        for feature in features:
+            for cls, name in feature.events.items():
+                if name in reserved:
+                    out.append(
+                        f"feature {feature.name!r}: event {cls.__name__} takes the framework's type name {name!r}"
+                    )
+                elif owners.setdefault(name, cls) is not cls:
+                    out.append(
+                        f"feature {feature.name!r}: event {cls.__name__} takes the type name {name!r} "
+                        f"of {owners[name].__name__}; give one of them another name="
                     )
 
 

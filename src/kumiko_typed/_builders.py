@@ -267,15 +267,25 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def create(
-            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
         ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
-            return self._then(Pipeline, _steps.Create(name, entity, data))
+            return self._then(Pipeline, _steps.Create(name, entity, data, event))
 
     else:
 
         @overload
         def create(
-            self: Pipeline[P, Keys[*Ks], Sc, C], name: N, entity: type[E], *, data: Callable[[Ctx[P, Keys[*Ks], Sc]], E]
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
         def create(
@@ -284,8 +294,16 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+        def create(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        ) -> Any:
             """Create an aggregate (event at version 1 + row).
 
             Step kind ``aggregate.create``. Tier 1.
@@ -295,7 +313,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
                 .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
             """
-            return self._then(Pipeline, _steps.Create(name, entity, data))
+            return self._then(Pipeline, _steps.Create(name, entity, data, event))
 
     if MYPY:
 
@@ -846,9 +864,14 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def create(
-            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
         ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-            return self._then(SubPipeline, _steps.Create(name, entity, data))
+            return self._then(SubPipeline, _steps.Create(name, entity, data, event))
 
     else:
 
@@ -859,6 +882,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
         def create(
@@ -867,8 +891,16 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+        def create(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        ) -> Any:
             """Create an aggregate (event at version 1 + row).
 
             Step kind ``aggregate.create``. Tier 1.
@@ -878,7 +910,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
                 .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
             """
-            return self._then(SubPipeline, _steps.Create(name, entity, data))
+            return self._then(SubPipeline, _steps.Create(name, entity, data, event))
 
     if MYPY:
 
@@ -1444,9 +1476,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def create(
-            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
         ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-            return self._then(WorkflowPipeline, _steps.Create(name, entity, data))
+            return self._then(WorkflowPipeline, _steps.Create(name, entity, data, event))
 
     else:
 
@@ -1457,6 +1494,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
         def create(
@@ -1465,8 +1503,16 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+        def create(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        ) -> Any:
             """Create an aggregate (event at version 1 + row).
 
             Step kind ``aggregate.create``. Tier 1.
@@ -1476,7 +1522,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
                 .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
             """
-            return self._then(WorkflowPipeline, _steps.Create(name, entity, data))
+            return self._then(WorkflowPipeline, _steps.Create(name, entity, data, event))
 
     if MYPY:
 
@@ -2044,9 +2090,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def create(
-            self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
         ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
-            return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data))
+            return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data, event))
 
     else:
 
@@ -2057,6 +2108,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
         def create(
@@ -2065,8 +2117,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             entity: type[E],
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def create(self, name: str, entity: type[E], *, data: Callable[[Ctx[P, S, Sc]], E]) -> Any:
+        def create(
+            self,
+            name: str,
+            entity: type[E],
+            *,
+            data: Callable[[Ctx[P, S, Sc]], E],
+            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        ) -> Any:
             """Create an aggregate (event at version 1 + row).
 
             Step kind ``aggregate.create``. Tier 1.
@@ -2076,7 +2136,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
                 .create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))
             """
-            return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data))
+            return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data, event))
 
     if MYPY:
 

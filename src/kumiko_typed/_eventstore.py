@@ -15,7 +15,7 @@ cannot have been changed by anyone else since (``loaded_under_lock``).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -28,7 +28,7 @@ from ._tables import events
 
 __all__ = [
     "APPEND_LOCK",
-    "StoredEvent",
+    "EventRow",
     "append",
     "last_position",
     "loaded_under_lock",
@@ -51,7 +51,9 @@ _LAST_POSITION: Final = select(func.coalesce(func.max(events.c.position), 0))
 
 
 @attrs.frozen
-class StoredEvent:
+class EventRow:
+    """One row of ``kumiko_events`` as stored (the payload not yet read into its class)."""
+
     position: int
     event_id: uuid.UUID
     stream_id: uuid.UUID
@@ -59,6 +61,7 @@ class StoredEvent:
     stream_version: int
     type: str
     payload: Mapping[str, Any]
+    schema_version: int
     headers: Mapping[str, Any]
     tenant_id: uuid.UUID
     user_id: uuid.UUID | None
@@ -113,6 +116,7 @@ def append(
     correlation_id: uuid.UUID | None,
     occurred_at: datetime,
     headers: Mapping[str, Any] | None = None,
+    schema_version: int = 1,
 ) -> uuid.UUID:
     """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller.
 
@@ -129,6 +133,7 @@ def append(
             "stream_version": stream_version,
             "type": type,
             "payload": dict(payload),
+            "schema_version": schema_version,
             "headers": dict(headers or {}),
             "tenant_id": tenant_id,
             "user_id": user_id,
@@ -147,7 +152,21 @@ def last_position(session: Session) -> int:
     return position
 
 
-def read_after(session: Session, position: int, limit: int = 1000) -> Sequence[StoredEvent]:
+def read_after(session: Session, position: int, limit: int = 1000) -> Sequence[EventRow]:
     """Events after ``position`` in position order (the consumers' cursor read)."""
     rows = session.execute(select(events).where(events.c.position > position).order_by(events.c.position).limit(limit))
-    return [StoredEvent(**row._mapping) for row in rows]
+    return [EventRow(**row._mapping) for row in rows]
+
+
+def read_streams(
+    session: Session, aggregate_type: str, *, stream_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None
+) -> Iterator[EventRow]:
+    """The events of one aggregate type's streams (of one stream, of one tenant), each
+    stream's in version order: what ``read_stream`` and a projection rebuild replay."""
+    stmt = select(events).where(events.c.aggregate_type == aggregate_type)
+    if stream_id is not None:
+        stmt = stmt.where(events.c.stream_id == stream_id)
+    if tenant_id is not None:
+        stmt = stmt.where(events.c.tenant_id == tenant_id)
+    for row in session.execute(stmt.order_by(events.c.stream_id, events.c.stream_version)):
+        yield EventRow(**row._mapping)

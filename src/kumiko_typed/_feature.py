@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, overload
 
 import attrs
@@ -18,7 +18,10 @@ from ._triggers import Trigger
 if TYPE_CHECKING:
     from sqlalchemy import Table
 
-__all__ = ["Feature", "Workflow", "WriteHandler"]
+__all__ = ["Feature", "Upcaster", "Workflow", "WriteHandler"]
+
+#: Turns a stored event payload of one schema version into one of the next.
+Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
 
 # Without requires= (or without the plugin to read it) a feature declares nothing.
 C = DefaultTypeVar("C", bound=str, covariant=True, default=Never)
@@ -97,6 +100,8 @@ class Feature(Generic[C]):
         self.entities: dict[type[Any], str] = {}
         #: Domain event class → stored event type name.
         self.events: dict[type[Any], str] = {}
+        #: Domain event class → (its schema version, the upcasters from older ones).
+        self.event_schemas: dict[type[Any], tuple[int, dict[int, Upcaster]]] = {}
         #: (entity class, event class) → inline projectors, run in the appending transaction.
         self.projectors: dict[tuple[type[Any], type[Any]], list[Callable[[Any, Any], None]]] = {}
         self.handlers: list[WriteHandler[Any, Any]] = []
@@ -116,12 +121,30 @@ class Feature(Generic[C]):
         self.entities[cls] = name or default_aggregate_type(cls)
         return cls
 
-    def event(self, cls: type[E], *, name: str | None = None) -> type[E]:
-        """Register the domain event ``cls`` (an attrs class) under the stored type ``name``."""
-        if not attrs.has(cls):
+    def event(
+        self,
+        cls: type[E],
+        *,
+        name: str | None = None,
+        version: int = 1,
+        upcasters: Mapping[int, Upcaster] | None = None,
+    ) -> type[E]:
+        """Register the domain event ``cls`` (an attrs class) under the stored type ``name``.
+
+        ``version`` is the schema version of ``cls`` that new events are stored with;
+        ``upcasters[n]`` turns a stored version-``n`` payload (a JSON dict) into a
+        version-``n + 1`` one, so one is needed for each version below ``version``."""
+        is_attrs = attrs.has(cls)  # not narrowing cls: it is returned as given
+        if not is_attrs:
             self.problems.append(f"feature {self.name!r}: event({cls!r}) needs an attrs class")
-        else:
-            self.events[cls] = name or default_aggregate_type(cls)
+            return cls
+        upcasters = dict(upcasters or {})
+        problem = _schema_problem(version, upcasters)
+        if problem is not None:
+            self.problems.append(f"feature {self.name!r}: event({cls.__name__}): {problem}")
+            return cls
+        self.events[cls] = name or default_aggregate_type(cls)
+        self.event_schemas[cls] = (version, upcasters)
         return cls
 
     def projector(self, entity: type[E], event: type[V]) -> Callable[[Callable[[E, V], None]], Callable[[E, V], None]]:
@@ -182,3 +205,14 @@ class Feature(Generic[C]):
             self.problems.append(f"workflow {workflow.name}: {message}")
         self.workflows.append(workflow)
         return workflow
+
+
+def _schema_problem(version: object, upcasters: Mapping[Any, object]) -> str | None:
+    """Why an event's ``version=``/``upcasters=`` cannot read every stored version, if so."""
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
+        return f"version={version!r} must be an integer of at least 1"
+    needed = set(range(1, version))
+    if set(upcasters) != needed or not all(callable(fn) for fn in upcasters.values()):
+        wanted = ", ".join(f"{n}: fn" for n in sorted(needed)) or "none"
+        return f"upcasters= needs one function per older version ({wanted}), not {sorted(upcasters, key=str)}"
+    return None

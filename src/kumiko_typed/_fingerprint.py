@@ -19,7 +19,7 @@ from typing import Any
 
 import attrs
 
-from ._steps import Block, Step, walk
+from ._steps import LATER, Block, Step, walk
 
 __all__ = ["fingerprint"]
 
@@ -74,6 +74,8 @@ def fingerprint(steps: Sequence[Step], builder: str) -> str:
     for path, step, _inside in walk(steps, builder):
         out.append(f"[{path} {step.kind}".encode())
         for field in attrs.fields(type(step)):
+            if field.metadata.get(LATER) and getattr(step, field.name) == field.default:
+                continue  # an argument added in a later release, not given: the old hash
             out.append(field.name.encode())
             _value(getattr(step, field.name), out)
         out.append(b"]")

@@ -1,17 +1,21 @@
 """What running pipelines needs to know of the App's features, built once at boot:
-which class is which aggregate and event, and the projectors of each."""
+which class is which aggregate and event, the projectors of each, and how to read a
+stored event payload of an older schema version (its upcasters)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
 
-from ._errors import UnregisteredError
+from ._errors import StateError, UnregisteredError
 
 if TYPE_CHECKING:
-    from ._feature import Feature
+    from ._eventstore import EventRow
+    from ._feature import Feature, Upcaster
+
+T = TypeVar("T")
 
 __all__ = ["Projector", "Registry"]
 
@@ -23,10 +27,15 @@ class Registry:
         self.converter = converter
         self.aggregate_types: dict[type[Any], str] = {}
         self.event_names: dict[type[Any], str] = {}
+        #: Stored event type name → its class (boot refuses a name given to two classes).
+        self.event_classes: dict[str, type[Any]] = {}
+        self.event_schemas: dict[type[Any], tuple[int, dict[int, Upcaster]]] = {}
         self.projectors: dict[tuple[type[Any], type[Any]], list[Projector]] = {}
         for feature in features:
             self.aggregate_types.update(feature.entities)
             self.event_names.update(feature.events)
+            self.event_classes.update({name: cls for cls, name in feature.events.items()})
+            self.event_schemas.update(feature.event_schemas)
             for key, fns in feature.projectors.items():
                 self.projectors.setdefault(key, []).extend(fns)
 
@@ -48,3 +57,22 @@ class Registry:
 
     def projectors_for(self, entity: type[Any], event_type: type[Any]) -> list[Projector]:
         return self.projectors.get((entity, event_type), [])
+
+    def schema_version(self, event_type: type[Any]) -> int:
+        """The schema version new events of ``event_type`` are stored with."""
+        return self.event_schemas.get(event_type, (1, {}))[0]
+
+    def load(self, row: EventRow, event_type: type[T]) -> T:
+        """The stored event ``row`` as an ``event_type``: its payload upcast from the
+        version it was stored in to the class's, then structured."""
+        version, upcasters = self.event_schemas.get(event_type, (1, {}))
+        stored = row.schema_version
+        if stored > version:
+            raise StateError(
+                f"event {row.event_id} is stored at schema version {stored}, "
+                f"newer than {event_type.__name__}'s {version}"
+            )
+        payload = dict(row.payload)
+        for n in range(stored, version):
+            payload = upcasters[n](payload)
+        return self.converter.structure(payload, event_type)

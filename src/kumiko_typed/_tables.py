@@ -52,6 +52,8 @@ events = Table(
     Column("stream_version", Integer, nullable=False),
     Column("type", String(200), nullable=False),
     Column("payload", Json, nullable=False),
+    # The version of the event class's schema the payload was written in: what upcasters read.
+    Column("schema_version", Integer, nullable=False, server_default="1"),
     Column("headers", Json, nullable=False),
     Column("tenant_id", Uuid, nullable=False),
     Column("user_id", Uuid, nullable=True),

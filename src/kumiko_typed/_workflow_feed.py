@@ -11,7 +11,7 @@ from sqlalchemy import select, update
 from sqlalchemy.orm import Session
 
 from ._ctx import User
-from ._eventstore import StoredEvent, read_after
+from ._eventstore import EventRow, read_after
 from ._steps import WaitForEvent, event_key
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._workflow_engine import Definition, WorkflowEngine
@@ -56,11 +56,11 @@ class EventFeed:
                     update(consumers).where(consumers.c.name == EVENT_CURSOR).values(position=batch[-1].position)
                 )
 
-    def _start_runs(self, session: Session, event: StoredEvent) -> int:
+    def _start_runs(self, session: Session, event: EventRow) -> int:
         started = 0
         for d in self.on_event.get(event.type, []):
             try:
-                payload = self.engine.converter.structure(event.payload, d.workflow.trigger.payload_type)
+                payload = self.engine.registry.load(event, d.workflow.trigger.payload_type)
             except Exception:  # one unreadable event must not stop the feed for all
                 logger.exception(
                     "workflow %s: event %s does not fit %s; no run started",
@@ -90,14 +90,14 @@ class EventFeed:
                 .order_by(events.c.position)
             ).all()
             for row in missed:
-                if self._match(session, StoredEvent(**row._mapping), only_run=wait.run_id):
+                if self._match(session, EventRow(**row._mapping), only_run=wait.run_id):
                     resumed += 1
                     break
             session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
         return resumed
 
     def _match(
-        self, session: Session, event: StoredEvent, *, armed_only: bool = False, only_run: uuid.UUID | None = None
+        self, session: Session, event: EventRow, *, armed_only: bool = False, only_run: uuid.UUID | None = None
     ) -> int:
         """Resume the runs waiting for ``event``: how many."""
         engine = self.engine
@@ -134,12 +134,12 @@ class EventFeed:
                 continue
             step = engine.defs[wait.workflow].step_at(wait.path)
             assert isinstance(step, WaitForEvent)
-            value = engine.converter.structure(event.payload, step.event)
+            value = engine.registry.load(event, step.event)
             engine.resume(session, run, value)
             matched += 1
         return matched
 
-    def _event_key(self, workflow: str, path: str, event: StoredEvent) -> str | None:
+    def _event_key(self, workflow: str, path: str, event: EventRow) -> str | None:
         d = self.engine.defs.get(workflow)
         if d is None:
             return None
@@ -150,7 +150,7 @@ class EventFeed:
         if not isinstance(step, WaitForEvent):
             return None
         try:
-            value = self.engine.converter.structure(event.payload, step.event)
+            value = self.engine.registry.load(event, step.event)
             return event_key(self.engine.codec, step.event_key(value))
         except Exception:
             logger.exception("workflow %s: event_key of step %s failed for event %s", workflow, path, event.event_id)

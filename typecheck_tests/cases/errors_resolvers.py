@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kumiko_typed import Ctx, Feature, ok
 
-from _models import Order
+from _models import EmailVerified, Order, Product
 
 shop = Feature("shop")
 
@@ -18,5 +18,16 @@ refused = (
     .compute("total", fetch_total)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .compute("again", lambda c: fetch_total(c))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .branch(when=lambda c: True, on_true=lambda b: b.compute("inner", fetch_total))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .return_(lambda c: ok(1))
+)
+
+
+async def verified(c: Ctx[Order, object, object]) -> EmailVerified:
+    return EmailVerified(c.payload.id)
+
+
+async_event = (
+    shop.pipeline(Order)
+    .create("p", Product, data=lambda c: Product(id=c.payload.id, name="x", stock=1), event=verified)  # E: kumiko-async-resolver  # M: event= of step "create" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )

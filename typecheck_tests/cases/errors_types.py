@@ -6,7 +6,7 @@ from typing import Any
 
 from kumiko_typed import Ctx, Feature, manual, ok
 
-from _models import Order, SignedUp
+from _models import Order, Product, SignedUp
 
 shop = Feature("shop")
 
@@ -38,3 +38,17 @@ mismatch = shop.workflow(  # E: misc
 
 def poke(c: Ctx[Order, Any, Any]) -> None:
     c.payload = c.payload  # E: misc
+
+
+bad_creation_event = shop.pipeline(Order).create(
+    "p",
+    Product,
+    data=lambda c: Product(id=c.payload.id, name="x", stock=1),
+    event=lambda c: c.steps["nope"],  # E: misc
+)
+not_a_resolver = shop.pipeline(Order).create(
+    "p",
+    Product,
+    data=lambda c: Product(id=c.payload.id, name="x", stock=1),
+    event=SignedUp,  # E: arg-type
+)

@@ -36,6 +36,20 @@ place = (
 )
 reveal_type(place)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'count'=: int, 'total'=: float, 'maybe'=: _models.Product | None, 'product'=: _models.Product, 'all'=: list[_models.Product], 'created'=: kumiko_typed._saved.Saved[_models.Product], 'updated'=: kumiko_typed._saved.Saved[_models.Product], 'reserved'=: int})] # PR: Finished[Order, Keys[Key[Literal['count'], int], Key[Literal['total'], float], Key[Literal['maybe'], Product | None], Key[Literal['product'], Product], Key[Literal['all'], list[Product]], Key[Literal['created'], Saved[Product]], Key[Literal['updated'], Saved[Product]], Key[Literal['reserved'], int]]]
 
+# A named creation event: event= reads the steps before it; the key's type stays Saved[E].
+listed = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.lines))
+    .create(
+        "created",
+        Product,
+        data=lambda c: Product(id=c.payload.id, name="x", stock=c.steps["count"]),
+        event=lambda c: (reveal_type(c.steps["count"]), EmailVerified(c.payload.id))[1],  # R: int
+    )
+    .return_(lambda c: ok(c.steps["created"]))
+)
+reveal_type(listed)  # R: kumiko_typed._finished.Finished[_models.Order, kumiko_typed._saved.Saved[_models.Product]]
+
 onboarding = shop.workflow(
     "onboarding",
     trigger=manual(SignedUp),

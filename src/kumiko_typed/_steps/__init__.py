@@ -4,6 +4,7 @@ suspended in).  The generated builders refer to the classes through this package
 """
 
 from ._base import (
+    LATER,
     Fn,
     NamedStep,
     Path,
@@ -29,6 +30,7 @@ from .workflow import EventWait, Retry, Wait, WaitForEvent, event_key
 
 __all__ = [
     "EMPTY",
+    "LATER",
     "AppendEvent",
     "Block",
     "Branch",

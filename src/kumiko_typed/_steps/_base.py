@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from ._block import Block
 
 __all__ = [
+    "LATER",
     "Fn",
     "NamedStep",
     "Path",
@@ -38,6 +39,9 @@ __all__ = [
 ]
 
 Fn = Callable[[Any], Any]
+#: Field metadata of a step argument added after its step: left at its default, it stays
+#: out of the workflow fingerprint, so runs suspended before a library upgrade resume.
+LATER = "kumiko_fingerprint_later"
 #: What running a step gives: ``None`` to go on, or the result that ends the pipeline.
 Result = Ok[object] | Failure | None
 

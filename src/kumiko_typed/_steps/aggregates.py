@@ -27,7 +27,7 @@ from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._tables import events
-from ._base import Fn, NamedStep, Result, Step, resolve
+from ._base import LATER, Fn, NamedStep, Result, Step, resolve
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -40,6 +40,8 @@ class Create(NamedStep):
     kind = "aggregate.create"
     entity: type[Any]
     data: Fn
+    #: Builds the named domain event stored instead of ``<aggregate>.created``.
+    event: Fn | None = attrs.field(default=None, metadata={LATER: True})
 
     def execute(self, run: Run) -> Result:
         return _create(self, run)
@@ -137,9 +139,17 @@ def _create(step: Create, run: Run) -> Failure | None:
     entity.created_at = entity.updated_at = ctx.now
     if entity.id is None:
         entity.id = uuid.uuid4()
+    event_type, payload, schema = f"{aggregate}.created", None, 1
+    if step.event is not None:
+        event = step.event(ctx)
+        event_type, schema = registry.event_name(type(event)), registry.schema_version(type(event))
+        payload = jsonable(registry.converter.unstructure(event))
+        refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
+        # The event's projectors finish the row, as a replay builds it from the event.
+        for projector in registry.projectors_for(step.entity, type(event)):
+            projector(entity, event)
     columns = _columns(entity)
     _refuse_unfit(run, step.entity, columns)
-    event_type = f"{aggregate}.created"
     lock_append_order(session)
     try:
         with session.begin_nested():
@@ -149,11 +159,12 @@ def _create(step: Create, run: Run) -> Failure | None:
                 aggregate_type=aggregate,
                 stream_version=1,
                 type=event_type,
-                payload=jsonable(columns),
+                payload=jsonable(columns) if payload is None else payload,
                 tenant_id=ctx.user.tenant_id,
                 user_id=ctx.user.id,
                 correlation_id=ctx.event.correlation_id,
                 occurred_at=ctx.now,
+                schema_version=schema,
             )
             session.add(entity)
             session.flush()
@@ -300,6 +311,7 @@ def _append(
     event_type: str,
     payload: Mapping[str, Any],
     headers: Mapping[str, str] | None = None,
+    schema_version: int = 1,
 ) -> Failure | None:
     """The event of an aggregate write.  Under the append lock, with the row current, a
     clash on (stream, version) means the stream was written behind the row's back: the
@@ -318,6 +330,7 @@ def _append(
             correlation_id=ctx.event.correlation_id,
             occurred_at=ctx.now,
             headers=headers,
+            schema_version=schema_version,
         )
     except IntegrityError as exc:
         if not _on_event_store(exc):
@@ -347,7 +360,8 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     headers = _event_headers(resolve(step.headers, run))
     if headers is not None:
         refuse(unfit_json(dict(headers), f"{events.name}.headers", ctx.payload))
-    appended = _append(run, entity, new_version, aggregate, name, payload, headers)
+    schema = registry.schema_version(type(event))
+    appended = _append(run, entity, new_version, aggregate, name, payload, headers, schema)
     if appended is not None:
         return appended
     for projector in registry.projectors_for(step.entity, type(event)):

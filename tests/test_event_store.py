@@ -1,0 +1,410 @@
+"""The event store as an API (issue 14 item 4, with the tenancy of issue 18 item 1), on
+SQLite and PostgreSQL: ``read_stream`` gives typed events, ``rebuild_projection`` replays
+them into the table (or verifies it), upcasters read payloads stored by older event
+schemas, ``create(event=...)`` stores a named creation event — and another tenant's
+stream is ``not_found``, its rows out of reach, unless the user is a sysadmin."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, ok_data
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import (
+    AggregateCreated,
+    AggregateUpdated,
+    App,
+    BootError,
+    Entity,
+    Failure,
+    Feature,
+    ProjectionReport,
+    User,
+    manual,
+    ok,
+    on_event,
+)
+from kumiko_typed._fingerprint import fingerprint
+from kumiko_typed._steps import Create, NamedStep
+from kumiko_typed._tables import events
+from kumiko_typed.testing import FakeClock
+
+AppOn = Callable[..., App]
+T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
+
+
+class EsBooking(Entity):
+    __tablename__ = "es_booking"
+    guest: Mapped[str] = mapped_column(sa.String(100))
+    nights: Mapped[int]
+    status: Mapped[str] = mapped_column(sa.String(20), default="open")
+    notes: Mapped[list[str]] = mapped_column(sa.JSON, default_factory=list)
+
+
+BOOKINGS: sa.Table = EsBooking.__table__  # type: ignore[assignment]
+
+
+@attrs.frozen
+class Book:
+    guest: str
+    nights: int
+
+
+@attrs.frozen
+class BookingStarted:
+    guest: str
+    nights: int
+
+
+@attrs.frozen
+class Expect:
+    """Wait for an ``Extended`` event with this ``reason``."""
+
+    reason: str
+
+
+@attrs.frozen
+class Rename:
+    id: uuid.UUID
+    guest: str
+    version: int
+
+
+@attrs.frozen
+class Extend:
+    id: uuid.UUID
+    nights: int
+
+
+@attrs.frozen
+class ExtendedV1:
+    """The first schema of the "extended" event: ``days``."""
+
+    days: int
+
+
+@attrs.frozen
+class Extended:
+    """Its second schema: ``nights`` and a ``reason``."""
+
+    nights: int
+    reason: str
+
+
+def _v1_to_v2(payload: dict[str, Any]) -> dict[str, Any]:
+    return {"nights": payload["days"], "reason": "(before reasons)"}
+
+
+def _feature(*, schema: int = 2) -> tuple[Feature[Any], dict[str, Any]]:
+    """The booking feature; ``schema=1`` is its older code, storing ``ExtendedV1``."""
+    f: Feature[Any] = Feature("es")
+    f.entity(EsBooking)
+    f.event(BookingStarted, name="booking-started")
+    if schema == 1:
+        f.event(ExtendedV1, name="extended")
+    else:
+        f.event(Extended, name="extended", version=2, upcasters={1: _v1_to_v2})
+
+    @f.projector(EsBooking, BookingStarted)
+    def started(row: EsBooking, event: BookingStarted) -> None:
+        row.guest, row.nights = event.guest, event.nights
+
+    @f.projector(EsBooking, ExtendedV1 if schema == 1 else Extended)
+    def extended(row: EsBooking, event: Any) -> None:
+        row.nights += event.days if schema == 1 else event.nights
+
+    h: dict[str, Any] = {}
+    h["book"] = f.write_handler(
+        "book",
+        f.pipeline(Book)
+        .create(
+            "b",
+            EsBooking,
+            data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights),
+            event=lambda c: BookingStarted(c.payload.guest, c.payload.nights),
+        )
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    h["plain"] = f.write_handler(
+        "plain",
+        f.pipeline(Book)
+        .create("b", EsBooking, data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights))
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    h["rename"] = f.write_handler(
+        "rename",
+        f.pipeline(Rename)
+        .update(
+            "b",
+            EsBooking,
+            id=lambda c: c.payload.id,
+            changes=lambda c: {"guest": c.payload.guest},
+            version=lambda c: c.payload.version,
+        )
+        .return_(lambda c: ok(None)),
+    )
+    h["extend"] = f.write_handler(
+        "extend",
+        f.pipeline(Extend)
+        .append_event(
+            EsBooking,
+            id=lambda c: c.payload.id,
+            event=(
+                (lambda c: ExtendedV1(c.payload.nights))
+                if schema == 1
+                else (lambda c: Extended(c.payload.nights, "asked"))
+            ),
+            headers={"source": "test"},
+        )
+        .return_(lambda c: ok(None)),
+    )
+    h["await"] = f.workflow(
+        "await",
+        trigger=manual(Expect),
+        pipeline=f.workflow_pipeline(Expect).wait_for_event(
+            "ext", Extended, key=lambda c: c.payload.reason, event_key=lambda e: e.reason, timeout="PT1H"
+        ),
+    )
+    h["welcome"] = f.workflow(
+        "welcome",
+        trigger=on_event(BookingStarted),
+        pipeline=f.workflow_pipeline(BookingStarted).compute("guest", lambda c: c.payload.guest),
+    )
+    return f, h
+
+
+def _failure(result: object, code: str) -> Failure:
+    failure = failure_of(result)
+    assert failure.code == code, failure
+    return failure
+
+
+@pytest.fixture
+def two(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User, User, User]:
+    """The App, its handlers, a user of tenant A, one of tenant B and a sysadmin of a third."""
+    f, h = _feature()
+    return app_on([f], clock=lambda: T0), h, make_user(), make_user(), make_user("sysadmin")
+
+
+def test_read_stream_gives_each_event_typed_with_its_metadata(two: Any) -> None:
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    correlation = uuid.uuid4()
+    ok_data(app.dispatch(h["rename"], Rename(booking, "Anne", 1), user=alice, correlation_id=correlation))
+    ok_data(app.dispatch(h["extend"], Extend(booking, 3), user=alice))
+
+    stream = ok_data(app.read_stream(EsBooking, booking, user=alice))
+
+    assert [(e.version, e.type, e.schema_version) for e in stream] == [
+        (1, "es-booking.created", 1),
+        (2, "es-booking.updated", 1),
+        (3, "extended", 2),
+    ]
+    created, updated, extended = (e.event for e in stream)
+    assert isinstance(created, AggregateCreated)
+    assert created.values["guest"] == "Ann" and created.values["id"] == booking
+    assert created.values["created_at"] == T0  # column values come back typed, not as JSON text
+    assert updated == AggregateUpdated({"guest": "Anne"})
+    assert extended == Extended(3, "asked")
+    assert {(e.user_id, e.tenant_id, e.occurred_at, e.stream_id) for e in stream} == {
+        (alice.id, alice.tenant_id, T0, booking)
+    }
+    assert stream[1].correlation_id == correlation
+    assert stream[2].headers == {"source": "test"}
+    assert stream[0].position < stream[1].position < stream[2].position
+
+
+def test_another_tenants_stream_is_not_found_without_its_data_but_a_sysadmin_reads_it(two: Any) -> None:
+    app, h, alice, bob, root = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Secret Guest", 1), user=alice))
+
+    refused = _failure(app.read_stream(EsBooking, booking, user=bob), "not_found")
+    unknown = _failure(app.read_stream(EsBooking, uuid.uuid4(), user=alice), "not_found")
+
+    assert "Secret" not in f"{refused.message} {refused.details}"
+    assert refused.message == f"EsBooking {booking} not found"  # as for a stream that does not exist:
+    assert unknown.message.startswith("EsBooking ") and unknown.message.endswith(" not found")
+    assert [e.type for e in ok_data(app.read_stream(EsBooking, booking, user=root))] == ["es-booking.created"]
+    _failure(app.read_stream(Book, booking, user=alice), "not_found")  # not an entity
+    _failure(app.read_stream(EsBooking, booking, user="alice"), "access_denied")  # type: ignore[arg-type]
+
+
+def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: Any) -> None:
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["book"], Book("Ann", 2), user=alice))
+
+    (started,) = ok_data(app.read_stream(EsBooking, booking, user=alice))
+
+    assert (started.type, started.event, started.version) == ("booking-started", BookingStarted("Ann", 2), 1)
+    app.run_worker(once=True)  # the creation event starts the runs its class triggers
+    assert [(r.status, r.steps["guest"]) for r in app.runs(h["welcome"])] == [("completed", "Ann")]
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(BOOKINGS).values(guest="drifted", status="lost"))
+    report = ok_data(app.rebuild_projection(EsBooking, user=alice))
+    with app.engine.connect() as conn:
+        row = conn.execute(sa.select(BOOKINGS.c.guest, BOOKINGS.c.nights, BOOKINGS.c.status)).one()
+    assert report.changed == {booking: ("guest", "status")}
+    assert tuple(row) == ("Ann", 2, "open")  # the projector's fields, the rest the entity's defaults
+
+
+def _drift(app: App, booking: uuid.UUID, **values: object) -> None:
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(BOOKINGS).where(BOOKINGS.c.id == booking).values(**values))
+
+
+def _rows(app: App) -> dict[uuid.UUID, tuple[Any, ...]]:
+    with app.engine.connect() as conn:
+        rows = conn.execute(sa.select(BOOKINGS.c.id, BOOKINGS.c.guest, BOOKINGS.c.nights, BOOKINGS.c.version))
+        return {r.id: (r.guest, r.nights, r.version) for r in rows}
+
+
+def test_rebuild_verifies_then_repairs_one_tenants_rows_and_leaves_the_others(two: Any) -> None:
+    app, h, alice, bob, _ = two
+    a1 = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    a2 = ok_data(app.dispatch(h["book"], Book("Abe", 1), user=alice))
+    b1 = ok_data(app.dispatch(h["plain"], Book("Bea", 5), user=bob))
+    ok_data(app.dispatch(h["rename"], Rename(a1, "Anne", 1), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(a1, 3), user=alice))
+    truth = _rows(app)
+    assert truth[a1] == ("Anne", 5, 3)
+    assert ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
+
+    _drift(app, a1, nights=99)
+    _drift(app, b1, guest="Mallory")
+    with app.engine.begin() as conn:
+        conn.execute(sa.delete(BOOKINGS).where(BOOKINGS.c.id == a2))
+    drifted = _rows(app)
+    verified = ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True))
+
+    assert isinstance(verified, ProjectionReport) and verified.verified and not verified.matches
+    assert (verified.streams, dict(verified.changed), verified.missing, verified.extra) == (
+        2,
+        {a1: ("nights",)},
+        (a2,),
+        (),
+    )
+    assert _rows(app) == drifted  # verify writes nothing
+
+    repaired = ok_data(app.rebuild_projection(EsBooking, user=alice))
+    assert not repaired.verified and repaired.changed == verified.changed and repaired.missing == (a2,)
+    after = _rows(app)
+    assert (after[a1], after[a2]) == (truth[a1], truth[a2])
+    assert after[b1] == ("Mallory", 5, 1)  # tenant B's row is not alice's to rebuild
+    assert ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
+
+
+def test_rebuilding_other_tenants_needs_the_sysadmin_role(two: Any) -> None:
+    app, h, alice, bob, root = two
+    a1 = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    b1 = ok_data(app.dispatch(h["plain"], Book("Bea", 5), user=bob))
+    _drift(app, a1, nights=0)
+    _drift(app, b1, nights=0)
+    with app.engine.begin() as conn:  # a row without any stream, in tenant B
+        orphan = uuid.uuid4()
+        conn.execute(
+            sa.insert(BOOKINGS).values(
+                id=orphan,
+                tenant_id=bob.tenant_id,
+                guest="ghost",
+                nights=1,
+                status="open",
+                notes=[],
+                version=1,
+                created_at=T0,
+                updated_at=T0,
+            )
+        )
+
+    _failure(app.rebuild_projection(EsBooking, user=alice, tenant=bob.tenant_id), "access_denied")
+    _failure(app.rebuild_projection(EsBooking, user=alice, tenant="all"), "access_denied")
+    _failure(app.rebuild_projection(EsBooking, user=root, tenant="everyone"), "validation_error")  # type: ignore[arg-type]
+    assert _rows(app)[b1] == ("Bea", 0, 1)
+
+    one = ok_data(app.rebuild_projection(EsBooking, user=root, tenant=bob.tenant_id))
+    assert (dict(one.changed), one.extra) == ({b1: ("nights",)}, (orphan,))
+    assert _rows(app)[a1] == ("Ann", 0, 1)
+    every = ok_data(app.rebuild_projection(EsBooking, user=root, tenant="all"))
+    assert (every.streams, dict(every.changed)) == (2, {a1: ("nights",)})
+    assert _rows(app) == {a1: ("Ann", 2, 1), b1: ("Bea", 5, 1)}
+
+
+def test_events_stored_by_an_older_schema_are_upcast_in_streams_replays_and_waits(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """A rolling deploy: the new code (schema 2) waits for ``extended`` while old code
+    (schema 1) still appends it; the new code reads the old payloads as version 2."""
+    clock = FakeClock(T0)
+    new_f, new = _feature()
+    old_f, old = _feature(schema=1)
+    new_app = app_on([new_f], clock=clock)
+    old_app = app_on([old_f], clock=clock)
+    alice = make_user()
+    booking = ok_data(new_app.dispatch(new["book"], Book("Ann", 2), user=alice))
+    # Its key is the reason only schema 2 has: the upcaster's, for an event stored as v1.
+    run = new_app.start_workflow(new["await"], Expect("(before reasons)"), user=alice)
+    ok_data(old_app.dispatch(old["extend"], Extend(booking, 4), user=alice))
+
+    with new_app.engine.connect() as conn:
+        stored = conn.execute(
+            sa.select(events.c.schema_version, events.c.payload).where(events.c.type == "extended")
+        ).one()
+    assert tuple(stored) == (1, {"days": 4})
+    old_event = ok_data(new_app.read_stream(EsBooking, booking, user=alice))[1]
+    assert (old_event.schema_version, old_event.event) == (1, Extended(4, "(before reasons)"))
+
+    new_app.run_worker(once=True)
+    info = new_app.get_run(run)
+    assert info is not None and info.status == "completed"
+    assert info.steps["ext"] == Extended(4, "(before reasons)")
+    _drift(new_app, booking, nights=0)
+    report = ok_data(new_app.rebuild_projection(EsBooking, user=alice))
+    assert report.changed == {booking: ("nights",)} and _rows(new_app)[booking] == ("Ann", 6, 2)
+
+
+def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_type_names() -> None:
+    f: Feature[Any] = Feature("es-bad")
+    f.entity(EsBooking)
+    f.event(Extended, name="extended", version=3, upcasters={1: _v1_to_v2})
+    f.event(ExtendedV1, name="extended", version=0)
+    f.event(BookingStarted, name="es-booking.created")
+    f.event(Expect, name="booking-started")
+    f.event(Book, name="booking-started")
+
+    with pytest.raises(BootError) as caught:
+        App([f], database_url="sqlite://")
+
+    assert sorted(caught.value.problems) == [
+        "feature 'es-bad': event Book takes the type name 'booking-started' of Expect; give one of them another name=",
+        "feature 'es-bad': event BookingStarted takes the framework's type name 'es-booking.created'",
+        "feature 'es-bad': event(Extended): upcasters= needs one function per older version (1: fn, 2: fn), not [1]",
+        "feature 'es-bad': event(ExtendedV1): version=0 must be an integer of at least 1",
+    ]
+
+
+def test_a_workflow_fingerprint_sees_a_creation_event_only_when_one_is_given() -> None:
+    """``event=`` came after ``create``: a definition that does not use it keeps the
+    fingerprint it had before, so runs suspended across the library upgrade resume."""
+
+    @attrs.frozen(slots=True)
+    class CreateBefore(NamedStep):  # the step as it was before event=
+        kind = "aggregate.create"
+        entity: type[Any]
+        data: Callable[[Any], Any]
+
+    def data(c: Any) -> EsBooking:
+        return EsBooking(guest="Ann", nights=1)
+
+    def started(c: Any) -> BookingStarted:
+        return BookingStarted("Ann", 1)
+
+    builder = "WorkflowPipeline"
+    before = fingerprint([CreateBefore("b", EsBooking, data)], builder)
+    assert fingerprint([Create("b", EsBooking, data)], builder) == before
+    assert fingerprint([Create("b", EsBooking, data, started)], builder) != before
