@@ -44,11 +44,11 @@ listed = (
         "created",
         Product,
         data=lambda c: Product(id=c.payload.id, name="x", stock=c.steps["count"]),
-        event=lambda c: (reveal_type(c.steps["count"]), EmailVerified(c.payload.id))[1],  # R: int
+        event=lambda c: (reveal_type(c.steps["count"]), EmailVerified(c.payload.id))[1],  # R: int # PR: int
     )
     .return_(lambda c: ok(c.steps["created"]))
 )
-reveal_type(listed)  # R: kumiko_typed._finished.Finished[_models.Order, kumiko_typed._saved.Saved[_models.Product]]
+reveal_type(listed)  # R: kumiko_typed._finished.Finished[_models.Order, kumiko_typed._saved.Saved[_models.Product]] # PR: Finished[Order, Saved[Product]]
 
 onboarding = shop.workflow(
     "onboarding",
