@@ -130,8 +130,8 @@ HELP = {
     "check": "Boot-validate MODULE:APP; exit 1 listing every problem.",
     "demo": "Run the inventory example, then remove its temporary folder.",
     "graph": "Draw the pipelines of MODULE:APP as text, Mermaid or dot.",
-    "outbox": "List pending and dead deliveries, oldest first.",
-    "runs": "List workflow runs, newest first, with times and error code.",
+    "outbox": "List pending and dead deliveries; or requeue a dead one.",
+    "runs": "List workflow runs, newest first; or cancel one.",
     "worker": "Deliver the outbox, fire triggers, resume runs until stopped.",
 }
 

@@ -170,9 +170,10 @@ def _full_name(name: str, known: Sequence[str]) -> str:
 )
 @click.option("--once", is_flag=True, help="Run one pass (what is due now), print its counts and exit.")
 def worker(target: str, database_url: str | None, poll_interval: float, verbose: int, once: bool) -> None:
-    """Deliver the outbox, fire triggers, resume runs until stopped (or one pass: --once).
+    """Deliver the outbox, fire triggers, resume runs until stopped.
 
     On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0.
+    With --once it runs one pass, prints its counts and exits.
     """
     if verbose:
         level = logging.INFO if verbose == 1 else logging.DEBUG
@@ -198,7 +199,10 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
 
 @main.group(cls=_Listing)
 def runs() -> None:
-    """List workflow runs (runs MODULE:APP) or cancel one (runs cancel MODULE:APP RUN_ID)."""
+    """List workflow runs, newest first; or cancel one.
+
+    runs MODULE:APP (or runs list MODULE:APP) lists; runs cancel MODULE:APP RUN_ID cancels.
+    """
 
 
 @runs.command("cancel")
@@ -249,7 +253,10 @@ def _time(at: datetime | None) -> str:
 
 @main.group(cls=_Listing)
 def outbox() -> None:
-    """List deliveries (outbox MODULE:APP) or requeue a dead one (outbox requeue MODULE:APP ID)."""
+    """List pending and dead deliveries; or requeue a dead one.
+
+    outbox MODULE:APP (or outbox list MODULE:APP) lists; outbox requeue MODULE:APP ID requeues.
+    """
 
 
 @outbox.command("requeue")
