@@ -84,14 +84,22 @@ def main() -> None:
     print("no lines             ->", app.dispatch(quote_order, PlaceOrder("bob", []), user=seller))
     bad_line = PlaceOrder("bob", [OrderLine("tea", 0, Decimal(1))])
     print("a bad line           ->", app.dispatch(quote_order, bad_line, user=seller))
-    print("JSON dispatch        ->", app.dispatch_json(
-        "orders:order:quote",
-        {"customer": "cy", "lines": [{"sku": "pot", "quantity": 1, "unit_price": "30.00"}]},
-        user=seller,
-    ))
-    print("JSON with bad fields ->", app.dispatch_json(
-        "orders:order:quote", {"customer": 7, "lines": [{"sku": "pot", "quantity": "1"}], "extra": True}, user=seller
-    ))
+    print(
+        "JSON dispatch        ->",
+        app.dispatch_json(
+            "orders:order:quote",
+            {"customer": "cy", "lines": [{"sku": "pot", "quantity": 1, "unit_price": "30.00"}]},
+            user=seller,
+        ),
+    )
+    print(
+        "JSON with bad fields ->",
+        app.dispatch_json(
+            "orders:order:quote",
+            {"customer": 7, "lines": [{"sku": "pot", "quantity": "1"}], "extra": True},
+            user=seller,
+        ),
+    )
     print("without the role     ->", app.dispatch(quote_order, order, user=visitor))
     app.dispose()
 

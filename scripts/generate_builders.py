@@ -303,7 +303,7 @@ def _keys_class() -> str:
         "    from typing import LiteralString, TypeVarTuple\n\n",
         '    Ks = TypeVarTuple("Ks")\n',
         '    Js = TypeVarTuple("Js")\n',
-        "    # bound=LiteralString is what makes pyright keep Literal[\"x\"] (bound=str widens it).\n",
+        '    # bound=LiteralString is what makes pyright keep Literal["x"] (bound=str widens it).\n',
         '    N = TypeVar("N", bound=LiteralString)\n',
         '    K = TypeVar("K")\n',
         '    V = TypeVar("V")\n',

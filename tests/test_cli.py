@@ -121,7 +121,9 @@ def test_demo_keep_says_where_its_files_are(tmp_path: Path) -> None:
 def test_the_demo_never_prints_a_database_password() -> None:
     from kumiko_typed._demo import _shown
 
-    assert _shown("postgresql+psycopg://shop:s3cret@db.internal/shop") == "postgresql+psycopg://shop:***@db.internal/shop"
+    assert (
+        _shown("postgresql+psycopg://shop:s3cret@db.internal/shop") == "postgresql+psycopg://shop:***@db.internal/shop"
+    )
 
 
 # --- --help -----------------------------------------------------------------------------------

@@ -36,7 +36,6 @@ MakeApp = Callable[..., App]
 Texts = Callable[[App], list[str]]
 
 
-
 def _writer(notes: sa.Table, text_of: Callable[[Any], str] = lambda c: c.payload.text) -> Callable[[Any], str]:
     """A compute resolver that inserts a row through ``c.db`` (by default the payload's text)."""
 

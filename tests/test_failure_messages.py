@@ -41,9 +41,7 @@ def _feature() -> tuple[Feature[Any], Any, Any]:
         insert = sa.text("INSERT INTO t8_missing_table (secret) VALUES (:secret)")
         return c.db.execute(insert, {"secret": c.payload.text})
 
-    leaky = f.write_handler(
-        "leaky", f.pipeline(Say).compute("write", broken_sql).return_(lambda c: ok(None))
-    )
+    leaky = f.write_handler("leaky", f.pipeline(Say).compute("write", broken_sql).return_(lambda c: ok(None)))
     note = f.write_handler(
         "note",
         f.pipeline(Say)

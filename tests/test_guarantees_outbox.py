@@ -253,9 +253,7 @@ class EchoingTransport:
         raise RuntimeError(" ".join(forms))
 
 
-def test_every_spelling_of_every_secret_is_redacted_the_longest_first(
-    make_app: Callable[..., App], user: User
-) -> None:
+def test_every_spelling_of_every_secret_is_redacted_the_longest_first(make_app: Callable[..., App], user: User) -> None:
     """A secret inside another one (ordered so that neither sorting by text nor shortest
     first would redact the outer one whole) and a secret whose repr, bytes repr and three
     percent-encodings all differ; redacting raises no warning either."""
@@ -337,9 +335,7 @@ def test_smtp_logs_in_with_the_username_and_the_resolved_password(
     assert logins.seen == [("shop", password)]
 
 
-def test_an_smtp_server_that_never_answers_times_out_as_configured(
-    make_app: Callable[..., App], user: User
-) -> None:
+def test_an_smtp_server_that_never_answers_times_out_as_configured(make_app: Callable[..., App], user: User) -> None:
     with socket.socket() as silent:  # accepts connections (backlog), never says a word
         silent.bind(("127.0.0.1", 0))
         silent.listen()

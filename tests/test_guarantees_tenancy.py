@@ -32,8 +32,6 @@ class GttDoc(Entity):
 DOCS: sa.Table = GttDoc.__table__  # type: ignore[assignment]
 
 
-
-
 @attrs.frozen
 class DocRef:
     id: uuid.UUID
@@ -58,7 +56,6 @@ def _feature() -> tuple[Feature[Any], Any]:
         .return_(lambda c: ok(c.steps["doc"].id)),
     )
     return f, create
-
 
 
 def _snapshot(app: App) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:

@@ -68,10 +68,8 @@ in_loop = f.write_handler(
     .for_each(
         "label",
         over=lambda c: c.payload.labels,
-        do=lambda b: (
-            b.guard(lambda c: c.scope["label"] != "blocked", otherwise=_refuse("loop")).create(
-                "item", GrdItem, data=lambda c: GrdItem(label=c.scope["label"])
-            )
+        do=lambda b: b.guard(lambda c: c.scope["label"] != "blocked", otherwise=_refuse("loop")).create(
+            "item", GrdItem, data=lambda c: GrdItem(label=c.scope["label"])
         ),
     )
     .return_(lambda c: ok(len(c.payload.labels))),
@@ -90,9 +88,7 @@ flow = f.workflow(
     .for_each(
         "label",
         over=lambda c: c.payload.labels,
-        do=lambda b: b.branch(
-            when=lambda c: True, on_true=lambda b: b.guard(_allowed, otherwise=_refuse("workflow"))
-        ),
+        do=lambda b: b.branch(when=lambda c: True, on_true=lambda b: b.guard(_allowed, otherwise=_refuse("workflow"))),
     )
     .create("last", GrdItem, data=lambda c: GrdItem(label="last")),
 )

@@ -33,8 +33,6 @@ class Items:
 MakeApp = Callable[..., App]
 
 
-
-
 # --- compute and return_ ------------------------------------------------------------------
 
 

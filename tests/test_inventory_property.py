@@ -111,6 +111,7 @@ def near_valid(name: str) -> st.SearchStrategy[object]:
 #: Arbitrary JSON in about a quarter of the examples, close-to-valid payloads in the rest.
 PAYLOADS = {name: mostly(near_valid(name), json_values, share=0.75) for name in HANDLERS}
 
+
 def run_property(app: App, make_user: Callable[..., User], examples: int) -> None:
     assert set(HANDLERS) == {h.name for h in app.handlers.values()}
     assert len(HANDLERS) == 7

@@ -168,9 +168,7 @@ def test_result_of_another_tenant_is_not_found_like_an_unknown_run(
 
 def test_a_result_the_codec_cannot_store_fails_the_run(app_on: AppOn) -> None:
     f: Feature[Any] = Feature("nan")
-    nan = f.workflow(
-        "nan", trigger=manual(Job), pipeline=f.workflow_pipeline(Job).return_(lambda c: ok(float("nan")))
-    )
+    nan = f.workflow("nan", trigger=manual(Job), pipeline=f.workflow_pipeline(Job).return_(lambda c: ok(float("nan"))))
     app = app_on([f])
     run_id = app.start_workflow(nan, Job(1), user=ADA)
     info = app.get_run(run_id)
@@ -188,10 +186,13 @@ def test_a_result_missing_or_unreadable_in_the_stored_run_is_unstorable_state(
     app, w = ops
     run_id = app.start_workflow(w["plain"], Job(1), user=ADA)
     where = workflow_runs.c.run_id == run_id
-    for state, words in (({"values": {}}, "completed before its result was stored"), (
-        {"values": {}, "result": {"$t": "attrs", "c": "gone.Class", "v": {}}},
-        "cannot be read",
-    )):
+    for state, words in (
+        ({"values": {}}, "completed before its result was stored"),
+        (
+            {"values": {}, "result": {"$t": "attrs", "c": "gone.Class", "v": {}}},
+            "cannot be read",
+        ),
+    ):
         with app.engine.begin() as conn:
             conn.execute(sa.update(workflow_runs).where(where).values(state=state))
         told = _failure(app.result(w["plain"], run_id, user=ADA), "unstorable_state")

@@ -166,7 +166,6 @@ mail_unsigned = f.write_handler(
 )
 
 
-
 def _only(app: App) -> OutboxItem:
     items = app.outbox()
     assert len(items) == 1, items
@@ -486,8 +485,10 @@ def _database_text(app: App) -> bytes:
     chunks: list[str] = []
     with app.engine.connect() as conn:
         names = conn.scalars(
-            sa.text("SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables "
-                    "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')")
+            sa.text(
+                "SELECT quote_ident(table_schema) || '.' || quote_ident(table_name) FROM information_schema.tables "
+                "WHERE table_schema NOT IN ('pg_catalog', 'information_schema')"
+            )
         ).all()
         assert "public.kumiko_outbox" in names
         for name in names:
@@ -605,15 +606,16 @@ def _parse(raw: bytes) -> EmailMessage:
     return parsed
 
 
-def test_smtp_delivers_to_a_real_server_with_a_stable_message_id(
-    app_on: AppOn, user: User, clock: FakeClock
-) -> None:
+def test_smtp_delivers_to_a_real_server_with_a_stable_message_id(app_on: AppOn, user: User, clock: FakeClock) -> None:
     port = _free_port()
     app = app_on([f], clock=clock, mail=SmtpTransport("127.0.0.1", port, timeout=5))
-    ok_data(app.dispatch(
-        mail, Mail(["ann@example.com", "bob@example.com"], "Stock is low", "Only 3 left.\n", "shop@example.com"),
-        user=user,
-    ))
+    ok_data(
+        app.dispatch(
+            mail,
+            Mail(["ann@example.com", "bob@example.com"], "Stock is low", "Only 3 left.\n", "shop@example.com"),
+            user=user,
+        )
+    )
     item_id = _only(app).id
 
     # No server yet: the attempt fails and is retried.

@@ -260,7 +260,6 @@ def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: FakeCl
     assert app.get_run(fine).status == "completed"  # type: ignore[union-attr]
 
 
-
 @pytest.mark.parametrize("path", ["7", "0/do/#1/0", "x", "1/#2"])
 def test_a_stored_path_with_no_step_behind_it_fails_the_run_alone(
     app_on: Callable[..., App], clock: FakeClock, user: User, path: str

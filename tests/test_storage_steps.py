@@ -94,8 +94,6 @@ def _seed_handler(f: Feature[Any]) -> Any:
     )
 
 
-
-
 def _rows(app: App, table: sa.Table) -> list[dict[str, Any]]:
     order = [events.c.position] if table is events else list(table.primary_key.columns)
     with app.engine.connect() as conn:

@@ -27,8 +27,6 @@ class T3tDoc(Entity):
 DOCS: sa.Table = T3tDoc.__table__  # type: ignore[assignment]
 
 
-
-
 @attrs.frozen
 class DocRef:
     id: uuid.UUID
@@ -134,7 +132,6 @@ AS_OWNER: dict[str, object] = {
 def _rows(app: App) -> dict[str, list[dict[str, Any]]]:
     with app.engine.connect() as conn:
         return {t.name: sorted((dict(r._mapping) for r in conn.execute(sa.select(t))), key=repr) for t in app.tables()}
-
 
 
 @pytest.mark.parametrize("op", list(OPS))

@@ -232,9 +232,7 @@ class _Incomparable:
     __hash__ = object.__hash__
 
 
-def test_a_validator_raising_incomparable_arguments_is_still_a_detail(
-    make_app: Callable[..., App], user: User
-) -> None:
+def test_a_validator_raising_incomparable_arguments_is_still_a_detail(make_app: Callable[..., App], user: User) -> None:
     """The constructor's error is matched to a field's by its arguments; arguments that
     cannot be compared leave both in (a duplicate at worst, never an exception)."""
 

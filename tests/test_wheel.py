@@ -190,7 +190,7 @@ def test_mypy_with_the_plugin_on_the_tutorials_files(installed: Installed) -> No
 
 
 def test_the_cli_on_the_tutorials_module(installed: Installed) -> None:
-    """"Where next" names ``kumiko-typed check tasks:make_app`` and ``graph``: both work on it."""
+    """ "Where next" names ``kumiko-typed check tasks:make_app`` and ``graph``: both work on it."""
     for command in ("kumiko-typed check tasks:make_app", "kumiko-typed graph tasks:make_app"):
         result = _run(command, installed.todo, installed.env())
         assert result.returncode == 0, _explain(result)

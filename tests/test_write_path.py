@@ -122,8 +122,6 @@ def _handlers(f: Feature[Any]) -> Any:
     return seed, bump, recode, blank, blank_nested
 
 
-
-
 def _snapshot(app: App) -> tuple[list[tuple[Any, ...]], ...]:
     with app.engine.connect() as conn:
         evs = conn.execute(

@@ -147,4 +147,3 @@ def test_step_results_without_plugin(tmp_path: Path) -> None:
     found, _ = parse(result.stdout)
     handler_type = "kumiko_typed._feature.WriteHandler[snippet.Order, Any]"
     assert sorted(f.value for f in found) == ["Any", "Any", "Any", handler_type], result.stdout
-

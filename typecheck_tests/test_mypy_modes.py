@@ -12,7 +12,7 @@ import pytest
 
 from ._mypy import CASES, mypy, parse
 
-BASE = '''\
+BASE = """\
 import attrs
 from kumiko_typed import Feature
 
@@ -22,14 +22,14 @@ class Order:
 
 shop = Feature("shop")
 base = shop.pipeline(Order).compute("x", lambda c: {value})
-'''
+"""
 
-USE = '''\
+USE = """\
 from base import base
 
 extended = base.compute("y", lambda c: c.steps["x"] + 1)
 reveal_type(extended)
-'''
+"""
 
 CONFIG = "[mypy]\nplugins = kumiko_typed_mypy\nstrict = true\n"
 

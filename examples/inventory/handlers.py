@@ -158,9 +158,11 @@ low_stock_report = inventory.write_handler(
     inventory.pipeline(LowStockReport)
     .find_many(
         "alerts",
-        lambda c: select(LowStockAlert)
-        .where(LowStockAlert.tenant_id == c.user.tenant_id)
-        .order_by(LowStockAlert.stock, LowStockAlert.sku),
+        lambda c: (
+            select(LowStockAlert)
+            .where(LowStockAlert.tenant_id == c.user.tenant_id)
+            .order_by(LowStockAlert.stock, LowStockAlert.sku)
+        ),
         limit=1000,
     )
     .return_(lambda c: ok([AlertView(a.sku, a.stock) for a in c.steps["alerts"][: c.payload.limit]])),

@@ -116,27 +116,33 @@ def _walk_through(
     ref = created.data
     renamed = app.dispatch(handlers.rename_product, model.RenameProduct(ref.id, "Sencha", 1), user=admin)
     _show("rename to Sencha", renamed)
-    _show("rename to Sencha again (no-op)", app.dispatch(
-        handlers.rename_product, model.RenameProduct(ref.id, "Sencha", 2), user=admin
-    ))
+    _show(
+        "rename to Sencha again (no-op)",
+        app.dispatch(handlers.rename_product, model.RenameProduct(ref.id, "Sencha", 2), user=admin),
+    )
 
     _section("2. Optimistic locking")
-    _show("rename with the stale version 1", app.dispatch(
-        handlers.rename_product, model.RenameProduct(ref.id, "Matcha", 1), user=admin
-    ))
+    _show(
+        "rename with the stale version 1",
+        app.dispatch(handlers.rename_product, model.RenameProduct(ref.id, "Matcha", 1), user=admin),
+    )
 
     _section("3. Events, inline projection, and a rollback")
     _show("adjust stock by -5", app.dispatch(handlers.adjust_stock, model.AdjustStock(ref.id, -5, "sold"), user=admin))
     before = count_events()
-    _show("adjust stock by -9 (below zero)", app.dispatch(
-        handlers.adjust_stock, model.AdjustStock(ref.id, -9, "oops"), user=admin
-    ))
+    _show(
+        "adjust stock by -9 (below zero)",
+        app.dispatch(handlers.adjust_stock, model.AdjustStock(ref.id, -9, "oops"), user=admin),
+    )
     after = count_events()
     click.echo(f"  {'events before / after the failure':<34} {before} / {after}  (rolled back: nothing written)")
     _show("low-stock report", app.dispatch(handlers.low_stock_report, model.LowStockReport(), user=admin))
-    _show("untrusted JSON with a wrong type", app.dispatch_json(
-        "inventory:product:adjust-stock", {"id": str(ref.id), "delta": "ten", "reason": "x"}, user=admin
-    ))
+    _show(
+        "untrusted JSON with a wrong type",
+        app.dispatch_json(
+            "inventory:product:adjust-stock", {"id": str(ref.id), "delta": "ten", "reason": "x"}, user=admin
+        ),
+    )
 
     _section("4. A workflow that waits a day, then mails through the outbox")
     run_id = app.start_workflow(handlers.restock_reminder, model.LowStockFollowUp(ref.id, "tea"), user=admin)
@@ -158,4 +164,3 @@ def _run(app: App, run_id: uuid.UUID, when: str) -> None:
     where = f" at step {info.path}" if info.status == "suspended" else ""
     wake = f", wakes {info.wake_at:%Y-%m-%d %H:%M}" if info.wake_at else ""
     click.echo(f"  {'run ' + when:<34} {info.status}{where}{wake}")
-

@@ -79,21 +79,37 @@ STEP_RULES: Final[tuple[StepRule, ...]] = (
     StepRule("aggregate.create", "create", 1, "name", "Create an aggregate (event at version 1 + row)."),
     StepRule("aggregate.update", "update", 1, "name", "Change an aggregate with optimistic locking."),
     StepRule("aggregate.append_event", "append_event", 1, "none", "Append a domain event to an aggregate."),
-    StepRule("unsafe_projection_upsert", "unsafe_projection_upsert", 1, "none",
-             "Insert or update a row of a declared projection table."),
-    StepRule("unsafe_projection_delete", "unsafe_projection_delete", 1, "none",
-             "Delete rows of a declared projection table."),
+    StepRule(
+        "unsafe_projection_upsert",
+        "unsafe_projection_upsert",
+        1,
+        "none",
+        "Insert or update a row of a declared projection table.",
+    ),
+    StepRule(
+        "unsafe_projection_delete", "unsafe_projection_delete", 1, "none", "Delete rows of a declared projection table."
+    ),
     StepRule("branch", "branch", 1, "arms", "Run one of two sub-pipelines."),
     StepRule("for_each", "for_each", 1, "body", "Run a sub-pipeline once per item."),
-    StepRule("guard", "guard", 1, "none",
-             "Go on only when a condition holds; otherwise end the whole pipeline with a Failure."),
+    StepRule(
+        "guard",
+        "guard",
+        1,
+        "none",
+        "Go on only when a condition holds; otherwise end the whole pipeline with a Failure.",
+    ),
     StepRule("return", "return_", 1, "end", "End the pipeline with its result."),
     StepRule("mail.send", "send_mail", 2, "none", "Send an e-mail through the outbox."),
     StepRule("webhook.send", "send_webhook", 2, "none", "Send an HTTP request through the outbox."),
     StepRule("call_feature", "call_feature", 2, "name", "Run another feature's write handler in this transaction."),
     StepRule("workflow.wait", "wait", 3, "none", "Suspend the workflow run for a while."),
-    StepRule("workflow.wait_for_event", "wait_for_event", 3, "name",
-             "Suspend the workflow run until a matching event or a timeout."),
+    StepRule(
+        "workflow.wait_for_event",
+        "wait_for_event",
+        3,
+        "name",
+        "Suspend the workflow run until a matching event or a timeout.",
+    ),
     StepRule("workflow.retry", "retry", 3, "retry", "Run a sub-pipeline again after a delay until it succeeds."),
 )
 
@@ -114,14 +130,34 @@ class BuilderRule:
 
 
 BUILDER_RULES: Final[tuple[BuilderRule, ...]] = (
-    BuilderRule("Pipeline", False, "required", "SubPipeline",
-                "A write handler's top level: tier 1, declared tier 2, ends with return_."),
-    BuilderRule("SubPipeline", False, "refused", "SubPipeline",
-                "Inside branch/for_each of a handler and inside retry: no return_, no tier-3 step."),
-    BuilderRule("WorkflowPipeline", True, "optional", "WorkflowSubPipeline",
-                "A workflow's top level: every step; return_ optional (running off the end completes the run)."),
-    BuilderRule("WorkflowSubPipeline", True, "refused", "WorkflowSubPipeline",
-                "Inside a workflow's branch/for_each: tier 3 allowed, no return_."),
+    BuilderRule(
+        "Pipeline",
+        False,
+        "required",
+        "SubPipeline",
+        "A write handler's top level: tier 1, declared tier 2, ends with return_.",
+    ),
+    BuilderRule(
+        "SubPipeline",
+        False,
+        "refused",
+        "SubPipeline",
+        "Inside branch/for_each of a handler and inside retry: no return_, no tier-3 step.",
+    ),
+    BuilderRule(
+        "WorkflowPipeline",
+        True,
+        "optional",
+        "WorkflowSubPipeline",
+        "A workflow's top level: every step; return_ optional (running off the end completes the run).",
+    ),
+    BuilderRule(
+        "WorkflowSubPipeline",
+        True,
+        "refused",
+        "WorkflowSubPipeline",
+        "Inside a workflow's branch/for_each: tier 3 allowed, no return_.",
+    ),
 )
 
 BUILDERS: Final[dict[str, BuilderRule]] = {b.name: b for b in BUILDER_RULES}
@@ -257,6 +293,6 @@ def msg_optimistic_lock(step: str) -> str:
 
 def msg_async_resolver(method: str, argument: str) -> str:
     return (
-        f"{argument}= of step \"{method}\" returns an awaitable: resolvers run synchronously inside the "
+        f'{argument}= of step "{method}" returns an awaitable: resolvers run synchronously inside the '
         "transaction and the coroutine would never run; pass a plain (non-async) function"
     )

@@ -34,7 +34,7 @@ def feature_capabilities(ctx: FunctionContext) -> Type:
         expr = exprs[0]
         if not isinstance(expr, (ListExpr, TupleExpr, SetExpr)):
             ctx.api.fail(
-                "requires= must be a list of string literals (e.g. requires=[\"mail.send\"]) "
+                'requires= must be a list of string literals (e.g. requires=["mail.send"]) '
                 "so that the plugin can check each tier-2 step",
                 expr,
                 code=_errors.TIER,

@@ -102,5 +102,3 @@ def _check_own_feature(ctx: MethodContext) -> None:
         return
     if owner.node is not built_by.node:
         ctx.api.fail(rules.msg_foreign_pipeline(built_by.name, owner.name), expr, code=_errors.FOREIGN_PIPELINE)
-
-
