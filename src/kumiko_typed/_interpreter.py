@@ -131,12 +131,14 @@ def run_in_scope(
     which writes what must commit with the work, or refuses it with a ``Failure``); a
     ``Failure`` rolls back.  An exception escaping a step becomes a ``Failure`` naming
     the step; any other exception rolls back and is raised."""
-    ctx = run.ctx
-    attributes = {"kumiko.handler": ctx.event.handler, "kumiko.tenant": str(ctx.user.tenant_id)}
-    if ctx.workflow is not None:
-        attributes |= {"kumiko.workflow.run_id": str(ctx.workflow.run_id), "kumiko.workflow.path": resume_at(resume)}
-    with span(span_name, attributes) as current:
-        if current is not None:
+    with span(span_name) as current:
+        if current is not None:  # attributes and per-step spans only for a recorded run
+            ctx = run.ctx
+            attributes = {"kumiko.handler": ctx.event.handler, "kumiko.tenant": str(ctx.user.tenant_id)}
+            if ctx.workflow is not None:
+                attributes["kumiko.workflow.run_id"] = str(ctx.workflow.run_id)
+                attributes["kumiko.workflow.path"] = resume_at(resume)
+            current.set_attributes(attributes)
             run.trace = Trace(attributes)
         outcome = _in_transaction(program, run, who, nested, resume, keep)
         traced_outcome(current, outcome)

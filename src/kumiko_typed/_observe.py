@@ -44,14 +44,15 @@ def _fail(current: Any, outcome: object) -> None:
 
 
 @contextlib.contextmanager
-def span(name: str, attributes: Mapping[str, str]) -> Iterator[Any]:
-    """A span around one unit of work (``None`` inside when nothing records spans);
-    the caller hands its outcome to :func:`outcome`."""
+def span(name: str) -> Iterator[Any]:
+    """A span around one unit of work: ``None`` inside when nothing records spans, so
+    the caller builds its attributes (``set_attributes``) only for a span that keeps
+    them; the caller hands its outcome to :func:`outcome`."""
     tracer = _tracer()
     if tracer is None:
         yield None
         return
-    with tracer.start_as_current_span(name, attributes=dict(attributes)) as current:
+    with tracer.start_as_current_span(name) as current:
         yield current if current.is_recording() else None
 
 

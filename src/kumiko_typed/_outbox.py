@@ -120,8 +120,11 @@ def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
 
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
     """Deliver ``row``; the error to store, with every secret value redacted from it."""
-    attributes = {"kumiko.outbox.id": str(row.id), "kumiko.outbox.kind": row.kind, "kumiko.tenant": str(row.tenant_id)}
-    with span("kumiko.delivery", attributes) as current:
+    with span("kumiko.delivery") as current:
+        if current is not None:
+            current.set_attributes(
+                {"kumiko.outbox.id": str(row.id), "kumiko.outbox.kind": row.kind, "kumiko.tenant": str(row.tenant_id)}
+            )
         try:
             deliverer.deliver(row)
         except DeliveryError as exc:

@@ -113,6 +113,7 @@ class Worker:
             "dead": counts.dead,
         }
         level = logging.INFO if any(done.values()) else logging.DEBUG
-        summary = " ".join(f"{k}={v}" for k, v in done.items())
-        logger.log(level, "worker pass: %s", summary, extra={"kumiko_counts": done})
+        if logger.isEnabledFor(level):  # an idle loop passes every poll interval
+            summary = " ".join(f"{k}={v}" for k, v in done.items())
+            logger.log(level, "worker pass: %s", summary, extra={"kumiko_counts": done})
         return done

@@ -90,7 +90,8 @@ class ForEach(Step):
         for n in range(first, len(items)):
             scope[self.item] = items[n]
             try:
-                result = run_block(self.body, run, resume if n == first else None, f"do/#{n}")
+                label = f"do/#{n}" if run.trace is not None else ""  # the path part only a traced run reads
+                result = run_block(self.body, run, resume if n == first else None, label)
             except Suspend as suspend:
                 suspend.path[0:0] = ["do", f"#{n}"]
                 record = {"items": items, "shadows": shadows, "shadowed": shadowed}
