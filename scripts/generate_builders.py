@@ -3,7 +3,7 @@
 The builders differ only in which step methods they offer and what those return
 (DESIGN §4.4), so the signatures are written once here, the rule table
 (``kumiko_typed/_rules.py``) decides where each goes, and this script writes the
-classes.  ``tests/test_generated.py`` fails when the committed file is stale.
+classes.  ``tests/tooling/test_generated.py`` fails when the committed file is stale.
 
     python scripts/generate_builders.py          # rewrite the file
     python scripts/generate_builders.py --check  # exit 1 and print a diff if it is stale

@@ -29,28 +29,32 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGE = "src/kumiko_typed"
 
 _OUTBOX_TESTS = [
-    "tests/test_outbox.py",
-    "tests/test_guarantees_outbox.py",
-    "tests/test_poison_rows.py",
-    "tests/test_notify.py",
-    "tests/test_delivery_concurrency.py",
+    "tests/outbox/test_outbox.py",
+    "tests/outbox/test_guarantees_outbox.py",
+    "tests/outbox/test_poison_rows.py",
+    "tests/outbox/test_notify.py",
+    "tests/outbox/test_delivery_concurrency.py",
 ]
 _STRUCTURING_TESTS = [
-    "tests/test_validation.py",
-    "tests/test_untrusted_input.py",
-    "tests/test_guarantees_structuring.py",
-    "tests/test_dispatch.py",
-    "tests/test_failure_messages.py",
+    "tests/pipeline/test_validation.py",
+    "tests/pipeline/test_untrusted_input.py",
+    "tests/pipeline/test_guarantees_structuring.py",
+    "tests/pipeline/test_dispatch.py",
+    "tests/pipeline/test_failure_messages.py",
 ]
-_TENANCY_TESTS = ["tests/test_tenancy.py", "tests/test_guarantees_tenancy.py", "tests/test_storage_steps.py"]
+_TENANCY_TESTS = [
+    "tests/pipeline/test_tenancy.py",
+    "tests/pipeline/test_guarantees_tenancy.py",
+    "tests/storage/test_storage_steps.py",
+]
 _WORKFLOW_TESTS = [
-    "tests/test_workflows.py",
-    "tests/test_guarantees_workflows.py",
-    "tests/test_workflow_feed.py",
-    "tests/test_workflow_isolation.py",
-    "tests/test_workflow_waits.py",
-    "tests/test_workflow_scenario.py",
-    "tests/test_run_storage.py",
+    "tests/workflows/test_workflows.py",
+    "tests/workflows/test_guarantees_workflows.py",
+    "tests/workflows/test_workflow_feed.py",
+    "tests/workflows/test_workflow_isolation.py",
+    "tests/workflows/test_workflow_waits.py",
+    "tests/workflows/test_workflow_scenario.py",
+    "tests/workflows/test_run_storage.py",
 ]
 
 # The guarantee modules (issue 20), by path under src/kumiko_typed, and the test files whose
@@ -58,17 +62,17 @@ _WORKFLOW_TESTS = [
 MODULES: dict[str, list[str]] = {
     "_delivery": _OUTBOX_TESTS,
     "_mail": _OUTBOX_TESTS,
-    "_outbox": [*_OUTBOX_TESTS, "tests/test_worker_outages.py"],
+    "_outbox": [*_OUTBOX_TESTS, "tests/outbox/test_worker_outages.py"],
     "_structuring": _STRUCTURING_TESTS,
     "_access": _TENANCY_TESTS,
     "_steps/reads": _TENANCY_TESTS,
     "_steps/aggregates": [
         *_TENANCY_TESTS,
-        "tests/test_write_path.py",
-        "tests/test_rollback_matrix.py",
-        "tests/test_idempotency.py",
+        "tests/storage/test_write_path.py",
+        "tests/storage/test_rollback_matrix.py",
+        "tests/pipeline/test_idempotency.py",
     ],
-    "_boot": ["tests/test_boot.py", "tests/test_boot_storage.py"],
+    "_boot": ["tests/pipeline/test_boot.py", "tests/storage/test_boot_storage.py"],
     "_workflow_engine": _WORKFLOW_TESTS,
     "_workflow_feed": _WORKFLOW_TESTS,
 }

@@ -1,6 +1,6 @@
 """Fenced blocks of the Markdown documentation, with the HTML comment marker before each
-(``<!-- fragment -->``, ``<!-- file: NAME.py -->``): what tests/test_docs.py checks and what
-tests/test_wheel.py runs from a built wheel."""
+(``<!-- fragment -->``, ``<!-- file: NAME.py -->``): what tests/tooling/test_docs.py checks and what
+tests/tooling/test_wheel.py runs from a built wheel."""
 
 from __future__ import annotations
 

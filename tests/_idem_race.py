@@ -1,4 +1,4 @@
-"""Racing processes for tests/test_idempotency.py: a handler and a workflow whose first
+"""Racing processes for tests/pipeline/test_idempotency.py: a handler and a workflow whose first
 segment writes a row and then holds its transaction open, so that racers overlap.
 
 As a script::

@@ -1,7 +1,7 @@
 """An outbox worker process, plus what its callers share: the feature whose handler
 enqueues webhook rows and a loopback HTTP receiver that records idempotency keys.
 
-Used by tests/test_outbox_workers.py and bench/outbox.py.  As a script::
+Used by tests/outbox/test_outbox_workers.py and bench/outbox.py.  As a script::
 
     python tests/_outbox_worker.py DATABASE_URL
 

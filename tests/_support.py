@@ -16,9 +16,10 @@ def ok_data(result: object) -> Any:
     return result.data
 
 
-def failure_of(result: object) -> Failure:
-    """The ``Failure`` (the test fails on anything else, showing it)."""
+def failure_of(result: object, code: str | None = None) -> Failure:
+    """The ``Failure`` (the test fails on anything else, showing it), with ``code`` if given."""
     assert isinstance(result, Failure), result
+    assert code is None or result.code == code, result
     return result
 
 
@@ -34,3 +35,10 @@ class NewDoc:
     """A payload: create a document with this title."""
 
     title: str
+
+
+@attrs.frozen
+class Hook:
+    """A payload naming the URL a webhook step posts to (the outbox tests' receiver)."""
+
+    url: str

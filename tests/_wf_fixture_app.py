@@ -1,4 +1,4 @@
-"""Workflow-worker fixture: the feature that tests/test_workflow_workers_pg.py runs in
+"""Workflow-worker fixture: the feature that tests/workflows/test_workflow_workers_pg.py runs in
 several worker PROCESSES at once, and the worker loop itself.
 
 Every process must import this file under the same module name (``_wf_fixture_app``):

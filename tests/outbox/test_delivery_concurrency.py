@@ -9,19 +9,14 @@ import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 
-import attrs
 import pytest
 from _receiver import Receiver
+from _support import Hook
 
 from kumiko_typed import App, Feature, User, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-
-
-@attrs.frozen
-class Hook:
-    url: str
 
 
 f = Feature("conc", requires=["webhook.send"])

@@ -42,7 +42,7 @@ from examples.inventory.model import (
 from kumiko_typed import App, Failure, Ok, User
 from kumiko_typed._tables import events
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 PRODUCTS = Product.__table__
 ALERTS = LowStockAlert.__table__
 

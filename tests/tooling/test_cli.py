@@ -26,7 +26,7 @@ import pytest
 
 from kumiko_typed import App, User
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "kumiko-typed"
 TIMEOUT = 120
 

@@ -41,7 +41,7 @@ from kumiko_typed._workflow_feed import EventFeed
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # --- payloads, events, entities ------------------------------------------------------------

@@ -17,10 +17,10 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import failure_of
+from _support import Hook, failure_of
 from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, RetryPolicy, User, cron, manual, ok
+from kumiko_typed import App, CronTick, Entity, Feature, Ok, RetryPolicy, User, cron, manual, ok
 from kumiko_typed._tables import workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
@@ -45,11 +45,6 @@ class Bell:
 @attrs.frozen
 class Ring:
     ref: int
-
-
-@attrs.frozen
-class Hook:
-    url: str
 
 
 class OpsBell(Entity):
@@ -130,19 +125,13 @@ def ops(app_on: AppOn, clock: FakeClock) -> tuple[App, dict[str, Any]]:
     return app_on([f], clock=clock), parts
 
 
-def _failure(result: object, code: str) -> Failure:
-    failure = failure_of(result)
-    assert failure.code == code, failure
-    return failure
-
-
 # --- result -----------------------------------------------------------------------------------
 
 
 def test_result_is_the_return_value_once_the_run_completes(ops: tuple[App, dict[str, Any]], clock: FakeClock) -> None:
     app, w = ops
     run_id = app.start_workflow(w["doubled"], Job(21), user=ADA)
-    pending = _failure(app.result(w["doubled"], run_id, user=ADA), "status_conflict")
+    pending = failure_of(app.result(w["doubled"], run_id, user=ADA), "status_conflict")
     assert pending.details == {"status": "suspended"} and pending.http_status == 409
     clock.advance(hours=1)
     assert app.run_worker(once=True)["resumed"] == 1
@@ -158,12 +147,12 @@ def test_result_of_another_tenant_is_not_found_like_an_unknown_run(
     clock.advance(hours=1)
     app.run_worker(once=True)
     unknown = uuid.uuid4()
-    theirs = _failure(app.result(w["doubled"], run_id, user=BOB), "not_found")
+    theirs = failure_of(app.result(w["doubled"], run_id, user=BOB), "not_found")
     assert theirs.message == f"no workflow run {run_id}" and theirs.details is None
-    assert _failure(app.result(w["doubled"], unknown, user=BOB), "not_found").message == f"no workflow run {unknown}"
+    assert failure_of(app.result(w["doubled"], unknown, user=BOB), "not_found").message == f"no workflow run {unknown}"
     assert app.result(w["doubled"], run_id, user=ROOT) == Ok(42)  # a sysadmin crosses tenants
     # A run of another workflow: its result would not be of the type asked for.
-    _failure(app.result(w["plain"], run_id, user=ADA), "not_found")
+    failure_of(app.result(w["plain"], run_id, user=ADA), "not_found")
 
 
 def test_a_result_the_codec_cannot_store_fails_the_run(app_on: AppOn) -> None:
@@ -174,7 +163,7 @@ def test_a_result_the_codec_cannot_store_fails_the_run(app_on: AppOn) -> None:
     info = app.get_run(run_id)
     assert info is not None and info.status == "failed" and info.error is not None
     assert info.error["code"] == "unstorable_state" and "return_" in info.error["message"]
-    failed = _failure(app.result(nan, run_id, user=ADA), "status_conflict")
+    failed = failure_of(app.result(nan, run_id, user=ADA), "status_conflict")
     assert failed.details == {"status": "failed", "error": info.error}
 
 
@@ -195,7 +184,7 @@ def test_a_result_missing_or_unreadable_in_the_stored_run_is_unstorable_state(
     ):
         with app.engine.begin() as conn:
             conn.execute(sa.update(workflow_runs).where(where).values(state=state))
-        told = _failure(app.result(w["plain"], run_id, user=ADA), "unstorable_state")
+        told = failure_of(app.result(w["plain"], run_id, user=ADA), "unstorable_state")
         assert words in told.message, told
 
 
@@ -214,7 +203,7 @@ def test_a_cancelled_run_never_resumes(ops: tuple[App, dict[str, Any]], clock: F
     clock.advance(days=2)
     assert app.run_worker(once=True)["resumed"] == 0
     assert app.get_run(run_id) == info
-    later = _failure(app.result(w["doubled"], run_id, user=ADA), "status_conflict")
+    later = failure_of(app.result(w["doubled"], run_id, user=ADA), "status_conflict")
     assert later.details == {"status": "cancelled", "error": info.error}
     # Again: nothing changes, the first reason stands.
     assert app.cancel_run(run_id, user=ADA, reason="twice") == Ok(info)
@@ -223,7 +212,7 @@ def test_a_cancelled_run_never_resumes(ops: tuple[App, dict[str, Any]], clock: F
 def test_a_finished_run_cannot_be_cancelled(ops: tuple[App, dict[str, Any]]) -> None:
     app, w = ops
     run_id = app.start_workflow(w["plain"], Job(1), user=ADA)
-    conflict = _failure(app.cancel_run(run_id, user=ADA), "status_conflict")
+    conflict = failure_of(app.cancel_run(run_id, user=ADA), "status_conflict")
     assert conflict.details == {"status": "completed"}
     assert app.result(w["plain"], run_id, user=ADA) == Ok(None)
 
@@ -234,7 +223,7 @@ def test_cancel_of_another_tenants_run_is_not_found_and_changes_nothing(
     app, w = ops
     run_id = app.start_workflow(w["doubled"], Job(21), user=ADA)
     before = app.get_run(run_id)
-    theirs = _failure(app.cancel_run(run_id, user=BOB, reason="mine now"), "not_found")
+    theirs = failure_of(app.cancel_run(run_id, user=BOB, reason="mine now"), "not_found")
     assert theirs.message == f"no workflow run {run_id}"
     assert app.get_run(run_id) == before
     by_root = app.cancel_run(run_id, user=ROOT, reason="support ticket 7")
@@ -304,7 +293,7 @@ def test_a_cancel_during_the_last_segment_finds_the_run_completed(
     not turn a run that has just completed into a cancelled one."""
     app, w = ops
     run_id, cancelled = _cancel_during_segment(app, w["slow_end"], clock)
-    assert _failure(cancelled, "status_conflict").details == {"status": "completed"}
+    assert failure_of(cancelled, "status_conflict").details == {"status": "completed"}
     assert app.result(w["slow_end"], run_id, user=ADA) == Ok(5)
 
 
@@ -318,7 +307,7 @@ def test_a_cron_run_is_of_no_tenant_only_a_sysadmin_reaches_it(
     (run,) = app.runs(w["hourly"])
     nil_tenant = User(id=uuid.uuid4(), tenant_id=uuid.UUID(int=0))  # the system user's tenant
     for someone in (ADA, nil_tenant):
-        _failure(app.cancel_run(run.run_id, user=someone), "not_found")
+        failure_of(app.cancel_run(run.run_id, user=someone), "not_found")
     cancelled = app.cancel_run(run.run_id, user=ROOT)
     assert isinstance(cancelled, Ok) and cancelled.data.status == "cancelled"
 
@@ -334,14 +323,14 @@ def test_requeue_delivers_a_dead_row_again(ops: tuple[App, dict[str, Any]], rece
     (dead,) = app.outbox()
     assert dead.status == "dead" and dead.attempts == 1
     unknown = uuid.uuid4()
-    assert _failure(app.requeue(unknown, user=ADA), "not_found").message == f"no outbox row {unknown}"
-    assert _failure(app.requeue(dead.id, user=BOB), "not_found").message == f"no outbox row {dead.id}"
+    assert failure_of(app.requeue(unknown, user=ADA), "not_found").message == f"no outbox row {unknown}"
+    assert failure_of(app.requeue(dead.id, user=BOB), "not_found").message == f"no outbox row {dead.id}"
     assert app.outbox() == [dead]
     requeued = app.requeue(dead.id, user=ADA)
     assert isinstance(requeued, Ok), requeued
     assert requeued.data.status == "pending" and requeued.data.attempts == 0
     assert requeued.data.last_error == dead.last_error  # kept until the next attempt
-    conflict = _failure(app.requeue(dead.id, user=ADA), "status_conflict")
+    conflict = failure_of(app.requeue(dead.id, user=ADA), "status_conflict")
     assert conflict.details == {"status": "pending"}
     receiver.respond = lambda _i, _p: (200, {})
     assert app.run_worker(once=True)["sent"] == 1
@@ -370,12 +359,12 @@ def test_bad_ids_and_users_are_failures_not_tracebacks(ops: tuple[App, dict[str,
         (lambda: app.result(w["doubled"], wrong, user=ADA), "run_id"),
         (lambda: app.requeue(wrong, user=ADA), "outbox_id"),
     ):
-        refused = _failure(call(), "validation_error")
+        refused = failure_of(call(), "validation_error")
         assert refused.details == [{"path": field, "message": f"{field} must be a UUID, not str"}]
     nobody: Any = None
-    _failure(app.cancel_run(uuid.uuid4(), user=nobody), "access_denied")
-    _failure(app.result(w["doubled"], uuid.uuid4(), user=nobody), "access_denied")
-    _failure(app.requeue(uuid.uuid4(), user=nobody), "access_denied")
+    failure_of(app.cancel_run(uuid.uuid4(), user=nobody), "access_denied")
+    failure_of(app.result(w["doubled"], uuid.uuid4(), user=nobody), "access_denied")
+    failure_of(app.requeue(uuid.uuid4(), user=nobody), "access_denied")
     run_id = app.start_workflow(w["doubled"], Job(1), user=ADA)
     reason: Any = 3
-    _failure(app.cancel_run(run_id, user=ADA, reason=reason), "validation_error")
+    failure_of(app.cancel_run(run_id, user=ADA, reason=reason), "validation_error")

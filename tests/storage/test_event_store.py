@@ -23,7 +23,6 @@ from kumiko_typed import (
     App,
     BootError,
     Entity,
-    Failure,
     Feature,
     ProjectionReport,
     User,
@@ -180,12 +179,6 @@ def _feature(*, schema: int = 2) -> tuple[Feature[Any], dict[str, Any]]:
     return f, h
 
 
-def _failure(result: object, code: str) -> Failure:
-    failure = failure_of(result)
-    assert failure.code == code, failure
-    return failure
-
-
 @pytest.fixture
 def two(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User, User, User]:
     """The App, its handlers, a user of tenant A, one of tenant B and a sysadmin of a third."""
@@ -225,15 +218,15 @@ def test_another_tenants_stream_is_not_found_without_its_data_but_a_sysadmin_rea
     app, h, alice, bob, root = two
     booking = ok_data(app.dispatch(h["plain"], Book("Secret Guest", 1), user=alice))
 
-    refused = _failure(app.read_stream(EsBooking, booking, user=bob), "not_found")
-    unknown = _failure(app.read_stream(EsBooking, uuid.uuid4(), user=alice), "not_found")
+    refused = failure_of(app.read_stream(EsBooking, booking, user=bob), "not_found")
+    unknown = failure_of(app.read_stream(EsBooking, uuid.uuid4(), user=alice), "not_found")
 
     assert "Secret" not in f"{refused.message} {refused.details}"
     assert refused.message == f"EsBooking {booking} not found"  # as for a stream that does not exist:
     assert unknown.message.startswith("EsBooking ") and unknown.message.endswith(" not found")
     assert [e.type for e in ok_data(app.read_stream(EsBooking, booking, user=root))] == ["es-booking.created"]
-    _failure(app.read_stream(Book, booking, user=alice), "not_found")  # not an entity
-    _failure(app.read_stream(EsBooking, booking, user="alice"), "access_denied")  # type: ignore[arg-type]
+    failure_of(app.read_stream(Book, booking, user=alice), "not_found")  # not an entity
+    failure_of(app.read_stream(EsBooking, booking, user="alice"), "access_denied")  # type: ignore[arg-type]
 
 
 def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: Any) -> None:
@@ -322,9 +315,9 @@ def test_rebuilding_other_tenants_needs_the_sysadmin_role(two: Any) -> None:
             )
         )
 
-    _failure(app.rebuild_projection(EsBooking, user=alice, tenant=bob.tenant_id), "access_denied")
-    _failure(app.rebuild_projection(EsBooking, user=alice, tenant="all"), "access_denied")
-    _failure(app.rebuild_projection(EsBooking, user=root, tenant="everyone"), "validation_error")  # type: ignore[arg-type]
+    failure_of(app.rebuild_projection(EsBooking, user=alice, tenant=bob.tenant_id), "access_denied")
+    failure_of(app.rebuild_projection(EsBooking, user=alice, tenant="all"), "access_denied")
+    failure_of(app.rebuild_projection(EsBooking, user=root, tenant="everyone"), "validation_error")  # type: ignore[arg-type]
     assert _rows(app)[b1] == ("Bea", 0, 1)
 
     one = ok_data(app.rebuild_projection(EsBooking, user=root, tenant=bob.tenant_id))

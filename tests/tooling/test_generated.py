@@ -8,7 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = Path("scripts") / "generate_builders.py"
 PACKAGE = Path("src") / "kumiko_typed"
 

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "render_benchmarks.py"
 RESULTS = ROOT / "bench" / "results"
 BENCHES = ("interpreter", "mypy_plugin", "pyright_keys", "handler", "outbox", "workflows")

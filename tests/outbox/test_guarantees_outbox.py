@@ -27,17 +27,13 @@ import pytest
 from _outbox_worker import enqueue
 from _outbox_worker import feature as fanout_feature
 from _receiver import Receiver
+from _support import Hook
 
 from kumiko_typed import App, Feature, MaildirTransport, Ok, OutboxItem, SmtpTransport, User, bearer, ok
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
-
-
-@attrs.frozen
-class Hook:
-    url: str
 
 
 f = Feature("gto", requires=["webhook.send"])

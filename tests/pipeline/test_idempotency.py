@@ -25,7 +25,7 @@ from kumiko_typed import App, BootError, Failure, Feature, Ok, User, fail, manua
 from kumiko_typed._tables import idempotency_keys, workflow_runs
 from kumiko_typed.testing import FakeClock
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 AppOn = Callable[..., App]
 
 

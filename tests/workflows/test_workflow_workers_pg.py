@@ -40,7 +40,7 @@ from _wf_fixture_app import (  # noqa: E402
 from kumiko_typed import App, Ok  # noqa: E402
 from kumiko_typed._tables import workflow_runs  # noqa: E402
 
-TESTS = Path(__file__).resolve().parent
+TESTS = Path(__file__).resolve().parents[1]
 RUNS = 300
 WORKERS = 3
 WORKER_DEADLINE_S = 40.0

@@ -6,17 +6,12 @@ import threading
 import time
 import uuid
 
-import attrs
 import pytest
+from _support import Hook
 
 from kumiko_typed import App, Feature, User, ok
 
 pytestmark = pytest.mark.postgres
-
-
-@attrs.frozen
-class Hook:
-    url: str
 
 
 def test_an_idle_worker_wakes_on_commit_and_on_stop(fresh_postgres_url: str) -> None:
