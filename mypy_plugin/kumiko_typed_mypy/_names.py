@@ -8,6 +8,7 @@ BUILDERS_MODULE: Final = "kumiko_typed._builders"
 MARKERS_MODULE: Final = "kumiko_typed._markers"
 FEATURE: Final = "kumiko_typed._feature.Feature"
 FINISHED: Final = "kumiko_typed._finished.Finished"
+QUERY_FINISHED: Final = "kumiko_typed._finished.QueryFinished"
 TRIGGER: Final = "kumiko_typed._triggers.Trigger"
 
 NO_STEPS: Final = f"{MARKERS_MODULE}.NoSteps"

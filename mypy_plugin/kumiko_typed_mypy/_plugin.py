@@ -53,17 +53,20 @@ def _method_hooks() -> dict[str, MethodHook]:
         f"{FEATURE}.workflow": registration.check_trigger_payload,
         f"{FEATURE}.pipeline": start.empty_keys,
         f"{FEATURE}.workflow_pipeline": start.empty_keys,
+        f"{FEATURE}.query_pipeline": start.empty_keys,
+        f"{FEATURE}.query_handler": registration.check_query_pipeline,
         f"{SOME_STEPS}.__getitem__": open_steps.read_key,
     }
     for builder in rules.BUILDER_RULES:
         for rule in rules.STEP_RULES:
             hooks: list[MethodHook] = []
             if not rules.allows(builder.name, rule.kind):
-                refuse = (
-                    partial(placement.refuse_return, builder.name)
-                    if rule.key == "end"
-                    else partial(placement.refuse_workflow_only, builder.name, rule.kind)
-                )
+                if rule.key == "end":
+                    refuse = partial(placement.refuse_return, builder.name)
+                elif builder.read_only:
+                    refuse = partial(placement.refuse_read_only, builder.name, rule.kind)
+                else:
+                    refuse = partial(placement.refuse_workflow_only, builder.name, rule.kind)
                 table[method(builder.name, rule.method)] = refuse
                 continue
             hooks.append(partial(resolvers.refuse_async, rule.kind))
@@ -93,6 +96,7 @@ SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
+    f"{FEATURE}.query_handler": registration.accept_unfinished,
 }
 
 FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {

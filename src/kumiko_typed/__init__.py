@@ -7,12 +7,12 @@ write handler and dispatch it through an :class:`App`.  See the README.
 from importlib.metadata import PackageNotFoundError, version
 
 from ._app import App
-from ._builders import Pipeline, SubPipeline, WorkflowPipeline, WorkflowSubPipeline
+from ._builders import Pipeline, QueryPipeline, QuerySubPipeline, SubPipeline, WorkflowPipeline, WorkflowSubPipeline
 from ._ctx import Command, Ctx, User
 from ._entity import Entity
 from ._errors import BootError, DeliveryError
-from ._feature import Feature, Workflow, WriteHandler
-from ._finished import Finished, WorkflowFinished
+from ._feature import Feature, QueryHandler, Workflow, WriteHandler
+from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._mail import MaildirTransport, MailMessage, MailTransport, SmtpTransport
 from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth
 from ._results import HTTP_STATUS, Failure, FailureCode, Ok, WriteResult, fail, ok
@@ -44,6 +44,10 @@ __all__ = [
     "OutboxItem",
     "Pipeline",
     "ProjectionReport",
+    "QueryFinished",
+    "QueryHandler",
+    "QueryPipeline",
+    "QuerySubPipeline",
     "RetryPolicy",
     "RunInfo",
     "Saved",

@@ -26,7 +26,11 @@ from ._results import Failure, fail
 from ._tables import metadata
 
 if TYPE_CHECKING:
-    from ._feature import WriteHandler
+    from typing import TypeAlias
+
+    from ._feature import QueryHandler, WriteHandler
+
+    AnyHandler: TypeAlias = WriteHandler[Any, Any] | QueryHandler[Any, Any]
 
 __all__ = ["TENANT_KEY", "deny", "install_tenant_filter", "refuse_unscoped", "wrong_payload"]
 
@@ -34,7 +38,7 @@ __all__ = ["TENANT_KEY", "deny", "install_tenant_filter", "refuse_unscoped", "wr
 TENANT_KEY = "kumiko_tenant"
 
 
-def deny(handler: WriteHandler[Any, Any], user: object) -> Failure | None:
+def deny(handler: AnyHandler, user: object) -> Failure | None:
     """The role check: ``roles=None`` admits any authenticated user."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
@@ -50,7 +54,7 @@ _TENANT_VALUE: Final[BindParameter[Any]] = bindparam(_TENANT_PARAM)
 _TENANT_CRITERIA: Final = with_loader_criteria(Entity, lambda cls: cls.tenant_id == _TENANT_VALUE, include_aliases=True)
 
 
-def wrong_payload(handler: WriteHandler[Any, Any], payload: object) -> Failure | None:
+def wrong_payload(handler: AnyHandler, payload: object) -> Failure | None:
     """A structured payload of another class than the handler's (possible without mypy)."""
     if isinstance(payload, handler.payload_type):
         return None

@@ -20,7 +20,7 @@ from ._ctx import User
 from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError, StateError
-from ._feature import Feature, Workflow, WriteHandler
+from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem
 from ._interpreter import exception_failure, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
@@ -29,6 +29,7 @@ from ._outbox import Deliverer
 from ._outbox import items as outbox_items
 from ._outbox_types import OutboxItem
 from ._poison import refusal
+from ._queries import run_query
 from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
@@ -141,6 +142,7 @@ class App:
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         install_tenant_filter(self._sessions)
         self._handlers: dict[str, WriteHandler[Any, Any]] = {h.name: h for f in self.features for h in f.handlers}
+        self._queries: dict[str, QueryHandler[Any, Any]] = {q.name: q for f in self.features for q in f.queries}
         self._converter = make_converter()
         self._registry = Registry(self.features, self._converter)
         workflows = [w for f in self.features for w in f.workflows]
@@ -170,6 +172,11 @@ class App:
     def handlers(self) -> Mapping[str, WriteHandler[Any, Any]]:
         """Registered handlers by full name."""
         return self._handlers
+
+    @property
+    def queries(self) -> Mapping[str, QueryHandler[Any, Any]]:
+        """Registered query handlers by full name."""
+        return self._queries
 
     @property
     def workflows(self) -> Mapping[str, Workflow[Any]]:
@@ -307,6 +314,9 @@ class App:
         payload) within ``idempotency_retention`` returns the first call's result without
         running; the same key with another payload is ``idempotency_conflict``."""
         if self._handlers.get(handler.name) is not handler:
+            given: object = handler  # typed, but callers without mypy may pass a query
+            if isinstance(given, QueryHandler):
+                return _wrong_kind(given.name, "a query handler: run it with app.query(...)")
             return fail("not_found", f"handler {handler.name} is not registered in this App")
         refused = deny(handler, user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
         if refused is not None:
@@ -327,6 +337,8 @@ class App:
             return fail("not_found", "a handler name must be a string", {"known": sorted(self._handlers)})
         handler = self._handlers.get(name)
         if handler is None:
+            if name in self._queries:
+                return _wrong_kind(name, "a query handler: run it with app.query_json(...)")
             return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
         denied = deny(handler, user)
         if denied is not None:
@@ -335,6 +347,56 @@ class App:
         if isinstance(payload, list):
             return fail("validation_error", f"invalid payload for {name}", payload)
         return self._run(handler, payload, user, correlation_id, idempotency_key)
+
+    def query(
+        self, query: QueryHandler[P, D], payload: P, *, user: User, correlation_id: uuid.UUID | None = None
+    ) -> Ok[D] | Failure:
+        """Run the query handler ``query`` with a structured ``payload`` in one read-only
+        transaction, seeing only the user's tenant; nothing it does is committed.  A
+        resolver's write through ``c.db`` is refused by the database (``internal_error``
+        naming the step)."""
+        if self._queries.get(query.name) is not query:
+            given: object = query  # typed, but callers without mypy may pass a write handler
+            if isinstance(given, WriteHandler):
+                return _wrong_kind(given.name, "a write handler: run it with app.dispatch(...)")
+            return fail("not_found", f"query {query.name} is not registered in this App")
+        refused = deny(query, user) or wrong_payload(query, payload)
+        if refused is not None:
+            return refused
+        return cast("Ok[D] | Failure", self._run_query(query, payload, user, correlation_id))
+
+    def query_json(
+        self, name: object, data: object, *, user: User, correlation_id: uuid.UUID | None = None
+    ) -> Ok[object] | Failure:
+        """Run the query handler called ``name`` with untrusted JSON-like ``data``."""
+        if not isinstance(name, str):
+            return fail("not_found", "a query name must be a string", {"known": sorted(self._queries)})
+        query = self._queries.get(name)
+        if query is None:
+            if name in self._handlers:
+                return _wrong_kind(name, "a write handler: run it with app.dispatch_json(...)")
+            return fail("not_found", f"no query named {name!r}", {"known": sorted(self._queries)})
+        denied = deny(query, user)
+        if denied is not None:
+            return denied
+        payload = structure(self._converter, data, query.payload_type)
+        if isinstance(payload, list):
+            return fail("validation_error", f"invalid payload for {name}", payload)
+        return self._run_query(query, payload, user, correlation_id)
+
+    def _run_query(
+        self, query: QueryHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
+    ) -> Ok[object] | Failure:
+        result = run_query(self._sessions, self._registry, self.clock, query, payload, user, correlation_id)
+        if isinstance(result, Failure):
+            logger.info(
+                "query %s: %s: %s",
+                query.name,
+                result.code,
+                result.message,
+                extra={"kumiko_handler": query.name, "kumiko_code": result.code, "kumiko_tenant": str(user.tenant_id)},
+            )
+        return result
 
     def _keyed(self, handler: WriteHandler[Any, Any], payload: object, user: User, key: object) -> Keyed | Failure:
         problem = key_problem(key)
@@ -421,6 +483,11 @@ class App:
             )
         session.commit()
         return result
+
+
+def _wrong_kind(name: str, what: str) -> Failure:
+    """A handler run the wrong way: a query dispatched, a write handler queried."""
+    return fail("not_found", f"{name} is {what}", {"handler": name})
 
 
 def _handler_result(outcome: object) -> Ok[object] | Failure:

@@ -16,7 +16,7 @@ from sqlalchemy import Table
 from . import _rules
 from ._durations import parse_duration
 from ._errors import StepRefused
-from ._finished import Finished
+from ._finished import Finished, QueryFinished
 from ._steps import (
     AppendEvent,
     CallFeature,
@@ -210,6 +210,8 @@ def check_pipeline(
         if not _rules.allows(inside, step.kind):
             if rule.key == "end":
                 out.append(f"{prefix}: {_rules.msg_return_in_subpipeline(inside)}")
+            elif _rules.BUILDERS[inside].read_only:
+                out.append(f"{prefix}: {_rules.msg_read_only(step.kind, rule.method, inside)}")
             else:
                 out.append(f"{prefix}: {_rules.msg_workflow_only(step.kind, rule.method, inside)}")
         elif rule.tier == 2 and step.kind not in feature.requires:
@@ -246,6 +248,16 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
                 problems.extend(
                     check_pipeline(feature, where, handler.pipeline.steps, handler.pipeline.builder, tables)
                 )
+        for query in feature.queries:
+            where = f"query {query.name}"
+            if query.name in seen_handlers:
+                problems.append(f"{where}: the name is registered twice; handler and query names must be unique")
+            seen_handlers.add(query.name)
+            if isinstance(query.pipeline, QueryFinished):
+                if query.pipeline.feature is not feature:
+                    message = _rules.msg_foreign_pipeline(query.pipeline.feature.name, feature.name)
+                    problems.append(f"{where}: {message}")
+                problems.extend(check_pipeline(feature, where, query.pipeline.steps, query.pipeline.builder, tables))
         for workflow in feature.workflows:
             where = f"workflow {workflow.name}"
             problems.extend(_check_trigger(where, workflow.trigger.cron))

@@ -1,4 +1,4 @@
-"""The runtime shared by the four generated builders (``_builders.py``).
+"""The runtime shared by the generated builders (``_builders.py``).
 
 The generated classes differ only in which methods they offer and what those
 return; every method funnels into :meth:`BuilderCore._then`, which makes a new

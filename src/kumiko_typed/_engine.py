@@ -6,6 +6,8 @@ from typing import Any
 
 from sqlalchemy import Engine, create_engine, event
 
+from ._read_only import READ_ONLY_OPTION
+
 __all__ = ["make_engine"]
 
 
@@ -16,6 +18,7 @@ def make_engine(url: str) -> Engine:
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+        event.listen(engine, "checkin", _sqlite_checkin)
         return engine
     return create_engine(url)
 
@@ -35,4 +38,15 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
 
 
 def _sqlite_begin(conn: Any) -> None:
+    if conn.get_execution_options().get(READ_ONLY_OPTION):
+        # A query: no write lock, and the connection refuses writes until it is checked in.
+        conn.exec_driver_sql("PRAGMA query_only = ON")
+        conn.info[READ_ONLY_OPTION] = True
+        conn.exec_driver_sql("BEGIN")
+        return
     conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+
+def _sqlite_checkin(dbapi_connection: Any, record: Any) -> None:
+    if record.info.pop(READ_ONLY_OPTION, False) and dbapi_connection is not None:  # None: invalidated
+        dbapi_connection.execute("PRAGMA query_only = OFF")

@@ -9,16 +9,16 @@ import attrs
 from typing_extensions import TypeVar as DefaultTypeVar
 
 from . import _rules
-from ._builders import Pipeline, WorkflowPipeline
+from ._builders import Pipeline, QueryPipeline, WorkflowPipeline
 from ._entity import Entity, default_aggregate_type
-from ._finished import Finished, WorkflowFinished
+from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._markers import NoScope, NoSteps
 from ._triggers import Trigger
 
 if TYPE_CHECKING:
     from sqlalchemy import Table
 
-__all__ = ["Feature", "Upcaster", "Workflow", "WriteHandler"]
+__all__ = ["Feature", "QueryHandler", "Upcaster", "Workflow", "WriteHandler"]
 
 #: Turns a stored event payload of one schema version into one of the next.
 Upcaster = Callable[[dict[str, Any]], dict[str, Any]]
@@ -58,6 +58,34 @@ class WriteHandler(Generic[P, D]):
 
     def __repr__(self) -> str:
         return f"<WriteHandler {self.name}>"
+
+
+@attrs.frozen(eq=False)
+class QueryHandler(Generic[P, D]):
+    """A named, role-guarded read: ``app.query`` runs ``pipeline`` in one read-only
+    transaction, filtered to the user's tenant, and never commits.
+
+    ``D`` is the ``Ok`` data type, inferred from the pipeline's ``return_``.  Query and
+    write handlers share one namespace of full names, but neither runs as the other:
+    ``dispatch`` refuses a query and ``query`` a write handler.
+    """
+
+    feature: Feature[Any]
+    local_name: str
+    pipeline: QueryFinished[P, D]
+    roles: frozenset[str] | None
+
+    @property
+    def name(self) -> str:
+        """The full name, ``"<feature>:<local name>"``, used by ``query_json``."""
+        return f"{self.feature.name}:{self.local_name}"
+
+    @property
+    def payload_type(self) -> type[P]:
+        return self.pipeline.payload_type
+
+    def __repr__(self) -> str:
+        return f"<QueryHandler {self.name}>"
 
 
 @attrs.frozen(eq=False)
@@ -105,6 +133,7 @@ class Feature(Generic[C]):
         #: (entity class, event class) → inline projectors, run in the appending transaction.
         self.projectors: dict[tuple[type[Any], type[Any]], list[Callable[[Any, Any], None]]] = {}
         self.handlers: list[WriteHandler[Any, Any]] = []
+        self.queries: list[QueryHandler[Any, Any]] = []
         self.workflows: list[Workflow[Any]] = []
         #: Problems found while declaring, reported by the App's boot validation.
         self.problems: list[str] = []
@@ -165,6 +194,29 @@ class Feature(Generic[C]):
         """Start a workflow pipeline whose trigger payload is ``payload``."""
         return WorkflowPipeline(self, payload)
 
+    def query_pipeline(self, payload: type[P]) -> QueryPipeline[P, NoSteps, NoScope, C]:
+        """Start a query pipeline (reads, compute, branch, for_each, guard) whose payload is ``payload``."""
+        return QueryPipeline(self, payload)
+
+    def query_handler(
+        self, name: str, pipeline: QueryFinished[P, D], *, roles: Iterable[str] | None = None
+    ) -> QueryHandler[P, D]:
+        """Register a query: ``app.query`` runs it read-only.  ``roles`` as for
+        :meth:`write_handler`."""
+        if isinstance(roles, str):
+            roles = (roles,)
+        query = QueryHandler(self, name, pipeline, None if roles is None else frozenset(roles))
+        if query.roles is not None and not query.roles:
+            self.problems.append(
+                f"query {query.name}: roles=[] admits nobody; "
+                "use roles=None for any authenticated user, or name the roles"
+            )
+        given: object = pipeline  # typed, but callers without mypy may pass anything
+        if not isinstance(given, QueryFinished):
+            self.problems.append(f"query {query.name}: {_rules.msg_query_registration(type(pipeline).__name__)}")
+        self.queries.append(query)
+        return query
+
     def write_handler(
         self, name: str, pipeline: Finished[P, D], *, roles: Iterable[str] | None = None
     ) -> WriteHandler[P, D]:
@@ -179,7 +231,9 @@ class Feature(Generic[C]):
                 "use roles=None for any authenticated user, or name the roles"
             )
         given: object = pipeline  # typed, but callers without mypy may pass anything
-        if not isinstance(given, Finished):
+        if isinstance(given, QueryFinished):
+            self.problems.append(f"handler {handler.name}: {_rules.msg_query_as_write()}")
+        elif not isinstance(given, Finished):
             self.problems.append(f"handler {handler.name}: {_rules.msg_no_return(type(pipeline).__name__)}")
         self.handlers.append(handler)
         return handler

@@ -10,7 +10,7 @@ from ._steps import AppendEvent, Block, CallFeature, Create, Step, Update, sub_k
 if TYPE_CHECKING:
     from ._feature import Feature
 
-__all__ = ["Finished", "Program", "WorkflowFinished"]
+__all__ = ["Finished", "Program", "QueryFinished", "WorkflowFinished"]
 
 P = TypeVar("P")
 D = TypeVar("D", covariant=True)
@@ -57,6 +57,14 @@ class WorkflowFinished(Program[P, D]):
 
     __slots__ = ()
     ends_without_return = True
+
+
+class QueryFinished(Program[P, D]):
+    """A query pipeline ended with ``return_`` — what ``query_handler`` takes.  Not a
+    ``Finished``: a query is run by ``app.query``, in a read-only transaction, and a
+    write pipeline cannot be registered as a query (nor this one as a write handler)."""
+
+    __slots__ = ()
 
 
 def _writes(step: Step) -> bool:

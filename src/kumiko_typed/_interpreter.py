@@ -30,6 +30,7 @@ from ._errors import ProgramError, Unfit
 from ._eventstore import lock_append_order
 from ._observe import Trace, span
 from ._observe import outcome as traced_outcome
+from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
@@ -120,6 +121,7 @@ def run_in_scope(
     resume: Resume | None = None,
     keep: Callable[[Outcome], Failure | None] | None = None,
     span_name: str = "kumiko.dispatch",
+    read_only: bool = False,
 ) -> Outcome:
     """Run ``program`` in the session's transaction (begun if it is not; ``nested``: in a
     savepoint of it), as the run's user's tenant.
@@ -130,7 +132,9 @@ def run_in_scope(
     is still current when it writes.  ``Ok`` and a suspension commit (after ``keep``,
     which writes what must commit with the work, or refuses it with a ``Failure``); a
     ``Failure`` rolls back.  An exception escaping a step becomes a ``Failure`` naming
-    the step; any other exception rolls back and is raised."""
+    the step; any other exception rolls back and is raised.  ``read_only`` (a query, in
+    a session with no transaction yet): the database refuses every write, and the
+    transaction is rolled back whatever the outcome."""
     with span(span_name) as current:
         if current is not None:  # attributes and per-step spans only for a recorded run
             ctx = run.ctx
@@ -140,7 +144,7 @@ def run_in_scope(
                 attributes["kumiko.workflow.path"] = resume_at(resume)
             current.set_attributes(attributes)
             run.trace = Trace(attributes)
-        outcome = _in_transaction(program, run, who, nested, resume, keep)
+        outcome = _in_transaction(program, run, who, nested, resume, keep, read_only)
         traced_outcome(current, outcome)
     return outcome
 
@@ -156,6 +160,7 @@ def _in_transaction(
     nested: bool,
     resume: Resume | None,
     keep: Callable[[Outcome], Failure | None] | None,
+    read_only: bool = False,
 ) -> Outcome:
     session = run.session
     info = session.info
@@ -164,9 +169,15 @@ def _in_transaction(
     # Not nested: the session's transaction, begun here or by the caller for work of its own.
     transaction = session.begin_nested() if nested else session.get_transaction() or session.begin()
     try:
-        if program.writes_aggregates:
+        if read_only:
+            begin_read_only(session)
+        elif program.writes_aggregates:
             lock_append_order(session)
         outcome = _interpret(program, run, who, resume)
+        if read_only and not isinstance(outcome, Failure) and pending_changes(session):
+            outcome = fail(
+                "internal_error", f"{who} changed ORM objects in its read-only transaction; {_WRITE_ELSEWHERE}"
+            )
         if keep is not None and not isinstance(outcome, Failure):
             outcome = keep(outcome) or outcome
     except BaseException:
@@ -175,7 +186,7 @@ def _in_transaction(
         raise
     finally:
         info[TENANT_KEY] = previous
-    if isinstance(outcome, Failure):
+    if isinstance(outcome, Failure) or read_only:
         transaction.rollback()
     else:
         transaction.commit()
@@ -211,6 +222,10 @@ def crash_failure(crash: StepCrash, who: str) -> Failure:
         logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
         message = f"step {where}: a value does not fit its column: {problems[0]['message']}"
         return fail("validation_error", message, [{**p, "step": where} for p in problems])
+    if write_refused(crash.cause):
+        logger.info("%s: step %s: a write in a read-only transaction: %s", who, where, crash.cause)
+        message = f"step {where} tried to write, and {who} runs in a read-only transaction; {_WRITE_ELSEWHERE}"
+        return fail("internal_error", message, {"path": "/".join(crash.path), "step": crash.step.describe()})
     reason = _refused_value(crash)
     if reason is not None:
         error_id = uuid4().hex
@@ -252,6 +267,8 @@ def _refused_value(crash: StepCrash) -> str | None:
         return str(cause)  # SQLite binds integers of at most 64 bits
     return None
 
+
+_WRITE_ELSEWHERE: Final = "a query only reads: do the change in a write handler (app.dispatch)"
 
 #: Steps whose OverflowError comes from binding a value (not from a computation).
 _BINDING_KINDS: Final = frozenset(

@@ -20,6 +20,7 @@ __all__ = [
     "CODE_FOREIGN_PIPELINE",
     "CODE_NO_RETURN",
     "CODE_OPTIMISTIC_LOCK",
+    "CODE_READ_ONLY",
     "CODE_RETURN_IN_SUBPIPELINE",
     "CODE_STEP_NAME",
     "CODE_TIER",
@@ -28,6 +29,7 @@ __all__ = [
     "CODE_WORKFLOW_ONLY",
     "ERROR_CODES",
     "FRAMEWORK_COLUMNS",
+    "READ_ONLY_KINDS",
     "RETRY_BODY_BUILDER",
     "RULES_BY_KIND",
     "STEP_RULES",
@@ -43,6 +45,9 @@ __all__ = [
     "msg_foreign_pipeline",
     "msg_no_return",
     "msg_optimistic_lock",
+    "msg_query_as_write",
+    "msg_query_registration",
+    "msg_read_only",
     "msg_return_in_subpipeline",
     "msg_step_name",
     "msg_tier",
@@ -127,6 +132,8 @@ class BuilderRule:
     #: Builder handed to ``branch``/``for_each`` callbacks.
     nested: str
     description: str
+    #: A query's builder: only steps that read (no write, no outbox row, no suspension).
+    read_only: bool = False
 
 
 BUILDER_RULES: Final[tuple[BuilderRule, ...]] = (
@@ -158,6 +165,27 @@ BUILDER_RULES: Final[tuple[BuilderRule, ...]] = (
         "WorkflowSubPipeline",
         "Inside a workflow's branch/for_each: tier 3 allowed, no return_.",
     ),
+    BuilderRule(
+        "QueryPipeline",
+        False,
+        "required",
+        "QuerySubPipeline",
+        "A query handler's top level: reads, compute, branch, for_each, guard; ends with return_.",
+        read_only=True,
+    ),
+    BuilderRule(
+        "QuerySubPipeline",
+        False,
+        "refused",
+        "QuerySubPipeline",
+        "Inside branch/for_each of a query handler: reads and compute only, no return_.",
+        read_only=True,
+    ),
+)
+
+#: The step kinds a query (a read-only builder) offers besides ``return``.
+READ_ONLY_KINDS: Final = frozenset(
+    {"compute", "read.find_one", "read.get_one", "read.find_many", "branch", "for_each", "guard"}
 )
 
 BUILDERS: Final[dict[str, BuilderRule]] = {b.name: b for b in BUILDER_RULES}
@@ -182,6 +210,7 @@ CODE_TRIGGER_PAYLOAD: Final = "kumiko-trigger-payload"
 CODE_FOREIGN_PIPELINE: Final = "kumiko-foreign-pipeline"
 CODE_OPTIMISTIC_LOCK: Final = "kumiko-optimistic-lock"
 CODE_ASYNC_RESOLVER: Final = "kumiko-async-resolver"
+CODE_READ_ONLY: Final = "kumiko-read-only"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -195,6 +224,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_FOREIGN_PIPELINE: "A pipeline built from one feature registered on another.",
     CODE_OPTIMISTIC_LOCK: "An update with neither version= nor skip_optimistic_lock=True.",
     CODE_ASYNC_RESOLVER: "An async function (or one returning an awaitable) given as a resolver.",
+    CODE_READ_ONLY: "A step that writes (or sends, or suspends) in a query pipeline.",
 }
 
 
@@ -204,6 +234,8 @@ def allows(builder: str, kind: str) -> bool:
     b = BUILDERS[builder]
     if rule.key == "end":
         return b.returns != "refused"
+    if b.read_only:
+        return kind in READ_ONLY_KINDS
     if rule.tier == 3:
         return b.workflow
     return True
@@ -259,6 +291,28 @@ def msg_workflow_only(kind: str, method: str, builder: str) -> str:
         f'Step "{method}" ({kind}) suspends a workflow run and is only allowed in a workflow '
         f"pipeline, not in a {builder}; build it with feature.workflow_pipeline(P) and register "
         "it with feature.workflow(...)"
+    )
+
+
+def msg_read_only(kind: str, method: str, builder: str) -> str:
+    return (
+        f'Step "{method}" ({kind}) does more than read, and a {builder} only reads (a query runs in a '
+        "read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), "
+        "and keep the query to reads, compute, branch, for_each and guard"
+    )
+
+
+def msg_query_registration(got: str) -> str:
+    return (
+        f"A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), "
+        f"got {got}; build it with feature.query_pipeline(P) (write handlers take feature.pipeline(P))"
+    )
+
+
+def msg_query_as_write() -> str:
+    return (
+        "A write handler needs a pipeline built with feature.pipeline(P), got a query pipeline "
+        "(QueryFinished); register it with feature.query_handler(...) and run it with app.query(...)"
     )
 
 

@@ -1,4 +1,5 @@
-"""Steps in the wrong builder: tier 3 outside workflows, ``return_`` in sub-pipelines.
+"""Steps in the wrong builder: tier 3 outside workflows, ``return_`` in sub-pipelines,
+writes in queries.
 
 The builders declare these as ``@deprecated`` stubs returning ``Never``; here they
 become errors under their own codes, and the call's type becomes ``Any`` so one
@@ -23,4 +24,10 @@ def refuse_return(builder: str, ctx: MethodContext) -> Type:
 def refuse_workflow_only(builder: str, kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
     ctx.api.fail(rules.msg_workflow_only(kind, method, builder), where(ctx), code=_errors.WORKFLOW_ONLY)
+    return AnyType(TypeOfAny.from_error)
+
+
+def refuse_read_only(builder: str, kind: str, ctx: MethodContext) -> Type:
+    method = rules.RULES_BY_KIND[kind].method
+    ctx.api.fail(rules.msg_read_only(kind, method, builder), where(ctx), code=_errors.READ_ONLY)
     return AnyType(TypeOfAny.from_error)

@@ -14,17 +14,18 @@ from mypy.subtypes import is_same_type
 from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .. import _errors
-from .._names import BUILDER_CORE, FINISHED, TRIGGER
+from .._names import BUILDER_CORE, FINISHED, QUERY_FINISHED, TRIGGER
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
 
-_STARTERS = frozenset({"pipeline", "workflow_pipeline"})
+_STARTERS = frozenset({"pipeline", "workflow_pipeline", "query_pipeline"})
 
 
 def accept_unfinished(ctx: MethodSigContext) -> CallableType:
-    """Let ``write_handler`` take any builder, so that a missing ``return_`` is reported
-    once, as ``kumiko-no-return``, not also as ``arg-type`` and ``var-annotated``."""
+    """Let ``write_handler`` and ``query_handler`` take any builder, so that a missing
+    ``return_`` is reported once, as ``kumiko-no-return``, not also as ``arg-type`` and
+    ``var-annotated``."""
     sig = ctx.default_signature
     if "pipeline" not in sig.arg_names:
         return sig
@@ -42,7 +43,21 @@ def check_handler_pipeline(ctx: MethodContext) -> Type:
     expr = arg_expr(ctx, "pipeline")
     _check_own_feature(ctx)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(FINISHED):
-        ctx.api.fail(rules.msg_no_return(given.type.name), expr, code=_errors.NO_RETURN)
+        query = given.type.has_base(QUERY_FINISHED)
+        message = rules.msg_query_as_write() if query else rules.msg_no_return(given.type.name)
+        ctx.api.fail(message, expr, code=_errors.NO_RETURN)
+        return AnyType(TypeOfAny.from_error)
+    return ctx.default_return_type
+
+
+def check_query_pipeline(ctx: MethodContext) -> Type:
+    """``query_handler`` takes a query pipeline ended with ``return_``: anything else (an
+    unfinished builder, a write pipeline) is one ``kumiko-no-return`` saying what to do."""
+    given = get_proper_type(arg_type(ctx, "pipeline"))
+    expr = arg_expr(ctx, "pipeline")
+    _check_own_feature(ctx)
+    if isinstance(given, Instance) and expr is not None and not given.type.has_base(QUERY_FINISHED):
+        ctx.api.fail(rules.msg_query_registration(given.type.name), expr, code=_errors.NO_RETURN)
         return AnyType(TypeOfAny.from_error)
     return ctx.default_return_type
 
