@@ -23,18 +23,24 @@ _STARTERS = frozenset({"pipeline", "workflow_pipeline", "query_pipeline"})
 
 
 def accept_unfinished(ctx: MethodSigContext) -> CallableType:
-    """Let ``write_handler`` and ``query_handler`` take any builder, so that a missing
-    ``return_`` is reported once, as ``kumiko-no-return``, not also as ``arg-type`` and
-    ``var-annotated``."""
+    """Let ``write_handler`` and ``query_handler`` take any builder or ended pipeline, so
+    that a missing ``return_`` (or the other kind of pipeline) is reported once, as
+    ``kumiko-no-return``, not also as ``arg-type`` and ``var-annotated``."""
     sig = ctx.default_signature
     if "pipeline" not in sig.arg_names:
         return sig
     index = sig.arg_names.index("pipeline")
     arg_types = list(sig.arg_types)
-    builder = lookup_info(ctx.api, BUILDER_CORE)
-    if builder is None:
+    # The other kind of ended pipeline too (a query's given to write_handler, a write
+    # pipeline's to query_handler), so that it is reported once, saying which to use.
+    other = QUERY_FINISHED if ctx.default_signature.name == "write_handler of Feature" else FINISHED
+    builder, ended = lookup_info(ctx.api, BUILDER_CORE), lookup_info(ctx.api, other)
+    if builder is None or ended is None:
         return sig
-    arg_types[index] = UnionType.make_union([arg_types[index], Instance(builder, [])])
+    anything = AnyType(TypeOfAny.special_form)
+    arg_types[index] = UnionType.make_union(
+        [arg_types[index], Instance(builder, []), Instance(ended, [anything, anything])]
+    )
     return sig.copy_modified(arg_types=arg_types)
 
 
