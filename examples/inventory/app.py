@@ -33,7 +33,7 @@ def main() -> None:
     sale = AdjustStock(ref.id, -5, "sold")
     print("adjust -5    ->", app.dispatch(adjust_stock, sale, user=admin, idempotency_key="sale-1"))
     print("adjust -9    ->", app.dispatch(adjust_stock, AdjustStock(ref.id, -9, "oops"), user=admin))
-    print("report       ->", app.dispatch(low_stock_report, LowStockReport(), user=admin))
+    print("report       ->", app.query(low_stock_report, LowStockReport(), user=admin))
     # A client retrying the sale (its answer was lost) gets the first answer; nothing runs again.
     print("retried sale ->", app.dispatch(adjust_stock, sale, user=admin, idempotency_key="sale-1"))
     # One reminder per product, however often the low stock is noticed.

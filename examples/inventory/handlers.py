@@ -153,9 +153,10 @@ archive_low_stock = inventory.write_handler(
     roles=["Admin"],
 )
 
-low_stock_report = inventory.write_handler(
+# A query: it only reads, so app.query runs it in a read-only transaction.
+low_stock_report = inventory.query_handler(
     "report:low-stock",
-    inventory.pipeline(LowStockReport)
+    inventory.query_pipeline(LowStockReport)
     .find_many(
         "alerts",
         lambda c: (

@@ -136,7 +136,7 @@ def _walk_through(
     )
     after = count_events()
     click.echo(f"  {'events before / after the failure':<34} {before} / {after}  (rolled back: nothing written)")
-    _show("low-stock report", app.dispatch(handlers.low_stock_report, model.LowStockReport(), user=admin))
+    _show("low-stock report", app.query(handlers.low_stock_report, model.LowStockReport(), user=admin))
     _show(
         "untrusted JSON with a wrong type",
         app.dispatch_json(

@@ -437,14 +437,14 @@ def test_low_stock_report_is_tenant_scoped_and_ordered(inventory_app: App, admin
     before = snapshot(inventory_app)
 
     reader = User(id=uuid.uuid4(), tenant_id=admin.tenant_id)  # no role: the report admits anyone
-    report = inventory_app.dispatch(low_stock_report, LowStockReport(), user=reader)
+    report = inventory_app.query(low_stock_report, LowStockReport(), user=reader)
     assert report == Ok([AlertView("c", 1), AlertView("a", 4), AlertView("b", 4)])
-    assert inventory_app.dispatch(low_stock_report, LowStockReport(limit=2), user=reader) == Ok(
+    assert inventory_app.query(low_stock_report, LowStockReport(limit=2), user=reader) == Ok(
         [AlertView("c", 1), AlertView("a", 4)]
     )
-    assert inventory_app.dispatch(low_stock_report, LowStockReport(), user=other) == Ok([AlertView("z", 0)])
-    assert inventory_app.dispatch(low_stock_report, LowStockReport(), user=make_user()) == Ok([])
-    assert inventory_app.dispatch_json(low_stock_report.name, {}, user=reader) == report
+    assert inventory_app.query(low_stock_report, LowStockReport(), user=other) == Ok([AlertView("z", 0)])
+    assert inventory_app.query(low_stock_report, LowStockReport(), user=make_user()) == Ok([])
+    assert inventory_app.query_json(low_stock_report.name, {}, user=reader) == report
     assert snapshot(inventory_app) == before
 
 

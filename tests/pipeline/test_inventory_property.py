@@ -27,7 +27,7 @@ from kumiko_typed._tables import events
 
 PRODUCTS = Product.__table__
 ALERTS = LowStockAlert.__table__
-HANDLERS = sorted(h.name for h in inventory.handlers)
+HANDLERS = sorted(h.name for h in [*inventory.handlers, *inventory.queries])
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(),
@@ -113,7 +113,7 @@ PAYLOADS = {name: mostly(near_valid(name), json_values, share=0.75) for name in 
 
 
 def run_property(app: App, make_user: Callable[..., User], examples: int) -> None:
-    assert set(HANDLERS) == {h.name for h in app.handlers.values()}
+    assert set(HANDLERS) == {*app.handlers, *app.queries}
     assert len(HANDLERS) == 7
     tenant = uuid.uuid4()
     admin = User(id=uuid.uuid4(), tenant_id=tenant, roles={"Admin"})
@@ -160,7 +160,8 @@ def run_property(app: App, make_user: Callable[..., User], examples: int) -> Non
         user = data.draw(mostly(st.just(admin), st.sampled_from(users), share=0.6), label="user")
         before = snapshot(app)
 
-        result = app.dispatch_json(name, payload, user=user)
+        run = app.query_json if name in app.queries else app.dispatch_json
+        result = run(name, payload, user=user)
 
         assert isinstance(result, (Ok, Failure)), result
         seen[name]["ok" if isinstance(result, Ok) else result.code] += 1

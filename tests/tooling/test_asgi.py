@@ -177,11 +177,33 @@ def test_only_served_paths_and_methods_answer(inventory_served: Served) -> None:
     assert (posted.status_code, posted.headers["allow"]) == (405, "GET")
 
 
-def test_endpoints_list_every_write_handler(inventory_app: App) -> None:
+def test_endpoints_list_every_write_and_query_handler(inventory_app: App) -> None:
     served = endpoints(inventory_app)
-    assert {e.handler for e in served} == set(inventory_app.handlers)
-    assert {e.path for e in served} == {f"/inventory/{h.local_name}" for h in inventory_app.handlers.values()}
-    assert all(e.kind == "write" and e.schema_path == e.path + "/schema" for e in served)
+    assert {e.handler: e.kind for e in served} == {
+        **dict.fromkeys(inventory_app.handlers, "write"),
+        **dict.fromkeys(inventory_app.queries, "query"),
+    }
+    assert "inventory:report:low-stock" in inventory_app.queries
+    everything = [*inventory_app.handlers.values(), *inventory_app.queries.values()]
+    assert {e.path for e in served} == {f"/inventory/{h.local_name}" for h in everything}
+    assert all(e.schema_path == e.path + "/schema" for e in served)
+
+
+def test_a_query_is_posted_and_takes_no_idempotency_key(served: Served) -> None:
+    http = served.http
+    product = _create(served, "q1").json()["data"]
+    sale = http.post(
+        "/inventory/product:adjust-stock", json={"id": product["id"], "delta": -9, "reason": "sale"}, headers=AS_CLERK
+    )
+    assert sale.json() == {"data": 1}
+    report = http.post("/inventory/report:low-stock", json={}, headers=AS_CLERK)
+    assert (report.status_code, report.json()) == (200, {"data": [{"sku": "q1", "stock": 1}]})
+    # The same path as a write handler's: GET is the schema's, not the query's.
+    assert http.get("/inventory/report:low-stock", headers=AS_CLERK).status_code == 405
+    keyed = http.post("/inventory/report:low-stock", json={}, headers={**AS_CLERK, "Idempotency-Key": "k"})
+    body = _failure(keyed, 400, "validation_error")
+    assert body["message"] == "a query takes no Idempotency-Key header: it changes nothing, so repeat it freely"
+    assert http.get("/inventory/report:low-stock/schema").status_code == 200
 
 
 def test_a_name_that_is_not_one_path_segment_is_refused(make_app: Callable[..., App]) -> None:

@@ -1,8 +1,11 @@
 """An App's handlers served over HTTP by Starlette (install the ``asgi`` extra); docs/http.md.
 
 ``POST /{feature}/{name}`` runs the write handler ``{feature}:{name}`` through
-``App.dispatch_json`` with the JSON body as its payload; ``GET /{feature}/{name}/schema``
-answers the payload class's JSON Schema.  An ``Ok`` is ``200 {"data": ...}``; a
+``App.dispatch_json`` — or the query handler of that name through ``App.query_json`` —
+with the JSON body as its payload; ``GET /{feature}/{name}/schema`` answers the payload
+class's JSON Schema.  Queries are POSTed too: their payloads are typed JSON (lists,
+nested objects, numbers that are not strings), which a query string cannot carry without
+coercion the library refuses; they take no ``Idempotency-Key`` (a query changes nothing).  An ``Ok`` is ``200 {"data": ...}``; a
 ``Failure`` is its ``http_status`` with its public fields ``{"code", "message",
 "details"}`` — the adapter's own refusals (no user, a bad header or body, no such path)
 have the same shape, and an exception becomes ``internal_error`` with an error id whose
@@ -53,8 +56,8 @@ class Endpoint:
     """One served handler: ``POST {path}`` runs it, ``GET {path}/schema`` describes its payload."""
 
     path: str
-    handler: str  #: the full name, as ``dispatch_json`` takes it
-    kind: Literal["write"]
+    handler: str  #: the full name, as ``dispatch_json`` (or ``query_json``) takes it
+    kind: Literal["write", "query"]
     payload_type: type[Any]
     #: ``call(data, user, idempotency_key)``: runs the handler on untrusted JSON data.
     call: Callable[[object, User, str | None], Ok[object] | Failure] = attrs.field(eq=False, repr=False)
@@ -65,26 +68,38 @@ class Endpoint:
 
 
 def endpoints(app: App) -> list[Endpoint]:
-    """Everything the adapter serves, one :class:`Endpoint` per handler: today the write
-    handlers (query handlers, when the App has them, are listed here too).
+    """Everything the adapter serves, one :class:`Endpoint` per write handler and per
+    query handler (the two share one namespace of names, so one path each).
 
     Raises ``ValueError`` for a feature or handler name that cannot be one path segment
     (empty, or containing ``/``)."""
     out: list[Endpoint] = []
-    for handler in app.handlers.values():
+    kinds: list[tuple[Literal["write", "query"], Any]] = [
+        *(("write", h) for h in app.handlers.values()),
+        *(("query", q) for q in app.queries.values()),
+    ]
+    for kind, handler in kinds:
         segments = (handler.feature.name, handler.local_name)
         if not all(segments) or any("/" in s for s in segments):
             raise ValueError(
                 f"handler {handler.name!r} cannot be served as POST /{{feature}}/{{name}}: "
                 "a feature or handler name that is empty or contains '/' is not one path segment"
             )
-        call = functools.partial(_dispatch_write, app, handler.name)
-        out.append(Endpoint(f"/{segments[0]}/{segments[1]}", handler.name, "write", handler.payload_type, call))
+        run = _dispatch_write if kind == "write" else _run_query
+        call = functools.partial(run, app, handler.name)
+        out.append(Endpoint(f"/{segments[0]}/{segments[1]}", handler.name, kind, handler.payload_type, call))
     return out
 
 
 def _dispatch_write(app: App, name: str, data: object, user: User, key: str | None) -> Ok[object] | Failure:
     return app.dispatch_json(name, data, user=user, idempotency_key=key)
+
+
+def _run_query(app: App, name: str, data: object, user: User, key: str | None) -> Ok[object] | Failure:
+    if key is not None:
+        message = f"a query takes no {IDEMPOTENCY_HEADER} header: it changes nothing, so repeat it freely"
+        return _refused(IDEMPOTENCY_HEADER, message)
+    return app.query_json(name, data, user=user)
 
 
 def asgi_app(app: App, *, user: UserDependency, www_authenticate: str = "Bearer") -> Starlette:
@@ -149,7 +164,8 @@ class _Adapter:
         try:
             return Response(_dumps({"data": result.data}), media_type=_JSON)
         except (TypeError, ValueError) as exc:
-            return _crash(f"sending the result of handler {endpoint.handler} (its writes are committed)", exc)
+            committed = "" if endpoint.kind == "query" else " (its writes are committed)"
+            return _crash(f"sending the result of handler {endpoint.handler}{committed}", exc)
 
 
 def _refused(where: str, message: str) -> Failure:
