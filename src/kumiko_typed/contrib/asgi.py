@@ -6,8 +6,8 @@ with the JSON body as its payload; ``GET /{feature}/{name}/schema`` answers the 
 class's JSON Schema.  Queries are POSTed too: their payloads are typed JSON (lists,
 nested objects, numbers that are not strings), which a query string cannot carry without
 coercion the library refuses; they take no ``Idempotency-Key`` (a query changes nothing).
-An ``Ok`` is ``200 {"data": ...}``; a ``Failure`` is its ``http_status`` with its public fields ``{"code", "message",
-"details"}`` — the adapter's own refusals (no user, a bad header or body, no such path)
+An ``Ok`` is ``200 {"data": ...}``; a ``Failure`` is its ``http_status`` with its public
+fields ``{"code", "message", "details"}`` — the adapter's own refusals (no user, a bad header or body, no such path)
 have the same shape, and an exception becomes ``internal_error`` with an error id whose
 traceback goes to the ``kumiko_typed.asgi`` logger only.
 
