@@ -118,7 +118,7 @@ def check(target: str, database_url: str | None) -> None:
         for problem in exc.problems:
             click.echo(f"  - {problem}", err=True)
         sys.exit(1)
-    summary = f"{len(app.handlers)} handler(s), {len(app.workflows)} workflow(s)"
+    summary = f"{len(app.handlers)} handler(s), {len(app.queries)} query handler(s), {len(app.workflows)} workflow(s)"
     click.echo(click.style("ok", fg="green") + f": {summary}")
 
 
@@ -134,11 +134,12 @@ def check(target: str, database_url: str | None) -> None:
 def graph(target: str, name: str | None, fmt: Format, database_url: str | None) -> None:
     """Draw the pipelines of MODULE:APP as text, Mermaid or dot.
 
-    Every handler and workflow, or the one named by --handler; branch arms and loop bodies
+    Every handler (write and query) and workflow, or the one named by --handler; branch arms and loop bodies
     are groups, a branch's edges are labelled true and false.
     """
     app = _boot(target, database_url)
     pipelines: dict[str, Any] = {h.name: h.pipeline.steps for h in app.handlers.values()}
+    pipelines.update({q.name: q.pipeline.steps for q in app.queries.values()})
     pipelines.update({w.name: w.pipeline.steps for w in app.workflows.values()})
     if name is not None:
         full = _full_name(name, sorted(pipelines))

@@ -213,7 +213,7 @@ def broken_at_import(tmp_path: Path) -> str:
 def test_check_inventory_example_is_ok(tmp_path: Path) -> None:
     result = cli(tmp_path, "check", "examples.inventory.app:make_app", "--database-url", _url(tmp_path))
     assert result.returncode == 0, _explain(result)
-    assert "7 handler(s), 1 workflow(s)" in result.stdout
+    assert "6 handler(s), 1 query handler(s), 1 workflow(s)" in result.stdout
 
 
 def test_check_reads_the_url_from_the_environment(tmp_path: Path) -> None:
@@ -275,8 +275,8 @@ def test_graph_without_handler_draws_every_pipeline(tmp_path: Path) -> None:
     result = cli(tmp_path, "graph", "examples.inventory.app:make_app", "--database-url", _url(tmp_path))
     assert result.returncode == 0, _explain(result)
     titles = [line for line in result.stdout.splitlines() if line.startswith("inventory:")]
-    assert len(titles) == 8  # 7 handlers and 1 workflow
-    assert "inventory:restock-reminder" in titles
+    assert len(titles) == 8  # 6 write handlers, 1 query handler and 1 workflow
+    assert {"inventory:restock-reminder", "inventory:report:low-stock"} <= set(titles)
     assert "  0. workflow.wait" in result.stdout
 
 
