@@ -5,8 +5,11 @@ kind of handler runs as the other.  On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import inspect
+import sqlite3
+import time
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -235,6 +238,40 @@ def test_boot_refuses_writes_outbox_and_workflow_steps_in_a_query() -> None:
         "handler qryboot:q-as-write: A write handler needs a pipeline built with feature.pipeline(P), got a query "
         "pipeline (QueryFinished); register it with feature.query_handler(...) and run it with app.query(...)"
     ) in problems
+
+
+def test_call_feature_of_a_query_is_refused_at_boot() -> None:
+    g = Feature("qrycall", requires=["call_feature"])
+    looked = g.query_handler("look", g.query_pipeline(Lookup).return_(lambda c: ok(1)))
+    step: Any = looked  # written without mypy, which wants a WriteHandler here
+    g.write_handler(
+        "calls", g.pipeline(Lookup).call_feature("x", step, payload=lambda c: c.payload).return_(lambda c: ok(1))
+    )
+    with pytest.raises(BootError) as raised:
+        App([g], database_url="sqlite://")
+    assert raised.value.problems == [
+        'handler qrycall:calls, step 0 (call_feature "x"): call_feature targets qrycall:look, a query handler; '
+        "call_feature runs write handlers only: read what the pipeline needs with find_one/get_one/find_many"
+    ]
+
+
+def test_a_query_on_sqlite_takes_no_write_lock(tmp_path: Path, make_user: Callable[..., User]) -> None:
+    """A write's BEGIN IMMEDIATE waits for another writer; a query's deferred BEGIN reads
+    beside it (WAL), so a long write does not hold up the queries."""
+    app = App([f], database_url=f"sqlite:///{tmp_path / 'q.sqlite3'}")
+    app.create_all()
+    admin = make_user("Admin")
+    _seed(app, admin, ("bolt", 3))
+    other = sqlite3.connect(tmp_path / "q.sqlite3", isolation_level=None)
+    try:
+        other.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
+        started = time.monotonic()
+        assert app.query(by_label, Lookup("bolt"), user=admin) == Ok([3])
+        assert time.monotonic() - started < 2  # not the 5 s busy timeout
+    finally:
+        other.execute("ROLLBACK")
+        other.close()
+        app.dispose()
 
 
 def test_query_and_handler_names_share_one_namespace() -> None:

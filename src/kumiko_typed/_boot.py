@@ -49,6 +49,7 @@ class _AppTables:
         #: Feature → the tables its ``projections=`` declares (the entries that are tables).
         self.projections: dict[Feature[Any], set[Table]] = {}
         self.handlers = {id(h) for f in features for h in f.handlers}
+        self.queries = {id(q) for f in features for q in f.queries}
         for feature in features:
             self.events |= set(feature.events)
             declared = self.projections.setdefault(feature, set())
@@ -155,6 +156,11 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
                 f"{step.entity.__name__} belongs to feature {owner!r}; change it through one of that "
                 "feature's handlers with call_feature"
             )
+    if isinstance(step, CallFeature) and id(step.handler) in tables.queries:
+        return (
+            f"call_feature targets {step.handler.name}, a query handler; call_feature runs write handlers "
+            "only: read what the pipeline needs with find_one/get_one/find_many"
+        )
     if isinstance(step, CallFeature) and id(step.handler) not in tables.handlers:
         return f"call_feature targets {step.handler.name}, which is not a handler of any feature of this App"
     if isinstance(step, (ProjectionUpsert, ProjectionDelete)):
