@@ -142,7 +142,7 @@ def test_a_raw_write_through_c_db_is_refused_and_nothing_is_written(
     )
     assert result.details == {"path": "0", "step": 'compute "wrote"'}
     assert _labels(app) == ["bolt"]
-    # The connection is a writer again afterwards (SQLite's pragma is reset on check-in).
+    # The connection is a writer again afterwards (SQLite resets the pragma as a writer begins).
     _seed(app, admin, ("nut", 1))
     assert _labels(app) == ["bolt", "nut"]
 

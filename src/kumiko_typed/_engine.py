@@ -18,7 +18,6 @@ def make_engine(url: str) -> Engine:
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
-        event.listen(engine, "checkin", _sqlite_checkin)
         return engine
     return create_engine(url)
 
@@ -39,14 +38,12 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
 
 def _sqlite_begin(conn: Any) -> None:
     if conn.get_execution_options().get(READ_ONLY_OPTION):
-        # A query: no write lock, and the connection refuses writes until it is checked in.
+        # A query: no write lock, and the connection refuses writes until its next writer
+        # begins (the pragma outlives the transaction; no listener on every check-in).
         conn.exec_driver_sql("PRAGMA query_only = ON")
         conn.info[READ_ONLY_OPTION] = True
         conn.exec_driver_sql("BEGIN")
         return
+    if conn.info.pop(READ_ONLY_OPTION, False):
+        conn.exec_driver_sql("PRAGMA query_only = OFF")
     conn.exec_driver_sql("BEGIN IMMEDIATE")
-
-
-def _sqlite_checkin(dbapi_connection: Any, record: Any) -> None:
-    if record.info.pop(READ_ONLY_OPTION, False) and dbapi_connection is not None:  # None: invalidated
-        dbapi_connection.execute("PRAGMA query_only = OFF")

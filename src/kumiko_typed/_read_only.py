@@ -4,8 +4,8 @@ builder that offers no write step (a resolver still holds ``c.db``).
 PostgreSQL: ``SET TRANSACTION READ ONLY`` as the transaction's first statement.  SQLite
 has no read-only transaction, so the connection is made ``PRAGMA query_only`` for the
 transaction (and a deferred ``BEGIN``: a query must not take the write lock that a
-write's ``BEGIN IMMEDIATE`` takes); the pool resets the pragma when the connection is
-returned.  Either way a query is rolled back, never committed.
+write's ``BEGIN IMMEDIATE`` takes); the next transaction that is not a query resets the
+pragma as it begins.  Either way a query is rolled back, never committed.
 """
 
 from __future__ import annotations
