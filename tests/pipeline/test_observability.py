@@ -57,6 +57,9 @@ flow = f.workflow(
     trigger=manual(Order),
     pipeline=f.workflow_pipeline(Order).compute("a", lambda c: 1).wait("PT1M").compute("b", lambda c: 2),
 )
+counted = f.query_handler(
+    "counted", f.query_pipeline(Order).compute("n", lambda c: len(c.payload.items)).return_(lambda c: ok(c.steps["n"]))
+)
 
 
 @pytest.fixture
@@ -164,3 +167,18 @@ def test_log_records_carry_structured_fields(
     passes = [r for r in caplog.records if hasattr(r, "kumiko_counts")]
     assert passes and passes[-1].kumiko_counts["retried"] == 1  # type: ignore[attr-defined]
     assert all(str(uuid.UUID(int=0)) not in r.getMessage() for r in passes)
+
+
+def test_a_query_has_its_own_span(app_on: Callable[..., App], user: User, spans: InMemorySpanExporter) -> None:
+    app = app_on([f])
+    assert app.query(counted, Order((1, 2, 3)), user=user) == Ok(3)
+    named = _by_name(spans.get_finished_spans())
+    assert "kumiko.dispatch" not in named
+    query = named["kumiko.query"]
+    assert query.attributes is not None
+    assert (query.attributes["kumiko.handler"], query.attributes["kumiko.tenant"]) == (
+        "obs:counted",
+        str(user.tenant_id),
+    )
+    step = named['compute "n"']
+    assert step.parent is not None and step.parent.span_id == query.context.span_id
