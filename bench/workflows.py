@@ -430,7 +430,7 @@ def main() -> None:
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--no-dbos", action="store_true", help="measure kumiko-typed alone")
     parser.add_argument("--no-scaling", action="store_true", help="skip the resume-scaling part")
-    parser.add_argument("--scaling-runs", type=int, default=300, help="runs resumed per configuration")
+    parser.add_argument("--scaling-runs", type=int, default=150, help="runs resumed per configuration")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
