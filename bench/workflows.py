@@ -424,7 +424,7 @@ def main() -> None:
     if sys.argv[1:2] == ["--resume-worker"]:
         sys.exit(resume_worker(sys.argv[2]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 6 runs, 20 scaling runs")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 6 runs, 12 scaling runs")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=40, help="runs per side per round")
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
@@ -435,7 +435,7 @@ def main() -> None:
     args = parser.parse_args()
     load_before = load_average()
     rounds, runs = (2, 6) if args.quick else (args.rounds, args.runs)
-    scaling_runs, scaling_rounds = (20, 1) if args.quick else (args.scaling_runs, 3)
+    scaling_runs, scaling_rounds = (12, 1) if args.quick else (args.scaling_runs, 3)
     results: dict[str, Any] = {"goal_steps": GOAL_STEPS, "goal_plain": GOAL_PLAIN, "goal_scaling": GOAL_SCALING}
     use_dbos = DBOS is not None and not args.no_dbos
     dbos_version = "" if DBOS is None else f" {metadata.version('dbos')}"
