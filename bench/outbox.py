@@ -118,14 +118,14 @@ def report(times: dict[str, list[float]], rows: int) -> tuple[dict[str, float], 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="a smoke run: 60 rows, 1 round")
+    parser.add_argument("--quick", action="store_true", help="a smoke run: 40 rows, 1 round")
     parser.add_argument("--rows", type=int, default=None, help="rows per run (default 600)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3)")
     parser.add_argument("--delay-ms", type=float, default=5.0, help="the receiver's delay before answering (ms)")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
-    rows = args.rows or (60 if args.quick else 600)
+    rows = args.rows or (40 if args.quick else 600)
     rounds = args.rounds or (1 if args.quick else 3)
     delay = args.delay_ms / 1000
 

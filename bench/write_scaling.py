@@ -212,7 +212,7 @@ def main() -> int:
     args = parser.parse_args()
     load_before = load_average()
     rounds = args.rounds or (1 if args.quick else 3)
-    calls = args.calls or (10 if args.quick else 150)
+    calls = args.calls or (5 if args.quick else 150)
     print("bench/write_scaling.py — writers on distinct aggregates, PostgreSQL through a delaying proxy")
     print(
         f"python {platform.python_version()}, SQLAlchemy {sa.__version__}, kumiko-typed {kumiko_typed.__version__}; "
