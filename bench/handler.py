@@ -1,37 +1,35 @@
-"""Handler overhead: the inventory ``product:adjust-stock`` handler through the framework vs.
-hand-written SQLAlchemy code doing the same work in one transaction.
+"""Handler cost: a kumiko-typed ``get_one -> compute -> update`` handler against the same
+write by hand with SQLAlchemy Core and with the raw driver.
 
 Run:  python bench/handler.py [--quick] [--rounds N] [--calls N] [--only sqlite|postgres]
                               [--sqlite-sync full|off] [--profile]
 
-* framework      -- ``App.dispatch(adjust_stock, AdjustStock(id, delta, "bench"), user=...)``:
-                    the example's pipeline (get_one, append_event with the projector,
-                    compute, upsert or delete of the low-stock alert, return_), i.e. the
-                    role check, one session and transaction, the step runtime, the tenant
-                    filter on ORM reads, the event store append.
-* hand-written   -- the same statements written by hand in one ORM ``Session``: on
-                    PostgreSQL the append advisory lock first (with the NOTIFY that wakes
-                    workers, in one statement as the framework does); ``SELECT`` of the
-                    product (tenant and ``archived`` in the WHERE) — no row lock needed,
-                    every writer takes the append lock before reading; INSERT of the event
-                    row into ``kumiko_events`` (same columns and payload); the projector's
-                    change plus version and ``updated_at`` on the product (flushed as one
-                    UPDATE); the alert upserted (``ON CONFLICT DO UPDATE``) or deleted;
-                    COMMIT (ROLLBACK when the stock would go below zero).  The baseline.
+Sides (bench/_counter.py has all of them; each bumps its own counter row):
 
-All sides use the App's engine (same pool, same SQLite set-up), each works on its own
-product, and the deltas alternate +1/-1 around the low-stock threshold, so every second
-call upserts the alert and every other one deletes it.  A check before timing runs a few
-calls of each side and compares results and stored rows (events, product, alert).
+* kumiko  -- ``App.dispatch(bump, Bump(id, delta), user=...)``: role check, transaction,
+             step runtime, tenant filter, ``get_one`` of the counter, ``compute`` of the new
+             count, ``update`` with the version read (event + row), ``return_``.
+* core    -- SQLAlchemy Core on the App's engine, statements built once, one transaction:
+             ``SELECT count, version ... WHERE id AND tenant_id``, ``INSERT`` of the event,
+             ``UPDATE ... SET count, version, updated_at WHERE id AND version`` with a
+             rowcount check (0 rows: rollback, ``version_conflict``).  No other lock.
+* raw     -- the same three statements through sqlite3 / psycopg 3 on one connection.
+* orm     -- context only (the old baseline): the same write through an ORM ``Session``
+             (select the entity, insert the event, change the attributes, flush, commit).
 
-Each round times N calls of each side (the order rotates every round), with the garbage
-collector off inside a timed batch.  Reported per database: the median wall-clock and CPU
-(this process) time per call of each side and the median of the per-round ratios
-framework / hand-written.  Nothing here passes or fails on time.
+Each side persists per call: one ``counter.updated`` event row and the counter's new
+count, version and updated_at.  A check before timing runs each side and compares results
+and stored rows.  Each round times N calls of every side, the order rotating every round,
+with the garbage collector off inside a timed batch.  Reported per database: median
+wall-clock and CPU (this process) time per call of each side and the median of the
+per-round ratios kumiko / core, kumiko / raw (and kumiko / orm, context).
+Goals: kumiko / core <= 1.30 (wall and CPU), kumiko / raw <= 2.5.  Nothing here passes or
+fails on time.
 
-Databases: SQLite on a temporary file (the App's default pragmas: write-ahead log,
-synchronous=FULL), and PostgreSQL from ``KUMIKO_BENCH_POSTGRES_URL`` or else a throw-away
-server started with ``kumiko_typed.testing.postgres`` (fsync and synchronous_commit off, loopback TCP).
+Databases: SQLite on a temporary file (WAL, synchronous=FULL, BEGIN IMMEDIATE: the App's
+set-up, which the raw side copies); PostgreSQL from ``KUMIKO_BENCH_POSTGRES_URL`` or else a
+throw-away server (``kumiko_typed.testing.postgres``: fsync, full-page writes and
+synchronous_commit OFF, loopback TCP).
 """
 
 from __future__ import annotations
@@ -49,66 +47,67 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
-from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import sessionmaker
 
 ROOT = Path(__file__).resolve().parent.parent
-sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT)]
 
+from _counter import (  # noqa: E402
+    AGGREGATE,
+    EVENT_TYPE,
+    Bump,
+    Counter,
+    Side,
+    feature,
+    make_core,
+    make_kumiko,
+    make_raw_psycopg,
+    make_raw_sqlite,
+    new_counter,
+    stored,
+)
 from _report import add_json_option, load_average, load_note, write_json  # noqa: E402
 
 import kumiko_typed  # noqa: E402
-from examples.inventory.handlers import adjust_stock, create_product, inventory  # noqa: E402
-from examples.inventory.model import LOW_STOCK, AdjustStock, CreateProduct, LowStockAlert, Product  # noqa: E402
 from kumiko_typed import App, Failure, Ok, User, fail, ok  # noqa: E402
-from kumiko_typed._eventstore import APPEND_LOCK  # noqa: E402
-from kumiko_typed._notify import CHANNEL  # noqa: E402
 from kumiko_typed._tables import events  # noqa: E402
 
-TARGET = 1.15
-ALERTS = LowStockAlert.__table__
-LOCK = sa.text("SELECT pg_advisory_xact_lock(:key), pg_notify(:channel, '')")
+GOAL_CORE = 1.30
+GOAL_RAW = 2.5
+SQL = (
+    "SELECT count, version WHERE id AND tenant_id; INSERT event; "
+    "UPDATE SET count, version, updated_at WHERE id AND version (rowcount checked); COMMIT"
+)
 
 
-# --- hand-written ------------------------------------------------------------------------------
-
-
-def make_hand_written(engine: sa.Engine) -> Callable[[AdjustStock, User], Ok[int] | Failure]:
-    """The adjustment by hand, statement for statement what the framework sends."""
+def make_orm(engine: sa.Engine) -> Side:
+    """Context only: the write as ORM code (the unit of work flushes the changed row)."""
     sessions = sessionmaker(engine, expire_on_commit=False)
-    postgres = engine.dialect.name == "postgresql"
-    upsert_insert = postgresql.insert(ALERTS) if postgres else sqlite.insert(ALERTS)
-    upsert = upsert_insert.on_conflict_do_update(
-        index_elements=[ALERTS.c.product_id],
-        set_={c: upsert_insert.excluded[c] for c in ("tenant_id", "sku", "stock")},
-    )
 
-    def adjust(payload: AdjustStock, user: User) -> Ok[int] | Failure:
+    def orm(payload: Bump, user: User) -> Ok[int] | Failure:
         now = datetime.now(UTC)
         with sessions() as session, session.begin():
-            if postgres:
-                session.execute(LOCK, {"key": APPEND_LOCK, "channel": CHANNEL})
-            live = (Product.id == payload.id, Product.tenant_id == user.tenant_id, Product.archived.is_(False))
-            product = session.execute(sa.select(Product).where(*live)).scalars().first()
-            if product is None:
-                return fail("not_found", f"Product {payload.id} not found")
-            new_stock = product.stock + payload.delta
-            version = product.version + 1
+            row = session.scalars(
+                sa.select(Counter).where(Counter.id == payload.id, Counter.tenant_id == user.tenant_id)
+            ).first()
+            if row is None:
+                return fail("not_found", f"Counter {payload.id} not found")
+            expected, count = row.version, row.count + payload.delta
             session.execute(
                 sa.insert(events).values(
                     event_id=uuid.uuid4(),
-                    stream_id=product.id,
-                    aggregate_type="product",
-                    stream_version=version,
-                    type="product-stock-adjusted",
-                    payload={"delta": payload.delta, "reason": payload.reason},
+                    stream_id=row.id,
+                    aggregate_type=AGGREGATE,
+                    stream_version=expected + 1,
+                    type=EVENT_TYPE,
+                    payload={"changes": {"count": count}},
                     headers={},
                     tenant_id=user.tenant_id,
                     user_id=user.id,
@@ -116,81 +115,36 @@ def make_hand_written(engine: sa.Engine) -> Callable[[AdjustStock, User], Ok[int
                     occurred_at=now,
                 )
             )
-            product.stock = new_stock
-            product.version = version
-            product.updated_at = now
+            row.count, row.version, row.updated_at = count, expected + 1, now
             session.flush()
-            if new_stock < LOW_STOCK:
-                session.execute(
-                    upsert.values(product_id=product.id, tenant_id=user.tenant_id, sku=product.sku, stock=new_stock)
-                )
-            else:
-                session.execute(sa.delete(ALERTS).where(ALERTS.c.product_id == product.id))
-            if new_stock < 0:
-                session.rollback()
-                return fail("unprocessable", "stock cannot go below zero", {"stock": new_stock})
-            return ok(new_stock)
+        return ok(count)
 
-    return adjust
+    return orm
 
 
-# --- the framework -----------------------------------------------------------------------------
+def check_same(app: App, user: User, sides: dict[str, Side]) -> None:
+    ids = {name: new_counter(app, user) for name in sides}
+    for delta in (1, -1, 5, 2):
+        got = {name: fn(Bump(ids[name], delta), user) for name, fn in sides.items()}
+        if len({repr(g) for g in got.values()}) != 1:
+            raise SystemExit(f"MISMATCH on delta {delta}: {got}")
+    rows = {name: stored(app.engine, ids[name]) for name in sides}
+    if len({repr(r) for r in rows.values()}) != 1:
+        raise SystemExit(f"MISMATCH in stored rows: {rows}")
+    missing = fn_missing(sides["core"], user)
+    if not (isinstance(missing, Failure) and missing.code == "not_found"):
+        raise SystemExit(f"core on a missing row: {missing!r}")
 
 
-def make_framework(app: App) -> Callable[[AdjustStock, User], Ok[int] | Failure]:
-    dispatch = app.dispatch
-
-    def adjust(payload: AdjustStock, user: User) -> Ok[int] | Failure:
-        return dispatch(adjust_stock, payload, user=user)
-
-    return adjust
+def fn_missing(fn: Side, user: User) -> Ok[int] | Failure:
+    return fn(Bump(uuid.uuid4(), 1), user)
 
 
-# --- harness -------------------------------------------------------------------------------------
-
-
-Side = Callable[[AdjustStock, User], "Ok[int] | Failure"]
-
-
-def new_product(app: App, user: User, sku: str) -> uuid.UUID:
-    made = app.dispatch(create_product, CreateProduct(sku, sku, LOW_STOCK - 1), user=user)
-    assert isinstance(made, Ok), made
-    return made.data.id
-
-
-def stored(app: App, pid: uuid.UUID) -> tuple[Any, ...]:
-    """What a run of adjustments left behind for one product, minus ids and times."""
-    with app.engine.connect() as conn:
-        evs = conn.execute(
-            sa.select(
-                events.c.aggregate_type, events.c.stream_version, events.c.type, events.c.payload, events.c.headers
-            )
-            .where(events.c.stream_id == pid)
-            .order_by(events.c.position)
-        ).all()
-        row = conn.execute(sa.select(Product.stock, Product.version, Product.archived).where(Product.id == pid)).one()
-        alert = conn.execute(sa.select(ALERTS.c.stock).where(ALERTS.c.product_id == pid)).all()
-    return [tuple(e) for e in evs][1:], tuple(row), [tuple(a) for a in alert]
-
-
-def check_same(app: App, user: User, framework: Side, hand: Side) -> None:
-    tag = uuid.uuid4().hex[:6]
-    a, b = new_product(app, user, f"check-fw-{tag}"), new_product(app, user, f"check-hand-{tag}")
-    for delta in (1, -1, -2, 3, -5):  # the last one would go below zero: rolled back
-        got = framework(AdjustStock(a, delta, "check"), user), hand(AdjustStock(b, delta, "check"), user)
-        if type(got[0]) is not type(got[1]) or (isinstance(got[0], Ok) and got[0] != got[1]):
-            raise SystemExit(f"MISMATCH on delta {delta}: framework {got[0]!r} vs hand-written {got[1]!r}")
-        if isinstance(got[0], Failure) and (got[0].code, got[0].details) != (got[1].code, got[1].details):
-            raise SystemExit(f"MISMATCH on delta {delta}: framework {got[0]!r} vs hand-written {got[1]!r}")
-    if stored(app, a) != stored(app, b):
-        raise SystemExit(f"MISMATCH in stored rows:\n framework    {stored(app, a)}\n hand-written {stored(app, b)}")
-
-
-def batch(fn: Side, pid: uuid.UUID, user: User, n: int) -> tuple[float, float]:
-    """Wall-clock and CPU seconds per call over ``n`` calls (+1, -1, +1, ...: the alert is
-    deleted, upserted, ...).  CPU is this process's alone: on a busy machine it is the
-    steadier figure of the Python side, but it leaves out the database's work and waits."""
-    up, down = AdjustStock(pid, 1, "bench"), AdjustStock(pid, -1, "bench")
+def batch(fn: Side, counter: uuid.UUID, user: User, n: int) -> tuple[float, float]:
+    """Wall-clock and CPU seconds per call over ``n`` calls (deltas +1, -1, ...).  CPU is
+    this process's alone: the steadier figure of the Python side on a busy machine, but
+    it leaves out the database's work and waits."""
+    up, down = Bump(counter, 1), Bump(counter, -1)
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
@@ -201,58 +155,65 @@ def batch(fn: Side, pid: uuid.UUID, user: User, n: int) -> tuple[float, float]:
     finally:
         if gc_was_on:
             gc.enable()
-    if n % 2:  # leave the stock where it started
-        fn(down, user)
     return (t1 - t0) / n, (c1 - c0) / n
 
 
-def measure(label: str, app: App, rounds: int, calls: int, profile: bool) -> dict[str, float]:
-    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles={"Admin"})
-    sides: dict[str, Side] = {"framework": make_framework(app), "hand-written": make_hand_written(app.engine)}
-    check_same(app, user, sides["framework"], sides["hand-written"])
-    products = {name: new_product(app, user, f"bench-{n}") for n, name in enumerate(sides)}
-    for name, fn in sides.items():  # warm-up: pool, statement caches
-        batch(fn, products[name], user, max(calls // 4, 2))
+def _median_ratio(a: list[float], b: list[float]) -> tuple[float, float, float]:
+    ratios = [x / y for x, y in zip(a, b, strict=True) if y > 0]
+    if not ratios:
+        return float("nan"), float("nan"), float("nan")
+    return statistics.median(ratios), min(ratios), max(ratios)
 
-    times: dict[str, list[float]] = {name: [] for name in sides}
+
+def measure(label: str, app: App, raw: Side, rounds: int, calls: int, profile: bool) -> dict[str, Any]:
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset())
+    sides: dict[str, Side] = {
+        "kumiko": make_kumiko(app),
+        "core": make_core(app.engine),
+        "raw": raw,
+        "orm": make_orm(app.engine),
+    }
+    check_same(app, user, sides)
+    counters = {name: new_counter(app, user) for name in sides}
+    for name, fn in sides.items():  # warm-up: pools, statement caches, prepared statements
+        batch(fn, counters[name], user, max(calls // 2, 6))
+
+    wall: dict[str, list[float]] = {name: [] for name in sides}
     cpu: dict[str, list[float]] = {name: [] for name in sides}
     names = list(sides)
     for r in range(rounds):
-        for name in names[r % 2 :] + names[: r % 2]:  # the sides lead in turn
-            wall, used = batch(sides[name], products[name], user, calls)
-            times[name].append(wall)
-            cpu[name].append(used)
+        for name in names[r % len(names) :] + names[: r % len(names)]:  # each side leads in turn
+            w, c = batch(sides[name], counters[name], user, calls)
+            wall[name].append(w)
+            cpu[name].append(c)
 
     us = 1e6
     print(f"\n{label}")
-    print(f"{'':15} {'wall-clock us/call':>38}   {'CPU us/call (this process)':>28}")
-    for name, ts in times.items():
-        med, low, high, used = statistics.median(ts) * us, min(ts) * us, max(ts) * us, statistics.median(cpu[name]) * us
-        print(f"{name:15} median {med:9.1f}  (min {low:8.1f}, max {high:8.1f})   median {used:9.1f}")
-    ratios = [f / h for f, h in zip(times["framework"], times["hand-written"], strict=True)]
-    cpu_ratios = [f / h for f, h in zip(cpu["framework"], cpu["hand-written"], strict=True) if h > 0]
-    figures = {
-        "framework_us": statistics.median(times["framework"]) * us,
-        "hand_us": statistics.median(times["hand-written"]) * us,
-        "ratio": statistics.median(ratios),
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-        "cpu_ratio": statistics.median(cpu_ratios) if cpu_ratios else float("nan"),
-    }
-    print(
-        f"ratio framework/hand-written: wall median {figures['ratio']:.3f} (min {min(ratios):.3f}, "
-        f"max {max(ratios):.3f}), CPU median {figures['cpu_ratio']:.3f}; target <= {TARGET}"
-    )
+    print(f"{'':8} {'wall-clock us/call':>38}   {'CPU us/call (this process)':>28}")
+    for name in names:
+        ts = wall[name]
+        print(
+            f"{name:8} median {statistics.median(ts) * us:9.1f}  (min {min(ts) * us:8.1f}, max {max(ts) * us:8.1f})"
+            f"   median {statistics.median(cpu[name]) * us:9.1f}"
+        )
+    figures: dict[str, Any] = {f"{name}_us": statistics.median(wall[name]) * us for name in names}
+    figures |= {f"{name}_cpu_us": statistics.median(cpu[name]) * us for name in names}
+    for other, goal in (("core", GOAL_CORE), ("raw", GOAL_RAW), ("orm", None)):
+        w, w_min, w_max = _median_ratio(wall["kumiko"], wall[other])
+        c, _, _ = _median_ratio(cpu["kumiko"], cpu[other])
+        figures |= {f"{other}_ratio": w, f"{other}_ratio_min": w_min, f"{other}_ratio_max": w_max}
+        figures[f"{other}_cpu_ratio"] = c
+        verdict = "context" if goal is None else f"goal <= {goal}: " + ("met" if max(w, c) <= goal else "NOT MET")
+        print(f"kumiko/{other:5} wall median {w:.3f} (min {w_min:.3f}, max {w_max:.3f}), CPU median {c:.3f}; {verdict}")
     if profile:
-        for name, fn in sides.items():
+        for name in ("kumiko", "core"):
             profiler = cProfile.Profile()
             profiler.enable()
-            batch(fn, products[name], user, calls)
+            batch(sides[name], counters[name], user, calls)
             profiler.disable()
             out = io.StringIO()
-            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(30)
-            print(f"\n--- cProfile, {name}, {calls} calls, by own time ---")
-            print(out.getvalue())
+            pstats.Stats(profiler, stream=out).sort_stats("tottime").print_stats(25)
+            print(f"\n--- cProfile, {name}, {calls} calls, by own time ---\n{out.getvalue()}")
     return figures
 
 
@@ -274,13 +235,52 @@ def postgres_url() -> Iterator[str | None]:
         server.stop()
 
 
+def run_sqlite(sync: str, rounds: int, calls: int, profile: bool) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory(prefix="kumiko-bench-") as folder:
+        path = f"{folder}/bench.sqlite3"
+        app = App([feature], database_url=f"sqlite:///{path}")
+        if sync == "OFF":
+            sa.event.listen(app.engine, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=OFF"))
+        app.create_all()
+        raw, close = make_raw_sqlite(path, synchronous=sync)
+        try:
+            label = (
+                f"SQLite {sqlite3.sqlite_version} (temporary file, WAL, synchronous={sync}, BEGIN IMMEDIATE; "
+                "raw side: sqlite3, same pragmas)"
+            )
+            return measure(label, app, raw, rounds, calls, profile)
+        finally:
+            close()
+            app.dispose()
+
+
+def run_postgres(rounds: int, calls: int, profile: bool) -> dict[str, Any] | None:
+    with postgres_url() as url:
+        if url is None:
+            print("\nPostgreSQL: no server binaries found (set KUMIKO_BENCH_POSTGRES_URL); skipped")
+            return None
+        app = App([feature], database_url=url)
+        app.create_all()
+        raw, close = make_raw_psycopg(url)
+        try:
+            server = app.engine.dialect.server_version_info
+            label = (
+                f"PostgreSQL {'.'.join(map(str, server or ()))} (loopback TCP, psycopg 3; throw-away server: "
+                "fsync, full_page_writes and synchronous_commit OFF; read committed)"
+            )
+            return measure(label, app, raw, rounds, calls, profile)
+        finally:
+            close()
+            app.dispose()
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (few rounds, few calls)")
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--calls", type=int, default=None, help="calls per side per round")
     parser.add_argument("--only", choices=["sqlite", "postgres"], default=None)
-    parser.add_argument("--profile", action="store_true", help="cProfile one batch of each side afterwards")
+    parser.add_argument("--profile", action="store_true", help="cProfile one batch of kumiko and core afterwards")
     parser.add_argument(
         "--sqlite-sync",
         choices=["full", "off"],
@@ -290,47 +290,29 @@ def main() -> int:
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
-    rounds = args.rounds or (3 if args.quick else 61)
-    calls = args.calls or (20 if args.quick else 60)
+    rounds = args.rounds or (3 if args.quick else 41)
+    calls = args.calls or (12 if args.quick else 60)
 
-    print("bench/handler.py — product:adjust-stock, framework vs hand-written SQLAlchemy")
+    print("bench/handler.py — get_one -> compute -> update: kumiko-typed vs SQLAlchemy Core vs the raw driver")
     print(
         f"python {platform.python_version()} ({platform.python_implementation()}), SQLAlchemy {sa.__version__}, "
-        f"kumiko-typed {kumiko_typed.__version__}, {rounds} rounds x {calls} calls per side, alternating"
+        f"kumiko-typed {kumiko_typed.__version__}, {rounds} rounds x {calls} calls per side, order rotating"
     )
+    print(f"baseline SQL (core and raw, one transaction, optimistic, no other lock): {SQL}")
+    print("each side persists per call: one counter.updated event row + the counter row's count, version, updated_at")
     print(f"{load_note()} before")
-    results: dict[str, dict[str, float]] = {}
+    results: dict[str, Any] = {}
 
     if args.only in (None, "sqlite"):
-        with tempfile.TemporaryDirectory(prefix="kumiko-bench-") as folder:
-            app = App([inventory], database_url=f"sqlite:///{folder}/bench.sqlite3")
-            if args.sqlite_sync == "off":
-                sa.event.listen(app.engine, "connect", lambda conn, _record: conn.execute("PRAGMA synchronous=OFF"))
-            app.create_all()
-            try:
-                label = f"SQLite {sqlite3.sqlite_version} (temporary file, WAL, synchronous={args.sqlite_sync.upper()})"
-                results["sqlite"] = measure(label, app, rounds, calls, args.profile)
-            finally:
-                app.dispose()
-
+        results["sqlite"] = run_sqlite(args.sqlite_sync.upper(), rounds, calls, args.profile)
     if args.only in (None, "postgres"):
-        with postgres_url() as url:
-            if url is None:
-                print("\nPostgreSQL: no server binaries found (set KUMIKO_BENCH_POSTGRES_URL); skipped")
-            else:
-                app = App([inventory], database_url=url)
-                app.create_all()
-                try:
-                    server = app.engine.dialect.server_version_info
-                    label = f"PostgreSQL {'.'.join(map(str, server or ()))} (loopback TCP, psycopg 3)"
-                    results["postgres"] = measure(label, app, rounds, calls, args.profile)
-                finally:
-                    app.dispose()
+        found = run_postgres(rounds, calls, args.profile)
+        if found is not None:
+            results["postgres"] = found
 
     print(f"\n{load_note()} after")
-    write_json(
-        args.json, "handler", {"rounds": rounds, "calls": calls, "target": TARGET, **results}, load_before=load_before
-    )
+    figures = {"rounds": rounds, "calls": calls, "goal_core": GOAL_CORE, "goal_raw": GOAL_RAW, "sql": SQL, **results}
+    write_json(args.json, "handler", figures, load_before=load_before)
     return 0
 
 

@@ -1,26 +1,32 @@
-"""Interpreter overhead: 10 ``compute`` steps + ``return_`` by hand vs. through the interpreter.
+"""Interpreter cost: N ``compute`` steps + ``return_`` through the interpreter, against the
+same lambdas over a dict, against a plain function, and ``App.dispatch`` of the same
+pipeline, at 3, 10 and 50 steps.
 
-Run:  python bench/interpreter.py [--quick] [--rounds N] [--iterations N]
+Run:  python bench/interpreter.py [--quick] [--rounds N] [--iterations N] [--steps 3,10,50]
 
-Both sides run the SAME 11 lambdas (10 computes reading ``c.payload`` and earlier
-``c.steps`` values, then a ``return_`` that wraps its data with ``ok()``):
+Every side computes the same values (step k adds k to step k-1's value, every third
+step multiplies instead; the first reads the payload) and returns the same
+``ok({"last": ..., "steps": N})``:
 
-* by hand      -- what you would write without the framework: a fresh ``dict`` for the
-                  step values, a small slotted context object carrying ``payload`` and
-                  that dict as ``steps``, the 10 lambdas called in order with each result
-                  stored under its key, then the return lambda (which calls ``ok()``).
-* interpreter  -- ``kumiko_typed._interpreter.start_run`` + ``run_block`` on the
-                  ``Finished`` pipeline built once with ``Feature(...).pipeline(P)
-                  .compute(...)...return_(...)``.  That includes everything a
-                  dispatch does per call besides the role and payload checks and the
-                  transaction: the ``Ctx``, the read-only views, the ``Run``, the step
-                  loop and the ``isinstance`` check on the return value.  No database:
-                  compute steps never touch the session, so a placeholder is passed.
+* plain        -- a plain Python function: the N assignments written out, then ``ok``.
+* lambdas      -- the same N lambdas as the pipeline, called in a loop over a list with a
+                  small slotted context (``payload`` and a fresh ``steps`` dict), each
+                  result stored under its key, then the return lambda.  What the
+                  interpreter does, minus the interpreter.
+* interpreter  -- ``kumiko_typed._interpreter.start_run`` + ``run_block`` on the built
+                  pipeline: the ``Ctx``, the read-only views, the ``Run``, the step loop,
+                  the result check.  No database (compute steps never touch one).
+* dispatch     -- ``App.dispatch`` of the same pipeline as a write handler on an
+                  in-memory SQLite App: adds the role and payload checks and whatever
+                  the transaction costs when no statement is sent.
 
-Each round times N calls of one side then N calls of the other (the order alternates
-every round), with the garbage collector off inside a timed batch as ``timeit`` does.
-The figures are the median per-call time of each side and the median of the per-round
-ratios interpreter / by hand.  Nothing here passes or fails on time.
+Nothing is persisted by any side.  Each round times M calls of every side, the order
+rotating every round, with the garbage collector off inside a timed batch.  Reported:
+median µs per call, the median per-round ratio interpreter / lambdas (goal <= 1.15 at
+every N) and interpreter / plain, and, from a least-squares line over N, the
+interpreter's per-step and fixed overhead in µs over the lambdas and over the plain
+function, and dispatch's fixed cost over the plain function.  Nothing here passes or
+fails on time.
 """
 
 from __future__ import annotations
@@ -34,56 +40,66 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any, cast
+from typing import Any
 
 import attrs
 from _report import add_json_option, load_average, load_note, write_json
 
 import kumiko_typed
-from kumiko_typed import Feature, Ok, User, ok
+from kumiko_typed import App, Feature, User, ok
 from kumiko_typed._interpreter import start_run
 from kumiko_typed._registry import Registry
 from kumiko_typed._steps import run_block
 from kumiko_typed._structuring import make_converter
 
-TARGET = 1.5
+GOAL = 1.15
+USER = User(uuid.UUID(int=1), uuid.UUID(int=2), frozenset())
 
 
 @attrs.frozen
-class AdjustStock:
-    sku: str
-    quantity: int
-    unit_price: float
-    discount_pct: float
-    warehouse: str
+class Numbers:
+    x: int
 
-
-# --- the lambdas, shared by both sides -------------------------------------------------
 
 Fn = Callable[[Any], Any]
-
-COMPUTES: list[tuple[str, Fn]] = [
-    ("qty", lambda c: max(c.payload.quantity, 0)),
-    ("gross", lambda c: c.steps["qty"] * c.payload.unit_price),
-    ("discount", lambda c: c.steps["gross"] * c.payload.discount_pct / 100),
-    ("net", lambda c: c.steps["gross"] - c.steps["discount"]),
-    ("tax", lambda c: round(c.steps["net"] * 0.2, 2)),
-    ("total", lambda c: c.steps["net"] + c.steps["tax"]),
-    ("sku", lambda c: c.payload.sku.strip().upper()),
-    ("label", lambda c: f"{c.steps['sku']}@{c.payload.warehouse} x{c.steps['qty']}"),
-    ("large", lambda c: c.steps["total"] > 1000),
-    ("priority", lambda c: "high" if c.steps["large"] else "normal"),
-]
-RETURN: Fn = lambda c: ok(  # noqa: E731
-    {"label": c.steps["label"], "total": c.steps["total"], "priority": c.steps["priority"]}
-)
+Call = Callable[[Numbers], Any]
 
 
-# --- (a) by hand -------------------------------------------------------------------------
+def _step(k: int) -> Fn:
+    if k == 0:
+        return lambda c: c.payload.x + 1
+    prev = f"s{k - 1}"
+    if k % 3 == 0:
+        return lambda c: c.steps[prev] * 3 % 1_000_003
+    return lambda c: c.steps[prev] + k
+
+
+def computes(n: int) -> list[tuple[str, Fn]]:
+    return [(f"s{k}", _step(k)) for k in range(n)]
+
+
+def returns(n: int) -> Fn:
+    last = f"s{n - 1}"
+    return lambda c: ok({"last": c.steps[last], "steps": n})
+
+
+# --- the sides ------------------------------------------------------------------------------
+
+
+def make_plain(n: int) -> Call:
+    """The computation written out as one function (generated: N assignments)."""
+    lines = ["def plain(p):\n    s0 = p.x + 1"]
+    for k in range(1, n):
+        lines.append(f"    s{k} = s{k - 1} * 3 % 1_000_003" if k % 3 == 0 else f"    s{k} = s{k - 1} + {k}")
+    lines.append(f"    return ok({{'last': s{n - 1}, 'steps': {n}}})")
+    namespace: dict[str, Any] = {"ok": ok}
+    exec("\n".join(lines), namespace)  # our own generated source
+    plain: Call = namespace["plain"]
+    return plain
 
 
 class HandCtx:
-    """The least a by-hand version needs: the payload and the values computed so far."""
+    """The least the lambdas need: the payload and the values computed so far."""
 
     __slots__ = ("payload", "steps")
 
@@ -92,55 +108,59 @@ class HandCtx:
         self.steps = steps
 
 
-def make_by_hand() -> Callable[[object], Ok[object]]:
-    (k0, f0), (k1, f1), (k2, f2), (k3, f3), (k4, f4), (k5, f5), (k6, f6), (k7, f7), (k8, f8), (k9, f9) = COMPUTES
-    fr = RETURN
+def make_lambdas(n: int) -> Call:
+    pairs, fr = computes(n), returns(n)
 
-    def by_hand(payload: object) -> Ok[object]:
+    def lambdas(payload: Numbers) -> Any:
         steps: dict[str, object] = {}
         c = HandCtx(payload, steps)
-        steps[k0] = f0(c)
-        steps[k1] = f1(c)
-        steps[k2] = f2(c)
-        steps[k3] = f3(c)
-        steps[k4] = f4(c)
-        steps[k5] = f5(c)
-        steps[k6] = f6(c)
-        steps[k7] = f7(c)
-        steps[k8] = f8(c)
-        steps[k9] = f9(c)
-        return cast("Ok[object]", fr(c))
+        for key, fn in pairs:
+            steps[key] = fn(c)
+        return fr(c)
 
-    return by_hand
+    return lambdas
 
 
-# --- (b) through the interpreter ------------------------------------------------------------
-
-
-def make_interpreted() -> Callable[[object], Any]:
-    feature = Feature("bench")
-    builder: Any = feature.pipeline(AdjustStock)
-    for name, fn in COMPUTES:
+def pipeline(feature: Feature, n: int) -> Any:
+    builder: Any = feature.pipeline(Numbers)
+    for name, fn in computes(n):
         builder = builder.compute(name, fn)
-    finished = builder.return_(RETURN)
-    handler = "bench:adjust"
-    user = User(uuid.UUID(int=1), uuid.UUID(int=2), frozenset({"clerk"}))
+    return builder.return_(returns(n))
+
+
+def make_interpreted(n: int) -> Call:
+    feature = Feature(f"bench{n}")
+    finished = pipeline(feature, n)
+    registry = Registry([feature], make_converter())
     session: Any = None  # compute and return_ never touch the session
     now = datetime(2026, 12, 2, tzinfo=UTC)
     correlation_id = uuid.UUID(int=3)
-    registry = Registry([feature], make_converter())
+    handler = f"bench{n}:numbers"
 
-    def interpreted(payload: object) -> Any:
-        run = start_run(finished, session, registry, (handler, payload, user, now, correlation_id))
+    def interpreted(payload: Numbers) -> Any:
+        run = start_run(finished, session, registry, (handler, payload, USER, now, correlation_id))
         return run_block(finished.block, run)
 
     return interpreted
 
 
-# --- timing ------------------------------------------------------------------------------------
+def make_dispatch(n: int) -> tuple[Call, App]:
+    feature = Feature(f"dispatch{n}")
+    handler = feature.write_handler("numbers", pipeline(feature, n))
+    app = App([feature], database_url="sqlite://")
+    app.create_all()
+    dispatch = app.dispatch
+
+    def dispatched(payload: Numbers) -> Any:
+        return dispatch(handler, payload, user=USER)
+
+    return dispatched, app
 
 
-def batch(fn: Callable[[object], object], payload: object, n: int) -> float:
+# --- timing ---------------------------------------------------------------------------------
+
+
+def batch(fn: Call, payload: Numbers, n: int) -> float:
     """Seconds per call over ``n`` calls."""
     rng = range(n)
     gc_was_on = gc.isenabled()
@@ -156,81 +176,101 @@ def batch(fn: Callable[[object], object], payload: object, n: int) -> float:
     return (t1 - t0) / n
 
 
+def fit(xs: list[int], ys: list[float]) -> tuple[float, float]:
+    """Least-squares line through (xs, ys): (slope, intercept)."""
+    mx, my = statistics.fmean(xs), statistics.fmean(ys)
+    slope = sum((x - mx) * (y - my) for x, y in zip(xs, ys, strict=True)) / sum((x - mx) ** 2 for x in xs)
+    return slope, my - slope * mx
+
+
+def measure(n: int, rounds: int, iterations: int) -> dict[str, Any]:
+    payload = Numbers(7)
+    dispatched, app = make_dispatch(n)
+    sides: dict[str, Call] = {
+        "plain": make_plain(n),
+        "lambdas": make_lambdas(n),
+        "interpreter": make_interpreted(n),
+        "dispatch": dispatched,
+    }
+    try:
+        expected = sides["plain"](payload)
+        for name, fn in sides.items():
+            if (got := fn(payload)) != expected:
+                raise SystemExit(f"MISMATCH at {n} steps: plain {expected!r} vs {name} {got!r}")
+        per_side = {name: iterations if name != "dispatch" else max(iterations // 10, 1) for name in sides}
+        for name, fn in sides.items():  # warm-up
+            batch(fn, payload, per_side[name] // 4 or 1)
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        names = list(sides)
+        for r in range(rounds):
+            for name in names[r % len(names) :] + names[: r % len(names)]:
+                times[name].append(batch(sides[name], payload, per_side[name]))
+    finally:
+        app.dispose()
+    us = 1e6
+    medians = {name: statistics.median(ts) * us for name, ts in times.items()}
+    figures: dict[str, Any] = {f"{name}_us": value for name, value in medians.items()}
+    for other in ("lambdas", "plain"):
+        ratios = [i / o for i, o in zip(times["interpreter"], times[other], strict=True)]
+        figures |= {
+            f"{other}_ratio": statistics.median(ratios),
+            f"{other}_ratio_min": min(ratios),
+            f"{other}_ratio_max": max(ratios),
+        }
+    line = "  ".join(f"{name} {value:8.2f}" for name, value in medians.items())
+    print(
+        f"{n:3} steps  us/call: {line}  | interpreter/lambdas {figures['lambdas_ratio']:.3f} "
+        f"(min {figures['lambdas_ratio_min']:.3f}, max {figures['lambdas_ratio_max']:.3f}), "
+        f"interpreter/plain {figures['plain_ratio']:.3f}",
+        flush=True,
+    )
+    return figures
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
     parser.add_argument("--quick", action="store_true", help="a fast smoke run (few rounds)")
     parser.add_argument("--rounds", type=int, default=None)
-    parser.add_argument("--iterations", type=int, default=None)
+    parser.add_argument("--iterations", type=int, default=None, help="calls per side per round (dispatch: a tenth)")
+    parser.add_argument("--steps", default="3,10,50", help="comma-separated step counts")
     add_json_option(parser)
     args = parser.parse_args()
-    rounds = args.rounds or (5 if args.quick else 30)
-    iterations = args.iterations or (2_000 if args.quick else 20_000)
+    rounds = args.rounds or (3 if args.quick else 25)
+    iterations = args.iterations or (300 if args.quick else 10_000)
+    counts = [int(s) for s in args.steps.split(",")]
+    load_before = load_average()
 
-    payload = AdjustStock(sku=" ab-123 ", quantity=40, unit_price=31.5, discount_pct=7.5, warehouse="north")
-    by_hand = make_by_hand()
-    interpreted = make_interpreted()
-
-    load_before = load_note()
-    load_avg_before = load_average()
-
-    # Sanity: both sides compute the same thing.
-    expected = by_hand(payload)
-    got = interpreted(payload)
-    if got != expected:
-        print(f"MISMATCH: by hand {expected!r} vs interpreter {got!r}", file=sys.stderr)
-        return 2
-
-    # Warm-up (specialising interpreter, caches).
-    batch(by_hand, payload, iterations // 4 or 1)
-    batch(interpreted, payload, iterations // 4 or 1)
-
-    hand_times: list[float] = []
-    interp_times: list[float] = []
-    ratios: list[float] = []
-    for r in range(rounds):
-        if r % 2 == 0:
-            h = batch(by_hand, payload, iterations)
-            i = batch(interpreted, payload, iterations)
-        else:
-            i = batch(interpreted, payload, iterations)
-            h = batch(by_hand, payload, iterations)
-        hand_times.append(h)
-        interp_times.append(i)
-        ratios.append(i / h)
-
-    us = 1e6
-    med_h = statistics.median(hand_times) * us
-    med_i = statistics.median(interp_times) * us
-    ratio = statistics.median(ratios)
-    print("bench/interpreter.py — 10 compute steps + return_, by hand vs interpreter")
+    print(
+        "bench/interpreter.py — N compute steps + return_: plain function, lambdas over a dict, interpreter, dispatch"
+    )
     print(
         f"python {platform.python_version()} ({platform.python_implementation()}), "
-        f"kumiko-typed {kumiko_typed.__version__}, {rounds} rounds x {iterations} calls, alternating"
+        f"kumiko-typed {kumiko_typed.__version__}, {rounds} rounds x {iterations} calls per side, order rotating"
     )
-    print(f"{load_before} before, {load_note()} after")
-    print(
-        f"by hand       median {med_h:8.3f} us/call  (min {min(hand_times) * us:.3f}, max {max(hand_times) * us:.3f})"
-    )
-    print(
-        f"interpreter   median {med_i:8.3f} us/call  (min {min(interp_times) * us:.3f}, "
-        f"max {max(interp_times) * us:.3f})"
-    )
-    print(f"overhead      median {med_i - med_h:8.3f} us/call")
-    print(
-        f"ratio interpreter/by-hand: median {ratio:.3f}  (min {min(ratios):.3f}, max {max(ratios):.3f}; "
-        f"target <= {TARGET})"
-    )
-    figures = {
-        "rounds": rounds,
-        "iterations": iterations,
-        "by_hand_us": med_h,
-        "interpreter_us": med_i,
-        "ratio": ratio,
-        "ratio_min": min(ratios),
-        "ratio_max": max(ratios),
-        "target": TARGET,
-    }
-    write_json(args.json, "interpreter", figures, load_before=load_avg_before)
+    print("nothing is persisted; dispatch runs on an in-memory SQLite App")
+    print(f"{load_note()} before")
+    per_n = {str(n): measure(n, rounds, iterations) for n in counts}
+    print(f"{load_note()} after")
+
+    figures: dict[str, Any] = {"rounds": rounds, "iterations": iterations, "goal": GOAL, "steps": per_n}
+    worst = max(f["lambdas_ratio"] for f in per_n.values())
+    verdict = "met" if worst <= GOAL else "NOT MET"
+    print(f"interpreter/lambdas, worst median over N: {worst:.3f}; goal <= {GOAL}: {verdict}")
+    figures["worst_lambdas_ratio"] = worst
+    if len(counts) >= 2:
+        for other in ("lambdas", "plain"):
+            slope, fixed = fit(counts, [per_n[str(n)]["interpreter_us"] - per_n[str(n)][f"{other}_us"] for n in counts])
+            figures[f"per_step_over_{other}_us"], figures[f"fixed_over_{other}_us"] = slope, fixed
+            print(f"interpreter over {other}: {slope:.3f} us per step + {fixed:.2f} us fixed")
+        slope, fixed = fit(counts, [per_n[str(n)]["dispatch_us"] - per_n[str(n)]["interpreter_us"] for n in counts])
+        figures["dispatch_fixed_over_interpreter_us"] = fixed
+        _, plain_fixed = fit(counts, [per_n[str(n)]["dispatch_us"] - per_n[str(n)]["plain_us"] for n in counts])
+        figures["dispatch_fixed_over_plain_us"] = plain_fixed
+        print(
+            f"dispatch over the interpreter: {fixed:.2f} us fixed ({slope:.3f} us per step); "
+            f"over the plain function: {plain_fixed:.2f} us fixed (issue 13 item 2 goal: <= 25 us)"
+        )
+    write_json(args.json, "interpreter", figures, load_before=load_before)
     return 0
 
 

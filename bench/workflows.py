@@ -1,52 +1,65 @@
-"""Workflow throughput: start -> complete, runs per second, kumiko-typed vs DBOS Transact.
+"""Workflow throughput: kumiko-typed against DBOS Transact (start -> complete, runs per
+second, one process), and workflow resumes by 1, 2 and 4 worker processes against a
+receiver that answers after 5 ms.
 
-Run:  python bench/workflows.py [--quick] [--rounds N] [--runs N] [--db sqlite|postgres|both] [--no-dbos]
+Run:  python bench/workflows.py [--quick] [--rounds N] [--runs N] [--db sqlite|postgres|both]
+                                [--no-dbos] [--no-scaling] [--scaling-runs N]
 
-Two workloads, each on SQLite and on PostgreSQL, one process, one thread:
+**Against DBOS** (same process, one thread; each run's result is checked).  Workloads:
 
-* ``ten``   -- 10 compute steps (each adds its index to the previous value).
-* ``wait0`` -- one 0-second wait, then one compute step.
+* ``ten``    -- 10 compute steps (each adds its index to the previous value).
+* ``step10`` -- the same 10 steps, each durable before the next runs.
+* ``wait0``  -- one 0-second wait, then one compute step.
 
 Sides (all do the same arithmetic and return the same value):
 
-* kumiko        -- a ``WorkflowPipeline`` started with ``app.start_workflow``.  ``ten``
-                   completes inside the start (one transaction: the run row inserted,
-                   the steps run, the row marked completed).  ``wait0`` suspends at the
-                   wait (the start's transaction commits the suspension), then
-                   ``app.run_worker(once=True)`` passes resume the due runs (10 per
-                   transaction) until every run of the batch completed.
-* dbos          -- ``@DBOS.workflow`` calling 10 ``@DBOS.step`` functions (DBOS records
-                   each step's output: its unit of durability is the step), called
-                   synchronously.  ``wait0``: ``DBOS.sleep(0)`` (a durable sleep) then
-                   one step.
-* dbos-plain    -- (``ten`` only) the same workflow calling 10 plain functions: no
-                   per-step record, which is what a kumiko segment does (its steps are
-                   redone from the last suspension after a crash).
+* kumiko      -- a ``WorkflowPipeline`` started with ``app.start_workflow``.  ``ten``
+                 completes inside the start: one transaction inserts the run row with its
+                 final state.  ``step10`` has a 0-second ``wait`` between consecutive
+                 steps: each step's value is committed (the suspension) before the next
+                 step runs, and ``app.run_worker(once=True)`` passes resume the due runs
+                 until all completed.  ``wait0``: the start commits the suspension, worker
+                 passes resume the runs.
+* dbos        -- ``@DBOS.workflow`` calling 10 ``@DBOS.step`` functions (DBOS records the
+                 workflow and each step's output), for ``ten`` and ``step10``; ``wait0``:
+                 ``DBOS.sleep(0)`` (a recorded durable sleep) then one step.
+* dbos-plain  -- ``ten`` with 10 plain functions: DBOS records the workflow's start and
+                 its result, no step.
 
-A round times ``--runs`` runs of each side back to back, the side order alternating
-every round; the figure is runs / elapsed, the median over the rounds, and the median
-of the per-round ratios kumiko / dbos.  One untimed warm-up round first.  Each side
-has its own fresh database (SQLite files in a temporary folder; on PostgreSQL two
-databases on the tests' throw-away server -- ``kumiko_typed.testing.postgres`` -- or on the server
-of ``KUMIKO_BENCH_POSTGRES_URL``, in which case both use that database: DBOS keeps its
-tables in its own ``dbos`` schema).  Each run's result is checked.
+Goals (kumiko runs/s / DBOS runs/s, median of the per-round ratios, PostgreSQL):
+``step10`` / dbos steps >= 5, ``ten`` / dbos-plain >= 3.  A round times ``--runs`` runs of
+each side back to back, the side order rotating every round, after one untimed warm-up
+round.  Each side has its own database: on SQLite a file each, both in WAL with
+synchronous=FULL (kumiko's App sets it; DBOS's file is switched to WAL before DBOS opens
+it); on PostgreSQL two databases on the tests' throw-away server (fsync,
+full_page_writes and synchronous_commit OFF) or the server of ``KUMIKO_BENCH_POSTGRES_URL``.
+DBOS runs background threads while launched, i.e. also while kumiko is timed.  ``pip
+install dbos`` (or the project's ``bench`` extra) adds DBOS; without it, or with
+``--no-dbos``, kumiko-typed is measured alone.
 
-DBOS runs background threads (its queue and notification pollers) while it is
-launched, i.e. also while kumiko's side is timed; the load average is printed.
-``pip install dbos`` is needed for the DBOS sides (it is not a project dependency);
-without it, or with ``--no-dbos``, kumiko-typed is measured alone.  Nothing here
+**Resume scaling** (PostgreSQL): ``--scaling-runs`` runs of a workflow whose first
+segment ends at a 0-second wait; its second segment POSTs to a threaded HTTP receiver on
+127.0.0.1 that answers after 5 ms, then completes.  1, 2 and 4 worker processes
+(``--resume-worker`` mode of this script: ``run_worker(once=True)`` until no run is left
+suspended) resume them; the figure is runs / (start signal to the last worker done),
+configurations rotating per round.  Goal: 4 workers >= 3x one.  Persisted per run: the
+run row (inserted at the start, updated to completed by the resume).  Nothing here
 passes or fails on time.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
+import sqlite3
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 import uuid
 from collections.abc import Callable
 from importlib import metadata
@@ -59,7 +72,8 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _report import add_json_option, load_average, write_json  # noqa: E402
+from _outbox_worker import LoopbackReceiver  # noqa: E402
+from _report import add_json_option, load_average, load_note, write_json  # noqa: E402
 
 from kumiko_typed import App, Feature, User, manual  # noqa: E402
 from kumiko_typed._tables import workflow_runs  # noqa: E402
@@ -75,6 +89,10 @@ except Exception as exc:  # not installed, or does not import here
 
 USER = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=2), roles=frozenset())
 TEN_RESULT = 45  # 0 + 1 + ... + 9 added to the start value
+GOAL_STEPS = 5.0  # step10 / dbos (steps)
+GOAL_PLAIN = 3.0  # ten / dbos-plain
+GOAL_SCALING = 3.0
+RECEIVER_DELAY = 0.005
 
 
 # --- kumiko-typed -------------------------------------------------------------------------
@@ -85,16 +103,46 @@ class Start:
     x: int
 
 
+@attrs.frozen
+class Ping:
+    url: str
+    x: int
+
+
+def _post(url: str, i: int) -> int:
+    request = urllib.request.Request(
+        url, data=json.dumps({"i": i}).encode(), headers={"Content-Type": "application/json"}, method="POST"
+    )
+    with urllib.request.urlopen(request, timeout=30) as response:
+        return int(response.status)
+
+
 feature = Feature("wfbench")
 _ten = feature.workflow_pipeline(Start).compute("s0", lambda c: c.payload.x + 0)
+_step10 = feature.workflow_pipeline(Start).compute("s0", lambda c: c.payload.x + 0)
 for _k in range(1, 10):
     _ten = _ten.compute(f"s{_k}", lambda c, k=_k: c.steps[f"s{k - 1}"] + k)
+    _step10 = _step10.wait("PT0S").compute(f"s{_k}", lambda c, k=_k: c.steps[f"s{k - 1}"] + k)
 ten_flow = feature.workflow("ten", trigger=manual(Start), pipeline=_ten)
+step10_flow = feature.workflow("step10", trigger=manual(Start), pipeline=_step10)
 wait_flow = feature.workflow(
     "wait0",
     trigger=manual(Start),
     pipeline=feature.workflow_pipeline(Start).wait("PT0S").compute("s9", lambda c: c.payload.x + TEN_RESULT),
 )
+ping_flow = feature.workflow(
+    "ping",
+    trigger=manual(Ping),
+    pipeline=feature.workflow_pipeline(Ping)
+    .wait("PT0S")
+    .compute("status", lambda c: _post(c.payload.url, c.payload.x)),
+)
+
+
+def unfinished(app: App) -> int:
+    with app.engine.connect() as conn:
+        query = sa.select(sa.func.count()).where(workflow_runs.c.status.in_(("running", "suspended")))
+        return int(conn.scalar(query) or 0)
 
 
 class Kumiko:
@@ -108,12 +156,18 @@ class Kumiko:
         for i in range(runs):
             self.app.start_workflow(ten_flow, Start(base + i), user=USER)
 
-    def wait0(self, runs: int, base: int) -> None:
+    def _resumed(self, flow: Any, runs: int, base: int, resumes: int) -> None:
         for i in range(runs):
-            self.app.start_workflow(wait_flow, Start(base + i), user=USER)
+            self.app.start_workflow(flow, Start(base + i), user=USER)
         resumed = 0
-        while resumed < runs:
+        while resumed < runs * resumes:
             resumed += self.app.run_worker(once=True)["resumed"]
+
+    def step10(self, runs: int, base: int) -> None:
+        self._resumed(step10_flow, runs, base, 9)
+
+    def wait0(self, runs: int, base: int) -> None:
+        self._resumed(wait_flow, runs, base, 1)
 
     def check(self, done: int) -> None:
         """Every run so far completed with the right last value (read once, untimed)."""
@@ -162,30 +216,45 @@ class Dbos:
 
     def __init__(self, url: str) -> None:
         assert DBOS is not None
+        if url.startswith("sqlite:///"):  # WAL, as kumiko-typed's file (the mode is stored in the file)
+            with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+                conn.execute("PRAGMA journal_mode=WAL")
         DBOS(config={"name": "kumiko-bench", "system_database_url": url, "log_level": "WARNING"})
         DBOS.launch()
+        if url.startswith("sqlite:///"):
+            with sqlite3.connect(url.removeprefix("sqlite:///")) as conn:
+                self.journal = str(conn.execute("PRAGMA journal_mode").fetchone()[0])
+
+    def _check(self, got: int, x: int, what: str) -> None:
+        if got != x + TEN_RESULT:
+            raise AssertionError(f"dbos {what}: wrong result")
 
     def ten(self, runs: int, base: int) -> None:
         for i in range(runs):
-            if dbos_ten(base + i) != base + i + TEN_RESULT:
-                raise AssertionError("dbos ten: wrong result")
+            self._check(dbos_ten(base + i), base + i, "ten")
 
     def ten_plain(self, runs: int, base: int) -> None:
         for i in range(runs):
-            if dbos_ten_plain(base + i) != base + i + TEN_RESULT:
-                raise AssertionError("dbos ten (plain): wrong result")
+            self._check(dbos_ten_plain(base + i), base + i, "ten (plain)")
 
     def wait0(self, runs: int, base: int) -> None:
         for i in range(runs):
-            if dbos_wait0(base + i) != base + i + TEN_RESULT:
-                raise AssertionError("dbos wait0: wrong result")
+            self._check(dbos_wait0(base + i), base + i, "wait0")
 
     def close(self) -> None:
         assert DBOS is not None
         DBOS.destroy(destroy_registry=False)
 
 
-# --- measuring ----------------------------------------------------------------------------
+# --- against DBOS ---------------------------------------------------------------------------
+
+#: (kumiko side, DBOS side, goal or None for context)
+COMPARISONS = (
+    ("kumiko step10", "dbos ten", GOAL_STEPS),
+    ("kumiko ten", "dbos-plain ten", GOAL_PLAIN),
+    ("kumiko ten", "dbos ten", None),
+    ("kumiko wait0", "dbos wait0", None),
+)
 
 
 def timed(fn: Callable[[int, int], None], runs: int, base: int) -> float:
@@ -197,16 +266,21 @@ def timed(fn: Callable[[int, int], None], runs: int, base: int) -> float:
 def measure(label: str, kumiko_url: str, dbos_url: str | None, rounds: int, runs: int) -> dict[str, Any]:
     kumiko = Kumiko(kumiko_url)
     dbos = Dbos(dbos_url) if dbos_url is not None else None
-    sides: dict[str, Callable[[int, int], None]] = {"kumiko ten": kumiko.ten, "kumiko wait0": kumiko.wait0}
+    sides: dict[str, Callable[[int, int], None]] = {
+        "kumiko ten": kumiko.ten,
+        "kumiko step10": kumiko.step10,
+        "kumiko wait0": kumiko.wait0,
+    }
     if dbos is not None:
         sides |= {"dbos ten": dbos.ten, "dbos-plain ten": dbos.ten_plain, "dbos wait0": dbos.wait0}
+        if hasattr(dbos, "journal"):
+            label += f" (DBOS's file: journal_mode={dbos.journal})"
     figures: dict[str, list[float]] = {name: [] for name in sides}
-    base = 0
-    kumiko_runs = 0
+    names = list(sides)
+    base = kumiko_runs = 0
     try:
         for r in range(rounds + 1):  # round 0 warms up
-            order = list(sides) if r % 2 == 0 else list(reversed(sides))
-            for name in order:
+            for name in names[r % len(names) :] + names[: r % len(names)]:
                 rate = timed(sides[name], runs, base)
                 base += runs
                 if name.startswith("kumiko"):
@@ -228,68 +302,174 @@ def measure(label: str, kumiko_url: str, dbos_url: str | None, rounds: int, runs
         "ratios": {},
     }
     if dbos is not None:
-        for work, other in (("ten", "dbos ten"), ("ten", "dbos-plain ten"), ("wait0", "dbos wait0")):
-            ratios = [k / d for k, d in zip(figures[f"kumiko {work}"], figures[other], strict=True)]
-            print(f"  kumiko {work} / {other}: median ratio {statistics.median(ratios):.2f}")
-            result["ratios"][f"kumiko {work} / {other}"] = {
-                "median": statistics.median(ratios),
-                "min": min(ratios),
-                "max": max(ratios),
-            }
+        for mine, other, goal in COMPARISONS:
+            ratios = [k / d for k, d in zip(figures[mine], figures[other], strict=True)]
+            median = statistics.median(ratios)
+            verdict = "context" if goal is None else f"goal >= {goal}: " + ("met" if median >= goal else "NOT MET")
+            print(f"  {mine} / {other}: median ratio {median:.2f}  ({verdict})")
+            result["ratios"][f"{mine} / {other}"] = {"median": median, "min": min(ratios), "max": max(ratios)}
     return result
 
 
-def postgres_urls() -> tuple[PostgresServer | None, str, str] | None:
+# --- resume scaling -------------------------------------------------------------------------
+
+
+def resume_worker(url: str) -> int:
+    """In a child: ``ready``, wait for a line, resume runs until none is left, ``done N``."""
+    app = App([feature], database_url=url)
+    try:
+        unfinished(app)  # connect before the start signal
+        print("ready", flush=True)
+        sys.stdin.readline()
+        resumed = 0
+        while True:
+            resumed += app.run_worker(once=True)["resumed"]
+            if not unfinished(app):
+                break
+            time.sleep(0.005)  # runs another worker holds
+        print(f"done {resumed}", flush=True)
+    finally:
+        app.dispose()
+    return 0
+
+
+def resume_once(url: str, runs: int, workers: int) -> float:
+    """Start ``runs`` ping runs on the fresh database ``url``; resume them with ``workers``
+    processes; runs per second."""
+    app = App([feature], database_url=url)
+    try:
+        app.create_all()
+        with LoopbackReceiver(RECEIVER_DELAY) as receiver:
+            for i in range(runs):
+                app.start_workflow(ping_flow, Ping(receiver.url, i), user=USER)
+            procs = [
+                subprocess.Popen(
+                    [sys.executable, __file__, "--resume-worker", url],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    text=True,
+                )
+                for _ in range(workers)
+            ]
+            try:
+                for proc in procs:
+                    assert proc.stdout is not None
+                    if proc.stdout.readline().strip() != "ready":
+                        raise RuntimeError(f"worker {proc.pid} did not start")
+                started = time.perf_counter()
+                for proc in procs:
+                    assert proc.stdin is not None
+                    proc.stdin.write("go\n")
+                    proc.stdin.flush()
+                for proc in procs:
+                    proc.communicate(timeout=600)
+                elapsed = time.perf_counter() - started
+            finally:
+                for proc in procs:
+                    if proc.poll() is None:
+                        proc.kill()
+                        proc.wait()
+            if any(proc.returncode for proc in procs):
+                raise RuntimeError(f"a worker failed: {[p.returncode for p in procs]}")
+            with app.engine.connect() as conn:
+                statuses = set(conn.scalars(sa.select(workflow_runs.c.status)))
+            if statuses != {"completed"} or sorted(receiver.numbers) != list(range(runs)):
+                raise RuntimeError(f"not every run completed once: {statuses}, {receiver.count} requests")
+        return runs / elapsed
+    finally:
+        app.dispose()
+
+
+def resume_scaling(server: PostgresServer, runs: int, rounds: int) -> dict[str, Any]:
+    rates: dict[int, list[float]] = {n: [] for n in (1, 2, 4)}
+    configs = list(rates)
+    for r in range(rounds):
+        for n in configs[r % 3 :] + configs[: r % 3]:
+            name = f"bench_wr_{uuid.uuid4().hex[:8]}"
+            try:
+                rates[n].append(resume_once(server.create_database(name), runs, n))
+            finally:
+                server.drop_database(name)
+    print(
+        f"\nresume scaling (PostgreSQL): {runs} runs, each resume POSTs to 127.0.0.1 answering after "
+        f"{RECEIVER_DELAY * 1000:.0f} ms; {rounds} round(s), configurations rotating (runs/s, median [min-max])"
+    )
+    result: dict[str, Any] = {"runs": runs, "rounds": rounds, "delay_ms": RECEIVER_DELAY * 1000, "runs_per_s": {}}
+    for n, values in rates.items():
+        result["runs_per_s"][str(n)] = statistics.median(values)
+        print(f"  {n} worker(s) {statistics.median(values):8.1f}  [{min(values):.1f}-{max(values):.1f}]")
+    for n in (2, 4):
+        ratios = [many / one for one, many in zip(rates[1], rates[n], strict=True)]
+        result[f"scaling_{n}"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}
+        print(f"  {n} workers vs 1: {statistics.median(ratios):.2f}x")
+    met = result["scaling_4"]["median"] >= GOAL_SCALING
+    print(f"  goal 4 workers >= {GOAL_SCALING}x one: {'met' if met else 'NOT MET'}")
+    return result
+
+
+# --- command line ---------------------------------------------------------------------------
+
+
+def postgres_urls(server: PostgresServer | None) -> tuple[str, str] | None:
     url = os.environ.get("KUMIKO_BENCH_POSTGRES_URL")
     if url:
-        return None, url, url
-    server = start_test_postgres()
+        return url, url
     if server is None:
-        print(f"PostgreSQL: skipped ({unavailable_reason()})")
         return None
     suffix = uuid.uuid4().hex[:8]
-    return server, server.create_database(f"bench_k_{suffix}"), server.create_database(f"bench_d_{suffix}")
+    return server.create_database(f"bench_k_{suffix}"), server.create_database(f"bench_d_{suffix}")
 
 
 def main() -> None:
+    if sys.argv[1:2] == ["--resume-worker"]:
+        sys.exit(resume_worker(sys.argv[2]))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 10 runs")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2 rounds x 6 runs, 12 scaling runs")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--runs", type=int, default=40, help="runs per side per round")
     parser.add_argument("--db", choices=["sqlite", "postgres", "both"], default="both")
     parser.add_argument("--no-dbos", action="store_true", help="measure kumiko-typed alone")
+    parser.add_argument("--no-scaling", action="store_true", help="skip the resume-scaling part")
+    parser.add_argument("--scaling-runs", type=int, default=150, help="runs resumed per configuration")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
-    results: dict[str, Any] = {"target": 3.0}
-    rounds, runs = (2, 10) if args.quick else (args.rounds, args.runs)
+    rounds, runs = (2, 6) if args.quick else (args.rounds, args.runs)
+    scaling_runs, scaling_rounds = (12, 1) if args.quick else (args.scaling_runs, 3)
+    results: dict[str, Any] = {"goal_steps": GOAL_STEPS, "goal_plain": GOAL_PLAIN, "goal_scaling": GOAL_SCALING}
     use_dbos = DBOS is not None and not args.no_dbos
     dbos_version = "" if DBOS is None else f" {metadata.version('dbos')}"
     print(
-        f"kumiko-typed {metadata.version('kumiko-typed')} vs DBOS Transact{dbos_version}; "
-        f"CPython {platform.python_version()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.2f}"
+        f"bench/workflows.py — kumiko-typed {metadata.version('kumiko-typed')} vs DBOS Transact{dbos_version}; "
+        f"CPython {platform.python_version()}, {os.cpu_count()} CPUs, {load_note()}"
+    )
+    print(
+        "persisted per run: kumiko -- the run row (ten: one insert; step10: an insert and 9 updates, one per "
+        "durable step; wait0: an insert and an update); DBOS -- its workflow status row and one row per recorded "
+        "step or sleep (plain: none).  SQLite: both files WAL, synchronous=FULL; PostgreSQL: throw-away server, "
+        "fsync, full_page_writes and synchronous_commit OFF"
     )
     if DBOS is None:
         print(f"DBOS Transact not measured: {DBOS_ERROR}")
     if args.db in ("sqlite", "both"):
         with tempfile.TemporaryDirectory(prefix="kumiko-wfbench-") as folder:
-            results["sqlite"] = measure(
-                "SQLite",
-                f"sqlite:///{folder}/kumiko.sqlite3",
-                f"sqlite:///{folder}/dbos.sqlite3" if use_dbos else None,
-                rounds,
-                runs,
-            )
+            dbos_url = f"sqlite:///{folder}/dbos.sqlite3" if use_dbos else None
+            results["sqlite"] = measure("SQLite", f"sqlite:///{folder}/kumiko.sqlite3", dbos_url, rounds, runs)
     if args.db in ("postgres", "both"):
-        found = postgres_urls()
-        if found is not None:
-            server, kumiko_url, dbos_url = found
-            try:
-                results["postgres"] = measure("PostgreSQL", kumiko_url, dbos_url if use_dbos else None, rounds, runs)
-            finally:
-                if server is not None:
-                    server.stop()
-    print(f"\nload average at the end {os.getloadavg()[0]:.2f}")
+        server = None if os.environ.get("KUMIKO_BENCH_POSTGRES_URL") else start_test_postgres()
+        try:
+            urls = postgres_urls(server)
+            if urls is None:
+                print(f"PostgreSQL: skipped ({unavailable_reason()})")
+            else:
+                dbos_url = urls[1] if use_dbos else None
+                results["postgres"] = measure("PostgreSQL", urls[0], dbos_url, rounds, runs)
+                if server is not None and not args.no_scaling:
+                    results["resume_scaling"] = resume_scaling(server, scaling_runs, scaling_rounds)
+        finally:
+            if server is not None:
+                server.stop()
+    print(f"\n{load_note()} at the end")
     write_json(args.json, "workflows", results, load_before=load_before)
 
 

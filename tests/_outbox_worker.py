@@ -60,10 +60,11 @@ def pending(app: App) -> int:
 
 
 class LoopbackReceiver:
-    """A threaded HTTP/1.1 server on 127.0.0.1 answering 200 and recording, per request,
-    the ``Idempotency-Key`` header and the JSON body's ``i``."""
+    """A threaded HTTP/1.1 server on 127.0.0.1 answering 200 (after ``delay`` seconds: a
+    peer's own work, for the benches) and recording, per request, the ``Idempotency-Key``
+    header and the JSON body's ``i``."""
 
-    def __init__(self) -> None:
+    def __init__(self, delay: float = 0.0) -> None:
         self.lock = threading.Lock()
         self.keys: list[str] = []
         self.numbers: list[int] = []
@@ -77,6 +78,8 @@ class LoopbackReceiver:
                 with receiver.lock:
                     receiver.keys.append(self.headers.get("Idempotency-Key", ""))
                     receiver.numbers.append(json.loads(body)["i"])
+                if delay:
+                    time.sleep(delay)
                 self.send_response(200)
                 self.send_header("Content-Length", "0")
                 self.end_headers()
