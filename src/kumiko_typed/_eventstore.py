@@ -1,15 +1,17 @@
 """Appending to and reading the event store.
 
-Positions must commit in order: a consumer that tails ``kumiko_events`` by position
-and has seen position 12 must never later find an 11 that committed after it.  On
-PostgreSQL, sequence values are handed out at insert time but become visible at
-commit, so appends are serialized with a transaction-scoped advisory lock taken
-before the insert and held to commit — positions are then assigned in commit order.
-SQLite serializes writers anyway (``BEGIN IMMEDIATE``).
+Writers do not wait for each other: positions come from a sequence and become visible
+at commit, so a later position may commit before an earlier one.  A consumer that tails
+``kumiko_events`` must still never skip an event, so it reads in ``(tx, position)``
+order — ``tx`` being the writing transaction's id (``pg_current_xact_id()``, stored by
+the column's server default) — and only events whose ``tx`` is below the oldest
+transaction still running (``pg_snapshot_xmin``): every such transaction has finished,
+so no event can later appear below the consumer's cursor (docs/operations.md, "Event
+order without a global lock").  SQLite has one writer at a time (``BEGIN IMMEDIATE``)
+and stores ``tx = 0``: the same reads give position order.
 
-Holding that order is also what lets an aggregate write skip re-reading its row: every
-aggregate write takes it first, so an entity the transaction loaded *after* taking it
-cannot have been changed by anyone else since (``loaded_under_lock``).
+Two writers of one aggregate are caught by the unique ``(stream_id, stream_version)``:
+the second one's event insert fails, and its write is a ``version_conflict``.
 """
 
 from __future__ import annotations
@@ -20,34 +22,59 @@ from datetime import datetime
 from typing import Any, Final
 
 import attrs
-from sqlalchemy import func, insert, select, text
+from sqlalchemy import (
+    BigInteger,
+    ColumnElement,
+    Text,
+    and_,
+    bindparam,
+    cast,
+    func,
+    insert,
+    literal,
+    or_,
+    select,
+    text,
+    tuple_,
+)
 from sqlalchemy.orm import Session
 
 from ._notify import CHANNEL
 from ._tables import events
 
 __all__ = [
-    "APPEND_LOCK",
+    "Cursor",
     "EventRow",
+    "Frontier",
     "append",
-    "last_position",
-    "loaded_under_lock",
-    "lock_append_order",
+    "frontier",
+    "notify_on_commit",
+    "pause_appends",
     "read_after",
+    "unseen_by",
 ]
 
-#: The advisory lock key of the append order ("kumiko" in ASCII).
-APPEND_LOCK: Final = 0x6B756D696B6F
-#: Also queues the NOTIFY that wakes listening workers when the transaction commits
-#: (dropped if it rolls back): one round trip for both.
-_TAKE_LOCK: Final = text("SELECT pg_advisory_xact_lock(:key), pg_notify(:channel, '')")
-#: ``session.info`` key: the (sub)transaction that took the append lock.
-_LOCK_HOLDER: Final = "kumiko_append_locked"
-#: ``session.info`` key: identity keys of the entities loaded before the lock was taken.
-_LOADED_BEFORE: Final = "kumiko_loaded_before_lock"
+#: A consumer's place in the event store: ``(tx, position)`` of the last event it read.
+Cursor = tuple[int, int]
+
+#: Wakes the listening workers when the transaction commits (dropped if it rolls back).
+_NOTIFY: Final = text("SELECT pg_notify(:channel, '')")
+#: ``session.info`` key: the (sub)transaction that queued the NOTIFY.
+_NOTIFIED_IN: Final = "kumiko_notified_in"
 #: Built once; each append passes its row as parameters.
 _INSERT_EVENT: Final = insert(events)
-_LAST_POSITION: Final = select(func.coalesce(func.max(events.c.position), 0))
+#: The oldest transaction id still running in this statement's snapshot: every event
+#: with a lower ``tx`` has committed (and is visible) or rolled back.
+_HORIZON: Final = cast(cast(func.pg_snapshot_xmin(func.pg_current_snapshot()), Text), BigInteger)
+#: What makes tailing commit-order safe on PostgreSQL (a test switches it off).
+_BELOW_RUNNING: ColumnElement[bool] = events.c.tx < _HORIZON
+_FRONTIER_PG: Final = select(
+    _HORIZON,
+    func.coalesce(cast(cast(func.pg_current_xact_id_if_assigned(), Text), BigInteger), -1),
+    func.coalesce(func.max(events.c.position), 0),
+)
+_FRONTIER: Final = select(literal(0), literal(0), func.coalesce(func.max(events.c.position), 0))
+_PAUSE_APPENDS: Final = text(f"LOCK TABLE {events.name} IN SHARE MODE")
 
 
 @attrs.frozen
@@ -67,40 +94,56 @@ class EventRow:
     user_id: uuid.UUID | None
     correlation_id: uuid.UUID | None
     occurred_at: datetime
+    tx: int = 0
+
+    @property
+    def cursor(self) -> Cursor:
+        return (self.tx, self.position)
 
 
-def lock_append_order(session: Session) -> None:
-    """Take the append lock (and queue the workers' NOTIFY), once per transaction.
+@attrs.frozen
+class Frontier:
+    """What a transaction has seen of the event store, so that an event it has *not*
+    seen can be told apart later: one whose ``tx`` is ``>= tx`` (its writer was running
+    or had not begun), except this transaction's own (``own_tx``) up to ``position``.
+    On SQLite (``tx = own_tx = 0``) that is simply ``position > position``."""
 
-    A lock taken inside a savepoint is released if that savepoint rolls back (a failed
+    tx: int
+    position: int
+    own_tx: int
+
+
+def _postgres(session: Session) -> bool:
+    return session.get_bind().dialect.name == "postgresql"
+
+
+def notify_on_commit(session: Session) -> None:
+    """Queue the NOTIFY that wakes the workers, once per (sub)transaction that appends.
+
+    A NOTIFY queued inside a savepoint is dropped if that savepoint rolls back (a failed
     ``call_feature``, workflow segment or retry attempt), and the transaction may go on
-    appending.  So the lock counts as held only while the (sub)transaction that took it
-    is still open around the current one; otherwise it is taken again (a no-op wait when
-    a released savepoint passed it on to its parent).
-
-    SQLite needs no statement (``BEGIN IMMEDIATE`` took its write lock), but the taking
-    is recorded all the same, for ``loaded_under_lock``."""
+    appending.  So it counts as queued only while the (sub)transaction that queued it is
+    still open around the current one."""
+    if not _postgres(session):
+        return
     info = session.info
     current = session.get_nested_transaction() or session.get_transaction()
-    holder = info.get(_LOCK_HOLDER)
+    holder = info.get(_NOTIFIED_IN)
     enclosing = current
     while enclosing is not None:
         if enclosing is holder:
             return
         enclosing = enclosing.parent
-    if session.get_bind().dialect.name == "postgresql":
-        session.execute(_TAKE_LOCK, {"key": APPEND_LOCK, "channel": CHANNEL})
-    info[_LOCK_HOLDER] = current
-    info[_LOADED_BEFORE] = frozenset(session.identity_map.keys())
+    session.execute(_NOTIFY, {"channel": CHANNEL})
+    info[_NOTIFIED_IN] = current
 
 
-def loaded_under_lock(session: Session, key: object) -> bool:
-    """Whether the entity with identity ``key`` was loaded while this transaction held
-    the append lock — its row is then still what the database has.  The caller has just
-    called ``lock_append_order``.  Entities loaded before, or while a lock taken in a
-    since rolled-back savepoint was lost, are in the set recorded at the (re)taking."""
-    before = session.info.get(_LOADED_BEFORE)
-    return before is not None and key not in before
+def pause_appends(session: Session) -> None:
+    """Wait for every running append to commit and hold new ones until this transaction
+    ends (a projection rebuild: no write may slip between its replay and its swap).
+    SQLite's ``BEGIN IMMEDIATE`` does it already."""
+    if _postgres(session):
+        session.execute(_PAUSE_APPENDS)
 
 
 def append(
@@ -118,11 +161,10 @@ def append(
     headers: Mapping[str, Any] | None = None,
     schema_version: int = 1,
 ) -> uuid.UUID:
-    """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller.
-
-    The lock taken here also queued the NOTIFY, in a (sub)transaction still open
-    around this insert, so a commit of the event wakes the workers."""
-    lock_append_order(session)
+    """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller
+    (on PostgreSQL after the other writer of that version has committed).  A commit of
+    the event wakes the workers."""
+    notify_on_commit(session)
     event_id = uuid.uuid4()
     session.execute(
         _INSERT_EVENT,
@@ -144,17 +186,28 @@ def append(
     return event_id
 
 
-def last_position(session: Session) -> int:
-    """The position of the last event this transaction sees: every event committed so far
-    (and its own appends).  Positions commit in order, so any event that commits later
-    has a higher one — a cut no concurrent commit can slip under."""
-    position: int = session.execute(_LAST_POSITION).scalar_one()
-    return position
+def frontier(session: Session) -> Frontier:
+    """This transaction's view of the event store (``Frontier``): taken before a run
+    suspends in ``wait_for_event``, an event committing after it is one it has not seen."""
+    tx, own_tx, position = session.execute(_FRONTIER_PG if _postgres(session) else _FRONTIER).one()
+    return Frontier(tx, position, own_tx)
 
 
-def read_after(session: Session, position: int, limit: int = 1000) -> Sequence[EventRow]:
-    """Events after ``position`` in position order (the consumers' cursor read)."""
-    rows = session.execute(select(events).where(events.c.position > position).order_by(events.c.position).limit(limit))
+def unseen_by(wait: Any, event: Any) -> ColumnElement[bool]:
+    """SQL: ``event`` is one the transaction that stored ``wait`` had not seen (columns
+    or values of ``kumiko_events`` and ``kumiko_workflow_waits``)."""
+    return and_(event.tx >= wait.after_tx, or_(event.tx != wait.own_tx, event.position > wait.after_position))
+
+
+def read_after(session: Session, cursor: Cursor, limit: int = 1000) -> Sequence[EventRow]:
+    """Events after ``cursor`` in ``(tx, position)`` order (the consumers' read): on
+    PostgreSQL only those of finished transactions, so none can later appear before
+    the last one returned."""
+    stmt = select(events).where(tuple_(events.c.tx, events.c.position) > tuple_(bindparam("tx"), bindparam("position")))
+    if _postgres(session):
+        stmt = stmt.where(_BELOW_RUNNING)
+    stmt = stmt.order_by(events.c.tx, events.c.position).limit(limit)
+    rows = session.execute(stmt, {"tx": cursor[0], "position": cursor[1]})
     return [EventRow(**row._mapping) for row in rows]
 
 

@@ -27,7 +27,6 @@ from sqlalchemy.exc import DataError, DBAPIError
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, Ctx, User
 from ._errors import ProgramError, Unfit
-from ._eventstore import lock_append_order
 from ._observe import Trace, span
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
@@ -127,11 +126,11 @@ def run_in_scope(
     savepoint of it), as the run's user's tenant.
 
     Every program starts here — a dispatch, a nested ``call_feature``, a workflow
-    segment — so every one gets the same isolation: one that may write an aggregate
-    takes the append lock before its first read, so that what it reads and decides on
-    is still current when it writes.  ``Ok`` and a suspension commit (after ``keep``,
-    which writes what must commit with the work, or refuses it with a ``Failure``); a
-    ``Failure`` rolls back.  An exception escaping a step becomes a ``Failure`` naming
+    segment — so every one gets the same isolation: no lock is taken up front; what it
+    read and decided on is checked when it writes an aggregate (the version it read
+    must still be the stream's, see ``_steps.aggregates``).  ``Ok`` and a suspension
+    commit (after ``keep``, which writes what must commit with the work, or refuses it
+    with a ``Failure``); a ``Failure`` rolls back.  An exception escaping a step becomes a ``Failure`` naming
     the step; any other exception rolls back and is raised.  ``read_only`` (a query, in
     a session with no transaction yet): the database refuses every write, and the
     transaction is rolled back whatever the outcome."""
@@ -171,8 +170,6 @@ def _in_transaction(
     try:
         if read_only:
             begin_read_only(session)
-        elif program.writes_aggregates:
-            lock_append_order(session)
         outcome = _interpret(program, run, who, resume)
         if read_only and not isinstance(outcome, Failure) and pending_changes(session):
             outcome = fail(

@@ -24,7 +24,7 @@ from sqlalchemy.types import TypeEngine
 
 from ._ctx import User
 from ._errors import StateError
-from ._eventstore import EventRow, lock_append_order, read_streams
+from ._eventstore import EventRow, pause_appends, read_streams
 from ._interpreter import exception_failure
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok
@@ -142,8 +142,8 @@ def rebuild(
     scope = None if tenant == "all" else (tenant or user.tenant_id)
     try:
         with sessions() as session, session.begin():
-            # No aggregate write (they all take this lock) can slip between the replay and the swap.
-            lock_append_order(session)
+            # No aggregate write (each appends an event) can slip between the replay and the swap.
+            pause_appends(session)
             return ok(_rebuild(session, registry, entity, scope, verify))
     except Exception as exc:
         where = f"rebuild_projection of {entity.__name__}"

@@ -3,6 +3,8 @@ them with ``target_metadata = kumiko_typed.Entity.metadata``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from sqlalchemy import (
     JSON,
     BigInteger,
@@ -18,6 +20,8 @@ from sqlalchemy import (
     Uuid,
 )
 from sqlalchemy.dialects import postgresql
+from sqlalchemy.ext.compiler import compiles
+from sqlalchemy.sql.functions import FunctionElement
 
 from ._entity import Entity
 from ._errors import StepRefused
@@ -26,6 +30,7 @@ from ._utc import UtcDateTime
 __all__ = [
     "Json",
     "Position",
+    "XactId",
     "consumers",
     "events",
     "idempotency_keys",
@@ -41,6 +46,26 @@ metadata = Entity.metadata
 # SQLite autoincrements only an INTEGER PRIMARY KEY (the rowid).
 Position = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON().with_variant(postgresql.JSONB(), "postgresql")
+
+
+class XactId(FunctionElement[int]):
+    """The writing transaction's id, as the server default of ``kumiko_events.tx``: set
+    on every insert, whoever writes the row (docs/operations.md).  0 on SQLite."""
+
+    type = BigInteger()
+    name = "kumiko_xact_id"
+    inherit_cache = True
+
+
+@compiles(XactId)
+def _no_xact_id(element: XactId, compiler: Any, **kw: Any) -> str:
+    return "0"
+
+
+@compiles(XactId, "postgresql")
+def _xact_id(element: XactId, compiler: Any, **kw: Any) -> str:
+    return "(pg_current_xact_id()::text::bigint)"  # xid8 has no cast to bigint; 64 bits, no wraparound
+
 
 events = Table(
     "kumiko_events",
@@ -59,8 +84,12 @@ events = Table(
     Column("user_id", Uuid, nullable=True),
     Column("correlation_id", Uuid, nullable=True),
     Column("occurred_at", UtcDateTime, nullable=False),
+    # The writing transaction's id on PostgreSQL (the default set below), 0 on SQLite:
+    # consumers read in (tx, position) order, below the oldest running transaction.
+    Column("tx", BigInteger, nullable=False, server_default=XactId()),
     UniqueConstraint("stream_id", "stream_version", name="kumiko_events_stream_version"),
     Index("kumiko_events_type_position", "type", "position"),
+    Index("kumiko_events_tx_position", "tx", "position"),
 )
 
 outbox = Table(
@@ -116,9 +145,12 @@ workflow_waits = Table(
     # The run's tenant: only its events match (DESIGN §6).
     Column("tenant_id", Uuid, nullable=False),
     Column("key", Text, nullable=False),
-    # Events after this position may match; before the consumer has looked back that far
-    # the wait is not "armed" (no lost wake-up when both commit concurrently).
+    # Events the storing transaction did not see may match (``_eventstore.Frontier``);
+    # before the consumer has looked back that far the wait is not "armed" (no lost
+    # wake-up when both commit concurrently).
     Column("after_position", BigInteger, nullable=False),
+    Column("after_tx", BigInteger, nullable=False, server_default="0"),
+    Column("own_tx", BigInteger, nullable=False, server_default="0"),
     Column("armed", Boolean, nullable=False),
     Column("timeout_at", UtcDateTime, nullable=False),
     Index("kumiko_workflow_waits_match", "event_type", "workflow", "path", "key"),
@@ -129,6 +161,8 @@ consumers = Table(
     metadata,
     Column("name", String(400), primary_key=True),
     Column("position", BigInteger, nullable=False),
+    # With ``position``: the (tx, position) cursor of the events read so far.
+    Column("tx", BigInteger, nullable=False, server_default="0"),
     Column("tick", UtcDateTime, nullable=True),
 )
 

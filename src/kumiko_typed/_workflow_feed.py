@@ -1,17 +1,17 @@
 """The event feed: one reader at a time (a locked cursor row) walks ``kumiko_events`` in
-position order, starts the runs of event-triggered workflows, and wakes the runs
-waiting in ``wait_for_event`` for an event of their tenant and key."""
+commit-safe ``(tx, position)`` order (``_eventstore.read_after``), starts the runs of
+event-triggered workflows, and wakes the runs waiting in ``wait_for_event`` for an event of their tenant and key."""
 
 from __future__ import annotations
 
 import logging
 import uuid
 
-from sqlalchemy import select, update
+from sqlalchemy import select, tuple_, update
 from sqlalchemy.orm import Session
 
 from ._ctx import User
-from ._eventstore import EventRow, read_after
+from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._steps import WaitForEvent, event_key
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._workflow_engine import Definition, WorkflowEngine
@@ -39,12 +39,15 @@ class EventFeed:
         engine = self.engine
         while True:
             with engine.sessions() as session, session.begin():
-                cursor = session.execute(
-                    select(consumers.c.position).where(consumers.c.name == EVENT_CURSOR).with_for_update()
-                ).scalar_one_or_none()
-                if cursor is None:  # the first pass ever; another worker's may race it
+                row = session.execute(
+                    select(consumers.c.tx, consumers.c.position)
+                    .where(consumers.c.name == EVENT_CURSOR)
+                    .with_for_update()
+                ).first()
+                if row is None:  # the first pass ever; another worker's may race it
                     session.execute(engine.new_consumer, {"name": EVENT_CURSOR, "position": 0, "tick": None})
                     continue
+                cursor: Cursor = (row.tx, row.position)
                 resumed += self._arm_waits(session, cursor)
                 batch = read_after(session, cursor, limit=200)
                 for event in batch:
@@ -52,8 +55,9 @@ class EventFeed:
                     resumed += self._match(session, event, armed_only=True)
                 if not batch:
                     return started, resumed
+                tx, position = batch[-1].cursor
                 session.execute(
-                    update(consumers).where(consumers.c.name == EVENT_CURSOR).values(position=batch[-1].position)
+                    update(consumers).where(consumers.c.name == EVENT_CURSOR).values(tx=tx, position=position)
                 )
 
     def _start_runs(self, session: Session, event: EventRow) -> int:
@@ -74,7 +78,7 @@ class EventFeed:
                 started += 1
         return started
 
-    def _arm_waits(self, session: Session, cursor: int) -> int:
+    def _arm_waits(self, session: Session, cursor: Cursor) -> int:
         """A wait committed after the feed passed its first events looks back once."""
         resumed = 0
         waits = session.execute(select(workflow_waits).where(workflow_waits.c.armed.is_(False))).all()
@@ -84,10 +88,10 @@ class EventFeed:
                 .where(
                     events.c.type == wait.event_type,
                     events.c.tenant_id == wait.tenant_id,
-                    events.c.position > wait.after_position,
-                    events.c.position <= cursor,
+                    unseen_by(wait, events.c),
+                    tuple_(events.c.tx, events.c.position) <= cursor,
                 )
-                .order_by(events.c.position)
+                .order_by(events.c.tx, events.c.position)
             ).all()
             for row in missed:
                 if self._match(session, EventRow(**row._mapping), only_run=wait.run_id):
@@ -106,7 +110,7 @@ class EventFeed:
         stmt = select(workflow_waits).where(
             workflow_waits.c.event_type == event.type,
             workflow_waits.c.tenant_id == event.tenant_id,
-            workflow_waits.c.after_position < event.position,
+            unseen_by(workflow_waits.c, event),
         )
         if armed_only:
             stmt = stmt.where(workflow_waits.c.armed.is_(True))

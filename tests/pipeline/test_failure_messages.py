@@ -18,7 +18,6 @@ from _crash import error_id, located, said
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
-from kumiko_typed._eventstore import APPEND_LOCK
 
 AppOn = Callable[..., App]
 
@@ -137,10 +136,10 @@ def _hold_the_write_lock(app: App) -> Callable[[], None]:
 
         return release_sqlite
     conn = sa.create_engine(app.engine.url).connect()
-    conn.execute(sa.text("SELECT pg_advisory_lock(:key)"), {"key": APPEND_LOCK})
+    conn.execute(sa.text("LOCK TABLE kumiko_events IN EXCLUSIVE MODE"))  # no event can be appended
 
     def release() -> None:
-        conn.execute(sa.text("SELECT pg_advisory_unlock(:key)"), {"key": APPEND_LOCK})
+        conn.rollback()
         conn.close()
         conn.engine.dispose()
 

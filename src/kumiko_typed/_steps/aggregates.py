@@ -20,7 +20,7 @@ from sqlalchemy import Select, bindparam, inspect, select
 from sqlalchemy.exc import IntegrityError
 
 from .._errors import StepRefused
-from .._eventstore import append, loaded_under_lock, lock_append_order
+from .._eventstore import append
 from .._jsonable import jsonable
 from .._limits import refuse, unfit_json, unfit_values
 from .._results import Failure, fail
@@ -150,7 +150,6 @@ def _create(step: Create, run: Run) -> Failure | None:
             projector(entity, event)
     columns = _columns(entity)
     _refuse_unfit(run, step.entity, columns)
-    lock_append_order(session)
     try:
         with session.begin_nested():
             append(
@@ -180,24 +179,23 @@ def _create(step: Create, run: Run) -> Failure | None:
 _LOCKING_READS: dict[type[Any], Select[Any]] = {}
 
 
-def _load_for_write(run: Run, entity_type: type[Any], entity_id: object) -> Any:
-    """The aggregate, current and safe to write.  The caller holds the append lock.
+def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fresh: bool = False) -> Any:
+    """The aggregate to write, at the version the write is based on.
 
-    An entity this transaction loaded under that lock (the pipeline's own ``get_one``)
-    is current as it is: every aggregate write takes the lock first, so none has
-    happened since.  Anything else is read again with a row lock.  Taking row locks
-    only after the append lock gives every writer the same lock order; the other way
-    round, a transaction holding the append lock and waiting for a row (a bulk write,
-    its second aggregate) deadlocks against one holding that row and waiting for the
-    append lock.
+    An entity this transaction loaded already (the pipeline's own ``get_one``) is used
+    as it is: what the pipeline decided on is that version, and the write appends the
+    next one — if another writer got there first, the unique ``(stream_id,
+    stream_version)`` refuses the event and the write is a ``version_conflict``.
+    Anything else (or everything, ``fresh``) is read with a row lock, current until
+    commit.
 
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
     session = run.session
     tenant = run.ctx.user.tenant_id
     key = inspect(entity_type).identity_key_from_primary_key((entity_id,))
-    loaded = session.identity_map.get(key)
-    if loaded is not None and isinstance(loaded, entity_type) and loaded_under_lock(session, key):
+    loaded = None if fresh else session.identity_map.get(key)
+    if loaded is not None and isinstance(loaded, entity_type):
         state = inspect(loaded)
         if not (state.expired_attributes or state.modified or state.deleted):
             return loaded if loaded.tenant_id == tenant else None
@@ -249,7 +247,7 @@ def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
 
 
 def _update(step: Update, run: Run) -> Failure | None:
-    registry, ctx, session = run.registry, run.ctx, run.session
+    registry, ctx = run.registry, run.ctx
     entity_id = resolve(step.id, run)
     expected = resolve(step.version, run)
     if expected is None and not step.skip_optimistic_lock:
@@ -264,8 +262,8 @@ def _update(step: Update, run: Run) -> Failure | None:
     unwritable = sorted((set(changes) - mapped) | (set(changes) & FRAMEWORK_COLUMNS), key=str)
     if unwritable:
         return _unwritable_columns(step, unwritable)
-    lock_append_order(session)  # before the row lock: see _load_for_write
-    entity = _load_for_write(run, step.entity, entity_id)
+    # Without the version check, the write is based on the current row, whatever was read.
+    entity = _load_for_write(run, step.entity, entity_id, fresh=step.skip_optimistic_lock)
     if entity is None:
         return _not_found(step.entity, entity_id)
     if not step.skip_optimistic_lock and entity.version != expected:
@@ -313,9 +311,8 @@ def _append(
     headers: Mapping[str, str] | None = None,
     schema_version: int = 1,
 ) -> Failure | None:
-    """The event of an aggregate write.  Under the append lock, with the row current, a
-    clash on (stream, version) means the stream was written behind the row's back: the
-    constraint is the last line of defence, and the clash a ``version_conflict``."""
+    """The event of an aggregate write.  A clash on (stream, version) means another
+    writer appended that version since this one's read: a ``version_conflict``."""
     ctx = run.ctx
     try:
         append(
@@ -345,11 +342,10 @@ def _append(
 
 
 def _append_event(step: AppendEvent, run: Run) -> Failure | None:
-    registry, ctx, session = run.registry, run.ctx, run.session
+    registry, ctx = run.registry, run.ctx
     event = step.event(ctx)
     name = registry.event_name(type(event))
     entity_id = resolve(step.id, run)
-    lock_append_order(session)  # before the row lock: see _load_for_write
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
         return _not_found(step.entity, entity_id)

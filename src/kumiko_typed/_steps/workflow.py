@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._durations import as_timedelta
-from .._eventstore import last_position
+from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
 from .._results import Failure
 from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend
@@ -31,12 +31,13 @@ logger = logging.getLogger("kumiko_typed")
 @attrs.frozen
 class EventWait:
     """What a ``wait_for_event`` waits for: an event of ``event_type`` and ``tenant_id``
-    whose key is ``key``, appended after ``after_position``, until ``timeout_at``."""
+    whose key is ``key``, appended after ``after`` (one the waiting transaction has not
+    seen), until ``timeout_at``."""
 
     event_type: str
     tenant_id: uuid.UUID
     key: str
-    after_position: int
+    after: Frontier
     timeout_at: datetime
 
 
@@ -79,8 +80,9 @@ class WaitForEvent(NamedStep):
     def execute(self, run: Run) -> Result:
         segment, ctx = _segment(run), run.ctx
         # Taken before the resolvers run: an event committing while they run, or before
-        # the wait row commits, has a higher position and still matches (no lost wake-up).
-        after = last_position(run.session)
+        # the wait row commits, is one this transaction has not seen and still matches
+        # (no lost wake-up).
+        after = frontier(run.session)
         key = event_key(segment.codec, self.key(ctx))
         timeout_at = ctx.now + as_timedelta(self.timeout)
         wait = EventWait(segment.event_name(self.event), ctx.user.tenant_id, key, after, timeout_at)
