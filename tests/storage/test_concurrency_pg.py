@@ -16,17 +16,18 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import attrs
+import psycopg
 import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
 import kumiko_typed._eventstore as eventstore_module
-import kumiko_typed._interpreter as interpreter_module
 import kumiko_typed._steps.aggregates as data_module
 from examples.inventory.handlers import adjust_stock, bulk_adjust, create_product, inventory
 from examples.inventory.model import Adjustment, AdjustStock, BulkAdjust, CreateProduct, Product, StockAdjusted
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
-from kumiko_typed._eventstore import read_after
+from kumiko_typed._eventstore import Cursor, read_after
+from kumiko_typed._notify import CHANNEL
 from kumiko_typed._tables import events
 
 pytestmark = pytest.mark.postgres
@@ -194,7 +195,7 @@ class TailOutcome:
 
 def slow_commits(monkeypatch: pytest.MonkeyPatch) -> None:
     """Widen the window between an event's INSERT and its COMMIT by a few milliseconds,
-    so that, without the append lock, commits overtake each other all the time."""
+    so that commits overtake each other all the time."""
     for name in ("_create", "_append_event"):
         original = getattr(data_module, name)
 
@@ -208,7 +209,7 @@ def slow_commits(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def tail_while_writing(app: App, *, prefix: str, with_bulk: bool) -> TailOutcome:
     """6 writer threads x 40 dispatches of the inventory handlers, while a tailer reads
-    ``read_after(cursor)`` in a loop and moves its cursor to the highest position it saw."""
+    ``read_after(cursor)`` in a loop and moves its cursor to the last event it got."""
     admin = admin_of()
     shared = []
     for i in range(4):
@@ -221,17 +222,17 @@ def tail_while_writing(app: App, *, prefix: str, with_bulk: bool) -> TailOutcome
     seen: set[uuid.UUID] = set()
     reads = 0
 
-    def tail_once(cursor: int) -> int:
+    def tail_once(cursor: Cursor) -> Cursor:
         nonlocal reads
         with Session(app.engine) as s:
             batch = read_after(s, cursor)
         reads += 1
         for e in batch:
             seen.add(e.event_id)
-        return max((e.position for e in batch), default=cursor)
+        return batch[-1].cursor if batch else cursor
 
     def tailer() -> None:
-        cursor = 0
+        cursor: Cursor = (0, 0)
         while not done.is_set():
             cursor = tail_once(cursor)
         # the writers are done: drain what is left
@@ -274,8 +275,10 @@ def test_tailing_by_position_never_skips_an_event(pg_app: Callable[..., App], mo
     slow_commits(monkeypatch)
     outcome = tail_while_writing(app, prefix="on", with_bulk=True)
 
-    assert outcome.codes["ok"] > 150
-    assert set(outcome.codes) <= {"ok", "unprocessable"}, outcome.codes  # no deadlock, no 500
+    assert outcome.codes["ok"] > 100, outcome.codes
+    # a lost race on a shared product is a version_conflict (also when two bulk adjusts
+    # crossing each other's products deadlock); no 500
+    assert set(outcome.codes) <= {"ok", "unprocessable", "version_conflict"}, outcome.codes
     assert outcome.reads > 10  # the tailer really ran alongside the writers
     assert outcome.skipped == set()
     assert outcome.seen == outcome.stored
@@ -293,21 +296,15 @@ def test_tailing_by_position_never_skips_an_event(pg_app: Callable[..., App], mo
         assert p.stock == stream[0].payload["stock"] + sum(deltas)
 
 
-def test_tailing_skips_events_without_the_append_lock(
+def test_tailing_skips_events_without_the_running_transactions_horizon(
     pg_app: Callable[..., App], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The test above can fail: with the append lock disabled, positions are handed out at
-    INSERT but become visible at COMMIT, and a tailer moving its cursor past a committed
-    position loses an earlier one that commits later."""
+    """The test above can fail: reading in (tx, position) order but past the oldest running
+    transaction, a tailer moves its cursor past an event of a younger transaction and
+    loses one of an older transaction that commits after it."""
     app = pg_app(inventory)
     slow_commits(monkeypatch)
-
-    def no_lock(session: Session) -> None:
-        return None
-
-    monkeypatch.setattr(eventstore_module, "lock_append_order", no_lock)
-    monkeypatch.setattr(data_module, "lock_append_order", no_lock)
-    monkeypatch.setattr(interpreter_module, "lock_append_order", no_lock)
+    monkeypatch.setattr(eventstore_module, "_BELOW_RUNNING", sa.true())
     skipped: set[uuid.UUID] = set()
     for attempt in range(5):
         outcome = tail_while_writing(app, prefix=f"off{attempt}", with_bulk=False)
@@ -315,7 +312,7 @@ def test_tailing_skips_events_without_the_append_lock(
         skipped = outcome.skipped
         if skipped:
             break
-    assert skipped, "no event was skipped without the append lock in 5 runs"
+    assert skipped, "no event was skipped without the horizon in 5 runs"
 
 
 # --- (c) a unique constraint under a race -------------------------------------------------------
@@ -343,75 +340,86 @@ def test_concurrent_creates_of_one_sku(pg_app: Callable[..., App]) -> None:
     assert [(r.stream_id, r.type, r.stream_version) for r in rows] == [(winner.data.id, "product.created", 1)]
 
 
-# --- no deadlock between writes of several aggregates -------------------------------------------
+# --- writes of several aggregates in opposite orders --------------------------------------------
 
 
-def test_bulk_writes_in_opposite_orders_do_not_deadlock(pg_app: Callable[..., App]) -> None:
-    """Writers row-lock aggregates only after the append lock, so two bulk adjusts naming
-    the same products in opposite orders (and single adjusts alongside) serialize instead
-    of deadlocking (which PostgreSQL would break by failing one with internal_error)."""
-    app = pg_app(inventory)
-    admin = admin_of()
-    ids = []
-    for sku in ("a", "b", "c"):
-        r = app.dispatch(create_product, CreateProduct(sku, sku, 1000), user=admin)
-        assert isinstance(r, Ok)
-        ids.append(r.data.id)
-    results: list[Ok[Any] | Failure] = []
-    lock = threading.Lock()
+def test_bulk_writes_in_opposite_orders_never_hang_nor_half_apply(fresh_postgres_url: str) -> None:
+    """Two bulk adjusts naming the same products in opposite orders (and single adjusts
+    alongside) each read, then append: the later writer of a product loses the race
+    (version_conflict), also when the two wait for each other's appends and PostgreSQL
+    breaks the deadlock.  Nothing hangs, and each product's stock is its start plus
+    exactly the successful calls' units: a failed bulk adjust wrote none.  (Deadlocks are
+    looked for after 50 ms here, not the default 1 s, to keep the test short.)"""
+    app = App([inventory], database_url=fresh_postgres_url + "?options=-c%20deadlock_timeout%3D50")
+    try:
+        app.create_all()
+        admin = admin_of()
+        ids = []
+        for sku in ("a", "b", "c"):
+            r = app.dispatch(create_product, CreateProduct(sku, sku, 1000), user=admin)
+            assert isinstance(r, Ok)
+            ids.append(r.data.id)
+        results: list[tuple[int, Ok[Any] | Failure]] = []  # (units asked for, result)
+        lock = threading.Lock()
 
-    def worker(n: int) -> None:
-        order = ids if n % 2 else ids[::-1]
-        for i in range(15):
-            if n % 4 == 3:
-                r: Ok[Any] | Failure = app.dispatch(adjust_stock, AdjustStock(order[i % 3], 1, "one"), user=admin)
-            else:
-                r = app.dispatch(bulk_adjust, BulkAdjust([Adjustment(pid, 1) for pid in order], "all"), user=admin)
-            with lock:
-                results.append(r)
+        def worker(n: int) -> None:
+            order = ids if n % 2 else ids[::-1]
+            for i in range(15):
+                if n % 4 == 3:
+                    r: Ok[Any] | Failure = app.dispatch(adjust_stock, AdjustStock(order[i % 3], 1, "one"), user=admin)
+                    units = 1
+                else:
+                    r = app.dispatch(bulk_adjust, BulkAdjust([Adjustment(pid, 1) for pid in order], "all"), user=admin)
+                    units = len(order)
+                with lock:
+                    results.append((units, r))
 
-    started = time.monotonic()
-    run_threads(THREADS, worker)
-    elapsed = time.monotonic() - started
+        started = time.monotonic()
+        run_threads(THREADS, worker)
+        elapsed = time.monotonic() - started
 
-    assert [r for r in results if not isinstance(r, Ok)] == []
-    assert elapsed < 30
-    with app.engine.connect() as conn:
-        stocks = dict(conn.execute(sa.select(Product.__table__.c.id, Product.__table__.c.stock)).all())
-    singles = 2 * 15  # threads 3 and 7, one unit each
-    bulks = 6 * 15  # the other six threads, one unit on every product
-    assert sum(stocks.values()) == 3 * 1000 + singles + 3 * bulks
-
-
-# --- the append lock and savepoints -------------------------------------------------------------
-
-HELD = sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted")
+        codes = Tally(code_of(r) for _, r in results)
+        assert set(codes) <= {"ok", "version_conflict"}, codes
+        assert codes["ok"] > 0, codes
+        assert elapsed < 60
+        with app.engine.connect() as conn:
+            stocks = dict(conn.execute(sa.select(Product.__table__.c.id, Product.__table__.c.stock)).all())
+        assert sum(stocks.values()) == 3 * 1000 + sum(units for units, r in results if isinstance(r, Ok))
+    finally:
+        app.dispose()
 
 
-def test_the_append_lock_survives_a_rolled_back_savepoint(fresh_postgres_url: str) -> None:
-    """A lock first taken inside a savepoint goes away when that savepoint rolls back (a
+# --- the workers' NOTIFY and savepoints -----------------------------------------------------------
+
+
+def test_the_notify_survives_a_rolled_back_savepoint(fresh_postgres_url: str) -> None:
+    """A NOTIFY first queued inside a savepoint goes away when that savepoint rolls back (a
     failed workflow segment in a worker's batch, a failed retry attempt); the next append in
-    the same transaction must take it again rather than trust that it is held."""
+    the same transaction must queue it again rather than trust that it is queued."""
     engine = sa.create_engine(fresh_postgres_url)
+    listener = psycopg.connect(fresh_postgres_url.replace("+psycopg", ""), autocommit=True)
+    listener.execute(f"LISTEN {CHANNEL}")
+
+    def heard() -> int:
+        return len(list(listener.notifies(timeout=0.3)))
+
     try:
         with Session(engine) as s, s.begin():
             savepoint = s.begin_nested()
-            eventstore_module.lock_append_order(s)
-            assert s.execute(HELD).scalar() == 1
+            eventstore_module.notify_on_commit(s)
             savepoint.rollback()
-            assert s.execute(HELD).scalar() == 0
-            eventstore_module.lock_append_order(s)
-            assert s.execute(HELD).scalar() == 1
+        assert heard() == 0  # dropped with its savepoint
+        with Session(engine) as s, s.begin():
+            savepoint = s.begin_nested()
+            eventstore_module.notify_on_commit(s)
+            savepoint.rollback()
+            eventstore_module.notify_on_commit(s)
+        assert heard() == 1
         with Session(engine) as s, s.begin():
             with s.begin_nested():
-                eventstore_module.lock_append_order(s)
-            # released, not rolled back: the transaction still holds it
-            assert s.execute(HELD).scalar() == 1
-            eventstore_module.lock_append_order(s)
-            with s.begin_nested():
-                eventstore_module.lock_append_order(s)
-            assert s.execute(HELD).scalar() == 1
-        with Session(engine) as s, s.begin():
-            assert s.execute(HELD).scalar() == 0  # released at commit
+                eventstore_module.notify_on_commit(s)
+            eventstore_module.notify_on_commit(s)  # released, not rolled back: still queued
+        assert heard() == 1  # once: PostgreSQL folds repeats within a transaction
     finally:
+        listener.close()
         engine.dispose()

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from sqlalchemy import Select, bindparam, inspect, select
-from sqlalchemy.exc import IntegrityError
+from sqlalchemy.exc import IntegrityError, OperationalError
 
 from .._errors import StepRefused
 from .._eventstore import append
@@ -312,7 +312,10 @@ def _append(
     schema_version: int = 1,
 ) -> Failure | None:
     """The event of an aggregate write.  A clash on (stream, version) means another
-    writer appended that version since this one's read: a ``version_conflict``."""
+    writer appended that version since this one's read: a ``version_conflict``.  So is
+    a deadlock on it: this writer waited for another's uncommitted append of the version
+    while that one waited for one of ours (writes of several aggregates crossing), and
+    PostgreSQL broke the tie."""
     ctx = run.ctx
     try:
         append(
@@ -332,13 +335,19 @@ def _append(
     except IntegrityError as exc:
         if not _on_event_store(exc):
             raise
-        current = entity.version
-        return fail(
-            "version_conflict",
-            f"{type(entity).__name__} {entity.id}: version {version} of its event stream is taken already",
-            {"entity_id": str(entity.id), "expected_version": current, "current_version": current},
-        )
-    return None
+        taken = "is taken already"
+    except OperationalError as exc:
+        if getattr(exc.orig, "sqlstate", None) != "40P01":
+            raise
+        taken = "is being appended by another writer"
+    else:
+        return None
+    current = entity.version
+    return fail(
+        "version_conflict",
+        f"{type(entity).__name__} {entity.id}: version {version} of its event stream {taken}",
+        {"entity_id": str(entity.id), "expected_version": current, "current_version": current},
+    )
 
 
 def _append_event(step: AppendEvent, run: Run) -> Failure | None:
