@@ -72,9 +72,9 @@ adjust_stock = inventory.write_handler(
     "product:adjust-stock",
     inventory.pipeline(AdjustStock)
     .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id, Product.archived.is_(False)))
-    # A writing handler holds the append lock from its first read, so this row is the
-    # committed one; the projector updates this same object: the stock read after it is
-    # the committed one plus this delta, even under concurrent adjusts.
+    # The event appends the version after the one read here: if another adjust got there
+    # first, this one is a version_conflict.  The projector updates this same object: the
+    # stock read after it is the one read plus this delta, committed only if still current.
     .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(c.payload.delta, c.payload.reason))
     .compute("new_stock", lambda c: c.steps["product"].stock)
     .guard(

@@ -37,8 +37,7 @@ class Program(Generic[P, D]):
         #: The rule-table name of the builder that produced the top level.
         self.builder = builder
         self.initial_values: Mapping[str, None] = sub_keys(steps, builder)
-        #: Whether a run may write an aggregate: it then takes the append lock (``start_run``)
-        #: before its first read, so the writes can use the rows it read as they are.
+        #: Whether a run may write an aggregate (a query pipeline must not).
         self.writes_aggregates = any(_writes(step) for _path, step, _builder in walk(steps, builder))
 
     def __repr__(self) -> str:

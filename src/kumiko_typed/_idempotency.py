@@ -2,7 +2,7 @@
 
 A keyed dispatch first *claims* its key — one upsert that inserts the key, or takes over
 an expired one, and returns nothing when a live key exists.  The claim is the first
-statement of the transaction, before the pipeline takes the append lock: a concurrent
+statement of the transaction, before the pipeline's first read: a concurrent
 dispatch with the same key waits on the claimed row (PostgreSQL's unique index; SQLite's
 ``BEGIN IMMEDIATE`` serializes writers anyway) and then finds the committed result.  The
 result is written to the claimed row in the handler's own transaction, so a result is

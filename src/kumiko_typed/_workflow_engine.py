@@ -249,7 +249,7 @@ class WorkflowEngine:
         value that cannot be stored, a state the database refuses — is rolled back; the
         failed run's columns are returned, for the caller to store alone."""
         # A worker runs many segments in one transaction: what an earlier one loaded is
-        # read again when used, after this one's append lock (a dispatch's isolation).
+        # read again when used (a dispatch's isolation: a write is based on its own read).
         session.expire_all()
         who = f"workflow {d.name} run {run_id}"
         info = RunInfo(run_id, d.name, "running", path)

@@ -1,10 +1,10 @@
 """How an aggregate write reaches the database, on SQLite and PostgreSQL.
 
-A dispatch that may write takes the append lock before its first read, so the row its
-``get_one`` loaded is current when the write comes: the write uses it as it is (no
-second, locking read), without a savepoint of its own.  These tests pin the statements
-down, and show that nothing is lost where the shortcut does not apply: a row read before
-the lock, a write that fails without a savepoint of its own.
+A write based on the row its ``get_one`` loaded uses it as it is (no second, locking
+read), without a savepoint of its own: the event's unique (stream, version) refuses it if
+another writer got there first.  These tests pin the statements down, and show that
+nothing is lost where the shortcut does not apply: a row read in an earlier transaction,
+a write that fails without a savepoint of its own, a race.
 """
 
 from __future__ import annotations

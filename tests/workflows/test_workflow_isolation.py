@@ -1,7 +1,7 @@
-"""Workflow segments get the isolation write handlers get (DESIGN §5): one that may write
-an aggregate takes the append lock before its first read, so a read-decide-append
-cannot act on a row another run is changing.  N concurrent runs against a stock of
-K < N: exactly K reserve, the stock never goes below zero."""
+"""Workflow segments get the isolation write handlers get (DESIGN §5): a read-decide-append
+based on a row another run changed meanwhile is refused (``version_conflict``, the run
+fails; a ``retry`` around the steps would try again).  N concurrent runs against a stock
+of K < N: the stock never goes below zero, and every unit gone is one run's reservation."""
 
 from __future__ import annotations
 
@@ -136,12 +136,17 @@ def test_concurrent_runs_reserve_exactly_the_stock(app_on: Callable[..., App], m
     for t in threads:
         t.join(60)
     assert errors == []
-    infos = [app.get_run(r) for r in runs]
-    assert [i.status if i else None for i in infos] == ["completed"] * RUNS
-    assert sum(bool(i.steps["available"]) for i in infos if i) == STOCK
+    infos = [i for r in runs if (i := app.get_run(r)) is not None]
+    assert len(infos) == RUNS
+    lost = [i for i in infos if i.status != "completed"]
+    assert all(i.status == "failed" and i.error and i.error["code"] == "version_conflict" for i in lost), lost
+    if app.engine.dialect.name == "sqlite":
+        assert lost == []  # one writer at a time: every run read the current stock
+    reserved = sum(bool(i.steps["available"]) for i in infos if i.status == "completed")
     with app.engine.connect() as conn:
         stock = conn.scalar(sa.select(WfiItem.__table__.c.stock))
-    assert stock == 0
+    assert stock is not None and stock >= 0
+    assert reserved == STOCK - stock > 0
 
 
 # --- segments of one worker transaction -------------------------------------------------------
@@ -166,7 +171,7 @@ def test_a_segment_does_not_decide_on_a_row_an_earlier_segment_of_the_pass_read(
         item = c.payload.item
         racers.append(threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user)))
         racers[-1].start()
-        racers[-1].join(30)  # nothing holds the append lock: the handler commits now
+        racers[-1].join(30)  # nothing locks the row: the handler commits now
 
     after_peek.append(take_the_last)
     try:
