@@ -17,6 +17,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
+import _write_racer
 import pytest
 import sqlalchemy as sa
 from _write_racer import HOLD, NewStock, Take, WrStock, feature, hold, new_stock, reserve
@@ -28,7 +29,7 @@ from kumiko_typed._tables import events
 
 pytestmark = pytest.mark.postgres
 
-TESTS = Path(__file__).resolve().parent
+RACER = Path(_write_racer.__file__).resolve()
 RACERS = 4
 STOCK = 60
 
@@ -78,12 +79,12 @@ def test_racing_processes_never_oversell_a_stock(
     for _ in range(RACERS):
         racers.append(
             subprocess.Popen(
-                [sys.executable, str(TESTS / "_write_racer.py"), fresh_postgres_url, str(sid), str(tenant)],
+                [sys.executable, str(RACER), fresh_postgres_url, str(sid), str(tenant)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 text=True,
-                cwd=TESTS.parent,
+                cwd=RACER.parent.parent,
             )
         )
     for proc in racers:
