@@ -81,7 +81,7 @@ def lock_append_order(session: Session) -> None:
     SQLite needs no statement (``BEGIN IMMEDIATE`` took its write lock), but the taking
     is recorded all the same, for ``loaded_under_lock``."""
     info = session.info
-    current = session.get_nested_transaction() or session.get_transaction()
+    current = session.get_nested_transaction() or session.get_transaction() or session.begin()
     holder = info.get(_LOCK_HOLDER)
     enclosing = current
     while enclosing is not None:
