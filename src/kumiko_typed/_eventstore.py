@@ -81,7 +81,9 @@ def lock_append_order(session: Session) -> None:
     SQLite needs no statement (``BEGIN IMMEDIATE`` took its write lock), but the taking
     is recorded all the same, for ``loaded_under_lock``."""
     info = session.info
-    current = session.get_nested_transaction() or session.get_transaction() or session.begin()
+    if not session.in_transaction():
+        session.begin()  # the one the lock is recorded for and the writes run in
+    current = session.get_nested_transaction() or session.get_transaction()
     holder = info.get(_LOCK_HOLDER)
     enclosing = current
     while enclosing is not None:

@@ -39,12 +39,8 @@ def _tracer() -> Any:
     """The tracer, or ``None`` while no SDK provider is configured: the API's own
     providers hand out spans that record nothing, and making one (with its context
     switch) was a fifth of a dispatch that sends no SQL."""
-    if _otel is None:
-        return None
-    provider = _otel.get_tracer_provider()
-    if isinstance(provider, _NO_SDK):
-        return None
-    return provider.get_tracer(_NAME)
+    provider = None if _otel is None else _otel.get_tracer_provider()
+    return None if provider is None or isinstance(provider, _NO_SDK) else provider.get_tracer(_NAME)
 
 
 def _fail(current: Any, outcome: object) -> None:
