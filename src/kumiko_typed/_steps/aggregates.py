@@ -123,9 +123,7 @@ def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], enti
         if not _is_unique_violation(exc):
             raise exc
         return _unique_violation(exc, entity_type)
-    current = run.session.execute(
-        select(entity_type.version).where(entity_type.id == entity_id).execution_options(populate_existing=True)
-    ).scalar()
+    current = run.session.execute(_version_of(entity_type), {"kumiko_id": entity_id}).scalar()
     return _version_conflict(entity_type, entity_id, 0, current)
 
 
