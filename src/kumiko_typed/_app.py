@@ -34,7 +34,6 @@ from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._runs import RunInfo
 from ._serialization import Codec
-from ._steps._rows import forget_on_rollback
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure
 from ._tables import metadata as framework_metadata
@@ -144,7 +143,6 @@ class App:
         #: Each thread's idle dispatch session (``_take_session``).
         self._local = threading.local()
         install_tenant_filter(self._sessions)
-        forget_on_rollback(self._sessions)
         self._handlers: dict[str, WriteHandler[Any, Any]] = {h.name: h for f in self.features for h in f.handlers}
         self._queries: dict[str, QueryHandler[Any, Any]] = {q.name: q for f in self.features for q in f.queries}
         self._converter = make_converter()

@@ -6,26 +6,23 @@ and SQLAlchemy compiles each set of columns once.  The entity object stays the o
 pipeline sees (``Saved.entity``, a ``get_one`` of the same row): after the statement
 it is marked as holding what the database has, as a flush would leave it.
 
-A savepoint that rolls back (a failed ``call_feature``, retry attempt or workflow
-segment) undoes rows the ORM never saw written, so the objects written since are
-expired on every rollback (:func:`forget_on_rollback`): their next use reads the row
-again instead of trusting values the database no longer has.
+The ORM does not know these objects were written, so a rolled-back *savepoint* leaves
+them holding what it undid (the ORM would expire them).  Nothing reads them then: a
+``Failure`` ends the pipeline, and a failed retry attempt or workflow segment goes on in
+a segment that expires every object first.  A rolled-back transaction expires them all.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Any
 
 import attrs
-from sqlalchemy import Column, Insert, Table, Update, bindparam, event, insert, inspect, update
-from sqlalchemy.orm import Session, SessionTransaction, make_transient_to_detached, sessionmaker
+from sqlalchemy import Column, Insert, Table, Update, bindparam, insert, inspect, update
+from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
-__all__ = ["changed_columns", "forget_on_rollback", "insert_row", "update_row", "writer"]
-
-#: ``session.info`` key: the entity objects written through Core in this session.
-_WRITTEN: Final = "kumiko_written"
+__all__ = ["changed_columns", "insert_row", "update_row", "writer"]
 
 
 @attrs.frozen
@@ -60,18 +57,21 @@ def insert_row(session: Session, entity: Any) -> None:
     """INSERT ``entity``'s row and put the object in the session as that row.
 
     Like a flush, a ``None`` is left out (the column's default applies) unless its
-    type stores ``None`` as a value (JSON's ``null``)."""
+    type stores ``None`` as a value (JSON's ``null``).  A dataclass default the object
+    reads but does not hold (``mapped_column(default=0)``) is stored on it first."""
     w = writer(type(entity))
     values = inspect(entity).dict
     params = {}
     for key, column in w.columns.items():
-        value = values.get(key)
-        if value is not None or (key in values and column.type.should_evaluate_none):
-            params[column.key] = value
+        value = values[key] if key in values else getattr(entity, key)
+        if value is None and not (key in values and column.type.should_evaluate_none):
+            continue
+        if key not in values:
+            set_committed_value(entity, key, value)
+        params[column.key] = value
     session.connection().execute(w.insert, params)
     make_transient_to_detached(entity)
     session.add(entity)
-    _written(session, entity)
 
 
 def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> bool:
@@ -90,7 +90,6 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
     if state.modified:  # a projector's changes, now written: clean, as after a flush
         # (what the flush itself calls: SQLAlchemy has no public call for it; pinned to 2.1)
         state._commit_all(state.dict, session.identity_map)
-    _written(session, entity)
     return True
 
 
@@ -100,20 +99,3 @@ def changed_columns(entity: Any) -> dict[str, object]:
     state = inspect(entity)
     columns = writer(type(entity)).columns
     return {key: state.dict.get(key) for key in state.committed_state if key in columns}
-
-
-def _written(session: Session, entity: object) -> None:
-    session.info.setdefault(_WRITTEN, []).append(entity)
-
-
-def _expire_written(session: Session, previous_transaction: SessionTransaction) -> None:
-    written = session.info.pop(_WRITTEN, None)
-    for entity in written or ():
-        if entity in session:
-            session.expire(entity)
-
-
-def forget_on_rollback(factory: sessionmaker[Session]) -> None:
-    """Sessions of ``factory`` expire the objects written through Core when any
-    (sub)transaction rolls back."""
-    event.listen(factory, "after_soft_rollback", _expire_written)
