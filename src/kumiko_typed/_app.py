@@ -140,6 +140,8 @@ class App:
         self._http_lock = threading.Lock()
         self.engine = make_engine(database_url)
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
+        #: Each thread's idle dispatch session (``_take_session``).
+        self._local = threading.local()
         install_tenant_filter(self._sessions)
         self._handlers: dict[str, WriteHandler[Any, Any]] = {h.name: h for f in self.features for h in f.handlers}
         self._queries: dict[str, QueryHandler[Any, Any]] = {q.name: q for f in self.features for q in f.queries}
@@ -444,27 +446,48 @@ class App:
         keyed = None if idempotency_key is None else self._keyed(handler, payload, user, idempotency_key)
         if isinstance(keyed, Failure):
             return keyed
-        with self._sessions() as session:
-            try:
-                now = self.clock()
-                call = (handler.name, payload, user, now, correlation_id or uuid.uuid4())
-                run = start_run(handler.pipeline, session, self._registry, call)
-                who = f"handler {handler.name}"
-                if keyed is None:
-                    return _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))
-                session.info[TENANT_KEY] = user.tenant_id
-                session.begin()
-                stored = keyed.claim(session, now, self.idempotency_retention)
-                if stored is not None:
-                    session.rollback()
-                    return stored
-                # In a savepoint: a business Failure rolls back the work but keeps the claim.
-                result = _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=True))
-                return self._finish_keyed(session, keyed, result)
-            except Exception as exc:
+        session = self._take_session()
+        try:
+            now = self.clock()
+            call = (handler.name, payload, user, now, correlation_id or uuid.uuid4())
+            run = start_run(handler.pipeline, session, self._registry, call)
+            who = f"handler {handler.name}"
+            if keyed is None:
+                return _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))
+            session.info[TENANT_KEY] = user.tenant_id
+            session.begin()
+            stored = keyed.claim(session, now, self.idempotency_retention)
+            if stored is not None:
                 session.rollback()
-                where = f"handler {handler.name}"
-                return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
+                return stored
+            # In a savepoint: a business Failure rolls back the work but keeps the claim.
+            result = _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=True))
+            return self._finish_keyed(session, keyed, result)
+        except Exception as exc:
+            session.rollback()
+            where = f"handler {handler.name}"
+            return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
+        finally:
+            self._put_back(session)
+
+    def _take_session(self) -> Session:
+        """This thread's idle session, or a new one (for a dispatch from inside a step).
+
+        A dispatch reuses its thread's session instead of making and closing one per
+        call: that lifecycle was a fourth of a dispatch that sends no SQL."""
+        local = self._local
+        session: Session | None = getattr(local, "session", None)
+        if session is None:
+            return self._sessions()
+        local.session = None
+        return session
+
+    def _put_back(self, session: Session) -> None:
+        """Make ``session`` as new (nothing loaded, no transaction) and keep it idle."""
+        if session.in_transaction() or session.identity_map:
+            session.close()
+        session.info.clear()
+        self._local.session = session
 
     @staticmethod
     def _finish_keyed(session: Session, keyed: Keyed, result: Ok[object] | Failure) -> Ok[object] | Failure:

@@ -127,6 +127,8 @@ def notify_on_commit(session: Session) -> None:
     if not _postgres(session):
         return
     info = session.info
+    if not session.in_transaction():
+        session.begin()  # the one the lock is recorded for and the writes run in
     current = session.get_nested_transaction() or session.get_transaction()
     holder = info.get(_NOTIFIED_IN)
     enclosing = current

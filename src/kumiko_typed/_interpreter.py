@@ -165,8 +165,9 @@ def _in_transaction(
     info = session.info
     previous = info.get(TENANT_KEY)
     info[TENANT_KEY] = run.ctx.user.tenant_id
-    # Not nested: the session's transaction, begun here or by the caller for work of its own.
-    transaction = session.begin_nested() if nested else session.get_transaction() or session.begin()
+    # Not nested: the session's transaction, begun by the caller for work of its own or
+    # else by the first statement — a run that sends none begins and commits nothing.
+    savepoint = session.begin_nested() if nested else None
     try:
         if read_only:
             begin_read_only(session)
@@ -178,15 +179,19 @@ def _in_transaction(
         if keep is not None and not isinstance(outcome, Failure):
             outcome = keep(outcome) or outcome
     except BaseException:
-        if transaction.is_active:
-            transaction.rollback()
+        if savepoint is None:
+            session.rollback()
+        elif savepoint.is_active:
+            savepoint.rollback()
         raise
     finally:
         info[TENANT_KEY] = previous
-    if isinstance(outcome, Failure) or read_only:
-        transaction.rollback()
-    else:
-        transaction.commit()
+    ending = savepoint if savepoint is not None else session if session.in_transaction() else None
+    if ending is not None:
+        if isinstance(outcome, Failure) or read_only:
+            ending.rollback()
+        else:
+            ending.commit()
     return outcome
 
 

@@ -26,6 +26,8 @@ def notify(session: Session) -> None:
     """Queue one notification for the current transaction (PostgreSQL only)."""
     if session.get_bind().dialect.name != "postgresql":
         return
+    if not session.in_transaction():
+        session.begin()  # the one the notification is recorded for and commits with
     transaction = session.get_transaction()
     if session.info.get("kumiko_notified") is not transaction:
         session.execute(text("SELECT pg_notify(:channel, '')"), {"channel": CHANNEL})

@@ -31,10 +31,16 @@ except ImportError:  # the otel extra is not installed
 __all__ = ["Trace", "failed", "outcome", "span"]
 
 _NAME = "kumiko_typed"
+#: The API's providers while no SDK is set up (the proxy delegates once one is set).
+_NO_SDK: tuple[type[Any], ...] = () if _otel is None else (_otel.ProxyTracerProvider, _otel.NoOpTracerProvider)
 
 
 def _tracer() -> Any:
-    return None if _otel is None else _otel.get_tracer(_NAME)
+    """The tracer, or ``None`` while no SDK provider is configured: the API's own
+    providers hand out spans that record nothing, and making one (with its context
+    switch) was a fifth of a dispatch that sends no SQL."""
+    provider = None if _otel is None else _otel.get_tracer_provider()
+    return None if provider is None or isinstance(provider, _NO_SDK) else provider.get_tracer(_NAME)
 
 
 def _fail(current: Any, outcome: object) -> None:

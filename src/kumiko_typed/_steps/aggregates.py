@@ -28,6 +28,7 @@ from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._tables import events
 from ._base import LATER, Fn, NamedStep, Result, Step, resolve
+from ._rows import changed_columns, insert_row, update_row
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -122,9 +123,7 @@ def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], enti
         if not _is_unique_violation(exc):
             raise exc
         return _unique_violation(exc, entity_type)
-    current = run.session.execute(
-        select(entity_type.version).where(entity_type.id == entity_id).execution_options(populate_existing=True)
-    ).scalar()
+    current = run.session.execute(_version_of(entity_type), {"kumiko_id": entity_id}).scalar()
     return _version_conflict(entity_type, entity_id, 0, current)
 
 
@@ -165,8 +164,7 @@ def _create(step: Create, run: Run) -> Failure | None:
                 occurred_at=ctx.now,
                 schema_version=schema,
             )
-            session.add(entity)
-            session.flush()
+            insert_row(session, entity)
     except IntegrityError as exc:
         return _create_conflict(exc, run, step.entity, entity.id)
     changes = {k: v for k, v in columns.items() if k not in FRAMEWORK_COLUMNS}
@@ -211,16 +209,38 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
     return session.execute(stmt, {"kumiko_id": entity_id, "kumiko_tenant": tenant}).scalars().first()
 
 
-def _flush_write(run: Run, entity_type: type[Any]) -> Failure | None:
-    """Write the aggregate's row.  A unique clash is the client's conflict; any other
-    integrity error (a projector leaving a NOT NULL column empty) is a bug and raises."""
+def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | None:
+    """Write ``values`` and the next version to the aggregate's row, if it is still at
+    the version it was read at (else ``version_conflict``).  A unique clash is the
+    client's conflict; any other integrity error (a projector leaving a NOT NULL column
+    empty) is a bug and raises."""
+    entity_type = type(entity)
+    read_at = entity.version
+    values["version"], values["updated_at"] = read_at + 1, run.ctx.now
     try:
-        run.session.flush()
+        written = update_row(run.session, entity, values)
     except IntegrityError as exc:
         if not _is_unique_violation(exc):
             raise
         return _unique_violation(exc, entity_type)
+    if not written:
+        current = run.session.execute(_version_of(entity_type), {"kumiko_id": entity.id}).scalar()
+        return _version_conflict(entity_type, entity.id, read_at, current)
     return None
+
+
+#: Per entity class: the read of a row's current version after a lost race.
+_VERSION_READS: dict[type[Any], Select[Any]] = {}
+
+
+def _version_of(entity_type: type[Any]) -> Select[Any]:
+    stmt = _VERSION_READS.get(entity_type)
+    if stmt is None:
+        # No autoflush: the object holds changes (a projector's) that must not be written.
+        stmt = select(entity_type.version).where(entity_type.id == bindparam("kumiko_id"))
+        stmt = stmt.execution_options(autoflush=False)
+        _VERSION_READS[entity_type] = stmt
+    return stmt
 
 
 def _is_unique_violation(exc: IntegrityError) -> bool:
@@ -277,11 +297,7 @@ def _update(step: Update, run: Run) -> Failure | None:
     appended = _append(run, entity, new_version, aggregate, event_type, {"changes": jsonable(actual)})
     if appended is not None:
         return appended
-    for key, value in actual.items():
-        setattr(entity, key, value)
-    entity.version = new_version
-    entity.updated_at = ctx.now
-    refused = _flush_write(run, step.entity)
+    refused = _write_row(run, entity, dict(actual))
     if refused is not None:
         return refused
     was = {k: previous[k] for k in actual}
@@ -372,6 +388,4 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     for projector in registry.projectors_for(step.entity, type(event)):
         projector(entity, event)
     _refuse_unfit(run, step.entity, _columns(entity))
-    entity.version = new_version
-    entity.updated_at = ctx.now
-    return _flush_write(run, step.entity)
+    return _write_row(run, entity, changed_columns(entity))

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from sqlalchemy import ColumnElement, Table, delete
+from sqlalchemy import ColumnElement, Insert, Table, delete
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import visitors
 
@@ -42,13 +42,27 @@ class ProjectionUpsert(Step):
         if not updates:
             raise StepRefused(f"row sets only the conflict column(s) {list(self.on)}: nothing to update")
         refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
-        dialect = run.session.get_bind().dialect.name
-        ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
-        stmt = ins.values(row).on_conflict_do_update(
-            index_elements=[table.c[c] for c in self.on], set_={c: ins.excluded[c] for c in updates}
-        )
-        run.session.execute(stmt)
+        connection = run.session.connection()
+        stmt = _upsert(connection.dialect.name, table, self.on, tuple(updates))
+        connection.execute(stmt, row)
         return None
+
+
+#: Upserts by (dialect, table, conflict columns, updated columns): built once, the row
+#: bound as parameters (no statement or cache key built per call).
+_UPSERTS: dict[tuple[str, Table, tuple[str, ...], tuple[str, ...]], Insert] = {}
+
+
+def _upsert(dialect: str, table: Table, on: tuple[str, ...], updates: tuple[str, ...]) -> Insert:
+    key = (dialect, table, on, updates)
+    stmt = _UPSERTS.get(key)
+    if stmt is None:
+        ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+        stmt = ins.on_conflict_do_update(
+            index_elements=[table.c[c] for c in on], set_={c: ins.excluded[c] for c in updates}
+        )
+        _UPSERTS[key] = stmt
+    return stmt
 
 
 @attrs.frozen(slots=True)

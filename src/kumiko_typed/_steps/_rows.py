@@ -1,0 +1,101 @@
+"""An aggregate's row written through SQLAlchemy Core, not the ORM's unit of work.
+
+Per entity class, the INSERT and the version-checked UPDATE are built once: a write
+binds its values as parameters, so no statement (and no cache key) is built per call,
+and SQLAlchemy compiles each set of columns once.  The entity object stays the one the
+pipeline sees (``Saved.entity``, a ``get_one`` of the same row): after the statement
+it is marked as holding what the database has, as a flush would leave it.
+
+The ORM does not know these objects were written, so a rolled-back *savepoint* leaves
+them holding what it undid (the ORM would expire them).  Nothing reads them then: a
+``Failure`` ends the pipeline, and a failed retry attempt or workflow segment goes on in
+a segment that expires every object first.  A rolled-back transaction expires them all.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+from sqlalchemy import Column, Insert, Table, Update, bindparam, insert, inspect, update
+from sqlalchemy.orm import Session, make_transient_to_detached
+from sqlalchemy.orm.attributes import set_committed_value
+
+__all__ = ["changed_columns", "insert_row", "update_row", "writer"]
+
+
+@attrs.frozen
+class Writer:
+    """One entity class's row statements and its attribute → column mapping."""
+
+    columns: Mapping[str, Column[Any]]
+    insert: Insert
+    update: Update
+
+
+_WRITERS: dict[type[Any], Writer] = {}
+
+
+def writer(entity_type: type[Any]) -> Writer:
+    """The statements of ``entity_type``'s table, built on its first write."""
+    found = _WRITERS.get(entity_type)
+    if found is None:
+        mapper = inspect(entity_type)
+        table: Table = mapper.local_table
+        stmt = update(table).where(
+            table.c.id == bindparam("kumiko_b_id"),
+            table.c.tenant_id == bindparam("kumiko_b_tenant"),
+            table.c.version == bindparam("kumiko_b_version"),
+        )
+        columns = {a.key: a.columns[0] for a in mapper.column_attrs}
+        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt)
+    return found
+
+
+def insert_row(session: Session, entity: Any) -> None:
+    """INSERT ``entity``'s row and put the object in the session as that row.
+
+    Like a flush, a ``None`` is left out (the column's default applies) unless its
+    type stores ``None`` as a value (JSON's ``null``).  A dataclass default the object
+    reads but does not hold (``mapped_column(default=0)``) is stored on it first."""
+    w = writer(type(entity))
+    values = inspect(entity).dict
+    params = {}
+    for key, column in w.columns.items():
+        value = values[key] if key in values else getattr(entity, key)
+        if value is None and not (key in values and column.type.should_evaluate_none):
+            continue
+        if key not in values:
+            set_committed_value(entity, key, value)
+        params[column.key] = value
+    session.connection().execute(w.insert, params)
+    make_transient_to_detached(entity)
+    session.add(entity)
+
+
+def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> bool:
+    """UPDATE ``entity``'s row to ``values`` (attribute names), if it is still at the
+    version the object holds: ``False`` when another transaction has moved it on (or
+    removed it) since it was read."""
+    w = writer(type(entity))
+    params: dict[str, object] = {w.columns[k].key: v for k, v in values.items()}
+    params["kumiko_b_id"], params["kumiko_b_tenant"] = entity.id, entity.tenant_id
+    params["kumiko_b_version"] = entity.version
+    if session.connection().execute(w.update, params).rowcount != 1:
+        return False
+    for key, value in values.items():
+        set_committed_value(entity, key, value)
+    state = inspect(entity)
+    if state.modified:  # a projector's changes, now written: clean, as after a flush
+        # (what the flush itself calls: SQLAlchemy has no public call for it; pinned to 2.1)
+        state._commit_all(state.dict, session.identity_map)
+    return True
+
+
+def changed_columns(entity: Any) -> dict[str, object]:
+    """The columns set on ``entity`` since it was loaded or written (a projector's
+    effect), with their new values."""
+    state = inspect(entity)
+    columns = writer(type(entity)).columns
+    return {key: state.dict.get(key) for key in state.committed_state if key in columns}
