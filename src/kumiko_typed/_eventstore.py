@@ -128,7 +128,7 @@ def notify_on_commit(session: Session) -> None:
         return
     info = session.info
     if not session.in_transaction():
-        session.begin()  # the one the lock is recorded for and the writes run in
+        session.begin()  # the one the NOTIFY is recorded for and the writes run in
     current = session.get_nested_transaction() or session.get_transaction()
     holder = info.get(_NOTIFIED_IN)
     enclosing = current
