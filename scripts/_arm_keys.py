@@ -52,11 +52,14 @@ def _pairings(n: int, m: int) -> list[dict[int, int]]:
     return out
 
 
+#: The arm shapes (keys of ``on_true``, of ``on_false``) most branches have: tried first.
+_COMMON = [(1, 0), (1, 1), (2, 0), (2, 2)]
+
+
 def _shapes() -> list[tuple[int, int]]:
-    """The arm shapes (keys of ``on_true``, of ``on_false``), the most common first."""
-    common = [(1, 0), (1, 1), (2, 0), (2, 2), (0, 0), (2, 1), (1, 2), (0, 1), (0, 2)]
-    rest = [(n, 0) for n in range(3, ONE_ARM + 1)]
-    return [(n, m) for n, m in common if n <= max(ONE_ARM, TWO_ARMS) and m <= TWO_ARMS] + rest
+    one = [(n, 0) for n in range(ONE_ARM + 1)]
+    two = [(n, m) for n in range(TWO_ARMS + 1) for m in range(1, TWO_ARMS + 1)]
+    return _COMMON + [s for s in one + two if s not in _COMMON]
 
 
 def branch(builder: str, sub: str, this: str, when: str, fallback: str) -> list[Signature]:
@@ -80,12 +83,7 @@ def branch(builder: str, sub: str, this: str, when: str, fallback: str) -> list[
             on_false = arm % _keys(_added("Y", b, m)) if m else "None = None"
             params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}"
             out.append((this, params, f"{builder}[P, {_keys(entries)}, Sc, C]"))
-    return [*out, fallback_signature(this, when, arm, builder, fallback)]
-
-
-def fallback_signature(this: str, when: str, arm: str, builder: str, result: str) -> Signature:
-    params = f"*, when: {when}, on_true: {arm % 'S1'}, on_false: {arm % 'S2'} | None = None"
-    return (this, params, result)
+    return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None", fallback)]
 
 
 def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str) -> list[Signature]:

@@ -603,30 +603,29 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+                [SubPipeline[P, Keys[*Ks], Sc, C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+            on_false: None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: Pipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: Pipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: Pipeline[P, Keys[*Ks], Sc, C],
@@ -662,30 +661,31 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: Pipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
-        ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: Pipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: Pipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]],
-                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-            on_false: None = None,
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: Pipeline[P, Keys[*Ks], Sc, C],
@@ -1537,30 +1537,29 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+                [SubPipeline[P, Keys[*Ks], Sc, C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+            on_false: None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -1596,30 +1595,31 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]],
-                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-            on_false: None = None,
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -2515,38 +2515,31 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+            on_false: None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
-            ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
@@ -2591,22 +2584,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
+            on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
@@ -2614,10 +2599,25 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
-            on_false: None = None,
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
@@ -3529,38 +3529,31 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+            on_false: None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -3605,22 +3598,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
+            on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -3628,10 +3613,25 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
-            on_false: None = None,
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -4384,13 +4384,278 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]] | None = None,
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: QueryPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -4429,7 +4694,58 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -4437,7 +4753,56 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> QueryPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
@@ -5015,13 +5380,278 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]] | None = None,
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -5060,7 +5690,60 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -5068,7 +5751,58 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
