@@ -55,6 +55,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _pipelines import STEPS, chain
 from _report import add_json_option, load_average, load_note, write_json
 
 TARGET = 1.15
@@ -64,20 +65,6 @@ CONFIGS = ("with_plugin.ini", "without_plugin.ini")
 PROJECT = "benchapp"
 PIPELINES_PER_MODULE = 10
 
-# The 10 compute steps of every pipeline: (key, resolver).  Each reads the previous key.
-STEPS = [
-    ("qty", "lambda c: c.payload.quantity * 2"),
-    ("gross", 'lambda c: c.steps["qty"] * c.payload.unit_price'),
-    ("rounded", 'lambda c: round(c.steps["gross"], 2)'),
-    ("label", "lambda c: f\"{c.payload.sku}:{c.steps['rounded']}\""),
-    ("upper", 'lambda c: c.steps["label"].upper()'),
-    ("size", 'lambda c: len(c.steps["upper"])'),
-    ("large", 'lambda c: c.steps["size"] > 12'),
-    ("tier", 'lambda c: "bulk" if c.steps["large"] else "retail"'),
-    ("row", 'lambda c: {"tier": c.steps["tier"], "sku": c.payload.sku}'),
-    ("keys", 'lambda c: tuple(sorted(c.steps["row"]))'),
-]
-RETURN = 'lambda c: ok({"keys": c.steps["keys"], "total": c.steps["rounded"]})'
 
 CONFIG = """\
 [mypy]
@@ -112,8 +99,7 @@ def module_source(m: int) -> str:
             "",
             f"pipeline{p} = (",
             f"    feature.pipeline(Payload{p})",
-            *(f'    .compute("{key}", {fn})' for key, fn in STEPS),
-            f"    .return_({RETURN})",
+            *chain(),
             ")",
             f'handler{p} = feature.write_handler("handler-{p}", pipeline{p}, roles=["clerk"])',
             "",

@@ -1,9 +1,11 @@
 """Cost of exact step keys in pyright (DESIGN §4.8): today's facades vs the key lists.
 
-Run:  python bench/pyright_keys.py [--quick] [--rounds N] [--pipelines N] [--keep]
+Run:  python bench/pyright_keys.py [--quick] [--rounds N] [--pipelines N] [--branches] [--keep]
 
 A temporary project holds one generated file of ``--pipelines`` pipelines (default 200),
-each 10 ``compute`` steps that read the previous step's key, and a ``return_``.  It is
+each 10 ``compute`` steps that read the previous step's key, and a ``return_`` (the
+pipelines of bench/mypy_plugin.py); with ``--branches``, each pipeline is ``BRANCHES``:
+branches with both arms, with one, nested three deep, and a loop.  It is
 checked by ``pyright`` twice per round, in alternating order, with two configurations
 that differ only in one setting:
 
@@ -42,6 +44,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from _pipelines import STEPS, chain
 from _report import add_json_option, load_average, load_note, write_json
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -52,19 +55,27 @@ from typecheck_tests._lsp import pyright_langserver  # noqa: E402 - the reposito
 TARGET = 2.0
 COMPLETION_TARGET_S = 2.0
 CONFIGS = {"today": {"defineConstant": {"MYPY": True}}, "keys": {}}
-STEPS = [
-    ("qty", "lambda c: c.payload.quantity * 2"),
-    ("gross", 'lambda c: c.steps["qty"] * c.payload.unit_price'),
-    ("rounded", 'lambda c: round(c.steps["gross"], 2)'),
-    ("label", "lambda c: f\"{c.payload.sku}:{c.steps['rounded']}\""),
-    ("upper", 'lambda c: c.steps["label"].upper()'),
-    ("size", 'lambda c: len(c.steps["upper"])'),
-    ("large", 'lambda c: c.steps["size"] > 12'),
-    ("tier", 'lambda c: "bulk" if c.steps["large"] else "retail"'),
-    ("row", 'lambda c: {"tier": c.steps["tier"], "sku": c.payload.sku}'),
-    ("keys", 'lambda c: tuple(sorted(c.steps["row"]))'),
-]
-RETURN = 'lambda c: ok({"keys": c.steps["keys"], "total": c.steps["rounded"]})'
+#: ``--branches``: a pipeline of branches (both arms, one arm, nested three deep) and a loop,
+#: each step reading keys of the ones before.
+BRANCHES = """\
+    .compute("qty", lambda c: c.payload.quantity * 2)
+    .branch(
+        when=lambda c: c.steps["qty"] > 10,
+        on_true=lambda b: b.compute("price", lambda c: c.payload.unit_price * 0.9),
+        on_false=lambda b: b.compute("price", lambda c: c.payload.unit_price),
+    )
+    .branch(
+        when=lambda c: c.steps["price"] > 100,
+        on_true=lambda b: b.compute("label", lambda c: c.payload.sku.upper()).branch(
+            when=lambda c: c.steps["qty"] > 5,
+            on_true=lambda b: b.compute("bulk", lambda c: True).branch(
+                when=lambda c: c.steps["bulk"], on_true=lambda b: b.compute("tier", lambda c: "gold")
+            ),
+        ),
+    )
+    .for_each("ch", over=lambda c: c.payload.sku, do=lambda b: b.compute("last", lambda c: c.scope["ch"]))
+    .compute("summary", lambda c: (c.steps["price"], c.steps["label"], c.steps["tier"], c.steps["last"]))
+    .return_(lambda c: ok(c.steps["summary"]))"""
 HEADER = '''"""Generated: {n} pipelines of 10 steps."""
 
 from __future__ import annotations
@@ -96,12 +107,12 @@ _REVEALED = re.compile(r' - information: Type of .* is "(.*)"$', re.MULTILINE)
 _ERROR = re.compile(r" - error: ", re.MULTILINE)
 
 
-def source(pipelines: int) -> str:
+def source(pipelines: int, branches: bool = False) -> str:
     lines = [HEADER.format(n=pipelines)]
     for p in range(pipelines):
         lines += [f"pipeline{p} = (", "    feature.pipeline(Payload)"]
-        lines += [f'    .compute("{key}", {fn})' for key, fn in STEPS]
-        lines += [f"    .return_({RETURN})", ")", ""]
+        lines += [BRANCHES] if branches else chain()
+        lines += [")", ""]
     return "\n".join(lines)
 
 
@@ -148,12 +159,8 @@ def first_completion(folder: Path) -> float:
     column = text.splitlines()[line].rindex('c.steps["') + len('c.steps["')
     with pyright_langserver(folder, timeout=300) as server:
         start = time.perf_counter()
-        uri = server.open(path)
-        answer = server.request(
-            "textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}
-        )
+        items = server.complete(server.open(path), line, column)
         seconds = time.perf_counter() - start
-    items = answer["items"] if isinstance(answer, dict) else answer
     offered = sorted(i["label"] for i in items if i["label"].startswith('"'))
     expected_keys = folder.name == "keys"
     if bool(offered) != expected_keys:
@@ -167,6 +174,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=None)
     parser.add_argument("--pipelines", type=int, default=None)
     parser.add_argument("--keep", action="store_true", help="keep the generated project and print its path")
+    parser.add_argument("--branches", action="store_true", help="pipelines of branches and a loop (BRANCHES)")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
@@ -178,14 +186,15 @@ def main() -> int:
     try:
         print("bench/pyright_keys.py — pyright on generated pipelines, today's facades vs exact key lists")
         print(
-            f"pyright {version('pyright')}; {pipelines} pipelines x {len(STEPS)} compute steps + return_; "
+            f"pyright {version('pyright')}; {pipelines} pipelines x "
+            f"{'branches (BRANCHES)' if args.branches else f'{len(STEPS)} compute steps + return_'}; "
             f"{rounds} rounds, alternating"
         )
         print(f"{load_note()} before")
         if not sanity(root):
             print("sanity check FAILED: the figures would not mean anything", file=sys.stderr)
             return 2
-        base = project(root, "check", source(pipelines))
+        base = project(root, "check", source(pipelines, args.branches))
         runs: dict[str, list[tuple[float, float]]] = {c: [] for c in CONFIGS}
         for r in range(rounds):
             for config in list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]:
@@ -199,7 +208,7 @@ def main() -> int:
         check_ratios = [k[1] / t[1] for k, t in zip(runs["keys"], runs["today"], strict=True)]
         wall_ratios = [k[0] / t[0] for k, t in zip(runs["keys"], runs["today"], strict=True)]
 
-        small = project(root, "completion", source(20))
+        small = project(root, "completion", source(20, args.branches))
         completions: dict[str, list[float]] = {c: [] for c in CONFIGS}
         for r in range(max(1, rounds // 2)):
             for config in list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]:
@@ -226,6 +235,7 @@ def main() -> int:
             f" (target <= {COMPLETION_TARGET_S} s)"
         )
         figures = {
+            "shape": "branches" if args.branches else "linear",
             "pipelines": pipelines,
             "rounds": rounds,
             "keys_check_s": med("keys", 1),

@@ -29,6 +29,7 @@ TARGET = ROOT / "src" / "kumiko_typed" / "_builders.py"
 # The plugin's loader (stdlib only): the table is executed by path, like the plugin does,
 # because generating must not import the library itself.
 sys.path.insert(0, str(ROOT / "mypy_plugin"))
+import _arm_keys  # noqa: E402 - beside this script
 from kumiko_typed_mypy._table import load  # noqa: E402
 
 rules = load(ROOT / "src" / "kumiko_typed" / "_rules.py", "_kumiko_rules")
@@ -307,11 +308,16 @@ def _keys_class() -> str:
         '    N = TypeVar("N", bound=LiteralString)\n',
         '    K = TypeVar("K")\n',
         '    V = TypeVar("V")\n',
-        '    V_co = TypeVar("V_co", covariant=True)\n\n',
+        '    V_co = TypeVar("V_co", covariant=True)\n',
+        "    # The keys a branch arm or a loop body adds (scripts/_arm_keys.py).\n",
+        *(f'    {v} = TypeVar("{v}")\n' for v in _arm_keys.TYPEVARS),
+        "\n",
         "    class Key(Generic[K, V_co]):\n",
         '        """One step result: its literal name ``K`` and its type ``V_co``."""\n\n',
         "    class Open:\n",
         '        """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""\n\n',
+        "    class Untyped:\n",
+        '        """What no sub-pipeline returns: only an arm typed ``Any`` matches it (``_arm_keys``)."""\n\n',
         "    class Keys(Generic[*Ks]):\n",
         '        """The keys produced so far, in step order (pyright only; mypy sees the markers)."""\n\n',
     ]
@@ -339,21 +345,21 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
     """pyright's (self, parameters, result) of a step that adds keys (DESIGN §4.8).
 
     A literal name ``N`` appends ``Key[N, R]``; any other name (a ``str`` variable, a
-    ``StrEnum`` member) opens the list.  Branch and loop keys open it too (their
-    ``T | None`` semantics is the plugin's); a retry body's keys are kept as they are."""
+    ``StrEnum`` member) opens the list.  A branch's or loop's keys are appended per
+    sub-pipeline shape (``_arm_keys``); a retry body's keys are kept as they are."""
     params = _fill(m.params, builder).replace("[P, S, Sc", "[P, Keys[*Ks], Sc")
     this = _fill("{SELF}[P, Keys[*Ks], Sc, C]", builder)
     same = _fill("{SELF}[P, Keys[%s], Sc, C]", builder)
     if rule.key == "retry":
         return [(this, params, _fill("{SELF}[P, S1, Sc, C]", builder))]
+    sub = rules.BUILDERS[builder].nested
     if rule.key == "arms":
-        return [(this, params, same % "Open, *Ks")]
+        return _arm_keys.branch(builder, sub, this, "Callable[[Ctx[P, Keys[*Ks], Sc]], bool]", same % "Open, *Ks")
     if rule.key == "body":
-        params = params.replace("Sc]", "Keys[*Js]]").replace("Sc, C]", "Keys[*Js], C]")
         this = _fill("{SELF}[P, Keys[*Ks], Keys[*Js], C]", builder)
-        opened = _fill("{SELF}[P, Keys[Open, *Ks], Keys[*Js], C]", builder)
-        exact = params.replace("item: str", "item: N").replace("AddScope[Sc, I]", "Keys[*Js, Key[N, I]]")
-        return [(this, exact, opened), (this, params.replace("AddScope[Sc, I]", "Keys[Open, *Js]"), opened)]
+        over = "Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]]"
+        exact = _arm_keys.loop(builder, sub, this, over, "N", "Keys[*Js, Key[N, I]]")
+        return exact + _arm_keys.loop(builder, sub, this, over, "str", "Keys[Open, *Js]")
     value = m.returns[m.returns.index("AddStep[S, ") + len("AddStep[S, ") : m.returns.rindex("], Sc, C]")]
     return [
         (this, params.replace("name: str", "name: N", 1), same % f"*Ks, Key[N, {value}]"),

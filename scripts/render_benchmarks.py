@@ -152,6 +152,15 @@ few hundredths of a second of the run (profiled with cProfile); a cold run's fix
     return f"{f['ratio']:.2f}", body
 
 
+def _pyright_branches(f: Mapping[str, Any]) -> list[list[str]]:
+    """The check-phase row of a ``--branches`` run, when the record carries one."""
+    b = f.get("branches")
+    if b is None:
+        return []
+    label = f"check phase, {b['pipelines']} pipelines of branches (`--branches`, {b['rounds']} round(s))"
+    return [[label, f"{b['keys_check_s']:.2f} s", f"{b['today_check_s']:.2f} s", _ratio(b), "—"]]
+
+
 def _pyright_keys(record: Record) -> tuple[str, str]:
     f = record["figures"]
     table = _table(
@@ -165,6 +174,7 @@ def _pyright_keys(record: Record) -> tuple[str, str]:
                 f"≤ {f['target']} ({_met(f['ratio'], f['target'], at_most=True)})",
             ],
             ["wall", f"{f['keys_wall_s']:.2f} s", f"{f['today_wall_s']:.2f} s", f"{f['wall_ratio']:.2f}", "—"],
+            *_pyright_branches(f),
             [
                 "first completion, 20 pipelines",
                 f"{f['completion_keys_s']:.2f} s",
@@ -190,7 +200,10 @@ each time (cold: it analyses SQLAlchemy and the library first).
 
 The cost is pyright solving each step's self type (a variadic list) and trying the
 `__getitem__` overloads of each key read; 12 positions were measured about 20% cheaper than
-16 on the same file.
+16 on the same file. A `branch` or `for_each` tries its arm-shape overloads in order
+(`scripts/_arm_keys.py`), and each that does not fit re-evaluates the arms' lambdas; a
+branch nested in an arm is re-evaluated for each outer attempt, so nesting multiplies
+(`--branches` nests three deep).
 
 {_conditions(record)}
 """

@@ -126,6 +126,13 @@ class LanguageServer:
         self.notify("textDocument/didOpen", {"textDocument": document})
         return uri
 
+    def complete(self, uri: str, line: int, character: int) -> list[dict[str, Any]]:
+        """The completion items offered at a (0-based) position."""
+        position = {"line": line, "character": character}
+        result = self.request("textDocument/completion", {"textDocument": {"uri": uri}, "position": position})
+        items: list[dict[str, Any]] = result["items"] if isinstance(result, dict) else result
+        return items
+
 
 @contextmanager
 def pyright_langserver(root: Path, timeout: float = 60) -> Iterator[LanguageServer]:
@@ -156,3 +163,15 @@ def pyright_langserver(root: Path, timeout: float = 60) -> Iterator[LanguageServ
         if process.poll() is None:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
+
+
+@contextmanager
+def editing(root: Path, source: str) -> Iterator[tuple[LanguageServer, str, list[dict[str, Any]]]]:
+    """``source`` as ``root/pipelines.py``, open in a fresh server: the server, the file's URI
+    and the diagnostics pyright published for it."""
+    path = root / "pipelines.py"
+    path.write_text(source)
+    with pyright_langserver(root) as server:
+        uri = server.open(path)
+        diagnostics = server.wait_for("textDocument/publishDiagnostics", uri)["params"]["diagnostics"]
+        yield server, uri, diagnostics

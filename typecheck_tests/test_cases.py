@@ -131,16 +131,15 @@ reveal_type(handler)
 
 def test_step_results_without_plugin(tmp_path: Path) -> None:
     """The documented choice: with no plugin mypy reads every key as ``Any``; pyright reads
-    the keys it can follow exactly (DESIGN §4.8) and the rest as an explicit ``Any`` (not
-    Unknown, which its strict mode reports).  Here ``w`` holds ``Any``, and after a loop a
-    key list holding ``Any`` makes pyright's overload match ambiguous: ``return_`` reads
-    ``x`` as ``Any`` (docs/plugin.md, "In your editor")."""
+    the keys it can follow exactly (DESIGN §4.8), a loop body's too, and the rest as an
+    explicit ``Any`` (not Unknown, which its strict mode reports): here ``get`` gives
+    ``Any``, and ``return_`` reads ``x`` exactly (docs/plugin.md, "In your editor")."""
     (tmp_path / "snippet.py").write_text(WITHOUT_PLUGIN)
     data = pyright(tmp_path / "snippet.py", mode="strict", config_dir=tmp_path)
     diagnostics = data["generalDiagnostics"]
     assert isinstance(diagnostics, list)
     revealed = [d["message"].rpartition(" is ")[2] for d in diagnostics if d["severity"] == "information"]
-    assert revealed == ['"int"', '"int"', '"Any"', '"WriteHandler[Order, Any]"'], diagnostics
+    assert revealed == ['"int"', '"int"', '"Any"', '"WriteHandler[Order, int]"'], diagnostics
     assert not pyright_errors(data)
 
     result = mypy("snippet.py", cwd=tmp_path, config=None, cache_dir=tmp_path / ".mypy_cache")

@@ -16,7 +16,7 @@ import pytest
 
 from kumiko_typed import _rules
 
-from ._lsp import LanguageServer, pyright_langserver
+from ._lsp import LanguageServer, editing
 
 #: Each ``# complete: B`` line offers builder B's methods right after the last ``b.``
 #: (or ``handler.``/``workflow.``); each ``# deprecated: B.m`` line calls refused step m.
@@ -113,12 +113,8 @@ def _documentation(item: dict[str, Any]) -> str:
 
 @pytest.fixture(scope="module")
 def editor(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Editor]:
-    root = tmp_path_factory.mktemp("editor")
-    (root / "pipelines.py").write_text(SOURCE)
-    with pyright_langserver(root) as server:
-        uri = server.open(root / "pipelines.py")
-        diagnostics = server.wait_for("textDocument/publishDiagnostics", uri)["params"]["diagnostics"]
-        yield server, uri, diagnostics
+    with editing(tmp_path_factory.mktemp("editor"), SOURCE) as opened:
+        yield opened
 
 
 def test_marks_cover_the_named_steps() -> None:
@@ -144,10 +140,7 @@ def test_a_refused_call_is_struck_through_with_the_reason(editor: Editor) -> Non
 def test_completion_leads_with_the_reason(editor: Editor) -> None:
     server, uri, _ = editor
     for line, column, builder, _method in _marks("complete"):
-        result = server.request(
-            "textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}
-        )
-        items = {i["label"]: i for i in (result["items"] if isinstance(result, dict) else result)}
+        items = {i["label"]: i for i in server.complete(uri, line, column)}
         assert set(WATCHED) <= set(items), f"{builder}: offered {sorted(items)}"
         for method in WATCHED:
             doc = _documentation(server.request("completionItem/resolve", items[method]))

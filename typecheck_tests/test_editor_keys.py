@@ -1,9 +1,9 @@
 """Key completion in an editor on pyright, without the plugin (DESIGN §4.8): a real LSP
 exchange with ``pyright-langserver --stdio`` (initialize, didOpen, completion).
 
-After ``c.steps["`` in a step, the server offers exactly the names of the steps before it;
-after ``c.scope["`` in a loop body, the loop's item name.  Keys pyright reads as ``Any``
-(those of a branch arm or loop body after it) are not offered.
+After ``c.steps["`` in a step, the server offers exactly the names of the steps before it,
+those of a branch arm or loop body included after it; after ``c.scope["`` in a loop body,
+the loop's item name.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from ._lsp import LanguageServer, pyright_langserver
+from ._lsp import LanguageServer, editing
 
 #: Each ``# offers: a, b`` line asks for completion right after its last ``c.steps["`` (or
 #: ``c.scope["``) and expects exactly those names.
@@ -47,9 +47,9 @@ handler = shop.write_handler(
         "line",
         over=lambda c: c.payload.lines,
         do=lambda b: b.compute("q", lambda c: c.steps["count"] * c.scope["line"])  # offers: line
-        .compute("q2", lambda c: c.steps["q"]),  # offers: count, double, label, q
+        .compute("q2", lambda c: c.steps["q"]),  # offers: count, double, label, big, big2, q
     )
-    .return_(lambda c: ok(c.steps["label"])),  # offers: count, double, label
+    .return_(lambda c: ok(c.steps["label"])),  # offers: count, double, label, big, big2, q, q2
 )
 flow = (
     shop.workflow_pipeline(Order)
@@ -75,11 +75,7 @@ def _asks() -> list[tuple[int, int, set[str]]]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LanguageServer, str]]:
-    root = tmp_path_factory.mktemp("editor-keys")
-    (root / "pipelines.py").write_text(SOURCE)
-    with pyright_langserver(root) as lsp:
-        uri = lsp.open(root / "pipelines.py")
-        diagnostics = lsp.wait_for("textDocument/publishDiagnostics", uri)["params"]["diagnostics"]
+    with editing(tmp_path_factory.mktemp("editor-keys"), SOURCE) as (lsp, uri, diagnostics):
         assert not [d for d in diagnostics if d.get("severity") == 1], diagnostics  # the source is correct
         yield lsp, uri
 
@@ -92,9 +88,5 @@ def test_every_ask_is_found() -> None:
 def test_completion_offers_the_keys_before(server: tuple[LanguageServer, str], ask: tuple[int, int, set[str]]) -> None:
     lsp, uri = server
     line, column, keys = ask
-    result = lsp.request(
-        "textDocument/completion", {"textDocument": {"uri": uri}, "position": {"line": line, "character": column}}
-    )
-    items = result["items"] if isinstance(result, dict) else result
-    offered = {i["label"].strip('"') for i in items if i["label"].startswith('"')}
+    offered = {i["label"].strip('"') for i in lsp.complete(uri, line, column) if i["label"].startswith('"')}
     assert offered == keys, f"line {line + 1}: offered {sorted(offered)}"

@@ -76,12 +76,26 @@ if TYPE_CHECKING and not MYPY:
     K = TypeVar("K")
     V = TypeVar("V")
     V_co = TypeVar("V_co", covariant=True)
+    # The keys a branch arm or a loop body adds (scripts/_arm_keys.py).
+    A0 = TypeVar("A0")
+    A1 = TypeVar("A1")
+    A2 = TypeVar("A2")
+    X0 = TypeVar("X0")
+    X1 = TypeVar("X1")
+    X2 = TypeVar("X2")
+    B0 = TypeVar("B0")
+    B1 = TypeVar("B1")
+    Y0 = TypeVar("Y0")
+    Y1 = TypeVar("Y1")
 
     class Key(Generic[K, V_co]):
         """One step result: its literal name ``K`` and its type ``V_co``."""
 
     class Open:
         """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""
+
+    class Untyped:
+        """What no sub-pipeline returns: only an arm typed ``Any`` matches it (``_arm_keys``)."""
 
     class Keys(Generic[*Ks]):
         """The keys produced so far, in step order (pyright only; mypy sees the markers)."""
@@ -439,13 +453,254 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]] | None = None,
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> Pipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: Pipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -482,7 +737,55 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, S, Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> Pipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
         ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -490,7 +793,55 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, S, Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> Pipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
         ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
@@ -1036,13 +1387,254 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]] | None = None,
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -1079,7 +1671,55 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, S, Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> SubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
         ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -1087,7 +1727,55 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, S, Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> SubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
         ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
@@ -1650,6 +2338,287 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]]
+            | None = None,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
@@ -1657,7 +2626,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
-        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -1696,7 +2672,62 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, S, Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> WorkflowPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
+            ],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -1704,7 +2735,60 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, S, Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> WorkflowPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
@@ -2268,6 +3352,287 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]]
+            | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
@@ -2275,7 +3640,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -2314,7 +3686,62 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, S, Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
+            ],
         ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -2322,7 +3749,60 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, S, Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
@@ -2904,13 +4384,278 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]] | None = None,
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: QueryPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -2949,7 +4694,58 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -2957,7 +4753,56 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> QueryPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
@@ -3535,13 +5380,278 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]] | None = None,
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
+        ]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]:
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        def branch(
+            self,
+            *,
+            when: Callable[[Ctx[P, S, Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+        ) -> Any:
             """Run one of two sub-pipelines.
 
             Step kind ``branch``. Tier 1.
@@ -3580,7 +5690,60 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -3588,7 +5751,58 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, S, Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+        ]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,

@@ -53,3 +53,10 @@ dynamic = (
     .compute("read", lambda c: c.steps["whatever"])  # E: misc
     .return_(lambda c: ok(1))
 )
+
+one_arm = (
+    shop.pipeline(Order)
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("note", lambda c: "n"))
+    .compute("loud", lambda c: c.steps["note"].upper())  # E: union-attr # PE: reportOptionalMemberAccess
+    .return_(lambda c: ok(1))
+)

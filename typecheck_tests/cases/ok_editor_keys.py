@@ -63,8 +63,39 @@ nested = (
         .compute("qty_read", lambda c: reveal_type(c.steps["qty"])),  # R: int # PR: int
     )
     .compute("count_read", lambda c: reveal_type(c.steps["count"]))  # R: int # PR: int
-    .compute("big_after", lambda c: reveal_type(c.steps["big"]))  # R: bool | None # PR: Any
-    .compute("qty_after", lambda c: reveal_type(c.steps["qty"]))  # R: int | None # PR: Any
+    .compute("big_after", lambda c: reveal_type(c.steps["big"]))  # R: bool | None # PR: bool | None
+    .compute("qty_after", lambda c: reveal_type(c.steps["qty"]))  # R: int | None # PR: int | None
+    .return_(lambda c: ok(c.steps["count"]))
+)
+
+arms = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.lines))
+    .branch(
+        when=lambda c: c.steps["count"] > 0,
+        on_true=lambda b: b.compute("a", lambda c: 1).compute("b", lambda c: "s"),
+        on_false=lambda b: b.compute("b", lambda c: b"x").compute("a", lambda c: 2.5),
+    )
+    .branch(
+        when=lambda c: True,
+        on_true=lambda b: b.compute("same", lambda c: 1),
+        on_false=lambda b: b.compute("same", lambda c: 2).compute("else_only", lambda c: "e"),
+    )
+    .branch(
+        when=lambda c: True,
+        on_true=lambda b: b.compute("l1", lambda c: 1).branch(
+            when=lambda c: True,
+            on_true=lambda b: b.compute("l2", lambda c: "s").branch(
+                when=lambda c: True, on_true=lambda b: b.compute("l3", lambda c: reveal_type(c.steps["l2"]))  # R: str # PR: str
+            ),
+        ),
+    )
+    .compute("a_read", lambda c: reveal_type(c.steps["a"]))  # R: int | float # PR: int | float
+    .compute("b_read", lambda c: reveal_type(c.steps["b"]))  # R: str | bytes # PR: str | bytes
+    .compute("same_read", lambda c: reveal_type(c.steps["same"]))  # R: int # PR: int
+    .compute("else_read", lambda c: reveal_type(c.steps["else_only"]))  # R: str | None # PR: str | None
+    .compute("l1_read", lambda c: reveal_type(c.steps["l1"]))  # R: int | None # PR: int | None
+    .compute("l3_read", lambda c: reveal_type(c.steps["l3"]))  # R: str | None # PR: str | None
     .return_(lambda c: ok(c.steps["count"]))
 )
 

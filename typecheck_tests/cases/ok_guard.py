@@ -27,7 +27,7 @@ checked = (
         do=lambda b: b.guard(lambda c: c.scope["line"].qty > 0, otherwise=lambda c: fail("bad_line", "no quantity"))
         .compute("seen", lambda c: c.scope["line"]),
     )
-    .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'seen'=: _models.Line | None}) # PR: Keys[Open, Open, Key[Literal['product'], Product]]
+    .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'seen'=: _models.Line | None}) # PR: Keys[Key[Literal['product'], Product], Key[Literal['seen'], Line | None]]
     .return_(lambda c: ok(c.steps["product"].stock))
 )
 reveal_type(checked)  # R: kumiko_typed._finished.Finished[_models.Order, int] # PR: Finished[Order, int]

@@ -25,7 +25,7 @@ computed = (
     .for_each("l", over=lambda c: (c.payload.count, c.payload.first), do=lambda b: b.compute("mixed", lambda c: reveal_type(c.scope["l"])))  # R: int | _models.Line # PR: int | Line
     .for_each("m", over=lambda c: {c.payload.first.sku: 1}, do=lambda b: b.compute("keys", lambda c: reveal_type(c.scope["m"])))  # R: str # PR: str
     .for_each("n", over=lambda c: range(c.payload.count), do=lambda b: b.compute("ns", lambda c: reveal_type(c.scope["n"])))  # R: int # PR: int
-    .return_(lambda c: ok((reveal_type(c.steps["kept"]), reveal_type(c.steps["qty"]), reveal_type(c.steps["mixed"]))))  # R: _models.Line | None # R: int | None # R: int | _models.Line | None # PR: Any
+    .return_(lambda c: ok((reveal_type(c.steps["kept"]), reveal_type(c.steps["qty"]), reveal_type(c.steps["mixed"]))))  # R: _models.Line | None # R: int | None # R: int | _models.Line | None # PR: Line | None # PR: int | None # PR: int | Line | None
 )
 
 waiting = (
@@ -35,5 +35,5 @@ waiting = (
         over=lambda c: [c.payload.first, c.payload.second],
         do=lambda b: b.wait(timedelta(hours=1)).compute("sku", lambda c: reveal_type(c.scope["line"]).sku),  # R: _models.Line # PR: Line
     )
-    .compute("after", lambda c: reveal_type(c.steps["sku"]))  # R: str | None # PR: Any
+    .compute("after", lambda c: reveal_type(c.steps["sku"]))  # R: str | None # PR: str | None
 )

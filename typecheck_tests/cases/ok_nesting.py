@@ -21,7 +21,7 @@ branchy = (
     .branch(when=lambda c: True, on_true=lambda b: b.compute("no_else", lambda c: b"x"))
     .return_(lambda c: ok(c.steps))
 )
-reveal_type(branchy)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'base'=: int, 'both'=: str, 'only_true'=: float | None, 'inside'=: float | None, 'mixed'=: int | None, 'mixed2'=: int | str, 'no_else'=: bytes | None})] # PR: Finished[Order, Keys[Open, Open, Open, Key[Literal['base'], int]]]
+reveal_type(branchy)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'base'=: int, 'both'=: str, 'only_true'=: float | None, 'inside'=: float | None, 'mixed'=: int | None, 'mixed2'=: int | str, 'no_else'=: bytes | None})] # PR: Finished[Order, Keys[Open, Key[Literal['base'], int], Key[Literal['mixed2'], int | str], Key[Literal['no_else'], bytes | None]]]
 
 loopy = (
     shop.pipeline(Order)
@@ -36,5 +36,5 @@ loopy = (
         ),
     )
     .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({}) # PR: Keys[*tuple[()]]
-    .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None # PR: Any
+    .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None # PR: int | None
 )

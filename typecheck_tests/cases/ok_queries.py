@@ -22,7 +22,7 @@ stock = shop.query_handler(
         over=lambda c: c.payload.lines,
         do=lambda b: b.branch(when=lambda c: c.scope["line"].qty > 1, on_true=lambda b: b.compute("many", lambda c: c.scope["line"].sku)),
     )
-    .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'others'=: list[_models.Product], 'many'=: str | None}) # PR: Keys[Open, Key[Literal['product'], Product], Key[Literal['others'], list[Product]]]
+    .compute("keys", lambda c: reveal_type(c.steps))  # R: TypedDict({'product'=: _models.Product, 'others'=: list[_models.Product], 'many'=: str | None}) # PR: Keys[Key[Literal['product'], Product], Key[Literal['others'], list[Product]], Key[Literal['many'], str | None]]
     .return_(lambda c: ok((c.steps["product"].name, len(c.steps["others"])))),
     roles=["Admin"],
 )

@@ -1,0 +1,103 @@
+"""pyright's view of the keys a ``branch`` or a ``for_each`` adds (DESIGN §4.8).
+
+pyright has no way to map over a variadic list, so a sub-pipeline's keys are matched by
+*shape*: one overload per number of keys an arm (or loop body) adds, each binding those
+keys as ``Key[A0, X0], ...`` after the keys before the step (``*Ks``).  The overload's
+result appends them with the plugin's semantics: a loop body's keys and a key of one arm
+only become ``X | None``; a key of both arms becomes ``X | Y``.  Both arms naming the same
+key is expressed by one type variable for both names (``Key`` is invariant in its name,
+so the overload fails when the names differ); every pairing is an overload of its own,
+larger pairings first, so the first overload that fits pairs every key that can be paired.
+
+A sub-pipeline larger than these shapes (or one that adds a key pyright cannot name)
+fits none of them and falls to the last overload, which reads its keys as ``Any``.  An
+arm typed ``Any`` would fit the first shape (``Any`` binds anything), so the first
+overloads take it: its result must be ``Untyped``, which no builder is but ``Any`` is.  Each
+overload costs pyright a re-evaluation of the arms' lambdas when it does not fit, so the
+shapes are few and the common ones come first (bench/pyright_keys.py).
+"""
+
+from __future__ import annotations
+
+import itertools
+
+#: Keys one arm may add when ``on_false`` is left out, each arm's when both are given,
+#: and a loop body's.  Past these, the sub-pipeline's keys read as ``Any``.
+ONE_ARM = 3
+TWO_ARMS = 2
+BODY = 3
+
+#: Type variables binding the arms' key names (``A``/``B``) and types (``X``/``Y``).
+TYPEVARS = tuple(f"{v}{i}" for v in "AX" for i in range(max(ONE_ARM, BODY))) + tuple(
+    f"{v}{i}" for v in "BY" for i in range(TWO_ARMS)
+)
+
+Signature = tuple[str, str, str]
+
+
+def _keys(entries: list[str]) -> str:
+    return "Keys[" + ", ".join(["*Ks", *entries]) + "]"
+
+
+def _added(letter: str, names: list[str], n: int) -> list[str]:
+    return [f"Key[{names[i]}, {letter}{i}]" for i in range(n)]
+
+
+def _pairings(n: int, m: int) -> list[dict[int, int]]:
+    """Every way to pair keys of an ``n``-key arm with keys of an ``m``-key arm, larger first."""
+    out: list[dict[int, int]] = []
+    for size in range(min(n, m), -1, -1):
+        for left in itertools.combinations(range(n), size):
+            out += [dict(zip(left, right, strict=True)) for right in itertools.permutations(range(m), size)]
+    return out
+
+
+#: The arm shapes (keys of ``on_true``, of ``on_false``) most branches have: tried first.
+_COMMON = [(1, 0), (1, 1), (2, 0), (2, 2)]
+
+
+def _shapes() -> list[tuple[int, int]]:
+    one = [(n, 0) for n in range(ONE_ARM + 1)]
+    two = [(n, m) for n in range(TWO_ARMS + 1) for m in range(1, TWO_ARMS + 1)]
+    return _COMMON + [s for s in one + two if s not in _COMMON]
+
+
+def branch(builder: str, sub: str, this: str, when: str, fallback: str) -> list[Signature]:
+    """``branch``'s overloads on ``builder`` (arms on ``sub``): per arm shape and pairing,
+    then ``fallback`` (the result that reads every arm key as ``Any``)."""
+    arm = f"Callable[[{sub}[P, Keys[*Ks], Sc, C]], {sub}[P, %s, Sc, C]]"
+    typed = arm % "S1"
+    untyped = f"Callable[[{sub}[P, Keys[*Ks], Sc, C]], Untyped]"
+    out: list[Signature] = [
+        (this, f"*, when: {when}, on_true: {untyped}, on_false: {typed} | None = None", fallback),
+        (this, f"*, when: {when}, on_true: {typed}, on_false: {untyped}", fallback),
+    ]
+    for n, m in _shapes():
+        for pairs in _pairings(n, m):
+            a = [f"A{i}" for i in range(n)]
+            b = [f"B{j}" for j in range(m)]
+            for i, j in pairs.items():
+                b[j] = a[i]
+            entries = [f"Key[A{i}, X{i} | {f'Y{pairs[i]}' if i in pairs else 'None'}]" for i in range(n)]
+            entries += [f"Key[B{j}, Y{j} | None]" for j in range(m) if j not in pairs.values()]
+            on_false = arm % _keys(_added("Y", b, m)) if m else "None = None"
+            params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}"
+            out.append((this, params, f"{builder}[P, {_keys(entries)}, Sc, C]"))
+    return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None", fallback)]
+
+
+def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str) -> list[Signature]:
+    """``for_each``'s overloads for one kind of item name (``item``, giving the body the
+    scope ``scope``): per body shape, each key ``X | None`` after the loop."""
+    untyped = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], Untyped]"
+    opened = f"{builder}[P, Keys[Open, *Ks], Keys[*Js], C]"
+    out: list[Signature] = [(this, f"item: {item}, *, over: {over}, do: {untyped}", opened)]
+    for n in [1, 2, 0, *range(3, BODY + 1)]:
+        a = [f"A{i}" for i in range(n)]
+        body = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, {_keys(_added('X', a, n))}, Sc1, C]]"
+        entries = [f"Key[A{i}, X{i} | None]" for i in range(n)]
+        params = f"item: {item}, *, over: {over}, do: {body}"
+        out.append((this, params, f"{builder}[P, {_keys(entries)}, Keys[*Js], C]"))
+    body = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, S1, Sc1, C]]"
+    out.append((this, f"item: {item}, *, over: {over}, do: {body}", opened))
+    return out
