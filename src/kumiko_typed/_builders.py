@@ -429,11 +429,12 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 Pipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -445,6 +446,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]:
             """Run one of two sub-pipelines.
 
@@ -459,7 +461,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(
                 Pipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -637,7 +639,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -655,9 +659,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(Pipeline, _steps.Wait(duration))
+            return self._then(Pipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -706,6 +710,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
@@ -724,9 +729,11 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(Pipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+            return self._then(
+                Pipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
+            )
 
 
 class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -1026,11 +1033,12 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> SubPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 SubPipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -1042,6 +1050,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]:
             """Run one of two sub-pipelines.
 
@@ -1056,7 +1065,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(
                 SubPipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -1249,7 +1258,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -1267,9 +1278,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(SubPipeline, _steps.Wait(duration))
+            return self._then(SubPipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -1318,6 +1329,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
@@ -1336,9 +1348,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(SubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+            return self._then(
+                SubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
+            )
 
 
 class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -1638,6 +1652,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 WorkflowPipeline,
@@ -1645,6 +1660,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -1657,6 +1673,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]:
             """Run one of two sub-pipelines.
 
@@ -1674,6 +1691,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -1846,7 +1864,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             """
             return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-    def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> WorkflowPipeline[P, S, Sc, C]:
+    def wait(
+        self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
 
         Step kind ``workflow.wait``. Tier 3: workflows only.
@@ -1856,7 +1876,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .wait(timedelta(days=1))
         """
-        return self._then(WorkflowPipeline, _steps.Wait(duration))
+        return self._then(WorkflowPipeline, _steps.Wait(duration, name))
 
     if MYPY:
 
@@ -1922,9 +1942,10 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Retry[S1], Sc, C]:
             return self._then(
-                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
     else:
@@ -1936,6 +1957,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowPipeline[P, S1, Sc, C]:
             """Run a sub-pipeline again after a delay until it succeeds.
 
@@ -1947,7 +1969,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
             """
             return self._then(
-                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
 
@@ -2256,6 +2278,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 WorkflowSubPipeline,
@@ -2263,6 +2286,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -2275,6 +2299,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]:
             """Run one of two sub-pipelines.
 
@@ -2292,6 +2317,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -2480,7 +2506,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             """
             return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-    def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def wait(
+        self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
 
         Step kind ``workflow.wait``. Tier 3: workflows only.
@@ -2490,7 +2518,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .wait(timedelta(days=1))
         """
-        return self._then(WorkflowSubPipeline, _steps.Wait(duration))
+        return self._then(WorkflowSubPipeline, _steps.Wait(duration, name))
 
     if MYPY:
 
@@ -2556,9 +2584,10 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Retry[S1], Sc, C]:
             return self._then(
-                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
     else:
@@ -2570,6 +2599,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, S1, Sc, C]:
             """Run a sub-pipeline again after a delay until it succeeds.
 
@@ -2581,7 +2611,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
             """
             return self._then(
-                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
 

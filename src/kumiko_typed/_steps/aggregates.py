@@ -27,7 +27,7 @@ from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._tables import events
-from ._base import LATER, Fn, NamedStep, Result, Step, resolve
+from ._base import Fn, NamedStep, Result, Step, resolve
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -41,7 +41,7 @@ class Create(NamedStep):
     entity: type[Any]
     data: Fn
     #: Builds the named domain event stored instead of ``<aggregate>.created``.
-    event: Fn | None = attrs.field(default=None, metadata={LATER: True})
+    event: Fn | None = None
 
     def execute(self, run: Run) -> Result:
         return _create(self, run)
