@@ -413,7 +413,7 @@ class WorkflowEngine:
     def resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
         """Go on with a suspended run (its row locked by the caller) from where it stopped,
         if this definition can (:mod:`kumiko_typed._compat`); else mark it stranded and
-        leave it as it is, for a definition that can."""
+        leave it as it is, for a definition that can.  ``False``: the run was left so."""
         d = self.defs.get(row.workflow)
         if d is None:
             return False  # not this App's workflow: another deployment's, or retired
@@ -421,7 +421,7 @@ class WorkflowEngine:
             plan = d.compat.plan(Stored.of(row.path, row.state))
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
-            return False
+            return True
         if isinstance(plan, str):
             self._strand(session, d, row, plan)
             return False
@@ -432,7 +432,7 @@ class WorkflowEngine:
             user = _user(row.user)
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
-            return False
+            return True
         self.isolated_segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value, plan)
         return True
 
