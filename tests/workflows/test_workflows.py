@@ -402,7 +402,7 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
     assert (len(attempts), _run(app, run_id).path) == (1, "@retry/#2")
 
     # exponential: 10 s, then 20 s, then 40 s after the failed attempts 1, 2, 3
-    for path, wake in (("1/#3", 30), ("1/#4", 70)):
+    for path, wake in (("@retry/#3", 30), ("@retry/#4", 70)):
         clock.now = _utc(_run(app, run_id).wake_at)  # type: ignore[assignment]
         app.run_worker(once=True)
         info = _run(app, run_id)
@@ -410,7 +410,7 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
 
     clock.advance(seconds=39)
     app.run_worker(once=True)
-    assert (len(attempts), _run(app, run_id).path) == (3, "1/#4")
+    assert (len(attempts), _run(app, run_id).path) == (3, "@retry/#4")
     clock.advance(seconds=1)
     app.run_worker(once=True)
     info = _run(app, run_id)
