@@ -2922,6 +2922,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 QueryPipeline,
@@ -2929,6 +2930,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -2940,6 +2942,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]:
             """Run one of two sub-pipelines.
 
@@ -2957,6 +2960,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -3151,7 +3155,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) does more than read, and a
             QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
             handler built with feature.pipeline(P) (or a workflow), and keep the query to reads,
@@ -3170,9 +3176,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.Wait(duration))
+            return self._then(QueryPipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -3222,6 +3228,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) does more than read, and a
             QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
@@ -3241,9 +3248,11 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+            return self._then(
+                QueryPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
+            )
 
 
 class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -3553,6 +3562,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QuerySubPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 QuerySubPipeline,
@@ -3560,6 +3570,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -3571,6 +3582,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]:
             """Run one of two sub-pipelines.
 
@@ -3588,6 +3600,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -3798,7 +3811,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
             write handler built with feature.pipeline(P) (or a workflow), and keep the query to
@@ -3817,9 +3832,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QuerySubPipeline, _steps.Wait(duration))
+            return self._then(QuerySubPipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -3869,6 +3884,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
@@ -3888,8 +3904,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
             return self._then(
-                QuerySubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                QuerySubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
