@@ -126,10 +126,11 @@ METHODS: dict[str, Method] = {
     "branch": Method(
         f"*, when: Callable[[{CTX}], bool], "
         "on_true: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S1, Sc, C]], "
-        "on_false: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S2, Sc, C]] | None = None",
+        "on_false: Callable[[{SUB}[P, S, Sc, C]], {SUB}[P, S2, Sc, C]] | None = None, "
+        "name: str | None = None",
         "{SELF}[P, Branch[S1, S2], Sc, C]",
         'self._then({SELF}, _steps.Branch(when, self._sub({SUB}, on_true, "on_true"), '
-        'self._sub({SUB}, on_false, "on_false")))',
+        'self._sub({SUB}, on_false, "on_false"), name))',
         "the arms' keys: ``T`` when both arms set a key with one type, else ``T | None``.",
         '.branch(when=lambda c: c.payload.notify, on_true=lambda b: b.compute("note", lambda c: "sent"))',
     ),
@@ -186,9 +187,9 @@ METHODS: dict[str, Method] = {
         '.call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))',
     ),
     "workflow.wait": Method(
-        f"duration: timedelta | str | Callable[[{CTX}], datetime]",
+        f"duration: timedelta | str | Callable[[{CTX}], datetime], *, name: str | None = None",
         SAME,
-        "self._then({SELF}, _steps.Wait(duration))",
+        "self._then({SELF}, _steps.Wait(duration, name))",
         "none.",
         ".wait(timedelta(days=1))",
     ),
@@ -204,9 +205,9 @@ METHODS: dict[str, Method] = {
     "workflow.retry": Method(
         "*, times: int, do: Callable[[{RB}[P, S, Sc, C]], {RB}[P, S1, Sc, C]], "
         'backoff: Literal["exponential", "linear"] = "exponential", '
-        "base_delay: timedelta = timedelta(seconds=10)",
+        "base_delay: timedelta = timedelta(seconds=10), name: str | None = None",
         "{SELF}[P, Retry[S1], Sc, C]",
-        'self._then({SELF}, _steps.Retry(times, backoff, base_delay, self._sub({RB}, do, "do")))',
+        'self._then({SELF}, _steps.Retry(times, backoff, base_delay, self._sub({RB}, do, "do"), name))',
         "the body's keys, plain (the body ran to completion).",
         '.retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))',
     ),

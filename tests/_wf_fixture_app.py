@@ -2,8 +2,7 @@
 several worker PROCESSES at once, and the worker loop itself.
 
 Every process must import this file under the same module name (``_wf_fixture_app``):
-stored payloads name their class by module and qualified name, and the definition
-fingerprint includes the classes a step names.  So a worker is started as::
+stored payloads name their class by module and qualified name.  So a worker is started as::
 
     python -c "import sys; sys.path.insert(0, 'tests'); import _wf_fixture_app as m; m.worker_main()" URL N
 

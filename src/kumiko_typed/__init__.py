@@ -16,6 +16,7 @@ from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._mail import MaildirTransport, MailMessage, MailTransport, SmtpTransport
 from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth
 from ._results import HTTP_STATUS, Failure, FailureCode, Ok, WriteResult, fail, ok
+from ._run_check import Incompatible
 from ._runs import RunInfo
 from ._saved import Saved
 from ._streams import AggregateCreated, AggregateUpdated, ProjectionReport, StoredEvent
@@ -37,6 +38,7 @@ __all__ = [
     "FailureCode",
     "Feature",
     "Finished",
+    "Incompatible",
     "MailMessage",
     "MailTransport",
     "MaildirTransport",

@@ -32,6 +32,7 @@ from ._poison import refusal
 from ._queries import run_query
 from ._registry import Registry
 from ._results import Failure, Ok, fail
+from ._run_check import Incompatible, check_runs
 from ._runs import RunInfo
 from ._serialization import Codec
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
@@ -265,6 +266,12 @@ class App:
         the next attempt).  A row that is not dead is ``status_conflict``; one of another
         tenant (unless ``user`` has the ``sysadmin`` role) is ``not_found``."""
         return self._operations.requeue(outbox_id, user)
+
+    def check_runs(self) -> list[Incompatible]:
+        """Before deploying this App's code: every running or suspended run in its
+        database that the code could not resume, grouped by workflow, path and reason
+        (empty: every run would go on).  Only reads."""
+        return check_runs(self._workflow_engine)
 
     def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
         return self._workflow_engine.get(run_id)

@@ -14,6 +14,7 @@ import attrs
 from sqlalchemy import Table
 
 from . import _rules
+from ._compat import across_problems
 from ._durations import parse_duration
 from ._errors import StepRefused
 from ._finished import Finished, QueryFinished
@@ -272,4 +273,6 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
                 problems.append(f"{where}: {message}")
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
+            across = across_problems(steps, "WorkflowPipeline", workflow.renamed, workflow.fill)
+            problems.extend(f"{where}: {problem}" for problem in across)
     return problems

@@ -443,11 +443,12 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 Pipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -700,6 +701,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Any:
             """Run one of two sub-pipelines.
 
@@ -714,7 +716,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(
                 Pipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -988,7 +990,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a Pipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -1006,9 +1010,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(Pipeline, _steps.Wait(duration))
+            return self._then(Pipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -1057,6 +1061,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a Pipeline; build it with
@@ -1075,9 +1080,11 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(Pipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+            return self._then(
+                Pipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
+            )
 
 
 class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -1377,11 +1384,12 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> SubPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 SubPipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -1634,6 +1642,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Any:
             """Run one of two sub-pipelines.
 
@@ -1648,7 +1657,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(
                 SubPipeline,
                 _steps.Branch(
-                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false")
+                    when, self._sub(SubPipeline, on_true, "on_true"), self._sub(SubPipeline, on_false, "on_false"), name
                 ),
             )
 
@@ -1937,7 +1946,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
             feature.workflow_pipeline(P) and register it with feature.workflow(...).
@@ -1955,9 +1966,9 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(SubPipeline, _steps.Wait(duration))
+            return self._then(SubPipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -2006,6 +2017,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
             allowed in a workflow pipeline, not in a SubPipeline; build it with
@@ -2024,9 +2036,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(SubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+            return self._then(
+                SubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
+            )
 
 
 class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -2326,6 +2340,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 WorkflowPipeline,
@@ -2333,6 +2348,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -2633,6 +2649,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Any:
             """Run one of two sub-pipelines.
 
@@ -2650,6 +2667,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -2930,7 +2948,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             """
             return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-    def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> WorkflowPipeline[P, S, Sc, C]:
+    def wait(
+        self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+    ) -> WorkflowPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
 
         Step kind ``workflow.wait``. Tier 3: workflows only.
@@ -2940,7 +2960,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .wait(timedelta(days=1))
         """
-        return self._then(WorkflowPipeline, _steps.Wait(duration))
+        return self._then(WorkflowPipeline, _steps.Wait(duration, name))
 
     if MYPY:
 
@@ -3006,9 +3026,10 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Retry[S1], Sc, C]:
             return self._then(
-                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
     else:
@@ -3020,6 +3041,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowPipeline[P, S1, Sc, C]:
             """Run a sub-pipeline again after a delay until it succeeds.
 
@@ -3031,7 +3053,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
             """
             return self._then(
-                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
 
@@ -3340,6 +3362,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 WorkflowSubPipeline,
@@ -3347,6 +3370,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -3647,6 +3671,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Any:
             """Run one of two sub-pipelines.
 
@@ -3664,6 +3689,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(WorkflowSubPipeline, on_true, "on_true"),
                     self._sub(WorkflowSubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -3960,7 +3986,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             """
             return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
-    def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> WorkflowSubPipeline[P, S, Sc, C]:
+    def wait(
+        self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+    ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
 
         Step kind ``workflow.wait``. Tier 3: workflows only.
@@ -3970,7 +3998,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .wait(timedelta(days=1))
         """
-        return self._then(WorkflowSubPipeline, _steps.Wait(duration))
+        return self._then(WorkflowSubPipeline, _steps.Wait(duration, name))
 
     if MYPY:
 
@@ -4036,9 +4064,10 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Retry[S1], Sc, C]:
             return self._then(
-                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
     else:
@@ -4050,6 +4079,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, S1, Sc, C]:
             """Run a sub-pipeline again after a delay until it succeeds.
 
@@ -4061,7 +4091,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 .retry(times=3, do=lambda b: b.send_webhook(url="https://crm.example/hook"))
             """
             return self._then(
-                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                WorkflowSubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )
 
 
@@ -4372,6 +4402,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 QueryPipeline,
@@ -4379,6 +4410,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -4655,6 +4687,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Any:
             """Run one of two sub-pipelines.
 
@@ -4672,6 +4705,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -4966,7 +5000,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) does more than read, and a
             QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
             handler built with feature.pipeline(P) (or a workflow), and keep the query to reads,
@@ -4985,9 +5021,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.Wait(duration))
+            return self._then(QueryPipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -5037,6 +5073,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) does more than read, and a
             QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
@@ -5056,9 +5093,11 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do")))
+            return self._then(
+                QueryPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
+            )
 
 
 class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
@@ -5368,6 +5407,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QuerySubPipeline[P, Branch[S1, S2], Sc, C]:
             return self._then(
                 QuerySubPipeline,
@@ -5375,6 +5415,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -5651,6 +5692,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, S, Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, S, Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Any:
             """Run one of two sub-pipelines.
 
@@ -5668,6 +5710,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                     when,
                     self._sub(QuerySubPipeline, on_true, "on_true"),
                     self._sub(QuerySubPipeline, on_false, "on_false"),
+                    name,
                 ),
             )
 
@@ -5982,7 +6025,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             'Step "wait" (workflow.wait) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
         )
-        def wait(self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime]) -> Never:
+        def wait(
+            self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
             write handler built with feature.pipeline(P) (or a workflow), and keep the query to
@@ -6001,9 +6046,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def wait(self, duration):  # type: ignore[no-untyped-def]
+        def wait(self, duration, *, name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QuerySubPipeline, _steps.Wait(duration))
+            return self._then(QuerySubPipeline, _steps.Wait(duration, name))
 
     if TYPE_CHECKING:
 
@@ -6053,6 +6098,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
@@ -6072,8 +6118,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10)):  # type: ignore[no-untyped-def]
+        def retry(self, *, times, do, backoff="exponential", base_delay=timedelta(seconds=10), name=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
             return self._then(
-                QuerySubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"))
+                QuerySubPipeline, _steps.Retry(times, backoff, base_delay, self._sub(SubPipeline, do, "do"), name)
             )

@@ -109,16 +109,37 @@ def demo(database_url: str | None, keep: bool) -> None:
 @main.command()
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
-def check(target: str, database_url: str | None) -> None:
-    """Boot-validate MODULE:APP; exit 1 listing every problem."""
+@click.option(
+    "--against",
+    metavar="DATABASE_URL",
+    help="Also list the running and suspended runs in this database that MODULE:APP could not resume.",
+)
+def check(target: str, database_url: str | None, against: str | None) -> None:
+    """Boot-validate MODULE:APP; exit 1 listing every problem.
+
+    With --against, read (never write) that database's runs and exit 1 listing, grouped
+    by workflow, path and reason, every run the code of MODULE:APP could not resume.
+    """
     try:
-        app = load_app(target, _url(database_url))
+        app = load_app(target, against or _url(database_url))
     except BootError as exc:
         click.echo(click.style(f"{len(exc.problems)} problem(s):", fg="red", bold=True), err=True)
         for problem in exc.problems:
             click.echo(f"  - {problem}", err=True)
         sys.exit(1)
     summary = f"{len(app.handlers)} handler(s), {len(app.queries)} query handler(s), {len(app.workflows)} workflow(s)"
+    if against is not None:
+        with _database(app.engine.url):
+            groups = app.check_runs()
+        if groups:
+            count = sum(len(g.run_ids) for g in groups)
+            click.echo(click.style(f"{count} run(s) this code cannot resume:", fg="red", bold=True), err=True)
+            for g in groups:
+                click.echo(f"  {g.workflow} at {g.path}: {g.reason} ({len(g.run_ids)} run(s))", err=True)
+                for run_id in g.run_ids:
+                    click.echo(f"    {run_id}", err=True)
+            sys.exit(1)
+        summary += ", every running and suspended run resumes"
     click.echo(click.style("ok", fg="green") + f": {summary}")
 
 
@@ -222,16 +243,20 @@ def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url:
 @runs.command("list")
 @click.argument("target")
 @click.option("--workflow", help="Only runs of this workflow.")
+@click.option("--stranded", is_flag=True, help="Only suspended runs the deployed code cannot resume, with why.")
 @click.option("--database-url", help=URL_HELP)
-def list_runs(target: str, workflow: str | None, database_url: str | None) -> None:
+def list_runs(target: str, workflow: str | None, stranded: bool, database_url: str | None) -> None:
     """List workflow runs, newest first, with times and error code.
 
     Per run: its workflow, status, the step it is at, when it wakes, when it was created and
-    last updated (UTC), and a failed run's error code.
+    last updated (UTC), the start of the fingerprint of the definition it started under, and
+    a failed run's error code (with --stranded: the reason the run cannot resume).
     """
     app = _boot(target, database_url)
     with _database(app.engine.url):
         found = app.runs(workflow)
+    if stranded:
+        found = [r for r in found if r.status == "suspended" and (r.error or {}).get("code") == "stranded"]
     rows = [
         (
             str(r.run_id),
@@ -241,11 +266,13 @@ def list_runs(target: str, workflow: str | None, database_url: str | None) -> No
             _time(r.wake_at),
             _time(r.created_at),
             _time(r.updated_at),
-            (r.error or {}).get("code", ""),
+            (r.fingerprint or "")[:12],
+            (r.error or {}).get("message" if stranded else "code", ""),
         )
         for r in found
     ]
-    _table(("run", "workflow", "status", "at", "wakes", "created", "updated", "error"), rows)
+    header = ("run", "workflow", "status", "at", "wakes", "created", "updated", "definition")
+    _table((*header, "why" if stranded else "error"), rows)
 
 
 def _time(at: datetime | None) -> str:

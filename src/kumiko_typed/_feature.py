@@ -99,6 +99,11 @@ class Workflow(Generic[P, R]):
     local_name: str
     trigger: Trigger[P]
     pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, R]
+    #: The explicit way across a change stored runs could not resume under (docs/workflows.md):
+    #: steps renamed since (old name → new), and keys they did not store (key → a function
+    #: of the stored ``c.steps`` values giving the key's value).
+    renamed: Mapping[str, str] = attrs.field(factory=dict)
+    fill: Mapping[str, Callable[[Mapping[str, Any]], object]] = attrs.field(factory=dict)
 
     @property
     def name(self) -> str:
@@ -239,10 +244,24 @@ class Feature(Generic[C]):
         return handler
 
     @overload
-    def workflow(self, name: str, *, trigger: Trigger[P], pipeline: WorkflowFinished[P, D]) -> Workflow[P, D]: ...
+    def workflow(
+        self,
+        name: str,
+        *,
+        trigger: Trigger[P],
+        pipeline: WorkflowFinished[P, D],
+        renamed: Mapping[str, str] | None = None,
+        fill: Mapping[str, Callable[[Mapping[str, Any]], object]] | None = None,
+    ) -> Workflow[P, D]: ...
     @overload
     def workflow(
-        self, name: str, *, trigger: Trigger[P], pipeline: WorkflowPipeline[P, Any, Any, Any]
+        self,
+        name: str,
+        *,
+        trigger: Trigger[P],
+        pipeline: WorkflowPipeline[P, Any, Any, Any],
+        renamed: Mapping[str, str] | None = None,
+        fill: Mapping[str, Callable[[Mapping[str, Any]], object]] | None = None,
     ) -> Workflow[P, None]: ...
     def workflow(
         self,
@@ -250,10 +269,14 @@ class Feature(Generic[C]):
         *,
         trigger: Trigger[P],
         pipeline: WorkflowPipeline[P, Any, Any, Any] | WorkflowFinished[P, Any],
+        renamed: Mapping[str, str] | None = None,
+        fill: Mapping[str, Callable[[Mapping[str, Any]], object]] | None = None,
     ) -> Workflow[P, Any]:
         """Register a workflow; the trigger's payload type must be the pipeline's.  Its
-        result type is the ``return_``'s data (``None`` for a pipeline without one)."""
-        workflow = Workflow(self, name, trigger, pipeline)
+        result type is the ``return_``'s data (``None`` for a pipeline without one).
+        ``renamed`` and ``fill`` carry runs stored under an earlier definition across a
+        change they could not resume under otherwise (checked at boot)."""
+        workflow = Workflow(self, name, trigger, pipeline, dict(renamed or {}), dict(fill or {}))
         if pipeline.payload_type is not trigger.payload_type:
             message = _rules.msg_trigger_payload(trigger.payload_type.__name__, pipeline.payload_type.__name__)
             self.problems.append(f"workflow {workflow.name}: {message}")

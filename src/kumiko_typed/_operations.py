@@ -32,7 +32,7 @@ from ._outbox import item_of
 from ._outbox_types import OutboxItem
 from ._poison import storable_text
 from ._results import Failure, Ok, fail
-from ._runs import RunInfo
+from ._runs import RunInfo, shown_error
 from ._tables import outbox, workflow_runs, workflow_waits
 from ._workflow_engine import SYSTEM_USER, WorkflowEngine
 
@@ -120,7 +120,7 @@ class Operations:
         if row.status != "completed":
             details: dict[str, object] = {"status": row.status}
             if row.error is not None:
-                details["error"] = row.error
+                details["error"] = shown_error(row.error)
             return fail("status_conflict", f"workflow run {run_id} is {row.status}, not completed", details)
         if "result" not in row.state:
             return fail("unstorable_state", f"workflow run {run_id} completed before its result was stored")

@@ -27,7 +27,7 @@ FailureCode = Literal[
     "idempotency_conflict",
     "unprocessable",
     "unstorable_state",
-    "workflow_definition_changed",
+    "stranded",
     "cancelled",
     "status_conflict",
     "internal_error",
@@ -48,8 +48,9 @@ HTTP_STATUS: Final[Mapping[FailureCode, int]] = {
     "unprocessable": 422,
     # A workflow run whose state or payload cannot be stored (a run's ``error``).
     "unstorable_state": 422,
-    # A suspended run whose workflow changed under it since it started (a run's ``error``).
-    "workflow_definition_changed": 409,
+    # A suspended run the deployed definition of its workflow cannot resume (a run's
+    # ``error`` while it stays suspended, intact; docs/workflows.md).
+    "stranded": 409,
     # A run stopped by ``app.cancel_run`` (a run's ``error``, with the reason).
     "cancelled": 409,
     # A run or outbox row not in the status an operation needs: the result of a run that

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 from uuid import UUID
 
 import attrs
 
-__all__ = ["RunInfo", "RunStatus"]
+__all__ = ["RunInfo", "RunStatus", "shown_error"]
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
 
@@ -17,8 +17,9 @@ RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
 @attrs.frozen
 class RunInfo:
     """A workflow run as stored: where it is and what its steps hold.  ``error`` is why a
-    ``failed`` run failed, or a ``cancelled`` run's reason (code ``cancelled``, ``by``
-    the cancelling user's id)."""
+    ``failed`` run failed, a ``cancelled`` run's reason (code ``cancelled``, ``by`` the
+    cancelling user's id), or why a ``suspended`` run is stranded (code ``stranded``:
+    the deployed definition cannot resume it; it waits, intact, for one that can)."""
 
     run_id: UUID
     workflow: str
@@ -30,3 +31,12 @@ class RunInfo:
     #: When the run was started, and when its row last changed (a step, a wait, the end).
     created_at: datetime | None = None
     updated_at: datetime | None = None
+    #: The fingerprint of the definition the run started under (a record: whether it
+    #: resumes is decided at its step, docs/workflows.md).
+    fingerprint: str | None = None
+
+
+def shown_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """A run's stored error as callers see it: without the fingerprint of the definition
+    that stranded it (kept for workers, see ``WorkflowEngine.resume_due``)."""
+    return None if error is None else {k: v for k, v in error.items() if k != "fingerprint"}

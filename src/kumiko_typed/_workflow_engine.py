@@ -16,14 +16,16 @@ import logging
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime
+from types import MappingProxyType
 from typing import Any, Final
 
 import cattrs
-from sqlalchemy import Row, bindparam, delete, insert, select, update
+from sqlalchemy import ColumnElement, Row, and_, bindparam, delete, false, func, insert, not_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
+from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._errors import StateError
 from ._feature import Workflow
@@ -34,9 +36,9 @@ from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
-from ._runs import RunInfo
+from ._runs import RunInfo, shown_error
 from ._serialization import Codec
-from ._steps import Path, Resume, Step, Suspend, step_at
+from ._steps import Path, Resume, Step, Suspend, locate
 from ._tables import consumers, workflow_runs, workflow_waits
 from ._transient import transient
 
@@ -57,7 +59,7 @@ SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozen
 
 
 class Definition:
-    """A registered workflow, compiled: its program and fingerprint."""
+    """A registered workflow, compiled: its program, its resume rule and fingerprint."""
 
     def __init__(self, workflow: Workflow[Any]) -> None:
         self.workflow = workflow
@@ -67,10 +69,20 @@ class Definition:
             self.program: Program[Any, Any] = pipeline
         else:
             self.program = WorkflowFinished(pipeline.feature, pipeline.payload_type, pipeline.steps, "WorkflowPipeline")
-        self.fingerprint = fingerprint(self.program.steps, self.program.builder)
+        steps, builder = self.program.steps, self.program.builder
+        self.compat = Compat(steps, builder, workflow.renamed, workflow.fill)
+        self.fingerprint = fingerprint(steps, builder, workflow.renamed, workflow.fill)
 
     def step_at(self, path: str) -> Step:
-        return step_at(self.program.steps, Path.parse(path))
+        """The step of a stored path (by name; a path stored before names, by index)."""
+        try:
+            return locate(self.program.steps, self.compat.rename(path), named=True).step
+        except LookupError:
+            return locate(self.program.steps, Path.parse(path), named=False).step
+
+    def stored_path(self, path: list[str]) -> str:
+        """The stored form (by name) of a path by index in this definition."""
+        return str(locate(self.program.steps, Path(tuple(path)), named=False).by_name)
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
@@ -82,10 +94,6 @@ def failed(code: str, message: str) -> dict[str, Any]:
 #: What reading a stored run can raise: a class the App no longer registers (StateError),
 #: a row damaged or written by another version (a key missing, a value of the wrong kind).
 _UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
-
-
-#: The steps a run can be suspended at.
-_SUSPENDING: Final = frozenset({"workflow.wait", "workflow.wait_for_event", "workflow.retry"})
 
 
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
@@ -107,6 +115,23 @@ def _convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[st
         path: {**loop, "items": convert(loop["items"]), "shadowed": convert(loop["shadowed"])}
         for path, loop in loops.items()
     }
+
+
+def _loops(decode: Callable[[Any], Any], state: Mapping[str, Any], plan: Plan | None) -> dict[str, dict[str, Any]]:
+    """The stored loop records, keyed by the path by index a resumed loop looks them up by."""
+    loops = _convert_loops(decode, state.get("loops", {}))
+    return loops if plan is None else {plan.loops.get(key, key): record for key, record in loops.items()}
+
+
+def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, Any]) -> None:
+    """Carry a run's stored values over to this definition: renamed keys, filled keys
+    (the definition's ``fill`` functions read the values as stored, renamed)."""
+    for old, new in plan.renamed.items():
+        for stored in (values, scope):
+            if old in stored:
+                stored[new] = stored.pop(old)
+    for key in plan.fills:
+        values[key] = d.workflow.fill[key](MappingProxyType(dict(values)))
 
 
 class WorkflowEngine:
@@ -240,12 +265,14 @@ class WorkflowEngine:
         *,
         nested: bool,
         new_row: dict[str, Any] | None = None,
+        plan: Plan | None = None,
     ) -> dict[str, Any] | None:
         """Run from ``path`` (the start if ``None``) to the end or the next suspension and
         store where the run stands after it: the segment's work and its run's row commit
         together (``nested``: in a savepoint of the session's transaction, else in that
         transaction itself; ``new_row``: a manual start's first segment, whose row is
-        inserted with the outcome).  A segment that fails the run — a step's failure, a
+        inserted with the outcome; ``plan``: how a resumed run, stored at ``path``, goes on
+        under this definition).  A segment that fails the run — a step's failure, a
         value that cannot be stored, a state the database refuses — is rolled back; the
         failed run's columns are returned, for the caller to store alone."""
         # A worker runs many segments in one transaction: what an earlier one loaded is
@@ -254,37 +281,47 @@ class WorkflowEngine:
         who = f"workflow {d.name} run {run_id}"
         info = RunInfo(run_id, d.name, "running", path)
         try:
-            loops = _convert_loops(self.codec.decode, state.get("loops", {}))
+            loops = _loops(self.codec.decode, state, plan)
             if not isinstance(state.get("retries", {}), Mapping):
                 raise TypeError("the stored retry records are not a mapping")
             segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
             call = (d.name, payload, user, self.clock(), run_id)
             run = start_run(d.program, session, self.registry, call, info=info, workflow=segment)
             if "values" in state:
-                run.values.update(self.codec.decode(state["values"]))
-                run.scope.update(self.codec.decode(state["scope"]))
-            resume = None if path is None else Resume(Path.parse(path))
-            # A path this definition has no step at (that a run can wait in) fails here, not mid-run.
-            if resume is not None and step_at(d.program.steps, resume.path).kind not in _SUSPENDING:
-                raise LookupError(f"no step at {path} that a run waits in")
+                values, scope = self.codec.decode(state["values"]), self.codec.decode(state["scope"])
+                if plan is not None:
+                    _across(d, plan, values, scope)
+                run.values.update(values)
+                run.scope.update(scope)
+            resume = None if plan is None else Resume(plan.path)
         except _UNREADABLE as exc:
             return _unreadable(path, exc)
 
         def keep(outcome: Outcome) -> Failure | None:
             """Store the run as it stands after a segment that did not fail it."""
             if isinstance(outcome, Suspend):
-                where = "/".join(outcome.path)
+                where = d.stored_path(outcome.path)
+                loops = {d.stored_path(k.split("/")): v for k, v in outcome.records(outcome.loops).items()}
+                retries = {d.stored_path(k.split("/")): v for k, v in outcome.records(outcome.retries).items()}
                 try:
                     stored = {
                         "values": self.codec.encode(dict(run.values)),
                         "scope": self.codec.encode(dict(run.scope)),
-                        "loops": _convert_loops(self.codec.encode, outcome.records(outcome.loops)),
-                        "retries": outcome.records(outcome.retries),
+                        "loops": _convert_loops(self.codec.encode, loops),
+                        "retries": retries,
                         "event_wait": outcome.wait is not None,
+                        "addressing": "name",
+                        "kind": d.step_at(where).kind,
                     }
                 except StateError as exc:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
-                columns = {"status": "suspended", "path": where, "wake_at": outcome.wake_at, "state": stored}
+                columns = {
+                    "status": "suspended",
+                    "path": where,
+                    "wake_at": outcome.wake_at,
+                    "state": stored,
+                    "error": None,
+                }
             else:
                 assert isinstance(outcome, Ok)  # keep is not called for a Failure
                 try:
@@ -325,11 +362,12 @@ class WorkflowEngine:
         state: Mapping[str, Any],
         path: str | None,
         resume_value: object,
+        plan: Plan | None = None,
     ) -> None:
         """A segment in a worker's pass, which runs many in one transaction: a bug outside
         the steps fails this run alone (logged), and the pass goes on."""
         try:
-            failure = self.segment(session, d, run_id, payload, user, state, path, resume_value, nested=True)
+            failure = self.segment(session, d, run_id, payload, user, state, path, resume_value, nested=True, plan=plan)
         except Exception as error:
             if isinstance(error, DBAPIError) and transient(error):
                 raise
@@ -375,14 +413,19 @@ class WorkflowEngine:
             )
 
     def resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
-        """Go on with a suspended run (its row locked by the caller) from where it stopped."""
+        """Go on with a suspended run (its row locked by the caller) from where it stopped,
+        if this definition can (:mod:`kumiko_typed._compat`); else mark it stranded and
+        leave it as it is, for a definition that can.  ``False``: the run was left so."""
         d = self.defs.get(row.workflow)
-        if d is None or d.fingerprint != row.fingerprint:
-            message = (
-                f"workflow {row.workflow} changed since run {row.run_id} started; the run stopped at step "
-                f"{row.path} of the old definition and cannot continue under the new one"
-            )
-            self._store(session, row.workflow, row.run_id, failed("workflow_definition_changed", message), None)
+        if d is None:
+            return False  # not this App's workflow: another deployment's, or retired
+        try:
+            plan = d.compat.plan(Stored.of(row.path, row.state))
+        except _UNREADABLE as exc:
+            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            return True
+        if isinstance(plan, str):
+            self._strand(session, d, row, plan)
             return False
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
@@ -391,18 +434,39 @@ class WorkflowEngine:
             user = _user(row.user)
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
-            return False
-        self.isolated_segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value)
+            return True
+        self.isolated_segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value, plan)
         return True
 
+    def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
+        """Mark a run this definition cannot resume; everything else of it stays, and
+        workers with this definition pass it by (see :meth:`resume_due`)."""
+        error = {"code": "stranded", "message": storable_text(reason), "fingerprint": d.fingerprint}
+        if row.error != error:
+            session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
+            logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
+
+    def _resumable(self) -> ColumnElement[bool]:
+        """Runs of this App's workflows that its definitions did not find stranded."""
+        if not self.defs:
+            return false()
+        marked = func.coalesce(workflow_runs.c.error["fingerprint"].as_string(), "")
+        by_me = or_(*(and_(workflow_runs.c.workflow == d.name, marked == d.fingerprint) for d in self.defs.values()))
+        return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
+
     def resume_due(self) -> int:
-        """Resume every suspended run whose wake time (or event-wait timeout) has come."""
+        """Resume every suspended run whose wake time (or event-wait timeout) has come and
+        that this App's definitions can resume (the others are marked stranded): how many."""
         resumed = 0
         while True:
             with self.sessions() as session, session.begin():
                 stmt = (
                     select(workflow_runs)
-                    .where(workflow_runs.c.status == "suspended", workflow_runs.c.wake_at <= self.clock())
+                    .where(
+                        workflow_runs.c.status == "suspended",
+                        workflow_runs.c.wake_at <= self.clock(),
+                        self._resumable(),
+                    )
                     .order_by(workflow_runs.c.wake_at)
                     .limit(BATCH)
                 )
@@ -410,8 +474,7 @@ class WorkflowEngine:
                 if not rows:
                     return resumed
                 for row in rows:
-                    self.resume(session, row, None)
-                    resumed += 1
+                    resumed += self.resume(session, row, None)
 
     # --- inspection ------------------------------------------------------------------
 
@@ -422,7 +485,16 @@ class WorkflowEngine:
             steps = {}
         wake = row.wake_at
         return RunInfo(
-            row.run_id, row.workflow, row.status, row.path, steps, wake, row.error, row.created_at, row.updated_at
+            row.run_id,
+            row.workflow,
+            row.status,
+            row.path,
+            steps,
+            wake,
+            shown_error(row.error),
+            row.created_at,
+            row.updated_at,
+            row.fingerprint,
         )
 
     def get(self, run_id: uuid.UUID) -> RunInfo | None:

@@ -150,7 +150,7 @@ class EventFeed:
         try:
             step = d.step_at(path)
         except (LookupError, ValueError):
-            return None  # the definition changed; the timeout fails the run (workflow_definition_changed)
+            return None  # the definition changed: its timeout strands the run (or resumes it)
         if not isinstance(step, WaitForEvent):
             return None
         try:

@@ -152,7 +152,7 @@ def test_a_run_holding_nan_fails_alone_and_the_pass_goes_on(
     info = app.get_run(poisoned)
     assert info is not None and info.status == "failed" and info.error is not None
     assert info.error["code"] == "unstorable_state"
-    assert "NaN" in info.error["message"] and info.error["message"].startswith("at step 2: ")
+    assert "NaN" in info.error["message"] and info.error["message"].startswith("at step @wait~2: ")
     assert Failure(info.error["code"], info.error["message"]).http_status == 422
     for workflow, count in ((on_ping, 1), (ticking, 2)):  # the ticks of 9:01 and 9:02
         runs = _runs(app, workflow)
@@ -221,7 +221,7 @@ def test_a_resumed_run_the_database_refuses_fails_alone_in_the_worker(
     bad_info, good_info = app.get_run(bad), app.get_run(good)
     assert bad_info is not None and bad_info.error is not None
     assert (bad_info.status, bad_info.error["code"]) == ("failed", "unstorable_state")
-    assert good_info is not None and (good_info.status, good_info.path) == ("suspended", "2")
+    assert good_info is not None and (good_info.status, good_info.path) == ("suspended", "@wait~2")
 
 
 def test_a_failure_message_the_database_cannot_store_is_escaped(
@@ -248,7 +248,8 @@ def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: FakeCl
     app = app_on([f], clock=clock)
     damaged = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
     fine = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
-    broken = {"user": {}} if damage == "user" else {"state": {"values": {}, "retries": 3}}
+    state = {"values": {}, "retries": 3, "addressing": "name", "kind": "workflow.wait"}  # its step is there
+    broken = {"user": {}} if damage == "user" else {"state": state}
     with app.engine.begin() as conn:
         conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == damaged).values(**broken))
     clock.advance(minutes=2)
@@ -260,12 +261,12 @@ def test_a_damaged_run_row_fails_alone(app_on: Callable[..., App], clock: FakeCl
     assert app.get_run(fine).status == "completed"  # type: ignore[union-attr]
 
 
-@pytest.mark.parametrize("path", ["7", "0/do/#1/0", "x", "1/#2"])
-def test_a_stored_path_with_no_step_behind_it_fails_the_run_alone(
-    app_on: Callable[..., App], clock: FakeClock, user: User, path: str
+@pytest.mark.parametrize(("path", "first"), [("7", "7"), ("0/do/#1/0", "0"), ("x", "x"), ("1/#2", "1")])
+def test_a_stored_path_with_no_step_behind_it_strands_the_run_alone(
+    app_on: Callable[..., App], clock: FakeClock, user: User, path: str, first: str
 ) -> None:
-    """A path this definition has no step at (a damaged row, a step of a retry that is not
-    one) fails that run as unreadable before any step runs; the pass goes on."""
+    """A path this definition has no step at (a damaged row, a step removed since) strands
+    that run, intact, before any step runs (docs/workflows.md); the pass goes on."""
     f = _feature()
     flow = f.workflow(
         "timer", trigger=manual(Start), pipeline=f.workflow_pipeline(Start).wait("PT1M").compute("n", lambda c: 1)
@@ -276,11 +277,10 @@ def test_a_stored_path_with_no_step_behind_it_fails_the_run_alone(
     with app.engine.begin() as conn:
         conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == damaged).values(path=path))
     clock.advance(minutes=2)
-    assert app.run_worker(once=True)["resumed"] == 2
+    assert app.run_worker(once=True)["resumed"] == 1
     info = app.get_run(damaged)
-    assert info is not None and info.error is not None
-    assert (info.status, info.error["code"]) == ("failed", "unstorable_state")
-    assert info.error["message"].startswith(f"at step {path}: the stored state cannot be read:")
+    assert info is not None and (info.status, info.path) == ("suspended", path)
+    assert info.error == {"code": "stranded", "message": f'step "{first}" at {path} no longer exists'}
     assert app.get_run(fine).status == "completed"  # type: ignore[union-attr]
 
 
@@ -407,6 +407,6 @@ def test_a_bug_outside_the_steps_fails_only_that_run(
     assert info.status == "failed"
     assert info.error == {
         "code": "internal_error",
-        "message": "in the segment from step 0: RuntimeError (see the worker's log)",
+        "message": "in the segment from step @wait: RuntimeError (see the worker's log)",
     }
     assert app.get_run(lucky).status == "completed"  # type: ignore[union-attr]

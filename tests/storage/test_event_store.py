@@ -30,8 +30,6 @@ from kumiko_typed import (
     ok,
     on_event,
 )
-from kumiko_typed._fingerprint import fingerprint
-from kumiko_typed._steps import Create, NamedStep
 from kumiko_typed._tables import events
 from kumiko_typed.testing import FakeClock
 
@@ -379,25 +377,3 @@ def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_
         "feature 'es-bad': event(Extended): upcasters= needs one function per older version (1: fn, 2: fn), not [1]",
         "feature 'es-bad': event(ExtendedV1): version=0 must be an integer of at least 1",
     ]
-
-
-def test_a_workflow_fingerprint_sees_a_creation_event_only_when_one_is_given() -> None:
-    """``event=`` came after ``create``: a definition that does not use it keeps the
-    fingerprint it had before, so runs suspended across the library upgrade resume."""
-
-    @attrs.frozen(slots=True)
-    class CreateBefore(NamedStep):  # the step as it was before event=
-        kind = "aggregate.create"
-        entity: type[Any]
-        data: Callable[[Any], Any]
-
-    def data(c: Any) -> EsBooking:
-        return EsBooking(guest="Ann", nights=1)
-
-    def started(c: Any) -> BookingStarted:
-        return BookingStarted("Ann", 1)
-
-    builder = "WorkflowPipeline"
-    before = fingerprint([CreateBefore("b", EsBooking, data)], builder)
-    assert fingerprint([Create("b", EsBooking, data)], builder) == before
-    assert fingerprint([Create("b", EsBooking, data, started)], builder) != before

@@ -747,7 +747,8 @@ def test_runs_lists_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
     run_id = tiny.start_remind()
     result = cli(tmp_path, "runs", tiny.target, "--database-url", tiny.url)
     assert result.returncode == 0, _explain(result)
-    assert _rows(result.stdout)[0] == ["run", "workflow", "status", "at", "wakes", "created", "updated", "error"]
+    header = ["run", "workflow", "status", "at", "wakes", "created", "updated", "definition", "error"]
+    assert _rows(result.stdout)[0] == header
     (row,) = _table(result.stdout)
     info = tiny.run(run_id)
     assert info.created_at is not None and info.updated_at is not None
@@ -755,10 +756,11 @@ def test_runs_lists_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
         "run": str(run_id),
         "workflow": "tiny:remind",
         "status": "suspended",
-        "at": "1",
+        "at": "@wait",
         "wakes": _utc(info.wake_at),
         "created": _utc(info.created_at),
         "updated": _utc(info.updated_at),
+        "definition": (info.fingerprint or "")[:12],
         "error": "",
     }
 

@@ -30,6 +30,7 @@ PUBLIC = [
     "FailureCode",
     "Feature",
     "Finished",
+    "Incompatible",
     "MailMessage",
     "MailTransport",
     "MaildirTransport",

@@ -186,14 +186,15 @@ def test_a_retry_that_succeeded_leaves_no_retry_record_in_the_stored_run(
         assert app.dispatch(make, Go("ready"), user=user) == Ok(None)
     run_id = app.start_workflow(flow, Go("x"), user=user)
     record = _stored(app, run_id).state["retries"]
-    assert record == {"0": {"attempts": 1, "last_error": record["0"]["last_error"]}}  # the failed attempt, kept
+    # The failed attempt, kept.
+    assert record == {"@retry": {"attempts": 1, "last_error": record["@retry"]["last_error"]}}
 
     if first_attempt == "failure":
         assert app.dispatch(make, Go("ready"), user=user) == Ok(None)
     clock.advance(seconds=10)
     app.run_worker(once=True)  # attempt 2 succeeds; the run goes on to the wait
     row = _stored(app, run_id)
-    assert (row.status, row.path, row.error) == ("suspended", "1", None)
+    assert (row.status, row.path, row.error) == ("suspended", "@wait", None)
     assert row.state["retries"] == {}
     assert "attempts" not in str(row.state) and "last_error" not in str(row.state)
     info = app.get_run(run_id)

@@ -279,7 +279,7 @@ def test_a_cancel_during_a_segment_waits_for_it_then_stops_the_run(
     _run_id, cancelled = _cancel_during_segment(app, w["slow"], clock)
     assert isinstance(cancelled, Ok), cancelled
     # Cancelled where the segment left it: suspended at the second wait, its work kept.
-    assert cancelled.data.status == "cancelled" and cancelled.data.path == "2"
+    assert cancelled.data.status == "cancelled" and cancelled.data.path == "@wait~2"
     assert cancelled.data.steps == {"blocked": 5}
     clock.advance(hours=2)
     assert app.run_worker(once=True)["resumed"] == 0

@@ -80,7 +80,7 @@ def test_a_suspending_start_inserts_and_its_resume_updates_once(app_on: Callable
     assert _writes(seen) == ["INSERT INTO KUMIKO_WORKFLOW_RUNS"]
     info = app.get_run(run_id)
     assert info is not None
-    assert (info.status, info.path, info.steps) == ("suspended", "1", {"a": 5})
+    assert (info.status, info.path, info.steps) == ("suspended", "@wait", {"a": 5})
 
     app.run_worker(once=True)  # the first pass sets up the feed's cursor
     clock.advance(minutes=1)

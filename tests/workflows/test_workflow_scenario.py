@@ -88,39 +88,39 @@ def test_every_suspension_resumes_in_place(db_url: str) -> None:
     run_id = app.start_workflow(workflow, SignedUp(user_id, "a@b.c"), user=user)  # type: ignore[arg-type]
     info = app.get_run(run_id)
     assert info is not None
-    assert (info.status, info.path, info.steps["before"]) == ("suspended", "1", "A@B.C")
+    assert (info.status, info.path, info.steps["before"]) == ("suspended", "@wait", "A@B.C")
 
     app.run_worker(once=True)  # not due yet
-    assert app.get_run(run_id).path == "1"  # type: ignore[union-attr]
+    assert app.get_run(run_id).path == "@wait"  # type: ignore[union-attr]
 
     after(timedelta(hours=1))
-    assert app.get_run(run_id).path == "2/on_true/0"  # type: ignore[union-attr]
+    assert app.get_run(run_id).path == "@branch/on_true/@wait"  # type: ignore[union-attr]
 
     after(timedelta(hours=1))
     info = app.get_run(run_id)
     assert info is not None
-    assert (info.path, info.steps["in_arm"]) == ("3/do/#0/0", "A@B.C!")
+    assert (info.path, info.steps["in_arm"]) == ("n/do/#0/@wait", "A@B.C!")
 
-    for expected in ("3/do/#1/0", "3/do/#2/0", "4"):
+    for expected in ("n/do/#1/@wait", "n/do/#2/@wait", "verified"):
         after(timedelta(minutes=1))
         assert app.get_run(run_id).path == expected  # type: ignore[union-attr]
     assert app.get_run(run_id).steps["last_n"] == 3  # type: ignore[union-attr]
 
     assert app.dispatch(verify, Verify(uuid.uuid4()), user=user) == Ok(1)  # type: ignore[arg-type]
     app.run_worker(once=True)
-    assert app.get_run(run_id).path == "4"  # type: ignore[union-attr]  # another user's event
+    assert app.get_run(run_id).path == "verified"  # type: ignore[union-attr]  # another user's event
 
     assert app.dispatch(verify, Verify(user_id), user=user) == Ok(1)  # type: ignore[arg-type]
     app.run_worker(once=True)
     info = app.get_run(run_id)
     assert info is not None
-    assert (info.path, info.steps["verified"]) == ("5/#2", Verified(user_id))
+    assert (info.path, info.steps["verified"]) == ("@retry/#2", Verified(user_id))
     assert "flaky" not in info.steps or info.steps["flaky"] is None  # attempt 1 left no value
 
     after(timedelta(seconds=9))
-    assert app.get_run(run_id).path == "5/#2"  # type: ignore[union-attr]  # backoff not over
+    assert app.get_run(run_id).path == "@retry/#2"  # type: ignore[union-attr]  # backoff not over
     after(timedelta(seconds=1))
-    assert app.get_run(run_id).path == "5/#3"  # type: ignore[union-attr]  # 10 s * 2**1 next
+    assert app.get_run(run_id).path == "@retry/#3"  # type: ignore[union-attr]  # 10 s * 2**1 next
 
     after(timedelta(seconds=20))
     info = app.get_run(run_id)

@@ -89,7 +89,7 @@ def test_an_event_of_another_tenant_with_the_same_key_does_not_wake_the_run(
     app.run_worker(once=True)
     info = app.get_run(run_id)
     assert info is not None
-    assert (info.status, info.path) == ("suspended", "0")
+    assert (info.status, info.path) == ("suspended", "got")
 
     # The same key from the run's own tenant (another user of it) wakes it.
     colleague = User(id=uuid.uuid4(), tenant_id=alice.tenant_id)

@@ -136,7 +136,7 @@ def _check(app: App, run_ids: dict[int, Any], jobs: list[Job]) -> None:
             assert info.steps["go"] is not None and info.steps["go"].n == j.n
         # The path the segment that ran the retry body had started from: attempt 2 for a
         # "retry" job, attempt 1 (resumed after its wait) for the others.
-        expected = {"retry": "4/#2", "timer": "2/on_false/0", "event": "2/on_true/0"}[j.kind]
+        expected = {"retry": "@retry/#2", "timer": "@branch/on_false/@wait", "event": "@branch/on_true/go"}[j.kind]
         assert info.steps["attempt_path"] == expected
     with app.engine.connect() as conn:
         per_step = conn.execute(

@@ -4,8 +4,8 @@ suspended in).  The generated builders refer to the classes through this package
 """
 
 from ._base import (
-    LATER,
     Fn,
+    Located,
     NamedStep,
     Path,
     Result,
@@ -13,6 +13,10 @@ from ._base import (
     Step,
     StepCrash,
     Suspend,
+    address,
+    locate,
+    name_part,
+    part_label,
     resolve,
     step_at,
     sub_keys,
@@ -30,7 +34,6 @@ from .workflow import EventWait, Retry, Wait, WaitForEvent, event_key
 
 __all__ = [
     "EMPTY",
-    "LATER",
     "AppendEvent",
     "Block",
     "Branch",
@@ -44,6 +47,7 @@ __all__ = [
     "ForEach",
     "GetOne",
     "Guard",
+    "Located",
     "NamedStep",
     "Path",
     "ProjectionDelete",
@@ -60,7 +64,11 @@ __all__ = [
     "Update",
     "Wait",
     "WaitForEvent",
+    "address",
     "event_key",
+    "locate",
+    "name_part",
+    "part_label",
     "resolve",
     "run_block",
     "step_at",

@@ -2,29 +2,32 @@
 carrying the path they passed through, the :class:`Path` value, and THE walk of the
 step tree (boot checks, the graph, the fingerprint and path lookup all use it).
 
-A path names a step inside a program: indexes separated by the label of the
-sub-pipeline they enter — ``3/on_true/1`` (second step of the true arm of step 3),
-``2/do/#4/0`` (first body step of the loop at step 2, in its fifth iteration).
+A path names a step inside a program: one part per level, separated by the label of
+the sub-pipeline it enters.  A running program counts by index — ``3/on_true/1`` (second
+step of the true arm of step 3), ``2/do/#4/0`` (first body step of the loop at step 2,
+in its fifth iteration); a stored run names each step (:func:`address`) —
+``vip/on_true/cool-off``, ``line/do/#4/@wait`` — so a changed definition finds it by name.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import unquote
 
 import attrs
 
 from .._errors import StepCrash, Suspend
 from .._results import Failure, Ok
-from .._rules import BUILDERS, RETRY_BODY_BUILDER
+from .._rules import BUILDERS, RETRY_BODY_BUILDER, RULES_BY_KIND
 
 if TYPE_CHECKING:
     from .._interpreter import Run
     from ._block import Block
 
 __all__ = [
-    "LATER",
     "Fn",
+    "Located",
     "NamedStep",
     "Path",
     "Result",
@@ -32,6 +35,10 @@ __all__ = [
     "Step",
     "StepCrash",
     "Suspend",
+    "address",
+    "locate",
+    "name_part",
+    "part_label",
     "resolve",
     "step_at",
     "sub_keys",
@@ -39,9 +46,6 @@ __all__ = [
 ]
 
 Fn = Callable[[Any], Any]
-#: Field metadata of a step argument added after its step: left at its default, it stays
-#: out of the workflow fingerprint, so runs suspended before a library upgrade resume.
-LATER = "kumiko_fingerprint_later"
 #: What running a step gives: ``None`` to go on, or the result that ends the pipeline.
 Result = Ok[object] | Failure | None
 
@@ -140,24 +144,99 @@ def walk(steps: Sequence[Step], builder: str, prefix: str = "") -> Iterator[tupl
             yield from walk(child.steps, inner, f"{path}/{label}/")
 
 
-def step_at(steps: Sequence[Step], path: Path) -> Step:
-    """The step a stored path names (iteration parts are skipped); ``LookupError``
-    when the program has none there."""
+def address(steps: Sequence[Step], i: int) -> str:
+    """The stored path part of ``steps[i]``: its name (escaped), or ``@`` and its builder
+    method for a step without one; ``~2``, ``~3`` for a later sibling with the same part.
+    Steps are found by it, not by index, so inserting or removing others keeps it."""
+    step = steps[i]
+    base = _part(step)
+    same = sum(1 for other in steps[:i] if _part(other) == base)
+    return base if same == 0 else f"{base}~{same + 1}"
+
+
+def _part(step: Step) -> str:
+    name = step.step_name
+    if name is None:
+        rule = RULES_BY_KIND.get(step.kind)
+        return "@" + (rule.method if rule is not None else step.kind)
+    return name_part(name)
+
+
+def name_part(name: str) -> str:
+    """A step name as a path part: ``%``, ``/`` and ``~`` escaped, and a leading ``@`` or ``#``."""
+    text = name.replace("%", "%25").replace("/", "%2F").replace("~", "%7E")
+    return "%" + format(ord(text[0]), "02X") + text[1:] if text[:1] in ("@", "#") else text
+
+
+def part_label(part: str) -> str:
+    """A stored part as a person reads it: the step's name, or its method (``@wait``)."""
+    return unquote(part)
+
+
+@attrs.frozen
+class Located:
+    """Where a path leads: the step, the path by index and by name, and each level's
+    (block, index of the path's step in it), outermost first."""
+
+    step: Step
+    by_index: Path
+    by_name: Path
+    levels: tuple[tuple[Sequence[Step], int], ...]
+    #: Per level, how many parts of the path lead to its step.
+    ends: tuple[int, ...]
+
+
+def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
+    """The step a stored path names.  ``named``: the path's step parts are
+    :func:`address`es (else indexes, as runs stored before them).  ``LookupError``
+    names the first part that leads nowhere; iteration parts pass as they are."""
     parts = path.parts
-    try:
-        step = steps[int(parts[0])]
-        i = 1
-        while i < len(parts):
+    by_index: list[str] = []
+    by_name: list[str] = []
+    levels: list[tuple[Sequence[Step], int]] = []
+    ends: list[int] = []
+    step: Step | None = None
+    block: Sequence[Step] = steps
+    i = 0
+    while i < len(parts):
+        if step is not None:
             if i == len(parts) - 1 and _is_iteration(parts[i]) and step.kind == "workflow.retry":
-                break  # a retry suspended between attempts: the attempt of this step
+                by_index.append(parts[i])  # a retry suspended between attempts: the attempt of this step
+                by_name.append(parts[i])
+                break
             blocks = dict(step.children())
-            block = blocks[parts[i]]
-            i += 2 if i + 1 < len(parts) and _is_iteration(parts[i + 1]) else 1
-            step = block.steps[int(parts[i])]
-            i += 1
-    except (IndexError, KeyError, ValueError):
-        raise LookupError(f"no step at {path}") from None
-    return step
+            if parts[i] not in blocks:
+                raise LookupError(f"{step.describe()} at {path} has no {parts[i]}")
+            block = blocks[parts[i]].steps
+            take = 2 if i + 1 < len(parts) and _is_iteration(parts[i + 1]) else 1
+            by_index.extend(parts[i : i + take])
+            by_name.extend(parts[i : i + take])
+            i += take
+            if i >= len(parts):
+                raise LookupError(f"no step at {path}")
+        n = _find(block, parts[i], named)
+        if n is None:
+            raise LookupError(f'step "{part_label(parts[i])}" at {path} no longer exists')
+        step = block[n]
+        levels.append((block, n))
+        by_index.append(str(n))
+        by_name.append(address(block, n))
+        i += 1
+        ends.append(i)
+    if step is None:
+        raise LookupError(f"no step at {path}")
+    return Located(step, Path(tuple(by_index)), Path(tuple(by_name)), tuple(levels), tuple(ends))
+
+
+def _find(block: Sequence[Step], part: str, named: bool) -> int | None:
+    if not named:
+        return int(part) if part.isdigit() and int(part) < len(block) else None
+    return next((n for n in range(len(block)) if address(block, n) == part), None)
+
+
+def step_at(steps: Sequence[Step], path: Path) -> Step:
+    """The step a path by index names; ``LookupError`` when the program has none there."""
+    return locate(steps, path, named=False).step
 
 
 def sub_keys(steps: Sequence[Step], builder: str) -> Mapping[str, None]:

@@ -27,7 +27,7 @@ from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._tables import events
-from ._base import LATER, Fn, NamedStep, Result, Step, resolve
+from ._base import Fn, NamedStep, Result, Step, resolve
 from ._rows import changed_columns, insert_row, update_row
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Create(NamedStep):
     entity: type[Any]
     data: Fn
     #: Builds the named domain event stored instead of ``<aggregate>.created``.
-    event: Fn | None = attrs.field(default=None, metadata={LATER: True})
+    event: Fn | None = None
 
     def execute(self, run: Run) -> Result:
         return _create(self, run)

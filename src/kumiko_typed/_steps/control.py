@@ -30,6 +30,11 @@ class Branch(Step):
     when: Fn
     on_true: Block
     on_false: Block
+    name: str | None = None
+
+    @property
+    def step_name(self) -> str | None:
+        return self.name
 
     def children(self) -> Iterable[tuple[str, Block]]:
         return (("on_true", self.on_true), ("on_false", self.on_false))

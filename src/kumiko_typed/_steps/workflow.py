@@ -56,6 +56,12 @@ def _segment(run: Run) -> WorkflowRun:
 class Wait(Step):
     kind = "workflow.wait"
     duration: timedelta | str | Callable[[Any], datetime]
+    #: Optional: names the wait in a stored run's path (so edits around it keep it found).
+    name: str | None = None
+
+    @property
+    def step_name(self) -> str | None:
+        return self.name
 
     def execute(self, run: Run) -> Result:
         ctx = run.ctx
@@ -104,6 +110,11 @@ class Retry(Step):
     backoff: str
     base_delay: timedelta
     body: Block
+    name: str | None = None
+
+    @property
+    def step_name(self) -> str | None:
+        return self.name
 
     def children(self) -> Iterable[tuple[str, Block]]:
         return (("do", self.body),)

@@ -1,0 +1,167 @@
+"""Whether a stored run can resume under the definition deployed now, and how.
+
+A run stopped at path P resumes when P still leads to a step of the kind it stopped
+at (steps are found by name, :func:`~kumiko_typed._steps.address`), every key this
+definition sets in ``c.steps`` before P and every loop item in ``c.scope`` around P was
+stored (or the definition fills it), and every loop around P has its stored record.
+What else changed — resolvers, steps after P, keyless steps before it — does not
+matter.  The answer depends only on the definition's step tree and on the run's
+(path, kind, stored keys), so :meth:`Compat.plan` caches it per such group: a worker
+and ``kumiko-typed check`` decide a hundred thousand runs of a few groups at once.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Final
+
+import attrs
+
+from ._serialization import TAG
+from ._steps import ForEach, NamedStep, Path, Step, locate, name_part, part_label, walk
+
+__all__ = ["SUSPENDING", "Compat", "Plan", "Stored", "across_problems"]
+
+#: Decisions a definition keeps at most (a worker's lifetime sees many loop iterations).
+_CACHED: Final = 10_000
+#: The steps a run can be suspended at.
+SUSPENDING: Final = frozenset({"workflow.wait", "workflow.wait_for_event", "workflow.retry"})
+
+
+@attrs.frozen
+class Stored:
+    """What a decision reads of a stored run.  ``kind`` is ``None`` and ``named`` false
+    for a run stored before paths named their steps (its path counts by index)."""
+
+    path: str
+    kind: str | None
+    values: frozenset[str]
+    scope: frozenset[str]
+    loops: frozenset[str]
+    named: bool
+
+    @classmethod
+    def of(cls, path: str, state: Mapping[str, Any]) -> Stored:
+        """Reads only the keys of the stored values (never the values themselves)."""
+        return cls(
+            path,
+            state.get("kind"),
+            frozenset(_keys(state.get("values"))),
+            frozenset(_keys(state.get("scope"))),
+            frozenset(state.get("loops", {})),
+            state.get("addressing") == "name",
+        )
+
+
+def _keys(encoded: object) -> Iterable[str]:
+    """The keys of a codec-encoded dict (``{TAG: "dict", "v": {...}}``)."""
+    inner = encoded.get("v") if isinstance(encoded, Mapping) and encoded.get(TAG) == "dict" else None
+    return [k for k in inner if isinstance(k, str)] if isinstance(inner, Mapping) else []
+
+
+@attrs.frozen
+class Plan:
+    """How a compatible run resumes: its path by index in this definition, its loop
+    records' keys by index, and the stored keys renamed (old → new) and to fill."""
+
+    path: Path
+    loops: Mapping[str, str]
+    renamed: Mapping[str, str]
+    fills: tuple[str, ...]
+
+
+class Compat:
+    """One definition's resume rule (with its explicit way across: ``renamed`` step
+    names and ``fill`` functions for keys a run did not store)."""
+
+    def __init__(
+        self,
+        steps: Sequence[Step],
+        builder: str,
+        renamed: Mapping[str, str],
+        fill: Mapping[str, Callable[[Mapping[str, object]], object]],
+    ) -> None:
+        self.steps = steps
+        self.builder = builder
+        self.renamed = dict(renamed)
+        self.fill = dict(fill)
+        self._cache: dict[Stored, Plan | str] = {}
+
+    def plan(self, stored: Stored) -> Plan | str:
+        """The plan, or the exact reason the run cannot resume under this definition."""
+        answer = self._cache.get(stored)
+        if answer is None:
+            if len(self._cache) >= _CACHED:  # loop iterations make paths many: stay bounded
+                self._cache.clear()
+            answer = self._cache[stored] = self._decide(stored)
+        return answer
+
+    def rename(self, path: str) -> Path:
+        """A stored path by name with the renamed steps given their new names."""
+        parts = Path.parse(path).parts
+        return Path(
+            tuple(name_part(self.renamed[part_label(p)]) if part_label(p) in self.renamed else p for p in parts)
+        )
+
+    def _decide(self, stored: Stored) -> Plan | str:
+        try:
+            at = locate(
+                self.steps, self.rename(stored.path) if stored.named else Path.parse(stored.path), named=stored.named
+            )
+        except (LookupError, ValueError) as exc:
+            return str(exc)
+        step = at.step
+        if step.kind not in SUSPENDING:
+            return f"{step.describe()} at {stored.path} is not a step a run waits in"
+        if stored.kind is not None and step.kind != stored.kind:
+            return f"the step at {stored.path} is now {step.describe()}, the run waits in a {stored.kind} step"
+        values = {self.renamed.get(k, k) for k in stored.values}
+        scope = {self.renamed.get(k, k) for k in stored.scope}
+        fills: list[str] = []
+        for block, i in at.levels:
+            for _path, earlier, _inside in walk(block[:i], self.builder):
+                if isinstance(earlier, NamedStep) and earlier.name not in values:
+                    if earlier.name not in self.fill:
+                        return f'key "{earlier.name}" needed at {stored.path} was not stored'
+                    fills.append(earlier.name)
+        loops: dict[str, str] = {}
+        for n, (block, i) in enumerate(at.levels[:-1]):
+            outer = block[i]
+            if not isinstance(outer, ForEach):
+                continue
+            if outer.item not in scope:
+                return f'loop item "{outer.item}" needed at {stored.path} was not stored'
+            end = at.ends[n]
+            loops["/".join(Path.parse(stored.path).parts[:end])] = "/".join(at.by_index.parts[:end])
+        missing = [stored_key for stored_key in loops if stored_key not in stored.loops]
+        if missing:
+            return f"the loop at {missing[0]} has no stored record"
+        return Plan(at.by_index, loops, {k: v for k, v in self.renamed.items() if k in stored.values}, tuple(fills))
+
+
+def across_problems(steps: Sequence[Step], builder: str, renamed: object, fill: object) -> list[str]:
+    """What is wrong with a definition's ``renamed=`` and ``fill=`` (boot reports it)."""
+    names = {step.step_name for _path, step, _inside in walk(steps, builder)}
+    keys = {step.name for _path, step, _inside in walk(steps, builder) if isinstance(step, NamedStep)}
+    out: list[str] = []
+    if not isinstance(renamed, Mapping) or not all(
+        isinstance(k, str) and isinstance(v, str) for k, v in renamed.items()
+    ):
+        out.append("renamed= must map old step names to new ones (strings)")
+    else:
+        for old, new in renamed.items():
+            if new not in names:
+                out.append(f'renamed= maps "{old}" to "{new}", which is no step of this workflow')
+            if old in names:
+                out.append(
+                    f'renamed= maps "{old}", which is still a step of this workflow (a stored path is ambiguous)'
+                )
+    if not isinstance(fill, Mapping):
+        out.append("fill= must map keys to functions of the stored values")
+    else:
+        for key, fn in fill.items():
+            if key not in keys:
+                out.append(f'fill= fills "{key}", which no step of this workflow sets')
+            if not callable(fn):
+                out.append(f'fill= for "{key}" must be a function of the stored values, not {type(fn).__name__}')
+    return out

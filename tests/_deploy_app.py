@@ -1,0 +1,129 @@
+"""Deploy fixture: the versions of three workflows that tests/test_workflow_deploys.py
+deploys one after another over one database, and the worker those tests run in ANOTHER
+process (each process imports this file as ``_deploy_app``, so stored payloads name
+their class the same way)::
+
+    python -c WORKER_BOOT TESTS_DIR URL VERSION NOW_ISO SECONDS
+
+builds the App of ``VERSION`` on ``URL`` with its clock fixed at ``NOW_ISO``, runs worker
+passes for ``SECONDS`` (one pass if 0) and prints ``{"resumed": N, "errors": N}``.
+
+Versions (``v1`` is what the runs start under; every other one is a later deploy):
+
+* ``code``: the resolver after the wait changed (results say ``v2:...``);
+* ``insert``: a keyless ``guard`` inserted before the wait (and before the ``vip`` branch);
+* ``append``: a step appended at the end; ``branch``: a branch added after the wait;
+* ``renamed``: the wait ``cool-off`` renamed ``pause``; ``across``: the same with
+  ``renamed={"cool-off": "pause"}``;
+* ``needs``: a key ``price`` computed before the wait; ``fill``: the same with a ``fill``
+  function for it.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+import uuid
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from kumiko_typed import App, Feature, User, fail, manual, ok
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+USER = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=11))
+OTHER = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))  # another tenant
+WORKER_BOOT = (
+    "import sys; sys.path.insert(0, sys.argv[1]); import _deploy_app as m; sys.exit(m.worker_main(sys.argv[2:]))"
+)
+VERSIONS = ("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill")
+
+
+@attrs.frozen
+class Order:
+    n: int
+    items: list[int] = attrs.field(factory=list)
+
+
+def feature(version: str) -> Feature[Any]:
+    """The three workflows as deployed in ``version``."""
+    assert version in VERSIONS, version
+    tag = "v1" if version == "v1" else "v2"
+    f: Feature[Any] = Feature("dep")
+    p: Any = f.workflow_pipeline(Order).compute("quote", lambda c: c.payload.n * 10)
+    if version == "insert":
+        p = p.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never"))
+    if version in ("needs", "fill"):
+        p = p.compute("price", lambda c: c.steps["quote"] + 1)
+    p = p.wait("PT1H", name="pause" if version in ("renamed", "across") else "cool-off")
+    p = p.compute("after", lambda c: f"{tag}:{c.steps['quote']}")
+    if version == "append":
+        p = p.compute("extra", lambda c: "appended")
+    if version == "branch":
+        p = p.branch(when=lambda c: True, on_true=lambda b: b.compute("arm", lambda c: "taken"))
+    f.workflow(
+        "job",
+        trigger=manual(Order),
+        pipeline=p.return_(lambda c: ok(c.steps["after"])),
+        renamed={"cool-off": "pause"} if version == "across" else None,
+        fill={"price": lambda stored: stored["quote"] + 1} if version == "fill" else None,
+    )
+
+    def body(b: Any) -> Any:
+        b = b.wait("PT1H", name="tick").compute("seen", lambda c: f"{tag}:{c.scope['item']}")
+        return b if tag == "v1" else b.compute("more", lambda c: "changed body")
+
+    loop: Any = f.workflow_pipeline(Order).for_each("item", over=lambda c: c.payload.items, do=body)
+    f.workflow("loop", trigger=manual(Order), pipeline=loop.return_(lambda c: ok(c.steps["seen"])))
+
+    nested: Any = f.workflow_pipeline(Order)
+    if version == "insert":
+        nested = nested.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never"))
+    nested = nested.branch(
+        name="vip",
+        when=lambda c: c.payload.n > 0,
+        on_true=lambda b: b.wait("PT1H", name="cool-off").compute("note", lambda c: f"{tag}:vip"),
+    )
+    f.workflow("nested", trigger=manual(Order), pipeline=nested.return_(lambda c: ok(c.steps["note"])))
+    return f
+
+
+def make_app(url: str, version: str, clock: Any) -> App:
+    return App([feature(version)], database_url=url, clock=clock)
+
+
+def app_v1(database_url: str) -> App:
+    """``kumiko-typed check _deploy_app:app_v1 --against URL``."""
+    return make_app(database_url, "v1", FakeClock(T0))
+
+
+def app_renamed(database_url: str) -> App:
+    return make_app(database_url, "renamed", FakeClock(T0))
+
+
+def app_needs(database_url: str) -> App:
+    return make_app(database_url, "needs", FakeClock(T0))
+
+
+def worker_main(argv: list[str]) -> int:
+    url, version, now, seconds = argv[0], argv[1], datetime.fromisoformat(argv[2]), float(argv[3])
+    app = make_app(url, version, FakeClock(now))
+    resumed = errors = 0
+    end = time.monotonic() + seconds
+    try:
+        while True:
+            try:
+                resumed += app.run_worker(once=True)["resumed"]
+            except Exception:  # a pass that raised (a lock timeout) is retried, and counted
+                errors += 1
+            if time.monotonic() >= end:
+                break
+            time.sleep(0.05)
+    finally:
+        app.dispose()
+    print(json.dumps({"resumed": resumed, "errors": errors}))
+    sys.stdout.flush()
+    return 0

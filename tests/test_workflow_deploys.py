@@ -1,0 +1,248 @@
+"""Deploying a changed workflow while runs of it are suspended (docs/workflows.md,
+"Changing a workflow that has suspended runs"): the worker that resumes them runs in
+another process with the new code (tests/_deploy_app.py), on SQLite and PostgreSQL.
+
+A run resumes when its step is still there and every key before it was stored; else it
+stays suspended, stranded with the exact reason, until a compatible deploy resumes it
+or an operator cancels it.  ``check --against`` says so before the deploy.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, make_app
+
+from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
+from kumiko_typed._tables import workflow_runs
+from kumiko_typed.testing import FakeClock
+
+TESTS = Path(__file__).resolve().parent
+ROOT = TESTS.parent
+HOUR = timedelta(hours=1)
+
+
+def worker(url: str, version: str, at: datetime, seconds: float = 0.0) -> dict[str, int]:
+    """One worker process of ``version``: its passes at ``at`` for ``seconds``."""
+    done = subprocess.run(
+        [sys.executable, "-c", WORKER_BOOT, str(TESTS), url, version, at.isoformat(), str(seconds)],
+        check=False,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+    )
+    assert done.returncode == 0, done.stderr
+    counts: dict[str, int] = json.loads(done.stdout.strip().splitlines()[-1])
+    return counts
+
+
+def cli(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(TESTS), os.environ.get("PYTHONPATH", "")])}
+    exe = Path(sys.executable).with_name("kumiko-typed")
+    run = [str(exe), *args]
+    return subprocess.run(run, check=False, capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
+
+
+@pytest.fixture
+def v1(db_url: str) -> Iterator[App]:
+    app = make_app(db_url, "v1", FakeClock(T0))
+    app.create_all()
+    yield app
+    app.dispose()
+
+
+def _start(app: App, workflow: str, n: int, user: Any = USER, items: list[int] | None = None) -> uuid.UUID:
+    return app.start_workflow(app.workflows[f"dep:{workflow}"], Order(n, items or []), user=user)
+
+
+def _run(app: App, run_id: uuid.UUID) -> Any:
+    info = app.get_run(run_id)
+    assert info is not None
+    return info
+
+
+def _result(app: App, workflow: str, run_id: uuid.UUID, user: Any = USER) -> object:
+    result = app.result(app.workflows[f"dep:{workflow}"], run_id, user=user)
+    assert isinstance(result, Ok), result
+    return result.data
+
+
+@pytest.mark.parametrize("version", ["code", "insert", "append", "branch"])
+def test_a_run_waiting_in_cool_off_resumes_under_a_compatible_change(db_url: str, v1: App, version: str) -> None:
+    run_id = _start(v1, "job", 4)
+    assert (_run(v1, run_id).status, _run(v1, run_id).path) == ("suspended", "cool-off")
+    assert v1.check_runs() == []  # the code that stored it resumes it, of course
+    assert worker(db_url, version, T0 + HOUR)["resumed"] == 1
+    info = _run(v1, run_id)
+    assert (info.status, info.error) == ("completed", None)
+    assert _result(v1, "job", run_id) == "v2:40"  # the new resolver ran, on the stored quote
+    assert info.steps.get("extra") == ("appended" if version == "append" else None)
+    assert info.steps.get("arm") == ("taken" if version == "branch" else None)
+
+
+@pytest.mark.parametrize(
+    ("version", "reason", "target", "across"),
+    [
+        ("renamed", 'step "cool-off" at cool-off no longer exists', "app_renamed", "across"),
+        ("needs", 'key "price" needed at cool-off was not stored', "app_needs", "fill"),
+    ],
+)
+@pytest.mark.parametrize("back", ["v1", "across"])
+def test_an_incompatible_deploy_is_reported_strands_the_runs_and_a_later_deploy_resumes_them(
+    db_url: str, v1: App, version: str, reason: str, target: str, across: str, back: str
+) -> None:
+    mine, theirs, dropped = _start(v1, "job", 4), _start(v1, "job", 5, OTHER), _start(v1, "job", 6)
+    looping = _start(v1, "loop", 1, items=[1, 2])  # untouched by this change: resumable
+
+    checked = cli("check", f"_deploy_app:{target}", "--against", db_url)
+    assert checked.returncode == 1, checked.stderr
+    assert f"3 run(s) this code cannot resume:\n  dep:job at cool-off: {reason} (3 run(s))" in checked.stderr
+    assert {str(mine), str(theirs), str(dropped)} <= set(checked.stderr.split()) and str(looping) not in checked.stderr
+    in_process = make_app(db_url, version, FakeClock(T0))
+    try:
+        (group,) = in_process.check_runs()
+        assert (group.workflow, group.path, group.reason) == ("dep:job", "cool-off", reason)
+        assert set(group.run_ids) == {mine, theirs, dropped}
+    finally:
+        in_process.dispose()
+
+    assert worker(db_url, version, T0 + HOUR)["resumed"] == 1  # the loop's run only
+    for run_id in (mine, theirs, dropped):
+        info = _run(v1, run_id)
+        assert (info.status, info.path, info.error) == (
+            "suspended",
+            "cool-off",
+            {"code": "stranded", "message": reason},
+        )
+        assert info.steps["quote"] in (40, 50, 60)  # the state is intact
+    listed = cli("runs", f"_deploy_app:{target}", "--stranded", "--database-url", db_url)
+    assert listed.returncode == 0 and listed.stdout.count(reason) == 3 and str(looping) not in listed.stdout
+    assert worker(db_url, version, T0 + HOUR)["resumed"] == 0  # passed by, not re-marked
+    cancelled = v1.cancel_run(dropped, user=USER, reason="not worth it")
+    assert isinstance(cancelled, Ok) and cancelled.data.status == "cancelled"
+
+    redeploy = "v1" if back == "v1" else across
+    assert worker(db_url, redeploy, T0 + 2 * HOUR)["resumed"] == 3  # and the loop's next item
+    assert _result(v1, "job", mine) == ("v1:40" if back == "v1" else "v2:40")
+    assert _result(v1, "job", theirs, OTHER) == ("v1:50" if back == "v1" else "v2:50")
+    assert (_run(v1, mine).error, _run(v1, dropped).status) == (None, "cancelled")
+    if redeploy == "fill":
+        assert _run(v1, mine).steps["price"] == 41  # filled from the stored quote
+
+
+def test_a_run_suspended_in_a_loop_at_item_3_resumes_at_item_3_after_the_body_changed(db_url: str, v1: App) -> None:
+    clock: Any = v1.clock
+    run_id = _start(v1, "loop", 1, items=[0, 1, 2, 3])
+    for _ in range(3):
+        clock.advance(hours=1)
+        v1.run_worker(once=True)
+    assert _run(v1, run_id).path == "item/do/#3/tick"
+    assert worker(db_url, "code", T0 + 4 * HOUR)["resumed"] == 1
+    info = _run(v1, run_id)
+    # Item 3 only, under the new body: a loop started over would wait at item 0 again.
+    assert (info.status, info.steps["more"]) == ("completed", "changed body")
+    assert _result(v1, "loop", run_id) == "v2:3"
+
+
+def test_a_wait_in_a_named_branch_resumes_after_a_step_inserted_before_the_branch(db_url: str, v1: App) -> None:
+    run_id = _start(v1, "nested", 1)
+    assert _run(v1, run_id).path == "vip/on_true/cool-off"
+    assert worker(db_url, "insert", T0 + HOUR)["resumed"] == 1
+    assert _result(v1, "nested", run_id) == "v2:vip"
+
+
+def test_check_against_an_empty_database_finds_nothing(db_url: str, v1: App) -> None:
+    assert v1.check_runs() == []
+    checked = cli("check", "_deploy_app:app_renamed", "--against", db_url)
+    assert checked.returncode == 0, checked.stderr
+    assert "every running and suspended run resumes" in checked.stdout
+
+
+def test_two_workers_of_different_versions_resume_only_their_own_runs(db_url: str, v1: App) -> None:
+    """A rolling deploy: v1 and v2 (the wait renamed) workers at once.  Neither resumes
+    a run of the other's definition, and every run completes under its own."""
+    old = [_start(v1, "job", n) for n in range(8)]
+    v2 = make_app(db_url, "renamed", FakeClock(T0))
+    try:
+        new = [_start(v2, "job", n) for n in range(8)]
+    finally:
+        v2.dispose()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER_BOOT, str(TESTS), db_url, version, (T0 + HOUR).isoformat(), "4"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for version in ("v1", "renamed")
+    ]
+    resumed = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        resumed.append(json.loads(out.strip().splitlines()[-1])["resumed"])
+    assert resumed == [8, 8]
+    for n, run_id in enumerate(old):
+        assert _result(v1, "job", run_id) == f"v1:{n * 10}"
+    for n, run_id in enumerate(new):
+        assert _result(v1, "job", run_id) == f"v2:{n * 10}"
+    assert not [r for r in v1.runs() if r.status == "failed"]
+
+
+def test_failure_is_never_the_answer_to_a_changed_definition(db_url: str, v1: App) -> None:
+    """Stranding is not failing: ``app.result`` of a stranded run says it is suspended."""
+    run_id = _start(v1, "job", 4)
+    worker(db_url, "renamed", T0 + HOUR)
+    result = v1.result(v1.workflows["dep:job"], run_id, user=USER)
+    assert isinstance(result, Failure) and result.details == {
+        "status": "suspended",
+        "error": {"code": "stranded", "message": 'step "cool-off" at cool-off no longer exists'},
+    }
+
+
+def test_renamed_and_fill_are_checked_at_boot() -> None:
+    f: Feature[Any] = Feature("bad")
+    pipeline = f.workflow_pipeline(Order).compute("quote", lambda c: 1).wait("PT1H", name="pause")
+    f.workflow(
+        "job",
+        trigger=manual(Order),
+        pipeline=pipeline,
+        renamed={"cool-off": "nowhere", "quote": "pause"},
+        fill={"price": lambda stored: 1, "quote": "not a function"},  # type: ignore[dict-item]
+    )
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    assert raised.value.problems == [
+        'workflow bad:job: renamed= maps "cool-off" to "nowhere", which is no step of this workflow',
+        'workflow bad:job: renamed= maps "quote", which is still a step of this workflow (a stored path is ambiguous)',
+        'workflow bad:job: fill= fills "price", which no step of this workflow sets',
+        'workflow bad:job: fill= for "quote" must be a function of the stored values, not str',
+    ]
+
+
+def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_there(db_url: str, v1: App) -> None:
+    """Runs stored by an earlier release count steps by index (``1``: the wait); they are
+    read under the deployed definition by index and checked by the same rule."""
+    kept, moved = _start(v1, "job", 4), _start(v1, "job", 5)
+    with v1.engine.begin() as conn:
+        for run_id, path in ((kept, "1"), (moved, "0")):  # ``0`` is the compute now: no wait there
+            state = dict(conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id)))
+            del state["addressing"], state["kind"]
+            update = workflow_runs.update().where(workflow_runs.c.run_id == run_id)
+            conn.execute(update.values(path=path, state=state))
+    assert [(g.path, g.reason) for g in v1.check_runs()] == [("0", 'compute "quote" at 0 is not a step a run waits in')]
+    assert worker(db_url, "code", T0 + HOUR)["resumed"] == 1
+    assert _result(v1, "job", kept) == "v2:40"
+    assert (_run(v1, moved).status, _run(v1, moved).error["code"]) == ("suspended", "stranded")
