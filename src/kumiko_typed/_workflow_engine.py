@@ -13,9 +13,10 @@ or a cron tick starts one run whatever the number of workers.
 from __future__ import annotations
 
 import logging
+import random
 import uuid
 from collections.abc import Callable, Mapping, Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from types import MappingProxyType
 from typing import Any, Final
 
@@ -51,6 +52,8 @@ BATCH = 10
 # Built once: each write passes its row as parameters (no statement built per call).
 _INSERT_RUN: Final = insert(workflow_runs)
 #: The SET clause follows the parameters given, besides ``b_run_id``.
+#: How long (seconds, drawn uniformly) a segment that lost a race waits before it is tried again.
+CONFLICT_RETRY_S: Final = (0.2, 1.0)
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 _INSERT_WAIT: Final = insert(workflow_waits)
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
@@ -363,9 +366,18 @@ class WorkflowEngine:
         path: str | None,
         resume_value: object,
         plan: Plan | None = None,
+        *,
+        retry_conflict: bool = False,
     ) -> None:
         """A segment in a worker's pass, which runs many in one transaction: a bug outside
-        the steps fails this run alone (logged), and the pass goes on."""
+        the steps fails this run alone (logged), and the pass goes on.
+
+        ``retry_conflict``: a segment resumed by its wake time that lost a race on an
+        aggregate (``version_conflict``: another transaction wrote it after this segment
+        read it) is rolled back and tried again shortly, from the same stored position,
+        instead of failing the run: nothing it read is lost, and writers take no global
+        lock, so such races are expected under load.  A resume by an event is not retried
+        this way (the event is not stored with the run); a ``retry`` step covers it."""
         try:
             failure = self.segment(session, d, run_id, payload, user, state, path, resume_value, nested=True, plan=plan)
         except Exception as error:
@@ -374,7 +386,11 @@ class WorkflowEngine:
             logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
             message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
             failure = failed("internal_error", message)
-        if failure is not None:
+        if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
+            wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
+            logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
+            self._store(session, d.name, run_id, {"wake_at": wake}, None)
+        elif failure is not None:
             self._store(session, d.name, run_id, failure, None)
 
     def _store(
@@ -435,7 +451,18 @@ class WorkflowEngine:
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return True
-        self.isolated_segment(session, d, row.run_id, payload, user, row.state, row.path, resume_value, plan)
+        self.isolated_segment(
+            session,
+            d,
+            row.run_id,
+            payload,
+            user,
+            row.state,
+            row.path,
+            resume_value,
+            plan,
+            retry_conflict=resume_value is None,
+        )
         return True
 
     def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:

@@ -1,6 +1,6 @@
 """Workflow segments get the isolation write handlers get (DESIGN §5): a read-decide-append
-based on a row another run changed meanwhile is refused (``version_conflict``, the run
-fails; a ``retry`` around the steps would try again).  N concurrent runs against a stock
+based on a row another run changed meanwhile is refused (``version_conflict``: a manual
+start's first segment fails its run, a resumed segment is tried again shortly).  N concurrent runs against a stock
 of K < N: the stock never goes below zero, and every unit gone is one run's reservation."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -111,6 +111,19 @@ peeker = shop.workflow(
 reserve_later = shop.workflow(
     "reserve-later", trigger=manual(Reserve), pipeline=_reserving(shop.workflow_pipeline(Reserve).wait("PT2M"))
 )
+#: A reservation after a wait whose decision calls ``after_peek`` (to race it).
+reserve_racy = shop.workflow(
+    "reserve-racy",
+    trigger=manual(Reserve),
+    pipeline=shop.workflow_pipeline(Reserve)
+    .wait("PT1M")
+    .get_one("item", lambda c: select(WfiItem).where(WfiItem.id == c.payload.item))
+    .compute("seen", _peek)
+    .branch(
+        when=lambda c: c.steps["seen"] > 0,
+        on_true=lambda b: b.append_event(WfiItem, id=lambda c: c.payload.item, event=lambda c: Reserved(1)),
+    ),
+)
 
 
 def test_concurrent_runs_reserve_exactly_the_stock(app_on: Callable[..., App], make_user: Callable[..., User]) -> None:
@@ -191,4 +204,49 @@ def test_a_segment_does_not_decide_on_a_row_an_earlier_segment_of_the_pass_read(
             assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 0
     finally:
         after_peek.clear()
+        app.dispose()
+
+
+@pytest.mark.postgres
+def test_a_resumed_segment_that_loses_a_race_is_tried_again_not_failed(
+    fresh_postgres_url: str, make_user: Callable[..., User]
+) -> None:
+    """Writers take no global lock, so a segment can lose a race on an aggregate: a
+    handler reserves between the segment's read and its write.  The segment rolls back
+    and the run stays suspended at its wait, due again shortly; the next pass re-reads
+    the stock and reserves."""
+    user = make_user()
+    clock = FakeClock(T0)
+    app = App([shop], database_url=fresh_postgres_url, clock=clock)
+
+    def take_one(c: Any) -> None:
+        item = c.payload.item
+        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user))
+        racer.start()
+        racer.join(30)
+
+    try:
+        app.create_all()
+        created = app.dispatch(new_item, NewItem(2), user=user)
+        assert isinstance(created, Ok)
+        run = app.start_workflow(reserve_racy, Reserve(created.data), user=user)
+        clock.advance(minutes=2)
+        after_peek.append(take_one)
+        try:
+            app.run_worker(once=True)
+        finally:
+            after_peek.clear()
+        lost = app.get_run(run)
+        assert lost is not None
+        assert (lost.status, lost.error, lost.path) == ("suspended", None, "@wait")
+        assert lost.wake_at is not None and T0 + timedelta(minutes=2) < lost.wake_at <= T0 + timedelta(minutes=3)
+        with app.engine.connect() as conn:
+            assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 1  # the handler's reservation only
+        clock.advance(minutes=1)
+        assert app.run_worker(once=True)["resumed"] == 1
+        done = app.get_run(run)
+        assert done is not None and (done.status, done.steps["seen"]) == ("completed", 1)
+        with app.engine.connect() as conn:
+            assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 0
+    finally:
         app.dispose()
