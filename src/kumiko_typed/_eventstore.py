@@ -63,6 +63,9 @@ _NOTIFY: Final = text("SELECT pg_notify(:channel, '')")
 _NOTIFIED_IN: Final = "kumiko_notified_in"
 #: Built once; each append passes its row as parameters.
 _INSERT_EVENT: Final = insert(events)
+#: The same insert queueing the workers' NOTIFY in its own round trip (PostgreSQL): the
+#: notification belongs to the insert's (sub)transaction and is dropped with it.
+_INSERT_EVENT_NOTIFY: Final = insert(events).returning(func.pg_notify(bindparam("kumiko_channel"), ""))
 #: The oldest transaction id still running in this statement's snapshot: every event
 #: with a lower ``tx`` has committed (and is visible) or rolled back.
 _HORIZON: Final = cast(cast(func.pg_snapshot_xmin(func.pg_current_snapshot()), Text), BigInteger)
@@ -117,27 +120,37 @@ def _postgres(session: Session) -> bool:
     return session.get_bind().dialect.name == "postgresql"
 
 
-def notify_on_commit(session: Session) -> None:
-    """Queue the NOTIFY that wakes the workers, once per (sub)transaction that appends.
+def _notified(session: Session) -> bool:
+    """Whether a NOTIFY is queued in the current (sub)transaction or one around it.
 
     A NOTIFY queued inside a savepoint is dropped if that savepoint rolls back (a failed
     ``call_feature``, workflow segment or retry attempt), and the transaction may go on
     appending.  So it counts as queued only while the (sub)transaction that queued it is
     still open around the current one."""
-    if not _postgres(session):
-        return
-    info = session.info
-    if not session.in_transaction():
-        session.begin()  # the one the NOTIFY is recorded for and the writes run in
     current = session.get_nested_transaction() or session.get_transaction()
-    holder = info.get(_NOTIFIED_IN)
+    holder = session.info.get(_NOTIFIED_IN)
     enclosing = current
     while enclosing is not None:
         if enclosing is holder:
-            return
+            return True
         enclosing = enclosing.parent
-    session.execute(_NOTIFY, {"channel": CHANNEL})
-    info[_NOTIFIED_IN] = current
+    return False
+
+
+def _record_notified(session: Session) -> None:
+    session.info[_NOTIFIED_IN] = session.get_nested_transaction() or session.get_transaction()
+
+
+def notify_on_commit(session: Session) -> None:
+    """Queue the NOTIFY that wakes the workers, once per (sub)transaction that writes
+    something they act on (an outbox row; an event queues it with its insert)."""
+    if not _postgres(session):
+        return
+    if not session.in_transaction():
+        session.begin()  # the one the NOTIFY is recorded for and the writes run in
+    if not _notified(session):
+        session.execute(_NOTIFY, {"channel": CHANNEL})
+        _record_notified(session)
 
 
 def pause_appends(session: Session) -> None:
@@ -166,25 +179,26 @@ def append(
     """Insert one event; a (stream, version) clash raises ``IntegrityError`` to the caller
     (on PostgreSQL after the other writer of that version has committed).  A commit of
     the event wakes the workers."""
-    notify_on_commit(session)
     event_id = uuid.uuid4()
-    session.execute(
-        _INSERT_EVENT,
-        {
-            "event_id": event_id,
-            "stream_id": stream_id,
-            "aggregate_type": aggregate_type,
-            "stream_version": stream_version,
-            "type": type,
-            "payload": dict(payload),
-            "schema_version": schema_version,
-            "headers": dict(headers or {}),
-            "tenant_id": tenant_id,
-            "user_id": user_id,
-            "correlation_id": correlation_id,
-            "occurred_at": occurred_at,
-        },
-    )
+    row = {
+        "event_id": event_id,
+        "stream_id": stream_id,
+        "aggregate_type": aggregate_type,
+        "stream_version": stream_version,
+        "type": type,
+        "payload": dict(payload),
+        "schema_version": schema_version,
+        "headers": dict(headers or {}),
+        "tenant_id": tenant_id,
+        "user_id": user_id,
+        "correlation_id": correlation_id,
+        "occurred_at": occurred_at,
+    }
+    if _postgres(session) and not (session.in_transaction() and _notified(session)):
+        session.execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
+        _record_notified(session)
+    else:
+        session.execute(_INSERT_EVENT, row)
     return event_id
 
 

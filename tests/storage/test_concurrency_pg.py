@@ -423,3 +423,59 @@ def test_the_notify_survives_a_rolled_back_savepoint(fresh_postgres_url: str) ->
     finally:
         listener.close()
         engine.dispose()
+
+
+def test_an_event_queues_the_notify_with_its_insert(fresh_postgres_url: str) -> None:
+    """An append wakes the workers without a round trip of its own: the insert queues the
+    NOTIFY (so it is dropped with a rolled-back savepoint like the insert itself), and a
+    transaction queues it once however many events it appends."""
+    app = App([inventory], database_url=fresh_postgres_url)
+    app.create_all()
+    listener = psycopg.connect(fresh_postgres_url.replace("+psycopg", ""), autocommit=True)
+    listener.execute(f"LISTEN {CHANNEL}")
+    statements: list[str] = []
+
+    def heard() -> int:
+        return len(list(listener.notifies(timeout=0.3)))
+
+    def append(s: Session) -> None:
+        eventstore_module.append(
+            s,
+            stream_id=uuid.uuid4(),
+            aggregate_type="product",
+            stream_version=1,
+            type="product.created",
+            payload={},
+            tenant_id=uuid.uuid4(),
+            user_id=None,
+            correlation_id=None,
+            occurred_at=app.clock(),
+        )
+
+    sa.event.listen(app.engine, "before_cursor_execute", lambda *a: statements.append(a[2]))
+    try:
+        with Session(app.engine) as s, s.begin():
+            append(s)
+            append(s)
+        assert heard() == 1
+        assert sum("pg_notify" in sql for sql in statements) == 1
+        assert not any(sql.lstrip().upper().startswith("SELECT PG_NOTIFY") for sql in statements)
+        with Session(app.engine) as s, s.begin():
+            savepoint = s.begin_nested()
+            append(s)
+            savepoint.rollback()
+        assert heard() == 0  # dropped with the insert
+        with Session(app.engine) as s, s.begin():
+            savepoint = s.begin_nested()
+            append(s)
+            savepoint.rollback()
+            append(s)
+        assert heard() == 1
+        with Session(app.engine) as s:
+            s.begin()
+            append(s)
+            s.rollback()
+        assert heard() == 0
+    finally:
+        listener.close()
+        app.dispose()
