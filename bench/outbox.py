@@ -33,7 +33,6 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -45,13 +44,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _outbox_worker import LoopbackReceiver, enqueue, feature  # noqa: E402
+from _outbox_worker import LoopbackReceiver, WorkerProcesses, enqueue, feature  # noqa: E402
 from _report import add_json_option, load_average, load_note, write_json  # noqa: E402
 
 from kumiko_typed import App  # noqa: E402
 from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason  # noqa: E402
 
-HELPER = ROOT / "tests" / "_outbox_worker.py"
 GOAL = 3.0
 NewDatabase = Callable[[], tuple[str, Callable[[], object]]]
 
@@ -64,32 +62,12 @@ def drain(url: str, rows: int, workers: int, delay: float) -> float:
         with LoopbackReceiver(delay) as receiver:
             enqueue(app, receiver.url, rows)
             ids = {str(i.id) for i in app.outbox()}
-            procs = [
-                subprocess.Popen(
-                    [sys.executable, str(HELPER), url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-                )
-                for _ in range(workers)
-            ]
-            try:
-                for proc in procs:
-                    assert proc.stdout is not None
-                    if proc.stdout.readline().strip() != "ready":
-                        raise RuntimeError(f"worker {proc.pid} did not start")
+            with WorkerProcesses() as fleet:
+                procs = fleet.start(url, workers)
                 started = time.perf_counter()
-                for proc in procs:
-                    assert proc.stdin is not None
-                    proc.stdin.write("go\n")
-                    proc.stdin.flush()
-                for proc in procs:
-                    proc.communicate(timeout=600)
+                fleet.go()
+                fleet.wait(procs, timeout=600)
                 elapsed = time.perf_counter() - started
-            finally:
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
-            if any(proc.returncode for proc in procs):
-                raise RuntimeError(f"a worker failed: {[p.returncode for p in procs]}")
             statuses = {i.status for i in app.outbox()}
             if statuses != {"sent"} or set(receiver.keys) != ids:
                 raise RuntimeError(f"not every row was delivered: {statuses}, {len(set(receiver.keys))} keys")

@@ -55,7 +55,6 @@ import os
 import platform
 import sqlite3
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -72,7 +71,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-from _outbox_worker import LoopbackReceiver  # noqa: E402
+from _outbox_worker import LoopbackReceiver, WorkerProcesses  # noqa: E402
 from _report import add_json_option, load_average, load_note, write_json  # noqa: E402
 
 from kumiko_typed import App, Feature, User, manual  # noqa: E402
@@ -342,35 +341,12 @@ def resume_once(url: str, runs: int, workers: int) -> float:
         with LoopbackReceiver(RECEIVER_DELAY) as receiver:
             for i in range(runs):
                 app.start_workflow(ping_flow, Ping(receiver.url, i), user=USER)
-            procs = [
-                subprocess.Popen(
-                    [sys.executable, __file__, "--resume-worker", url],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.PIPE,
-                    text=True,
-                )
-                for _ in range(workers)
-            ]
-            try:
-                for proc in procs:
-                    assert proc.stdout is not None
-                    if proc.stdout.readline().strip() != "ready":
-                        raise RuntimeError(f"worker {proc.pid} did not start")
+            with WorkerProcesses() as fleet:
+                procs = fleet.start(url, workers, command=(sys.executable, __file__, "--resume-worker"))
                 started = time.perf_counter()
-                for proc in procs:
-                    assert proc.stdin is not None
-                    proc.stdin.write("go\n")
-                    proc.stdin.flush()
-                for proc in procs:
-                    proc.communicate(timeout=600)
+                fleet.go()
+                fleet.wait(procs, timeout=600)
                 elapsed = time.perf_counter() - started
-            finally:
-                for proc in procs:
-                    if proc.poll() is None:
-                        proc.kill()
-                        proc.wait()
-            if any(proc.returncode for proc in procs):
-                raise RuntimeError(f"a worker failed: {[p.returncode for p in procs]}")
             with app.engine.connect() as conn:
                 statuses = set(conn.scalars(sa.select(workflow_runs.c.status)))
             if statuses != {"completed"} or sorted(receiver.numbers) != list(range(runs)):

@@ -20,6 +20,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Sequence
 
 import attrs
 import sqlalchemy as sa
@@ -113,11 +114,12 @@ class WorkerProcesses:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self, url: str, count: int) -> list[subprocess.Popen[str]]:
-        procs = [
-            subprocess.Popen([sys.executable, __file__, url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-            for _ in range(count)
-        ]
+    def start(self, url: str, count: int, command: Sequence[str] = ()) -> list[subprocess.Popen[str]]:
+        """Start ``count`` workers (this script, or ``command`` followed by ``url``: any
+        script that prints ``ready``, then waits for ``go`` on its stdin) and wait until each
+        is ready."""
+        argv = [*(command or (sys.executable, __file__)), url]
+        procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(count)]
         self.procs.extend(procs)
         for proc in procs:
             assert proc.stdout is not None
@@ -133,12 +135,20 @@ class WorkerProcesses:
             proc.stdin.flush()
 
     @staticmethod
-    def finish(procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[int]:
-        """Wait for ``procs`` to drain the table; the rows each one delivered."""
-        delivered: list[int] = []
+    def wait(procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[str]:
+        """Wait for ``procs`` to end, each successfully; what each printed."""
+        outputs: list[str] = []
         for proc in procs:
             out, _ = proc.communicate(timeout=timeout)
             assert proc.returncode == 0, f"worker {proc.pid} exited {proc.returncode}"
+            outputs.append(out)
+        return outputs
+
+    @classmethod
+    def finish(cls, procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[int]:
+        """Wait for ``procs`` to drain the table; the rows each one delivered."""
+        delivered: list[int] = []
+        for out in cls.wait(procs, timeout):
             (last,) = [line for line in out.splitlines() if line.startswith("done ")]
             delivered.append(int(last.split()[1]))
         return delivered
