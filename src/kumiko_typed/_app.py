@@ -9,6 +9,7 @@ from collections.abc import Callable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypedDict, TypeVar, cast
 
+import cattrs
 import httpx
 from sqlalchemy import MetaData, Table
 from sqlalchemy.exc import DataError
@@ -36,7 +37,7 @@ from ._run_check import Incompatible, check_runs
 from ._runs import RunInfo
 from ._serialization import Codec
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
-from ._structuring import make_converter, structure
+from ._structuring import make_converter, structure, unreadable
 from ._tables import metadata as framework_metadata
 from ._tables import table_of
 from ._worker import Worker
@@ -120,6 +121,8 @@ class App:
             problems.append(f"delivery_concurrency must be a positive int, not {delivery_concurrency!r}")
         if problems:
             raise BootError(problems)
+        self._converter = make_converter()
+        _refuse_unreadable_payloads(self._converter, features)
         #: Every constructor argument but the features and the database, exactly as given.
         self._settings: AppSettings = {
             "clock": clock,
@@ -146,9 +149,8 @@ class App:
         install_tenant_filter(self._sessions)
         self._handlers: dict[str, WriteHandler[Any, Any]] = {h.name: h for f in self.features for h in f.handlers}
         self._queries: dict[str, QueryHandler[Any, Any]] = {q.name: q for f in self.features for q in f.queries}
-        self._converter = make_converter()
-        self._registry = Registry(self.features, self._converter)
         workflows = [w for f in self.features for w in f.workflows]
+        self._registry = Registry(self.features, self._converter)
         roots: list[type[Any]] = [h.payload_type for h in self._handlers.values()]
         roots += [w.trigger.payload_type for w in workflows]
         roots += list(self._registry.event_names)
@@ -525,3 +527,19 @@ def _handler_result(outcome: object) -> Ok[object] | Failure:
     workflow steps in handlers)."""
     assert isinstance(outcome, (Ok, Failure))
     return outcome
+
+
+def _refuse_unreadable_payloads(converter: cattrs.Converter, features: Sequence[Feature[Any]]) -> None:
+    """A payload class JSON can never fill fails the boot, not every ``dispatch_json``."""
+    named: list[tuple[str, type[Any]]] = []
+    for f in features:
+        named += [(f"handler {h.name!r}", h.payload_type) for h in f.handlers]
+        named += [(f"query {q.name!r}", q.payload_type) for q in f.queries]
+        named += [(f"workflow {w.name!r}", w.trigger.payload_type) for w in f.workflows]
+    problems = [
+        f"{who}: payload {cls.__qualname__}: {why}"
+        for who, cls in named
+        if (why := unreadable(converter, cls)) is not None
+    ]
+    if problems:
+        raise BootError(problems)

@@ -34,8 +34,9 @@ from cattrs.errors import (
 
 from ._field_checks import json_type, listed, said, with_validator_problems
 from ._limits import json_problems
+from ._unions import is_mixed_union, union_hook
 
-__all__ = ["Detail", "Hook", "make_converter", "structure"]
+__all__ = ["Detail", "Hook", "make_converter", "structure", "unreadable"]
 
 T = TypeVar("T")
 Detail = dict[str, str]
@@ -241,6 +242,7 @@ def make_converter() -> cattrs.Converter:
     _guard_containers(conv)
     conv.register_structure_hook_factory(lambda t: get_origin(t) is _LITERAL, lambda t: _one_of(get_args(t)))
     conv.register_structure_hook_factory(_plain_enum, lambda t: _one_of(list(t)))
+    conv.register_structure_hook_factory(is_mixed_union, lambda t: union_hook(t, conv.structure, _Invalid))
     conv.register_structure_hook(str, _or_members(_str))
     conv.register_structure_hook(int, _or_members(_int))
     conv.register_structure_hook(float, _or_members(_float))
@@ -250,6 +252,23 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(dt.date, _parsed("an ISO-8601 date", dt.date.fromisoformat))
     conv.register_structure_hook(Decimal, _parsed("a decimal", _decimal, numbers=True))
     return conv
+
+
+def unreadable(converter: cattrs.Converter, cls: type[Any]) -> str | None:
+    """Why JSON can never be structured into ``cls`` (a field type with no hook, an
+    annotation naming an unknown type), or ``None``: asked at boot, so that a payload
+    type nothing can fill fails there and not at every call with a message for Python."""
+    try:
+        converter.get_structure_hook(cls)
+    except cattrs.errors.StructureHandlerNotFoundError as exc:
+        return f"no JSON value can be read into {_type_name(exc.type_)}; use JSON-shaped field types (docs/handlers.md)"
+    except NameError as exc:
+        return f"an annotation names an unknown type ({exc}); import it where the class is defined"
+    return None
+
+
+def _type_name(t: Any) -> str:
+    return t.__qualname__ if isinstance(t, type) else str(t)
 
 
 def _message(exc: BaseException) -> str:

@@ -61,6 +61,8 @@ class Everything:
     maybe: Optional[int]  # noqa: UP045 - the typing spelling is covered on purpose
     also: str | None
     target: Address | Category
+    either: int | str
+    choice: Address | int | None
     names: list[str]
     items: Sequence[Address]
     pair: tuple[int, str]
@@ -90,6 +92,8 @@ GOOD: dict[str, Any] = {
     "maybe": None,
     "also": "x",
     "target": {"street": "Main 1"},
+    "either": 1,
+    "choice": 2,
     "names": ["a", "b"],
     "items": [{"street": "Main 1"}, {"street": "Side 2", "zip": "1234"}],
     "pair": [1, "one"],
@@ -115,6 +119,8 @@ ACCEPTED: list[dict[str, Any]] = [
     },
     {"price": "-1e3", "size": "l", "level": 1, "many": [], "labels": [], "items": []},
     {"tree": {"name": "root"}},
+    {"either": "x", "choice": {"street": "Main 1"}},
+    {"choice": None},
 ]
 
 REFUSED: list[dict[str, Any]] = [
@@ -132,6 +138,12 @@ REFUSED: list[dict[str, Any]] = [
     {"maybe": "4"},
     {"target": {"street": "Main 1", "name": "c"}},
     {"target": None},
+    {"either": True},
+    {"either": None},
+    {"either": 1.5},
+    {"either": ["x"]},
+    {"choice": "2"},
+    {"choice": {"street": 1}},
     {"names": "ab"},
     {"names": [1]},
     {"items": [{"street": "x", "floor": 2}]},
