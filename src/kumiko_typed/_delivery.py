@@ -67,14 +67,25 @@ class SecretBook:
 
 
 def _spellings(secret: str) -> set[str]:
+    raw = _utf8(secret)
     return {
         secret,
         repr(secret)[1:-1],
         repr(secret.encode("utf-8", "replace"))[2:-1],
-        quote(secret, safe=""),
-        quote(secret),
-        quote_plus(secret),
+        repr(raw)[2:-1],
+        quote(raw, safe=""),
+        quote(raw),
+        quote_plus(raw),
     }
+
+
+def _utf8(secret: str) -> bytes:
+    """The bytes a client would send for ``secret``: a lone surrogate (``os.environ``'s
+    spelling of an undecodable byte) as that byte, any other one as itself."""
+    try:
+        return secret.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:
+        return secret.encode("utf-8", "surrogatepass")
 
 
 # An HTTP field value h11 accepts: visible ASCII, single spaces/tabs inside, no line breaks.

@@ -345,3 +345,22 @@ def test_an_smtp_server_that_never_answers_times_out_as_configured(make_app: Cal
     item = _only(app)
     assert item.status == "pending"
     assert item.last_error == "SMTP SMTPServerDisconnected: Connection unexpectedly closed: timed out"
+
+
+class _QuotingTransport:
+    """A transport whose error quotes the secret as is."""
+
+    def send(self, _message: Any, secrets: Callable[[str], str], /) -> None:
+        raise RuntimeError(f"rejected {secrets('PW')}")
+
+
+@pytest.mark.parametrize("odd", ["\udcff", "\ud800"], ids=["escaped-byte", "other-surrogate"])
+def test_a_secret_with_a_lone_surrogate_is_redacted_not_a_crash(
+    make_app: Callable[..., App], user: User, odd: str
+) -> None:
+    """``os.environ`` hands out undecodable bytes as lone surrogates (``surrogateescape``);
+    such a secret cannot be percent-encoded as UTF-8, and redacting it must not raise."""
+    secret = f"pw-{odd}-" + uuid.uuid4().hex
+    app = make_app([mailer], mail=_QuotingTransport(), secrets={"PW": secret}.get)
+    item = _deliver_one(app, letter, Letter("a@example.com"), user)
+    assert (item.status, item.last_error) == ("pending", "RuntimeError: rejected ***")
