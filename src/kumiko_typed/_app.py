@@ -22,7 +22,7 @@ from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
-from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem
+from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
 from ._interpreter import exception_failure, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
@@ -221,6 +221,15 @@ class App:
             if self._own_http is None:
                 self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False)
             return self._own_http
+
+    def purge_idempotency_keys(self, *, batch: int = 1000) -> int:
+        """Delete the idempotency keys older than ``idempotency_retention`` and return how
+        many: an expired key answers nothing any more, and unless it is used again its row
+        would stay forever.  Run it from a periodic job (``kumiko-typed keys purge``); it
+        deletes ``batch`` rows per transaction, beside running dispatches."""
+        if type(batch) is not int or batch < 1:
+            raise ValueError(f"batch must be a positive int, not {batch!r}")
+        return purge_expired(self.engine, self.clock() - self.idempotency_retention, batch)
 
     # --- outbox and workers ---------------------------------------------------------
 

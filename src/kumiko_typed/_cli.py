@@ -1,4 +1,4 @@
-"""The ``kumiko-typed`` command line: demo, check, graph, worker, runs, outbox."""
+"""The ``kumiko-typed`` command line: demo, check, graph, worker, runs, outbox, keys."""
 
 from __future__ import annotations
 
@@ -325,6 +325,25 @@ def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
         if show_all or i.status != "sent"
     ]
     _table(("id", "kind", "status", "attempts", "next attempt", "target", "last error"), rows)
+
+
+@main.group()
+def keys() -> None:
+    """Idempotency keys: purge the expired ones."""
+
+
+@keys.command("purge")
+@click.argument("target")
+@click.option("--database-url", help=URL_HELP)
+def purge_keys(target: str, database_url: str | None) -> None:
+    """Delete the idempotency keys older than the App's idempotency_retention.
+
+    Run it from a periodic job; it deletes in batches beside running dispatches.
+    """
+    app = _boot(target, database_url)
+    with _database(app.engine.url):
+        deleted = app.purge_idempotency_keys()
+    click.echo(f"deleted {deleted} expired idempotency key{'' if deleted == 1 else 's'}")
 
 
 def _done(result: Ok[object] | Failure) -> None:

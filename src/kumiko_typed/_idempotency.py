@@ -20,7 +20,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import bindparam, select, update
+from sqlalchemy import Engine, bindparam, delete, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
@@ -28,7 +28,7 @@ from ._results import Failure, Ok, fail
 from ._serialization import Codec, StateError
 from ._tables import idempotency_keys as keys
 
-__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "fingerprint", "key_problem"]
+__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "fingerprint", "key_problem", "purge_expired"]
 
 #: Failures that say nothing about the request itself: a retry may well succeed.
 NOT_STORED: Final = frozenset({"internal_error", "unavailable"})
@@ -42,6 +42,29 @@ _ROW: Final = (
 )
 _READ: Final = select(_T.fingerprint, _T.result).where(*_ROW)
 _RECORD: Final = update(keys).where(*_ROW).values(result=bindparam("b_result"))
+_EXPIRED: Final = _T.created_at <= bindparam("b_cutoff")
+# One batch per transaction: a long purge never holds many row locks, nor SQLite's write lock long.
+_PURGE: Final = delete(keys).where(
+    _EXPIRED,
+    tuple_(_T.tenant_id, _T.handler, _T.key).in_(
+        select(_T.tenant_id, _T.handler, _T.key).where(_EXPIRED).limit(bindparam("b_batch"))
+    ),
+)
+
+
+def purge_expired(engine: Engine, cutoff: datetime, batch: int) -> int:
+    """Delete the keys claimed at or before ``cutoff``, ``batch`` rows per transaction.
+
+    Safe beside dispatches: a key taken over meanwhile has a new ``created_at``, which the
+    delete's own condition sees again (PostgreSQL re-checks an updated row; SQLite runs
+    one writer at a time), so a live key is never deleted."""
+    deleted = 0
+    while True:
+        with engine.begin() as conn:
+            n = conn.execute(_PURGE, {"b_cutoff": cutoff, "b_batch": batch}).rowcount
+        deleted += n
+        if n < batch:
+            return deleted
 
 
 def _claim_statement(dialect: Any) -> Any:

@@ -179,6 +179,28 @@ def test_a_key_expires_after_the_retention(app_on: AppOn, counted: Counted, now:
     assert _keys(app) == 1
 
 
+def test_purging_deletes_only_expired_keys_in_batches(app_on: AppOn, counted: Counted, now: Any) -> None:
+    """Keys of every tenant and handler older than the retention go, in batches smaller than
+    their number; the live ones keep answering; a second purge finds nothing."""
+    clock = FakeClock(now)
+    app = app_on([counted.feature], clock=clock, idempotency_retention=timedelta(hours=1))
+    users = [_tenant_user(), _tenant_user()]
+    for i in range(5):
+        for u in users:
+            assert isinstance(app.dispatch(counted.other, Note("old"), user=u, idempotency_key=f"old-{i}"), Ok)
+    clock.advance(minutes=30)
+    live = app.dispatch(counted.add, Note("live"), user=users[0], idempotency_key="live")
+    clock.advance(minutes=30)  # the ten old keys are exactly one hour old: expired
+    assert app.purge_idempotency_keys(batch=3) == 10
+    assert _keys(app) == 1
+    assert app.purge_idempotency_keys() == 0
+    runs = len(counted.runs)
+    assert app.dispatch(counted.add, Note("live"), user=users[0], idempotency_key="live") == live
+    assert len(counted.runs) == runs  # answered from the kept key, not run again
+    with pytest.raises(ValueError, match="batch must be a positive int"):
+        app.purge_idempotency_keys(batch=0)
+
+
 def test_dispatch_json_takes_a_key_too(app_on: AppOn, counted: Counted) -> None:
     app = app_on([counted.feature])
     user = _tenant_user()

@@ -17,7 +17,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from datetime import UTC
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -132,6 +132,7 @@ HELP = {
     "check": "Boot-validate MODULE:APP; exit 1 listing every problem.",
     "demo": "Run the inventory example, then remove its temporary folder.",
     "graph": "Draw the pipelines of MODULE:APP as text, Mermaid or dot.",
+    "keys": "Idempotency keys: purge the expired ones.",
     "outbox": "List pending and dead deliveries; or requeue a dead one.",
     "runs": "List workflow runs, newest first; or cancel one.",
     "worker": "Deliver the outbox, fire triggers, resume runs until stopped.",
@@ -1034,10 +1035,36 @@ def test_every_command_reports_a_bad_target(tmp_path: Path, command: str) -> Non
     assert "Traceback" not in result.stderr + result.stdout
 
 
-@pytest.mark.parametrize("command", ["runs", "outbox", "worker"])
+def test_keys_purge_deletes_the_expired_keys_only(tmp_path: Path, tiny: Tiny) -> None:
+    import sqlalchemy as sa
+
+    from kumiko_typed._tables import idempotency_keys
+
+    app = tiny.app()
+    try:
+        assert app.dispatch(tiny.module.ping, tiny.module.Ping(DEAD_URL), user=tiny.user, idempotency_key="fresh")
+        old = datetime.now(UTC) - app.idempotency_retention - timedelta(minutes=1)
+        with app.engine.begin() as conn:
+            row = {"tenant_id": tiny.user.tenant_id, "handler": "tiny:ping", "fingerprint": "0" * 64, "result": None}
+            conn.execute(idempotency_keys.insert(), [{**row, "key": f"old-{i}", "created_at": old} for i in range(2)])
+    finally:
+        app.dispose()
+    result = cli(tmp_path, "keys", "purge", tiny.target, "--database-url", tiny.url)
+    assert (result.returncode, result.stdout) == (0, "deleted 2 expired idempotency keys\n"), _explain(result)
+    again = cli(tmp_path, "keys", "purge", tiny.target, KUMIKO_DATABASE_URL=tiny.url)
+    assert (again.returncode, again.stdout) == (0, "deleted 0 expired idempotency keys\n"), _explain(again)
+    app = tiny.app()
+    try:
+        with app.engine.connect() as conn:
+            assert list(conn.scalars(sa.select(idempotency_keys.c.key))) == ["fresh"]
+    finally:
+        app.dispose()
+
+
+@pytest.mark.parametrize("command", ["runs", "outbox", "worker", "keys purge"])
 def test_a_database_without_tables_is_a_clear_error(tmp_path: Path, tiny: Tiny, command: str) -> None:
     empty = _url(tmp_path, "empty")  # a new file: nothing created in it
-    result = cli(tmp_path, command, f"{tiny.name}:make_bare_app", "--database-url", empty)
+    result = cli(tmp_path, *command.split(), f"{tiny.name}:make_bare_app", "--database-url", empty)
     assert result.returncode == 1, _explain(result)
     assert "no such table" in result.stderr, _explain(result)
     assert "were the tables created" in result.stderr
