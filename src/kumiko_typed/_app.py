@@ -35,6 +35,7 @@ from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._run_check import Incompatible, check_runs
 from ._runs import RunInfo
+from ._schema_check import missing_columns
 from ._serialization import Codec
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure, unreadable
@@ -198,12 +199,19 @@ class App:
         return list(dict.fromkeys(tables))
 
     def create_all(self) -> None:
-        """Create the tables the app needs (idempotent; Alembic is the way to migrate)."""
+        """Create the tables the app needs (idempotent; Alembic is the way to migrate).
+
+        An existing table is never altered: one that lacks a column the code needs (a
+        database of an older release, an entity's new field) raises :class:`BootError`
+        naming every such column, rather than failing later inside a dispatch."""
         by_metadata: dict[MetaData, list[Table]] = {}
         for table in self.tables():
             by_metadata.setdefault(table.metadata, []).append(table)
         for metadata, tables in by_metadata.items():
             metadata.create_all(self.engine, tables=tables)
+        problems = missing_columns(self.engine, self.tables())
+        if problems:
+            raise BootError(problems)
 
     def dispose(self) -> None:
         """Close the database connections (and the HTTP client the App made itself)."""

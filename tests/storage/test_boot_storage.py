@@ -372,3 +372,54 @@ def test_call_feature_to_a_handler_outside_the_app_is_refused() -> None:
         'handler t3b:caller, step 0 (call_feature "r"): call_feature targets t3b-outside:noop, '
         "which is not a handler of any feature of this App"
     ]
+
+
+class T3bLedger(Entity):
+    """Its table was created before ``note`` was added to the class."""
+
+    __tablename__ = "t3b_ledger"
+    label: Mapped[str] = mapped_column(sa.String(40))
+    note: Mapped[str | None] = mapped_column(sa.String(40), default=None)
+
+
+def test_create_all_names_every_column_an_existing_table_lacks(db_url: str) -> None:
+    """A database made by an older release (``kumiko_consumers`` without ``tx``) and an
+    entity that grew a field: ``create_all`` alters neither, and says so at once instead of
+    every dispatch and worker pass failing on the first statement naming the column."""
+    old = sa.MetaData()
+    sa.Table(
+        "kumiko_consumers",
+        old,
+        sa.Column("name", sa.String(400), primary_key=True),
+        sa.Column("position", sa.BigInteger, nullable=False),
+        sa.Column("tick", sa.DateTime),
+    )
+    sa.Table(
+        "t3b_ledger",
+        old,
+        sa.Column("id", sa.Uuid, primary_key=True),
+        sa.Column("tenant_id", sa.Uuid),
+        sa.Column("version", sa.Integer),
+        sa.Column("created_at", sa.DateTime),
+        sa.Column("updated_at", sa.DateTime),
+        sa.Column("label", sa.String(40)),
+    )
+    engine = sa.create_engine(db_url)
+    old.create_all(engine)
+    engine.dispose()
+    f = Feature("t3bl")
+    f.entity(T3bLedger)
+    app = App([f], database_url=db_url)
+    try:
+        with pytest.raises(BootError) as raised:
+            app.create_all()
+        assert raised.value.problems == [
+            "table kumiko_consumers has no column tx: the database was made by an older kumiko-typed;"
+            " add it (docs/operations.md, Tables and migrations)",
+            "table t3b_ledger has no column note: the class has a column its table lacks;"
+            " add it with a migration (a default or a backfill for existing rows)",
+        ]
+        with app.engine.connect() as conn:  # the other tables were created all the same
+            assert sa.inspect(conn).has_table("kumiko_events")
+    finally:
+        app.dispose()

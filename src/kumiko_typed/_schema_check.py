@@ -1,0 +1,37 @@
+"""What ``create_all`` cannot fix: an existing table that lacks a column the code needs.
+
+``create_all`` never alters a table, so a database created by an older kumiko-typed (or
+before an entity grew a field) keeps its old columns, and the first statement naming a
+new one fails deep inside a dispatch or a worker pass. Comparing the tables' columns with
+the database's once, at ``create_all``, turns that into one error naming every column.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from sqlalchemy import Engine, Table, inspect
+
+__all__ = ["missing_columns"]
+
+
+def missing_columns(engine: Engine, tables: Sequence[Table]) -> list[str]:
+    """One problem per column of ``tables`` that the database's table of that name lacks."""
+    inspector = inspect(engine)
+    present: dict[tuple[str | None, str], set[str]] = {}
+    for schema in dict.fromkeys(t.schema for t in tables):  # one query per schema on PostgreSQL
+        names = [t.name for t in tables if t.schema == schema]
+        found = inspector.get_multi_columns(schema=schema, filter_names=names)
+        present.update({key: {c["name"] for c in columns} for key, columns in found.items()})
+    return [
+        f"table {table.name} has no column {column.name}: {_fix(table)}"
+        for table in tables
+        for column in table.columns
+        if column.name not in present.get((table.schema, table.name), ())
+    ]
+
+
+def _fix(table: Table) -> str:
+    if table.name.startswith("kumiko_"):
+        return "the database was made by an older kumiko-typed; add it (docs/operations.md, Tables and migrations)"
+    return "the class has a column its table lacks; add it with a migration (a default or a backfill for existing rows)"
