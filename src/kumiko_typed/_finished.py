@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, TypeVar
 
-from ._steps import AppendEvent, Block, CallFeature, Create, Step, Update, sub_keys, walk
+from ._steps import Block, Step, sub_keys
 
 if TYPE_CHECKING:
     from ._feature import Feature
@@ -23,7 +23,7 @@ class Program(Generic[P, D]):
     sub-pipelines, which exist with ``None`` from the start of every run (DESIGN §3.4).
     """
 
-    __slots__ = ("block", "builder", "feature", "initial_values", "payload_type", "steps", "writes_aggregates")
+    __slots__ = ("block", "builder", "feature", "initial_values", "payload_type", "steps")
 
     #: Whether running off the end of the steps completes the run (a workflow) rather
     #: than being a bug (a handler must end in ``return_``).
@@ -37,8 +37,6 @@ class Program(Generic[P, D]):
         #: The rule-table name of the builder that produced the top level.
         self.builder = builder
         self.initial_values: Mapping[str, None] = sub_keys(steps, builder)
-        #: Whether a run may write an aggregate (a query pipeline must not).
-        self.writes_aggregates = any(_writes(step) for _path, step, _builder in walk(steps, builder))
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} of {self.payload_type.__name__}: {len(self.steps)} steps>"
@@ -64,9 +62,3 @@ class QueryFinished(Program[P, D]):
     write pipeline cannot be registered as a query (nor this one as a write handler)."""
 
     __slots__ = ()
-
-
-def _writes(step: Step) -> bool:
-    if isinstance(step, CallFeature):
-        return step.handler.pipeline.writes_aggregates
-    return isinstance(step, Create | Update | AppendEvent)

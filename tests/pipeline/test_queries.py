@@ -289,4 +289,3 @@ def test_a_query_pipeline_finishes_as_a_query_finished() -> None:
     finished = f.query_pipeline(Lookup).return_(lambda c: ok(uuid.uuid4()))
     assert isinstance(finished, QueryFinished)
     assert finished.builder == "QueryPipeline"
-    assert not finished.writes_aggregates
