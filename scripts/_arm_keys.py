@@ -10,11 +10,14 @@ so the overload fails when the names differ); every pairing is an overload of it
 larger pairings first, so the first overload that fits pairs every key that can be paired.
 
 A sub-pipeline larger than these shapes (or one that adds a key pyright cannot name)
-fits none of them and falls to the last overload, which reads its keys as ``Any``.  An
-arm typed ``Any`` would fit the first shape (``Any`` binds anything), so the first
-overloads take it: its result must be ``Untyped``, which no builder is but ``Any`` is.  Each
-overload costs pyright a re-evaluation of the arms' lambdas when it does not fit, so the
-shapes are few and the common ones come first (bench/pyright_keys.py).
+fits none of them and falls to the last overload, which reads its keys as ``Any``.  Only
+a top-level ``branch`` tries every shape: one inside an arm or a body tries only ``NESTED``,
+because each attempt of the outer call re-evaluates the inner one with all its own attempts,
+so shapes at every level multiply (bench/pyright_keys.py ``--nested``).  Whatever a
+sub-pipeline cannot name puts ``OpenArm`` first in its list, and the first overloads take
+such an arm at once instead of trying every shape on it; an arm typed ``Any`` fits them too.
+Each overload costs pyright a re-evaluation of the arms' lambdas when it does not fit, so
+the shapes are few and the common ones come first.
 """
 
 from __future__ import annotations
@@ -62,17 +65,28 @@ def _shapes() -> list[tuple[int, int]]:
     return _COMMON + [s for s in one + two if s not in _COMMON]
 
 
-def branch(builder: str, sub: str, this: str, when: str, fallback: str) -> list[Signature]:
-    """``branch``'s overloads on ``builder`` (arms on ``sub``): per arm shape and pairing,
-    then ``fallback`` (the result that reads every arm key as ``Any``)."""
+#: A sub-pipeline's keys that start with ``OpenArm``: it added a key pyright cannot name.
+OPENED = "Keys[OpenArm, *tuple[Any, ...]]"
+#: Keyword parameters after the arms, as in mypy's signature.
+NAME = ", name: str | None = None"
+
+
+#: The only shapes a branch inside an arm or a body matches (``nested``).
+NESTED = [(1, 0), (1, 1)]
+
+
+def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, nested: bool = False) -> list[Signature]:
+    """``branch``'s overloads on ``builder`` (arms on ``sub``): an arm that opened its list,
+    then per arm shape (only ``NESTED`` ones when ``nested``) and pairing, then ``fallback``
+    (every arm key read as ``Any``)."""
     arm = f"Callable[[{sub}[P, Keys[*Ks], Sc, C]], {sub}[P, %s, Sc, C]]"
     typed = arm % "S1"
-    untyped = f"Callable[[{sub}[P, Keys[*Ks], Sc, C]], Untyped]"
+    opened = arm % OPENED
     out: list[Signature] = [
-        (this, f"*, when: {when}, on_true: {untyped}, on_false: {typed} | None = None", fallback),
-        (this, f"*, when: {when}, on_true: {typed}, on_false: {untyped}", fallback),
+        (this, f"*, when: {when}, on_true: {opened}, on_false: {typed} | None = None{NAME}", fallback),
+        (this, f"*, when: {when}, on_true: {typed}, on_false: {opened}{NAME}", fallback),
     ]
-    for n, m in _shapes():
+    for n, m in NESTED if nested else _shapes():
         for pairs in _pairings(n, m):
             a = [f"A{i}" for i in range(n)]
             b = [f"B{j}" for j in range(m)]
@@ -81,17 +95,18 @@ def branch(builder: str, sub: str, this: str, when: str, fallback: str) -> list[
             entries = [f"Key[A{i}, X{i} | {f'Y{pairs[i]}' if i in pairs else 'None'}]" for i in range(n)]
             entries += [f"Key[B{j}, Y{j} | None]" for j in range(m) if j not in pairs.values()]
             on_false = arm % _keys(_added("Y", b, m)) if m else "None = None"
-            params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}"
+            params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}{NAME}"
             out.append((this, params, f"{builder}[P, {_keys(entries)}, Sc, C]"))
-    return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None", fallback)]
+    return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None{NAME}", fallback)]
 
 
-def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str) -> list[Signature]:
+def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str, marker: str) -> list[Signature]:
     """``for_each``'s overloads for one kind of item name (``item``, giving the body the
-    scope ``scope``): per body shape, each key ``X | None`` after the loop."""
-    untyped = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], Untyped]"
-    opened = f"{builder}[P, Keys[Open, *Ks], Keys[*Js], C]"
-    out: list[Signature] = [(this, f"item: {item}, *, over: {over}, do: {untyped}", opened)]
+    scope ``scope``): a body that opened its list, per body shape (each key ``X | None``
+    after the loop), then every body key read as ``Any`` behind ``marker``."""
+    opened = f"{builder}[P, Keys[{marker}, *Ks], Keys[*Js], C]"
+    detect = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, {OPENED}, Sc1, C]]"
+    out: list[Signature] = [(this, f"item: {item}, *, over: {over}, do: {detect}", opened)]
     for n in [1, 2, 0, *range(3, BODY + 1)]:
         a = [f"A{i}" for i in range(n)]
         body = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, {_keys(_added('X', a, n))}, Sc1, C]]"

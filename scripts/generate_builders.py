@@ -317,8 +317,8 @@ def _keys_class() -> str:
         '        """One step result: its literal name ``K`` and its type ``V_co``."""\n\n',
         "    class Open:\n",
         '        """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""\n\n',
-        "    class Untyped:\n",
-        '        """What no sub-pipeline returns: only an arm typed ``Any`` matches it (``_arm_keys``)."""\n\n',
+        "    class OpenArm:\n",
+        '        """``Open`` inside a sub-pipeline: its enclosing branch or loop reads all its keys as ``Any``."""\n\n',
         "    class Keys(Generic[*Ks]):\n",
         '        """The keys produced so far, in step order (pyright only; mypy sees the markers)."""\n\n',
     ]
@@ -330,6 +330,8 @@ def _keys_class() -> str:
     lines += [
         "        @overload\n",
         f"        def __getitem__(self: Keys[Open, {anything}",
+        "        @overload\n",
+        f"        def __getitem__(self: Keys[OpenArm, {anything}",
         "        @overload\n",
         f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, {anything}",
         "        def __getitem__(self, key: str, /) -> Any: ...\n",
@@ -351,21 +353,26 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
     params = _fill(m.params, builder).replace("[P, S, Sc", "[P, Keys[*Ks], Sc")
     this = _fill("{SELF}[P, Keys[*Ks], Sc, C]", builder)
     same = _fill("{SELF}[P, Keys[%s], Sc, C]", builder)
-    if rule.key == "retry":
-        return [(this, params, _fill("{SELF}[P, S1, Sc, C]", builder))]
     sub = rules.BUILDERS[builder].nested
+    # What a list that gained an unnameable key starts with: ``OpenArm`` in a sub-pipeline,
+    # so that the enclosing branch or loop sees it at its first overload (``_arm_keys``).
+    marker = "OpenArm" if sub == builder else "Open"
+    opened = same % f"{marker}, *Ks"
+    if rule.key == "retry":
+        # A body that holds a key pyright cannot name: every body key Any, no OpenArm left.
+        body = _fill("{RB}[P, S1, Sc, C]", builder)
+        detect = params.replace(body, body.replace("S1", _arm_keys.OPENED))
+        return [(this, detect, opened), (this, params, _fill("{SELF}[P, S1, Sc, C]", builder))]
     if rule.key == "arms":
-        return _arm_keys.branch(builder, sub, this, "Callable[[Ctx[P, Keys[*Ks], Sc]], bool]", same % "Open, *Ks")
+        when = "Callable[[Ctx[P, Keys[*Ks], Sc]], bool]"
+        return _arm_keys.branch(builder, sub, this, when, opened, nested=sub == builder)
     if rule.key == "body":
         this = _fill("{SELF}[P, Keys[*Ks], Keys[*Js], C]", builder)
         over = "Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]]"
-        exact = _arm_keys.loop(builder, sub, this, over, "N", "Keys[*Js, Key[N, I]]")
-        return exact + _arm_keys.loop(builder, sub, this, over, "str", "Keys[Open, *Js]")
+        exact = _arm_keys.loop(builder, sub, this, over, "N", "Keys[*Js, Key[N, I]]", marker)
+        return exact + _arm_keys.loop(builder, sub, this, over, "str", "Keys[Open, *Js]", marker)
     value = m.returns[m.returns.index("AddStep[S, ") + len("AddStep[S, ") : m.returns.rindex("], Sc, C]")]
-    return [
-        (this, params.replace("name: str", "name: N", 1), same % f"*Ks, Key[N, {value}]"),
-        (this, params, same % "Open, *Ks"),
-    ]
+    return [(this, params.replace("name: str", "name: N", 1), same % f"*Ks, Key[N, {value}]"), (this, params, opened)]
 
 
 def _fill(text: str, builder: str) -> str:

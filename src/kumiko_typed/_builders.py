@@ -94,8 +94,8 @@ if TYPE_CHECKING and not MYPY:
     class Open:
         """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""
 
-    class Untyped:
-        """What no sub-pipeline returns: only an arm typed ``Any`` matches it (``_arm_keys``)."""
+    class OpenArm:
+        """``Open`` inside a sub-pipeline: its enclosing branch or loop reads all its keys as ``Any``."""
 
     class Keys(Generic[*Ks]):
         """The keys produced so far, in step order (pyright only; mypy sees the markers)."""
@@ -134,6 +134,8 @@ if TYPE_CHECKING and not MYPY:
         ) -> V: ...
         @overload
         def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...
+        @overload
+        def __getitem__(self: Keys[OpenArm, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...
         @overload
         def __getitem__(
             self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]],
@@ -459,8 +461,11 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: Pipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
         @overload
         def branch(
@@ -468,7 +473,10 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
         @overload
         def branch(
@@ -477,6 +485,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
             on_false: None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -485,6 +494,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -493,6 +503,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -503,6 +514,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -515,6 +527,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
         @overload
         def branch(
@@ -527,6 +540,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -539,6 +553,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -551,6 +566,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -563,6 +579,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -575,6 +592,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -587,6 +605,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[
             P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
         ]: ...
@@ -597,6 +616,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
@@ -608,6 +628,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -616,6 +637,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -626,6 +648,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -636,6 +659,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -646,6 +670,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -656,6 +681,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -666,6 +692,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -676,6 +703,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -686,6 +714,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -694,6 +723,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> Pipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def branch(
             self,
@@ -739,7 +769,10 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
         ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -795,7 +828,9 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C]
+            ],
         ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -1111,7 +1146,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def compute(
             self: SubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
             """Compute a value from the context.
 
@@ -1140,7 +1175,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def find_one(
             self: SubPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row, or None when there is none.
 
@@ -1169,7 +1204,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def get_one(
             self: SubPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row; no row ends the pipeline with not_found.
 
@@ -1206,7 +1241,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
             """Read a list of rows.
 
@@ -1250,7 +1285,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
             event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def create(
             self,
             name: str,
@@ -1307,7 +1342,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
             version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def update(
             self,
             name: str,
@@ -1400,17 +1435,23 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]] | None = None,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            on_false: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -1418,6 +1459,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
             on_false: None = None,
+            name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -1426,6 +1468,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -1434,200 +1477,8 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+            name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: None = None,
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
-        ]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: None = None,
-        ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]],
-                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
-            ],
-            on_false: None = None,
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: SubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -1635,7 +1486,8 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def branch(
             self,
             *,
@@ -1680,8 +1532,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
-        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
@@ -1729,15 +1584,17 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
             do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
-        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
-        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            do: Callable[
+                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C]
+            ],
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
@@ -1785,7 +1642,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
             do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
-        ) -> SubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -1919,7 +1776,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
             as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
-        ) -> SubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def call_feature(
             self,
             name: str,
@@ -2359,9 +2216,13 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C],
+            ],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]]
             | None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         @overload
         def branch(
@@ -2369,7 +2230,11 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C],
+            ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         @overload
         def branch(
@@ -2380,6 +2245,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2392,6 +2258,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -2404,6 +2271,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2415,6 +2283,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2429,6 +2298,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
         @overload
         def branch(
@@ -2443,6 +2313,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -2457,6 +2328,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2471,6 +2343,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2485,6 +2358,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2499,6 +2373,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2513,6 +2388,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[
             P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
         ]: ...
@@ -2523,6 +2399,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
@@ -2534,6 +2411,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2544,6 +2422,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2555,6 +2434,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2568,6 +2448,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2581,6 +2462,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2594,6 +2476,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2607,6 +2490,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2620,6 +2504,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -2633,6 +2518,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -2642,6 +2528,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
+            name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def branch(
             self,
@@ -2690,7 +2577,10 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -2753,7 +2643,10 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -3034,6 +2927,17 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def retry(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        @overload
         def retry(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
@@ -3042,7 +2946,16 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
             name: str | None = None,
-        ) -> WorkflowPipeline[P, S1, Sc, C]:
+        ) -> WorkflowPipeline[P, S1, Sc, C]: ...
+        def retry(
+            self,
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
+        ) -> Any:
             """Run a sub-pipeline again after a delay until it succeeds.
 
             Step kind ``workflow.retry``. Tier 3: workflows only.
@@ -3081,7 +2994,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def compute(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
             """Compute a value from the context.
 
@@ -3112,7 +3025,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             name: str,
             query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row, or None when there is none.
 
@@ -3143,7 +3056,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             name: str,
             query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row; no row ends the pipeline with not_found.
 
@@ -3180,7 +3093,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
             """Read a list of rows.
 
@@ -3224,7 +3137,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
             event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def create(
             self,
             name: str,
@@ -3283,7 +3196,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
             version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def update(
             self,
             name: str,
@@ -3381,18 +3294,26 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C],
+            ],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]]
             | None = None,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C],
+            ],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -3402,6 +3323,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -3414,6 +3336,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -3426,236 +3349,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: None = None,
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
-        ]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: None = None,
-        ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
-            ],
-            on_false: None = None,
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C],
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
-            ],
-            on_false: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
-            ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -3664,7 +3359,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def branch(
             self,
             *,
@@ -3712,8 +3408,11 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
@@ -3768,15 +3467,18 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
@@ -3829,7 +3531,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -3964,7 +3666,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
             as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def call_feature(
             self,
             name: str,
@@ -4034,7 +3736,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
             timeout: timedelta | str,
-        ) -> WorkflowSubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def wait_for_event(
             self,
             name: str,
@@ -4072,6 +3774,17 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def retry(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
+        @overload
         def retry(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
@@ -4080,7 +3793,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
             name: str | None = None,
-        ) -> WorkflowSubPipeline[P, S1, Sc, C]:
+        ) -> WorkflowSubPipeline[P, S1, Sc, C]: ...
+        def retry(
+            self,
+            *,
+            times: int,
+            do: Callable[[SubPipeline[P, S, Sc, C]], SubPipeline[P, S1, Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
+        ) -> Any:
             """Run a sub-pipeline again after a delay until it succeeds.
 
             Step kind ``workflow.retry``. Tier 3: workflows only.
@@ -4421,8 +4143,11 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: QueryPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         @overload
         def branch(
@@ -4430,7 +4155,10 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         @overload
         def branch(
@@ -4441,6 +4169,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4453,6 +4182,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -4465,6 +4195,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4475,6 +4206,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4487,6 +4219,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
         @overload
         def branch(
@@ -4499,6 +4232,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -4511,6 +4245,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4523,6 +4258,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4535,6 +4271,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4547,6 +4284,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4559,6 +4297,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[
             P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
         ]: ...
@@ -4569,6 +4308,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
@@ -4580,6 +4320,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4590,6 +4331,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4600,6 +4342,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4612,6 +4355,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4624,6 +4368,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4636,6 +4381,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4648,6 +4394,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4660,6 +4407,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -4672,6 +4420,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -4680,6 +4429,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
+            name: str | None = None,
         ) -> QueryPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def branch(
             self,
@@ -4728,7 +4478,10 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -4787,7 +4540,10 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
@@ -5124,7 +4880,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def compute(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
             """Compute a value from the context.
 
@@ -5153,7 +4909,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def find_one(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row, or None when there is none.
 
@@ -5182,7 +4938,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def get_one(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row; no row ends the pipeline with not_found.
 
@@ -5219,7 +4975,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
             """Read a list of rows.
 
@@ -5426,17 +5182,23 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]] | None = None,
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], Untyped],
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C]
+            ],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
@@ -5446,6 +5208,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
             on_false: None = None,
+            name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
         def branch(
@@ -5458,6 +5221,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0]], Sc, C]: ...
         @overload
         def branch(
@@ -5470,214 +5234,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
             ],
+            name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: None = None,
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[A1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | Y1]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[A0, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C
-        ]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: None = None,
-        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
-            ],
-            on_false: None = None,
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[A0, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y1], Key[B0, Y0 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0], Key[B1, Y1]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None], Key[B1, Y1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, Y0]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | Y0], Key[A1, X1 | None]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A1, Y0]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | Y0]], Sc, C]: ...
-        @overload
-        def branch(
-            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
-            *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
-            on_true: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
-            ],
-            on_false: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
-            ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
@@ -5685,7 +5243,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Sc, C]: ...
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def branch(
             self,
             *,
@@ -5733,8 +5292,11 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             item: N,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], Untyped],
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
@@ -5787,15 +5349,18 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
             do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
             item: str,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], Untyped],
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            do: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
+            ],
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
@@ -5846,7 +5411,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
             do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
-        ) -> QuerySubPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
         def for_each(
             self,
             item: str,

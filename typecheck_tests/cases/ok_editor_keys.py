@@ -94,8 +94,28 @@ arms = (
     .compute("b_read", lambda c: reveal_type(c.steps["b"]))  # R: str | bytes # PR: str | bytes
     .compute("same_read", lambda c: reveal_type(c.steps["same"]))  # R: int # PR: int
     .compute("else_read", lambda c: reveal_type(c.steps["else_only"]))  # R: str | None # PR: str | None
-    .compute("l1_read", lambda c: reveal_type(c.steps["l1"]))  # R: int | None # PR: int | None
-    .compute("l3_read", lambda c: reveal_type(c.steps["l3"]))  # R: str | None # PR: str | None
+    # For pyright the middle branch's arm adds two keys, a shape a nested branch does not try,
+    # so the whole three-deep branch reads as Any (docs/plugin.md, "In your editor").
+    .compute("l1_read", lambda c: reveal_type(c.steps["l1"]))  # R: int | None # PR: Any
+    .compute("l3_read", lambda c: reveal_type(c.steps["l3"]))  # R: str | None # PR: Any
+    .return_(lambda c: ok(c.steps["count"]))
+)
+
+# A nested arm pyright cannot name (a shape nested branches do not try) makes only its own
+# branch read as Any: the keys before it and the branches after it stay exact.
+after_nested = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.lines))
+    .branch(
+        when=lambda c: True,
+        on_true=lambda b: b.compute("x", lambda c: 1).branch(
+            when=lambda c: True, on_true=lambda b: b.compute("y", lambda c: 1).compute("z", lambda c: 2)
+        ),
+    )
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("w", lambda c: "s"))
+    .compute("count_read", lambda c: reveal_type(c.steps["count"]))  # R: int # PR: int
+    .compute("w_read", lambda c: reveal_type(c.steps["w"]))  # R: str | None # PR: str | None
+    .compute("x_read", lambda c: reveal_type(c.steps["x"]))  # R: int | None # PR: Any
     .return_(lambda c: ok(c.steps["count"]))
 )
 
