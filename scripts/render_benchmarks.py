@@ -157,7 +157,7 @@ def _pyright_branches(f: Mapping[str, Any]) -> list[list[str]]:
     b = f.get("branches")
     if b is None:
         return []
-    label = f"check phase, {b['pipelines']} pipelines of branches (`--branches`, {b['rounds']} round(s))"
+    label = f"check phase, {b['pipelines']} pipelines of nested branches (`--nested`, {b['rounds']} round(s))"
     return [[label, f"{b['keys_check_s']:.2f} s", f"{b['today_check_s']:.2f} s", _ratio(b), "—"]]
 
 
