@@ -135,6 +135,22 @@ onboarding = shop.workflow(
     ),
 )
 
+# A retry body holding a branch of a shape it does not try: the body's keys read as Any.
+retried = shop.workflow(
+    "retried",
+    trigger=manual(SignedUp),
+    pipeline=shop.workflow_pipeline(SignedUp)
+    .compute("first", lambda c: 1)
+    .retry(
+        times=2,
+        do=lambda b: b.compute("r1", lambda c: 1).branch(
+            when=lambda c: True, on_true=lambda b: b.compute("r2", lambda c: 2).compute("r3", lambda c: "s")
+        ),
+    )
+    .compute("first_read", lambda c: reveal_type(c.steps["first"]))  # R: int # PR: int
+    .compute("r1_read", lambda c: reveal_type(c.steps["r1"])),  # R: int # PR: Any
+)
+
 
 degraded = (
     shop.pipeline(Order)
