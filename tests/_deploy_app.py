@@ -17,6 +17,9 @@ Versions (``v1`` is what the runs start under; every other one is a later deploy
   ``renamed={"cool-off": "pause"}``;
 * ``needs``: a key ``price`` computed before the wait; ``fill``: the same with a ``fill``
   function for it.
+
+The ``signal`` workflow waits for a ``Signal`` event (appended by the ``emit`` handler)
+in ``got``, named ``heard`` in ``renamed`` and ``across`` (which maps it, too).
 """
 
 from __future__ import annotations
@@ -29,8 +32,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Feature, User, fail, manual, ok
+from kumiko_typed import App, Entity, Feature, User, fail, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -48,11 +52,43 @@ class Order:
     items: list[int] = attrs.field(factory=list)
 
 
+@attrs.frozen
+class Signal:
+    n: int
+    note: str
+
+
+class DepBeacon(Entity):
+    """The aggregate the ``emit`` handler appends a ``Signal`` to."""
+
+    __tablename__ = "dep_beacon"
+    note: Mapped[str]
+
+
 def feature(version: str) -> Feature[Any]:
     """The three workflows as deployed in ``version``."""
     assert version in VERSIONS, version
     tag = "v1" if version == "v1" else "v2"
     f: Feature[Any] = Feature("dep")
+    f.entity(DepBeacon)
+    f.event(Signal)
+    f.write_handler(
+        "emit",
+        f.pipeline(Signal)
+        .create("beacon", DepBeacon, data=lambda c: DepBeacon(note=c.payload.note))
+        .append_event(DepBeacon, id=lambda c: c.steps["beacon"].id, event=lambda c: c.payload)
+        .return_(lambda c: ok(None)),
+    )
+    heard = "heard" if version in ("renamed", "across") else "got"
+    signal: Any = f.workflow_pipeline(Order).wait_for_event(
+        heard, Signal, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT2H"
+    )
+    f.workflow(
+        "signal",
+        trigger=manual(Order),
+        pipeline=signal.return_(lambda c: ok(f"{tag}:{c.steps[heard].note if c.steps[heard] else 'timed out'}")),
+        renamed={"got": "heard"} if version == "across" else None,
+    )
     p: Any = f.workflow_pipeline(Order).compute("quote", lambda c: c.payload.n * 10)
     if version == "insert":
         p = p.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never"))

@@ -9,7 +9,7 @@ from uuid import UUID
 
 import attrs
 
-__all__ = ["RunInfo", "RunStatus", "shown_error"]
+__all__ = ["RunInfo", "RunStatus", "shown_error", "stranded_by"]
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
 
@@ -37,6 +37,12 @@ class RunInfo:
 
 
 def shown_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
-    """A run's stored error as callers see it: without the fingerprint of the definition
-    that stranded it (kept for workers, see ``WorkflowEngine.resume_due``)."""
-    return None if error is None else {k: v for k, v in error.items() if k != "fingerprint"}
+    """A run's stored error as callers see it: without the fingerprints of the
+    definitions that stranded it (kept for workers, see ``WorkflowEngine.resumable``)."""
+    return None if error is None else {k: v for k, v in error.items() if k != "stranded_by"}
+
+
+def stranded_by(error: Mapping[str, Any] | None) -> list[str]:
+    """The fingerprints of the definitions that found a run stranded, oldest first."""
+    marked = None if error is None else error.get("stranded_by")
+    return marked.split() if isinstance(marked, str) else []

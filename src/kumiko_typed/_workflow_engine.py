@@ -37,7 +37,7 @@ from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
-from ._runs import RunInfo, shown_error
+from ._runs import RunInfo, shown_error, stranded_by
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, locate
 from ._tables import consumers, workflow_runs, workflow_waits
@@ -57,6 +57,13 @@ CONFLICT_RETRY_S: Final = (0.2, 1.0)
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 _INSERT_WAIT: Final = insert(workflow_waits)
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
+_DISARM: Final = (
+    update(workflow_waits)
+    .where(workflow_waits.c.run_id == bindparam("b_run_id"), workflow_waits.c.armed.is_(True))
+    .values(armed=False)
+)
+#: The definitions a stranded run remembers finding it so (a rolling deploy has two).
+_STRANDERS: Final = 8
 #: The user of a cron-started run: no person, no tenant.
 SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozenset({"system"}))
 
@@ -432,17 +439,14 @@ class WorkflowEngine:
         """Go on with a suspended run (its row locked by the caller) from where it stopped,
         if this definition can (:mod:`kumiko_typed._compat`); else mark it stranded and
         leave it as it is, for a definition that can.  ``False``: the run was left so."""
-        d = self.defs.get(row.workflow)
-        if d is None:
+        if row.workflow not in self.defs:
             return False  # not this App's workflow: another deployment's, or retired
-        try:
-            plan = d.compat.plan(Stored.of(row.path, row.state))
-        except _UNREADABLE as exc:
-            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
-            return True
+        d = self.defs[row.workflow]
+        plan = self.plan(session, row)
         if isinstance(plan, str):
-            self._strand(session, d, row, plan)
             return False
+        if plan is None:
+            return True
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         try:
@@ -465,20 +469,47 @@ class WorkflowEngine:
         )
         return True
 
+    def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
+        """How this App's definition resumes a suspended run of it (its row locked by the
+        caller): the plan; or the reason it cannot, the run marked stranded; or ``None``,
+        the run failed because its stored state cannot be read."""
+        d = self.defs[row.workflow]
+        try:
+            plan = d.compat.plan(Stored.of(row.path, row.state))
+        except _UNREADABLE as exc:
+            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            return None
+        if isinstance(plan, str):
+            self._strand(session, d, row, plan)
+        return plan
+
     def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
         """Mark a run this definition cannot resume; everything else of it stays, and
-        workers with this definition pass it by (see :meth:`resume_due`)."""
-        error = {"code": "stranded", "message": storable_text(reason), "fingerprint": d.fingerprint}
-        if row.error != error:
-            session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
-            logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
+        workers with this definition pass it by (see :meth:`resume_due`).  Its event
+        wait is disarmed: the feed of a definition that can resume it arms it again and
+        looks back over the events since the run stopped, so none that came while it was
+        stranded is lost.  A run already marked by this definition is not written again
+        (a rolling deploy's two definitions would else re-mark it at every pass)."""
+        session.execute(_DISARM, {"b_run_id": row.run_id})
+        marked = stranded_by(row.error)
+        if d.fingerprint in marked:
+            return
+        kept = [*marked[-(_STRANDERS - 1) :], d.fingerprint]
+        error = {"code": "stranded", "message": storable_text(reason), "stranded_by": f" {' '.join(kept)} "}
+        session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
+        logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
 
-    def _resumable(self) -> ColumnElement[bool]:
-        """Runs of this App's workflows that its definitions did not find stranded."""
+    def resumable(self) -> ColumnElement[bool]:
+        """SQL: runs of this App's workflows that its definitions did not find stranded."""
         if not self.defs:
             return false()
-        marked = func.coalesce(workflow_runs.c.error["fingerprint"].as_string(), "")
-        by_me = or_(*(and_(workflow_runs.c.workflow == d.name, marked == d.fingerprint) for d in self.defs.values()))
+        marked = func.coalesce(workflow_runs.c.error["stranded_by"].as_string(), "")
+        by_me = or_(
+            *(
+                and_(workflow_runs.c.workflow == d.name, marked.contains(f" {d.fingerprint} "))
+                for d in self.defs.values()
+            )
+        )
         return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
 
     def resume_due(self) -> int:
@@ -492,7 +523,7 @@ class WorkflowEngine:
                     .where(
                         workflow_runs.c.status == "suspended",
                         workflow_runs.c.wake_at <= self.clock(),
-                        self._resumable(),
+                        self.resumable(),
                     )
                     .order_by(workflow_runs.c.wake_at)
                     .limit(BATCH)

@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import logging
 import uuid
+from typing import Any, Final
 
-from sqlalchemy import select, tuple_, update
+from sqlalchemy import Row, select, tuple_, update
 from sqlalchemy.orm import Session
 
+from ._compat import Plan
 from ._ctx import User
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
+from ._runs import stranded_by
 from ._steps import WaitForEvent, event_key
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._workflow_engine import Definition, WorkflowEngine
@@ -21,6 +24,8 @@ __all__ = ["EVENT_CURSOR", "EventFeed"]
 logger = logging.getLogger("kumiko_typed")
 
 EVENT_CURSOR = "workflow-events"
+#: The key of an event for runs waiting where this definition has no event wait.
+_UNPLACED: Final = "\x00unplaced"
 
 
 class EventFeed:
@@ -79,10 +84,22 @@ class EventFeed:
         return started
 
     def _arm_waits(self, session: Session, cursor: Cursor) -> int:
-        """A wait committed after the feed passed its first events looks back once."""
+        """A wait committed after the feed passed its first events looks back once; so
+        does a stranded run's wait (disarmed) once a definition that can resume it is
+        deployed.  Waits of runs this App cannot resume stay unarmed, for one that can."""
         resumed = 0
-        waits = session.execute(select(workflow_waits).where(workflow_waits.c.armed.is_(False))).all()
-        for wait in waits:
+        engine = self.engine
+        pending = session.execute(
+            select(workflow_waits)
+            .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
+            .where(workflow_waits.c.armed.is_(False), engine.resumable())
+        ).all()
+        for wait in pending:
+            run = self._lock(session, wait.run_id)
+            if run is None:
+                continue  # being resumed by its timeout (or gone): next pass
+            if run.status == "suspended" and not isinstance(engine.plan(session, run), Plan):
+                continue  # stranded now (or failed): its wait stays unarmed
             missed = session.execute(
                 select(events)
                 .where(
@@ -103,14 +120,21 @@ class EventFeed:
     def _match(
         self, session: Session, event: EventRow, *, armed_only: bool = False, only_run: uuid.UUID | None = None
     ) -> int:
-        """Resume the runs waiting for ``event``: how many."""
+        """Resume the runs waiting for ``event``: how many.  A run this App's definition
+        cannot resume is marked stranded and its wait disarmed instead (whatever its key:
+        this definition's key may not be the one that resumes it), so the feed of a
+        definition that can finds the event when it arms the wait again."""
         engine = self.engine
         # Only events of the run's tenant (DESIGN §6), appended after the run reached its
         # wait (§8): an event the feed has not read yet when the wait was stored may be older.
-        stmt = select(workflow_waits).where(
-            workflow_waits.c.event_type == event.type,
-            workflow_waits.c.tenant_id == event.tenant_id,
-            unseen_by(workflow_waits.c, event),
+        stmt = (
+            select(workflow_waits, workflow_runs.c.error)
+            .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
+            .where(
+                workflow_waits.c.event_type == event.type,
+                workflow_waits.c.tenant_id == event.tenant_id,
+                unseen_by(workflow_waits.c, event),
+            )
         )
         if armed_only:
             stmt = stmt.where(workflow_waits.c.armed.is_(True))
@@ -120,42 +144,49 @@ class EventFeed:
         matched = 0
         keys: dict[tuple[str, str], str | None] = {}
         for wait in waits:
+            d = engine.defs.get(wait.workflow)
+            if d is None:
+                continue
             group = (wait.workflow, wait.path)
             if group not in keys:
-                keys[group] = self._event_key(wait.workflow, wait.path, event)
-            if keys[group] is None or keys[group] != wait.key:
+                keys[group] = self._event_key(d, wait.path, event)
+            placed = keys[group] != _UNPLACED
+            stranded = d.fingerprint in stranded_by(wait.error)
+            if placed and not stranded and keys[group] != wait.key:
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
             # way out of an event wait): the timeout won.  Waiting for that lock instead would
             # deadlock (that worker deletes this wait row, which this pass may have locked
             # when arming it) and, once it commits, find the run suspended somewhere else.
-            run = session.execute(
-                select(workflow_runs)
-                .where(workflow_runs.c.run_id == wait.run_id)
-                .with_for_update(skip_locked=engine.postgres)
-            ).first()
+            run = self._lock(session, wait.run_id)
             if run is None or run.status != "suspended" or run.path != wait.path:
                 continue
-            step = engine.defs[wait.workflow].step_at(wait.path)
+            if not placed or stranded:
+                engine.plan(session, run)  # strands it (or finds it resumable after all)
+                continue
+            step = d.step_at(wait.path)
             assert isinstance(step, WaitForEvent)
             value = engine.registry.load(event, step.event)
-            engine.resume(session, run, value)
-            matched += 1
+            matched += engine.resume(session, run, value)
         return matched
 
-    def _event_key(self, workflow: str, path: str, event: EventRow) -> str | None:
-        d = self.engine.defs.get(workflow)
-        if d is None:
-            return None
+    def _lock(self, session: Session, run_id: uuid.UUID) -> Row[Any] | None:
+        """The run's row, locked; ``None`` if another worker holds it (PostgreSQL) or it is gone."""
+        stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
+        return session.execute(stmt.with_for_update(skip_locked=self.engine.postgres)).first()
+
+    def _event_key(self, d: Definition, path: str, event: EventRow) -> str | None:
+        """The key of ``event`` for the runs waiting at ``path`` (``None``: none matches;
+        ``_UNPLACED``: this definition has no event wait there, the runs are stranded)."""
         try:
             step = d.step_at(path)
         except (LookupError, ValueError):
-            return None  # the definition changed: its timeout strands the run (or resumes it)
+            return _UNPLACED
         if not isinstance(step, WaitForEvent):
-            return None
+            return _UNPLACED
         try:
             value = self.engine.registry.load(event, step.event)
             return event_key(self.engine.codec, step.event_key(value))
         except Exception:
-            logger.exception("workflow %s: event_key of step %s failed for event %s", workflow, path, event.event_id)
+            logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)
             return None

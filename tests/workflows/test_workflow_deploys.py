@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, make_app
+from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
 from kumiko_typed._tables import workflow_runs
@@ -30,6 +30,7 @@ from kumiko_typed.testing import FakeClock
 TESTS = Path(__file__).resolve().parent
 ROOT = TESTS.parent
 HOUR = timedelta(hours=1)
+MINUTE = timedelta(minutes=1)
 
 
 def worker(url: str, version: str, at: datetime, seconds: float = 0.0) -> dict[str, int]:
@@ -178,27 +179,78 @@ def test_two_workers_of_different_versions_resume_only_their_own_runs(db_url: st
         new = [_start(v2, "job", n) for n in range(8)]
     finally:
         v2.dispose()
-    procs = [
-        subprocess.Popen(
-            [sys.executable, "-c", WORKER_BOOT, str(TESTS), db_url, version, (T0 + HOUR).isoformat(), "4"],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=ROOT,
-        )
-        for version in ("v1", "renamed")
-    ]
-    resumed = []
-    for proc in procs:
-        out, err = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err
-        resumed.append(json.loads(out.strip().splitlines()[-1])["resumed"])
+    resumed = _workers_at_once(db_url, ("v1", "renamed"), T0 + HOUR, 4)
     assert resumed == [8, 8]
     for n, run_id in enumerate(old):
         assert _result(v1, "job", run_id) == f"v1:{n * 10}"
     for n, run_id in enumerate(new):
         assert _result(v1, "job", run_id) == f"v2:{n * 10}"
     assert not [r for r in v1.runs() if r.status == "failed"]
+
+
+def _workers_at_once(url: str, versions: tuple[str, ...], at: datetime, seconds: float) -> list[int]:
+    """Worker processes of ``versions`` running their passes at the same time: what each resumed."""
+    procs = [
+        subprocess.Popen(
+            [sys.executable, "-c", WORKER_BOOT, str(TESTS), url, version, at.isoformat(), str(seconds)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=ROOT,
+        )
+        for version in versions
+    ]
+    resumed = []
+    for proc in procs:
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode == 0, err
+        resumed.append(json.loads(out.strip().splitlines()[-1])["resumed"])
+    return resumed
+
+
+@pytest.mark.parametrize("back", ["v1", "across", "rolling"])
+def test_an_event_that_came_while_a_run_was_stranded_resumes_it_under_a_compatible_deploy(
+    db_url: str, v1: App, back: str
+) -> None:
+    """The wait ``got`` is renamed ``heard`` (incompatible); that worker's feed reads the
+    event first.  The event is not lost: a compatible worker later resumes the run with
+    it (not with ``None`` at the timeout), one after the other or both at once."""
+    run_id, unheard = _start(v1, "signal", 7), _start(v1, "signal", 8)
+    assert worker(db_url, "v1", T0 + MINUTE)["resumed"] == 0  # arms the waits
+    assert v1.dispatch(v1.handlers["dep:emit"], Signal(7, "hello"), user=USER) == Ok(None)
+    if back == "rolling":
+        assert sum(_workers_at_once(db_url, ("renamed", "v1"), T0 + 2 * MINUTE, 3)) == 1
+    else:
+        assert worker(db_url, "renamed", T0 + 2 * MINUTE)["resumed"] == 0
+        info = _run(v1, run_id)
+        assert (info.status, info.path, info.error) == (
+            "suspended",
+            "got",
+            {"code": "stranded", "message": 'step "got" at got no longer exists'},
+        )
+        assert worker(db_url, back, T0 + 3 * MINUTE)["resumed"] == 1
+    assert _result(v1, "signal", run_id) == ("v2:hello" if back == "across" else "v1:hello")
+    assert _run(v1, unheard).status == "suspended"  # no event of its key came
+
+
+def test_a_run_neither_version_of_a_rolling_deploy_resumes_is_marked_once_per_version(db_url: str, v1: App) -> None:
+    """``renamed`` and ``needs`` both strand a v1 run waiting in ``cool-off``: each marks
+    it once, and later passes of either write nothing (the row's ``updated_at`` stays)."""
+    run_ids = [_start(v1, "job", n) for n in range(3)]
+
+    def stamps() -> dict[uuid.UUID, Any]:
+        with v1.engine.connect() as conn:
+            rows = conn.execute(sa.select(workflow_runs.c.run_id, workflow_runs.c.updated_at, workflow_runs.c.error))
+            return {r.run_id: (r.updated_at, r.error) for r in rows if r.run_id in run_ids}
+
+    for minute, version in enumerate(("renamed", "needs"), start=1):
+        assert worker(db_url, version, T0 + HOUR + minute * MINUTE)["resumed"] == 0
+    marked = stamps()
+    assert {error["message"] for _at, error in marked.values()} == {'key "price" needed at cool-off was not stored'}
+    for minute, version in enumerate(("renamed", "needs", "renamed", "needs"), start=3):
+        assert worker(db_url, version, T0 + HOUR + minute * MINUTE)["resumed"] == 0
+    assert stamps() == marked
+    assert worker(db_url, "fill", T0 + 2 * HOUR)["resumed"] == 3  # and a compatible one resumes them
 
 
 def test_failure_is_never_the_answer_to_a_changed_definition(db_url: str, v1: App) -> None:
