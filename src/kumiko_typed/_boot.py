@@ -14,7 +14,7 @@ import attrs
 from sqlalchemy import Table
 
 from . import _rules
-from ._compat import across_problems
+from ._compat import across_problems, ambiguous_names
 from ._durations import parse_duration
 from ._errors import StepRefused
 from ._finished import Finished, QueryFinished
@@ -274,5 +274,5 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
             across = across_problems(steps, "WorkflowPipeline", workflow.renamed, workflow.fill)
-            problems.extend(f"{where}: {problem}" for problem in across)
+            problems.extend(f"{where}: {problem}" for problem in [*ambiguous_names(steps), *across])
     return problems

@@ -20,7 +20,7 @@ import attrs
 from ._serialization import TAG
 from ._steps import ForEach, NamedStep, Path, Step, locate, name_part, part_label, walk
 
-__all__ = ["SUSPENDING", "Compat", "Plan", "Stored", "across_problems"]
+__all__ = ["SUSPENDING", "Compat", "Plan", "Stored", "across_problems", "ambiguous_names"]
 
 #: Decisions a definition keeps at most (a worker's lifetime sees many loop iterations).
 _CACHED: Final = 10_000
@@ -165,3 +165,31 @@ def across_problems(steps: Sequence[Step], builder: str, renamed: object, fill: 
             if not callable(fn):
                 out.append(f'fill= for "{key}" must be a function of the stored values, not {type(fn).__name__}')
     return out
+
+
+def ambiguous_names(steps: Sequence[Step], where: str = "") -> list[str]:
+    """Sibling steps whose ``name=`` (a wait's, a branch's, a retry's) is the name of
+    another step in the same block: a stored path names its step, and ``~2`` for the
+    second of two would name the other one once the first is removed (boot reports it).
+    Unnamed siblings of one method (``@wait``, ``@wait~2``) are allowed: naming them is
+    what keeps them found across edits."""
+    out: list[str] = []
+    seen: dict[str, tuple[int, Step]] = {}
+    for i, step in enumerate(steps):
+        name = step.step_name
+        if name is not None:
+            first = seen.setdefault(name, (i, step))
+            if first[0] != i and (_by_argument(step) or _by_argument(first[1])):
+                out.append(
+                    f"steps {where}{first[0]} ({first[1].describe()}) and {where}{i} ({step.describe()}) have the "
+                    f'same name "{name}": a stored run\'s path would be ambiguous; give the {step.kind} another '
+                    f'name=, e.g. "{name}-2"'
+                )
+        for label, child in step.children():
+            out.extend(ambiguous_names(child.steps, f"{where}{i}/{label}/"))
+    return out
+
+
+def _by_argument(step: Step) -> bool:
+    """Whether the step's name is its optional ``name=`` (not the key or loop item it sets)."""
+    return step.step_name is not None and not isinstance(step, (NamedStep, ForEach))

@@ -284,6 +284,40 @@ def test_renamed_and_fill_are_checked_at_boot() -> None:
     ]
 
 
+def test_sibling_steps_with_the_same_name_are_refused_at_boot() -> None:
+    """A stored path names its step; two siblings of one name would make it ambiguous
+    (``cool-off~2`` is the first ``cool-off`` once the other is removed).  Unnamed
+    siblings of one method, and one name in two arms, are fine."""
+    f: Feature[Any] = Feature("dup")
+    pipeline = (
+        f.workflow_pipeline(Order)
+        .compute("quote", lambda c: 1)
+        .wait("PT1H", name="cool-off")
+        .wait("PT1H")
+        .wait("PT1H")
+        .wait("PT2H", name="cool-off")
+        .wait("PT1H", name="quote")
+        .branch(
+            name="vip",
+            when=lambda c: True,
+            on_true=lambda b: b.wait("PT1H", name="hold").retry(times=2, name="hold", do=lambda r: r),
+            on_false=lambda b: b.wait("PT1H", name="hold"),
+        )
+    )
+    f.workflow("job", trigger=manual(Order), pipeline=pipeline)
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    same = "a stored run's path would be ambiguous"
+    assert raised.value.problems == [
+        f'workflow dup:job: steps 1 (workflow.wait "cool-off") and 4 (workflow.wait "cool-off") have the same name '
+        f'"cool-off": {same}; give the workflow.wait another name=, e.g. "cool-off-2"',
+        f'workflow dup:job: steps 0 (compute "quote") and 5 (workflow.wait "quote") have the same name "quote": '
+        f'{same}; give the workflow.wait another name=, e.g. "quote-2"',
+        f'workflow dup:job: steps 6/on_true/0 (workflow.wait "hold") and 6/on_true/1 (workflow.retry "hold") have '
+        f'the same name "hold": {same}; give the workflow.retry another name=, e.g. "hold-2"',
+    ]
+
+
 def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_there(db_url: str, v1: App) -> None:
     """Runs stored by an earlier release count steps by index (``1``: the wait); they are
     read under the deployed definition by index and checked by the same rule."""
