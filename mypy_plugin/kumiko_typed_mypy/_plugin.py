@@ -16,6 +16,7 @@ from mypy.plugin import FunctionContext, MethodContext, MethodSigContext, Plugin
 from mypy.types import CallableType, Type
 
 from ._features import (
+    across,
     bodies,
     branches,
     capabilities,
@@ -50,7 +51,7 @@ def _chain(hooks: list[MethodHook]) -> MethodHook:
 def _method_hooks() -> dict[str, MethodHook]:
     table: dict[str, MethodHook] = {
         f"{FEATURE}.write_handler": registration.check_handler_pipeline,
-        f"{FEATURE}.workflow": registration.check_trigger_payload,
+        f"{FEATURE}.workflow": _chain([registration.check_trigger_payload, across.check_fill]),
         f"{FEATURE}.pipeline": start.empty_keys,
         f"{FEATURE}.workflow_pipeline": start.empty_keys,
         f"{FEATURE}.query_pipeline": start.empty_keys,
@@ -96,6 +97,7 @@ SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
+    f"{FEATURE}.workflow": across.stored_values,
     f"{FEATURE}.query_handler": registration.accept_unfinished,
 }
 

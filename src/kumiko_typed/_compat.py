@@ -17,6 +17,7 @@ from typing import Any, Final
 
 import attrs
 
+from . import _rules
 from ._serialization import TAG
 from ._steps import ForEach, NamedStep, Path, Step, locate, name_part, part_label, walk
 
@@ -161,7 +162,7 @@ def across_problems(steps: Sequence[Step], builder: str, renamed: object, fill: 
     else:
         for key, fn in fill.items():
             if key not in keys:
-                out.append(f'fill= fills "{key}", which no step of this workflow sets')
+                out.append(_rules.msg_fill_key(key))
             if not callable(fn):
                 out.append(f'fill= for "{key}" must be a function of the stored values, not {type(fn).__name__}')
     return out

@@ -42,6 +42,8 @@ __all__ = [
     "msg_async_resolver",
     "msg_duplicate_step",
     "msg_empty_step_name",
+    "msg_fill_key",
+    "msg_fill_type",
     "msg_foreign_pipeline",
     "msg_no_return",
     "msg_optimistic_lock",
@@ -211,6 +213,7 @@ CODE_FOREIGN_PIPELINE: Final = "kumiko-foreign-pipeline"
 CODE_OPTIMISTIC_LOCK: Final = "kumiko-optimistic-lock"
 CODE_ASYNC_RESOLVER: Final = "kumiko-async-resolver"
 CODE_READ_ONLY: Final = "kumiko-read-only"
+CODE_FILL: Final = "kumiko-fill"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -225,6 +228,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_OPTIMISTIC_LOCK: "An update with neither version= nor skip_optimistic_lock=True.",
     CODE_ASYNC_RESOLVER: "An async function (or one returning an awaitable) given as a resolver.",
     CODE_READ_ONLY: "A step that writes (or sends, or suspends) in a query pipeline.",
+    CODE_FILL: "A workflow's fill= names a key no step sets, or returns another type than the key's.",
 }
 
 
@@ -253,6 +257,17 @@ def msg_step_name(method: str) -> str:
 
 def msg_empty_step_name(method: str) -> str:
     return f'The name of step "{method}" is empty; name the key it adds, e.g. "total"'
+
+
+def msg_fill_key(key: str) -> str:
+    return f'fill= fills "{key}", which no step of this workflow sets; fill a key one of its steps sets'
+
+
+def msg_fill_type(key: str, wanted: str, given: str) -> str:
+    return (
+        f'fill= for "{key}" returns "{given}", but step "{key}" sets "{wanted}"; '
+        f'return a "{wanted}" computed from the stored values'
+    )
 
 
 def msg_duplicate_step(name: str) -> str:
