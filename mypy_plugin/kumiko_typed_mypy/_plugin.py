@@ -51,7 +51,7 @@ def _chain(hooks: list[MethodHook]) -> MethodHook:
 def _method_hooks() -> dict[str, MethodHook]:
     table: dict[str, MethodHook] = {
         f"{FEATURE}.write_handler": registration.check_handler_pipeline,
-        f"{FEATURE}.workflow": _chain([registration.check_trigger_payload, across.check_fill]),
+        f"{FEATURE}.workflow": _chain([registration.check_trigger_payload, across.check_fill, across.check_renamed]),
         f"{FEATURE}.pipeline": start.empty_keys,
         f"{FEATURE}.workflow_pipeline": start.empty_keys,
         f"{FEATURE}.query_pipeline": start.empty_keys,

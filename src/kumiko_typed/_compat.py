@@ -152,11 +152,9 @@ def across_problems(steps: Sequence[Step], builder: str, renamed: object, fill: 
     else:
         for old, new in renamed.items():
             if new not in names:
-                out.append(f'renamed= maps "{old}" to "{new}", which is no step of this workflow')
+                out.append(_rules.msg_renamed_target(old, new))
             if old in names:
-                out.append(
-                    f'renamed= maps "{old}", which is still a step of this workflow (a stored path is ambiguous)'
-                )
+                out.append(_rules.msg_renamed_kept(old))
     if not isinstance(fill, Mapping):
         out.append("fill= must map keys to functions of the stored values")
     else:

@@ -50,6 +50,8 @@ __all__ = [
     "msg_query_as_write",
     "msg_query_registration",
     "msg_read_only",
+    "msg_renamed_kept",
+    "msg_renamed_target",
     "msg_return_in_subpipeline",
     "msg_step_name",
     "msg_tier",
@@ -214,6 +216,7 @@ CODE_OPTIMISTIC_LOCK: Final = "kumiko-optimistic-lock"
 CODE_ASYNC_RESOLVER: Final = "kumiko-async-resolver"
 CODE_READ_ONLY: Final = "kumiko-read-only"
 CODE_FILL: Final = "kumiko-fill"
+CODE_RENAMED: Final = "kumiko-renamed"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -229,6 +232,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_ASYNC_RESOLVER: "An async function (or one returning an awaitable) given as a resolver.",
     CODE_READ_ONLY: "A step that writes (or sends, or suspends) in a query pipeline.",
     CODE_FILL: "A workflow's fill= names a key no step sets, or returns another type than the key's.",
+    CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
 }
 
 
@@ -267,6 +271,20 @@ def msg_fill_type(key: str, wanted: str, given: str) -> str:
     return (
         f'fill= for "{key}" returns "{given}", but step "{key}" sets "{wanted}"; '
         f'return a "{wanted}" computed from the stored values'
+    )
+
+
+def msg_renamed_kept(old: str) -> str:
+    return (
+        f'renamed= maps "{old}", which is still a step of this workflow (a stored path is ambiguous); '
+        "map only names the workflow no longer has"
+    )
+
+
+def msg_renamed_target(old: str, new: str) -> str:
+    return (
+        f'renamed= maps "{old}" to "{new}", which is no step of this workflow; '
+        "map it to the name of the step that replaces it"
     )
 
 

@@ -277,8 +277,10 @@ def test_renamed_and_fill_are_checked_at_boot() -> None:
     with pytest.raises(BootError) as raised:
         App([f], database_url="sqlite://")
     assert raised.value.problems == [
-        'workflow bad:job: renamed= maps "cool-off" to "nowhere", which is no step of this workflow',
-        'workflow bad:job: renamed= maps "quote", which is still a step of this workflow (a stored path is ambiguous)',
+        'workflow bad:job: renamed= maps "cool-off" to "nowhere", which is no step of this workflow; '
+        "map it to the name of the step that replaces it",
+        'workflow bad:job: renamed= maps "quote", which is still a step of this workflow (a stored path is ambiguous); '
+        "map only names the workflow no longer has",
         'workflow bad:job: fill= fills "price", which no step of this workflow sets; fill a key one of its steps sets',
         'workflow bad:job: fill= for "quote" must be a function of the stored values, not str',
     ]

@@ -13,9 +13,11 @@ in a variable after ``return_``) is checked at boot only.
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy.checker import TypeChecker
 from mypy.messages import format_type_bare
-from mypy.nodes import ARG_POS, CallExpr, DictExpr, Expression, MemberExpr
+from mypy.nodes import ARG_POS, CallExpr, DictExpr, Expression, LambdaExpr, MemberExpr, NameExpr
 from mypy.plugin import CheckerPluginInterface, MethodContext, MethodSigContext
 from mypy.subtypes import is_subtype
 from mypy.types import (
@@ -103,3 +105,62 @@ def _pipeline_keys(api: CheckerPluginInterface, expr: Expression | None) -> dict
         return None
     keys = keys_of(builder.args[STEPS_ARG])
     return keys if isinstance(keys, dict) else None
+
+
+def check_renamed(ctx: MethodContext) -> Type:
+    """``renamed=`` maps names the pipeline no longer has to names of its steps.  An old
+    name that is a key is always wrong; a target is checked when every step name of the
+    pipeline is visible (a chain written in the call, arms and bodies as lambdas)."""
+    renamed = arg_expr(ctx, "renamed")
+    pipeline = arg_expr(ctx, "pipeline")
+    keys = _pipeline_keys(ctx.api, pipeline)
+    if not isinstance(renamed, DictExpr) or keys is None:
+        return ctx.default_return_type
+    names = None if isinstance(keys, OpenKeys) or pipeline is None else _step_names(pipeline, None)
+    for old_expr, new_expr in renamed.items:
+        old = None if old_expr is None else literal_str_expr(old_expr)
+        new = literal_str_expr(new_expr)
+        if old is not None and old_expr is not None and old in keys:
+            ctx.api.fail(rules.msg_renamed_kept(old), old_expr, code=_errors.RENAMED)
+        elif old is not None and new is not None and names is not None and new not in keys and new not in names:
+            ctx.api.fail(rules.msg_renamed_target(old, new), new_expr, code=_errors.RENAMED)
+    return ctx.default_return_type
+
+
+#: Builder methods whose arguments hold sub-pipelines, and those arguments.
+_ARMS: Final = frozenset({"on_true", "on_false", "do"})
+
+
+def _step_names(expr: Expression, builder: str | None) -> set[str] | None:
+    """The names a chain gives its steps beyond their keys (``name=``, a loop's item);
+    ``None`` unless every step of it is written out here.  ``builder``: the parameter
+    of the arm's lambda the chain starts from (``None``: ``workflow_pipeline(...)``)."""
+    names: set[str] = set()
+    if isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr) and expr.callee.name == "return_":
+        expr = expr.callee.expr
+    while not (isinstance(expr, NameExpr) and builder is not None and expr.name == builder):
+        if not (isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr)):
+            return None
+        method = expr.callee.name
+        if method == "workflow_pipeline" and builder is None:
+            return names
+        if method not in _STEP_METHODS:
+            return None
+        for n, (arg_name, arg) in enumerate(zip(expr.arg_names, expr.args, strict=True)):
+            if arg_name == "name" or (method == "for_each" and (arg_name == "item" or (n == 0 and arg_name is None))):
+                name = literal_str_expr(arg)
+                if name is None:
+                    return None
+                names.add(name)
+            elif arg_name in _ARMS:
+                if not (isinstance(arg, LambdaExpr) and len(arg.arguments) == 1):
+                    return None
+                inner = _step_names(arg.expr(), arg.arguments[0].variable.name)
+                if inner is None:
+                    return None
+                names |= inner
+        expr = expr.callee.expr
+    return names
+
+
+_STEP_METHODS: Final = frozenset(rule.method for rule in rules.STEP_RULES) - {"return_"}
