@@ -28,7 +28,9 @@ from sqlalchemy.orm.attributes import instance_state
 from .._access import TENANT_CRITERIA, TENANT_KEY, TENANT_PARAM, ShapeMemo, refuse_unscoped
 
 if TYPE_CHECKING:
-    from sqlalchemy import Select
+    from collections.abc import Sequence
+
+    from sqlalchemy import Row, Select
     from sqlalchemy.engine import CursorResult
     from sqlalchemy.orm import Session
     from sqlalchemy.sql.elements import BindParameter
@@ -122,13 +124,17 @@ def select_entities(session: Session, stmt: Select[Any], first: bool) -> list[An
         result.close()
         plans[key.key] = None
         return _through_orm(session, stmt, first)
-    rows = result.fetchmany(1) if first else result.fetchall()
-    result.close()
+    rows: Sequence[Row[Any]]
+    if first:
+        row = result.first()  # and closes the result
+        rows = () if row is None else (row,)
+    else:
+        rows = result.all()
     found = _entities(session, plan, rows)
     return _through_orm(session, stmt, first) if found is None else found
 
 
-def _entities(session: Session, plan: _Plan, rows: Any) -> list[Any] | None:
+def _entities(session: Session, plan: _Plan, rows: Sequence[Row[Any]]) -> list[Any] | None:
     """The rows as entities; ``None`` when the session holds one of them with
     attributes to refresh (expired): the ORM's load does that."""
     found: list[Any] = []

@@ -20,6 +20,7 @@ from sqlalchemy import Select, bindparam, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import instance_state
 
+from .._ctx import correlation_of
 from .._errors import StepRefused
 from .._eventstore import append
 from .._jsonable import jsonable
@@ -154,7 +155,7 @@ def _create(step: Create, run: Run) -> Failure | None:
                 payload=jsonable(columns) if payload is None else payload,
                 tenant_id=ctx.user.tenant_id,
                 user_id=ctx.user.id,
-                correlation_id=ctx.event.correlation_id,
+                correlation_id=correlation_of(ctx),
                 occurred_at=ctx.now,
                 schema_version=schema,
             )
@@ -336,7 +337,7 @@ def _append(
             payload=payload,
             tenant_id=ctx.user.tenant_id,
             user_id=ctx.user.id,
-            correlation_id=ctx.event.correlation_id,
+            correlation_id=correlation_of(ctx),
             occurred_at=ctx.now,
             headers=headers,
             schema_version=schema_version,
