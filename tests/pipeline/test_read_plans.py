@@ -41,6 +41,14 @@ class RpLoaded(Entity):
         self.loaded_by_orm = True
 
 
+class RpSwap(Entity):
+    """Each attribute stored in the column named like the other one."""
+
+    __tablename__ = "rp_swap"
+    left: Mapped[str] = mapped_column("right", sa.String(10))
+    right: Mapped[str] = mapped_column("left", sa.String(10))
+
+
 NOTES: sa.Table = RpNote.__table__  # type: ignore[assignment]
 
 
@@ -60,6 +68,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
     f: Feature[Any] = Feature("rp")
     f.entity(RpNote)
     f.entity(RpLoaded)
+    f.entity(RpSwap)
     by_id = lambda c: sa.select(RpNote).where(RpNote.id == c.payload.id)  # noqa: E731
     handlers = {
         "create": f.write_handler(
@@ -73,6 +82,18 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
             f.pipeline(Title)
             .create("n", RpLoaded, data=lambda c: RpLoaded(title=c.payload.title))
             .return_(lambda c: ok(c.steps["n"].id)),
+        ),
+        "create_swap": f.write_handler(
+            "create_swap",
+            f.pipeline(Title)
+            .create("n", RpSwap, data=lambda c: RpSwap(left=c.payload.title, right="r"))
+            .return_(lambda c: ok(c.steps["n"].id)),
+        ),
+        "get_swap": f.write_handler(
+            "get_swap",
+            f.pipeline(Ref)
+            .get_one("n", lambda c: sa.select(RpSwap).where(RpSwap.id == c.payload.id))
+            .return_(lambda c: ok((c.steps["n"].left, c.steps["n"].right))),
         ),
         "get": f.write_handler(
             "get",
@@ -219,6 +240,17 @@ def test_a_mapping_with_load_events_is_loaded_by_the_orm(app_on: AppOn, make_use
     alice = make_user()
     loaded = ok_data(app.dispatch(h["create_loaded"], Title("x"), user=alice))
     assert app.dispatch(h["loaded"], Ref(loaded), user=alice) == Ok(True)
+
+
+def test_columns_named_like_other_attributes_are_read_into_their_own(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    f, h = _feature()
+    app = app_on([f])
+    alice = make_user()
+    swap = ok_data(app.dispatch(h["create_swap"], Title("l"), user=alice))
+    for _ in range(2):
+        assert app.dispatch(h["get_swap"], Ref(swap), user=alice) == Ok(("l", "r"))
 
 
 @pytest.mark.parametrize("shape", list(SHAPES))

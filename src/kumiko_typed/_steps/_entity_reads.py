@@ -59,8 +59,9 @@ class _Plan:
         this shape is not for this path."""
         by_column: dict[str, str] = {}
         for prop in self.mapper.column_attrs:
-            by_column[prop.columns[0].key] = prop.key
-            by_column[prop.columns[0].name] = prop.key
+            for label in {prop.columns[0].key, prop.columns[0].name}:
+                # A label two attributes answer to is ambiguous: no attribute ("").
+                by_column[label] = prop.key if by_column.get(label, prop.key) == prop.key else ""
         attributes = tuple(by_column.get(c, "") for c in columns)
         wanted = {prop.key for prop in self.mapper.column_attrs}
         if "" in attributes or len(set(attributes)) != len(attributes) or set(attributes) != wanted:
