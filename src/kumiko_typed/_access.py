@@ -32,7 +32,16 @@ if TYPE_CHECKING:
 
     AnyHandler: TypeAlias = WriteHandler[Any, Any] | QueryHandler[Any, Any]
 
-__all__ = ["TENANT_KEY", "deny", "install_tenant_filter", "refuse_unscoped", "wrong_payload"]
+__all__ = [
+    "TENANT_CRITERIA",
+    "TENANT_KEY",
+    "TENANT_PARAM",
+    "ShapeMemo",
+    "deny",
+    "install_tenant_filter",
+    "refuse_unscoped",
+    "wrong_payload",
+]
 
 #: ``session.info`` key holding the tenant every ORM read is filtered to.
 TENANT_KEY = "kumiko_tenant"
@@ -49,9 +58,9 @@ def deny(handler: AnyHandler, user: object) -> Failure | None:
 
 #: The tenant of a filtered read travels as a parameter, not in the criteria: one
 #: criteria object for every read then costs no per-call analysis of a closure.
-_TENANT_PARAM: Final = "kumiko_filter_tenant"
-_TENANT_VALUE: Final[BindParameter[Any]] = bindparam(_TENANT_PARAM)
-_TENANT_CRITERIA: Final = with_loader_criteria(Entity, lambda cls: cls.tenant_id == _TENANT_VALUE, include_aliases=True)
+TENANT_PARAM: Final = "kumiko_filter_tenant"
+_TENANT_VALUE: Final[BindParameter[Any]] = bindparam(TENANT_PARAM)
+TENANT_CRITERIA: Final = with_loader_criteria(Entity, lambda cls: cls.tenant_id == _TENANT_VALUE, include_aliases=True)
 
 
 def wrong_payload(handler: AnyHandler, payload: object) -> Failure | None:
@@ -74,8 +83,8 @@ def _tenant_filter(state: ORMExecuteState) -> None:
     if params is not None and not isinstance(params, Mapping):
         return  # an executemany select does not exist; nothing to filter
     refuse_unscoped(state.statement)
-    state.statement = state.statement.options(_TENANT_CRITERIA)
-    state.parameters = {**(params or {}), _TENANT_PARAM: tenant}
+    state.statement = state.statement.options(TENANT_CRITERIA)
+    state.parameters = {**(params or {}), TENANT_PARAM: tenant}
 
 
 def install_tenant_filter(factory: sessionmaker[Session]) -> None:
@@ -142,10 +151,50 @@ def _entity_class(table: str) -> str:
     return "its mapped class"
 
 
+class ShapeMemo:
+    """What was worked out once per statement *shape*: SQLAlchemy's cache key of a
+    statement (equal keys compile to the same SQL; only bound values differ).
+
+    Dropped when it holds ``limit`` shapes (statements of ever new shapes must not grow
+    memory without bound) and when a table is added to the metadata (a table name's
+    verdict may change)."""
+
+    __slots__ = ("_entries", "_limit", "_tables")
+
+    def __init__(self, limit: int = 2000) -> None:
+        self._entries: dict[Any, Any] = {}
+        self._limit = limit
+        self._tables = -1
+
+    def entries(self) -> dict[Any, Any]:
+        """The memo, keyed by ``CacheKey.key``."""
+        tables = len(metadata.tables)
+        if tables != self._tables or len(self._entries) >= self._limit:
+            self._entries.clear()
+            self._tables = tables
+        return self._entries
+
+
+#: Cache keys of statements found to read no entity table around the filter.
+_SCOPED: Final = ShapeMemo()
+
+
 def refuse_unscoped(stmt: object) -> None:
-    """Raise :class:`UnscopedRead` if ``stmt`` reads an entity table around the filter."""
+    """Raise :class:`UnscopedRead` if ``stmt`` reads an entity table around the filter.
+
+    The walk runs once per statement shape: everything it looks at (each FROM, table
+    name, and whether a column or table carries its mapped class) is part of the cache
+    key — the ORM compiles the filter into a mapped class's reads and not into a plain
+    table's, so a key that mixed them up would be SQLAlchemy's own caching bug.  Only a
+    verdict of *scoped* is kept: a refused statement is walked (and refused) every time."""
+    key = stmt._generate_cache_key() if isinstance(stmt, ClauseElement) else None
+    scoped = _SCOPED.entries()
+    if key is not None and key.key in scoped:
+        return
     table = unscoped_table(stmt)
     if table is None:
+        if key is not None:
+            scoped[key.key] = True
         return
     cls = _entity_class(table)
     raise UnscopedRead(

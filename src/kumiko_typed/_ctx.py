@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import TYPE_CHECKING, Final, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Generic, TypeVar
 from uuid import UUID
 
 import attrs
@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from ._runs import RunInfo
 
-__all__ = ["AnyCtx", "Command", "Ctx", "User"]
+__all__ = ["AnyCtx", "Command", "Ctx", "User", "correlation_of"]
 
 P = TypeVar("P", covariant=True)
 S = TypeVar("S", covariant=True)
@@ -105,6 +105,13 @@ class Ctx(Generic[P, S, Sc]):
 
     def __repr__(self) -> str:
         return f"<Ctx {self._handler} payload={self.payload!r}>"
+
+
+def correlation_of(ctx: Ctx[Any, Any, Any]) -> UUID:
+    """``ctx.event.correlation_id`` without building the ``Command`` (a write step's
+    event row needs only this)."""
+    found = ctx._correlation_id
+    return found if found is not None else UUID(int=0)
 
 
 #: The untyped view the interpreter builds and resolvers receive at run time.

@@ -194,11 +194,12 @@ def append(
         "correlation_id": correlation_id,
         "occurred_at": occurred_at,
     }
+    # On the session's connection: a Core insert gains nothing from the ORM's execute.
     if _postgres(session) and not (session.in_transaction() and _notified(session)):
-        session.execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
+        session.connection().execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
         _record_notified(session)
     else:
-        session.execute(_INSERT_EVENT, row)
+        session.connection().execute(_INSERT_EVENT, row)
     return event_id
 
 

@@ -27,7 +27,7 @@ from sqlalchemy.exc import DataError, DBAPIError
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, Ctx, User
 from ._errors import ProgramError, Unfit
-from ._observe import Trace, span
+from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
@@ -134,6 +134,8 @@ def run_in_scope(
     the step; any other exception rolls back and is raised.  ``read_only`` (a query, in
     a session with no transaction yet): the database refuses every write, and the
     transaction is rolled back whatever the outcome."""
+    if not tracing():
+        return _in_transaction(program, run, who, nested, resume, keep, read_only)
     with span(span_name) as current:
         if current is not None:  # attributes and per-step spans only for a recorded run
             ctx = run.ctx

@@ -28,19 +28,33 @@ try:
 except ImportError:  # the otel extra is not installed
     _otel = None  # type: ignore[assignment]
 
-__all__ = ["Trace", "failed", "outcome", "span"]
+__all__ = ["Trace", "failed", "outcome", "span", "tracing"]
 
 _NAME = "kumiko_typed"
 #: The API's providers while no SDK is set up (the proxy delegates once one is set).
 _NO_SDK: tuple[type[Any], ...] = () if _otel is None else (_otel.ProxyTracerProvider, _otel.NoOpTracerProvider)
 
 
+#: The SDK's tracer once a provider is configured (the API lets one be set only once).
+_configured: list[Any] = []
+
+
 def _tracer() -> Any:
     """The tracer, or ``None`` while no SDK provider is configured: the API's own
     providers hand out spans that record nothing, and making one (with its context
     switch) was a fifth of a dispatch that sends no SQL."""
+    if _configured:
+        return _configured[0]
     provider = None if _otel is None else _otel.get_tracer_provider()
-    return None if provider is None or isinstance(provider, _NO_SDK) else provider.get_tracer(_NAME)
+    if provider is None or isinstance(provider, _NO_SDK):
+        return None
+    _configured.append(provider.get_tracer(_NAME))
+    return _configured[0]
+
+
+def tracing() -> bool:
+    """Whether spans are recorded at all (else a program run skips :func:`span`)."""
+    return _tracer() is not None
 
 
 def _fail(current: Any, outcome: object) -> None:

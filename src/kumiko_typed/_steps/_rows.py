@@ -32,6 +32,8 @@ class Writer:
     columns: Mapping[str, Column[Any]]
     insert: Insert
     update: Update
+    #: The class an identity key names (``(identity, (id,), None)``).
+    identity: type[Any]
 
 
 _WRITERS: dict[type[Any], Writer] = {}
@@ -49,7 +51,7 @@ def writer(entity_type: type[Any]) -> Writer:
             table.c.version == bindparam("kumiko_b_version"),
         )
         columns = {a.key: a.columns[0] for a in mapper.column_attrs}
-        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt)
+        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, mapper._identity_class)
     return found
 
 
@@ -84,9 +86,12 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
     params["kumiko_b_version"] = entity.version
     if session.connection().execute(w.update, params).rowcount != 1:
         return False
+    state = inspect(entity)
+    if not (state.modified or state.expired_attributes or state.callables):
+        state.dict.update(values)  # loaded, unchanged attributes: what set_committed_value does
+        return True
     for key, value in values.items():
         set_committed_value(entity, key, value)
-    state = inspect(entity)
     if state.modified:  # a projector's changes, now written: clean, as after a flush
         # (what the flush itself calls: SQLAlchemy has no public call for it; pinned to 2.1)
         state._commit_all(state.dict, session.identity_map)

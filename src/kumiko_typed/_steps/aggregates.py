@@ -18,7 +18,9 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from sqlalchemy import Select, bindparam, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.orm.attributes import instance_state
 
+from .._ctx import correlation_of
 from .._errors import StepRefused
 from .._eventstore import append
 from .._jsonable import jsonable
@@ -28,7 +30,7 @@ from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._tables import events
 from ._base import Fn, NamedStep, Result, Step, resolve
-from ._rows import changed_columns, insert_row, update_row
+from ._rows import changed_columns, insert_row, update_row, writer
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -77,16 +79,9 @@ def _columns(entity: object) -> dict[str, Any]:
     return {attr.key: getattr(entity, attr.key) for attr in inspect(type(entity)).column_attrs}
 
 
-#: Per entity class: attribute name → its column, worked out once.
-_ENTITY_COLUMNS: dict[type[Any], dict[str, Any]] = {}
-
-
 def _refuse_unfit(run: Run, entity_type: type[Any], values: Mapping[str, object]) -> None:
     """Raise :class:`~kumiko_typed._limits.Unfit` if a value will not fit its column."""
-    columns = _ENTITY_COLUMNS.get(entity_type)
-    if columns is None:
-        columns = {a.key: a.columns[0] for a in inspect(entity_type).column_attrs}
-        _ENTITY_COLUMNS[entity_type] = columns
+    columns = writer(entity_type).columns
     refuse(unfit_values({columns[k]: v for k, v in values.items()}, run.ctx.payload))
 
 
@@ -160,7 +155,7 @@ def _create(step: Create, run: Run) -> Failure | None:
                 payload=jsonable(columns) if payload is None else payload,
                 tenant_id=ctx.user.tenant_id,
                 user_id=ctx.user.id,
-                correlation_id=ctx.event.correlation_id,
+                correlation_id=correlation_of(ctx),
                 occurred_at=ctx.now,
                 schema_version=schema,
             )
@@ -191,10 +186,9 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
     (it would only add the same condition again)."""
     session = run.session
     tenant = run.ctx.user.tenant_id
-    key = inspect(entity_type).identity_key_from_primary_key((entity_id,))
-    loaded = None if fresh else session.identity_map.get(key)
+    loaded = None if fresh else session.identity_map.get((writer(entity_type).identity, (entity_id,), None))
     if loaded is not None and isinstance(loaded, entity_type):
-        state = inspect(loaded)
+        state = instance_state(loaded)
         if not (state.expired_attributes or state.modified or state.deleted):
             return loaded if loaded.tenant_id == tenant else None
     stmt = _LOCKING_READS.get(entity_type)
@@ -278,9 +272,9 @@ def _update(step: Update, run: Run) -> Failure | None:
             [{"path": "version", "message": "required (or skip_optimistic_lock=True)", "step": step.name}],
         )
     changes = dict(step.changes(ctx))
-    mapped = {attr.key for attr in inspect(step.entity).column_attrs}
-    unwritable = sorted((set(changes) - mapped) | (set(changes) & FRAMEWORK_COLUMNS), key=str)
-    if unwritable:
+    mapped = writer(step.entity).columns
+    if any(k not in mapped or k in FRAMEWORK_COLUMNS for k in changes):
+        unwritable = sorted((set(changes) - set(mapped)) | (set(changes) & FRAMEWORK_COLUMNS), key=str)
         return _unwritable_columns(step, unwritable)
     # Without the version check, the write is based on the current row, whatever was read.
     entity = _load_for_write(run, step.entity, entity_id, fresh=step.skip_optimistic_lock)
@@ -343,7 +337,7 @@ def _append(
             payload=payload,
             tenant_id=ctx.user.tenant_id,
             user_id=ctx.user.id,
-            correlation_id=ctx.event.correlation_id,
+            correlation_id=correlation_of(ctx),
             occurred_at=ctx.now,
             headers=headers,
             schema_version=schema_version,

@@ -10,6 +10,7 @@ import attrs
 
 from .. import _interpreter  # a module reference: _interpreter imports this package
 from .._access import deny, wrong_payload
+from .._ctx import correlation_of
 from .._results import Failure, fail
 from ._base import Fn, NamedStep, Result, resolve
 
@@ -36,7 +37,7 @@ class CallFeature(NamedStep):
         refused = deny(handler, user) or wrong_payload(handler, payload)
         if refused is not None:
             return refused
-        call = (handler.name, payload, user, ctx.now, ctx.event.correlation_id)
+        call = (handler.name, payload, user, ctx.now, correlation_of(ctx))
         nested = _interpreter.start_run(handler.pipeline, run.session, run.registry, call)
         result = _interpreter.run_in_scope(
             handler.pipeline, nested, who=f"handler {handler.name}", nested=True, span_name="kumiko.call_feature"

@@ -1,5 +1,5 @@
 """Reads: ``find_one``, ``get_one``, ``find_many`` — a ``select(...)`` built by a
-resolver, run in the handler's session (whose tenant filter scopes it)."""
+resolver, run in the handler's session and scoped to its tenant (``_entity_reads``)."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from sqlalchemy import Select
 from .._errors import StepRefused
 from .._results import fail
 from ._base import Fn, NamedStep, Result
+from ._entity_reads import select_entities
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -32,7 +33,8 @@ class FindOne(NamedStep):
     query: Fn
 
     def execute(self, run: Run) -> Result:
-        run.values[self.name] = run.session.execute(_select(self.query, run)).scalars().first()
+        found = select_entities(run.session, _select(self.query, run), first=True)
+        run.values[self.name] = found[0] if found else None
         return None
 
 
@@ -42,7 +44,8 @@ class GetOne(NamedStep):
     query: Fn
 
     def execute(self, run: Run) -> Result:
-        row = run.session.execute(_select(self.query, run)).scalars().first()
+        found = select_entities(run.session, _select(self.query, run), first=True)
+        row = found[0] if found else None
         if row is None:
             return fail("not_found", f'step "{self.name}": no row matched', {"step": self.name})
         run.values[self.name] = row
@@ -59,5 +62,5 @@ class FindMany(NamedStep):
         stmt = _select(self.query, run)
         if self.limit is not None:
             stmt = stmt.limit(self.limit)
-        run.values[self.name] = list(run.session.execute(stmt).scalars().all())
+        run.values[self.name] = select_entities(run.session, stmt, first=False)
         return None
