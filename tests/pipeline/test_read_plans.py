@@ -7,18 +7,19 @@ the same SQL ran before it.  On SQLite and PostgreSQL."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import attrs
 import pytest
 import sqlalchemy as sa
 from _support import failure_of, ok_data
-from sqlalchemy.orm import Mapped, Session, aliased, defer, mapped_column, reconstructor
+from sqlalchemy.orm import Mapped, Session, aliased, defer, mapped_column, reconstructor, with_loader_criteria
 
 from kumiko_typed import App, Entity, Feature, Ok, User, ok
 from kumiko_typed._access import ShapeMemo, refuse_unscoped
 from kumiko_typed._errors import UnscopedRead
+from kumiko_typed._steps import _entity_reads
 
 AppOn = Callable[..., App]
 
@@ -172,17 +173,44 @@ SCOPED_OR_NOT: dict[str, Any] = {
 
 
 @pytest.fixture
-def orm_reads() -> Iterator[list[str]]:
-    """The statements that went through ``session.execute`` (the ORM's execute hook)."""
+def orm_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The read steps' statements that went through ``session.execute``, not a plan (an
+    ``do_orm_execute`` listener would itself send every read through the ORM)."""
     seen: list[str] = []
+    through_orm = _entity_reads._through_orm
 
-    def record(state: Any) -> None:
+    def record(session: Session, stmt: Any, first: bool) -> list[Any]:
+        seen.append(str(stmt))
+        return through_orm(session, stmt, first)
+
+    monkeypatch.setattr(_entity_reads, "_through_orm", record)
+    return seen
+
+
+def test_an_applications_own_orm_hook_still_sees_every_read(
+    app_on: AppOn, make_user: Callable[..., User], orm_reads: list[str]
+) -> None:
+    """A soft-delete filter added by the application's ``do_orm_execute`` hook applies to
+    the read steps: with such a hook they go through ``session.execute``."""
+    f, h = _feature()
+    app = app_on([f])
+    alice = make_user()
+    a1, a2 = _notes(app, h, alice, "a1", "a22")
+    assert app.dispatch(h["get"], Ref(a2), user=alice) == Ok(("a22", 3))
+
+    def hide_short(state: Any) -> None:
         if state.is_select:
-            seen.append(str(state.statement))
+            state.statement = state.statement.options(
+                with_loader_criteria(RpNote, lambda cls: cls.words > 2, include_aliases=True)
+            )
 
-    sa.event.listen(Session, "do_orm_execute", record)
-    yield seen
-    sa.event.remove(Session, "do_orm_execute", record)
+    sa.event.listen(Session, "do_orm_execute", hide_short)
+    try:
+        failure_of(app.dispatch(h["get"], Ref(a1), user=alice), "not_found")
+        assert app.dispatch(h["get"], Ref(a2), user=alice) == Ok(("a22", 3))
+    finally:
+        sa.event.remove(Session, "do_orm_execute", hide_short)
+    assert len(orm_reads) == 2
 
 
 def _notes(app: App, handlers: dict[str, Any], who: User, *titles: str) -> list[uuid.UUID]:

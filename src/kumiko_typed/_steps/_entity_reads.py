@@ -13,7 +13,8 @@ new one put in the session as a loaded, persistent object.
 Only what that reproduces exactly takes this path: one whole mapped class selected,
 no loader options or execution options, a plain mapping (no inheritance,
 relationships, deferred or non-column attributes, load events), a session with no
-unflushed changes (the ORM would autoflush them first) and a tenant to filter by.
+unflushed changes (the ORM would autoflush them first), no ``do_orm_execute`` hook of the
+application's and a tenant to filter by.
 Everything else goes through ``session.execute`` and the session's tenant filter.
 """
 
@@ -25,7 +26,7 @@ from sqlalchemy import inspect
 from sqlalchemy.orm import ColumnProperty, Mapper
 from sqlalchemy.orm.attributes import instance_state
 
-from .._access import TENANT_CRITERIA, TENANT_KEY, TENANT_PARAM, ShapeMemo, refuse_unscoped
+from .._access import TENANT_CRITERIA, TENANT_KEY, TENANT_PARAM, ShapeMemo, _tenant_filter, refuse_unscoped
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -77,6 +78,12 @@ _PLANS: Final = ShapeMemo()
 _MISSING: Final = object()
 
 
+def _only_ours(session: Session) -> bool:
+    """No ``do_orm_execute`` hook but the tenant filter: an application's own (a soft-delete
+    criteria, a read replica) must see its reads, so they take ``session.execute``."""
+    return all(fn is _tenant_filter for fn in session.dispatch.do_orm_execute)
+
+
 def _plain(mapper: Mapper[Any]) -> bool:
     """A mapping whose loaded object is exactly its column values."""
     return (
@@ -108,7 +115,8 @@ def select_entities(session: Session, stmt: Select[Any], first: bool) -> list[An
     """The entities ``stmt`` selects, as ``session.execute(stmt).scalars()`` gives them
     (only the first one, or none, with ``first``)."""
     tenant = session.info.get(TENANT_KEY)
-    key = None if tenant is None or stmt._execution_options or not session._is_clean() else stmt._generate_cache_key()
+    plain = tenant is not None and not stmt._execution_options and session._is_clean() and _only_ours(session)
+    key = stmt._generate_cache_key() if plain else None
     if key is None:
         return _through_orm(session, stmt, first)
     plans = _PLANS.entries()
