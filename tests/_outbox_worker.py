@@ -75,12 +75,16 @@ class LoopbackReceiver:
         self.keys: list[str] = []
         self.numbers: list[int] = []
         self.delay = delay
+        self.open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
         self.loop = asyncio.new_event_loop()
         self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
         self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/hook"
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.open[task] = writer
         try:
             while True:
                 head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
@@ -105,6 +109,7 @@ class LoopbackReceiver:
             return  # the client closed the connection (or was killed)
         finally:
             writer.close()
+            del self.open[task]
 
     @property
     def count(self) -> int:
@@ -117,10 +122,10 @@ class LoopbackReceiver:
 
     async def _close(self) -> None:
         self.server.close()
-        tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        await asyncio.gather(*tasks, return_exceptions=True)
+        serving = list(self.open.items())
+        for _, writer in serving:  # its reader ends: the connection's task returns
+            writer.transport.abort()
+        await asyncio.gather(*(task for task, _ in serving), return_exceptions=True)
 
     def __exit__(self, *exc: object) -> None:
         asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=30)
