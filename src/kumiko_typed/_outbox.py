@@ -39,13 +39,26 @@ from ._tables import outbox
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["BATCH", "CLAIM_LEASE", "Deliverer", "PassCounts", "deliver_due", "item_of", "items", "mail_message"]
+__all__ = [
+    "BATCH",
+    "CLAIM_LEASE",
+    "Deliverer",
+    "PassCounts",
+    "claim_size",
+    "deliver_due",
+    "item_of",
+    "items",
+    "mail_message",
+]
 
 logger = logging.getLogger("kumiko_typed")
 
 BATCH = 10
+#: Rows claimed per delivery slot: a batch's last wave and the claim of the next leave
+#: slots idle, so a batch several waves long keeps the pool busy most of the time.
+ROWS_PER_SLOT = 5
 #: How long a SQLite worker's claim keeps other workers off a batch: far more than
-#: delivering it takes (10 rows, each at most the HTTP client's 10 s timeout).
+#: delivering it takes (each row at most the HTTP client's 10 s timeout, several at once).
 CLAIM_LEASE = timedelta(minutes=5)
 
 
@@ -170,6 +183,12 @@ def _count(counts: PassCounts, row: Row[Any], change: Mapping[str, Any]) -> None
         counts.retried += 1
 
 
+def claim_size(concurrency: int) -> int:
+    """The rows one claim takes: ``ROWS_PER_SLOT`` per delivery slot, at least ``BATCH``.
+    A worker that dies leaves at most that many rows to be delivered again."""
+    return max(BATCH, ROWS_PER_SLOT * concurrency)
+
+
 def _due(now: datetime) -> Any:
     return (
         select(outbox)
@@ -220,7 +239,8 @@ def _deliver_postgres(
     locked (SKIP LOCKED) until their outcomes commit.  The rows sent are marked by one
     statement; each failure gets its own.  ``False``: nothing was due."""
     with engine.begin() as conn:
-        rows = conn.execute(_due(clock()).limit(BATCH).with_for_update(skip_locked=True)).all()
+        claim = _due(clock()).limit(claim_size(deliverer.concurrency))
+        rows = conn.execute(claim.with_for_update(skip_locked=True)).all()
         sent: list[Any] = []
         for row, error in _attempts(deliverer, rows, pool):
             if error is None:
@@ -247,7 +267,7 @@ def _deliver_sqlite(
     worker that dies re-delivers, after the lease, only what it had not recorded."""
     now = clock()
     with engine.begin() as conn:
-        rows = conn.execute(_due(now).limit(BATCH)).all()
+        rows = conn.execute(_due(now).limit(claim_size(deliverer.concurrency))).all()
         if not rows:
             return False
         ids = [row.id for row in rows]

@@ -163,6 +163,27 @@ class WorkflowEngine:
         )
         #: A consumer cursor row (the event feed's, a cron workflow's) made once.
         self.new_consumer = dialect_insert(consumers).on_conflict_do_nothing(index_elements=["name"])
+        #: The due runs a pass claims, built once (the definitions do not change).
+        self._due = (
+            select(workflow_runs)
+            .where(
+                workflow_runs.c.status == "suspended",
+                workflow_runs.c.wake_at <= bindparam("now"),
+                self._resumable(),
+            )
+            .order_by(workflow_runs.c.wake_at)
+            .limit(BATCH)
+        )
+        if self.postgres:
+            self._due = self._due.with_for_update(skip_locked=True)
+
+    def _resumable(self) -> ColumnElement[bool]:
+        """Runs of this App's workflows that its definitions did not find stranded."""
+        if not self.defs:
+            return false()
+        marked = func.coalesce(workflow_runs.c.error["fingerprint"].as_string(), "")
+        by_me = or_(*(and_(workflow_runs.c.workflow == d.name, marked == d.fingerprint) for d in self.defs.values()))
+        return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
 
     # --- starting ------------------------------------------------------------------
 
@@ -473,31 +494,13 @@ class WorkflowEngine:
             session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
             logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
 
-    def _resumable(self) -> ColumnElement[bool]:
-        """Runs of this App's workflows that its definitions did not find stranded."""
-        if not self.defs:
-            return false()
-        marked = func.coalesce(workflow_runs.c.error["fingerprint"].as_string(), "")
-        by_me = or_(*(and_(workflow_runs.c.workflow == d.name, marked == d.fingerprint) for d in self.defs.values()))
-        return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
-
     def resume_due(self) -> int:
         """Resume every suspended run whose wake time (or event-wait timeout) has come and
         that this App's definitions can resume (the others are marked stranded): how many."""
         resumed = 0
         while True:
             with self.sessions() as session, session.begin():
-                stmt = (
-                    select(workflow_runs)
-                    .where(
-                        workflow_runs.c.status == "suspended",
-                        workflow_runs.c.wake_at <= self.clock(),
-                        self._resumable(),
-                    )
-                    .order_by(workflow_runs.c.wake_at)
-                    .limit(BATCH)
-                )
-                rows = session.execute(stmt.with_for_update(skip_locked=True) if self.postgres else stmt).all()
+                rows = session.execute(self._due, {"now": self.clock()}).all()
                 if not rows:
                     return resumed
                 for row in rows:
