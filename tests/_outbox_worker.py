@@ -164,6 +164,19 @@ class WorkerProcesses:
             proc.stdin.flush()
 
     @staticmethod
+    def done(procs: list[subprocess.Popen[str]]) -> list[str]:
+        """Read each worker's output up to its ``done`` line (its work is over; it may still
+        be exiting): those lines.  A bench stops its clock here, not at the exits."""
+        lines: list[str] = []
+        for proc in procs:
+            assert proc.stdout is not None
+            while (line := proc.stdout.readline()) and not line.startswith("done "):
+                pass
+            assert line, f"worker {proc.pid} ended before it was done (exit {proc.wait()})"
+            lines.append(line)
+        return lines
+
+    @staticmethod
     def wait(procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[str]:
         """Wait for ``procs`` to end, each successfully; what each printed."""
         outputs: list[str] = []
