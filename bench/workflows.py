@@ -38,11 +38,13 @@ install dbos`` (or the project's ``bench`` extra) adds DBOS; without it, or with
 ``--no-dbos``, kumiko-typed is measured alone.
 
 **Resume scaling** (PostgreSQL): ``--scaling-runs`` runs of a workflow whose first
-segment ends at a 0-second wait; its second segment POSTs to a threaded HTTP receiver on
-127.0.0.1 that answers after 5 ms, then completes.  1, 2 and 4 worker processes
+segment ends at a 0-second wait; its second segment POSTs (``http.client``, the
+connection kept alive across the runs of a worker) to an HTTP receiver on 127.0.0.1 that
+answers after 5 ms, then completes.  1, 2 and 4 worker processes
 (``--resume-worker`` mode of this script: ``run_worker(once=True)`` until no run is left
 suspended) resume them; the figure is runs / (start signal to the last worker done),
-configurations rotating per round.  Goal: 4 workers >= 3x one.  Persisted per run: the
+configurations rotating per round, with the CPU milliseconds per run by side (workers,
+the receiver in this process, PostgreSQL).  Goal: 4 workers >= 3x one.  Persisted per run: the
 run row (inserted at the start, updated to completed by the resume).  Nothing here
 passes or fails on time.
 """
@@ -50,6 +52,7 @@ passes or fails on time.
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -58,7 +61,7 @@ import statistics
 import sys
 import tempfile
 import time
-import urllib.request
+import urllib.parse
 import uuid
 from collections.abc import Callable
 from importlib import metadata
@@ -71,6 +74,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
+from _cpu import CpuMeter, worker_cpu  # noqa: E402
 from _outbox_worker import LoopbackReceiver, WorkerProcesses  # noqa: E402
 from _report import add_json_option, load_average, load_note, write_json  # noqa: E402
 
@@ -108,12 +112,29 @@ class Ping:
     x: int
 
 
+#: The ping step's HTTP connection, kept alive across the runs a worker resumes (what a
+#: step calling a peer over and over would do), per host and port.
+_CONNECTIONS: dict[tuple[str, int], http.client.HTTPConnection] = {}
+
+
 def _post(url: str, i: int) -> int:
-    request = urllib.request.Request(
-        url, data=json.dumps({"i": i}).encode(), headers={"Content-Type": "application/json"}, method="POST"
-    )
-    with urllib.request.urlopen(request, timeout=30) as response:
-        return int(response.status)
+    parts = urllib.parse.urlsplit(url)
+    host, port = parts.hostname or "127.0.0.1", parts.port or 80
+    body = json.dumps({"i": i}).encode()
+    for attempt in (1, 2):  # a kept connection the peer closed meanwhile: once more on a new one
+        conn = _CONNECTIONS.get((host, port)) or http.client.HTTPConnection(host, port, timeout=30)
+        _CONNECTIONS[(host, port)] = conn
+        try:
+            conn.request("POST", parts.path, body=body, headers={"Content-Type": "application/json"})
+            response = conn.getresponse()
+            response.read()
+            return int(response.status)
+        except (ConnectionError, http.client.HTTPException):
+            conn.close()
+            del _CONNECTIONS[(host, port)]
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
 
 
 feature = Feature("wfbench")
@@ -314,27 +335,29 @@ def measure(label: str, kumiko_url: str, dbos_url: str | None, rounds: int, runs
 
 
 def resume_worker(url: str) -> int:
-    """In a child: ``ready``, wait for a line, resume runs until none is left, ``done N``."""
+    """In a child: ``ready``, wait for a line, resume runs until none is left, ``done N
+    CPU-seconds``."""
     app = App([feature], database_url=url)
     try:
         unfinished(app)  # connect before the start signal
         print("ready", flush=True)
         sys.stdin.readline()
+        cpu = time.process_time()
         resumed = 0
         while True:
             resumed += app.run_worker(once=True)["resumed"]
             if not unfinished(app):
                 break
-            time.sleep(0.005)  # runs another worker holds
-        print(f"done {resumed}", flush=True)
+            time.sleep(0.02)  # runs another worker holds
+        print(f"done {resumed} {time.process_time() - cpu:.4f}", flush=True)
     finally:
         app.dispose()
     return 0
 
 
-def resume_once(url: str, runs: int, workers: int) -> float:
+def resume_once(url: str, runs: int, workers: int, meter: CpuMeter) -> tuple[float, dict[str, float]]:
     """Start ``runs`` ping runs on the fresh database ``url``; resume them with ``workers``
-    processes; runs per second."""
+    processes: runs per second, and CPU milliseconds per run by side."""
     app = App([feature], database_url=url)
     try:
         app.create_all()
@@ -343,37 +366,60 @@ def resume_once(url: str, runs: int, workers: int) -> float:
                 app.start_workflow(ping_flow, Ping(receiver.url, i), user=USER)
             with WorkerProcesses() as fleet:
                 procs = fleet.start(url, workers, command=(sys.executable, __file__, "--resume-worker"))
+                meter.start()
                 started = time.perf_counter()
                 fleet.go()
-                fleet.wait(procs, timeout=600)
+                outputs = fleet.done(procs)
                 elapsed = time.perf_counter() - started
+                meter.stop()
+                fleet.wait(procs, timeout=600)
             with app.engine.connect() as conn:
                 statuses = set(conn.scalars(sa.select(workflow_runs.c.status)))
             if statuses != {"completed"} or sorted(receiver.numbers) != list(range(runs)):
                 raise RuntimeError(f"not every run completed once: {statuses}, {receiver.count} requests")
-        return runs / elapsed
+        cpu = {"workers": worker_cpu(outputs), "receiver": meter.here}
+        if meter.postgres is not None:
+            cpu["postgres"] = meter.postgres
+        return runs / elapsed, {side: 1000 * seconds / runs for side, seconds in cpu.items()}
     finally:
         app.dispose()
 
 
 def resume_scaling(server: PostgresServer, runs: int, rounds: int) -> dict[str, Any]:
     rates: dict[int, list[float]] = {n: [] for n in (1, 2, 4)}
+    cpu: dict[int, list[dict[str, float]]] = {n: [] for n in rates}
     configs = list(rates)
+    meter = CpuMeter(server)
     for r in range(rounds):
         for n in configs[r % 3 :] + configs[: r % 3]:
             name = f"bench_wr_{uuid.uuid4().hex[:8]}"
             try:
-                rates[n].append(resume_once(server.create_database(name), runs, n))
+                rate, per_run = resume_once(server.create_database(name), runs, n, meter)
             finally:
                 server.drop_database(name)
+            rates[n].append(rate)
+            cpu[n].append(per_run)
     print(
         f"\nresume scaling (PostgreSQL): {runs} runs, each resume POSTs to 127.0.0.1 answering after "
-        f"{RECEIVER_DELAY * 1000:.0f} ms; {rounds} round(s), configurations rotating (runs/s, median [min-max])"
+        f"{RECEIVER_DELAY * 1000:.0f} ms; {rounds} round(s), configurations rotating (runs/s, median [min-max]; "
+        "CPU ms per run: workers + receiver + PostgreSQL)"
     )
-    result: dict[str, Any] = {"runs": runs, "rounds": rounds, "delay_ms": RECEIVER_DELAY * 1000, "runs_per_s": {}}
+    result: dict[str, Any] = {
+        "runs": runs,
+        "rounds": rounds,
+        "delay_ms": RECEIVER_DELAY * 1000,
+        "runs_per_s": {},
+        "cpu_ms_per_run": {},
+    }
     for n, values in rates.items():
+        sides = {side: statistics.median(c[side] for c in cpu[n]) for side in cpu[n][0]}
         result["runs_per_s"][str(n)] = statistics.median(values)
-        print(f"  {n} worker(s) {statistics.median(values):8.1f}  [{min(values):.1f}-{max(values):.1f}]")
+        result["cpu_ms_per_run"][str(n)] = sides
+        parts = " + ".join(f"{v:.2f}" for v in sides.values())
+        print(
+            f"  {n} worker(s) {statistics.median(values):8.1f}  [{min(values):.1f}-{max(values):.1f}]"
+            f"   CPU {parts} = {sum(sides.values()):.2f} ms"
+        )
     for n in (2, 4):
         ratios = [many / one for one, many in zip(rates[1], rates[n], strict=True)]
         result[f"scaling_{n}"] = {"median": statistics.median(ratios), "min": min(ratios), "max": max(ratios)}

@@ -3,17 +3,18 @@ enqueues webhook rows and a loopback HTTP receiver that records idempotency keys
 
 Used by tests/outbox/test_outbox_workers.py and bench/outbox.py.  As a script::
 
-    python tests/_outbox_worker.py DATABASE_URL
+    python tests/_outbox_worker.py DATABASE_URL [DELIVERY_CONCURRENCY]
 
-builds its own App with :data:`feature`, prints ``ready``, waits for a line on stdin
-(the caller's start signal, so that every worker starts draining at the same moment),
-then calls ``app.run_worker(once=True)`` until no outbox row is pending and prints
-``done <rows this process delivered>``.
+builds its own App with :data:`feature` (and the App's ``delivery_concurrency``, if
+given), prints ``ready``, waits for a line on stdin (the caller's start signal, so that
+every worker starts draining at the same moment), then calls
+``app.run_worker(once=True)`` until no outbox row is pending and prints
+``done <rows this process delivered> <CPU seconds it used since the signal>``.
 """
 
 from __future__ import annotations
 
-import http.server
+import asyncio
 import json
 import subprocess
 import sys
@@ -61,37 +62,54 @@ def pending(app: App) -> int:
 
 
 class LoopbackReceiver:
-    """A threaded HTTP/1.1 server on 127.0.0.1 answering 200 (after ``delay`` seconds: a
-    peer's own work, for the benches) and recording, per request, the ``Idempotency-Key``
-    header and the JSON body's ``i``."""
+    """An HTTP/1.1 peer on 127.0.0.1 answering 200 (after ``delay`` seconds: a peer's own
+    work, for the benches) and recording, per request, the ``Idempotency-Key`` header and
+    the JSON body's ``i``.
+
+    It is infrastructure, not a measured side: one asyncio loop in a thread, connections
+    kept alive, parsing only what a webhook sends (request line, headers, a
+    ``Content-Length`` body), so that its CPU per request stays small next to a worker's."""
 
     def __init__(self, delay: float = 0.0) -> None:
         self.lock = threading.Lock()
         self.keys: list[str] = []
         self.numbers: list[int] = []
-        receiver = self
+        self.delay = delay
+        self.open: dict[asyncio.Task[None], asyncio.StreamWriter] = {}
+        self.loop = asyncio.new_event_loop()
+        self.server = self.loop.run_until_complete(asyncio.start_server(self._serve, "127.0.0.1", 0))
+        self.url = f"http://127.0.0.1:{self.server.sockets[0].getsockname()[1]}/hook"
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
 
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                with receiver.lock:
-                    receiver.keys.append(self.headers.get("Idempotency-Key", ""))
-                    receiver.numbers.append(json.loads(body)["i"])
-                if delay:
-                    time.sleep(delay)
-                self.send_response(200)
-                self.send_header("Content-Length", "0")
-                self.end_headers()
-
-            def log_message(self, format: str, *args: object) -> None:
-                pass
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self.open[task] = writer
+        try:
+            while True:
+                head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+                headers = {}
+                for line in head[1:]:
+                    name, _, value = line.partition(":")
+                    headers[name.strip().lower()] = value.strip()
+                body = await reader.readexactly(int(headers.get("content-length") or 0))
+                with self.lock:
+                    self.keys.append(headers.get("idempotency-key", ""))
+                    self.numbers.append(json.loads(body)["i"])
+                if self.delay:
+                    await asyncio.sleep(self.delay)
+                close = headers.get("connection", "").lower() == "close"
+                writer.write(
+                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + (b"Connection: close\r\n\r\n" if close else b"\r\n")
+                )
+                await writer.drain()
+                if close:
+                    return
+        except (asyncio.IncompleteReadError, ConnectionError):
+            return  # the client closed the connection (or was killed)
+        finally:
+            writer.close()
+            del self.open[task]
 
     @property
     def count(self) -> int:
@@ -102,9 +120,18 @@ class LoopbackReceiver:
         self.thread.start()
         return self
 
+    async def _close(self) -> None:
+        self.server.close()
+        serving = list(self.open.items())
+        for _, writer in serving:  # its reader ends: the connection's task returns
+            writer.transport.abort()
+        await asyncio.gather(*(task for task, _ in serving), return_exceptions=True)
+
     def __exit__(self, *exc: object) -> None:
-        self.server.shutdown()
-        self.server.server_close()
+        asyncio.run_coroutine_threadsafe(self._close(), self.loop).result(timeout=30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=30)
+        self.loop.close()
 
 
 class WorkerProcesses:
@@ -114,11 +141,13 @@ class WorkerProcesses:
     def __init__(self) -> None:
         self.procs: list[subprocess.Popen[str]] = []
 
-    def start(self, url: str, count: int, command: Sequence[str] = ()) -> list[subprocess.Popen[str]]:
-        """Start ``count`` workers (this script, or ``command`` followed by ``url``: any
-        script that prints ``ready``, then waits for ``go`` on its stdin) and wait until each
-        is ready."""
-        argv = [*(command or (sys.executable, __file__)), url]
+    def start(
+        self, url: str, count: int, command: Sequence[str] = (), args: Sequence[str] = ()
+    ) -> list[subprocess.Popen[str]]:
+        """Start ``count`` workers (this script, or ``command``, followed by ``url`` and
+        ``args``: any script that prints ``ready``, then waits for ``go`` on its stdin) and
+        wait until each is ready."""
+        argv = [*(command or (sys.executable, __file__)), url, *args]
         procs = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True) for _ in range(count)]
         self.procs.extend(procs)
         for proc in procs:
@@ -133,6 +162,19 @@ class WorkerProcesses:
             assert proc.stdin is not None
             proc.stdin.write("go\n")
             proc.stdin.flush()
+
+    @staticmethod
+    def done(procs: list[subprocess.Popen[str]]) -> list[str]:
+        """Read each worker's output up to its ``done`` line (its work is over; it may still
+        be exiting): those lines.  A bench stops its clock here, not at the exits."""
+        lines: list[str] = []
+        for proc in procs:
+            assert proc.stdout is not None
+            while (line := proc.stdout.readline()) and not line.startswith("done "):
+                pass
+            assert line, f"worker {proc.pid} ended before it was done (exit {proc.wait()})"
+            lines.append(line)
+        return lines
 
     @staticmethod
     def wait(procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[str]:
@@ -173,18 +215,20 @@ def enqueue(app: App, url: str, rows: int, per_dispatch: int = 100) -> None:
 
 
 def main(argv: list[str]) -> int:
-    app = App([feature], database_url=argv[1])
+    options = {"delivery_concurrency": int(argv[2])} if len(argv) > 2 else {}
+    app = App([feature], database_url=argv[1], **options)
     try:
         pending(app)  # connect before the start signal
         print("ready", flush=True)
         sys.stdin.readline()
+        cpu = time.process_time()
         delivered = 0
         while True:
             delivered += app.run_worker(once=True)["sent"]
             if not pending(app):
                 break
             time.sleep(0.02)  # rows another worker holds locked
-        print(f"done {delivered}", flush=True)
+        print(f"done {delivered} {time.process_time() - cpu:.4f}", flush=True)
     finally:
         app.dispose()
     return 0

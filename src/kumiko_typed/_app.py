@@ -164,7 +164,7 @@ class App:
         )
         self._operations = Operations(self._sessions, self._workflow_engine, self.clock)
         deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency)
-        self._worker = Worker(self.engine, self._sessions, self._workflow_engine, deliverer, self.clock)
+        self._worker = Worker(self.engine, self._workflow_engine, deliverer, self.clock)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"

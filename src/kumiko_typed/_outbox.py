@@ -22,10 +22,10 @@ import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Row, select, update
+from sqlalchemy import Engine, Row, bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._delivery import SecretBook, SecretResolver, deliver_webhook
@@ -39,13 +39,26 @@ from ._tables import outbox
 if TYPE_CHECKING:
     import httpx
 
-__all__ = ["BATCH", "CLAIM_LEASE", "Deliverer", "PassCounts", "deliver_due", "item_of", "items", "mail_message"]
+__all__ = [
+    "BATCH",
+    "CLAIM_LEASE",
+    "Deliverer",
+    "PassCounts",
+    "claim_size",
+    "deliver_due",
+    "item_of",
+    "items",
+    "mail_message",
+]
 
 logger = logging.getLogger("kumiko_typed")
 
 BATCH = 10
+#: Rows claimed per delivery slot: a batch's last wave and the claim of the next leave
+#: slots idle, so a batch several waves long keeps the pool busy most of the time.
+ROWS_PER_SLOT = 5
 #: How long a SQLite worker's claim keeps other workers off a batch: far more than
-#: delivering it takes (10 rows, each at most the HTTP client's 10 s timeout).
+#: delivering it takes (each row at most the HTTP client's 10 s timeout, several at once).
 CLAIM_LEASE = timedelta(minutes=5)
 
 
@@ -137,18 +150,19 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
         return error
 
 
-def _attempts(deliverer: Deliverer, rows: Sequence[Row[Any]]) -> Iterator[tuple[Row[Any], DeliveryError | None]]:
-    """Deliver ``rows``, at most ``deliverer.concurrency`` at a time: each row with its
-    outcome, as the deliveries finish.  The work is waiting on peers (HTTP, SMTP), so a
-    few threads let one worker keep several deliveries in flight."""
-    width = min(deliverer.concurrency, len(rows))
-    if width <= 1:
+def _attempts(
+    deliverer: Deliverer, rows: Sequence[Row[Any]], pool: ThreadPoolExecutor | None
+) -> Iterator[tuple[Row[Any], DeliveryError | None]]:
+    """Deliver ``rows``, at most ``deliverer.concurrency`` at a time (``pool``, if the
+    concurrency is above 1): each row with its outcome, as the deliveries finish.  The
+    work is waiting on peers (HTTP, SMTP), so a few threads let one worker keep several
+    deliveries in flight."""
+    if pool is None or len(rows) == 1:
         yield from ((row, _attempt(deliverer, row)) for row in rows)
         return
-    with ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") as pool:
-        futures = {pool.submit(_attempt, deliverer, row): row for row in rows}
-        for future in as_completed(futures):
-            yield futures[future], future.result()  # _attempt turns every error into its value
+    futures = {pool.submit(_attempt, deliverer, row): row for row in rows}
+    for future in as_completed(futures):
+        yield futures[future], future.result()  # _attempt turns every error into its value
 
 
 def _count(counts: PassCounts, row: Row[Any], change: Mapping[str, Any]) -> None:
@@ -169,6 +183,12 @@ def _count(counts: PassCounts, row: Row[Any], change: Mapping[str, Any]) -> None
         counts.retried += 1
 
 
+def claim_size(concurrency: int) -> int:
+    """The rows one claim takes: ``ROWS_PER_SLOT`` per delivery slot, at least ``BATCH``.
+    A worker that dies leaves at most that many rows to be delivered again."""
+    return max(BATCH, ROWS_PER_SLOT * concurrency)
+
+
 def _due(now: datetime) -> Any:
     return (
         select(outbox)
@@ -177,30 +197,87 @@ def _due(now: datetime) -> Any:
     )
 
 
-def deliver_due(sessions: sessionmaker[Session], deliverer: Deliverer, clock: Callable[[], datetime]) -> PassCounts:
-    """One pass: deliver every row due now (rows rescheduled into the future wait)."""
+#: The rows of a batch delivered on their first try or a later one, marked at once: the
+#: same columns ``_outcome`` gives a success (the rows are locked, so ``attempts + 1``
+#: is the count it would compute).
+_MARK_SENT: Final = (
+    update(outbox)
+    .where(outbox.c.id.in_(bindparam("ids", expanding=True)))
+    .values(
+        status="sent", attempts=outbox.c.attempts + 1, sent_at=bindparam("now"), next_attempt_at=None, last_error=None
+    )
+)
+_SET_OUTCOME: Final = update(outbox).where(outbox.c.id == bindparam("b_id"))
+
+
+def deliver_due(engine: Engine, deliverer: Deliverer, clock: Callable[[], datetime]) -> PassCounts:
+    """One pass: deliver every row due now (rows rescheduled into the future wait).
+
+    The pass's delivery threads (if its concurrency is above 1) serve all its batches; a
+    worker talks to the database through Core connections, no ORM session."""
     counts = PassCounts()
-    postgres = sessions.kw["bind"].dialect.name == "postgresql"
-    while True:
-        now = clock()
-        with sessions() as session, session.begin():
-            stmt = _due(now).limit(BATCH)
-            rows = session.execute(stmt.with_for_update(skip_locked=True) if postgres else stmt).all()
-            if not rows:
-                return counts
-            if postgres:  # the rows stay locked (SKIP LOCKED) until their outcomes commit
-                for row, error in _attempts(deliverer, rows):
-                    change = _settled(row, error, clock())
-                    session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
-                    _count(counts, row, change)
+    width = deliverer.concurrency
+    pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") if width > 1 else None
+    try:
+        batch = _deliver_postgres if engine.dialect.name == "postgresql" else _deliver_sqlite
+        while batch(engine, deliverer, clock, pool, counts):
+            pass
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    return counts
+
+
+def _deliver_postgres(
+    engine: Engine,
+    deliverer: Deliverer,
+    clock: Callable[[], datetime],
+    pool: ThreadPoolExecutor | None,
+    counts: PassCounts,
+) -> bool:
+    """Claim a batch, deliver it and record the outcomes, in one transaction: the rows stay
+    locked (SKIP LOCKED) until their outcomes commit.  The rows sent are marked by one
+    statement; each failure gets its own.  ``False``: nothing was due."""
+    with engine.begin() as conn:
+        claim = _due(clock()).limit(claim_size(deliverer.concurrency))
+        rows = conn.execute(claim.with_for_update(skip_locked=True)).all()
+        sent: list[Any] = []
+        for row, error in _attempts(deliverer, rows, pool):
+            if error is None:
+                sent.append(row.id)
                 continue
-            ids = [row.id for row in rows]
-            session.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
-        for row, error in _attempts(deliverer, rows):  # SQLite: outside the write lock, each outcome alone
             change = _settled(row, error, clock())
-            with sessions() as session, session.begin():
-                session.execute(update(outbox).where(outbox.c.id == row.id).values(change))
+            conn.execute(_SET_OUTCOME, {"b_id": row.id, **change})
             _count(counts, row, change)
+        if sent:
+            conn.execute(_MARK_SENT, {"ids": sent, "now": clock()})
+            counts.sent += len(sent)
+    return bool(rows)
+
+
+def _deliver_sqlite(
+    engine: Engine,
+    deliverer: Deliverer,
+    clock: Callable[[], datetime],
+    pool: ThreadPoolExecutor | None,
+    counts: PassCounts,
+) -> bool:
+    """Claim a batch by moving its next attempt a lease ahead (one short transaction),
+    then deliver outside the write lock and record each outcome alone, as it comes: a
+    worker that dies re-delivers, after the lease, only what it had not recorded."""
+    now = clock()
+    with engine.begin() as conn:
+        rows = conn.execute(_due(now).limit(claim_size(deliverer.concurrency))).all()
+        if not rows:
+            return False
+        ids = [row.id for row in rows]
+        conn.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
+    for row, error in _attempts(deliverer, rows, pool):
+        change = _settled(row, error, clock())
+        with engine.begin() as conn:
+            conn.execute(_SET_OUTCOME, {"b_id": row.id, **change})
+        _count(counts, row, change)
+    return True
 
 
 def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:

@@ -16,7 +16,6 @@ from datetime import datetime
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError, OperationalError
-from sqlalchemy.orm import Session, sessionmaker
 
 from ._notify import CHANNEL, Listener
 from ._outbox import Deliverer, deliver_due
@@ -36,13 +35,11 @@ class Worker:
     def __init__(
         self,
         engine: Engine,
-        sessions: sessionmaker[Session],
         workflows: WorkflowEngine,
         deliverer: Deliverer,
         clock: Callable[[], datetime],
     ) -> None:
         self._engine = engine
-        self._sessions = sessions
         self._workflows = workflows
         self._feed = EventFeed(workflows)
         self._cron = CronTriggers(workflows)
@@ -104,7 +101,7 @@ class Worker:
         started, woken = self._feed.consume()
         started += self._cron.fire()
         resumed = woken + self._workflows.resume_due()
-        counts = deliver_due(self._sessions, self._deliverer, self._clock)
+        counts = deliver_due(self._engine, self._deliverer, self._clock)
         done = {
             "started": started,
             "resumed": resumed,

@@ -170,6 +170,19 @@ class WorkflowEngine:
         )
         #: A consumer cursor row (the event feed's, a cron workflow's) made once.
         self.new_consumer = dialect_insert(consumers).on_conflict_do_nothing(index_elements=["name"])
+        #: The due runs a pass claims, built once (the definitions do not change).
+        self._due = (
+            select(workflow_runs)
+            .where(
+                workflow_runs.c.status == "suspended",
+                workflow_runs.c.wake_at <= bindparam("now"),
+                self.resumable(),
+            )
+            .order_by(workflow_runs.c.wake_at)
+            .limit(BATCH)
+        )
+        if self.postgres:
+            self._due = self._due.with_for_update(skip_locked=True)
 
     # --- starting ------------------------------------------------------------------
 
@@ -518,17 +531,7 @@ class WorkflowEngine:
         resumed = 0
         while True:
             with self.sessions() as session, session.begin():
-                stmt = (
-                    select(workflow_runs)
-                    .where(
-                        workflow_runs.c.status == "suspended",
-                        workflow_runs.c.wake_at <= self.clock(),
-                        self.resumable(),
-                    )
-                    .order_by(workflow_runs.c.wake_at)
-                    .limit(BATCH)
-                )
-                rows = session.execute(stmt.with_for_update(skip_locked=True) if self.postgres else stmt).all()
+                rows = session.execute(self._due, {"now": self.clock()}).all()
                 if not rows:
                     return resumed
                 for row in rows:

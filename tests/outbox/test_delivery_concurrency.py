@@ -7,13 +7,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import pytest
+import sqlalchemy as sa
 from _receiver import Receiver
 from _support import Hook
 
 from kumiko_typed import App, Feature, User, ok
+from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -74,3 +76,49 @@ def test_a_delivery_concurrency_below_one_is_a_boot_error(bad: object) -> None:
 
     with pytest.raises(BootError, match="delivery_concurrency must be a positive int"):
         App([f], database_url="sqlite://", delivery_concurrency=bad)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("width", [1, 4])
+def test_each_row_of_a_batch_keeps_its_own_outcome(
+    app_on: Callable[..., App], receiver: Receiver, user: User, width: int
+) -> None:
+    """The rows a batch sent are marked together; a failure next to them stays a failure
+    of that row alone, and its later success is counted as its second attempt."""
+    failing = [True]
+    receiver.respond = lambda _i, path: (500, {}) if path.startswith("/flaky") and failing[0] else (200, {})
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock, delivery_concurrency=width)
+    paths = [f"/flaky/{i}" if i % 3 == 0 else f"/ok/{i}" for i in range(9)]  # one batch
+    _enqueue(app, receiver, user, paths)
+    assert app.dispatch(hook, Hook("ftp://127.0.0.1/never"), user=user) == ok(None)
+
+    assert app.run_worker(once=True) == {"started": 0, "resumed": 0, "sent": 6, "retried": 3, "dead": 1}
+    first = _rows(app)
+    for path in paths:
+        status, attempts, error, sent_at, next_at = first[receiver.url(path)]
+        if path.startswith("/flaky"):
+            assert (status, attempts, error, sent_at) == ("pending", 1, "HTTP 500 Internal Server Error", None)
+            assert next_at is not None and next_at > T0
+        else:
+            assert (status, attempts, error, sent_at, next_at) == ("sent", 1, None, T0, None)
+    assert first["ftp://127.0.0.1/never"][:2] == ("dead", 1)
+
+    failing[0] = False
+    clock.advance(hours=1)
+    assert app.run_worker(once=True)["sent"] == 3
+    second = _rows(app)
+    for path in paths[::3]:
+        assert second[receiver.url(path)] == ("sent", 2, None, T0 + timedelta(hours=1), None)
+    assert all(second[receiver.url(p)] == first[receiver.url(p)] for p in paths if p.startswith("/ok"))
+    assert sorted(r.path for r in receiver.requests) == sorted(paths + paths[::3])  # nothing sent twice
+
+
+def _rows(app: App) -> dict[str, tuple[object, ...]]:
+    """Each outbox row's outcome columns, by target URL."""
+    with app.engine.connect() as conn:
+        rows = conn.execute(
+            sa.select(outbox.c.message, outbox.c.status, outbox.c.attempts, outbox.c.last_error).add_columns(
+                outbox.c.sent_at, outbox.c.next_attempt_at
+            )
+        ).all()
+    return {r.message["url"]: (r.status, r.attempts, r.last_error, r.sent_at, r.next_attempt_at) for r in rows}

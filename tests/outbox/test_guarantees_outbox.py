@@ -30,6 +30,7 @@ from _receiver import Receiver
 from _support import Hook
 
 from kumiko_typed import App, Feature, MaildirTransport, Ok, OutboxItem, SmtpTransport, User, bearer, ok
+from kumiko_typed._outbox import claim_size
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -128,8 +129,9 @@ def test_a_secret_quoted_by_the_http_clients_error_is_redacted_from_last_error(
 def test_a_worker_blocked_in_a_slow_delivery_does_not_stall_another_worker(
     fresh_postgres_url: str, receiver: Receiver
 ) -> None:
-    """11 due rows (more than one claim batch); worker 1 claims a batch and blocks in its
-    first delivery.  Worker 2's pass delivers the row left over, and returns."""
+    """One row more than a claim takes; worker 1 claims a batch and blocks in its first
+    delivery.  Worker 2's pass delivers the row left over, and returns."""
+    rows = claim_size(4) + 1  # the App's default delivery_concurrency
     entered, release = threading.Event(), threading.Event()
 
     def respond(index: int, _path: str) -> tuple[int, dict[str, str]]:
@@ -148,7 +150,7 @@ def test_a_worker_blocked_in_a_slow_delivery_does_not_stall_another_worker(
 
     try:
         first.create_all()
-        enqueue(first, receiver.url(), 11)
+        enqueue(first, receiver.url(), rows)
         one = threading.Thread(target=work, args=("first", first), daemon=True)
         two = threading.Thread(target=work, args=("second", second), daemon=True)
         one.start()
@@ -161,10 +163,10 @@ def test_a_worker_blocked_in_a_slow_delivery_does_not_stall_another_worker(
         one.join(60)
         two.join(60)
         assert took < 8, f"worker 2's pass waited {took:.1f} s for worker 1"
-        assert (counts["second"]["sent"], counts["first"]["sent"]) == (1, 10)
+        assert (counts["second"]["sent"], counts["first"]["sent"]) == (1, rows - 1)
         assert {i.status for i in first.outbox()} == {"sent"}
         keys = [r.headers["idempotency-key"] for r in receiver.requests]
-        assert len(keys) == len(set(keys)) == 11
+        assert len(keys) == len(set(keys)) == rows
     finally:
         release.set()
         first.dispose()
