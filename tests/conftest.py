@@ -3,6 +3,7 @@ and a ``test_notes`` table that steps write through ``c.db`` to observe commits.
 
 from __future__ import annotations
 
+import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime
@@ -27,6 +28,17 @@ _NOTES = sa.Table(
 
 def _user(*roles: str) -> User:
     return User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset(roles))
+
+
+@pytest.fixture
+def racers() -> Iterator[list[subprocess.Popen[str]]]:
+    """Processes a test starts (``racers.append(Popen(...))``), killed if still running at its end."""
+    started: list[subprocess.Popen[str]] = []
+    yield started
+    for proc in started:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(10)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from decimal import Decimal
 from pathlib import Path
@@ -294,16 +294,6 @@ def test_a_bad_start_key_is_refused(make_app: AppOn, key: str) -> None:
 # --- races between processes ------------------------------------------------------------
 
 RACERS = 4
-
-
-@pytest.fixture
-def racers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
 
 
 def _race(url: str, mode: str, racers: list[subprocess.Popen[str]], run_log: Path) -> list[dict[str, Any]]:

@@ -42,16 +42,6 @@ def app(fresh_postgres_url: str) -> Iterator[App]:
     app.dispose()
 
 
-@pytest.fixture
-def racers() -> Iterator[list[subprocess.Popen[str]]]:
-    started: list[subprocess.Popen[str]] = []
-    yield started
-    for proc in started:
-        if proc.poll() is None:
-            proc.kill()
-        proc.wait(10)
-
-
 def new(app: App, user: User, count: int) -> uuid.UUID:
     result = app.dispatch(new_stock, NewStock(count), user=user)
     assert isinstance(result, Ok), result
