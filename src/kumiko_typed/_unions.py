@@ -58,21 +58,9 @@ _SAID = {
 
 
 def _kind(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, int):
-        return "integer"
-    if isinstance(value, float):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, Mapping):
-        return "object"
-    if isinstance(value, (list, tuple)):
-        return "array"
-    return type(value).__name__
+    """:func:`json_type`, telling an integer from another number (``1`` fits ``int``, ``1.5`` does not)."""
+    kind = json_type(value)
+    return "integer" if kind == "number" and isinstance(value, int) else kind
 
 
 def _is_union(t: Any) -> bool:
