@@ -17,7 +17,7 @@ from . import _rules
 from ._compat import across_problems, ambiguous_names
 from ._durations import parse_duration
 from ._errors import StepRefused
-from ._finished import Finished, QueryFinished
+from ._finished import Finished, Program, QueryFinished
 from ._steps import (
     AppendEvent,
     CallFeature,
@@ -243,28 +243,21 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
         for kind in sorted(feature.requires - _rules.TIER2_KINDS):
             problems.append(f"feature {feature.name!r}: {_rules.msg_unknown_capability(kind)}")
         problems.extend(feature.problems)
-        for handler in feature.handlers:
-            where = f"handler {handler.name}"
-            if handler.name in seen_handlers:
-                problems.append(f"{where}: the name is registered twice; handler names must be unique")
-            seen_handlers.add(handler.name)
-            if isinstance(handler.pipeline, Finished):
-                if handler.pipeline.feature is not feature:
-                    message = _rules.msg_foreign_pipeline(handler.pipeline.feature.name, feature.name)
+        # Write handlers and queries share one namespace of full names; a query says so.
+        entries: list[tuple[str, str, object, type[Program[Any, Any]], str]] = [
+            ("handler", h.name, h.pipeline, Finished, "handler names") for h in feature.handlers
+        ]
+        entries += [("query", q.name, q.pipeline, QueryFinished, "handler and query names") for q in feature.queries]
+        for kind, name, pipeline, finished, names in entries:
+            where = f"{kind} {name}"
+            if name in seen_handlers:
+                problems.append(f"{where}: the name is registered twice; {names} must be unique")
+            seen_handlers.add(name)
+            if isinstance(pipeline, finished):
+                if pipeline.feature is not feature:
+                    message = _rules.msg_foreign_pipeline(pipeline.feature.name, feature.name)
                     problems.append(f"{where}: {message}")
-                problems.extend(
-                    check_pipeline(feature, where, handler.pipeline.steps, handler.pipeline.builder, tables)
-                )
-        for query in feature.queries:
-            where = f"query {query.name}"
-            if query.name in seen_handlers:
-                problems.append(f"{where}: the name is registered twice; handler and query names must be unique")
-            seen_handlers.add(query.name)
-            if isinstance(query.pipeline, QueryFinished):
-                if query.pipeline.feature is not feature:
-                    message = _rules.msg_foreign_pipeline(query.pipeline.feature.name, feature.name)
-                    problems.append(f"{where}: {message}")
-                problems.extend(check_pipeline(feature, where, query.pipeline.steps, query.pipeline.builder, tables))
+                problems.extend(check_pipeline(feature, where, pipeline.steps, pipeline.builder, tables))
         for workflow in feature.workflows:
             where = f"workflow {workflow.name}"
             problems.extend(_check_trigger(where, workflow.trigger.cron))
