@@ -35,8 +35,29 @@ R = DefaultTypeVar("R", covariant=True, default=object)
 V = TypeVar("V")
 
 
-@attrs.frozen(eq=False)
-class WriteHandler(Generic[P, D]):
+class _Named(Generic[P]):
+    """What write and query handlers share: a full name and the payload class, read off
+    the attrs fields each declares."""
+
+    feature: Feature[Any]
+    local_name: str
+    pipeline: Finished[P, Any] | QueryFinished[P, Any]
+
+    @property
+    def name(self) -> str:
+        """The full name, ``"<feature>:<local name>"``, used by ``dispatch_json`` and ``query_json``."""
+        return f"{self.feature.name}:{self.local_name}"
+
+    @property
+    def payload_type(self) -> type[P]:
+        return self.pipeline.payload_type
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.name}>"
+
+
+@attrs.frozen(eq=False, repr=False)  # _Named's repr: the kind and the full name
+class WriteHandler(_Named[P], Generic[P, D]):
     """A named, role-guarded entry point: dispatching it runs ``pipeline`` in one transaction.
 
     ``D`` is the ``Ok`` data type, inferred from the pipeline's ``return_``.
@@ -47,21 +68,9 @@ class WriteHandler(Generic[P, D]):
     pipeline: Finished[P, D]
     roles: frozenset[str] | None
 
-    @property
-    def name(self) -> str:
-        """The full name, ``"<feature>:<local name>"``, used by ``dispatch_json``."""
-        return f"{self.feature.name}:{self.local_name}"
 
-    @property
-    def payload_type(self) -> type[P]:
-        return self.pipeline.payload_type
-
-    def __repr__(self) -> str:
-        return f"<WriteHandler {self.name}>"
-
-
-@attrs.frozen(eq=False)
-class QueryHandler(Generic[P, D]):
+@attrs.frozen(eq=False, repr=False)  # _Named's repr: the kind and the full name
+class QueryHandler(_Named[P], Generic[P, D]):
     """A named, role-guarded read: ``app.query`` runs ``pipeline`` in one read-only
     transaction, filtered to the user's tenant, and never commits.
 
@@ -74,18 +83,6 @@ class QueryHandler(Generic[P, D]):
     local_name: str
     pipeline: QueryFinished[P, D]
     roles: frozenset[str] | None
-
-    @property
-    def name(self) -> str:
-        """The full name, ``"<feature>:<local name>"``, used by ``query_json``."""
-        return f"{self.feature.name}:{self.local_name}"
-
-    @property
-    def payload_type(self) -> type[P]:
-        return self.pipeline.payload_type
-
-    def __repr__(self) -> str:
-        return f"<QueryHandler {self.name}>"
 
 
 @attrs.frozen(eq=False)
