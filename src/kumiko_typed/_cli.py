@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import importlib
+import inspect
 import logging
 import os
 import signal
 import sys
+import traceback
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -52,24 +54,55 @@ def load_app(target: str, database_url: str | None) -> App:
         sys.path.insert(0, os.getcwd())
     try:
         module = importlib.import_module(module_name)
-        value: Any = getattr(module, attribute)
     except BootError:
         raise
-    except (ImportError, AttributeError) as exc:
+    except ModuleNotFoundError as exc:
+        if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
+            raise _raised(f"importing {module_name}", exc) from exc  # the app's own import failed
         raise click.ClickException(f"cannot load {target}: {exc}") from exc
+    except Exception as exc:
+        raise _raised(f"importing {module_name}", exc) from exc
+    value: Any = getattr(module, attribute, _MISSING)
+    if value is _MISSING:
+        raise click.ClickException(f"cannot load {target}: module {module_name!r} has no attribute {attribute!r}")
     if isinstance(value, App):
         if database_url is None:
             return value
         return value.with_database(database_url)
     if callable(value):
+        arguments = {"database_url": database_url} if database_url else {}
         try:
-            with _database(database_url):  # a factory may create its tables
-                app = value(database_url=database_url) if database_url else value()
+            inspect.signature(value).bind(**arguments)
         except TypeError as exc:
             raise click.ClickException(f"cannot call {target}: {exc}") from exc
+        except ValueError:
+            pass  # no signature to check (a builtin): the call itself tells
+        try:
+            with _database(database_url):  # a factory may create its tables
+                app = value(**arguments)
+        except (BootError, click.ClickException):
+            raise
+        except Exception as exc:
+            raise _raised(f"calling {target}", exc) from exc
         if isinstance(app, App):
             return app
     raise click.ClickException(f"{target} is neither an App nor a function returning one")
+
+
+_MISSING: Any = object()
+_IMPORTLIB = os.path.dirname(importlib.__file__ or "<importlib>")
+
+
+def _raised(doing: str, exc: BaseException) -> click.ClickException:
+    """The application's own code raised while loading: its exception and where, in the
+    application's frames only (the importer's and this module's are noise)."""
+    frames = [
+        frame
+        for frame in traceback.extract_tb(exc.__traceback__)
+        if not frame.filename.startswith(("<frozen", _IMPORTLIB)) and frame.filename != __file__
+    ]
+    where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
+    return click.ClickException(f"{doing} raised {type(exc).__name__}: {exc}{where}")
 
 
 def _url(option: str | None) -> str | None:

@@ -1035,6 +1035,41 @@ def test_every_command_reports_a_bad_target(tmp_path: Path, command: str) -> Non
     assert "Traceback" not in result.stderr + result.stdout
 
 
+RAISING_APPS = [
+    # (module source, attribute, what the error says): the app's own code raised while loading
+    (
+        "x = {}\nvalue = x['missing']\n",
+        "app",
+        ["importing {m} raised KeyError: 'missing'", "{m}.py:2: value = x['missing']"],
+    ),
+    ("import no_such_dependency_xyz\n", "app", ["importing {m} raised ModuleNotFoundError", "{m}.py:1: import"]),
+    (
+        "def make_app(database_url=None):\n    return 1 // 0\n",
+        "make_app",
+        [
+            "calling {m}:make_app raised ZeroDivisionError: integer division or modulo by zero",
+            "{m}.py:2: return 1 // 0",
+        ],
+    ),
+    ("def make_app(region):\n    return region\n", "make_app", ["cannot call {m}:make_app: missing a required"]),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "attribute", "expected"), RAISING_APPS, ids=["import", "dependency", "factory", "signature"]
+)
+def test_an_app_module_that_raises_is_reported_with_its_own_lines(
+    tmp_path: Path, source: str, attribute: str, expected: list[str]
+) -> None:
+    module = _module(tmp_path, source, "raising")
+    result = cli(tmp_path, "check", f"{module}:{attribute}", "--database-url", _url(tmp_path))
+    assert result.returncode == 1, _explain(result)
+    for text in expected:
+        assert text.format(m=module) in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr + result.stdout
+    assert "importlib" not in result.stderr and "_cli.py" not in result.stderr, _explain(result)
+
+
 def test_keys_purge_deletes_the_expired_keys_only(tmp_path: Path, tiny: Tiny) -> None:
     import sqlalchemy as sa
 
