@@ -415,7 +415,9 @@ class App:
     def _run_query(
         self, query: QueryHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
     ) -> Ok[object] | Failure:
-        result = run_query(self._sessions, self._registry, self.clock, query, payload, user, correlation_id)
+        result = _wrong_correlation(correlation_id) or run_query(
+            self._sessions, self._registry, self.clock, query, payload, user, correlation_id
+        )
         if isinstance(result, Failure):
             logger.info(
                 "query %s: %s: %s",
@@ -445,7 +447,9 @@ class App:
         correlation_id: uuid.UUID | None,
         idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
-        result = self._execute(handler, payload, user, correlation_id, idempotency_key)
+        result = _wrong_correlation(correlation_id) or self._execute(
+            handler, payload, user, correlation_id, idempotency_key
+        )
         if isinstance(result, Failure):  # a structured record for log pipelines; the message is safe
             logger.info(
                 "handler %s: %s: %s",
@@ -537,6 +541,16 @@ class App:
 def _wrong_kind(name: str, what: str) -> Failure:
     """A handler run the wrong way: a query dispatched, a write handler queried."""
     return fail("not_found", f"{name} is {what}", {"handler": name})
+
+
+def _wrong_correlation(correlation_id: object) -> Failure | None:
+    """A caller without a type checker may pass a header's text: refused up front, not
+    when the first event row cannot bind it."""
+    if correlation_id is None or isinstance(correlation_id, uuid.UUID):
+        return None
+    given = type(correlation_id).__name__
+    message = f"correlation_id must be a uuid.UUID or None, not {given} (parse text with uuid.UUID(...))"
+    return fail("validation_error", message, [{"path": "correlation_id", "message": message}])
 
 
 def _handler_result(outcome: object) -> Ok[object] | Failure:

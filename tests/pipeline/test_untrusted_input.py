@@ -337,3 +337,35 @@ def test_fuzzed_json_never_gives_an_internal_error_nor_a_partial_write(app_on: A
     print(f"fuzz on {app.engine.dialect.name}: {sum(seen.values())} examples, {seen}")
     assert sum(seen.values()) >= 2000
     assert internal == [], f"{len(internal)} internal_error(s) or database refusals, e.g. {internal[:3]}"
+
+
+@attrs.frozen
+class Nothing:
+    pass
+
+
+STRUCTURED = NewItem("tea", 3, 1.5, Decimal("4.20"), datetime(2024, 5, 6, tzinfo=UTC), {"a": [1, "b"]}, "fine")
+
+
+@pytest.mark.parametrize("given", ["abc", str(uuid.UUID(int=7)), 12, b"\x00" * 16])
+def test_a_correlation_id_that_is_not_a_uuid_is_refused_before_anything_runs(
+    app_on: AppOn, admin: User, given: Any
+) -> None:
+    """Before: the first event row could not bind it, an ``internal_error`` after the work ran."""
+    f, create, _note = _feature()
+    count = f.query_handler("count", f.query_pipeline(Nothing).return_(lambda c: ok(1)))
+    app = app_on([f])
+    expected = f"correlation_id must be a uuid.UUID or None, not {type(given).__name__}"
+    results = [
+        app.dispatch_json(create.name, GOOD, user=admin, correlation_id=given),
+        app.dispatch(create, STRUCTURED, user=admin, correlation_id=given),
+        app.query_json(count.name, {}, user=admin, correlation_id=given),
+        app.query(count, Nothing(), user=admin, correlation_id=given),
+    ]
+    for result in results:
+        assert isinstance(result, Failure) and result.code == "validation_error", result
+        assert result.message.startswith(expected), result
+        assert result.details == [{"path": "correlation_id", "message": result.message}]
+    assert _counts(app) == (0, 0, 0)
+    assert isinstance(app.dispatch(create, STRUCTURED, user=admin, correlation_id=uuid.UUID(int=7)), Ok)
+    assert _counts(app) == (1, 2, 1)
