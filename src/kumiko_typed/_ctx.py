@@ -30,12 +30,19 @@ def _roles(value: object) -> frozenset[str]:
     return frozenset(str(r) for r in value)
 
 
+def _uuid(_user: object, attribute: attrs.Attribute[UUID], value: object) -> None:
+    # Every row a run writes carries these; a string or None would surface as a failed
+    # insert deep inside a step (or, None as the tenant, as rows no tenant owns).
+    if not isinstance(value, UUID):
+        raise TypeError(f"User.{attribute.name} must be a uuid.UUID, not {type(value).__name__}")
+
+
 @attrs.frozen
 class User:
     """The authenticated caller.  ``roles`` is matched against a handler's ``roles=``."""
 
-    id: UUID
-    tenant_id: UUID
+    id: UUID = attrs.field(validator=_uuid)
+    tenant_id: UUID = attrs.field(validator=_uuid)
     roles: frozenset[str] = attrs.field(default=frozenset(), converter=_roles)
 
     def has_role(self, role: str) -> bool:

@@ -4,6 +4,7 @@ roles, unknown handlers (DESIGN §3.1, §3.2, §5)."""
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -465,3 +466,18 @@ def test_dispatch_with_a_payload_of_the_wrong_class_is_a_validation_error(make_a
         assert res.http_status == 400
         assert res.details == [{"path": "$", "message": "expected Note"}]
     assert ran == []
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"id": "7d0c", "tenant_id": uuid.uuid4()}, "User.id must be a uuid.UUID, not str"),
+        ({"id": uuid.uuid4(), "tenant_id": None}, "User.tenant_id must be a uuid.UUID, not NoneType"),
+        ({"id": uuid.uuid4(), "tenant_id": 3}, "User.tenant_id must be a uuid.UUID, not int"),
+        ({"id": uuid.uuid4(), "tenant_id": uuid.uuid4(), "roles": None}, "roles must be a collection of role names"),
+    ],
+)
+def test_a_user_is_refused_where_it_is_made_not_inside_a_step(fields: dict[str, Any], message: str) -> None:
+    """Before: ``tenant_id=None`` wrote rows no tenant owns; a string id failed the first insert."""
+    with pytest.raises(TypeError, match=message):
+        User(**fields)
