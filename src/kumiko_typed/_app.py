@@ -260,6 +260,13 @@ class App:
 
         With a ``key`` (1 to 255 printable characters), at most one run is ever started
         per (workflow, the user's tenant, key): a later start returns that run's id."""
+        # Typed, but a caller without a type checker gets a sentence, not an AttributeError.
+        if not isinstance(workflow, Workflow):
+            raise TypeError(
+                f"start_workflow takes a Workflow (app.workflows[name] by name), not {type(workflow).__name__}"
+            )
+        if not isinstance(user, User):
+            raise TypeError(f"workflow {workflow.name}: user must be a User, not {type(user).__name__}")
         return self._workflow_engine.start(workflow, payload, user, key)
 
     def cancel_run(self, run_id: uuid.UUID, *, user: User, reason: str | None = None) -> Ok[RunInfo] | Failure:
@@ -293,11 +300,16 @@ class App:
         return check_runs(self._workflow_engine)
 
     def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
+        """One run of any tenant (an operator's view), or ``None`` if there is none."""
+        if not isinstance(run_id, uuid.UUID):  # typed, but an id from a URL may still be text
+            raise TypeError(f"run_id must be a uuid.UUID, not {type(run_id).__name__}")
         return self._workflow_engine.get(run_id)
 
     def runs(self, workflow: Workflow[Any] | str | None = None) -> list[RunInfo]:
         """Workflow runs, newest first (of one workflow, or of all)."""
         name = workflow.name if isinstance(workflow, Workflow) else workflow
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"runs() takes a Workflow, its name or None, not {type(workflow).__name__}")
         return self._workflow_engine.list(name)
 
     # --- the event store -----------------------------------------------------------

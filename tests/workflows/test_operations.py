@@ -368,3 +368,35 @@ def test_bad_ids_and_users_are_failures_not_tracebacks(ops: tuple[App, dict[str,
     run_id = app.start_workflow(w["doubled"], Job(1), user=ADA)
     reason: Any = 3
     failure_of(app.cancel_run(run_id, user=ADA, reason=reason), "validation_error")
+
+
+def test_the_operators_lookups_refuse_what_is_not_an_id_or_a_workflow(ops: tuple[App, dict[str, Any]]) -> None:
+    """Before: ``get_run("...")`` raised SQLAlchemy's StatementError quoting the SQL;
+    ``runs(5)`` listed nothing as if no run existed."""
+    app, w = ops
+    wrong: Any = "not-a-uuid"
+    with pytest.raises(TypeError, match=r"^run_id must be a uuid\.UUID, not str$"):
+        app.get_run(wrong)
+    number: Any = 5
+    with pytest.raises(TypeError, match=r"^runs\(\) takes a Workflow, its name or None, not int$"):
+        app.runs(number)
+    run_id = app.start_workflow(w["doubled"], Job(1), user=ADA)
+    found = app.get_run(run_id)
+    assert found is not None and found.run_id == run_id
+    assert [r.run_id for r in app.runs(w["doubled"].name)] == [run_id]
+    assert app.get_run(uuid.uuid4()) is None
+
+
+def test_start_workflow_refuses_a_name_or_a_missing_user_in_a_sentence(ops: tuple[App, dict[str, Any]]) -> None:
+    """Before: AttributeError ('str' object has no attribute 'name'; 'NoneType' ... 'id')."""
+    app, w = ops
+    name: Any = w["doubled"].name
+    with pytest.raises(
+        TypeError, match=r"^start_workflow takes a Workflow \(app\.workflows\[name\] by name\), not str$"
+    ):
+        app.start_workflow(name, Job(1), user=ADA)
+    nobody: Any = None
+    with pytest.raises(TypeError, match=r"user must be a User, not NoneType$"):
+        app.start_workflow(w["doubled"], Job(1), user=nobody)
+    assert app.runs() == []
+    assert app.start_workflow(app.workflows[name], Job(1), user=ADA) is not None
