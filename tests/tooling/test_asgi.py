@@ -283,6 +283,45 @@ def test_an_async_dependency_and_a_failing_one(make_app: Callable[..., App], cap
         bad.close()
 
 
+def test_a_body_over_the_limit_is_413_and_runs_nothing(make_app: Callable[..., App]) -> None:
+    ran: list[str] = []
+    f = Feature("big")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(len(ran)))
+    )
+    limit = 100
+    server = Served(asgi_app(make_app([f]), user=user_of, max_body=limit))
+    default = Served(asgi_app(make_app([f]), user=user_of))
+    headers = {**AS_CLERK, "Content-Type": "application/json"}
+    fits = b'{"text": "' + b"x" * (limit - 12) + b'"}'
+    assert len(fits) == limit
+    try:
+        assert server.http.post("/big/take", content=fits, headers=headers).json() == {"data": 1}
+        over = b'{"text": "' + b"x" * (limit - 11) + b'"}'
+        declared = server.http.post("/big/take", content=over, headers=headers)
+        assert _failure(declared, 413, "payload_too_large")["message"] == (
+            f"the body is larger than {limit} bytes; send a smaller payload"
+        )
+
+        def chunked() -> Iterator[bytes]:  # no Content-Length: counted while it is read
+            yield b'{"text": "'
+            for _ in range(50):
+                yield b"x" * 10
+            yield b'"}'
+
+        _failure(server.http.post("/big/take", content=chunked(), headers=headers), 413, "payload_too_large")
+        huge = b'{"text": "' + b"x" * (2 * 1024 * 1024) + b'"}'
+        _failure(default.http.post("/big/take", content=huge, headers=headers), 413, "payload_too_large")
+        assert ran == ["x" * (limit - 12)]
+        assert default.http.post("/big/take", content=fits, headers=headers).json() == {"data": 2}
+    finally:
+        server.close()
+        default.close()
+    for wrong in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match="max_body must be a positive number of bytes"):
+            asgi_app(make_app([_echo_feature()]), user=user_of, max_body=wrong)  # type: ignore[arg-type]
+
+
 def test_results_are_sent_as_json(make_app: Callable[..., App]) -> None:
     server = Served(asgi_app(make_app([_echo_feature()]), user=user_of))
     try:

@@ -102,26 +102,39 @@ def _run_query(app: App, name: str, data: object, user: User, key: str | None) -
     return app.query_json(name, data, user=user)
 
 
-def asgi_app(app: App, *, user: UserDependency, www_authenticate: str = "Bearer") -> Starlette:
+def asgi_app(
+    app: App, *, user: UserDependency, www_authenticate: str = "Bearer", max_body: int = 1024 * 1024
+) -> Starlette:
     """A Starlette application serving :func:`endpoints` of ``app``; mount it where you like.
 
     ``user(request)`` runs for every handler request: a plain function in a worker thread
     (it may block), an ``async`` one on the event loop.  Handlers run in worker threads.
-    ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one)."""
+    ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one).  A body of
+    more than ``max_body`` bytes (1 MiB by default) is refused with ``413`` before more of
+    it is read: a payload is held in memory whole, twice (bytes and parsed)."""
+    if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
+        raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
     schemas = {e.schema_path: _dumps(payload_schema(e.payload_type)) for e in served.values()}
     # An ASGI app as the route's endpoint answers every method: the adapter says 405 itself.
-    return Starlette(routes=[Route("/{path:path}", _Adapter(served, schemas, user, www_authenticate))])
+    adapter = _Adapter(served, schemas, user, www_authenticate, max_body)
+    return Starlette(routes=[Route("/{path:path}", adapter)])
 
 
 class _Adapter:
     def __init__(
-        self, served: dict[str, Endpoint], schemas: dict[str, bytes], user: UserDependency, challenge: str
+        self,
+        served: dict[str, Endpoint],
+        schemas: dict[str, bytes],
+        user: UserDependency,
+        challenge: str,
+        max_body: int,
     ) -> None:
         self.served = served
         self.schemas = schemas
         self.user = user
         self.challenge = {"WWW-Authenticate": challenge}
+        self.max_body = max_body
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await self.respond(Request(scope, receive))
@@ -152,7 +165,13 @@ class _Adapter:
         key = _idempotency_key(request)
         if isinstance(key, Failure):
             return _failure(key)
-        data = _json_body(request.headers.get("content-type", ""), await request.body())
+        content_type = request.headers.get("content-type", "")
+        if not _is_json(content_type):
+            return _failure(_refused("Content-Type", f"the Content-Type header must be {_JSON}"))
+        body = await _body(request, self.max_body)
+        if body is None:
+            return _too_large(self.max_body)
+        data = _json_body(body)
         if isinstance(data, Failure):
             return _failure(data)
         try:
@@ -183,11 +202,29 @@ def _idempotency_key(request: Request) -> str | Failure | None:
     return values[0]
 
 
-def _json_body(content_type: str, body: bytes) -> object | Failure:
+def _is_json(content_type: str) -> bool:
     # Only application/json: a browser sends a cross-site form or text/plain POST without
     # asking first (CORS), never this one.
-    if content_type.split(";", 1)[0].strip().lower() != _JSON:
-        return _refused("Content-Type", f"the Content-Type header must be {_JSON}")
+    return content_type.split(";", 1)[0].strip().lower() == _JSON
+
+
+async def _body(request: Request, limit: int) -> bytes | None:
+    """The body, or ``None`` once it is known to exceed ``limit`` bytes: by its declared
+    length before reading, else while reading (chunked, or a length that lies)."""
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        return None
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def _json_body(body: bytes) -> object | Failure:
     try:
         data: object = json.loads(body)
     except RecursionError:
@@ -206,6 +243,14 @@ def _not_allowed(method: str) -> Response:
     """405 is HTTP's business, not a handler's: it has no Failure code of the library's."""
     body = {"code": "method_not_allowed", "message": f"this path answers {method} only", "details": None}
     return Response(_dumps(body), 405, {"Allow": method}, media_type=_JSON)
+
+
+def _too_large(limit: int) -> Response:
+    """413, like 405 an HTTP answer with no Failure code of the library's."""
+    message = f"the body is larger than {limit} bytes; send a smaller payload"
+    body = {"code": "payload_too_large", "message": message, "details": None}
+    # The rest of the body is not read: the connection is closed rather than drained.
+    return Response(_dumps(body), 413, {"Connection": "close"}, media_type=_JSON)
 
 
 def _crash(where: str, exc: Exception) -> Response:
