@@ -2,11 +2,12 @@
 workflow segments.
 
 A finished pipeline is a :class:`~kumiko_typed._steps.Block` of steps compiled once
-at import.  A call allocates one :class:`Run` (one ``Ctx``, one values dict, one scope
-dict) and :func:`~kumiko_typed._steps.run_block` walks the steps; control steps
-(branch, loop, retry) call it for their sub-pipelines, and a suspended workflow run
-re-enters the same code at a :class:`~kumiko_typed._steps.Resume` position — there is
-no second copy of the control flow for workflows.
+at import.  A call allocates one :class:`Run` (which is also the ``Ctx`` its resolvers
+receive), its values dict and their read-only view, and
+:func:`~kumiko_typed._steps.run_block` walks the steps; control steps (branch, loop,
+retry) call it for their sub-pipelines, and a suspended workflow run re-enters the same
+code at a :class:`~kumiko_typed._steps.Resume` position — there is no second copy of the
+control flow for workflows.
 
 :func:`run_in_scope` is the one place that opens a transaction (or savepoint) for a
 program, applies the tenant filter and the append-lock rule, commits on ``Ok`` or a
@@ -25,7 +26,7 @@ from uuid import UUID, uuid4
 from sqlalchemy.exc import DataError, DBAPIError
 
 from ._access import TENANT_KEY
-from ._ctx import AnyCtx, Ctx, User
+from ._ctx import AnyCtx, User
 from ._errors import ProgramError, Unfit
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
@@ -69,27 +70,51 @@ class WorkflowRun:
         self.resume_value = resume_value
 
 
-class Run:
-    """The mutable state of one pipeline run; resolvers see it only through ``ctx``."""
+class Run(AnyCtx):
+    """One pipeline run: its mutable state, and the ``Ctx`` its resolvers receive.
 
-    __slots__ = ("ctx", "refused", "registry", "scope", "session", "trace", "values", "workflow")
+    One object per call, not a ``Ctx`` beside a state object: every object a call builds
+    is a measurable share of what a short pipeline costs (bench/interpreter.py, issue
+    13).  Resolvers are typed against ``Ctx``, which declares none of the attributes
+    below; what they see of the values (``steps``) and the loop items (``scope``) are
+    read-only views.  Built only by :func:`start_run`, which stores the attributes
+    itself: a Python ``__init__`` is another call per run.
+    """
 
-    def __init__(
-        self,
-        values: dict[str, object],
-        scope: dict[str, object],
-        ctx: AnyCtx,
-        session: Session,
-        registry: Registry,
-        workflow: WorkflowRun | None,
-    ) -> None:
-        self.values, self.scope, self.ctx, self.session, self.registry = values, scope, ctx, session, registry
-        #: Set for a workflow segment (steps that suspend need it), ``None`` for a handler.
-        self.workflow = workflow
-        #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
-        self.refused: Failure | None = None
-        #: Per-step spans, while the run's own span is recorded (``_observe``).
-        self.trace: Trace | None = None
+    __slots__ = ("refused", "registry", "scope_items", "segment", "session", "trace", "values")
+    # Not Ctx's: ``Run()`` then stays one call into C, with nothing to store.
+    __init__ = object.__init__
+
+    #: The step values; ``steps`` is their read-only view.
+    values: dict[str, object]
+    #: The items of the enclosing ``for_each`` loops, made by the first loop (:meth:`open_scope`).
+    scope_items: dict[str, object] | None
+    session: Session
+    registry: Registry
+    #: Set for a workflow segment (steps that suspend need it), ``None`` for a handler.
+    segment: WorkflowRun | None
+    #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
+    refused: Failure | None
+    #: Per-step spans, while the run's own span is recorded (``_observe``).
+    trace: Trace | None
+
+    @property
+    def ctx(self) -> AnyCtx:
+        """What resolvers receive: the run itself."""
+        return self
+
+    def open_scope(self) -> dict[str, object]:
+        """The loop items, writable: made, and ``scope`` made a view of them, the first
+        time a loop (or a resumed run) sets one.  Until then ``scope`` is an empty view."""
+        items = self.scope_items
+        if items is None:
+            items = self.scope_items = {}
+            object.__setattr__(self, "scope", MappingProxyType(items))  # Final to resolvers only
+        return items
+
+
+#: ``c.scope`` of a run no loop has set an item in.
+_NO_SCOPE: Final[Mapping[str, object]] = MappingProxyType({})
 
 
 def start_run(
@@ -101,14 +126,26 @@ def start_run(
     info: RunInfo | None = None,
     workflow: WorkflowRun | None = None,
 ) -> Run:
-    """A fresh run of ``program`` (values, scope, ``Ctx``); :func:`run_in_scope` runs it.
-    ``call`` is (handler or workflow name, payload, user, now, correlation id)."""
+    """A fresh run of ``program``; :func:`run_in_scope` runs it.  ``call`` is (handler
+    or workflow name, payload, user, now, correlation id)."""
     handler, payload, user, now, correlation_id = call
-    values: dict[str, object] = dict(program.initial_values)
-    scope: dict[str, object] = {}
-    steps, scope_view = MappingProxyType(values), MappingProxyType(scope)
-    ctx: AnyCtx = Ctx(payload, user, steps, scope_view, session, now, info, handler, correlation_id)
-    return Run(values, scope, ctx, session, registry, workflow)
+    run: Any = Run()  # Any: Ctx's attributes are Final to type checkers, stored here once
+    run.values = values = {**program.initial_values}
+    run.steps = MappingProxyType(values)
+    run.scope = _NO_SCOPE
+    run.scope_items = None
+    run.payload = payload
+    run.user = user
+    run.db = run.session = session
+    run.now = now
+    run.workflow = info
+    run._handler = handler
+    run._correlation_id = correlation_id
+    run.registry = registry
+    run.segment = workflow
+    run.refused = run.trace = None
+    started: Run = run
+    return started
 
 
 def run_in_scope(

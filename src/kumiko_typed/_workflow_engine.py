@@ -315,7 +315,7 @@ class WorkflowEngine:
                 if plan is not None:
                     _across(d, plan, values, scope)
                 run.values.update(values)
-                run.scope.update(scope)
+                run.open_scope().update(scope)
             resume = None if plan is None else Resume(plan.path)
         except _UNREADABLE as exc:
             return _unreadable(path, exc)

@@ -25,8 +25,8 @@ from ._base import (
 from ._block import EMPTY, Block, run_block
 from .aggregates import AppendEvent, Create, Update
 from .call import CallFeature
-from .compute import Compute
-from .control import Branch, ForEach, Guard, Return
+from .compute import Compute, Return
+from .control import Branch, ForEach, Guard
 from .outbox import SendMail, SendWebhook
 from .projections import ProjectionDelete, ProjectionUpsert
 from .reads import FindMany, FindOne, GetOne

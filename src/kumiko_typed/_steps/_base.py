@@ -92,7 +92,7 @@ class Resume:
 
 def resolve(value: object, run: Run) -> Any:
     """A plain value or a resolver (DESIGN §3.3: fixed-type arguments accept both)."""
-    return value(run.ctx) if callable(value) else value
+    return value(run) if callable(value) else value
 
 
 @attrs.frozen(slots=True)

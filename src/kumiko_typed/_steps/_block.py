@@ -8,70 +8,85 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from .._results import Ok
 from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
-from .compute import Compute
+from .compute import Compute, Return, returned
 
 if TYPE_CHECKING:
+    from types import CodeType
+
     from .._interpreter import Run
+    from .._observe import Trace
 
 __all__ = ["EMPTY", "Block", "run_block"]
 
 #: ``(index, name, fn)`` of one ``compute`` step.
 Fused: TypeAlias = tuple[int, str, Fn]
-#: Runs a fused group: ``runner(values, ctx)``.
-Runner: TypeAlias = Callable[[dict[str, object], Any], None]
+#: Runs a segment: ``runner(run)``, its result as a step's ``execute`` gives it.
+Runner: TypeAlias = Callable[[Any], Result]
+#: The line of a segment's generated function that runs its first compute.
+_FIRST_LINE: Final = 3
 
 
 class Segment:
-    """A run of consecutive ``compute`` steps (fused into one generated function), then
-    the step after them (``None`` when the group ends the block)."""
+    """A run of consecutive ``compute`` steps, then the step after them (``None`` when
+    the group ends the block): one generated function runs them all (``runner``)."""
 
-    __slots__ = ("fused", "position", "runner", "step", "step_index")
+    __slots__ = ("code", "fused", "position", "runner", "step", "step_index")
 
     def __init__(self, fused: tuple[Fused, ...], step_index: int, step: Step | None, position: int) -> None:
         self.fused = fused
-        self.runner = _fuse(fused) if fused else None
         self.step_index = step_index
         self.step = step
         #: This segment's index in its block's ``segments``.
         self.position = position
+        self.runner, self.code = _fuse(fused, step)
 
     def failed_index(self, exc: BaseException) -> int:
         """The index of the step that raised ``exc`` while this segment ran."""
-        if self.runner is not None:
-            code = self.runner.__code__
+        if self.code is not None:
             tb = exc.__traceback__
             while tb is not None:
-                if tb.tb_frame.f_code is code:
-                    return self.fused[tb.tb_lineno - 2][0]  # line 1 is the def
+                if tb.tb_frame.f_code is self.code:
+                    j = tb.tb_lineno - _FIRST_LINE
+                    return self.fused[j][0] if 0 <= j < len(self.fused) else self.step_index
                 tb = tb.tb_next
         return self.step_index
 
 
-def _fuse(fused: tuple[Fused, ...]) -> Runner:
-    """Generate ``values[k0] = f0(ctx); values[k1] = f1(ctx); ...`` as one function.
+def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType | None]:
+    """Generate ``values["k0"] = f0(run); ...; return step(run)`` as one function.
 
     As attrs generates ``__init__``: a fused ``compute`` then costs what the same
-    line written by hand costs, with no loop or unpacking per step.  A crash is
-    mapped back to its step through the line number (see ``failed_index``).
+    line written by hand costs, with no loop or dispatch per step, and ``return_``'s
+    resolver is called in line.  A crash is mapped back to its step through the line
+    number (see ``failed_index``).  A lone step other than ``return_`` is its own
+    ``execute``.
     """
-    namespace: dict[str, Any] = {}
-    lines = ["def run(values, ctx):"]
+    if not fused and step is not None and type(step) is not Return:
+        return step.execute, None
+    namespace: dict[str, Any] = {"Ok": Ok, "returned": returned}
+    lines = ["def run(run):", "    values = run.values"]
     for j, (_index, name, fn) in enumerate(fused):
         namespace[f"f{j}"] = fn
-        namespace[f"k{j}"] = name
-        lines.append(f"    values[k{j}] = f{j}(ctx)")
-    exec(compile("\n".join(lines), f"<kumiko-typed: {len(fused)} fused compute steps>", "exec"), namespace)
+        lines.append(f"    values[{name!r}] = f{j}(run)")
+    if type(step) is Return:  # exactly Return, as Compute below
+        namespace["fr"] = step.fn
+        lines += ["    result = fr(run)", "    return result if type(result) is Ok else returned(result)"]
+    elif step is not None:
+        namespace["step"] = step.execute
+        lines.append("    return step(run)")
+    exec(compile("\n".join(lines), f"<kumiko-typed: {len(fused)} fused steps>", "exec"), namespace)
     runner: Runner = namespace["run"]
-    return runner
+    return runner, runner.__code__
 
 
 class Block:
     """An immutable step sequence, compiled once when it is built.
 
-    Each run of consecutive ``compute`` steps (the hot path) is fused into one
-    generated function, so such a step costs one call of its resolver, without a
-    dispatch through ``execute``.
+    Each run of consecutive ``compute`` steps (the hot path) is fused with the step
+    after it into one generated function, so such a step costs one call of its
+    resolver, without a dispatch through ``execute``.
     """
 
     __slots__ = ("by_index", "segments", "steps")
@@ -113,8 +128,6 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
     prepends that step's index to its path.  ``label`` is the block's part of the path
     (``on_true``, ``do/#2``), for the spans of a traced run (``_observe``).
     """
-    values = run.values
-    ctx = run.ctx
     trace = run.trace
     outer = None if trace is None or not label else trace.enter(label)
     segment: Segment | None = None
@@ -131,16 +144,7 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
                 return result
             segments = segments[segment.position + 1 :]
         for segment in segments:
-            runner = segment.runner
-            if runner is not None:
-                if trace is None:
-                    runner(values, ctx)
-                else:
-                    trace.computes(segment, run, block.steps)
-            step = segment.step
-            if step is None:
-                break
-            result = step.execute(run) if trace is None else trace.step(step, segment.step_index, run)
+            result = segment.runner(run) if trace is None else _traced(trace, segment, run, block.steps)
             if result is not None:
                 return result
     except (StepCrash, Suspend) as unwinding:
@@ -155,3 +159,11 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
         if outer is not None:
             trace.prefix = outer  # type: ignore[union-attr]  # set whenever outer is
     return None
+
+
+def _traced(trace: Trace, segment: Segment, run: Run, steps: tuple[Step, ...]) -> Result:
+    """A segment of a traced run: its steps one by one, each in its span."""
+    if segment.fused:
+        trace.computes(segment, run, steps)
+    step = segment.step
+    return None if step is None else trace.step(step, segment.step_index, run)

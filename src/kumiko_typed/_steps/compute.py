@@ -1,7 +1,9 @@
-"""``compute``: a pure function of the context, its value stored under the step's name.
+"""``compute`` and ``return_``: the two steps that only call a resolver.
 
-The interpreter fuses consecutive computes into one generated function
-(:class:`~kumiko_typed._interpreter.Block`); ``execute`` is what runs otherwise.
+A block fuses them into the generated function of a segment
+(:class:`~kumiko_typed._steps._block.Block`): consecutive computes, then the step
+after them, ``return_``'s resolver written in line.  ``execute`` is what runs when a
+traced run takes the steps one by one.
 """
 
 from __future__ import annotations
@@ -10,12 +12,14 @@ from typing import TYPE_CHECKING
 
 import attrs
 
-from ._base import Fn, NamedStep, Result
+from .._errors import StepRefused
+from .._results import Failure, Ok
+from ._base import Fn, NamedStep, Result, Step
 
 if TYPE_CHECKING:
     from .._interpreter import Run
 
-__all__ = ["Compute"]
+__all__ = ["Compute", "Return", "returned"]
 
 
 @attrs.frozen(slots=True)
@@ -24,5 +28,21 @@ class Compute(NamedStep):
     fn: Fn
 
     def execute(self, run: Run) -> Result:
-        run.values[self.name] = self.fn(run.ctx)
+        run.values[self.name] = self.fn(run)
         return None
+
+
+@attrs.frozen(slots=True)
+class Return(Step):
+    kind = "return"
+    fn: Fn
+
+    def execute(self, run: Run) -> Result:
+        return returned(self.fn(run))
+
+
+def returned(result: object) -> Ok[object] | Failure:
+    """``return_``'s result, refused unless it is an ``Ok`` or a ``Failure``."""
+    if not isinstance(result, (Ok, Failure)):
+        raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
+    return result

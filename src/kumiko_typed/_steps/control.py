@@ -1,4 +1,4 @@
-"""Control flow: ``branch``, ``for_each``, ``guard`` and ``return_``.
+"""Control flow: ``branch``, ``for_each`` and ``guard`` (``return_`` is in ``compute``, fused with it).
 
 The same code runs a handler and a workflow segment; a resumed workflow run re-enters
 a branch arm or a loop iteration through ``resume`` (its arm and iteration are parts of
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._errors import StepRefused
-from .._results import Failure, Ok
+from .._results import Failure
 from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
 from ._block import Block, run_block
 
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
     from .._interpreter import Run
 
-__all__ = ["Branch", "ForEach", "Guard", "Return"]
+__all__ = ["Branch", "ForEach", "Guard"]
 
 
 @attrs.frozen(slots=True)
@@ -40,7 +40,7 @@ class Branch(Step):
         return (("on_true", self.on_true), ("on_false", self.on_false))
 
     def execute(self, run: Run) -> Result:
-        if self.when(run.ctx):
+        if self.when(run):
             return self._arm(run, "on_true", self.on_true, None)
         return self._arm(run, "on_false", self.on_false, None)
 
@@ -76,12 +76,12 @@ class ForEach(Step):
         return (("do", self.body),)
 
     def execute(self, run: Run) -> Result:
-        scope = run.scope
+        scope = run.open_scope()
         shadows = self.item in scope
-        return self._iterate(run, list(self.over(run.ctx)), 0, None, shadows, scope.get(self.item))
+        return self._iterate(run, list(self.over(run)), 0, None, shadows, scope.get(self.item))
 
     def resume(self, run: Run, at: Resume) -> Result:
-        loop = run.workflow.loops[at.entered()] if run.workflow is not None else None
+        loop = run.segment.loops[at.entered()] if run.segment is not None else None
         if loop is None or at.head != "do":
             raise LookupError(f"no stored loop at {at.path}")
         first = int(at.enter().head[1:])
@@ -90,7 +90,7 @@ class ForEach(Step):
     def _iterate(
         self, run: Run, items: list[Any], first: int, resume: Resume | None, shadows: bool, shadowed: object
     ) -> Result:
-        scope = run.scope
+        scope = run.open_scope()
         result: Result = None
         for n in range(first, len(items)):
             scope[self.item] = items[n]
@@ -130,23 +130,10 @@ class Guard(Step):
     otherwise: Fn
 
     def execute(self, run: Run) -> Result:
-        ctx = run.ctx
-        if self.when(ctx):
+        if self.when(run):
             return None
-        failure = self.otherwise(ctx)
+        failure = self.otherwise(run)
         if not isinstance(failure, Failure):
             raise StepRefused(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
         run.refused = failure
         return failure
-
-
-@attrs.frozen(slots=True)
-class Return(Step):
-    kind = "return"
-    fn: Fn
-
-    def execute(self, run: Run) -> Result:
-        result = self.fn(run.ctx)
-        if not isinstance(result, (Ok, Failure)):
-            raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
-        return result

@@ -47,9 +47,9 @@ def event_key(codec: Any, value: object) -> str:
 
 
 def _segment(run: Run) -> WorkflowRun:
-    if run.workflow is None:  # boot keeps these steps out of handlers
+    if run.segment is None:  # boot keeps these steps out of handlers
         raise LookupError("a workflow step ran outside a workflow run")
-    return run.workflow
+    return run.segment
 
 
 @attrs.frozen(slots=True)
