@@ -12,7 +12,7 @@ import pytest
 from _crash import located, said
 from _support import failure_of, ok_data
 
-from kumiko_typed import App, Feature, User, fail, ok
+from kumiko_typed import App, Ctx, Feature, User, fail, ok
 
 
 @attrs.frozen
@@ -392,12 +392,41 @@ def _assign_scope(c: Any) -> object:
     return None
 
 
+def _delete_step(c: Any) -> object:
+    del c.steps["x"]
+    return None
+
+
+def _update_steps(c: Any) -> object:
+    return c.steps.update(x=2)
+
+
+def _pop_step(c: Any) -> object:
+    return c.steps.pop("x")
+
+
+def _clear_steps(c: Any) -> object:
+    return c.steps.clear()
+
+
+def _setdefault_step(c: Any) -> object:
+    return c.steps.setdefault("hacked", 1)
+
+
 @pytest.mark.parametrize(
     ("fn", "error"),
     # Ctx attributes are Final for type checkers (typecheck_tests/cases/errors_types.py);
-    # at run time the step values themselves are a read-only view.
-    [(_assign_step, "TypeError")],
-    ids=["steps-item"],
+    # at run time the step values themselves, and the loop items, are read-only views.
+    [
+        (_assign_step, "TypeError"),
+        (_delete_step, "TypeError"),
+        (_update_steps, "AttributeError"),
+        (_pop_step, "AttributeError"),
+        (_clear_steps, "AttributeError"),
+        (_setdefault_step, "AttributeError"),
+        (_assign_scope, "TypeError"),  # outside any loop: the empty view
+    ],
+    ids=["steps-item", "steps-del", "steps-update", "steps-pop", "steps-clear", "steps-setdefault", "scope-item"],
 )
 def test_ctx_is_read_only_at_run_time(make_app: MakeApp, user: User, fn: Callable[[Any], object], error: str) -> None:
     reached: list[object] = []
@@ -416,6 +445,51 @@ def test_ctx_is_read_only_at_run_time(make_app: MakeApp, user: User, fn: Callabl
     assert error in res.message
     assert located(res) == {"path": "1", "step": 'compute "poke"'}
     assert reached == []
+
+
+def test_a_ctx_kept_by_a_resolver_still_reads_its_own_run_afterwards(make_app: MakeApp, user: User) -> None:
+    kept: list[Any] = []
+    f = Feature("ro")
+    h = f.write_handler(
+        "keep",
+        f.pipeline(Items)
+        .compute("first", lambda c: c.payload.items[0])
+        .for_each("item", over=lambda c: c.payload.items, do=lambda b: b.compute("seen", kept.append))
+        .return_(lambda c: ok(c.steps["first"])),
+    )
+    app = make_app([f])
+    assert ok_data(app.dispatch(h, Items([1, 2]), user=user)) == 1
+    assert ok_data(app.dispatch(h, Items([7]), user=user)) == 7
+    first, _, last = kept
+    # Each run's own values, not reused by the next run; the loop's item gone after it.
+    assert (first.payload, dict(first.steps), dict(first.scope)) == (Items([1, 2]), {"first": 1, "seen": None}, {})
+    assert (last.payload, dict(last.steps), dict(last.scope)) == (Items([7]), {"first": 7, "seen": None}, {})
+    assert (first.user, first.tenant_id, first.event.handler, repr(first)) == (
+        user,
+        user.tenant_id,
+        "ro:keep",
+        "<Ctx ro:keep payload=Items(items=[1, 2])>",
+    )
+    with pytest.raises(TypeError):
+        first.steps["first"] = 2
+    with pytest.raises(TypeError):
+        first.scope["item"] = 2
+    assert first.steps["first"] == 1
+
+
+def test_a_ctx_built_by_hand_serves_a_resolver(user: User, now: datetime) -> None:
+    """What a unit test of one resolver does: ``Ctx(...)`` with the values it reads."""
+    correlation = uuid.uuid4()
+    c: Ctx[Num, Any, Any] = Ctx(Num(2), user, {"double": 4}, {"item": 1}, None, now, None, "calc:one", correlation)
+
+    def resolver(c: Ctx[Num, Any, Any]) -> int:
+        return c.payload.n + c.steps["double"] + c.scope["item"]
+
+    assert resolver(c) == 7
+    assert (c.user, c.tenant_id, c.now, c.workflow, c.db) == (user, user.tenant_id, now, None, None)
+    event = c.event
+    assert (event.handler, event.payload, event.correlation_id, event.time) == ("calc:one", Num(2), correlation, now)
+    assert Ctx(Num(2), user, {}, {}, None, now).event.correlation_id == uuid.UUID(int=0)
 
 
 def test_scope_is_read_only_inside_a_loop(make_app: MakeApp, user: User) -> None:

@@ -129,16 +129,12 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
     (``on_true``, ``do/#2``), for the spans of a traced run (``_observe``).
     """
     trace = run.trace
-    outer = None if trace is None or not label else trace.enter(label)
-    segment: Segment | None = None
     segments = block.segments
-    if resume is not None:  # a path that names no step here is the stored run's fault, not a step's
-        segment = block.by_index.get(int(resume.head)) if resume.head.isdigit() else None
-        if segment is None or segment.step is None:
-            raise LookupError(f"no step to resume at {resume.path}")
+    segment = None if resume is None else _resumed(block, resume)
+    outer = None if trace is None or not label else trace.enter(label)
     try:
-        if resume is not None:
-            assert segment is not None and segment.step is not None
+        if segment is not None:
+            assert resume is not None and segment.step is not None
             result = segment.step.resume(run, resume.enter())
             if result is not None:
                 return result
@@ -147,18 +143,36 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
             result = segment.runner(run) if trace is None else _traced(trace, segment, run, block.steps)
             if result is not None:
                 return result
-    except (StepCrash, Suspend) as unwinding:
-        assert segment is not None
-        unwinding.path.insert(0, str(segment.step_index))
-        raise
     except Exception as exc:
-        assert segment is not None
-        i = trace.failed if trace is not None and trace.failed is not None else segment.failed_index(exc)
-        raise StepCrash([str(i)], block.steps[i], exc) from exc
+        crash = _crash(exc, block, segment, trace)
+        if crash is None:
+            raise
+        raise crash from exc
     finally:
         if outer is not None:
             trace.prefix = outer  # type: ignore[union-attr]  # set whenever outer is
     return None
+
+
+def _resumed(block: Block, resume: Resume) -> Segment:
+    """The segment whose step a resumed run re-enters.  A path that names no step here
+    is the stored run's fault, not a step's: ``LookupError``, not a crash."""
+    segment = block.by_index.get(int(resume.head)) if resume.head.isdigit() else None
+    if segment is None:
+        raise LookupError(f"no step to resume at {resume.path}")
+    return segment
+
+
+def _crash(exc: Exception, block: Block, segment: Segment | None, trace: Trace | None) -> StepCrash | None:
+    """``exc`` left ``segment`` of ``block``: a crash or a suspension from inside its
+    step goes on with that step's index prepended to its path (``None``: re-raise it);
+    any other exception becomes a crash naming the step that raised it."""
+    assert segment is not None
+    if isinstance(exc, (StepCrash, Suspend)):
+        exc.path.insert(0, str(segment.step_index))
+        return None
+    i = trace.failed if trace is not None and trace.failed is not None else segment.failed_index(exc)
+    return StepCrash([str(i)], block.steps[i], exc)
 
 
 def _traced(trace: Trace, segment: Segment, run: Run, steps: tuple[Step, ...]) -> Result:
