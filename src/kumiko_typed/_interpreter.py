@@ -122,12 +122,13 @@ def start_run(
     session: Session,
     registry: Registry,
     call: tuple[str, object, User, datetime, UUID],
-    *,
     info: RunInfo | None = None,
     workflow: WorkflowRun | None = None,
 ) -> Run:
     """A fresh run of ``program``; :func:`run_in_scope` runs it.  ``call`` is (handler
-    or workflow name, payload, user, now, correlation id)."""
+    or workflow name, payload, user, now, correlation id); a workflow segment passes
+    ``info`` and ``workflow`` (by name; not keyword-only: on CPython 3.11 a function with
+    keyword-only defaults is called through a slower path, on every dispatch)."""
     handler, payload, user, now, correlation_id = call
     run: Any = Run()  # Any: Ctx's attributes are Final to type checkers, stored here once
     run.values = values = {**program.initial_values}
