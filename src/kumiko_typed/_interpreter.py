@@ -100,7 +100,8 @@ class Run(AnyCtx):
 
     @property
     def ctx(self) -> AnyCtx:
-        """What resolvers receive: the run itself."""
+        """The run itself (steps pass ``run`` to their resolvers; kept for the callers
+        that still name it)."""
         return self
 
     def open_scope(self) -> dict[str, object]:
@@ -176,10 +177,9 @@ def run_in_scope(
         return _in_transaction(program, run, who, nested, resume, keep, read_only)
     with span(span_name) as current:
         if current is not None:  # attributes and per-step spans only for a recorded run
-            ctx = run.ctx
-            attributes = {"kumiko.handler": ctx.event.handler, "kumiko.tenant": str(ctx.user.tenant_id)}
-            if ctx.workflow is not None:
-                attributes["kumiko.workflow.run_id"] = str(ctx.workflow.run_id)
+            attributes = {"kumiko.handler": run.event.handler, "kumiko.tenant": str(run.user.tenant_id)}
+            if run.workflow is not None:
+                attributes["kumiko.workflow.run_id"] = str(run.workflow.run_id)
                 attributes["kumiko.workflow.path"] = resume_at(resume)
             current.set_attributes(attributes)
             run.trace = Trace(attributes)

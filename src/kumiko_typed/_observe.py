@@ -126,11 +126,11 @@ class Trace:
     def computes(self, segment: Segment, run: Run, steps: tuple[Step, ...]) -> None:
         """The fused ``compute`` steps one by one, each in its span; the index of one
         that raises is kept in ``failed`` for the block to name it."""
-        values, ctx = run.values, run.ctx
+        values = run.values
         for index, name, fn in segment.fused:
             self.failed = index
             with self._span(steps[index], index):
-                values[name] = fn(ctx)
+                values[name] = fn(run)
         self.failed = None
 
     def enter(self, label: str) -> str:

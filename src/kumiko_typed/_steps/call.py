@@ -29,15 +29,14 @@ class CallFeature(NamedStep):
     as_user: object
 
     def execute(self, run: Run) -> Result:
-        ctx = run.ctx
         as_user = resolve(self.as_user, run)
-        if as_user is not None and not ctx.user.has_role("sysadmin"):
+        if as_user is not None and not run.user.has_role("sysadmin"):
             return fail("access_denied", f'step "{self.name}": as_user needs the sysadmin role')
-        handler, user, payload = self.handler, as_user or ctx.user, self.payload(ctx)
+        handler, user, payload = self.handler, as_user or run.user, self.payload(run)
         refused = deny(handler, user) or wrong_payload(handler, payload)
         if refused is not None:
             return refused
-        call = (handler.name, payload, user, ctx.now, correlation_of(ctx))
+        call = (handler.name, payload, user, run.now, correlation_of(run))
         nested = _interpreter.start_run(handler.pipeline, run.session, run.registry, call)
         result = _interpreter.run_in_scope(
             handler.pipeline, nested, who=f"handler {handler.name}", nested=True, span_name="kumiko.call_feature"

@@ -70,7 +70,7 @@ class SendWebhook(Step):
             "url": str(resolve(self.url, run)),
             "method": self.method.upper(),
             "headers": dict(resolve(self.headers, run) or {}),
-            "body": self.body(run.ctx) if callable(self.body) else None,
+            "body": self.body(run) if callable(self.body) else None,
             "auth": None
             if auth is None
             else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
@@ -80,9 +80,8 @@ class SendWebhook(Step):
 
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
-    ctx = run.ctx
     stored = jsonable(message)
-    refuse(unfit_json(stored, f"{outbox.name}.message", ctx.payload))
+    refuse(unfit_json(stored, f"{outbox.name}.message", run.payload))
     notify(run.session)
     run.session.execute(
         insert(outbox).values(
@@ -94,10 +93,10 @@ def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolic
             max_attempts=policy.times,
             backoff=policy.backoff,
             base_delay_seconds=policy.base_delay.total_seconds(),
-            next_attempt_at=ctx.now,
-            created_at=ctx.now,
-            handler=ctx.event.handler,
-            tenant_id=ctx.user.tenant_id,
-            correlation_id=ctx.event.correlation_id,
+            next_attempt_at=run.now,
+            created_at=run.now,
+            handler=run.event.handler,
+            tenant_id=run.user.tenant_id,
+            correlation_id=run.event.correlation_id,
         )
     )

@@ -31,7 +31,7 @@ class ProjectionUpsert(Step):
 
     def execute(self, run: Run) -> Result:
         table = table_of(self.table)
-        row = dict(self.row(run.ctx))
+        row = dict(self.row(run))
         unknown = sorted(set(row) - set(table.c.keys()))
         if unknown:
             raise StepRefused(f"row has no column(s) {unknown} in table {table.name}")
@@ -41,7 +41,7 @@ class ProjectionUpsert(Step):
         updates = [c for c in row if c not in self.on]
         if not updates:
             raise StepRefused(f"row sets only the conflict column(s) {list(self.on)}: nothing to update")
-        refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.ctx.payload))
+        refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.payload))
         connection = run.session.connection()
         stmt = _upsert(connection.dialect.name, table, self.on, tuple(updates))
         connection.execute(stmt, row)
@@ -73,7 +73,7 @@ class ProjectionDelete(Step):
 
     def execute(self, run: Run) -> Result:
         table = table_of(self.table)
-        clause = self.where(run.ctx)
+        clause = self.where(run)
         if not isinstance(clause, ColumnElement) or not _references(clause, table):
             raise StepRefused(
                 f"where= must be a condition on the columns of {table.name} (got {clause!r}); "

@@ -21,7 +21,7 @@ __all__ = ["FindMany", "FindOne", "GetOne"]
 
 
 def _select(query: Callable[[Any], object], run: Run) -> Select[Any]:
-    stmt = query(run.ctx)
+    stmt = query(run)
     if not isinstance(stmt, Select):
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     return stmt

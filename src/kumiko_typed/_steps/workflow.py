@@ -64,9 +64,8 @@ class Wait(Step):
         return self.name
 
     def execute(self, run: Run) -> Result:
-        ctx = run.ctx
         duration = self.duration
-        wake = duration(ctx) if callable(duration) else ctx.now + as_timedelta(duration)
+        wake = duration(run) if callable(duration) else run.now + as_timedelta(duration)
         if not isinstance(wake, datetime):
             raise TypeError(f"wait's resolver must return a datetime, not {type(wake).__name__}")
         raise Suspend([], wake)
@@ -84,14 +83,14 @@ class WaitForEvent(NamedStep):
     timeout: timedelta | str
 
     def execute(self, run: Run) -> Result:
-        segment, ctx = _segment(run), run.ctx
+        segment = _segment(run)
         # Taken before the resolvers run: an event committing while they run, or before
         # the wait row commits, is one this transaction has not seen and still matches
         # (no lost wake-up).
         after = frontier(run.session)
-        key = event_key(segment.codec, self.key(ctx))
-        timeout_at = ctx.now + as_timedelta(self.timeout)
-        wait = EventWait(segment.event_name(self.event), ctx.user.tenant_id, key, after, timeout_at)
+        key = event_key(segment.codec, self.key(run))
+        timeout_at = run.now + as_timedelta(self.timeout)
+        wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
         raise Suspend([], timeout_at, wait)
 
     def resume(self, run: Run, at: Resume) -> Result:
@@ -152,13 +151,13 @@ class Retry(Step):
         error = failure.message if failure is not None else f"{type(crash.cause).__name__}: {crash.cause}"  # type: ignore[union-attr]
         logger.info(
             "%s: retry attempt %d of %d failed: %s",
-            run.ctx.event.handler,
+            run.event.handler,
             attempt,
             self.times,
             error,
-            extra={"kumiko_handler": run.ctx.event.handler, "kumiko_attempt": attempt, "kumiko_times": self.times},
+            extra={"kumiko_handler": run.event.handler, "kumiko_attempt": attempt, "kumiko_times": self.times},
         )
         policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
-        suspend = Suspend([f"#{attempt + 1}"], run.ctx.now + policy.delay(attempt))
+        suspend = Suspend([f"#{attempt + 1}"], run.now + policy.delay(attempt))
         suspend.retries.append((1, {"attempts": attempt, "last_error": error}))
         raise suspend
