@@ -14,8 +14,9 @@ step multiplies instead; the first reads the payload) and returns the same
                   result stored under its key, then the return lambda.  What the
                   interpreter does, minus the interpreter.
 * interpreter  -- ``kumiko_typed._interpreter.start_run`` + ``run_block`` on the built
-                  pipeline: the ``Ctx``, the read-only views, the ``Run``, the step loop,
-                  the result check.  No database (compute steps never touch one).
+                  pipeline: the ``Run`` (which is the ``Ctx``), the values dict and its
+                  read-only view, the step loop, the result check.  No database
+                  (compute steps never touch one).
 * dispatch     -- ``App.dispatch`` of the same pipeline as a write handler on an
                   in-memory SQLite App: adds the role and payload checks and whatever
                   the transaction costs when no statement is sent.

@@ -64,14 +64,18 @@ class Command(Generic[P]):
 class Ctx(Generic[P, S, Sc]):
     """The read-only context handed to every resolver.
 
-    ``steps`` and ``scope`` are live read-only views: the interpreter fills them as
-    steps run, so one ``Ctx`` serves a whole dispatch.  With the mypy plugin their
-    types are exact ``TypedDict``s; without it they are ``Any``.
+    ``steps`` is a live read-only view: the interpreter fills it as steps run, so one
+    ``Ctx`` serves a whole dispatch.  ``scope`` is a read-only view of the enclosing
+    loops' items (an empty one until a loop first sets an item).  With the mypy plugin
+    their types are exact ``TypedDict``s; without it they are ``Any``.
 
     Every attribute is ``Final`` for type checkers.  This is a plain slotted class
     rather than a frozen ``attrs`` one because one is built per dispatch: a frozen
     ``__init__`` stores each field through ``object.__setattr__`` and cost a third of
-    the interpreter's own overhead (bench/interpreter.py).
+    the interpreter's own overhead (bench/interpreter.py).  A dispatch builds no
+    ``Ctx`` of its own: its run (``_interpreter.Run``, a subclass holding the run's
+    state besides) is the ``Ctx`` its resolvers receive.  ``Ctx(...)`` is for calling a
+    resolver by hand, in a test.
     """
 
     __slots__ = ("_correlation_id", "_handler", "db", "now", "payload", "scope", "steps", "user", "workflow")
