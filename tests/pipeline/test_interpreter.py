@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable
 from datetime import datetime
@@ -515,3 +516,26 @@ def test_reading_a_key_no_step_declared_is_an_internal_error(make_app: MakeApp, 
     assert res.code == "internal_error"
     assert "KeyError" in res.message
     assert located(res) == {"path": "1", "step": "return"}
+
+
+class Key(enum.StrEnum):
+    TOTAL = "total"
+    ITEM = "item"
+    QUOTE = 'it\'s "quoted"\n'
+
+
+def test_strenum_step_names_run_as_their_values(make_app: MakeApp, user: User) -> None:
+    """The fused computes are generated code: a member's repr (``<Key.TOTAL: 'total'>``)
+    written into it was a SyntaxError when the handler was built."""
+    f = Feature("enum")
+    h = f.write_handler(
+        "sum",
+        f.pipeline(Items)
+        .compute(Key.TOTAL, lambda c: sum(c.payload.items))
+        .compute(Key.QUOTE, lambda c: c.steps[Key.TOTAL] * 2)
+        .for_each(Key.ITEM, over=lambda c: c.payload.items, do=lambda b: b.compute("seen", lambda c: c.scope["item"]))
+        .return_(lambda c: ok((c.steps["total"], c.steps['it\'s "quoted"\n'], c.steps["seen"]))),
+    )
+    app = make_app([f])
+    assert ok_data(app.dispatch(h, Items([1, 2]), user=user)) == (3, 6, 2)
+    assert [type(s.step_name) for s in h.pipeline.block.steps[:2]] == [str, str]

@@ -120,9 +120,16 @@ class Step:
         raise LookupError(f"a run cannot be suspended inside a {self.kind} step")
 
 
+def _plain_name(name: object) -> object:
+    """A ``StrEnum`` member (any ``str`` subclass) as the plain string of its value: the
+    key is the value either way, and generated code and stored runs need a real ``str``.
+    Anything else is left for boot validation to refuse."""
+    return str.__str__(name) if isinstance(name, str) else name
+
+
 @attrs.frozen(slots=True)
 class NamedStep(Step):
-    name: str
+    name: str = attrs.field(converter=_plain_name)
 
     @property
     def step_name(self) -> str | None:
