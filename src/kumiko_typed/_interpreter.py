@@ -155,14 +155,15 @@ def run_in_scope(
     run: Run,
     *,
     who: str,
-    nested: bool,
+    nested: bool | None,
     resume: Resume | None = None,
     keep: Callable[[Outcome], Failure | None] | None = None,
     span_name: str = "kumiko.dispatch",
     read_only: bool = False,
 ) -> Outcome:
     """Run ``program`` in the session's transaction (begun if it is not; ``nested``: in a
-    savepoint of it), as the run's user's tenant.
+    savepoint of it; ``None``: in the caller's transaction, which the caller ends — a
+    worker's segment, see ``_segment_savepoint``), as the run's user's tenant.
 
     Every program starts here — a dispatch, a nested ``call_feature``, a workflow
     segment — so every one gets the same isolation: no lock is taken up front; what it
@@ -196,7 +197,7 @@ def _in_transaction(
     program: Program[Any, Any],
     run: Run,
     who: str,
-    nested: bool,
+    nested: bool | None,
     resume: Resume | None,
     keep: Callable[[Outcome], Failure | None] | None,
     read_only: bool = False,
@@ -219,13 +220,16 @@ def _in_transaction(
         if keep is not None and not isinstance(outcome, Failure):
             outcome = keep(outcome) or outcome
     except BaseException:
-        if savepoint is None:
+        if savepoint is not None:
+            if savepoint.is_active:
+                savepoint.rollback()
+        elif nested is not None:
             session.rollback()
-        elif savepoint.is_active:
-            savepoint.rollback()
         raise
     finally:
         info[TENANT_KEY] = previous
+    if nested is None:
+        return outcome
     ending = savepoint if savepoint is not None else session if session.in_transaction() else None
     if ending is not None:
         if isinstance(outcome, Failure) or read_only:

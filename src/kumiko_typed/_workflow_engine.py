@@ -38,6 +38,7 @@ from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
 from ._runs import RunInfo, shown_error, stranded_by
+from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, locate
 from ._tables import consumers, workflow_runs, workflow_waits
@@ -110,6 +111,22 @@ def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
     fails; raising instead would fail every worker pass that reaches it."""
     return failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
+def _before_store(session: Session, outcome: Outcome) -> Suspend | None:
+    """Ready a segment's store; the suspension it stores (``None``: the run completed).
+
+    A worker's segment with a lazy savepoint (none else has one): what its steps left
+    pending is sent first (in the savepoint, taken now if not yet); a store of one
+    statement goes without one if the segment sent nothing else (a refused statement
+    is undone alone), a store with an event wait (two) takes it."""
+    suspend = outcome if isinstance(outcome, Suspend) else None
+    guard = lazy_savepoint(session)
+    if guard is not None:
+        session.flush()
+        if suspend is None or suspend.wait is None:
+            guard.disarm()
+    return suspend
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -286,15 +303,16 @@ class WorkflowEngine:
         path: str | None,
         resume_value: object,
         *,
-        nested: bool,
+        nested: bool | None,
         new_row: dict[str, Any] | None = None,
         plan: Plan | None = None,
     ) -> dict[str, Any] | None:
         """Run from ``path`` (the start if ``None``) to the end or the next suspension and
         store where the run stands after it: the segment's work and its run's row commit
         together (``nested``: in a savepoint of the session's transaction, else in that
-        transaction itself; ``new_row``: a manual start's first segment, whose row is
-        inserted with the outcome; ``plan``: how a resumed run, stored at ``path``, goes on
+        transaction itself; ``None``: in the caller's, which undoes a failed segment,
+        see :meth:`isolated_segment`; ``new_row``: a manual start's first segment, whose
+        row is inserted with the outcome; ``plan``: how a resumed run, stored at ``path``, goes on
         under this definition).  A segment that fails the run — a step's failure, a
         value that cannot be stored, a state the database refuses — is rolled back; the
         failed run's columns are returned, for the caller to store alone."""
@@ -357,10 +375,9 @@ class WorkflowEngine:
                     return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
                 state = {"values": values, "result": result}
                 columns = {"status": "completed", "error": None, "wake_at": None, "state": state}
+            suspend = _before_store(session, outcome)
             try:
-                self._store(
-                    session, d.name, run_id, columns, outcome if isinstance(outcome, Suspend) else None, new_row
-                )
+                self._store(session, d.name, run_id, columns, suspend, new_row)
             except Exception as exc:
                 if isinstance(exc, DBAPIError) and transient(exc):
                     raise
@@ -397,15 +414,31 @@ class WorkflowEngine:
         read it) is rolled back and tried again shortly, from the same stored position,
         instead of failing the run: nothing it read is lost, and writers take no global
         lock, so such races are expected under load.  A resume by an event is not retried
-        this way (the event is not stored with the run); a ``retry`` step covers it."""
+        this way (the event is not stored with the run); a ``retry`` step covers it.
+
+        If the caller allowed it (:func:`~kumiko_typed._segment_savepoint.allow_lazy`),
+        the segment's savepoint is taken only when it sends a statement; else at once."""
+        guard = lazy_savepoint(session)
         try:
-            failure = self.segment(session, d, run_id, payload, user, state, path, resume_value, nested=True, plan=plan)
+            if guard is not None:
+                guard.arm(session)
+            nested = True if guard is None else None
+            failure = self.segment(
+                session, d, run_id, payload, user, state, path, resume_value, nested=nested, plan=plan
+            )
         except Exception as error:
             if isinstance(error, DBAPIError) and transient(error):
                 raise
+            if guard is not None:
+                guard.undo(session)
             logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
             message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
             failure = failed("internal_error", message)
+        else:
+            if guard is not None and failure is None:
+                guard.release()
+            elif guard is not None:
+                guard.undo(session)
         if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
@@ -529,13 +562,21 @@ class WorkflowEngine:
         """Resume every suspended run whose wake time (or event-wait timeout) has come and
         that this App's definitions can resume (the others are marked stranded): how many."""
         resumed = 0
+        careful = False
         while True:
-            with self.sessions() as session, session.begin():
-                rows = session.execute(self._due, {"now": self.clock()}).all()
-                if not rows:
-                    return resumed
-                for row in rows:
-                    resumed += self.resume(session, row, None)
+            try:
+                with self.sessions() as session, session.begin():
+                    if not careful:
+                        allow_lazy(session)
+                    rows = session.execute(self._due, {"now": self.clock()}).all()
+                    if not rows:
+                        return resumed
+                    batch = sum(self.resume(session, row, None) for row in rows)
+            except Redo:  # rolled back: the batch again, each segment in a savepoint at once
+                careful = True
+                continue
+            resumed += batch
+            careful = False
 
     # --- inspection ------------------------------------------------------------------
 

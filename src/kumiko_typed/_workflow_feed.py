@@ -1,6 +1,12 @@
 """The event feed: one reader at a time (a locked cursor row) walks ``kumiko_events`` in
 commit-safe ``(tx, position)`` order (``_eventstore.read_after``), starts the runs of
-event-triggered workflows, and wakes the runs waiting in ``wait_for_event`` for an event of their tenant and key."""
+event-triggered workflows, and wakes the runs waiting in ``wait_for_event`` for an event of their tenant and key.
+
+On PostgreSQL a worker whose feed finds the cursor row locked (``SKIP LOCKED``) leaves
+the events to the worker holding it and goes on with its pass, instead of waiting for
+that worker's commit: the holder reads until it finds no event, and an event committed
+too late for its last read is the next pass's (its NOTIFY wakes the idle workers).
+Every event is still read by one feed at a time, after the cursor it committed."""
 
 from __future__ import annotations
 
@@ -8,13 +14,14 @@ import logging
 import uuid
 from typing import Any, Final
 
-from sqlalchemy import Row, select, tuple_, update
+from sqlalchemy import Row, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from ._compat import Plan
 from ._ctx import User
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
+from ._segment_savepoint import Redo, allow_lazy
 from ._steps import WaitForEvent, event_key
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._workflow_engine import Definition, WorkflowEngine
@@ -36,34 +43,61 @@ class EventFeed:
             trigger = d.workflow.trigger
             if trigger.kind == "event":
                 self.on_event.setdefault(engine.registry.event_name(trigger.payload_type), []).append(d)
+        # Built once: an idle pass sends them all, and the definitions do not change.
+        self._cursor = (
+            select(consumers.c.tx, consumers.c.position)
+            .where(consumers.c.name == EVENT_CURSOR)
+            .with_for_update(skip_locked=engine.postgres)
+        )
+        self._new_cursor = engine.new_consumer.returning(consumers.c.name)
+        self._advance = (
+            update(consumers)
+            .where(consumers.c.name == EVENT_CURSOR)
+            .values(tx=bindparam("tx"), position=bindparam("position"))
+        )
+        self._unarmed = (
+            select(workflow_waits)
+            .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
+            .where(workflow_waits.c.armed.is_(False), engine.resumable())
+        )
 
     def consume(self) -> tuple[int, int]:
         """Start event-triggered runs and wake event waits, in event order: the number
         of runs started and of runs resumed."""
         started = resumed = 0
-        engine = self.engine
+        careful = False
         while True:
-            with engine.sessions() as session, session.begin():
-                row = session.execute(
-                    select(consumers.c.tx, consumers.c.position)
-                    .where(consumers.c.name == EVENT_CURSOR)
-                    .with_for_update()
-                ).first()
-                if row is None:  # the first pass ever; another worker's may race it
-                    session.execute(engine.new_consumer, {"name": EVENT_CURSOR, "position": 0, "tick": None})
-                    continue
-                cursor: Cursor = (row.tx, row.position)
-                resumed += self._arm_waits(session, cursor)
-                batch = read_after(session, cursor, limit=200)
-                for event in batch:
-                    started += self._start_runs(session, event)
-                    resumed += self._match(session, event, armed_only=True)
-                if not batch:
-                    return started, resumed
+            try:
+                more, (new, woken) = self._next_batch(careful)
+            except Redo:  # rolled back: the batch again, each segment in a savepoint at once
+                careful = True
+                continue
+            careful = False
+            started, resumed = started + new, resumed + woken
+            if not more:
+                return started, resumed
+
+    def _next_batch(self, careful: bool) -> tuple[bool, tuple[int, int]]:
+        """One transaction of the feed: whether to go on, and the runs started and resumed."""
+        started = resumed = 0
+        engine = self.engine
+        with engine.sessions() as session, session.begin():
+            if not careful:
+                allow_lazy(session)
+            row = session.execute(self._cursor).first()
+            if row is None:  # the first pass ever (another worker's may race it), or held
+                made = session.execute(self._new_cursor, {"name": EVENT_CURSOR, "position": 0, "tick": None})
+                return made.first() is not None, (0, 0)  # none made: it exists, another worker's feed holds it
+            cursor: Cursor = (row.tx, row.position)
+            resumed += self._arm_waits(session, cursor)
+            batch = read_after(session, cursor, limit=200)
+            for event in batch:
+                started += self._start_runs(session, event)
+                resumed += self._match(session, event, armed_only=True)
+            if batch:
                 tx, position = batch[-1].cursor
-                session.execute(
-                    update(consumers).where(consumers.c.name == EVENT_CURSOR).values(tx=tx, position=position)
-                )
+                session.execute(self._advance, {"tx": tx, "position": position})
+        return bool(batch), (started, resumed)
 
     def _start_runs(self, session: Session, event: EventRow) -> int:
         started = 0
@@ -89,11 +123,7 @@ class EventFeed:
         deployed.  Waits of runs this App cannot resume stay unarmed, for one that can."""
         resumed = 0
         engine = self.engine
-        pending = session.execute(
-            select(workflow_waits)
-            .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
-            .where(workflow_waits.c.armed.is_(False), engine.resumable())
-        ).all()
+        pending = session.execute(self._unarmed).all()
         for wait in pending:
             run = self._lock(session, wait.run_id)
             if run is None:
