@@ -53,13 +53,10 @@ def _writes(seen: list[str]) -> list[str]:
     return [s.split(" (")[0].split(" SET ")[0] for s in upper if not s.startswith(("SELECT", "BEGIN"))]
 
 
-#: In a worker's transaction a segment and the write of its run are one unit, in one
-#: savepoint: a run whose state the database refuses fails alone (poison-row isolation).
-#: A manual start needs none: its transaction is the segment's own.
-def _segment(write: str) -> list[str]:
-    return ["SAVEPOINT SA_SAVEPOINT_1", write, "RELEASE SAVEPOINT SA_SAVEPOINT_1"]
-
-
+#: In a worker's transaction a segment and the write of its run are one unit: a run
+#: whose state the database refuses fails alone (poison-row isolation), through a
+#: savepoint taken only once the segment sends a statement (tests/workflows/
+#: test_segment_savepoint.py).  A manual start needs none: its transaction is the segment's own.
 def test_a_manual_start_writes_its_row_once(app_on: Callable[..., App], user: User) -> None:
     f, straight, _later = _feature()
     app = app_on([f])
@@ -86,8 +83,9 @@ def test_a_suspending_start_inserts_and_its_resume_updates_once(app_on: Callable
     clock.advance(minutes=1)
     with statements(app.engine) as seen:
         assert app.run_worker(once=True)["resumed"] == 1
-    # no wait_for_event at the suspension: no wait row to delete
-    assert _writes(seen) == _segment("UPDATE KUMIKO_WORKFLOW_RUNS")
+    # no wait_for_event at the suspension: no wait row to delete; a segment that sends
+    # nothing before its store takes no savepoint (``_segment_savepoint``)
+    assert _writes(seen) == ["UPDATE KUMIKO_WORKFLOW_RUNS"]
     info = app.get_run(run_id)
     assert info is not None
     assert (info.status, info.steps) == ("completed", {"a": 5, "b": 10})
