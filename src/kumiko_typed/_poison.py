@@ -1,9 +1,9 @@
 """What the database refused, told safely: the reason for a refused row (never its SQL,
 parameters or data) and text made storable, so that recording an error cannot fail.
 
-A worker pass works through many rows in one transaction; each row's work runs in a
-savepoint (a workflow segment through ``run_in_scope``, an outbox delivery's record),
-so one row the database refuses is set aside with this reason and the pass goes on.
+A worker pass works through many rows in one transaction; each row's work is undone alone
+(a workflow segment by its savepoint, see ``_segment_savepoint``; an outbox delivery's
+record), so one row the database refuses is set aside with this reason and the pass goes on.
 """
 
 from __future__ import annotations

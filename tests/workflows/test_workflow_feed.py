@@ -1,16 +1,21 @@
-"""The event feed survives a stored event that no longer fits its class."""
+"""The event feed survives a stored event that no longer fits its class, and does not queue
+idle workers behind the one reading events."""
 
 from __future__ import annotations
 
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 
 import attrs
+import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from kumiko_typed import App, Feature, on_event
 from kumiko_typed._eventstore import append
+from kumiko_typed._tables import consumers
+from kumiko_typed._workflow_feed import EVENT_CURSOR
 
 
 @attrs.frozen
@@ -77,3 +82,49 @@ def test_an_outer_loop_item_of_any_value_is_restored_after_an_inner_loop(app_on:
     app.run_worker(once=True)
     [run] = app.runs(workflow)
     assert (run.status, run.steps["outer"]) == ("completed", "$missing")
+
+
+def test_a_worker_finding_the_feed_cursor_held_goes_on_and_misses_nothing(fresh_postgres_url: str) -> None:
+    """PostgreSQL: while another transaction holds the feed's cursor row (a worker reading
+    events), a pass leaves the events to it (``SKIP LOCKED``) and resumes due runs instead
+    of waiting for its commit; the next pass reads each event once."""
+    f = Feature("feed")
+    f.event(Pinged, name="pinged")
+    workflow = f.workflow(
+        "on-ping", trigger=on_event(Pinged), pipeline=f.workflow_pipeline(Pinged).compute("n", lambda c: c.payload.n)
+    )
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        app.run_worker(once=True)  # makes the cursor row
+        now = datetime(2026, 1, 1, tzinfo=UTC)
+        with Session(app.engine) as session, session.begin():
+            for n in (1, 2):
+                append(
+                    session,
+                    stream_id=uuid.uuid4(),
+                    aggregate_type="thing",
+                    stream_version=1,
+                    type="pinged",
+                    payload={"n": n},
+                    tenant_id=uuid.uuid4(),
+                    user_id=None,
+                    correlation_id=None,
+                    occurred_at=now,
+                )
+        counts: list[dict[str, int]] = []
+        with app.engine.connect() as holder:
+            holder.execute(sa.select(consumers).where(consumers.c.name == EVENT_CURSOR).with_for_update())
+            worker = threading.Thread(target=lambda: counts.append(app.run_worker(once=True)))
+            worker.start()
+            worker.join(timeout=10)
+            waited = worker.is_alive()
+            holder.rollback()  # let a waiting pass go on, to end the test either way
+        worker.join(timeout=30)
+        assert not waited, "the pass waited for the cursor row's lock"
+        assert counts[0]["started"] == 0
+        assert app.run_worker(once=True)["started"] == 2
+        assert sorted(r.steps["n"] for r in app.runs(workflow)) == [1, 2]
+        assert app.run_worker(once=True)["started"] == 0
+    finally:
+        app.dispose()
