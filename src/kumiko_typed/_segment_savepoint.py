@@ -68,10 +68,13 @@ class SegmentSavepoint:
         """The segment failed: undo what it sent (nothing, if it sent nothing).  Raises
         :class:`Redo` if its refused store left the transaction aborted (PostgreSQL)."""
         self._armed = False
+        # Whether it sent anything or not, the ORM may hold what its steps added or
+        # changed but never flushed: the failure's store would flush it into the batch.
+        # And after a rollback to the savepoint, what it loaded is stale.
+        session.expunge_all()
         if self._taken and self._conn is not None:
             self._conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {_NAME}")
             self._conn.exec_driver_sql(f"RELEASE SAVEPOINT {_NAME}")
-            session.expunge_all()  # the ORM did not see the rollback: forget what it loaded
         elif _aborted(session):
             raise Redo
 

@@ -164,3 +164,35 @@ def test_the_feed_redoes_a_batch_whose_refused_store_aborted_it(
     assert runs == sorted([("suspended", "m0", None), bad, ("suspended", "m2", None)])
     assert app.run_worker(once=True)["started"] == 0  # the feed's cursor moved past the three once
     assert len(app.runs()) == 3
+
+
+def _add_by_hand(c: Any) -> None:
+    thing = SspThing(label=f"added {c.payload.n}")
+    thing.tenant_id, thing.created_at, thing.updated_at = c.user.tenant_id, c.now, c.now
+    c.db.add(thing)
+
+
+def test_what_a_failed_segment_added_without_sending_it_never_lands(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A resolver's ``c.db.add`` sends nothing until a flush: the segment took no
+    savepoint, and the failure's store must not flush the object into the transaction."""
+    f = Feature("ssp")
+    f.entity(SspThing)
+    flow = f.workflow(
+        "adds",
+        trigger=manual(Start),
+        pipeline=f.workflow_pipeline(Start)
+        .wait("PT1M")
+        .compute("added", _add_by_hand)
+        .guard(lambda c: c.payload.n > 0, otherwise=lambda c: fail("refused", "n is 0")),
+    )
+    app = app_on([f], clock=clock)
+    runs = []
+    for n in (0, 1):
+        runs.append(app.start_workflow(flow, Start(n), user=user))
+        clock.advance(seconds=1)
+    clock.advance(minutes=2)
+    assert app.run_worker(once=True)["resumed"] == 2
+    assert [getattr(app.get_run(r), "status", None) for r in runs] == ["failed", "completed"]
+    assert _things(app) == ["added 1"]
