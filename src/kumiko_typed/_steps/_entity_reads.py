@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from sqlalchemy.orm import Session
     from sqlalchemy.sql.elements import BindParameter
 
-__all__ = ["select_entities"]
+__all__ = ["plain_tenant", "planned", "run_plan", "select_entities"]
 
 
 class _Plan:
@@ -111,12 +111,20 @@ def _plan(stmt: Select[Any], binds: list[BindParameter[Any]]) -> _Plan | None:
     return _Plan(stmt.options(TENANT_CRITERIA), binds, mapper)
 
 
+def plain_tenant(session: Session) -> Any:
+    """The tenant a planned read filters by, or ``None`` when this session's reads must
+    take ``session.execute`` (no tenant, unflushed changes, an application's own hook)."""
+    tenant = session.info.get(TENANT_KEY)
+    if tenant is None or not session._is_clean() or not _only_ours(session):
+        return None
+    return tenant
+
+
 def select_entities(session: Session, stmt: Select[Any], first: bool) -> list[Any]:
     """The entities ``stmt`` selects, as ``session.execute(stmt).scalars()`` gives them
     (only the first one, or none, with ``first``)."""
-    tenant = session.info.get(TENANT_KEY)
-    plain = tenant is not None and not stmt._execution_options and session._is_clean() and _only_ours(session)
-    key = stmt._generate_cache_key() if plain else None
+    tenant = None if stmt._execution_options else plain_tenant(session)
+    key = stmt._generate_cache_key() if tenant is not None else None
     if key is None:
         return _through_orm(session, stmt, first)
     plans = _PLANS.entries()
@@ -128,19 +136,33 @@ def select_entities(session: Session, stmt: Select[Any], first: bool) -> list[An
     assert isinstance(plan, _Plan)
     params = {b.key: given.effective_value for b, given in zip(plan.binds, key.bindparams, strict=True)}
     params[TENANT_PARAM] = tenant
+    found = run_plan(session, plan, params, first)
+    if plan.attributes is None:
+        plans[key.key] = None
+    return _through_orm(session, stmt, first) if found is None else found
+
+
+def planned(key: Any) -> _Plan | None:
+    """The plan kept for a statement's cache key, if it has run as one."""
+    plan = _PLANS.entries().get(key.key)
+    return plan if isinstance(plan, _Plan) and plan.attributes is not None else None
+
+
+def run_plan(session: Session, plan: _Plan, params: dict[str, Any], first: bool) -> list[Any] | None:
+    """Run ``plan`` with ``params`` (its binds' keys and the tenant's): the entities, or
+    ``None`` when the ORM must run the statement (the plan cannot read its columns, and
+    is marked so by ``attributes`` staying ``None``; or the session holds an expired row)."""
     result: CursorResult[Any] = session.connection().execute(plan.stmt, params)
     if plan.attributes is None and not plan.learn(list(result.keys())):
         result.close()
-        plans[key.key] = None
-        return _through_orm(session, stmt, first)
+        return None
     rows: Sequence[Row[Any]]
     if first:
         row = result.first()  # and closes the result
         rows = () if row is None else (row,)
     else:
         rows = result.all()
-    found = _entities(session, plan, rows)
-    return _through_orm(session, stmt, first) if found is None else found
+    return _entities(session, plan, rows)
 
 
 def _entities(session: Session, plan: _Plan, rows: Sequence[Row[Any]]) -> list[Any] | None:

@@ -1,30 +1,21 @@
 """Reads: ``find_one``, ``get_one``, ``find_many`` — a ``select(...)`` built by a
-resolver, run in the handler's session and scoped to its tenant (``_entity_reads``)."""
+resolver (once, where ``_templates`` shows that is enough), run in the handler's session
+and scoped to its tenant (``_entity_reads``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import attrs
-from sqlalchemy import Select
 
-from .._errors import StepRefused
 from .._results import fail
 from ._base import Fn, NamedStep, Result
-from ._entity_reads import select_entities
+from ._templates import read_entities
 
 if TYPE_CHECKING:
     from .._interpreter import Run
 
 __all__ = ["FindMany", "FindOne", "GetOne"]
-
-
-def _select(query: Callable[[Any], object], run: Run) -> Select[Any]:
-    stmt = query(run)
-    if not isinstance(stmt, Select):
-        raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
-    return stmt
 
 
 @attrs.frozen(slots=True)
@@ -33,7 +24,7 @@ class FindOne(NamedStep):
     query: Fn
 
     def execute(self, run: Run) -> Result:
-        found = select_entities(run.session, _select(self.query, run), first=True)
+        found = read_entities(run, self.query, first=True)
         run.values[self.name] = found[0] if found else None
         return None
 
@@ -44,7 +35,7 @@ class GetOne(NamedStep):
     query: Fn
 
     def execute(self, run: Run) -> Result:
-        found = select_entities(run.session, _select(self.query, run), first=True)
+        found = read_entities(run, self.query, first=True)
         row = found[0] if found else None
         if row is None:
             return fail("not_found", f'step "{self.name}": no row matched', {"step": self.name})
@@ -59,8 +50,5 @@ class FindMany(NamedStep):
     limit: int | None
 
     def execute(self, run: Run) -> Result:
-        stmt = _select(self.query, run)
-        if self.limit is not None:
-            stmt = stmt.limit(self.limit)
-        run.values[self.name] = select_entities(run.session, stmt, first=False)
+        run.values[self.name] = read_entities(run, self.query, first=False, limit=self.limit)
         return None
