@@ -225,7 +225,7 @@ def _sources(
             consts[bind.key] = value
         else:
             return None
-    values_read = set(probe.paths) - probe.inner
+    values_read = {made for made, path in probe.paths.items() if path} - probe.inner
     return _Template(plan, sources, consts) if values_read == used else None
 
 
