@@ -39,6 +39,7 @@ from sqlalchemy import (
 )
 from sqlalchemy.orm import Session
 
+from ._connection import connection_of
 from ._notify import CHANNEL
 from ._tables import events
 
@@ -196,10 +197,10 @@ def append(
     }
     # On the session's connection: a Core insert gains nothing from the ORM's execute.
     if _postgres(session) and not (session.in_transaction() and _notified(session)):
-        session.connection().execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
+        connection_of(session).execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
         _record_notified(session)
     else:
-        session.connection().execute(_INSERT_EVENT, row)
+        connection_of(session).execute(_INSERT_EVENT, row)
     return event_id
 
 

@@ -27,6 +27,7 @@ from sqlalchemy.orm import ColumnProperty, Mapper
 from sqlalchemy.orm.attributes import instance_state
 
 from .._access import TENANT_CRITERIA, TENANT_KEY, TENANT_PARAM, ShapeMemo, _tenant_filter, refuse_unscoped
+from .._connection import connection_of
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -152,7 +153,7 @@ def run_plan(session: Session, plan: _Plan, params: dict[str, Any], first: bool)
     """Run ``plan`` with ``params`` (its binds' keys and the tenant's): the entities, or
     ``None`` when the ORM must run the statement (the plan cannot read its columns, and
     is marked so by ``attributes`` staying ``None``; or the session holds an expired row)."""
-    result: CursorResult[Any] = session.connection().execute(plan.stmt, params)
+    result: CursorResult[Any] = connection_of(session).execute(plan.stmt, params)
     if plan.attributes is None and not plan.learn(list(result.keys())):
         result.close()
         return None

@@ -22,6 +22,8 @@ from sqlalchemy import Column, Insert, Table, Update, bindparam, insert, inspect
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import set_committed_value
 
+from .._connection import connection_of
+
 __all__ = ["changed_columns", "insert_row", "update_row", "writer"]
 
 
@@ -71,7 +73,7 @@ def insert_row(session: Session, entity: Any) -> None:
         if key not in values:
             set_committed_value(entity, key, value)
         params[column.key] = value
-    session.connection().execute(w.insert, params)
+    connection_of(session).execute(w.insert, params)
     make_transient_to_detached(entity)
     session.add(entity)
 
@@ -84,7 +86,7 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
     params: dict[str, object] = {w.columns[k].key: v for k, v in values.items()}
     params["kumiko_b_id"], params["kumiko_b_tenant"] = entity.id, entity.tenant_id
     params["kumiko_b_version"] = entity.version
-    if session.connection().execute(w.update, params).rowcount != 1:
+    if connection_of(session).execute(w.update, params).rowcount != 1:
         return False
     state = inspect(entity)
     if not (state.modified or state.expired_attributes or state.callables):
