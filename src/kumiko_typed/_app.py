@@ -17,6 +17,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ._access import TENANT_KEY, deny, install_tenant_filter, wrong_payload
 from ._boot import validate
+from ._connection import DIRECT, Direct
 from ._ctx import User
 from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
@@ -489,13 +490,17 @@ class App:
         if isinstance(keyed, Failure):
             return keyed
         session = self._take_session()
+        direct: Direct | None = None
         try:
             now = self.clock()
             call = (handler.name, payload, user, now, correlation_id or uuid.uuid4())
             run = start_run(handler.pipeline, session, self._registry, call)
             who = f"handler {handler.name}"
             if keyed is None:
-                return _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))
+                direct = session.info[DIRECT] = Direct(self.engine)
+                result = _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))
+                direct.end(commit=not isinstance(result, Failure))
+                return result
             session.info[TENANT_KEY] = user.tenant_id
             session.begin()
             stored = keyed.claim(session, now, self.idempotency_retention)
@@ -510,6 +515,8 @@ class App:
             where = f"handler {handler.name}"
             return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
         finally:
+            if direct is not None:
+                direct.end(commit=False)  # after an exception; else ended already: nothing
             self._put_back(session)
 
     def _take_session(self) -> Session:
@@ -525,10 +532,12 @@ class App:
         return session
 
     def _put_back(self, session: Session) -> None:
-        """Make ``session`` as new (nothing loaded, no transaction) and keep it idle."""
+        """Make ``session`` as new (nothing loaded, no transaction, bound to the engine)
+        and keep it idle."""
         if session.in_transaction() or session.identity_map:
             session.close()
         session.info.clear()
+        session.bind = self.engine
         self._local.session = session
 
     @staticmethod
