@@ -14,11 +14,13 @@ from types import FrameType
 from typing import Any
 
 import attrs
+import pytest
 import sqlalchemy as sa
 from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, Ok, User, ok
+from kumiko_typed._steps import _entity_reads, _templates
 
 AppOn = Callable[..., App]
 
@@ -125,6 +127,14 @@ def runs_of(resolver: Callable[[Any], Any]) -> Iterator[list[int]]:
         yield count
     finally:
         sys.setprofile(before)
+
+
+@pytest.fixture(autouse=True)
+def fresh_memos() -> None:
+    """Templates and plans start empty: a memo that fills up (2000 shapes, from the tests
+    before) is dropped whole, and one dropped inside a test would run a resolver again."""
+    _templates._TEMPLATES.entries().clear()
+    _entity_reads._PLANS.entries().clear()
 
 
 def _setup(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], dict[str, Any], User]:
