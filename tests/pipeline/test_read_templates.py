@@ -163,7 +163,7 @@ def test_a_straight_resolver_runs_once_and_each_call_reads_its_own_rows(
 def test_values_read_from_earlier_steps_and_a_limit_are_bound_per_call(
     app_on: AppOn, make_user: Callable[..., User]
 ) -> None:
-    app, h, fresh, alice = _setup(app_on, make_user)
+    app, h, _, alice = _setup(app_on, make_user)
     top = [ok_data(app.dispatch(h["make"], Make(t), user=alice)) for t in ("top1", "top2")]
     kids = [ok_data(app.dispatch(h["make"], Make(f"kid of {t}", parent=t), user=alice)) for t in top]
     for _ in range(3):
