@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import http.cookiejar
 import logging
 import threading
 import uuid
@@ -93,7 +94,8 @@ class App:
         secrets: resolves a secret reference (``bearer("ref")``) to its value at delivery
             time; never stored.  Default: the environment variable ``KUMIKO_SECRET_<REF>``.
         http: the ``httpx.Client`` that delivers webhooks.  Default: one the App makes
-            (10 s timeout, no redirects) and closes in :meth:`dispose`.
+            (10 s timeout, no redirects, no cookies kept between deliveries) and closes
+            in :meth:`dispose`.  A client of your own keeps what it is configured to.
         value_types: further attrs classes that workflow state may hold (payload, event
             and entity classes, and the classes their fields name, are known already).
         idempotency_retention: how long a dispatch's ``idempotency_key`` answers repeats
@@ -228,7 +230,10 @@ class App:
             return self._http
         with self._http_lock:  # deliveries run in several threads: make one client
             if self._own_http is None:
-                self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False)
+                # No cookie jar: a receiver's Set-Cookie would be sent back with the next
+                # delivery to its host, whichever tenant's row that is.
+                jar = http.cookiejar.CookieJar(policy=_NoCookies())
+                self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False, cookies=jar)
             return self._own_http
 
     def purge_idempotency_keys(self, *, batch: int = 1000) -> int:
@@ -562,6 +567,13 @@ class App:
 def _wrong_kind(name: str, what: str) -> Failure:
     """A handler run the wrong way: a query dispatched, a write handler queried."""
     return fail("not_found", f"{name} is {what}", {"handler": name})
+
+
+class _NoCookies(http.cookiejar.DefaultCookiePolicy):
+    """Keeps no cookie a webhook receiver sets."""
+
+    def set_ok(self, cookie: http.cookiejar.Cookie, request: object) -> bool:
+        return False
 
 
 def _wrong_correlation(correlation_id: object) -> Failure | None:

@@ -720,3 +720,19 @@ def test_app_outbox_lists_kind_status_attempts_and_last_error(
     assert errors[0] is None and errors[3] is None
     assert errors[1] == "HTTP 500 Internal Server Error"
     assert errors[2] is not None and "only http and https" in errors[2]
+
+
+def test_a_receivers_cookie_is_not_sent_back_with_another_delivery(
+    app_on: AppOn, user: User, receiver: Receiver
+) -> None:
+    """The App's own client keeps no cookies: a Set-Cookie from one tenant's receiver
+    would otherwise ride along on the next delivery to that host, another tenant's."""
+    receiver.respond = lambda i, _p: (200, {"Set-Cookie": "session=tenant-a-secret; Path=/"} if i == 0 else {})
+    app = app_on([f])
+    ok_data(app.dispatch(hook, Hook(receiver.url("/first")), user=user))
+    assert _work(app)["sent"] == 1
+    other_tenant = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    ok_data(app.dispatch(hook, Hook(receiver.url("/second")), user=other_tenant))
+    assert _work(app)["sent"] == 1
+    (second,) = receiver.to("/second")
+    assert "cookie" not in second.headers, second.headers
