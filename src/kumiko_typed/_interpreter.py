@@ -98,12 +98,6 @@ class Run(AnyCtx):
     #: Per-step spans, while the run's own span is recorded (``_observe``).
     trace: Trace | None
 
-    @property
-    def ctx(self) -> AnyCtx:
-        """The run itself (steps pass ``run`` to their resolvers; kept for the callers
-        that still name it)."""
-        return self
-
     def open_scope(self) -> dict[str, object]:
         """The loop items, writable: made, and ``scope`` made a view of them, the first
         time a loop (or a resumed run) sets one.  Until then ``scope`` is an empty view."""
@@ -205,7 +199,7 @@ def _in_transaction(
     session = run.session
     info = session.info
     previous = info.get(TENANT_KEY)
-    info[TENANT_KEY] = run.ctx.user.tenant_id
+    info[TENANT_KEY] = run.user.tenant_id
     # Not nested: the session's transaction, begun by the caller for work of its own or
     # else by the first statement — a run that sends none begins and commits nothing.
     savepoint = session.begin_nested() if nested else None

@@ -82,7 +82,7 @@ def _columns(entity: object) -> dict[str, Any]:
 def _refuse_unfit(run: Run, entity_type: type[Any], values: Mapping[str, object]) -> None:
     """Raise :class:`~kumiko_typed._limits.Unfit` if a value will not fit its column."""
     columns = writer(entity_type).columns
-    refuse(unfit_values({columns[k]: v for k, v in values.items()}, run.ctx.payload))
+    refuse(unfit_values({columns[k]: v for k, v in values.items()}, run.payload))
 
 
 def _on_event_store(exc: IntegrityError) -> bool:
@@ -123,10 +123,10 @@ def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], enti
 
 
 def _create(step: Create, run: Run) -> Failure | None:
-    entity = step.data(run.ctx)
+    entity = step.data(run)
     if not isinstance(entity, step.entity):
         raise StepRefused(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
-    registry, ctx, session = run.registry, run.ctx, run.session
+    registry, ctx, session = run.registry, run, run.session
     aggregate = registry.aggregate_type(step.entity)
     entity.tenant_id = ctx.user.tenant_id
     entity.version = 1
@@ -185,7 +185,7 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
     session = run.session
-    tenant = run.ctx.user.tenant_id
+    tenant = run.user.tenant_id
     loaded = None if fresh else session.identity_map.get((writer(entity_type).identity, (entity_id,), None))
     if loaded is not None and isinstance(loaded, entity_type):
         state = instance_state(loaded)
@@ -210,7 +210,7 @@ def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | No
     empty) is a bug and raises."""
     entity_type = type(entity)
     read_at = entity.version
-    values["version"], values["updated_at"] = read_at + 1, run.ctx.now
+    values["version"], values["updated_at"] = read_at + 1, run.now
     try:
         written = update_row(run.session, entity, values)
     except IntegrityError as exc:
@@ -261,7 +261,7 @@ def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
 
 
 def _update(step: Update, run: Run) -> Failure | None:
-    registry, ctx = run.registry, run.ctx
+    registry, ctx = run.registry, run
     entity_id = resolve(step.id, run)
     expected = resolve(step.version, run)
     if expected is None and not step.skip_optimistic_lock:
@@ -326,7 +326,7 @@ def _append(
     a deadlock on it: this writer waited for another's uncommitted append of the version
     while that one waited for one of ours (writes of several aggregates crossing), and
     PostgreSQL broke the tie."""
-    ctx = run.ctx
+    ctx = run
     try:
         append(
             run.session,
@@ -361,7 +361,7 @@ def _append(
 
 
 def _append_event(step: AppendEvent, run: Run) -> Failure | None:
-    registry, ctx = run.registry, run.ctx
+    registry, ctx = run.registry, run
     event = step.event(ctx)
     name = registry.event_name(type(event))
     entity_id = resolve(step.id, run)
