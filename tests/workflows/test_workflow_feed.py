@@ -7,6 +7,7 @@ import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -23,16 +24,10 @@ class Pinged:
     n: int
 
 
-def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., App]) -> None:
-    f = Feature("feed")
-    f.event(Pinged, name="pinged")
-    workflow = f.workflow(
-        "on-ping", trigger=on_event(Pinged), pipeline=f.workflow_pipeline(Pinged).compute("n", lambda c: c.payload.n)
-    )
-    app = app_on([f])
-    now = datetime(2026, 1, 1, tzinfo=UTC)
+def _ping(app: App, *payloads: dict[str, Any]) -> None:
+    """Append one ``pinged`` event per payload, each on a stream of its own, in one transaction."""
     with Session(app.engine) as session, session.begin():
-        for payload in ({"n": "not a number"}, {"n": 7}):
+        for payload in payloads:
             append(
                 session,
                 stream_id=uuid.uuid4(),
@@ -43,8 +38,18 @@ def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., Ap
                 tenant_id=uuid.uuid4(),
                 user_id=None,
                 correlation_id=None,
-                occurred_at=now,
+                occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
             )
+
+
+def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., App]) -> None:
+    f = Feature("feed")
+    f.event(Pinged, name="pinged")
+    workflow = f.workflow(
+        "on-ping", trigger=on_event(Pinged), pipeline=f.workflow_pipeline(Pinged).compute("n", lambda c: c.payload.n)
+    )
+    app = app_on([f])
+    _ping(app, {"n": "not a number"}, {"n": 7})
     counts = app.run_worker(once=True)
     assert counts["started"] == 1
     runs = app.runs(workflow)
@@ -65,19 +70,7 @@ def test_an_outer_loop_item_of_any_value_is_restored_after_an_inner_loop(app_on:
     workflow = f.workflow("shadowing", trigger=on_event(Pinged), pipeline=pipeline)
     f.event(Pinged, name="pinged")
     app = app_on([f])
-    with Session(app.engine) as session, session.begin():
-        append(
-            session,
-            stream_id=uuid.uuid4(),
-            aggregate_type="thing",
-            stream_version=1,
-            type="pinged",
-            payload={"n": 1},
-            tenant_id=uuid.uuid4(),
-            user_id=None,
-            correlation_id=None,
-            occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
-        )
+    _ping(app, {"n": 1})
     app.run_worker(once=True)
     app.run_worker(once=True)
     [run] = app.runs(workflow)
@@ -97,21 +90,7 @@ def test_a_worker_finding_the_feed_cursor_held_goes_on_and_misses_nothing(fresh_
     try:
         app.create_all()
         app.run_worker(once=True)  # makes the cursor row
-        now = datetime(2026, 1, 1, tzinfo=UTC)
-        with Session(app.engine) as session, session.begin():
-            for n in (1, 2):
-                append(
-                    session,
-                    stream_id=uuid.uuid4(),
-                    aggregate_type="thing",
-                    stream_version=1,
-                    type="pinged",
-                    payload={"n": n},
-                    tenant_id=uuid.uuid4(),
-                    user_id=None,
-                    correlation_id=None,
-                    occurred_at=now,
-                )
+        _ping(app, {"n": 1}, {"n": 2})
         counts: list[dict[str, int]] = []
         with app.engine.connect() as holder:
             holder.execute(sa.select(consumers).where(consumers.c.name == EVENT_CURSOR).with_for_update())
