@@ -29,6 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._errors import StateError
+from ._eventstore import EventRow
 from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
@@ -40,8 +41,8 @@ from ._results import Failure, Ok
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
-from ._steps import Path, Resume, Step, Suspend, locate
-from ._tables import consumers, workflow_runs, workflow_waits
+from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
+from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
 __all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
@@ -63,6 +64,8 @@ _DISARM: Final = (
     .where(workflow_waits.c.run_id == bindparam("b_run_id"), workflow_waits.c.armed.is_(True))
     .values(armed=False)
 )
+#: The key of a run's state noting the event that woke it, while its segment is tried again.
+_WOKEN_BY: Final = "woken_by"
 #: The definitions a stranded run remembers finding it so (a rolling deploy has two).
 _STRANDERS: Final = 8
 #: The user of a cron-started run: no person, no tenant.
@@ -405,16 +408,17 @@ class WorkflowEngine:
         plan: Plan | None = None,
         *,
         retry_conflict: bool = False,
+        woken_by: uuid.UUID | None = None,
     ) -> None:
         """A segment in a worker's pass, which runs many in one transaction: a bug outside
         the steps fails this run alone (logged), and the pass goes on.
 
-        ``retry_conflict``: a segment resumed by its wake time that lost a race on an
-        aggregate (``version_conflict``: another transaction wrote it after this segment
-        read it) is rolled back and tried again shortly, from the same stored position,
-        instead of failing the run: nothing it read is lost, and writers take no global
-        lock, so such races are expected under load.  A resume by an event is not retried
-        this way (the event is not stored with the run); a ``retry`` step covers it.
+        ``retry_conflict``: a resumed segment that lost a race on an aggregate
+        (``version_conflict``: another transaction wrote it after this segment read it)
+        is rolled back and tried again shortly, from the same stored position, instead
+        of failing the run: nothing it read is lost, and writers take no global lock, so
+        such races are expected under load.  ``woken_by``: the event that resumed it,
+        noted with the run so that the try again gets that event, not a timeout.
 
         If the caller allowed it (:func:`~kumiko_typed._segment_savepoint.allow_lazy`),
         the segment's savepoint is taken only when it sends a statement; else at once."""
@@ -442,7 +446,10 @@ class WorkflowEngine:
         if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
-            self._store(session, d.name, run_id, {"wake_at": wake}, None)
+            columns: dict[str, Any] = {"wake_at": wake}
+            if woken_by is not None:
+                columns["state"] = {**state, _WOKEN_BY: str(woken_by)}
+            self._store(session, d.name, run_id, columns, None)
         elif failure is not None:
             self._store(session, d.name, run_id, failure, None)
 
@@ -481,10 +488,13 @@ class WorkflowEngine:
                 },
             )
 
-    def resume(self, session: Session, row: Row[Any], resume_value: object) -> bool:
+    def resume(self, session: Session, row: Row[Any], resume_value: object, woken_by: uuid.UUID | None = None) -> bool:
         """Go on with a suspended run (its row locked by the caller) from where it stopped,
         if this definition can (:mod:`kumiko_typed._compat`); else mark it stranded and
-        leave it as it is, for a definition that can.  ``False``: the run was left so."""
+        leave it as it is, for a definition that can.  ``False``: the run was left so.
+
+        ``resume_value``: the event that woke it (``woken_by`` its id), or ``None`` when
+        its wake time came: then the event a lost race left noted with the run, if any."""
         if row.workflow not in self.defs:
             return False  # not this App's workflow: another deployment's, or retired
         d = self.defs[row.workflow]
@@ -498,6 +508,9 @@ class WorkflowEngine:
         try:
             payload = self.codec.decode(row.payload)
             user = _user(row.user)
+            if woken_by is None and _WOKEN_BY in row.state:
+                woken_by = uuid.UUID(row.state[_WOKEN_BY])
+                resume_value = self._event_again(session, d, row.path, woken_by)
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return True
@@ -511,9 +524,21 @@ class WorkflowEngine:
             row.path,
             resume_value,
             plan,
-            retry_conflict=resume_value is None,
+            retry_conflict=True,
+            woken_by=woken_by,
         )
         return True
+
+    def _event_again(self, session: Session, d: Definition, path: str, event_id: uuid.UUID) -> object:
+        """The event that woke the run at ``path`` before its segment lost a race, read
+        again from the event store (events are never changed)."""
+        step = d.step_at(path)
+        if not isinstance(step, WaitForEvent):
+            raise LookupError(f"step {path} waits for no event, yet the run noted event {event_id}")
+        stored = session.execute(select(events).where(events.c.event_id == event_id)).first()
+        if stored is None:
+            raise LookupError(f"the event {event_id} that woke the run is gone from the event store")
+        return self.registry.load(EventRow(**stored._mapping), step.event)
 
     def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
         """How this App's definition resumes a suspended run of it (its row locked by the

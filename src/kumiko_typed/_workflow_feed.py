@@ -197,7 +197,7 @@ class EventFeed:
             step = d.step_at(wait.path)
             assert isinstance(step, WaitForEvent)
             value = engine.registry.load(event, step.event)
-            matched += engine.resume(session, run, value)
+            matched += engine.resume(session, run, value, woken_by=event.event_id)
         return matched
 
     def _lock(self, session: Session, run_id: uuid.UUID) -> Row[Any] | None:

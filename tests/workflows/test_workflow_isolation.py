@@ -1,6 +1,7 @@
 """Workflow segments get the isolation write handlers get (DESIGN §5): a read-decide-append
 based on a row another run changed meanwhile is refused (``version_conflict``: a manual
-start's first segment fails its run, a resumed segment is tried again shortly).  N concurrent runs against a stock
+start's first segment fails its run, a resumed segment is tried again shortly, one
+resumed by an event with that event).  N concurrent runs against a stock
 of K < N: the stock never goes below zero, and every unit gone is one run's reservation."""
 
 from __future__ import annotations
@@ -46,9 +47,17 @@ class Reserved:
     qty: int
 
 
+@attrs.frozen
+class Released:
+    """The go-ahead a waiting reservation waits for (appended to the item)."""
+
+    note: str
+
+
 shop = Feature("wfi")
 shop.entity(WfiItem)
 shop.event(Reserved)
+shop.event(Released)
 
 
 @shop.projector(WfiItem, Reserved)
@@ -90,6 +99,13 @@ take = shop.write_handler(
     .return_(lambda c: ok(None)),
 )
 
+release = shop.write_handler(
+    "release",
+    shop.pipeline(Reserve)
+    .append_event(WfiItem, id=lambda c: c.payload.item, event=lambda c: Released("go"))
+    .return_(lambda c: ok(None)),
+)
+
 #: Called by ``peek`` with its context after its read (the test that runs it sets it).
 after_peek: list[Callable[[Any], None]] = []
 
@@ -117,6 +133,21 @@ reserve_racy = shop.workflow(
     trigger=manual(Reserve),
     pipeline=shop.workflow_pipeline(Reserve)
     .wait("PT1M")
+    .get_one("item", lambda c: select(WfiItem).where(WfiItem.id == c.payload.item))
+    .compute("seen", _peek)
+    .branch(
+        when=lambda c: c.steps["seen"] > 0,
+        on_true=lambda b: b.append_event(WfiItem, id=lambda c: c.payload.item, event=lambda c: Reserved(1)),
+    ),
+)
+
+
+#: A reservation once the item is released, whose decision calls ``after_peek``.
+reserve_on_release = shop.workflow(
+    "reserve-on-release",
+    trigger=manual(Reserve),
+    pipeline=shop.workflow_pipeline(Reserve)
+    .wait_for_event("go", Released, key=lambda c: "go", event_key=lambda e: e.note, timeout="PT1H")
     .get_one("item", lambda c: select(WfiItem).where(WfiItem.id == c.payload.item))
     .compute("seen", _peek)
     .branch(
@@ -248,5 +279,56 @@ def test_a_resumed_segment_that_loses_a_race_is_tried_again_not_failed(
         assert done is not None and (done.status, done.steps["seen"]) == ("completed", 1)
         with app.engine.connect() as conn:
             assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 0
+    finally:
+        app.dispose()
+
+
+@pytest.mark.postgres
+def test_a_segment_resumed_by_an_event_that_loses_a_race_is_tried_again_with_that_event(
+    fresh_postgres_url: str, make_user: Callable[..., User]
+) -> None:
+    """As above, for a run woken by an event: the event is not consumed by the lost
+    race.  The run stays suspended at its wait, due shortly (not at its timeout), and
+    the try again gets the same event, not a timeout's ``None``."""
+    user = make_user()
+    clock = FakeClock(T0)
+    app = App([shop], database_url=fresh_postgres_url, clock=clock)
+    races: list[int] = []
+
+    def take_one_once(c: Any) -> None:
+        if races:
+            return
+        races.append(1)
+        item = c.payload.item
+        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user))
+        racer.start()
+        racer.join(30)
+
+    try:
+        app.create_all()
+        created = app.dispatch(new_item, NewItem(2), user=user)
+        assert isinstance(created, Ok)
+        run = app.start_workflow(reserve_on_release, Reserve(created.data), user=user)
+        app.run_worker(once=True)  # arms the wait
+        assert app.dispatch(release, Reserve(created.data), user=user) == Ok(None)
+        after_peek.append(take_one_once)
+        try:
+            app.run_worker(once=True)
+        finally:
+            after_peek.clear()
+        lost = app.get_run(run)
+        assert lost is not None
+        assert (lost.status, lost.error, lost.path) == ("suspended", None, "go")
+        assert lost.wake_at is not None and T0 < lost.wake_at <= T0 + timedelta(seconds=1)
+        with app.engine.connect() as conn:
+            assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 1  # the handler's reservation only
+        clock.advance(seconds=2)
+        assert app.run_worker(once=True)["resumed"] == 1
+        done = app.get_run(run)
+        assert done is not None and done.status == "completed", done
+        assert (done.steps["go"], done.steps["seen"]) == (Released("go"), 1)
+        with app.engine.connect() as conn:
+            assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 0
+        assert "woken_by" not in str(done.steps)
     finally:
         app.dispose()
