@@ -145,9 +145,22 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
         allowed = precision - (scale or 0)
         if number.adjusted() + 1 > allowed:
             return f"must have at most {allowed} digits before the decimal point"
+        # PostgreSQL rounds further decimals away (and may overflow doing so), SQLite keeps
+        # them: the row would no longer be what the event or payload said.
+        if _decimals(number) > (scale or 0):
+            return f"must have at most {scale or 0} digits after the decimal point"
         return None
 
     return check
+
+
+def _decimals(number: Decimal) -> int:
+    """Digits after the point that are not trailing zeros (``4.200`` has one)."""
+    _sign, digits, exponent = number.as_tuple()
+    if not isinstance(exponent, int) or exponent >= 0:
+        return 0
+    trailing = len(digits) - len("".join(map(str, digits)).rstrip("0"))
+    return max(0, -exponent - trailing)
 
 
 def _json(value: object) -> str | None:

@@ -191,6 +191,9 @@ UNFIT: list[tuple[dict[str, Any], dict[str, str]]] = [
     ({"qty": -(2**70)}, {"path": "$.qty", "message": "must be between -2147483648 and 2147483647"}),
     ({"price": "123456789.5"}, {"path": "$.price", "message": "must have at most 8 digits before the decimal point"}),
     ({"price": "1e999999999"}, {"path": "$.price", "message": "must have at most 8 digits before the decimal point"}),
+    # More decimals than the scale: PostgreSQL rounds (99999999.995 then overflows), SQLite keeps them.
+    ({"price": "4.205"}, {"path": "$.price", "message": "must have at most 2 digits after the decimal point"}),
+    ({"price": "99999999.995"}, {"path": "$.price", "message": "must have at most 2 digits after the decimal point"}),
 ]
 
 
