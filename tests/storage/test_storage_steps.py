@@ -333,8 +333,10 @@ def test_create_clashing_on_a_unique_column_is_unique_violation_and_writes_nothi
     result = failure_of(app.dispatch(h, NewWidget("a"), user=admin))
     assert result.code == "unique_violation"
     assert result.http_status == 409
-    assert isinstance(result.details, dict)
-    assert result.details["entity"] == "T3sWidget"
+    # The same on both databases: the clashing column and the payload field it came from,
+    # not the database's own text (which named a constraint on PostgreSQL).
+    assert result.details == {"entity": "T3sWidget", "columns": ["sku"], "path": "$.sku"}
+    assert result.message == "T3sWidget violates a unique constraint on sku"
     assert _snapshot(app) == before
     assert [w["name"] for w in _widgets(app)] == ["first"]
     # The failed create left the App usable.
@@ -513,8 +515,8 @@ def test_update_clashing_on_a_unique_column_is_unique_violation_and_writes_nothi
     before = _snapshot(app)
     result = failure_of(app.dispatch(upd, Ref(created.id, 1), user=admin))
     assert result.code == "unique_violation"
-    assert isinstance(result.details, dict)
-    assert result.details["entity"] == "T3sWidget"
+    # "taken" came from no payload field: the path is the payload's root.
+    assert result.details == {"entity": "T3sWidget", "columns": ["sku"], "path": "$"}
     assert _snapshot(app) == before
 
 

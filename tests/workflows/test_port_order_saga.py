@@ -24,11 +24,9 @@ from examples.ports.order_saga import (
     SHIPMENT_TIMEOUT,
     AddStock,
     ConfirmShipment,
-    OrderClosed,
     OrderStatus,
     PlaceOrder,
     SettlePayment,
-    Shipped,
     Stock,
     StockReleased,
     StockReserved,
@@ -223,14 +221,26 @@ def test_a_worker_killed_after_reserving_loses_nothing_and_reserves_once(
     order = ordered(app, shopkeeper)
     env = {**os.environ, "PYTHONPATH": str(REPO), "SHOP_PAYMENTS_URL": receiver.base}
     died = subprocess.run(
-        [sys.executable, str(WORKER), db_url, "crash"], capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+        [sys.executable, str(WORKER), db_url, "crash"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
     )
     assert died.returncode == 137, died.stderr
     assert app.runs() == [] and receiver.requests == []
     assert stock_events(app, shopkeeper, stock) == []
 
     again = subprocess.run(
-        [sys.executable, str(WORKER), db_url, "once"], capture_output=True, text=True, env=env, cwd=REPO, timeout=60
+        [sys.executable, str(WORKER), db_url, "once"],
+        check=False,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=REPO,
+        timeout=60,
     )
     assert again.returncode == 0, again.stderr
     assert json.loads(again.stdout)["started"] == 1
@@ -241,7 +251,6 @@ def test_a_worker_killed_after_reserving_loses_nothing_and_reserves_once(
     with app.engine.connect() as conn:
         kinds = conn.scalars(sa.select(events.c.type).order_by(events.c.position)).all()
     assert kinds.count("stock-reserved") == 1
-    assert OrderClosed and Shipped  # the remaining steps are covered above
 
 
 def test_a_warehouse_faster_than_the_worker_still_ships(

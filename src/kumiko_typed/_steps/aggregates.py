@@ -11,6 +11,7 @@ attempt or workflow segment to its own savepoint, a dispatch the whole transacti
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,7 +25,7 @@ from .._ctx import correlation_of
 from .._errors import StepRefused
 from .._eventstore import append
 from .._jsonable import jsonable
-from .._limits import refuse, unfit_json, unfit_values
+from .._limits import refuse, source_path, unfit_json, unfit_values
 from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
@@ -97,11 +98,36 @@ def _on_event_store(exc: IntegrityError) -> bool:
     return f" {events.name}." in first_line
 
 
-def _unique_violation(exc: IntegrityError, entity_type: type[Any]) -> Failure:
+#: PostgreSQL's detail of a unique violation: ``Key (sku, tenant_id)=(<the values>) already exists.``
+_PG_KEY = re.compile(r"Key \((?P<columns>.+?)\)=\(")
+
+
+def _clashing_columns(exc: IntegrityError) -> list[str]:
+    """The column names of the unique constraint ``exc`` reports, read from what both
+    databases say of it (PostgreSQL's detail up to its values, which are not read;
+    SQLite's ``UNIQUE constraint failed: t.sku, t.tenant_id``)."""
+    detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
+    if isinstance(detail, str):  # psycopg
+        found = _PG_KEY.match(detail)
+        names = found["columns"].split(", ") if found else []
+    else:
+        first_line = next(iter(str(exc.orig).splitlines()), "")
+        names = [name.strip().rpartition(".")[2] for name in first_line.partition(":")[2].split(",")]
+    return [name.strip('"') for name in names]
+
+
+def _unique_violation(exc: IntegrityError, run: Run, entity_type: type[Any], row: Mapping[str, object]) -> Failure:
+    """The clash as the client can act on it, the same on both databases: the entity's
+    columns of the constraint and the payload field the first of their values came from
+    (``$`` if none did).  The database's text names a constraint, or quotes the values."""
+    keys = {column.name: key for key, column in writer(entity_type).columns.items()}
+    columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
+    paths = [source_path(run.payload, row[key]) for key in columns if key in row]
+    on = f" on {', '.join(columns)}" if columns else ""
     return fail(
         "unique_violation",
-        f"{entity_type.__name__} violates a unique constraint",
-        {"entity": entity_type.__name__, "error": str(exc.orig).splitlines()[0]},
+        f"{entity_type.__name__} violates a unique constraint{on}",
+        {"entity": entity_type.__name__, "columns": columns, "path": next((p for p in paths if p != "$"), "$")},
     )
 
 
@@ -113,13 +139,13 @@ def _version_conflict(entity_type: type[Any], entity_id: object, expected: objec
     )
 
 
-def _create_conflict(exc: IntegrityError, run: Run, entity_type: type[Any], entity_id: object) -> Failure:
+def _create_conflict(exc: IntegrityError, run: Run, entity: Any, columns: Mapping[str, object]) -> Failure:
     if not _on_event_store(exc):
         if not _is_unique_violation(exc):
             raise exc
-        return _unique_violation(exc, entity_type)
-    current = run.session.execute(_version_of(entity_type), {"kumiko_id": entity_id}).scalar()
-    return _version_conflict(entity_type, entity_id, 0, current)
+        return _unique_violation(exc, run, type(entity), columns)
+    current = run.session.execute(_version_of(type(entity)), {"kumiko_id": entity.id}).scalar()
+    return _version_conflict(type(entity), entity.id, 0, current)
 
 
 def _create(step: Create, run: Run) -> Failure | None:
@@ -161,7 +187,7 @@ def _create(step: Create, run: Run) -> Failure | None:
             )
             insert_row(session, entity)
     except IntegrityError as exc:
-        return _create_conflict(exc, run, step.entity, entity.id)
+        return _create_conflict(exc, run, entity, columns)
     changes = {k: v for k, v in columns.items() if k not in FRAMEWORK_COLUMNS}
     run.values[step.name] = Saved(entity.id, entity, 1, True, changes, {}, event_type)
     return None
@@ -216,7 +242,7 @@ def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | No
     except IntegrityError as exc:
         if not _is_unique_violation(exc):
             raise
-        return _unique_violation(exc, entity_type)
+        return _unique_violation(exc, run, entity_type, {**_columns(entity), **values})
     if not written:
         current = run.session.execute(_version_of(entity_type), {"kumiko_id": entity.id}).scalar()
         return _version_conflict(entity_type, entity.id, read_at, current)
