@@ -3,6 +3,7 @@ at exact lines; and that mypy without the plugin and pyright raise no false erro
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -60,6 +61,20 @@ def test_mypy_without_plugin_positive(tmp_path: Path) -> None:
 def test_examples_with_plugin(tmp_path: Path) -> None:
     result = mypy(*map(str, EXAMPLE_FILES), cwd=EXAMPLES.parent, config=CASES / "mypy.ini", cache_dir=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_examples_need_no_casts_nor_ignores() -> None:
+    """The examples (the flagship and the ports of other libraries' samples) pass the
+    checkers above as user code should: no ``cast``, no ignore comment."""
+    escape = re.compile(r"\bcast\(|\btyping\.cast\b|(type|pyright):\s*ignore")
+    found = [
+        f"{path.relative_to(EXAMPLES.parent)}:{number}: {line.strip()}"
+        for path in EXAMPLE_FILES
+        for number, line in enumerate(path.read_text().splitlines(), start=1)
+        if escape.search(line)
+    ]
+    assert EXAMPLES / "ports" / "bank.py" in EXAMPLE_FILES
+    assert not found, "\n".join(found)
 
 
 @pytest.mark.parametrize("mode", ["basic", "strict"])
