@@ -11,11 +11,13 @@ from mypy.typeops import get_all_type_vars
 from mypy.types import (
     AnyType,
     CallableType,
+    ErasedType,
     Instance,
     ProperType,
     Type,
     TypeOfAny,
     TypeVarId,
+    TypeVarType,
     UnionType,
     get_proper_type,
 )
@@ -31,20 +33,31 @@ def _callbacks(t: Type) -> list[CallableType]:
 
 
 def detach(api: CheckerPluginInterface, sig: CallableType, names: tuple[str, ...]) -> CallableType:
-    """``sig`` with the type variables that the callbacks ``names`` return replaced by ``object``.
+    """``sig`` with the type variables that the callbacks ``names`` return replaced by ``object``,
+    or, where a callback returns the variable itself (``compute``'s ``fn``), by mypy's
+    erased type.
 
-    ``object``, not ``Any``: the callback's last call is inferred against this return
-    context, and an ``Any`` there would become that call's own result type."""
+    Not ``Any``: the callback's last call is inferred against this return context, and an
+    ``Any`` there would become that call's own result type.  Not ``object`` for a bare
+    result either: a generic call returning ``T | None`` whose ``T`` the arguments do not
+    pin (``c.db.scalar(select(...))``, ``c.db.get(Entity, id)``) would solve ``T`` from that
+    context to ``object``.  mypy takes nothing from an erased context, and an erased
+    return type accepts whatever the callback returns."""
     ids: set[TypeVarId] = set()
+    bare: set[TypeVarId] = set()
     for name in names:
         if name in sig.arg_names:
             for callback in _callbacks(sig.arg_types[sig.arg_names.index(name)]):
                 ids |= {var.id for var in get_all_type_vars(callback.ret_type)}
+                returned = get_proper_type(callback.ret_type)
+                if isinstance(returned, TypeVarType):
+                    bare.add(returned.id)
     ids &= {v.id for v in sig.variables}
     if not ids:
         return sig
     top = api.named_generic_type("builtins.object", [])
-    expanded = get_proper_type(expand_type(sig, dict.fromkeys(ids, top)))
+    replaced: dict[TypeVarId, Type] = {i: ErasedType() if i in bare else top for i in ids}
+    expanded = get_proper_type(expand_type(sig, replaced))
     assert isinstance(expanded, CallableType)
     return expanded.copy_modified(variables=[v for v in sig.variables if v.id not in ids])
 
