@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -269,3 +270,64 @@ def test_a_warehouse_faster_than_the_worker_still_ships(
     assert app.result(order_saga, saga_of(app), user=shopkeeper) == Ok("shipped")
     assert receiver.to("/refund") == []
     assert stock_events(app, shopkeeper, stock) == [StockReserved(order, 2)]
+
+
+# --- many sagas, several workers --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_many_sagas_with_racing_workers_reserve_charge_and_ship_each_once(
+    db_url: str, app_on: Callable[..., App], shopkeeper: User, receiver: Receiver, racers: list[subprocess.Popen[str]]
+) -> None:
+    """Twelve orders for eight units; worker processes (two on PostgreSQL, SQLite's one)
+    on the real clock, while the provider and the warehouse answer as soon as they can.
+    Eight orders ship, four are out of stock; each order is charged once; nothing is left
+    reserved."""
+    app = app_on([shop])  # the real clock, as the workers'
+    stock = stocked(app, shopkeeper, available=8)
+    orders = {ordered(app, shopkeeper, qty=1) for _ in range(12)}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "SHOP_PAYMENTS_URL": receiver.base}
+    for _ in range(2 if db_url.startswith("postgresql") else 1):
+        racers.append(
+            subprocess.Popen(
+                [sys.executable, str(WORKER), db_url, "loop"],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                cwd=REPO,
+            )
+        )
+    for proc in racers:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    settled: set[uuid.UUID] = set()
+    shipped: set[uuid.UUID] = set()
+    deadline = time.monotonic() + 90
+    while time.monotonic() < deadline:
+        runs = app.runs(workflow="shop:order-saga")
+        if len(runs) == 12 and all(r.status == "completed" for r in runs):
+            break
+        for charge in charges(receiver):
+            order = uuid.UUID(charge["order_id"])
+            if order not in settled:
+                assert isinstance(app.dispatch(settle_payment, SettlePayment(order, True), user=shopkeeper), Ok)
+                settled.add(order)
+        for order in settled - shipped:
+            if app.query(order_status, OrderStatus(order), user=shopkeeper) == Ok("paid"):
+                assert isinstance(app.dispatch(confirm_shipment, ConfirmShipment(order, "T"), user=shopkeeper), Ok)
+                shipped.add(order)
+        time.sleep(0.1)
+    for proc in racers:
+        assert proc.stdin is not None
+        proc.stdin.close()
+        assert proc.wait(30) == 0, proc.stderr.read() if proc.stderr else ""
+    runs = app.runs(workflow="shop:order-saga")
+    assert [r.status for r in runs] == ["completed"] * 12, [(r.status, r.path, r.error) for r in runs]
+    outcomes = sorted(str(app.result(order_saga, r.run_id, user=shopkeeper)) for r in runs)
+    assert outcomes == sorted(["Ok(data='shipped')"] * 8 + ["Ok(data='out of stock')"] * 4)
+    charged = [uuid.UUID(c["order_id"]) for c in charges(receiver)]
+    assert len(charged) == len(set(charged)) == 8 and set(charged) <= orders
+    assert available(app, shopkeeper, stock) == 0
+    reserved = [e for e in stock_events(app, shopkeeper, stock) if isinstance(e, StockReserved)]
+    assert len(reserved) == 8 and {e.order_id for e in reserved} == set(charged)
