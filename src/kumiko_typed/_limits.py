@@ -134,9 +134,10 @@ def _float(value: object) -> str | None:
 def _numeric(precision: int | None, scale: int | None) -> Check:
     def check(value: object) -> str | None:
         problem = _finite(value)
-        if problem is not None or not isinstance(value, (int, Decimal)) or isinstance(value, bool) or not value:
+        if problem is not None or not isinstance(value, (int, float, Decimal)) or isinstance(value, bool) or not value:
             return problem
-        number = Decimal(value)
+        # A float (a Numeric with asdecimal=False) by its shortest repr: 0.1, not its binary value.
+        number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
         if precision is None:
             # What SQLite's floating point and PostgreSQL's numeric both hold.
             if not -300 <= number.adjusted() < 308:
