@@ -14,7 +14,7 @@ from uuid import UUID
 
 import attrs
 
-__all__ = ["Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "target_of"]
+__all__ = ["Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "masked_url", "target_of"]
 
 
 @attrs.frozen
@@ -79,10 +79,11 @@ def target_of(kind: str, message: object) -> str:
         to = message.get("to")
         return ", ".join(str(t) for t in to) if isinstance(to, list) else ""
     url = message.get("url")
-    return _masked_url(url) if kind == "webhook" and isinstance(url, str) else ""
+    return masked_url(url) if kind == "webhook" and isinstance(url, str) else ""
 
 
-def _masked_url(url: str) -> str:
+def masked_url(url: str) -> str:
+    """``url`` without its password and with its query values masked ("" if unparsable)."""
     try:
         parts = urlsplit(url)
         port = f":{parts.port}" if parts.port is not None else ""
