@@ -35,6 +35,7 @@ from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
 from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
+from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
@@ -204,6 +205,15 @@ class WorkflowEngine:
         if self.postgres:
             self._due = self._due.with_for_update(skip_locked=True)
 
+    def _encode(self, value: object) -> Any:
+        """``value`` as the run's state stores it; ``StateError`` for a value the codec
+        cannot encode, or a string one of the databases cannot store (PostgreSQL refuses a
+        NUL and a lone surrogate, SQLite keeps them): refused alike on both."""
+        encoded = self.codec.encode(value)
+        for _where, problem, _value in json_problems(encoded):
+            raise StateError(f"a value cannot be stored: it {problem}")
+        return encoded
+
     # --- starting ------------------------------------------------------------------
 
     def start(self, workflow: Workflow[Any], payload: object, user: User, key: str | None = None) -> uuid.UUID:
@@ -270,7 +280,7 @@ class WorkflowEngine:
             "trigger_key": trigger_key,
             "status": "running",
             "path": None,
-            "payload": self.codec.encode(payload),
+            "payload": self._encode(payload),
             "state": {},
             "user": _user_json(user),
             "fingerprint": d.fingerprint,
@@ -349,9 +359,9 @@ class WorkflowEngine:
                 retries = {d.stored_path(k.split("/")): v for k, v in outcome.records(outcome.retries).items()}
                 try:
                     stored = {
-                        "values": self.codec.encode(dict(run.values)),
-                        "scope": self.codec.encode(dict(run.scope)),
-                        "loops": _convert_loops(self.codec.encode, loops),
+                        "values": self._encode(dict(run.values)),
+                        "scope": self._encode(dict(run.scope)),
+                        "loops": _convert_loops(self._encode, loops),
                         "retries": retries,
                         "event_wait": outcome.wait is not None,
                         "addressing": "name",
@@ -369,11 +379,11 @@ class WorkflowEngine:
             else:
                 assert isinstance(outcome, Ok)  # keep is not called for a Failure
                 try:
-                    values = self.codec.encode(dict(run.values))
+                    values = self._encode(dict(run.values))
                 except StateError:
                     values = {}
                 try:  # what app.result returns: a run completes only with it stored
-                    result = self.codec.encode(outcome.data)
+                    result = self._encode(outcome.data)
                 except StateError as exc:
                     return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
                 state = {"values": values, "result": result}

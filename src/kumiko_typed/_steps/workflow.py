@@ -4,6 +4,7 @@ where the run stopped and, when it is due, re-enters it through ``resume``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import uuid
@@ -16,6 +17,7 @@ import attrs
 from .._durations import as_timedelta
 from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
+from .._poison import storable_text
 from .._results import Failure
 from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend
 from ._block import Block, run_block
@@ -23,7 +25,7 @@ from ._block import Block, run_block
 if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
 
-__all__ = ["EventWait", "Retry", "Wait", "WaitForEvent", "event_key"]
+__all__ = ["KEY_TEXT_MAX", "EventWait", "Retry", "Wait", "WaitForEvent", "bounded_key", "event_key"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -41,9 +43,23 @@ class EventWait:
     timeout_at: datetime
 
 
+#: The longest key stored as it is.  A longer one is stored as its SHA-256: the wait's
+#: index on PostgreSQL takes at most about 2,700 bytes a row (SQLite has no such limit),
+#: and a key of any length must wait the same on both.
+KEY_TEXT_MAX = 1000
+
+
 def event_key(codec: Any, value: object) -> str:
     """The stored form of a ``wait_for_event`` key, compared as text with an event's."""
-    return json.dumps(codec.encode(value), sort_keys=True)
+    return bounded_key(json.dumps(codec.encode(value), sort_keys=True))
+
+
+def bounded_key(text: str) -> str:
+    """``text`` (a key's JSON, all ASCII), or its digest if it is too long to store.
+    Idempotent, so a key stored before digests existed compares after this too."""
+    if len(text) <= KEY_TEXT_MAX:
+        return text
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()  # JSON text never starts so
 
 
 def _segment(run: Run) -> WorkflowRun:
@@ -149,6 +165,7 @@ class Retry(Step):
                 raise crash
             return failure  # the run fails with the last attempt's failure
         error = failure.message if failure is not None else f"{type(crash.cause).__name__}: {crash.cause}"  # type: ignore[union-attr]
+        error = storable_text(error)  # kept in the run's state: a NUL must not make it unstorable
         logger.info(
             "%s: retry attempt %d of %d failed: %s",
             run.event.handler,
