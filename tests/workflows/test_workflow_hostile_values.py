@@ -160,3 +160,30 @@ def test_a_failed_attempt_whose_error_holds_a_nul_suspends_its_retry_on_both_dat
     run_id = app.start_workflow(flaky, Expect("x"), user=user)
     info = app.get_run(run_id)
     assert info is not None and (info.status, info.path, info.error) == ("suspended", "r/#2", None)
+
+
+@attrs.frozen
+class Items:
+    items: list[str]
+
+
+deep = f.workflow(
+    "deep",
+    trigger=manual(Items),
+    pipeline=f.workflow_pipeline(Items).for_each(
+        "item", over=lambda c: c.payload.items, do=lambda b: b.wait("PT1M", name="w" * 390)
+    ),
+)
+
+
+def test_a_path_longer_than_its_column_fails_the_run_alike_on_both_databases(
+    app_on: AppOn, clock: FakeClock, user: User
+) -> None:
+    """Before, PostgreSQL refused the 401-character path (``value too long``) and SQLite
+    stored it whole."""
+    app = app_on([f], clock=clock)
+    info = app.get_run(app.start_workflow(deep, Items(["a"]), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "unstorable_state"
+    assert info.error["message"].endswith(": the path is longer than 400 characters")
+    assert info.error["message"].startswith("at step item/do/#0/www")
