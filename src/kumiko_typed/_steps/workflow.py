@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._durations import as_timedelta
+from .._errors import StepRefused
 from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
 from .._poison import storable_text
@@ -25,7 +26,7 @@ from ._block import Block, run_block
 if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
 
-__all__ = ["KEY_TEXT_MAX", "EventWait", "Retry", "Wait", "WaitForEvent", "bounded_key", "event_key"]
+__all__ = ["KEY_TEXT_MAX", "EventWait", "Retry", "Wait", "WaitForEvent", "bounded_key", "event_key", "later"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -62,6 +63,15 @@ def bounded_key(text: str) -> str:
     return "sha256:" + hashlib.sha256(text.encode()).hexdigest()  # JSON text never starts so
 
 
+def later(now: datetime, by: timedelta, what: str) -> datetime:
+    """``now + by``, or a refusal that says what is too far away: a wake time past the
+    calendar's end (year 9999) would otherwise be an ``OverflowError`` without a word."""
+    try:
+        return now + by
+    except OverflowError:
+        raise StepRefused(f"{what}: {by.days} days after {now:%Y-%m-%d} is past the year 9999") from None
+
+
 def _segment(run: Run) -> WorkflowRun:
     if run.segment is None:  # boot keeps these steps out of handlers
         raise LookupError("a workflow step ran outside a workflow run")
@@ -81,7 +91,7 @@ class Wait(Step):
 
     def execute(self, run: Run) -> Result:
         duration = self.duration
-        wake = duration(run) if callable(duration) else run.now + as_timedelta(duration)
+        wake = duration(run) if callable(duration) else later(run.now, as_timedelta(duration), "wait")
         if not isinstance(wake, datetime):
             raise TypeError(f"wait's resolver must return a datetime, not {type(wake).__name__}")
         raise Suspend([], wake)
@@ -105,7 +115,7 @@ class WaitForEvent(NamedStep):
         # (no lost wake-up).
         after = frontier(run.session)
         key = event_key(segment.codec, self.key(run))
-        timeout_at = run.now + as_timedelta(self.timeout)
+        timeout_at = later(run.now, as_timedelta(self.timeout), f"wait_for_event {self.name!r}: timeout")
         wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
         raise Suspend([], timeout_at, wait)
 
@@ -175,6 +185,10 @@ class Retry(Step):
             extra={"kumiko_handler": run.event.handler, "kumiko_attempt": attempt, "kumiko_times": self.times},
         )
         policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
-        suspend = Suspend([f"#{attempt + 1}"], run.now + policy.delay(attempt))
+        try:
+            delay = policy.delay(attempt)
+        except OverflowError:  # beyond what a timedelta holds: past the calendar in any case
+            delay = timedelta.max
+        suspend = Suspend([f"#{attempt + 1}"], later(run.now, delay, f"retry attempt {attempt + 1}"))
         suspend.retries.append((1, {"attempts": attempt, "last_error": error}))
         raise suspend
