@@ -25,7 +25,7 @@ import httpx
 from ._errors import DeliveryError
 from ._outbox_types import masked_url
 
-__all__ = ["SecretBook", "SecretResolver", "deliver_webhook", "env_name", "env_secrets"]
+__all__ = ["HEADER_VALUE", "SecretBook", "SecretResolver", "deliver_webhook", "env_name", "env_secrets"]
 
 SecretResolver = Callable[[str], "str | None"]
 
@@ -89,8 +89,8 @@ def _utf8(secret: str) -> bytes:
         return secret.encode("utf-8", "surrogatepass")
 
 
-# An HTTP field value h11 accepts: visible ASCII, single spaces/tabs inside, no line breaks.
-_HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
+#: A non-empty HTTP field value h11 accepts: visible ASCII, blanks and tabs only inside.
+HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
 # What a URL may not contain anywhere: whitespace and control characters.  (urlsplit and
 # httpx strip leading blanks silently; a URL with them is a mistake to report, not fix.)
 _NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f]")
@@ -125,7 +125,7 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
         secret = secrets(auth["secret_ref"])
         value = f"{auth['scheme']} {secret}" if auth.get("scheme") else secret
         # Checked here: the HTTP stack would quote the whole value in its error (and log).
-        if not _HEADER_VALUE.fullmatch(value):
+        if not HEADER_VALUE.fullmatch(value):
             raise DeliveryError(
                 f"secret {auth['secret_ref']!r} cannot be sent in the {auth['header']} header: "
                 "it must be printable ASCII without line breaks"

@@ -6,6 +6,7 @@ delivery time by the App's ``secrets`` resolver, so it never enters the database
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Literal
@@ -14,7 +15,11 @@ from uuid import UUID
 
 import attrs
 
-__all__ = ["Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "masked_url", "target_of"]
+__all__ = ["HEADER_NAME", "Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "masked_url", "target_of"]
+
+
+#: An HTTP field name: an RFC 9110 token.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 @attrs.frozen
@@ -33,6 +38,8 @@ def bearer(secret_ref: str) -> Auth:
 
 def header_auth(header: str, secret_ref: str) -> Auth:
     """``<header>: <secret>`` with the secret looked up by ``secret_ref``."""
+    if not HEADER_NAME.fullmatch(header):
+        raise ValueError(f"header_auth: {header!r} is not an HTTP header name")
     return Auth(header, secret_ref)
 
 

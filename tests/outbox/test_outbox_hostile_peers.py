@@ -20,7 +20,7 @@ import pytest
 from _receiver import Receiver
 from _support import Hook, failure_of, ok_data
 
-from kumiko_typed import App, Feature, MaildirTransport, OutboxItem, User, ok
+from kumiko_typed import App, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -185,3 +185,53 @@ def test_unicode_addresses_subjects_and_an_empty_body_are_delivered(
     parsed = email.parser.BytesParser(policy=email.policy.default).parsebytes(eml.read_bytes())
     assert [a.addr_spec for a in parsed["To"].addresses] == ["joerg@example.com", "zoë@example.com"]
     assert (parsed["Subject"], parsed.get_content()) == ("Grüße ☃\ttab", "\n")
+
+
+hook_to = f.write_handler(
+    "hook-to",
+    f.pipeline(Letter)
+    .send_webhook(url=lambda c: c.payload.to[0], headers=lambda c: {"X-Note": c.payload.subject})
+    .return_(lambda c: ok(None)),
+)
+hook_headers = f.write_handler(
+    "hook-headers",
+    f.pipeline(Letter)
+    .send_webhook(url="http://127.0.0.1:9/hook", headers=lambda c: {c.payload.to[0]: c.payload.subject})
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "path", "message"),
+    [
+        ("X-Note", "a\r\nX-Evil: 1", "$.subject", "is not an HTTP header value"),
+        ("X-Note", "héllo", "$.subject", "is not an HTTP header value"),
+        ("X-Note", " padded ", "$.subject", "is not an HTTP header value"),
+        ("Bad Name:", "1", "$.to[0]", "is not an HTTP header name"),
+        ("X-Evil\r\nX", "1", "$.to[0]", "is not an HTTP header name"),
+    ],
+    ids=["crlf-value", "non-ascii-value", "padded-value", "bad-name", "crlf-name"],
+)
+def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, name: str, value: str, path: str, message: str
+) -> None:
+    """Before, the row was stored and tried three times over (h11 or the ASCII encoder
+    refusing it each time) before it was dead."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(app.dispatch(hook_headers, Letter([name], value), user=user), "validation_error")
+    (problem,) = failure.details
+    assert (problem["path"], problem["column"]) == (path, "kumiko_outbox.message.headers")
+    assert problem["message"].startswith(message)
+    assert app.outbox() == []
+
+
+def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver) -> None:
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook_to, Letter([receiver.url()], ""), user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    assert receiver.requests[0].headers["x-note"] == ""
+
+
+def test_header_auth_refuses_a_name_that_is_no_http_header_name() -> None:
+    with pytest.raises(ValueError, match="is not an HTTP header name"):
+        header_auth("X-Key\r\nX-Evil", "CRM")

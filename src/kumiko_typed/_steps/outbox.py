@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from sqlalchemy import insert
 
+from .._delivery import HEADER_VALUE
 from .._errors import Problem, StepRefused
 from .._jsonable import jsonable
 from .._limits import refuse, source_path, unfit_json
 from .._notify import notify
-from .._outbox_types import Auth, RetryPolicy
+from .._outbox_types import HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
 from ._base import Result, Step, resolve
 
@@ -86,10 +87,12 @@ class SendWebhook(Step):
         if auth is not None and not isinstance(auth, Auth):
             raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
         policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
+        headers = dict(resolve(self.headers, run) or {})
+        refuse(_http_header_problems(headers, run.payload))
         message = {
             "url": str(resolve(self.url, run)),
             "method": self.method.upper(),
-            "headers": dict(resolve(self.headers, run) or {}),
+            "headers": headers,
             "body": self.body(run) if callable(self.body) else None,
             "auth": None
             if auth is None
@@ -97,6 +100,22 @@ class SendWebhook(Step):
         }
         _enqueue(run, "webhook", message, policy)
         return None
+
+
+def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
+    """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
+    no token): refused when the row would be written, not tried until it is dead."""
+    problems: list[Problem] = []
+    for name, value in headers.items():
+        if not HEADER_NAME.fullmatch(str(name)):
+            offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
+        elif str(value) and not HEADER_VALUE.fullmatch(str(value)):
+            offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
+        else:
+            continue
+        column = f"{outbox.name}.message.headers"
+        problems.append({"path": source_path(payload, offending), "message": message, "column": column})
+    return problems
 
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
