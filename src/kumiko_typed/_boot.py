@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -117,14 +118,33 @@ def _check_trigger(where: str, expression: str | None) -> list[str]:
 
 
 def _check_durations(step: Step) -> str | None:
-    value = step.duration if isinstance(step, Wait) else step.timeout if isinstance(step, WaitForEvent) else None
-    if isinstance(value, str):
+    """A wait's duration, a ``wait_for_event``'s timeout and a retry's ``base_delay`` are
+    checked here, not when a run first reaches them: a value of another type, a negative
+    one, or a text that is no ISO-8601 duration."""
+    if isinstance(step, Wait):
+        what, value, kinds = "wait's duration", step.duration, "a timedelta, an ISO-8601 duration or a function"
+    elif isinstance(step, WaitForEvent):
+        what, value, kinds = (
+            f"wait_for_event {step.name!r}: timeout",
+            step.timeout,
+            "a timedelta or an ISO-8601 duration",
+        )
+    elif isinstance(step, Retry):
+        if step.times < 1:
+            return f"retry(times={step.times}) must try at least once"
+        what, value, kinds = "retry's base_delay", step.base_delay, "a timedelta"
+    else:
+        return None
+    if isinstance(value, str) and not isinstance(step, Retry):
         try:
             parse_duration(value)
         except ValueError as exc:
             return str(exc)
-    elif isinstance(step, Retry) and step.times < 1:
-        return f"retry(times={step.times}) must try at least once"
+    elif isinstance(value, timedelta):
+        if value < timedelta(0):
+            return f"{what} must not be negative, got {value.total_seconds():g} seconds"
+    elif not (callable(value) and isinstance(step, Wait)):
+        return f"{what} must be {kinds}, not {type(value).__name__}"
     return None
 
 

@@ -23,8 +23,9 @@ from uuid import UUID
 import httpx
 
 from ._errors import DeliveryError
+from ._outbox_types import masked_url
 
-__all__ = ["SecretBook", "SecretResolver", "deliver_webhook", "env_name", "env_secrets"]
+__all__ = ["HEADER_VALUE", "SecretBook", "SecretResolver", "deliver_webhook", "env_name", "env_secrets"]
 
 SecretResolver = Callable[[str], "str | None"]
 
@@ -88,24 +89,27 @@ def _utf8(secret: str) -> bytes:
         return secret.encode("utf-8", "surrogatepass")
 
 
-# An HTTP field value h11 accepts: visible ASCII, single spaces/tabs inside, no line breaks.
-_HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
+#: A non-empty HTTP field value h11 accepts: visible ASCII, blanks and tabs only inside.
+HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
 # What a URL may not contain anywhere: whitespace and control characters.  (urlsplit and
 # httpx strip leading blanks silently; a URL with them is a mistake to report, not fix.)
 _NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
 def _check_url(url: str) -> None:
-    """Refuse, for good, a URL that is not a plain absolute http(s) URL."""
+    """Refuse, for good, a URL that is not a plain absolute http(s) URL.  The reason shows
+    it as ``OutboxItem.target`` does: a password or query value in it is a credential."""
     if _NOT_IN_URL.search(url):
-        raise DeliveryError(f"the URL {url!r} contains whitespace or control characters", permanent=True)
+        raise DeliveryError(f"the URL {masked_url(url)!r} contains whitespace or control characters", permanent=True)
     parts = urlsplit(url)
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         shown = scheme or "no scheme"
-        raise DeliveryError(f"only http and https URLs are delivered, not {shown!r} ({url})", permanent=True)
+        raise DeliveryError(
+            f"only http and https URLs are delivered, not {shown!r} ({masked_url(url)})", permanent=True
+        )
     if not parts.hostname:
-        raise DeliveryError(f"the URL {url!r} names no host", permanent=True)
+        raise DeliveryError(f"the URL {masked_url(url)!r} names no host", permanent=True)
 
 
 def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook) -> None:
@@ -121,24 +125,23 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
         secret = secrets(auth["secret_ref"])
         value = f"{auth['scheme']} {secret}" if auth.get("scheme") else secret
         # Checked here: the HTTP stack would quote the whole value in its error (and log).
-        if not _HEADER_VALUE.fullmatch(value):
+        if not HEADER_VALUE.fullmatch(value):
             raise DeliveryError(
                 f"secret {auth['secret_ref']!r} cannot be sent in the {auth['header']} header: "
                 "it must be printable ASCII without line breaks"
             )
         headers[auth["header"]] = value
+    request = http.build_request(str(message["method"]), url, json=message["body"], headers=headers)
     try:
-        response = http.request(
-            str(message["method"]),
-            url,
-            json=message["body"],
-            headers=headers,
-            follow_redirects=False,
-        )
+        # The status line and headers decide; the body is never read (closing the stream
+        # drops the connection): a receiver answering with an endless or huge body must
+        # not hold the worker, its memory, or its claim on the batch.
+        response = http.send(request, follow_redirects=False, stream=True)
+        response.close()
     except Exception as exc:  # the caller redacts the message before it stores it
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
     if response.is_redirect:
-        where = response.headers["location"]  # httpx calls a 3xx without one no redirect
+        where = masked_url(response.headers["location"])  # httpx calls a 3xx without one no redirect
         raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")
     if not response.is_success:
         raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")

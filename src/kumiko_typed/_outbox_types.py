@@ -6,6 +6,7 @@ delivery time by the App's ``secrets`` resolver, so it never enters the database
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import datetime, timedelta
 from typing import Literal
@@ -14,7 +15,11 @@ from uuid import UUID
 
 import attrs
 
-__all__ = ["Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "target_of"]
+__all__ = ["HEADER_NAME", "Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "masked_url", "target_of"]
+
+
+#: An HTTP field name: an RFC 9110 token.
+HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
 
 
 @attrs.frozen
@@ -33,6 +38,8 @@ def bearer(secret_ref: str) -> Auth:
 
 def header_auth(header: str, secret_ref: str) -> Auth:
     """``<header>: <secret>`` with the secret looked up by ``secret_ref``."""
+    if not HEADER_NAME.fullmatch(header):
+        raise ValueError(f"header_auth: {header!r} is not an HTTP header name")
     return Auth(header, secret_ref)
 
 
@@ -79,10 +86,11 @@ def target_of(kind: str, message: object) -> str:
         to = message.get("to")
         return ", ".join(str(t) for t in to) if isinstance(to, list) else ""
     url = message.get("url")
-    return _masked_url(url) if kind == "webhook" and isinstance(url, str) else ""
+    return masked_url(url) if kind == "webhook" and isinstance(url, str) else ""
 
 
-def _masked_url(url: str) -> str:
+def masked_url(url: str) -> str:
+    """``url`` without its password and with its query values masked ("" if unparsable)."""
     try:
         parts = urlsplit(url)
         port = f":{parts.port}" if parts.port is not None else ""

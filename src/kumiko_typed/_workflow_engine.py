@@ -35,6 +35,7 @@ from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
 from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
+from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
@@ -98,11 +99,27 @@ class Definition:
         """The stored form (by name) of a path by index in this definition."""
         return str(locate(self.program.steps, Path(tuple(path)), named=False).by_name)
 
+    def stored_records(self, records: Mapping[str, Any]) -> dict[str, Any]:
+        """Loop or retry records keyed by their stored paths."""
+        return {self.stored_path(k.split("/")): v for k, v in records.items()}
+
 
 def failed(code: str, message: str) -> dict[str, Any]:
     """The columns of a run that failed (its last state is kept, for inspection).  The
     message is made storable: failing a run must not fail in turn."""
     return {"status": "failed", "error": {"code": code, "message": storable_text(message)}, "wake_at": None}
+
+
+#: The longest path a run (and its event wait) stores: its column's length.
+_PATH_MAX: Final = int(workflow_runs.c.path.type.length)  # type: ignore[attr-defined]
+
+
+def _path_too_long(path: str) -> Failure | None:
+    """A path its column cannot hold: PostgreSQL refuses it, SQLite would keep it whole."""
+    if len(path) <= _PATH_MAX:
+        return None
+    shown = path if len(path) <= 80 else f"{path[:40]}...{path[-37:]}"
+    return Failure("unstorable_state", f"at step {shown}: the path is longer than {_PATH_MAX} characters")
 
 
 #: What reading a stored run can raise: a class the App no longer registers (StateError),
@@ -204,6 +221,15 @@ class WorkflowEngine:
         if self.postgres:
             self._due = self._due.with_for_update(skip_locked=True)
 
+    def _encode(self, value: object) -> Any:
+        """``value`` as the run's state stores it; ``StateError`` for a value the codec
+        cannot encode, or a string one of the databases cannot store (PostgreSQL refuses a
+        NUL and a lone surrogate, SQLite keeps them): refused alike on both."""
+        encoded = self.codec.encode(value)
+        for _where, problem, _value in json_problems(encoded):
+            raise StateError(f"a value cannot be stored: it {problem}")
+        return encoded
+
     # --- starting ------------------------------------------------------------------
 
     def start(self, workflow: Workflow[Any], payload: object, user: User, key: str | None = None) -> uuid.UUID:
@@ -270,7 +296,7 @@ class WorkflowEngine:
             "trigger_key": trigger_key,
             "status": "running",
             "path": None,
-            "payload": self.codec.encode(payload),
+            "payload": self._encode(payload),
             "state": {},
             "user": _user_json(user),
             "fingerprint": d.fingerprint,
@@ -345,14 +371,15 @@ class WorkflowEngine:
             """Store the run as it stands after a segment that did not fail it."""
             if isinstance(outcome, Suspend):
                 where = d.stored_path(outcome.path)
-                loops = {d.stored_path(k.split("/")): v for k, v in outcome.records(outcome.loops).items()}
-                retries = {d.stored_path(k.split("/")): v for k, v in outcome.records(outcome.retries).items()}
+                too_long = _path_too_long(where)
+                if too_long is not None:
+                    return too_long
                 try:
                     stored = {
-                        "values": self.codec.encode(dict(run.values)),
-                        "scope": self.codec.encode(dict(run.scope)),
-                        "loops": _convert_loops(self.codec.encode, loops),
-                        "retries": retries,
+                        "values": self._encode(dict(run.values)),
+                        "scope": self._encode(dict(run.scope)),
+                        "loops": _convert_loops(self._encode, d.stored_records(outcome.records(outcome.loops))),
+                        "retries": d.stored_records(outcome.records(outcome.retries)),
                         "event_wait": outcome.wait is not None,
                         "addressing": "name",
                         "kind": d.step_at(where).kind,
@@ -369,11 +396,11 @@ class WorkflowEngine:
             else:
                 assert isinstance(outcome, Ok)  # keep is not called for a Failure
                 try:
-                    values = self.codec.encode(dict(run.values))
+                    values = self._encode(dict(run.values))
                 except StateError:
                     values = {}
                 try:  # what app.result returns: a run completes only with it stored
-                    result = self.codec.encode(outcome.data)
+                    result = self._encode(outcome.data)
                 except StateError as exc:
                     return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
                 state = {"values": values, "result": result}

@@ -23,6 +23,7 @@ from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import Redo, allow_lazy
 from ._steps import WaitForEvent, event_key
+from ._steps.workflow import bounded_key
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._workflow_engine import Definition, WorkflowEngine
 
@@ -182,7 +183,7 @@ class EventFeed:
                 keys[group] = self._event_key(d, wait.path, event)
             placed = keys[group] != _UNPLACED
             stranded = d.fingerprint in stranded_by(wait.error)
-            if placed and not stranded and keys[group] != wait.key:
+            if placed and not stranded and keys[group] != bounded_key(wait.key):
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
             # way out of an event wait): the timeout won.  Waiting for that lock instead would

@@ -3,6 +3,7 @@ transaction (a rollback leaves none); the worker side is :mod:`kumiko_typed._out
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -10,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from sqlalchemy import insert
 
-from .._errors import StepRefused
+from .._delivery import HEADER_VALUE
+from .._errors import Problem, StepRefused
 from .._jsonable import jsonable
-from .._limits import refuse, unfit_json
+from .._limits import refuse, source_path, unfit_json
 from .._notify import notify
-from .._outbox_types import Auth, RetryPolicy
+from .._outbox_types import HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
 from ._base import Result, Step, resolve
 
@@ -39,16 +41,35 @@ class SendMail(Step):
         recipients = [to] if isinstance(to, str) else [str(t) for t in to]
         if not recipients or not all(recipients):
             raise StepRefused("send_mail needs at least one recipient in to=")
-        message: dict[str, object] = {
-            "to": recipients,
-            "subject": str(resolve(self.subject, run)),
-            "body": str(resolve(self.body, run)),
-        }
+        subject = resolve(self.subject, run)
+        message: dict[str, object] = {"to": recipients, "subject": str(subject), "body": str(resolve(self.body, run))}
         sender = None if self.sender is None else resolve(self.sender, run)
         if sender is not None:  # absent (or resolved to None), the transport's default applies
             message["sender"] = str(sender)
+        fields = [*(("to", t) for t in (to if isinstance(to, list | tuple) else [to])), ("subject", subject)]
+        refuse(_header_problems([*fields, ("sender", sender)], run.payload))
         _enqueue(run, "mail", message, DEFAULT_POLICY)
         return None
+
+
+#: What a mail header field may not hold: a line break (what ``str.splitlines`` breaks at,
+#: as the email package does) or another control character but the tab.
+_NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _header_problems(fields: list[tuple[str, object]], payload: object) -> list[Problem]:
+    """Header injection: a recipient, subject or sender with a line break would add
+    headers (``Bcc:``) in a transport that writes them as given.  Refused when the row
+    would be written, naming the payload field the value came from, on every database."""
+    return [
+        {
+            "path": source_path(payload, value),
+            "message": "must not contain line breaks or control characters",
+            "column": f"{outbox.name}.message.{name}",
+        }
+        for name, value in fields
+        if value is not None and _NOT_IN_HEADER.search(str(value))
+    ]
 
 
 @attrs.frozen(slots=True)
@@ -66,10 +87,12 @@ class SendWebhook(Step):
         if auth is not None and not isinstance(auth, Auth):
             raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
         policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
+        headers = dict(resolve(self.headers, run) or {})
+        refuse(_http_header_problems(headers, run.payload))
         message = {
             "url": str(resolve(self.url, run)),
             "method": self.method.upper(),
-            "headers": dict(resolve(self.headers, run) or {}),
+            "headers": headers,
             "body": self.body(run) if callable(self.body) else None,
             "auth": None
             if auth is None
@@ -77,6 +100,22 @@ class SendWebhook(Step):
         }
         _enqueue(run, "webhook", message, policy)
         return None
+
+
+def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
+    """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
+    no token): refused when the row would be written, not tried until it is dead."""
+    problems: list[Problem] = []
+    for name, value in headers.items():
+        if not HEADER_NAME.fullmatch(str(name)):
+            offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
+        elif str(value) and not HEADER_VALUE.fullmatch(str(value)):
+            offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
+        else:
+            continue
+        column = f"{outbox.name}.message.headers"
+        problems.append({"path": source_path(payload, offending), "message": message, "column": column})
+    return problems
 
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:

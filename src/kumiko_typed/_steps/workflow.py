@@ -4,6 +4,7 @@ where the run stopped and, when it is due, re-enters it through ``resume``."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import uuid
@@ -14,8 +15,10 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._durations import as_timedelta
+from .._errors import StepRefused
 from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
+from .._poison import storable_text
 from .._results import Failure
 from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend
 from ._block import Block, run_block
@@ -23,7 +26,7 @@ from ._block import Block, run_block
 if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
 
-__all__ = ["EventWait", "Retry", "Wait", "WaitForEvent", "event_key"]
+__all__ = ["KEY_TEXT_MAX", "EventWait", "Retry", "Wait", "WaitForEvent", "bounded_key", "event_key", "later"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -41,9 +44,32 @@ class EventWait:
     timeout_at: datetime
 
 
+#: The longest key stored as it is.  A longer one is stored as its SHA-256: the wait's
+#: index on PostgreSQL takes at most about 2,700 bytes a row (SQLite has no such limit),
+#: and a key of any length must wait the same on both.
+KEY_TEXT_MAX = 1000
+
+
 def event_key(codec: Any, value: object) -> str:
     """The stored form of a ``wait_for_event`` key, compared as text with an event's."""
-    return json.dumps(codec.encode(value), sort_keys=True)
+    return bounded_key(json.dumps(codec.encode(value), sort_keys=True))
+
+
+def bounded_key(text: str) -> str:
+    """``text`` (a key's JSON, all ASCII), or its digest if it is too long to store.
+    Idempotent, so a key stored before digests existed compares after this too."""
+    if len(text) <= KEY_TEXT_MAX:
+        return text
+    return "sha256:" + hashlib.sha256(text.encode()).hexdigest()  # JSON text never starts so
+
+
+def later(now: datetime, by: timedelta, what: str) -> datetime:
+    """``now + by``, or a refusal that says what is too far away: a wake time past the
+    calendar's end (year 9999) would otherwise be an ``OverflowError`` without a word."""
+    try:
+        return now + by
+    except OverflowError:
+        raise StepRefused(f"{what}: {by.days} days after {now:%Y-%m-%d} is past the year 9999") from None
 
 
 def _segment(run: Run) -> WorkflowRun:
@@ -65,7 +91,7 @@ class Wait(Step):
 
     def execute(self, run: Run) -> Result:
         duration = self.duration
-        wake = duration(run) if callable(duration) else run.now + as_timedelta(duration)
+        wake = duration(run) if callable(duration) else later(run.now, as_timedelta(duration), "wait")
         if not isinstance(wake, datetime):
             raise TypeError(f"wait's resolver must return a datetime, not {type(wake).__name__}")
         raise Suspend([], wake)
@@ -89,7 +115,7 @@ class WaitForEvent(NamedStep):
         # (no lost wake-up).
         after = frontier(run.session)
         key = event_key(segment.codec, self.key(run))
-        timeout_at = run.now + as_timedelta(self.timeout)
+        timeout_at = later(run.now, as_timedelta(self.timeout), f"wait_for_event {self.name!r}: timeout")
         wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
         raise Suspend([], timeout_at, wait)
 
@@ -149,6 +175,7 @@ class Retry(Step):
                 raise crash
             return failure  # the run fails with the last attempt's failure
         error = failure.message if failure is not None else f"{type(crash.cause).__name__}: {crash.cause}"  # type: ignore[union-attr]
+        error = storable_text(error)  # kept in the run's state: a NUL must not make it unstorable
         logger.info(
             "%s: retry attempt %d of %d failed: %s",
             run.event.handler,
@@ -158,6 +185,10 @@ class Retry(Step):
             extra={"kumiko_handler": run.event.handler, "kumiko_attempt": attempt, "kumiko_times": self.times},
         )
         policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
-        suspend = Suspend([f"#{attempt + 1}"], run.now + policy.delay(attempt))
+        try:
+            delay = policy.delay(attempt)
+        except OverflowError:  # beyond what a timedelta holds: past the calendar in any case
+            delay = timedelta.max
+        suspend = Suspend([f"#{attempt + 1}"], later(run.now, delay, f"retry attempt {attempt + 1}"))
         suspend.retries.append((1, {"attempts": attempt, "last_error": error}))
         raise suspend

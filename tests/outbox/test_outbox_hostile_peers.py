@@ -1,0 +1,237 @@
+"""The outbox against hostile receivers and hostile values (both databases): a receiver
+that answers with an endless body, a URL carrying credentials that a delivery refuses,
+and mail header fields with line breaks (header injection).  Real peers on 127.0.0.1;
+time is a hand-moved clock."""
+
+from __future__ import annotations
+
+import email.parser
+import email.policy
+import logging
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import attrs
+import pytest
+from _receiver import Receiver
+from _support import Hook, failure_of, ok_data
+
+from kumiko_typed import App, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
+from kumiko_typed.testing import FakeClock
+
+AppOn = Callable[..., App]
+T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+@attrs.frozen
+class Letter:
+    to: list[str]
+    subject: str
+    sender: str | None = None
+
+
+f = Feature("hostile", requires=["mail.send", "webhook.send"])
+hook = f.write_handler(
+    "hook",
+    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
+)
+letter = f.write_handler(
+    "letter",
+    f.pipeline(Letter)
+    .send_mail(
+        to=lambda c: c.payload.to, subject=lambda c: c.payload.subject, body="", sender=lambda c: c.payload.sender
+    )
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+def _only(app: App) -> OutboxItem:
+    (item,) = app.outbox()
+    return item
+
+
+@pytest.fixture
+def endless() -> Iterator[tuple[str, list[int]]]:
+    """A receiver answering ``200`` with a chunked body that never ends (for at most 6 s,
+    or until the client hangs up); yields its URL and the bytes of body it got out."""
+    server = socket.create_server(("127.0.0.1", 0))
+    sent = [0]
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+            chunk = b"%x\r\n%s\r\n" % (65536, b"x" * 65536)
+            deadline = time.monotonic() + 6
+            try:
+                while time.monotonic() < deadline:
+                    conn.sendall(chunk)
+                    sent[0] += 65536
+            except OSError:
+                pass  # the client hung up: what it should do
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/hook", sent
+    thread.join(10)
+    server.close()
+
+
+def test_a_receiver_with_an_endless_body_does_not_hold_the_worker(
+    app_on: AppOn, user: User, clock: FakeClock, endless: tuple[str, list[int]]
+) -> None:
+    """The status line decides; the body is never read.  Before, the worker read the whole
+    body into memory (600 MB in 8 s here) for as long as the receiver kept sending, on
+    PostgreSQL with its claim's row locks held."""
+    url, sent = endless
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(url), user=user))
+
+    began = time.monotonic()
+    counts = app.run_worker(once=True)
+    took = time.monotonic() - began
+
+    assert took < 3, f"the pass took {took:.1f} s reading a body nobody needs"
+    assert counts["sent"] == 1
+    assert _only(app).status == "sent"
+    assert sent[0] < 64 * 2**20  # the receiver could not push more than socket buffers hold
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "ftp://bob:hunter2@example.com/x?token=t0ps3cret",
+        " http://bob:hunter2@example.com/x?token=t0ps3cret",
+        "http://bob:hunter2@/x?token=t0ps3cret",
+    ],
+    ids=["scheme", "blank", "no-host"],
+)
+def test_a_refused_url_is_shown_without_its_password_or_query_values(
+    app_on: AppOn, user: User, clock: FakeClock, url: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """``OutboxItem.target`` masks them; ``last_error`` and the log quoted the URL whole."""
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(url), user=user))
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        assert app.run_worker(once=True)["dead"] == 1
+
+    item = _only(app)
+    assert item.last_error is not None
+    assert "bob:***@" in item.last_error and "token=***" in item.last_error
+    for text in (item.last_error, item.target, caplog.text):
+        assert "hunter2" not in text and "t0ps3cret" not in text
+
+
+def test_a_redirect_is_reported_without_the_query_values_of_its_location(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver
+) -> None:
+    receiver.respond = lambda _i, _p: (302, {"Location": "https://elsewhere.example/cb?code=0auth-c0de&x=1"})
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+    assert app.run_worker(once=True)["retried"] == 1
+
+    error = _only(app).last_error
+    assert error == "HTTP 302 redirect to https://elsewhere.example/cb?code=***&x=*** (redirects are not followed)"
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("subject", "Hello\r\nBcc: victim@example.com"),
+        ("subject", "Hello\nX-Evil: 1"),
+        ("subject", "Hello\rworld"),
+        ("to", "a@example.com\r\nBcc: victim@example.com"),
+        ("sender", "shop@example.com\nBcc: victim@example.com"),
+        ("subject", "nul\x00inside"),
+    ],
+)
+def test_a_line_break_in_a_mail_header_field_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, field: str, value: str
+) -> None:
+    """Header injection: a subject, recipient or sender with a line break (or another
+    control character) never reaches a transport — a custom one would write it as it is.
+    Before, the row was stored and retried to death at the worker (``ValueError`` from the
+    email package), and ``kumiko-typed outbox`` printed the injected header as its target."""
+    fields = {"to": ["a@example.com"], "subject": "Hello", "sender": None} | {
+        field: [value] if field == "to" else value
+    }
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    failure = failure_of(app.dispatch(letter, Letter(**fields), user=user), "validation_error")
+
+    (problem,) = failure.details
+    assert problem["path"] == ("$.to[0]" if field == "to" else f"$.{field}")
+    assert problem["message"] == "must not contain line breaks or control characters"
+    assert problem["column"] == f"kumiko_outbox.message.{field}"
+    assert app.outbox() == []
+
+
+def test_unicode_addresses_subjects_and_an_empty_body_are_delivered(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    ok_data(app.dispatch(letter, Letter(["Jörg <joerg@example.com>", "zoë@example.com"], "Grüße ☃\ttab"), user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    (eml,) = (tmp_path / "mail").glob("*.eml")
+    parsed = email.parser.BytesParser(policy=email.policy.default).parsebytes(eml.read_bytes())
+    assert [a.addr_spec for a in parsed["To"].addresses] == ["joerg@example.com", "zoë@example.com"]
+    assert (parsed["Subject"], parsed.get_content()) == ("Grüße ☃\ttab", "\n")
+
+
+hook_to = f.write_handler(
+    "hook-to",
+    f.pipeline(Letter)
+    .send_webhook(url=lambda c: c.payload.to[0], headers=lambda c: {"X-Note": c.payload.subject})
+    .return_(lambda c: ok(None)),
+)
+hook_headers = f.write_handler(
+    "hook-headers",
+    f.pipeline(Letter)
+    .send_webhook(url="http://127.0.0.1:9/hook", headers=lambda c: {c.payload.to[0]: c.payload.subject})
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "path", "message"),
+    [
+        ("X-Note", "a\r\nX-Evil: 1", "$.subject", "is not an HTTP header value"),
+        ("X-Note", "héllo", "$.subject", "is not an HTTP header value"),
+        ("X-Note", " padded ", "$.subject", "is not an HTTP header value"),
+        ("Bad Name:", "1", "$.to[0]", "is not an HTTP header name"),
+        ("X-Evil\r\nX", "1", "$.to[0]", "is not an HTTP header name"),
+    ],
+    ids=["crlf-value", "non-ascii-value", "padded-value", "bad-name", "crlf-name"],
+)
+def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, name: str, value: str, path: str, message: str
+) -> None:
+    """Before, the row was stored and tried three times over (h11 or the ASCII encoder
+    refusing it each time) before it was dead."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(app.dispatch(hook_headers, Letter([name], value), user=user), "validation_error")
+    (problem,) = failure.details
+    assert (problem["path"], problem["column"]) == (path, "kumiko_outbox.message.headers")
+    assert problem["message"].startswith(message)
+    assert app.outbox() == []
+
+
+def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver) -> None:
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook_to, Letter([receiver.url()], ""), user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    assert receiver.requests[0].headers["x-note"] == ""
+
+
+def test_header_auth_refuses_a_name_that_is_no_http_header_name() -> None:
+    with pytest.raises(ValueError, match="is not an HTTP header name"):
+        header_auth("X-Key\r\nX-Evil", "CRM")

@@ -1,0 +1,109 @@
+"""Durations of ``wait``, ``wait_for_event`` and ``retry`` at their edges: a value of
+another type or a negative one is a ``BootError`` naming the step (not a crash when a run
+first reaches it, days later); zero waits resume at the next pass; a wake time past the
+calendar's end fails the run with a sentence, on both databases."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+import pytest
+
+from kumiko_typed import App, BootError, Feature, User, manual
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+AppOn = Callable[..., App]
+
+
+@attrs.frozen
+class Go:
+    n: int
+
+
+def _boom(_c: Any) -> int:
+    raise RuntimeError("attempt failed")
+
+
+def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any]:
+    f = Feature(f"wfd_{name}")
+    flow = f.workflow("flow", trigger=manual(Go), pipeline=build(f.workflow_pipeline(Go)).compute("done", lambda c: 1))
+    return f, flow
+
+
+@pytest.mark.parametrize(
+    ("build", "problem"),
+    [
+        (lambda b: b.wait(5), "step 0 (workflow.wait): wait's duration must be a timedelta, an ISO-8601 duration"),
+        (lambda b: b.wait(timedelta(seconds=-5)), "wait's duration must not be negative, got -5 seconds"),
+        (
+            lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=3600),
+            "wait_for_event 'got': timeout must be a timedelta or an ISO-8601 duration, not int",
+        ),
+        (
+            lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=timedelta(-1)),
+            "wait_for_event 'got': timeout must not be negative, got -86400 seconds",
+        ),
+        (
+            lambda b: b.retry(times=2, base_delay="PT10S", do=lambda r: r.compute("x", _boom)),
+            "retry's base_delay must be a timedelta, not str",
+        ),
+        (
+            lambda b: b.retry(times=2, base_delay=timedelta(seconds=-1), do=lambda r: r.compute("x", _boom)),
+            "retry's base_delay must not be negative, got -1 seconds",
+        ),
+    ],
+    ids=["wait-int", "wait-negative", "timeout-int", "timeout-negative", "retry-str", "retry-negative"],
+)
+def test_a_duration_of_another_type_or_negative_is_a_boot_error(
+    make_app: AppOn, build: Callable[[Any], Any], problem: str
+) -> None:
+    """Before, ``wait(5)`` booted and failed each run with ``internal_error``
+    (AttributeError); a negative duration or a text ``base_delay`` (``"PT10S" * 2`` is a
+    string) were taken as they came."""
+    name = f"boot{uuid.uuid4().hex[:8]}"
+    f, _flow = _workflow(name, build)
+    with pytest.raises(BootError, match=f"workflow wfd_{name}:flow") as raised:
+        make_app([f])
+    assert problem in str(raised.value)
+
+
+def test_a_zero_wait_resumes_at_the_next_pass(app_on: AppOn, user: User) -> None:
+    clock = FakeClock(T0)
+    f, flow = _workflow("zero", lambda b: b.wait(timedelta(0)))
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(1), user=user)
+    assert getattr(app.get_run(run_id), "status", None) == "suspended"
+    assert app.run_worker(once=True)["resumed"] == 1  # due now: the clock did not move
+    assert getattr(app.get_run(run_id), "status", None) == "completed"
+
+
+@pytest.mark.parametrize(
+    ("build", "said"),
+    [
+        (lambda b: b.wait("P9999999D"), "wait: 9999999 days after 2026-03-02 is past the year 9999"),
+        (
+            lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=timedelta.max),
+            "wait_for_event 'got': timeout: 999999999 days after 2026-03-02 is past the year 9999",
+        ),
+        (
+            lambda b: b.retry(times=9, base_delay=timedelta(days=10**8), do=lambda r: r.compute("x", _boom)),
+            "retry attempt 2: 100000000 days after 2026-03-02 is past the year 9999",
+        ),
+    ],
+    ids=["wait", "timeout", "retry-backoff"],
+)
+def test_a_wake_time_past_the_calendar_fails_the_run_with_a_sentence(
+    app_on: AppOn, user: User, build: Callable[[Any], Any], said: str
+) -> None:
+    """Before, ``OverflowError`` with nothing but the exception's class in the run's error."""
+    f, flow = _workflow("far", build)
+    app = app_on([f], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Go(1), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert said in info.error["message"]

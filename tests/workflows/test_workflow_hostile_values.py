@@ -1,0 +1,189 @@
+"""Hostile values in workflow state and ``wait_for_event`` keys give the same answer on
+SQLite and PostgreSQL (DESIGN §6, §8): keys empty, unicode or far longer than an index
+row; strings PostgreSQL refuses (a NUL, a lone surrogate) in a payload or a step's value."""
+
+from __future__ import annotations
+
+import random
+import re
+import string
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped
+
+from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed._errors import StateError
+from kumiko_typed._tables import workflow_waits
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
+AppOn = Callable[..., App]
+
+
+@attrs.frozen
+class Expect:
+    key: str
+
+
+@attrs.frozen
+class Sent:
+    key: str
+
+
+class WfhLetter(Entity):
+    __tablename__ = "wfh_letter"
+    key: Mapped[str]
+
+
+f = Feature("wfh")
+f.entity(WfhLetter)
+f.event(Sent)
+send = f.write_handler(
+    "send",
+    f.pipeline(Sent)
+    .create("letter", WfhLetter, data=lambda c: WfhLetter(key=c.payload.key))
+    .append_event(WfhLetter, id=lambda c: c.steps["letter"].id, event=lambda c: c.payload)
+    .return_(lambda c: ok(None)),
+)
+expect = f.workflow(
+    "expect",
+    trigger=manual(Expect),
+    pipeline=f.workflow_pipeline(Expect).wait_for_event(
+        "got", Sent, key=lambda c: c.payload.key, event_key=lambda e: e.key, timeout="PT1H"
+    ),
+)
+keep = f.workflow(
+    "keep",
+    trigger=manual(Expect),
+    pipeline=f.workflow_pipeline(Expect)
+    .compute("kept", lambda c: {"note": c.payload.key.encode().decode("unicode_escape")})
+    .wait("PT1M"),
+)
+
+
+def _refuse(c: Any) -> int:
+    raise ValueError(f"refused\x00{c.payload.key}")  # an exception quoting input with a NUL
+
+
+flaky = f.workflow(
+    "flaky",
+    trigger=manual(Expect),
+    pipeline=f.workflow_pipeline(Expect).retry(times=2, do=lambda b: b.compute("n", _refuse), name="r"),
+)
+
+LONG = "".join(random.Random(5).choices(string.ascii_letters, k=10_000))  # compresses poorly
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+def _status(app: App, run_id: uuid.UUID) -> tuple[str, Any]:
+    info = app.get_run(run_id)
+    assert info is not None
+    return info.status, info.steps.get("got")
+
+
+@pytest.mark.parametrize("key", ["", "ключ ☃ \U0001f600", LONG], ids=["empty", "unicode", "10000-chars"])
+def test_a_hostile_key_waits_and_resumes_alike_on_both_databases(
+    app_on: AppOn, clock: FakeClock, user: User, key: str
+) -> None:
+    """Before, on PostgreSQL the 10,000-character key failed the run at once
+    (``unstorable_state``: the wait's index row was too big) while SQLite waited."""
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(expect, Expect(key), user=user)
+    near = app.start_workflow(expect, Expect(key + "x"), user=user)  # a key one character longer
+    assert _status(app, run_id) == ("suspended", None)
+
+    assert app.dispatch(send, Sent(key), user=user) == Ok(None)
+    app.run_worker(once=True)
+    assert _status(app, run_id) == ("completed", Sent(key))
+    assert _status(app, near) == ("suspended", None)
+
+
+def test_a_long_key_stored_whole_by_an_earlier_release_still_matches(
+    app_on: AppOn, clock: FakeClock, user: User
+) -> None:
+    """Keys longer than the limit are stored as their digest; a wait row that holds one
+    in full (written before digests) is compared in the same form."""
+    key = "a" * 5000  # compresses well: PostgreSQL's index takes it whole, as it did
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(expect, Expect(key), user=user)
+    with app.engine.begin() as conn:
+        stored = conn.execute(sa.select(workflow_waits.c.key)).scalar_one()
+        assert stored.startswith("sha256:") and len(stored) == 71
+        conn.execute(sa.update(workflow_waits).values(key=f'"{key}"'))
+
+    assert app.dispatch(send, Sent(key), user=user) == Ok(None)
+    app.run_worker(once=True)
+    assert _status(app, run_id) == ("completed", Sent(key))
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [("a\x00b", "it must not contain NUL characters (U+0000)"), ("a\ud800b", "it is not valid Unicode")],
+    ids=["nul", "lone-surrogate"],
+)
+def test_a_string_postgresql_refuses_is_refused_on_both_databases(
+    app_on: AppOn, clock: FakeClock, user: User, text: str, reason: str
+) -> None:
+    """SQLite kept these strings (its JSON escapes them), PostgreSQL refused them: a start
+    raised there only, and a run holding one failed there only.  Now the state codec
+    refuses them on both, with the same words."""
+    app = app_on([f], clock=clock)
+    with pytest.raises(StateError, match=f"workflow wfh:keep: the payload cannot be stored: .*{re.escape(reason)}"):
+        app.start_workflow(keep, Expect(text), user=user)
+    assert app.runs() == []
+
+    escaped = text.encode("unicode_escape").decode()  # the step's value holds it, unescaped
+    run_id = app.start_workflow(keep, Expect(escaped), user=user)
+    info = app.get_run(run_id)
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "unstorable_state"
+    assert reason in info.error["message"] and "@wait" in info.error["message"]
+
+
+def test_a_failed_attempt_whose_error_holds_a_nul_suspends_its_retry_on_both_databases(
+    app_on: AppOn, clock: FakeClock, user: User
+) -> None:
+    """The retry record keeps the attempt's error text in the run's state.  Before, a NUL in
+    it (an exception quoting input) failed the run as ``unstorable_state`` on PostgreSQL
+    only; it is escaped, as a run's ``error`` is."""
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flaky, Expect("x"), user=user)
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.path, info.error) == ("suspended", "r/#2", None)
+
+
+@attrs.frozen
+class Items:
+    items: list[str]
+
+
+deep = f.workflow(
+    "deep",
+    trigger=manual(Items),
+    pipeline=f.workflow_pipeline(Items).for_each(
+        "item", over=lambda c: c.payload.items, do=lambda b: b.wait("PT1M", name="w" * 390)
+    ),
+)
+
+
+def test_a_path_longer_than_its_column_fails_the_run_alike_on_both_databases(
+    app_on: AppOn, clock: FakeClock, user: User
+) -> None:
+    """Before, PostgreSQL refused the 401-character path (``value too long``) and SQLite
+    stored it whole."""
+    app = app_on([f], clock=clock)
+    info = app.get_run(app.start_workflow(deep, Items(["a"]), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "unstorable_state"
+    assert info.error["message"].endswith(": the path is longer than 400 characters")
+    assert info.error["message"].startswith("at step item/do/#0/www")
