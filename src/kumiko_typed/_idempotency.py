@@ -91,7 +91,10 @@ def key_problem(key: object) -> str | None:
 
 def fingerprint(codec: Codec, payload: object) -> str:
     """The payload's hash; raises ``StateError`` for a payload the codec cannot encode."""
-    encoded = json.dumps(codec.encode(payload), sort_keys=True, separators=(",", ":"))
+    try:
+        encoded = json.dumps(codec.encode(payload), sort_keys=True, separators=(",", ":"))
+    except ValueError as exc:  # an integer with more digits than Python writes
+        raise StateError(str(exc)) from None
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 

@@ -284,6 +284,22 @@ def test_a_set_in_the_payload_has_the_same_fingerprint_in_every_process(tmp_path
     assert answers[0] == answers[1] and answers[0].startswith("Ok("), answers
 
 
+def test_a_number_too_long_to_write_is_refused_before_the_key_is_claimed(app_on: AppOn) -> None:
+    """Before: the fingerprint's JSON encoder raised ValueError out of dispatch itself."""
+    f = Feature("idem_long")
+    echo = f.write_handler("echo", f.pipeline(Unregistered).return_(lambda c: ok(1)))
+    app = app_on([f])
+    user = _tenant_user()
+    typed = app.dispatch(echo, Unregistered(10**5000), user=user, idempotency_key="k")
+    assert isinstance(typed, Failure) and typed.code == "validation_error", typed
+    assert "4300 digits" in typed.message and "INSERT" not in typed.message
+    untyped = app.dispatch_json(echo.name, {"n": 10**5000}, user=user, idempotency_key="k")
+    too_long = {"path": "$.n", "message": "must have at most 4300 digits"}
+    assert isinstance(untyped, Failure) and untyped.details == [too_long]
+    assert _keys(app) == 0
+    assert app.dispatch(echo, Unregistered(10**4000), user=user, idempotency_key="k") == Ok(1)
+
+
 @pytest.mark.parametrize("key", ["", "x" * 256, "line\nbreak", 42, None])
 def test_a_bad_key_is_a_validation_error_naming_it(make_app: AppOn, counted: Counted, key: object) -> None:
     app = make_app([counted.feature])
