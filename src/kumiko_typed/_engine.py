@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import Engine, Uuid, create_engine, event
+from sqlalchemy.engine import Dialect
 
 from ._read_only import READ_ONLY_OPTION
 
@@ -18,8 +20,30 @@ def make_engine(url: str) -> Engine:
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+        # This engine's dialect only: every Uuid column binds through _TextUuid.
+        engine.dialect.colspecs = {**engine.dialect.colspecs, Uuid: _TextUuid}
         return engine
     return create_engine(url)
+
+
+class _TextUuid(Uuid[Any]):
+    """SQLite's ``Uuid`` that also binds a UUID written as text, as PostgreSQL's ``uuid``
+    casts it: ``Product.id == c.payload.ref`` with a ``str`` field found the row on
+    PostgreSQL and raised ``AttributeError`` (no ``.hex``) on SQLite.  Text that is no
+    UUID raises ``ValueError``, the input's fault on both databases."""
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        if not self.as_uuid:
+            return super().bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            if value is None:
+                return None
+            return (uuid.UUID(value) if isinstance(value, str) else value).hex
+
+        return process
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:

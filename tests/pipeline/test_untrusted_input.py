@@ -300,6 +300,46 @@ def test_what_a_structured_payload_brings_past_the_converter_is_refused_by_the_c
         assert conn.scalar(sa.select(T7Item.__table__.c.at)).replace(tzinfo=UTC) == edge
 
 
+@attrs.frozen
+class ByText:
+    """A payload that names an aggregate by a plain string, as code without a type checker may."""
+
+    ref: str
+
+
+def test_an_id_given_as_text_means_the_same_on_both_databases(app_on: AppOn, admin: User) -> None:
+    """PostgreSQL casts text to its uuid; SQLite's Uuid raised AttributeError on a str, so
+    every such call was an internal_error there (and a valid UUID found the row on
+    PostgreSQL).  Now text that is a UUID finds the row on both, and other text is the
+    same validation_error on both."""
+    f, create, _note = _feature()
+    rename = f.write_handler(
+        "rename",
+        f.pipeline(ByText)
+        .update("item", T7Item, id=lambda c: c.payload.ref, changes=lambda c: {"note": "moved"}, version=2)
+        .return_(lambda c: ok(c.steps["item"].version)),
+    )
+    read = f.query_handler(
+        "read",
+        f.query_pipeline(ByText)
+        .get_one("item", lambda c: sa.select(T7Item).where(T7Item.id == c.payload.ref))
+        .return_(lambda c: ok(c.steps["item"].note)),
+    )
+    app = app_on([f])
+    made = app.dispatch_json(create.name, GOOD, user=admin)
+    assert isinstance(made, Ok), made
+    assert app.dispatch_json(rename.name, {"ref": str(made.data).upper()}, user=admin) == Ok(3)
+    assert app.query_json(read.name, {"ref": str(made.data)}, user=admin) == Ok("moved")
+    for text in ("not-a-uuid", ""):
+        for result, step in (
+            (app.dispatch_json(rename.name, {"ref": text}, user=admin), '0 aggregate.update "item"'),
+            (app.query_json(read.name, {"ref": text}, user=admin), '0 read.get_one "item"'),
+        ):
+            assert isinstance(result, Failure) and result.code == "validation_error", result
+            assert result.message.startswith(f"step {step}: the database refused a value of the input (error id ")
+    assert _counts(app) == (1, 3, 1)
+
+
 # --- the fuzz: no internal_error, no partial write ------------------------------------------------
 
 _SPECIAL_TEXT = st.sampled_from(
