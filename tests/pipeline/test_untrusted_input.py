@@ -293,11 +293,11 @@ def test_what_a_structured_payload_brings_past_the_converter_is_refused_by_the_c
     too_long = {"path": "$.tags.n", "message": "must have at most 4300 digits (at $.n)", "column": "t7_item.tags"}
     assert isinstance(long, Failure) and long.details == [{**too_long, "step": STEP}]
     assert _counts(app) == (0, 0, 0)
-    # The last minute a UTC column holds is fine, and reads back (naive on SQLite).
-    edge = datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    # The last minute a UTC column holds is fine, and reads back.
+    edge = datetime(9999, 12, 31, 22, 59, tzinfo=timezone(timedelta(hours=-1)))
     assert isinstance(app.dispatch(create, attrs.evolve(good, at=edge), user=admin), Ok)
     with app.engine.connect() as conn:
-        assert conn.scalar(sa.select(T7Item.__table__.c.at)).replace(tzinfo=UTC) == edge
+        assert conn.scalar(sa.select(T7Item.__table__.c.at)) == edge
 
 
 @attrs.frozen
@@ -338,6 +338,32 @@ def test_an_id_given_as_text_means_the_same_on_both_databases(app_on: AppOn, adm
             assert isinstance(result, Failure) and result.code == "validation_error", result
             assert result.message.startswith(f"step {step}: the database refused a value of the input (error id ")
     assert _counts(app) == (1, 3, 1)
+
+
+@attrs.frozen
+class Before:
+    at: datetime
+
+
+def test_times_of_any_offset_are_stored_and_compared_as_the_same_instants_on_both_databases(
+    app_on: AppOn, admin: User
+) -> None:
+    """SQLite kept a ``DateTime(timezone=True)`` value's wall-clock digits and dropped its
+    offset: 05:00+05:00 was stored as 05:00 (PostgreSQL: 00:00 UTC), came back naive, and
+    a ``where at < ...`` compared digits of different offsets."""
+    f, create, _note = _feature()
+    earlier = f.query_handler(
+        "earlier",
+        f.query_pipeline(Before)
+        .find_many("items", lambda c: sa.select(T7Item).where(T7Item.at < c.payload.at).order_by(T7Item.at))
+        .return_(lambda c: ok([item.at for item in c.steps["items"]])),
+    )
+    app = app_on([f])
+    for n, at in enumerate(("2024-01-01T05:00:00+05:00", "2024-01-01T01:00:00+00:00", "2023-12-31T20:30:00-04:00")):
+        assert isinstance(app.dispatch_json(create.name, {**GOOD, "sku": f"s{n}", "at": at}, user=admin), Ok)
+    found = app.query_json(earlier.name, {"at": "2024-01-01T00:45:00+00:00"}, user=admin)
+    assert found == Ok([datetime(2024, 1, 1, 0, 0, tzinfo=UTC), datetime(2024, 1, 1, 0, 30, tzinfo=UTC)])
+    assert all(at.utcoffset() == timedelta(0) for at in found.data)  # type: ignore[union-attr]
 
 
 # --- the fuzz: no internal_error, no partial write ------------------------------------------------
