@@ -109,11 +109,14 @@ def moment_problem(value: datetime) -> str | None:
     return None
 
 
-def json_problems(value: object, path: str = "$") -> Iterator[tuple[str, str, object]]:
+def json_problems(
+    value: object, path: str = "$", *, max_depth: int | None = MAX_DEPTH
+) -> Iterator[tuple[str, str, object]]:
     """``(path, message, offending value)`` for what a JSON column (or a JSON reader) cannot
     take: strings and keys failing :func:`text_problem`, non-finite numbers, integers too long
-    to write (:func:`number_problem`), nesting deeper than :data:`MAX_DEPTH`.  Iterative: a
-    document nested thousands deep is no recursion."""
+    to write (:func:`number_problem`), nesting deeper than ``max_depth`` (``None``: no
+    limit, for a document the framework itself nested).  Iterative: a document nested
+    thousands deep is no recursion."""
     todo: list[tuple[str, object, int]] = [(path, value, 0)]
     while todo:
         where, node, depth = todo.pop()
@@ -130,8 +133,8 @@ def json_problems(value: object, path: str = "$") -> Iterator[tuple[str, str, ob
             if problem is not None:
                 yield where, problem, node
         elif isinstance(node, (Mapping, list, tuple)):
-            if depth >= MAX_DEPTH:
-                yield where, f"is nested deeper than {MAX_DEPTH} levels", node
+            if max_depth is not None and depth >= max_depth:
+                yield where, f"is nested deeper than {max_depth} levels", node
                 continue
             items = node.items() if isinstance(node, Mapping) else enumerate(node)
             children = []

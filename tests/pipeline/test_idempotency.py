@@ -444,24 +444,34 @@ def test_concurrent_keyed_starts_start_one_run(
         app.dispose()
 
 
-def test_a_result_the_database_refuses_is_unstorable_on_postgresql(app_on: AppOn, db_url: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("a\x00b", "must not contain NUL characters (U+0000)"),
+        ({"deep": ["half \udfff"]}, "is not valid Unicode (it holds a lone surrogate)"),
+        (Failure("unprocessable", "no \x00", None), "must not contain NUL characters (U+0000)"),
+    ],
+    ids=["nul", "surrogate", "failure"],
+)
+def test_a_result_either_database_refuses_is_unstorable_on_both(app_on: AppOn, value: object, problem: str) -> None:
+    """Before: SQLite's JSON stored a NUL (and a lone surrogate) and answered repeats with
+    it, while PostgreSQL's JSONB refused the same result: one input, two answers."""
     f = Feature("idem_nul")
     runs: list[int] = []
     h = f.write_handler(
-        "nul", f.pipeline(Note).compute("n", lambda c: runs.append(1) or len(runs)).return_(lambda c: ok("a\x00b"))
+        "nul",
+        f.pipeline(Note)
+        .compute("n", lambda c: runs.append(1) or len(runs))
+        .return_(lambda c: value if isinstance(value, Failure) else ok(value)),
     )
     app = app_on([f])
     user = _tenant_user()
     result = app.dispatch(h, Note("a"), user=user, idempotency_key="k")
-    if db_url.startswith("sqlite"):  # SQLite's JSON holds a NUL
-        assert result == Ok("a\x00b") == app.dispatch(h, Note("a"), user=user, idempotency_key="k")
-        assert runs == [1]
-    else:  # PostgreSQL's JSONB does not: nothing committed, the key stays free
-        assert isinstance(result, Failure) and result.code == "unstorable_state", result
-        assert "idem_nul:nul" in result.message and "\x00" not in result.message
-        assert _keys(app) == 0
-        assert isinstance(app.dispatch(h, Note("a"), user=user, idempotency_key="k"), Failure)
-        assert runs == [1, 1]
+    assert isinstance(result, Failure) and result.code == "unstorable_state", result
+    assert result.message == f"handler idem_nul:nul: the result cannot be stored for its key: a value in it {problem}"
+    assert _keys(app) == 0  # nothing committed, the key stays free
+    assert isinstance(app.dispatch(h, Note("a"), user=user, idempotency_key="k"), Failure)
+    assert runs == [1, 1]
 
 
 def test_a_retention_that_is_not_positive_is_a_boot_error(make_app: AppOn) -> None:
