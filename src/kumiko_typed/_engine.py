@@ -6,7 +6,7 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import DateTime, Engine, Uuid, create_engine, event
+from sqlalchemy import TIMESTAMP, DateTime, Engine, Uuid, create_engine, event
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.engine import Dialect
 
@@ -23,7 +23,12 @@ def make_engine(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         # This engine's dialect only: its Uuid and DateTime columns bind as PostgreSQL's do.
-        engine.dialect.colspecs = {**engine.dialect.colspecs, Uuid: _TextUuid, DateTime: _UtcDateTime}
+        engine.dialect.colspecs = {
+            **engine.dialect.colspecs,
+            Uuid: _TextUuid,
+            DateTime: _UtcDateTime,
+            TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
+        }
         return engine
     return create_engine(url)
 

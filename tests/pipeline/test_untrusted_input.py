@@ -364,6 +364,12 @@ def test_times_of_any_offset_are_stored_and_compared_as_the_same_instants_on_bot
     found = app.query_json(earlier.name, {"at": "2024-01-01T00:45:00+00:00"}, user=admin)
     assert found == Ok([datetime(2024, 1, 1, 0, 0, tzinfo=UTC), datetime(2024, 1, 1, 0, 30, tzinfo=UTC)])
     assert all(at.utcoffset() == timedelta(0) for at in found.data)  # type: ignore[union-attr]
+    # A TIMESTAMP column (which pysqlite maps to a type of its own) is stored the same way.
+    stamps = sa.Table("t7_stamps", sa.MetaData(), sa.Column("at", sa.TIMESTAMP(timezone=True)))
+    stamps.create(app.engine)
+    with app.engine.begin() as conn:
+        conn.execute(stamps.insert().values(at=datetime.fromisoformat("2024-01-01T05:00:00+05:00")))
+        assert conn.scalar(sa.select(stamps.c.at)) == datetime(2024, 1, 1, tzinfo=UTC)
 
 
 # --- the fuzz: no internal_error, no partial write ------------------------------------------------
