@@ -96,8 +96,9 @@ class App:
         http: the ``httpx.Client`` that delivers webhooks.  Default: one the App makes
             (10 s timeout, no redirects, no cookies kept between deliveries) and closes
             in :meth:`dispose`.  A client of your own keeps what it is configured to.
-        value_types: further attrs classes that workflow state may hold (payload, event
-            and entity classes, and the classes their fields name, are known already).
+        value_types: further attrs classes (or enums) that workflow state may hold (payload,
+            event and entity classes, and the classes and enums their fields name, are known
+            already).
         idempotency_retention: how long a dispatch's ``idempotency_key`` answers repeats
             with the stored first result (default one day).
         delivery_concurrency: how many outbox deliveries one worker keeps in flight at

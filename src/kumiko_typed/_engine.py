@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import uuid
+from datetime import UTC, datetime
 from typing import Any
 
-from sqlalchemy import Engine, create_engine, event
+from sqlalchemy import TIMESTAMP, DateTime, Engine, Uuid, create_engine, event
+from sqlalchemy.dialects.sqlite import DATETIME
+from sqlalchemy.engine import Dialect
 
 from ._read_only import READ_ONLY_OPTION
 
@@ -18,8 +22,68 @@ def make_engine(url: str) -> Engine:
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+        # This engine's dialect only: its Uuid and DateTime columns bind as PostgreSQL's do.
+        engine.dialect.colspecs = {
+            **engine.dialect.colspecs,
+            Uuid: _TextUuid,
+            DateTime: _UtcDateTime,
+            TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
+        }
         return engine
     return create_engine(url)
+
+
+class _TextUuid(Uuid[Any]):
+    """SQLite's ``Uuid`` that also binds a UUID written as text, as PostgreSQL's ``uuid``
+    casts it: ``Product.id == c.payload.ref`` with a ``str`` field found the row on
+    PostgreSQL and raised ``AttributeError`` (no ``.hex``) on SQLite.  Text that is no
+    UUID raises ``ValueError``, the input's fault on both databases."""
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        if not self.as_uuid:
+            return super().bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            if value is None:
+                return None
+            return (uuid.UUID(value) if isinstance(value, str) else value).hex
+
+        return process
+
+
+class _UtcDateTime(DATETIME):
+    """SQLite's ``DATETIME`` storing an aware time as its UTC time, as PostgreSQL's
+    ``timestamptz`` does (and its ``timestamp`` in a UTC session), and reading a
+    ``DateTime(timezone=True)`` column back aware.  SQLite's own kept the wall-clock
+    digits and dropped the offset: ``05:00+05:00`` was stored as 05:00, another instant
+    than PostgreSQL's 00:00 UTC, and compared wrongly with times of other offsets."""
+
+    cache_ok = True
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        digits = super().bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            if isinstance(value, datetime) and value.tzinfo is not None:
+                value = value.astimezone(UTC).replace(tzinfo=None)
+            return digits(value) if digits is not None else value
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        parse = super().result_processor(dialect, coltype)
+        if not self.timezone:
+            return parse
+
+        def process(value: Any) -> Any:
+            value = parse(value) if parse is not None else value
+            if isinstance(value, datetime) and value.tzinfo is None:
+                return value.replace(tzinfo=UTC)
+            return value
+
+        return process
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:

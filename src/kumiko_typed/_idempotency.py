@@ -24,6 +24,7 @@ from sqlalchemy import Engine, bindparam, delete, select, tuple_, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
+from ._limits import json_problems
 from ._results import Failure, Ok, fail
 from ._serialization import Codec, StateError
 from ._tables import idempotency_keys as keys
@@ -91,7 +92,10 @@ def key_problem(key: object) -> str | None:
 
 def fingerprint(codec: Codec, payload: object) -> str:
     """The payload's hash; raises ``StateError`` for a payload the codec cannot encode."""
-    encoded = json.dumps(codec.encode(payload), sort_keys=True, separators=(",", ":"))
+    try:
+        encoded = json.dumps(codec.encode(payload), sort_keys=True, separators=(",", ":"))
+    except ValueError as exc:  # an integer with more digits than Python writes
+        raise StateError(str(exc)) from None
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
@@ -128,11 +132,15 @@ class Keyed:
         return self._decode(stored.result)
 
     def record(self, session: Session, result: Ok[object] | Failure) -> None:
-        """Store ``result`` on the claimed row; raises ``StateError`` if it cannot be encoded."""
+        """Store ``result`` on the claimed row; raises ``StateError`` if it cannot be encoded,
+        or holds text or a number that either database's JSON refuses (a NUL, a lone
+        surrogate): SQLite would store it and PostgreSQL not, so neither does."""
         if isinstance(result, Ok):
             value: dict[str, Any] = {"ok": self.codec.encode(result.data)}
         else:
             value = {"failure": [result.code, result.message, self.codec.encode(result.details)]}
+        for _, problem, _ in json_problems(value, max_depth=None):  # its path would quote data
+            raise StateError(f"a value in it {problem}")
         session.execute(_RECORD, {**self.row, "b_result": value})
 
     def _decode(self, stored: dict[str, Any]) -> Ok[object] | Failure:

@@ -23,7 +23,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from uuid import UUID, uuid4
 
-from sqlalchemy.exc import DataError, DBAPIError
+from sqlalchemy.exc import DataError, DBAPIError, StatementError
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
@@ -305,6 +305,12 @@ def _refused_value(crash: StepCrash) -> str | None:
         return next(iter(str(cause.orig).strip().splitlines()), type(cause.orig).__name__)
     if isinstance(cause, OverflowError) and crash.step.kind in _BINDING_KINDS:
         return str(cause)  # SQLite binds integers of at most 64 bits
+    # A column type refused to bind the value before the database saw it (SQLite's Uuid
+    # given text that is no UUID), where PostgreSQL's own cast raises DataError.
+    if isinstance(cause, StatementError) and not isinstance(cause, DBAPIError) and crash.step.kind in _BINDING_KINDS:
+        refused = cause.orig
+        if isinstance(refused, ValueError):
+            return next(iter(str(refused).strip().splitlines()), type(refused).__name__)
     return None
 
 

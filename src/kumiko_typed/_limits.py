@@ -11,12 +11,26 @@ NaN, nesting without end) at the payload converter, through :func:`json_problems
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Callable, Iterator, Mapping
+from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
 
 import attrs
-from sqlalchemy import JSON, BigInteger, Boolean, Column, Enum, Float, Integer, Numeric, SmallInteger, String
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Column,
+    DateTime,
+    Enum,
+    Float,
+    Integer,
+    Numeric,
+    SmallInteger,
+    String,
+)
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
@@ -26,6 +40,8 @@ __all__ = [
     "Check",
     "check_of",
     "json_problems",
+    "moment_problem",
+    "number_problem",
     "refuse",
     "source_path",
     "text_problem",
@@ -67,10 +83,40 @@ def _finite(value: object) -> str | None:
     return None if finite else "must be a finite number (not NaN or infinity)"
 
 
-def json_problems(value: object, path: str = "$") -> Iterator[tuple[str, str, object]]:
+def number_problem(value: int) -> str | None:
+    """An integer with more digits than Python writes as text (``sys.set_int_max_str_digits``):
+    the JSON encoder refuses it, wherever it is stored."""
+    limit = sys.get_int_max_str_digits()
+    # Below 3 bits per allowed digit it has fewer digits than the limit: no conversion to try.
+    if not limit or value.bit_length() <= 3 * limit:
+        return None
+    try:
+        str(value)
+    except ValueError:
+        return f"must have at most {limit} digits"
+    return None
+
+
+def moment_problem(value: datetime) -> str | None:
+    """An aware datetime whose UTC time is before year 1 or after 9999: PostgreSQL stores
+    it, but no Python datetime — nor SQLite's UTC column — can hold it."""
+    if value.tzinfo is None:
+        return None
+    try:
+        value.astimezone(UTC)
+    except OverflowError:
+        return "must be between years 1 and 9999 in UTC"
+    return None
+
+
+def json_problems(
+    value: object, path: str = "$", *, max_depth: int | None = MAX_DEPTH
+) -> Iterator[tuple[str, str, object]]:
     """``(path, message, offending value)`` for what a JSON column (or a JSON reader) cannot
-    take: strings and keys failing :func:`text_problem`, non-finite numbers, nesting deeper
-    than :data:`MAX_DEPTH`.  Iterative: a document nested thousands deep is no recursion."""
+    take: strings and keys failing :func:`text_problem`, non-finite numbers, integers too long
+    to write (:func:`number_problem`), nesting deeper than ``max_depth`` (``None``: no
+    limit, for a document the framework itself nested).  Iterative: a document nested
+    thousands deep is no recursion."""
     todo: list[tuple[str, object, int]] = [(path, value, 0)]
     while todo:
         where, node, depth = todo.pop()
@@ -82,9 +128,13 @@ def json_problems(value: object, path: str = "$") -> Iterator[tuple[str, str, ob
             problem = _finite(node)
             if problem is not None:
                 yield where, problem, node
+        elif isinstance(node, int):
+            problem = number_problem(node)
+            if problem is not None:
+                yield where, problem, node
         elif isinstance(node, (Mapping, list, tuple)):
-            if depth >= MAX_DEPTH:
-                yield where, f"is nested deeper than {MAX_DEPTH} levels", node
+            if max_depth is not None and depth >= max_depth:
+                yield where, f"is nested deeper than {max_depth} levels", node
                 continue
             items = node.items() if isinstance(node, Mapping) else enumerate(node)
             children = []
@@ -164,6 +214,10 @@ def _decimals(number: Decimal) -> int:
     return max(0, -exponent - trailing)
 
 
+def _moment(value: object) -> str | None:
+    return moment_problem(value) if isinstance(value, datetime) else None
+
+
 def _json(value: object) -> str | None:
     for where, problem, _ in json_problems(value):
         return problem if where == "$" else f"{problem} (at {where})"
@@ -187,6 +241,8 @@ def _check_for(type_: TypeEngine[Any]) -> Check | None:
         return _numeric(type_.precision, type_.scale)
     if isinstance(type_, JSON):
         return _json
+    if isinstance(type_, DateTime):
+        return _moment
     return None
 
 

@@ -7,6 +7,8 @@ that name up in the App's registry — an unknown name is an error, never an imp
 from __future__ import annotations
 
 import datetime as dt
+import enum
+import json
 import math
 import typing
 import uuid
@@ -29,14 +31,16 @@ TAG = "$t"
 
 
 def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
-    """``roots`` and every attrs class their fields mention, recursively."""
+    """``roots`` and every attrs class and enum their fields mention, recursively."""
     seen: set[type[Any]] = set()
-    todo = [r for r in roots if attrs.has(r)]
+    todo = [r for r in roots if attrs.has(r) or _is_enum(r)]
     while todo:
         cls = todo.pop()
         if cls in seen:
             continue
         seen.add(cls)
+        if not attrs.has(cls):
+            continue
         try:
             hints = typing.get_type_hints(cls)
         except Exception:  # unresolvable annotations: keep the class, skip its fields
@@ -47,9 +51,19 @@ def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
                 t = stack.pop()
                 stack.extend(typing.get_args(t))
                 origin = typing.get_origin(t) or t
-                if isinstance(origin, type) and attrs.has(origin) and origin not in seen:
+                if (attrs.has(origin) or _is_enum(origin)) and origin not in seen:
                     todo.append(origin)
     return seen
+
+
+def _is_enum(t: object) -> bool:
+    return isinstance(t, type) and issubclass(t, enum.Enum)
+
+
+def _canonical(encoded: Any) -> str:
+    """A sort key that orders a set's items the same in every process (string hashes,
+    and so a set's iteration order, differ between processes)."""
+    return json.dumps(encoded, sort_keys=True, default=repr)
 
 
 class Codec:
@@ -83,6 +97,9 @@ class Codec:
             return [self.encode(v) for v in value]
         if isinstance(value, tuple):
             return {TAG: "tuple", "v": [self.encode(v) for v in value]}
+        if isinstance(value, (set, frozenset)):
+            tag = "frozenset" if isinstance(value, frozenset) else "set"
+            return {TAG: tag, "v": sorted((self.encode(v) for v in value), key=_canonical)}
         if isinstance(value, Mapping):
             if not all(isinstance(k, str) for k in value):
                 raise StateError("only mappings with string keys can be stored")
@@ -97,8 +114,10 @@ class Codec:
         if name is None:
             raise StateError(
                 f"a {cls.__module__}.{cls.__qualname__} cannot be stored: only JSON values, UUIDs, dates, "
-                "decimals and registered payload, event and entity classes can"
+                "decimals, sets and registered payload, event and entity classes (and enums they name) can"
             )
+        if isinstance(value, enum.Enum):
+            return {TAG: "enum", "c": name, "v": self.encode(value.value)}
         if isinstance(value, Entity):
             columns = {a.key: self.encode(getattr(value, a.key)) for a in inspect(cls).column_attrs}
             return {TAG: "entity", "c": name, "v": columns}
@@ -123,14 +142,23 @@ class Codec:
             return Decimal(v)
         if tag == "tuple":
             return tuple(self.decode(x) for x in v)
+        if tag == "set":
+            return {self.decode(x) for x in v}
+        if tag == "frozenset":
+            return frozenset(self.decode(x) for x in v)
         if tag == "dict":
             return {k: self.decode(x) for k, x in v.items()}
         if tag == "saved":
             return Saved(**{k: self.decode(x) for k, x in v.items()})
-        if tag in ("attrs", "entity"):
+        if tag in ("attrs", "entity", "enum"):
             cls = self.by_name.get(data["c"])
             if cls is None:
                 raise StateError(f"stored class {data['c']!r} is not registered in this App")
+            if tag == "enum":
+                try:
+                    return cls(self.decode(v))
+                except ValueError as exc:  # a member since removed
+                    raise StateError(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
             fields = {k: self.decode(x) for k, x in v.items()}
             try:
                 if tag == "attrs":

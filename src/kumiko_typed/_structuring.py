@@ -33,7 +33,7 @@ from cattrs.errors import (
 )
 
 from ._field_checks import json_type, listed, said, with_validator_problems
-from ._limits import json_problems
+from ._limits import json_problems, moment_problem
 from ._unions import is_mixed_union, union_hook
 
 __all__ = ["Detail", "Hook", "make_converter", "structure", "unreadable"]
@@ -78,6 +78,8 @@ def _datetime(value: str) -> dt.datetime:
     parsed = dt.datetime.fromisoformat(value)
     if parsed.tzinfo is None:  # which zone it meant, only the client knows
         raise _Invalid(f"expected an ISO-8601 datetime with a UTC offset, got {_shown(value)}")
+    if moment_problem(parsed) is not None:  # stored in UTC, it could never be read back
+        raise _Invalid(f"expected an ISO-8601 datetime within years 1 to 9999 in UTC, got {_shown(value)}")
     return parsed
 
 

@@ -5,7 +5,9 @@ processes (tests/_idem_race.py)."""
 
 from __future__ import annotations
 
+import enum
 import json
+import os
 import subprocess
 import sys
 import uuid
@@ -213,6 +215,91 @@ def test_dispatch_json_takes_a_key_too(app_on: AppOn, counted: Counted) -> None:
     assert counted.runs == ["a"]
 
 
+class Size(enum.Enum):
+    SMALL = "s"
+    LARGE = "l"
+
+
+@attrs.frozen
+class Tagged:
+    """A payload of the kinds docs/http.md lists beyond plain JSON: an enum, sets, a tuple."""
+
+    size: Size
+    tags: frozenset[str]
+    seats: set[int]
+    pair: tuple[int, str]
+
+
+TAGGED = {"size": "s", "tags": ["b", "a"], "seats": [2, 1], "pair": [1, "x"]}
+
+
+def test_payloads_with_enums_and_sets_take_a_key_and_get_their_typed_result_back(app_on: AppOn) -> None:
+    """Before: every keyed call of such a payload was a validation_error ("a Size cannot
+    be stored"), over HTTP with an Idempotency-Key header too."""
+    runs: list[Tagged] = []
+    f = Feature("idem_sets")
+    tagged = f.write_handler(
+        "tagged",
+        f.pipeline(Tagged).compute("n", lambda c: runs.append(c.payload)).return_(lambda c: ok(c.payload)),
+    )
+    app = app_on([f])
+    user = _tenant_user()
+    expected = Tagged(Size.SMALL, frozenset({"a", "b"}), {1, 2}, (1, "x"))
+    first = app.dispatch_json(tagged.name, TAGGED, user=user, idempotency_key="k")
+    again = app.dispatch(tagged, expected, user=user, idempotency_key="k")
+    assert first == again == Ok(expected)
+    assert isinstance(again, Ok) and type(again.data.size) is Size and type(again.data.tags) is frozenset
+    assert type(again.data.seats) is set and runs == [expected]
+    other = app.dispatch_json(tagged.name, {**TAGGED, "size": "l"}, user=user, idempotency_key="k")
+    assert isinstance(other, Failure) and other.code == "idempotency_conflict"
+
+
+_SEEDED = """
+import sys, uuid, attrs
+from kumiko_typed import App, Feature, User, ok
+@attrs.frozen
+class Tags:
+    tags: frozenset[str]
+f = Feature("seeded")
+h = f.write_handler("h", f.pipeline(Tags).return_(lambda c: ok(sorted(c.payload.tags))))
+app = App([f], database_url=sys.argv[1])
+app.create_all()
+user = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=2))
+print(app.dispatch_json("seeded:h", {"tags": [f"t{i}" for i in range(40)]}, user=user, idempotency_key="k"))
+"""
+
+
+def test_a_set_in_the_payload_has_the_same_fingerprint_in_every_process(tmp_path: Path) -> None:
+    """Two processes iterate one set in different orders (string hashes are seeded per
+    process): the repeat must still be the same request, not an idempotency_conflict."""
+    url = f"sqlite:///{tmp_path / 'seeded.sqlite3'}"
+    answers = []
+    for seed in ("1", "2"):
+        env = {**os.environ, "PYTHONHASHSEED": seed}
+        done = subprocess.run(
+            [sys.executable, "-c", _SEEDED, url], check=False, capture_output=True, text=True, env=env, timeout=60
+        )
+        assert done.returncode == 0, done.stderr
+        answers.append(done.stdout.strip())
+    assert answers[0] == answers[1] and answers[0].startswith("Ok("), answers
+
+
+def test_a_number_too_long_to_write_is_refused_before_the_key_is_claimed(app_on: AppOn) -> None:
+    """Before: the fingerprint's JSON encoder raised ValueError out of dispatch itself."""
+    f = Feature("idem_long")
+    echo = f.write_handler("echo", f.pipeline(Unregistered).return_(lambda c: ok(1)))
+    app = app_on([f])
+    user = _tenant_user()
+    typed = app.dispatch(echo, Unregistered(10**5000), user=user, idempotency_key="k")
+    assert isinstance(typed, Failure) and typed.code == "validation_error", typed
+    assert "4300 digits" in typed.message and "INSERT" not in typed.message
+    untyped = app.dispatch_json(echo.name, {"n": 10**5000}, user=user, idempotency_key="k")
+    too_long = {"path": "$.n", "message": "must have at most 4300 digits"}
+    assert isinstance(untyped, Failure) and untyped.details == [too_long]
+    assert _keys(app) == 0
+    assert app.dispatch(echo, Unregistered(10**4000), user=user, idempotency_key="k") == Ok(1)
+
+
 @pytest.mark.parametrize("key", ["", "x" * 256, "line\nbreak", 42, None])
 def test_a_bad_key_is_a_validation_error_naming_it(make_app: AppOn, counted: Counted, key: object) -> None:
     app = make_app([counted.feature])
@@ -357,24 +444,34 @@ def test_concurrent_keyed_starts_start_one_run(
         app.dispose()
 
 
-def test_a_result_the_database_refuses_is_unstorable_on_postgresql(app_on: AppOn, db_url: str) -> None:
+@pytest.mark.parametrize(
+    ("value", "problem"),
+    [
+        ("a\x00b", "must not contain NUL characters (U+0000)"),
+        ({"deep": ["half \udfff"]}, "is not valid Unicode (it holds a lone surrogate)"),
+        (Failure("unprocessable", "no \x00", None), "must not contain NUL characters (U+0000)"),
+    ],
+    ids=["nul", "surrogate", "failure"],
+)
+def test_a_result_either_database_refuses_is_unstorable_on_both(app_on: AppOn, value: object, problem: str) -> None:
+    """Before: SQLite's JSON stored a NUL (and a lone surrogate) and answered repeats with
+    it, while PostgreSQL's JSONB refused the same result: one input, two answers."""
     f = Feature("idem_nul")
     runs: list[int] = []
     h = f.write_handler(
-        "nul", f.pipeline(Note).compute("n", lambda c: runs.append(1) or len(runs)).return_(lambda c: ok("a\x00b"))
+        "nul",
+        f.pipeline(Note)
+        .compute("n", lambda c: runs.append(1) or len(runs))
+        .return_(lambda c: value if isinstance(value, Failure) else ok(value)),
     )
     app = app_on([f])
     user = _tenant_user()
     result = app.dispatch(h, Note("a"), user=user, idempotency_key="k")
-    if db_url.startswith("sqlite"):  # SQLite's JSON holds a NUL
-        assert result == Ok("a\x00b") == app.dispatch(h, Note("a"), user=user, idempotency_key="k")
-        assert runs == [1]
-    else:  # PostgreSQL's JSONB does not: nothing committed, the key stays free
-        assert isinstance(result, Failure) and result.code == "unstorable_state", result
-        assert "idem_nul:nul" in result.message and "\x00" not in result.message
-        assert _keys(app) == 0
-        assert isinstance(app.dispatch(h, Note("a"), user=user, idempotency_key="k"), Failure)
-        assert runs == [1, 1]
+    assert isinstance(result, Failure) and result.code == "unstorable_state", result
+    assert result.message == f"handler idem_nul:nul: the result cannot be stored for its key: a value in it {problem}"
+    assert _keys(app) == 0  # nothing committed, the key stays free
+    assert isinstance(app.dispatch(h, Note("a"), user=user, idempotency_key="k"), Failure)
+    assert runs == [1, 1]
 
 
 def test_a_retention_that_is_not_positive_is_a_boot_error(make_app: AppOn) -> None:

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta, timezone
 from decimal import Decimal
 from typing import Any
 
@@ -123,6 +123,8 @@ def _nested(depth: int) -> Any:
     return value
 
 
+OUT_OF_UTC = "expected an ISO-8601 datetime within years 1 to 9999 in UTC"
+
 #: field → a value the converter must refuse → the message it gives.
 REFUSED: list[tuple[str, Any, str]] = [
     ("sku", "\ud800", "is not valid Unicode (it holds a lone surrogate)"),
@@ -136,10 +138,25 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("price", "sNaN", "expected a finite decimal, got 'sNaN'"),
     ("price", "-Infinity", "expected a finite decimal, got '-Infinity'"),
     ("at", "2024-05-06T07:08:09", "expected an ISO-8601 datetime with a UTC offset, got '2024-05-06T07:08:09'"),
+    # In UTC (as both databases store it) outside what a datetime holds: PostgreSQL stored
+    # it and then failed every read of the row; SQLite stored the wall-clock digits.
+    ("at", "9999-12-31T23:59:59-12:00", f"{OUT_OF_UTC}, got '9999-12-31T23:59:59-12:00'"),
+    ("at", "0001-01-01T00:00:00+01:00", f"{OUT_OF_UTC}, got '0001-01-01T00:00:00+01:00'"),
+    # More digits than Python writes: the JSON encoder raised ValueError (internal_error).
+    ("qty", 10**5000, "must have at most 4300 digits"),
+    ("tags", {"k": [-(10**4301)]}, "must have at most 4300 digits"),
 ]
 
 
-@pytest.mark.parametrize(("field", "value", "message"), REFUSED, ids=[f"{f}={v!r}"[:30] for f, v, _ in REFUSED])
+def _case_id(field: str, value: Any) -> str:
+    try:
+        shown = repr(value)
+    except ValueError:  # the numbers too long to write
+        shown = "a number too long to write"
+    return f"{field}={shown}"[:30]
+
+
+@pytest.mark.parametrize(("field", "value", "message"), REFUSED, ids=[_case_id(f, v) for f, v, _ in REFUSED])
 def test_the_converter_refuses_what_no_column_can_be_trusted_with(
     app_on: AppOn, admin: User, field: str, value: Any, message: str
 ) -> None:
@@ -148,7 +165,8 @@ def test_the_converter_refuses_what_no_column_can_be_trusted_with(
     result = app.dispatch_json(create.name, {**GOOD, field: value}, user=admin)
     assert isinstance(result, Failure), result
     assert (result.code, result.http_status) == ("validation_error", 400)
-    assert result.details == [{"path": f"$.{field}", "message": message}]
+    path = "$.tags.k[0]" if field == "tags" else f"$.{field}"
+    assert result.details == [{"path": path, "message": message}]
     assert _counts(app) == (0, 0, 0)
 
 
@@ -255,6 +273,106 @@ def test_a_nul_from_a_structured_payload_is_refused_at_each_store(app_on: AppOn,
         }
     ]
     assert _counts(app) == before
+
+
+def test_what_a_structured_payload_brings_past_the_converter_is_refused_by_the_column(
+    app_on: AppOn, admin: User
+) -> None:
+    """``dispatch`` skips the converter: a time the UTC column cannot hold and a number the
+    JSON encoder cannot write are the same validation_error on both databases (before:
+    PostgreSQL stored the time, then every read of the row failed; the number was an
+    internal_error)."""
+    f, create, _note = _feature()
+    app = app_on([f])
+    good = NewItem("tea", 3, 1.5, Decimal("4.20"), datetime.fromisoformat(GOOD["at"]), {}, "fine")
+    late = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-12)))
+    early = datetime(1, 1, 1, tzinfo=timezone(timedelta(hours=1)))
+    for at in (late, early):
+        refused = app.dispatch(create, attrs.evolve(good, at=at), user=admin)
+        assert isinstance(refused, Failure) and refused.code == "validation_error", refused
+        problem = {"path": "$.at", "message": "must be between years 1 and 9999 in UTC", "column": "t7_item.at"}
+        assert refused.details == [{**problem, "step": STEP}]
+    long = app.dispatch(create, attrs.evolve(good, tags={"n": 10**5000}), user=admin)
+    too_long = {"path": "$.tags.n", "message": "must have at most 4300 digits (at $.n)", "column": "t7_item.tags"}
+    assert isinstance(long, Failure) and long.details == [{**too_long, "step": STEP}]
+    assert _counts(app) == (0, 0, 0)
+    # The last minute a UTC column holds is fine, and reads back.
+    edge = datetime(9999, 12, 31, 22, 59, tzinfo=timezone(timedelta(hours=-1)))
+    assert isinstance(app.dispatch(create, attrs.evolve(good, at=edge), user=admin), Ok)
+    with app.engine.connect() as conn:
+        assert conn.scalar(sa.select(T7Item.__table__.c.at)) == edge
+
+
+@attrs.frozen
+class ByText:
+    """A payload that names an aggregate by a plain string, as code without a type checker may."""
+
+    ref: str
+
+
+def test_an_id_given_as_text_means_the_same_on_both_databases(app_on: AppOn, admin: User) -> None:
+    """PostgreSQL casts text to its uuid; SQLite's Uuid raised AttributeError on a str, so
+    every such call was an internal_error there (and a valid UUID found the row on
+    PostgreSQL).  Now text that is a UUID finds the row on both, and other text is the
+    same validation_error on both."""
+    f, create, _note = _feature()
+    rename = f.write_handler(
+        "rename",
+        f.pipeline(ByText)
+        .update("item", T7Item, id=lambda c: c.payload.ref, changes=lambda c: {"note": "moved"}, version=2)
+        .return_(lambda c: ok(c.steps["item"].version)),
+    )
+    read = f.query_handler(
+        "read",
+        f.query_pipeline(ByText)
+        .get_one("item", lambda c: sa.select(T7Item).where(T7Item.id == c.payload.ref))
+        .return_(lambda c: ok(c.steps["item"].note)),
+    )
+    app = app_on([f])
+    made = app.dispatch_json(create.name, GOOD, user=admin)
+    assert isinstance(made, Ok), made
+    assert app.dispatch_json(rename.name, {"ref": str(made.data).upper()}, user=admin) == Ok(3)
+    assert app.query_json(read.name, {"ref": str(made.data)}, user=admin) == Ok("moved")
+    for text in ("not-a-uuid", ""):
+        for result, step in (
+            (app.dispatch_json(rename.name, {"ref": text}, user=admin), '0 aggregate.update "item"'),
+            (app.query_json(read.name, {"ref": text}, user=admin), '0 read.get_one "item"'),
+        ):
+            assert isinstance(result, Failure) and result.code == "validation_error", result
+            assert result.message.startswith(f"step {step}: the database refused a value of the input (error id ")
+    assert _counts(app) == (1, 3, 1)
+
+
+@attrs.frozen
+class Before:
+    at: datetime
+
+
+def test_times_of_any_offset_are_stored_and_compared_as_the_same_instants_on_both_databases(
+    app_on: AppOn, admin: User
+) -> None:
+    """SQLite kept a ``DateTime(timezone=True)`` value's wall-clock digits and dropped its
+    offset: 05:00+05:00 was stored as 05:00 (PostgreSQL: 00:00 UTC), came back naive, and
+    a ``where at < ...`` compared digits of different offsets."""
+    f, create, _note = _feature()
+    earlier = f.query_handler(
+        "earlier",
+        f.query_pipeline(Before)
+        .find_many("items", lambda c: sa.select(T7Item).where(T7Item.at < c.payload.at).order_by(T7Item.at))
+        .return_(lambda c: ok([item.at for item in c.steps["items"]])),
+    )
+    app = app_on([f])
+    for n, at in enumerate(("2024-01-01T05:00:00+05:00", "2024-01-01T01:00:00+00:00", "2023-12-31T20:30:00-04:00")):
+        assert isinstance(app.dispatch_json(create.name, {**GOOD, "sku": f"s{n}", "at": at}, user=admin), Ok)
+    found = app.query_json(earlier.name, {"at": "2024-01-01T00:45:00+00:00"}, user=admin)
+    assert found == Ok([datetime(2024, 1, 1, 0, 0, tzinfo=UTC), datetime(2024, 1, 1, 0, 30, tzinfo=UTC)])
+    assert all(at.utcoffset() == timedelta(0) for at in found.data)  # type: ignore[union-attr]
+    # A TIMESTAMP column (which pysqlite maps to a type of its own) is stored the same way.
+    stamps = sa.Table("t7_stamps", sa.MetaData(), sa.Column("at", sa.TIMESTAMP(timezone=True)))
+    stamps.create(app.engine)
+    with app.engine.begin() as conn:
+        conn.execute(stamps.insert().values(at=datetime.fromisoformat("2024-01-01T05:00:00+05:00")))
+        assert conn.scalar(sa.select(stamps.c.at)) == datetime(2024, 1, 1, tzinfo=UTC)
 
 
 # --- the fuzz: no internal_error, no partial write ------------------------------------------------

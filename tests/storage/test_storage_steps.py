@@ -486,6 +486,23 @@ def test_update_whose_version_resolver_gives_none_is_validation_error(app_on: Ap
     assert _snapshot(app) == before
 
 
+@pytest.mark.parametrize("given", ["1", True, 1.0])
+def test_update_whose_version_resolver_gives_no_integer_is_validation_error(
+    app_on: AppOn, admin: User, given: object
+) -> None:
+    """Before: "1" was a version_conflict "at version 1, not 1", and True or 1.0 passed for 1."""
+    f = _feature()
+    seed = _seed_handler(f)
+    upd = _update_handler(f, changes=lambda c: {"stock": 1}, version=lambda c: given)
+    app = app_on([f])
+    created = ok_data(app.dispatch(seed, NewWidget("a"), user=admin))
+    before = _snapshot(app)
+    result = failure_of(app.dispatch(upd, Ref(created.id), user=admin), "validation_error")
+    name = type(given).__name__
+    assert result.details == [{"path": "version", "message": f"must be an integer, not {name}", "step": "upd"}]
+    assert _snapshot(app) == before
+
+
 @pytest.mark.parametrize("column", ["colour", "version", "tenant_id", "id", "created_at", "updated_at"])
 def test_update_refuses_unknown_and_framework_columns(app_on: AppOn, admin: User, column: str) -> None:
     f = _feature()

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from kumiko_typed import App, Feature, User, ok
+from kumiko_typed import App, Feature, User, fail, ok
 from kumiko_typed._results import HTTP_STATUS
 from kumiko_typed.contrib.asgi import asgi_app, endpoints
 
@@ -337,6 +337,54 @@ def test_results_are_sent_as_json(make_app: Callable[..., App]) -> None:
         }
         opaque = server.http.post("/echo/opaque", json={"text": "x"}, headers=AS_CLERK)
         assert "its writes are committed" in _failure(opaque, 500, "internal_error")["message"]
+    finally:
+        server.close()
+
+
+def test_a_failure_whose_details_have_no_json_form_is_a_json_internal_error(
+    make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: Starlette's plain-text "Internal Server Error", with the traceback logged
+    under no error id, for a handler's Failure holding a NaN, a key that is not a string,
+    or a lone surrogate."""
+    f = Feature("odd")
+    odd: dict[str, object] = {
+        "nan": {"weight": float("nan")},
+        "keys": {("a", 1): "tuple key"},
+        "text": {"note": "half \ud800 a pair"},
+    }
+    for name, details in odd.items():
+        f.write_handler(name, f.pipeline(Plain).return_(lambda c, d=details: fail("unprocessable", "no", d)))
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    try:
+        for name in odd:
+            with caplog.at_level(logging.ERROR, logger="kumiko_typed.asgi"):
+                answer = server.http.post(f"/odd/{name}", json={"text": "x"}, headers=AS_CLERK)
+            body = _failure(answer, 500, "internal_error")
+            assert body["message"].startswith(f"sending the unprocessable failure of handler odd:{name} raised ")
+            assert body["details"]["error_id"] in caplog.text
+    finally:
+        server.close()
+
+
+def test_a_body_that_repeats_a_key_is_400(make_app: Callable[..., App]) -> None:
+    """Before: the last value won silently, while other parsers (a proxy, a WAF that
+    checked the body) take the first."""
+    ran: list[str] = []
+    f = Feature("once")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(1))
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    json_type = {**AS_CLERK, "Content-Type": "application/json"}
+    try:
+        for body, key in ((b'{"text": "a", "text": "b"}', "'text'"), (b'{"text": "a", "x": {"k": 1, "k": 2}}', "'k'")):
+            refused = server.http.post("/once/take", content=body, headers=json_type)
+            assert _failure(refused, 400, "validation_error")["details"] == [
+                {"path": "$", "message": f"the body repeats the key {key} in one object"}
+            ]
+        assert ran == []
+        assert server.http.post("/once/take", content=b'{"text": "a"}', headers=json_type).json() == {"data": 1}
     finally:
         server.close()
 

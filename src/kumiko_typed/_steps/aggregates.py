@@ -297,6 +297,14 @@ def _update(step: Update, run: Run) -> Failure | None:
             f"update {step.name!r}: version= gave no version; pass the version the caller read",
             [{"path": "version", "message": "required (or skip_optimistic_lock=True)", "step": step.name}],
         )
+    if not step.skip_optimistic_lock and (isinstance(expected, bool) or not isinstance(expected, int)):
+        # "1" was a version_conflict "at version 1, not 1"; True and 1.0 passed as 1.
+        given = type(expected).__name__
+        return fail(
+            "validation_error",
+            f"update {step.name!r}: version= gave a {given}; pass the integer version the caller read",
+            [{"path": "version", "message": f"must be an integer, not {given}", "step": step.name}],
+        )
     changes = dict(step.changes(ctx))
     mapped = writer(step.entity).columns
     if any(k not in mapped or k in FRAMEWORK_COLUMNS for k in changes):

@@ -179,7 +179,7 @@ class _Adapter:
         except Exception as exc:  # dispatch_json catches the handler's; this is the unforeseen
             return _crash(f"handler {endpoint.handler}", exc)
         if isinstance(result, Failure):
-            return _failure(result)
+            return _failure(result, where=f"sending the {result.code} failure of handler {endpoint.handler}")
         try:
             return Response(_dumps({"data": result.data}), media_type=_JSON)
         except (TypeError, ValueError) as exc:
@@ -224,19 +224,53 @@ async def _body(request: Request, limit: int) -> bytes | None:
     return b"".join(chunks)
 
 
+class _RepeatedKey(ValueError):
+    pass
+
+
+def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
+    """A JSON object whose keys are all different: with a repeated key, parsers disagree
+    on which value counts (Python's takes the last, others the first or refuse), so a
+    proxy that checked one value could let another through."""
+    made = dict(pairs)
+    if len(made) < len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(f"the body repeats the key {_shown(key)} in one object")
+            seen.add(key)
+    return made
+
+
+def _shown(key: str) -> str:
+    text = ascii(key)  # a key with a lone surrogate must still make a JSON answer
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _json_body(body: bytes) -> object | Failure:
     try:
-        data: object = json.loads(body)
+        data: object = json.loads(body, object_pairs_hook=_object)
     except RecursionError:
         return _refused("$", "the body is nested too deeply")
+    except _RepeatedKey as exc:
+        return _refused("$", str(exc))
     except ValueError as exc:  # not JSON, or not UTF-8
         return _refused("$", f"the body is not JSON: {exc}")
     return data
 
 
-def _failure(failure: Failure, headers: dict[str, str] | None = None) -> Response:
+def _failure(failure: Failure, headers: dict[str, str] | None = None, *, where: str | None = None) -> Response:
+    """The Failure's public fields as JSON.  Details with no JSON form (a NaN, a key that is
+    not a string, a lone surrogate) make it the ``internal_error`` of ``where``: every
+    answer stays JSON, and the handler's bug is in the log."""
     body = {"code": failure.code, "message": failure.message, "details": failure.details}
-    return Response(_dumps(body, lenient=True), failure.http_status, headers, media_type=_JSON)
+    try:
+        encoded = _dumps(body, lenient=True)
+    except (TypeError, ValueError) as exc:
+        if where is None:
+            raise
+        return _crash(where, exc)
+    return Response(encoded, failure.http_status, headers, media_type=_JSON)
 
 
 def _not_allowed(method: str) -> Response:
