@@ -16,12 +16,13 @@ from mypy.types import (
     Type,
     TypeOfAny,
     TypeVarId,
+    TypeVarType,
     UnionType,
     get_proper_type,
 )
 
 from .._names import STEPS_ARG
-from .args import arg_type
+from .args import arg_type, receiver_steps
 
 
 def _callbacks(t: Type) -> list[CallableType]:
@@ -61,7 +62,7 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     if callback is None:
         return None
     if isinstance(callback, CallableType):
-        returned = get_proper_type(callback.ret_type)
+        returned = get_proper_type(_given_the_keys_before(ctx, callback).ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
             return returned.args[STEPS_ARG]
         if isinstance(returned, AnyType):
@@ -69,6 +70,24 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     if isinstance(callback, AnyType):
         return callback
     return AnyType(TypeOfAny.from_error)
+
+
+def _given_the_keys_before(ctx: MethodContext, callback: CallableType) -> CallableType:
+    """A generic callback, ``def arm(b: SubPipeline[P, S, Sc, C]) -> SubPipeline[P, S, Sc, C]``,
+    with its own steps variable ``S`` bound to the keys before the step.
+
+    mypy checks such an argument against the parameter without keeping how it bound ``S``,
+    so the callback's type still says ``S``; a lambda's type is already the bound one."""
+    if not callback.variables or not callback.arg_types:
+        return callback
+    param = get_proper_type(callback.arg_types[0])
+    if not (isinstance(param, Instance) and len(param.args) > STEPS_ARG):
+        return callback
+    steps = get_proper_type(param.args[STEPS_ARG])
+    if not (isinstance(steps, TypeVarType) and any(v.id == steps.id for v in callback.variables)):
+        return callback
+    bound = get_proper_type(expand_type(callback, {steps.id: receiver_steps(ctx)}))
+    return bound if isinstance(bound, CallableType) else callback
 
 
 def returned(ctx: MethodContext, name: str) -> Type | None:
