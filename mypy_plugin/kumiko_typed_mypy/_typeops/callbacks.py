@@ -7,6 +7,7 @@ from __future__ import annotations
 from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
 from mypy.plugin import CheckerPluginInterface, MethodContext
+from mypy.subtypes import find_member
 from mypy.typeops import get_all_type_vars
 from mypy.types import (
     AnyType,
@@ -58,7 +59,7 @@ def _callback(ctx: MethodContext, name: str) -> ProperType | None:
 def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
     the argument was not given, ``Any`` when the callback's result is not a builder."""
-    callback = _callback(ctx, name)
+    callback = _called(_callback(ctx, name))
     if callback is None:
         return None
     if isinstance(callback, CallableType):
@@ -90,9 +91,18 @@ def _given_the_keys_before(ctx: MethodContext, callback: CallableType) -> Callab
     return bound if isinstance(bound, CallableType) else callback
 
 
+def _called(callback: ProperType | None) -> ProperType | None:
+    """A callable object (a ``functools.partial``, an instance with ``__call__``) as the
+    signature it is called with; anything else as it is."""
+    if not isinstance(callback, Instance):
+        return callback
+    call = find_member("__call__", callback, callback, is_operator=True)
+    return get_proper_type(call) if call is not None else callback
+
+
 def returned(ctx: MethodContext, name: str) -> Type | None:
     """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    callback = _callback(ctx, name)
+    callback = _called(_callback(ctx, name))
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
         return remove_instance_last_known_values(callback.ret_type)
