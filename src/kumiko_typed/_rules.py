@@ -358,6 +358,13 @@ def msg_query_as_write() -> str:
 
 
 def msg_no_return(got: str) -> str:
+    """``got`` is the class given: a workflow's pipeline needs another fix than a missing ``return_``."""
+    if got.startswith("Workflow"):
+        return (
+            f"A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline "
+            f"({got}); build it with feature.pipeline(P), or register it with "
+            "feature.workflow(name, trigger=..., pipeline=...)"
+        )
     return (
         f"A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), "
         f"got {got}; end it with .return_(lambda c: ok(...))"

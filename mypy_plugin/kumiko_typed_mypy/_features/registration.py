@@ -14,7 +14,7 @@ from mypy.subtypes import is_same_type
 from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .. import _errors
-from .._names import BUILDER_CORE, FINISHED, QUERY_FINISHED, TRIGGER
+from .._names import BUILDER_CORE, FINISHED, QUERY_FINISHED, TRIGGER, WORKFLOW_FINISHED
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
@@ -31,16 +31,17 @@ def accept_unfinished(ctx: MethodSigContext) -> CallableType:
         return sig
     index = sig.arg_names.index("pipeline")
     arg_types = list(sig.arg_types)
-    # The other kind of ended pipeline too (a query's given to write_handler, a write
-    # pipeline's to query_handler), so that it is reported once, saying which to use.
-    other = QUERY_FINISHED if ctx.default_signature.name == "write_handler of Feature" else FINISHED
-    builder, ended = lookup_info(ctx.api, BUILDER_CORE), lookup_info(ctx.api, other)
-    if builder is None or ended is None:
+    # The other kinds of ended pipeline too (a query's or a workflow's given to
+    # write_handler, a write or workflow pipeline's to query_handler), so that it is
+    # reported once, saying which to use.
+    write = ctx.default_signature.name == "write_handler of Feature"
+    others = [lookup_info(ctx.api, QUERY_FINISHED if write else FINISHED), lookup_info(ctx.api, WORKFLOW_FINISHED)]
+    builder = lookup_info(ctx.api, BUILDER_CORE)
+    if builder is None or None in others:
         return sig
     anything = AnyType(TypeOfAny.special_form)
-    arg_types[index] = UnionType.make_union(
-        [arg_types[index], Instance(builder, []), Instance(ended, [anything, anything])]
-    )
+    ended = [Instance(info, [anything, anything]) for info in others if info is not None]
+    arg_types[index] = UnionType.make_union([arg_types[index], Instance(builder, []), *ended])
     return sig.copy_modified(arg_types=arg_types)
 
 
