@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
+from mypy.infer import infer_type_arguments
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.subtypes import find_member
 from mypy.typeops import get_all_type_vars
@@ -17,13 +18,12 @@ from mypy.types import (
     Type,
     TypeOfAny,
     TypeVarId,
-    TypeVarType,
     UnionType,
     get_proper_type,
 )
 
 from .._names import STEPS_ARG
-from .args import arg_type, receiver_steps
+from .args import arg_type
 
 
 def _callbacks(t: Type) -> list[CallableType]:
@@ -63,7 +63,7 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     if callback is None:
         return None
     if isinstance(callback, CallableType):
-        returned = get_proper_type(_given_the_keys_before(ctx, callback).ret_type)
+        returned = get_proper_type(_bound_to_receiver(ctx, callback).ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
             return returned.args[STEPS_ARG]
         if isinstance(returned, AnyType):
@@ -73,21 +73,29 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     return AnyType(TypeOfAny.from_error)
 
 
-def _given_the_keys_before(ctx: MethodContext, callback: CallableType) -> CallableType:
-    """A generic callback, ``def arm(b: SubPipeline[P, S, Sc, C]) -> SubPipeline[P, S, Sc, C]``,
-    with its own steps variable ``S`` bound to the keys before the step.
+def _bound_to_receiver(ctx: MethodContext, callback: CallableType) -> CallableType:
+    """A generic callback, ``def arm(b: SubPipeline[P, S, Sc, C]) -> SubPipeline[P, S, Sc, C]``
+    or ``def payload_of(c: Ctx[P, Any, Any]) -> P``, with its type variables solved from what
+    it is called with: the receiver's payload, keys, scope (and capabilities).
 
-    mypy checks such an argument against the parameter without keeping how it bound ``S``,
-    so the callback's type still says ``S``; a lambda's type is already the bound one."""
+    mypy checks such an argument against the parameter without keeping how it bound the
+    variables, so the callback's type still names them; a lambda's type is already solved.
+    ``Ctx`` and the builders share their first type parameters, so the receiver's arguments
+    are what the callback's first parameter receives (a loop body's scope gains the item,
+    which no result type reads)."""
     if not callback.variables or not callback.arg_types:
         return callback
     param = get_proper_type(callback.arg_types[0])
-    if not (isinstance(param, Instance) and len(param.args) > STEPS_ARG):
+    receiver = get_proper_type(ctx.type)
+    if not (isinstance(param, Instance) and isinstance(receiver, Instance)):
         return callback
-    steps = get_proper_type(param.args[STEPS_ARG])
-    if not (isinstance(steps, TypeVarType) and any(v.id == steps.id for v in callback.variables)):
+    count = len(param.type.type_vars)
+    if not STEPS_ARG < count <= len(receiver.args):
         return callback
-    bound = get_proper_type(expand_type(callback, {steps.id: receiver_steps(ctx)}))
+    given = Instance(param.type, receiver.args[:count])
+    solved = infer_type_arguments(callback.variables, param, given, is_supertype=True)
+    mapping = {var.id: t for var, t in zip(callback.variables, solved, strict=True) if t is not None}
+    bound = get_proper_type(expand_type(callback, mapping)) if mapping else callback
     return bound if isinstance(bound, CallableType) else callback
 
 
@@ -105,5 +113,5 @@ def returned(ctx: MethodContext, name: str) -> Type | None:
     callback = _called(_callback(ctx, name))
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
-        return remove_instance_last_known_values(callback.ret_type)
+        return remove_instance_last_known_values(_bound_to_receiver(ctx, callback).ret_type)
     return callback
