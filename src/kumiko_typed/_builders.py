@@ -97,7 +97,7 @@ if TYPE_CHECKING and not MYPY:
     class OpenArm:
         """``Open`` inside a sub-pipeline: its enclosing branch or loop reads all its keys as ``Any``."""
 
-    class Keys(Generic[*Ks]):
+    class Keys(Mapping[str, Any], Generic[*Ks]):
         """The keys produced so far, in step order (pyright only; mypy sees the markers)."""
 
         @overload
