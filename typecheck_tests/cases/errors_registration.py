@@ -21,5 +21,14 @@ foreign_workflow = plain.workflow(
 no_return = plain.write_handler("x", plain.pipeline(Order).compute("a", lambda c: 1))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), got Pipeline; end it with .return_(lambda c: ok(...))
 workflow_as_handler = plain.write_handler("w", plain.workflow_pipeline(Order).return_(lambda c: ok(1)))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline (WorkflowFinished); build it with feature.pipeline(P), or register it with feature.workflow(name, trigger=..., pipeline=...)
 unended_workflow = plain.write_handler("u", plain.workflow_pipeline(Order).compute("a", lambda c: 1))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline (WorkflowPipeline); build it with feature.pipeline(P), or register it with feature.workflow(name, trigger=..., pipeline=...)
+alias = plain  # the same feature under another name: not foreign
+aliased = alias.write_handler("aliased", plain.pipeline(Order).return_(lambda c: ok(1)))
+
+
+def register(feature: Feature[str]) -> None:
+    """Any feature may be passed: the App's boot tells whether it is the pipeline's."""
+    feature.write_handler("given", plain.pipeline(Order).return_(lambda c: ok(1)))
+
+
 own = plain.write_handler("own", plain.pipeline(Order).return_(lambda c: ok(1)))
 reveal_type(own)  # R: kumiko_typed._feature.WriteHandler[_models.Order, int]
