@@ -319,7 +319,9 @@ def _keys_class() -> str:
         '        """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""\n\n',
         "    class OpenArm:\n",
         '        """``Open`` inside a sub-pipeline: its enclosing branch or loop reads all its keys as ``Any``."""\n\n',
-        "    class Keys(Generic[*Ks]):\n",
+        # A Mapping, as the plugin's TypedDict is for mypy: c.steps as a whole may be copied,
+        # unpacked or passed where a Mapping[str, object] is expected.
+        "    class Keys(Mapping[str, Any], Generic[*Ks]):\n",
         '        """The keys produced so far, in step order (pyright only; mypy sees the markers)."""\n\n',
     ]
     for i in range(POSITIONS):

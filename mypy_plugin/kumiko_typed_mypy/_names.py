@@ -9,6 +9,7 @@ MARKERS_MODULE: Final = "kumiko_typed._markers"
 FEATURE: Final = "kumiko_typed._feature.Feature"
 FINISHED: Final = "kumiko_typed._finished.Finished"
 QUERY_FINISHED: Final = "kumiko_typed._finished.QueryFinished"
+WORKFLOW_FINISHED: Final = "kumiko_typed._finished.WorkflowFinished"
 TRIGGER: Final = "kumiko_typed._triggers.Trigger"
 
 NO_STEPS: Final = f"{MARKERS_MODULE}.NoSteps"

@@ -97,7 +97,7 @@ if TYPE_CHECKING and not MYPY:
     class OpenArm:
         """``Open`` inside a sub-pipeline: its enclosing branch or loop reads all its keys as ``Any``."""
 
-    class Keys(Generic[*Ks]):
+    class Keys(Mapping[str, Any], Generic[*Ks]):
         """The keys produced so far, in step order (pyright only; mypy sees the markers)."""
 
         @overload
@@ -1801,14 +1801,16 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+            'Step "wait" (workflow.wait) suspends a workflow run, which a SubPipeline cannot: a write handler\'s branch arm or loop body, or a retry body (an attempt must not suspend half-way); in a handler, build it with feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry body, move the step before or after the retry'
         )
         def wait(
             self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
         ) -> Never:
-            """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run and is only
-            allowed in a workflow pipeline, not in a SubPipeline; build it with
-            feature.workflow_pipeline(P) and register it with feature.workflow(...).
+            """Deprecated here: Step "wait" (workflow.wait) suspends a workflow run, which a
+            SubPipeline cannot: a write handler's branch arm or loop body, or a retry body (an
+            attempt must not suspend half-way); in a handler, build it with
+            feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry
+            body, move the step before or after the retry.
 
             Suspend the workflow run for a while.
 
@@ -1830,7 +1832,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+            'Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run, which a SubPipeline cannot: a write handler\'s branch arm or loop body, or a retry body (an attempt must not suspend half-way); in a handler, build it with feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry body, move the step before or after the retry'
         )
         def wait_for_event(
             self,
@@ -1842,8 +1844,10 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             timeout: timedelta | str,
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
-            run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with
-            feature.workflow_pipeline(P) and register it with feature.workflow(...).
+            run, which a SubPipeline cannot: a write handler's branch arm or loop body, or a
+            retry body (an attempt must not suspend half-way); in a handler, build it with
+            feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry
+            body, move the step before or after the retry.
 
             Suspend the workflow run until a matching event or a timeout.
 
@@ -1865,7 +1869,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "retry" (workflow.retry) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)'
+            'Step "retry" (workflow.retry) suspends a workflow run, which a SubPipeline cannot: a write handler\'s branch arm or loop body, or a retry body (an attempt must not suspend half-way); in a handler, build it with feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry body, move the step before or after the retry'
         )
         def retry(
             self,
@@ -1876,9 +1880,11 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             base_delay: timedelta = timedelta(seconds=10),
             name: str | None = None,
         ) -> Never:
-            """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run and is only
-            allowed in a workflow pipeline, not in a SubPipeline; build it with
-            feature.workflow_pipeline(P) and register it with feature.workflow(...).
+            """Deprecated here: Step "retry" (workflow.retry) suspends a workflow run, which a
+            SubPipeline cannot: a write handler's branch arm or loop body, or a retry body (an
+            attempt must not suspend half-way); in a handler, build it with
+            feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry
+            body, move the step before or after the retry.
 
             Run a sub-pipeline again after a delay until it succeeds.
 

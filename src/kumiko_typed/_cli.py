@@ -17,8 +17,8 @@ from types import FrameType
 from typing import Any
 
 import click
-from sqlalchemy import URL, make_url
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy import URL, create_engine, make_url
+from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from ._app import App
 from ._ctx import User
@@ -106,7 +106,30 @@ def _raised(doing: str, exc: BaseException) -> click.ClickException:
 
 
 def _url(option: str | None) -> str | None:
-    return option or os.environ.get("KUMIKO_DATABASE_URL") or None
+    url = option or os.environ.get("KUMIKO_DATABASE_URL") or None
+    if url is not None:
+        _usable(url, "--database-url" if option else "KUMIKO_DATABASE_URL")
+    return url
+
+
+def _usable(url: str, given_by: str) -> None:
+    """Refuse a URL SQLAlchemy cannot build an engine from (unreadable, an unknown
+    dialect, a malformed SQLite path, a driver not installed) before the app is loaded:
+    a usage error naming where it came from, not a traceback.  Building an engine does
+    not connect; the reason is SQLAlchemy's first line, which never holds a password."""
+    try:
+        create_engine(url).dispose()
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        reason = next(iter(str(exc).splitlines()), type(exc).__name__)
+        example = "e.g. sqlite:///app.sqlite3 or postgresql+psycopg://user@host/db"
+        raise click.BadParameter(
+            f"not a database URL SQLAlchemy can use ({reason}); {example}", param_hint=given_by
+        ) from exc
+    except ImportError as exc:
+        raise click.BadParameter(
+            f"the database driver of {make_url(url).drivername} is not installed ({exc.name or exc})",
+            param_hint=given_by,
+        ) from exc
 
 
 @click.group()
@@ -154,6 +177,8 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
     by workflow, path and reason, every run the code of MODULE:APP could not resume.
     """
     try:
+        if against is not None:
+            _usable(against, "--against")
         app = load_app(target, against or _url(database_url))
     except BootError as exc:
         click.echo(click.style(f"{len(exc.problems)} problem(s):", fg="red", bold=True), err=True)

@@ -320,10 +320,18 @@ def msg_unknown_step(kind: str) -> str:
 
 
 def msg_workflow_only(kind: str, method: str, builder: str) -> str:
+    """The fix depends on where the step is; a retry body is a SubPipeline in a workflow
+    too, so that builder's message names both places."""
+    to_workflow = "build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)"
+    if builder != RETRY_BODY_BUILDER:
+        return (
+            f'Step "{method}" ({kind}) suspends a workflow run and is only allowed in a workflow '
+            f"pipeline, not in a {builder}; {to_workflow}"
+        )
     return (
-        f'Step "{method}" ({kind}) suspends a workflow run and is only allowed in a workflow '
-        f"pipeline, not in a {builder}; build it with feature.workflow_pipeline(P) and register "
-        "it with feature.workflow(...)"
+        f'Step "{method}" ({kind}) suspends a workflow run, which a {builder} cannot: a write '
+        "handler's branch arm or loop body, or a retry body (an attempt must not suspend half-way); "
+        f"in a handler, {to_workflow}; in a retry body, move the step before or after the retry"
     )
 
 
@@ -350,6 +358,13 @@ def msg_query_as_write() -> str:
 
 
 def msg_no_return(got: str) -> str:
+    """``got`` is the class given: a workflow's pipeline needs another fix than a missing ``return_``."""
+    if got.startswith("Workflow"):
+        return (
+            f"A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline "
+            f"({got}); build it with feature.pipeline(P), or register it with "
+            "feature.workflow(name, trigger=..., pipeline=...)"
+        )
     return (
         f"A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), "
         f"got {got}; end it with .return_(lambda c: ok(...))"

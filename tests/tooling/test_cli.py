@@ -223,6 +223,39 @@ def test_check_reads_the_url_from_the_environment(tmp_path: Path) -> None:
     assert (tmp_path / "env.sqlite3").is_file()
 
 
+PLAIN_APP = """
+from kumiko_typed import App, Feature
+
+app = App([Feature("plain")], database_url="sqlite://")
+"""
+
+
+@pytest.mark.parametrize(
+    ("how", "url", "reason"),
+    [
+        ("--database-url", "garbage", "Could not parse SQLAlchemy URL"),
+        ("--database-url", "nosuchdb://u:hunter2@host/db", "Can't load plugin: sqlalchemy.dialects:nosuchdb"),
+        ("--against", "sqlite://relative/file.db", "Invalid SQLite URL"),
+        ("--database-url", "postgresql+psycopg://u:hunter2@host:port/db", "invalid literal for int()"),
+        ("KUMIKO_DATABASE_URL", "garbage", "Could not parse SQLAlchemy URL"),
+    ],
+)
+@pytest.mark.parametrize("target", ["app", "factory"])
+def test_a_database_url_sqlalchemy_cannot_use_is_a_usage_error(
+    tmp_path: Path, how: str, url: str, reason: str, target: str
+) -> None:
+    """Was a SQLAlchemy traceback (an App target) or 'calling ... raised ArgumentError' (a
+    factory): now exit 2 naming where the URL came from and why, never its password."""
+    name = "examples.inventory.app:make_app" if target == "factory" else _module(tmp_path, PLAIN_APP, "plain") + ":app"
+    args, env = (["check", name], {how: url}) if how.isupper() else (["check", name, how, url], {})
+    result = cli(tmp_path, *args, **env)
+    assert result.returncode == 2, _explain(result)
+    assert "Traceback" not in result.stderr and "hunter2" not in result.stderr, _explain(result)
+    assert f"Invalid value for {how}: not a database URL SQLAlchemy can use ({reason}" in result.stderr, _explain(
+        result
+    )
+
+
 @pytest.mark.parametrize("target_fixture", ["broken_factory", "broken_at_import"])
 def test_check_lists_every_problem_and_exits_1(
     tmp_path: Path, target_fixture: str, request: pytest.FixtureRequest

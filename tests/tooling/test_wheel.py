@@ -8,6 +8,7 @@ repository's venv, so nothing the new venv lacks is borrowed from it."""
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -195,3 +196,51 @@ def test_the_cli_on_the_tutorials_module(installed: Installed) -> None:
         result = _run(command, installed.todo, installed.env())
         assert result.returncode == 0, _explain(result)
     assert "todo:task:complete" in result.stdout
+
+
+PLUGIN_DOC = ROOT / "docs" / "plugin.md"
+_REVEALED = re.compile(r'# (Revealed type is ".*")$')
+
+
+def _tour() -> str:
+    (tour,) = [b.code for b in parse(PLUGIN_DOC) if b.named == "plugin_tour.py"]
+    return tour
+
+
+@pytest.mark.parametrize(("lang", "config"), [("ini", "mypy.ini"), ("toml", "pyproject.toml")])
+def test_each_documented_mypy_configuration_loads_the_installed_plugin(
+    installed: Installed, lang: str, config: str
+) -> None:
+    """docs/plugin.md's set-up blocks, each alone in a project folder, make the venv's mypy
+    load the installed plugin: the tour's notes are exactly the ones its comments show."""
+    project = installed.tmp / f"config-{lang}"
+    project.mkdir()
+    (block,) = [b.code for b in parse(PLUGIN_DOC) if b.lang == lang]
+    (project / config).write_text(block, encoding="utf-8")
+    tour = _tour()
+    (project / "plugin_tour.py").write_text(tour, encoding="utf-8")
+    wanted = [
+        f"plugin_tour.py:{number}: note: {match[1]}"
+        for number, line in enumerate(tour.splitlines(), start=1)
+        if (match := _REVEALED.search(line))
+    ]
+    result = _run("mypy plugin_tour.py", project, installed.env())
+    assert result.returncode == 0, _explain(result)
+    assert result.stdout.splitlines() == [*wanted, "Success: no issues found in 1 source file"], _explain(result)
+
+
+def test_pyright_reads_the_installed_package_without_the_plugin(installed: Installed) -> None:
+    """pyright (this repository's, pointed at the venv's interpreter) in strict mode on the
+    tour: no error, and the keys exact through the installed facades (DESIGN §4.8)."""
+    project = installed.tmp / "pyright"
+    project.mkdir()
+    (project / "plugin_tour.py").write_text(_tour(), encoding="utf-8")
+    (project / "pyrightconfig.json").write_text('{"typeCheckingMode": "strict"}', encoding="utf-8")
+    python = installed.venv / "bin" / "python"
+    command = f"{sys.executable} -m pyright --outputjson --pythonpath {python} plugin_tour.py"
+    result = _run(command, project, installed.env())
+    report = json.loads(result.stdout)
+    errors = [d["message"] for d in report["generalDiagnostics"] if d["severity"] == "error"]
+    assert report["summary"]["filesAnalyzed"] == 1 and not errors, _explain(result)
+    revealed = [d["message"] for d in report["generalDiagnostics"] if d["severity"] == "information"]
+    assert 'Type of "quote" is "WriteHandler[Order, Decimal]"' in revealed, revealed

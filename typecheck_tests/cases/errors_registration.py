@@ -19,5 +19,16 @@ foreign_workflow = plain.workflow(
     pipeline=mailer.workflow_pipeline(SignedUp).compute("a", lambda c: 1),  # E: kumiko-foreign-pipeline  # M: This pipeline was built with mailer.pipeline(...) but is registered on plain; build it with plain.pipeline(...) (its steps and capabilities are that feature's), or register it on mailer
 )
 no_return = plain.write_handler("x", plain.pipeline(Order).compute("a", lambda c: 1))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), got Pipeline; end it with .return_(lambda c: ok(...))
+workflow_as_handler = plain.write_handler("w", plain.workflow_pipeline(Order).return_(lambda c: ok(1)))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline (WorkflowFinished); build it with feature.pipeline(P), or register it with feature.workflow(name, trigger=..., pipeline=...)
+unended_workflow = plain.write_handler("u", plain.workflow_pipeline(Order).compute("a", lambda c: 1))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline (WorkflowPipeline); build it with feature.pipeline(P), or register it with feature.workflow(name, trigger=..., pipeline=...)
+alias = plain  # the same feature under another name: not foreign
+aliased = alias.write_handler("aliased", plain.pipeline(Order).return_(lambda c: ok(1)))
+
+
+def register(feature: Feature[str]) -> None:
+    """Any feature may be passed: the App's boot tells whether it is the pipeline's."""
+    feature.write_handler("given", plain.pipeline(Order).return_(lambda c: ok(1)))
+
+
 own = plain.write_handler("own", plain.pipeline(Order).return_(lambda c: ok(1)))
 reveal_type(own)  # R: kumiko_typed._feature.WriteHandler[_models.Order, int]

@@ -53,13 +53,13 @@ event_wait_in_arm = (
     plain.pipeline(Order)
     .branch(
         when=lambda c: True,
-        on_true=lambda b: b.wait_for_event("v", EmailVerified, key=lambda c: 1, event_key=lambda e: 1, timeout="P1D"),  # E: kumiko-workflow-only  # M: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)
+        on_true=lambda b: b.wait_for_event("v", EmailVerified, key=lambda c: 1, event_key=lambda e: 1, timeout="P1D"),  # E: kumiko-workflow-only  # M: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow run, which a SubPipeline cannot: a write handler's branch arm or loop body, or a retry body (an attempt must not suspend half-way); in a handler, build it with feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry body, move the step before or after the retry
     )
 )
 
 wait_in_retry = plain.workflow_pipeline(Order).retry(
     times=2,
-    do=lambda b: b.wait("PT1M"),  # E: kumiko-workflow-only  # M: Step "wait" (workflow.wait) suspends a workflow run and is only allowed in a workflow pipeline, not in a SubPipeline; build it with feature.workflow_pipeline(P) and register it with feature.workflow(...)
+    do=lambda b: b.wait("PT1M"),  # E: kumiko-workflow-only  # M: Step "wait" (workflow.wait) suspends a workflow run, which a SubPipeline cannot: a write handler's branch arm or loop body, or a retry body (an attempt must not suspend half-way); in a handler, build it with feature.workflow_pipeline(P) and register it with feature.workflow(...); in a retry body, move the step before or after the retry
 )
 
 typo = Feature("typo", requires=["mail.sned"])  # E: kumiko-tier  # M: "mail.sned" in requires= is not a tier-2 step kind; use one of "call_feature", "mail.send", "webhook.send"

@@ -12,6 +12,7 @@ from mypy.types import (
     LiteralType,
     ProperType,
     Type,
+    TypeVarType,
     UninhabitedType,
     UnionType,
     get_proper_type,
@@ -79,12 +80,22 @@ def check_tier(kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
     declared = _declared(caps)
     if declared is None:
-        ctx.api.fail(
-            f'Cannot tell whether the feature declares "{kind}" (its capabilities are {caps}); '
-            'create it as Feature("name", requires=["..."]) with string literals',
-            where(ctx),
-            code=_errors.TIER,
-        )
+        ctx.api.fail(_undecidable(kind, caps, receiver.type.name), where(ctx), code=_errors.TIER)
     elif kind not in declared:
         ctx.api.fail(rules.msg_tier(kind, method, declared), where(ctx), code=_errors.TIER)
     return ctx.default_return_type
+
+
+def _undecidable(kind: str, caps: ProperType, builder: str) -> str:
+    """Why the step cannot be checked, and the fix: a helper generic over the capabilities
+    cannot name them (the caller's feature decides), so it gives up the check explicitly."""
+    if isinstance(caps, TypeVarType):
+        return (
+            f'Cannot tell whether the feature declares "{kind}": the capabilities are the type variable '
+            f"{caps.name} of a generic helper; give the builder Any capabilities there "
+            f"({builder}[P, S, Sc, Any]) and the App's boot validation checks the step"
+        )
+    return (
+        f'Cannot tell whether the feature declares "{kind}" (its capabilities are {caps}); '
+        'create it as Feature("name", requires=["..."]) with string literals'
+    )

@@ -8,13 +8,14 @@ sentence that says what to do, at the argument that is wrong.
 
 from __future__ import annotations
 
-from mypy.nodes import CallExpr, Expression, MemberExpr, NameExpr
+from mypy.checker import TypeChecker
+from mypy.nodes import AssignmentStmt, CallExpr, Expression, MemberExpr, NameExpr, RefExpr, Var
 from mypy.plugin import MethodContext, MethodSigContext
 from mypy.subtypes import is_same_type
 from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .. import _errors
-from .._names import BUILDER_CORE, FINISHED, QUERY_FINISHED, TRIGGER
+from .._names import BUILDER_CORE, FEATURE, FINISHED, QUERY_FINISHED, TRIGGER, WORKFLOW_FINISHED
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
@@ -31,16 +32,17 @@ def accept_unfinished(ctx: MethodSigContext) -> CallableType:
         return sig
     index = sig.arg_names.index("pipeline")
     arg_types = list(sig.arg_types)
-    # The other kind of ended pipeline too (a query's given to write_handler, a write
-    # pipeline's to query_handler), so that it is reported once, saying which to use.
-    other = QUERY_FINISHED if ctx.default_signature.name == "write_handler of Feature" else FINISHED
-    builder, ended = lookup_info(ctx.api, BUILDER_CORE), lookup_info(ctx.api, other)
-    if builder is None or ended is None:
+    # The other kinds of ended pipeline too (a query's or a workflow's given to
+    # write_handler, a write or workflow pipeline's to query_handler), so that it is
+    # reported once, saying which to use.
+    write = ctx.default_signature.name == "write_handler of Feature"
+    others = [lookup_info(ctx.api, QUERY_FINISHED if write else FINISHED), lookup_info(ctx.api, WORKFLOW_FINISHED)]
+    builder = lookup_info(ctx.api, BUILDER_CORE)
+    if builder is None or None in others:
         return sig
     anything = AnyType(TypeOfAny.special_form)
-    arg_types[index] = UnionType.make_union(
-        [arg_types[index], Instance(builder, []), Instance(ended, [anything, anything])]
-    )
+    ended = [Instance(info, [anything, anything]) for info in others if info is not None]
+    arg_types[index] = UnionType.make_union([arg_types[index], Instance(builder, []), *ended])
     return sig.copy_modified(arg_types=arg_types)
 
 
@@ -119,7 +121,30 @@ def _check_own_feature(ctx: MethodContext) -> None:
         return
     owner = call.callee.expr
     built_by = _starting_feature(expr)
-    if not (isinstance(owner, (NameExpr, MemberExpr)) and owner.node is not None and built_by is not None):
+    if not (isinstance(owner, (NameExpr, MemberExpr)) and built_by is not None):
         return
-    if owner.node is not built_by.node:
+    mine, theirs = _declared_feature(ctx, owner), _declared_feature(ctx, built_by)
+    if mine is not None and theirs is not None and mine is not theirs:
         ctx.api.fail(rules.msg_foreign_pipeline(built_by.name, owner.name), expr, code=_errors.FOREIGN_PIPELINE)
+
+
+def _declared_feature(ctx: MethodContext, ref: NameExpr | MemberExpr) -> Var | None:
+    """The module-level variable ``ref`` names, when that variable is assigned a
+    ``Feature(...)`` call itself; ``None`` for anything that may be another name for some
+    feature (an alias, a parameter, an attribute): two such names are not known to differ."""
+    var = ref.node
+    if not isinstance(var, Var) or "." not in var.fullname:
+        return None
+    tree = ctx.api.modules.get(var.fullname.rpartition(".")[0]) if isinstance(ctx.api, TypeChecker) else None
+    if tree is None:
+        return None
+    for stmt in tree.defs:
+        if (
+            isinstance(stmt, AssignmentStmt)
+            and any(isinstance(lv, NameExpr) and lv.node is var for lv in stmt.lvalues)
+            and isinstance(stmt.rvalue, CallExpr)
+            and isinstance(stmt.rvalue.callee, RefExpr)
+            and stmt.rvalue.callee.fullname == FEATURE
+        ):
+            return var
+    return None

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
+from mypy.infer import infer_type_arguments
 from mypy.plugin import CheckerPluginInterface, MethodContext
+from mypy.subtypes import find_member
 from mypy.typeops import get_all_type_vars
 from mypy.types import (
     AnyType,
@@ -70,11 +72,11 @@ def _callback(ctx: MethodContext, name: str) -> ProperType | None:
 def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
     the argument was not given, ``Any`` when the callback's result is not a builder."""
-    callback = _callback(ctx, name)
+    callback = _called(_callback(ctx, name))
     if callback is None:
         return None
     if isinstance(callback, CallableType):
-        returned = get_proper_type(callback.ret_type)
+        returned = get_proper_type(_bound_to_receiver(ctx, callback).ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
             return returned.args[STEPS_ARG]
         if isinstance(returned, AnyType):
@@ -84,10 +86,45 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     return AnyType(TypeOfAny.from_error)
 
 
+def _bound_to_receiver(ctx: MethodContext, callback: CallableType) -> CallableType:
+    """A generic callback, ``def arm(b: SubPipeline[P, S, Sc, C]) -> SubPipeline[P, S, Sc, C]``
+    or ``def payload_of(c: Ctx[P, Any, Any]) -> P``, with its type variables solved from what
+    it is called with: the receiver's payload, keys, scope (and capabilities).
+
+    mypy checks such an argument against the parameter without keeping how it bound the
+    variables, so the callback's type still names them; a lambda's type is already solved.
+    ``Ctx`` and the builders share their first type parameters, so the receiver's arguments
+    are what the callback's first parameter receives (a loop body's scope gains the item,
+    which no result type reads)."""
+    if not callback.variables or not callback.arg_types:
+        return callback
+    param = get_proper_type(callback.arg_types[0])
+    receiver = get_proper_type(ctx.type)
+    if not (isinstance(param, Instance) and isinstance(receiver, Instance)):
+        return callback
+    count = len(param.type.type_vars)
+    if not STEPS_ARG < count <= len(receiver.args):
+        return callback
+    given = Instance(param.type, receiver.args[:count])
+    solved = infer_type_arguments(callback.variables, param, given, is_supertype=True)
+    mapping = {var.id: t for var, t in zip(callback.variables, solved, strict=True) if t is not None}
+    bound = get_proper_type(expand_type(callback, mapping)) if mapping else callback
+    return bound if isinstance(bound, CallableType) else callback
+
+
+def _called(callback: ProperType | None) -> ProperType | None:
+    """A callable object (a ``functools.partial``, an instance with ``__call__``) as the
+    signature it is called with; anything else as it is."""
+    if not isinstance(callback, Instance):
+        return callback
+    call = find_member("__call__", callback, callback, is_operator=True)
+    return get_proper_type(call) if call is not None else callback
+
+
 def returned(ctx: MethodContext, name: str) -> Type | None:
     """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    callback = _callback(ctx, name)
+    callback = _called(_callback(ctx, name))
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
-        return remove_instance_last_known_values(callback.ret_type)
+        return remove_instance_last_known_values(_bound_to_receiver(ctx, callback).ret_type)
     return callback

@@ -1,0 +1,59 @@
+"""Resolvers that are not lambdas: a ``functools.partial``, an object with ``__call__``, a
+bound method and a function generic in the payload or the steps give the key the type
+they return when called with this pipeline's context."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any, TypeVar
+
+from kumiko_typed import Ctx, Feature, ok
+
+from _models import Order
+
+shop = Feature("shop")
+P = TypeVar("P")
+S = TypeVar("S")
+
+
+def scaled(factor: int, c: Ctx[Order, Any, Any]) -> int:
+    return factor * len(c.payload.lines)
+
+
+class Pricer:
+    def __call__(self, c: Ctx[Order, Any, Any]) -> float:
+        return 1.5 * len(c.payload.lines)
+
+    def label(self, c: Ctx[Order, Any, Any]) -> str:
+        return c.payload.note
+
+
+pricer = Pricer()
+
+
+def payload_of(c: Ctx[P, Any, Any]) -> P:
+    return c.payload
+
+
+def steps_of(c: Ctx[Any, S, Any]) -> S:
+    return c.steps
+
+priced = (
+    shop.pipeline(Order)
+    .compute("doubled", partial(scaled, 2))
+    .compute("price", pricer)
+    .compute("label", pricer.label)
+    .compute("read", lambda c: (reveal_type(c.steps["doubled"]), reveal_type(c.steps["price"]), reveal_type(c.steps["label"])))  # R: int # R: float # R: str # PR: int # PR: float # PR: str
+    .return_(lambda c: ok(c.steps["doubled"] + c.steps["price"]))
+)
+reveal_type(priced)  # R: kumiko_typed._finished.Finished[_models.Order, float] # PR: Finished[Order, float]
+
+generic = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.lines))
+    .compute("order", payload_of)
+    .compute("before", steps_of)
+    .compute("read", lambda c: (reveal_type(c.steps["order"]), reveal_type(c.steps["before"]["count"])))  # R: _models.Order # R: int # PR: Order # PR: int
+    .return_(lambda c: ok(c.steps["order"].note))
+)
+reveal_type(generic)  # R: kumiko_typed._finished.Finished[_models.Order, str] # PR: Finished[Order, str]
