@@ -79,6 +79,12 @@ class StateError(TypeError):
     """A value cannot be stored (or a stored one cannot be read back)."""
 
 
+class ClassMismatch(StateError):
+    """A stored value names a class this App does not register, or one changed since the
+    value was stored (a field without a default added, an enum member removed).  A
+    deploy made it so and a deploy can undo it: a run holding one is stranded, not failed."""
+
+
 class Unfit(ValueError):
     """Values a data step was about to store do not fit their columns; each problem is
     ``{"path", "message", "column"}``, ``path`` the payload field it came from (``$`` if

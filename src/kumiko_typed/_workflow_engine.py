@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
-from ._errors import StateError
+from ._errors import ClassMismatch, StateError
 from ._eventstore import EventRow
 from ._feature import Workflow
 from ._fingerprint import fingerprint
@@ -131,6 +131,14 @@ def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
     fails; raising instead would fail every worker pass that reaches it."""
     return failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
+def _mismatch(path: str | None, exc: ClassMismatch) -> str:
+    """Why a run is stranded whose stored values need classes this deploy does not have."""
+    return (
+        f"at step {path}: the stored state cannot be read: {exc}; "
+        "a deploy with the class as the run stored it resumes the run"
+    )
 
 
 def _before_store(session: Session, outcome: Outcome) -> Suspend | None:
@@ -530,10 +538,23 @@ class WorkflowEngine:
             return False
         if plan is None:
             return True
+        try:
+            # Read before anything of the run changes: a class this deploy cannot rebuild
+            # strands the run as it is, its event wait included.
+            payload = self.codec.decode(row.payload)
+            _loops(self.codec.decode, row.state, plan)
+            for part in ("values", "scope"):
+                if part in row.state:
+                    self.codec.decode(row.state[part])
+        except ClassMismatch as exc:
+            self._strand(session, d, row, _mismatch(row.path, exc), reader=True)
+            return False
+        except _UNREADABLE as exc:
+            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            return True
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         try:
-            payload = self.codec.decode(row.payload)
             user = _user(row.user)
             if woken_by is None and _WOKEN_BY in row.state:
                 woken_by = uuid.UUID(row.state[_WOKEN_BY])
@@ -574,6 +595,10 @@ class WorkflowEngine:
         d = self.defs[row.workflow]
         try:
             plan = d.compat.plan(Stored.of(row.path, row.state))
+        except ClassMismatch as exc:
+            reason = _mismatch(row.path, exc)
+            self._strand(session, d, row, reason, reader=True)
+            return reason
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return None
@@ -581,7 +606,13 @@ class WorkflowEngine:
             self._strand(session, d, row, plan)
         return plan
 
-    def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
+    def _reader(self, d: Definition) -> str:
+        """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the
+        definition and the classes it reads with, so that a deploy with other classes
+        tries the run again."""
+        return f"{d.fingerprint}/{self.codec.digest}"
+
+    def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str, *, reader: bool = False) -> None:
         """Mark a run this definition cannot resume; everything else of it stays, and
         workers with this definition pass it by (see :meth:`resume_due`).  Its event
         wait is disarmed: the feed of a definition that can resume it arms it again and
@@ -589,10 +620,11 @@ class WorkflowEngine:
         stranded is lost.  A run already marked by this definition is not written again
         (a rolling deploy's two definitions would else re-mark it at every pass)."""
         session.execute(_DISARM, {"b_run_id": row.run_id})
+        mark = self._reader(d) if reader else d.fingerprint
         marked = stranded_by(row.error)
-        if d.fingerprint in marked:
+        if mark in marked:
             return
-        kept = [*marked[-(_STRANDERS - 1) :], d.fingerprint]
+        kept = [*marked[-(_STRANDERS - 1) :], mark]
         error = {"code": "stranded", "message": storable_text(reason), "stranded_by": f" {' '.join(kept)} "}
         session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
         logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
@@ -604,8 +636,9 @@ class WorkflowEngine:
         marked = func.coalesce(workflow_runs.c.error["stranded_by"].as_string(), "")
         by_me = or_(
             *(
-                and_(workflow_runs.c.workflow == d.name, marked.contains(f" {d.fingerprint} "))
+                and_(workflow_runs.c.workflow == d.name, marked.contains(f" {mark} "))
                 for d in self.defs.values()
+                for mark in (d.fingerprint, self._reader(d))
             )
         )
         return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
