@@ -18,8 +18,9 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Feature, User, Workflow, manual
+from kumiko_typed import App, Entity, Feature, Ok, User, Workflow, manual, ok
 from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
 
@@ -138,3 +139,69 @@ def test_a_run_whose_payload_class_changed_is_stranded_not_failed(
     info = _info(v1, run_id)
     assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
     assert "elsewhere.Begin" in info.error["message"]
+
+
+# --- an event wait -----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class Awaited:
+    ref: uuid.UUID
+
+
+@attrs.frozen
+class Arrived:
+    ref: uuid.UUID
+    note: str
+
+
+class CadParcel(Entity):
+    __tablename__ = "cad_parcel"
+    label: Mapped[str]
+
+
+def _deploy_waiting(
+    app_on: Callable[..., App], clock: FakeClock, classes: list[type[Any]]
+) -> tuple[App, Workflow[Any], Any]:
+    f: Feature[Any] = Feature("classes_ev")
+    f.entity(CadParcel)
+    f.event(Arrived)
+    emit = f.write_handler(
+        "emit",
+        f.pipeline(Arrived)
+        .create("parcel", CadParcel, data=lambda c: CadParcel(label=c.payload.note))
+        .append_event(CadParcel, id=lambda c: c.steps["parcel"].id, event=lambda c: c.payload)
+        .return_(lambda c: ok(None)),
+    )
+    pipeline = (
+        f.workflow_pipeline(Awaited)
+        .compute("note", lambda c: NOTE("kept"))
+        .wait_for_event("got", Arrived, key=lambda c: c.payload.ref, event_key=lambda e: e.ref, timeout="PT1H")
+        .compute("read", lambda c: (c.steps["note"].text, None if c.steps["got"] is None else c.steps["got"].note))
+    )
+    flow = f.workflow("awaiting", trigger=manual(Awaited), pipeline=pipeline)
+    return app_on([f], clock=clock, value_types=classes), flow, emit
+
+
+def test_an_event_that_came_while_the_run_could_not_be_read_resumes_it_after_the_class_is_back(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """No lost wake-up: the event the run waited for arrives under the deploy that cannot
+    read the run; the run is stranded, and the deploy with the class back resumes it with
+    that event, not with the timeout."""
+    v1, flow, _ = _deploy_waiting(app_on, clock, [NOTE])
+    ref = uuid.uuid4()
+    run_id = v1.start_workflow(flow, Awaited(ref), user=user)
+    assert (_info(v1, run_id).status, _info(v1, run_id).path) == ("suspended", "got")
+
+    v2, _, emit = _deploy_waiting(app_on, clock, [])
+    assert v2.dispatch(emit, Arrived(ref, "here"), user=user) == Ok(None)
+    v2.run_worker(once=True)
+    info = _info(v2, run_id)
+    assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
+    assert "is not registered in this App" in info.error["message"]
+
+    v3, _, _ = _deploy_waiting(app_on, clock, [NOTE])
+    v3.run_worker(once=True)
+    done = _info(v3, run_id)
+    assert (done.status, done.steps["read"]) == ("completed", ("kept", "here")), done
