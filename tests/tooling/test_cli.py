@@ -80,6 +80,40 @@ def test_console_script_is_installed() -> None:
     assert CLI.is_file(), f"{CLI} missing: is the project installed in this venv?"
 
 
+def test_python_dash_m_runs_the_same_command_line(tmp_path: Path) -> None:
+    """``python -m kumiko_typed`` where the console script is not on PATH (a venv not
+    activated, ``pipx run``-less containers): same commands, same name in its help."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kumiko_typed",
+            "check",
+            "examples.inventory.app:make_app",
+            "--database-url",
+            _url(tmp_path),
+        ],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, _explain(result)
+    assert "6 handler(s), 1 query handler(s), 1 workflow(s)" in result.stdout
+    usage = subprocess.run(
+        [sys.executable, "-m", "kumiko_typed", "--help"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: kumiko-typed "), _explain(usage)
+
+
 # --- demo -------------------------------------------------------------------------------------
 
 
