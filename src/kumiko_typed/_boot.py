@@ -23,6 +23,7 @@ from ._steps import (
     AppendEvent,
     CallFeature,
     Create,
+    FindMany,
     NamedStep,
     ProjectionDelete,
     ProjectionUpsert,
@@ -166,6 +167,8 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
     duration_problem = _check_durations(step)
     if duration_problem is not None:
         return duration_problem
+    if isinstance(step, FindMany) and step.limit is not None and not (type(step.limit) is int and step.limit >= 0):
+        return f"find_many limit={step.limit!r} must be 0 or more (an int), or None for no limit"
     if isinstance(step, Update) and step.version is None and not step.skip_optimistic_lock:
         return _rules.msg_optimistic_lock(step.name)
     if isinstance(step, (Create, Update, AppendEvent)):
