@@ -683,7 +683,7 @@ TINY = '''
 
     import attrs
 
-    from kumiko_typed import App, Feature, manual, ok
+    from kumiko_typed import App, Feature, RetryPolicy, manual, ok
 
 
     @attrs.frozen
@@ -700,7 +700,7 @@ TINY = '''
     ping = tiny.write_handler(
         "ping",
         tiny.pipeline(Ping)
-        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"hello": "world"})
+        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"hello": "world"}, retry=RetryPolicy(times=1))
         .return_(lambda c: ok(True)),
     )
     remind = tiny.workflow(
@@ -725,11 +725,23 @@ TINY = '''
         return App([tiny], database_url=database_url)  # no tables created
 '''
 
-DEAD_URL = "ftp://example.invalid/hook"  # not http(s): the first delivery attempt makes it dead
+
+class _Fail(http.server.BaseHTTPRequestHandler):
+    """A peer that answers every delivery 500: ping's one try makes its row dead."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 class Tiny:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, dead_url: str) -> None:
+        self.dead_url = dead_url
         self.name = _module(tmp_path, TINY, "tiny")
         self.target = f"{self.name}:make_app"
         self.url = _url(tmp_path, "tiny")
@@ -743,7 +755,7 @@ class Tiny:
     def dispatch_ping(self) -> None:
         app = self.app()
         try:
-            result: Any = app.dispatch(self.module.ping, self.module.Ping(DEAD_URL), user=self.user)
+            result: Any = app.dispatch(self.module.ping, self.module.Ping(self.dead_url), user=self.user)
             assert result.data is True, result
         finally:
             app.dispose()
@@ -782,7 +794,13 @@ class Tiny:
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> Iterator[Tiny]:
-    yield Tiny(tmp_path)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Fail)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield Tiny(tmp_path, f"http://127.0.0.1:{server.server_port}/hook")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _rows(output: str) -> list[list[str]]:
@@ -864,7 +882,7 @@ def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
         "status": "pending",
         "attempts": "0",
         "next attempt": _utc(item.next_attempt_at),
-        "target": DEAD_URL,
+        "target": tiny.dead_url,
         "last error": "",
     }
 
@@ -918,7 +936,7 @@ def test_worker_delivers_then_stops_on_signal(
     assert result.returncode == 0, _explain(result)
     (row,) = _table(result.stdout)
     assert (row["kind"], row["status"], row["attempts"], row["next attempt"]) == ("webhook", "dead", "1", "")
-    assert "only http and https URLs are delivered" in row["last error"]
+    assert row["last error"] == "HTTP 500 Internal Server Error"
 
 
 class _Accept(http.server.BaseHTTPRequestHandler):
@@ -1144,7 +1162,7 @@ def test_keys_purge_deletes_the_expired_keys_only(tmp_path: Path, tiny: Tiny) ->
 
     app = tiny.app()
     try:
-        assert app.dispatch(tiny.module.ping, tiny.module.Ping(DEAD_URL), user=tiny.user, idempotency_key="fresh")
+        assert app.dispatch(tiny.module.ping, tiny.module.Ping(tiny.dead_url), user=tiny.user, idempotency_key="fresh")
         old = datetime.now(UTC) - app.idempotency_retention - timedelta(minutes=1)
         with app.engine.begin() as conn:
             row = {"tenant_id": tiny.user.tenant_id, "handler": "tiny:ping", "fingerprint": "0" * 64, "result": None}
