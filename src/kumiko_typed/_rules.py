@@ -383,10 +383,15 @@ def msg_trigger_payload(trigger: str, pipeline: str) -> str:
 
 
 def msg_workflow_pipeline(got: str) -> str:
-    """``got`` is the class given: a handler's pipeline (``Pipeline``, ``Finished``) or a query's."""
-    kind = "a query pipeline" if got.startswith("Query") else "a write-handler pipeline"
+    """``got`` is the class given: a handler's pipeline (``Pipeline``, ``Finished``), a query's, or anything."""
+    if got.startswith("Query"):
+        given = f"a query pipeline ({got})"
+    elif got in ("Pipeline", "Finished"):
+        given = f"a write-handler pipeline ({got})"
+    else:
+        given = got
     return (
-        f"A workflow needs a pipeline built with feature.workflow_pipeline(P), got {kind} ({got}); "
+        f"A workflow needs a pipeline built with feature.workflow_pipeline(P), got {given}; "
         "build it with feature.workflow_pipeline(P), which offers the same steps and can wait"
     )
 

@@ -229,7 +229,7 @@ def test_write_handler_with_a_workflow_pipeline() -> None:
     assert _boot_problems([f]) == [f"handler shop:wf: {msg_no_return('WorkflowFinished')}"]
 
 
-@pytest.mark.parametrize("kind", ["Pipeline", "Finished", "QueryFinished"])
+@pytest.mark.parametrize("kind", ["Pipeline", "Finished", "QueryFinished", "str"])
 def test_a_workflow_with_a_handlers_or_a_querys_pipeline(kind: str) -> None:
     """It booted and ran (a handler's pipeline has no wait to refuse); mypy says
     ``kumiko-workflow-pipeline`` (typecheck_tests/cases/errors_workflow_pipeline.py)."""
@@ -238,13 +238,16 @@ def test_a_workflow_with_a_handlers_or_a_querys_pipeline(kind: str) -> None:
         "Pipeline": f.pipeline(P).compute("x", lambda c: 1),
         "Finished": f.pipeline(P).return_(lambda c: ok(1)),
         "QueryFinished": f.query_pipeline(P).return_(lambda c: ok(1)),
+        "str": "not a pipeline",  # raised AttributeError at registration
     }[kind]
     f.workflow("wf", trigger=manual(P), pipeline=given)
     assert _boot_problems([f]) == [f"workflow shop:wf: {msg_workflow_pipeline(kind)}"]
     assert f.workflows == []
-    what = "a query pipeline" if kind == "QueryFinished" else "a write-handler pipeline"
+    what = {"QueryFinished": "a query pipeline (QueryFinished)", "str": "str"}.get(
+        kind, f"a write-handler pipeline ({kind})"
+    )
     assert msg_workflow_pipeline(kind) == (
-        f"A workflow needs a pipeline built with feature.workflow_pipeline(P), got {what} ({kind}); "
+        f"A workflow needs a pipeline built with feature.workflow_pipeline(P), got {what}; "
         "build it with feature.workflow_pipeline(P), which offers the same steps and can wait"
     )
 
