@@ -315,7 +315,10 @@ class WorkflowEngine:
         }
 
     def create(self, session: Session, d: Definition, payload: object, user: User, trigger_key: str) -> bool:
-        """Start the run of a trigger (in a worker's pass) unless one was started for it."""
+        """Start the run of a trigger (in a worker's pass) unless one was started for it.
+        Its first segment, if it loses a race, is tried again like a resumed one: the
+        run is kept, suspended at its start (no caller waits on it, unlike a manual
+        start's, which is told of the conflict)."""
         run_id = uuid.uuid4()
         try:
             row = self._new_row(d, payload, user, trigger_key, run_id)
@@ -324,7 +327,7 @@ class WorkflowEngine:
             return False
         if session.execute(self._claim_run, row).first() is None:
             return False  # this trigger already started its run
-        self.isolated_segment(session, d, run_id, payload, user, {}, None, None)
+        self.isolated_segment(session, d, run_id, payload, user, {}, None, None, retry_conflict=True)
         return True
 
     # --- running a segment ---------------------------------------------------------------
@@ -448,9 +451,10 @@ class WorkflowEngine:
         """A segment in a worker's pass, which runs many in one transaction: a bug outside
         the steps fails this run alone (logged), and the pass goes on.
 
-        ``retry_conflict``: a resumed segment that lost a race on an aggregate
+        ``retry_conflict``: a worker's segment that lost a race on an aggregate
         (``version_conflict``: another transaction wrote it after this segment read it)
-        is rolled back and tried again shortly, from the same stored position, instead
+        is rolled back and tried again shortly, from the same stored position (a
+        triggered run's first segment: from its start, the run suspended there), instead
         of failing the run: nothing it read is lost, and writers take no global lock, so
         such races are expected under load.  ``woken_by``: the event that resumed it,
         noted with the run so that the try again gets that event, not a timeout.
@@ -481,7 +485,7 @@ class WorkflowEngine:
         if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
-            columns: dict[str, Any] = {"wake_at": wake}
+            columns: dict[str, Any] = {"status": "suspended", "wake_at": wake}
             if woken_by is not None:
                 columns["state"] = {**state, _WOKEN_BY: str(woken_by)}
             self._store(session, d.name, run_id, columns, None)
@@ -533,11 +537,14 @@ class WorkflowEngine:
         if row.workflow not in self.defs:
             return False  # not this App's workflow: another deployment's, or retired
         d = self.defs[row.workflow]
-        plan = self.plan(session, row)
-        if isinstance(plan, str):
-            return False
-        if plan is None:
-            return True
+        plan: Plan | None = None  # a run kept at its start (see create) goes on from there
+        if row.path is not None:
+            decided = self.plan(session, row)
+            if isinstance(decided, str):
+                return False
+            if decided is None:
+                return True
+            plan = decided
         try:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # strands the run as it is, its event wait included.
