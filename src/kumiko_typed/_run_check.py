@@ -118,10 +118,11 @@ def _text_or_blank(json: str) -> str:
 #: SQL: the skeleton of a run's state — every member the rule reads (:meth:`Stored.of`)
 #: with its JSON type, the texts it compares, and the keys of the stored values, loops and
 #: their records; no value.  Runs of one skeleton are decided alike, by the same code.
+_NULL = "'null'::jsonb"
 _ENCODED_DICT = _each(
     "sv",
     "d",
-    f"CASE WHEN dk = 'v' THEN {_each('dv', 'e', chr(39) + 'null' + chr(39) + '::jsonb')} "
+    f"CASE WHEN dk = 'v' THEN {_each('dv', 'e', _NULL)} "
     f"WHEN dk = '{TAG}' THEN {_text_or_blank('dv')} ELSE {_blank('dv')} END",
 )
 _LOOPS = _each("sv", "l", _each("lv", "r", _blank("rv")))

@@ -214,7 +214,7 @@ class EventFeed:
         except (LookupError, ValueError):
             return _UNPLACED
         if not isinstance(step, WaitForEvent) or self.engine.registry.event_name(step.event) != event.type:
-            return _UNPLACED  # it waits for another event there: not loaded as one (the rule strands the run)
+            return _UNPLACED  # not loaded as another class; a run that noted its event is stranded
         try:
             value = self.engine.registry.load(event, step.event)
             return event_key(self.engine.codec, step.event_key(value))

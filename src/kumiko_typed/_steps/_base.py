@@ -203,7 +203,8 @@ class Located:
 def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
     """The step a stored path names.  ``named``: the path's step parts are
     :func:`address`es (else indexes, as runs stored before them).  ``LookupError``
-    names the first part that leads nowhere; iteration parts pass as they are."""
+    names the first part that leads nowhere, or one that starts like an iteration
+    (``#``) but is no number; iteration parts pass as they are."""
     parts = path.parts
     bad = _bad_iteration(path)
     if bad is not None:
