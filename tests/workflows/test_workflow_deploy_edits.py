@@ -159,6 +159,24 @@ def test_a_deploy_that_changes_the_awaited_event_strands_the_run_and_the_old_cod
     assert v1.result(v1.workflows["dpe:waiter"], run_id, user=ADA) == Ok("Paid")
 
 
+@pytest.mark.parametrize("error", [["stranded_by"], "stranded", 7])
+def test_a_stored_error_of_the_wrong_shape_does_not_stop_the_worker_stranding_the_run(
+    deploy: Callable[..., App], clock: FakeClock, error: object
+) -> None:
+    """The error column is the worker's too: it keeps which definitions stranded a run."""
+    v1 = deploy("v1")
+    run_id, _ref = _start(v1, "napper")
+    with v1.engine.begin() as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(error=error))
+    v2 = deploy("priced")  # no fill=: the run did not store "price"
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    assert v2.run_worker(once=True)["resumed"] == 0  # marked once: passed by
+    info = _info(v2, run_id)
+    reason = 'key "price" needed at nap was not stored'
+    assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reason})
+
+
 def _name(app: App, cls: type[Any]) -> str:
     """The type name events of ``cls`` are stored under."""
     return app.features[0].events[cls]
