@@ -12,7 +12,7 @@ and ``kumiko-typed check`` decide a hundred thousand runs of a few groups at onc
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, Final
 
 import attrs
@@ -56,9 +56,8 @@ class Stored:
     def of(cls, path: object, state: object) -> Stored:
         """Reads only the keys of the stored values (never the values themselves), and
         checks the shape of everything a resumed segment reads before its steps run:
-        :class:`Unreadable` says what is wrong.  The check on PostgreSQL passes a
-        skeleton of the state (:mod:`kumiko_typed._run_check`), so what this reads of a
-        value is its JSON type only, and so are its messages."""
+        :class:`Unreadable` says what is wrong (by JSON types, never a stored value).
+        ``_run_check``'s SQL filter of well-formed states mirrors these checks."""
         if not isinstance(path, str):
             raise Unreadable("the run is suspended without a stored path")
         if not isinstance(state, Mapping):
@@ -74,15 +73,23 @@ class Stored:
                 raise Unreadable(f"the items of the loop at {where} are {_json_type(record['items'])}, not an array")
         if not isinstance(state.get("retries", {}), Mapping):
             raise Unreadable(f'"retries" is {_json_type(state["retries"])}, not an object')
-        return cls(
-            path,
-            text["kind"],
-            _keys(state, "values"),
-            _keys(state, "scope"),
-            frozenset(loops),
-            text["addressing"] == "name",
-            text["event"],
-        )
+        keys = (_keys(state, "values"), _keys(state, "scope"), loops)
+        return cls.of_keys(path, text["kind"], text["addressing"], text["event"], *keys)
+
+    @classmethod
+    def of_keys(
+        cls,
+        path: str,
+        kind: str | None,
+        addressing: str | None,
+        event: str | None,
+        values: Iterable[str],
+        scope: Iterable[str],
+        loops: Iterable[str],
+    ) -> Stored:
+        """From the parts of a state of the right shape (the check on PostgreSQL reads
+        them in the server, from the states its filter finds of that shape)."""
+        return cls(path, kind, frozenset(values), frozenset(scope), frozenset(loops), addressing == "name", event)
 
 
 #: What a stored loop record holds (``ForEach.resume`` reads each).

@@ -79,74 +79,90 @@ def _stored(status: str, path: str | None, state: object) -> Stored | str | None
         return str(exc)
 
 
+#: What the check reads of a run it judges row by row.
+_ROW: Final = (
+    workflow_runs.c.run_id,
+    workflow_runs.c.workflow,
+    workflow_runs.c.status,
+    workflow_runs.c.path,
+    workflow_runs.c.state,
+)
+
+
 def _grouped(session: Session) -> Groups:
     """The runs to check by (workflow, what a decision reads), read row by row."""
-    stmt = select(
-        workflow_runs.c.run_id,
-        workflow_runs.c.workflow,
-        workflow_runs.c.status,
-        workflow_runs.c.path,
-        workflow_runs.c.state,
-    )
+    stmt = _unfinished(select(*_ROW)).execution_options(yield_per=_CHUNK)
     groups: Groups = defaultdict(list)
-    for run_id, workflow, status, path, state in session.execute(_unfinished(stmt).execution_options(yield_per=_CHUNK)):
+    for run_id, workflow, status, path, state in session.execute(stmt):
         groups[workflow, path, _stored(status, path, state)].append(run_id)
     return groups
 
 
-def _blank(json: str) -> str:
-    """SQL: a JSON value of the same type, without its content (what the rule reads of it)."""
+def _present(json: str) -> str:
+    """SQL: whether a member is there (``->`` gives SQL NULL only for a missing one)."""
+    return f"{json} IS NOT NULL"
+
+
+def _text_or_null(json: str) -> str:
+    return f"COALESCE(jsonb_typeof({json}), 'null') IN ('string', 'null')"
+
+
+def _encoded_dict(json: str) -> str:
     return (
-        f"CASE jsonb_typeof({json}) WHEN 'object' THEN '{{}}'::jsonb WHEN 'array' THEN '[]'::jsonb "
-        f"WHEN 'string' THEN '\"\"'::jsonb WHEN 'number' THEN '0'::jsonb ELSE {json} END"
+        f"(NOT {_present(json)} OR (jsonb_typeof({json}) = 'object' AND {json}->>'{TAG}' = 'dict' "
+        f"AND jsonb_typeof({json}->'v') = 'object'))"
     )
 
 
-def _each(json: str, alias: str, value: str) -> str:
-    """SQL: the object ``json`` with each member's value replaced by ``value`` (over
-    ``{alias}k``, ``{alias}v``); any other JSON value blanked."""
+def _object_keys(json: str) -> str:
     return (
-        f"CASE WHEN jsonb_typeof({json}) = 'object' THEN COALESCE((SELECT jsonb_object_agg({alias}k, {value}) "
-        f"FROM jsonb_each({json}) AS {alias}({alias}k, {alias}v)), '{{}}'::jsonb) ELSE {_blank(json)} END"
+        f"ARRAY(SELECT jsonb_object_keys(CASE WHEN jsonb_typeof({json}) = 'object' THEN {json} "
+        "ELSE '{}'::jsonb END) ORDER BY 1)"
     )
 
 
-def _text_or_blank(json: str) -> str:
-    return f"CASE WHEN jsonb_typeof({json}) IN ('string', 'null') THEN {json} ELSE {_blank(json)} END"
-
-
-#: SQL: the skeleton of a run's state — every member the rule reads (:meth:`Stored.of`)
-#: with its JSON type, the texts it compares, and the keys of the stored values, loops and
-#: their records; no value.  Runs of one skeleton are decided alike, by the same code.
-_NULL = "'null'::jsonb"
-_ENCODED_DICT = _each(
-    "sv",
-    "d",
-    f"CASE WHEN dk = 'v' THEN {_each('dv', 'e', _NULL)} "
-    f"WHEN dk = '{TAG}' THEN {_text_or_blank('dv')} ELSE {_blank('dv')} END",
-)
-_LOOPS = _each("sv", "l", _each("lv", "r", _blank("rv")))
-_SKELETON = _each(
-    "state",
-    "s",
-    f"CASE WHEN sk IN ('kind', 'addressing', 'event') THEN {_text_or_blank('sv')} "
-    f"WHEN sk IN ('values', 'scope') THEN {_ENCODED_DICT} WHEN sk = 'loops' THEN {_LOOPS} ELSE {_blank('sv')} END",
+_LOOPS, _RETRIES = "state->'loops'", "state->'retries'"
+_VALUES, _SCOPE = "state->'values'->'v'", "state->'scope'->'v'"
+#: SQL: a state of the shape :meth:`Stored.of` accepts — the same checks, in the server.
+#: A state it does not pass is read whole and judged by ``Stored.of`` itself (its reason).
+_WELL_FORMED = " AND ".join(
+    [
+        "jsonb_typeof(state) = 'object'",
+        *(_text_or_null(f"state->'{key}'") for key in ("kind", "addressing", "event")),
+        _encoded_dict("state->'values'"),
+        _encoded_dict("state->'scope'"),
+        f"(NOT {_present(_LOOPS)} OR (jsonb_typeof({_LOOPS}) = 'object' AND NOT EXISTS ("
+        f"SELECT 1 FROM jsonb_each({_LOOPS}) AS loop(at, record) WHERE NOT (jsonb_typeof(record) = 'object' "
+        "AND jsonb_typeof(record->'items') = 'array' AND record->'shadows' IS NOT NULL "
+        "AND record->'shadowed' IS NOT NULL))))",
+        f"(NOT {_present(_RETRIES)} OR jsonb_typeof({_RETRIES}) = 'object')",
+    ]
 )
 
 
 def _grouped_in_postgresql(session: Session) -> Groups:
-    """The same groups, formed by the server: only the groups (a skeleton of the state
-    each) and their run ids travel."""
-    grouped = text(
-        f"SELECT workflow, status, path, skeleton, array_agg(run_id) FROM ("
-        f"SELECT run_id, workflow, path, CASE WHEN status = 'running' AND path IS NULL THEN 'running' "
-        f"ELSE 'suspended' END AS status, {_SKELETON} AS skeleton "
-        f"FROM {workflow_runs.name} WHERE status IN ('running', 'suspended')) AS runs "
-        "GROUP BY workflow, status, path, skeleton"
+    """The same groups, formed by the server in one pass: only the groups and their run
+    ids travel.  The runs of a state of the wrong shape (or without a path) are few:
+    they are read again, whole, and judged by ``Stored.of`` row by row."""
+    keyed = (
+        f"SELECT run_id, workflow, path, path IS NOT NULL AND COALESCE({_WELL_FORMED}, false) AS readable, "
+        "state->>'kind' AS kind, state->>'addressing' AS addressing, state->>'event' AS event, "
+        f"{_object_keys(_VALUES)} AS steps, {_object_keys(_SCOPE)} AS scope, {_object_keys(_LOOPS)} AS loops "
+        f"FROM {workflow_runs.name} WHERE status IN ('running', 'suspended')"
     )
+    columns = "workflow, path, readable, kind, addressing, event, steps, scope, loops"
+    grouped = text(f"SELECT {columns}, array_agg(run_id) FROM ({keyed}) AS keyed GROUP BY {columns}")
     groups: Groups = defaultdict(list)
-    for workflow, status, path, skeleton, run_ids in session.execute(grouped):
-        groups[workflow, path, _stored(status, path, skeleton)].extend(run_ids)
+    others: list[uuid.UUID] = []
+    for workflow, path, readable, kind, addressing, event, steps, scope, loops, run_ids in session.execute(grouped):
+        if readable:
+            groups[workflow, path, Stored.of_keys(path, kind, addressing, event, steps, scope, loops)].extend(run_ids)
+        else:
+            others.extend(run_ids)
+    for start in range(0, len(others), _CHUNK):
+        rows = select(*_ROW).where(workflow_runs.c.run_id.in_(others[start : start + _CHUNK]))
+        for run_id, workflow, status, path, state in session.execute(rows):
+            groups[workflow, path, _stored(status, path, state)].append(run_id)
     return groups
 
 

@@ -196,6 +196,7 @@ HOSTILE: dict[str, Callable[[dict[str, Any]], object]] = {
     "values-a-number": lambda s: _replace(s, values=5),
     "values-null": lambda s: _replace(s, values=None),
     "values-keys-a-list": lambda s: _replace(s, values={"$t": "dict", "v": ["quote"]}),
+    "values-untagged": lambda s: _replace(s, values={"v": {}}),
     "scope-a-string": lambda s: _replace(s, scope="item"),
     "kind-a-list": lambda s: _replace(s, kind=["workflow.wait"]),
     "kind-a-number": lambda s: _replace(s, kind=7),
@@ -204,6 +205,7 @@ HOSTILE: dict[str, Callable[[dict[str, Any]], object]] = {
     "loops-a-list": lambda s: _replace(s, loops=["item/do/#0"]),
     "loop-record-a-number": lambda s: _replace(s, loops=dict.fromkeys(s["loops"], 3)),
     "loop-record-without-items": lambda s: _replace(s, loops={k: {"shadows": False} for k in s["loops"]}),
+    "loop-items-an-object": lambda s: _replace(s, loops={k: {**r, "items": {}} for k, r in s["loops"].items()}),
     "retries-a-list": lambda s: _replace(s, retries=[1]),
     "event-a-number": lambda s: _replace(s, event=3),
 }
