@@ -1,10 +1,10 @@
 """The pre-deploy check's speed: suspended runs per second that ``app.check_runs()``
-(``kumiko-typed check --against``) decides, on PostgreSQL.
+(``kumiko-typed check --against``) decides, on PostgreSQL (or SQLite: ``--sqlite``).
 
-Run:  python bench/workflow_check.py [--quick] [--runs N] [--rounds N]
+Run:  python bench/workflow_check.py [--quick] [--runs N] [--rounds N] [--sqlite]
 
 Set-up, on a fresh database of the tests' throw-away server (``KUMIKO_TEST_POSTGRES_URL``
-to use a running one): one suspended run of each workflow of tests/_deploy_app.py (at
+to use a running one), or a fresh SQLite file: one suspended run of each workflow of tests/_deploy_app.py (at
 ``cool-off``, in a loop at ``item/do/#0/tick``, in the branch ``vip``), started by the v1
 code, then copied with SQL until the table holds ``--runs`` suspended runs (default
 100,000) in those three shapes.
@@ -28,6 +28,7 @@ import os
 import platform
 import statistics
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -56,6 +57,9 @@ def fill(url: str, runs: int) -> None:
         app.start_workflow(app.workflows["dep:loop"], Order(1, [1, 2]), user=USER)
         app.start_workflow(app.workflows["dep:nested"], Order(1), user=USER)
         copies = -(-(runs - 3) // 3)
+        if app.engine.dialect.name == "sqlite":
+            _copy_in_python(app, copies)
+            return
         others = [c.name for c in workflow_runs.c if c.name not in ("run_id", "trigger_key")]
         names = ", ".join(f'"{n}"' for n in others)
         with app.engine.begin() as conn:
@@ -70,6 +74,18 @@ def fill(url: str, runs: int) -> None:
             conn.execute(sa.text(f"ANALYZE {workflow_runs.name}"))
     finally:
         app.dispose()
+
+
+def _copy_in_python(app: App, copies: int) -> None:
+    """SQLite has no ``gen_random_uuid()``: the copies are inserted from here."""
+    with app.engine.begin() as conn:
+        rows = [dict(r._mapping) for r in conn.execute(sa.select(workflow_runs))]
+        batch = [
+            {**row, "run_id": uuid.uuid4(), "trigger_key": f"bench:{n}:{row['run_id']}"}
+            for n in range(copies)
+            for row in rows
+        ]
+        conn.execute(workflow_runs.insert(), batch)
 
 
 def timed_check(app: App) -> tuple[float, int]:
@@ -87,46 +103,62 @@ def timed_select(app: App) -> float:
     return time.perf_counter() - start
 
 
+def measure(url: str, runs: int, rounds: int) -> tuple[int, int, list[float], list[float]]:
+    """The runs, those reported, and each round's check and select seconds (alternating)."""
+    fill(url, runs)
+    app = make_app(url, "renamed", FakeClock(T0))
+    try:
+        with app.engine.connect() as conn:
+            total = conn.scalar(sa.select(sa.func.count()).select_from(workflow_runs)) or 0
+        checks, selects, found = [], [], 0
+        for _ in range(rounds):
+            seconds, found = timed_check(app)
+            checks.append(seconds)
+            selects.append(timed_select(app))
+    finally:
+        app.dispose()
+    return total, found, checks, selects
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a smoke run: 3,000 runs, 1 round")
     parser.add_argument("--runs", type=int, default=None, help="suspended runs (default 100000)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3)")
+    parser.add_argument("--sqlite", action="store_true", help="on a SQLite file instead of PostgreSQL")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
     runs = args.runs or (3000 if args.quick else 100_000)
     rounds = args.rounds or (1 if args.quick else 3)
-    print(f"workflow check: {runs} suspended runs on PostgreSQL, median of {rounds} round(s)")
+    database = "SQLite" if args.sqlite else "PostgreSQL"
+    print(f"workflow check: {runs} suspended runs on {database}, median of {rounds} round(s)")
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs")
-    server = start_test_postgres()
-    if server is None:
-        print(f"  PostgreSQL unavailable: {unavailable_reason()}")
-        return 1
-    name = f"bench_{uuid.uuid4().hex}"
-    try:
-        url = server.create_database(name)
-        fill(url, runs)
-        app = make_app(url, "renamed", FakeClock(T0))
+    if args.sqlite:
+        with tempfile.TemporaryDirectory() as folder:
+            total, found, checks, selects = measure(f"sqlite:///{folder}/check.sqlite3", runs, rounds)
+    else:
+        server = start_test_postgres()
+        if server is None:
+            print(f"  PostgreSQL unavailable: {unavailable_reason()}")
+            return 1
+        name = f"bench_{uuid.uuid4().hex}"
         try:
-            with app.engine.connect() as conn:
-                total = conn.scalar(sa.select(sa.func.count()).select_from(workflow_runs))
-            checks, selects, found = [], [], 0
-            for _ in range(rounds):
-                seconds, found = timed_check(app)
-                checks.append(seconds)
-                selects.append(timed_select(app))
+            total, found, checks, selects = measure(server.create_database(name), runs, rounds)
+            server.drop_database(name)
         finally:
-            app.dispose()
-        server.drop_database(name)
-    finally:
-        server.stop()
+            server.stop()
     check_rate = total / statistics.median(checks)
     select_rate = total / statistics.median(selects)
     print(f"  {total} runs, {found} reported (the cool-off runs)")
     print(f"  check:  {check_rate:12,.0f} runs/s  ({statistics.median(checks):.2f} s)")
     print(f"  select: {select_rate:12,.0f} runs/s  ({statistics.median(selects):.2f} s, the baseline)")
-    figures = {"runs": total, "rounds": rounds, "runs_per_s": {"check": check_rate, "select": select_rate}}
+    figures = {
+        "database": database,
+        "runs": total,
+        "rounds": rounds,
+        "runs_per_s": {"check": check_rate, "select": select_rate},
+    }
     write_json(args.json, "workflow_check", figures, load_before=load_before)
     return 0
 

@@ -151,6 +151,18 @@ def _check_durations(step: Step) -> str | None:
     return None
 
 
+def _unregistered_event(step: Step, tables: _AppTables) -> str | None:
+    """A ``wait_for_event`` on a class no feature registers: no event of it can ever be
+    appended, and a run could not even note what it waits for."""
+    if not isinstance(step, WaitForEvent) or step.event in tables.events:
+        return None
+    name = getattr(step.event, "__name__", repr(step.event))
+    return (
+        f"it waits for {name}, which is not a registered event; register it with "
+        f"feature.event({name}) in a feature of this App"
+    )
+
+
 def _async_resolvers(step: Step) -> list[str]:
     """Resolvers that are coroutine functions: called synchronously, they would only
     create a coroutine that never runs."""
@@ -252,9 +264,9 @@ def check_pipeline(
                 out.append(f"{prefix}: {_rules.msg_workflow_only(step.kind, rule.method, inside)}")
         elif rule.tier == 2 and step.kind not in feature.requires:
             out.append(f"{prefix}: {_rules.msg_tier(step.kind, rule.method, set(feature.requires))}")
-        data_problem = _check_data_step(feature, step, tables)
-        if data_problem is not None:
-            out.append(f"{prefix}: {data_problem}")
+        for problem in (_check_data_step(feature, step, tables), _unregistered_event(step, tables)):
+            if problem is not None:
+                out.append(f"{prefix}: {problem}")
         out.extend(f"{prefix}: {problem}" for problem in _async_resolvers(step))
     _check_names(steps, set(), where, "", out)
     return out

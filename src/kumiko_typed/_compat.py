@@ -19,9 +19,9 @@ import attrs
 
 from . import _rules
 from ._serialization import TAG
-from ._steps import ForEach, NamedStep, Path, Step, locate, name_part, part_label, walk
+from ._steps import ForEach, NamedStep, Path, Step, WaitForEvent, locate, name_part, part_label, walk
 
-__all__ = ["SUSPENDING", "Compat", "Plan", "Stored", "across_problems", "ambiguous_names"]
+__all__ = ["SUSPENDING", "Compat", "Plan", "Stored", "Unreadable", "across_problems", "ambiguous_names"]
 
 #: Decisions a definition keeps at most (a worker's lifetime sees many loop iterations).
 _CACHED: Final = 10_000
@@ -29,10 +29,20 @@ _CACHED: Final = 10_000
 SUSPENDING: Final = frozenset({"workflow.wait", "workflow.wait_for_event", "workflow.retry"})
 
 
+class Unreadable(ValueError):
+    """A stored run whose state has not the shape a worker writes (damaged, or written by
+    hand): the worker fails it, and the pre-deploy check reports it, with this reason."""
+
+    def __init__(self, why: str) -> None:
+        super().__init__(f"the stored state cannot be read: {why}")
+
+
 @attrs.frozen
 class Stored:
     """What a decision reads of a stored run.  ``kind`` is ``None`` and ``named`` false
-    for a run stored before paths named their steps (its path counts by index)."""
+    for a run stored before paths named their steps (its path counts by index);
+    ``event`` is the type name of the event a ``wait_for_event`` waits for (``None``
+    for other steps, and for a run stored before it was kept)."""
 
     path: str
     kind: str | None
@@ -40,24 +50,81 @@ class Stored:
     scope: frozenset[str]
     loops: frozenset[str]
     named: bool
+    event: str | None = None
 
     @classmethod
-    def of(cls, path: str, state: Mapping[str, Any]) -> Stored:
-        """Reads only the keys of the stored values (never the values themselves)."""
-        return cls(
-            path,
-            state.get("kind"),
-            frozenset(_keys(state.get("values"))),
-            frozenset(_keys(state.get("scope"))),
-            frozenset(state.get("loops", {})),
-            state.get("addressing") == "name",
-        )
+    def of(cls, path: object, state: object) -> Stored:
+        """Reads only the keys of the stored values (never the values themselves), and
+        checks the shape of everything a resumed segment reads before its steps run:
+        :class:`Unreadable` says what is wrong (by JSON types, never a stored value).
+        ``_run_check``'s SQL filter of well-formed states mirrors these checks."""
+        if not isinstance(path, str):
+            raise Unreadable("the run is suspended without a stored path")
+        if not isinstance(state, Mapping):
+            raise Unreadable(f"it is {_json_type(state)}, not an object")
+        text = {key: _text(state, key) for key in ("kind", "addressing", "event")}
+        loops = state.get("loops", {})
+        if not isinstance(loops, Mapping):
+            raise Unreadable(f'"loops" is {_json_type(loops)}, not an object')
+        for where, record in loops.items():
+            if not isinstance(record, Mapping) or not record.keys() >= _LOOP_RECORD:
+                raise Unreadable(f"the loop record at {where} is not an object of {', '.join(sorted(_LOOP_RECORD))}")
+            if not isinstance(record["items"], list):
+                raise Unreadable(f"the items of the loop at {where} are {_json_type(record['items'])}, not an array")
+        if not isinstance(state.get("retries", {}), Mapping):
+            raise Unreadable(f'"retries" is {_json_type(state["retries"])}, not an object')
+        keys = (_keys(state, "values"), _keys(state, "scope"), loops)
+        return cls.of_keys(path, text["kind"], text["addressing"], text["event"], *keys)
+
+    @classmethod
+    def of_keys(
+        cls,
+        path: str,
+        kind: str | None,
+        addressing: str | None,
+        event: str | None,
+        values: Iterable[str],
+        scope: Iterable[str],
+        loops: Iterable[str],
+    ) -> Stored:
+        """From the parts of a state of the right shape (the check on PostgreSQL reads
+        them in the server, from the states its filter finds of that shape)."""
+        return cls(path, kind, frozenset(values), frozenset(scope), frozenset(loops), addressing == "name", event)
 
 
-def _keys(encoded: object) -> Iterable[str]:
-    """The keys of a codec-encoded dict (``{TAG: "dict", "v": {...}}``)."""
+#: What a stored loop record holds (``ForEach.resume`` reads each).
+_LOOP_RECORD: Final = frozenset({"items", "shadows", "shadowed"})
+
+
+def _json_type(value: object) -> str:
+    """A stored value's JSON type (never the value: it may be anything, and long)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, (int, float)):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _text(state: Mapping[str, Any], key: str) -> str | None:
+    value = state.get(key)
+    if value is not None and not isinstance(value, str):
+        raise Unreadable(f'"{key}" is {_json_type(value)}, not a string')
+    return value
+
+
+def _keys(state: Mapping[str, Any], key: str) -> frozenset[str]:
+    """The keys of a codec-encoded dict (``{TAG: "dict", "v": {...}}``) stored at ``key``."""
+    if key not in state:
+        return frozenset()
+    encoded = state[key]
     inner = encoded.get("v") if isinstance(encoded, Mapping) and encoded.get(TAG) == "dict" else None
-    return [k for k in inner if isinstance(k, str)] if isinstance(inner, Mapping) else []
+    if not isinstance(inner, Mapping):
+        raise Unreadable(f'"{key}" is not an encoded dict of values')
+    return frozenset(inner)
 
 
 @attrs.frozen
@@ -81,8 +148,11 @@ class Compat:
         builder: str,
         renamed: Mapping[str, str],
         fill: Mapping[str, Callable[[Mapping[str, object]], object]],
+        event_name: Callable[[type[Any]], str],
     ) -> None:
         self.steps = steps
+        #: The stored type name of an event class (what a suspended run notes it waits for).
+        self.event_name = event_name
         self.builder = builder
         self.renamed = dict(renamed)
         self.fill = dict(fill)
@@ -116,6 +186,10 @@ class Compat:
             return f"{step.describe()} at {stored.path} is not a step a run waits in"
         if stored.kind is not None and step.kind != stored.kind:
             return f"the step at {stored.path} is now {step.describe()}, the run waits in a {stored.kind} step"
+        if isinstance(step, WaitForEvent) and stored.event is not None:
+            awaited = self.event_name(step.event)
+            if awaited != stored.event:
+                return f"{step.describe()} at {stored.path} now waits for {awaited}, the run waits for {stored.event}"
         values = {self.renamed.get(k, k) for k in stored.values}
         scope = {self.renamed.get(k, k) for k in stored.scope}
         fills: list[str] = []

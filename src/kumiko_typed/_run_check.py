@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 from sqlalchemy import Select, select, text
 from sqlalchemy.orm import Session
 
-from ._compat import Stored
+from ._compat import Stored, Unreadable
 from ._serialization import TAG
 from ._tables import workflow_runs
 
@@ -43,39 +42,76 @@ class Incompatible:
 
 def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
     """Every running or suspended run the engine's definitions cannot resume, grouped by
-    workflow, path and reason (sorted by them)."""
+    workflow, path and reason (sorted by them).  A run whose state has not the shape a
+    worker writes is one: the worker fails it, with the same reason."""
     found: dict[tuple[str, str | None, str], list[uuid.UUID]] = defaultdict(list)
     with engine.sessions() as session:
         groups = _grouped_in_postgresql(session) if engine.postgres else _grouped(session)
-        for (workflow, stored), run_ids in groups.items():
+        for (workflow, path, stored), run_ids in groups.items():
             d = engine.defs.get(workflow)
             if d is None:
                 reason: str | None = f"workflow {workflow} is not registered in this App"
             elif stored is None:
                 reason = None  # not suspended yet: it runs from its start
+            elif isinstance(stored, str):
+                reason = stored  # unreadable
             else:
                 plan = d.compat.plan(stored)
                 reason = plan if isinstance(plan, str) else None
             if reason is not None:
-                found[workflow, None if stored is None else stored.path, reason].extend(run_ids)
+                found[workflow, path, reason].extend(run_ids)
     ordered = sorted(found.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2]))
     return [Incompatible(workflow, path, reason, tuple(sorted(ids))) for (workflow, path, reason), ids in ordered]
 
 
-Groups = dict[tuple[str, Stored | None], list[uuid.UUID]]
+#: Runs by (workflow, path, what a decision reads): ``None`` for a run not suspended
+#: yet, a text for one whose state cannot be read (why).
+Groups = dict[tuple[str, str | None, Stored | str | None], list[uuid.UUID]]
+
+
+def _stored(status: str, path: str | None, state: object) -> Stored | str | None:
+    """What :meth:`Stored.of` reads of a run, by the same rule as a worker's."""
+    if status == "running" and path is None:
+        return None
+    try:
+        return Stored.of(path, state)
+    except Unreadable as exc:
+        return str(exc)
+
+
+#: What the check reads of a run it judges row by row.
+_ROW: Final = (
+    workflow_runs.c.run_id,
+    workflow_runs.c.workflow,
+    workflow_runs.c.status,
+    workflow_runs.c.path,
+    workflow_runs.c.state,
+)
 
 
 def _grouped(session: Session) -> Groups:
     """The runs to check by (workflow, what a decision reads), read row by row."""
-    stmt = select(workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.state)
+    stmt = _unfinished(select(*_ROW)).execution_options(yield_per=_CHUNK)
     groups: Groups = defaultdict(list)
-    for run_id, workflow, path, state in session.execute(_unfinished(stmt).execution_options(yield_per=_CHUNK)):
-        stored = None if path is None else Stored.of(path, state if isinstance(state, Mapping) else {})
-        groups[workflow, stored].append(run_id)
+    for run_id, workflow, status, path, state in session.execute(stmt):
+        groups[workflow, path, _stored(status, path, state)].append(run_id)
     return groups
 
 
-_VALUES, _SCOPE, _LOOPS = "state->'values'", "state->'scope'", "state->'loops'"
+def _present(json: str) -> str:
+    """SQL: whether a member is there (``->`` gives SQL NULL only for a missing one)."""
+    return f"{json} IS NOT NULL"
+
+
+def _text_or_null(json: str) -> str:
+    return f"COALESCE(jsonb_typeof({json}), 'null') IN ('string', 'null')"
+
+
+def _encoded_dict(json: str) -> str:
+    return (
+        f"(NOT {_present(json)} OR (jsonb_typeof({json}) = 'object' AND {json}->>'{TAG}' = 'dict' "
+        f"AND jsonb_typeof({json}->'v') = 'object'))"
+    )
 
 
 def _object_keys(json: str) -> str:
@@ -85,29 +121,48 @@ def _object_keys(json: str) -> str:
     )
 
 
-def _dict_keys(json: str) -> str:
-    """The keys of a codec-encoded dict, as :meth:`Stored.of` reads them."""
-    return _object_keys(f"(CASE WHEN {json}->>'{TAG}' = 'dict' THEN {json}->'v' END)")
+_LOOPS, _RETRIES = "state->'loops'", "state->'retries'"
+_VALUES, _SCOPE = "state->'values'->'v'", "state->'scope'->'v'"
+#: SQL: a state of the shape :meth:`Stored.of` accepts — the same checks, in the server.
+#: A state it does not pass is read whole and judged by ``Stored.of`` itself (its reason).
+_WELL_FORMED = " AND ".join(
+    [
+        "jsonb_typeof(state) = 'object'",
+        *(_text_or_null(f"state->'{key}'") for key in ("kind", "addressing", "event")),
+        _encoded_dict("state->'values'"),
+        _encoded_dict("state->'scope'"),
+        f"(NOT {_present(_LOOPS)} OR (jsonb_typeof({_LOOPS}) = 'object' AND NOT EXISTS ("
+        f"SELECT 1 FROM jsonb_each({_LOOPS}) AS loop(at, record) WHERE NOT (jsonb_typeof(record) = 'object' "
+        "AND jsonb_typeof(record->'items') = 'array' AND record->'shadows' IS NOT NULL "
+        "AND record->'shadowed' IS NOT NULL))))",
+        f"(NOT {_present(_RETRIES)} OR jsonb_typeof({_RETRIES}) = 'object')",
+    ]
+)
 
 
 def _grouped_in_postgresql(session: Session) -> Groups:
-    """The same groups, formed by the server: only the groups and their run ids travel."""
+    """The same groups, formed by the server in one pass: only the groups and their run
+    ids travel.  The runs of a state of the wrong shape (or without a path) are few:
+    they are read again, whole, and judged by ``Stored.of`` row by row."""
     keyed = (
-        "SELECT run_id, workflow, path, state->>'kind' AS kind, state->>'addressing' AS addressing, "
-        f"{_dict_keys(_VALUES)} AS steps, {_dict_keys(_SCOPE)} AS scope, {_object_keys(_LOOPS)} AS loops "
+        f"SELECT run_id, workflow, path, path IS NOT NULL AND COALESCE({_WELL_FORMED}, false) AS readable, "
+        "state->>'kind' AS kind, state->>'addressing' AS addressing, state->>'event' AS event, "
+        f"{_object_keys(_VALUES)} AS steps, {_object_keys(_SCOPE)} AS scope, {_object_keys(_LOOPS)} AS loops "
         f"FROM {workflow_runs.name} WHERE status IN ('running', 'suspended')"
     )
-    grouped = text(
-        f"SELECT workflow, path, kind, addressing, steps, scope, loops, array_agg(run_id) "
-        f"FROM ({keyed}) AS keyed GROUP BY workflow, path, kind, addressing, steps, scope, loops"
-    )
-    groups: Groups = {}
-    for workflow, path, kind, addressing, steps, scope, loops, run_ids in session.execute(grouped):
-        stored = None
-        if path is not None:
-            named = addressing == "name"
-            stored = Stored(path, kind, frozenset(steps), frozenset(scope), frozenset(loops), named)
-        groups.setdefault((workflow, stored), []).extend(run_ids)
+    columns = "workflow, path, readable, kind, addressing, event, steps, scope, loops"
+    grouped = text(f"SELECT {columns}, array_agg(run_id) FROM ({keyed}) AS keyed GROUP BY {columns}")
+    groups: Groups = defaultdict(list)
+    others: list[uuid.UUID] = []
+    for workflow, path, readable, kind, addressing, event, steps, scope, loops, run_ids in session.execute(grouped):
+        if readable:
+            groups[workflow, path, Stored.of_keys(path, kind, addressing, event, steps, scope, loops)].extend(run_ids)
+        else:
+            others.extend(run_ids)
+    for start in range(0, len(others), _CHUNK):
+        rows = select(*_ROW).where(workflow_runs.c.run_id.in_(others[start : start + _CHUNK]))
+        for run_id, workflow, status, path, state in session.execute(rows):
+            groups[workflow, path, _stored(status, path, state)].append(run_id)
     return groups
 
 

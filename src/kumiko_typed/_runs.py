@@ -43,6 +43,7 @@ def shown_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
 
 
 def stranded_by(error: Mapping[str, Any] | None) -> list[str]:
-    """The fingerprints of the definitions that found a run stranded, oldest first."""
-    marked = None if error is None else error.get("stranded_by")
+    """The fingerprints of the definitions that found a run stranded, oldest first (none
+    when the stored error is damaged: the worker marks the run again, over it)."""
+    marked = error.get("stranded_by") if isinstance(error, Mapping) else None
     return marked.split() if isinstance(marked, str) else []

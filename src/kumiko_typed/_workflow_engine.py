@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._compat import Compat, Plan, Stored
+from ._compat import Compat, Plan, Stored, Unreadable
 from ._ctx import User
 from ._errors import ClassMismatch, StateError
 from ._eventstore import EventRow
@@ -76,7 +76,7 @@ SYSTEM_USER = User(id=uuid.UUID(int=0), tenant_id=uuid.UUID(int=0), roles=frozen
 class Definition:
     """A registered workflow, compiled: its program, its resume rule and fingerprint."""
 
-    def __init__(self, workflow: Workflow[Any]) -> None:
+    def __init__(self, workflow: Workflow[Any], event_name: Callable[[type[Any]], str]) -> None:
         self.workflow = workflow
         self.name = workflow.name
         pipeline = workflow.pipeline
@@ -85,8 +85,8 @@ class Definition:
         else:
             self.program = WorkflowFinished(pipeline.feature, pipeline.payload_type, pipeline.steps, "WorkflowPipeline")
         steps, builder = self.program.steps, self.program.builder
-        self.compat = Compat(steps, builder, workflow.renamed, workflow.fill)
-        self.fingerprint = fingerprint(steps, builder, workflow.renamed, workflow.fill)
+        self.compat = Compat(steps, builder, workflow.renamed, workflow.fill, event_name)
+        self.fingerprint = fingerprint(steps, builder, workflow.renamed, workflow.fill, event_name)
 
     def step_at(self, path: str) -> Step:
         """The step of a stored path (by name; a path stored before names, by index)."""
@@ -129,8 +129,11 @@ _UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeE
 
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
-    fails; raising instead would fail every worker pass that reaches it."""
-    return failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+    fails; raising instead would fail every worker pass that reaches it.  The reason of
+    a state of the wrong shape is :class:`Unreadable`'s, word for word what the
+    pre-deploy check reports."""
+    reason = exc if isinstance(exc, Unreadable) else Unreadable(str(exc))
+    return failed("unstorable_state", f"at step {path}: {reason}")
 
 
 def _mismatch(path: str | None, exc: ClassMismatch) -> str:
@@ -178,15 +181,21 @@ def _loops(decode: Callable[[Any], Any], state: Mapping[str, Any], plan: Plan | 
     return loops if plan is None else {plan.loops.get(key, key): record for key, record in loops.items()}
 
 
-def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, Any]) -> None:
+def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, Any], who: str) -> str | None:
     """Carry a run's stored values over to this definition: renamed keys, filled keys
-    (the definition's ``fill`` functions read the values as stored, renamed)."""
+    (the definition's ``fill`` functions read the values as stored, renamed).  A fill
+    that raises is user code failing: what to say of it (its traceback is logged)."""
     for old, new in plan.renamed.items():
         for stored in (values, scope):
             if old in stored:
                 stored[new] = stored.pop(old)
     for key in plan.fills:
-        values[key] = d.workflow.fill[key](MappingProxyType(dict(values)))
+        try:
+            values[key] = d.workflow.fill[key](MappingProxyType(dict(values)))
+        except Exception as exc:
+            logger.error("%s: fill= for %r raised", who, key, exc_info=exc)
+            return f'fill= for "{key}" raised {type(exc).__name__} (see the worker\'s log)'
+    return None
 
 
 class WorkflowEngine:
@@ -204,7 +213,7 @@ class WorkflowEngine:
         self.codec = codec
         self.converter = converter
         self.clock = clock
-        self.defs = {w.name: Definition(w) for w in workflows}
+        self.defs = {w.name: Definition(w, registry.event_name) for w in workflows}
         self.postgres = sessions.kw["bind"].dialect.name == "postgresql"
         dialect_insert = postgresql.insert if self.postgres else sqlite.insert
         #: A start claims its trigger key; a second claim of it inserts nothing.
@@ -362,16 +371,15 @@ class WorkflowEngine:
         who = f"workflow {d.name} run {run_id}"
         info = RunInfo(run_id, d.name, "running", path)
         try:
-            loops = _loops(self.codec.decode, state, plan)
-            if not isinstance(state.get("retries", {}), Mapping):
-                raise TypeError("the stored retry records are not a mapping")
+            loops = _loops(self.codec.decode, state, plan)  # its shape checked by the plan's Stored.of
             segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
             call = (d.name, payload, user, self.clock(), run_id)
             run = start_run(d.program, session, self.registry, call, info=info, workflow=segment)
             if "values" in state:
                 values, scope = self.codec.decode(state["values"]), self.codec.decode(state["scope"])
-                if plan is not None:
-                    _across(d, plan, values, scope)
+                problem = None if plan is None else _across(d, plan, values, scope, who)
+                if problem is not None:
+                    return failed("internal_error", f"at step {path}: {problem}")
                 run.values.update(values)
                 run.open_scope().update(scope)
             resume = None if plan is None else Resume(plan.path)
@@ -395,6 +403,8 @@ class WorkflowEngine:
                         "addressing": "name",
                         "kind": d.step_at(where).kind,
                     }
+                    if outcome.wait is not None:  # what the deployed definition must still wait for
+                        stored["event"] = outcome.wait.event_type
                 except StateError as exc:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
                 columns = {
@@ -673,9 +683,12 @@ class WorkflowEngine:
     # --- inspection ------------------------------------------------------------------
 
     def info(self, row: Row[Any]) -> RunInfo:
+        state = row.state if isinstance(row.state, Mapping) else {}  # a damaged row is still listed
         try:
-            steps = self.codec.decode(row.state["values"]) if "values" in row.state else {}
-        except StateError:
+            steps = self.codec.decode(state["values"]) if "values" in state else {}
+        except _UNREADABLE:
+            steps = {}
+        if not isinstance(steps, Mapping):
             steps = {}
         wake = row.wake_at
         return RunInfo(

@@ -208,13 +208,13 @@ class EventFeed:
 
     def _event_key(self, d: Definition, path: str, event: EventRow) -> str | None:
         """The key of ``event`` for the runs waiting at ``path`` (``None``: none matches;
-        ``_UNPLACED``: this definition has no event wait there, the runs are stranded)."""
+        ``_UNPLACED``: this definition has no wait for that event there, the runs are stranded)."""
         try:
             step = d.step_at(path)
         except (LookupError, ValueError):
             return _UNPLACED
-        if not isinstance(step, WaitForEvent):
-            return _UNPLACED
+        if not isinstance(step, WaitForEvent) or self.engine.registry.event_name(step.event) != event.type:
+            return _UNPLACED  # not loaded as another class; a run that noted its event is stranded
         try:
             value = self.engine.registry.load(event, step.event)
             return event_key(self.engine.codec, step.event_key(value))

@@ -165,8 +165,12 @@ def _feature(*, schema: int = 2) -> tuple[Feature[Any], dict[str, Any]]:
     h["await"] = f.workflow(
         "await",
         trigger=manual(Expect),
-        pipeline=f.workflow_pipeline(Expect).wait_for_event(
-            "ext", Extended, key=lambda c: c.payload.reason, event_key=lambda e: e.reason, timeout="PT1H"
+        pipeline=f.workflow_pipeline(Expect).wait_for_event(  # the old code waits for its own class
+            "ext",
+            ExtendedV1 if schema == 1 else Extended,
+            key=lambda c: c.payload.reason,
+            event_key=lambda e: e.reason,
+            timeout="PT1H",
         ),
     )
     h["welcome"] = f.workflow(

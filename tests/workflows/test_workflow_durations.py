@@ -31,6 +31,7 @@ def _boom(_c: Any) -> int:
 
 def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any]:
     f = Feature(f"wfd_{name}")
+    f.event(Go)  # what wait_for_event waits for must be a registered event
     flow = f.workflow("flow", trigger=manual(Go), pipeline=build(f.workflow_pipeline(Go)).compute("done", lambda c: 1))
     return f, flow
 

@@ -614,7 +614,7 @@ pipeline = (
     .compute("allowed", Rules().allowed)
     .compute("scaled", functools.partial(scaled, 3))
 )
-print(Definition(f.workflow("x", trigger=manual(P), pipeline=pipeline)).fingerprint)
+print(Definition(f.workflow("x", trigger=manual(P), pipeline=pipeline), lambda e: e.__name__).fingerprint)
 """
 
 
@@ -631,6 +631,11 @@ def test_the_fingerprint_is_the_same_in_every_process() -> None:
     assert len(prints) == 1
 
 
+def _named(event: type[Any]) -> str:
+    """An event's type name, as a registry gives it (these definitions wait for none)."""
+    return event.__name__
+
+
 def test_the_fingerprint_is_of_the_structure_not_the_code() -> None:
     """Resolver code (and so the Python version compiling it) is not in the fingerprint;
     the steps' kinds, names and nesting are."""
@@ -641,9 +646,9 @@ def test_the_fingerprint_is_of_the_structure_not_the_code() -> None:
     def flow(members: Callable[[Any], object], name: str = "k") -> Any:
         return f.workflow("x", trigger=manual(Start), pipeline=f.workflow_pipeline(Start).compute(name, members))
 
-    one = Definition(flow(lambda c: c.payload.n in {1, 2, 3})).fingerprint
-    other_code = Definition(flow(lambda c: c.payload.n in {1, 2, 4})).fingerprint
-    other_name = Definition(flow(lambda c: c.payload.n in {1, 2, 3}, "j")).fingerprint
+    one = Definition(flow(lambda c: c.payload.n in {1, 2, 3}), _named).fingerprint
+    other_code = Definition(flow(lambda c: c.payload.n in {1, 2, 4}), _named).fingerprint
+    other_name = Definition(flow(lambda c: c.payload.n in {1, 2, 3}, "j"), _named).fingerprint
     assert one == other_code != other_name
 
 

@@ -141,6 +141,13 @@ def _is_iteration(part: str) -> bool:
     return part.startswith("#")
 
 
+def _bad_iteration(path: Path) -> str | None:
+    """The first part of ``path`` that looks like an iteration but is no ``#`` and a
+    number (a step name never starts with ``#``: :func:`name_part` escapes it).  A
+    stored path of another origin must strand its run, not fail it where it resumes."""
+    return next((p for p in path.parts if _is_iteration(p) and not (p[1:].isascii() and p[1:].isdigit())), None)
+
+
 def walk(steps: Sequence[Step], builder: str, prefix: str = "") -> Iterator[tuple[str, Step, str]]:
     """Every step with its path and the builder it was written in, depth first."""
     for i, step in enumerate(steps):
@@ -196,8 +203,12 @@ class Located:
 def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
     """The step a stored path names.  ``named``: the path's step parts are
     :func:`address`es (else indexes, as runs stored before them).  ``LookupError``
-    names the first part that leads nowhere; iteration parts pass as they are."""
+    names the first part that leads nowhere, or one that starts like an iteration
+    (``#``) but is no number; iteration parts pass as they are."""
     parts = path.parts
+    bad = _bad_iteration(path)
+    if bad is not None:
+        raise LookupError(f"{bad} at {path} is no loop iteration (# and a number)")
     by_index: list[str] = []
     by_name: list[str] = []
     levels: list[tuple[Sequence[Step], int]] = []
@@ -237,7 +248,7 @@ def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
 
 def _find(block: Sequence[Step], part: str, named: bool) -> int | None:
     if not named:
-        return int(part) if part.isdigit() and int(part) < len(block) else None
+        return int(part) if part.isascii() and part.isdigit() and int(part) < len(block) else None
     return next((n for n in range(len(block)) if address(block, n) == part), None)
 
 

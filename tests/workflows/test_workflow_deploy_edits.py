@@ -1,0 +1,318 @@
+"""Deploys and stored runs the resume rule must survive (docs/workflows.md, "Changing a
+workflow that has suspended runs"), on SQLite and PostgreSQL: a wait whose event class
+changed, a stored state or path of the wrong shape, an unregistered awaited event, a
+``fill=`` function that raises.  ``app.check_runs()`` and the worker decide by one rule,
+so they agree on every run.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped
+
+from kumiko_typed import App, BootError, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed._tables import workflow_runs
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+ADA = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=11))
+
+
+@attrs.frozen
+class Start:
+    ref: uuid.UUID
+    items: list[int] = attrs.field(factory=list)
+
+
+@attrs.frozen
+class Paid:
+    ref: uuid.UUID
+
+
+@attrs.frozen
+class Shipped:
+    """Of the same shape as ``Paid``: a ``Paid`` row loads as a ``Shipped`` without error."""
+
+    ref: uuid.UUID
+
+
+class DpeBox(Entity):
+    __tablename__ = "dpe_box"
+    note: Mapped[str]
+
+
+def feature(version: str, fill: Callable[[Any], object] | None = None) -> Feature[Any]:
+    """The workflows as deployed in ``version`` (``v1``: what the runs start under).
+
+    ``shipped``: ``waiter`` waits for ``Shipped`` instead of ``Paid``, same step name;
+    ``priced``: ``napper`` computes ``price`` before its wait, filled by ``fill``."""
+    f: Feature[Any] = Feature("dpe")
+    f.entity(DpeBox)
+    f.event(Paid)
+    f.event(Shipped)
+    for name, cls in (("pay", Paid), ("ship", Shipped)):
+        f.write_handler(
+            name,
+            f.pipeline(Start)
+            .create("box", DpeBox, data=lambda c: DpeBox(note="x"))
+            .append_event(DpeBox, id=lambda c: c.steps["box"].id, event=lambda c, cls=cls: cls(c.payload.ref))
+            .return_(lambda c: ok(None)),
+        )
+    awaited = Shipped if version == "shipped" else Paid
+    f.workflow(
+        "waiter",
+        trigger=manual(Start),
+        pipeline=f.workflow_pipeline(Start)
+        .wait_for_event("got", awaited, key=lambda c: c.payload.ref, event_key=lambda e: e.ref, timeout="PT1H")
+        .return_(lambda c: ok(type(c.steps["got"]).__name__)),
+    )
+    napper: Any = f.workflow_pipeline(Start).compute("quote", lambda c: 10)
+    if version == "priced":
+        napper = napper.compute("price", lambda c: c.steps["quote"] + 1)
+    f.workflow(
+        "napper",
+        trigger=manual(Start),
+        pipeline=napper.wait("PT1M", name="nap").return_(lambda c: ok(c.steps.get("price"))),
+        fill={"price": fill} if fill is not None else None,
+    )
+    f.workflow(
+        "looper",
+        trigger=manual(Start),
+        pipeline=f.workflow_pipeline(Start)
+        .for_each("item", over=lambda c: c.payload.items, do=lambda b: b.wait("PT1M", name="tick"))
+        .return_(lambda c: ok(None)),
+    )
+    return f
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@pytest.fixture
+def deploy(db_url: str, clock: FakeClock) -> Iterator[Callable[..., App]]:
+    """``deploy(version, fill=None)``: an App of that version on the one database."""
+    apps: list[App] = []
+
+    def build(version: str, fill: Callable[[Any], object] | None = None) -> App:
+        app = App([feature(version, fill)], database_url=db_url, clock=clock)
+        if not apps:
+            app.create_all()
+        apps.append(app)
+        return app
+
+    yield build
+    for app in apps:
+        app.dispose()
+
+
+def _start(app: App, workflow: str, items: list[int] | None = None) -> tuple[uuid.UUID, uuid.UUID]:
+    ref = uuid.uuid4()
+    run_id = app.start_workflow(app.workflows[f"dpe:{workflow}"], Start(ref, items or []), user=ADA)
+    return run_id, ref
+
+
+def _info(app: App, run_id: uuid.UUID) -> Any:
+    info = app.get_run(run_id)
+    assert info is not None
+    return info
+
+
+# --- 1. the event a suspended wait_for_event waits for ------------------------------------------
+
+
+def test_a_deploy_that_changes_the_awaited_event_strands_the_run_and_the_old_code_resumes_it(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    v1 = deploy("v1")
+    run_id, ref = _start(v1, "waiter")
+    v2 = deploy("shipped")
+    new_run, _ = _start(v2, "waiter")
+    assert _info(v2, new_run).fingerprint != _info(v1, run_id).fingerprint  # the awaited event is in it
+    assert isinstance(v2.cancel_run(new_run, user=ADA, reason="seen its fingerprint"), Ok)
+
+    (problem,) = v2.check_runs()
+    reason = (
+        f'workflow.wait_for_event "got" at got now waits for {_name(v2, Shipped)}, the run waits for {_name(v2, Paid)}'
+    )
+    assert (problem.workflow, problem.path, problem.reason, problem.run_ids) == ("dpe:waiter", "got", reason, (run_id,))
+
+    # The Paid event the run waits for: the new code neither resumes it with that event as a
+    # Shipped, nor (once the timeout has passed) with None: it strands it, untouched.
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    info = _info(v2, run_id)
+    assert (info.status, info.path, info.error) == ("suspended", "got", {"code": "stranded", "message": reason})
+
+    # The code that stored it resumes it with the event it waited for.
+    assert v1.run_worker(once=True)["resumed"] == 1
+    assert v1.result(v1.workflows["dpe:waiter"], run_id, user=ADA) == Ok("Paid")
+
+
+@pytest.mark.parametrize("error", [["stranded_by"], "stranded", 7])
+def test_a_stored_error_of_the_wrong_shape_does_not_stop_the_worker_stranding_the_run(
+    deploy: Callable[..., App], clock: FakeClock, error: object
+) -> None:
+    """The error column is the worker's too: it keeps which definitions stranded a run."""
+    v1 = deploy("v1")
+    run_id, _ref = _start(v1, "napper")
+    with v1.engine.begin() as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(error=error))
+    v2 = deploy("priced")  # no fill=: the run did not store "price"
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    assert v2.run_worker(once=True)["resumed"] == 0  # marked once: passed by
+    info = _info(v2, run_id)
+    reason = 'key "price" needed at nap was not stored'
+    assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reason})
+
+
+def _name(app: App, cls: type[Any]) -> str:
+    """The type name events of ``cls`` are stored under."""
+    return app.features[0].events[cls]
+
+
+# --- 2. and 3. a stored state or path of the wrong shape ------------------------------------------
+
+
+def _replace(state: dict[str, Any], **changes: Any) -> dict[str, Any]:
+    return {**state, **changes}
+
+
+HOSTILE: dict[str, Callable[[dict[str, Any]], object]] = {
+    "state-a-list": lambda s: [s],
+    "state-a-string": lambda s: "state",
+    "state-a-number": lambda s: 5,
+    "values-a-number": lambda s: _replace(s, values=5),
+    "values-null": lambda s: _replace(s, values=None),
+    "values-keys-a-list": lambda s: _replace(s, values={"$t": "dict", "v": ["quote"]}),
+    "values-untagged": lambda s: _replace(s, values={"v": {}}),
+    "scope-a-string": lambda s: _replace(s, scope="item"),
+    "kind-a-list": lambda s: _replace(s, kind=["workflow.wait"]),
+    "kind-a-number": lambda s: _replace(s, kind=7),
+    "addressing-an-object": lambda s: _replace(s, addressing={"name": True}),
+    "loops-a-string": lambda s: _replace(s, loops="item/do/#0"),
+    "loops-a-list": lambda s: _replace(s, loops=["item/do/#0"]),
+    "loop-record-a-number": lambda s: _replace(s, loops=dict.fromkeys(s["loops"], 3)),
+    "loop-record-without-items": lambda s: _replace(s, loops={k: {"shadows": False} for k in s["loops"]}),
+    "loop-items-an-object": lambda s: _replace(s, loops={k: {**r, "items": {}} for k, r in s["loops"].items()}),
+    "retries-a-list": lambda s: _replace(s, retries=[1]),
+    "event-a-number": lambda s: _replace(s, event=3),
+}
+
+
+@pytest.mark.parametrize("hostile", sorted(HOSTILE))
+def test_a_run_with_a_stored_state_of_the_wrong_shape_is_reported_by_the_check_and_failed_by_the_worker_alike(
+    deploy: Callable[..., App], clock: FakeClock, hostile: str
+) -> None:
+    app = deploy("v1")
+    run_id, _ref = _start(app, "looper", items=[1, 2])
+    fine, _ = _start(app, "looper", items=[3])
+    with app.engine.begin() as conn:
+        state = conn.execute(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id)).scalar_one()
+        conn.execute(
+            workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state=HOSTILE[hostile](state))
+        )
+
+    (problem,) = app.check_runs()
+    assert (problem.workflow, problem.path, problem.run_ids) == ("dpe:looper", "item/do/#0/tick", (run_id,))
+    assert problem.reason.startswith("the stored state cannot be read: "), problem.reason
+
+    clock.advance(minutes=5)
+    app.run_worker(once=True)  # does not raise; the other run goes on
+    info = _info(app, run_id)
+    assert (info.status, info.error) == (
+        "failed",
+        {"code": "unstorable_state", "message": f"at step item/do/#0/tick: {problem.reason}"},
+    )
+    assert _info(app, fine).status == "completed"
+    assert app.check_runs() == []
+
+
+@pytest.mark.parametrize("path", ["item/do/#x/tick", "item/do/#/tick", "item/do/#-1/tick", "item/do/#²/tick"])
+def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
+    deploy: Callable[..., App], clock: FakeClock, path: str
+) -> None:
+    app = deploy("v1")
+    run_id, _ref = _start(app, "looper", items=[1, 2])
+    with app.engine.begin() as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(path=path))
+    iteration = path.split("/")[2]
+    reason = f"{iteration} at {path} is no loop iteration (# and a number)"
+    (problem,) = app.check_runs()
+    assert (problem.path, problem.reason, problem.run_ids) == (path, reason, (run_id,))
+
+    clock.advance(minutes=5)
+    app.run_worker(once=True)
+    info = _info(app, run_id)
+    assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
+
+
+# --- 4. an awaited event no feature registers ----------------------------------------------------
+
+
+def test_boot_refuses_a_wait_for_an_event_no_feature_registers() -> None:
+    f: Feature[Any] = Feature("dpu")
+    f.workflow(
+        "waiter",
+        trigger=manual(Start),
+        pipeline=f.workflow_pipeline(Start).branch(
+            when=lambda c: True,
+            on_true=lambda b: b.wait_for_event(
+                "got", Paid, key=lambda c: c.payload.ref, event_key=lambda e: e.ref, timeout="PT1H"
+            ),
+        ),
+    )
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    (problem,) = raised.value.problems
+    assert problem == (
+        'workflow dpu:waiter, step 0/on_true/0 (workflow.wait_for_event "got"): it waits for Paid, which is not '
+        "a registered event; register it with feature.event(Paid) in a feature of this App"
+    )
+
+
+# --- 5. a fill= function that raises ---------------------------------------------------------------
+
+
+@pytest.mark.parametrize("error", [KeyError("quote"), ZeroDivisionError("division by zero"), ValueError("no")])
+def test_a_fill_that_raises_fails_the_run_with_internal_error_naming_it(
+    deploy: Callable[..., App], clock: FakeClock, caplog: pytest.LogCaptureFixture, error: Exception
+) -> None:
+    v1 = deploy("v1")
+    run_id, _ref = _start(v1, "napper")
+    other, ref = _start(v1, "waiter")
+
+    def broken(stored: Any) -> object:
+        raise error
+
+    v2 = deploy("priced", fill=broken)
+    assert v2.check_runs() == []  # a fill is a function of the values: the check does not run it; and
+    # the waiting run waits for the event this definition still waits for
+    clock.advance(minutes=5)
+    v2.run_worker(once=True)  # does not raise
+    info = _info(v2, run_id)
+    name = type(error).__name__
+    assert (info.status, info.error) == (
+        "failed",
+        {"code": "internal_error", "message": f'at step nap: fill= for "price" raised {name} (see the worker\'s log)'},
+    )
+    assert "Traceback" not in info.error["message"]
+    logged = [r for r in caplog.records if r.exc_info and r.exc_info[1] is error]
+    assert logged and "price" in logged[0].getMessage()
+    assert _info(v2, other).status == "suspended"  # the pass went on
+
+    # A run waiting for the event this definition still waits for resumes under it.
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    assert v2.run_worker(once=True)["resumed"] == 1
+    assert v2.result(v2.workflows["dpe:waiter"], other, user=ADA) == Ok("Paid")
