@@ -36,10 +36,21 @@ class RunInfo:
     fingerprint: str | None = None
 
 
-def shown_error(error: Mapping[str, Any] | None) -> dict[str, Any] | None:
+def shown_error(error: object) -> dict[str, Any] | None:
     """A run's stored error as callers see it: without the fingerprints of the
-    definitions that stranded it (kept for workers, see ``WorkflowEngine.resumable``)."""
-    return None if error is None else {k: v for k, v in error.items() if k != "stranded_by"}
+    definitions that stranded it (kept for workers, see ``WorkflowEngine.resumable``).  A
+    damaged column (not a JSON object) is shown as what it is, not raised: listing runs
+    is how an operator finds such a row."""
+    if error is None:
+        return None
+    if not isinstance(error, Mapping):
+        return {"code": "unreadable", "message": f"the stored error is a JSON {_json_kind(error)}, not an object"}
+    return {k: v for k, v in error.items() if k != "stranded_by"}
+
+
+def _json_kind(value: object) -> str:
+    kinds = ((bool, "boolean"), (int, "number"), (float, "number"), (str, "string"), (list, "array"))
+    return next((name for kind, name in kinds if isinstance(value, kind)), "value")
 
 
 def stranded_by(error: Mapping[str, Any] | None) -> list[str]:

@@ -567,7 +567,7 @@ class WorkflowEngine:
             self._strand(session, d, row, _mismatch(row.path, exc), reader=True)
             return False
         except _UNREADABLE as exc:
-            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            self._fail_unreadable(session, d, row, exc)
             return True
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
@@ -577,7 +577,7 @@ class WorkflowEngine:
                 woken_by = uuid.UUID(row.state[_WOKEN_BY])
                 resume_value = self._event_again(session, d, row.path, woken_by)
         except _UNREADABLE as exc:
-            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            self._fail_unreadable(session, d, row, exc)
             return True
         self.isolated_segment(
             session,
@@ -617,11 +617,17 @@ class WorkflowEngine:
             self._strand(session, d, row, reason, reader=True)
             return reason
         except _UNREADABLE as exc:
-            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
+            self._fail_unreadable(session, d, row, exc)
             return None
         if isinstance(plan, str):
             self._strand(session, d, row, plan)
         return plan
+
+    def _fail_unreadable(self, session: Session, d: Definition, row: Row[Any], exc: Exception) -> None:
+        """Fail a run whose stored row is damaged, and drop its event wait: no event can
+        resume a failed run, and the feed would else arm and match it for nothing."""
+        session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
+        self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
 
     def _reader(self, d: Definition) -> str:
         """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the

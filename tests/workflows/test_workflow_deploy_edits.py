@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, BootError, Entity, Feature, Ok, User, manual, ok
-from kumiko_typed._tables import workflow_runs
+from kumiko_typed._tables import workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -175,6 +175,36 @@ def test_a_stored_error_of_the_wrong_shape_does_not_stop_the_worker_stranding_th
     info = _info(v2, run_id)
     reason = 'key "price" needed at nap was not stored'
     assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reason})
+
+
+@pytest.mark.parametrize(("error", "kind"), [(["stranded_by"], "array"), ("stranded", "string"), (7, "number")])
+def test_a_run_whose_stored_error_is_damaged_is_still_listed(
+    deploy: Callable[..., App], error: object, kind: str
+) -> None:
+    """Listing runs is how an operator finds a damaged row: it shows it, it does not raise."""
+    app = deploy("v1")
+    run_id, _ref = _start(app, "napper")
+    with app.engine.begin() as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(error=error))
+    shown = {"code": "unreadable", "message": f"the stored error is a JSON {kind}, not an object"}
+    assert _info(app, run_id).error == shown
+    assert [r.error for r in app.runs() if r.run_id == run_id] == [shown]
+
+
+def test_a_waiting_run_failed_as_damaged_leaves_no_event_wait_behind(deploy: Callable[..., App]) -> None:
+    """No event can resume a failed run: its wait row goes with it, so the feed stops
+    arming and matching it."""
+    app = deploy("v1")
+    run_id, ref = _start(app, "waiter")
+    waits = sa.select(sa.func.count()).select_from(workflow_waits).where(workflow_waits.c.run_id == run_id)
+    with app.engine.begin() as conn:
+        assert conn.execute(waits).scalar() == 1
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state=[1]))
+    assert app.dispatch(app.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    app.run_worker(once=True)
+    assert _info(app, run_id).status == "failed"
+    with app.engine.connect() as conn:
+        assert conn.execute(waits).scalar() == 0
 
 
 def _name(app: App, cls: type[Any]) -> str:
