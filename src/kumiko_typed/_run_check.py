@@ -10,14 +10,19 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from itertools import chain
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Select, select, text
+from sqlalchemy import Select, String, bindparam, select, text
+from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
+from ._errors import ClassMismatch, StateError
 from ._serialization import TAG
+from ._stored_classes import class_names, mismatch, rebuild
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -60,6 +65,9 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
                 reason = plan if isinstance(plan, str) else None
             if reason is not None:
                 found[workflow, path, reason].extend(run_ids)
+        judged = {run_id for run_ids in found.values() for run_id in run_ids}
+        for workflow, path, reason, run_id in _unrebuildable(session, engine, judged):
+            found[workflow, path, reason].append(run_id)
     ordered = sorted(found.items(), key=lambda item: (item[0][0], item[0][1] or "", item[0][2]))
     return [Incompatible(workflow, path, reason, tuple(sorted(ids))) for (workflow, path, reason), ids in ordered]
 
@@ -164,6 +172,44 @@ def _grouped_in_postgresql(session: Session) -> Groups:
         for run_id, workflow, status, path, state in session.execute(rows):
             groups[workflow, path, _stored(status, path, state)].append(run_id)
     return groups
+
+
+#: SQL (PostgreSQL): a run's payload or state names a class not in ``:known`` — a filter
+#: that may let through more than :func:`class_names` would, never fewer.
+_NAMES_UNKNOWN: Final = (
+    "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array(payload, state), "
+    f"""'lax $.** ? (@."{TAG}" == "attrs" || @."{TAG}" == "entity" || @."{TAG}" == "enum").c') AS found(c) """
+    "WHERE jsonb_typeof(found.c) = 'string' AND NOT (found.c #>> '{}') = ANY(:known))"
+)
+#: What decoding a damaged row raises: the shape check above, or the worker, says why.
+_DAMAGED: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+
+
+def _unrebuildable(
+    session: Session, engine: WorkflowEngine, judged: set[uuid.UUID]
+) -> Iterator[tuple[str, str | None, str, uuid.UUID]]:
+    """Suspended runs not already found incompatible whose stored values name a class
+    this App does not register: the worker strands them (:mod:`kumiko_typed._stored_classes`),
+    with this reason.  Only such runs are decoded; a class whose fields changed is found
+    by the worker alone (the check does not decode every run)."""
+    known = set(engine.codec.by_name)
+    columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path)
+    stmt = _unfinished(select(*columns, workflow_runs.c.payload, workflow_runs.c.state))
+    stmt = stmt.where(workflow_runs.c.path.is_not(None), workflow_runs.c.workflow.in_(list(engine.defs)))
+    if engine.postgres:
+        named = text(_NAMES_UNKNOWN).bindparams(bindparam("known", value=sorted(known), type_=ARRAY(String)))
+        stmt = stmt.where(named)
+    for run_id, workflow, path, payload, state in session.execute(stmt.execution_options(yield_per=_CHUNK)):
+        if run_id in judged or not isinstance(state, Mapping):
+            continue
+        if all(name in known for name in chain(class_names(payload), class_names(state))):
+            continue
+        try:
+            rebuild(engine.codec, payload, state)
+        except ClassMismatch as exc:
+            yield workflow, path, mismatch(path, exc), run_id
+        except _DAMAGED:
+            continue
 
 
 def _unfinished(stmt: Select[Any]) -> Select[Any]:

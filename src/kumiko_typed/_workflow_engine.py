@@ -43,6 +43,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
+from ._stored_classes import mismatch, rebuild
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
@@ -134,14 +135,6 @@ def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     pre-deploy check reports."""
     reason = exc if isinstance(exc, Unreadable) else Unreadable(str(exc))
     return failed("unstorable_state", f"at step {path}: {reason}")
-
-
-def _mismatch(path: str | None, exc: ClassMismatch) -> str:
-    """Why a run is stranded whose stored values need classes this deploy does not have."""
-    return (
-        f"at step {path}: the stored state cannot be read: {exc}; "
-        "a deploy with the class as the run stored it resumes the run"
-    )
 
 
 def _before_store(session: Session, outcome: Outcome) -> Suspend | None:
@@ -558,13 +551,9 @@ class WorkflowEngine:
         try:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # strands the run as it is, its event wait included.
-            payload = self.codec.decode(row.payload)
-            _loops(self.codec.decode, row.state, plan)
-            for part in ("values", "scope"):
-                if part in row.state:
-                    self.codec.decode(row.state[part])
+            payload = rebuild(self.codec, row.payload, row.state)
         except ClassMismatch as exc:
-            self._strand(session, d, row, _mismatch(row.path, exc), reader=True)
+            self._strand(session, d, row, mismatch(row.path, exc), reader=True)
             return False
         except _UNREADABLE as exc:
             self._fail_unreadable(session, d, row, exc)
@@ -613,7 +602,7 @@ class WorkflowEngine:
         try:
             plan = d.compat.plan(Stored.of(row.path, row.state))
         except ClassMismatch as exc:
-            reason = _mismatch(row.path, exc)
+            reason = mismatch(row.path, exc)
             self._strand(session, d, row, reason, reader=True)
             return reason
         except _UNREADABLE as exc:

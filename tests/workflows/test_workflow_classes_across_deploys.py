@@ -100,11 +100,18 @@ def test_a_run_whose_stored_value_this_deploy_cannot_rebuild_is_stranded_then_re
     before = _stored(v1, run_id)
 
     v2, _ = _deploy(app_on, clock, later)
+    checked = v2.check_runs()  # before the deploy: reads only
     clock.advance(minutes=2)
     v2.run_worker(once=True)
     info = _info(v2, run_id)
     assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
     assert words in info.error["message"] and "Note" in info.error["message"]
+    if not later:  # a dropped class is named in the stored JSON: the check finds it too,
+        # with the very reason the worker marks the runs with; a changed one it does not
+        # decode every run to find (docs/workflows.md)
+        assert [(p.workflow, p.path, p.reason, p.run_ids) for p in checked] == [
+            ("classes:noted", "@wait", info.error["message"], tuple(sorted((run_id, kept))))
+        ]
     assert "SELECT" not in info.error["message"] and "Traceback" not in info.error["message"]
     assert _stored(v2, run_id) == before  # nothing of it changed but the mark
     assert _info(v2, kept).status == "suspended"  # the other run too: each is stranded alone
@@ -205,3 +212,21 @@ def test_an_event_that_came_while_the_run_could_not_be_read_resumes_it_after_the
     v3.run_worker(once=True)
     done = _info(v3, run_id)
     assert (done.status, done.steps["read"]) == ("completed", ("kept", "here")), done
+
+
+def test_a_stored_dict_that_looks_like_a_class_is_not_taken_for_one(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """User data holding the codec's own tag keys is data: the check's filter lets it
+    through, its exact read clears it, and the worker resumes the run."""
+    f: Feature[Any] = Feature("lookalike")
+    ghost = {"$t": "attrs", "c": "nowhere.Ghost", "v": {}}
+    pipeline = f.workflow_pipeline(Begin).compute("raw", lambda c: ghost).wait("PT1M").compute("seen", lambda c: 1)
+    flow = f.workflow("ghostly", trigger=manual(Begin), pipeline=pipeline)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Begin(1), user=user)
+    assert app.check_runs() == []
+    clock.advance(minutes=2)
+    app.run_worker(once=True)
+    done = _info(app, run_id)
+    assert (done.status, done.steps["raw"]) == ("completed", ghost)

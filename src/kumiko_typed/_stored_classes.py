@@ -1,0 +1,56 @@
+"""Whether this deploy can rebuild what a suspended run stored: its payload and the values
+it carries (steps, scope, loop items) name classes by module and name, and a deploy may
+have dropped or changed one.  Such a run is stranded, not failed (DESIGN §8): the worker
+asks before it touches the run, the pre-deploy check asks of the runs that name a class
+this App does not register.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+from ._errors import ClassMismatch
+from ._serialization import TAG, Codec
+
+__all__ = ["class_names", "mismatch", "rebuild"]
+
+_CLASS_TAGS = frozenset({"attrs", "entity", "enum"})
+
+
+def rebuild(codec: Codec, payload: object, state: Mapping[str, Any]) -> Any:
+    """Decode everything a resumed run reads: its payload, returned; the rest for its
+    errors only (:class:`ClassMismatch` for a class this App does not have as stored, the
+    codec's others for a damaged row)."""
+    decoded = codec.decode(payload)
+    for loop in state.get("loops", {}).values():
+        codec.decode(loop["items"])
+        codec.decode(loop["shadowed"])
+    for part in ("values", "scope"):
+        if part in state:
+            codec.decode(state[part])
+    return decoded
+
+
+def mismatch(path: str | None, exc: ClassMismatch) -> str:
+    """Why a run is stranded whose stored values need classes this deploy does not have:
+    what the worker marks it with and the check reports, word for word."""
+    return (
+        f"at step {path}: the stored state cannot be read: {exc}; "
+        "a deploy with the class as the run stored it resumes the run"
+    )
+
+
+def class_names(stored: object) -> Iterator[str]:
+    """Every class name a stored JSON value may name — more than the codec reads (any
+    object tagged as a class counts, wherever it is), never fewer: a cheap filter, whose
+    runs :func:`rebuild` then judges exactly."""
+    if isinstance(stored, list):
+        for item in stored:
+            yield from class_names(item)
+    elif isinstance(stored, dict):
+        name = stored.get("c")
+        if stored.get(TAG) in _CLASS_TAGS and isinstance(name, str):
+            yield name
+        for item in stored.values():
+            yield from class_names(item)
