@@ -177,9 +177,13 @@ def _grouped_in_postgresql(session: Session) -> Groups:
 #: SQL (PostgreSQL): a run's payload or state names a class not in ``:known`` — a filter
 #: that may let through more than :func:`class_names` would, never fewer.
 _NAMES_UNKNOWN: Final = (
-    "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array(payload, state), "
-    f"""'lax $.** ? (@."{TAG}" == "attrs" || @."{TAG}" == "entity" || @."{TAG}" == "enum").c') AS found(c) """
+    "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array(payload, state), 'lax $.**.c') AS found(c) "
     "WHERE jsonb_typeof(found.c) = 'string' AND NOT (found.c #>> '{}') = ANY(:known))"
+)
+#: The same filter on SQLite (its JSON1 tree walk).
+_NAMES_UNKNOWN_SQLITE: Final = (
+    "EXISTS (SELECT 1 FROM json_tree(json_array(json(payload), json(state))) AS found "
+    "WHERE found.key = 'c' AND found.type = 'text' AND found.atom NOT IN :known)"
 )
 #: What decoding a damaged row raises: the shape check above, or the worker, says why.
 _DAMAGED: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
@@ -198,7 +202,9 @@ def _unrebuildable(
     stmt = stmt.where(workflow_runs.c.path.is_not(None), workflow_runs.c.workflow.in_(list(engine.defs)))
     if engine.postgres:
         named = text(_NAMES_UNKNOWN).bindparams(bindparam("known", value=sorted(known), type_=ARRAY(String)))
-        stmt = stmt.where(named)
+    else:
+        named = text(_NAMES_UNKNOWN_SQLITE).bindparams(bindparam("known", value=sorted(known), expanding=True))
+    stmt = stmt.where(named)
     for run_id, workflow, path, payload, state in session.execute(stmt.execution_options(yield_per=_CHUNK)):
         if run_id in judged or not isinstance(state, Mapping):
             continue
