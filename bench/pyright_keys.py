@@ -36,6 +36,13 @@ fresh server each time, two ways:
 * cold (context): the 20-pipeline file is the first thing the server opens, so the answer
   also waits for SQLAlchemy and the library to be analysed.
 
+The third part counts how often pyright evaluates a step's lambda (``evaluations``):
+``EVAL_PIPELINES`` one-step pipelines whose lambda is ``HEAVY`` (100 terms of arithmetic on
+the payload, no key read, so its cost is the same under both configurations) against the
+same pipelines with a one-term lambda; the difference of the two check times is the cost
+of evaluating the heavy lambdas, and its ratio keys / today is the ratio of the number of
+times pyright evaluates each (docs/plugin.md, "Where the linear cost goes").
+
 Nothing here passes or fails on time.
 """
 
@@ -84,6 +91,9 @@ BRANCHES = """\
     .for_each("ch", over=lambda c: c.payload.sku, do=lambda b: b.compute("last", lambda c: c.scope["ch"]))
     .compute("summary", lambda c: (c.steps["price"], c.steps["label"], c.steps["tier"], c.steps["last"]))
     .return_(lambda c: ok(c.steps["summary"]))"""
+#: ``evaluations``: the heavy lambda and how many one-step pipelines carry it.
+HEAVY = "lambda c: " + " + ".join(["(c.payload.quantity * 2 - 1)"] * 100)
+EVAL_PIPELINES = 60
 HEADER = '''"""Generated: {n} pipelines of 10 steps."""
 
 from __future__ import annotations
@@ -144,6 +154,15 @@ def source(pipelines: int, branches: bool = False) -> str:
         lines += [f"pipeline{p} = (", "    feature.pipeline(Payload)"]
         lines += [BRANCHES] if branches else chain()
         lines += [")", ""]
+    return "\n".join(lines)
+
+
+def one_step(resolver: str) -> str:
+    """``EVAL_PIPELINES`` pipelines of one ``compute`` step with ``resolver`` and a ``return_``."""
+    lines = [HEADER.format(n=EVAL_PIPELINES)]
+    for p in range(EVAL_PIPELINES):
+        lines += [f"pipeline{p} = (", "    feature.pipeline(Payload)", f'    .compute("qty", {resolver})']
+        lines += ["    .return_(lambda c: ok(1))", ")", ""]
     return "\n".join(lines)
 
 
@@ -228,6 +247,48 @@ def check_rounds(base: Path, rounds: int) -> Runs | None:
     return runs
 
 
+def evaluations(root: Path, rounds: int) -> dict[str, float] | None:
+    """The heavy lambdas' cost (heavy minus light check seconds) per configuration, medians
+    over ``rounds`` alternating rounds, and its per-round ratio keys / today."""
+    heavy = check_rounds(project(root, "heavy", one_step(HEAVY)), rounds)
+    light = check_rounds(project(root, "light", one_step("lambda c: 1")), rounds)
+    if heavy is None or light is None:
+        return None
+    cost = {c: [h[1] - lt[1] for h, lt in zip(heavy[c], light[c], strict=True)] for c in CONFIGS}
+    ratios = [k / t for k, t in zip(cost["keys"], cost["today"], strict=True)]
+    figures = {
+        "keys_s": statistics.median(cost["keys"]),
+        "today_s": statistics.median(cost["today"]),
+        "ratio": statistics.median(ratios),
+        "ratio_min": min(ratios),
+        "ratio_max": max(ratios),
+        "pipelines": EVAL_PIPELINES,
+    }
+    print(
+        f"heavy lambdas ({EVAL_PIPELINES}): keys {figures['keys_s']:.2f} s, today {figures['today_s']:.2f} s; "
+        f"ratio (evaluations keys / today) median {figures['ratio']:.2f}"
+    )
+    return figures
+
+
+def completion_rounds(root: Path, rounds: int, *, branches: bool) -> dict[tuple[str, bool], list[float]]:
+    """First-completion seconds per (configuration, warm), alternating configurations."""
+    small = project(root, "completion", source(20, branches))
+    for config in CONFIGS:
+        (small / config / "warm.py").write_text(WARM)
+    completions: dict[tuple[str, bool], list[float]] = {(c, w): [] for c in CONFIGS for w in (True, False)}
+    for r in range(max(1, rounds // 2)):
+        for config in list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]:
+            for warm in (True, False):
+                completions[config, warm].append(first_completion(small / config, warm=warm))
+        print(
+            f"  completion round {r + 1}: warm keys {completions['keys', True][-1]:.2f} s, "
+            f"today {completions['today', True][-1]:.2f} s; cold keys {completions['keys', False][-1]:.2f} s, "
+            f"today {completions['today', False][-1]:.2f} s"
+        )
+    return completions
+
+
 def summary(runs: Runs) -> dict[str, float]:
     """Print and return the medians and the per-round ratios keys / today."""
     check_ratios = [k[1] / t[1] for k, t in zip(runs["keys"], runs["today"], strict=True)]
@@ -294,19 +355,12 @@ def main() -> int:
             if nested is None:
                 return 2
 
-        small = project(root, "completion", source(20, args.branches))
-        for config in CONFIGS:
-            (small / config / "warm.py").write_text(WARM)
-        completions: dict[tuple[str, bool], list[float]] = {(c, w): [] for c in CONFIGS for w in (True, False)}
-        for r in range(max(1, rounds // 2)):
-            for config in list(CONFIGS) if r % 2 == 0 else list(CONFIGS)[::-1]:
-                for warm in (True, False):
-                    completions[config, warm].append(first_completion(small / config, warm=warm))
-            print(
-                f"  completion round {r + 1}: warm keys {completions['keys', True][-1]:.2f} s, "
-                f"today {completions['today', True][-1]:.2f} s; cold keys {completions['keys', False][-1]:.2f} s, "
-                f"today {completions['today', False][-1]:.2f} s"
-            )
+        print(f"  {EVAL_PIPELINES} one-step pipelines, heavy and light lambda:")
+        evaluated = evaluations(root, rounds)
+        if evaluated is None:
+            return 2
+
+        completions = completion_rounds(root, rounds, branches=args.branches)
         print(f"{load_note()} after")
 
         figures: dict[str, object] = {**summary(runs)}
@@ -318,6 +372,7 @@ def main() -> int:
                 "rounds": rounds,
                 **{k: b[k] for k in ("keys_check_s", "today_check_s", "ratio", "ratio_min", "ratio_max")},
             }
+        figures["evaluations"] = evaluated
         completion = {key: statistics.median(times) for key, times in completions.items()}
         print(
             f"first completion, 20 pipelines, warm server: keys {completion['keys', True]:.2f} s, "

@@ -169,6 +169,29 @@ def _pyright_cold(f: Mapping[str, Any]) -> list[list[str]]:
     return [["first completion, cold server (context)", f"{keys:.2f} s", f"{today:.2f} s", "—", "—"]]
 
 
+def _pyright_evaluations(f: Mapping[str, Any]) -> list[list[str]]:
+    """How many times pyright evaluates a step's lambda, key lists against today, when the
+    record carries the heavy/light measurement."""
+    e = f.get("evaluations")
+    if e is None:
+        return []
+    label = f"a step's lambda evaluated, {e['pipelines']} heavy lambdas (check seconds, heavy − light)"
+    return [[label, f"{e['keys_s']:.2f} s", f"{e['today_s']:.2f} s", _ratio(e), "—"]]
+
+
+def _pyright_evaluations_note(f: Mapping[str, Any]) -> str:
+    if "evaluations" not in f:
+        return ""
+    return """
+The heavy-lambda row is the floor under the check-phase ratio. pyright solves a call's type
+variables from its arguments in two speculative passes and then a final one when two
+arguments carry type variables, and in one speculative pass and the final one when one does
+(its `validateArgTypes`). Today only the lambda's return type is solved; with key lists the
+key's literal name is too, so every step's lambda, and every key read and operation inside
+it, is evaluated three times instead of two (docs/plugin.md, "Where the linear cost goes").
+"""
+
+
 def _pyright_keys(record: Record) -> tuple[str, str]:
     f = record["figures"]
     table = _table(
@@ -183,6 +206,7 @@ def _pyright_keys(record: Record) -> tuple[str, str]:
             ],
             ["wall", f"{f['keys_wall_s']:.2f} s", f"{f['today_wall_s']:.2f} s", f"{f['wall_ratio']:.2f}", "—"],
             *_pyright_branches(f),
+            *_pyright_evaluations(f),
             [
                 "first completion, 20 pipelines, warm server",
                 f"{f['completion_keys_s']:.2f} s",
@@ -218,7 +242,7 @@ each that does not fit re-evaluates the arms' lambdas; a branch nested in an arm
 re-evaluated for each outer attempt, so nesting multiplies. Nested branches therefore try
 only two shapes and an arm holding keys pyright cannot name is taken by the first overload
 (`--nested` pipelines nest three deep).
-
+{_pyright_evaluations_note(f)}
 {_conditions(record)}
 """
     return f"{f['ratio']:.2f}", body

@@ -51,7 +51,7 @@ def _chain(hooks: list[MethodHook]) -> MethodHook:
 def _method_hooks() -> dict[str, MethodHook]:
     table: dict[str, MethodHook] = {
         f"{FEATURE}.write_handler": registration.check_handler_pipeline,
-        f"{FEATURE}.workflow": _chain([registration.check_trigger_payload, across.check_fill, across.check_renamed]),
+        f"{FEATURE}.workflow": _chain([registration.check_workflow_pipeline, across.check_fill, across.check_renamed]),
         f"{FEATURE}.pipeline": start.empty_keys,
         f"{FEATURE}.workflow_pipeline": start.empty_keys,
         f"{FEATURE}.query_pipeline": start.empty_keys,
@@ -97,7 +97,9 @@ SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
-    f"{FEATURE}.workflow": across.stored_values,
+    f"{FEATURE}.workflow": lambda ctx: across.stored_values(
+        ctx._replace(default_signature=registration.accept_other_pipelines(ctx))
+    ),
     f"{FEATURE}.query_handler": registration.accept_unfinished,
 }
 

@@ -16,6 +16,7 @@ from sqlalchemy import Table
 
 from . import _rules
 from ._compat import across_problems, ambiguous_names
+from ._delivery import url_problem
 from ._durations import parse_duration
 from ._errors import StepRefused
 from ._finished import Finished, Program, QueryFinished
@@ -23,10 +24,12 @@ from ._steps import (
     AppendEvent,
     CallFeature,
     Create,
+    FindMany,
     NamedStep,
     ProjectionDelete,
     ProjectionUpsert,
     Retry,
+    SendWebhook,
     Step,
     Update,
     Wait,
@@ -166,6 +169,12 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
     duration_problem = _check_durations(step)
     if duration_problem is not None:
         return duration_problem
+    if isinstance(step, SendWebhook) and isinstance(step.url, str):
+        url_refused = url_problem(step.url)
+        if url_refused is not None:
+            return f"send_webhook url=: {url_refused}"
+    if isinstance(step, FindMany) and step.limit is not None and not (type(step.limit) is int and step.limit >= 0):
+        return f"find_many limit={step.limit!r} must be 0 or more (an int), or None for no limit"
     if isinstance(step, Update) and step.version is None and not step.skip_optimistic_lock:
         return _rules.msg_optimistic_lock(step.name)
     if isinstance(step, (Create, Update, AppendEvent)):

@@ -25,7 +25,15 @@ import httpx
 from ._errors import DeliveryError
 from ._outbox_types import masked_url
 
-__all__ = ["HEADER_VALUE", "SecretBook", "SecretResolver", "deliver_webhook", "env_name", "env_secrets"]
+__all__ = [
+    "HEADER_VALUE",
+    "SecretBook",
+    "SecretResolver",
+    "deliver_webhook",
+    "env_name",
+    "env_secrets",
+    "url_problem",
+]
 
 SecretResolver = Callable[[str], "str | None"]
 
@@ -96,25 +104,35 @@ HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
 _NOT_IN_URL = re.compile(r"[\s\x00-\x1f\x7f]")
 
 
-def _check_url(url: str) -> None:
-    """Refuse, for good, a URL that is not a plain absolute http(s) URL.  The reason shows
-    it as ``OutboxItem.target`` does: a password or query value in it is a credential."""
+def url_problem(url: str) -> str | None:
+    """Why ``url`` is not a plain absolute http(s) URL, with the fix; ``None`` if it is one.
+    Asked by ``send_webhook`` before it writes its row (and by the boot for a literal
+    URL), and again at delivery for a row written before the step checked.  The reason
+    shows the URL as ``OutboxItem.target`` does: a password or query value in it is a
+    credential."""
+    fix = "give an absolute http:// or https:// URL with a host"
     if _NOT_IN_URL.search(url):
-        raise DeliveryError(f"the URL {masked_url(url)!r} contains whitespace or control characters", permanent=True)
-    parts = urlsplit(url)
+        return f"the URL {masked_url(url)!r} contains whitespace or control characters; {fix}"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 -- raises for a port that is no number below 65536
+        httpx.URL(url)  # what the client that sends it cannot parse
+    except (ValueError, httpx.InvalidURL):
+        return f"the URL is malformed (its host or port cannot be read); {fix}"
     scheme = parts.scheme.lower()
     if scheme not in ("http", "https"):
         shown = scheme or "no scheme"
-        raise DeliveryError(
-            f"only http and https URLs are delivered, not {shown!r} ({masked_url(url)})", permanent=True
-        )
+        return f"only http and https URLs are delivered, not {shown!r} ({masked_url(url)}); {fix}"
     if not parts.hostname:
-        raise DeliveryError(f"the URL {masked_url(url)!r} names no host", permanent=True)
+        return f"the URL {masked_url(url)!r} names no host; {fix}"
+    return None
 
 
 def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook) -> None:
     url = str(message["url"])
-    _check_url(url)
+    problem = url_problem(url)
+    if problem is not None:
+        raise DeliveryError(problem, permanent=True)
     auth = message.get("auth")
     # The framework's headers replace a step's own of the same name in any case (HTTP
     # names are case-insensitive): one Idempotency-Key, one authentication header.

@@ -11,8 +11,9 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   │   └── UnscopedRead   a Core select of an entity's table, around the tenant filter
     │   └── UnregisteredError  an entity or event class no feature registered (LookupError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
-    ├── Unfit                  values a step would store do not fit their columns (ValueError);
-    │                          becomes a validation_error naming the payload fields
+    ├── Unfit                  values a step would store do not fit their columns, or a read's
+    │                          row count is negative (ValueError); becomes a validation_error
+    │                          naming the payload fields
     ├── DeliveryError          an outbox delivery failed (``permanent``: do not retry); what a
     │                          custom mail transport raises
     └── _Unwinding             internal: leaves a run through its sub-pipelines, collecting
@@ -79,14 +80,22 @@ class StateError(TypeError):
     """A value cannot be stored (or a stored one cannot be read back)."""
 
 
+class ClassMismatch(StateError):
+    """A stored value names a class this App does not register, or one changed since the
+    value was stored (a field without a default added, an enum member removed).  A
+    deploy made it so and a deploy can undo it: a run holding one is stranded, not failed."""
+
+
 class Unfit(ValueError):
     """Values a data step was about to store do not fit their columns; each problem is
     ``{"path", "message", "column"}``, ``path`` the payload field it came from (``$`` if
-    it came from none)."""
+    it came from none).  ``lead`` says what is wrong in the Failure's message (a read's
+    row count names its clause, ``LIMIT`` or ``OFFSET``, as its column)."""
 
-    def __init__(self, problems: list[Problem]) -> None:
+    def __init__(self, problems: list[Problem], lead: str = "a value does not fit its column") -> None:
         super().__init__("; ".join(f"{p['column']}: {p['message']}" for p in problems))
         self.problems = problems
+        self.lead = lead
 
 
 class DeliveryError(Exception):

@@ -274,6 +274,11 @@ class Feature(Generic[C]):
         ``renamed`` and ``fill`` carry runs stored under an earlier definition across a
         change they could not resume under otherwise (checked at boot)."""
         workflow = Workflow(self, name, trigger, pipeline, dict(renamed or {}), dict(fill or {}))
+        given: object = pipeline  # typed, but callers without mypy may pass a handler's pipeline
+        if not isinstance(given, (WorkflowPipeline, WorkflowFinished)):
+            # Not kept: nothing may read a pipeline of another kind as a workflow's.
+            self.problems.append(f"workflow {workflow.name}: {_rules.msg_workflow_pipeline(type(given).__name__)}")
+            return workflow
         if pipeline.payload_type is not trigger.payload_type:
             message = _rules.msg_trigger_payload(trigger.payload_type.__name__, pipeline.payload_type.__name__)
             self.problems.append(f"workflow {workflow.name}: {message}")

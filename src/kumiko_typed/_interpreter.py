@@ -260,7 +260,7 @@ def crash_failure(crash: StepCrash, who: str) -> Failure:
     if isinstance(crash.cause, Unfit):
         problems = crash.cause.problems
         logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
-        message = f"step {where}: a value does not fit its column: {problems[0]['message']}"
+        message = f"step {where}: {crash.cause.lead}: {problems[0]['message']}"
         return fail("validation_error", message, [{**p, "step": where} for p in problems])
     if write_refused(crash.cause):
         logger.info("%s: step %s: a write in a read-only transaction: %s", who, where, crash.cause)

@@ -28,6 +28,7 @@ from sqlalchemy import (
     Float,
     Integer,
     Numeric,
+    Select,
     SmallInteger,
     String,
 )
@@ -43,6 +44,7 @@ __all__ = [
     "moment_problem",
     "number_problem",
     "refuse",
+    "row_count_problems",
     "source_path",
     "text_problem",
     "unfit_json",
@@ -325,6 +327,18 @@ def unfit_json(value: object, column: str, payload: object) -> list[Problem]:
         problems.append({"path": source_path(payload, offending), "message": message, "column": column})
         if len(problems) >= _MAX_PROBLEMS:
             break
+    return problems
+
+
+def row_count_problems(stmt: Select[Any], payload: object) -> list[Problem]:
+    """A negative ``LIMIT`` or ``OFFSET`` of a read's select: SQLite reads it as no limit
+    or no offset, PostgreSQL refuses it (with no word of the field it came from)."""
+    problems: list[Problem] = []
+    for clause, value in (("LIMIT", stmt._limit_clause), ("OFFSET", stmt._offset_clause)):
+        count = getattr(value, "_limit_offset_value", None)  # an expression has none: the database's to check
+        if isinstance(count, int) and count < 0:
+            message = f"must not be negative (the query's {clause}), not {count}"
+            problems.append({"path": source_path(payload, count), "message": message, "column": clause})
     return problems
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "CODE_TRIGGER_PAYLOAD",
     "CODE_UNANALYZABLE",
     "CODE_WORKFLOW_ONLY",
+    "CODE_WORKFLOW_PIPELINE",
     "ERROR_CODES",
     "FRAMEWORK_COLUMNS",
     "READ_ONLY_KINDS",
@@ -59,6 +60,7 @@ __all__ = [
     "msg_unknown_capability",
     "msg_unknown_step",
     "msg_workflow_only",
+    "msg_workflow_pipeline",
 ]
 
 Tier = Literal[1, 2, 3]
@@ -217,6 +219,7 @@ CODE_ASYNC_RESOLVER: Final = "kumiko-async-resolver"
 CODE_READ_ONLY: Final = "kumiko-read-only"
 CODE_FILL: Final = "kumiko-fill"
 CODE_RENAMED: Final = "kumiko-renamed"
+CODE_WORKFLOW_PIPELINE: Final = "kumiko-workflow-pipeline"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -233,6 +236,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_READ_ONLY: "A step that writes (or sends, or suspends) in a query pipeline.",
     CODE_FILL: "A workflow's fill= names a key no step sets, or returns another type than the key's.",
     CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
+    CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
 }
 
 
@@ -375,6 +379,20 @@ def msg_trigger_payload(trigger: str, pipeline: str) -> str:
     return (
         f"The trigger gives {trigger} but the workflow pipeline takes {pipeline}; "
         f"build it with feature.workflow_pipeline({trigger})"
+    )
+
+
+def msg_workflow_pipeline(got: str) -> str:
+    """``got`` is the class given: a handler's pipeline (``Pipeline``, ``Finished``), a query's, or anything."""
+    if got.startswith("Query"):
+        given = f"a query pipeline ({got})"
+    elif got in ("Pipeline", "Finished"):
+        given = f"a write-handler pipeline ({got})"
+    else:
+        given = got
+    return (
+        f"A workflow needs a pipeline built with feature.workflow_pipeline(P), got {given}; "
+        "build it with feature.workflow_pipeline(P), which offers the same steps and can wait"
     )
 
 

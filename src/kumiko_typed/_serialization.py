@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import enum
+import hashlib
 import json
 import math
 import typing
@@ -21,7 +22,7 @@ from sqlalchemy import inspect
 from sqlalchemy.orm import configure_mappers
 
 from ._entity import Entity
-from ._errors import StateError
+from ._errors import ClassMismatch, StateError
 from ._saved import Saved
 from ._triggers import CronTick
 
@@ -60,6 +61,17 @@ def _is_enum(t: object) -> bool:
     return isinstance(t, type) and issubclass(t, enum.Enum)
 
 
+def _shape(cls: type[Any]) -> tuple[object, ...]:
+    """What decoding a stored value of ``cls`` depends on: its fields and which have no
+    default (attrs), its members (enum), its columns (entity)."""
+    if attrs.has(cls):
+        return tuple((f.name, f.default is attrs.NOTHING) for f in attrs.fields(cls))
+    if _is_enum(cls):
+        return tuple(repr(m.value) for m in cls)
+    table = getattr(cls, "__table__", None)
+    return tuple(sorted(table.columns.keys())) if table is not None else ()
+
+
 def _canonical(encoded: Any) -> str:
     """A sort key that orders a set's items the same in every process (string hashes,
     and so a set's iteration order, differ between processes)."""
@@ -75,6 +87,10 @@ class Codec:
             name = f"{cls.__module__}.{cls.__qualname__}"
             self.by_name[name] = cls
             self.names[cls] = name
+        #: What this codec can rebuild, in a few characters: a deploy that changes it may
+        #: read a run an earlier one could not (:class:`ClassMismatch`).
+        shapes = repr(sorted((name, _shape(cls)) for name, cls in self.by_name.items()))
+        self.digest = hashlib.sha256(shapes.encode()).hexdigest()[:12]
 
     def encode(self, value: Any) -> Any:
         if value is None or isinstance(value, (bool, int, str)):
@@ -153,12 +169,12 @@ class Codec:
         if tag in ("attrs", "entity", "enum"):
             cls = self.by_name.get(data["c"])
             if cls is None:
-                raise StateError(f"stored class {data['c']!r} is not registered in this App")
+                raise ClassMismatch(f"stored class {data['c']!r} is not registered in this App")
             if tag == "enum":
                 try:
                     return cls(self.decode(v))
                 except ValueError as exc:  # a member since removed
-                    raise StateError(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
+                    raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
             fields = {k: self.decode(x) for k, x in v.items()}
             try:
                 if tag == "attrs":
@@ -171,5 +187,5 @@ class Codec:
                     setattr(entity, key, value)
                 return entity
             except (TypeError, ValueError, AttributeError) as exc:  # the class changed since
-                raise StateError(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
+                raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")

@@ -28,7 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
-from ._errors import StateError
+from ._errors import ClassMismatch, StateError
 from ._eventstore import EventRow
 from ._feature import Workflow
 from ._fingerprint import fingerprint
@@ -131,6 +131,14 @@ def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
     fails; raising instead would fail every worker pass that reaches it."""
     return failed("unstorable_state", f"at step {path}: the stored state cannot be read: {exc}")
+
+
+def _mismatch(path: str | None, exc: ClassMismatch) -> str:
+    """Why a run is stranded whose stored values need classes this deploy does not have."""
+    return (
+        f"at step {path}: the stored state cannot be read: {exc}; "
+        "a deploy with the class as the run stored it resumes the run"
+    )
 
 
 def _before_store(session: Session, outcome: Outcome) -> Suspend | None:
@@ -307,7 +315,10 @@ class WorkflowEngine:
         }
 
     def create(self, session: Session, d: Definition, payload: object, user: User, trigger_key: str) -> bool:
-        """Start the run of a trigger (in a worker's pass) unless one was started for it."""
+        """Start the run of a trigger (in a worker's pass) unless one was started for it.
+        Its first segment, if it loses a race, is tried again like a resumed one: the
+        run is kept, suspended at its start (no caller waits on it, unlike a manual
+        start's, which is told of the conflict)."""
         run_id = uuid.uuid4()
         try:
             row = self._new_row(d, payload, user, trigger_key, run_id)
@@ -316,7 +327,7 @@ class WorkflowEngine:
             return False
         if session.execute(self._claim_run, row).first() is None:
             return False  # this trigger already started its run
-        self.isolated_segment(session, d, run_id, payload, user, {}, None, None)
+        self.isolated_segment(session, d, run_id, payload, user, {}, None, None, retry_conflict=True)
         return True
 
     # --- running a segment ---------------------------------------------------------------
@@ -440,9 +451,10 @@ class WorkflowEngine:
         """A segment in a worker's pass, which runs many in one transaction: a bug outside
         the steps fails this run alone (logged), and the pass goes on.
 
-        ``retry_conflict``: a resumed segment that lost a race on an aggregate
+        ``retry_conflict``: a worker's segment that lost a race on an aggregate
         (``version_conflict``: another transaction wrote it after this segment read it)
-        is rolled back and tried again shortly, from the same stored position, instead
+        is rolled back and tried again shortly, from the same stored position (a
+        triggered run's first segment: from its start, the run suspended there), instead
         of failing the run: nothing it read is lost, and writers take no global lock, so
         such races are expected under load.  ``woken_by``: the event that resumed it,
         noted with the run so that the try again gets that event, not a timeout.
@@ -473,7 +485,7 @@ class WorkflowEngine:
         if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
-            columns: dict[str, Any] = {"wake_at": wake}
+            columns: dict[str, Any] = {"status": "suspended", "wake_at": wake}
             if woken_by is not None:
                 columns["state"] = {**state, _WOKEN_BY: str(woken_by)}
             self._store(session, d.name, run_id, columns, None)
@@ -525,15 +537,31 @@ class WorkflowEngine:
         if row.workflow not in self.defs:
             return False  # not this App's workflow: another deployment's, or retired
         d = self.defs[row.workflow]
-        plan = self.plan(session, row)
-        if isinstance(plan, str):
+        plan: Plan | None = None  # a run kept at its start (see create) goes on from there
+        if row.path is not None:
+            decided = self.plan(session, row)
+            if isinstance(decided, str):
+                return False
+            if decided is None:
+                return True
+            plan = decided
+        try:
+            # Read before anything of the run changes: a class this deploy cannot rebuild
+            # strands the run as it is, its event wait included.
+            payload = self.codec.decode(row.payload)
+            _loops(self.codec.decode, row.state, plan)
+            for part in ("values", "scope"):
+                if part in row.state:
+                    self.codec.decode(row.state[part])
+        except ClassMismatch as exc:
+            self._strand(session, d, row, _mismatch(row.path, exc), reader=True)
             return False
-        if plan is None:
+        except _UNREADABLE as exc:
+            self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return True
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         try:
-            payload = self.codec.decode(row.payload)
             user = _user(row.user)
             if woken_by is None and _WOKEN_BY in row.state:
                 woken_by = uuid.UUID(row.state[_WOKEN_BY])
@@ -574,6 +602,10 @@ class WorkflowEngine:
         d = self.defs[row.workflow]
         try:
             plan = d.compat.plan(Stored.of(row.path, row.state))
+        except ClassMismatch as exc:
+            reason = _mismatch(row.path, exc)
+            self._strand(session, d, row, reason, reader=True)
+            return reason
         except _UNREADABLE as exc:
             self._store(session, d.name, row.run_id, _unreadable(row.path, exc), None)
             return None
@@ -581,7 +613,13 @@ class WorkflowEngine:
             self._strand(session, d, row, plan)
         return plan
 
-    def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
+    def _reader(self, d: Definition) -> str:
+        """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the
+        definition and the classes it reads with, so that a deploy with other classes
+        tries the run again."""
+        return f"{d.fingerprint}/{self.codec.digest}"
+
+    def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str, *, reader: bool = False) -> None:
         """Mark a run this definition cannot resume; everything else of it stays, and
         workers with this definition pass it by (see :meth:`resume_due`).  Its event
         wait is disarmed: the feed of a definition that can resume it arms it again and
@@ -589,10 +627,11 @@ class WorkflowEngine:
         stranded is lost.  A run already marked by this definition is not written again
         (a rolling deploy's two definitions would else re-mark it at every pass)."""
         session.execute(_DISARM, {"b_run_id": row.run_id})
+        mark = self._reader(d) if reader else d.fingerprint
         marked = stranded_by(row.error)
-        if d.fingerprint in marked:
+        if mark in marked:
             return
-        kept = [*marked[-(_STRANDERS - 1) :], d.fingerprint]
+        kept = [*marked[-(_STRANDERS - 1) :], mark]
         error = {"code": "stranded", "message": storable_text(reason), "stranded_by": f" {' '.join(kept)} "}
         session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
         logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
@@ -604,8 +643,9 @@ class WorkflowEngine:
         marked = func.coalesce(workflow_runs.c.error["stranded_by"].as_string(), "")
         by_me = or_(
             *(
-                and_(workflow_runs.c.workflow == d.name, marked.contains(f" {d.fingerprint} "))
+                and_(workflow_runs.c.workflow == d.name, marked.contains(f" {mark} "))
                 for d in self.defs.values()
+                for mark in (d.fingerprint, self._reader(d))
             )
         )
         return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from _receiver import Receiver
 from _support import Hook
 
-from kumiko_typed import App, Feature, User, ok
+from kumiko_typed import App, Feature, RetryPolicy, User, ok
 from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
@@ -25,6 +25,11 @@ f = Feature("conc", requires=["webhook.send"])
 hook = f.write_handler(
     "hook",
     f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
+)
+#: One try only: a failure makes the row dead at once.
+hook_once = f.write_handler(
+    "hook-once",
+    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, retry=RetryPolicy(times=1)).return_(lambda c: ok(None)),
 )
 
 
@@ -85,12 +90,14 @@ def test_each_row_of_a_batch_keeps_its_own_outcome(
     """The rows a batch sent are marked together; a failure next to them stays a failure
     of that row alone, and its later success is counted as its second attempt."""
     failing = [True]
-    receiver.respond = lambda _i, path: (500, {}) if path.startswith("/flaky") and failing[0] else (200, {})
+    receiver.respond = lambda _i, path: (
+        (500, {}) if path == "/never" or (path.startswith("/flaky") and failing[0]) else (200, {})
+    )
     clock = FakeClock(T0)
     app = app_on([f], clock=clock, delivery_concurrency=width)
     paths = [f"/flaky/{i}" if i % 3 == 0 else f"/ok/{i}" for i in range(9)]  # one batch
     _enqueue(app, receiver, user, paths)
-    assert app.dispatch(hook, Hook("ftp://127.0.0.1/never"), user=user) == ok(None)
+    assert app.dispatch(hook_once, Hook(receiver.url("/never")), user=user) == ok(None)
 
     assert app.run_worker(once=True) == {"started": 0, "resumed": 0, "sent": 6, "retried": 3, "dead": 1}
     first = _rows(app)
@@ -101,7 +108,7 @@ def test_each_row_of_a_batch_keeps_its_own_outcome(
             assert next_at is not None and next_at > T0
         else:
             assert (status, attempts, error, sent_at, next_at) == ("sent", 1, None, T0, None)
-    assert first["ftp://127.0.0.1/never"][:2] == ("dead", 1)
+    assert first[receiver.url("/never")][:3] == ("dead", 1, "HTTP 500 Internal Server Error")
 
     failing[0] = False
     clock.advance(hours=1)
@@ -110,7 +117,7 @@ def test_each_row_of_a_batch_keeps_its_own_outcome(
     for path in paths[::3]:
         assert second[receiver.url(path)] == ("sent", 2, None, T0 + timedelta(hours=1), None)
     assert all(second[receiver.url(p)] == first[receiver.url(p)] for p in paths if p.startswith("/ok"))
-    assert sorted(r.path for r in receiver.requests) == sorted(paths + paths[::3])  # nothing sent twice
+    assert sorted(r.path for r in receiver.requests) == sorted([*paths, *paths[::3], "/never"])  # nothing sent twice
 
 
 def _rows(app: App) -> dict[str, tuple[object, ...]]:

@@ -7,17 +7,22 @@ import time
 import uuid
 
 import pytest
+from _receiver import Receiver
 from _support import Hook
 
-from kumiko_typed import App, Feature, User, ok
+from kumiko_typed import App, Feature, RetryPolicy, User, ok
 
 pytestmark = pytest.mark.postgres
 
 
-def test_an_idle_worker_wakes_on_commit_and_on_stop(fresh_postgres_url: str) -> None:
+def test_an_idle_worker_wakes_on_commit_and_on_stop(fresh_postgres_url: str, receiver: Receiver) -> None:
+    receiver.respond = lambda _i, _p: (500, {})
     feature = Feature("notify", requires=["webhook.send"])
     handler = feature.write_handler(
-        "hook", feature.pipeline(Hook).send_webhook(url=lambda c: c.payload.url).return_(lambda c: ok(1))
+        "hook",
+        feature.pipeline(Hook)
+        .send_webhook(url=lambda c: c.payload.url, retry=RetryPolicy(times=1))
+        .return_(lambda c: ok(1)),
     )
     app = App([feature], database_url=fresh_postgres_url)
     app.create_all()
@@ -28,8 +33,8 @@ def test_an_idle_worker_wakes_on_commit_and_on_stop(fresh_postgres_url: str) -> 
     try:
         time.sleep(1.0)  # the worker finds nothing and waits (up to 60 s)
         started = time.monotonic()
-        # ftp:// is refused at delivery without a network call: the row goes dead at once.
-        app.dispatch(handler, Hook("ftp://example.invalid/x"), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4()))
+        # One try, answered 500: the row goes dead at its first attempt.
+        app.dispatch(handler, Hook(receiver.url()), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4()))
         while app.outbox()[0].status == "pending" and time.monotonic() - started < 30:
             time.sleep(0.05)
         assert app.outbox()[0].status == "dead"
@@ -40,6 +45,6 @@ def test_an_idle_worker_wakes_on_commit_and_on_stop(fresh_postgres_url: str) -> 
         thread.join(90)
     assert not thread.is_alive()
     assert time.monotonic() - stopping < 10
-    assert counts["dead"] == 1
+    assert counts["dead"] == 1 and len(receiver.requests) == 1
     app.dispose()
     worker.dispose()

@@ -24,7 +24,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import ok_data
+from _support import failure_of, ok_data
 from aiosmtpd.controller import Controller
 
 from kumiko_typed import (
@@ -132,6 +132,10 @@ hook_linear = f.write_handler(
         retry=RetryPolicy(times=4, backoff="linear", base_delay=timedelta(seconds=5)),
     )
     .return_(lambda c: ok(None)),
+)
+hook_once = f.write_handler(
+    "hook-once",
+    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, retry=RetryPolicy(times=1)).return_(lambda c: ok(None)),
 )
 hook_then_fail = f.write_handler(
     "hook-then-fail",
@@ -372,18 +376,14 @@ def test_redirects_are_not_followed_even_with_a_client_that_follows_them(
 
 
 @pytest.mark.parametrize("url", ["ftp://127.0.0.1/upload", "file:///etc/passwd", "127.0.0.1/no-scheme"])
-def test_a_non_http_url_is_dead_after_one_attempt(app_on: AppOn, user: User, clock: FakeClock, url: str) -> None:
-    app = app_on([f], clock=clock)
-    ok_data(app.dispatch(hook, Hook(url), user=user))
-
-    assert _work(app) == {"sent": 0, "retried": 0, "dead": 1}
-    item = _only(app)
-    assert (item.status, item.attempts) == ("dead", 1)
-    assert item.last_error is not None
-    assert "only http and https" in item.last_error and url in item.last_error
-    clock.advance(days=1)
+def test_a_non_http_url_is_refused_by_the_handler_and_never_queued(app_on: AppOn, user: User, url: str) -> None:
+    """Refused in the handler's transaction (tests/outbox/test_webhook_urls.py), not
+    queued to go dead at its first attempt after the caller was told ``Ok``."""
+    app = app_on([f])
+    failure = failure_of(app.dispatch(hook, Hook(url), user=user), "validation_error")
+    assert "only http and https" in failure.message and url in failure.message
+    assert app.outbox() == []
     _idle(app)
-    assert _only(app).attempts == 1
 
 
 def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(
@@ -569,16 +569,15 @@ def test_a_secret_a_peer_echoes_back_is_redacted_before_it_is_stored_or_logged(
 
 
 @pytest.mark.parametrize("url", [" {}", "\t{}", "{}\n", "{} ", "\u00a0{}"])
-def test_a_url_with_blanks_around_it_is_dead_at_once_not_retried(
-    app_on: AppOn, user: User, receiver: Receiver, clock: FakeClock, url: str
+def test_a_url_with_blanks_around_it_is_refused_not_queued(
+    app_on: AppOn, user: User, receiver: Receiver, url: str
 ) -> None:
     """httpx would strip the blank and send it (or fail the same way on every attempt)."""
-    app = app_on([f], clock=clock)
-    ok_data(app.dispatch(hook_linear, Hook(url.format(receiver.url())), user=user))
-    assert _work(app) == {"sent": 0, "retried": 0, "dead": 1}
-    item = _only(app)
-    assert (item.status, item.attempts) == ("dead", 1)
-    assert item.last_error is not None and "contains whitespace or control characters" in item.last_error
+    app = app_on([f])
+    failure = failure_of(app.dispatch(hook_linear, Hook(url.format(receiver.url())), user=user), "validation_error")
+    assert "contains whitespace or control characters" in failure.message
+    assert app.outbox() == []
+    _idle(app)
     assert receiver.requests == []
 
 
@@ -698,10 +697,14 @@ def test_the_app_default_is_a_maildir_kumiko_mail_under_the_working_directory(
 def test_app_outbox_lists_kind_status_attempts_and_last_error(
     app_on: AppOn, user: User, receiver: Receiver, tmp_path: Path, clock: FakeClock
 ) -> None:
-    receiver.respond = lambda _i, path: (500, {}) if path == "/down" else (200, {})
+    receiver.respond = lambda _i, path: (500, {}) if path in ("/down", "/gone") else (200, {})
     app = app_on([f], mail=_mail_dir(tmp_path), clock=clock)
-    for url in (receiver.url("/up"), receiver.url("/down"), "ftp://127.0.0.1/x"):
-        ok_data(app.dispatch(hook, Hook(url), user=user))
+    for handler, url in (
+        (hook, receiver.url("/up")),
+        (hook, receiver.url("/down")),
+        (hook_once, receiver.url("/gone")),
+    ):
+        ok_data(app.dispatch(handler, Hook(url), user=user))
         clock.advance(seconds=1)  # oldest first
     ok_data(app.dispatch(mail, Mail(["ann@example.com"], "s", "b"), user=user))
 
@@ -718,8 +721,7 @@ def test_app_outbox_lists_kind_status_attempts_and_last_error(
     assert summary == [("webhook", "sent", 1), ("webhook", "pending", 1), ("webhook", "dead", 1), ("mail", "sent", 1)]
     errors = [after[i.id].last_error for i in before]
     assert errors[0] is None and errors[3] is None
-    assert errors[1] == "HTTP 500 Internal Server Error"
-    assert errors[2] is not None and "only http and https" in errors[2]
+    assert errors[1] == errors[2] == "HTTP 500 Internal Server Error"  # /gone: its only try
 
 
 def test_a_receivers_cookie_is_not_sent_back_with_another_delivery(

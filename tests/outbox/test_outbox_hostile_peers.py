@@ -119,17 +119,16 @@ def test_a_receiver_with_an_endless_body_does_not_hold_the_worker(
 def test_a_refused_url_is_shown_without_its_password_or_query_values(
     app_on: AppOn, user: User, clock: FakeClock, url: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """``OutboxItem.target`` masks them; ``last_error`` and the log quoted the URL whole."""
+    """Masked as ``OutboxItem.target`` masks them; the refusal (once ``last_error``, now
+    the handler's Failure) and the log quoted the URL whole."""
     app = app_on([f], clock=clock)
-    ok_data(app.dispatch(hook, Hook(url), user=user))
     with caplog.at_level(logging.INFO, logger="kumiko_typed"):
-        assert app.run_worker(once=True)["dead"] == 1
+        failure = failure_of(app.dispatch(hook, Hook(url), user=user), "validation_error")
 
-    item = _only(app)
-    assert item.last_error is not None
-    assert "bob:***@" in item.last_error and "token=***" in item.last_error
-    for text in (item.last_error, item.target, caplog.text):
+    assert "bob:***@" in failure.message and "token=***" in failure.message
+    for text in (failure.message, str(failure.details), caplog.text):
         assert "hunter2" not in text and "t0ps3cret" not in text
+    assert app.outbox() == []
 
 
 def test_a_redirect_is_reported_without_the_query_values_of_its_location(

@@ -22,6 +22,7 @@ from kumiko_typed._rules import (
     msg_unknown_capability,
     msg_unknown_step,
     msg_workflow_only,
+    msg_workflow_pipeline,
 )
 from kumiko_typed._steps import Step
 
@@ -226,6 +227,29 @@ def test_write_handler_with_a_workflow_pipeline() -> None:
     f = Feature("shop")
     f.write_handler("wf", f.workflow_pipeline(P).return_(lambda c: ok(1)))  # type: ignore[arg-type]
     assert _boot_problems([f]) == [f"handler shop:wf: {msg_no_return('WorkflowFinished')}"]
+
+
+@pytest.mark.parametrize("kind", ["Pipeline", "Finished", "QueryFinished", "str"])
+def test_a_workflow_with_a_handlers_or_a_querys_pipeline(kind: str) -> None:
+    """It booted and ran (a handler's pipeline has no wait to refuse); mypy says
+    ``kumiko-workflow-pipeline`` (typecheck_tests/cases/errors_workflow_pipeline.py)."""
+    f = Feature("shop")
+    given: Any = {
+        "Pipeline": f.pipeline(P).compute("x", lambda c: 1),
+        "Finished": f.pipeline(P).return_(lambda c: ok(1)),
+        "QueryFinished": f.query_pipeline(P).return_(lambda c: ok(1)),
+        "str": "not a pipeline",  # raised AttributeError at registration
+    }[kind]
+    f.workflow("wf", trigger=manual(P), pipeline=given)
+    assert _boot_problems([f]) == [f"workflow shop:wf: {msg_workflow_pipeline(kind)}"]
+    assert f.workflows == []
+    what = {"QueryFinished": "a query pipeline (QueryFinished)", "str": "str"}.get(
+        kind, f"a write-handler pipeline ({kind})"
+    )
+    assert msg_workflow_pipeline(kind) == (
+        f"A workflow needs a pipeline built with feature.workflow_pipeline(P), got {what}; "
+        "build it with feature.workflow_pipeline(P), which offers the same steps and can wait"
+    )
 
 
 @pytest.mark.parametrize("requires", [["mail.sned"], ["mail.send", "mail.sned"], ["compute"]])

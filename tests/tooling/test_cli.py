@@ -80,6 +80,40 @@ def test_console_script_is_installed() -> None:
     assert CLI.is_file(), f"{CLI} missing: is the project installed in this venv?"
 
 
+def test_python_dash_m_runs_the_same_command_line(tmp_path: Path) -> None:
+    """``python -m kumiko_typed`` where the console script is not on PATH (a venv not
+    activated, ``pipx run``-less containers): same commands, same name in its help."""
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "kumiko_typed",
+            "check",
+            "examples.inventory.app:make_app",
+            "--database-url",
+            _url(tmp_path),
+        ],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 0, _explain(result)
+    assert "6 handler(s), 1 query handler(s), 1 workflow(s)" in result.stdout
+    usage = subprocess.run(
+        [sys.executable, "-m", "kumiko_typed", "--help"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert usage.returncode == 0 and usage.stdout.startswith("Usage: kumiko-typed "), _explain(usage)
+
+
 # --- demo -------------------------------------------------------------------------------------
 
 
@@ -649,7 +683,7 @@ TINY = '''
 
     import attrs
 
-    from kumiko_typed import App, Feature, manual, ok
+    from kumiko_typed import App, Feature, RetryPolicy, manual, ok
 
 
     @attrs.frozen
@@ -666,7 +700,7 @@ TINY = '''
     ping = tiny.write_handler(
         "ping",
         tiny.pipeline(Ping)
-        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"hello": "world"})
+        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"hello": "world"}, retry=RetryPolicy(times=1))
         .return_(lambda c: ok(True)),
     )
     remind = tiny.workflow(
@@ -691,11 +725,23 @@ TINY = '''
         return App([tiny], database_url=database_url)  # no tables created
 '''
 
-DEAD_URL = "ftp://example.invalid/hook"  # not http(s): the first delivery attempt makes it dead
+
+class _Fail(http.server.BaseHTTPRequestHandler):
+    """A peer that answers every delivery 500: ping's one try makes its row dead."""
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.send_response(500)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def log_message(self, *args: object) -> None:
+        pass
 
 
 class Tiny:
-    def __init__(self, tmp_path: Path) -> None:
+    def __init__(self, tmp_path: Path, dead_url: str) -> None:
+        self.dead_url = dead_url
         self.name = _module(tmp_path, TINY, "tiny")
         self.target = f"{self.name}:make_app"
         self.url = _url(tmp_path, "tiny")
@@ -709,7 +755,7 @@ class Tiny:
     def dispatch_ping(self) -> None:
         app = self.app()
         try:
-            result: Any = app.dispatch(self.module.ping, self.module.Ping(DEAD_URL), user=self.user)
+            result: Any = app.dispatch(self.module.ping, self.module.Ping(self.dead_url), user=self.user)
             assert result.data is True, result
         finally:
             app.dispose()
@@ -748,7 +794,13 @@ class Tiny:
 
 @pytest.fixture
 def tiny(tmp_path: Path) -> Iterator[Tiny]:
-    yield Tiny(tmp_path)
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Fail)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield Tiny(tmp_path, f"http://127.0.0.1:{server.server_port}/hook")
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def _rows(output: str) -> list[list[str]]:
@@ -830,7 +882,7 @@ def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
         "status": "pending",
         "attempts": "0",
         "next attempt": _utc(item.next_attempt_at),
-        "target": DEAD_URL,
+        "target": tiny.dead_url,
         "last error": "",
     }
 
@@ -884,7 +936,7 @@ def test_worker_delivers_then_stops_on_signal(
     assert result.returncode == 0, _explain(result)
     (row,) = _table(result.stdout)
     assert (row["kind"], row["status"], row["attempts"], row["next attempt"]) == ("webhook", "dead", "1", "")
-    assert "only http and https URLs are delivered" in row["last error"]
+    assert row["last error"] == "HTTP 500 Internal Server Error"
 
 
 class _Accept(http.server.BaseHTTPRequestHandler):
@@ -1110,7 +1162,7 @@ def test_keys_purge_deletes_the_expired_keys_only(tmp_path: Path, tiny: Tiny) ->
 
     app = tiny.app()
     try:
-        assert app.dispatch(tiny.module.ping, tiny.module.Ping(DEAD_URL), user=tiny.user, idempotency_key="fresh")
+        assert app.dispatch(tiny.module.ping, tiny.module.Ping(tiny.dead_url), user=tiny.user, idempotency_key="fresh")
         old = datetime.now(UTC) - app.idempotency_retention - timedelta(minutes=1)
         with app.engine.begin() as conn:
             row = {"tenant_id": tiny.user.tenant_id, "handler": "tiny:ping", "fingerprint": "0" * 64, "result": None}

@@ -763,9 +763,11 @@ def test_an_attrs_payload_with_nested_lists_round_trips(
     assert _run(app, run_id).steps["lines"] == [("Line", Decimal("1.10")), ("Line", Decimal("20"))]
 
 
-def test_a_stored_class_the_new_app_does_not_register_fails_only_that_run(
+def test_a_stored_class_the_new_app_does_not_register_strands_only_that_run(
     db_url: str, clock: FakeClock, user: User
 ) -> None:
+    """Stranded, not failed (DESIGN §8): a deploy that registers the class again resumes
+    it (tests/workflows/test_workflow_classes_across_deploys.py)."""
     f, flow = _extra_feature()
     app = App([f], database_url=db_url, clock=clock, value_types=[Extra])
     app.create_all()
@@ -782,8 +784,8 @@ def test_a_stored_class_the_new_app_does_not_register_fails_only_that_run(
         clock.advance(minutes=1)
         app.run_worker(once=True)  # must not raise
         info = _run(app, broken)
-        assert info.status == "failed"
-        assert info.error is not None and info.error["code"] == "unstorable_state"
+        assert info.status == "suspended"
+        assert info.error is not None and info.error["code"] == "stranded"
         assert f"{Extra.__module__}.Extra" in info.error["message"]
         assert _run(app, fine).status == "completed"
     finally:

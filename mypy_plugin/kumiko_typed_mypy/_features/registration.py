@@ -1,5 +1,5 @@
 """Registering pipelines: a handler needs a finished pipeline of its own feature, a
-workflow a pipeline of its own feature whose payload is its trigger's.
+workflow a workflow pipeline of its own feature whose payload is its trigger's.
 
 mypy's own check already rejects an unfinished pipeline and a payload mismatch, but
 as an argument type error plus a type variable it cannot solve; this reports one
@@ -15,7 +15,17 @@ from mypy.subtypes import is_same_type
 from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .. import _errors
-from .._names import BUILDER_CORE, FEATURE, FINISHED, QUERY_FINISHED, TRIGGER, WORKFLOW_FINISHED
+from .._names import (
+    BUILDER_CORE,
+    FEATURE,
+    FINISHED,
+    HANDLER_BUILDER,
+    QUERY_BUILDER,
+    QUERY_FINISHED,
+    TRIGGER,
+    WORKFLOW_BUILDER,
+    WORKFLOW_FINISHED,
+)
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
@@ -44,6 +54,38 @@ def accept_unfinished(ctx: MethodSigContext) -> CallableType:
     ended = [Instance(info, [anything, anything]) for info in others if info is not None]
     arg_types[index] = UnionType.make_union([arg_types[index], Instance(builder, []), *ended])
     return sig.copy_modified(arg_types=arg_types)
+
+
+def accept_other_pipelines(ctx: MethodSigContext) -> CallableType:
+    """Let ``workflow`` take a write handler's or a query's pipeline (ended or not), so
+    that one is reported once, as ``kumiko-workflow-pipeline``, not as a ``call-overload``
+    listing both variants.  Those classes only: a workflow pipeline must still match its
+    own variant alone, or a payload mismatch would no longer leave ``P`` unsolved."""
+    sig = ctx.default_signature
+    if "pipeline" not in sig.arg_names:
+        return sig
+    index = sig.arg_names.index("pipeline")
+    wanted = get_proper_type(sig.arg_types[index])
+    if isinstance(wanted, Instance) and wanted.type.fullname == WORKFLOW_FINISHED:
+        return sig  # the variant that infers the result type: widened, it would match a builder
+    others = [lookup_info(ctx.api, name) for name in (HANDLER_BUILDER, FINISHED, QUERY_BUILDER, QUERY_FINISHED)]
+    if None in others:
+        return sig
+    anything = AnyType(TypeOfAny.special_form)
+    given = [Instance(info, [anything] * len(info.type_vars)) for info in others if info is not None]
+    arg_types = list(sig.arg_types)
+    arg_types[index] = UnionType.make_union([arg_types[index], *given])
+    return sig.copy_modified(arg_types=arg_types)
+
+
+def check_workflow_pipeline(ctx: MethodContext) -> Type:
+    """A workflow takes a workflow pipeline (ended or not); then its payload is checked."""
+    given, expr = _own_type(ctx, "pipeline"), arg_expr(ctx, "pipeline")
+    workflows = (WORKFLOW_BUILDER, WORKFLOW_FINISHED)
+    if isinstance(given, Instance) and expr is not None and not any(given.type.has_base(w) for w in workflows):
+        ctx.api.fail(rules.msg_workflow_pipeline(given.type.name), expr, code=_errors.WORKFLOW_PIPELINE)
+        return AnyType(TypeOfAny.from_error)
+    return check_trigger_payload(ctx)
 
 
 def check_handler_pipeline(ctx: MethodContext) -> Type:

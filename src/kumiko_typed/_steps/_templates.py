@@ -38,7 +38,8 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import Select
 
 from .._access import TENANT_PARAM, ShapeMemo
-from .._errors import StepRefused
+from .._errors import StepRefused, Unfit
+from .._limits import row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
 
 if TYPE_CHECKING:
@@ -167,7 +168,11 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
     stmt = query(ctx)
     if not isinstance(stmt, Select):
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
-    return stmt if limit is None else stmt.limit(limit)
+    stmt = stmt if limit is None else stmt.limit(limit)
+    problems = row_count_problems(stmt, getattr(ctx, "payload", None))
+    if problems:
+        raise Unfit(problems, "a row count is negative")
+    return stmt
 
 
 def _template(query: Callable[[Any], object], ctx: object, stmt: Select[Any], limit: int | None) -> object:

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from sqlalchemy import insert
 
-from .._delivery import HEADER_VALUE
-from .._errors import Problem, StepRefused
+from .._delivery import HEADER_VALUE, url_problem
+from .._errors import Problem, StepRefused, Unfit
 from .._jsonable import jsonable
 from .._limits import refuse, source_path, unfit_json
 from .._notify import notify
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_POLICY", "SendMail", "SendWebhook"]
 
 DEFAULT_POLICY = RetryPolicy()
+_BAD_URL = "the webhook URL cannot be delivered"
 
 
 @attrs.frozen(slots=True)
@@ -87,10 +88,15 @@ class SendWebhook(Step):
         if auth is not None and not isinstance(auth, Auth):
             raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
         policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
+        url = resolve(self.url, run)
+        problem = url_problem(str(url))
+        if problem is not None:  # refused now, not first tried (and dead) after the commit
+            column = f"{outbox.name}.message.url"
+            raise Unfit([{"path": source_path(run.payload, url), "message": problem, "column": column}], _BAD_URL)
         headers = dict(resolve(self.headers, run) or {})
         refuse(_http_header_problems(headers, run.payload))
         message = {
-            "url": str(resolve(self.url, run)),
+            "url": str(url),
             "method": self.method.upper(),
             "headers": headers,
             "body": self.body(run) if callable(self.body) else None,
