@@ -16,7 +16,7 @@ Configurations, each round on a fresh database:
 Each run enqueues ``--rows`` webhook rows (a handler doing 100 ``send_webhook`` per
 dispatch, committed before the clock starts), starts the worker processes
 (``tests/_outbox_worker.py``: its own App, ``run_worker(once=True)`` until nothing is
-pending) and waits until each has connected, then sends the start signal.  The figure is
+due) and waits until each has connected, then sends the start signal.  The figure is
 rows / (time from the start signal until the last worker reports done; their exits are not
 counted).  A round runs every configuration once, the order rotating every round; reported
 are the medians over the rounds and the median of the per-round ratios N workers / 1
@@ -30,8 +30,8 @@ that answers 200 after ``--delay-ms`` (default 5 ms); every run checks that all 
 ended ``sent`` and that the receiver saw every idempotency key.
 
 Persisted per delivered row: the outbox row's status (``sent``), attempts and sent_at,
-committed by the worker (PostgreSQL: one UPDATE for the rows of a batch that were sent,
-committed with the batch's claim; SQLite: one short transaction per row).  PostgreSQL is
+committed by the worker (on both databases a short transaction claims a batch, and one
+UPDATE marks the rows of a batch that were sent, each second and at its end).  PostgreSQL is
 the tests' throw-away server (``kumiko_typed.testing.postgres``: fsync, full_page_writes
 and synchronous_commit OFF); SQLite a temporary file in WAL with synchronous=FULL.
 Nothing here passes or fails on time.

@@ -432,7 +432,7 @@ bench process: infrastructure, not a measured side); each run on a fresh databas
 configuration once per round with the order rotating, {f["rounds"]} rounds, medians. Each worker
 process runs with the App's default pool (4 deliveries in flight) or with
 `delivery_concurrency=1` (the ratios then measure scaling by processes alone). Persisted per
-row: the outbox row marked sent (status, attempts, sent_at; on PostgreSQL one UPDATE for a
+row: the outbox row marked sent (status, attempts, sent_at; on both databases one UPDATE for a
 batch's sent rows). PostgreSQL is the throw-away server, which runs without fsync; SQLite a
 file in WAL with synchronous=FULL.
 

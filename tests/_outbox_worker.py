@@ -8,7 +8,8 @@ Used by tests/outbox/test_outbox_workers.py and bench/outbox.py.  As a script::
 builds its own App with :data:`feature` (and the App's ``delivery_concurrency``, if
 given), prints ``ready``, waits for a line on stdin (the caller's start signal, so that
 every worker starts draining at the same moment), then calls
-``app.run_worker(once=True)`` until no outbox row is pending and prints
+``app.run_worker(once=True)`` until no outbox row is due (a row another worker has
+claimed is not: its lease runs) and prints
 ``done <rows this process delivered> <CPU seconds it used since the signal>``.
 """
 
@@ -56,9 +57,11 @@ fanout = feature.write_handler(
 )
 
 
-def pending(app: App) -> int:
+def due(app: App) -> int:
+    """The pending rows whose next attempt has come (by the App's clock)."""
     with app.engine.connect() as conn:
-        return int(conn.scalar(sa.select(sa.func.count()).select_from(outbox).where(outbox.c.status == "pending")) or 0)
+        query = sa.select(sa.func.count()).select_from(outbox)
+        return int(conn.scalar(query.where(outbox.c.status == "pending", outbox.c.next_attempt_at <= app.clock())) or 0)
 
 
 class LoopbackReceiver:
@@ -218,16 +221,16 @@ def main(argv: list[str]) -> int:
     options = {"delivery_concurrency": int(argv[2])} if len(argv) > 2 else {}
     app = App([feature], database_url=argv[1], **options)
     try:
-        pending(app)  # connect before the start signal
+        due(app)  # connect before the start signal
         print("ready", flush=True)
         sys.stdin.readline()
         cpu = time.process_time()
         delivered = 0
         while True:
             delivered += app.run_worker(once=True)["sent"]
-            if not pending(app):
+            if not due(app):
                 break
-            time.sleep(0.02)  # rows another worker holds locked
+            time.sleep(0.02)  # rows another worker is claiming
         print(f"done {delivered} {time.process_time() - cpu:.4f}", flush=True)
     finally:
         app.dispose()

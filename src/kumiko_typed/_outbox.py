@@ -4,19 +4,21 @@ the outcome.  The steps that insert the rows are in :mod:`kumiko_typed._steps.ou
 A worker delivers the rows of a batch concurrently, at most ``delivery_concurrency``
 (an App setting) at a time: deliveries wait on their peers, not on this machine.
 
-Claiming: on PostgreSQL a worker locks a small batch with ``FOR UPDATE SKIP LOCKED``
-and keeps the lock while delivering, so any number of workers on any number of
-hosts share the table, and a worker that dies releases its batch at once (its
-transaction rolls back) for another to redo — with the same idempotency keys.
-SQLite has one writer at a time, so a worker must not hold it during HTTP calls: it
-claims a batch by moving the rows' next attempt a lease ahead (``CLAIM_LEASE``), in one
-short transaction, then delivers each row outside any transaction and records each
-outcome in a short transaction of its own.  Another worker's pass skips leased rows; a
-worker that dies leaves its batch to be redone when the lease runs out.
+Claiming, the same on both databases: a worker takes a batch of due rows in one short
+transaction (on PostgreSQL with ``FOR UPDATE SKIP LOCKED``, so workers never wait for
+each other) and moves their next attempt a lease ahead (``CLAIM_LEASE``): another
+worker's pass skips leased rows.  It delivers outside any transaction — no lock and no
+open transaction waits on a peer, which on PostgreSQL would hold back the event feed
+(it reads only below the oldest running transaction) — and records the outcomes in
+short transactions, each only on rows still under this claim's lease.  A worker that
+dies leaves its batch to be redone, with the same idempotency keys, when the lease runs
+out; a row not started within ``START_WITHIN`` of the claim is handed back instead, so
+every delivery starts with at least half the lease ahead of it.
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,6 +44,8 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH",
     "CLAIM_LEASE",
+    "RECORD_EVERY",
+    "START_WITHIN",
     "Deliverer",
     "PassCounts",
     "claim_size",
@@ -57,9 +61,15 @@ BATCH = 10
 #: Rows claimed per delivery slot: a batch's last wave and the claim of the next leave
 #: slots idle, so a batch several waves long keeps the pool busy most of the time.
 ROWS_PER_SLOT = 5
-#: How long a SQLite worker's claim keeps other workers off a batch: far more than
-#: delivering it takes (each row at most the HTTP client's 10 s timeout, several at once).
+#: How long a claim keeps other workers off a batch: far more than delivering a row takes
+#: (at most the HTTP client's 10 s timeout), and when a worker dies, its batch waits this long.
 CLAIM_LEASE = timedelta(minutes=5)
+#: A claimed row not started by then is handed back: a delivery starts with at least the
+#: other half of the lease ahead of it, so the lease does not run out while it is under way.
+START_WITHIN = CLAIM_LEASE / 2
+#: How long the rows a batch sent may wait to be recorded together (one UPDATE): a worker
+#: that dies delivers at most these again, besides the ones in flight.
+RECORD_EVERY = timedelta(seconds=1)
 
 
 @attrs.define
@@ -150,17 +160,34 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
         return error
 
 
+class _Late(enum.Enum):
+    """A row whose delivery would start after ``START_WITHIN``: it is handed back."""
+
+    LATE = "late"
+
+
+def _attempt_by(
+    deliverer: Deliverer, row: Row[Any], start_by: datetime, clock: Callable[[], datetime]
+) -> DeliveryError | _Late | None:
+    return _Late.LATE if clock() > start_by else _attempt(deliverer, row)
+
+
 def _attempts(
-    deliverer: Deliverer, rows: Sequence[Row[Any]], pool: ThreadPoolExecutor | None
-) -> Iterator[tuple[Row[Any], DeliveryError | None]]:
+    deliverer: Deliverer,
+    rows: Sequence[Row[Any]],
+    pool: ThreadPoolExecutor | None,
+    start_by: datetime,
+    clock: Callable[[], datetime],
+) -> Iterator[tuple[Row[Any], DeliveryError | _Late | None]]:
     """Deliver ``rows``, at most ``deliverer.concurrency`` at a time (``pool``, if the
-    concurrency is above 1): each row with its outcome, as the deliveries finish.  The
-    work is waiting on peers (HTTP, SMTP), so a few threads let one worker keep several
+    concurrency is above 1): each row with its outcome, as the deliveries finish; a row
+    whose turn comes after ``start_by`` is not delivered (``_Late.LATE``).  The work is
+    waiting on peers (HTTP, SMTP), so a few threads let one worker keep several
     deliveries in flight."""
     if pool is None or len(rows) == 1:
-        yield from ((row, _attempt(deliverer, row)) for row in rows)
+        yield from ((row, _attempt_by(deliverer, row, start_by, clock)) for row in rows)
         return
-    futures = {pool.submit(_attempt, deliverer, row): row for row in rows}
+    futures = {pool.submit(_attempt_by, deliverer, row, start_by, clock): row for row in rows}
     for future in as_completed(futures):
         yield futures[future], future.result()  # _attempt turns every error into its value
 
@@ -197,17 +224,25 @@ def _due(now: datetime) -> Any:
     )
 
 
-#: The rows of a batch delivered on their first try or a later one, marked at once: the
-#: same columns ``_outcome`` gives a success (the rows are locked, so ``attempts + 1``
-#: is the count it would compute).
+_IDS: Final = outbox.c.id.in_(bindparam("ids", expanding=True))
+#: A claim: the batch's next attempt moved to the end of its lease.
+_LEASE: Final = update(outbox).where(_IDS).values(next_attempt_at=bindparam("lease"))
+#: What a claim's outcomes update: its rows still under its lease.  Once a lease ran out,
+#: another worker may have claimed a row anew (and recorded it): its outcome stands.
+_LEASED: Final = outbox.c.next_attempt_at == bindparam("lease")
+#: The rows of a batch delivered on their first try or a later one, marked together: the
+#: same columns ``_outcome`` gives a success (no other worker touched a row under this
+#: lease, so ``attempts + 1`` is the count it would compute).
 _MARK_SENT: Final = (
     update(outbox)
-    .where(outbox.c.id.in_(bindparam("ids", expanding=True)))
+    .where(_IDS, _LEASED)
     .values(
         status="sent", attempts=outbox.c.attempts + 1, sent_at=bindparam("now"), next_attempt_at=None, last_error=None
     )
 )
-_SET_OUTCOME: Final = update(outbox).where(outbox.c.id == bindparam("b_id"))
+_SET_OUTCOME: Final = update(outbox).where(outbox.c.id == bindparam("b_id"), _LEASED)
+#: Rows not started in time, due again when they were claimed: any worker may take them.
+_HAND_BACK: Final = update(outbox).where(_IDS, _LEASED).values(next_attempt_at=bindparam("due"))
 
 
 def deliver_due(engine: Engine, deliverer: Deliverer, clock: Callable[[], datetime]) -> PassCounts:
@@ -219,8 +254,7 @@ def deliver_due(engine: Engine, deliverer: Deliverer, clock: Callable[[], dateti
     width = deliverer.concurrency
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") if width > 1 else None
     try:
-        batch = _deliver_postgres if engine.dialect.name == "postgresql" else _deliver_sqlite
-        while batch(engine, deliverer, clock, pool, counts):
+        while _deliver_batch(engine, deliverer, clock, pool, counts):
             pass
     finally:
         if pool is not None:
@@ -228,56 +262,67 @@ def deliver_due(engine: Engine, deliverer: Deliverer, clock: Callable[[], dateti
     return counts
 
 
-def _deliver_postgres(
+def _deliver_batch(
     engine: Engine,
     deliverer: Deliverer,
     clock: Callable[[], datetime],
     pool: ThreadPoolExecutor | None,
     counts: PassCounts,
 ) -> bool:
-    """Claim a batch, deliver it and record the outcomes, in one transaction: the rows stay
-    locked (SKIP LOCKED) until their outcomes commit.  The rows sent are marked by one
-    statement; each failure gets its own.  ``False``: nothing was due."""
+    """Claim a batch (one short transaction), deliver it outside any transaction, and
+    record the outcomes: each failure as it comes, the rows sent together, at most
+    ``RECORD_EVERY`` after the last record and at the end, with the rows handed back.
+    ``False``: nothing was due."""
+    claimed = clock()
+    lease = claimed + CLAIM_LEASE
     with engine.begin() as conn:
-        claim = _due(clock()).limit(claim_size(deliverer.concurrency))
+        claim = _due(claimed).limit(claim_size(deliverer.concurrency))
+        # SKIP LOCKED: a claim under way elsewhere is passed over (SQLite renders no
+        # locking clause: it has one writer at a time).
         rows = conn.execute(claim.with_for_update(skip_locked=True)).all()
-        sent: list[Any] = []
-        for row, error in _attempts(deliverer, rows, pool):
-            if error is None:
-                sent.append(row.id)
-                continue
-            change = _settled(row, error, clock())
-            conn.execute(_SET_OUTCOME, {"b_id": row.id, **change})
-            _count(counts, row, change)
-        if sent:
-            conn.execute(_MARK_SENT, {"ids": sent, "now": clock()})
-            counts.sent += len(sent)
-    return bool(rows)
-
-
-def _deliver_sqlite(
-    engine: Engine,
-    deliverer: Deliverer,
-    clock: Callable[[], datetime],
-    pool: ThreadPoolExecutor | None,
-    counts: PassCounts,
-) -> bool:
-    """Claim a batch by moving its next attempt a lease ahead (one short transaction),
-    then deliver outside the write lock and record each outcome alone, as it comes: a
-    worker that dies re-delivers, after the lease, only what it had not recorded."""
-    now = clock()
-    with engine.begin() as conn:
-        rows = conn.execute(_due(now).limit(claim_size(deliverer.concurrency))).all()
         if not rows:
             return False
-        ids = [row.id for row in rows]
-        conn.execute(update(outbox).where(outbox.c.id.in_(ids)).values(next_attempt_at=now + CLAIM_LEASE))
-    for row, error in _attempts(deliverer, rows, pool):
-        change = _settled(row, error, clock())
-        with engine.begin() as conn:
-            conn.execute(_SET_OUTCOME, {"b_id": row.id, **change})
-        _count(counts, row, change)
+        conn.execute(_LEASE, {"ids": [row.id for row in rows], "lease": lease})
+    sent: list[uuid.UUID] = []
+    late: list[uuid.UUID] = []
+    recorded = claimed
+    for row, outcome in _attempts(deliverer, rows, pool, claimed + START_WITHIN, clock):
+        if outcome is _Late.LATE:
+            late.append(row.id)
+        elif outcome is None:
+            sent.append(row.id)
+            if clock() - recorded >= RECORD_EVERY:
+                recorded = clock()
+                _record(engine, claimed, sent, [], recorded, counts)
+                sent = []
+        else:
+            change = _settled(row, outcome, clock())
+            with engine.begin() as conn:
+                if conn.execute(_SET_OUTCOME, {"b_id": row.id, "lease": lease, **change}).rowcount:
+                    _count(counts, row, change)
+    _record(engine, claimed, sent, late, clock(), counts)
     return True
+
+
+def _record(
+    engine: Engine,
+    claimed: datetime,
+    sent: list[uuid.UUID],
+    late: list[uuid.UUID],
+    now: datetime,
+    counts: PassCounts,
+) -> None:
+    """Mark the ``sent`` rows of the claim made at ``claimed`` sent and hand the ``late``
+    ones back (due when claimed), in one short transaction; rows no longer under this
+    claim's lease are left as they are."""
+    if not sent and not late:
+        return
+    lease = claimed + CLAIM_LEASE
+    with engine.begin() as conn:
+        if sent:
+            counts.sent += conn.execute(_MARK_SENT, {"ids": sent, "lease": lease, "now": now}).rowcount
+        if late:
+            conn.execute(_HAND_BACK, {"ids": late, "lease": lease, "due": claimed})
 
 
 def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:

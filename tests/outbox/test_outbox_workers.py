@@ -2,10 +2,11 @@
 (``tests/_outbox_worker.py``, each building its own App on the test's database) and a real
 loopback receiver in this process.
 
-On PostgreSQL four workers share the table through ``FOR UPDATE SKIP LOCKED`` and deliver
-every row exactly once; a worker killed with SIGKILL mid-drain loses nothing, and whatever
-it had delivered but not yet recorded is delivered again with the SAME idempotency key.
-On SQLite (where one worker is the design) a second worker still never delivers a row the
+On PostgreSQL four workers share the table (each claim taken with ``FOR UPDATE SKIP
+LOCKED`` and leased) and deliver every row exactly once; a worker killed with SIGKILL
+mid-drain loses nothing: its claim comes back when the lease runs out, and whatever it had
+delivered but not yet recorded is delivered again with the SAME idempotency key.  On
+SQLite (where one worker is the design) a second worker still never delivers a row the
 first one claimed.
 """
 
@@ -25,6 +26,7 @@ from _outbox_worker import LoopbackReceiver, WorkerProcesses, enqueue, feature
 
 from kumiko_typed import App
 from kumiko_typed._outbox import CLAIM_LEASE, claim_size
+from kumiko_typed.testing import FakeClock
 
 pytestmark = pytest.mark.slow
 
@@ -98,13 +100,24 @@ def test_a_worker_killed_mid_drain_loses_nothing_and_repeats_only_with_the_same_
         assert "done" not in out  # it was killed while rows were still pending
         assert receiver.count < ROWS
 
-        workers.finish(survivors)
+        workers.finish(survivors)  # they stop when nothing is due: the victim's claim is leased
 
-        _assert_all_sent_once_each(app)  # the killed worker's claim rolled back: redone from attempt 0
+        claimed = [i for i in app.outbox() if i.status == "pending"]
+        assert len(claimed) <= claim_size(4)  # the App's default delivery_concurrency
+        clock = FakeClock(datetime.now(UTC))
+        later = App([feature], database_url=fresh_postgres_url, clock=clock)
+        try:
+            assert later.run_worker(once=True)["sent"] == 0  # still leased
+            clock.advance(CLAIM_LEASE)
+            assert later.run_worker(once=True)["sent"] == len(claimed)
+        finally:
+            later.dispose()
+
+        _assert_all_sent_once_each(app)  # the killed worker's claim is redone from attempt 0
         keys = Counter(receiver.keys)
         assert set(keys) == ids  # nothing lost, and no request without one of the outbox ids
         assert set(receiver.numbers) == set(range(ROWS))
-        # Only what the victim had delivered in its open (uncommitted) batch can come twice.
+        # Only what the victim had delivered in its claim but not recorded can come twice.
         duplicates = sum(n - 1 for n in keys.values())
         assert duplicates <= claim_size(4), duplicates  # the App's default delivery_concurrency
         assert len(receiver.keys) == ROWS + duplicates
@@ -135,8 +148,9 @@ def test_two_workers_on_sqlite_never_deliver_a_row_twice(tmp_path: Path, workers
 
 def test_a_sqlite_worker_that_dies_mid_batch_leaves_it_to_the_next_after_the_lease(tmp_path: Path) -> None:
     """The claim is committed before the first delivery: rows of a worker that died are
-    skipped until the lease runs out, then delivered again — the one it had delivered but
-    not recorded with the SAME idempotency key."""
+    skipped until the lease runs out, then delivered again — the ones it had delivered but
+    not recorded (its clock stood still: the rows sent wait for the end of the batch) with
+    the SAME idempotency key."""
     now = [datetime(2026, 3, 2, 9, 0, tzinfo=UTC)]
     url = f"sqlite:///{tmp_path / 'outbox.sqlite3'}"
     responses = [0]
@@ -161,18 +175,18 @@ def test_a_sqlite_worker_that_dies_mid_batch_leaves_it_to_the_next_after_the_lea
             with pytest.raises(SystemExit):
                 dying.run_worker(once=True)
             assert receiver.count == 3
-            assert Counter(i.status for i in survivor.outbox()) == {"sent": 2, "pending": 23}
+            assert Counter(i.status for i in survivor.outbox()) == {"pending": 25}
 
-            assert survivor.run_worker(once=True)["sent"] == 15  # the other batches; the dead one's 8 are leased
+            assert survivor.run_worker(once=True)["sent"] == 15  # the other batches; the dead one's 10 are leased
             now[0] += CLAIM_LEASE - timedelta(seconds=1)
             assert survivor.run_worker(once=True)["sent"] == 0
             now[0] += timedelta(seconds=1)
-            assert survivor.run_worker(once=True)["sent"] == 8
+            assert survivor.run_worker(once=True)["sent"] == 10
 
             _assert_all_sent_once_each(survivor, 25)
             keys = Counter(receiver.keys)
             assert set(keys) == ids
-            assert sorted(keys.values()) == [1] * 24 + [2]  # delivered, then the worker died
+            assert sorted(keys.values()) == [1] * 22 + [2] * 3  # delivered, then the worker died
     finally:
         dying.dispose()
         survivor.dispose()
