@@ -20,9 +20,9 @@ from sqlalchemy.dialects.postgresql import ARRAY
 from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
-from ._errors import ClassMismatch, StateError
+from ._errors import ClassMismatch
 from ._serialization import TAG
-from ._stored_classes import class_names, mismatch, rebuild
+from ._stored_classes import UNREADABLE, class_names, mismatch, rebuild
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -185,8 +185,6 @@ _NAMES_UNKNOWN_SQLITE: Final = (
     "EXISTS (SELECT 1 FROM json_tree(json_array(json(payload), json(state))) AS found "
     "WHERE found.key = 'c' AND found.type = 'text' AND found.atom NOT IN :known)"
 )
-#: What decoding a damaged row raises: the shape check above, or the worker, says why.
-_DAMAGED: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
 
 
 def _unrebuildable(
@@ -214,7 +212,7 @@ def _unrebuildable(
             rebuild(engine.codec, payload, state)
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id
-        except _DAMAGED:
+        except UNREADABLE:  # a damaged row: the shape check above, or the worker, says why
             continue
 
 

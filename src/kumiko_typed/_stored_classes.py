@@ -7,15 +7,28 @@ this App does not register.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Final
 
-from ._errors import ClassMismatch
+from ._errors import ClassMismatch, StateError
 from ._serialization import TAG, Codec
 
-__all__ = ["class_names", "mismatch", "rebuild"]
+__all__ = ["UNREADABLE", "class_names", "convert_loops", "mismatch", "rebuild"]
 
 _CLASS_TAGS = frozenset({"attrs", "entity", "enum"})
+
+#: What reading a stored run can raise: a class the App no longer registers or has
+#: changed (:class:`ClassMismatch`, a StateError), a row damaged or written by another
+#: version (a key missing, a value of the wrong kind).
+UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+
+
+def convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """A run's loop records with their items (and shadowed scope) encoded or decoded."""
+    return {
+        path: {**loop, "items": convert(loop["items"]), "shadowed": convert(loop["shadowed"])}
+        for path, loop in loops.items()
+    }
 
 
 def rebuild(codec: Codec, payload: object, state: Mapping[str, Any]) -> Any:
@@ -23,9 +36,7 @@ def rebuild(codec: Codec, payload: object, state: Mapping[str, Any]) -> Any:
     errors only (:class:`ClassMismatch` for a class this App does not have as stored, the
     codec's others for a damaged row)."""
     decoded = codec.decode(payload)
-    for loop in state.get("loops", {}).values():
-        codec.decode(loop["items"])
-        codec.decode(loop["shadowed"])
+    convert_loops(codec.decode, state.get("loops", {}))
     for part in ("values", "scope"):
         if part in state:
             codec.decode(state[part])

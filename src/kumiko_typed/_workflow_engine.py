@@ -43,7 +43,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
-from ._stored_classes import mismatch, rebuild
+from ._stored_classes import UNREADABLE, convert_loops, mismatch, rebuild
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
@@ -123,11 +123,6 @@ def _path_too_long(path: str) -> Failure | None:
     return Failure("unstorable_state", f"at step {shown}: the path is longer than {_PATH_MAX} characters")
 
 
-#: What reading a stored run can raise: a class the App no longer registers (StateError),
-#: a row damaged or written by another version (a key missing, a value of the wrong kind).
-_UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
-
-
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     """A stored run this App cannot read (a class it no longer registers, a damaged row)
     fails; raising instead would fail every worker pass that reaches it.  The reason of
@@ -161,16 +156,9 @@ def _user(data: Mapping[str, Any]) -> User:
     return User(id=uuid.UUID(data["id"]), tenant_id=uuid.UUID(data["tenant_id"]), roles=frozenset(data["roles"]))
 
 
-def _convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    return {
-        path: {**loop, "items": convert(loop["items"]), "shadowed": convert(loop["shadowed"])}
-        for path, loop in loops.items()
-    }
-
-
 def _loops(decode: Callable[[Any], Any], state: Mapping[str, Any], plan: Plan | None) -> dict[str, dict[str, Any]]:
     """The stored loop records, keyed by the path by index a resumed loop looks them up by."""
-    loops = _convert_loops(decode, state.get("loops", {}))
+    loops = convert_loops(decode, state.get("loops", {}))
     return loops if plan is None else {plan.loops.get(key, key): record for key, record in loops.items()}
 
 
@@ -376,7 +364,7 @@ class WorkflowEngine:
                 run.values.update(values)
                 run.open_scope().update(scope)
             resume = None if plan is None else Resume(plan.path)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             return _unreadable(path, exc)
 
         def keep(outcome: Outcome) -> Failure | None:
@@ -390,7 +378,7 @@ class WorkflowEngine:
                     stored = {
                         "values": self._encode(dict(run.values)),
                         "scope": self._encode(dict(run.scope)),
-                        "loops": _convert_loops(self._encode, d.stored_records(outcome.records(outcome.loops))),
+                        "loops": convert_loops(self._encode, d.stored_records(outcome.records(outcome.loops))),
                         "retries": d.stored_records(outcome.records(outcome.retries)),
                         "event_wait": outcome.wait is not None,
                         "addressing": "name",
@@ -555,7 +543,7 @@ class WorkflowEngine:
         except ClassMismatch as exc:
             self._strand(session, d, row, mismatch(row.path, exc), reader=True)
             return False
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             self._fail_unreadable(session, d, row, exc)
             return True
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
@@ -565,7 +553,7 @@ class WorkflowEngine:
             if woken_by is None and _WOKEN_BY in row.state:
                 woken_by = uuid.UUID(row.state[_WOKEN_BY])
                 resume_value = self._event_again(session, d, row.path, woken_by)
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             self._fail_unreadable(session, d, row, exc)
             return True
         self.isolated_segment(
@@ -601,11 +589,7 @@ class WorkflowEngine:
         d = self.defs[row.workflow]
         try:
             plan = d.compat.plan(Stored.of(row.path, row.state))
-        except ClassMismatch as exc:
-            reason = mismatch(row.path, exc)
-            self._strand(session, d, row, reason, reader=True)
-            return reason
-        except _UNREADABLE as exc:
+        except UNREADABLE as exc:
             self._fail_unreadable(session, d, row, exc)
             return None
         if isinstance(plan, str):
@@ -681,7 +665,7 @@ class WorkflowEngine:
         state = row.state if isinstance(row.state, Mapping) else {}  # a damaged row is still listed
         try:
             steps = self.codec.decode(state["values"]) if "values" in state else {}
-        except _UNREADABLE:
+        except UNREADABLE:
             steps = {}
         if not isinstance(steps, Mapping):
             steps = {}
