@@ -1,7 +1,8 @@
 """Cron triggers: each due tick of a cron workflow starts one run.
 
-A cursor row per workflow holds its last tick (locked while a pass fires ticks); the
-run's trigger key is the tick, so even a reset cursor starts no second run for it."""
+A cursor row per workflow holds its last tick (locked while a pass fires a batch of
+ticks); the run's trigger key is the tick, so even a reset cursor starts no second run
+for it."""
 
 from __future__ import annotations
 
@@ -16,6 +17,9 @@ from ._workflow_engine import SYSTEM_USER, Definition, WorkflowEngine
 
 __all__ = ["CronTriggers"]
 
+#: Ticks fired per transaction: a backfill commits its progress in steps of this many.
+TICKS_PER_TRANSACTION = 100
+
 
 class CronTriggers:
     def __init__(self, engine: WorkflowEngine) -> None:
@@ -24,28 +28,46 @@ class CronTriggers:
 
     def fire(self) -> int:
         """Start one run per due tick of each cron workflow (no backfill before the first pass)."""
-        engine = self.engine
         started = 0
         for d in self.workflows:
-            expression = d.workflow.trigger.cron
-            assert expression is not None
-            name = f"cron:{d.name}"
-            with engine.sessions() as session, session.begin():
-                now = engine.clock()
-                last = session.execute(
-                    select(consumers.c.tick).where(consumers.c.name == name).with_for_update()
-                ).scalar_one_or_none()
-                if last is None:  # no backfill: the first tick counts from now
-                    session.execute(engine.new_consumer, {"name": name, "position": 0, "tick": now})
-                    continue
-                if last.tzinfo is None:
-                    last = last.replace(tzinfo=now.tzinfo)
-                ticks = croniter(expression, last)
-                tick: datetime = ticks.get_next(datetime)
-                while tick <= now:
-                    if engine.create(session, d, CronTick(tick), SYSTEM_USER, f"cron:{tick.isoformat()}"):
-                        started += 1
-                    last = tick
-                    tick = ticks.get_next(datetime)
-                session.execute(update(consumers).where(consumers.c.name == name).values(tick=last))
+            while True:
+                fired, more = self._fire_some(d)
+                started += fired
+                if not more:
+                    break
         return started
+
+    def _fire_some(self, d: Definition) -> tuple[int, bool]:
+        """Start the runs of at most ``TICKS_PER_TRANSACTION`` due ticks of ``d`` in one
+        transaction that moves its cursor past them: how many started, and whether more
+        ticks are due.  A long backfill (workers down for days) thus commits as it goes,
+        and never holds the cursor for the whole of it.  On PostgreSQL a cursor another
+        worker holds is passed over (``SKIP LOCKED``): that worker fires these ticks."""
+        engine = self.engine
+        expression = d.workflow.trigger.cron
+        assert expression is not None
+        name = f"cron:{d.name}"
+        started = 0
+        with engine.sessions() as session, session.begin():
+            now = engine.clock()
+            last = session.execute(
+                select(consumers.c.tick).where(consumers.c.name == name).with_for_update(skip_locked=engine.postgres)
+            ).scalar_one_or_none()
+            if last is None:
+                # No cursor yet (no backfill: the first tick counts from now), or another
+                # worker holds it; the insert does nothing then.
+                session.execute(engine.new_consumer, {"name": name, "position": 0, "tick": now})
+                return 0, False
+            if last.tzinfo is None:
+                last = last.replace(tzinfo=now.tzinfo)
+            ticks = croniter(expression, last)
+            tick: datetime = ticks.get_next(datetime)
+            fired = 0
+            while tick <= now and fired < TICKS_PER_TRANSACTION:
+                if engine.create(session, d, CronTick(tick), SYSTEM_USER, f"cron:{tick.isoformat()}"):
+                    started += 1
+                fired += 1
+                last = tick
+                tick = ticks.get_next(datetime)
+            session.execute(update(consumers).where(consumers.c.name == name).values(tick=last))
+        return started, tick <= now

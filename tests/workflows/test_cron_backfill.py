@@ -1,0 +1,70 @@
+"""Cron backfill (docs/workflows.md, "Cron"): ticks missed while no worker ran are each
+started once, in transactions of a bounded number of ticks; on PostgreSQL a pass passes
+over a cron cursor another worker holds instead of waiting for it."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import sqlalchemy as sa
+
+from kumiko_typed import App, CronTick, Feature, cron
+from kumiko_typed._workflow_cron import TICKS_PER_TRANSACTION
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, 30, tzinfo=UTC)
+
+
+def _every_minute() -> tuple[Feature[str], str]:
+    f = Feature("crons")
+    flow = f.workflow(
+        "minutely",
+        trigger=cron("* * * * *"),
+        pipeline=f.workflow_pipeline(CronTick).compute("at", lambda c: c.payload.scheduled_at),
+    )
+    return f, flow.name
+
+
+def test_a_backfill_longer_than_one_transaction_starts_every_tick_once(app_on: Callable[..., App]) -> None:
+    clock = FakeClock(T0)
+    f, name = _every_minute()
+    app = app_on([f], clock=clock)
+    assert app.run_worker(once=True)["started"] == 0  # the schedule starts now
+    missed = 2 * TICKS_PER_TRANSACTION + 7
+    clock.advance(minutes=missed)
+    assert app.run_worker(once=True)["started"] == missed
+    assert app.run_worker(once=True)["started"] == 0
+    ticks = sorted(r.steps["at"] for r in app.runs(name))
+    assert ticks == [datetime(2026, 3, 2, 9, 1, tzinfo=UTC) + timedelta(minutes=m) for m in range(missed)]
+    assert {r.status for r in app.runs(name)} == {"completed"}
+
+
+def test_a_pass_skips_a_cron_cursor_another_worker_holds(fresh_postgres_url: str) -> None:
+    clock = FakeClock(T0)
+    f, name = _every_minute()
+    app = App([f], database_url=fresh_postgres_url, clock=clock)
+    try:
+        app.create_all()
+        app.run_worker(once=True)
+        clock.advance(minutes=3)
+        holder = sa.create_engine(fresh_postgres_url)
+        try:
+            with holder.connect() as conn:
+                lock = sa.text("SELECT tick FROM kumiko_consumers WHERE name = :n FOR UPDATE")
+                conn.execute(lock, {"n": f"cron:{name}"})
+                counts: list[dict[str, int]] = []
+                passing = threading.Thread(target=lambda: counts.append(app.run_worker(once=True)))
+                passing.start()
+                passing.join(timeout=20)
+                held = passing.is_alive()
+                conn.rollback()  # release the cursor, whatever happened
+                passing.join()
+            assert not held, "the pass waited for the cursor another worker holds"
+            assert counts[0]["started"] == 0
+            assert app.run_worker(once=True)["started"] == 3  # released: this worker fires them
+        finally:
+            holder.dispose()
+    finally:
+        app.dispose()
