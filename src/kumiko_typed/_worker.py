@@ -18,6 +18,7 @@ from datetime import datetime
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import SingletonThreadPool
 
 from ._notify import CHANNEL
 from ._outbox import Deliverer, deliver_due
@@ -77,6 +78,12 @@ class Worker:
             logger.warning("cannot notify the worker to stop (it stops at its next poll): %s", exc.orig)
 
     def _loop(self, poll_interval: float) -> dict[str, int]:
+        if isinstance(self._engine.pool, SingletonThreadPool):
+            # A connection per thread: an in-memory SQLite database, which only the thread
+            # that made it sees.  The deliveries get no thread; one side does it all.
+            alone = Side(lambda: self._everything(self._halt.is_set), self._workflow_bell)
+            alone.run(self._engine, self._halt, poll_interval)
+            return alone.counts
         workflows = Side(self._workflow_pass, self._workflow_bell, rings=self._delivery_bell)
         deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), self._delivery_bell)
         failures: list[BaseException] = []
@@ -97,18 +104,23 @@ class Worker:
                 self._halt_sides()
             thread.join()  # a delivery in flight ends (up to the HTTP timeout) and is recorded
         if failures:
-            for later in failures[1:]:
-                logger.error("the worker's other side failed too", exc_info=later)
+            for later in failures[1:]:  # its message only: the first one is raised, with its traceback
+                reason = later.orig if isinstance(later, DBAPIError) else later
+                logger.error("the worker's other side failed too: %s: %s", type(later).__name__, reason)
             raise failures[0]
         return {key: workflows.counts[key] + deliveries.counts[key] for key in COUNTS}
 
     def one_pass(self) -> dict[str, int]:
         """Everything due now, in order: what a resumed run queues is delivered in the same
         pass.  A stop does not cut it short."""
-        done = self._workflow_pass()
-        for key, value in self._delivery_pass(stopping=_never).items():
-            done[key] += value
+        done = self._everything(_never)
         log_pass(done)
+        return done
+
+    def _everything(self, stopping: Callable[[], bool]) -> dict[str, int]:
+        done = self._workflow_pass()
+        for key, value in self._delivery_pass(stopping).items():
+            done[key] += value
         return done
 
     def _workflow_pass(self) -> dict[str, int]:

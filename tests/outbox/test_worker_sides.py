@@ -349,3 +349,35 @@ def test_once_runs_everything_in_one_sequential_pass(app: App, receiver: Receive
     assert app.run_worker(once=True) == {"started": 0, "resumed": 1, "sent": 1, "retried": 0, "dead": 0}
     assert _completed(app, run_id) and len(receiver.requests) == 1
     assert _worker_threads() == []
+
+
+def test_a_worker_on_an_in_memory_sqlite_database_loops_in_one_thread(receiver: Receiver, user: User) -> None:
+    """Only the thread that made an in-memory database sees it: such a worker does both
+    kinds of work in the calling thread, in order, as one pass does."""
+    made: list[App] = []
+    counts: dict[str, int] = {}
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            app = App([f], database_url="sqlite://")
+            made.append(app)
+            app.create_all()
+            app.start_workflow(notifier, Hook(receiver.url()), user=user)
+            assert app.dispatch(hook, Hook(receiver.url()), user=user) == Ok(None)
+            counts.update(app.run_worker(poll_interval=0.05))
+        except BaseException as exc:
+            raised.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    try:
+        _eventually(lambda: len(receiver.requests) == 2 or not thread.is_alive(), "both webhooks were delivered")
+    finally:
+        if made:
+            made[0].stop_worker()
+        thread.join(BOUND)
+    assert not thread.is_alive() and not raised, raised
+    assert (counts["resumed"], counts["sent"]) == (1, 2)
+    assert _worker_threads() == []
+    made[0].dispose()
