@@ -98,10 +98,9 @@ class Worker:
         thread = threading.Thread(target=side, args=(deliveries,), name="kumiko-worker-deliveries")
         thread.start()
         try:
-            side(workflows)
+            side(workflows)  # returns once the worker halts: a stop, or a side's error
         finally:
-            if not self._halt.is_set():  # a BaseException side() did not catch
-                self._halt_sides()
+            self._halt.set()  # already, unless an interrupt cut side() short
             thread.join()  # a delivery in flight ends (up to the HTTP timeout) and is recorded
         if failures:
             for later in failures[1:]:  # its message only: the first one is raised, with its traceback

@@ -210,6 +210,31 @@ def test_a_due_wait_is_resumed_while_a_delivery_is_held(app: App, held: Held, us
     assert (worker.counts["resumed"], worker.counts["sent"]) == (1, 1)
 
 
+def test_a_steady_stream_of_rows_neither_holds_up_a_due_run_nor_a_stop(
+    app: App, receiver: Receiver, user: User, clock: FakeClock
+) -> None:
+    """Every delivery queues the next webhook, so a delivery pass would never find nothing
+    due: a due run is resumed meanwhile, and a stop ends the stream."""
+
+    def queue_another(_index: int, _path: str) -> tuple[int, dict[str, str]]:
+        assert app.dispatch(hook, Hook(receiver.url()), user=user) == Ok(None)
+        return 200, {}
+
+    receiver.respond = queue_another
+    run_id = app.start_workflow(sleeper, Await(uuid.uuid4()), user=user)
+    assert app.dispatch(hook, Hook(receiver.url()), user=user) == Ok(None)
+    worker = Looping(app)
+    try:
+        _eventually(lambda: len(receiver.requests) >= 3, "the stream of deliveries started")
+        clock.advance(minutes=2)
+        _eventually(lambda: _completed(app, run_id), "the due run completed")
+    finally:
+        worker.stop()
+    assert not worker.raised, worker.raised
+    assert worker.counts["resumed"] == 1 and worker.counts["sent"] >= 3
+    assert _worker_threads() == []
+
+
 @pytest.mark.postgres
 def test_a_delivery_goes_out_while_a_workflow_segment_is_under_way(
     fresh_postgres_url: str, receiver: Receiver, user: User
