@@ -62,7 +62,7 @@ _WORKFLOW_TESTS = [
 MODULES: dict[str, list[str]] = {
     "_delivery": _OUTBOX_TESTS,
     "_mail": _OUTBOX_TESTS,
-    "_outbox": [*_OUTBOX_TESTS, "tests/outbox/test_worker_outages.py"],
+    "_outbox": [*_OUTBOX_TESTS, "tests/outbox/test_worker_outages.py", "tests/outbox/test_worker_sides.py"],
     "_structuring": _STRUCTURING_TESTS,
     "_access": _TENANCY_TESTS,
     "_steps/reads": _TENANCY_TESTS,

@@ -255,7 +255,8 @@ class App:
     def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
         """One worker: fire workflow triggers (events, cron), wake event waits, resume due
         runs, deliver due outbox rows.  ``once=True`` runs one pass and returns its counts;
-        otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`.
+        otherwise loop (sleeping ``poll_interval`` when idle) until :meth:`stop_worker`, the
+        deliveries in a thread of their own so that neither kind of work waits for the other.
         The counts: runs ``started``, runs ``resumed`` (by time or by an event), outbox
         rows ``sent``, ``retried`` (failed, tried again later) and ``dead``."""
         return self._worker.run(once=once, poll_interval=poll_interval)
@@ -341,7 +342,8 @@ class App:
         return rebuild(self._sessions, self._registry, entity, user, tenant, verify)
 
     def stop_worker(self) -> None:
-        """Ask a running :meth:`run_worker` loop to return after its current pass."""
+        """Ask a running :meth:`run_worker` loop to return after its current passes: the
+        deliveries in flight end and are recorded, the rest of their batch is handed back."""
         self._worker.stop()
 
     # --- dispatch -------------------------------------------------------------------

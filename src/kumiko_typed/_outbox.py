@@ -161,33 +161,31 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
 
 
 class _Late(enum.Enum):
-    """A row whose delivery would start after ``START_WITHIN``: it is handed back."""
+    """A row whose delivery would start after ``START_WITHIN``, or once the worker is
+    stopping: it is handed back."""
 
     LATE = "late"
 
 
-def _attempt_by(
-    deliverer: Deliverer, row: Row[Any], start_by: datetime, clock: Callable[[], datetime]
-) -> DeliveryError | _Late | None:
-    return _Late.LATE if clock() > start_by else _attempt(deliverer, row)
+def _attempt_by(deliverer: Deliverer, row: Row[Any], late: Callable[[], bool]) -> DeliveryError | _Late | None:
+    return _Late.LATE if late() else _attempt(deliverer, row)
 
 
 def _attempts(
     deliverer: Deliverer,
     rows: Sequence[Row[Any]],
     pool: ThreadPoolExecutor | None,
-    start_by: datetime,
-    clock: Callable[[], datetime],
+    late: Callable[[], bool],
 ) -> Iterator[tuple[Row[Any], DeliveryError | _Late | None]]:
     """Deliver ``rows``, at most ``deliverer.concurrency`` at a time (``pool``, if the
     concurrency is above 1): each row with its outcome, as the deliveries finish; a row
-    whose turn comes after ``start_by`` is not delivered (``_Late.LATE``).  The work is
+    whose turn comes when ``late()`` is not delivered (``_Late.LATE``).  The work is
     waiting on peers (HTTP, SMTP), so a few threads let one worker keep several
     deliveries in flight."""
     if pool is None or len(rows) == 1:
-        yield from ((row, _attempt_by(deliverer, row, start_by, clock)) for row in rows)
+        yield from ((row, _attempt_by(deliverer, row, late)) for row in rows)
         return
-    futures = {pool.submit(_attempt_by, deliverer, row, start_by, clock): row for row in rows}
+    futures = {pool.submit(_attempt_by, deliverer, row, late): row for row in rows}
     for future in as_completed(futures):
         yield futures[future], future.result()  # _attempt turns every error into its value
 
@@ -245,8 +243,12 @@ _SET_OUTCOME: Final = update(outbox).where(outbox.c.id == bindparam("b_id"), _LE
 _HAND_BACK: Final = update(outbox).where(_IDS, _LEASED).values(next_attempt_at=bindparam("due"))
 
 
-def deliver_due(engine: Engine, deliverer: Deliverer, clock: Callable[[], datetime]) -> PassCounts:
-    """One pass: deliver every row due now (rows rescheduled into the future wait).
+def deliver_due(
+    engine: Engine, deliverer: Deliverer, clock: Callable[[], datetime], stopping: Callable[[], bool]
+) -> PassCounts:
+    """One pass: deliver every row due now (rows rescheduled into the future wait), or
+    until ``stopping()``: then the deliveries in flight end and are recorded, the rest of
+    the batch is handed back (due at once, for the next pass or another worker).
 
     The pass's delivery threads (if its concurrency is above 1) serve all its batches; a
     worker talks to the database through Core connections, no ORM session."""
@@ -254,7 +256,7 @@ def deliver_due(engine: Engine, deliverer: Deliverer, clock: Callable[[], dateti
     width = deliverer.concurrency
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") if width > 1 else None
     try:
-        while _deliver_batch(engine, deliverer, clock, pool, counts):
+        while not stopping() and _deliver_batch(engine, deliverer, clock, pool, counts, stopping):
             pass
     finally:
         if pool is not None:
@@ -268,13 +270,20 @@ def _deliver_batch(
     clock: Callable[[], datetime],
     pool: ThreadPoolExecutor | None,
     counts: PassCounts,
+    stopping: Callable[[], bool],
 ) -> bool:
     """Claim a batch (one short transaction), deliver it outside any transaction, and
     record the outcomes: each failure as it comes, the rows sent together, at most
-    ``RECORD_EVERY`` after the last record and at the end, with the rows handed back.
-    ``False``: nothing was due."""
+    ``RECORD_EVERY`` after the last record and at the end, with the rows handed back
+    (not started within ``START_WITHIN``, or not before ``stopping()``).  ``False``:
+    nothing was due."""
     claimed = clock()
     lease = claimed + CLAIM_LEASE
+    start_by = claimed + START_WITHIN
+
+    def too_late() -> bool:
+        return stopping() or clock() > start_by
+
     with engine.begin() as conn:
         claim = _due(claimed).limit(claim_size(deliverer.concurrency))
         # SKIP LOCKED: a claim under way elsewhere is passed over (SQLite renders no
@@ -286,7 +295,7 @@ def _deliver_batch(
     sent: list[uuid.UUID] = []
     late: list[uuid.UUID] = []
     recorded = claimed
-    for row, outcome in _attempts(deliverer, rows, pool, claimed + START_WITHIN, clock):
+    for row, outcome in _attempts(deliverer, rows, pool, too_late):
         if outcome is _Late.LATE:
             late.append(row.id)
         elif outcome is None:

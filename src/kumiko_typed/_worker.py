@@ -1,10 +1,12 @@
-"""The worker: passes that fire workflow triggers (events, cron), wake event waits,
-resume due runs and deliver due outbox rows — once, or in a loop until stopped.
+"""The worker: fires workflow triggers (events, cron), wakes event waits, resumes due
+runs and delivers due outbox rows — in one pass, or in a loop until stopped.
 
-Idle, it sleeps a poll interval; on PostgreSQL a NOTIFY sent at the commit of new
-work (``_notify``) ends the sleep early.  A pass the database interrupts (busy, a
-restart) is retried after a poll interval: what it committed stays, the rest is done
-again by the next pass.
+Looping, it runs the two kinds of work as two sides (``_worker_side``), the workflows
+in the calling thread and the deliveries in a thread of their own, so that neither
+waits for the other: a delivery waits on its peer up to the HTTP client's timeout, and
+a steady stream of new rows keeps a delivery pass going; in one loop either would hold
+up every wake-up and start, as a long resume backlog would hold up deliveries.  A stop
+(or an error that stops one side) halts both; ``run`` returns once both have ended.
 """
 
 from __future__ import annotations
@@ -15,11 +17,12 @@ from collections.abc import Callable
 from datetime import datetime
 
 from sqlalchemy import Engine, text
-from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.pool import SingletonThreadPool
 
-from ._notify import CHANNEL, Listener
+from ._notify import CHANNEL
 from ._outbox import Deliverer, deliver_due
-from ._transient import transient
+from ._worker_side import COUNTS, Side, log_pass
 from ._workflow_cron import CronTriggers
 from ._workflow_engine import WorkflowEngine
 from ._workflow_feed import EventFeed
@@ -27,8 +30,6 @@ from ._workflow_feed import EventFeed
 __all__ = ["Worker"]
 
 logger = logging.getLogger("kumiko_typed")
-
-COUNTS = ("started", "resumed", "sent", "retried", "dead")
 
 
 class Worker:
@@ -45,72 +46,92 @@ class Worker:
         self._cron = CronTriggers(workflows)
         self._deliverer = deliverer
         self._clock = clock
-        self._stop = threading.Event()
+        #: Set by a stop, or by a side that failed: both sides end.
+        self._halt = threading.Event()
+        #: Each side's bell: ends its idle sleep (the workflow side rings the delivery
+        #: side's after a pass that did work, which may have queued rows; a halt rings both).
+        self._workflow_bell = threading.Event()
+        self._delivery_bell = threading.Event()
 
     def run(self, *, once: bool, poll_interval: float) -> dict[str, int]:
-        total = dict.fromkeys(COUNTS, 0)
-        postgres = self._engine.dialect.name == "postgresql"
-        listener = Listener(self._engine, idle=self._stop.wait) if not once and postgres else None
         try:
-            return self._loop(total, once, poll_interval, listener)
+            return self.one_pass() if once else self._loop(poll_interval)
         finally:
             # Cleared on the way out, not the way in: a stop asked for just before the
             # loop started (a signal during start-up) still stops it.
-            self._stop.clear()
-            if listener is not None:
-                listener.close()
+            self._halt.clear()
 
     def stop(self) -> None:
-        self._stop.set()
-        if self._engine.dialect.name == "postgresql":
-            with self._engine.connect() as conn:  # wake a listener now rather than at its next poll
+        self._halt_sides()
+
+    def _halt_sides(self) -> None:
+        self._halt.set()
+        self._workflow_bell.set()
+        self._delivery_bell.set()
+        if self._engine.dialect.name != "postgresql":
+            return
+        try:  # wake the sides' listeners now rather than at their next poll
+            with self._engine.connect() as conn:
                 conn.execute(text("SELECT pg_notify(:channel, 'stop')"), {"channel": CHANNEL})
                 conn.commit()
+        except DBAPIError as exc:
+            logger.warning("cannot notify the worker to stop (it stops at its next poll): %s", exc.orig)
 
-    def _loop(
-        self, total: dict[str, int], once: bool, poll_interval: float, listener: Listener | None
-    ) -> dict[str, int]:
-        worked = False
-        while True:
+    def _loop(self, poll_interval: float) -> dict[str, int]:
+        if isinstance(self._engine.pool, SingletonThreadPool):
+            # A connection per thread: an in-memory SQLite database, which only the thread
+            # that made it sees.  The deliveries get no thread; one side does it all.
+            alone = Side(lambda: self._everything(self._halt.is_set), self._workflow_bell)
+            alone.run(self._engine, self._halt, poll_interval)
+            return alone.counts
+        workflows = Side(self._workflow_pass, self._workflow_bell, rings=self._delivery_bell)
+        deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), self._delivery_bell)
+        failures: list[BaseException] = []
+
+        def side(which: Side) -> None:
             try:
-                this_pass = self.one_pass()
-            except DBAPIError as exc:
-                # What a pass committed stays; the rest is done again by the next pass.  A
-                # worker that has worked also outlives an unreachable server (a restart);
-                # one that never got through stops at once (a wrong URL, no tables).
-                outage = worked and isinstance(exc, OperationalError)
-                if once or not (transient(exc) or outage):
-                    raise
-                logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
-                self._stop.wait(poll_interval)
-                if self._stop.is_set():
-                    return total
-                continue
-            worked = True
-            for key, value in this_pass.items():
-                total[key] += value
-            if once or self._stop.is_set():
-                return total
-            if not any(this_pass.values()):
-                if listener is not None:
-                    listener.wait(poll_interval)  # a NOTIFY from a commit ends the wait early
-                else:
-                    self._stop.wait(poll_interval)
+                which.run(self._engine, self._halt, poll_interval)
+            except BaseException as exc:  # raised by run() below, once both sides ended
+                failures.append(exc)
+                self._halt_sides()
+
+        thread = threading.Thread(target=side, args=(deliveries,), name="kumiko-worker-deliveries")
+        thread.start()
+        try:
+            side(workflows)  # returns once the worker halts: a stop, or a side's error
+        finally:
+            self._halt.set()  # already, unless an interrupt cut side() short
+            thread.join()  # a delivery in flight ends (up to the HTTP timeout) and is recorded
+        if failures:
+            for later in failures[1:]:  # its message only: the first one is raised, with its traceback
+                reason = later.orig if isinstance(later, DBAPIError) else later
+                logger.error("the worker's other side failed too: %s: %s", type(later).__name__, reason)
+            raise failures[0]
+        return {key: workflows.counts[key] + deliveries.counts[key] for key in COUNTS}
 
     def one_pass(self) -> dict[str, int]:
+        """Everything due now, in order: what a resumed run queues is delivered in the same
+        pass.  A stop does not cut it short."""
+        done = self._everything(_never)
+        log_pass(done)
+        return done
+
+    def _everything(self, stopping: Callable[[], bool]) -> dict[str, int]:
+        done = self._workflow_pass()
+        for key, value in self._delivery_pass(stopping).items():
+            done[key] += value
+        return done
+
+    def _workflow_pass(self) -> dict[str, int]:
         started, woken = self._feed.consume()
         started += self._cron.fire()
         resumed = woken + self._workflows.resume_due()
-        counts = deliver_due(self._engine, self._deliverer, self._clock)
-        done = {
-            "started": started,
-            "resumed": resumed,
-            "sent": counts.sent,
-            "retried": counts.retried,
-            "dead": counts.dead,
-        }
-        level = logging.INFO if any(done.values()) else logging.DEBUG
-        if logger.isEnabledFor(level):  # an idle loop passes every poll interval
-            summary = " ".join(f"{k}={v}" for k, v in done.items())
-            logger.log(level, "worker pass: %s", summary, extra={"kumiko_counts": done})
-        return done
+        return dict.fromkeys(COUNTS, 0) | {"started": started, "resumed": resumed}
+
+    def _delivery_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:
+        counts = deliver_due(self._engine, self._deliverer, self._clock, stopping)
+        return dict.fromkeys(COUNTS, 0) | {"sent": counts.sent, "retried": counts.retried, "dead": counts.dead}
+
+
+def _never() -> bool:
+    return False

@@ -1,0 +1,84 @@
+"""One side of a looping worker: its passes, its idle sleep and what it does when a pass
+fails.  A looping worker runs two, each in a thread of its own (``_worker``).
+
+Idle, a side sleeps a poll interval; its bell (rung by the other side after work that
+may concern it, and by a stop) ends the sleep, and so, on PostgreSQL, does a NOTIFY on
+the side's own LISTEN connection.  A pass the database interrupts (busy, a restart) is
+retried after a poll interval: what it committed stays, the rest is done again by the
+next pass.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+
+from sqlalchemy import Engine
+from sqlalchemy.exc import DBAPIError, OperationalError
+
+from ._notify import Listener
+from ._transient import transient
+
+__all__ = ["COUNTS", "Side", "log_pass"]
+
+logger = logging.getLogger("kumiko_typed")
+
+COUNTS = ("started", "resumed", "sent", "retried", "dead")
+
+
+def log_pass(done: dict[str, int]) -> None:
+    """One line per pass: INFO if it did something, else DEBUG (an idle loop passes every
+    poll interval).  Every line has all the counts, so lines add up to the totals."""
+    level = logging.INFO if any(done.values()) else logging.DEBUG
+    if logger.isEnabledFor(level):
+        summary = " ".join(f"{k}={v}" for k, v in done.items())
+        logger.log(level, "worker pass: %s", summary, extra={"kumiko_counts": done})
+
+
+class Side:
+    """Passes of ``work`` until ``halt`` is set, sleeping after each idle one; after one
+    that did something it rings ``rings`` (the other side's bell), if given."""
+
+    def __init__(
+        self,
+        work: Callable[[], dict[str, int]],
+        bell: threading.Event,
+        rings: threading.Event | None = None,
+    ) -> None:
+        self._work = work
+        self._bell = bell
+        self._rings = rings
+        self.counts = dict.fromkeys(COUNTS, 0)
+
+    def run(self, engine: Engine, halt: threading.Event, poll_interval: float) -> None:
+        """Raises what stops the worker: any error but a transient one, or an outage after
+        this side got through once (a wrong URL, a missing table stop it at once)."""
+        postgres = engine.dialect.name == "postgresql"
+        listener = Listener(engine, idle=self._bell.wait) if postgres else None
+        try:
+            worked = False
+            while not halt.is_set():
+                self._bell.clear()  # rung before this pass: the pass sees what rang it
+                try:
+                    done = self._work()
+                except DBAPIError as exc:
+                    if not (transient(exc) or (worked and isinstance(exc, OperationalError))):
+                        raise
+                    logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
+                    halt.wait(poll_interval)
+                    continue
+                worked = True
+                log_pass(done)
+                for key, value in done.items():
+                    self.counts[key] += value
+                if any(done.values()):
+                    if self._rings is not None:
+                        self._rings.set()
+                elif listener is not None and not self._bell.is_set():
+                    listener.wait(poll_interval)  # a NOTIFY from a commit ends the wait early
+                else:
+                    self._bell.wait(poll_interval)
+        finally:
+            if listener is not None:
+                listener.close()
