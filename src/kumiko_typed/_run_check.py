@@ -11,18 +11,16 @@ from __future__ import annotations
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator, Mapping
-from itertools import chain
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Select, String, bindparam, select, text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Select, case, null, select, text
 from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
 from ._serialization import TAG
-from ._stored_classes import UNREADABLE, class_names, mismatch, rebuild
+from ._stored_classes import UNREADABLE, mismatch, rebuild, unreadable
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -174,46 +172,42 @@ def _grouped_in_postgresql(session: Session) -> Groups:
     return groups
 
 
-#: SQL (PostgreSQL): a run's payload or state names a class not in ``:known`` — a filter
-#: that may let through more than :func:`class_names` would, never fewer.
-_NAMES_UNKNOWN: Final = (
-    "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array(payload, state), 'lax $.**.c') AS found(c) "
-    "WHERE jsonb_typeof(found.c) = 'string' AND NOT (found.c #>> '{}') = ANY(:known))"
-)
-#: The same filter on SQLite (its JSON1 tree walk).
-_NAMES_UNKNOWN_SQLITE: Final = (
-    "EXISTS (SELECT 1 FROM json_tree(json_array(json(payload), json(state))) AS found "
-    "WHERE found.key = 'c' AND found.type = 'text' AND found.atom NOT IN :known)"
+#: SQL: a run's stored state may name a class — a member ``c`` holding a string,
+#: wherever it is: more states than name one (user data may have such a member), never
+#: fewer; :func:`rebuild` then judges exactly.  PostgreSQL's jsonpath, SQLite's JSON1
+#: tree walk.
+_NAMES_A_CLASS: Final = "jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")')"
+_NAMES_A_CLASS_SQLITE: Final = (
+    "EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text')"
 )
 
 
 def _unrebuildable(
     session: Session, engine: WorkflowEngine, judged: set[uuid.UUID]
 ) -> Iterator[tuple[str, str | None, str, uuid.UUID]]:
-    """Suspended runs not already found incompatible whose stored values name a class
-    this App does not register: the worker strands them (:mod:`kumiko_typed._stored_classes`),
-    with this reason.  Only such runs are decoded; a class whose fields changed is found
-    by the worker alone (the check does not decode every run)."""
-    known = set(engine.codec.by_name)
-    columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path)
-    stmt = _unfinished(select(*columns, workflow_runs.c.payload, workflow_runs.c.state))
+    """Suspended runs not already found incompatible whose stored values this App's
+    classes cannot rebuild — a class it does not register, or one it changed (a field
+    without a default added, an enum member removed): the worker strands them
+    (:mod:`kumiko_typed._stored_classes`), with this reason; or a damaged value the
+    worker fails the run for, with this one.
+
+    Every run's payload is decoded (it is a class); its state only if it may name a
+    class: a state of plain values can hold nothing a deploy changes, and its values,
+    the bulk of a run, stay in the server."""
+    named = text(_NAMES_A_CLASS if engine.postgres else _NAMES_A_CLASS_SQLITE)
+    state = case((named, workflow_runs.c.state), else_=null())
+    columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.payload)
+    stmt = _unfinished(select(*columns, state))
     stmt = stmt.where(workflow_runs.c.path.is_not(None), workflow_runs.c.workflow.in_(list(engine.defs)))
-    if engine.postgres:
-        named = text(_NAMES_UNKNOWN).bindparams(bindparam("known", value=sorted(known), type_=ARRAY(String)))
-    else:
-        named = text(_NAMES_UNKNOWN_SQLITE).bindparams(bindparam("known", value=sorted(known), expanding=True))
-    stmt = stmt.where(named)
-    for run_id, workflow, path, payload, state in session.execute(stmt.execution_options(yield_per=_CHUNK)):
-        if run_id in judged or not isinstance(state, Mapping):
-            continue
-        if all(name in known for name in chain(class_names(payload), class_names(state))):
+    for run_id, workflow, path, payload, stored in session.execute(stmt.execution_options(yield_per=_CHUNK)):
+        if run_id in judged:
             continue
         try:
-            rebuild(engine.codec, payload, state)
+            rebuild(engine.codec, payload, stored if isinstance(stored, Mapping) else {})
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id
-        except UNREADABLE:  # a damaged row: the shape check above, or the worker, says why
-            continue
+        except UNREADABLE as exc:
+            yield workflow, path, str(unreadable(exc)), run_id
 
 
 def _unfinished(stmt: Select[Any]) -> Select[Any]:
