@@ -1,9 +1,11 @@
 """The pre-deploy check: which running or suspended runs in a database the code of an
 App could not resume, and why (``app.check_runs()``, ``kumiko-typed check --against``).
 
-It only reads.  A decision depends on a run's (workflow, path, kind, stored keys) and
-not on its values (:mod:`kumiko_typed._compat`), so each such group is decided once,
-however many runs it holds.
+It only reads.  Whether the definition can resume a run depends on the run's (workflow,
+path, kind, stored keys) and not on its values (:mod:`kumiko_typed._compat`), so each
+such group is decided once, however many runs it holds.  Whether this App's classes can
+rebuild what the run stored does depend on the values: the runs that may name a class are
+decoded one by one, as a worker decodes them (:mod:`kumiko_typed._stored_classes`).
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
             if d is None:
                 reason: str | None = f"workflow {workflow} is not registered in this App"
             elif stored is None:
-                reason = None  # not suspended yet: it runs from its start
+                reason = None  # it runs from its start: no step to find
             elif isinstance(stored, str):
                 reason = stored  # unreadable
             else:
@@ -70,14 +72,16 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
     return [Incompatible(workflow, path, reason, tuple(sorted(ids))) for (workflow, path, reason), ids in ordered]
 
 
-#: Runs by (workflow, path, what a decision reads): ``None`` for a run not suspended
-#: yet, a text for one whose state cannot be read (why).
+#: Runs by (workflow, path, what a decision reads): ``None`` for a run without a path,
+#: a text for one whose state cannot be read (why).
 Groups = dict[tuple[str, str | None, Stored | str | None], list[uuid.UUID]]
 
 
-def _stored(status: str, path: str | None, state: object) -> Stored | str | None:
-    """What :meth:`Stored.of` reads of a run, by the same rule as a worker's."""
-    if status == "running" and path is None:
+def _stored(path: str | None, state: object) -> Stored | str | None:
+    """What :meth:`Stored.of` reads of a run, by the same rule as a worker's: a run
+    without a path (not suspended yet, or kept at its start after its first segment
+    lost a race) goes on from its start, whatever its state."""
+    if path is None:
         return None
     try:
         return Stored.of(path, state)
@@ -89,7 +93,6 @@ def _stored(status: str, path: str | None, state: object) -> Stored | str | None
 _ROW: Final = (
     workflow_runs.c.run_id,
     workflow_runs.c.workflow,
-    workflow_runs.c.status,
     workflow_runs.c.path,
     workflow_runs.c.state,
 )
@@ -99,8 +102,8 @@ def _grouped(session: Session) -> Groups:
     """The runs to check by (workflow, what a decision reads), read row by row."""
     stmt = _unfinished(select(*_ROW)).execution_options(yield_per=_CHUNK)
     groups: Groups = defaultdict(list)
-    for run_id, workflow, status, path, state in session.execute(stmt):
-        groups[workflow, path, _stored(status, path, state)].append(run_id)
+    for run_id, workflow, path, state in session.execute(stmt):
+        groups[workflow, path, _stored(path, state)].append(run_id)
     return groups
 
 
@@ -167,8 +170,8 @@ def _grouped_in_postgresql(session: Session) -> Groups:
             others.extend(run_ids)
     for start in range(0, len(others), _CHUNK):
         rows = select(*_ROW).where(workflow_runs.c.run_id.in_(others[start : start + _CHUNK]))
-        for run_id, workflow, status, path, state in session.execute(rows):
-            groups[workflow, path, _stored(status, path, state)].append(run_id)
+        for run_id, workflow, path, state in session.execute(rows):
+            groups[workflow, path, _stored(path, state)].append(run_id)
     return groups
 
 
@@ -198,7 +201,7 @@ def _unrebuildable(
     state = case((named, workflow_runs.c.state), else_=null())
     columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.payload)
     stmt = _unfinished(select(*columns, state))
-    stmt = stmt.where(workflow_runs.c.path.is_not(None), workflow_runs.c.workflow.in_(list(engine.defs)))
+    stmt = stmt.where(workflow_runs.c.workflow.in_(list(engine.defs)))
     for run_id, workflow, path, payload, stored in session.execute(stmt.execution_options(yield_per=_CHUNK)):
         if run_id in judged:
             continue

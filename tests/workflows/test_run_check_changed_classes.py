@@ -231,3 +231,31 @@ def test_a_changed_payload_class_is_listed_for_every_run_its_stored_payload_fail
 def _payload(app: App, run_id: uuid.UUID) -> Any:
     with app.engine.connect() as conn:
         return conn.execute(sa.select(workflow_runs.c.payload).where(workflow_runs.c.run_id == run_id)).scalar_one()
+
+
+@pytest.mark.parametrize("payload_changed", [False, True], ids=["payload-fine", "payload-changed"])
+def test_a_run_kept_at_its_start_is_judged_as_the_worker_resumes_it(
+    app_on: Callable[..., App], clock: FakeClock, user: User, payload_changed: bool
+) -> None:
+    """A triggered run whose first segment lost a race is kept suspended at its start,
+    without a path (``WorkflowEngine.create``); a worker runs it from its start, after
+    decoding its payload: the check lists it only if that payload cannot be rebuilt."""
+    app = _deploy(app_on, clock, (NOTE, TINT))
+    run_id = app.start_workflow(app.workflows["chg:held"], Begin(1, "note"), user=user)
+    payload = _payload(app, run_id)
+    kept = {"status": "suspended", "path": None, "state": {}, "wake_at": T0}
+    if payload_changed:
+        kept["payload"] = {**payload, "v": {"n": 1}}  # stored before ``what`` was added
+    with app.engine.begin() as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(**kept))
+
+    checked = app.check_runs()
+    app.run_worker(once=True)
+    info = app.get_run(run_id)
+    assert info is not None
+    if payload_changed:
+        assert [(g.path, g.run_ids) for g in checked] == [(None, (run_id,))]
+        assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": checked[0].reason})
+    else:
+        assert checked == []
+        assert (info.status, info.path) == ("suspended", "hold")  # ran from its start to its wait
