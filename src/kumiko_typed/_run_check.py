@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Select, case, null, select, text
+from sqlalchemy import Boolean, Select, case, literal_column, select, text
 from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
@@ -175,38 +175,41 @@ def _grouped_in_postgresql(session: Session) -> Groups:
     return groups
 
 
-#: SQL: a run's stored state may name a class — a member ``c`` holding a string,
-#: wherever it is: more states than name one (user data may have such a member), never
-#: fewer; :func:`rebuild` then judges exactly.  PostgreSQL's jsonpath, SQLite's JSON1
-#: tree walk.
-_NAMES_A_CLASS: Final = "jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")')"
-_NAMES_A_CLASS_SQLITE: Final = (
-    "EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text')"
+#: SQL: whether the check decodes a run's stored state: it may name a class — a member
+#: ``c`` holding a string, wherever it is: more states than name one (user data may have
+#: such a member), never fewer; :func:`rebuild` then judges exactly — or it is no object
+#: (a damaged row a worker fails, for the reason :func:`rebuild` gives).  PostgreSQL's
+#: jsonpath; SQLite's JSON1 tree walk.
+_DECODED: Final = (
+    "(jsonb_typeof(state) <> 'object' OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
+)
+_DECODED_SQLITE: Final = (
+    "(json_type(state) <> 'object' "
+    "OR EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text'))"
 )
 
 
 def _unrebuildable(
     session: Session, engine: WorkflowEngine, judged: set[uuid.UUID]
 ) -> Iterator[tuple[str, str | None, str, uuid.UUID]]:
-    """Suspended runs not already found incompatible whose stored values this App's
-    classes cannot rebuild — a class it does not register, or one it changed (a field
-    without a default added, an enum member removed): the worker strands them
+    """Runs not already found incompatible whose stored values this App's classes cannot
+    rebuild — a class it does not register, or one it changed (a field without a default
+    added, an enum member removed): the worker strands them
     (:mod:`kumiko_typed._stored_classes`), with this reason; or a damaged value the
     worker fails the run for, with this one.
 
-    Every run's payload is decoded (it is a class); its state only if it may name a
-    class: a state of plain values can hold nothing a deploy changes, and its values,
-    the bulk of a run, stay in the server."""
-    named = text(_NAMES_A_CLASS if engine.postgres else _NAMES_A_CLASS_SQLITE)
-    state = case((named, workflow_runs.c.state), else_=null())
+    Every run's payload is decoded (it is a class); its state only if :data:`_DECODED`:
+    a state of plain values can hold nothing a deploy changes, and its values, the bulk
+    of a run, stay in the server."""
+    decoded = literal_column(_DECODED if engine.postgres else _DECODED_SQLITE, Boolean)
     columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.payload)
-    stmt = _unfinished(select(*columns, state))
+    stmt = _unfinished(select(*columns, decoded, case((decoded, workflow_runs.c.state))))
     stmt = stmt.where(workflow_runs.c.workflow.in_(list(engine.defs)))
-    for run_id, workflow, path, payload, stored in session.execute(stmt.execution_options(yield_per=_CHUNK)):
+    for run_id, workflow, path, payload, read, state in session.execute(stmt.execution_options(yield_per=_CHUNK)):
         if run_id in judged:
             continue
         try:
-            rebuild(engine.codec, payload, stored if isinstance(stored, Mapping) else {})
+            rebuild(engine.codec, payload, state if read else {})
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id
         except UNREADABLE as exc:

@@ -233,19 +233,22 @@ def _payload(app: App, run_id: uuid.UUID) -> Any:
         return conn.execute(sa.select(workflow_runs.c.payload).where(workflow_runs.c.run_id == run_id)).scalar_one()
 
 
-@pytest.mark.parametrize("payload_changed", [False, True], ids=["payload-fine", "payload-changed"])
+@pytest.mark.parametrize("kept_as", ["fine", "payload-changed", "state-a-number"])
 def test_a_run_kept_at_its_start_is_judged_as_the_worker_resumes_it(
-    app_on: Callable[..., App], clock: FakeClock, user: User, payload_changed: bool
+    app_on: Callable[..., App], clock: FakeClock, user: User, kept_as: str
 ) -> None:
     """A triggered run whose first segment lost a race is kept suspended at its start,
     without a path (``WorkflowEngine.create``); a worker runs it from its start, after
-    decoding its payload: the check lists it only if that payload cannot be rebuilt."""
+    decoding its payload: the check lists it only if that payload cannot be rebuilt (the
+    worker strands it) or its state is damaged (the worker fails it)."""
     app = _deploy(app_on, clock, (NOTE, TINT))
     run_id = app.start_workflow(app.workflows["chg:held"], Begin(1, "note"), user=user)
     payload = _payload(app, run_id)
-    kept = {"status": "suspended", "path": None, "state": {}, "wake_at": T0}
-    if payload_changed:
+    kept: dict[str, Any] = {"status": "suspended", "path": None, "state": {}, "wake_at": T0}
+    if kept_as == "payload-changed":
         kept["payload"] = {**payload, "v": {"n": 1}}  # stored before ``what`` was added
+    if kept_as == "state-a-number":
+        kept["state"] = 5
     with app.engine.begin() as conn:
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(**kept))
 
@@ -253,9 +256,14 @@ def test_a_run_kept_at_its_start_is_judged_as_the_worker_resumes_it(
     app.run_worker(once=True)
     info = app.get_run(run_id)
     assert info is not None
-    if payload_changed:
+    if kept_as == "payload-changed":
         assert [(g.path, g.run_ids) for g in checked] == [(None, (run_id,))]
         assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": checked[0].reason})
+    elif kept_as == "state-a-number":
+        assert [(g.path, g.run_ids) for g in checked] == [(None, (run_id,))]
+        assert checked[0].reason.startswith("the stored state cannot be read: "), checked[0].reason
+        message = f"at step None: {checked[0].reason}"
+        assert (info.status, info.error) == ("failed", {"code": "unstorable_state", "message": message})
     else:
         assert checked == []
         assert (info.status, info.path) == ("suspended", "hold")  # ran from its start to its wait
