@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Boolean, Select, case, literal_column, select, text
+from sqlalchemy import Select, case, literal_column, select, text
 from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
@@ -198,18 +198,18 @@ def _unrebuildable(
     (:mod:`kumiko_typed._stored_classes`), with this reason; or a damaged value the
     worker fails the run for, with this one.
 
-    Every run's payload is decoded (it is a class); its state only if :data:`_DECODED`:
-    a state of plain values can hold nothing a deploy changes, and its values, the bulk
-    of a run, stay in the server."""
-    decoded = literal_column(_DECODED if engine.postgres else _DECODED_SQLITE, Boolean)
+    Every run's payload is decoded (it is a class); its state only if :data:`_DECODED`,
+    else the server sends an empty object for it: a state of plain values can hold
+    nothing a deploy changes, and its values, the bulk of a run, stay in the server."""
+    decoded = text(_DECODED if engine.postgres else _DECODED_SQLITE)
+    state = case((decoded, workflow_runs.c.state), else_=literal_column("'{}'"))
     columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.payload)
-    stmt = _unfinished(select(*columns, decoded, case((decoded, workflow_runs.c.state))))
-    stmt = stmt.where(workflow_runs.c.workflow.in_(list(engine.defs)))
-    for run_id, workflow, path, payload, read, state in session.execute(stmt.execution_options(yield_per=_CHUNK)):
+    stmt = _unfinished(select(*columns, state)).where(workflow_runs.c.workflow.in_(list(engine.defs)))
+    for run_id, workflow, path, payload, stored in session.execute(stmt.execution_options(yield_per=_CHUNK)):
         if run_id in judged:
             continue
         try:
-            rebuild(engine.codec, payload, state if read else {})
+            rebuild(engine.codec, payload, stored)
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id
         except UNREADABLE as exc:
