@@ -15,7 +15,8 @@ Measured, alternating within each round (median over the rounds):
 
 * ``check``: ``check_runs()`` of the ``renamed`` code, which cannot resume a third of
   them (the ``cool-off`` runs: every one of their ids is listed) — streaming every row's
-  workflow, path and state, grouping, deciding once per group;
+  workflow, path and state, grouping, deciding once per group; then decoding the payload
+  of each other run, and its state if it may name a class (with ``--stored-class``);
 * ``select``: the baseline, a plain streamed ``SELECT`` of the same columns of the same
   rows, nothing decided: what reading them costs at all.
 
