@@ -1,28 +1,28 @@
 """The pre-deploy check: which running or suspended runs in a database the code of an
 App could not resume, and why (``app.check_runs()``, ``kumiko-typed check --against``).
 
-It only reads.  A decision depends on a run's (workflow, path, kind, stored keys) and
-not on its values (:mod:`kumiko_typed._compat`), so each such group is decided once,
-however many runs it holds.
+It only reads.  Whether the definition can resume a run depends on the run's (workflow,
+path, kind, stored keys) and not on its values (:mod:`kumiko_typed._compat`), so each
+such group is decided once, however many runs it holds.  Whether this App's classes can
+rebuild what the run stored does depend on the values: the runs that may name a class are
+decoded one by one, as a worker decodes them (:mod:`kumiko_typed._stored_classes`).
 """
 
 from __future__ import annotations
 
 import uuid
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
-from itertools import chain
+from collections.abc import Iterator
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Select, String, bindparam, select, text
-from sqlalchemy.dialects.postgresql import ARRAY
+from sqlalchemy import Select, case, literal_column, select, text
 from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
 from ._serialization import TAG
-from ._stored_classes import UNREADABLE, class_names, mismatch, rebuild
+from ._stored_classes import UNREADABLE, mismatch, rebuild, unreadable
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
             if d is None:
                 reason: str | None = f"workflow {workflow} is not registered in this App"
             elif stored is None:
-                reason = None  # not suspended yet: it runs from its start
+                reason = None  # it runs from its start: no step to find
             elif isinstance(stored, str):
                 reason = stored  # unreadable
             else:
@@ -72,14 +72,16 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
     return [Incompatible(workflow, path, reason, tuple(sorted(ids))) for (workflow, path, reason), ids in ordered]
 
 
-#: Runs by (workflow, path, what a decision reads): ``None`` for a run not suspended
-#: yet, a text for one whose state cannot be read (why).
+#: Runs by (workflow, path, what a decision reads): ``None`` for a run without a path,
+#: a text for one whose state cannot be read (why).
 Groups = dict[tuple[str, str | None, Stored | str | None], list[uuid.UUID]]
 
 
-def _stored(status: str, path: str | None, state: object) -> Stored | str | None:
-    """What :meth:`Stored.of` reads of a run, by the same rule as a worker's."""
-    if status == "running" and path is None:
+def _stored(path: str | None, state: object) -> Stored | str | None:
+    """What :meth:`Stored.of` reads of a run, by the same rule as a worker's: a run
+    without a path (not suspended yet, or kept at its start after its first segment
+    lost a race) goes on from its start, whatever its state."""
+    if path is None:
         return None
     try:
         return Stored.of(path, state)
@@ -91,7 +93,6 @@ def _stored(status: str, path: str | None, state: object) -> Stored | str | None
 _ROW: Final = (
     workflow_runs.c.run_id,
     workflow_runs.c.workflow,
-    workflow_runs.c.status,
     workflow_runs.c.path,
     workflow_runs.c.state,
 )
@@ -101,8 +102,8 @@ def _grouped(session: Session) -> Groups:
     """The runs to check by (workflow, what a decision reads), read row by row."""
     stmt = _unfinished(select(*_ROW)).execution_options(yield_per=_CHUNK)
     groups: Groups = defaultdict(list)
-    for run_id, workflow, status, path, state in session.execute(stmt):
-        groups[workflow, path, _stored(status, path, state)].append(run_id)
+    for run_id, workflow, path, state in session.execute(stmt):
+        groups[workflow, path, _stored(path, state)].append(run_id)
     return groups
 
 
@@ -169,51 +170,50 @@ def _grouped_in_postgresql(session: Session) -> Groups:
             others.extend(run_ids)
     for start in range(0, len(others), _CHUNK):
         rows = select(*_ROW).where(workflow_runs.c.run_id.in_(others[start : start + _CHUNK]))
-        for run_id, workflow, status, path, state in session.execute(rows):
-            groups[workflow, path, _stored(status, path, state)].append(run_id)
+        for run_id, workflow, path, state in session.execute(rows):
+            groups[workflow, path, _stored(path, state)].append(run_id)
     return groups
 
 
-#: SQL (PostgreSQL): a run's payload or state names a class not in ``:known`` — a filter
-#: that may let through more than :func:`class_names` would, never fewer.
-_NAMES_UNKNOWN: Final = (
-    "EXISTS (SELECT 1 FROM jsonb_path_query(jsonb_build_array(payload, state), 'lax $.**.c') AS found(c) "
-    "WHERE jsonb_typeof(found.c) = 'string' AND NOT (found.c #>> '{}') = ANY(:known))"
+#: SQL: whether the check decodes a run's stored state: it may name a class — a member
+#: ``c`` holding a string, wherever it is: more states than name one (user data may have
+#: such a member), never fewer; :func:`rebuild` then judges exactly — or it is no object
+#: (a damaged row a worker fails, for the reason :func:`rebuild` gives).  PostgreSQL's
+#: jsonpath; SQLite's JSON1 tree walk.
+_DECODED: Final = (
+    "(jsonb_typeof(state) <> 'object' OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
 )
-#: The same filter on SQLite (its JSON1 tree walk).
-_NAMES_UNKNOWN_SQLITE: Final = (
-    "EXISTS (SELECT 1 FROM json_tree(json_array(json(payload), json(state))) AS found "
-    "WHERE found.key = 'c' AND found.type = 'text' AND found.atom NOT IN :known)"
+_DECODED_SQLITE: Final = (
+    "(json_type(state) <> 'object' "
+    "OR EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text'))"
 )
 
 
 def _unrebuildable(
     session: Session, engine: WorkflowEngine, judged: set[uuid.UUID]
 ) -> Iterator[tuple[str, str | None, str, uuid.UUID]]:
-    """Suspended runs not already found incompatible whose stored values name a class
-    this App does not register: the worker strands them (:mod:`kumiko_typed._stored_classes`),
-    with this reason.  Only such runs are decoded; a class whose fields changed is found
-    by the worker alone (the check does not decode every run)."""
-    known = set(engine.codec.by_name)
-    columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path)
-    stmt = _unfinished(select(*columns, workflow_runs.c.payload, workflow_runs.c.state))
-    stmt = stmt.where(workflow_runs.c.path.is_not(None), workflow_runs.c.workflow.in_(list(engine.defs)))
-    if engine.postgres:
-        named = text(_NAMES_UNKNOWN).bindparams(bindparam("known", value=sorted(known), type_=ARRAY(String)))
-    else:
-        named = text(_NAMES_UNKNOWN_SQLITE).bindparams(bindparam("known", value=sorted(known), expanding=True))
-    stmt = stmt.where(named)
-    for run_id, workflow, path, payload, state in session.execute(stmt.execution_options(yield_per=_CHUNK)):
-        if run_id in judged or not isinstance(state, Mapping):
-            continue
-        if all(name in known for name in chain(class_names(payload), class_names(state))):
+    """Runs not already found incompatible whose stored values this App's classes cannot
+    rebuild — a class it does not register, or one it changed (a field without a default
+    added, an enum member removed): the worker strands them
+    (:mod:`kumiko_typed._stored_classes`), with this reason; or a damaged value the
+    worker fails the run for, with this one.
+
+    Every run's payload is decoded (it is a class); its state only if :data:`_DECODED`,
+    else the server sends an empty object for it: a state of plain values can hold
+    nothing a deploy changes, and its values, the bulk of a run, stay in the server."""
+    decoded = text(_DECODED if engine.postgres else _DECODED_SQLITE)
+    state = case((decoded, workflow_runs.c.state), else_=literal_column("'{}'"))
+    columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.payload)
+    stmt = _unfinished(select(*columns, state)).where(workflow_runs.c.workflow.in_(list(engine.defs)))
+    for run_id, workflow, path, payload, stored in session.execute(stmt.execution_options(yield_per=_CHUNK)):
+        if run_id in judged:
             continue
         try:
-            rebuild(engine.codec, payload, state)
+            rebuild(engine.codec, payload, stored)
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id
-        except UNREADABLE:  # a damaged row: the shape check above, or the worker, says why
-            continue
+        except UNREADABLE as exc:
+            yield workflow, path, str(unreadable(exc)), run_id
 
 
 def _unfinished(stmt: Select[Any]) -> Select[Any]:

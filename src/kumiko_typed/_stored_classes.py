@@ -1,21 +1,20 @@
 """Whether this deploy can rebuild what a suspended run stored: its payload and the values
 it carries (steps, scope, loop items) name classes by module and name, and a deploy may
 have dropped or changed one.  Such a run is stranded, not failed (DESIGN §8): the worker
-asks before it touches the run, the pre-deploy check asks of the runs that name a class
-this App does not register.
+asks before it touches the run, the pre-deploy check asks the same of every run that may
+name a class (``_run_check``), by these functions, so both give one reason.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+from ._compat import Unreadable
 from ._errors import ClassMismatch, StateError
-from ._serialization import TAG, Codec
+from ._serialization import Codec
 
-__all__ = ["UNREADABLE", "class_names", "convert_loops", "mismatch", "rebuild"]
-
-_CLASS_TAGS = frozenset({"attrs", "entity", "enum"})
+__all__ = ["UNREADABLE", "convert_loops", "mismatch", "rebuild", "unreadable"]
 
 #: What reading a stored run can raise: a class the App no longer registers or has
 #: changed (:class:`ClassMismatch`, a StateError), a row damaged or written by another
@@ -52,16 +51,8 @@ def mismatch(path: str | None, exc: ClassMismatch) -> str:
     )
 
 
-def class_names(stored: object) -> Iterator[str]:
-    """Every class name a stored JSON value may name — more than the codec reads (any
-    object tagged as a class counts, wherever it is), never fewer: a cheap filter, whose
-    runs :func:`rebuild` then judges exactly."""
-    if isinstance(stored, list):
-        for item in stored:
-            yield from class_names(item)
-    elif isinstance(stored, dict):
-        name = stored.get("c")
-        if stored.get(TAG) in _CLASS_TAGS and isinstance(name, str):
-            yield name
-        for item in stored.values():
-            yield from class_names(item)
+def unreadable(exc: Exception) -> Unreadable:
+    """Why a run whose stored row is damaged cannot be read (``exc``: one of
+    :data:`UNREADABLE` but a :class:`ClassMismatch`): the worker fails the run with it,
+    after the run's path, and the check reports it, word for word."""
+    return exc if isinstance(exc, Unreadable) else Unreadable(str(exc))

@@ -26,7 +26,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._compat import Compat, Plan, Stored, Unreadable
+from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._errors import ClassMismatch, StateError
 from ._eventstore import EventRow
@@ -43,7 +43,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
-from ._stored_classes import UNREADABLE, convert_loops, mismatch, rebuild
+from ._stored_classes import UNREADABLE, convert_loops, mismatch, rebuild, unreadable
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
@@ -124,12 +124,11 @@ def _path_too_long(path: str) -> Failure | None:
 
 
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
-    """A stored run this App cannot read (a class it no longer registers, a damaged row)
-    fails; raising instead would fail every worker pass that reaches it.  The reason of
-    a state of the wrong shape is :class:`Unreadable`'s, word for word what the
+    """A stored run this App cannot read (a damaged row) fails; raising instead would
+    fail every worker pass that reaches it.  The reason after the path is
+    :func:`~kumiko_typed._stored_classes.unreadable`'s, word for word what the
     pre-deploy check reports."""
-    reason = exc if isinstance(exc, Unreadable) else Unreadable(str(exc))
-    return failed("unstorable_state", f"at step {path}: {reason}")
+    return failed("unstorable_state", f"at step {path}: {unreadable(exc)}")
 
 
 def _before_store(session: Session, outcome: Outcome) -> Suspend | None:

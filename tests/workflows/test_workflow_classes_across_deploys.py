@@ -106,12 +106,11 @@ def test_a_run_whose_stored_value_this_deploy_cannot_rebuild_is_stranded_then_re
     info = _info(v2, run_id)
     assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
     assert words in info.error["message"] and "Note" in info.error["message"]
-    if not later:  # a dropped class is named in the stored JSON: the check finds it too,
-        # with the very reason the worker marks the runs with; a changed one it does not
-        # decode every run to find (docs/workflows.md)
-        assert [(p.workflow, p.path, p.reason, p.run_ids) for p in checked] == [
-            ("classes:noted", "@wait", info.error["message"], tuple(sorted((run_id, kept))))
-        ]
+    # The check finds them too, dropped or changed, with the very reason the worker marks
+    # the runs with.
+    assert [(p.workflow, p.path, p.reason, p.run_ids) for p in checked] == [
+        ("classes:noted", "@wait", info.error["message"], tuple(sorted((run_id, kept))))
+    ]
     assert "SELECT" not in info.error["message"] and "Traceback" not in info.error["message"]
     assert _stored(v2, run_id) == before  # nothing of it changed but the mark
     assert _info(v2, kept).status == "suspended"  # the other run too: each is stranded alone
