@@ -213,7 +213,7 @@ def test_stranded_runs_are_suspended_and_listed_alone_on_request(db_url: str) ->
 
 
 def test_the_filter_and_the_limit_are_sent_to_the_database(app_on: AppOn) -> None:
-    app, w, by = _mixed(app_on, FakeClock(T0))
+    app, w, _ = _mixed(app_on, FakeClock(T0))
     with statements(app.engine) as seen:
         found = app.runs(w["wait"], status=["suspended", "cancelled"], limit=2)
     assert len(found) == 2
