@@ -19,7 +19,7 @@ from datetime import datetime
 from typing import Final, get_args
 
 import attrs
-from sqlalchemy import ColumnElement, Select, and_, or_, select
+from sqlalchemy import ColumnElement, Select, or_, select
 
 from ._runs import RunStatus
 from ._tables import workflow_runs
@@ -78,9 +78,8 @@ class RunFilter:
             where.append(_runs.status.in_(self.statuses))
         if self.stranded:  # what WorkflowEngine._strand marks: still suspended, with its reason
             where += [_runs.status == "suspended", _runs.error["code"].as_string() == "stranded"]
-        if cursor is not None:
-            later = and_(_runs.created_at == cursor, _runs.run_id > self.before)
-            where.append(or_(_runs.created_at < cursor, later))
+        if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
+            where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
         return select(*_SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)
 
 
