@@ -6,7 +6,7 @@ import http.cookiejar
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Literal, TypedDict, TypeVar, cast
 
@@ -36,7 +36,8 @@ from ._queries import run_query
 from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._run_check import Incompatible, check_runs
-from ._runs import RunInfo
+from ._run_listing import RunFilter
+from ._runs import RunInfo, RunStatus
 from ._schema_check import missing_columns
 from ._serialization import Codec
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
@@ -313,12 +314,28 @@ class App:
             raise TypeError(f"run_id must be a uuid.UUID, not {type(run_id).__name__}")
         return self._workflow_engine.get(run_id)
 
-    def runs(self, workflow: Workflow[Any] | str | None = None) -> list[RunInfo]:
-        """Workflow runs, newest first (of one workflow, or of all)."""
+    def runs(
+        self,
+        workflow: Workflow[Any] | str | None = None,
+        *,
+        status: RunStatus | Iterable[RunStatus] | None = None,
+        stranded: bool = False,
+        limit: int | None = None,
+        before: uuid.UUID | None = None,
+    ) -> list[RunInfo]:
+        """Workflow runs of any tenant (an operator's view), newest first: by ``created_at``,
+        then ``run_id``.  Of one workflow (or its name: runs of a workflow this App no
+        longer registers are listed too) or of all; in ``status`` (one, or a collection);
+        ``stranded=True``: only the suspended runs a definition could not resume; at most
+        ``limit``; ``before``: only those listed after that run, so that the next page is
+        ``runs(..., limit=n, before=page[-1].run_id)`` (runs started meanwhile do not shift
+        it).  All of it is done by the database.  An unknown status, a limit below 1 or an
+        argument of the wrong type raises ``ValueError`` or ``TypeError``; a ``before``
+        that is no run, ``LookupError``."""
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         if name is not None and not isinstance(name, str):
             raise TypeError(f"runs() takes a Workflow, its name or None, not {type(workflow).__name__}")
-        return self._workflow_engine.list(name)
+        return self._workflow_engine.list(RunFilter.of(name, status, stranded, limit, before))
 
     # --- the event store -----------------------------------------------------------
 

@@ -25,6 +25,8 @@ from ._ctx import User
 from ._errors import BootError
 from ._graph import Format, render
 from ._results import Failure, Ok
+from ._run_listing import STATUSES
+from ._runs import RunStatus
 
 __all__ = ["OPERATOR", "URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
 
@@ -301,20 +303,52 @@ def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url:
 @runs.command("list")
 @click.argument("target")
 @click.option("--workflow", help="Only runs of this workflow.")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(STATUSES),
+    help="Only runs in this status; repeat it for several.",
+)
 @click.option("--stranded", is_flag=True, help="Only suspended runs the deployed code cannot resume, with why.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many runs (the newest).")
+@click.option(
+    "--before",
+    metavar="RUN_ID",
+    type=click.UUID,
+    help="Only the runs listed after this one: the next page, from the last run of the previous.",
+)
 @click.option("--database-url", help=URL_HELP)
-def list_runs(target: str, workflow: str | None, stranded: bool, database_url: str | None) -> None:
+def list_runs(
+    target: str,
+    workflow: str | None,
+    statuses: tuple[RunStatus, ...],
+    stranded: bool,
+    limit: int | None,
+    before: uuid.UUID | None,
+    database_url: str | None,
+) -> None:
     """List workflow runs, newest first, with times and error code.
 
     Per run: its workflow, status, the step it is at, when it wakes, when it was created and
     last updated (UTC), the start of the fingerprint of the definition it started under, and
-    a failed run's error code (with --stranded: the reason the run cannot resume).
+    a failed run's error code (with --stranded: the reason the run cannot resume).  With
+    --limit, a full page ends with the --before option that lists the next (on stderr).
     """
     app = _boot(target, database_url)
     with _database(app.engine.url):
-        found = app.runs(workflow)
-    if stranded:
-        found = [r for r in found if r.status == "suspended" and (r.error or {}).get("code") == "stranded"]
+        try:  # one more than asked: whether a next page exists
+            found = app.runs(
+                workflow,
+                status=statuses or None,
+                stranded=stranded,
+                limit=None if limit is None else limit + 1,
+                before=before,
+            )
+        except LookupError as exc:
+            raise click.BadParameter(str(exc).removeprefix("before: "), param_hint="'--before'") from exc
+    more = limit is not None and len(found) > limit
+    found = found[:limit]
     rows = [
         (
             str(r.run_id),
@@ -331,6 +365,8 @@ def list_runs(target: str, workflow: str | None, stranded: bool, database_url: s
     ]
     header = ("run", "workflow", "status", "at", "wakes", "created", "updated", "definition")
     _table((*header, "why" if stranded else "error"), rows)
+    if more:
+        click.echo(f"more: add --before {found[-1].run_id}", err=True)
 
 
 def _time(at: datetime | None) -> str:

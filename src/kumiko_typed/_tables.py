@@ -133,6 +133,10 @@ workflow_runs = Table(
     Column("updated_at", UtcDateTime, nullable=False),
     UniqueConstraint("workflow", "trigger_key", name="kumiko_workflow_runs_trigger"),
     Index("kumiko_workflow_runs_due", "status", "wake_at"),
+    # app.runs' pages, newest first, with and without a status (kumiko_typed._run_listing):
+    # a page reads its own rows, not the table an operator keeps every completed run in.
+    Index("kumiko_workflow_runs_listed", "created_at", "run_id"),
+    Index("kumiko_workflow_runs_status_listed", "status", "created_at", "run_id"),
 )
 
 workflow_waits = Table(

@@ -39,6 +39,7 @@ from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
+from ._run_listing import RunFilter
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
@@ -55,10 +56,12 @@ BATCH = 10
 
 # Built once: each write passes its row as parameters (no statement built per call).
 _INSERT_RUN: Final = insert(workflow_runs)
-#: The SET clause follows the parameters given, besides ``b_run_id``.
 #: How long (seconds, drawn uniformly) a segment that lost a race waits before it is tried again.
 CONFLICT_RETRY_S: Final = (0.2, 1.0)
+#: The SET clause follows the parameters given, besides ``b_run_id``.
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
+#: When the run a page goes on from was started (``list``).
+_CREATED: Final = select(workflow_runs.c.created_at).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 _INSERT_WAIT: Final = insert(workflow_waits)
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
 _DISARM: Final = (
@@ -687,10 +690,14 @@ class WorkflowEngine:
             row = session.execute(select(workflow_runs).where(workflow_runs.c.run_id == run_id)).first()
         return None if row is None else self.info(row)
 
-    def list(self, workflow: str | None) -> list[RunInfo]:
-        stmt = select(workflow_runs).order_by(workflow_runs.c.created_at.desc(), workflow_runs.c.run_id)
-        if workflow is not None:
-            stmt = stmt.where(workflow_runs.c.workflow == workflow)
+    def list(self, runs: RunFilter) -> list[RunInfo]:
+        """The runs ``runs`` picks, newest first (:mod:`kumiko_typed._run_listing`); a
+        ``LookupError`` if the run to page on from is not there (a typo, another database)."""
         with self.sessions() as session:
-            rows = session.execute(stmt).all()
+            cursor = None
+            if runs.before is not None:
+                cursor = session.execute(_CREATED, {"b_run_id": runs.before}).scalar_one_or_none()
+                if cursor is None:
+                    raise LookupError(f"before: no run {runs.before}; page on with the run_id of a listed run")
+            rows = session.execute(runs.select(cursor)).all()
         return [self.info(r) for r in rows]

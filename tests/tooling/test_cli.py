@@ -868,6 +868,54 @@ def test_runs_shows_a_failed_runs_error_code(tmp_path: Path, tiny: Tiny) -> None
     assert "ZeroDivisionError" not in result.stdout  # the code, not the message
 
 
+def test_runs_by_status_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:
+    """--status (repeatable), --limit and --before: the listing of ``app.runs`` with those
+    arguments; a full page says on stderr how to list the next one."""
+    failed = [tiny.start_remind("fail") for _ in range(2)]
+    waiting = tiny.start_remind()
+    url = ("--database-url", tiny.url)
+
+    only_failed = cli(tmp_path, "runs", tiny.target, "--status", "failed", *url)
+    assert only_failed.returncode == 0, _explain(only_failed)
+    assert [row["run"] for row in _table(only_failed.stdout)] == [str(r) for r in failed[::-1]]
+    both = cli(tmp_path, "runs", "list", tiny.target, "--status", "failed", "--status", "suspended", *url)
+    assert {row["run"] for row in _table(both.stdout)} == {str(r) for r in (*failed, waiting)}, _explain(both)
+    mixed = cli(tmp_path, "runs", tiny.target, "--status", "completed", "--workflow", "tiny:remind", *url)
+    assert mixed.returncode == 0 and mixed.stdout.strip() == "(none)", _explain(mixed)
+
+    first = cli(tmp_path, "runs", tiny.target, "--limit", "2", *url)
+    assert [row["run"] for row in _table(first.stdout)] == [str(waiting), str(failed[1])], _explain(first)
+    assert first.stderr.strip() == f"more: add --before {failed[1]}"
+    rest = cli(tmp_path, "runs", tiny.target, "--limit", "2", "--before", str(failed[1]), *url)
+    assert [row["run"] for row in _table(rest.stdout)] == [str(failed[0])], _explain(rest)
+    assert rest.stderr == ""  # the last page
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--status", "faild"], "'faild' is not one of 'running', 'suspended', 'completed', 'failed', 'cancelled'"),
+        (["--limit", "0"], "0 is not in the range x>=1"),
+        (["--limit", "many"], "'many' is not a valid integer"),
+        (["--before", "nope"], "'nope' is not a valid UUID"),
+    ],
+)
+def test_runs_refuses_a_bad_option_as_a_usage_error(
+    tmp_path: Path, tiny: Tiny, option: list[str], message: str
+) -> None:
+    result = cli(tmp_path, "runs", tiny.target, *option, "--database-url", tiny.url)
+    assert result.returncode == 2 and message in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr
+
+
+def test_runs_before_a_run_that_does_not_exist_is_a_clear_error(tmp_path: Path, tiny: Tiny) -> None:
+    tiny.start_remind()
+    unknown = uuid.uuid4()
+    result = cli(tmp_path, "runs", tiny.target, "--before", str(unknown), "--database-url", tiny.url)
+    assert result.returncode == 2, _explain(result)
+    assert f"Invalid value for '--before': no run {unknown}" in result.stderr and "Traceback" not in result.stderr
+
+
 def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
     tiny.dispatch_ping()
     result = cli(tmp_path, "outbox", tiny.target, KUMIKO_DATABASE_URL=tiny.url)

@@ -129,6 +129,8 @@ def test_an_incompatible_deploy_is_reported_strands_the_runs_and_a_later_deploy_
         assert info.steps["quote"] in (40, 50, 60)  # the state is intact
     listed = cli("runs", f"_deploy_app:{target}", "--stranded", "--database-url", db_url)
     assert listed.returncode == 0 and listed.stdout.count(reason) == 3 and str(looping) not in listed.stdout
+    two = cli("runs", f"_deploy_app:{target}", "--stranded", "--limit", "2", "--database-url", db_url)
+    assert two.returncode == 0 and two.stdout.count(reason) == 2, two.stderr  # filtered before the limit
     assert worker(db_url, version, T0 + HOUR)["resumed"] == 0  # passed by, not re-marked
     cancelled = v1.cancel_run(dropped, user=USER, reason="not worth it")
     assert isinstance(cancelled, Ok) and cancelled.data.status == "cancelled"

@@ -1,0 +1,102 @@
+"""Listing workflow runs as an operator asks: of a workflow, in some statuses, only the
+stranded ones, a page at a time (``app.runs``, ``kumiko-typed runs``).
+
+The filter, the order and the limit are all the database's (one ``SELECT``): an
+operator's database keeps every completed run, so a listing must cost the page it
+returns, not the table.  A page goes on from the last run of the previous one (keyset),
+not from an offset: the list is newest first, so each run started between two pages
+would shift an offset by one and list a run twice, and an offset still reads and skips
+every row before it.  The order is ``created_at`` descending, then ``run_id`` ascending:
+runs started at the same instant (a clock that did not move, a batch of triggers) are
+still in one total order, so no run is skipped or repeated at a page's edge.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable
+from datetime import datetime
+from typing import Final, get_args
+
+import attrs
+from sqlalchemy import ColumnElement, Select, or_, select
+
+from ._runs import RunStatus
+from ._tables import workflow_runs
+
+__all__ = ["STATUSES", "RunFilter"]
+
+#: Every status a run can have, in its life's order (what ``--status`` offers).
+STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
+
+_runs = workflow_runs.c
+#: What a listed run shows (``WorkflowEngine.info``): not its payload, user or trigger key.
+_SHOWN: Final = (
+    _runs.run_id,
+    _runs.workflow,
+    _runs.status,
+    _runs.path,
+    _runs.state,
+    _runs.wake_at,
+    _runs.error,
+    _runs.created_at,
+    _runs.updated_at,
+    _runs.fingerprint,
+)
+
+
+@attrs.frozen
+class RunFilter:
+    """Which runs to list, checked: see :meth:`of`."""
+
+    workflow: str | None = None
+    statuses: tuple[str, ...] | None = None
+    stranded: bool = False
+    limit: int | None = None
+    before: uuid.UUID | None = None
+
+    @classmethod
+    def of(cls, workflow: str | None, status: object, stranded: object, limit: object, before: object) -> RunFilter:
+        """The filter of ``app.runs``' arguments; a ``TypeError`` or ``ValueError`` naming
+        the argument and what it takes, never a filter that quietly matches nothing."""
+        if not isinstance(stranded, bool):
+            raise TypeError(f"stranded must be a bool, not {type(stranded).__name__}")
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
+            raise TypeError(f"limit must be an int or None, not {type(limit).__name__}")
+        if limit is not None and limit < 1:
+            raise ValueError(f"limit must be a positive int, not {limit}")
+        if before is not None and not isinstance(before, uuid.UUID):
+            raise TypeError(f"before must be a uuid.UUID (a run_id), not {type(before).__name__}")
+        return cls(workflow, _statuses(status), stranded, limit, before)
+
+    def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
+        """The page's statement; ``cursor`` is the ``created_at`` of the run ``before``."""
+        where: list[ColumnElement[bool]] = []
+        if self.workflow is not None:
+            where.append(_runs.workflow == self.workflow)
+        if self.statuses is not None:
+            where.append(_runs.status.in_(self.statuses))
+        if self.stranded:  # what WorkflowEngine._strand marks: still suspended, with its reason
+            where += [_runs.status == "suspended", _runs.error["code"].as_string() == "stranded"]
+        if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
+            where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
+        return select(*_SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)
+
+
+def _statuses(status: object) -> tuple[str, ...] | None:
+    """One status or a collection of them, each a :data:`STATUSES`."""
+    if status is None:
+        return None
+    chosen = (status,) if isinstance(status, str) else status
+    if not isinstance(chosen, Iterable):
+        raise TypeError(f"status must be a run status or a collection of them, not {type(status).__name__}")
+    picked = tuple(dict.fromkeys(chosen))
+    for one in picked:
+        if not isinstance(one, str):
+            raise TypeError(f"status must be a run status or a collection of them, not {type(one).__name__} in it")
+        if one not in STATUSES:
+            hint = " (a stranded run is suspended: stranded=True lists those)" if one == "stranded" else ""
+            raise ValueError(f"status {one!r} is not a run status; one of: {', '.join(STATUSES)}{hint}")
+    if not picked:
+        raise ValueError("status is empty: give one status or more, or None for every status")
+    return picked
