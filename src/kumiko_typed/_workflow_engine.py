@@ -540,8 +540,13 @@ class WorkflowEngine:
             plan = decided
         try:
             # Read before anything of the run changes: a class this deploy cannot rebuild
-            # strands the run as it is, its event wait included.
+            # (a stored value's, or the event a lost race left noted) strands the run as
+            # it is, its event wait included.
             payload = rebuild(self.codec, row.payload, row.state)
+            user = _user(row.user)
+            if woken_by is None and _WOKEN_BY in row.state:
+                woken_by = uuid.UUID(row.state[_WOKEN_BY])
+                resume_value = self._event_again(session, d, row.path, woken_by)
         except ClassMismatch as exc:
             self._strand(session, d, row, mismatch(row.path, exc), reader=True)
             return False
@@ -550,14 +555,6 @@ class WorkflowEngine:
             return True
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
-        try:
-            user = _user(row.user)
-            if woken_by is None and _WOKEN_BY in row.state:
-                woken_by = uuid.UUID(row.state[_WOKEN_BY])
-                resume_value = self._event_again(session, d, row.path, woken_by)
-        except UNREADABLE as exc:
-            self._fail_unreadable(session, d, row, exc)
-            return True
         self.isolated_segment(
             session,
             d,
@@ -582,7 +579,18 @@ class WorkflowEngine:
         stored = session.execute(select(events).where(events.c.event_id == event_id)).first()
         if stored is None:
             raise LookupError(f"the event {event_id} that woke the run is gone from the event store")
-        return self.registry.load(EventRow(**stored._mapping), step.event)
+        if stored.type != self.registry.event_name(step.event):
+            raise LookupError(f"the event {event_id} noted as the one that woke the run is no {step.event.__name__}")
+        try:
+            return self.registry.load(EventRow(**stored._mapping), step.event)
+        except Exception as exc:
+            # The event is intact (events are never changed); this deploy's class for it
+            # is not the one it was stored with, or an upcaster refuses it.  The type
+            # alone: a validator's message may quote the event's data.
+            detail = str(exc) if isinstance(exc, StateError) else type(exc).__name__
+            raise ClassMismatch(
+                f"the event {event_id} that woke the run does not load as {step.event.__name__} ({detail})"
+            ) from exc
 
     def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
         """How this App's definition resumes a suspended run of it (its row locked by the

@@ -18,7 +18,7 @@ import sqlalchemy as sa
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, BootError, Entity, Feature, Ok, User, manual, ok
-from kumiko_typed._tables import workflow_runs, workflow_waits
+from kumiko_typed._tables import events, workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -43,6 +43,18 @@ class Shipped:
     ref: uuid.UUID
 
 
+def _paid_with_amount() -> type[Any]:
+    """``Paid`` after a deploy added a field without a default: a stored ``Paid`` no
+    longer loads as it."""
+    cls = attrs.make_class("Paid", {"ref": attrs.field(type=uuid.UUID), "amount": attrs.field(type=int)}, frozen=True)
+    cls.__module__ = __name__
+    cls.__qualname__ = "Paid"
+    return cls
+
+
+PAID_WITH_AMOUNT = _paid_with_amount()
+
+
 class DpeBox(Entity):
     __tablename__ = "dpe_box"
     note: Mapped[str]
@@ -52,12 +64,14 @@ def feature(version: str, fill: Callable[[Any], object] | None = None) -> Featur
     """The workflows as deployed in ``version`` (``v1``: what the runs start under).
 
     ``shipped``: ``waiter`` waits for ``Shipped`` instead of ``Paid``, same step name;
+    ``paid-amount``: ``Paid`` gained a field without a default;
     ``priced``: ``napper`` computes ``price`` before its wait, filled by ``fill``."""
     f: Feature[Any] = Feature("dpe")
     f.entity(DpeBox)
-    f.event(Paid)
+    paid = PAID_WITH_AMOUNT if version == "paid-amount" else Paid
+    f.event(paid)
     f.event(Shipped)
-    for name, cls in (("pay", Paid), ("ship", Shipped)):
+    for name, cls in (("pay", paid), ("ship", Shipped)):
         f.write_handler(
             name,
             f.pipeline(Start)
@@ -65,7 +79,7 @@ def feature(version: str, fill: Callable[[Any], object] | None = None) -> Featur
             .append_event(DpeBox, id=lambda c: c.steps["box"].id, event=lambda c, cls=cls: cls(c.payload.ref))
             .return_(lambda c: ok(None)),
         )
-    awaited = Shipped if version == "shipped" else Paid
+    awaited = Shipped if version == "shipped" else paid
     f.workflow(
         "waiter",
         trigger=manual(Start),
@@ -210,6 +224,65 @@ def test_a_waiting_run_failed_as_damaged_leaves_no_event_wait_behind(deploy: Cal
 def _name(app: App, cls: type[Any]) -> str:
     """The type name events of ``cls`` are stored under."""
     return app.features[0].events[cls]
+
+
+def _lost_race_after_paid(app: App, clock: FakeClock, *, noted: int = -1) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+    """A ``waiter`` run woken by its ``Paid`` whose segment then lost a race: suspended,
+    due again, the event noted with it (what ``isolated_segment`` leaves behind).
+    ``noted``: which of the events so far is noted (the last: the ``Paid``)."""
+    run_id, ref = _start(app, "waiter")
+    app.run_worker(once=True)  # arms the wait
+    assert app.dispatch(app.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    with app.engine.begin() as conn:
+        event_id = conn.scalars(sa.select(events.c.event_id).order_by(events.c.position)).all()[noted]
+        state = conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id))
+        conn.execute(
+            workflow_runs.update()
+            .where(workflow_runs.c.run_id == run_id)
+            .values(state={**state, "woken_by": str(event_id)}, wake_at=T0)
+        )
+        conn.execute(workflow_waits.delete().where(workflow_waits.c.run_id == run_id))
+    clock.advance(seconds=5)
+    return run_id, ref, event_id
+
+
+def test_a_run_whose_noted_event_this_deploy_cannot_load_is_stranded_not_a_crashed_worker(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """A run woken by an event whose segment then lost a race notes the event and is due
+    again shortly (tests/workflows/test_workflow_isolation.py).  If a deploy in between
+    changed the event's class so that the stored event no longer loads, the worker
+    strands the run as it is, naming the event, instead of raising out of its pass (every
+    pass, a worker that never gets past it); the code that can load it resumes it."""
+    v1 = deploy("v1")
+    run_id, ref, event_id = _lost_race_after_paid(v1, clock)
+
+    v3 = deploy("paid-amount")
+    assert v3.run_worker(once=True)["resumed"] == 0
+    info = _info(v3, run_id)
+    assert (info.status, info.error["code"], info.path) == ("suspended", "stranded", "got"), info.error
+    assert f"the event {event_id} that woke the run does not load as Paid" in info.error["message"]
+    assert v3.run_worker(once=True)["resumed"] == 0  # passed by from now on, not tried again
+
+    assert v1.run_worker(once=True)["resumed"] == 1  # the code that reads the event
+    done = _info(v1, run_id)
+    assert (done.status, done.steps["got"]) == ("completed", Paid(ref)), done
+
+
+def test_a_run_whose_noted_event_is_of_another_type_fails_as_damaged(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """A noted event that is no ``Paid`` (here the box's ``created`` event) is a damaged
+    row, not a deploy's doing: the run fails alone, and the worker goes on."""
+    v1 = deploy("v1")
+    run_id, _, event_id = _lost_race_after_paid(v1, clock, noted=0)
+    other, _ = _start(v1, "napper")
+    clock.advance(minutes=2)
+    assert v1.run_worker(once=True)["resumed"] == 2
+    info = _info(v1, run_id)
+    assert (info.status, info.error["code"]) == ("failed", "unstorable_state"), info.error
+    assert f"the event {event_id} noted as the one that woke the run is no Paid" in info.error["message"]
+    assert _info(v1, other).status == "completed"
 
 
 # --- 2. and 3. a stored state or path of the wrong shape ------------------------------------------
