@@ -618,6 +618,11 @@ class WorkflowEngine:
         tries the run again."""
         return f"{d.fingerprint}/{self.codec.digest}"
 
+    def strand_unreadable(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
+        """Mark a run that needs something this deploy's classes cannot read (an event
+        another deploy wrote), for a deploy with other classes to try again."""
+        self._strand(session, d, row, reason, reader=True)
+
     def _strand(self, session: Session, d: Definition, row: Row[Any], reason: str, *, reader: bool = False) -> None:
         """Mark a run this definition cannot resume; everything else of it stays, and
         workers with this definition pass it by (see :meth:`resume_due`).  Its event

@@ -14,11 +14,13 @@ import logging
 import uuid
 from typing import Any, Final
 
+import attrs
 from sqlalchemy import Row, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from ._compat import Plan
 from ._ctx import User
+from ._errors import StateError
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import Redo, allow_lazy
@@ -34,6 +36,15 @@ logger = logging.getLogger("kumiko_typed")
 EVENT_CURSOR = "workflow-events"
 #: The key of an event for runs waiting where this definition has no event wait.
 _UNPLACED: Final = "\x00unplaced"
+
+
+@attrs.frozen
+class _Unloadable:
+    """An event of the type a wait expects that this deploy cannot load: the runs waiting
+    for that type there are stranded with ``reason`` (whatever their key), so that the
+    feed of a deploy that can load it finds the event when it arms their waits again."""
+
+    reason: str
 
 
 class EventFeed:
@@ -173,7 +184,7 @@ class EventFeed:
             stmt = stmt.where(workflow_waits.c.run_id == only_run)
         waits = session.execute(stmt).all()
         matched = 0
-        keys: dict[tuple[str, str], str | None] = {}
+        keys: dict[tuple[str, str], str | _Unloadable | None] = {}
         for wait in waits:
             d = engine.defs.get(wait.workflow)
             if d is None:
@@ -181,9 +192,15 @@ class EventFeed:
             group = (wait.workflow, wait.path)
             if group not in keys:
                 keys[group] = self._event_key(d, wait.path, event)
-            placed = keys[group] != _UNPLACED
+            key = keys[group]
+            if isinstance(key, _Unloadable):
+                run = self._lock(session, wait.run_id)
+                if run is not None and run.status == "suspended" and run.path == wait.path:
+                    engine.strand_unreadable(session, d, run, key.reason)
+                continue
+            placed = key != _UNPLACED
             stranded = d.fingerprint in stranded_by(wait.error)
-            if placed and not stranded and keys[group] != bounded_key(wait.key):
+            if placed and not stranded and key != bounded_key(wait.key):
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
             # way out of an event wait): the timeout won.  Waiting for that lock instead would
@@ -206,9 +223,10 @@ class EventFeed:
         stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
         return session.execute(stmt.with_for_update(skip_locked=self.engine.postgres)).first()
 
-    def _event_key(self, d: Definition, path: str, event: EventRow) -> str | None:
+    def _event_key(self, d: Definition, path: str, event: EventRow) -> str | _Unloadable | None:
         """The key of ``event`` for the runs waiting at ``path`` (``None``: none matches;
-        ``_UNPLACED``: this definition has no wait for that event there, the runs are stranded)."""
+        ``_UNPLACED``: this definition has no wait for that event there, the runs are
+        stranded; :class:`_Unloadable`: this deploy cannot load it, the runs are stranded)."""
         try:
             step = d.step_at(path)
         except (LookupError, ValueError):
@@ -217,6 +235,15 @@ class EventFeed:
             return _UNPLACED  # not loaded as another class; a run that noted its event is stranded
         try:
             value = self.engine.registry.load(event, step.event)
+        except Exception as exc:
+            # This deploy's class (or upcasters) cannot read an event another deploy wrote:
+            # a run it was for must not miss it, and its key is unknown here.
+            detail = str(exc) if isinstance(exc, StateError) else type(exc).__name__
+            return _Unloadable(
+                f"at step {path}: the event {event.event_id} does not load as {step.event.__name__} ({detail}); "
+                "a deploy that can read it resumes the run"
+            )
+        try:
             return event_key(self.engine.codec, step.event_key(value))
         except Exception:
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)

@@ -55,6 +55,20 @@ def _paid_with_amount() -> type[Any]:
 PAID_WITH_AMOUNT = _paid_with_amount()
 
 
+def _paid_v2() -> type[Any]:
+    """``Paid`` at schema version 2, with an upcaster from 1: a deploy before it cannot
+    load the events a deploy with it writes."""
+    cls = attrs.make_class(
+        "Paid", {"ref": attrs.field(type=uuid.UUID), "amount": attrs.field(type=int, default=5)}, frozen=True
+    )
+    cls.__module__ = __name__
+    cls.__qualname__ = "Paid"
+    return cls
+
+
+PAID_V2 = _paid_v2()
+
+
 class DpeBox(Entity):
     __tablename__ = "dpe_box"
     note: Mapped[str]
@@ -64,12 +78,16 @@ def feature(version: str, fill: Callable[[Any], object] | None = None) -> Featur
     """The workflows as deployed in ``version`` (``v1``: what the runs start under).
 
     ``shipped``: ``waiter`` waits for ``Shipped`` instead of ``Paid``, same step name;
-    ``paid-amount``: ``Paid`` gained a field without a default;
+    ``paid-amount``: ``Paid`` gained a field without a default; ``paid-v2``: ``Paid``
+    at schema version 2;
     ``priced``: ``napper`` computes ``price`` before its wait, filled by ``fill``."""
     f: Feature[Any] = Feature("dpe")
     f.entity(DpeBox)
-    paid = PAID_WITH_AMOUNT if version == "paid-amount" else Paid
-    f.event(paid)
+    paid = {"paid-amount": PAID_WITH_AMOUNT, "paid-v2": PAID_V2}.get(version, Paid)
+    if version == "paid-v2":
+        f.event(paid, version=2, upcasters={1: lambda p: {**p, "amount": 0}})
+    else:
+        f.event(paid)
     f.event(Shipped)
     for name, cls in (("pay", paid), ("ship", Shipped)):
         f.write_handler(
@@ -267,6 +285,37 @@ def test_a_run_whose_noted_event_this_deploy_cannot_load_is_stranded_not_a_crash
     assert v1.run_worker(once=True)["resumed"] == 1  # the code that reads the event
     done = _info(v1, run_id)
     assert (done.status, done.steps["got"]) == ("completed", Paid(ref)), done
+
+
+def test_an_awaited_event_this_deploy_cannot_load_strands_the_waiting_run_for_one_that_can(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """A rolling deploy: the new code writes ``Paid`` at schema version 2, which the old
+    code cannot load, so it cannot tell which run the event is for.  Its feed strands the
+    runs waiting for a ``Paid`` there instead of passing the event by (the run would
+    miss it for good: the feed's cursor moves on), and the new code's feed arms their
+    waits again, finds the event and resumes the run it is for."""
+    v1 = deploy("v1")
+    run_id, ref = _start(v1, "waiter")
+    other, _ = _start(v1, "waiter")  # waits for another Paid, in the same tenant
+    v1.run_worker(once=True)  # arms the waits
+    v2 = deploy("paid-v2")
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+
+    assert v1.run_worker(once=True)["resumed"] == 0
+    for stranded in (run_id, other):
+        info = _info(v1, stranded)
+        assert (info.status, info.error["code"], info.path) == ("suspended", "stranded", "got"), info.error
+        assert "does not load as Paid" in info.error["message"] and "newer than" in info.error["message"]
+    assert v1.run_worker(once=True)["resumed"] == 0  # passed by from now on
+
+    assert v2.run_worker(once=True)["resumed"] == 1
+    done = _info(v2, run_id)
+    assert (done.status, done.steps["got"]) == ("completed", PAID_V2(ref, 5)), done
+    assert _info(v2, other).status == "suspended"  # its Paid has not come: waiting again
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 1  # and its timeout still holds
+    assert _info(v2, other).status == "completed"
 
 
 def test_a_run_whose_noted_event_is_of_another_type_fails_as_damaged(
