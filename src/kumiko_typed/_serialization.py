@@ -174,8 +174,11 @@ class Codec:
                 try:
                     return cls(self.decode(v))
                 except ValueError as exc:  # a member since removed
-                    raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
+                    why = f"its member is no longer one of {cls.__name__}'s"
+                    raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
             fields = {k: self.decode(x) for k, x in v.items()}
+            if tag == "attrs":
+                fields = _init_arguments(cls, fields)
             try:
                 if tag == "attrs":
                     return cls(**fields)
@@ -187,5 +190,45 @@ class Codec:
                     setattr(entity, key, value)
                 return entity
             except (TypeError, ValueError, AttributeError) as exc:  # the class changed since
-                raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {exc}") from exc
+                why = _unfit(cls, tag, fields, exc)
+                raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")
+
+
+def _init_arguments(cls: type[Any], stored: Mapping[str, object]) -> dict[str, object]:
+    """An attrs value's stored fields (keyed by attribute name, as encoded) as ``cls``'s
+    ``__init__`` arguments: a private attribute's under its alias (``_secret`` is
+    ``secret=``), none for a field ``__init__`` does not take (it computes it again), and
+    an unknown name as it is, for ``__init__`` to refuse (the class changed since)."""
+    by_name = {f.name: f for f in attrs.fields(cls)}
+    arguments: dict[str, object] = {}
+    for key, value in stored.items():
+        field = by_name.get(key)
+        if field is None:
+            arguments[key] = value
+        elif field.init:
+            arguments[field.alias or field.name] = value
+    return arguments
+
+
+def _unfit(cls: type[Any], tag: str, stored: Mapping[str, object], exc: Exception) -> str:
+    """How a stored value's fields (``__init__`` arguments for an attrs class) no longer
+    fit ``cls``, in field names only: a
+    validator's own message may quote the stored data, and a reason that did would also
+    give each stored value a group of its own in the pre-deploy check."""
+    if tag == "attrs":
+        accepted = {f.alias or f.name for f in attrs.fields(cls) if f.init}
+        required = {f.alias or f.name for f in attrs.fields(cls) if f.init and f.default is attrs.NOTHING}
+    else:
+        accepted = set(inspect(cls).column_attrs.keys())
+        required = set()
+    missing, extra = sorted(required - stored.keys()), sorted(stored.keys() - accepted)
+    if missing:
+        return f"{cls.__name__} now requires {_names(missing)}, which it lacks"
+    if extra:
+        return f"it has {_names(extra)}, which {cls.__name__} no longer has"
+    return f"a stored field does not pass {cls.__name__}'s checks ({type(exc).__name__})"
+
+
+def _names(fields: list[str]) -> str:
+    return ", ".join(repr(f) for f in fields)

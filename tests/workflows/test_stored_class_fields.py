@@ -1,0 +1,98 @@
+"""Stored attrs values whose attributes ``__init__`` names otherwise — a private attribute
+(``_secret``, taken as ``secret=``) or a field ``__init__`` does not take — rebuild after
+a suspension; and the reason a changed class cannot rebuild a stored value names fields,
+never the stored data (it is shown to operators and groups the pre-deploy check).
+Both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+
+from kumiko_typed import App, Feature, User, manual
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+
+
+@attrs.frozen
+class Begin:
+    n: int
+
+
+@attrs.define
+class Account:
+    """A private attribute and a field computed by the class itself."""
+
+    owner: str
+    _pin: str
+    label: str = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self.label = f"{self.owner}'s"
+
+
+def _card(**fields: Any) -> type[Any]:
+    """A version of the class ``Card`` (``fields``: its fields in that deploy)."""
+    cls = attrs.make_class("Card", fields, frozen=True)
+    cls.__module__, cls.__qualname__ = __name__, "Card"
+    return cls
+
+
+CARD = _card(number=attrs.field(type=str), holder=attrs.field(type=str))
+
+
+def _deploy(app_on: Callable[..., App], clock: FakeClock, classes: list[type[Any]]) -> tuple[App, Any]:
+    f: Feature[Any] = Feature("held")
+    pipeline = (
+        f.workflow_pipeline(Begin)
+        .compute("account", lambda c: Account(f"owner {c.payload.n}", f"pin-{c.payload.n}"))
+        .compute("card", lambda c: CARD(f"4111-{c.payload.n}", f"holder {c.payload.n}"))
+        .wait("PT1M", name="hold")
+        .compute("seen", lambda c: (c.steps["account"]._pin, c.steps["account"].label))
+    )
+    flow = f.workflow("keep", trigger=manual(Begin), pipeline=pipeline)
+    return app_on([f], clock=clock, value_types=classes), flow
+
+
+def test_private_and_computed_attributes_rebuild_after_a_suspension(app_on: Callable[..., App], user: User) -> None:
+    clock = FakeClock(T0)
+    app, flow = _deploy(app_on, clock, [Account, CARD])
+    run_id = app.start_workflow(flow, Begin(7), user=user)
+    clock.advance(minutes=2)
+    assert app.run_worker(once=True)["resumed"] == 1
+    info = app.get_run(run_id)
+    assert info is not None and info.status == "completed", info.error
+    assert info.steps["seen"] == ("pin-7", "owner 7's")
+    assert info.steps["account"] == Account("owner 7", "pin-7")
+
+
+def test_a_changed_class_is_named_by_its_fields_never_by_the_stored_values(
+    app_on: Callable[..., App], user: User
+) -> None:
+    clock = FakeClock(T0)
+    v1, flow = _deploy(app_on, clock, [Account, CARD])
+    runs = [v1.start_workflow(flow, Begin(n), user=user) for n in range(3)]
+    cases = {
+        "required field added": (
+            _card(number=attrs.field(type=str), holder=attrs.field(type=str), cvc=attrs.field(type=str)),
+            "Card now requires 'cvc', which it lacks",
+        ),
+        "field dropped": (_card(number=attrs.field(type=str)), "it has 'holder', which Card no longer has"),
+        "validator refuses": (
+            _card(number=attrs.field(type=int, validator=attrs.validators.instance_of(int)), holder=attrs.field()),
+            "a stored field does not pass Card's checks (TypeError)",
+        ),
+    }
+    for case, (card, words) in cases.items():
+        later, _ = _deploy(app_on, clock, [Account, card])
+        (group,) = later.check_runs()  # every run in one group: the reason quotes no run's values
+        assert sorted(group.run_ids) == sorted(runs), case
+        assert group.reason == (
+            f"at step hold: the stored state cannot be read: stored {__name__}.Card cannot be rebuilt: {words}; "
+            "a deploy with the class as the run stored it resumes the run"
+        ), case
+        assert "4111" not in group.reason and "holder 0" not in group.reason
