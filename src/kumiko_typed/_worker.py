@@ -84,7 +84,7 @@ class Worker:
             alone = Side(lambda: self._everything(self._halt.is_set), self._workflow_bell)
             alone.run(self._engine, self._halt, poll_interval)
             return alone.counts
-        workflows = Side(self._workflow_pass, self._workflow_bell, rings=self._delivery_bell)
+        workflows = Side(lambda: self._workflow_pass(self._halt.is_set), self._workflow_bell, rings=self._delivery_bell)
         deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), self._delivery_bell)
         failures: list[BaseException] = []
 
@@ -117,15 +117,17 @@ class Worker:
         return done
 
     def _everything(self, stopping: Callable[[], bool]) -> dict[str, int]:
-        done = self._workflow_pass()
+        done = self._workflow_pass(stopping)
         for key, value in self._delivery_pass(stopping).items():
             done[key] += value
         return done
 
-    def _workflow_pass(self) -> dict[str, int]:
-        started, woken = self._feed.consume()
-        started += self._cron.fire()
-        resumed = woken + self._workflows.resume_due()
+    def _workflow_pass(self, stopping: Callable[[], bool] = lambda: False) -> dict[str, int]:
+        """The workflow side's work; ``stopping`` is asked between its transactions, so a
+        stop does not wait for a long backlog (what is left stays due)."""
+        started, woken = self._feed.consume(stopping)
+        started += self._cron.fire(stopping)
+        resumed = woken + self._workflows.resume_due(stopping)
         return dict.fromkeys(COUNTS, 0) | {"started": started, "resumed": resumed}
 
     def _delivery_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:

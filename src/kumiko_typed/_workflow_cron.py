@@ -6,6 +6,7 @@ for it."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 
 from croniter import croniter
@@ -26,15 +27,15 @@ class CronTriggers:
         self.engine = engine
         self.workflows: list[Definition] = [d for d in engine.defs.values() if d.workflow.trigger.kind == "cron"]
 
-    def fire(self) -> int:
-        """Start one run per due tick of each cron workflow (no backfill before the first pass)."""
+    def fire(self, stopping: Callable[[], bool] = lambda: False) -> int:
+        """Start one run per due tick of each cron workflow (no backfill before the first
+        pass).  ``stopping`` is asked between transactions: the cursor keeps what is left."""
         started = 0
         for d in self.workflows:
-            while True:
+            more = True
+            while more and not stopping():
                 fired, more = self._fire_some(d)
                 started += fired
-                if not more:
-                    break
         return started
 
     def _fire_some(self, d: Definition) -> tuple[int, bool]:

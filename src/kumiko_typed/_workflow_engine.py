@@ -654,12 +654,14 @@ class WorkflowEngine:
         )
         return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
 
-    def resume_due(self) -> int:
+    def resume_due(self, stopping: Callable[[], bool] = lambda: False) -> int:
         """Resume every suspended run whose wake time (or event-wait timeout) has come and
-        that this App's definitions can resume (the others are marked stranded): how many."""
+        that this App's definitions can resume (the others are marked stranded): how many.
+        ``stopping`` is asked between batches: a stopping worker leaves the rest for the
+        next pass, of this worker or another."""
         resumed = 0
         careful = False
-        while True:
+        while not stopping():
             try:
                 with self.sessions() as session, session.begin():
                     if not careful:
@@ -673,6 +675,7 @@ class WorkflowEngine:
                 continue
             resumed += batch
             careful = False
+        return resumed
 
     # --- inspection ------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
@@ -73,12 +74,13 @@ class EventFeed:
             .where(workflow_waits.c.armed.is_(False), engine.resumable())
         )
 
-    def consume(self) -> tuple[int, int]:
+    def consume(self, stopping: Callable[[], bool] = lambda: False) -> tuple[int, int]:
         """Start event-triggered runs and wake event waits, in event order: the number
-        of runs started and of runs resumed."""
+        of runs started and of runs resumed.  ``stopping`` is asked between batches (the
+        cursor is where the last one left it)."""
         started = resumed = 0
         careful = False
-        while True:
+        while not stopping():
             try:
                 more, (new, woken) = self._next_batch(careful)
             except Redo:  # rolled back: the batch again, each segment in a savepoint at once
@@ -87,7 +89,8 @@ class EventFeed:
             careful = False
             started, resumed = started + new, resumed + woken
             if not more:
-                return started, resumed
+                break
+        return started, resumed
 
     def _next_batch(self, careful: bool) -> tuple[bool, tuple[int, int]]:
         """One transaction of the feed: whether to go on, and the runs started and resumed."""
