@@ -122,7 +122,7 @@ class Worker:
             done[key] += value
         return done
 
-    def _workflow_pass(self, stopping: Callable[[], bool] = lambda: False) -> dict[str, int]:
+    def _workflow_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:
         """The workflow side's work; ``stopping`` is asked between its transactions, so a
         stop does not wait for a long backlog (what is left stays due)."""
         started, woken = self._feed.consume(stopping)

@@ -27,7 +27,7 @@ class CronTriggers:
         self.engine = engine
         self.workflows: list[Definition] = [d for d in engine.defs.values() if d.workflow.trigger.kind == "cron"]
 
-    def fire(self, stopping: Callable[[], bool] = lambda: False) -> int:
+    def fire(self, stopping: Callable[[], bool]) -> int:
         """Start one run per due tick of each cron workflow (no backfill before the first
         pass).  ``stopping`` is asked between transactions: the cursor keeps what is left."""
         started = 0

@@ -44,7 +44,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
-from ._stored_classes import UNREADABLE, convert_loops, mismatch, rebuild, unreadable
+from ._stored_classes import UNREADABLE, convert_loops, mismatch, rebuild, unloadable_event, unreadable
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
@@ -583,14 +583,8 @@ class WorkflowEngine:
             raise LookupError(f"the event {event_id} noted as the one that woke the run is no {step.event.__name__}")
         try:
             return self.registry.load(EventRow(**stored._mapping), step.event)
-        except Exception as exc:
-            # The event is intact (events are never changed); this deploy's class for it
-            # is not the one it was stored with, or an upcaster refuses it.  The type
-            # alone: a validator's message may quote the event's data.
-            detail = str(exc) if isinstance(exc, StateError) else type(exc).__name__
-            raise ClassMismatch(
-                f"the event {event_id} that woke the run does not load as {step.event.__name__} ({detail})"
-            ) from exc
+        except Exception as exc:  # the event is intact (events are never changed): a deploy's doing
+            raise unloadable_event(f"the event {event_id} that woke the run", step.event, exc) from exc
 
     def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
         """How this App's definition resumes a suspended run of it (its row locked by the

@@ -21,12 +21,12 @@ from sqlalchemy.orm import Session
 
 from ._compat import Plan
 from ._ctx import User
-from ._errors import StateError
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import Redo, allow_lazy
 from ._steps import WaitForEvent, event_key
 from ._steps.workflow import bounded_key
+from ._stored_classes import unloadable_event
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._workflow_engine import Definition, WorkflowEngine
 
@@ -74,7 +74,7 @@ class EventFeed:
             .where(workflow_waits.c.armed.is_(False), engine.resumable())
         )
 
-    def consume(self, stopping: Callable[[], bool] = lambda: False) -> tuple[int, int]:
+    def consume(self, stopping: Callable[[], bool]) -> tuple[int, int]:
         """Start event-triggered runs and wake event waits, in event order: the number
         of runs started and of runs resumed.  ``stopping`` is asked between batches (the
         cursor is where the last one left it)."""
@@ -196,14 +196,10 @@ class EventFeed:
             if group not in keys:
                 keys[group] = self._event_key(d, wait.path, event)
             key = keys[group]
-            if isinstance(key, _Unloadable):
-                run = self._lock(session, wait.run_id)
-                if run is not None and run.status == "suspended" and run.path == wait.path:
-                    engine.strand_unreadable(session, d, run, key.reason)
-                continue
+            unloadable = isinstance(key, _Unloadable)
             placed = key != _UNPLACED
             stranded = d.fingerprint in stranded_by(wait.error)
-            if placed and not stranded and key != bounded_key(wait.key):
+            if not unloadable and placed and not stranded and key != bounded_key(wait.key):
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
             # way out of an event wait): the timeout won.  Waiting for that lock instead would
@@ -211,6 +207,9 @@ class EventFeed:
             # when arming it) and, once it commits, find the run suspended somewhere else.
             run = self._lock(session, wait.run_id)
             if run is None or run.status != "suspended" or run.path != wait.path:
+                continue
+            if isinstance(key, _Unloadable):
+                engine.strand_unreadable(session, d, run, key.reason)
                 continue
             if not placed or stranded:
                 engine.plan(session, run)  # strands it (or finds it resumable after all)
@@ -241,11 +240,8 @@ class EventFeed:
         except Exception as exc:
             # This deploy's class (or upcasters) cannot read an event another deploy wrote:
             # a run it was for must not miss it, and its key is unknown here.
-            detail = str(exc) if isinstance(exc, StateError) else type(exc).__name__
-            return _Unloadable(
-                f"at step {path}: the event {event.event_id} does not load as {step.event.__name__} ({detail}); "
-                "a deploy that can read it resumes the run"
-            )
+            why = unloadable_event(f"the event {event.event_id}", step.event, exc)
+            return _Unloadable(f"at step {path}: {why}; a deploy that can read it resumes the run")
         try:
             return event_key(self.engine.codec, step.event_key(value))
         except Exception:
