@@ -182,13 +182,7 @@ class Codec:
             try:
                 if tag == "attrs":
                     return cls(**fields)
-                # A fresh worker process may decode before its first ORM query: the mapped
-                # attributes have no implementation until the mappers are configured.
-                configure_mappers()
-                entity = inspect(cls).class_manager.new_instance()
-                for key, value in fields.items():
-                    setattr(entity, key, value)
-                return entity
+                return _entity(cls, fields)
             except (TypeError, ValueError, AttributeError) as exc:  # the class changed since
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
@@ -209,6 +203,22 @@ def _init_arguments(cls: type[Any], stored: Mapping[str, object]) -> dict[str, o
         elif field.init:
             arguments[field.alias or field.name] = value
     return arguments
+
+
+def _entity(cls: type[Any], columns: Mapping[str, object]) -> Any:
+    """A stored entity value, rebuilt as loaded, without ``__init__``: its stored columns
+    set.  A ``TypeError`` for a column ``cls`` no longer maps (the class changed since):
+    set anyway it would be a stray attribute, read back as if the column were there."""
+    # A fresh worker process may decode before its first ORM query: the mapped
+    # attributes have no implementation until the mappers are configured.
+    configure_mappers()
+    mapper = inspect(cls)
+    if not columns.keys() <= set(mapper.column_attrs.keys()):
+        raise TypeError("a stored column is not mapped")
+    entity = mapper.class_manager.new_instance()
+    for key, value in columns.items():
+        setattr(entity, key, value)
+    return entity
 
 
 def _unfit(cls: type[Any], tag: str, stored: Mapping[str, object], exc: Exception) -> str:

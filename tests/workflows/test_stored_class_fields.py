@@ -6,13 +6,15 @@ Both databases."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Feature, User, manual
+from kumiko_typed import App, Entity, Feature, User, manual
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -96,3 +98,91 @@ def test_a_changed_class_is_named_by_its_fields_never_by_the_stored_values(
             "a deploy with the class as the run stored it resumes the run"
         ), case
         assert "4111" not in group.reason and "holder 0" not in group.reason
+
+
+# --- an entity value whose class lost a column ------------------------------------------------
+
+
+class SceCrate(Entity):
+    __tablename__ = "sce_crate"
+    label: Mapped[str]
+    holder: Mapped[str]
+
+
+class SceCrateLater(Entity):
+    """``SceCrate`` after a deploy dropped its ``holder`` column (its own table here: one
+    process cannot map two versions of one table)."""
+
+    __tablename__ = "sce_crate_later"
+    label: Mapped[str]
+
+
+SceCrateLater.__name__ = SceCrateLater.__qualname__ = "SceCrate"
+OTHER_TENANT = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))
+
+
+def _crate_deploy(app_on: Callable[..., App], clock: FakeClock, crate: type[Any]) -> App:
+    """``sce:crated`` stores a ``crate`` entity before its wait; ``sce:plain`` stores only
+    an attrs value (its class unchanged in every deploy)."""
+    f: Feature[Any] = Feature("sce")
+    f.entity(crate)
+    fields = {"label": lambda n: f"crate {n}", "holder": lambda n: f"holder {n}"}
+
+    def made(n: int) -> Any:
+        return crate(**{name: fields[name](n) for name in ("label", "holder") if name in crate.__table__.columns})
+
+    crated = (
+        f.workflow_pipeline(Begin)
+        .create("crate", crate, data=lambda c: made(c.payload.n))
+        .wait("PT1M", name="hold")
+        .compute("seen", lambda c: c.steps["crate"].entity.label)
+    )
+    f.workflow("crated", trigger=manual(Begin), pipeline=crated)
+    plain = (
+        f.workflow_pipeline(Begin)
+        .compute("account", lambda c: Account(f"owner {c.payload.n}", "pin"))
+        .wait("PT1M", name="hold")
+        .compute("seen", lambda c: c.steps["account"].owner)
+    )
+    f.workflow("plain", trigger=manual(Begin), pipeline=plain)
+    return app_on([f], clock=clock, value_types=[Account])
+
+
+def test_an_entity_value_whose_class_dropped_a_stored_column_strands_its_runs_as_the_check_says(
+    app_on: Callable[..., App], user: User
+) -> None:
+    """Not rebuilt with the dropped column set as a stray attribute: the run is stranded,
+    its reason naming the column only, and the pre-deploy check lists it with that reason;
+    a deploy with the column back resumes it."""
+    clock = FakeClock(T0)
+    v1 = _crate_deploy(app_on, clock, SceCrate)
+    crated, plain = v1.workflows["sce:crated"], v1.workflows["sce:plain"]
+    runs = [v1.start_workflow(crated, Begin(n), user=who) for n, who in ((1, user), (2, user), (3, OTHER_TENANT))]
+    untouched = v1.start_workflow(plain, Begin(4), user=user)
+    assert v1.check_runs() == []  # the classes that stored them: nothing to list
+
+    v2 = _crate_deploy(app_on, clock, SceCrateLater)
+    reason = (
+        f"at step hold: the stored state cannot be read: stored {__name__}.SceCrate cannot be rebuilt: "
+        "it has 'holder', which SceCrate no longer has; a deploy with the class as the run stored it resumes the run"
+    )
+    checked = v2.check_runs()
+    assert [(g.workflow, g.path, g.reason, g.run_ids) for g in checked] == [
+        ("sce:crated", "hold", reason, tuple(sorted(runs)))  # every tenant's, one group: no value in the reason
+    ]
+    clock.advance(minutes=2)
+    assert v2.run_worker(once=True)["resumed"] == 1  # the plain run only
+    for run_id in runs:
+        info = v2.get_run(run_id)
+        assert info is not None
+        assert (info.status, info.path, info.error) == ("suspended", "hold", {"code": "stranded", "message": reason})
+    done = v2.get_run(untouched)
+    assert done is not None and (done.status, done.steps["seen"]) == ("completed", "owner 4")
+    assert sorted(r.run_id for r in v2.runs(stranded=True)) == sorted(runs)
+    assert v2.check_runs() == checked
+
+    v3 = _crate_deploy(app_on, clock, SceCrate)
+    assert v3.run_worker(once=True)["resumed"] == 3
+    for n, run_id in enumerate(runs, start=1):
+        info = v3.get_run(run_id)
+        assert info is not None and (info.status, info.error, info.steps["seen"]) == ("completed", None, f"crate {n}")
