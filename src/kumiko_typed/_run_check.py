@@ -175,16 +175,18 @@ def _grouped_in_postgresql(session: Session) -> Groups:
     return groups
 
 
-#: SQL: whether the check decodes a run's stored state: it may name a class — a member
+#: SQL: whether the check reads a run's stored state: it may name a class — a member
 #: ``c`` holding a string, wherever it is: more states than name one (user data may have
-#: such a member), never fewer; :func:`rebuild` then judges exactly — or it is no object
+#: such a member), never fewer; :func:`rebuild` then judges exactly — or it notes the
+#: event that woke the run (``woken_by``, read as the worker reads it), or it is no object
 #: (a damaged row a worker fails, for the reason :func:`rebuild` gives).  PostgreSQL's
 #: jsonpath; SQLite's JSON1 tree walk.
 _DECODED: Final = (
-    "(jsonb_typeof(state) <> 'object' OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
+    "(jsonb_typeof(state) <> 'object' OR state->'woken_by' IS NOT NULL "
+    "OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
 )
 _DECODED_SQLITE: Final = (
-    "(json_type(state) <> 'object' "
+    "(json_type(state) <> 'object' OR json_type(state, '$.woken_by') IS NOT NULL "
     "OR EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text'))"
 )
 
@@ -194,9 +196,10 @@ def _unrebuildable(
 ) -> Iterator[tuple[str, str | None, str, uuid.UUID]]:
     """Runs not already found incompatible whose stored values this App's classes cannot
     rebuild — a class it does not register, or one it changed (a field without a default
-    added, an enum member removed): the worker strands them
-    (:mod:`kumiko_typed._stored_classes`), with this reason; or a damaged value the
-    worker fails the run for, with this one.
+    added, an enum member removed), or the event a run noted as the one that woke it
+    (its segment lost a race) that they cannot load: the worker strands them
+    (:mod:`kumiko_typed._stored_classes`), with this reason; or a damaged value (or a
+    noted event gone, or of another type) the worker fails the run for, with this one.
 
     Every run's payload is decoded (it is a class); its state only if :data:`_DECODED`,
     else the server sends an empty object for it: a state of plain values can hold
@@ -210,6 +213,7 @@ def _unrebuildable(
             continue
         try:
             rebuild(engine.codec, payload, stored)
+            engine.noted_event(session, engine.defs[workflow], path, stored)
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id
         except UNREADABLE as exc:

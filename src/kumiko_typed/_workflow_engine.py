@@ -544,15 +544,11 @@ class WorkflowEngine:
             # it is, its event wait included.
             payload = rebuild(self.codec, row.payload, row.state)
             user = _user(row.user)
-            if woken_by is None and _WOKEN_BY in row.state:
-                woken_by = uuid.UUID(row.state[_WOKEN_BY])
-                resume_value = self._event_again(session, d, row.path, woken_by)
-        except ClassMismatch as exc:
-            self._strand(session, d, row, mismatch(row.path, exc), reader=True)
-            return False
+            noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
+            if noted is not None:
+                woken_by, resume_value = noted
         except UNREADABLE as exc:
-            self._fail_unreadable(session, d, row, exc)
-            return True
+            return self._not_read(session, d, row, exc)
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
         self.isolated_segment(
@@ -570,9 +566,37 @@ class WorkflowEngine:
         )
         return True
 
-    def _event_again(self, session: Session, d: Definition, path: str, event_id: uuid.UUID) -> object:
+    def _not_read(self, session: Session, d: Definition, row: Row[Any], exc: Exception) -> bool:
+        """Leave a run whose stored values (or noted event) reading raised ``exc`` (one of
+        :data:`UNREADABLE`): stranded, for a class this deploy does not have as stored
+        (``False``: left for another deploy); else failed as damaged (``True``: done with)."""
+        if isinstance(exc, ClassMismatch):
+            self._strand(session, d, row, mismatch(row.path, exc), reader=True)
+            return False
+        self._fail_unreadable(session, d, row, exc)
+        return True
+
+    def noted_event(
+        self, session: Session, d: Definition, path: str | None, state: Mapping[str, Any]
+    ) -> tuple[uuid.UUID, object] | None:
+        """The event a run's ``state`` notes as the one that woke it before its segment
+        lost a race, and its id, read again; ``None`` if it notes none.  Raises as
+        :func:`~kumiko_typed._stored_classes.rebuild` does: the worker reads it before it
+        resumes the run, the pre-deploy check to say what the worker will."""
+        if _WOKEN_BY not in state:
+            return None
+        noted = state[_WOKEN_BY]
+        try:
+            event_id = uuid.UUID(noted if isinstance(noted, str) else "")
+        except ValueError:
+            raise ValueError(f"{_WOKEN_BY}, the event noted as the one that woke the run, is no event id") from None
+        return event_id, self._event_again(session, d, path, event_id)
+
+    def _event_again(self, session: Session, d: Definition, path: str | None, event_id: uuid.UUID) -> object:
         """The event that woke the run at ``path`` before its segment lost a race, read
         again from the event store (events are never changed)."""
+        if path is None:
+            raise LookupError(f"a run at its start waits for no event, yet it noted event {event_id}")
         step = d.step_at(path)
         if not isinstance(step, WaitForEvent):
             raise LookupError(f"step {path} waits for no event, yet the run noted event {event_id}")

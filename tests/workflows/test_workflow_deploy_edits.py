@@ -146,9 +146,9 @@ def deploy(db_url: str, clock: FakeClock) -> Iterator[Callable[..., App]]:
         app.dispose()
 
 
-def _start(app: App, workflow: str, items: list[int] | None = None) -> tuple[uuid.UUID, uuid.UUID]:
+def _start(app: App, workflow: str, items: list[int] | None = None, user: User = ADA) -> tuple[uuid.UUID, uuid.UUID]:
     ref = uuid.uuid4()
-    run_id = app.start_workflow(app.workflows[f"dpe:{workflow}"], Start(ref, items or []), user=ADA)
+    run_id = app.start_workflow(app.workflows[f"dpe:{workflow}"], Start(ref, items or []), user=user)
     return run_id, ref
 
 
@@ -244,24 +244,40 @@ def _name(app: App, cls: type[Any]) -> str:
     return app.features[0].events[cls]
 
 
-def _lost_race_after_paid(app: App, clock: FakeClock, *, noted: int = -1) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
+def _lost_race_after_paid(
+    app: App, clock: FakeClock, *, noted: int | None = None
+) -> tuple[uuid.UUID, uuid.UUID, uuid.UUID]:
     """A ``waiter`` run woken by its ``Paid`` whose segment then lost a race: suspended,
     due again, the event noted with it (what ``isolated_segment`` leaves behind).
     ``noted``: which of the events so far is noted (the last: the ``Paid``)."""
-    run_id, ref = _start(app, "waiter")
-    app.run_worker(once=True)  # arms the wait
-    assert app.dispatch(app.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
-    with app.engine.begin() as conn:
-        event_id = conn.scalars(sa.select(events.c.event_id).order_by(events.c.position)).all()[noted]
-        state = conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id))
-        conn.execute(
-            workflow_runs.update()
-            .where(workflow_runs.c.run_id == run_id)
-            .values(state={**state, "woken_by": str(event_id)}, wake_at=T0)
-        )
-        conn.execute(workflow_waits.delete().where(workflow_waits.c.run_id == run_id))
-    clock.advance(seconds=5)
+    ((run_id, ref, event_id),) = _lost_races(app, clock, [ADA], noted=noted)
     return run_id, ref, event_id
+
+
+def _lost_races(
+    app: App, clock: FakeClock, users: list[User], *, noted: int | None = None
+) -> list[tuple[uuid.UUID, uuid.UUID, uuid.UUID]]:
+    """As :func:`_lost_race_after_paid`, a ``waiter`` run of each of ``users``, each woken
+    by its own ``Paid`` (``noted``: which of all events is noted instead, for every run)."""
+    started = [_start(app, "waiter", user=user) for user in users]
+    app.run_worker(once=True)  # arms the waits
+    woken = []
+    for (run_id, ref), user in zip(started, users, strict=True):
+        assert app.dispatch(app.handlers["dpe:pay"], Start(ref), user=user) == Ok(None)
+        with app.engine.begin() as conn:
+            ids = conn.scalars(sa.select(events.c.event_id).order_by(events.c.position)).all()
+        woken.append((run_id, ref, ids[-1 if noted is None else noted]))
+    with app.engine.begin() as conn:
+        for run_id, _ref, event_id in woken:
+            state = conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id))
+            conn.execute(
+                workflow_runs.update()
+                .where(workflow_runs.c.run_id == run_id)
+                .values(state={**state, "woken_by": str(event_id)}, wake_at=T0)
+            )
+            conn.execute(workflow_waits.delete().where(workflow_waits.c.run_id == run_id))
+    clock.advance(seconds=5)
+    return woken
 
 
 def test_a_run_whose_noted_event_this_deploy_cannot_load_is_stranded_not_a_crashed_worker(
@@ -332,6 +348,84 @@ def test_a_run_whose_noted_event_is_of_another_type_fails_as_damaged(
     assert (info.status, info.error["code"]) == ("failed", "unstorable_state"), info.error
     assert f"the event {event_id} noted as the one that woke the run is no Paid" in info.error["message"]
     assert _info(v1, other).status == "completed"
+
+
+BOB = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))  # another tenant
+
+
+def test_the_check_lists_the_runs_whose_noted_event_this_deploy_cannot_load_with_the_workers_reason(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """The check reads a run's noted event as the worker does (a lost race's, whatever
+    else the state holds): runs of both tenants are listed with the very reason the
+    worker strands each with; a run without one, or under the classes that load it, is not."""
+    v1 = deploy("v1")
+    woken = _lost_races(v1, clock, [ADA, BOB])
+    waiting, _ = _start(v1, "waiter")
+    napping, _ = _start(v1, "napper", user=BOB)
+    assert v1.check_runs() == []  # the deploy that wrote the events loads them
+
+    v3 = deploy("paid-amount")
+    checked = v3.check_runs()
+    for run_id, _ref, event_id in woken:
+        reason = (
+            f"at step got: the stored state cannot be read: the event {event_id} that woke the run does not load "
+            "as Paid (ClassValidationError); a deploy with the class as the run stored it resumes the run"
+        )
+        assert (reason, (run_id,)) in [(g.reason, g.run_ids) for g in checked], checked
+    assert len(checked) == 2  # one group each: the reason names its event
+    assert {(g.workflow, g.path) for g in checked} == {("dpe:waiter", "got")}
+
+    assert v3.run_worker(once=True)["resumed"] == 0
+    reasons = {g.run_ids[0]: g.reason for g in checked}
+    for run_id, _ref, _event_id in woken:
+        info = _info(v3, run_id)
+        assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reasons[run_id]})
+    assert _info(v3, waiting).error is None and _info(v3, napping).error is None
+    assert v3.check_runs() == checked  # stranded, still listed the same way
+
+
+def test_the_check_lists_a_run_whose_noted_event_is_of_another_type_with_the_reason_the_worker_fails_it_with(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    v1 = deploy("v1")
+    run_id, _, event_id = _lost_race_after_paid(v1, clock, noted=0)  # the box's created event
+    (problem,) = v1.check_runs()
+    reason = f"the stored state cannot be read: the event {event_id} noted as the one that woke the run is no Paid"
+    assert (problem.workflow, problem.path, problem.reason, problem.run_ids) == ("dpe:waiter", "got", reason, (run_id,))
+    v1.run_worker(once=True)
+    info = _info(v1, run_id)
+    assert (info.status, info.error) == ("failed", {"code": "unstorable_state", "message": f"at step got: {reason}"})
+    assert v1.check_runs() == []
+
+
+@pytest.mark.parametrize(
+    ("noted", "why"),
+    [
+        (None, "the event ... that woke the run is gone from the event store"),
+        ("not-a-uuid", "woken_by, the event noted as the one that woke the run, is no event id"),
+        (7, "woken_by, the event noted as the one that woke the run, is no event id"),
+        ([], "woken_by, the event noted as the one that woke the run, is no event id"),
+    ],
+)
+def test_a_noted_event_that_is_gone_or_no_id_is_listed_with_the_reason_the_worker_fails_the_run_with(
+    deploy: Callable[..., App], clock: FakeClock, noted: object, why: str
+) -> None:
+    v1 = deploy("v1")
+    run_id, _, _event_id = _lost_race_after_paid(v1, clock)
+    gone = uuid.uuid4()
+    with v1.engine.begin() as conn:
+        state = conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id))
+        stored = str(gone) if noted is None else noted
+        conn.execute(
+            workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state={**state, "woken_by": stored})
+        )
+    (problem,) = v1.check_runs()
+    assert problem.run_ids == (run_id,)
+    assert problem.reason == f"the stored state cannot be read: {why.replace('...', str(gone))}"
+    v1.run_worker(once=True)
+    info = _info(v1, run_id)
+    assert info.error == {"code": "unstorable_state", "message": f"at step got: {problem.reason}"}
 
 
 # --- 2. and 3. a stored state or path of the wrong shape ------------------------------------------
