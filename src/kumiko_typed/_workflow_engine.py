@@ -624,6 +624,33 @@ class WorkflowEngine:
             self._strand(session, d, row, plan)
         return plan
 
+    def waits_again(self, session: Session, row: Row[Any]) -> bool:
+        """Whether this App takes up the event wait of a suspended run (its row locked by
+        the caller), which its feed then arms: its definition can resume it (else the run
+        is marked stranded, or failed, see :meth:`plan`).  A run another deploy stranded
+        is read, too, as :meth:`resume` reads it (its classes may be what that deploy
+        lacked); if this App can, the mark goes, in the caller's transaction: the run
+        waits, not listed as stranded, and why it was is logged."""
+        if not isinstance(self.plan(session, row), Plan):
+            return False
+        error = row.error
+        if not (isinstance(error, Mapping) and error.get("code") == "stranded"):
+            return True
+        d = self.defs[row.workflow]
+        try:
+            rebuild(self.codec, row.payload, row.state)
+        except UNREADABLE as exc:
+            self._not_read(session, d, row, exc)
+            return False
+        session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": None, "updated_at": self.clock()})
+        logger.info(
+            "workflow %s run %s waits again under this deploy; it had been stranded: %s",
+            d.name,
+            row.run_id,
+            error.get("message"),
+        )
+        return True
+
     def _fail_unreadable(self, session: Session, d: Definition, row: Row[Any], exc: Exception) -> None:
         """Fail a run whose stored row is damaged, and drop its event wait: no event can
         resume a failed run, and the feed would else arm and match it for nothing."""

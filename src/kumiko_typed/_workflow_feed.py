@@ -19,7 +19,6 @@ import attrs
 from sqlalchemy import Row, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
-from ._compat import Plan
 from ._ctx import User
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
@@ -135,7 +134,9 @@ class EventFeed:
     def _arm_waits(self, session: Session, cursor: Cursor) -> int:
         """A wait committed after the feed passed its first events looks back once; so
         does a stranded run's wait (disarmed) once a definition that can resume it is
-        deployed.  Waits of runs this App cannot resume stay unarmed, for one that can."""
+        deployed: the run waits again, unmarked.  Waits of runs this App cannot resume
+        stay unarmed, for one that can.  A wait is armed before it looks back: an event
+        there that strands its run again disarms it (:meth:`WorkflowEngine._strand`)."""
         resumed = 0
         engine = self.engine
         pending = session.execute(self._unarmed).all()
@@ -143,8 +144,9 @@ class EventFeed:
             run = self._lock(session, wait.run_id)
             if run is None:
                 continue  # being resumed by its timeout (or gone): next pass
-            if run.status == "suspended" and not isinstance(engine.plan(session, run), Plan):
+            if run.status == "suspended" and not engine.waits_again(session, run):
                 continue  # stranded now (or failed): its wait stays unarmed
+            session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
             missed = session.execute(
                 select(events)
                 .where(
@@ -159,7 +161,6 @@ class EventFeed:
                 if self._match(session, EventRow(**row._mapping), only_run=wait.run_id):
                     resumed += 1
                     break
-            session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
         return resumed
 
     def _match(

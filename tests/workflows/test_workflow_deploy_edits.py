@@ -7,6 +7,7 @@ so they agree on every run.
 
 from __future__ import annotations
 
+import logging
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -332,6 +333,115 @@ def test_an_awaited_event_this_deploy_cannot_load_strands_the_waiting_run_for_on
     clock.advance(hours=2)
     assert v2.run_worker(once=True)["resumed"] == 1  # and its timeout still holds
     assert _info(v2, other).status == "completed"
+
+
+def _armed(app: App, run_id: uuid.UUID) -> bool | None:
+    with app.engine.connect() as conn:
+        armed: bool | None = conn.scalar(sa.select(workflow_waits.c.armed).where(workflow_waits.c.run_id == run_id))
+    return armed
+
+
+def _stranded(app: App) -> list[uuid.UUID]:
+    return sorted(r.run_id for r in app.runs(stranded=True))
+
+
+def test_a_run_the_feed_stranded_is_no_longer_listed_stranded_once_a_deploy_that_loads_the_event_arms_it(
+    deploy: Callable[..., App], clock: FakeClock, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The runs the old code's feed stranded for an event it could not load: the new
+    code's feed arms their waits again, resumes the one the event is for, and the others
+    wait on as any waiting run, unmarked (the mark is cleared as the wait is armed, in its
+    transaction; why it had been stranded stays in the log), not listed as stranded while
+    they wait; their timeout still holds, under either code."""
+    v1 = deploy("v1")
+    run_id, ref = _start(v1, "waiter")
+    others = sorted(_start(v1, "waiter")[0] for _ in range(2))
+    bobs, _ = _start(v1, "waiter", user=BOB)  # another tenant's: the event is none of its business
+    v1.run_worker(once=True)  # arms the waits
+    v2 = deploy("paid-v2")
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    assert v1.run_worker(once=True)["resumed"] == 0
+    assert _stranded(v1) == sorted([run_id, *others])
+    why = _info(v1, others[0]).error["message"]
+
+    caplog.set_level(logging.INFO, logger="kumiko_typed")
+    assert v2.run_worker(once=True)["resumed"] == 1
+    assert _info(v2, run_id).status == "completed"
+    assert _stranded(v2) == [] and _stranded(v1) == []  # one database: either code lists none
+    for waiting in (*others, bobs):
+        info = _info(v2, waiting)
+        assert (info.status, info.path, info.error, _armed(v2, waiting)) == ("suspended", "got", None, True)
+    for waiting in others:
+        logged = [r.getMessage() for r in caplog.records if str(waiting) in r.getMessage()]
+        assert any("waits again" in m and why in m for m in logged), logged
+
+    assert v1.run_worker(once=True)["resumed"] == 0  # the old code leaves them waiting, unmarked
+    assert _stranded(v1) == []
+    clock.advance(hours=2)
+    assert v1.run_worker(once=True)["resumed"] == 3  # and resumes them at their timeout: it can
+    assert [_info(v1, r).status for r in (*others, bobs)] == ["completed"] * 3
+
+
+def test_a_stranded_run_whose_stored_values_the_arming_deploy_cannot_rebuild_stays_stranded_with_its_reason(
+    deploy: Callable[..., App],
+) -> None:
+    """The arming deploy reads a stranded run before it clears the mark, as a worker reads
+    it before resuming: a payload it cannot rebuild strands the run anew, with that reason,
+    its wait unarmed, even when no event there is for it (it would else wait unmarked,
+    not listed, though no event could resume it under this deploy)."""
+    v1 = deploy("v1")
+    run_id, _ = _start(v1, "waiter")
+    v1.run_worker(once=True)  # arms the wait
+    v2 = deploy("paid-v2")
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(uuid.uuid4()), user=ADA) == Ok(None)  # another key's
+    assert v1.run_worker(once=True)["resumed"] == 0
+    assert _stranded(v1) == [run_id]
+    with v1.engine.begin() as conn:
+        payload = conn.scalar(sa.select(workflow_runs.c.payload).where(workflow_runs.c.run_id == run_id))
+        moved = {**payload, "c": "elsewhere.Start"}  # as if stored by a deploy that had it elsewhere
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(payload=moved))
+
+    assert v2.run_worker(once=True)["resumed"] == 0
+    info = _info(v2, run_id)
+    reason = (
+        "at step got: the stored state cannot be read: stored class 'elsewhere.Start' is not registered in this App; "
+        "a deploy with the class as the run stored it resumes the run"
+    )
+    assert (info.status, info.error, _armed(v2, run_id)) == (
+        "suspended",
+        {"code": "stranded", "message": reason},
+        False,
+    )
+    assert _stranded(v2) == [run_id]
+
+
+def test_a_run_whose_wait_a_deploy_arms_again_and_strands_in_the_look_back_stays_stranded_and_unarmed(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """Three deploys: the old code strands the run for a ``Paid`` at schema version 2;
+    a deploy whose ``Paid`` lacks a default for ``amount`` arms its wait again and, looking
+    back, finds an earlier ``Paid`` it cannot load either: the run is stranded again, with
+    that deploy's reason, and its wait left unarmed (as every stranded run's), for the deploy
+    that reads both events to arm and resume."""
+    v1 = deploy("v1")
+    run_id, ref = _start(v1, "waiter")
+    v1.run_worker(once=True)  # arms the wait
+    assert v1.dispatch(v1.handlers["dpe:pay"], Start(uuid.uuid4()), user=ADA) == Ok(None)  # another key's
+    v2 = deploy("paid-v2")
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    assert v1.run_worker(once=True)["resumed"] == 0
+    assert _stranded(v1) == [run_id] and "newer than" in _info(v1, run_id).error["message"]
+
+    v3 = deploy("paid-amount")
+    assert v3.run_worker(once=True)["resumed"] == 0
+    info = _info(v3, run_id)
+    assert (info.status, info.error["code"], _armed(v3, run_id)) == ("suspended", "stranded", False)
+    assert "does not load as Paid (ClassValidationError)" in info.error["message"], info.error
+    assert _stranded(v3) == [run_id]
+
+    assert v2.run_worker(once=True)["resumed"] == 1
+    done = _info(v2, run_id)
+    assert (done.status, done.error, done.steps["got"]) == ("completed", None, PAID_V2(ref, 5))
 
 
 def test_a_run_whose_noted_event_is_of_another_type_fails_as_damaged(
