@@ -22,7 +22,7 @@ from sqlalchemy.orm import Session
 from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
 from ._serialization import TAG
-from ._stored_classes import UNREADABLE, mismatch, rebuild, unreadable
+from ._stored_classes import UNREADABLE, WOKEN_BY, mismatch, rebuild, unreadable
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -178,15 +178,15 @@ def _grouped_in_postgresql(session: Session) -> Groups:
 #: SQL: whether the check reads a run's stored state: it may name a class — a member
 #: ``c`` holding a string, wherever it is: more states than name one (user data may have
 #: such a member), never fewer; :func:`rebuild` then judges exactly — or it notes the
-#: event that woke the run (``woken_by``, read as the worker reads it), or it is no object
+#: event that woke the run (:data:`WOKEN_BY`, read as the worker reads it), or it is no object
 #: (a damaged row a worker fails, for the reason :func:`rebuild` gives).  PostgreSQL's
 #: jsonpath; SQLite's JSON1 tree walk.
 _DECODED: Final = (
-    "(jsonb_typeof(state) <> 'object' OR state->'woken_by' IS NOT NULL "
+    f"(jsonb_typeof(state) <> 'object' OR state->'{WOKEN_BY}' IS NOT NULL "
     "OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
 )
 _DECODED_SQLITE: Final = (
-    "(json_type(state) <> 'object' OR json_type(state, '$.woken_by') IS NOT NULL "
+    f"(json_type(state) <> 'object' OR json_type(state, '$.{WOKEN_BY}') IS NOT NULL "
     "OR EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text'))"
 )
 

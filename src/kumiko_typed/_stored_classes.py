@@ -14,12 +14,16 @@ from ._compat import Unreadable
 from ._errors import ClassMismatch, StateError
 from ._serialization import Codec
 
-__all__ = ["UNREADABLE", "convert_loops", "mismatch", "rebuild", "unloadable_event", "unreadable"]
+__all__ = ["UNREADABLE", "WOKEN_BY", "convert_loops", "mismatch", "rebuild", "unloadable_event", "unreadable"]
 
 #: What reading a stored run can raise: a class the App no longer registers or has
 #: changed (:class:`ClassMismatch`, a StateError), a row damaged or written by another
 #: version (a key missing, a value of the wrong kind).
 UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+#: The key of a run's state noting the event that woke it, while its segment (which lost
+#: a race) is tried again: the worker reads the event before it resumes the run, and the
+#: pre-deploy check reads it as well.
+WOKEN_BY: Final = "woken_by"
 
 
 def convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:

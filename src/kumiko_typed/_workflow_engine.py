@@ -44,7 +44,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
-from ._stored_classes import UNREADABLE, convert_loops, mismatch, rebuild, unloadable_event, unreadable
+from ._stored_classes import UNREADABLE, WOKEN_BY, convert_loops, mismatch, rebuild, unloadable_event, unreadable
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
@@ -69,8 +69,6 @@ _DISARM: Final = (
     .where(workflow_waits.c.run_id == bindparam("b_run_id"), workflow_waits.c.armed.is_(True))
     .values(armed=False)
 )
-#: The key of a run's state noting the event that woke it, while its segment is tried again.
-_WOKEN_BY: Final = "woken_by"
 #: The definitions a stranded run remembers finding it so (a rolling deploy has two).
 _STRANDERS: Final = 8
 #: The user of a cron-started run: no person, no tenant.
@@ -480,7 +478,7 @@ class WorkflowEngine:
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
             columns: dict[str, Any] = {"status": "suspended", "wake_at": wake}
             if woken_by is not None:
-                columns["state"] = {**state, _WOKEN_BY: str(woken_by)}
+                columns["state"] = {**state, WOKEN_BY: str(woken_by)}
             self._store(session, d.name, run_id, columns, None)
         elif failure is not None:
             self._store(session, d.name, run_id, failure, None)
@@ -583,13 +581,13 @@ class WorkflowEngine:
         lost a race, and its id, read again; ``None`` if it notes none.  Raises as
         :func:`~kumiko_typed._stored_classes.rebuild` does: the worker reads it before it
         resumes the run, the pre-deploy check to say what the worker will."""
-        if _WOKEN_BY not in state:
+        if WOKEN_BY not in state:
             return None
-        noted = state[_WOKEN_BY]
+        noted = state[WOKEN_BY]
         try:
             event_id = uuid.UUID(noted if isinstance(noted, str) else "")
         except ValueError:
-            raise ValueError(f"{_WOKEN_BY}, the event noted as the one that woke the run, is no event id") from None
+            raise ValueError(f"{WOKEN_BY}, the event noted as the one that woke the run, is no event id") from None
         return event_id, self._event_again(session, d, path, event_id)
 
     def _event_again(self, session: Session, d: Definition, path: str | None, event_id: uuid.UUID) -> object:
