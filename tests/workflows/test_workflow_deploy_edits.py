@@ -512,30 +512,36 @@ def test_the_check_lists_a_run_whose_noted_event_is_of_another_type_with_the_rea
 @pytest.mark.parametrize(
     ("noted", "why"),
     [
-        (None, "the event ... that woke the run is gone from the event store"),
+        ("gone", "the event ... that woke the run is gone from the event store"),
         ("not-a-uuid", "woken_by, the event noted as the one that woke the run, is no event id"),
         (7, "woken_by, the event noted as the one that woke the run, is no event id"),
         ([], "woken_by, the event noted as the one that woke the run, is no event id"),
+        (None, "woken_by, the event noted as the one that woke the run, is no event id"),
+        ("at-start", "a run at its start waits for no event, yet it noted event ..."),
     ],
 )
 def test_a_noted_event_that_is_gone_or_no_id_is_listed_with_the_reason_the_worker_fails_the_run_with(
     deploy: Callable[..., App], clock: FakeClock, noted: object, why: str
 ) -> None:
+    """A damaged ``woken_by`` (hostile, or hand-edited): the check and the worker read it
+    alike; the run fails alone, with the reason the check gave."""
     v1 = deploy("v1")
-    run_id, _, _event_id = _lost_race_after_paid(v1, clock)
-    gone = uuid.uuid4()
+    (run_id, _, event_id), (fine, _, _) = _lost_races(v1, clock, [ADA, ADA])  # fine: noted intact
+    named = {"gone": str(uuid.uuid4()), "at-start": str(event_id)}.get(noted) if isinstance(noted, str) else None
     with v1.engine.begin() as conn:
         state = conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id))
-        stored = str(gone) if noted is None else noted
-        conn.execute(
-            workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state={**state, "woken_by": stored})
-        )
+        changed: dict[str, Any] = {"state": {**state, "woken_by": named or noted}}
+        if noted == "at-start":
+            changed["path"] = None
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(**changed))
     (problem,) = v1.check_runs()
-    assert problem.run_ids == (run_id,)
-    assert problem.reason == f"the stored state cannot be read: {why.replace('...', str(gone))}"
+    path = None if noted == "at-start" else "got"
+    assert (problem.path, problem.run_ids) == (path, (run_id,))
+    assert problem.reason == f"the stored state cannot be read: {why.replace('...', named or '')}"
     v1.run_worker(once=True)
     info = _info(v1, run_id)
-    assert info.error == {"code": "unstorable_state", "message": f"at step got: {problem.reason}"}
+    assert info.error == {"code": "unstorable_state", "message": f"at step {path}: {problem.reason}"}
+    assert _info(v1, fine).status == "completed"
 
 
 # --- 2. and 3. a stored state or path of the wrong shape ------------------------------------------
