@@ -360,7 +360,8 @@ class App:
 
     def stop_worker(self) -> None:
         """Ask a running :meth:`run_worker` loop to return after its current passes: the
-        deliveries in flight end and are recorded, the rest of their batch is handed back."""
+        deliveries in flight end and are recorded, the rest of their batch is handed back.
+        Safe in a signal handler: it takes no lock and no connection, and never waits."""
         self._worker.stop()
 
     # --- dispatch -------------------------------------------------------------------
