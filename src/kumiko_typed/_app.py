@@ -230,6 +230,9 @@ class App:
     def _http_client(self) -> httpx.Client:
         if self._http is not None:
             return self._http
+        made = self._own_http  # every delivery asks: no lock once it is made
+        if made is not None:
+            return made
         with self._http_lock:  # deliveries run in several threads: make one client
             if self._own_http is None:
                 # No cookie jar: a receiver's Set-Cookie would be sent back with the next
