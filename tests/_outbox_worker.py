@@ -6,8 +6,9 @@ Used by tests/outbox/test_outbox_workers.py and bench/outbox.py.  As a script::
     python tests/_outbox_worker.py DATABASE_URL [DELIVERY_CONCURRENCY]
 
 builds its own App with :data:`feature` (and the App's ``delivery_concurrency``, if
-given), connects and makes its HTTP client, prints ``ready``, waits for a line on stdin (the caller's start signal, so that
-every worker starts draining at the same moment), then calls
+given), connects and makes its HTTP client, prints ``ready``, waits for a line on stdin
+(the caller's start signal, so that every worker starts draining at the same moment),
+then calls
 ``app.run_worker(once=True)`` until no outbox row is due (a row another worker has
 claimed is not: its lease runs) and prints
 ``done <rows this process delivered> <CPU seconds it used since the signal>``.
