@@ -133,7 +133,7 @@ def url_problem(url: str) -> str | None:
 @functools.lru_cache(maxsize=64)
 def _delivery_url_problem(url: str) -> str | None:
     """:func:`url_problem`, remembered: a worker delivers to a few URLs many times, and the
-    check parses each one twice (it was a twentieth of a delivery's CPU)."""
+    check parses each one twice (some 5 % of a worker's CPU per delivery)."""
     return url_problem(url)
 
 
