@@ -16,7 +16,8 @@ Configurations, each round on a fresh database:
 Each run enqueues ``--rows`` webhook rows (a handler doing 100 ``send_webhook`` per
 dispatch, committed before the clock starts), starts the worker processes
 (``tests/_outbox_worker.py``: its own App, ``run_worker(once=True)`` until nothing is
-due) and waits until each has connected, then sends the start signal.  The figure is
+due) and waits until each has started up (connected, and made the App's HTTP client,
+which its first delivery would make), then sends the start signal.  The figure is
 rows / (time from the start signal until the last worker reports done; their exits are not
 counted).  A round runs every configuration once, the order rotating every round; reported
 are the medians over the rounds and the median of the per-round ratios N workers / 1

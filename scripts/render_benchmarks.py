@@ -434,7 +434,9 @@ process runs with the App's default pool (4 deliveries in flight) or with
 `delivery_concurrency=1` (the ratios then measure scaling by processes alone). Persisted per
 row: the outbox row marked sent (status, attempts, sent_at; on both databases one UPDATE for a
 batch's sent rows). PostgreSQL is the throw-away server, which runs without fsync; SQLite a
-file in WAL with synchronous=FULL.
+file in WAL with synchronous=FULL. The clock starts once every worker process has started up
+(connected, and made the App's HTTP client, which builds a TLS context): a process pays that
+once, and in a drain of under a second 4 processes' start-up on 2 cores weighed as delivery.
 
 CPU per delivered row is counted by side from the start signal (the workers' own count, the
 bench process for the receiver, the server's processes from /proc); "at most" is what the
@@ -443,7 +445,11 @@ machine's cores allow at that CPU per row, whatever the number of workers.
 {_table(header, rows)}
 
 {verdict} The work is waiting on the receiver, so more workers overlap the waits until the
-CPU per row fills the cores.
+CPU per row fills the cores: 4 workers with the default pool are there, so their figure moves
+with whatever else runs on the machine (the load averages below; the machine is shared).
+A delivery answered without a body (`Content-Length: 0`, as here) keeps its HTTP connection
+for the next one; answered with a body, which is never read, the connection is dropped and the
+next delivery to that receiver opens a new one.
 
 {_conditions(record)}
 """

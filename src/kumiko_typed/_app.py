@@ -230,6 +230,9 @@ class App:
     def _http_client(self) -> httpx.Client:
         if self._http is not None:
             return self._http
+        made = self._own_http  # every delivery asks: no lock once it is made
+        if made is not None:
+            return made
         with self._http_lock:  # deliveries run in several threads: make one client
             if self._own_http is None:
                 # No cookie jar: a receiver's Set-Cookie would be sent back with the next
@@ -360,7 +363,8 @@ class App:
 
     def stop_worker(self) -> None:
         """Ask a running :meth:`run_worker` loop to return after its current passes: the
-        deliveries in flight end and are recorded, the rest of their batch is handed back."""
+        deliveries in flight end and are recorded, the rest of their batch is handed back.
+        Safe in a signal handler: it takes no lock and no connection, and never waits."""
         self._worker.stop()
 
     # --- dispatch -------------------------------------------------------------------

@@ -11,7 +11,7 @@ import sys
 import traceback
 import uuid
 from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
 from types import FrameType
 from typing import Any
@@ -268,8 +268,12 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
         return
 
     def stop(signum: int, _frame: FrameType | None) -> None:
-        click.echo(f"{signal.Signals(signum).name}: stopping after this pass", err=True)
+        # Only what is safe wherever the main thread was interrupted (the pool, a lock, a
+        # log line half written to stderr): stop_worker() takes no lock, and the notice
+        # goes to the descriptor, not through sys.stderr's buffer and its lock.
         app.stop_worker()
+        with suppress(OSError):  # stderr closed: the notice is lost, the stop is not
+            os.write(2, f"{signal.Signals(signum).name}: stopping after this pass\n".encode())
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Callable
+from collections.abc import Sequence
 from typing import Any
 
 from sqlalchemy import Engine, text
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session
+
+from ._wake import Bell, sleep
 
 __all__ = ["CHANNEL", "Listener", "notify"]
 
@@ -35,16 +37,16 @@ def notify(session: Session) -> None:
 
 
 class Listener:
-    """A dedicated autocommit connection that LISTENs; ``wait`` returns early on a NOTIFY.
+    """A dedicated autocommit connection that LISTENs; ``wait`` returns early on a NOTIFY
+    or when one of its bells rings (``_wake``: a stop never needs the database).
 
     A lost connection (a restarted server) is opened again at the next ``wait``; until
-    that succeeds, ``idle`` paces the worker as polling would."""
+    that succeeds, the bells alone end a wait, as when polling."""
 
-    def __init__(self, engine: Engine, idle: Callable[[float], object]) -> None:
+    def __init__(self, engine: Engine) -> None:
         import psycopg  # the PostgreSQL extra: only a PostgreSQL App makes a Listener
 
         self._engine = engine
-        self._idle = idle
         self._errors = (psycopg.Error, DBAPIError)
         self._raw: Any = None
         self._conn: Any = None
@@ -63,20 +65,30 @@ class Listener:
         self._raw, self._conn = raw, conn
         return True
 
-    def wait(self, timeout: float) -> bool:
-        """Block up to ``timeout`` seconds; True when a notification arrived."""
+    def wait(self, timeout: float, bells: Sequence[Bell]) -> bool:
+        """Block up to ``timeout`` seconds, or until a bell rings; True when a
+        notification arrived."""
         if self._conn is None and not self._open():
-            self._idle(timeout)
+            sleep(timeout, bells)
             return False
         try:
-            for _ in self._conn.notifies(timeout=timeout, stop_after=1):
+            # A notification read while the connection did something else (its LISTEN)
+            # waits in psycopg, not on the socket: ask for it first, without waiting.
+            if self._notified():
                 return True
+            if not sleep(timeout, bells, self._conn.fileno()):
+                return False  # the time is up, or a bell rang
+            return self._notified()
         except self._errors as exc:
             logger.warning("lost the LISTEN connection (opening it again): %s", exc)
             with contextlib.suppress(*self._errors):
                 self._raw.invalidate()  # dead: not back into the pool
             self._raw = self._conn = None
         return False
+
+    def _notified(self) -> bool:
+        """Whether a notification has come, reading what the socket has (no waiting)."""
+        return bool(list(self._conn.notifies(timeout=0, stop_after=1)))
 
     def close(self) -> None:
         if self._raw is not None:

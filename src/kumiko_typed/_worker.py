@@ -16,12 +16,12 @@ import threading
 from collections.abc import Callable
 from datetime import datetime
 
-from sqlalchemy import Engine, text
+from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import SingletonThreadPool
 
-from ._notify import CHANNEL
 from ._outbox import Deliverer, deliver_due
+from ._wake import Bell, Halt
 from ._worker_side import COUNTS, Side, log_pass
 from ._workflow_cron import CronTriggers
 from ._workflow_engine import WorkflowEngine
@@ -47,11 +47,7 @@ class Worker:
         self._deliverer = deliverer
         self._clock = clock
         #: Set by a stop, or by a side that failed: both sides end.
-        self._halt = threading.Event()
-        #: Each side's bell: ends its idle sleep (the workflow side rings the delivery
-        #: side's after a pass that did work, which may have queued rows; a halt rings both).
-        self._workflow_bell = threading.Event()
-        self._delivery_bell = threading.Event()
+        self._halt = Halt()
 
     def run(self, *, once: bool, poll_interval: float) -> dict[str, int]:
         try:
@@ -62,30 +58,29 @@ class Worker:
             self._halt.clear()
 
     def stop(self) -> None:
-        self._halt_sides()
-
-    def _halt_sides(self) -> None:
+        """Safe in a signal handler, whatever the interrupted thread holds: a flag and a
+        byte on a socket (``_wake``), no lock, no database, no waiting."""
         self._halt.set()
-        self._workflow_bell.set()
-        self._delivery_bell.set()
-        if self._engine.dialect.name != "postgresql":
-            return
-        try:  # wake the sides' listeners now rather than at their next poll
-            with self._engine.connect() as conn:
-                conn.execute(text("SELECT pg_notify(:channel, 'stop')"), {"channel": CHANNEL})
-                conn.commit()
-        except DBAPIError as exc:
-            logger.warning("cannot notify the worker to stop (it stops at its next poll): %s", exc.orig)
 
     def _loop(self, poll_interval: float) -> dict[str, int]:
+        # Each side's bell ends its idle sleep (the workflow side rings the delivery side's
+        # after a pass that did work, which may have queued rows); the halt's, both sides'.
+        with Bell() as halt_bell, Bell() as workflow_bell, Bell() as delivery_bell:
+            self._halt.bell = halt_bell  # a stop before this set the flag, which the sides read first
+            try:
+                return self._sides(poll_interval, workflow_bell, delivery_bell)
+            finally:
+                self._halt.bell = None
+
+    def _sides(self, poll_interval: float, workflow_bell: Bell, delivery_bell: Bell) -> dict[str, int]:
         if isinstance(self._engine.pool, SingletonThreadPool):
             # A connection per thread: an in-memory SQLite database, which only the thread
             # that made it sees.  The deliveries get no thread; one side does it all.
-            alone = Side(lambda: self._everything(self._halt.is_set), self._workflow_bell)
+            alone = Side(lambda: self._everything(self._halt.is_set), workflow_bell)
             alone.run(self._engine, self._halt, poll_interval)
             return alone.counts
-        workflows = Side(lambda: self._workflow_pass(self._halt.is_set), self._workflow_bell, rings=self._delivery_bell)
-        deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), self._delivery_bell)
+        workflows = Side(lambda: self._workflow_pass(self._halt.is_set), workflow_bell, rings=delivery_bell)
+        deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), delivery_bell)
         failures: list[BaseException] = []
 
         def side(which: Side) -> None:
@@ -93,7 +88,7 @@ class Worker:
                 which.run(self._engine, self._halt, poll_interval)
             except BaseException as exc:  # raised by run() below, once both sides ended
                 failures.append(exc)
-                self._halt_sides()
+                self._halt.set()
 
         thread = threading.Thread(target=side, args=(deliveries,), name="kumiko-worker-deliveries")
         thread.start()

@@ -2,16 +2,15 @@
 fails.  A looping worker runs two, each in a thread of its own (``_worker``).
 
 Idle, a side sleeps a poll interval; its bell (rung by the other side after work that
-may concern it, and by a stop) ends the sleep, and so, on PostgreSQL, does a NOTIFY on
-the side's own LISTEN connection.  A pass the database interrupts (busy, a restart) is
-retried after a poll interval: what it committed stays, the rest is done again by the
-next pass.
+may concern it) and the worker's halt bell (rung by a stop, ``_wake``) end the sleep, and
+so, on PostgreSQL, does a NOTIFY on the side's own LISTEN connection.  A pass the
+database interrupts (busy, a restart) is retried after a poll interval: what it committed
+stays, the rest is done again by the next pass.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 
 from sqlalchemy import Engine
@@ -19,6 +18,7 @@ from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ._notify import Listener
 from ._transient import transient
+from ._wake import Bell, Halt, sleep
 
 __all__ = ["COUNTS", "Side", "log_pass"]
 
@@ -43,19 +43,20 @@ class Side:
     def __init__(
         self,
         work: Callable[[], dict[str, int]],
-        bell: threading.Event,
-        rings: threading.Event | None = None,
+        bell: Bell,
+        rings: Bell | None = None,
     ) -> None:
         self._work = work
         self._bell = bell
         self._rings = rings
         self.counts = dict.fromkeys(COUNTS, 0)
 
-    def run(self, engine: Engine, halt: threading.Event, poll_interval: float) -> None:
+    def run(self, engine: Engine, halt: Halt, poll_interval: float) -> None:
         """Raises what stops the worker: any error but a transient one, or an outage after
         this side got through once (a wrong URL, a missing table stop it at once)."""
+        bells = [self._bell, *halt.bells()]
         postgres = engine.dialect.name == "postgresql"
-        listener = Listener(engine, idle=self._bell.wait) if postgres else None
+        listener = Listener(engine) if postgres else None
         try:
             worked = False
             while not halt.is_set():
@@ -66,7 +67,7 @@ class Side:
                     if not (transient(exc) or (worked and isinstance(exc, OperationalError))):
                         raise
                     logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
-                    halt.wait(poll_interval)
+                    sleep(poll_interval, halt.bells())
                     continue
                 worked = True
                 log_pass(done)
@@ -74,11 +75,11 @@ class Side:
                     self.counts[key] += value
                 if any(done.values()):
                     if self._rings is not None:
-                        self._rings.set()
-                elif listener is not None and not self._bell.is_set():
-                    listener.wait(poll_interval)  # a NOTIFY from a commit ends the wait early
+                        self._rings.ring()
+                elif listener is not None:
+                    listener.wait(poll_interval, bells)  # a NOTIFY from a commit ends the wait early
                 else:
-                    self._bell.wait(poll_interval)
+                    sleep(poll_interval, bells)
         finally:
             if listener is not None:
                 listener.close()

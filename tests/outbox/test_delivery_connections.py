@@ -1,0 +1,87 @@
+"""A worker keeps its HTTP connection to a receiver that answers without a body
+(``Content-Length: 0``), instead of opening a TCP connection per delivery; a body it
+would have to wait for is still never read (both databases, real peers on 127.0.0.1)."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+
+import pytest
+from _receiver import Receiver
+from _support import Hook, ok_data
+
+from kumiko_typed import App, Feature, User, ok
+from kumiko_typed.testing import FakeClock
+
+AppOn = Callable[..., App]
+
+f = Feature("connections", requires=["webhook.send"])
+hook = f.write_handler(
+    "hook",
+    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
+)
+
+
+def _queue(app: App, url: str, rows: int) -> None:
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    for _ in range(rows):
+        ok_data(app.dispatch(hook, Hook(url), user=user))
+
+
+def test_deliveries_to_a_receiver_answering_without_a_body_share_one_connection(
+    app_on: AppOn, receiver: Receiver
+) -> None:
+    accepted: list[object] = []
+    accept = receiver.server.get_request
+
+    def counted() -> tuple[socket.socket, object]:
+        got = accept()
+        accepted.append(got[1])
+        return got
+
+    receiver.server.get_request = counted  # type: ignore[method-assign]
+    app = app_on([f], clock=FakeClock(datetime(2026, 1, 5, tzinfo=UTC)), delivery_concurrency=1)
+    _queue(app, receiver.url(), 5)
+
+    counts = app.run_worker(once=True)
+
+    assert counts["sent"] == 5 and len(receiver.requests) == 5
+    assert len(accepted) == 1, f"{len(accepted)} connections for 5 deliveries"
+
+
+@pytest.fixture
+def withheld() -> Iterator[str]:
+    """A receiver answering ``200`` with ``Content-Length: 5`` and no body (held for 6 s);
+    yields its URL."""
+    server = socket.create_server(("127.0.0.1", 0))
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            conn.recv(65536)
+            conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n")
+            done.wait(6)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/hook"
+    done.set()
+    thread.join(10)
+    server.close()
+
+
+def test_a_body_the_receiver_withholds_is_not_waited_for(app_on: AppOn, withheld: str) -> None:
+    app = app_on([f], clock=FakeClock(datetime(2026, 1, 5, tzinfo=UTC)))
+    _queue(app, withheld, 1)
+
+    began = time.monotonic()
+    counts = app.run_worker(once=True)
+
+    assert time.monotonic() - began < 3, "the pass waited for a body nobody needs"
+    assert counts["sent"] == 1
