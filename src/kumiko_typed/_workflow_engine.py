@@ -39,7 +39,7 @@ from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
-from ._run_listing import RunFilter
+from ._run_listing import SHOWN, RunFilter
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
@@ -709,25 +709,24 @@ class WorkflowEngine:
     # --- inspection ------------------------------------------------------------------
 
     def info(self, row: Row[Any]) -> RunInfo:
-        state = row.state if isinstance(row.state, Mapping) else {}  # a damaged row is still listed
-        try:
-            steps = self.codec.decode(state["values"]) if "values" in state else {}
-        except UNREADABLE:
+        """The run of ``row``, any columns of ``workflow_runs`` among them those shown."""
+        return self.shown([getattr(row, column.name) for column in SHOWN])
+
+    def shown(self, row: Sequence[Any]) -> RunInfo:
+        """The run of a row of :data:`~kumiko_typed._run_listing.SHOWN`'s columns, in its
+        order: a listing passes its rows as they are (reading a row's columns by name
+        cost more than the rest of this)."""
+        run_id, workflow, status, path, state, wake_at, error, created_at, updated_at, fingerprint = row
+        steps: object = {}
+        if isinstance(state, dict) and "values" in state:  # a damaged row is still listed
+            try:
+                steps = self.codec.decode(state["values"])
+            except UNREADABLE:
+                steps = {}
+        if not isinstance(steps, dict):
             steps = {}
-        if not isinstance(steps, Mapping):
-            steps = {}
-        wake = row.wake_at
         return RunInfo(
-            row.run_id,
-            row.workflow,
-            row.status,
-            row.path,
-            steps,
-            wake,
-            shown_error(row.error),
-            row.created_at,
-            row.updated_at,
-            row.fingerprint,
+            run_id, workflow, status, path, steps, wake_at, shown_error(error), created_at, updated_at, fingerprint
         )
 
     def get(self, run_id: uuid.UUID) -> RunInfo | None:
@@ -745,4 +744,4 @@ class WorkflowEngine:
                 if cursor is None:
                     raise LookupError(f"before: no run {runs.before}; page on with the run_id of a listed run")
             rows = session.execute(runs.select(cursor)).all()
-        return [self.info(r) for r in rows]
+        return [self.shown(r) for r in rows]  # rows of SHOWN's columns, in its order
