@@ -6,6 +6,7 @@ length must not.
 
 from __future__ import annotations
 
+import functools
 import re
 from datetime import timedelta
 
@@ -17,6 +18,7 @@ _DURATION = re.compile(
 )
 
 
+@functools.lru_cache(maxsize=256)  # a wait step's duration is parsed at every run it suspends
 def parse_duration(text: str) -> timedelta:
     match = _DURATION.match(text.strip().upper())
     if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):

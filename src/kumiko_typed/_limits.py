@@ -111,6 +111,22 @@ def moment_problem(value: datetime) -> str | None:
     return None
 
 
+#: Where a value is in a document, made into text only for a value with a problem (a
+#: document is mostly without): the document's root path, or (parent, key).
+_Where = str | tuple[Any, object]
+
+
+def _path(where: _Where) -> str:
+    """The text of a place: ``$.key`` under an object, ``$[2]`` in an array."""
+    keys: list[object] = []
+    while isinstance(where, tuple):
+        where, key = where
+        keys.append(key)
+    for key in reversed(keys):
+        where = f"{where}.{key}" if isinstance(key, str) else f"{where}[{key!r}]"
+    return where
+
+
 def json_problems(
     value: object, path: str = "$", *, max_depth: int | None = MAX_DEPTH
 ) -> Iterator[tuple[str, str, object]]:
@@ -118,38 +134,57 @@ def json_problems(
     take: strings and keys failing :func:`text_problem`, non-finite numbers, integers too long
     to write (:func:`number_problem`), nesting deeper than ``max_depth`` (``None``: no
     limit, for a document the framework itself nested).  Iterative: a document nested
-    thousands deep is no recursion."""
-    todo: list[tuple[str, object, int]] = [(path, value, 0)]
-    while todo:
-        where, node, depth = todo.pop()
-        if isinstance(node, str):
-            problem = text_problem(node)
+    thousands deep is no recursion.  Every value a workflow stores passes here: a path
+    is written out only for a problem."""
+    if not isinstance(value, _CONTAINERS):
+        problem = _value_problem(value)
+        if problem is not None:
+            yield path, problem, value
+        return
+    if max_depth is not None and max_depth <= 0:
+        yield path, f"is nested deeper than {max_depth} levels", value
+        return
+    # Depth first, in document order: an array or object is entered where it is met, the
+    # rest of its parent's items taken after it (the parent's iterator kept on the stack).
+    stack: list[tuple[_Where, Iterator[tuple[object, object]], int]] = [(path, _items(value), 1)]
+    while stack:
+        where, items, depth = stack[-1]
+        for key, child in items:
+            if isinstance(key, str):
+                problem = text_problem(key)
+                if problem is not None:
+                    yield _path(where), f"has a key that {problem}", key
+                    continue
+            if isinstance(child, _CONTAINERS):
+                if max_depth is not None and depth >= max_depth:
+                    yield _path((where, key)), f"is nested deeper than {max_depth} levels", child
+                    continue
+                stack.append(((where, key), _items(child), depth + 1))
+                break
+            problem = _value_problem(child)
             if problem is not None:
-                yield where, problem, node
-        elif isinstance(node, (float, Decimal)):
-            problem = _finite(node)
-            if problem is not None:
-                yield where, problem, node
-        elif isinstance(node, int):
-            problem = number_problem(node)
-            if problem is not None:
-                yield where, problem, node
-        elif isinstance(node, (Mapping, list, tuple)):
-            if max_depth is not None and depth >= max_depth:
-                yield where, f"is nested deeper than {max_depth} levels", node
-                continue
-            items = node.items() if isinstance(node, Mapping) else enumerate(node)
-            children = []
-            for key, child in items:
-                if isinstance(key, str):
-                    problem = text_problem(key)
-                    if problem is not None:
-                        yield where, f"has a key that {problem}", key
-                        continue
-                    children.append((f"{where}.{key}", child, depth + 1))
-                else:
-                    children.append((f"{where}[{key!r}]", child, depth + 1))
-            todo.extend(reversed(children))  # document order
+                yield _path((where, key)), problem, child
+        else:
+            stack.pop()
+
+
+#: What JSON nests: the exact types first, then no ABC check for them.
+_CONTAINERS: Final = (dict, list, tuple, Mapping)
+
+
+def _items(node: Mapping[object, object] | list[object] | tuple[object, ...]) -> Iterator[tuple[object, object]]:
+    return iter(node.items()) if isinstance(node, (dict, Mapping)) else enumerate(node)
+
+
+def _value_problem(node: object) -> str | None:
+    """What is wrong with a value that nests nothing (most often: nothing)."""
+    if isinstance(node, str):
+        return text_problem(node)
+    if isinstance(node, int):  # before float: no value is both (bool is an int)
+        return number_problem(node)
+    if isinstance(node, (float, Decimal)):
+        return _finite(node)
+    return None
 
 
 # --- columns -----------------------------------------------------------------------

@@ -24,14 +24,15 @@ from sqlalchemy import ColumnElement, Select, or_, select
 from ._runs import RunStatus
 from ._tables import workflow_runs
 
-__all__ = ["STATUSES", "RunFilter"]
+__all__ = ["SHOWN", "STATUSES", "RunFilter"]
 
 #: Every status a run can have, in its life's order (what ``--status`` offers).
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
 
 _runs = workflow_runs.c
-#: What a listed run shows (``WorkflowEngine.info``): not its payload, user or trigger key.
-_SHOWN: Final = (
+#: What a listed run shows, in the order ``WorkflowEngine.shown`` takes it: not its
+#: payload, user or trigger key.
+SHOWN: Final = (
     _runs.run_id,
     _runs.workflow,
     _runs.status,
@@ -80,7 +81,7 @@ class RunFilter:
             where += [_runs.status == "suspended", _runs.error["code"].as_string() == "stranded"]
         if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
             where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
-        return select(*_SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)
+        return select(*SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)
 
 
 def _statuses(status: object) -> tuple[str, ...] | None:

@@ -45,6 +45,8 @@ def shown_error(error: object) -> dict[str, Any] | None:
         return None
     if not isinstance(error, Mapping):
         return {"code": "unreadable", "message": f"the stored error is a JSON {_json_kind(error)}, not an object"}
+    if "stranded_by" not in error:  # most errors: a copy, the caller's own
+        return dict(error)
     return {k: v for k, v in error.items() if k != "stranded_by"}
 
 

@@ -10,11 +10,22 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
+import attrs
+
 from ._compat import Unreadable
 from ._errors import ClassMismatch, StateError
 from ._serialization import Codec
 
-__all__ = ["UNREADABLE", "WOKEN_BY", "convert_loops", "mismatch", "rebuild", "unloadable_event", "unreadable"]
+__all__ = [
+    "UNREADABLE",
+    "WOKEN_BY",
+    "Rebuilt",
+    "convert_loops",
+    "mismatch",
+    "rebuild",
+    "unloadable_event",
+    "unreadable",
+]
 
 #: What reading a stored run can raise: a class the App no longer registers or has
 #: changed (:class:`ClassMismatch`, a StateError), a row damaged or written by another
@@ -34,16 +45,27 @@ def convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str
     }
 
 
-def rebuild(codec: Codec, payload: object, state: Mapping[str, Any]) -> Any:
-    """Decode everything a resumed run reads: its payload, returned; the rest for its
-    errors only (:class:`ClassMismatch` for a class this App does not have as stored, the
-    codec's others for a damaged row)."""
+@attrs.frozen
+class Rebuilt:
+    """What a suspended run stored, decoded: its payload, its loop records (keyed by
+    their stored paths), and its ``values`` and ``scope`` as far as it stored them; and
+    ``state``, its state as stored.  A resumed segment takes (and changes) the decoded
+    values: one ``Rebuilt`` serves one segment."""
+
+    payload: Any
+    loops: dict[str, dict[str, Any]]
+    parts: dict[str, Any]
+    state: Mapping[str, Any]
+
+
+def rebuild(codec: Codec, payload: object, state: Mapping[str, Any]) -> Rebuilt:
+    """Decode everything a resumed run reads, once: the worker resumes the run with it,
+    the check looks only for its errors (:class:`ClassMismatch` for a class this App
+    does not have as stored, the codec's others for a damaged row)."""
     decoded = codec.decode(payload)
-    convert_loops(codec.decode, state.get("loops", {}))
-    for part in ("values", "scope"):
-        if part in state:
-            codec.decode(state[part])
-    return decoded
+    loops = convert_loops(codec.decode, state.get("loops", {}))
+    parts = {part: codec.decode(state[part]) for part in ("values", "scope") if part in state}
+    return Rebuilt(decoded, loops, parts, state)
 
 
 def mismatch(path: str | None, exc: ClassMismatch) -> str:

@@ -18,7 +18,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import cattrs
 from sqlalchemy import ColumnElement, Row, and_, bindparam, delete, false, func, insert, not_, or_, select, update
@@ -39,18 +39,30 @@ from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._registry import Registry
 from ._results import Failure, Ok
-from ._run_listing import RunFilter
+from ._run_listing import SHOWN, RunFilter
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
-from ._stored_classes import UNREADABLE, WOKEN_BY, convert_loops, mismatch, rebuild, unloadable_event, unreadable
+from ._stored_classes import (
+    UNREADABLE,
+    WOKEN_BY,
+    Rebuilt,
+    convert_loops,
+    mismatch,
+    rebuild,
+    unloadable_event,
+    unreadable,
+)
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import transient
 
 __all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
 
 logger = logging.getLogger("kumiko_typed")
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 BATCH = 10
 
@@ -89,21 +101,51 @@ class Definition:
         steps, builder = self.program.steps, self.program.builder
         self.compat = Compat(steps, builder, workflow.renamed, workflow.fill, event_name)
         self.fingerprint = fingerprint(steps, builder, workflow.renamed, workflow.fill, event_name)
+        # Finding a step by name scans its block's names: every segment of a run asks
+        # for the same few paths, so each answer is kept (bounded: loop iterations make
+        # paths many).  The program does not change.
+        self._steps: dict[str, Step] = {}
+        self._stored: dict[tuple[str, ...], tuple[str, Step]] = {}
 
     def step_at(self, path: str) -> Step:
         """The step of a stored path (by name; a path stored before names, by index)."""
-        try:
-            return locate(self.program.steps, self.compat.rename(path), named=True).step
-        except LookupError:
-            return locate(self.program.steps, Path.parse(path), named=False).step
+        step = self._steps.get(path)
+        if step is None:
+            try:
+                step = locate(self.program.steps, self.compat.rename(path), named=True).step
+            except LookupError:
+                step = locate(self.program.steps, Path.parse(path), named=False).step
+            _keep(self._steps, path, step)
+        return step
 
-    def stored_path(self, path: list[str]) -> str:
+    def stored_at(self, path: Sequence[str]) -> tuple[str, Step]:
+        """The stored form (by name) of a path by index in this definition, and its step."""
+        key = tuple(path)
+        found = self._stored.get(key)
+        if found is None:
+            at = locate(self.program.steps, Path(key), named=False)
+            found = _keep(self._stored, key, (str(at.by_name), at.step))
+        return found
+
+    def stored_path(self, path: Sequence[str]) -> str:
         """The stored form (by name) of a path by index in this definition."""
-        return str(locate(self.program.steps, Path(tuple(path)), named=False).by_name)
+        return self.stored_at(path)[0]
 
     def stored_records(self, records: Mapping[str, Any]) -> dict[str, Any]:
         """Loop or retry records keyed by their stored paths."""
         return {self.stored_path(k.split("/")): v for k, v in records.items()}
+
+
+#: How many answers a definition keeps per question (see ``Definition.step_at``).
+_KEPT: Final = 1024
+
+
+def _keep(answers: dict[K, V], key: K, value: V) -> V:
+    """Keep ``value`` as the answer for ``key``, forgetting all once there are too many."""
+    if len(answers) >= _KEPT:
+        answers.clear()
+    answers[key] = value
+    return value
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
@@ -156,10 +198,11 @@ def _user(data: Mapping[str, Any]) -> User:
     return User(id=uuid.UUID(data["id"]), tenant_id=uuid.UUID(data["tenant_id"]), roles=frozenset(data["roles"]))
 
 
-def _loops(decode: Callable[[Any], Any], state: Mapping[str, Any], plan: Plan | None) -> dict[str, dict[str, Any]]:
+def _loops(stored: Rebuilt | None, plan: Plan | None) -> dict[str, dict[str, Any]]:
     """The stored loop records, keyed by the path by index a resumed loop looks them up by."""
-    loops = convert_loops(decode, state.get("loops", {}))
-    return loops if plan is None else {plan.loops.get(key, key): record for key, record in loops.items()}
+    if stored is None:
+        return {}
+    return stored.loops if plan is None else {plan.loops.get(key, key): record for key, record in stored.loops.items()}
 
 
 def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, Any], who: str) -> str | None:
@@ -252,12 +295,12 @@ class WorkflowEngine:
             # IMMEDIATE), so nothing commits while the segment runs that it did not see.
             session.connection()
             if key is None:  # nothing to claim: the row is written once, after the segment
-                failure = self.segment(session, d, run_id, payload, user, {}, None, None, nested=False, new_row=row)
+                failure = self.segment(session, d, run_id, payload, user, None, None, None, nested=False, new_row=row)
             elif session.execute(self._claim_run, row).first() is None:
                 # Claimed by a start that has committed (PostgreSQL waited for it).
                 return self._run_of(session, d.name, trigger_key)
             else:
-                failure = self.segment(session, d, run_id, payload, user, {}, None, None, nested=False)
+                failure = self.segment(session, d, run_id, payload, user, None, None, None, nested=False)
         if failure is None:
             return run_id
         # The segment ran in the start's own transaction, which rolled back (its claim
@@ -317,7 +360,7 @@ class WorkflowEngine:
             return False
         if session.execute(self._claim_run, row).first() is None:
             return False  # this trigger already started its run
-        self.isolated_segment(session, d, run_id, payload, user, {}, None, None, retry_conflict=True)
+        self.isolated_segment(session, d, run_id, payload, user, None, None, None, retry_conflict=True)
         return True
 
     # --- running a segment ---------------------------------------------------------------
@@ -329,7 +372,7 @@ class WorkflowEngine:
         run_id: uuid.UUID,
         payload: object,
         user: User,
-        state: Mapping[str, Any],
+        stored: Rebuilt | None,
         path: str | None,
         resume_value: object,
         *,
@@ -342,8 +385,9 @@ class WorkflowEngine:
         together (``nested``: in a savepoint of the session's transaction, else in that
         transaction itself; ``None``: in the caller's, which undoes a failed segment,
         see :meth:`isolated_segment`; ``new_row``: a manual start's first segment, whose
-        row is inserted with the outcome; ``plan``: how a resumed run, stored at ``path``, goes on
-        under this definition).  A segment that fails the run — a step's failure, a
+        row is inserted with the outcome; ``stored``: what a resumed run stored, decoded
+        once by :func:`~kumiko_typed._stored_classes.rebuild`; ``plan``: how it, stored at
+        ``path``, goes on under this definition).  A segment that fails the run — a step's failure, a
         value that cannot be stored, a state the database refuses — is rolled back; the
         failed run's columns are returned, for the caller to store alone."""
         # A worker runs many segments in one transaction: what an earlier one loaded is
@@ -352,12 +396,12 @@ class WorkflowEngine:
         who = f"workflow {d.name} run {run_id}"
         info = RunInfo(run_id, d.name, "running", path)
         try:
-            loops = _loops(self.codec.decode, state, plan)  # its shape checked by the plan's Stored.of
+            loops = _loops(stored, plan)  # its shape checked by the plan's Stored.of
             segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
             call = (d.name, payload, user, self.clock(), run_id)
             run = start_run(d.program, session, self.registry, call, info=info, workflow=segment)
-            if "values" in state:
-                values, scope = self.codec.decode(state["values"]), self.codec.decode(state["scope"])
+            if stored is not None and "values" in stored.parts:
+                values, scope = stored.parts["values"], stored.parts["scope"]
                 problem = None if plan is None else _across(d, plan, values, scope, who)
                 if problem is not None:
                     return failed("internal_error", f"at step {path}: {problem}")
@@ -370,7 +414,7 @@ class WorkflowEngine:
         def keep(outcome: Outcome) -> Failure | None:
             """Store the run as it stands after a segment that did not fail it."""
             if isinstance(outcome, Suspend):
-                where = d.stored_path(outcome.path)
+                where, at = d.stored_at(outcome.path)
                 too_long = _path_too_long(where)
                 if too_long is not None:
                     return too_long
@@ -382,7 +426,7 @@ class WorkflowEngine:
                         "retries": d.stored_records(outcome.records(outcome.retries)),
                         "event_wait": outcome.wait is not None,
                         "addressing": "name",
-                        "kind": d.step_at(where).kind,
+                        "kind": at.kind,
                     }
                     if outcome.wait is not None:  # what the deployed definition must still wait for
                         stored["event"] = outcome.wait.event_type
@@ -431,7 +475,7 @@ class WorkflowEngine:
         run_id: uuid.UUID,
         payload: object,
         user: User,
-        state: Mapping[str, Any],
+        stored: Rebuilt | None,
         path: str | None,
         resume_value: object,
         plan: Plan | None = None,
@@ -458,7 +502,7 @@ class WorkflowEngine:
                 guard.arm(session)
             nested = True if guard is None else None
             failure = self.segment(
-                session, d, run_id, payload, user, state, path, resume_value, nested=nested, plan=plan
+                session, d, run_id, payload, user, stored, path, resume_value, nested=nested, plan=plan
             )
         except Exception as error:
             if isinstance(error, DBAPIError) and transient(error):
@@ -478,7 +522,7 @@ class WorkflowEngine:
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
             columns: dict[str, Any] = {"status": "suspended", "wake_at": wake}
             if woken_by is not None:
-                columns["state"] = {**state, WOKEN_BY: str(woken_by)}
+                columns["state"] = {**(stored.state if stored is not None else {}), WOKEN_BY: str(woken_by)}
             self._store(session, d.name, run_id, columns, None)
         elif failure is not None:
             self._store(session, d.name, run_id, failure, None)
@@ -540,7 +584,7 @@ class WorkflowEngine:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # (a stored value's, or the event a lost race left noted) strands the run as
             # it is, its event wait included.
-            payload = rebuild(self.codec, row.payload, row.state)
+            rebuilt = rebuild(self.codec, row.payload, row.state)
             user = _user(row.user)
             noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
             if noted is not None:
@@ -553,9 +597,9 @@ class WorkflowEngine:
             session,
             d,
             row.run_id,
-            payload,
+            rebuilt.payload,
             user,
-            row.state,
+            rebuilt,
             row.path,
             resume_value,
             plan,
@@ -723,25 +767,24 @@ class WorkflowEngine:
     # --- inspection ------------------------------------------------------------------
 
     def info(self, row: Row[Any]) -> RunInfo:
-        state = row.state if isinstance(row.state, Mapping) else {}  # a damaged row is still listed
-        try:
-            steps = self.codec.decode(state["values"]) if "values" in state else {}
-        except UNREADABLE:
+        """The run of ``row``, any columns of ``workflow_runs`` among them those shown."""
+        return self.shown([getattr(row, column.name) for column in SHOWN])
+
+    def shown(self, row: Sequence[Any]) -> RunInfo:
+        """The run of a row of :data:`~kumiko_typed._run_listing.SHOWN`'s columns, in its
+        order: a listing passes its rows as they are (reading a row's columns by name
+        cost more than the rest of this)."""
+        run_id, workflow, status, path, state, wake_at, error, created_at, updated_at, fingerprint = row
+        steps: object = {}
+        if isinstance(state, dict) and "values" in state:  # a damaged row is still listed
+            try:
+                steps = self.codec.decode(state["values"])
+            except UNREADABLE:
+                steps = {}
+        if not isinstance(steps, dict):
             steps = {}
-        if not isinstance(steps, Mapping):
-            steps = {}
-        wake = row.wake_at
         return RunInfo(
-            row.run_id,
-            row.workflow,
-            row.status,
-            row.path,
-            steps,
-            wake,
-            shown_error(row.error),
-            row.created_at,
-            row.updated_at,
-            row.fingerprint,
+            run_id, workflow, status, path, steps, wake_at, shown_error(error), created_at, updated_at, fingerprint
         )
 
     def get(self, run_id: uuid.UUID) -> RunInfo | None:
@@ -759,4 +802,4 @@ class WorkflowEngine:
                 if cursor is None:
                     raise LookupError(f"before: no run {runs.before}; page on with the run_id of a listed run")
             rows = session.execute(runs.select(cursor)).all()
-        return [self.info(r) for r in rows]
+        return [self.shown(r) for r in rows]  # rows of SHOWN's columns, in its order

@@ -38,6 +38,17 @@ EVENT_CURSOR = "workflow-events"
 _UNPLACED: Final = "\x00unplaced"
 
 
+@attrs.define
+class _Loaded:
+    """An event loaded as the class a wait expects, with its key there.  The first run
+    resumed with it takes ``value``; a further run of the group loads its own (a step
+    may change what it is given, and one run's change must not reach another)."""
+
+    key: str | None
+    value: object
+    taken: bool = False
+
+
 @attrs.frozen
 class _Unloadable:
     """An event of the type a wait expects that this deploy cannot load: the runs waiting
@@ -188,7 +199,7 @@ class EventFeed:
             stmt = stmt.where(workflow_waits.c.run_id == only_run)
         waits = session.execute(stmt).all()
         matched = 0
-        keys: dict[tuple[str, str], str | _Unloadable | None] = {}
+        keys: dict[tuple[str, str], _Loaded | str | _Unloadable] = {}
         for wait in waits:
             d = engine.defs.get(wait.workflow)
             if d is None:
@@ -197,10 +208,9 @@ class EventFeed:
             if group not in keys:
                 keys[group] = self._event_key(d, wait.path, event)
             key = keys[group]
-            unloadable = isinstance(key, _Unloadable)
-            placed = key != _UNPLACED
+            loaded = key if isinstance(key, _Loaded) else None
             stranded = d.fingerprint in stranded_by(wait.error)
-            if not unloadable and placed and not stranded and key != bounded_key(wait.key):
+            if loaded is not None and not stranded and loaded.key != bounded_key(wait.key):
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
             # way out of an event wait): the timeout won.  Waiting for that lock instead would
@@ -212,13 +222,10 @@ class EventFeed:
             if isinstance(key, _Unloadable):
                 engine.strand_unreadable(session, d, run, key.reason)
                 continue
-            if not placed or stranded:
+            if loaded is None or stranded:
                 engine.plan(session, run)  # strands it (or finds it resumable after all)
                 continue
-            step = d.step_at(wait.path)
-            assert isinstance(step, WaitForEvent)
-            value = engine.registry.load(event, step.event)
-            matched += engine.resume(session, run, value, woken_by=event.event_id)
+            matched += engine.resume(session, run, self._take(d, wait.path, event, loaded), woken_by=event.event_id)
         return matched
 
     def _lock(self, session: Session, run_id: uuid.UUID) -> Row[Any] | None:
@@ -226,10 +233,11 @@ class EventFeed:
         stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
         return session.execute(stmt.with_for_update(skip_locked=self.engine.postgres)).first()
 
-    def _event_key(self, d: Definition, path: str, event: EventRow) -> str | _Unloadable | None:
-        """The key of ``event`` for the runs waiting at ``path`` (``None``: none matches;
-        ``_UNPLACED``: this definition has no wait for that event there, the runs are
-        stranded; :class:`_Unloadable`: this deploy cannot load it, the runs are stranded)."""
+    def _event_key(self, d: Definition, path: str, event: EventRow) -> _Loaded | str | _Unloadable:
+        """``event`` loaded for the runs waiting at ``path``, with its key there (``None``:
+        none matches); or ``_UNPLACED``: this definition has no wait for that event there,
+        the runs are stranded; or :class:`_Unloadable`: this deploy cannot load it, the
+        runs are stranded."""
         try:
             step = d.step_at(path)
         except (LookupError, ValueError):
@@ -244,7 +252,16 @@ class EventFeed:
             why = unloadable_event(f"the event {event.event_id}", step.event, exc)
             return _Unloadable(f"at step {path}: {why}; a deploy that can read it resumes the run")
         try:
-            return event_key(self.engine.codec, step.event_key(value))
+            return _Loaded(event_key(self.engine.codec, step.event_key(value)), value)
         except Exception:
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)
-            return None
+            return _Loaded(None, value)
+
+    def _take(self, d: Definition, path: str, event: EventRow, loaded: _Loaded) -> object:
+        """The event as the run's wait at ``path`` expects it: the loaded one, once."""
+        if not loaded.taken:
+            loaded.taken = True
+            return loaded.value
+        step = d.step_at(path)
+        assert isinstance(step, WaitForEvent)
+        return self.engine.registry.load(event, step.event)

@@ -257,3 +257,33 @@ def test_paging_on_from_a_run_that_does_not_exist_is_an_error(app_on: AppOn) -> 
     unknown = uuid.uuid4()
     with pytest.raises(LookupError, match=rf"^before: no run {unknown}; page on with the run_id of a listed run$"):
         app.runs(before=unknown)
+
+
+DAMAGED: dict[str, Any] = {
+    "state-a-list": {"state": ["values"]},
+    "values-untagged": {"state": {"values": {"v": {}}}},
+    "values-a-list": {"state": {"values": [1, 2]}},
+    "error-a-number": {"error": 7},
+    "error-with-marks": {"error": {"code": "stranded", "message": "why", "stranded_by": " abc "}},
+}
+
+
+def test_a_listed_run_is_the_run_get_run_reads_damaged_or_not(app_on: AppOn) -> None:
+    """A listing reads its rows by position, ``get_run`` by column name: every run, in
+    every status and with a damaged column, is the same ``RunInfo`` both ways."""
+    app, _w, by = _mixed(app_on, FakeClock(T0))
+    runs = sorted(set().union(*by.values()))
+    intact = min(by["completed"])
+    targets = [run_id for run_id in runs if run_id != intact][: len(DAMAGED)]
+    for run_id, columns in zip(targets, DAMAGED.values(), strict=True):
+        with app.engine.begin() as conn:
+            conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(**columns))
+    listed = {r.run_id: r for r in app.runs()}
+    assert sorted(listed) == runs
+    for run_id in runs:
+        assert listed[run_id] == app.get_run(run_id)
+    damaged = [listed[run_id] for run_id in targets]
+    assert [r.steps for r in damaged[:3]] == [{}, {}, {}]
+    assert damaged[3].error == {"code": "unreadable", "message": "the stored error is a JSON number, not an object"}
+    assert damaged[4].error == {"code": "stranded", "message": "why"}
+    assert listed[intact].steps == {"n": 1}  # a completed run's values are shown
