@@ -196,11 +196,12 @@ def append(
         "occurred_at": occurred_at,
     }
     # On the session's connection: a Core insert gains nothing from the ORM's execute.
-    if _postgres(session) and not (session.in_transaction() and _notified(session)):
-        connection_of(session).execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
+    connection = connection_of(session)
+    if connection.dialect.name == "postgresql" and not (session.in_transaction() and _notified(session)):
+        connection.execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
         _record_notified(session)
     else:
-        connection_of(session).execute(_INSERT_EVENT, row)
+        connection.execute(_INSERT_EVENT, row)
     return event_id
 
 

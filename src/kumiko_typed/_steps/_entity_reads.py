@@ -44,13 +44,15 @@ class _Plan:
     """One statement shape: the statement run for it (tenant filter added), its bound
     parameters in cache-key order, and how a row becomes an entity."""
 
-    __slots__ = ("attributes", "binds", "identity_class", "mapper", "primary", "stmt")
+    __slots__ = ("attributes", "binds", "identity_class", "mapper", "new_instance", "primary", "stmt")
 
     def __init__(self, stmt: Select[Any], binds: list[BindParameter[Any]], mapper: Mapper[Any]) -> None:
         self.stmt = stmt
         self.binds = binds
         self.mapper = mapper
         self.identity_class = mapper._identity_class
+        #: Makes an object of the class without calling its ``__init__`` (as the ORM's loading does).
+        self.new_instance = mapper.class_manager.new_instance
         #: Per result column, its attribute; learnt from the first result (``None`` until then).
         self.attributes: tuple[str, ...] | None = None
         #: The primary key's positions in a row.
@@ -77,12 +79,13 @@ class _Plan:
 #: Cache key → plan, or ``None`` for a shape that takes ``session.execute``.
 _PLANS: Final = ShapeMemo()
 _MISSING: Final = object()
+_OURS: Final = frozenset({_tenant_filter})
 
 
 def _only_ours(session: Session) -> bool:
     """No ``do_orm_execute`` hook but the tenant filter: an application's own (a soft-delete
     criteria, a read replica) must see its reads, so they take ``session.execute``."""
-    return all(fn is _tenant_filter for fn in session.dispatch.do_orm_execute)
+    return set(session.dispatch.do_orm_execute) <= _OURS  # in C: no generator per read
 
 
 def _plain(mapper: Mapper[Any]) -> bool:
@@ -173,8 +176,9 @@ def _entities(session: Session, plan: _Plan, rows: Sequence[Row[Any]]) -> list[A
     identity_map = session.identity_map
     attributes, primary, cls = plan.attributes, plan.primary, plan.identity_class
     assert attributes is not None
+    single = primary[0] if len(primary) == 1 else None
     for row in rows:
-        ident = tuple(row[i] for i in primary)
+        ident = (row[single],) if single is not None else tuple(row[i] for i in primary)
         if None in ident:
             found.append(None)  # an outer join's missing side, as the ORM gives it
             continue
@@ -191,7 +195,7 @@ def _entities(session: Session, plan: _Plan, rows: Sequence[Row[Any]]) -> list[A
 def _loaded(session: Session, plan: _Plan, key: Any, row: Any) -> Any:
     """A new object holding ``row``, put in the session as the ORM's loading puts one:
     persistent, clean, in the identity map (SQLAlchemy's own steps for it; pinned to 2.1)."""
-    entity = plan.mapper.class_manager.new_instance()
+    entity = plan.new_instance()
     state = instance_state(entity)
     state.dict.update(zip(plan.attributes or (), row, strict=True))
     state.key = key
