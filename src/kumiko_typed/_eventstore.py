@@ -187,9 +187,11 @@ def append(
         "aggregate_type": aggregate_type,
         "stream_version": stream_version,
         "type": type,
-        "payload": dict(payload),
+        # Plain dicts for the JSON columns (a dict given is bound as it is: the row is
+        # inserted before this returns).
+        "payload": payload if type(payload) is dict else dict(payload),
         "schema_version": schema_version,
-        "headers": dict(headers or {}),
+        "headers": headers if type(headers) is dict else dict(headers or {}),
         "tenant_id": tenant_id,
         "user_id": user_id,
         "correlation_id": correlation_id,
