@@ -189,9 +189,9 @@ def append(
         "type": type,
         # Plain dicts for the JSON columns (a dict given is bound as it is: the row is
         # inserted before this returns).
-        "payload": payload if type(payload) is dict else dict(payload),
+        "payload": payload if payload.__class__ is dict else dict(payload),
         "schema_version": schema_version,
-        "headers": headers if type(headers) is dict else dict(headers or {}),
+        "headers": headers if headers.__class__ is dict else dict(headers or {}),
         "tenant_id": tenant_id,
         "user_id": user_id,
         "correlation_id": correlation_id,
