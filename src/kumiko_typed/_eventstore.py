@@ -200,7 +200,8 @@ def append(
     # On the session's connection: a Core insert gains nothing from the ORM's execute.
     connection = connection_of(session)
     if connection.dialect.name == "postgresql" and not (session.in_transaction() and _notified(session)):
-        connection.execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
+        row["kumiko_channel"] = CHANNEL
+        connection.execute(_INSERT_EVENT_NOTIFY, row).close()
         _record_notified(session)
     else:
         connection.execute(_INSERT_EVENT, row)

@@ -197,7 +197,9 @@ def _loaded(session: Session, plan: _Plan, key: Any, row: Any) -> Any:
     persistent, clean, in the identity map (SQLAlchemy's own steps for it; pinned to 2.1)."""
     entity = plan.new_instance()
     state = instance_state(entity)
-    state.dict.update(zip(plan.attributes or (), row, strict=True))
+    # Not strict: ``attributes`` was learnt from this statement's own columns, so a row
+    # has as many values, and checking it again was a sixth of making the object.
+    state.dict.update(zip(plan.attributes or (), row, strict=False))
     state.key = key
     state.session_id = session.hash_key
     session.identity_map._add_unpresent(state, key)
