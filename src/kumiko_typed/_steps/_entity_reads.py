@@ -20,6 +20,8 @@ Everything else goes through ``session.execute`` and the session's tenant filter
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import is_
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import inspect
@@ -79,13 +81,14 @@ class _Plan:
 #: Cache key → plan, or ``None`` for a shape that takes ``session.execute``.
 _PLANS: Final = ShapeMemo()
 _MISSING: Final = object()
-_OURS: Final = frozenset({_tenant_filter})
 
 
 def _only_ours(session: Session) -> bool:
     """No ``do_orm_execute`` hook but the tenant filter: an application's own (a soft-delete
     criteria, a read replica) must see its reads, so they take ``session.execute``."""
-    return set(session.dispatch.do_orm_execute) <= _OURS  # in C: no generator per read
+    # ``fn is _tenant_filter`` for each, in C (no generator per read, no hashing of
+    # an application's listeners).
+    return all(map(is_, session.dispatch.do_orm_execute, repeat(_tenant_filter)))
 
 
 def _plain(mapper: Mapper[Any]) -> bool:
