@@ -349,15 +349,15 @@ checks, the run and its context, the tenant filter's checks, the loaded entity p
 session's identity map and taken out again, the version and column checks, the event payload
 and the `Saved` value — a set of small costs, none above a few percent of a call. The raw
 driver's goal is out of reach while the statements go through SQLAlchemy: Core alone costs
-2.2–2.5 times the raw driver's CPU for the same statements.
+2–3 times the raw driver's CPU for the same statements.
 
 On 2026-12-04 those small costs were cut (the tracing check without an environment lookup per
 run, the entity's state without `inspect()`, a column's label made only for a problem, JSON
 scalars by exact type, per-entity write data built once, the row's values zipped without a
-second length check). Full runs of the code before and after, alternating at the same load
-(about 9 on 2 CPUs, so that the wall figures are mostly waiting): kumiko / Core CPU went from
-1.31–1.36 to 1.22–1.30 on SQLite and from 1.32–1.33 to 1.25–1.29 on PostgreSQL; the verdict
-above is that narrow.
+second length check). Full runs of the code before and after, one after the other at the same
+load: at a load of 3, kumiko / Core CPU went from 1.36 to 1.21 on SQLite and from 1.31 to 1.22
+on PostgreSQL (wall 1.28 → 1.15 and 1.27 → 1.17); at a load of 9, where the wall figures are
+mostly waiting, from 1.31–1.36 to 1.22–1.30 and from 1.32–1.33 to 1.25–1.29.
 
 {_conditions(record)}
 """
