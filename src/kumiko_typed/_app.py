@@ -522,9 +522,10 @@ class App:
         direct: Direct | None = None
         try:
             now = self.clock()
-            call = (handler.name, payload, user, now, correlation_id or uuid.uuid4())
+            name = handler.name
+            call = (name, payload, user, now, correlation_id or uuid.uuid4())
             run = start_run(handler.pipeline, session, self._registry, call)
-            who = f"handler {handler.name}"
+            who = f"handler {name}"
             if keyed is None:
                 direct = session.info[DIRECT] = Direct(self.engine)
                 result = _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))

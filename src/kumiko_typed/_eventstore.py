@@ -187,20 +187,24 @@ def append(
         "aggregate_type": aggregate_type,
         "stream_version": stream_version,
         "type": type,
-        "payload": dict(payload),
+        # Plain dicts for the JSON columns (a dict given is bound as it is: the row is
+        # inserted before this returns).
+        "payload": payload if payload.__class__ is dict else dict(payload),
         "schema_version": schema_version,
-        "headers": dict(headers or {}),
+        "headers": headers if headers.__class__ is dict else dict(headers or {}),
         "tenant_id": tenant_id,
         "user_id": user_id,
         "correlation_id": correlation_id,
         "occurred_at": occurred_at,
     }
     # On the session's connection: a Core insert gains nothing from the ORM's execute.
-    if _postgres(session) and not (session.in_transaction() and _notified(session)):
-        connection_of(session).execute(_INSERT_EVENT_NOTIFY, {**row, "kumiko_channel": CHANNEL}).close()
+    connection = connection_of(session)
+    if connection.dialect.name == "postgresql" and not (session.in_transaction() and _notified(session)):
+        row["kumiko_channel"] = CHANNEL
+        connection.execute(_INSERT_EVENT_NOTIFY, row).close()
         _record_notified(session)
     else:
-        connection_of(session).execute(_INSERT_EVENT, row)
+        connection.execute(_INSERT_EVENT, row)
     return event_id
 
 

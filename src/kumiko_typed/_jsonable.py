@@ -12,8 +12,16 @@ from typing import Any
 __all__ = ["jsonable"]
 
 
+#: Stored as they are: JSON's own scalars (exactly these types; a subclass takes the checks below).
+_AS_IS: frozenset[type[Any]] = frozenset({type(None), bool, int, float, str})
+
+
 def jsonable(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
+    if type(value) in _AS_IS:  # the common case, without the isinstance chain
+        return value
+    if type(value) is dict:
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (uuid.UUID, Decimal)):
         return str(value)

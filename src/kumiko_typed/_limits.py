@@ -344,14 +344,19 @@ def unfit_values(values: Mapping[Column[Any], object], payload: object) -> list[
         check = check_of(column)
         if check is None:
             continue
-        label = f"{column.table.name}.{column.name}" if column.table is not None else column.name
         if check is _json:  # name the field inside the document, not the whole document
-            problems += unfit_json(value, label, payload)
+            problems += unfit_json(value, _label(column), payload)
             continue
         problem = check(value)
         if problem is not None:
-            problems.append({"path": source_path(payload, value), "message": problem, "column": label})
+            problems.append({"path": source_path(payload, value), "message": problem, "column": _label(column)})
     return problems[:_MAX_PROBLEMS]
+
+
+def _label(column: Column[Any]) -> str:
+    """``table.column``: made only for a problem (formatting the names is most of a
+    check that finds none)."""
+    return f"{column.table.name}.{column.name}" if column.table is not None else column.name
 
 
 def unfit_json(value: object, column: str, payload: object) -> list[Problem]:

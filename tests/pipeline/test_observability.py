@@ -4,6 +4,9 @@ dispatches, steps, nested calls, workflow segments and deliveries — both datab
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -151,6 +154,35 @@ def test_without_a_recording_provider_nothing_is_traced() -> None:
     """The API alone (no SDK configured) records nothing: the runtime keeps its untraced path."""
     with observe.span("kumiko.dispatch") as current:
         assert current is None
+
+
+# A fresh interpreter per case: the API takes its global provider once per process.
+_PROVIDER_LATE = """
+import os, sys
+import kumiko_typed._observe as observe
+from opentelemetry import trace
+assert not observe.tracing(), "traced before any provider"
+if sys.argv[1] == "environment":
+    os.environ["OTEL_PYTHON_TRACER_PROVIDER"] = "sdk_tracer_provider"
+else:
+    from opentelemetry.sdk.trace import TracerProvider
+    trace.set_tracer_provider(TracerProvider())
+assert observe.tracing(), "a provider set after the first dispatch is not seen"
+with observe.span("kumiko.dispatch") as current:
+    assert current is not None and current.is_recording()
+"""
+
+
+@pytest.mark.parametrize("how", ["set_tracer_provider", "environment"])
+def test_a_provider_configured_after_import_is_used(how: str) -> None:
+    """The untraced path is told without asking the API each run, but a provider set
+    later (``set_tracer_provider``), or named by ``OTEL_PYTHON_TRACER_PROVIDER`` in the
+    environment, still turns tracing on, as the API's ``get_tracer_provider`` would."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROVIDER_LATE, how], check=False, capture_output=True, text=True, env=env, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
 
 
 def test_log_records_carry_structured_fields(

@@ -20,6 +20,8 @@ Everything else goes through ``session.execute`` and the session's tenant filter
 
 from __future__ import annotations
 
+from itertools import repeat
+from operator import is_
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import inspect
@@ -44,13 +46,15 @@ class _Plan:
     """One statement shape: the statement run for it (tenant filter added), its bound
     parameters in cache-key order, and how a row becomes an entity."""
 
-    __slots__ = ("attributes", "binds", "identity_class", "mapper", "primary", "stmt")
+    __slots__ = ("attributes", "binds", "identity_class", "mapper", "new_instance", "primary", "stmt")
 
     def __init__(self, stmt: Select[Any], binds: list[BindParameter[Any]], mapper: Mapper[Any]) -> None:
         self.stmt = stmt
         self.binds = binds
         self.mapper = mapper
         self.identity_class = mapper._identity_class
+        #: Makes an object of the class without calling its ``__init__`` (as the ORM's loading does).
+        self.new_instance = mapper.class_manager.new_instance
         #: Per result column, its attribute; learnt from the first result (``None`` until then).
         self.attributes: tuple[str, ...] | None = None
         #: The primary key's positions in a row.
@@ -82,7 +86,9 @@ _MISSING: Final = object()
 def _only_ours(session: Session) -> bool:
     """No ``do_orm_execute`` hook but the tenant filter: an application's own (a soft-delete
     criteria, a read replica) must see its reads, so they take ``session.execute``."""
-    return all(fn is _tenant_filter for fn in session.dispatch.do_orm_execute)
+    # ``fn is _tenant_filter`` for each, in C (no generator per read, no hashing of
+    # an application's listeners).
+    return all(map(is_, session.dispatch.do_orm_execute, repeat(_tenant_filter)))
 
 
 def _plain(mapper: Mapper[Any]) -> bool:
@@ -173,8 +179,9 @@ def _entities(session: Session, plan: _Plan, rows: Sequence[Row[Any]]) -> list[A
     identity_map = session.identity_map
     attributes, primary, cls = plan.attributes, plan.primary, plan.identity_class
     assert attributes is not None
+    single = primary[0] if len(primary) == 1 else None
     for row in rows:
-        ident = tuple(row[i] for i in primary)
+        ident = (row[single],) if single is not None else tuple(row[i] for i in primary)
         if None in ident:
             found.append(None)  # an outer join's missing side, as the ORM gives it
             continue
@@ -191,9 +198,11 @@ def _entities(session: Session, plan: _Plan, rows: Sequence[Row[Any]]) -> list[A
 def _loaded(session: Session, plan: _Plan, key: Any, row: Any) -> Any:
     """A new object holding ``row``, put in the session as the ORM's loading puts one:
     persistent, clean, in the identity map (SQLAlchemy's own steps for it; pinned to 2.1)."""
-    entity = plan.mapper.class_manager.new_instance()
+    entity = plan.new_instance()
     state = instance_state(entity)
-    state.dict.update(zip(plan.attributes or (), row, strict=True))
+    # Not strict: ``attributes`` was learnt from this statement's own columns, so a row
+    # has as many values, and checking it again was a sixth of making the object.
+    state.dict.update(zip(plan.attributes or (), row, strict=False))
     state.key = key
     state.session_id = session.hash_key
     session.identity_map._add_unpresent(state, key)

@@ -20,9 +20,10 @@ from typing import Any
 import attrs
 from sqlalchemy import Column, Insert, Table, Update, bindparam, insert, inspect, update
 from sqlalchemy.orm import Session, make_transient_to_detached
-from sqlalchemy.orm.attributes import set_committed_value
+from sqlalchemy.orm.attributes import instance_state, set_committed_value
 
 from .._connection import connection_of
+from .._rules import FRAMEWORK_COLUMNS
 
 __all__ = ["changed_columns", "insert_row", "update_row", "writer"]
 
@@ -36,6 +37,10 @@ class Writer:
     update: Update
     #: The class an identity key names (``(identity, (id,), None)``).
     identity: type[Any]
+    #: Attribute → its column's key: the UPDATE's parameter names.
+    keys: Mapping[str, str]
+    #: The attributes ``update(changes=...)`` may set (the framework owns the others).
+    writable: frozenset[str]
 
 
 _WRITERS: dict[type[Any], Writer] = {}
@@ -53,7 +58,9 @@ def writer(entity_type: type[Any]) -> Writer:
             table.c.version == bindparam("kumiko_b_version"),
         )
         columns = {a.key: a.columns[0] for a in mapper.column_attrs}
-        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, mapper._identity_class)
+        keys = {k: c.key for k, c in columns.items()}
+        writable = frozenset(columns) - FRAMEWORK_COLUMNS
+        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, mapper._identity_class, keys, writable)
     return found
 
 
@@ -64,7 +71,7 @@ def insert_row(session: Session, entity: Any) -> None:
     type stores ``None`` as a value (JSON's ``null``).  A dataclass default the object
     reads but does not hold (``mapped_column(default=0)``) is stored on it first."""
     w = writer(type(entity))
-    values = inspect(entity).dict
+    values = instance_state(entity).dict
     params = {}
     for key, column in w.columns.items():
         value = values[key] if key in values else getattr(entity, key)
@@ -83,12 +90,13 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
     version the object holds: ``False`` when another transaction has moved it on (or
     removed it) since it was read."""
     w = writer(type(entity))
-    params: dict[str, object] = {w.columns[k].key: v for k, v in values.items()}
+    keys = w.keys
+    params: dict[str, object] = {keys[k]: v for k, v in values.items()}
     params["kumiko_b_id"], params["kumiko_b_tenant"] = entity.id, entity.tenant_id
     params["kumiko_b_version"] = entity.version
     if connection_of(session).execute(w.update, params).rowcount != 1:
         return False
-    state = inspect(entity)
+    state = instance_state(entity)
     if not (state.modified or state.expired_attributes or state.callables):
         state.dict.update(values)  # loaded, unchanged attributes: what set_committed_value does
         return True
@@ -103,6 +111,6 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
 def changed_columns(entity: Any) -> dict[str, object]:
     """The columns set on ``entity`` since it was loaded or written (a projector's
     effect), with their new values."""
-    state = inspect(entity)
+    state = instance_state(entity)
     columns = writer(type(entity)).columns
     return {key: state.dict.get(key) for key in state.committed_state if key in columns}

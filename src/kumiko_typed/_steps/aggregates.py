@@ -215,7 +215,9 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
     loaded = None if fresh else session.identity_map.get((writer(entity_type).identity, (entity_id,), None))
     if loaded is not None and isinstance(loaded, entity_type):
         state = instance_state(loaded)
-        if not (state.expired_attributes or state.modified or state.deleted):
+        # ``_deleted``: ``state.deleted`` of an object in this session's identity map
+        # (which has a key and is attached), without looking the session up again.
+        if not (state.expired_attributes or state.modified or state._deleted):
             return loaded if loaded.tenant_id == tenant else None
     stmt = _LOCKING_READS.get(entity_type)
     if stmt is None:
@@ -306,8 +308,8 @@ def _update(step: Update, run: Run) -> Failure | None:
             [{"path": "version", "message": f"must be an integer, not {given}", "step": step.name}],
         )
     changes = dict(step.changes(ctx))
-    mapped = writer(step.entity).columns
-    if any(k not in mapped or k in FRAMEWORK_COLUMNS for k in changes):
+    if not changes.keys() <= writer(step.entity).writable:
+        mapped = writer(step.entity).columns
         unwritable = sorted((set(changes) - set(mapped)) | (set(changes) & FRAMEWORK_COLUMNS), key=str)
         return _unwritable_columns(step, unwritable)
     # Without the version check, the write is based on the current row, whatever was read.
