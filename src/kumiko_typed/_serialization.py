@@ -208,17 +208,34 @@ def _init_arguments(cls: type[Any], stored: Mapping[str, object]) -> dict[str, o
 def _entity(cls: type[Any], columns: Mapping[str, object]) -> Any:
     """A stored entity value, rebuilt as loaded, without ``__init__``: its stored columns
     set.  A ``TypeError`` for a column ``cls`` no longer maps (the class changed since):
-    set anyway it would be a stray attribute, read back as if the column were there."""
+    set anyway it would be a stray attribute, read back as if the column were there.  A
+    column added since is ``None`` if nullable, its default if that is a constant, and
+    else a ``TypeError`` too: read unset it would be ``None`` where it never is."""
     # A fresh worker process may decode before its first ORM query: the mapped
     # attributes have no implementation until the mappers are configured.
     configure_mappers()
     mapper = inspect(cls)
-    if not columns.keys() <= set(mapper.column_attrs.keys()):
+    mapped = mapper.column_attrs
+    if not columns.keys() <= set(mapped.keys()):
         raise TypeError("a stored column is not mapped")
     entity = mapper.class_manager.new_instance()
     for key, value in columns.items():
         setattr(entity, key, value)
+    for attr in mapped:
+        if attr.key not in columns:
+            column = attr.columns[0]
+            if _required(column):
+                raise TypeError(f"the stored value lacks the column {attr.key!r}")
+            if not column.nullable:
+                setattr(entity, attr.key, column.default.arg)
     return entity
+
+
+def _required(column: Any) -> bool:
+    """Whether a column a stored entity value lacks (added since) has no value to read
+    for it: not nullable, and no constant default."""
+    default = column.default
+    return not column.nullable and not (default is not None and default.is_scalar)
 
 
 def _unfit(cls: type[Any], tag: str, stored: Mapping[str, object], exc: Exception) -> str:
@@ -230,8 +247,9 @@ def _unfit(cls: type[Any], tag: str, stored: Mapping[str, object], exc: Exceptio
         accepted = {f.alias or f.name for f in attrs.fields(cls) if f.init}
         required = {f.alias or f.name for f in attrs.fields(cls) if f.init and f.default is attrs.NOTHING}
     else:
-        accepted = set(inspect(cls).column_attrs.keys())
-        required = set()
+        mapped = inspect(cls).column_attrs
+        accepted = set(mapped.keys())
+        required = {a.key for a in mapped if _required(a.columns[0])}
     missing, extra = sorted(required - stored.keys()), sorted(stored.keys() - accepted)
     if missing:
         return f"{cls.__name__} now requires {_names(missing)}, which it lacks"

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
-from sqlalchemy.orm import Mapped
+from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, manual
 from kumiko_typed.testing import FakeClock
@@ -186,3 +186,98 @@ def test_an_entity_value_whose_class_dropped_a_stored_column_strands_its_runs_as
     for n, run_id in enumerate(runs, start=1):
         info = v3.get_run(run_id)
         assert info is not None and (info.status, info.error, info.steps["seen"]) == ("completed", None, f"crate {n}")
+
+
+# --- an entity value whose class gained a column ----------------------------------------------
+
+
+class SceBox(Entity):
+    __tablename__ = "sce_box"
+    label: Mapped[str]
+
+
+class SceBoxOptional(Entity):
+    """``SceBox`` after a deploy added columns a stored value has a value for: a nullable
+    one (``None``) and one with a constant default (the default)."""
+
+    __tablename__ = "sce_box_optional"
+    label: Mapped[str]
+    note: Mapped[str | None]
+    tier: Mapped[int] = mapped_column(default=3)
+
+
+class SceBoxRequired(Entity):
+    """``SceBox`` after a deploy added a column no stored value has a value for."""
+
+    __tablename__ = "sce_box_required"
+    label: Mapped[str]
+    cvc: Mapped[str]
+    stamp: Mapped[str] = mapped_column(server_default="x")
+
+
+for _later in (SceBoxOptional, SceBoxRequired):
+    _later.__name__ = _later.__qualname__ = "SceBox"
+
+
+def _box_deploy(app_on: Callable[..., App], clock: FakeClock, box: type[Any]) -> App:
+    """``sce:boxed`` stores a ``box`` entity before its wait, and reads it back after."""
+    f: Feature[Any] = Feature("sce")
+    f.entity(box)
+    boxed = (
+        f.workflow_pipeline(Begin)
+        .create("box", box, data=lambda c: box(label=f"box {c.payload.n}"))
+        .wait("PT1M", name="hold")
+        .compute("seen", lambda c: [getattr(c.steps["box"].entity, k, "unset") for k in ("label", "note", "tier")])
+    )
+    f.workflow("boxed", trigger=manual(Begin), pipeline=boxed)
+    return app_on([f], clock=clock)
+
+
+def test_an_entity_value_whose_class_gained_columns_reads_them_as_none_or_default(
+    app_on: Callable[..., App], user: User
+) -> None:
+    """A nullable column added since reads ``None`` and one with a constant default reads
+    that default: the run resumes, and the check lists nothing."""
+    clock = FakeClock(T0)
+    v1 = _box_deploy(app_on, clock, SceBox)
+    run_id = v1.start_workflow(v1.workflows["sce:boxed"], Begin(1), user=user)
+    v2 = _box_deploy(app_on, clock, SceBoxOptional)
+    assert v2.check_runs() == []
+    clock.advance(minutes=2)
+    assert v2.run_worker(once=True)["resumed"] == 1
+    info = v2.get_run(run_id)
+    assert info is not None and (info.status, info.error) == ("completed", None)
+    assert info.steps["seen"] == ["box 1", None, 3]
+
+
+def test_an_entity_value_whose_class_gained_a_required_column_strands_its_runs_as_the_check_says(
+    app_on: Callable[..., App], user: User
+) -> None:
+    """A column added since that is not nullable and has no constant default (a server
+    default is not one this process can know) has no value to read: not left unset (read
+    as ``None`` where it never is), the run is stranded naming the columns, as the check
+    says, in every tenant; the deploy of the class it stored resumes it."""
+    clock = FakeClock(T0)
+    v1 = _box_deploy(app_on, clock, SceBox)
+    runs = [
+        v1.start_workflow(v1.workflows["sce:boxed"], Begin(n), user=who) for n, who in ((1, user), (2, OTHER_TENANT))
+    ]
+    v2 = _box_deploy(app_on, clock, SceBoxRequired)
+    reason = (
+        f"at step hold: the stored state cannot be read: stored {__name__}.SceBox cannot be rebuilt: "
+        "SceBox now requires 'cvc', 'stamp', which it lacks; "
+        "a deploy with the class as the run stored it resumes the run"
+    )
+    assert [(g.path, g.reason, g.run_ids) for g in v2.check_runs()] == [("hold", reason, tuple(sorted(runs)))]
+    clock.advance(minutes=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    for run_id in runs:
+        info = v2.get_run(run_id)
+        assert info is not None
+        assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reason})
+
+    v3 = _box_deploy(app_on, clock, SceBox)
+    assert v3.run_worker(once=True)["resumed"] == 2
+    for n, run_id in enumerate(runs, start=1):
+        info = v3.get_run(run_id)
+        assert info is not None and (info.status, info.steps["seen"]) == ("completed", [f"box {n}", "unset", "unset"])
