@@ -400,8 +400,9 @@ class WorkflowEngine:
             segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
             call = (d.name, payload, user, self.clock(), run_id)
             run = start_run(d.program, session, self.registry, call, info=info, workflow=segment)
-            if stored is not None and "values" in stored.parts:
-                values, scope = stored.parts["values"], stored.parts["scope"]
+            if stored is not None and stored.parts:
+                # A part not stored reads as empty, as the plan's shape check reads it.
+                values, scope = stored.parts.get("values", {}), stored.parts.get("scope", {})
                 problem = None if plan is None else _across(d, plan, values, scope, who)
                 if problem is not None:
                     return failed("internal_error", f"at step {path}: {problem}")

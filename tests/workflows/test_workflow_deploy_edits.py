@@ -601,6 +601,35 @@ def test_a_run_with_a_stored_state_of_the_wrong_shape_is_reported_by_the_check_a
     assert app.check_runs() == []
 
 
+def _drop_scope(app: App, run_id: uuid.UUID) -> None:
+    with app.engine.begin() as conn:
+        state = conn.execute(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id)).scalar_one()
+        kept = {key: part for key, part in state.items() if key != "scope"}
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state=kept))
+
+
+def test_a_stored_state_without_its_scope_reads_as_an_empty_scope_for_the_check_and_the_worker_alike(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """A state with its values and no scope at all (no version writes one, but the shape
+    check reads it as an empty scope): outside a loop nothing is missing, so the check
+    lists nothing and the worker resumes the run (it failed it with the message "'scope'");
+    in a loop the missing item strands the run with the reason the check gives."""
+    app = deploy("v1")
+    napper, _ = _start(app, "napper")
+    looper, _ = _start(app, "looper", items=[1, 2])
+    _drop_scope(app, napper)
+    _drop_scope(app, looper)
+    (problem,) = app.check_runs()
+    assert (problem.workflow, problem.run_ids) == ("dpe:looper", (looper,))
+
+    clock.advance(minutes=5)
+    app.run_worker(once=True)
+    assert (_info(app, napper).status, _info(app, napper).error) == ("completed", None)
+    info = _info(app, looper)
+    assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": problem.reason})
+
+
 @pytest.mark.parametrize("path", ["item/do/#x/tick", "item/do/#/tick", "item/do/#-1/tick", "item/do/#²/tick"])
 def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
     deploy: Callable[..., App], clock: FakeClock, path: str
