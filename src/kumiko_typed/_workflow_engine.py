@@ -521,7 +521,8 @@ class WorkflowEngine:
         if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
             logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
-            columns: dict[str, Any] = {"status": "suspended", "wake_at": wake}
+            # Due again here: a strand mark another deploy left no longer holds.
+            columns: dict[str, Any] = {"status": "suspended", "error": None, "wake_at": wake}
             if woken_by is not None:
                 columns["state"] = {**(stored.state if stored is not None else {}), WOKEN_BY: str(woken_by)}
             self._store(session, d.name, run_id, columns, None)

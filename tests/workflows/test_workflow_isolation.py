@@ -20,6 +20,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -279,6 +280,48 @@ def test_a_resumed_segment_that_loses_a_race_is_tried_again_not_failed(
         assert done is not None and (done.status, done.steps["seen"]) == ("completed", 1)
         with app.engine.connect() as conn:
             assert conn.scalar(sa.select(WfiItem.__table__.c.stock)) == 0
+    finally:
+        app.dispose()
+
+
+@pytest.mark.postgres
+def test_a_run_another_deploy_stranded_that_loses_a_race_here_is_no_longer_listed_stranded(
+    fresh_postgres_url: str, make_user: Callable[..., User]
+) -> None:
+    """This deploy read the run and ran its segment, which lost a race: the run is due
+    again here, so another deploy's strand mark goes with the rolled-back segment's
+    retry (kept, ``runs(stranded=True)`` listed a run this deploy is resuming)."""
+    user = make_user()
+    clock = FakeClock(T0)
+    app = App([shop], database_url=fresh_postgres_url, clock=clock)
+
+    def take_one(c: Any) -> None:
+        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(c.payload.item), user=user))
+        racer.start()
+        racer.join(30)
+
+    try:
+        app.create_all()
+        created = app.dispatch(new_item, NewItem(2), user=user)
+        assert isinstance(created, Ok)
+        run = app.start_workflow(reserve_racy, Reserve(created.data), user=user)
+        mark = {"code": "stranded", "message": "another deploy lacked a class", "stranded_by": " v0/digest "}
+        with app.engine.begin() as conn:
+            conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run).values(error=mark))
+        assert [r.run_id for r in app.runs(stranded=True)] == [run]
+        clock.advance(minutes=2)
+        after_peek.append(take_one)
+        try:
+            assert app.run_worker(once=True)["resumed"] == 1
+        finally:
+            after_peek.clear()
+        lost = app.get_run(run)
+        assert lost is not None and (lost.status, lost.error, lost.path) == ("suspended", None, "@wait")
+        assert app.runs(stranded=True) == []
+        clock.advance(minutes=1)
+        assert app.run_worker(once=True)["resumed"] == 1
+        done = app.get_run(run)
+        assert done is not None and (done.status, done.error) == ("completed", None)
     finally:
         app.dispose()
 
