@@ -101,11 +101,16 @@ Fitted over the step counts: the interpreter adds **{f["per_step_over_lambdas_us
 **{f["dispatch_fixed_over_plain_us"]:.1f} µs per call** over the plain function (issue 13 asks for ≤ 25 µs).
 
 What is left is the fixed part (timed one by one, 2026-12-04): the generated function of a
-segment alone is faster than the lambdas' loop, so the gap at 3 steps is the run itself —
-`start_run` (the `Run` and its sixteen slots, the values dict and its read-only view: about
-0.27 µs, where the lambdas' context costs about half of that) and `run_block`'s own work
-around the segment (about 0.1 µs). Meeting the goal at 3 steps needs about 0.15 µs of that
-gone, which takes a smaller run (fewer slots; no view built per run) rather than a faster loop."""
+segment alone is faster than the lambdas' loop, so the gap at 3 steps is the run itself.
+`start_run` now stores eleven slots, not sixteen (`session` is `db`; the handler and
+correlation id are the call tuple as given; the loop items, the workflow segment and a
+guard's refusal are set only by what uses them): about 0.25 µs, was 0.28 µs, and the whole
+interpreter side at 3 steps 1.12 µs, was 1.19 µs, against 0.81 µs for the lambdas (the
+least of 40 × 20,000 calls, on the loaded machine). What is left of `start_run` is the
+`Run`, the values dict, their read-only view (about 0.05 µs) and the attributes resolvers
+read; `run_block`'s own work around the segment is about 0.1 µs. The goal at 3 steps needs
+about 0.17 µs more gone: more than all of `start_run` that is not a value a resolver reads,
+so it stays unmet short of a writable `c.steps` or a second, untraced copy of the loop."""
     body = f"""\
 **What it runs.** N `compute` steps (3, 10 and 50; each reads the payload or the step before)
 and a `return_` calling `ok({{...}})`, four ways: a *plain function* with the N assignments

@@ -78,7 +78,7 @@ class Ctx(Generic[P, S, Sc]):
     resolver by hand, in a test.
     """
 
-    __slots__ = ("_correlation_id", "_handler", "db", "now", "payload", "scope", "steps", "user", "workflow")
+    __slots__ = ("_call", "db", "now", "payload", "scope", "steps", "user", "workflow")
 
     def __init__(
         self,
@@ -99,29 +99,29 @@ class Ctx(Generic[P, S, Sc]):
         self.db: Final = db
         self.now: Final = now
         self.workflow: Final = workflow
-        self._handler: Final = handler
-        self._correlation_id: Final = correlation_id
+        # (handler, payload, user, now, correlation id): the run stores the tuple it is
+        # started with as it is, one store where the two fields it is read for took two.
+        self._call: Final = (handler, payload, user, now, correlation_id)
 
     @property
     def event(self) -> Command[P]:
         """The invocation being handled: handler name, payload, user, tenant, correlation id, time.
 
         Built when asked for: most resolvers never read it."""
-        correlation = self._correlation_id if self._correlation_id is not None else UUID(int=0)
-        return Command(self._handler, self.payload, self.user, self.user.tenant_id, correlation, self.now)
+        return Command(self._call[0], self.payload, self.user, self.user.tenant_id, correlation_of(self), self.now)
 
     @property
     def tenant_id(self) -> UUID:
         return self.user.tenant_id
 
     def __repr__(self) -> str:
-        return f"<Ctx {self._handler} payload={self.payload!r}>"
+        return f"<Ctx {self._call[0]} payload={self.payload!r}>"
 
 
 def correlation_of(ctx: Ctx[Any, Any, Any]) -> UUID:
     """``ctx.event.correlation_id`` without building the ``Command`` (a write step's
     event row needs only this)."""
-    found = ctx._correlation_id
+    found = ctx._call[4]
     return found if found is not None else UUID(int=0)
 
 

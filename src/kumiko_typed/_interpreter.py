@@ -81,31 +81,41 @@ class Run(AnyCtx):
     itself: a Python ``__init__`` is another call per run.
     """
 
-    __slots__ = ("refused", "registry", "scope_items", "segment", "session", "trace", "values")
+    __slots__ = ("refused", "registry", "scope_items", "segment", "trace", "values")
     # Not Ctx's: ``Run()`` then stays one call into C, with nothing to store.
     __init__ = object.__init__
 
     #: The step values; ``steps`` is their read-only view.
     values: dict[str, object]
-    #: The items of the enclosing ``for_each`` loops, made by the first loop (:meth:`open_scope`).
-    scope_items: dict[str, object] | None
-    session: Session
     registry: Registry
-    #: Set for a workflow segment (steps that suspend need it), ``None`` for a handler.
-    segment: WorkflowRun | None
-    #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
-    refused: Failure | None
     #: Per-step spans, while the run's own span is recorded (``_observe``).
     trace: Trace | None
+    # The slots below are left unset by start_run (each store is a share of a short
+    # run's cost) and read through the methods that give their default.
+    #: The items of the enclosing ``for_each`` loops: set by the first :meth:`open_scope`.
+    scope_items: dict[str, object]
+    #: A workflow segment's state (steps that suspend need it): set for a segment only.
+    segment: WorkflowRun
+    #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
+    refused: Failure
 
     def open_scope(self) -> dict[str, object]:
         """The loop items, writable: made, and ``scope`` made a view of them, the first
         time a loop (or a resumed run) sets one.  Until then ``scope`` is an empty view."""
-        items = self.scope_items
-        if items is None:
-            items = self.scope_items = {}
+        if self.scope is _NO_SCOPE:
+            items: dict[str, object] = {}
+            self.scope_items = items
             object.__setattr__(self, "scope", MappingProxyType(items))  # Final to resolvers only
-        return items
+            return items
+        return self.scope_items
+
+    def workflow_segment(self) -> WorkflowRun | None:
+        """The workflow segment this run is, ``None`` for a handler."""
+        return getattr(self, "segment", None)
+
+    def guard_refusal(self) -> Failure | None:
+        """The Failure a ``guard`` of this run last refused with, if one did."""
+        return getattr(self, "refused", None)
 
 
 #: ``c.scope`` of a run no loop has set an item in.
@@ -124,22 +134,21 @@ def start_run(
     or workflow name, payload, user, now, correlation id); a workflow segment passes
     ``info`` and ``workflow`` (by name; not keyword-only: on CPython 3.11 a function with
     keyword-only defaults is called through a slower path, on every dispatch)."""
-    handler, payload, user, now, correlation_id = call
+    _handler, payload, user, now, _correlation_id = call
     run: Any = Run()  # Any: Ctx's attributes are Final to type checkers, stored here once
     run.values = values = {**program.initial_values}
     run.steps = MappingProxyType(values)
     run.scope = _NO_SCOPE
-    run.scope_items = None
     run.payload = payload
     run.user = user
-    run.db = run.session = session
+    run.db = session
     run.now = now
     run.workflow = info
-    run._handler = handler
-    run._correlation_id = correlation_id
+    run._call = call
     run.registry = registry
-    run.segment = workflow
-    run.refused = run.trace = None
+    run.trace = None
+    if workflow is not None:
+        run.segment = workflow
     started: Run = run
     return started
 
@@ -196,7 +205,7 @@ def _in_transaction(
     keep: Callable[[Outcome], Failure | None] | None,
     read_only: bool = False,
 ) -> Outcome:
-    session = run.session
+    session = run.db
     info = session.info
     previous = info.get(TENANT_KEY)
     info[TENANT_KEY] = run.user.tenant_id

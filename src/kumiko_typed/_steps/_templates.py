@@ -144,7 +144,7 @@ _UNTRIED: Final = object()
 def read_entities(run: Run, query: Callable[[Any], object], first: bool, limit: int | None = None) -> list[Any]:
     """The entities ``query``'s select reads (the first, or none, with ``first``), from
     its template when it has one."""
-    session = run.session
+    session = run.db
     templates = _TEMPLATES.entries()
     template = templates.get(query, _UNTRIED)
     if isinstance(template, _Template):

@@ -144,7 +144,7 @@ def _create_conflict(exc: IntegrityError, run: Run, entity: Any, columns: Mappin
         if not _is_unique_violation(exc):
             raise exc
         return _unique_violation(exc, run, type(entity), columns)
-    current = run.session.execute(_version_of(type(entity)), {"kumiko_id": entity.id}).scalar()
+    current = run.db.execute(_version_of(type(entity)), {"kumiko_id": entity.id}).scalar()
     return _version_conflict(type(entity), entity.id, 0, current)
 
 
@@ -152,7 +152,7 @@ def _create(step: Create, run: Run) -> Failure | None:
     entity = step.data(run)
     if not isinstance(entity, step.entity):
         raise StepRefused(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
-    registry, ctx, session = run.registry, run, run.session
+    registry, ctx, session = run.registry, run, run.db
     aggregate = registry.aggregate_type(step.entity)
     entity.tenant_id = ctx.user.tenant_id
     entity.version = 1
@@ -210,7 +210,7 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
 
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
-    session = run.session
+    session = run.db
     tenant = run.user.tenant_id
     loaded = None if fresh else session.identity_map.get((writer(entity_type).identity, (entity_id,), None))
     if loaded is not None and isinstance(loaded, entity_type):
@@ -240,13 +240,13 @@ def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | No
     read_at = entity.version
     values["version"], values["updated_at"] = read_at + 1, run.now
     try:
-        written = update_row(run.session, entity, values)
+        written = update_row(run.db, entity, values)
     except IntegrityError as exc:
         if not _is_unique_violation(exc):
             raise
         return _unique_violation(exc, run, entity_type, {**_columns(entity), **values})
     if not written:
-        current = run.session.execute(_version_of(entity_type), {"kumiko_id": entity.id}).scalar()
+        current = run.db.execute(_version_of(entity_type), {"kumiko_id": entity.id}).scalar()
         return _version_conflict(entity_type, entity.id, read_at, current)
     return None
 
@@ -365,7 +365,7 @@ def _append(
     ctx = run
     try:
         append(
-            run.session,
+            run.db,
             stream_id=entity.id,
             aggregate_type=aggregate,
             stream_version=version,

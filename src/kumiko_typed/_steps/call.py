@@ -37,7 +37,7 @@ class CallFeature(NamedStep):
         if refused is not None:
             return refused
         call = (handler.name, payload, user, run.now, correlation_of(run))
-        nested = _interpreter.start_run(handler.pipeline, run.session, run.registry, call)
+        nested = _interpreter.start_run(handler.pipeline, run.db, run.registry, call)
         result = _interpreter.run_in_scope(
             handler.pipeline, nested, who=f"handler {handler.name}", nested=True, span_name="kumiko.call_feature"
         )

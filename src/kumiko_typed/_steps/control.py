@@ -81,7 +81,8 @@ class ForEach(Step):
         return self._iterate(run, list(self.over(run)), 0, None, shadows, scope.get(self.item))
 
     def resume(self, run: Run, at: Resume) -> Result:
-        loop = run.segment.loops[at.entered()] if run.segment is not None else None
+        segment = run.workflow_segment()
+        loop = segment.loops[at.entered()] if segment is not None else None
         if loop is None or at.head != "do":
             raise LookupError(f"no stored loop at {at.path}")
         first = int(at.enter().head[1:])

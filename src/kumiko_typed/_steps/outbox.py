@@ -127,8 +127,8 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
     stored = jsonable(message)
     refuse(unfit_json(stored, f"{outbox.name}.message", run.payload))
-    notify(run.session)
-    run.session.execute(
+    notify(run.db)
+    run.db.execute(
         insert(outbox).values(
             id=uuid.uuid4(),
             kind=kind,

@@ -42,7 +42,7 @@ class ProjectionUpsert(Step):
         if not updates:
             raise StepRefused(f"row sets only the conflict column(s) {list(self.on)}: nothing to update")
         refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.payload))
-        connection = run.session.connection()
+        connection = run.db.connection()
         stmt = _upsert(connection.dialect.name, table, self.on, tuple(updates))
         connection.execute(stmt, row)
         return None
@@ -79,7 +79,7 @@ class ProjectionDelete(Step):
                 f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
                 "an unbounded delete is refused"
             )
-        run.session.execute(delete(table).where(clause))
+        run.db.execute(delete(table).where(clause))
         return None
 
 

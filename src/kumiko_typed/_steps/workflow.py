@@ -73,9 +73,10 @@ def later(now: datetime, by: timedelta, what: str) -> datetime:
 
 
 def _segment(run: Run) -> WorkflowRun:
-    if run.segment is None:  # boot keeps these steps out of handlers
+    segment = run.workflow_segment()
+    if segment is None:  # boot keeps these steps out of handlers
         raise LookupError("a workflow step ran outside a workflow run")
-    return run.segment
+    return segment
 
 
 @attrs.frozen(slots=True)
@@ -113,7 +114,7 @@ class WaitForEvent(NamedStep):
         # Taken before the resolvers run: an event committing while they run, or before
         # the wait row commits, is one this transaction has not seen and still matches
         # (no lost wake-up).
-        after = frontier(run.session)
+        after = frontier(run.db)
         key = event_key(segment.codec, self.key(run))
         timeout_at = later(run.now, as_timedelta(self.timeout), f"wait_for_event {self.name!r}: timeout")
         wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
@@ -152,7 +153,7 @@ class Retry(Step):
 
     def _attempt(self, run: Run, attempt: int) -> Result:
         before = dict(run.values)
-        savepoint = run.session.begin_nested()
+        savepoint = run.db.begin_nested()
         failure: Failure | None = None
         crash: StepCrash | None = None
         try:
@@ -165,7 +166,7 @@ class Retry(Step):
             savepoint.commit()
             return None
         savepoint.rollback()
-        if failure is not None and failure is run.refused:
+        if failure is not None and failure is run.guard_refusal():
             return failure  # a guard refused: that ends the run, it is no failed attempt
         run.values.clear()
         run.values.update(before)
