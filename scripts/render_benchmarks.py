@@ -568,7 +568,10 @@ def _resume_scaling(f: Mapping[str, Any]) -> str:
 **Resume scaling** (PostgreSQL). {d["runs"]} runs whose first segment ends at a 0-second wait and
 whose second POSTs to a receiver on 127.0.0.1 that answers after {d["delay_ms"]:g} ms, resumed by 1, 2
 and 4 worker processes; runs / (start signal to the last worker done), configurations
-rotating, {d["rounds"]} round(s). Persisted per run: the run row, updated to completed. Goal: 4
+rotating, {d["rounds"]} round(s). Each worker process warms up before the start signal (a pass on
+the empty database, one run of its own resumed: its statements compiled, its first segment
+run), alike in every configuration, and ends at the first pass that finds no run left to
+claim (what is left, other workers hold and complete). Persisted per run: the run row, updated to completed. Goal: 4
 workers ≥ {f["goal_scaling"]}× one — {_met(four, f["goal_scaling"], at_most=False)}.
 
 {_table(header, rows)}"""
