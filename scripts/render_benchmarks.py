@@ -557,8 +557,9 @@ def _resume_scaling(f: Mapping[str, Any]) -> str:
     def cpu_cell(n: str) -> list[str]:
         if not cpu:
             return []
-        sides = cpu[n]
-        return [" + ".join(f"{v:.2f}" for v in sides.values()) + f" = {sum(sides.values()):.2f}"]
+        sides = cpu[n]  # in the header's order: the results file sorts its keys
+        shown = [sides[side] for side in ("workers", "receiver", "postgres") if side in sides]
+        return [" + ".join(f"{v:.2f}" for v in shown) + f" = {sum(shown):.2f}"]
 
     rows = [[n, f"{rate:.1f}", *cpu_cell(n)] for n, rate in d["runs_per_s"].items()]
     for n in ("2", "4"):
@@ -573,7 +574,11 @@ def _resume_scaling(f: Mapping[str, Any]) -> str:
 **Resume scaling** (PostgreSQL). {d["runs"]} runs whose first segment ends at a 0-second wait and
 whose second POSTs to a receiver on 127.0.0.1 that answers after {d["delay_ms"]:g} ms, resumed by 1, 2
 and 4 worker processes; runs / (start signal to the last worker done), configurations
-rotating, {d["rounds"]} round(s). Persisted per run: the run row, updated to completed. Goal: 4
+rotating, {d["rounds"]} round(s). Each worker process warms up before the start signal (a
+pass on the empty database, one run of its own resumed: its statements compiled, its first
+segment run), alike in every configuration, and ends at the first pass that finds no run
+left to claim (what is left, other workers hold and complete). Persisted per run: the run
+row, updated to completed. Goal: 4
 workers ≥ {f["goal_scaling"]}× one — {_met(four, f["goal_scaling"], at_most=False)}.
 
 {_table(header, rows)}"""
