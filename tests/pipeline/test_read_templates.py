@@ -6,6 +6,7 @@ value was) runs on every call.  On SQLite and PostgreSQL."""
 
 from __future__ import annotations
 
+import gc
 import sys
 import uuid
 from collections.abc import Callable, Iterator
@@ -225,6 +226,45 @@ def test_a_resolver_first_called_under_a_profiler_gets_its_template_later(
             assert app.dispatch(h["by_id"], Find(a), user=alice) == Ok(["a"])
     assert runs == [2]
     assert app.dispatch(h["by_id"], Find(a), user=alice) == Ok(["a"])
+    with runs_of(fresh["by_id"]) as runs:
+        assert app.dispatch(h["by_id"], Find(a), user=alice) == Ok(["a"])
+    assert runs == [0]
+
+
+class _Litter:
+    """Cyclic garbage whose finalizer leaves the next such cycle behind while ``LITTER``
+    is on: with a collection at almost every allocation, a finalizer runs inside any
+    stretch of Python code, as the collector may run one inside a probe."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        if LITTER:
+            _Litter()
+
+
+LITTER: list[bool] = []
+
+
+def test_a_collection_during_the_probe_does_not_cost_the_resolver_its_template(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """The probe watches every call the resolver makes; a finalizer the garbage collector
+    happened to run meanwhile is none of the resolver's (it read as a foreign call, and
+    the resolver ran at every call from then on)."""
+    app, h, fresh, alice = _setup(app_on, make_user)
+    a = ok_data(app.dispatch(h["make"], Make("a"), user=alice))
+    threshold = gc.get_threshold()
+    LITTER.append(True)
+    _Litter()
+    gc.set_threshold(1)
+    try:
+        assert app.dispatch(h["by_id"], Find(a), user=alice) == Ok(["a"])  # the first call makes the template
+    finally:
+        gc.set_threshold(*threshold)
+        LITTER.clear()
+        gc.collect()
     with runs_of(fresh["by_id"]) as runs:
         assert app.dispatch(h["by_id"], Find(a), user=alice) == Ok(["a"])
     assert runs == [0]

@@ -29,6 +29,7 @@ NULL``), so that call runs the resolver.
 from __future__ import annotations
 
 import dis
+import gc
 import sys
 from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
@@ -258,6 +259,10 @@ def _traced(fn: FunctionType, probe: _Probe) -> object:
         elif event == "c_call" and frame.f_code is code and not _sqlalchemy(getattr(arg, "__module__", None)):
             foreign.append(arg)
 
+    # A collection inside the watch would run finalizers that read as the resolver's
+    # calls, and cost it its template for good: none runs meanwhile.
+    collecting = gc.isenabled()
+    gc.disable()
     sys.setprofile(watch)
     try:
         made = fn(probe.stand(None, None))
@@ -265,6 +270,8 @@ def _traced(fn: FunctionType, probe: _Probe) -> object:
         return None
     finally:
         sys.setprofile(None)
+        if collecting:
+            gc.enable()
     return None if foreign else made
 
 
