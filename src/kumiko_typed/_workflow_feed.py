@@ -46,6 +46,8 @@ class _Loaded:
 
     key: str | None
     value: object
+    #: The class the wait expects the event as (a further run's load).
+    cls: type[Any]
     taken: bool = False
 
 
@@ -225,7 +227,7 @@ class EventFeed:
             if loaded is None or stranded:
                 engine.plan(session, run)  # strands it (or finds it resumable after all)
                 continue
-            matched += engine.resume(session, run, self._take(d, wait.path, event, loaded), woken_by=event.event_id)
+            matched += engine.resume(session, run, self._take(event, loaded), woken_by=event.event_id)
         return matched
 
     def _lock(self, session: Session, run_id: uuid.UUID) -> Row[Any] | None:
@@ -252,16 +254,14 @@ class EventFeed:
             why = unloadable_event(f"the event {event.event_id}", step.event, exc)
             return _Unloadable(f"at step {path}: {why}; a deploy that can read it resumes the run")
         try:
-            return _Loaded(event_key(self.engine.codec, step.event_key(value)), value)
+            return _Loaded(event_key(self.engine.codec, step.event_key(value)), value, step.event)
         except Exception:
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)
-            return _Loaded(None, value)
+            return _Loaded(None, value, step.event)
 
-    def _take(self, d: Definition, path: str, event: EventRow, loaded: _Loaded) -> object:
-        """The event as the run's wait at ``path`` expects it: the loaded one, once."""
+    def _take(self, event: EventRow, loaded: _Loaded) -> object:
+        """The event as a run's wait expects it: the loaded one, once."""
         if not loaded.taken:
             loaded.taken = True
             return loaded.value
-        step = d.step_at(path)
-        assert isinstance(step, WaitForEvent)
-        return self.engine.registry.load(event, step.event)
+        return self.engine.registry.load(event, loaded.cls)
