@@ -1,13 +1,14 @@
-"""What many test modules share: unwrapping results, and the small payloads and events
+"""What many test modules share: unwrapping results and runs, and the small payloads and events
 the tenancy tests write documents with."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import attrs
 
-from kumiko_typed import Failure, Ok
+from kumiko_typed import App, Failure, Ok
 
 
 def ok_data(result: object) -> Any:
@@ -42,3 +43,10 @@ class Hook:
     """A payload naming the URL a webhook step posts to (the outbox tests' receiver)."""
 
     url: str
+
+
+def run_info(app: App, run_id: uuid.UUID) -> Any:
+    """The run ``run_id`` as ``app.get_run`` shows it (the test fails if there is none)."""
+    info = app.get_run(run_id)
+    assert info is not None, run_id
+    return info

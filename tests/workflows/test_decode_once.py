@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 import pytest
+from _support import run_info
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
@@ -67,12 +68,6 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
-def _info(app: App, run_id: uuid.UUID) -> Any:
-    info = app.get_run(run_id)
-    assert info is not None
-    return info
-
-
 def test_a_resumed_run_decodes_its_stored_values_once(
     app_on: Callable[..., App], clock: FakeClock, user: User, built: list[object]
 ) -> None:
@@ -92,19 +87,19 @@ def test_a_resumed_run_decodes_its_stored_values_once(
     flow = f.workflow("looped", trigger=manual(Begin), pipeline=pipeline)
     app = app_on([f], clock=clock, value_types=[Counted])
     run_id = app.start_workflow(flow, Begin(40), user=user)
-    assert _info(app, run_id).path == "item/do/#0/tick"
+    assert run_info(app, run_id).path == "item/do/#0/tick"
 
     built.clear()
     clock.advance(minutes=2)
     assert app.run_worker(once=True)["resumed"] == 1
     assert sorted(c.n for c in built if isinstance(c, Counted)) == [1, 1, 2, 40]
-    assert _info(app, run_id).path == "item/do/#1/tick"
+    assert run_info(app, run_id).path == "item/do/#1/tick"
 
     built.clear()
     clock.advance(minutes=2)
     assert app.run_worker(once=True)["resumed"] == 1
     assert sorted(c.n for c in built if isinstance(c, Counted)) == [1, 2, 2, 40]
-    info = _info(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.steps["read"]) == ("completed", 42)
 
 
@@ -151,7 +146,7 @@ def test_the_event_that_wakes_a_wait_is_loaded_once(
     loaded = list(built)  # before the comparisons below build a Rang each
     assert loaded == [Rang(ref)]  # once, for its key and for the run alike
     assert len(seen) == 1 and seen[0] is loaded[0]
-    info = _info(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.steps["same"]) == ("completed", True)
 
 
@@ -174,4 +169,4 @@ def test_runs_woken_by_one_event_each_get_a_value_of_their_own(
     loaded = list(built)  # before the comparisons below build a Rang each
     assert loaded == [Rang(ref), Rang(ref)]
     assert len(seen) == 2 and seen[0] is not seen[1] and all(any(s is one for one in loaded) for s in seen)
-    assert [_info(app, r).status for r in runs] == ["completed", "completed"]
+    assert [run_info(app, r).status for r in runs] == ["completed", "completed"]

@@ -18,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import run_info
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, Workflow, manual, ok
@@ -66,12 +67,6 @@ def clock() -> FakeClock:
     return FakeClock(T0)
 
 
-def _info(app: App, run_id: uuid.UUID) -> Any:
-    info = app.get_run(run_id)
-    assert info is not None
-    return info
-
-
 def _stored(app: App, run_id: uuid.UUID) -> tuple[Any, Any, Any]:
     with app.engine.connect() as conn:
         row = conn.execute(
@@ -96,14 +91,14 @@ def test_a_run_whose_stored_value_this_deploy_cannot_rebuild_is_stranded_then_re
     v1, flow = _deploy(app_on, clock, [NOTE])
     run_id = v1.start_workflow(flow, Begin(7), user=user)
     kept = v1.start_workflow(flow, Begin(8), user=user)
-    assert _info(v1, run_id).status == "suspended"
+    assert run_info(v1, run_id).status == "suspended"
     before = _stored(v1, run_id)
 
     v2, _ = _deploy(app_on, clock, later)
     checked = v2.check_runs()  # before the deploy: reads only
     clock.advance(minutes=2)
     v2.run_worker(once=True)
-    info = _info(v2, run_id)
+    info = run_info(v2, run_id)
     assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
     assert words in info.error["message"] and "Note" in info.error["message"]
     # The check finds them too, dropped or changed, with the very reason the worker marks
@@ -113,17 +108,17 @@ def test_a_run_whose_stored_value_this_deploy_cannot_rebuild_is_stranded_then_re
     ]
     assert "SELECT" not in info.error["message"] and "Traceback" not in info.error["message"]
     assert _stored(v2, run_id) == before  # nothing of it changed but the mark
-    assert _info(v2, kept).status == "suspended"  # the other run too: each is stranded alone
+    assert run_info(v2, kept).status == "suspended"  # the other run too: each is stranded alone
     # The same deploy passes it by from now on, without marking it again.
     marked = info.error
     assert v2.run_worker(once=True)["resumed"] == 0
-    assert _info(v2, run_id).error == marked
+    assert run_info(v2, run_id).error == marked
 
     # A deploy with the class as the run stored it resumes both runs where they stopped.
     v3, _ = _deploy(app_on, clock, [NOTE])
     assert v3.run_worker(once=True)["resumed"] == 2
     for rid, n in ((run_id, 7), (kept, 8)):
-        done = _info(v3, rid)
+        done = run_info(v3, rid)
         assert (done.status, done.error) == ("completed", None)
         assert done.steps["read"] == f"note {n}"
 
@@ -142,7 +137,7 @@ def test_a_run_whose_payload_class_changed_is_stranded_not_failed(
         conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(payload=moved))
     clock.advance(minutes=2)
     v1.run_worker(once=True)
-    info = _info(v1, run_id)
+    info = run_info(v1, run_id)
     assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
     assert "elsewhere.Begin" in info.error["message"]
 
@@ -198,18 +193,18 @@ def test_an_event_that_came_while_the_run_could_not_be_read_resumes_it_after_the
     v1, flow, _ = _deploy_waiting(app_on, clock, [NOTE])
     ref = uuid.uuid4()
     run_id = v1.start_workflow(flow, Awaited(ref), user=user)
-    assert (_info(v1, run_id).status, _info(v1, run_id).path) == ("suspended", "got")
+    assert (run_info(v1, run_id).status, run_info(v1, run_id).path) == ("suspended", "got")
 
     v2, _, emit = _deploy_waiting(app_on, clock, [])
     assert v2.dispatch(emit, Arrived(ref, "here"), user=user) == Ok(None)
     v2.run_worker(once=True)
-    info = _info(v2, run_id)
+    info = run_info(v2, run_id)
     assert (info.status, info.error["code"]) == ("suspended", "stranded"), info.error
     assert "is not registered in this App" in info.error["message"]
 
     v3, _, _ = _deploy_waiting(app_on, clock, [NOTE])
     v3.run_worker(once=True)
-    done = _info(v3, run_id)
+    done = run_info(v3, run_id)
     assert (done.status, done.steps["read"]) == ("completed", ("kept", "here")), done
 
 
@@ -227,5 +222,5 @@ def test_a_stored_dict_that_looks_like_a_class_is_not_taken_for_one(
     assert app.check_runs() == []
     clock.advance(minutes=2)
     app.run_worker(once=True)
-    done = _info(app, run_id)
+    done = run_info(app, run_id)
     assert (done.status, done.steps["raw"]) == ("completed", ghost)

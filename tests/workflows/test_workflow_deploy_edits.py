@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import run_info
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, BootError, Entity, Feature, Ok, User, manual, ok
@@ -153,12 +154,6 @@ def _start(app: App, workflow: str, items: list[int] | None = None, user: User =
     return run_id, ref
 
 
-def _info(app: App, run_id: uuid.UUID) -> Any:
-    info = app.get_run(run_id)
-    assert info is not None
-    return info
-
-
 # --- 1. the event a suspended wait_for_event waits for ------------------------------------------
 
 
@@ -169,7 +164,7 @@ def test_a_deploy_that_changes_the_awaited_event_strands_the_run_and_the_old_cod
     run_id, ref = _start(v1, "waiter")
     v2 = deploy("shipped")
     new_run, _ = _start(v2, "waiter")
-    assert _info(v2, new_run).fingerprint != _info(v1, run_id).fingerprint  # the awaited event is in it
+    assert run_info(v2, new_run).fingerprint != run_info(v1, run_id).fingerprint  # the awaited event is in it
     assert isinstance(v2.cancel_run(new_run, user=ADA, reason="seen its fingerprint"), Ok)
 
     (problem,) = v2.check_runs()
@@ -184,7 +179,7 @@ def test_a_deploy_that_changes_the_awaited_event_strands_the_run_and_the_old_cod
     assert v2.run_worker(once=True)["resumed"] == 0
     clock.advance(hours=2)
     assert v2.run_worker(once=True)["resumed"] == 0
-    info = _info(v2, run_id)
+    info = run_info(v2, run_id)
     assert (info.status, info.path, info.error) == ("suspended", "got", {"code": "stranded", "message": reason})
 
     # The code that stored it resumes it with the event it waited for.
@@ -205,7 +200,7 @@ def test_a_stored_error_of_the_wrong_shape_does_not_stop_the_worker_stranding_th
     clock.advance(hours=2)
     assert v2.run_worker(once=True)["resumed"] == 0
     assert v2.run_worker(once=True)["resumed"] == 0  # marked once: passed by
-    info = _info(v2, run_id)
+    info = run_info(v2, run_id)
     reason = 'key "price" needed at nap was not stored'
     assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reason})
 
@@ -220,7 +215,7 @@ def test_a_run_whose_stored_error_is_damaged_is_still_listed(
     with app.engine.begin() as conn:
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(error=error))
     shown = {"code": "unreadable", "message": f"the stored error is a JSON {kind}, not an object"}
-    assert _info(app, run_id).error == shown
+    assert run_info(app, run_id).error == shown
     assert [r.error for r in app.runs() if r.run_id == run_id] == [shown]
 
 
@@ -235,7 +230,7 @@ def test_a_waiting_run_failed_as_damaged_leaves_no_event_wait_behind(deploy: Cal
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state=[1]))
     assert app.dispatch(app.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
     app.run_worker(once=True)
-    assert _info(app, run_id).status == "failed"
+    assert run_info(app, run_id).status == "failed"
     with app.engine.connect() as conn:
         assert conn.execute(waits).scalar() == 0
 
@@ -294,13 +289,13 @@ def test_a_run_whose_noted_event_this_deploy_cannot_load_is_stranded_not_a_crash
 
     v3 = deploy("paid-amount")
     assert v3.run_worker(once=True)["resumed"] == 0
-    info = _info(v3, run_id)
+    info = run_info(v3, run_id)
     assert (info.status, info.error["code"], info.path) == ("suspended", "stranded", "got"), info.error
     assert f"the event {event_id} that woke the run does not load as Paid" in info.error["message"]
     assert v3.run_worker(once=True)["resumed"] == 0  # passed by from now on, not tried again
 
     assert v1.run_worker(once=True)["resumed"] == 1  # the code that reads the event
-    done = _info(v1, run_id)
+    done = run_info(v1, run_id)
     assert (done.status, done.steps["got"]) == ("completed", Paid(ref)), done
 
 
@@ -321,18 +316,18 @@ def test_an_awaited_event_this_deploy_cannot_load_strands_the_waiting_run_for_on
 
     assert v1.run_worker(once=True)["resumed"] == 0
     for stranded in (run_id, other):
-        info = _info(v1, stranded)
+        info = run_info(v1, stranded)
         assert (info.status, info.error["code"], info.path) == ("suspended", "stranded", "got"), info.error
         assert "does not load as Paid" in info.error["message"] and "newer than" in info.error["message"]
     assert v1.run_worker(once=True)["resumed"] == 0  # passed by from now on
 
     assert v2.run_worker(once=True)["resumed"] == 1
-    done = _info(v2, run_id)
+    done = run_info(v2, run_id)
     assert (done.status, done.steps["got"]) == ("completed", PAID_V2(ref, 5)), done
-    assert _info(v2, other).status == "suspended"  # its Paid has not come: waiting again
+    assert run_info(v2, other).status == "suspended"  # its Paid has not come: waiting again
     clock.advance(hours=2)
     assert v2.run_worker(once=True)["resumed"] == 1  # and its timeout still holds
-    assert _info(v2, other).status == "completed"
+    assert run_info(v2, other).status == "completed"
 
 
 def _armed(app: App, run_id: uuid.UUID) -> bool | None:
@@ -362,14 +357,14 @@ def test_a_run_the_feed_stranded_is_no_longer_listed_stranded_once_a_deploy_that
     assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
     assert v1.run_worker(once=True)["resumed"] == 0
     assert _stranded(v1) == sorted([run_id, *others])
-    why = _info(v1, others[0]).error["message"]
+    why = run_info(v1, others[0]).error["message"]
 
     caplog.set_level(logging.INFO, logger="kumiko_typed")
     assert v2.run_worker(once=True)["resumed"] == 1
-    assert _info(v2, run_id).status == "completed"
+    assert run_info(v2, run_id).status == "completed"
     assert _stranded(v2) == [] and _stranded(v1) == []  # one database: either code lists none
     for waiting in (*others, bobs):
-        info = _info(v2, waiting)
+        info = run_info(v2, waiting)
         assert (info.status, info.path, info.error, _armed(v2, waiting)) == ("suspended", "got", None, True)
     for waiting in others:
         logged = [r.getMessage() for r in caplog.records if str(waiting) in r.getMessage()]
@@ -379,7 +374,7 @@ def test_a_run_the_feed_stranded_is_no_longer_listed_stranded_once_a_deploy_that
     assert _stranded(v1) == []
     clock.advance(hours=2)
     assert v1.run_worker(once=True)["resumed"] == 3  # and resumes them at their timeout: it can
-    assert [_info(v1, r).status for r in (*others, bobs)] == ["completed"] * 3
+    assert [run_info(v1, r).status for r in (*others, bobs)] == ["completed"] * 3
 
 
 def test_a_stranded_run_whose_stored_values_the_arming_deploy_cannot_rebuild_stays_stranded_with_its_reason(
@@ -402,7 +397,7 @@ def test_a_stranded_run_whose_stored_values_the_arming_deploy_cannot_rebuild_sta
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(payload=moved))
 
     assert v2.run_worker(once=True)["resumed"] == 0
-    info = _info(v2, run_id)
+    info = run_info(v2, run_id)
     reason = (
         "at step got: the stored state cannot be read: stored class 'elsewhere.Start' is not registered in this App; "
         "a deploy with the class as the run stored it resumes the run"
@@ -430,17 +425,17 @@ def test_a_run_whose_wait_a_deploy_arms_again_and_strands_in_the_look_back_stays
     v2 = deploy("paid-v2")
     assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
     assert v1.run_worker(once=True)["resumed"] == 0
-    assert _stranded(v1) == [run_id] and "newer than" in _info(v1, run_id).error["message"]
+    assert _stranded(v1) == [run_id] and "newer than" in run_info(v1, run_id).error["message"]
 
     v3 = deploy("paid-amount")
     assert v3.run_worker(once=True)["resumed"] == 0
-    info = _info(v3, run_id)
+    info = run_info(v3, run_id)
     assert (info.status, info.error["code"], _armed(v3, run_id)) == ("suspended", "stranded", False)
     assert "does not load as Paid (ClassValidationError)" in info.error["message"], info.error
     assert _stranded(v3) == [run_id]
 
     assert v2.run_worker(once=True)["resumed"] == 1
-    done = _info(v2, run_id)
+    done = run_info(v2, run_id)
     assert (done.status, done.error, done.steps["got"]) == ("completed", None, PAID_V2(ref, 5))
 
 
@@ -454,10 +449,10 @@ def test_a_run_whose_noted_event_is_of_another_type_fails_as_damaged(
     other, _ = _start(v1, "napper")
     clock.advance(minutes=2)
     assert v1.run_worker(once=True)["resumed"] == 2
-    info = _info(v1, run_id)
+    info = run_info(v1, run_id)
     assert (info.status, info.error["code"]) == ("failed", "unstorable_state"), info.error
     assert f"the event {event_id} noted as the one that woke the run is no Paid" in info.error["message"]
-    assert _info(v1, other).status == "completed"
+    assert run_info(v1, other).status == "completed"
 
 
 BOB = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))  # another tenant
@@ -489,9 +484,9 @@ def test_the_check_lists_the_runs_whose_noted_event_this_deploy_cannot_load_with
     assert v3.run_worker(once=True)["resumed"] == 0
     reasons = {g.run_ids[0]: g.reason for g in checked}
     for run_id, _ref, _event_id in woken:
-        info = _info(v3, run_id)
+        info = run_info(v3, run_id)
         assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reasons[run_id]})
-    assert _info(v3, waiting).error is None and _info(v3, napping).error is None
+    assert run_info(v3, waiting).error is None and run_info(v3, napping).error is None
     assert v3.check_runs() == checked  # stranded, still listed the same way
 
 
@@ -504,7 +499,7 @@ def test_the_check_lists_a_run_whose_noted_event_is_of_another_type_with_the_rea
     reason = f"the stored state cannot be read: the event {event_id} noted as the one that woke the run is no Paid"
     assert (problem.workflow, problem.path, problem.reason, problem.run_ids) == ("dpe:waiter", "got", reason, (run_id,))
     v1.run_worker(once=True)
-    info = _info(v1, run_id)
+    info = run_info(v1, run_id)
     assert (info.status, info.error) == ("failed", {"code": "unstorable_state", "message": f"at step got: {reason}"})
     assert v1.check_runs() == []
 
@@ -539,9 +534,9 @@ def test_a_noted_event_that_is_gone_or_no_id_is_listed_with_the_reason_the_worke
     assert (problem.path, problem.run_ids) == (path, (run_id,))
     assert problem.reason == f"the stored state cannot be read: {why.replace('...', named or '')}"
     v1.run_worker(once=True)
-    info = _info(v1, run_id)
+    info = run_info(v1, run_id)
     assert info.error == {"code": "unstorable_state", "message": f"at step {path}: {problem.reason}"}
-    assert _info(v1, fine).status == "completed"
+    assert run_info(v1, fine).status == "completed"
 
 
 # --- 2. and 3. a stored state or path of the wrong shape ------------------------------------------
@@ -592,12 +587,12 @@ def test_a_run_with_a_stored_state_of_the_wrong_shape_is_reported_by_the_check_a
 
     clock.advance(minutes=5)
     app.run_worker(once=True)  # does not raise; the other run goes on
-    info = _info(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.error) == (
         "failed",
         {"code": "unstorable_state", "message": f"at step item/do/#0/tick: {problem.reason}"},
     )
-    assert _info(app, fine).status == "completed"
+    assert run_info(app, fine).status == "completed"
     assert app.check_runs() == []
 
 
@@ -625,8 +620,8 @@ def test_a_stored_state_without_its_scope_reads_as_an_empty_scope_for_the_check_
 
     clock.advance(minutes=5)
     app.run_worker(once=True)
-    assert (_info(app, napper).status, _info(app, napper).error) == ("completed", None)
-    info = _info(app, looper)
+    assert (run_info(app, napper).status, run_info(app, napper).error) == ("completed", None)
+    info = run_info(app, looper)
     assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": problem.reason})
 
 
@@ -645,7 +640,7 @@ def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
 
     clock.advance(minutes=5)
     app.run_worker(once=True)
-    info = _info(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
 
 
@@ -692,7 +687,7 @@ def test_a_fill_that_raises_fails_the_run_with_internal_error_naming_it(
     # the waiting run waits for the event this definition still waits for
     clock.advance(minutes=5)
     v2.run_worker(once=True)  # does not raise
-    info = _info(v2, run_id)
+    info = run_info(v2, run_id)
     name = type(error).__name__
     assert (info.status, info.error) == (
         "failed",
@@ -701,7 +696,7 @@ def test_a_fill_that_raises_fails_the_run_with_internal_error_naming_it(
     assert "Traceback" not in info.error["message"]
     logged = [r for r in caplog.records if r.exc_info and r.exc_info[1] is error]
     assert logged and "price" in logged[0].getMessage()
-    assert _info(v2, other).status == "suspended"  # the pass went on
+    assert run_info(v2, other).status == "suspended"  # the pass went on
 
     # A run waiting for the event this definition still waits for resumes under it.
     assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)

@@ -22,6 +22,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
+from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
 from kumiko_typed._tables import workflow_runs
@@ -67,12 +68,6 @@ def _start(app: App, workflow: str, n: int, user: Any = USER, items: list[int] |
     return app.start_workflow(app.workflows[f"dep:{workflow}"], Order(n, items or []), user=user)
 
 
-def _run(app: App, run_id: uuid.UUID) -> Any:
-    info = app.get_run(run_id)
-    assert info is not None
-    return info
-
-
 def _result(app: App, workflow: str, run_id: uuid.UUID, user: Any = USER) -> object:
     result = app.result(app.workflows[f"dep:{workflow}"], run_id, user=user)
     assert isinstance(result, Ok), result
@@ -82,10 +77,10 @@ def _result(app: App, workflow: str, run_id: uuid.UUID, user: Any = USER) -> obj
 @pytest.mark.parametrize("version", ["code", "insert", "append", "branch"])
 def test_a_run_waiting_in_cool_off_resumes_under_a_compatible_change(db_url: str, v1: App, version: str) -> None:
     run_id = _start(v1, "job", 4)
-    assert (_run(v1, run_id).status, _run(v1, run_id).path) == ("suspended", "cool-off")
+    assert (run_info(v1, run_id).status, run_info(v1, run_id).path) == ("suspended", "cool-off")
     assert v1.check_runs() == []  # the code that stored it resumes it, of course
     assert worker(db_url, version, T0 + HOUR)["resumed"] == 1
-    info = _run(v1, run_id)
+    info = run_info(v1, run_id)
     assert (info.status, info.error) == ("completed", None)
     assert _result(v1, "job", run_id) == "v2:40"  # the new resolver ran, on the stored quote
     assert info.steps.get("extra") == ("appended" if version == "append" else None)
@@ -120,7 +115,7 @@ def test_an_incompatible_deploy_is_reported_strands_the_runs_and_a_later_deploy_
 
     assert worker(db_url, version, T0 + HOUR)["resumed"] == 1  # the loop's run only
     for run_id in (mine, theirs, dropped):
-        info = _run(v1, run_id)
+        info = run_info(v1, run_id)
         assert (info.status, info.path, info.error) == (
             "suspended",
             "cool-off",
@@ -139,9 +134,9 @@ def test_an_incompatible_deploy_is_reported_strands_the_runs_and_a_later_deploy_
     assert worker(db_url, redeploy, T0 + 2 * HOUR)["resumed"] == 3  # and the loop's next item
     assert _result(v1, "job", mine) == ("v1:40" if back == "v1" else "v2:40")
     assert _result(v1, "job", theirs, OTHER) == ("v1:50" if back == "v1" else "v2:50")
-    assert (_run(v1, mine).error, _run(v1, dropped).status) == (None, "cancelled")
+    assert (run_info(v1, mine).error, run_info(v1, dropped).status) == (None, "cancelled")
     if redeploy == "fill":
-        assert _run(v1, mine).steps["price"] == 41  # filled from the stored quote
+        assert run_info(v1, mine).steps["price"] == 41  # filled from the stored quote
 
 
 def test_a_run_suspended_in_a_loop_at_item_3_resumes_at_item_3_after_the_body_changed(db_url: str, v1: App) -> None:
@@ -150,9 +145,9 @@ def test_a_run_suspended_in_a_loop_at_item_3_resumes_at_item_3_after_the_body_ch
     for _ in range(3):
         clock.advance(hours=1)
         v1.run_worker(once=True)
-    assert _run(v1, run_id).path == "item/do/#3/tick"
+    assert run_info(v1, run_id).path == "item/do/#3/tick"
     assert worker(db_url, "code", T0 + 4 * HOUR)["resumed"] == 1
-    info = _run(v1, run_id)
+    info = run_info(v1, run_id)
     # Item 3 only, under the new body: a loop started over would wait at item 0 again.
     assert (info.status, info.steps["more"]) == ("completed", "changed body")
     assert _result(v1, "loop", run_id) == "v2:3"
@@ -160,7 +155,7 @@ def test_a_run_suspended_in_a_loop_at_item_3_resumes_at_item_3_after_the_body_ch
 
 def test_a_wait_in_a_named_branch_resumes_after_a_step_inserted_before_the_branch(db_url: str, v1: App) -> None:
     run_id = _start(v1, "nested", 1)
-    assert _run(v1, run_id).path == "vip/on_true/cool-off"
+    assert run_info(v1, run_id).path == "vip/on_true/cool-off"
     assert worker(db_url, "insert", T0 + HOUR)["resumed"] == 1
     assert _result(v1, "nested", run_id) == "v2:vip"
 
@@ -224,7 +219,7 @@ def test_an_event_that_came_while_a_run_was_stranded_resumes_it_under_a_compatib
         assert sum(_workers_at_once(db_url, ("renamed", "v1"), T0 + 2 * MINUTE, 3)) == 1
     else:
         assert worker(db_url, "renamed", T0 + 2 * MINUTE)["resumed"] == 0
-        info = _run(v1, run_id)
+        info = run_info(v1, run_id)
         assert (info.status, info.path, info.error) == (
             "suspended",
             "got",
@@ -232,7 +227,7 @@ def test_an_event_that_came_while_a_run_was_stranded_resumes_it_under_a_compatib
         )
         assert worker(db_url, back, T0 + 3 * MINUTE)["resumed"] == 1
     assert _result(v1, "signal", run_id) == ("v2:hello" if back == "across" else "v1:hello")
-    assert _run(v1, unheard).status == "suspended"  # no event of its key came
+    assert run_info(v1, unheard).status == "suspended"  # no event of its key came
 
 
 def test_a_run_neither_version_of_a_rolling_deploy_resumes_is_marked_once_per_version(db_url: str, v1: App) -> None:
@@ -335,4 +330,4 @@ def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_t
     assert [(g.path, g.reason) for g in v1.check_runs()] == [("0", 'compute "quote" at 0 is not a step a run waits in')]
     assert worker(db_url, "code", T0 + HOUR)["resumed"] == 1
     assert _result(v1, "job", kept) == "v2:40"
-    assert (_run(v1, moved).status, _run(v1, moved).error["code"]) == ("suspended", "stranded")
+    assert (run_info(v1, moved).status, run_info(v1, moved).error["code"]) == ("suspended", "stranded")

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import run_info
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import (
@@ -150,12 +151,6 @@ def _thing_events(app: App) -> int:
         return int(conn.scalar(stmt) or 0)
 
 
-def _run(app: App, run_id: uuid.UUID) -> Any:
-    info = app.get_run(run_id)
-    assert info is not None
-    return info
-
-
 @pytest.fixture
 def user(make_user: Callable[..., User]) -> User:
     return make_user()
@@ -186,16 +181,16 @@ def test_wait_for_event_times_out_with_none_and_continues(
     waiter = _waiting(f)
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(waiter, Start(uuid.uuid4()), user=user)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.path, _utc(info.wake_at)) == ("suspended", "got", T0 + timedelta(hours=1))
 
     clock.advance(minutes=59, seconds=59)
     app.run_worker(once=True)
-    assert _run(app, run_id).status == "suspended"
+    assert run_info(app, run_id).status == "suspended"
 
     clock.advance(seconds=1)
     assert app.run_worker(once=True)["resumed"] == 1
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "completed"
     assert info.steps["got"] is None
     assert info.steps["timed_out"] is True
@@ -216,12 +211,12 @@ def test_only_an_event_of_the_type_whose_event_key_equals_the_key_wakes_the_run(
     assert app.dispatch(emit, Emit(uuid.uuid4(), "other key"), user=user) == Ok(None)
     assert app.dispatch(emit, Emit(ref, "same key, other type", kind="pong"), user=user) == Ok(None)
     app.run_worker(once=True)
-    assert (_run(app, run_id).status, _run(app, run_id).path) == ("suspended", "got")
+    assert (run_info(app, run_id).status, run_info(app, run_id).path) == ("suspended", "got")
 
     clock.advance(minutes=10)
     assert app.dispatch(emit, Emit(ref, "match"), user=user) == Ok(None)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "completed"
     assert info.steps["got"] == Ping(ref, "match")
     assert info.steps["timed_out"] is False
@@ -229,7 +224,7 @@ def test_only_an_event_of_the_type_whose_event_key_equals_the_key_wakes_the_run(
     # A second matching event finds nothing waiting any more.
     assert app.dispatch(emit, Emit(ref, "late"), user=user) == Ok(None)
     app.run_worker(once=True)
-    assert _run(app, run_id).steps["got"] == Ping(ref, "match")
+    assert run_info(app, run_id).steps["got"] == Ping(ref, "match")
 
 
 def test_event_appended_while_suspended_before_the_next_pass_matches(
@@ -246,7 +241,7 @@ def test_event_appended_while_suspended_before_the_next_pass_matches(
     run_id = app.start_workflow(waiter, Start(ref), user=user)
     assert app.dispatch(emit, Emit(ref, "while suspended"), user=user) == Ok(None)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.steps["got"]) == ("completed", Ping(ref, "while suspended"))
 
 
@@ -264,7 +259,7 @@ def test_event_appended_while_suspended_matches_even_when_the_feed_lags(
     assert app.dispatch(emit, Emit(ref, "first"), user=user) == Ok(None)
     assert app.dispatch(emit, Emit(ref, "second"), user=user) == Ok(None)
     app.run_worker(once=True)
-    assert _run(app, run_id).steps["got"] == Ping(ref, "first")
+    assert run_info(app, run_id).steps["got"] == Ping(ref, "first")
 
 
 def test_event_appended_before_the_run_reached_the_wait_does_not_match(
@@ -280,11 +275,11 @@ def test_event_appended_before_the_run_reached_the_wait_does_not_match(
     run_id = app.start_workflow(waiter, Start(ref), user=user)
     app.run_worker(once=True)
     app.run_worker(once=True)
-    assert (_run(app, run_id).status, _run(app, run_id).path) == ("suspended", "got")
+    assert (run_info(app, run_id).status, run_info(app, run_id).path) == ("suspended", "got")
 
     assert app.dispatch(emit, Emit(ref, "in time"), user=user) == Ok(None)
     app.run_worker(once=True)
-    assert _run(app, run_id).steps["got"] == Ping(ref, "in time")
+    assert run_info(app, run_id).steps["got"] == Ping(ref, "in time")
 
 
 def test_event_appended_during_an_earlier_wait_does_not_match_the_later_event_wait(
@@ -296,16 +291,16 @@ def test_event_appended_during_an_earlier_wait_does_not_match_the_later_event_wa
     app = app_on([f], clock=clock)
     ref = uuid.uuid4()
     run_id = app.start_workflow(waiter, Start(ref), user=user)
-    assert _run(app, run_id).path == "@wait"
+    assert run_info(app, run_id).path == "@wait"
     assert app.dispatch(emit, Emit(ref, "during the timer"), user=user) == Ok(None)
     clock.advance(minutes=1)
     app.run_worker(once=True)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.path) == ("suspended", "got")
     clock.advance(hours=1)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.steps["got"], info.steps["timed_out"]) == ("completed", None, True)
 
 
@@ -351,7 +346,7 @@ def test_an_event_racing_a_due_timeout_resumes_the_run_once(
         monkeypatch.setattr(EventFeed, "_event_key", event_key_then_timeout)
         app.run_worker(once=True)
         assert raced == [1]
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         assert (info.status, info.path) == ("suspended", "@wait")  # still in the one-hour timer
         assert info.steps["got"] is None  # the timeout won
         assert info.steps["after_event_wait"] is True
@@ -391,7 +386,7 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
 
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert (info.status, info.path, _utc(info.wake_at)) == ("suspended", "@retry/#2", T0 + timedelta(seconds=10))
     assert info.steps["before"] == "kept"
     assert info.steps["attempt"] is None  # the failed attempt's values went with it
@@ -399,21 +394,21 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
 
     clock.advance(seconds=9)
     app.run_worker(once=True)
-    assert (len(attempts), _run(app, run_id).path) == (1, "@retry/#2")
+    assert (len(attempts), run_info(app, run_id).path) == (1, "@retry/#2")
 
     # exponential: 10 s, then 20 s, then 40 s after the failed attempts 1, 2, 3
     for path, wake in (("@retry/#3", 30), ("@retry/#4", 70)):
-        clock.now = _utc(_run(app, run_id).wake_at)  # type: ignore[assignment]
+        clock.now = _utc(run_info(app, run_id).wake_at)  # type: ignore[assignment]
         app.run_worker(once=True)
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         assert (info.status, info.path, _utc(info.wake_at)) == ("suspended", path, T0 + timedelta(seconds=wake))
 
     clock.advance(seconds=39)
     app.run_worker(once=True)
-    assert (len(attempts), _run(app, run_id).path) == (3, "@retry/#4")
+    assert (len(attempts), run_info(app, run_id).path) == (3, "@retry/#4")
     clock.advance(seconds=1)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "failed"
     assert info.error is not None and info.error["code"] == "internal_error"
     shown = r'step 1/do/2 compute "boom" raised RuntimeError \(error id [0-9a-f]{32}\)'
@@ -425,7 +420,7 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
     clock.advance(days=1)
     app.run_worker(once=True)
     assert len(attempts) == 4
-    assert _run(app, run_id).status == "failed"
+    assert run_info(app, run_id).status == "failed"
 
 
 def test_retry_exhausted_by_a_failure_keeps_its_code_linear_backoff(
@@ -449,13 +444,13 @@ def test_retry_exhausted_by_a_failure_keeps_its_code_linear_backoff(
 
     # linear: 10 s, 20 s, 30 s after the failed attempts 1, 2, 3
     for path, wake in (("@retry/#2", 10), ("@retry/#3", 30), ("@retry/#4", 60)):
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         assert (info.status, info.path, _utc(info.wake_at)) == ("suspended", path, T0 + timedelta(seconds=wake))
         assert _things(app, "in-retry") == 0
         clock.now = T0 + timedelta(seconds=wake)
         app.run_worker(once=True)
 
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "failed"
     assert info.error == {"code": "not_found", "message": 'step "missing": no row matched'}
     assert attempts == [T0 + timedelta(seconds=s) for s in (0, 10, 30, 60)]
@@ -476,11 +471,11 @@ def test_retry_of_a_failure_succeeds_once_the_row_exists(
     flow = f.workflow("lookup", trigger=manual(Start), pipeline=pipeline)
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
-    assert _run(app, run_id).path == "@retry/#2"
+    assert run_info(app, run_id).path == "@retry/#2"
     assert app.dispatch(emit, Emit(uuid.uuid4(), "now"), user=user) == Ok(None)
     clock.advance(seconds=10)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "completed"
     assert info.steps["found"].label == "emit:now"
     assert info.steps["thing"].entity.label == "in-retry"
@@ -523,7 +518,7 @@ def test_resuming_under_a_definition_changed_around_the_wait_completes(
     try:
         clock.advance(minutes=1)
         app.run_worker(once=True)
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         assert (info.status, info.error, info.steps["x"]) == ("completed", None, 5)  # x was stored: not recomputed
         assert info.steps["renamed" if variant == "name" else "y"] == 50
     finally:
@@ -544,7 +539,7 @@ def test_resuming_under_an_unchanged_definition_in_a_new_app_completes(
     try:
         clock.advance(minutes=1)
         app.run_worker(once=True)
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         assert (info.status, info.steps["x"], info.steps["y"]) == ("completed", 5, 50)
     finally:
         app.dispose()
@@ -571,7 +566,7 @@ def test_an_event_wait_under_a_changed_definition_resumes_or_stays_stranded(
     app.create_all()
     ref = uuid.uuid4()
     run_id = app.start_workflow(flow, Start(ref), user=user)
-    assert _run(app, run_id).path == "got"
+    assert run_info(app, run_id).path == "got"
     app.dispose()
 
     new, _, emit = _event_fp_feature(variant)
@@ -581,7 +576,7 @@ def test_an_event_wait_under_a_changed_definition_resumes_or_stays_stranded(
         app.run_worker(once=True)  # must not raise
         clock.advance(hours=1)
         app.run_worker(once=True)
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         if variant == "step":  # a step added after the wait: the event resumed it
             assert (info.status, info.steps["got"], info.steps["extra"]) == ("completed", Ping(ref, "wake"), 0)
         else:
@@ -670,7 +665,7 @@ def test_an_unstorable_value_fails_the_run_at_suspension(
     flow = f.workflow("opaque", trigger=manual(Start), pipeline=pipeline)
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "failed"
     assert info.error is not None
     assert info.error["code"] == "unstorable_state"
@@ -679,7 +674,7 @@ def test_an_unstorable_value_fails_the_run_at_suspension(
     assert (_things(app, "before-unstorable"), _thing_events(app)) == (0, 0)
     clock.advance(minutes=5)
     app.run_worker(once=True)
-    assert _run(app, run_id).status == "failed"
+    assert run_info(app, run_id).status == "failed"
 
 
 def test_registered_classes_and_plain_values_round_trip_through_a_suspension(
@@ -724,12 +719,12 @@ def test_registered_classes_and_plain_values_round_trip_through_a_suspension(
     flow = f.workflow("codec", trigger=manual(Start), pipeline=pipeline)
     app = app_on([f], clock=clock, value_types=[Extra])
     run_id = app.start_workflow(flow, Start(uuid.uuid4(), n=7), user=user)
-    suspended = _run(app, run_id)
+    suspended = run_info(app, run_id)
     assert suspended.status == "suspended"
 
     clock.advance(minutes=1)
     app.run_worker(once=True)
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "completed", info.error
     saved = info.steps["thing"]
     assert isinstance(saved, Saved) and isinstance(saved.entity, WftThing)
@@ -765,7 +760,7 @@ def test_an_attrs_payload_with_nested_lists_round_trips(
     clock.advance(minutes=1)
     app.run_worker(once=True)
     assert seen == [order]
-    assert _run(app, run_id).steps["lines"] == [("Line", Decimal("1.10")), ("Line", Decimal("20"))]
+    assert run_info(app, run_id).steps["lines"] == [("Line", Decimal("1.10")), ("Line", Decimal("20"))]
 
 
 def test_a_stored_class_the_new_app_does_not_register_strands_only_that_run(
@@ -788,11 +783,11 @@ def test_a_stored_class_the_new_app_does_not_register_strands_only_that_run(
         fine = app.start_workflow(plain, Start(uuid.uuid4()), user=user)
         clock.advance(minutes=1)
         app.run_worker(once=True)  # must not raise
-        info = _run(app, broken)
+        info = run_info(app, broken)
         assert info.status == "suspended"
         assert info.error is not None and info.error["code"] == "stranded"
         assert f"{Extra.__module__}.Extra" in info.error["message"]
-        assert _run(app, fine).status == "completed"
+        assert run_info(app, fine).status == "completed"
     finally:
         app.dispose()
 
@@ -808,7 +803,7 @@ def test_a_fresh_worker_process_resumes_a_run_holding_an_entity(tmp_path: Path) 
     try:
         fixture.create_tables(app)
         run_id = app.start_workflow(fixture.job, fixture.Job(1, "timer"), user=fixture.USER)
-        assert _run(app, run_id).status == "suspended"
+        assert run_info(app, run_id).status == "suspended"
         out = subprocess.run(
             [sys.executable, "-c", fixture.WORKER_BOOT, str(ROOT / "tests"), url, "1", "30"],
             check=False,
@@ -820,7 +815,7 @@ def test_a_fresh_worker_process_resumes_a_run_holding_an_entity(tmp_path: Path) 
         )
         assert out.returncode == 0, out.stderr
         assert '"errors": 0' in out.stdout, out.stdout
-        info = _run(app, run_id)
+        info = run_info(app, run_id)
         assert info.status == "completed", info.error
         assert info.steps["last"].entity.step == "last"
     finally:
@@ -940,7 +935,7 @@ def test_manual_starts_runs_listing_and_lookup(app_on: Callable[..., App], clock
     assert {(r.workflow, r.status) for r in runs} == {("wf:one", "completed")}
     assert [r.run_id for r in app.runs("wf:one")] == ids[::-1]
     assert [r.run_id for r in app.runs()] == [waiting, *ids[::-1]]
-    assert _run(app, waiting).status == "suspended"
+    assert run_info(app, waiting).status == "suspended"
     assert app.get_run(uuid.uuid4()) is None
     assert app.runs("wf:nothing") == []
     with pytest.raises(LookupError, match="not registered"):
@@ -985,12 +980,12 @@ def test_a_wait_in_a_loop_in_a_branch_arm_resumes_with_its_scope(
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
     paths = []
-    while _run(app, run_id).status == "suspended":
-        paths.append(_run(app, run_id).path)
+    while run_info(app, run_id).status == "suspended":
+        paths.append(run_info(app, run_id).path)
         clock.advance(minutes=1)
         app.run_worker(once=True)
     assert paths == ["item/do/#0/@branch/on_true/item/do/#0/@wait", "item/do/#0/@branch/on_true/item/do/#1/@wait"]
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "completed"
     # o1 took on_true (decided once, at T0, though resumed later); o2 was decided after the clock moved.
     assert decisions == ["o1", "o2"]
@@ -1025,12 +1020,12 @@ def test_a_shadowed_outer_item_is_restored_after_a_suspended_inner_loop(
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Start(uuid.uuid4()), user=user)
     paths = []
-    while _run(app, run_id).status == "suspended":
-        paths.append(_run(app, run_id).path)
+    while run_info(app, run_id).status == "suspended":
+        paths.append(run_info(app, run_id).path)
         clock.advance(minutes=1)
         app.run_worker(once=True)
     assert paths == [f"item/do/#{o}/@branch/on_true/item/do/#{i}/@wait" for o in (0, 1) for i in (0, 1)]
-    info = _run(app, run_id)
+    info = run_info(app, run_id)
     assert info.status == "completed"
     assert info.steps["inner"] == ("o1.1", "o1.2", "o2.1", "o2.2")
     assert info.steps["outer_after"] == ("o1", "o2")  # the outer item, restored after each inner loop
