@@ -74,6 +74,19 @@ new_item = shop.write_handler(
 )
 
 
+def _reserve_meanwhile(app: App, user: User) -> Callable[[Any], None]:
+    """A hook between a segment's read and its write: a handler in another connection
+    reserves the run's item, and commits, before the segment goes on."""
+
+    def take_one(c: Any) -> None:
+        item = c.payload.item
+        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user))
+        racer.start()
+        racer.join(30)
+
+    return take_one
+
+
 def _decide(c: Any) -> bool:
     time.sleep(0.02)  # the other runs read the same stock meanwhile, unless they wait
     return bool(c.steps["item"].stock > 0)
@@ -251,11 +264,7 @@ def test_a_resumed_segment_that_loses_a_race_is_tried_again_not_failed(
     clock = FakeClock(T0)
     app = App([shop], database_url=fresh_postgres_url, clock=clock)
 
-    def take_one(c: Any) -> None:
-        item = c.payload.item
-        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user))
-        racer.start()
-        racer.join(30)
+    take_one = _reserve_meanwhile(app, user)
 
     try:
         app.create_all()
@@ -295,10 +304,7 @@ def test_a_run_another_deploy_stranded_that_loses_a_race_here_is_no_longer_liste
     clock = FakeClock(T0)
     app = App([shop], database_url=fresh_postgres_url, clock=clock)
 
-    def take_one(c: Any) -> None:
-        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(c.payload.item), user=user))
-        racer.start()
-        racer.join(30)
+    take_one = _reserve_meanwhile(app, user)
 
     try:
         app.create_all()
@@ -342,10 +348,7 @@ def test_a_segment_resumed_by_an_event_that_loses_a_race_is_tried_again_with_tha
         if races:
             return
         races.append(1)
-        item = c.payload.item
-        racer = threading.Thread(target=lambda: app.dispatch(take, Reserve(item), user=user))
-        racer.start()
-        racer.join(30)
+        _reserve_meanwhile(app, user)(c)
 
     try:
         app.create_all()
