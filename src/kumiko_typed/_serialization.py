@@ -23,6 +23,7 @@ from sqlalchemy.orm import configure_mappers
 
 from ._entity import Entity
 from ._errors import ClassMismatch, StateError
+from ._limits import MAX_DEPTH
 from ._saved import Saved
 from ._triggers import CronTick
 
@@ -93,6 +94,14 @@ class Codec:
         self.digest = hashlib.sha256(shapes.encode()).hexdigest()[:12]
 
     def encode(self, value: Any) -> Any:
+        """``value`` as JSON with type tags; ``StateError`` for what cannot be stored, and
+        for a value nested deeper than ``MAX_DEPTH`` containers: one that holds itself is
+        nested without end, and recursing into it would raise ``RecursionError`` from
+        wherever the value is stored (an idempotency key's fingerprint, a run's state)."""
+        return self._encode(value, MAX_DEPTH)
+
+    def _encode(self, value: Any, room: int) -> Any:
+        """``encode``, with ``room`` levels of containers left."""
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
@@ -109,21 +118,24 @@ class Codec:
             return {TAG: "timedelta", "v": value.total_seconds()}
         if isinstance(value, Decimal):
             return {TAG: "decimal", "v": str(value)}
+        if not room:  # whatever is left holds values of its own
+            raise StateError(f"a value nested deeper than {MAX_DEPTH} levels cannot be stored (does it hold itself?)")
+        room -= 1
         if isinstance(value, list):
-            return [self.encode(v) for v in value]
+            return [self._encode(v, room) for v in value]
         if isinstance(value, tuple):
-            return {TAG: "tuple", "v": [self.encode(v) for v in value]}
+            return {TAG: "tuple", "v": [self._encode(v, room) for v in value]}
         if isinstance(value, (set, frozenset)):
             tag = "frozenset" if isinstance(value, frozenset) else "set"
-            return {TAG: tag, "v": sorted((self.encode(v) for v in value), key=_canonical)}
+            return {TAG: tag, "v": sorted((self._encode(v, room) for v in value), key=_canonical)}
         if isinstance(value, Mapping):
             if not all(isinstance(k, str) for k in value):
                 raise StateError("only mappings with string keys can be stored")
-            return {TAG: "dict", "v": {k: self.encode(v) for k, v in value.items()}}
+            return {TAG: "dict", "v": {k: self._encode(v, room) for k, v in value.items()}}
         if isinstance(value, Saved):
             return {
                 TAG: "saved",
-                "v": {f.name: self.encode(getattr(value, f.name)) for f in attrs.fields(Saved)},
+                "v": {f.name: self._encode(getattr(value, f.name), room) for f in attrs.fields(Saved)},
             }
         cls = type(value)
         name = self.names.get(cls)
@@ -133,11 +145,15 @@ class Codec:
                 "decimals, sets and registered payload, event and entity classes (and enums they name) can"
             )
         if isinstance(value, enum.Enum):
-            return {TAG: "enum", "c": name, "v": self.encode(value.value)}
+            return {TAG: "enum", "c": name, "v": self._encode(value.value, room)}
         if isinstance(value, Entity):
-            columns = {a.key: self.encode(getattr(value, a.key)) for a in inspect(cls).column_attrs}
+            columns = {a.key: self._encode(getattr(value, a.key), room) for a in inspect(cls).column_attrs}
             return {TAG: "entity", "c": name, "v": columns}
-        return {TAG: "attrs", "c": name, "v": {f.name: self.encode(getattr(value, f.name)) for f in attrs.fields(cls)}}
+        return {
+            TAG: "attrs",
+            "c": name,
+            "v": {f.name: self._encode(getattr(value, f.name), room) for f in attrs.fields(cls)},
+        }
 
     def decode(self, data: Any) -> Any:
         if isinstance(data, list):

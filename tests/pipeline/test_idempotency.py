@@ -24,6 +24,7 @@ from _idem_race import create_tables, effect_count, make_app
 from _sql_log import statements
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, User, fail, manual, ok
+from kumiko_typed._limits import MAX_DEPTH
 from kumiko_typed._tables import idempotency_keys, workflow_runs
 from kumiko_typed.testing import FakeClock
 
@@ -298,6 +299,54 @@ def test_a_number_too_long_to_write_is_refused_before_the_key_is_claimed(app_on:
     assert isinstance(untyped, Failure) and untyped.details == [too_long]
     assert _keys(app) == 0
     assert app.dispatch(echo, Unregistered(10**4000), user=user, idempotency_key="k") == Ok(1)
+
+
+@attrs.frozen
+class Bag:
+    items: list[Any]
+
+
+def _holding_itself() -> list[Any]:
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+def _nested(depth: int) -> list[Any]:
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize("items", [_holding_itself(), _nested(1000)], ids=["holding-itself", "nested-1000"])
+def test_a_value_nested_without_end_is_refused_before_the_key_is_claimed_and_unstorable_as_a_result(
+    app_on: AppOn, items: list[Any]
+) -> None:
+    """Before: the codec recursed until RecursionError, which the fingerprint raised out of
+    dispatch itself (a traceback to the caller) and the result's record turned into an
+    internal_error; the same payload as JSON is refused past the depth limit, so is this."""
+    f = Feature("idem_deep")
+    runs: list[int] = []
+    take = f.write_handler("take", f.pipeline(Bag).compute("n", lambda c: runs.append(1)).return_(lambda c: ok(1)))
+    echo = f.write_handler("echo", f.pipeline(Note).return_(lambda c: ok(items)))
+    app = app_on([f])
+    user = _tenant_user()
+    deep = f"a value nested deeper than {MAX_DEPTH} levels cannot be stored (does it hold itself?)"
+
+    refused = app.dispatch(take, Bag(items), user=user, idempotency_key="k")
+    message = f"the payload cannot be stored for an idempotency key: {deep}"
+    assert refused == Failure("validation_error", message, [{"path": "$", "message": message}])
+    assert runs == [] and _keys(app) == 0
+    unstorable = app.dispatch(echo, Note("a"), user=user, idempotency_key="k")
+    assert unstorable == Failure(
+        "unstorable_state", f"handler idem_deep:echo: the result cannot be stored for its key: {deep}"
+    )
+    assert _keys(app) == 0
+    # At the limit (the payload's class is a level of its own) both are stored.
+    assert app.dispatch(take, Bag(_nested(MAX_DEPTH - 1)), user=user, idempotency_key="k") == Ok(1)
+    assert app.dispatch(take, Bag(_nested(MAX_DEPTH - 1)), user=user, idempotency_key="k") == Ok(1)
+    assert runs == [1]
 
 
 @pytest.mark.parametrize("key", ["", "x" * 256, "line\nbreak", 42, None])
