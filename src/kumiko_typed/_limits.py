@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any, Final
@@ -32,6 +32,8 @@ from sqlalchemy import (
     SmallInteger,
     String,
 )
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
@@ -43,6 +45,8 @@ __all__ = [
     "json_problems",
     "moment_problem",
     "number_problem",
+    "read_check",
+    "read_problems",
     "refuse",
     "row_count_problems",
     "source_path",
@@ -380,6 +384,61 @@ def row_count_problems(stmt: Select[Any], payload: object) -> list[Problem]:
             message = f"must not be negative (the query's {clause}), not {count}"
             problems.append({"path": source_path(payload, count), "message": message, "column": clause})
     return problems
+
+
+# --- a read's values ----------------------------------------------------------------
+
+_ANY_TEXT: Final = _text(None)
+_WIDTHS: Final = {bits: _integer(bits) for bits in (16, 32, 64)}
+
+
+def read_check(type_: TypeEngine[Any]) -> Check | None:
+    """What a read's value compared with a column of ``type_`` is checked for: only what
+    one database refuses and the other compares.  PostgreSQL casts each parameter to its
+    column's type (an integer past the column's width is an error there, no match on
+    SQLite) and takes no NUL; SQLite cannot bind a time outside UTC's years; neither
+    encodes a lone surrogate.  A text longer than its column is no error: no row holds it,
+    so none matches, on both."""
+    if isinstance(type_, TypeDecorator):
+        type_ = type_.impl_instance
+    if isinstance(type_, Enum):
+        return None  # its values are checked by SQLAlchemy against the enum
+    if isinstance(type_, String):
+        return _ANY_TEXT
+    if isinstance(type_, Integer):
+        return _WIDTHS[16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32]
+    if isinstance(type_, DateTime):
+        return _moment
+    return None
+
+
+def read_problems(
+    binds: Iterable[tuple[BindParameter[Any], object]], stmt: Select[Any], payload: object
+) -> list[Problem]:
+    """The problems of a read's bound ``(parameter, value)`` pairs (the values of an
+    ``IN`` list one by one), so that a value its column cannot hold is the same
+    ``validation_error`` on both databases, naming the payload field, as in a write.
+    ``LIMIT`` and ``OFFSET`` are :func:`row_count_problems`'."""
+    problems: list[Problem] = []
+    for bind, value in binds:
+        check = read_check(bind.type)
+        if check is None or value is None or hasattr(bind, "_limit_offset_value"):
+            continue
+        for item in value if bind.expanding and isinstance(value, (list, tuple)) else (value,):
+            problem = check(item)
+            if problem is not None:
+                path = source_path(payload, item)
+                problems.append({"path": path, "message": problem, "column": _compared_with(stmt, bind)})
+    return problems[:_MAX_PROBLEMS]
+
+
+def _compared_with(stmt: Select[Any], bind: BindParameter[Any]) -> str:
+    """``table.column`` that ``bind`` is compared with in ``stmt`` (looked for only for a
+    problem: walking the statement costs more than checking every value)."""
+    for element in visitors.iterate(stmt):
+        if isinstance(element, BinaryExpression) and element.right is bind and isinstance(element.left, Column):
+            return _label(element.left)
+    return f"the parameter {bind._orig_key!r}" if isinstance(bind._orig_key, str) else "a parameter"
 
 
 def refuse(problems: list[Problem]) -> None:

@@ -31,21 +31,21 @@ from __future__ import annotations
 import dis
 import gc
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from operator import attrgetter, itemgetter
 from types import FrameType, FunctionType
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Select
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.elements import BindParameter
 
 from .._access import TENANT_PARAM, ShapeMemo
 from .._errors import StepRefused, Unfit
-from .._limits import row_count_problems
+from .._limits import read_check, read_problems, row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
 
 if TYPE_CHECKING:
-    from sqlalchemy.sql.elements import BindParameter
-
     from .._interpreter import Run
     from ._entity_reads import _Plan
 
@@ -120,10 +120,12 @@ class _Template:
     """A resolver's statement plan, and per bound parameter where its value comes from:
     a getter on ``c`` (and the value's type at the first call), or a constant."""
 
-    __slots__ = ("consts", "plan", "sources")
+    __slots__ = ("checked", "consts", "plan", "sources")
 
     def __init__(self, plan: _Plan, sources: list[tuple[str, Getter, type[Any]]], consts: dict[str, object]) -> None:
         self.plan, self.sources, self.consts = plan, sources, consts
+        #: The parameters whose values :func:`read_problems` checks (text, integers, times).
+        self.checked = tuple(b for b in plan.binds if read_check(b.type) is not None)
 
     def params(self, ctx: object, tenant: object) -> dict[str, object] | None:
         """The parameters for ``ctx``, or ``None`` if a value's type differs from the first call's."""
@@ -152,6 +154,9 @@ def read_entities(run: Run, query: Callable[[Any], object], first: bool, limit: 
         tenant = plain_tenant(session)
         params = None if tenant is None else template.params(run, tenant)
         if params is not None:
+            if template.checked:
+                checked = ((b, params[b.key]) for b in template.checked)
+                _refuse_unfit(checked, template.plan.stmt, getattr(run, "payload", None))
             found = run_plan(session, template.plan, params, first)
             if found is not None:
                 return found
@@ -170,10 +175,20 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
     if not isinstance(stmt, Select):
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     stmt = stmt if limit is None else stmt.limit(limit)
-    problems = row_count_problems(stmt, getattr(ctx, "payload", None))
+    payload = getattr(ctx, "payload", None)
+    problems = row_count_problems(stmt, payload)
     if problems:
         raise Unfit(problems, "a row count is negative")
+    key = stmt._generate_cache_key()  # kept by the statement: its execution reuses it
+    binds = key.bindparams if key is not None else [e for e in visitors.iterate(stmt) if isinstance(e, BindParameter)]
+    _refuse_unfit(((b, b.effective_value) for b in binds), stmt, payload)
     return stmt
+
+
+def _refuse_unfit(binds: Iterable[tuple[BindParameter[Any], object]], stmt: Select[Any], payload: object) -> None:
+    problems = read_problems(binds, stmt, payload)
+    if problems:
+        raise Unfit(problems, "a value cannot be compared with its column")
 
 
 def _template(query: Callable[[Any], object], ctx: object, stmt: Select[Any], limit: int | None) -> object:

@@ -1,0 +1,159 @@
+"""A read compares a column with a value its type cannot hold: PostgreSQL refused it (it
+casts each parameter to the column's type) with no word of the field, while SQLite
+compared and found nothing, or could not bind it (a time outside UTC's years).  Both now
+give the write path's answer: a ``validation_error`` naming the payload field, whether
+the read runs its resolver or its template, in a write handler or a query."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import datetime, timedelta, timezone
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, ok_data
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, Entity, Feature, User, ok
+
+AppOn = Callable[..., App]
+
+
+class RvThing(Entity):
+    __tablename__ = "rv_thing"
+    name: Mapped[str] = mapped_column(sa.String(20))
+    n: Mapped[int] = mapped_column(sa.Integer, default=0)
+    at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), default=None)
+
+
+@attrs.frozen
+class ByName:
+    name: str
+
+
+@attrs.frozen
+class ByNumber:
+    n: int
+
+
+@attrs.frozen
+class ByNumbers:
+    ns: list[int]
+
+
+@attrs.frozen
+class Before:
+    at: datetime
+
+
+@attrs.frozen
+class NewThing:
+    name: str
+    n: int
+
+
+f = Feature("rv")
+f.entity(RvThing)
+add = f.write_handler(
+    "add",
+    f.pipeline(NewThing)
+    .create("thing", RvThing, data=lambda c: RvThing(name=c.payload.name, n=c.payload.n))
+    .return_(lambda c: ok(c.steps["thing"].id)),
+)
+by_name = f.write_handler(
+    "by-name",
+    f.pipeline(ByName)
+    .find_one("thing", lambda c: sa.select(RvThing).where(RvThing.name == c.payload.name))
+    .return_(lambda c: ok(c.steps["thing"] is not None)),
+)
+by_number = f.query_handler(
+    "by-number",
+    f.query_pipeline(ByNumber)
+    .get_one("thing", lambda c: sa.select(RvThing).where(RvThing.n == c.payload.n))
+    .return_(lambda c: ok(c.steps["thing"].name)),
+)
+by_numbers = f.write_handler(
+    "by-numbers",
+    f.pipeline(ByNumbers)
+    .find_many("things", lambda c: sa.select(RvThing).where(RvThing.n.in_(c.payload.ns)))
+    .return_(lambda c: ok(len(c.steps["things"]))),
+)
+before = f.write_handler(
+    "before",
+    f.pipeline(Before)
+    .find_many("things", lambda c: sa.select(RvThing).where(RvThing.at < c.payload.at))
+    .return_(lambda c: ok(len(c.steps["things"]))),
+)
+
+add_then_read = f.write_handler(
+    "add-then-read",
+    f.pipeline(ByNumber)
+    .create("thing", RvThing, data=lambda c: RvThing(name="new", n=1))
+    .find_many("things", lambda c: sa.select(RvThing).where(RvThing.n == c.payload.n))
+    .return_(lambda c: ok(len(c.steps["things"]))),
+)
+
+INT32 = "must be between -2147483648 and 2147483647"
+
+
+@pytest.fixture
+def app(app_on: AppOn, admin: User) -> App:
+    app = app_on([f])
+    ok_data(app.dispatch(add, NewThing("tea", 7), user=admin))
+    return app
+
+
+def _problem(path: str, message: str, column: str, step: str) -> dict[str, str]:
+    return {"path": path, "message": message, "column": column, "step": step}
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "template"])
+def test_a_number_the_column_cannot_hold_is_a_validation_error_naming_its_field(
+    app: App, admin: User, warm: bool
+) -> None:
+    if warm:  # the resolver has run once: its template binds the next call's values
+        assert ok_data(app.query_json("rv:by-number", {"n": 7}, user=admin)) == "tea"
+        assert ok_data(app.dispatch(by_numbers, ByNumbers([7, 8]), user=admin)) == 1
+    refused = failure_of(app.query_json("rv:by-number", {"n": 2**40}, user=admin), "validation_error")
+    step = '0 read.get_one "thing"'
+    assert refused.details == [_problem("$.n", INT32, "rv_thing.n", step)]
+    assert refused.message == f"step {step}: a value cannot be compared with its column: {INT32}"
+    listed = failure_of(app.dispatch(by_numbers, ByNumbers([7, -(2**31) - 1]), user=admin), "validation_error")
+    assert listed.details == [_problem("$.ns[1]", INT32, "rv_thing.n", '0 read.find_many "things"')]
+    # At the column's bounds, a read finds nothing, as before, on both databases.
+    assert failure_of(app.query(by_number, ByNumber(2**31 - 1), user=admin), "not_found")
+    assert ok_data(app.dispatch(by_numbers, ByNumbers([-(2**31)]), user=admin)) == 0
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "template"])
+def test_text_no_column_can_hold_is_a_validation_error_and_a_long_text_finds_nothing(
+    app: App, admin: User, warm: bool
+) -> None:
+    if warm:
+        assert ok_data(app.dispatch(by_name, ByName("tea"), user=admin)) is True
+    step = '0 read.find_one "thing"'
+    for name, message in [
+        ("te\x00a", "must not contain NUL characters (U+0000)"),
+        ("te\udc80a", "is not valid Unicode (it holds a lone surrogate)"),
+    ]:
+        refused = failure_of(app.dispatch(by_name, ByName(name), user=admin), "validation_error")
+        assert refused.details == [_problem("$.name", message, "rv_thing.name", step)]
+    # Longer than the column: no row can hold it, so none matches (a read is no write).
+    assert ok_data(app.dispatch(by_name, ByName("tea" * 10), user=admin)) is False
+
+
+def test_a_time_outside_utcs_years_is_a_validation_error(app: App, admin: User) -> None:
+    late = datetime(9999, 12, 31, 23, tzinfo=timezone(timedelta(hours=-12)))
+    refused = failure_of(app.dispatch(before, Before(late), user=admin), "validation_error")
+    message = "must be between years 1 and 9999 in UTC"
+    assert refused.details == [_problem("$.at", message, "rv_thing.at", '0 read.find_many "things"')]
+    edge = datetime(9999, 12, 31, 22, 59, tzinfo=timezone(timedelta(hours=-1)))
+    assert ok_data(app.dispatch(before, Before(edge), user=admin)) == 0
+
+
+def test_a_refused_read_rolls_back_what_the_handler_wrote(app: App, admin: User) -> None:
+    refused = failure_of(app.dispatch(add_then_read, ByNumber(2**40), user=admin), "validation_error")
+    assert refused.details == [_problem("$.n", INT32, "rv_thing.n", '1 read.find_many "things"')]
+    with app.engine.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(RvThing.__table__)) == 1
