@@ -33,7 +33,7 @@ from sqlalchemy import (
     String,
 )
 from sqlalchemy.sql import visitors
-from sqlalchemy.sql.elements import BinaryExpression, BindParameter
+from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
@@ -41,6 +41,7 @@ from ._errors import Problem, Unfit
 __all__ = [
     "MAX_DEPTH",
     "Check",
+    "bound_values",
     "check_of",
     "json_problems",
     "moment_problem",
@@ -48,6 +49,7 @@ __all__ = [
     "read_check",
     "read_problems",
     "refuse",
+    "refuse_compared",
     "row_count_problems",
     "source_path",
     "text_problem",
@@ -413,12 +415,12 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
 
 
 def read_problems(
-    binds: Iterable[tuple[BindParameter[Any], object]], stmt: Select[Any], payload: object
+    binds: Iterable[tuple[BindParameter[Any], object]], where: ClauseElement, payload: object
 ) -> list[Problem]:
-    """The problems of a read's bound ``(parameter, value)`` pairs (the values of an
-    ``IN`` list one by one), so that a value its column cannot hold is the same
-    ``validation_error`` on both databases, naming the payload field, as in a write.
-    ``LIMIT`` and ``OFFSET`` are :func:`row_count_problems`'."""
+    """The problems of the bound ``(parameter, value)`` pairs of ``where`` (a read's
+    select, a delete's condition; the values of an ``IN`` list one by one), so that a value
+    its column cannot hold is the same ``validation_error`` on both databases, naming the
+    payload field, as in a write.  ``LIMIT`` and ``OFFSET`` are :func:`row_count_problems`'."""
     problems: list[Problem] = []
     for bind, value in binds:
         check = read_check(bind.type)
@@ -428,14 +430,27 @@ def read_problems(
             problem = check(item)
             if problem is not None:
                 path = source_path(payload, item)
-                problems.append({"path": path, "message": problem, "column": _compared_with(stmt, bind)})
+                problems.append({"path": path, "message": problem, "column": _compared_with(where, bind)})
     return problems[:_MAX_PROBLEMS]
 
 
-def _compared_with(stmt: Select[Any], bind: BindParameter[Any]) -> str:
+def refuse_compared(binds: Iterable[tuple[BindParameter[Any], object]], where: ClauseElement, payload: object) -> None:
+    """Raise :class:`Unfit` for the :func:`read_problems` of ``binds``."""
+    problems = read_problems(binds, where, payload)
+    if problems:
+        raise Unfit(problems, "a value cannot be compared with its column")
+
+
+def bound_values(where: ClauseElement) -> list[tuple[BindParameter[Any], object]]:
+    """Every parameter of ``where`` with its value, by a walk of it (a select's cache
+    key lists them without one)."""
+    return [(e, e.effective_value) for e in visitors.iterate(where) if isinstance(e, BindParameter)]
+
+
+def _compared_with(where: ClauseElement, bind: BindParameter[Any]) -> str:
     """``table.column`` that ``bind`` is compared with in ``stmt`` (looked for only for a
     problem: walking the statement costs more than checking every value)."""
-    for element in visitors.iterate(stmt):
+    for element in visitors.iterate(where):
         if isinstance(element, BinaryExpression) and element.right is bind and isinstance(element.left, Column):
             return _label(element.left)
     return f"the parameter {bind._orig_key!r}" if isinstance(bind._orig_key, str) else "a parameter"

@@ -53,7 +53,16 @@ class NewThing:
     n: int
 
 
-f = Feature("rv")
+#: A read model of the feature's own (Core), which a projection delete bounds by a count.
+_metadata = sa.MetaData()
+COUNTS = sa.Table(
+    "rv_counts",
+    _metadata,
+    sa.Column("key", sa.String(20), primary_key=True),
+    sa.Column("count", sa.Integer, nullable=False),
+)
+
+f = Feature("rv", projections=[COUNTS])
 f.entity(RvThing)
 add = f.write_handler(
     "add",
@@ -92,6 +101,13 @@ add_then_read = f.write_handler(
     .create("thing", RvThing, data=lambda c: RvThing(name="new", n=1))
     .find_many("things", lambda c: sa.select(RvThing).where(RvThing.n == c.payload.n))
     .return_(lambda c: ok(len(c.steps["things"]))),
+)
+
+forget = f.write_handler(
+    "forget",
+    f.pipeline(ByNumber)
+    .unsafe_projection_delete(COUNTS, where=lambda c: COUNTS.c.count == c.payload.n)
+    .return_(lambda c: ok(None)),
 )
 
 INT32 = "must be between -2147483648 and 2147483647"
@@ -157,3 +173,9 @@ def test_a_refused_read_rolls_back_what_the_handler_wrote(app: App, admin: User)
     assert refused.details == [_problem("$.n", INT32, "rv_thing.n", '1 read.find_many "things"')]
     with app.engine.connect() as conn:
         assert conn.scalar(sa.select(sa.func.count()).select_from(RvThing.__table__)) == 1
+
+
+def test_a_projection_delete_bounded_by_such_a_value_is_the_same_validation_error(app: App, admin: User) -> None:
+    refused = failure_of(app.dispatch(forget, ByNumber(2**40), user=admin), "validation_error")
+    assert refused.details == [_problem("$.n", INT32, "rv_counts.count", "0 unsafe_projection_delete")]
+    assert ok_data(app.dispatch(forget, ByNumber(7), user=admin)) is None

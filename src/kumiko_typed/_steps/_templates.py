@@ -31,21 +31,21 @@ from __future__ import annotations
 import dis
 import gc
 import sys
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from operator import attrgetter, itemgetter
 from types import FrameType, FunctionType
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Select
-from sqlalchemy.sql import visitors
-from sqlalchemy.sql.elements import BindParameter
 
 from .._access import TENANT_PARAM, ShapeMemo
 from .._errors import StepRefused, Unfit
-from .._limits import read_check, read_problems, row_count_problems
+from .._limits import bound_values, read_check, refuse_compared, row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
 
 if TYPE_CHECKING:
+    from sqlalchemy.sql.elements import BindParameter
+
     from .._interpreter import Run
     from ._entity_reads import _Plan
 
@@ -155,8 +155,8 @@ def read_entities(run: Run, query: Callable[[Any], object], first: bool, limit: 
         params = None if tenant is None else template.params(run, tenant)
         if params is not None:
             if template.checked:
-                checked = ((b, params[b.key]) for b in template.checked)
-                _refuse_unfit(checked, template.plan.stmt, getattr(run, "payload", None))
+                checked = [(b, params[b.key]) for b in template.checked]
+                refuse_compared(checked, template.plan.stmt, getattr(run, "payload", None))
             found = run_plan(session, template.plan, params, first)
             if found is not None:
                 return found
@@ -180,15 +180,9 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
     if problems:
         raise Unfit(problems, "a row count is negative")
     key = stmt._generate_cache_key()  # kept by the statement: its execution reuses it
-    binds = key.bindparams if key is not None else [e for e in visitors.iterate(stmt) if isinstance(e, BindParameter)]
-    _refuse_unfit(((b, b.effective_value) for b in binds), stmt, payload)
+    binds = bound_values(stmt) if key is None else [(b, b.effective_value) for b in key.bindparams]
+    refuse_compared(binds, stmt, payload)
     return stmt
-
-
-def _refuse_unfit(binds: Iterable[tuple[BindParameter[Any], object]], stmt: Select[Any], payload: object) -> None:
-    problems = read_problems(binds, stmt, payload)
-    if problems:
-        raise Unfit(problems, "a value cannot be compared with its column")
 
 
 def _template(query: Callable[[Any], object], ctx: object, stmt: Select[Any], limit: int | None) -> object:

@@ -12,7 +12,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import visitors
 
 from .._errors import StepRefused
-from .._limits import refuse, unfit_values
+from .._limits import bound_values, refuse, refuse_compared, unfit_values
 from .._tables import table_of
 from ._base import Fn, Result, Step
 
@@ -79,6 +79,7 @@ class ProjectionDelete(Step):
                 f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
                 "an unbounded delete is refused"
             )
+        refuse_compared(bound_values(clause), clause, run.payload)
         run.db.execute(delete(table).where(clause))
         return None
 
