@@ -14,18 +14,20 @@ a segment that expires every object first.  A rolled-back transaction expires th
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from sqlalchemy import Column, Insert, Table, Update, bindparam, insert, inspect, update
+from sqlalchemy import Column, Insert, PickleType, Table, Update, bindparam, insert, inspect, update
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import instance_state, set_committed_value
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .._connection import connection_of
 from .._rules import FRAMEWORK_COLUMNS
 
-__all__ = ["changed_columns", "insert_row", "update_row", "writer"]
+__all__ = ["changed_columns", "in_place_values", "insert_row", "update_row", "writer"]
 
 
 @attrs.frozen
@@ -41,6 +43,8 @@ class Writer:
     keys: Mapping[str, str]
     #: The attributes ``update(changes=...)`` may set (the framework owns the others).
     writable: frozenset[str]
+    #: The attributes whose values change in place (JSON, ARRAY, pickled): see :func:`in_place_values`.
+    in_place: tuple[str, ...]
 
 
 _WRITERS: dict[type[Any], Writer] = {}
@@ -60,8 +64,18 @@ def writer(entity_type: type[Any]) -> Writer:
         columns = {a.key: a.columns[0] for a in mapper.column_attrs}
         keys = {k: c.key for k, c in columns.items()}
         writable = frozenset(columns) - FRAMEWORK_COLUMNS
-        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, mapper._identity_class, keys, writable)
+        in_place = tuple(k for k, c in columns.items() if _changes_in_place(c.type))
+        identity = mapper._identity_class
+        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, identity, keys, writable, in_place)
     return found
+
+
+def _changes_in_place(type_: TypeEngine[Any]) -> bool:
+    """Whether a value of ``type_`` is a container a projector may change without setting
+    the attribute (``row.tags.append(x)``): SQLAlchemy marks those types unhashable."""
+    if isinstance(type_, TypeDecorator):
+        type_ = type_.impl_instance
+    return not type_.hashable or isinstance(type_, PickleType)
 
 
 def insert_row(session: Session, entity: Any) -> None:
@@ -108,9 +122,26 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
     return True
 
 
-def changed_columns(entity: Any) -> dict[str, object]:
+def in_place_values(entity: Any) -> dict[str, object]:
+    """Copies of ``entity``'s values that can change in place, taken before its
+    projectors run: SQLAlchemy tracks only attributes that are set, so ``changed_columns``
+    compares these to tell that ``row.tricks.append(...)`` changed ``tricks``.  Empty
+    (and no copy made) for an entity without such columns."""
+    keys = writer(type(entity)).in_place
+    if not keys:
+        return {}
+    values = instance_state(entity).dict
+    return {key: copy.deepcopy(values.get(key)) for key in keys}
+
+
+def changed_columns(entity: Any, before: Mapping[str, object]) -> dict[str, object]:
     """The columns set on ``entity`` since it was loaded or written (a projector's
-    effect), with their new values."""
+    effect), and those whose value differs from its copy in ``before``
+    (:func:`in_place_values`), with their new values."""
     state = instance_state(entity)
     columns = writer(type(entity)).columns
-    return {key: state.dict.get(key) for key in state.committed_state if key in columns}
+    changed = {key: state.dict.get(key) for key in state.committed_state if key in columns}
+    for key, old in before.items():
+        if key not in changed and state.dict.get(key) != old:
+            changed[key] = state.dict.get(key)
+    return changed

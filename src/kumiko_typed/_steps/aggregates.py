@@ -31,7 +31,7 @@ from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._tables import events
 from ._base import Fn, NamedStep, Result, Step, resolve
-from ._rows import changed_columns, insert_row, update_row, writer
+from ._rows import changed_columns, in_place_values, insert_row, update_row, writer
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -415,7 +415,8 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     appended = _append(run, entity, new_version, aggregate, name, payload, headers, schema)
     if appended is not None:
         return appended
+    before = in_place_values(entity)
     for projector in registry.projectors_for(step.entity, type(event)):
         projector(entity, event)
     _refuse_unfit(run, step.entity, _columns(entity))
-    return _write_row(run, entity, changed_columns(entity))
+    return _write_row(run, entity, changed_columns(entity, before))
