@@ -211,7 +211,14 @@ def _integer(bits: int) -> Check:
     low, high = -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
 
     def check(value: object) -> str | None:
-        if isinstance(value, int) and not isinstance(value, bool) and not low <= value <= high:
+        if isinstance(value, float):  # a projector's ``/``: SQLite keeps 2.5, PostgreSQL rounds it
+            if not value.is_integer():
+                return "must be a whole number"
+        elif isinstance(value, Decimal):  # SQLite cannot bind one, PostgreSQL rounds it
+            return "must be an int, not a Decimal"
+        elif not isinstance(value, int) or isinstance(value, bool):
+            return None
+        if not low <= value <= high:
             return f"must be between {low} and {high}"
         return None
 
