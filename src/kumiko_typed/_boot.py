@@ -19,6 +19,7 @@ from ._compat import across_problems, ambiguous_names
 from ._delivery import url_problem
 from ._durations import parse_duration
 from ._errors import StepRefused
+from ._feature import QueryHandler, WriteHandler
 from ._finished import Finished, Program, QueryFinished
 from ._steps import (
     AppendEvent,
@@ -198,6 +199,13 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
                 f"{step.entity.__name__} belongs to feature {owner!r}; change it through one of that "
                 "feature's handlers with call_feature"
             )
+    target: object = step.handler if isinstance(step, CallFeature) else None  # typed; not so without mypy
+    if isinstance(step, CallFeature) and not isinstance(target, (WriteHandler, QueryHandler)):
+        # The checks below read the target's name.
+        return (
+            f"call_feature targets a {type(target).__name__}, not a write handler; "
+            "pass the handler that feature.write_handler(...) returned"
+        )
     if isinstance(step, CallFeature) and id(step.handler) in tables.queries:
         return (
             f"call_feature targets {step.handler.name}, a query handler; call_feature runs write handlers "

@@ -381,3 +381,18 @@ def test_an_unknown_step_kind_is_a_boot_problem_not_a_key_error() -> None:
         f"handler odd:h, step 1 (homemade.step): {msg_unknown_step('homemade.step')}",
         f"workflow odd:wf, step 0 (homemade.step): {msg_unknown_step('homemade.step')}",
     ]
+
+
+@pytest.mark.parametrize("target", [lambda: None, "shop:buy", None], ids=["function", "name", "none"])
+def test_call_feature_of_something_that_is_no_handler_is_a_boot_problem(target: object) -> None:
+    """Before: the boot check read ``target.name`` and raised AttributeError out of App()."""
+    f = Feature("shop", requires=["call_feature"])
+    f.write_handler(
+        "relay",
+        f.pipeline(P).call_feature("r", target, payload=lambda c: c.payload).return_(lambda c: ok(None)),  # type: ignore[arg-type]
+    )
+    kind = type(target).__name__
+    assert _boot_problems([f]) == [
+        f'handler shop:relay, step 0 (call_feature "r"): call_feature targets a {kind}, not a write handler; '
+        "pass the handler that feature.write_handler(...) returned"
+    ]
