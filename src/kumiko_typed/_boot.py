@@ -190,6 +190,10 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
         return f"find_many limit={step.limit!r} must be 0 or more (an int), or None for no limit"
     if isinstance(step, Update) and step.version is None and not step.skip_optimistic_lock:
         return _rules.msg_optimistic_lock(step.name)
+    entity: object = step.entity if isinstance(step, (Create, Update, AppendEvent)) else None
+    if isinstance(step, (Create, Update, AppendEvent)) and not isinstance(entity, type):
+        # Possible without mypy (a name, an instance); the checks below read its __name__.
+        return f"the entity must be an Entity class, not a {type(entity).__name__}; pass the class itself"
     if isinstance(step, (Create, Update, AppendEvent)):
         owner = tables.entities.get(step.entity)
         if owner is None:

@@ -396,3 +396,27 @@ def test_call_feature_of_something_that_is_no_handler_is_a_boot_problem(target: 
         f'handler shop:relay, step 0 (call_feature "r"): call_feature targets a {kind}, not a write handler; '
         "pass the handler that feature.write_handler(...) returned"
     ]
+
+
+@pytest.mark.parametrize(
+    ("kind", "given", "build"),
+    [
+        ("aggregate.create", "str", lambda p: p.create("x", "Product", data=lambda c: None)),
+        (
+            "aggregate.update",
+            "int",
+            lambda p: p.update("x", 5, id=lambda c: 1, changes=lambda c: {}, version=lambda c: 1),
+        ),
+        ("aggregate.append_event", "list", lambda p: p.append_event(["Product"], id=lambda c: 1, event=lambda c: None)),
+    ],
+    ids=["create-name", "update-instance", "append-list"],
+)
+def test_an_aggregate_step_on_something_that_is_no_class_is_a_boot_problem(
+    kind: str, given: str, build: Callable[[Any], Any]
+) -> None:
+    """Before: the boot check read ``entity.__name__`` (or hashed a list) and raised out of App()."""
+    f = Feature("shop")
+    _handler(f, "write", build)
+    [problem] = _boot_problems([f])
+    assert problem.startswith(f"handler shop:write, step 0 ({kind}")
+    assert problem.endswith(f"): the entity must be an Entity class, not a {given}; pass the class itself")
