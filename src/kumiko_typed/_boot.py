@@ -26,6 +26,7 @@ from ._steps import (
     CallFeature,
     Create,
     FindMany,
+    Fn,
     NamedStep,
     ProjectionDelete,
     ProjectionUpsert,
@@ -164,18 +165,30 @@ def _unregistered_event(step: Step, tables: _AppTables) -> str | None:
     )
 
 
-def _async_resolvers(step: Step) -> list[str]:
-    """Resolvers that are coroutine functions: called synchronously, they would only
-    create a coroutine that never runs."""
+def _resolver_problems(step: Step) -> list[str]:
+    """Resolvers that cannot run: a coroutine function (called synchronously, it would
+    only create a coroutine that never runs), or no function at all where the step calls
+    one (a list for ``over=``, possible without mypy: every dispatch would raise)."""
     if not attrs.has(type(step)):
         return []
     method = _rules.RULES_BY_KIND[step.kind].method
-    values = {field.name: getattr(step, field.name) for field in attrs.fields(type(step))}
-    return [
-        _rules.msg_async_resolver(method, name)
-        for name, value in values.items()
-        if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value)
-    ]
+    problems = []
+    for field in attrs.fields(type(step)):
+        value = getattr(step, field.name)
+        if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value):
+            problems.append(_rules.msg_async_resolver(method, field.name))
+        elif field.type in _CALLED and not callable(value) and not (value is None and field.type in _OPTIONAL):
+            problems.append(
+                f'{field.name}= of step "{method}" must be a function of the context, not a '
+                f"{type(value).__name__}; write {field.name}=lambda c: ... instead"
+            )
+    return problems
+
+
+#: The annotations of the fields a step calls with the context: as ``_steps`` writes
+#: them (postponed, so strings), and as they evaluate.
+_CALLED: frozenset[object] = frozenset({"Fn", "Fn | None", Fn, Fn | None})
+_OPTIONAL: frozenset[object] = frozenset({"Fn | None", Fn | None})
 
 
 def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> str | None:
@@ -279,7 +292,7 @@ def check_pipeline(
         for problem in (_check_data_step(feature, step, tables), _unregistered_event(step, tables)):
             if problem is not None:
                 out.append(f"{prefix}: {problem}")
-        out.extend(f"{prefix}: {problem}" for problem in _async_resolvers(step))
+        out.extend(f"{prefix}: {problem}" for problem in _resolver_problems(step))
     _check_names(steps, set(), where, "", out)
     return out
 

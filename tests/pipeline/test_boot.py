@@ -420,3 +420,26 @@ def test_an_aggregate_step_on_something_that_is_no_class_is_a_boot_problem(
     [problem] = _boot_problems([f])
     assert problem.startswith(f"handler shop:write, step 0 ({kind}")
     assert problem.endswith(f"): the entity must be an Entity class, not a {given}; pass the class itself")
+
+
+@pytest.mark.parametrize(
+    ("method", "argument", "given", "build"),
+    [
+        ("for_each", "over", "list", lambda p: p.for_each("i", over=[1, 2], do=lambda b: b)),
+        ("branch", "when", "bool", lambda p: p.branch(when=True, on_true=lambda b: b, on_false=lambda b: b)),
+        ("guard", "otherwise", "str", lambda p: p.guard(lambda c: True, otherwise="no")),
+        ("compute", "fn", "int", lambda p: p.compute("x", 5)),
+    ],
+    ids=["for_each-over", "branch-when", "guard-otherwise", "compute-fn"],
+)
+def test_a_resolver_that_is_no_function_is_a_boot_problem(
+    method: str, argument: str, given: str, build: Callable[[Any], Any]
+) -> None:
+    """Before: the App booted, and every dispatch was an internal_error (a TypeError calling it)."""
+    f = Feature("shop")
+    _handler(f, "h", build)
+    [problem] = _boot_problems([f])
+    assert problem.endswith(
+        f'{argument}= of step "{method}" must be a function of the context, not a {given}; '
+        f"write {argument}=lambda c: ... instead"
+    ), problem
