@@ -455,7 +455,7 @@ def bound_values(where: ClauseElement) -> list[tuple[BindParameter[Any], object]
 
 
 def _compared_with(where: ClauseElement, bind: BindParameter[Any]) -> str:
-    """``table.column`` that ``bind`` is compared with in ``stmt`` (looked for only for a
+    """``table.column`` that ``bind`` is compared with in ``where`` (looked for only for a
     problem: walking the statement costs more than checking every value)."""
     for element in visitors.iterate(where):
         if isinstance(element, BinaryExpression) and element.right is bind and isinstance(element.left, Column):
