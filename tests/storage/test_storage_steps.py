@@ -802,6 +802,20 @@ def test_delete_refuses_a_where_that_does_not_bound_the_table(
     assert _snapshot(app) == before
 
 
+def test_a_refused_where_is_named_by_its_type_never_by_its_value(app_on: AppOn, admin: User) -> None:
+    """Before: the refusal quoted the resolver's value (``got 'secret-token'``): data in a
+    Failure's message, which names only the program's own words."""
+    f = _feature()
+    h = f.write_handler(
+        "h",
+        f.pipeline(Key).unsafe_projection_delete(TALLY, where=lambda c: c.payload.key).return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    result = failure_of(app.dispatch(h, Key("secret-token"), user=admin), "internal_error")
+    assert "secret-token" not in repr(result)
+    assert "where= must be a condition on the columns of t3s_tally (got a str)" in result.message
+
+
 # --- call_feature -------------------------------------------------------------------------
 
 

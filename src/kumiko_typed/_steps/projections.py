@@ -76,7 +76,7 @@ class ProjectionDelete(Step):
         clause = self.where(run)
         if not isinstance(clause, ColumnElement) or not _references(clause, table):
             raise StepRefused(
-                f"where= must be a condition on the columns of {table.name} (got {clause!r}); "
+                f"where= must be a condition on the columns of {table.name} (got a {type(clause).__name__}); "
                 "an unbounded delete is refused"
             )
         refuse_compared(bound_values(clause), clause, run.payload)
