@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import attrs
-import pytest
 import sqlalchemy as sa
 from _support import run_info
 

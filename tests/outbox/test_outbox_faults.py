@@ -1,0 +1,123 @@
+"""Faults of the outbox's peers an outside reviewer injects: an SMTP server that refuses
+some of a mail's recipients (permanently, or for now, as greylisting does).  A real SMTP
+server (aiosmtpd) on 127.0.0.1; time is a hand-moved clock."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import pytest
+from _support import ok_data
+from aiosmtpd.controller import Controller
+
+from kumiko_typed import App, Feature, OutboxItem, SmtpTransport, User, ok
+from kumiko_typed.testing import FakeClock
+
+AppOn = Callable[..., App]
+T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+
+@attrs.frozen
+class Letter:
+    to: list[str]
+
+
+f = Feature("outbox_faults", requires=["mail.send"])
+letter = f.write_handler(
+    "letter",
+    f.pipeline(Letter).send_mail(to=lambda c: c.payload.to, subject="Hi", body="Hello").return_(lambda c: ok(None)),
+)
+
+
+class _Refusing:
+    """Accepts every recipient but those in ``refuse`` (address -> the reply), and
+    collects what it accepted."""
+
+    def __init__(self, refuse: dict[str, str]) -> None:
+        self.refuse = refuse
+        self.envelopes: list[Any] = []
+
+    async def handle_RCPT(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
+        if address in self.refuse:
+            return self.refuse[address]
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
+        self.envelopes.append(envelope)
+        return "250 Message accepted for delivery"
+
+
+@pytest.fixture
+def smtp() -> Iterator[tuple[_Refusing, int]]:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    handler = _Refusing({})
+    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    controller.start()
+    yield handler, port
+    controller.stop()
+
+
+def _only(app: App) -> OutboxItem:
+    (item,) = app.outbox()
+    return item
+
+
+def test_a_recipient_the_smtp_server_refuses_for_good_is_no_silent_send(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+) -> None:
+    """Before, ``smtplib`` returned the refused recipients of a mail some others took,
+    and the row was marked sent: the refused one was lost without a word.  A permanent
+    refusal (5xx) is not retried (the others have the mail): the row is dead, naming it."""
+    handler, port = smtp
+    handler.refuse["nobody@example.com"] = "550 5.1.1 No such user"
+    app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["ann@example.com", "nobody@example.com"]), user=user))
+
+    assert app.run_worker(once=True)["dead"] == 1
+    item = _only(app)
+    assert (item.status, item.attempts) == ("dead", 1)
+    assert item.last_error == (
+        "SMTP refused 1 of 2 recipient(s), the others have the mail: nobody@example.com (550 5.1.1 No such user)"
+    )
+    (envelope,) = handler.envelopes
+    assert envelope.rcpt_tos == ["ann@example.com"]
+
+
+def test_a_recipient_the_smtp_server_refuses_for_now_is_tried_again(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+) -> None:
+    """Greylisting: ``450`` for one recipient is an attempt that failed; the next one
+    sends again, with the same Message-ID (a recipient that had it can drop it)."""
+    handler, port = smtp
+    handler.refuse["bob@example.com"] = "450 4.7.1 Greylisted, try again later"
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock, mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["ann@example.com", "bob@example.com"]), user=user))
+
+    assert app.run_worker(once=True)["retried"] == 1
+    item = _only(app)
+    assert (item.status, item.attempts) == ("pending", 1)
+    assert item.last_error == (
+        "SMTP refused 1 of 2 recipient(s): bob@example.com (450 4.7.1 Greylisted, try again later)"
+    )
+    del handler.refuse["bob@example.com"]
+    clock.advance(seconds=10)
+    assert app.run_worker(once=True)["sent"] == 1
+    first, second = handler.envelopes
+    assert (first.rcpt_tos, second.rcpt_tos) == (["ann@example.com"], ["ann@example.com", "bob@example.com"])
+    assert b"Message-ID" in first.original_content
+    assert _message_id(first) == _message_id(second) == f"<{item.id}@kumiko-typed>"
+
+
+def _message_id(envelope: Any) -> str:
+    for line in bytes(envelope.original_content).decode().splitlines():
+        if line.lower().startswith("message-id:"):
+            return line.split(":", 1)[1].strip()
+    raise AssertionError("no Message-ID")
