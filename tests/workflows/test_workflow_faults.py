@@ -10,10 +10,12 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 
 import attrs
+import pytest
 import sqlalchemy as sa
-from _support import run_info
+from _support import ok_data, run_info
+from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Feature, User, manual
+from kumiko_typed import App, Entity, Feature, User, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -63,3 +65,80 @@ def test_a_wake_time_without_a_time_zone_is_utc_on_both_databases(db_url: str) -
         assert run_info(app, run_id).status == "completed"
     finally:
         app.dispose()
+
+
+class WffCounter(Entity):
+    __tablename__ = "wff_counter"
+    n: Mapped[int]
+
+
+@attrs.frozen
+class NewCounter:
+    n: int
+
+
+@attrs.frozen
+class Bump:
+    counter: uuid.UUID
+
+
+locking = Feature("wff_lock")
+locking.entity(WffCounter)
+new_counter = locking.write_handler(
+    "new",
+    locking.pipeline(NewCounter)
+    .create("counter", WffCounter, data=lambda c: WffCounter(n=c.payload.n))
+    .return_(lambda c: ok(c.steps["counter"].id)),
+)
+
+
+def _read_locked(c: object) -> int:
+    """Read the counter ``FOR UPDATE``, as a read-decide-write does before a wait."""
+    stmt = sa.select(WffCounter.n).where(WffCounter.id == c.payload.counter).with_for_update()  # type: ignore[attr-defined]
+    return int(c.db.execute(stmt).scalar_one())  # type: ignore[attr-defined]
+
+
+bump = locking.workflow(
+    "bump",
+    trigger=manual(Bump),
+    pipeline=locking.workflow_pipeline(Bump).wait("PT1M").compute("seen", _read_locked),
+)
+
+
+@pytest.mark.postgres
+def test_a_resumed_segment_that_times_out_on_a_lock_is_tried_again_not_failed(fresh_postgres_url: str) -> None:
+    """A segment a worker resumed that waits past the server's ``lock_timeout`` for a row
+    another transaction holds (or loses a deadlock) is ``unavailable``: the database, not
+    the run.  Before, the worker stored that as the run's end (``failed``, "try again",
+    with no one to try); now it is tried again shortly from where it stood, like a
+    segment that lost a race (``version_conflict``)."""
+    _lock_timeout(fresh_postgres_url, "200ms")
+    clock = FakeClock(T0)
+    app = App([locking], database_url=fresh_postgres_url, clock=clock)
+    try:
+        app.create_all()
+        counter = ok_data(app.dispatch(new_counter, NewCounter(7), user=USER))
+        run_id = app.start_workflow(bump, Bump(counter), user=USER)
+        clock.advance(minutes=2)
+        holder = sa.create_engine(fresh_postgres_url, poolclass=sa.pool.NullPool)
+        with holder.begin() as conn:  # another transaction holds the row the segment reads
+            conn.execute(sa.select(WffCounter.n).where(WffCounter.id == counter).with_for_update())
+            app.run_worker(once=True)
+            run = run_info(app, run_id)
+            assert (run.status, run.path, run.error) == ("suspended", "@wait", None), run
+        holder.dispose()
+        clock.advance(seconds=2)
+        app.run_worker(once=True)
+        run = run_info(app, run_id)
+        assert (run.status, dict(run.steps)) == ("completed", {"seen": 7})
+    finally:
+        app.dispose()
+
+
+def _lock_timeout(db_url: str, value: str) -> None:
+    """An operator's ``lock_timeout`` for every new connection to the database."""
+    engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        name = conn.execute(sa.text("SELECT current_database()")).scalar_one()
+        conn.execute(sa.text(f"ALTER DATABASE \"{name}\" SET lock_timeout = '{value}'"))
+    engine.dispose()
