@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 import attrs
 import pytest
@@ -15,7 +15,7 @@ import sqlalchemy as sa
 from _support import ok_data, run_info
 from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Entity, Feature, User, manual, ok
+from kumiko_typed import App, CronTick, Entity, Feature, User, cron, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -63,6 +63,35 @@ def test_a_wake_time_without_a_time_zone_is_utc_on_both_databases(db_url: str) -
         clock.advance(minutes=30)
         app.run_worker(once=True)
         assert run_info(app, run_id).status == "completed"
+    finally:
+        app.dispose()
+
+
+def test_cron_ticks_in_utc_on_both_databases_whatever_the_servers_time_zone(db_url: str) -> None:
+    """``cron("0 9 * * *")`` is 09:00 UTC.  Before, PostgreSQL read the schedule's cursor
+    back in the server's time zone and croniter went on in that zone: at +14 hours the
+    ticks came at 19:00 UTC (09:00 there), and ``scheduled_at`` carried +14:00."""
+    _server_time_zone(db_url, "Pacific/Kiritimati")
+    f = Feature("cron_zone")
+    f.workflow(
+        "daily",
+        trigger=cron("0 9 * * *"),
+        pipeline=f.workflow_pipeline(CronTick).compute("at", lambda c: c.payload.scheduled_at),
+    )
+    clock = FakeClock(datetime(2026, 3, 2, 8, 0, tzinfo=UTC))
+    app = App([f], database_url=db_url, clock=clock)
+    try:
+        app.create_all()
+        app.run_worker(once=True)  # starts the schedule
+        fired = []
+        for _hour in range(26):
+            clock.advance(hours=1)
+            if app.run_worker(once=True)["started"]:
+                fired.append(clock.now)
+        assert fired == [datetime(2026, 3, 2, 9, 0, tzinfo=UTC), datetime(2026, 3, 3, 9, 0, tzinfo=UTC)]
+        ticks = sorted(run.steps["at"] for run in app.runs())
+        assert ticks == fired
+        assert {tick.utcoffset() for tick in ticks} == {timedelta(0)}
     finally:
         app.dispose()
 
