@@ -5,6 +5,8 @@ is a hand-moved clock."""
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -171,3 +173,76 @@ def _lock_timeout(db_url: str, value: str) -> None:
         name = conn.execute(sa.text("SELECT current_database()")).scalar_one()
         conn.execute(sa.text(f"ALTER DATABASE \"{name}\" SET lock_timeout = '{value}'"))
     engine.dispose()
+
+
+@attrs.frozen
+class Ping:
+    key: int
+
+
+@attrs.frozen
+class Listen:
+    counter: uuid.UUID
+
+
+locking.event(Ping)
+ping = locking.write_handler(
+    "ping",
+    locking.pipeline(Listen)
+    .append_event(WffCounter, id=lambda c: c.payload.counter, event=lambda c: Ping(1))
+    .return_(lambda c: ok(None)),
+)
+listen = locking.workflow(
+    "listen",
+    trigger=manual(Listen),
+    pipeline=locking.workflow_pipeline(Listen).wait_for_event(
+        "got", Ping, key=lambda c: 1, event_key=lambda e: e.key, timeout="PT1H"
+    ),
+)
+
+
+@pytest.mark.postgres
+def test_an_event_a_locked_run_missed_wakes_it_once_the_lock_holder_rolls_back(fresh_postgres_url: str) -> None:
+    """The event commits before the wait's timeout; when the feed reads it, another
+    worker holds the run (resuming it by its timeout, which had come meanwhile) and the
+    feed passes it by: the timeout won.  But that worker dies, or its pass rolls back:
+    the timeout never happened.  Before, the event was lost for the run all the same
+    (the feed's cursor had moved on) and the next worker resumed it with ``None``, where
+    one worker alone — or SQLite, whose transactions run one at a time — gives it the
+    event."""
+    clock = FakeClock(T0)
+    app = App([locking], database_url=fresh_postgres_url, clock=clock)
+    try:
+        app.create_all()
+        counter = ok_data(app.dispatch(new_counter, NewCounter(1), user=USER))
+        run_id = app.start_workflow(listen, Listen(counter), user=USER)
+        app.run_worker(once=True)  # the feed arms the wait
+        clock.advance(minutes=30)
+        ok_data(app.dispatch(ping, Listen(counter), user=USER))  # in time
+        clock.advance(minutes=31)  # no worker ran meanwhile: the timeout is due too
+        other = sa.create_engine(fresh_postgres_url, poolclass=sa.pool.NullPool)
+        with other.connect() as conn:  # the other worker, in the middle of resuming the run
+            conn.execute(sa.text("SELECT 1 FROM kumiko_workflow_runs WHERE run_id = :r FOR UPDATE"), {"r": run_id})
+            passing = threading.Thread(target=app.run_worker, kwargs={"once": True})
+            passing.start()  # its feed reads the event; the run is held
+            deadline = time.monotonic() + 30
+            while passing.is_alive() and not _waits_for_a_lock(conn) and time.monotonic() < deadline:
+                time.sleep(0.02)
+            conn.rollback()  # ... and that worker dies before it commits
+            passing.join(30)
+            assert not passing.is_alive()
+        other.dispose()
+        app.run_worker(once=True)
+        run = run_info(app, run_id)
+        assert (run.status, dict(run.steps)) == ("completed", {"got": Ping(1)})
+    finally:
+        app.dispose()
+
+
+def _waits_for_a_lock(conn: sa.Connection) -> bool:
+    """Whether another backend of this database waits for a lock (the worker's feed)."""
+    stmt = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+    )
+    return bool(conn.execute(stmt).scalar_one())
