@@ -1,6 +1,7 @@
 """Faults of the outbox's peers an outside reviewer injects: an SMTP server that refuses
-some of a mail's recipients (permanently, or for now, as greylisting does).  A real SMTP
-server (aiosmtpd) on 127.0.0.1; time is a hand-moved clock."""
+some of a mail's recipients (permanently, or for now, as greylisting does); a webhook
+receiver answering a redirect without a ``Location``.  Real peers on 127.0.0.1 (aiosmtpd,
+an HTTP server); time is a hand-moved clock."""
 
 from __future__ import annotations
 
@@ -11,7 +12,8 @@ from typing import Any
 
 import attrs
 import pytest
-from _support import ok_data
+from _receiver import Receiver
+from _support import Hook, ok_data
 from aiosmtpd.controller import Controller
 
 from kumiko_typed import App, Feature, OutboxItem, SmtpTransport, User, ok
@@ -26,7 +28,11 @@ class Letter:
     to: list[str]
 
 
-f = Feature("outbox_faults", requires=["mail.send"])
+f = Feature("outbox_faults", requires=["mail.send", "webhook.send"])
+hook = f.write_handler(
+    "hook",
+    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
+)
 letter = f.write_handler(
     "letter",
     f.pipeline(Letter).send_mail(to=lambda c: c.payload.to, subject="Hi", body="Hello").return_(lambda c: ok(None)),
@@ -121,3 +127,19 @@ def _message_id(envelope: Any) -> str:
         if line.lower().startswith("message-id:"):
             return line.split(":", 1)[1].strip()
     raise AssertionError("no Message-ID")
+
+
+@pytest.mark.parametrize("status", [302, 308])
+def test_a_redirect_without_a_location_is_a_failed_attempt_that_says_so(
+    app_on: AppOn, user: User, receiver: Receiver, status: int
+) -> None:
+    """Before, the delivery read the missing header and stored ``KeyError: 'location'``
+    (httpx calls every 301/302/303/307/308 a redirect, with a Location or without)."""
+    receiver.respond = lambda _i, _p: (status, {})
+    app = app_on([f], clock=FakeClock(T0))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+
+    assert app.run_worker(once=True)["retried"] == 1
+    item = _only(app)
+    assert item.status == "pending"
+    assert item.last_error == f"HTTP {status} redirect without a Location (redirects are not followed)"
