@@ -1,13 +1,15 @@
 """Faults of the outbox's peers an outside reviewer injects: an SMTP server that refuses
 some of a mail's recipients (permanently, or for now, as greylisting does); a webhook
-receiver answering a redirect without a ``Location``.  Real peers on 127.0.0.1 (aiosmtpd,
+receiver answering a redirect without a ``Location``; retry policies that could only
+misbehave at delivery.  Real peers on 127.0.0.1 (aiosmtpd,
 an HTTP server); time is a hand-moved clock."""
 
 from __future__ import annotations
 
 import socket
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -16,7 +18,7 @@ from _receiver import Receiver
 from _support import Hook, ok_data
 from aiosmtpd.controller import Controller
 
-from kumiko_typed import App, Feature, OutboxItem, SmtpTransport, User, ok
+from kumiko_typed import App, BootError, Feature, OutboxItem, RetryPolicy, SmtpTransport, User, ok
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -143,3 +145,35 @@ def test_a_redirect_without_a_location_is_a_failed_attempt_that_says_so(
     item = _only(app)
     assert item.status == "pending"
     assert item.last_error == f"HTTP {status} redirect without a Location (redirects are not followed)"
+
+
+@pytest.mark.parametrize(
+    ("make", "problem"),
+    [
+        (lambda: RetryPolicy(base_delay=timedelta(seconds=-10)), "base_delay must not be negative, got -10 seconds"),
+        (lambda: RetryPolicy(base_delay=10), "base_delay must be a timedelta, not int"),
+        (lambda: RetryPolicy(backoff="fast"), "backoff must be 'exponential' or 'linear', not 'fast'"),
+    ],
+)
+def test_a_retry_policy_that_cannot_schedule_a_retry_is_refused_when_made(
+    make: Callable[[], RetryPolicy], problem: str
+) -> None:
+    """Before, a negative delay made every retry due at once (all attempts in one pass), an
+    ``int`` delay crashed the dispatch that queued the row (``AttributeError``), and an
+    unknown backoff was taken as exponential without a word."""
+    with pytest.raises((TypeError, ValueError)) as err:
+        make()
+    assert str(err.value) == problem
+
+
+def test_a_retry_that_is_no_policy_fails_the_boot(tmp_path: Path) -> None:
+    """Before, ``retry=5`` was dropped for the default policy without a word."""
+    g = Feature("of_boot", requires=["webhook.send"])
+    g.write_handler(
+        "h", g.pipeline(Hook).send_webhook(url="https://crm.example/hook", retry=5).return_(lambda c: ok(None))
+    )
+    with pytest.raises(BootError) as err:
+        App([g], database_url=f"sqlite:///{tmp_path / 'boot.sqlite3'}")
+    assert "handler of_boot:h, step 0 (webhook.send): send_webhook retry= takes a RetryPolicy, not int" in str(
+        err.value
+    )
