@@ -566,6 +566,7 @@ class WorkflowEngine:
                     "after_position": wait.after.position,
                     "after_tx": wait.after.tx,
                     "own_tx": wait.after.own_tx,
+                    "after_snapshot": wait.after.snapshot,
                     "armed": False,
                     "timeout_at": wait.timeout_at,
                 },

@@ -239,6 +239,36 @@ def test_an_event_a_locked_run_missed_wakes_it_once_the_lock_holder_rolls_back(f
         app.dispose()
 
 
+def test_an_event_that_came_before_the_wait_does_not_wake_it_while_another_transaction_runs(db_url: str) -> None:
+    """The event commits five minutes before the run reaches its wait, while an unrelated
+    transaction (a long report, another worker's batch) is still open.  Before, PostgreSQL
+    noted the wait's view as the oldest transaction still running, so every event
+    committed since that one began counted as unseen: the run was woken by an event that
+    came before it waited, where SQLite (and the docs) leave it waiting."""
+    clock = FakeClock(T0)
+    app = App([locking], database_url=db_url, clock=clock)
+    other = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
+    try:
+        app.create_all()
+        counter = ok_data(app.dispatch(new_counter, NewCounter(1), user=USER))
+        with other.connect() as conn:
+            if db_url.startswith("postgresql"):
+                conn.execute(sa.text("SELECT pg_current_xact_id()"))  # a transaction with an id, left open
+            ok_data(app.dispatch(ping, Listen(counter), user=USER))
+            clock.advance(minutes=5)
+            run_id = app.start_workflow(listen, Listen(counter), user=USER)
+            app.run_worker(once=True)
+            conn.rollback()
+        app.run_worker(once=True)
+        assert (run_info(app, run_id).status, run_info(app, run_id).path) == ("suspended", "got")
+        ok_data(app.dispatch(ping, Listen(counter), user=USER))  # one after the wait does wake it
+        app.run_worker(once=True)
+        assert run_info(app, run_id).status == "completed"
+    finally:
+        other.dispose()
+        app.dispose()
+
+
 def _waits_for_a_lock(conn: sa.Connection) -> bool:
     """Whether another backend of this database waits for a lock (the worker's feed)."""
     stmt = sa.text(
