@@ -55,7 +55,7 @@ from ._stored_classes import (
     unreadable,
 )
 from ._tables import consumers, events, workflow_runs, workflow_waits
-from ._transient import transient
+from ._transient import lost_connection, transient
 
 __all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
 
@@ -514,12 +514,18 @@ class WorkflowEngine:
         except Exception as error:
             if isinstance(error, DBAPIError) and transient(error):
                 raise
+            lost = lost_connection(session)
+            if lost is not None:
+                raise lost from error
             if guard is not None:
                 guard.undo(session)
             logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
             message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
             failure = failed("internal_error", message)
         else:
+            lost = None if failure is None else lost_connection(session)
+            if lost is not None:
+                raise lost
             if guard is not None and failure is None:
                 guard.release()
             elif guard is not None:

@@ -10,6 +10,7 @@ import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import attrs
 import pytest
@@ -267,6 +268,88 @@ def test_an_event_that_came_before_the_wait_does_not_wake_it_while_another_trans
     finally:
         other.dispose()
         app.dispose()
+
+
+def _sleeps_once(slept: list[int]) -> Callable[[Any], int]:
+    """A step whose first run waits in the database (until the test kills its backend)."""
+
+    def step(c: Any) -> int:
+        if not slept:
+            slept.append(1)
+            c.db.execute(sa.text("SELECT pg_sleep(30)"))
+        return 1
+
+    return step
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("how", ["resumed", "cron"])
+def test_a_looping_worker_outlives_its_connection_killed_in_a_segment(fresh_postgres_url: str, how: str) -> None:
+    """``pg_terminate_backend`` while a step's statement runs: the interpreter makes it
+    the segment's ``unavailable``, and the worker went on to undo the segment on the dead
+    connection, which SQLAlchemy refuses with ``PendingRollbackError`` — no database
+    error, so the looping worker stopped with it (a resumed segment, lazily in a
+    savepoint; a cron run's first, in one taken at once).  Now the pass fails as for any
+    lost connection and is done again: the run completes."""
+    slept: list[int] = []
+    f = Feature(f"killed_{how}")
+    if how == "cron":
+        f.workflow(
+            "flow",
+            trigger=cron("* * * * *"),
+            pipeline=f.workflow_pipeline(CronTick).compute("done", _sleeps_once(slept)),
+        )
+    else:
+        flow = f.workflow(
+            "flow",
+            trigger=manual(Go),
+            pipeline=f.workflow_pipeline(Go).wait("PT1M").compute("done", _sleeps_once(slept)),
+        )
+    clock = FakeClock(T0)
+    app = App([f], database_url=fresh_postgres_url, clock=clock)
+    killer = sa.create_engine(fresh_postgres_url, poolclass=sa.pool.NullPool)
+    raised: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            app.run_worker(poll_interval=0.05)
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=loop, daemon=True)
+    try:
+        app.create_all()
+        app.run_worker(once=True)  # starts the cron schedule
+        if how == "resumed":
+            app.start_workflow(flow, Go(1), user=USER)
+        clock.advance(minutes=1, seconds=1)
+        worker.start()
+        _eventually(lambda: _kill(killer, "SELECT pg_sleep%") > 0, "the step's statement was killed")
+        _eventually(lambda: [r.status for r in app.runs()] == ["completed"] or not worker.is_alive(), "the run ended")
+        assert not raised, raised
+        assert [(r.status, dict(r.steps)) for r in app.runs()] == [("completed", {"done": 1})]
+    finally:
+        app.stop_worker()
+        worker.join(30)
+        killer.dispose()
+        app.dispose()
+
+
+def _kill(engine: sa.Engine, query: str) -> int:
+    """Terminate the backends running ``query`` (a LIKE pattern): how many."""
+    stmt = sa.text(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE query LIKE :q AND pid <> pg_backend_pid()"
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(stmt, {"q": query}).scalar_one())
+
+
+def _eventually(check: Callable[[], bool], what: str, seconds: float = 30.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.05)
 
 
 def _waits_for_a_lock(conn: sa.Connection) -> bool:
