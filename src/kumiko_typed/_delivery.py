@@ -178,8 +178,9 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
         response.close()
     except Exception as exc:  # the caller redacts the message before it stores it
         raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
-    if response.is_redirect:
-        where = masked_url(response.headers["location"])  # httpx calls a 3xx without one no redirect
-        raise DeliveryError(f"HTTP {response.status_code} redirect to {where} (redirects are not followed)")
+    if response.is_redirect:  # 301, 302, 303, 307, 308, with a Location or without
+        location = response.headers.get("location")
+        where = "without a Location" if location is None else f"to {masked_url(location)}"
+        raise DeliveryError(f"HTTP {response.status_code} redirect {where} (redirects are not followed)")
     if not response.is_success:
         raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")

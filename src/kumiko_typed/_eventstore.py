@@ -24,6 +24,7 @@ from typing import Any, Final
 import attrs
 from sqlalchemy import (
     BigInteger,
+    Boolean,
     ColumnElement,
     Text,
     and_,
@@ -32,12 +33,17 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    not_,
+    null,
     or_,
     select,
     text,
     tuple_,
+    type_coerce,
 )
+from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
+from sqlalchemy.sql.functions import FunctionElement
 
 from ._connection import connection_of
 from ._notify import CHANNEL
@@ -76,8 +82,9 @@ _FRONTIER_PG: Final = select(
     _HORIZON,
     func.coalesce(cast(cast(func.pg_current_xact_id_if_assigned(), Text), BigInteger), -1),
     func.coalesce(func.max(events.c.position), 0),
+    cast(func.pg_current_snapshot(), Text),
 )
-_FRONTIER: Final = select(literal(0), literal(0), func.coalesce(func.max(events.c.position), 0))
+_FRONTIER: Final = select(literal(0), literal(0), func.coalesce(func.max(events.c.position), 0), null())
 _PAUSE_APPENDS: Final = text(f"LOCK TABLE {events.name} IN SHARE MODE")
 
 
@@ -108,13 +115,15 @@ class EventRow:
 @attrs.frozen
 class Frontier:
     """What a transaction has seen of the event store, so that an event it has *not*
-    seen can be told apart later: one whose ``tx`` is ``>= tx`` (its writer was running
-    or had not begun), except this transaction's own (``own_tx``) up to ``position``.
-    On SQLite (``tx = own_tx = 0``) that is simply ``position > position``."""
+    seen can be told apart later: one whose writer had not committed when ``snapshot``
+    was taken (PostgreSQL; every such ``tx`` is ``>= tx``, the oldest then running),
+    except this transaction's own (``own_tx``) up to ``position``.  On SQLite
+    (``tx = own_tx = 0``, no snapshot) that is simply ``position > position``."""
 
     tx: int
     position: int
     own_tx: int
+    snapshot: str | None = None
 
 
 def _postgres(session: Session) -> bool:
@@ -211,14 +220,40 @@ def append(
 def frontier(session: Session) -> Frontier:
     """This transaction's view of the event store (``Frontier``): taken before a run
     suspends in ``wait_for_event``, an event committing after it is one it has not seen."""
-    tx, own_tx, position = session.execute(_FRONTIER_PG if _postgres(session) else _FRONTIER).one()
-    return Frontier(tx, position, own_tx)
+    tx, own_tx, position, snapshot = session.execute(_FRONTIER_PG if _postgres(session) else _FRONTIER).one()
+    return Frontier(tx, position, own_tx, snapshot)
 
 
 def unseen_by(wait: Any, event: Any) -> ColumnElement[bool]:
     """SQL: ``event`` is one the transaction that stored ``wait`` had not seen (columns
-    or values of ``kumiko_events`` and ``kumiko_workflow_waits``)."""
-    return and_(event.tx >= wait.after_tx, or_(event.tx != wait.own_tx, event.position > wait.after_position))
+    or values of ``kumiko_events`` and ``kumiko_workflow_waits``).  ``after_tx`` alone
+    would count every event committed since the oldest transaction then running began
+    (a long report, another worker's batch) as unseen: one that came minutes before the
+    wait would wake it, on PostgreSQL only.  The snapshot tells them apart."""
+    snapshot = type_coerce(wait.after_snapshot, Text)
+    others = and_(event.tx != wait.own_tx, or_(snapshot.is_(None), not_(InSnapshot(event.tx, snapshot))))
+    return and_(event.tx >= wait.after_tx, or_(others, event.position > wait.after_position))
+
+
+class InSnapshot(FunctionElement[bool]):
+    """Whether the transaction ``tx`` (a ``kumiko_events.tx``) had committed when the
+    snapshot (``pg_current_snapshot()`` as text) was taken.  PostgreSQL only: SQLite
+    stores no snapshot, and ``unseen_by`` asks this only of one."""
+
+    type = Boolean()
+    name = "kumiko_in_snapshot"
+    inherit_cache = True
+
+
+@compiles(InSnapshot, "postgresql")
+def _in_snapshot(element: InSnapshot, compiler: Any, **kw: Any) -> str:
+    tx, snapshot = (compiler.process(arg, **kw) for arg in element.clauses)
+    return f"pg_visible_in_snapshot(CAST(CAST({tx} AS TEXT) AS xid8), CAST({snapshot} AS pg_snapshot))"
+
+
+@compiles(InSnapshot)
+def _no_snapshot(element: InSnapshot, compiler: Any, **kw: Any) -> str:
+    return "1"
 
 
 def read_after(session: Session, cursor: Cursor, limit: int = 1000) -> Sequence[EventRow]:

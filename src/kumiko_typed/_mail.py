@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import smtplib
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
@@ -104,6 +104,22 @@ class SmtpTransport:
                 if self.username is not None:
                     password = secrets(self.password_ref) if self.password_ref else ""
                     smtp.login(self.username, password)
-                smtp.send_message(to_email(message))
+                refused = smtp.send_message(to_email(message))
         except (OSError, smtplib.SMTPException) as exc:
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
+        if refused:
+            raise _partly_refused(refused, len(message.to))
+
+
+def _partly_refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:
+    """The server took the mail for some recipients and refused the others (``smtplib``
+    returns those instead of raising).  A refusal for now (4xx: greylisting) is an
+    attempt that failed, sent again to all with the same Message-ID; a permanent one
+    (5xx only) is not: the others have the mail."""
+    permanent = all(code >= 500 for code, _reply in refused.values())
+    shown = ", ".join(
+        f"{address} ({code} {reply.decode('utf-8', 'replace')})" for address, (code, reply) in refused.items()
+    )
+    others = ", the others have the mail" if permanent else ""
+    text = f"SMTP refused {len(refused)} of {recipients} recipient(s){others}: {shown}"
+    return DeliveryError(text, permanent=permanent)

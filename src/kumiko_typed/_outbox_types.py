@@ -48,13 +48,27 @@ def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> Non
         raise ValueError(f"{attribute.name} must be at least 1, got {value}")
 
 
+def _backoff(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:
+    if value not in ("exponential", "linear"):
+        raise ValueError(f"{attribute.name} must be 'exponential' or 'linear', not {value!r}")
+
+
+def _delay(_inst: object, attribute: attrs.Attribute[timedelta], value: timedelta) -> None:
+    """Refused when the policy is made: at delivery a negative delay would make every
+    retry due at once, and a number of seconds would fail the dispatch queuing the row."""
+    if not isinstance(value, timedelta):
+        raise TypeError(f"{attribute.name} must be a timedelta, not {type(value).__name__}")
+    if value < timedelta(0):
+        raise ValueError(f"{attribute.name} must not be negative, got {value.total_seconds():g} seconds")
+
+
 @attrs.frozen
 class RetryPolicy:
     """How often and how far apart a failed delivery is tried (``times`` counts all attempts)."""
 
     times: int = attrs.field(default=3, validator=_positive)
-    backoff: Literal["exponential", "linear"] = "exponential"
-    base_delay: timedelta = timedelta(seconds=10)
+    backoff: Literal["exponential", "linear"] = attrs.field(default="exponential", validator=_backoff)
+    base_delay: timedelta = attrs.field(default=timedelta(seconds=10), validator=_delay)
 
     def delay(self, attempt: int) -> timedelta:
         """The pause after failed attempt number ``attempt`` (1-based)."""

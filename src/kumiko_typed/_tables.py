@@ -155,6 +155,10 @@ workflow_waits = Table(
     Column("after_position", BigInteger, nullable=False),
     Column("after_tx", BigInteger, nullable=False, server_default="0"),
     Column("own_tx", BigInteger, nullable=False, server_default="0"),
+    # PostgreSQL: the storing statement's snapshot (``pg_current_snapshot()`` as text),
+    # which tells the transactions it saw committed from those still running; NULL on
+    # SQLite and in waits stored before it (matched by ``after_tx`` alone then).
+    Column("after_snapshot", Text, nullable=True),
     Column("armed", Boolean, nullable=False),
     Column("timeout_at", UtcDateTime, nullable=False),
     Index("kumiko_workflow_waits_match", "event_type", "workflow", "path", "key"),

@@ -4,11 +4,12 @@ error, for its supervisor and its operator to see."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
-from sqlalchemy.exc import DBAPIError
+from sqlalchemy.exc import DBAPIError, OperationalError
+from sqlalchemy.orm import Session
 
-__all__ = ["transient"]
+__all__ = ["lost_connection", "transient"]
 
 #: PostgreSQL aborted the transaction so that another could go on (serialization
 #: failure, deadlock detected) or gave up waiting for a lock (lock_timeout).  Retrying
@@ -25,3 +26,16 @@ def transient(exc: DBAPIError) -> bool:
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:
         return True
     return "database is locked" in str(exc.orig)
+
+
+def lost_connection(session: Session) -> OperationalError | None:
+    """The error that stops a worker's pass (a transient one: the pass is done again) if
+    the session's transaction lost its connection: a step's statement met a killed
+    backend, which the interpreter made the segment's ``unavailable``.  Nothing more
+    can be sent in that transaction, not even the rollback to the segment's savepoint
+    (SQLAlchemy raises ``PendingRollbackError``, which stopped the worker)."""
+    transaction: Any = session.get_transaction()
+    if transaction is None or not any(held[0].invalidated for held in transaction._connections.values()):
+        return None
+    reason = ConnectionError("the connection to the database was lost in a workflow segment")
+    return OperationalError(None, None, reason, connection_invalidated=True)

@@ -18,17 +18,20 @@ class UtcDateTime(TypeDecorator[datetime]):
     SQLite has no time-zone type: SQLAlchemy stores the wall-clock digits and drops the
     offset, so a time from a clock in another zone was stored wrong, and every time
     came back naive.  Converting to UTC on the way in and marking UTC on the way out
-    gives what PostgreSQL's ``timestamptz`` gives.  A naive value is taken as UTC."""
+    gives what PostgreSQL's ``timestamptz`` gives.  Both ways PostgreSQL would otherwise
+    use the session's time zone (the server's setting): a naive value, taken as UTC, is
+    marked so before it is sent, and a value read back is converted to UTC."""
 
     impl = DateTime(timezone=True)
     cache_ok = True
 
     def process_bind_param(self, value: Any, dialect: Dialect) -> Any:
-        if isinstance(value, datetime) and value.tzinfo is not None:
-            return value.astimezone(UTC)
+        if isinstance(value, datetime):
+            return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
         return value
 
     def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
-        if value is not None and value.tzinfo is None:
-            return value.replace(tzinfo=UTC)
-        return value
+        if value is None:
+            return None
+        # Else a cron schedule read back from its cursor would tick in the server's zone.
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)

@@ -55,7 +55,7 @@ from ._stored_classes import (
     unreadable,
 )
 from ._tables import consumers, events, workflow_runs, workflow_waits
-from ._transient import transient
+from ._transient import lost_connection, transient
 
 __all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
 
@@ -70,6 +70,9 @@ BATCH = 10
 _INSERT_RUN: Final = insert(workflow_runs)
 #: How long (seconds, drawn uniformly) a segment that lost a race waits before it is tried again.
 CONFLICT_RETRY_S: Final = (0.2, 1.0)
+#: The codes of a worker's segment that is tried again, not the end of its run: it lost a
+#: race on an aggregate, or the database refused it for now (``isolated_segment``).
+_TRIED_AGAIN: Final = frozenset({"version_conflict", "unavailable"})
 #: The SET clause follows the parameters given, besides ``b_run_id``.
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 #: When the run a page goes on from was started (``list``).
@@ -492,7 +495,10 @@ class WorkflowEngine:
         is rolled back and tried again shortly, from the same stored position (a
         triggered run's first segment: from its start, the run suspended there), instead
         of failing the run: nothing it read is lost, and writers take no global lock, so
-        such races are expected under load.  ``woken_by``: the event that resumed it,
+        such races are expected under load.  So is one the database refused for now
+        (``unavailable``: a lock timeout, a lost deadlock or serialization conflict in a
+        step): what that code tells a dispatch's caller ("try again") the worker does,
+        as no one else would.  ``woken_by``: the event that resumed it,
         noted with the run so that the try again gets that event, not a timeout.
 
         If the caller allowed it (:func:`~kumiko_typed._segment_savepoint.allow_lazy`),
@@ -508,19 +514,26 @@ class WorkflowEngine:
         except Exception as error:
             if isinstance(error, DBAPIError) and transient(error):
                 raise
+            lost = lost_connection(session)
+            if lost is not None:
+                raise lost from error
             if guard is not None:
                 guard.undo(session)
             logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
             message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
             failure = failed("internal_error", message)
         else:
+            lost = None if failure is None else lost_connection(session)
+            if lost is not None:
+                raise lost
             if guard is not None and failure is None:
                 guard.release()
             elif guard is not None:
                 guard.undo(session)
-        if failure is not None and retry_conflict and failure["error"]["code"] == "version_conflict":
+        if failure is not None and retry_conflict and failure["error"]["code"] in _TRIED_AGAIN:
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
-            logger.info("workflow %s run %s lost a race on an aggregate; tried again at %s", d.name, run_id, wake)
+            code = failure["error"]["code"]
+            logger.info("workflow %s run %s: %s; tried again at %s", d.name, run_id, code, wake)
             # Due again here: a strand mark another deploy left no longer holds.
             columns: dict[str, Any] = {"status": "suspended", "error": None, "wake_at": wake}
             if woken_by is not None:
@@ -559,6 +572,7 @@ class WorkflowEngine:
                     "after_position": wait.after.position,
                     "after_tx": wait.after.tx,
                     "own_tx": wait.after.own_tx,
+                    "after_snapshot": wait.after.snapshot,
                     "armed": False,
                     "timeout_at": wait.timeout_at,
                 },

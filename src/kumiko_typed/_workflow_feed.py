@@ -215,10 +215,13 @@ class EventFeed:
             if loaded is not None and not stranded and loaded.key != bounded_key(wait.key):
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
-            # way out of an event wait): the timeout won.  Waiting for that lock instead would
-            # deadlock (that worker deletes this wait row, which this pass may have locked
-            # when arming it) and, once it commits, find the run suspended somewhere else.
-            run = self._lock(session, wait.run_id)
+            # way out of an event wait): wait for that worker.  If it commits, the timeout
+            # won (the run is found past its wait); if it dies or its pass rolls back, the
+            # run still waits and gets the event.  Passing the run by lost the event then:
+            # the cursor moves on.  (Nothing this transaction holds is that worker's to
+            # wait for but what segments lock, a deadlock PostgreSQL breaks: a segment
+            # is tried again, a feed pass rolled back and done again.)
+            run = self._lock(session, wait.run_id, skip_locked=False)
             if run is None or run.status != "suspended" or run.path != wait.path:
                 continue
             if isinstance(key, _Unloadable):
@@ -230,10 +233,11 @@ class EventFeed:
             matched += engine.resume(session, run, self._take(event, loaded), woken_by=event.event_id)
         return matched
 
-    def _lock(self, session: Session, run_id: uuid.UUID) -> Row[Any] | None:
-        """The run's row, locked; ``None`` if another worker holds it (PostgreSQL) or it is gone."""
+    def _lock(self, session: Session, run_id: uuid.UUID, *, skip_locked: bool = True) -> Row[Any] | None:
+        """The run's row, locked; ``None`` if it is gone or, ``skip_locked``, another
+        worker holds it (PostgreSQL; SQLite runs one writer at a time)."""
         stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
-        return session.execute(stmt.with_for_update(skip_locked=self.engine.postgres)).first()
+        return session.execute(stmt.with_for_update(skip_locked=skip_locked and self.engine.postgres)).first()
 
     def _event_key(self, d: Definition, path: str, event: EventRow) -> _Loaded | str | _Unloadable:
         """``event`` loaded for the runs waiting at ``path``, with its key there (``None``:
