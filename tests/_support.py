@@ -7,6 +7,7 @@ import uuid
 from typing import Any
 
 import attrs
+import sqlalchemy as sa
 
 from kumiko_typed import App, Failure, Ok
 
@@ -50,3 +51,15 @@ def run_info(app: App, run_id: uuid.UUID) -> Any:
     info = app.get_run(run_id)
     assert info is not None, run_id
     return info
+
+
+def server_time_zone(db_url: str, zone: str) -> None:
+    """Set the database's default time zone (PostgreSQL; SQLite has none): what a server
+    configured for its country's local time gives every new connection."""
+    if not db_url.startswith("postgresql"):
+        return
+    engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
+    with engine.begin() as conn:
+        name = conn.execute(sa.text("SELECT current_database()")).scalar_one()
+        conn.execute(sa.text(f"ALTER DATABASE \"{name}\" SET timezone = '{zone}'"))
+    engine.dispose()

@@ -30,7 +30,10 @@ def make_engine(url: str) -> Engine:
             TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
         }
         return engine
-    return create_engine(url)
+    engine = create_engine(url)
+    if engine.dialect.name == "postgresql":
+        event.listen(engine, "connect", _postgres_connect)
+    return engine
 
 
 class _TextUuid(Uuid[Any]):
@@ -98,6 +101,23 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
+
+
+def _postgres_connect(dbapi_connection: Any, _record: object) -> None:
+    """Every connection's session in UTC, whatever the server's (or database's, or role's)
+    ``timezone`` setting: PostgreSQL reads ``timestamptz`` back in the session's zone,
+    takes a naive time as the session's local time, and casts an aware time to a
+    ``timestamp`` column as its wall clock there.  SQLite answers all three in UTC
+    (``_UtcDateTime``); so does PostgreSQL now, for a user's own columns too.  A listener,
+    not ``options=-c TimeZone=UTC``: that would replace ``options`` a database URL gives."""
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True  # the setting outlives no transaction to roll back
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET TIME ZONE 'UTC'")
+    finally:
+        cursor.close()
+        dbapi_connection.autocommit = autocommit
 
 
 def _sqlite_begin(conn: Any) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import ok_data, run_info
+from _support import ok_data, run_info, server_time_zone
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Feature, User, cron, manual, ok
@@ -31,23 +31,11 @@ class Go:
     n: int
 
 
-def _server_time_zone(db_url: str, zone: str) -> None:
-    """Set the database's default time zone (PostgreSQL; SQLite has none): what a server
-    configured for its country's local time gives every new connection."""
-    if not db_url.startswith("postgresql"):
-        return
-    engine = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
-    with engine.begin() as conn:
-        name = conn.execute(sa.text("SELECT current_database()")).scalar_one()
-        conn.execute(sa.text(f"ALTER DATABASE \"{name}\" SET timezone = '{zone}'"))
-    engine.dispose()
-
-
 def test_a_wake_time_without_a_time_zone_is_utc_on_both_databases(db_url: str) -> None:
     """A ``wait`` resolver's naive datetime is taken as UTC (``UtcDateTime``).  Before, on
     PostgreSQL it was sent as a ``timestamp`` and read in the server's time zone: at +14
     hours the run woke 14 hours early; SQLite woke it at 10:00 UTC."""
-    _server_time_zone(db_url, "Pacific/Kiritimati")  # UTC+14
+    server_time_zone(db_url, "Pacific/Kiritimati")  # UTC+14
     f = Feature("naive_wake")
     flow = f.workflow(
         "flow",
@@ -74,7 +62,7 @@ def test_cron_ticks_in_utc_on_both_databases_whatever_the_servers_time_zone(db_u
     """``cron("0 9 * * *")`` is 09:00 UTC.  Before, PostgreSQL read the schedule's cursor
     back in the server's time zone and croniter went on in that zone: at +14 hours the
     ticks came at 19:00 UTC (09:00 there), and ``scheduled_at`` carried +14:00."""
-    _server_time_zone(db_url, "Pacific/Kiritimati")
+    server_time_zone(db_url, "Pacific/Kiritimati")
     f = Feature("cron_zone")
     f.workflow(
         "daily",
