@@ -260,7 +260,9 @@ def deliver_due(
             pass
     finally:
         if pool is not None:
-            pool.shutdown()
+            # A pass that failed (its database went away) sends no delivery still queued:
+            # it would go out unrecorded, and again after the lease.  Those under way end.
+            pool.shutdown(cancel_futures=True)
     return counts
 
 

@@ -129,3 +129,45 @@ def _rows(app: App) -> dict[str, tuple[object, ...]]:
             )
         ).all()
     return {r.message["url"]: (r.status, r.attempts, r.last_error, r.sent_at, r.next_attempt_at) for r in rows}
+
+
+def test_a_pass_that_fails_sends_none_of_the_deliveries_still_queued(
+    app_on: Callable[..., App], receiver: Receiver, user: User, db_url: str
+) -> None:
+    """The database goes away while a batch is delivered two at a time: the pass fails
+    recording the first outcome.  The deliveries under way end; those still queued in the
+    pass's threads do not go out (before, every one did, unrecorded, and went out again
+    after the lease)."""
+    fault = sa.create_engine(db_url, poolclass=sa.pool.NullPool)
+
+    def rename(old: str, new: str) -> None:
+        with fault.begin() as conn:
+            conn.execute(sa.text(f"ALTER TABLE {old} RENAME TO {new}"))
+
+    def respond(index: int, path: str) -> tuple[int, dict[str, str]]:
+        if path == "/fail":
+            if index == 0:
+                rename("kumiko_outbox", "kumiko_outbox_away")
+            return (500, {}) if index == 0 else (200, {})
+        time.sleep(0.3)
+        return (200, {})
+
+    receiver.respond = respond
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock, delivery_concurrency=2)
+    slow = [f"/slow/{i}" for i in range(6)]
+    for path in ["/fail", *slow]:  # claimed in this order
+        _enqueue(app, receiver, user, [path])
+        clock.advance(seconds=1)
+    try:
+        with pytest.raises(sa.exc.DBAPIError):
+            app.run_worker(once=True)
+        # /fail's thread took the next row before the pass failed; the other thread's ran.
+        assert len([r for r in receiver.requests if r.path != "/fail"]) <= 2
+    finally:
+        rename("kumiko_outbox_away", "kumiko_outbox")
+        fault.dispose()
+    before = len(receiver.requests)
+    clock.advance(minutes=6)  # past the lease: the batch is due again, nothing was recorded
+    assert app.run_worker(once=True)["sent"] == 7
+    assert len(receiver.requests) == before + 7
