@@ -111,7 +111,7 @@ def _postgres_connect(dbapi_connection: Any, _record: object) -> None:
     (``_UtcDateTime``); so does PostgreSQL now, for a user's own columns too.  A listener,
     not ``options=-c TimeZone=UTC``: that would replace ``options`` a database URL gives."""
     autocommit = dbapi_connection.autocommit
-    dbapi_connection.autocommit = True  # the setting outlives no transaction to roll back
+    dbapi_connection.autocommit = True  # in no transaction: a rollback on check-in would undo it
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute("SET TIME ZONE 'UTC'")
