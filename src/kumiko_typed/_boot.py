@@ -206,11 +206,10 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
         return f"find_many limit={step.limit!r} must be 0 or more (an int), or None for no limit"
     if isinstance(step, Update) and step.version is None and not step.skip_optimistic_lock:
         return _rules.msg_optimistic_lock(step.name)
-    entity: object = step.entity if isinstance(step, (Create, Update, AppendEvent)) else None
-    if isinstance(step, (Create, Update, AppendEvent)) and not isinstance(entity, type):
-        # Possible without mypy (a name, an instance); the checks below read its __name__.
-        return f"the entity must be an Entity class, not a {type(entity).__name__}; pass the class itself"
     if isinstance(step, (Create, Update, AppendEvent)):
+        entity: object = step.entity  # typed a class; not so without mypy (a name, an instance)
+        if not isinstance(entity, type):  # the checks below read its __name__
+            return f"the entity must be an Entity class, not a {type(entity).__name__}; pass the class itself"
         owner = tables.entities.get(step.entity)
         if owner is None:
             return f"{step.entity.__name__} is not an entity of any feature; register it with feature.entity(...)"
@@ -219,20 +218,20 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
                 f"{step.entity.__name__} belongs to feature {owner!r}; change it through one of that "
                 "feature's handlers with call_feature"
             )
-    target: object = step.handler if isinstance(step, CallFeature) else None  # typed; not so without mypy
-    if isinstance(step, CallFeature) and not isinstance(target, (WriteHandler, QueryHandler)):
-        # The checks below read the target's name.
-        return (
-            f"call_feature targets a {type(target).__name__}, not a write handler; "
-            "pass the handler that feature.write_handler(...) returned"
-        )
-    if isinstance(step, CallFeature) and id(step.handler) in tables.queries:
-        return (
-            f"call_feature targets {step.handler.name}, a query handler; call_feature runs write handlers "
-            "only: read what the pipeline needs with find_one/get_one/find_many"
-        )
-    if isinstance(step, CallFeature) and id(step.handler) not in tables.handlers:
-        return f"call_feature targets {step.handler.name}, which is not a handler of any feature of this App"
+    if isinstance(step, CallFeature):
+        target: object = step.handler  # typed a handler; not so without mypy
+        if not isinstance(target, (WriteHandler, QueryHandler)):  # the checks below read its name
+            return (
+                f"call_feature targets a {type(target).__name__}, not a write handler; "
+                "pass the handler that feature.write_handler(...) returned"
+            )
+        if id(step.handler) in tables.queries:
+            return (
+                f"call_feature targets {step.handler.name}, a query handler; call_feature runs write handlers "
+                "only: read what the pipeline needs with find_one/get_one/find_many"
+            )
+        if id(step.handler) not in tables.handlers:
+            return f"call_feature targets {step.handler.name}, which is not a handler of any feature of this App"
     if isinstance(step, (ProjectionUpsert, ProjectionDelete)):
         try:
             table = table_of(step.table)
