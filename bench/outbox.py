@@ -46,7 +46,6 @@ import platform
 import statistics
 import sys
 import tempfile
-import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -93,13 +92,7 @@ def drain(url: str, rows: int, config: Config, delay: float, meter: CpuMeter) ->
             ids = {str(i.id) for i in app.outbox()}
             with WorkerProcesses() as fleet:
                 procs = fleet.start(url, workers, args=() if pool is None else (str(pool),))
-                meter.start()
-                started = time.perf_counter()
-                fleet.go()
-                outputs = fleet.done(procs)
-                elapsed = time.perf_counter() - started
-                meter.stop()
-                fleet.wait(procs, timeout=600)
+                outputs, elapsed = fleet.timed(procs, meter)
             statuses = {i.status for i in app.outbox()}
             if statuses != {"sent"} or set(receiver.keys) != ids:
                 raise RuntimeError(f"not every row was delivered: {statuses}, {len(set(receiver.keys))} keys")

@@ -376,13 +376,7 @@ def resume_once(url: str, runs: int, workers: int, meter: CpuMeter) -> tuple[flo
             procs = fleet.start(url, workers, command=(sys.executable, __file__, "--resume-worker"))
             for i in range(runs):  # once the workers warmed up on the empty database
                 app.start_workflow(ping_flow, Ping(receiver.url, i), user=USER)
-            meter.start()
-            started = time.perf_counter()
-            fleet.go()
-            outputs = fleet.done(procs)
-            elapsed = time.perf_counter() - started
-            meter.stop()
-            fleet.wait(procs, timeout=600)
+            outputs, elapsed = fleet.timed(procs, meter)
             with app.engine.connect() as conn:
                 statuses = set(conn.scalars(sa.select(workflow_runs.c.status)))
             if statuses != {"completed"} or sorted(receiver.numbers) != list(range(runs)):

@@ -24,6 +24,7 @@ import threading
 import time
 import uuid
 from collections.abc import Sequence
+from typing import Protocol
 
 import attrs
 import sqlalchemy as sa
@@ -138,6 +139,13 @@ class LoopbackReceiver:
         self.loop.close()
 
 
+class Meter(Protocol):
+    """What :meth:`WorkerProcesses.timed` needs of a bench's CPU meter."""
+
+    def start(self) -> None: ...
+    def stop(self) -> None: ...
+
+
 class WorkerProcesses:
     """Worker processes (this script) on one database, each connected and waiting for
     :meth:`go`; any still running when the block ends is killed."""
@@ -179,6 +187,19 @@ class WorkerProcesses:
             assert line, f"worker {proc.pid} ended before it was done (exit {proc.wait()})"
             lines.append(line)
         return lines
+
+    def timed(self, procs: list[subprocess.Popen[str]], meter: Meter) -> tuple[list[str], float]:
+        """Let the workers go and time them to their ``done`` lines (``meter`` started and
+        stopped around the same span), then wait for their exits: the ``done`` lines and
+        the seconds.  What every bench over these workers measures, in one place."""
+        meter.start()
+        started = time.perf_counter()
+        self.go()
+        outputs = self.done(procs)
+        elapsed = time.perf_counter() - started
+        meter.stop()
+        self.wait(procs, timeout=600)
+        return outputs, elapsed
 
     @staticmethod
     def wait(procs: list[subprocess.Popen[str]], timeout: float = 180) -> list[str]:
