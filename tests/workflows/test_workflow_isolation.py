@@ -9,7 +9,8 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -124,6 +125,24 @@ release = shop.write_handler(
 after_peek: list[Callable[[Any], None]] = []
 
 
+@contextmanager
+def _peeking(hook: Callable[[Any], None]) -> Iterator[None]:
+    """``hook`` called by every ``peek`` inside the block (to race it)."""
+    after_peek.append(hook)
+    try:
+        yield
+    finally:
+        after_peek.clear()
+
+
+def _stocked(app: App, user: User, stock: int) -> Any:
+    """The tables created and a new item of ``stock``: its id."""
+    app.create_all()
+    created = app.dispatch(new_item, NewItem(stock), user=user)
+    assert isinstance(created, Ok)
+    return created.data
+
+
 def _peek(c: Any) -> int:
     for hook in after_peek:
         hook(c)
@@ -233,11 +252,9 @@ def test_a_segment_does_not_decide_on_a_row_an_earlier_segment_of_the_pass_read(
 
     after_peek.append(take_the_last)
     try:
-        app.create_all()
-        created = app.dispatch(new_item, NewItem(1), user=user)
-        assert isinstance(created, Ok)
-        first = app.start_workflow(peeker, Reserve(created.data), user=user)
-        second = app.start_workflow(reserve_later, Reserve(created.data), user=user)
+        item = _stocked(app, user, 1)
+        first = app.start_workflow(peeker, Reserve(item), user=user)
+        second = app.start_workflow(reserve_later, Reserve(item), user=user)
         clock.advance(minutes=5)
         assert app.run_worker(once=True)["resumed"] == 2
         assert len(racers) == 1 and not racers[0].is_alive()
@@ -267,16 +284,11 @@ def test_a_resumed_segment_that_loses_a_race_is_tried_again_not_failed(
     take_one = _reserve_meanwhile(app, user)
 
     try:
-        app.create_all()
-        created = app.dispatch(new_item, NewItem(2), user=user)
-        assert isinstance(created, Ok)
-        run = app.start_workflow(reserve_racy, Reserve(created.data), user=user)
+        item = _stocked(app, user, 2)
+        run = app.start_workflow(reserve_racy, Reserve(item), user=user)
         clock.advance(minutes=2)
-        after_peek.append(take_one)
-        try:
+        with _peeking(take_one):
             app.run_worker(once=True)
-        finally:
-            after_peek.clear()
         lost = app.get_run(run)
         assert lost is not None
         assert (lost.status, lost.error, lost.path) == ("suspended", None, "@wait")
@@ -307,20 +319,15 @@ def test_a_run_another_deploy_stranded_that_loses_a_race_here_is_no_longer_liste
     take_one = _reserve_meanwhile(app, user)
 
     try:
-        app.create_all()
-        created = app.dispatch(new_item, NewItem(2), user=user)
-        assert isinstance(created, Ok)
-        run = app.start_workflow(reserve_racy, Reserve(created.data), user=user)
+        item = _stocked(app, user, 2)
+        run = app.start_workflow(reserve_racy, Reserve(item), user=user)
         mark = {"code": "stranded", "message": "another deploy lacked a class", "stranded_by": " v0/digest "}
         with app.engine.begin() as conn:
             conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run).values(error=mark))
         assert [r.run_id for r in app.runs(stranded=True)] == [run]
         clock.advance(minutes=2)
-        after_peek.append(take_one)
-        try:
+        with _peeking(take_one):
             assert app.run_worker(once=True)["resumed"] == 1
-        finally:
-            after_peek.clear()
         lost = app.get_run(run)
         assert lost is not None and (lost.status, lost.error, lost.path) == ("suspended", None, "@wait")
         assert app.runs(stranded=True) == []
@@ -351,17 +358,12 @@ def test_a_segment_resumed_by_an_event_that_loses_a_race_is_tried_again_with_tha
         _reserve_meanwhile(app, user)(c)
 
     try:
-        app.create_all()
-        created = app.dispatch(new_item, NewItem(2), user=user)
-        assert isinstance(created, Ok)
-        run = app.start_workflow(reserve_on_release, Reserve(created.data), user=user)
+        item = _stocked(app, user, 2)
+        run = app.start_workflow(reserve_on_release, Reserve(item), user=user)
         app.run_worker(once=True)  # arms the wait
-        assert app.dispatch(release, Reserve(created.data), user=user) == Ok(None)
-        after_peek.append(take_one_once)
-        try:
+        assert app.dispatch(release, Reserve(item), user=user) == Ok(None)
+        with _peeking(take_one_once):
             app.run_worker(once=True)
-        finally:
-            after_peek.clear()
         lost = app.get_run(run)
         assert lost is not None
         assert (lost.status, lost.error, lost.path) == ("suspended", None, "go")
