@@ -241,6 +241,11 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
             return problem
         # A float (a Numeric with asdecimal=False) by its shortest repr: 0.1, not its binary value.
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        digits = _significant(number)
+        if digits > _FLOAT_DIGITS:
+            # SQLite keeps a NUMERIC as a float, which holds 15 digits exactly; PostgreSQL
+            # would keep the rest: refused on both, or they would read back different values.
+            return f"must have at most {_FLOAT_DIGITS} significant digits, not {digits}"
         if precision is None:
             # What SQLite's floating point and PostgreSQL's numeric both hold.
             if not -300 <= number.adjusted() < 308:
@@ -256,6 +261,16 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
         return None
 
     return check
+
+
+#: Significant decimal digits a float keeps exactly (C's ``DBL_DIG``).
+_FLOAT_DIGITS: Final = 15
+
+
+def _significant(number: Decimal) -> int:
+    """Digits from the first to the last that is not zero (``0.0120`` has two)."""
+    digits = "".join(map(str, number.as_tuple().digits)).strip("0")
+    return len(digits)
 
 
 def _decimals(number: Decimal) -> int:
