@@ -25,9 +25,12 @@ from uuid import UUID
 import httpx
 
 from ._errors import DeliveryError
+from ._http_deadline import Budget, deadline
 from ._outbox_types import masked_url
 
 __all__ = [
+    "BODY_CAP",
+    "BODY_WAIT",
     "HEADER_VALUE",
     "SecretBook",
     "SecretResolver",
@@ -137,15 +140,43 @@ def _delivery_url_problem(url: str) -> str | None:
     return url_problem(url)
 
 
-def _bodiless(response: httpx.Response) -> bool:
-    """A response with no body (``Content-Length: 0``, 204, 304): reading it waits for
-    nothing, and a response read to its end leaves its connection to the pool for the
-    next delivery; closed unread, it drops the connection, and every delivery to that
-    receiver paid for a new TCP connection (on both ends)."""
-    return response.status_code in (204, 304) or response.headers.get("content-length") == "0"
+#: The most of a response body a delivery reads (and discards) to keep its connection for
+#: the next delivery to that receiver; a longer body drops the connection instead.
+BODY_CAP = 64 * 1024
+#: How long a delivery waits for that body once the status line and headers are in (the
+#: body is read only as fast as it comes, and never past the delivery's deadline).
+BODY_WAIT = 1.0
 
 
-def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook) -> None:
+def _drain(response: httpx.Response, budget: Budget) -> None:
+    """Read and discard a small body, then close the response.  A response read to its
+    end leaves its connection to the pool for the next delivery to that receiver; closed
+    unread, it drops it, and every delivery paid for a new TCP (and TLS) connection on
+    both ends.  The status line has decided already: a body longer than ``BODY_CAP``, or
+    one that does not come within ``BODY_WAIT``, is not waited for (its connection is
+    dropped), and no error of the body's changes the outcome."""
+    try:
+        length = response.headers.get("content-length")
+        if length is None or int(length) <= BODY_CAP:
+            budget.narrow(BODY_WAIT)
+            read = 0
+            for chunk in response.iter_raw():  # raw: a compressed body is not inflated
+                read += len(chunk)
+                if read > BODY_CAP:
+                    break
+    except Exception:
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            response.close()
+
+
+def deliver_webhook(
+    item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook, timeout: float
+) -> None:
+    """Send one attempt of a webhook row; raise :class:`DeliveryError` unless it was taken
+    (2xx).  The attempt ends within ``timeout`` seconds (``App(webhook_timeout=...)``) on
+    the App's own client (see :mod:`._http_deadline`)."""
     url = str(message["url"])
     problem = _delivery_url_problem(url)
     if problem is not None:
@@ -167,17 +198,16 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
             )
         headers[auth["header"]] = value
     request = http.build_request(str(message["method"]), url, json=message["body"], headers=headers)
-    try:
-        # The status line and headers decide; a body is never waited for (closing the
-        # stream unread drops the connection): a receiver answering with an endless or
-        # huge body must not hold the worker, its memory, or its claim on the batch.
-        response = http.send(request, follow_redirects=False, stream=True)
-        if _bodiless(response):
-            with contextlib.suppress(httpx.HTTPError):  # the status has decided already
-                response.read()  # nothing to wait for; read, the connection stays open
-        response.close()
-    except Exception as exc:  # the caller redacts the message before it stores it
-        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+    with deadline(timeout) as budget:
+        try:
+            response = http.send(request, follow_redirects=False, stream=True)
+        except Exception as exc:  # the caller redacts the message before it stores it
+            if budget.expired:
+                raise DeliveryError(
+                    f"the receiver did not answer within {timeout:g} s (App(webhook_timeout=...))"
+                ) from None
+            raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+        _drain(response, budget)
     if response.is_redirect:  # 301, 302, 303, 307, 308, with a Location or without
         location = response.headers.get("location")
         where = "without a Location" if location is None else f"to {masked_url(location)}"

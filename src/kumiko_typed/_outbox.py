@@ -46,6 +46,8 @@ __all__ = [
     "CLAIM_LEASE",
     "RECORD_EVERY",
     "START_WITHIN",
+    "WEBHOOK_TIMEOUT",
+    "WEBHOOK_TIMEOUT_MAX",
     "Deliverer",
     "PassCounts",
     "claim_size",
@@ -62,11 +64,17 @@ BATCH = 10
 #: slots idle, so a batch several waves long keeps the pool busy most of the time.
 ROWS_PER_SLOT = 5
 #: How long a claim keeps other workers off a batch: far more than delivering a row takes
-#: (at most the HTTP client's 10 s timeout), and when a worker dies, its batch waits this long.
+#: (at most ``webhook_timeout``), and when a worker dies, its batch waits this long.
 CLAIM_LEASE = timedelta(minutes=5)
 #: A claimed row not started by then is handed back: a delivery starts with at least the
 #: other half of the lease ahead of it, so the lease does not run out while it is under way.
 START_WITHIN = CLAIM_LEASE / 2
+#: The default of ``App(webhook_timeout=...)``: how long one webhook attempt may take in
+#: all (connect, send, status line and headers, body).
+WEBHOOK_TIMEOUT = timedelta(seconds=30)
+#: Its most: a delivery starts with ``START_WITHIN`` of its lease ahead, so one that ends
+#: by then leaves a minute and a half to record it before another worker may take the row.
+WEBHOOK_TIMEOUT_MAX = timedelta(minutes=1)
 #: How long the rows a batch sent may wait to be recorded together (one UPDATE): a worker
 #: that dies delivers at most these again, besides the ones in flight.
 RECORD_EVERY = timedelta(seconds=1)
@@ -84,16 +92,22 @@ class Deliverer:
     deliveries of one batch may be under way at once (``concurrency``)."""
 
     def __init__(
-        self, mail: MailTransport, http: Callable[[], httpx.Client], secrets: SecretResolver, concurrency: int = 1
+        self,
+        mail: MailTransport,
+        http: Callable[[], httpx.Client],
+        secrets: SecretResolver,
+        concurrency: int = 1,
+        webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
     ) -> None:
         self.mail = mail
         self.http = http
         self.secrets = SecretBook(secrets)
         self.concurrency = concurrency
+        self.webhook_timeout = webhook_timeout.total_seconds()
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
-            deliver_webhook(row.id, row.message, self.http(), self.secrets)
+            deliver_webhook(row.id, row.message, self.http(), self.secrets, self.webhook_timeout)
         elif row.kind == "mail":
             self.mail.send(mail_message(row.id, row.message), self.secrets)
         else:

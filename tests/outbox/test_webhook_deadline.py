@@ -1,0 +1,96 @@
+"""One webhook delivery attempt has an overall deadline (``App(webhook_timeout=...)``),
+not only httpx's per-read timeout: a receiver that trickles its answer one byte at a
+time cannot hold a delivery past it, and so never near the claim's lease, after which
+another worker would deliver the row again.  Real peers on 127.0.0.1, both databases;
+the outbox's time is a hand-moved clock."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from _receiver import Receiver
+from _support import Hook, ok_data
+
+from kumiko_typed import App, BootError, Feature, RetryPolicy, User, ok
+from kumiko_typed.testing import FakeClock
+
+AppOn = Callable[..., App]
+T0 = datetime(2026, 2, 3, 4, 5, tzinfo=UTC)
+
+f = Feature("deadline", requires=["webhook.send"])
+hook = f.write_handler(
+    "hook",
+    f.pipeline(Hook)
+    .send_webhook(
+        url=lambda c: c.payload.url,
+        body=lambda c: {"n": 1},
+        retry=RetryPolicy(times=2, base_delay=timedelta(seconds=5)),
+    )
+    .return_(lambda c: ok(None)),
+)
+
+
+def _queue(app: App, url: str, rows: int = 1) -> None:
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    for _ in range(rows):
+        ok_data(app.dispatch(hook, Hook(url), user=user))
+
+
+def test_a_receiver_trickling_its_headers_fails_the_attempt_at_the_deadline(app_on: AppOn, receiver: Receiver) -> None:
+    """One byte every 0.2 s: no read waits anywhere near httpx's 10 s, so before, the
+    attempt lasted as long as the receiver kept trickling (here 20 s) and was then sent."""
+    receiver.trickle = "headers"
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock, webhook_timeout=timedelta(seconds=1))
+    _queue(app, receiver.url())
+
+    began = time.monotonic()
+    counts = app.run_worker(once=True)
+
+    assert time.monotonic() - began < 10  # a guard only: the deadline is 1 s, the trickle 20 s
+    assert counts == {"started": 0, "resumed": 0, "sent": 0, "retried": 1, "dead": 0}
+    (item,) = app.outbox()
+    assert (item.status, item.attempts) == ("pending", 1)
+    assert item.last_error == "the receiver did not answer within 1 s (App(webhook_timeout=...))"
+    assert item.next_attempt_at == T0 + timedelta(seconds=5)  # the retry policy's, once
+
+    clock.advance(seconds=5)  # the second and last attempt: dead, with the same reason
+    assert app.run_worker(once=True)["dead"] == 1
+    (item,) = app.outbox()
+    assert (item.status, item.attempts) == ("dead", 2)
+    assert item.last_error == "the receiver did not answer within 1 s (App(webhook_timeout=...))"
+    assert len(receiver.requests) == 2
+
+
+def test_a_receiver_trickling_its_body_holds_the_delivery_no_longer_than_the_deadline(
+    app_on: AppOn, receiver: Receiver
+) -> None:
+    """The status decides: a 2xx is sent, whatever comes after it.  The body is read only
+    to keep the connection (and only as long as it keeps up): a trickled one is dropped
+    with its connection, the next delivery opens a new one."""
+    receiver.trickle = "body"
+    receiver.body = lambda _i, _p: b"x" * 200  # 40 s at one byte per 0.2 s
+    app = app_on([f], clock=FakeClock(T0), webhook_timeout=timedelta(seconds=2), delivery_concurrency=1)
+    _queue(app, receiver.url(), rows=2)
+
+    began = time.monotonic()
+    counts = app.run_worker(once=True)
+
+    assert time.monotonic() - began < 12  # a guard only: two deliveries, 2 s each at most
+    assert counts["sent"] == 2
+    assert [(i.status, i.attempts, i.last_error) for i in app.outbox()] == [("sent", 1, None)] * 2
+    assert receiver.connections == 2
+
+
+@pytest.mark.parametrize(
+    "value",
+    [timedelta(0), timedelta(seconds=-1), timedelta(minutes=2), 30],
+    ids=["zero", "negative", "past-the-lease-margin", "seconds-as-int"],
+)
+def test_a_webhook_timeout_not_well_inside_the_lease_is_a_boot_error(value: object) -> None:
+    with pytest.raises(BootError, match=r"webhook_timeout must be a timedelta above 0 and at most 60 seconds"):
+        App([f], database_url="sqlite://", webhook_timeout=value)  # type: ignore[arg-type]
