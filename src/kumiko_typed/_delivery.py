@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import logging
 import os
 import re
 import threading
@@ -25,7 +26,7 @@ from uuid import UUID
 import httpx
 
 from ._errors import DeliveryError
-from ._http_deadline import Budget, deadline
+from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import masked_url
 
 __all__ = [
@@ -100,6 +101,22 @@ def _utf8(secret: str) -> bytes:
         return secret.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:
         return secret.encode("utf-8", "surrogatepass")
+
+
+class _MaskedRequestLines(logging.Filter):
+    """httpx logs each request at INFO with its URL whole (``HTTP Request: POST <url>
+    ...``): a password and query values, credentials the outbox masks everywhere it
+    shows a URL, would reach the App's logs.  In a thread delivering a webhook (only
+    there: other use of httpx in the process is left alone) the URL is shown as
+    ``OutboxItem.target`` shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if in_delivery() and isinstance(record.args, tuple):
+            record.args = tuple(masked_url(str(a)) if isinstance(a, httpx.URL) else a for a in record.args)
+        return True
+
+
+logging.getLogger("httpx").addFilter(_MaskedRequestLines())
 
 
 #: A non-empty HTTP field value h11 accepts: visible ASCII, blanks and tabs only inside.

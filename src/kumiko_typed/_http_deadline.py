@@ -29,7 +29,7 @@ import attrs
 import httpcore
 import httpx
 
-__all__ = ["Budget", "DeadlineTransport", "deadline"]
+__all__ = ["Budget", "DeadlineTransport", "deadline", "in_delivery"]
 
 T = TypeVar("T")
 
@@ -49,6 +49,11 @@ class Budget:
 
 
 _budget: ContextVar[Budget | None] = ContextVar("kumiko_delivery_budget", default=None)
+
+
+def in_delivery() -> bool:
+    """Whether the calling thread is inside :func:`deadline`: delivering a webhook."""
+    return _budget.get() is not None
 
 
 @contextlib.contextmanager

@@ -234,3 +234,22 @@ def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClo
 def test_header_auth_refuses_a_name_that_is_no_http_header_name() -> None:
     with pytest.raises(ValueError, match="is not an HTTP header name"):
         header_auth("X-Key\r\nX-Evil", "CRM")
+
+
+def test_httpx_request_log_line_shows_the_url_masked(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx logs every request at INFO with its URL whole: an App logging at INFO (say
+    ``logging.basicConfig(level=logging.INFO)``) wrote the URL's password and query
+    values (credentials, masked everywhere the outbox shows a URL) to its logs."""
+    url = receiver.url("/hook?token=t0ps3cret&x=1").replace("127.0.0.1", "bob:hunter2@127.0.0.1")
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(url), user=user))
+    with caplog.at_level(logging.INFO):
+        assert app.run_worker(once=True)["sent"] == 1
+
+    assert "hunter2" not in caplog.text and "t0ps3cret" not in caplog.text
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    shown = receiver.base.replace("//", "//bob:***@") + "/hook?token=***&x=***"
+    assert lines == [f'HTTP Request: POST {shown} "HTTP/1.1 200 OK"']
+    assert receiver.requests[0].headers["authorization"] == "Basic Ym9iOmh1bnRlcjI="  # still sent, to the peer
