@@ -13,12 +13,14 @@ stored or logged.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import functools
 import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 from uuid import UUID
@@ -33,6 +35,7 @@ __all__ = [
     "BODY_CAP",
     "BODY_WAIT",
     "HEADER_VALUE",
+    "RETRY_AFTER_MAX",
     "SecretBook",
     "SecretResolver",
     "deliver_webhook",
@@ -230,4 +233,34 @@ def deliver_webhook(
         where = "without a Location" if location is None else f"to {masked_url(location)}"
         raise DeliveryError(f"HTTP {response.status_code} redirect {where} (redirects are not followed)")
     if not response.is_success:
-        raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")
+        status = f"HTTP {response.status_code} {response.reason_phrase}"
+        wait = _retry_after(response.headers.get("retry-after"))
+        if wait is None:
+            raise DeliveryError(status)
+        capped = ", at most an hour" if wait > RETRY_AFTER_MAX else ""
+        wait = min(wait, RETRY_AFTER_MAX)
+        raise DeliveryError(f"{status} (Retry-After: {wait.total_seconds():g} s{capped})", retry_after=wait)
+
+
+#: The longest wait a peer's ``Retry-After`` sets before the next attempt: a receiver
+#: (a buggy or hostile one) cannot park a row for days, nor past the calendar's end.
+RETRY_AFTER_MAX = timedelta(hours=1)
+
+
+def _retry_after(value: str | None) -> timedelta | None:
+    """The wait a ``Retry-After`` value asks for: seconds, or an HTTP-date counted from the
+    wall clock now (the receiver's clock, not the App's); ``None`` for no header, an
+    unreadable one, or a date already past."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return timedelta(seconds=int(value[:9]))  # 9 digits: some 30 years, far past the cap
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is always GMT; one without a zone is not one
+        return None
+    wait = when - datetime.now(UTC)
+    return wait if wait > timedelta(0) else None

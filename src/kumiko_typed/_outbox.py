@@ -30,7 +30,7 @@ import attrs
 from sqlalchemy import Engine, Row, bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._delivery import SecretBook, SecretResolver, deliver_webhook
+from ._delivery import RETRY_AFTER_MAX, SecretBook, SecretResolver, deliver_webhook
 from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
 from ._observe import failed, span
@@ -134,7 +134,10 @@ def _outcome(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
     if error.permanent or attempts >= row.max_attempts:
         return {"status": "dead", "attempts": attempts, "next_attempt_at": None, "last_error": text}
     policy = RetryPolicy(row.max_attempts, row.backoff, timedelta(seconds=row.base_delay_seconds))
-    return {"attempts": attempts, "next_attempt_at": now + policy.delay(attempts), "last_error": text}
+    delay = policy.delay(attempts)
+    if error.retry_after is not None:  # what the peer asked for, if longer, at most an hour
+        delay = max(delay, min(error.retry_after, RETRY_AFTER_MAX))
+    return {"attempts": attempts, "next_attempt_at": now + delay, "last_error": text}
 
 
 def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[str, Any]:
@@ -165,7 +168,8 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
         try:
             deliverer.deliver(row)
         except DeliveryError as exc:
-            error = DeliveryError(deliverer.secrets.redact(str(exc)), permanent=exc.permanent)
+            text = deliverer.secrets.redact(str(exc))
+            error = DeliveryError(text, permanent=exc.permanent, retry_after=exc.retry_after)
         except Exception as exc:  # a transport bug must not kill the worker; record it
             error = DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
         else:
