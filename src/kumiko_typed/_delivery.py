@@ -29,7 +29,7 @@ import httpx
 
 from ._errors import DeliveryError
 from ._http_deadline import Budget, deadline, in_delivery
-from ._outbox_types import masked_url
+from ._outbox_types import CLIENT_HEADERS, masked_url
 
 __all__ = [
     "BODY_CAP",
@@ -203,8 +203,10 @@ def deliver_webhook(
         raise DeliveryError(problem, permanent=True)
     auth = message.get("auth")
     # The framework's headers replace a step's own of the same name in any case (HTTP
-    # names are case-insensitive): one Idempotency-Key, one authentication header.
-    ours = {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
+    # names are case-insensitive): one Idempotency-Key, one authentication header; the
+    # client's own (framing, routing) are left to it, in a row written before the step
+    # refused them too.
+    ours = CLIENT_HEADERS | {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
     headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items() if str(k).lower() not in ours}
     headers["Idempotency-Key"] = str(item_id)
     if auth:

@@ -16,7 +16,7 @@ from .._errors import Problem, StepRefused, Unfit
 from .._jsonable import jsonable
 from .._limits import refuse, source_path, unfit_json
 from .._notify import notify
-from .._outbox_types import HEADER_NAME, Auth, RetryPolicy
+from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
 from ._base import Result, Step, resolve
 
@@ -110,11 +110,14 @@ class SendWebhook(Step):
 
 def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
     """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
-    no token): refused when the row would be written, not tried until it is dead."""
+    no token), or that only the HTTP client may set (``CLIENT_HEADERS``): refused when the
+    row would be written, not tried until it is dead (or sent as a smuggled request)."""
     problems: list[Problem] = []
     for name, value in headers.items():
         if not HEADER_NAME.fullmatch(str(name)):
             offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
+        elif str(name).lower() in CLIENT_HEADERS:
+            offending, message = name, "is set by the HTTP client (framing, routing and hop-by-hop headers)"
         elif str(value) and not HEADER_VALUE.fullmatch(str(value)):
             offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
         else:
