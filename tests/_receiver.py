@@ -4,6 +4,7 @@ answers the test decides (used through the ``receiver`` fixture in conftest.py).
 from __future__ import annotations
 
 import http.server
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -32,9 +33,10 @@ class Receiver:
     sent).  ``trickle`` sends the status line and headers (``"headers"``) or the body
     (``"body"``) one byte every ``trickle_every`` seconds, for at most ``trickle_for``
     seconds or until the client hangs up.  ``connections`` counts the TCP connections
-    accepted; ``written`` the body bytes each answer got out before the client hung up."""
+    accepted; ``written`` the body bytes each answer got out before the client hung up.
+    With ``tls`` (a server context) it speaks HTTPS."""
 
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
         self.requests: list[Seen] = []
         self.lock = threading.Lock()
         self.respond: Callable[[int, str], tuple[int, dict[str, str]]] = lambda _i, _p: (200, {})
@@ -103,7 +105,9 @@ class Receiver:
 
         self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.server.daemon_threads = True
-        self.base = f"http://127.0.0.1:{self.server.server_port}"
+        if tls is not None:  # the handshake is made in the handler's thread, on first read
+            self.server.socket = tls.wrap_socket(self.server.socket, server_side=True, do_handshake_on_connect=False)
+        self.base = f"{'https' if tls else 'http'}://127.0.0.1:{self.server.server_port}"
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
 
     def url(self, path: str = "/hook") -> str:

@@ -6,10 +6,14 @@ the outbox's time is a hand-moved clock."""
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
+from pathlib import Path
 
 import pytest
 from _receiver import Receiver
@@ -94,3 +98,39 @@ def test_a_receiver_trickling_its_body_holds_the_delivery_no_longer_than_the_dea
 def test_a_webhook_timeout_not_well_inside_the_lease_is_a_boot_error(value: object) -> None:
     with pytest.raises(BootError, match=r"webhook_timeout must be a timedelta above 0 and at most 60 seconds"):
         App([f], database_url="sqlite://", webhook_timeout=value)  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """An HTTPS receiver with a self-signed certificate for 127.0.0.1, which the App's own
+    client trusts through ``SSL_CERT_FILE`` (read when the client is made)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    san = "subjectAltName=IP:127.0.0.1"
+    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    receiver = Receiver(tls=context)
+    yield receiver
+    receiver.close()
+
+
+def test_https_through_the_apps_own_client_keeps_its_connection_and_its_deadline(
+    app_on: AppOn, tls_receiver: Receiver
+) -> None:
+    """The deadline transport's TLS: verified, one connection for three deliveries, and a
+    receiver trickling its headers over TLS is cut off at the deadline like a plain one."""
+    app = app_on([f], clock=FakeClock(T0), webhook_timeout=timedelta(seconds=1), delivery_concurrency=1)
+    tls_receiver.body = lambda _i, _p: b"{}"
+    _queue(app, tls_receiver.url(), rows=3)
+    assert app.run_worker(once=True)["sent"] == 3
+    assert tls_receiver.connections == 1
+
+    tls_receiver.trickle = "headers"
+    _queue(app, tls_receiver.url("/slow"))
+    assert app.run_worker(once=True)["retried"] == 1
+    (item,) = [i for i in app.outbox() if i.status == "pending"]
+    assert item.last_error == "the receiver did not answer within 1 s (App(webhook_timeout=...))"
