@@ -8,9 +8,12 @@ records the error (redacted) and retries as the outbox's policy says.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import smtplib
+import socket
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from pathlib import Path
@@ -85,9 +88,21 @@ class MaildirTransport:
         os.replace(tmp, folder / f"{message.id}.eml")
 
 
+def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not 0 < value <= 60:
+        raise ValueError(
+            f"{attribute.name} must be above 0 and at most 60 seconds (inside the outbox's lease), not {value!r}"
+        )
+
+
 @attrs.frozen
 class SmtpTransport:
-    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery."""
+    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery.
+
+    ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
+    ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
+    out.  smtplib has no such limit and no hook for one, so a timer shuts the connection's
+    socket down at the deadline (the blocked read then ends, as if the server had closed)."""
 
     host: str
     port: int = 25
@@ -95,10 +110,27 @@ class SmtpTransport:
     password_ref: str | None = None
     starttls: bool = False
     timeout: float = 30.0
+    deadline: float = attrs.field(default=60.0, validator=_deadline)
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        smtp = smtplib.SMTP(timeout=self.timeout)
+        late = threading.Event()
+
+        def cut() -> None:
+            late.set()
+            sock = smtp.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):  # closed, or handed to TLS meanwhile
+                    # socket.socket's own: SSLSocket.shutdown would drop the TLS state
+                    # under the thread reading it.
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.deadline, cut)
+        timer.daemon = True
+        timer.start()
         try:
-            with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
+            with smtp:
+                smtp.connect(self.host, self.port)
                 if self.starttls:
                     smtp.starttls()
                 if self.username is not None:
@@ -106,7 +138,13 @@ class SmtpTransport:
                     smtp.login(self.username, password)
                 refused = smtp.send_message(to_email(message))
         except (OSError, smtplib.SMTPException) as exc:
+            if late.is_set():
+                raise DeliveryError(
+                    f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))"
+                ) from None
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
+        finally:
+            timer.cancel()
         if refused:
             raise _partly_refused(refused, len(message.to))
 
