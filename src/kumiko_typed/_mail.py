@@ -9,6 +9,8 @@ records the error (redacted) and retries as the outbox's policy says.
 from __future__ import annotations
 
 import contextlib
+import email.errors
+import email.policy
 import os
 import smtplib
 import socket
@@ -31,6 +33,7 @@ __all__ = [
     "MaildirTransport",
     "SecretLookup",
     "SmtpTransport",
+    "address_problem",
     "to_email",
 ]
 
@@ -60,8 +63,34 @@ class MailTransport(Protocol):
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None: ...
 
 
+_ONE_ADDRESS = "must be one mail address (name@example.com or Name <name@example.com>)"
+
+
+def address_problem(value: str) -> str | None:
+    """Why ``value`` (a recipient or the sender) is not exactly one mail address; ``None``
+    if it is.  A comma, a group (``list:a@x,b@y;``) or an RFC 2047 encoded word that
+    decodes to one makes one field several addresses: whoever writes the value (a
+    payload field) would add recipients, as a line break would add a ``Bcc:``."""
+    if "=?" in value:
+        return "must not hold an RFC 2047 encoded word (=?...?=); give a display name as plain text"
+    try:
+        field = email.policy.default.header_factory("to", value)
+        addresses = field.addresses
+    except Exception:  # the email package fails on some (IndexError on "a@")
+        return _ONE_ADDRESS
+    defects = [d for d in field.defects if not isinstance(d, email.errors.NonASCIILocalPartDefect)]
+    if len(addresses) != 1 or defects or not addresses[0].username or not addresses[0].domain:
+        return _ONE_ADDRESS
+    return None
+
+
 def to_email(message: MailMessage) -> EmailMessage:
-    """The RFC 5322 message the built-in transports write or send."""
+    """The RFC 5322 message the built-in transports write or send (refused, for good, if a
+    recipient or the sender is not one address: a row written before the step checked)."""
+    for value in (*message.to, message.sender or DEFAULT_SENDER):
+        problem = address_problem(value)
+        if problem is not None:
+            raise DeliveryError(f"the mail address {value!r} {problem}", permanent=True)
     mail = EmailMessage()
     mail["From"] = message.sender or DEFAULT_SENDER
     mail["To"] = ", ".join(message.to)
@@ -79,13 +108,18 @@ class MaildirTransport:
     folder: str = "kumiko-mail"
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        data = to_email(message).as_bytes()  # before the file: a refused mail leaves none
         folder = Path(self.folder)
         folder.mkdir(parents=True, exist_ok=True)
         # Write then rename: a reader never sees half a message; a retry overwrites.
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".eml")
-        with os.fdopen(fd, "wb") as out:
-            out.write(to_email(message).as_bytes())
-        os.replace(tmp, folder / f"{message.id}.eml")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, folder / f"{message.id}.eml")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)  # a full disk leaves no half file behind
+            raise
 
 
 def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:

@@ -307,3 +307,53 @@ def test_a_method_that_is_no_http_token_is_a_boot_error(tmp_path: Path, method: 
     )
     with pytest.raises(BootError, match=r"send_webhook method=.* is not an HTTP method"):
         App([g], database_url=f"sqlite:///{tmp_path / 'boot.sqlite3'}")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("to", "a@example.com, victim@example.com", "must be one mail address"),
+        ("to", "list:a@example.com,victim@example.com;", "must be one mail address"),
+        ("to", "Victim <v@example.com>; b@example.com", "must be one mail address"),
+        ("to", "not an address", "must be one mail address"),
+        ("to", "a@", "must be one mail address"),
+        ("to", "=?utf-8?q?a=40x.example=2C_v=40y.example?= <c@example.com>", "must not hold an RFC 2047"),
+        ("sender", "shop@example.com, x@evil.example", "must be one mail address"),
+    ],
+    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders"],
+)
+def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    """Recipient injection without a line break: one payload field that parses as several
+    addresses sent the mail to all of them (the encoded word decoded to two addresses in
+    the written file); ``a@`` made the email package raise at every attempt."""
+    fields = {"to": ["a@example.com"], "subject": "Hello", "sender": None} | {
+        field: [value] if field == "to" else value
+    }
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    failure = failure_of(app.dispatch(letter, Letter(**fields), user=user), "validation_error")
+
+    (problem,) = failure.details
+    assert problem["path"] == ("$.to[0]" if field == "to" else f"$.{field}")
+    assert problem["message"].startswith(message)
+    assert problem["column"] == f"kumiko_outbox.message.{field}"
+    assert app.outbox() == []
+
+
+def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    ok_data(app.dispatch(letter, Letter(["a@example.com"], "Hello"), user=user))
+    with app.engine.begin() as conn:
+        (message,) = conn.execute(sa.select(outbox.c.message)).scalars()
+        conn.execute(sa.update(outbox).values(message={**message, "to": ["a@example.com, victim@example.com"]}))
+
+    assert app.run_worker(once=True)["dead"] == 1
+
+    assert _only(app).last_error == (
+        "the mail address 'a@example.com, victim@example.com' must be one mail address "
+        "(name@example.com or Name <name@example.com>)"
+    )
+    assert not (tmp_path / "mail").exists() or list((tmp_path / "mail").glob("*.eml")) == []

@@ -15,6 +15,7 @@ from .._delivery import HEADER_VALUE, url_problem
 from .._errors import Problem, StepRefused, Unfit
 from .._jsonable import jsonable
 from .._limits import refuse, source_path, unfit_json
+from .._mail import address_problem
 from .._notify import notify
 from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
@@ -49,6 +50,7 @@ class SendMail(Step):
             message["sender"] = str(sender)
         fields = [*(("to", t) for t in (to if isinstance(to, list | tuple) else [to])), ("subject", subject)]
         refuse(_header_problems([*fields, ("sender", sender)], run.payload))
+        refuse(_address_problems([*fields[:-1], ("sender", sender)], run.payload))
         _enqueue(run, "mail", message, DEFAULT_POLICY)
         return None
 
@@ -71,6 +73,19 @@ def _header_problems(fields: list[tuple[str, object]], payload: object) -> list[
         for name, value in fields
         if value is not None and _NOT_IN_HEADER.search(str(value))
     ]
+
+
+def _address_problems(fields: list[tuple[str, object]], payload: object) -> list[Problem]:
+    """Recipient injection: a recipient or sender that is several addresses (a comma, a
+    group) would send the mail to addresses no one meant to.  Refused when the row would
+    be written, naming the payload field."""
+    problems: list[Problem] = []
+    for name, value in fields:
+        problem = None if value is None else address_problem(str(value))
+        if problem is not None:
+            column = f"{outbox.name}.message.{name}"
+            problems.append({"path": source_path(payload, value), "message": problem, "column": column})
+    return problems
 
 
 @attrs.frozen(slots=True)
