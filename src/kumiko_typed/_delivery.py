@@ -174,16 +174,20 @@ def _drain(response: httpx.Response, budget: Budget) -> None:
     unread, it drops it, and every delivery paid for a new TCP (and TLS) connection on
     both ends.  The status line has decided already: a body longer than ``BODY_CAP``, or
     one that does not come within ``BODY_WAIT``, is not waited for (its connection is
-    dropped), and no error of the body's changes the outcome."""
+    dropped), and no error of the body's changes the outcome.  On a client of your own,
+    which the deadline does not reach, only a response without a body is read."""
     try:
-        length = response.headers.get("content-length")
-        if length is None or int(length) <= BODY_CAP:
-            budget.narrow(BODY_WAIT)
-            read = 0
-            for chunk in response.iter_raw():  # raw: a compressed body is not inflated
-                read += len(chunk)
-                if read > BODY_CAP:
-                    break
+        if budget.enforced:
+            length = response.headers.get("content-length")
+            if length is None or int(length) <= BODY_CAP:
+                budget.narrow(BODY_WAIT)
+                read = 0
+                for chunk in response.iter_raw():  # raw: a compressed body is not inflated
+                    read += len(chunk)
+                    if read > BODY_CAP:
+                        break
+        elif response.status_code in (204, 304) or response.headers.get("content-length") == "0":
+            response.read()  # nothing to wait for
     except Exception:
         pass
     finally:

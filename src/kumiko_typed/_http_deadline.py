@@ -42,6 +42,9 @@ class Budget:
 
     until: float
     expired: bool = False
+    #: Whether a network operation went through :class:`DeadlineTransport` (and so can be
+    #: cut at the deadline): not on a client of the application's own.
+    enforced: bool = False
 
     def narrow(self, seconds: float) -> None:
         """Bring the deadline forward to ``seconds`` from now, if that is sooner."""
@@ -73,6 +76,7 @@ def _within(op: Callable[[float | None], T], timeout: float | None, late: type[h
     budget = _budget.get()
     if budget is None:  # not inside a delivery: the client's own timeouts only
         return op(timeout)
+    budget.enforced = True
     left = budget.until - time.monotonic()
     if left <= 0:
         budget.expired = True

@@ -12,6 +12,7 @@ import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 
+import httpx
 import pytest
 from _receiver import Receiver
 from _support import Hook, ok_data
@@ -118,8 +119,12 @@ def withheld() -> Iterator[str]:
     server.close()
 
 
-def test_a_body_the_receiver_withholds_is_not_waited_for(app_on: AppOn, withheld: str) -> None:
-    app = app_on([f], clock=FakeClock(datetime(2026, 1, 5, tzinfo=UTC)))
+@pytest.mark.parametrize("client", ["own", "yours"])
+def test_a_body_the_receiver_withholds_is_not_waited_for(app_on: AppOn, withheld: str, client: str) -> None:
+    """The App's own client waits ``BODY_WAIT`` at most; a client of your own, which the
+    deadline does not reach, does not read a body at all (it would wait its read timeout)."""
+    http = {"http": httpx.Client(timeout=30)} if client == "yours" else {}
+    app = app_on([f], clock=FakeClock(datetime(2026, 1, 5, tzinfo=UTC)), **http)
     _queue(app, withheld, 1)
 
     began = time.monotonic()
