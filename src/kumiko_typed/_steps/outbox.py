@@ -81,7 +81,7 @@ def _address_problems(fields: list[tuple[str, object]], payload: object) -> list
     be written, naming the payload field."""
     problems: list[Problem] = []
     for name, value in fields:
-        problem = None if value is None else address_problem(str(value))
+        problem = address_problem(str(value)) if value else None  # "": the default sender
         if problem is not None:
             column = f"{outbox.name}.message.{name}"
             problems.append({"path": source_path(payload, value), "message": problem, "column": column})
