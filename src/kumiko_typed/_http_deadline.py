@@ -19,6 +19,7 @@ applies to what is left.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ssl
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -89,6 +90,10 @@ def _within(op: Callable[[float | None], T], timeout: float | None, late: type[h
         raise
 
 
+#: The most one socket write sends while its time left stays the same.
+_WRITE_PIECE = 64 * 1024
+
+
 class _Stream(httpcore.NetworkStream):
     def __init__(self, stream: httpcore.NetworkStream) -> None:
         self._stream = stream
@@ -97,7 +102,13 @@ class _Stream(httpcore.NetworkStream):
         return _within(lambda t: self._stream.read(max_bytes, t), timeout, httpcore.ReadTimeout)
 
     def write(self, buffer: bytes, timeout: float | None = None) -> None:
-        _within(lambda t: self._stream.write(buffer, t), timeout, httpcore.WriteTimeout)
+        # In pieces: one write sends until its buffer is out, each send with the whole
+        # timeout, so a receiver reading just fast enough kept one big body going for
+        # many times the deadline.  A piece's time left is taken anew.
+        view = memoryview(buffer)
+        for start in range(0, len(view), _WRITE_PIECE):
+            piece = bytes(view[start : start + _WRITE_PIECE])
+            _within(functools.partial(self._stream.write, piece), timeout, httpcore.WriteTimeout)
 
     def close(self) -> None:
         self._stream.close()

@@ -7,8 +7,10 @@ the outbox's time is a hand-moved clock."""
 from __future__ import annotations
 
 import shutil
+import socket
 import ssl
 import subprocess
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -134,3 +136,58 @@ def test_https_through_the_apps_own_client_keeps_its_connection_and_its_deadline
     assert app.run_worker(once=True)["retried"] == 1
     (item,) = [i for i in app.outbox() if i.status == "pending"]
     assert item.last_error == "the receiver did not answer within 1 s (App(webhook_timeout=...))"
+
+
+big = f.write_handler(
+    "big",
+    f.pipeline(Hook)
+    .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"pad": "x" * 20_000_000})
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.fixture
+def slow_reader() -> Iterator[tuple[str, list[int]]]:
+    """A receiver that reads the request at some 2 MB/s (64 KiB every 0.03 s) and never
+    answers: fast enough that every socket send makes progress well within its timeout,
+    too slow for a 20 MB body to be in by a 2 s deadline.  Yields its URL and the bytes
+    it read."""
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)  # a window that keeps pace with the reads
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    read = [0]
+    done = threading.Event()
+
+    def serve() -> None:
+        conn, _ = server.accept()
+        with conn:
+            while not done.wait(0.03):
+                data = conn.recv(65536)
+                if not data:
+                    return
+                read[0] += len(data)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{server.getsockname()[1]}/hook", read
+    done.set()
+    thread.join(10)
+    server.close()
+
+
+def test_a_receiver_reading_a_big_body_slowly_is_cut_at_the_deadline(
+    app_on: AppOn, slow_reader: tuple[str, list[int]]
+) -> None:
+    """Before, the body went out in one socket write whose every send got the whole time
+    left: the attempt lasted as long as the receiver kept reading (13 s and 18 of 20 MB
+    here with a 2 s deadline)."""
+    url, read = slow_reader
+    app = app_on([f], clock=FakeClock(T0), webhook_timeout=timedelta(seconds=2))
+    ok_data(app.dispatch(big, Hook(url), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4())))
+
+    assert app.run_worker(once=True)["retried"] == 1
+
+    (item,) = app.outbox()
+    assert item.last_error == "the receiver did not answer within 2 s (App(webhook_timeout=...))"
+    assert read[0] < 12_000_000  # 2 s at its pace (some 4 MB), with room for a loaded machine
