@@ -2,7 +2,7 @@
 receiver that answers after 5 ms, by 1, 2 and 4 worker processes, and the CPU each
 delivered row costs.
 
-Run:  python bench/outbox.py [--quick] [--rows N] [--rounds N] [--delay-ms MS]
+Run:  python bench/outbox.py [--quick] [--rows N] [--rounds N] [--delay-ms MS] [--body-bytes N]
 
 Configurations, each round on a fresh database:
 
@@ -80,14 +80,16 @@ def label_of(key: str) -> str:
     return f"{name}, {workers} worker{'s' if workers > 1 else ''}, {width}"
 
 
-def drain(url: str, rows: int, config: Config, delay: float, meter: CpuMeter) -> tuple[float, dict[str, float]]:
+def drain(
+    url: str, rows: int, config: Config, delay: float, meter: CpuMeter, body: bytes = b""
+) -> tuple[float, dict[str, float]]:
     """One run on the (empty) database ``url``: the drain time in seconds and the CPU
     milliseconds per row, by side."""
     _, workers, pool = config
     app = App([feature], database_url=url)
     try:
         app.create_all()
-        with LoopbackReceiver(delay) as receiver:
+        with LoopbackReceiver(delay, body) as receiver:
             enqueue(app, receiver.url, rows)
             ids = {str(i.id) for i in app.outbox()}
             with WorkerProcesses() as fleet:
@@ -143,7 +145,7 @@ def report(
 
 
 def run_rounds(
-    rows: int, rounds: int, delay: float
+    rows: int, rounds: int, delay: float, body: bytes = b""
 ) -> tuple[dict[str, list[float]], dict[str, list[dict[str, float]]]]:
     """Every configuration once per round, the order rotating: the drain times and the CPU
     per row by side, per configuration."""
@@ -176,7 +178,7 @@ def run_rounds(
                 for config in configs[r % len(configs) :] + configs[: r % len(configs)]:
                     url, cleanup = new_db[config[0]]()
                     try:
-                        elapsed, per_row = drain(url, rows, config, delay, meter)
+                        elapsed, per_row = drain(url, rows, config, delay, meter, body)
                     finally:
                         cleanup()
                     times[key_of(config)].append(elapsed)
@@ -194,6 +196,7 @@ def main() -> int:
     parser.add_argument("--rows", type=int, default=None, help="rows per run (default 600)")
     parser.add_argument("--rounds", type=int, default=None, help="rounds (default 3)")
     parser.add_argument("--delay-ms", type=float, default=5.0, help="the receiver's delay before answering (ms)")
+    parser.add_argument("--body-bytes", type=int, default=0, help="the size of the receiver's answer body (default 0)")
     add_json_option(parser)
     args = parser.parse_args()
     load_before = load_average()
@@ -202,7 +205,8 @@ def main() -> int:
     delay = args.delay_ms / 1000
 
     print(
-        f"bench/outbox.py — {rows} webhook rows per run, receiver on 127.0.0.1 answering after {args.delay_ms} ms, "
+        f"bench/outbox.py — {rows} webhook rows per run, receiver on 127.0.0.1 answering after {args.delay_ms} ms "
+        f"with a {args.body_bytes}-byte body, "
         f"{rounds} round(s), configurations rotating"
     )
     print(f"python {platform.python_version()}, {platform.machine()}, {os.cpu_count()} CPUs, {load_note()} before")
@@ -211,13 +215,14 @@ def main() -> int:
         "fsync, full_page_writes and synchronous_commit OFF; SQLite: file, WAL, synchronous=FULL"
     )
     print("the receiver is infrastructure, not a measured side: asyncio HTTP/1.1 with keep-alive, in this process")
-    times, cpu = run_rounds(rows, rounds, delay)
+    times, cpu = run_rounds(rows, rounds, delay, b"x" * args.body_bytes)
     rates, per_row, scaling = report(times, cpu, rows)
     print(f"{load_note()} after")
     figures: dict[str, Any] = {
         "rows": rows,
         "rounds": rounds,
         "delay_ms": args.delay_ms,
+        "body_bytes": args.body_bytes,
         "goal": GOAL,
         "rows_per_s": rates,
         "cpu_ms_per_row": per_row,

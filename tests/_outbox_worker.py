@@ -75,7 +75,8 @@ class LoopbackReceiver:
     kept alive, parsing only what a webhook sends (request line, headers, a
     ``Content-Length`` body), so that its CPU per request stays small next to a worker's."""
 
-    def __init__(self, delay: float = 0.0) -> None:
+    def __init__(self, delay: float = 0.0, body: bytes = b"") -> None:
+        self.body = body
         self.lock = threading.Lock()
         self.keys: list[str] = []
         self.numbers: list[int] = []
@@ -104,9 +105,9 @@ class LoopbackReceiver:
                 if self.delay:
                     await asyncio.sleep(self.delay)
                 close = headers.get("connection", "").lower() == "close"
-                writer.write(
-                    b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n" + (b"Connection: close\r\n\r\n" if close else b"\r\n")
-                )
+                length = b"Content-Length: %d\r\n" % len(self.body)
+                end = b"Connection: close\r\n\r\n" if close else b"\r\n"
+                writer.write(b"HTTP/1.1 200 OK\r\n" + length + end + self.body)
                 await writer.drain()
                 if close:
                     return

@@ -24,11 +24,12 @@ from ._delivery import SecretResolver, env_secrets
 from ._engine import make_engine
 from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
+from ._http_deadline import DeadlineTransport
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
 from ._interpreter import exception_failure, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
-from ._outbox import Deliverer
+from ._outbox import WEBHOOK_TIMEOUT, WEBHOOK_TIMEOUT_MAX, Deliverer
 from ._outbox import items as outbox_items
 from ._outbox_types import OutboxItem
 from ._poison import refusal
@@ -73,6 +74,7 @@ class AppSettings(TypedDict, total=False):
     value_types: Sequence[type[Any]]
     idempotency_retention: timedelta
     delivery_concurrency: int
+    webhook_timeout: timedelta
 
 
 class App:
@@ -95,8 +97,10 @@ class App:
         secrets: resolves a secret reference (``bearer("ref")``) to its value at delivery
             time; never stored.  Default: the environment variable ``KUMIKO_SECRET_<REF>``.
         http: the ``httpx.Client`` that delivers webhooks.  Default: one the App makes
-            (10 s timeout, no redirects, no cookies kept between deliveries) and closes
-            in :meth:`dispose`.  A client of your own keeps what it is configured to.
+            (10 s per network operation, ``webhook_timeout`` per attempt, no redirects, no
+            cookies kept between deliveries) and closes in :meth:`dispose`.  A client of
+            your own keeps what it is configured to, its timeouts too: ``webhook_timeout``
+            is enforced only by the App's own client.
         value_types: further attrs classes (or enums) that workflow state may hold (payload,
             event and entity classes, and the classes and enums their fields name, are known
             already).
@@ -105,6 +109,11 @@ class App:
         delivery_concurrency: how many outbox deliveries one worker keeps in flight at
             once (default 4): the mail transport and the HTTP client are called from that
             many threads.
+        webhook_timeout: how long one webhook attempt may take in all: connecting, sending,
+            the status line and headers, and reading a small body (default 30 seconds,
+            at most one minute, well inside the five-minute claim lease).  An attempt
+            that runs out is a failed attempt ("the receiver did not answer within N s"),
+            tried again by the step's retry policy.
     """
 
     def __init__(
@@ -119,12 +128,18 @@ class App:
         value_types: Sequence[type[Any]] = (),
         idempotency_retention: timedelta = timedelta(days=1),
         delivery_concurrency: int = 4,
+        webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
     ) -> None:
         problems = validate(features)
         if not (isinstance(idempotency_retention, timedelta) and idempotency_retention > timedelta(0)):
             problems.append(f"idempotency_retention must be a positive timedelta, not {idempotency_retention!r}")
         if type(delivery_concurrency) is not int or delivery_concurrency < 1:
             problems.append(f"delivery_concurrency must be a positive int, not {delivery_concurrency!r}")
+        if not (isinstance(webhook_timeout, timedelta) and timedelta(0) < webhook_timeout <= WEBHOOK_TIMEOUT_MAX):
+            problems.append(
+                "webhook_timeout must be a timedelta above 0 and at most 60 seconds (inside the outbox's "
+                f"five-minute claim lease), not {webhook_timeout!r}"
+            )
         if problems:
             raise BootError(problems)
         self._converter = make_converter()
@@ -138,6 +153,7 @@ class App:
             "value_types": tuple(value_types),
             "idempotency_retention": idempotency_retention,
             "delivery_concurrency": delivery_concurrency,
+            "webhook_timeout": webhook_timeout,
         }
         self.features = tuple(features)
         self.database_url = database_url
@@ -168,7 +184,7 @@ class App:
             self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
         )
         self._operations = Operations(self._sessions, self._workflow_engine, self.clock)
-        deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency)
+        deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
         self._worker = Worker(self.engine, self._workflow_engine, deliverer, self.clock)
 
     def __repr__(self) -> str:
@@ -238,7 +254,9 @@ class App:
                 # No cookie jar: a receiver's Set-Cookie would be sent back with the next
                 # delivery to its host, whichever tenant's row that is.
                 jar = http.cookiejar.CookieJar(policy=_NoCookies())
-                self._own_http = httpx.Client(timeout=httpx.Timeout(10.0), follow_redirects=False, cookies=jar)
+                self._own_http = httpx.Client(
+                    timeout=httpx.Timeout(10.0), follow_redirects=False, cookies=jar, transport=DeadlineTransport()
+                )
             return self._own_http
 
     def purge_idempotency_keys(self, *, batch: int = 1000) -> int:

@@ -21,7 +21,7 @@ from ._durations import parse_duration
 from ._errors import StepRefused
 from ._feature import QueryHandler, WriteHandler
 from ._finished import Finished, Program, QueryFinished
-from ._outbox_types import RetryPolicy
+from ._outbox_types import HEADER_NAME, RetryPolicy
 from ._steps import (
     AppendEvent,
     CallFeature,
@@ -198,6 +198,11 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
         return duration_problem
     if isinstance(step, SendWebhook) and step.retry is not None and not isinstance(step.retry, RetryPolicy):
         return f"send_webhook retry= takes a RetryPolicy, not {type(step.retry).__name__}"
+    if isinstance(step, SendWebhook) and not HEADER_NAME.fullmatch(str(step.method)):
+        return (
+            f"send_webhook method={step.method!r} is not an HTTP method (a token: letters, digits and "
+            '!#$%&\'*+-.^_`|~); give e.g. "POST"'
+        )
     if isinstance(step, SendWebhook) and isinstance(step.url, str):
         url_refused = url_problem(step.url)
         if url_refused is not None:

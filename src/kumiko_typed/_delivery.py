@@ -13,11 +13,14 @@ stored or logged.
 from __future__ import annotations
 
 import contextlib
+import email.utils
 import functools
+import logging
 import os
 import re
 import threading
 from collections.abc import Callable, Mapping
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
 from uuid import UUID
@@ -25,10 +28,14 @@ from uuid import UUID
 import httpx
 
 from ._errors import DeliveryError
-from ._outbox_types import masked_url
+from ._http_deadline import Budget, deadline, in_delivery
+from ._outbox_types import CLIENT_HEADERS, masked_url
 
 __all__ = [
+    "BODY_CAP",
+    "BODY_WAIT",
     "HEADER_VALUE",
+    "RETRY_AFTER_MAX",
     "SecretBook",
     "SecretResolver",
     "deliver_webhook",
@@ -99,6 +106,22 @@ def _utf8(secret: str) -> bytes:
         return secret.encode("utf-8", "surrogatepass")
 
 
+class _MaskedRequestLines(logging.Filter):
+    """httpx logs each request at INFO with its URL whole (``HTTP Request: POST <url>
+    ...``): a password and query values, credentials the outbox masks everywhere it
+    shows a URL, would reach the App's logs.  In a thread delivering a webhook (only
+    there: other use of httpx in the process is left alone) the URL is shown as
+    ``OutboxItem.target`` shows it."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if in_delivery() and isinstance(record.args, tuple):
+            record.args = tuple(masked_url(str(a)) if isinstance(a, httpx.URL) else a for a in record.args)
+        return True
+
+
+logging.getLogger("httpx").addFilter(_MaskedRequestLines())
+
+
 #: A non-empty HTTP field value h11 accepts: visible ASCII, blanks and tabs only inside.
 HEADER_VALUE = re.compile(r"[\x21-\x7e]+(?:[ \t]+[\x21-\x7e]+)*")
 # What a URL may not contain anywhere: whitespace and control characters.  (urlsplit and
@@ -137,23 +160,57 @@ def _delivery_url_problem(url: str) -> str | None:
     return url_problem(url)
 
 
-def _bodiless(response: httpx.Response) -> bool:
-    """A response with no body (``Content-Length: 0``, 204, 304): reading it waits for
-    nothing, and a response read to its end leaves its connection to the pool for the
-    next delivery; closed unread, it drops the connection, and every delivery to that
-    receiver paid for a new TCP connection (on both ends)."""
-    return response.status_code in (204, 304) or response.headers.get("content-length") == "0"
+#: The most of a response body a delivery reads (and discards) to keep its connection for
+#: the next delivery to that receiver; a longer body drops the connection instead.
+BODY_CAP = 64 * 1024
+#: How long a delivery waits for that body once the status line and headers are in (the
+#: body is read only as fast as it comes, and never past the delivery's deadline).
+BODY_WAIT = 1.0
 
 
-def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook) -> None:
+def _drain(response: httpx.Response, budget: Budget) -> None:
+    """Read and discard a small body, then close the response.  A response read to its
+    end leaves its connection to the pool for the next delivery to that receiver; closed
+    unread, it drops it, and every delivery paid for a new TCP (and TLS) connection on
+    both ends.  The status line has decided already: a body longer than ``BODY_CAP``, or
+    one that does not come within ``BODY_WAIT``, is not waited for (its connection is
+    dropped), and no error of the body's changes the outcome.  On a client of your own,
+    which the deadline does not reach, only a response without a body is read."""
+    try:
+        if budget.enforced:
+            length = response.headers.get("content-length")
+            if length is None or int(length) <= BODY_CAP:
+                budget.narrow(BODY_WAIT)
+                read = 0
+                for chunk in response.iter_raw():  # raw: a compressed body is not inflated
+                    read += len(chunk)
+                    if read > BODY_CAP:
+                        break
+        elif response.status_code in (204, 304) or response.headers.get("content-length") == "0":
+            response.read()  # nothing to wait for
+    except Exception:
+        pass
+    finally:
+        with contextlib.suppress(Exception):
+            response.close()
+
+
+def deliver_webhook(
+    item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook, timeout: float
+) -> None:
+    """Send one attempt of a webhook row; raise :class:`DeliveryError` unless it was taken
+    (2xx).  The attempt ends within ``timeout`` seconds (``App(webhook_timeout=...)``) on
+    the App's own client (see :mod:`._http_deadline`)."""
     url = str(message["url"])
     problem = _delivery_url_problem(url)
     if problem is not None:
         raise DeliveryError(problem, permanent=True)
     auth = message.get("auth")
     # The framework's headers replace a step's own of the same name in any case (HTTP
-    # names are case-insensitive): one Idempotency-Key, one authentication header.
-    ours = {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
+    # names are case-insensitive): one Idempotency-Key, one authentication header; the
+    # client's own (framing, routing) are left to it, in a row written before the step
+    # refused them too.
+    ours = CLIENT_HEADERS | {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
     headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items() if str(k).lower() not in ours}
     headers["Idempotency-Key"] = str(item_id)
     if auth:
@@ -167,20 +224,49 @@ def deliver_webhook(item_id: UUID, message: Mapping[str, Any], http: httpx.Clien
             )
         headers[auth["header"]] = value
     request = http.build_request(str(message["method"]), url, json=message["body"], headers=headers)
-    try:
-        # The status line and headers decide; a body is never waited for (closing the
-        # stream unread drops the connection): a receiver answering with an endless or
-        # huge body must not hold the worker, its memory, or its claim on the batch.
-        response = http.send(request, follow_redirects=False, stream=True)
-        if _bodiless(response):
-            with contextlib.suppress(httpx.HTTPError):  # the status has decided already
-                response.read()  # nothing to wait for; read, the connection stays open
-        response.close()
-    except Exception as exc:  # the caller redacts the message before it stores it
-        raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+    with deadline(timeout) as budget:
+        try:
+            response = http.send(request, follow_redirects=False, stream=True)
+        except Exception as exc:  # the caller redacts the message before it stores it
+            if budget.expired:
+                raise DeliveryError(
+                    f"the receiver did not answer within {timeout:g} s (App(webhook_timeout=...))"
+                ) from None
+            raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
+        _drain(response, budget)
     if response.is_redirect:  # 301, 302, 303, 307, 308, with a Location or without
         location = response.headers.get("location")
         where = "without a Location" if location is None else f"to {masked_url(location)}"
         raise DeliveryError(f"HTTP {response.status_code} redirect {where} (redirects are not followed)")
     if not response.is_success:
-        raise DeliveryError(f"HTTP {response.status_code} {response.reason_phrase}")
+        status = f"HTTP {response.status_code} {response.reason_phrase}"
+        wait = _retry_after(response.headers.get("retry-after"))
+        if wait is None:
+            raise DeliveryError(status)
+        capped = ", at most an hour" if wait > RETRY_AFTER_MAX else ""
+        wait = min(wait, RETRY_AFTER_MAX)
+        raise DeliveryError(f"{status} (Retry-After: {wait.total_seconds():g} s{capped})", retry_after=wait)
+
+
+#: The longest wait a peer's ``Retry-After`` sets before the next attempt: a receiver
+#: (a buggy or hostile one) cannot park a row for days, nor past the calendar's end.
+RETRY_AFTER_MAX = timedelta(hours=1)
+
+
+def _retry_after(value: str | None) -> timedelta | None:
+    """The wait a ``Retry-After`` value asks for: seconds, or an HTTP-date counted from the
+    wall clock now (the receiver's clock, not the App's); ``None`` for no header, an
+    unreadable one, or a date already past."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.isascii() and value.isdigit():
+        return timedelta(seconds=int(value[:9]))  # 9 digits: some 30 years, far past the cap
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:  # an HTTP-date is always GMT; one without a zone is not one
+        return None
+    wait = when - datetime.now(UTC)
+    return wait if wait > timedelta(0) else None

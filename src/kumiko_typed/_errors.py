@@ -24,7 +24,7 @@ Raised to the developer (never shown to the caller of a handler, who gets a
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -101,11 +101,13 @@ class Unfit(ValueError):
 class DeliveryError(Exception):
     """An outbox delivery failed.  The row is tried again after its backoff, unless the
     error is ``permanent`` (it is then ``dead`` at once).  The message is stored with the
-    row, secret values redacted."""
+    row, secret values redacted.  ``retry_after``: the peer asked for no attempt before
+    that long (HTTP ``Retry-After``); the next one waits at least that, at most an hour."""
 
-    def __init__(self, message: str, *, permanent: bool = False) -> None:
+    def __init__(self, message: str, *, permanent: bool = False, retry_after: timedelta | None = None) -> None:
         super().__init__(message)
         self.permanent = permanent
+        self.retry_after = retry_after
 
 
 class _Unwinding(Exception):

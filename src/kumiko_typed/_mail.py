@@ -8,9 +8,14 @@ records the error (redacted) and retries as the outbox's policy says.
 
 from __future__ import annotations
 
+import contextlib
+import email.errors
+import email.policy
 import os
 import smtplib
+import socket
 import tempfile
+import threading
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from pathlib import Path
@@ -28,6 +33,7 @@ __all__ = [
     "MaildirTransport",
     "SecretLookup",
     "SmtpTransport",
+    "address_problem",
     "to_email",
 ]
 
@@ -57,8 +63,34 @@ class MailTransport(Protocol):
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None: ...
 
 
+_ONE_ADDRESS = "must be one mail address (name@example.com or Name <name@example.com>)"
+
+
+def address_problem(value: str) -> str | None:
+    """Why ``value`` (a recipient or the sender) is not exactly one mail address; ``None``
+    if it is.  A comma, a group (``list:a@x,b@y;``) or an RFC 2047 encoded word that
+    decodes to one makes one field several addresses: whoever writes the value (a
+    payload field) would add recipients, as a line break would add a ``Bcc:``."""
+    if "=?" in value:
+        return "must not hold an RFC 2047 encoded word (=?...?=); give a display name as plain text"
+    try:
+        field = email.policy.default.header_factory("to", value)
+        addresses = field.addresses
+    except Exception:  # the email package fails on some (IndexError on "a@")
+        return _ONE_ADDRESS
+    defects = [d for d in field.defects if not isinstance(d, email.errors.NonASCIILocalPartDefect)]
+    if len(addresses) != 1 or defects or not addresses[0].username or not addresses[0].domain:
+        return _ONE_ADDRESS
+    return None
+
+
 def to_email(message: MailMessage) -> EmailMessage:
-    """The RFC 5322 message the built-in transports write or send."""
+    """The RFC 5322 message the built-in transports write or send (refused, for good, if a
+    recipient or the sender is not one address: a row written before the step checked)."""
+    for value in (*message.to, message.sender or DEFAULT_SENDER):
+        problem = address_problem(value)
+        if problem is not None:
+            raise DeliveryError(f"the mail address {value!r} {problem}", permanent=True)
     mail = EmailMessage()
     mail["From"] = message.sender or DEFAULT_SENDER
     mail["To"] = ", ".join(message.to)
@@ -76,18 +108,35 @@ class MaildirTransport:
     folder: str = "kumiko-mail"
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        data = to_email(message).as_bytes()  # before the file: a refused mail leaves none
         folder = Path(self.folder)
         folder.mkdir(parents=True, exist_ok=True)
         # Write then rename: a reader never sees half a message; a retry overwrites.
         fd, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=".eml")
-        with os.fdopen(fd, "wb") as out:
-            out.write(to_email(message).as_bytes())
-        os.replace(tmp, folder / f"{message.id}.eml")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            os.replace(tmp, folder / f"{message.id}.eml")
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)  # a full disk leaves no half file behind
+            raise
+
+
+def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
+    if not 0 < value <= 60:
+        raise ValueError(
+            f"{attribute.name} must be above 0 and at most 60 seconds (inside the outbox's lease), not {value!r}"
+        )
 
 
 @attrs.frozen
 class SmtpTransport:
-    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery."""
+    """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery.
+
+    ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
+    ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
+    out.  smtplib has no such limit and no hook for one, so a timer shuts the connection's
+    socket down at the deadline (the blocked read then ends, as if the server had closed)."""
 
     host: str
     port: int = 25
@@ -95,10 +144,27 @@ class SmtpTransport:
     password_ref: str | None = None
     starttls: bool = False
     timeout: float = 30.0
+    deadline: float = attrs.field(default=60.0, validator=_deadline)
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        smtp = smtplib.SMTP(timeout=self.timeout)
+        late = threading.Event()
+
+        def cut() -> None:
+            late.set()
+            sock = smtp.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):  # closed, or handed to TLS meanwhile
+                    # socket.socket's own: SSLSocket.shutdown would drop the TLS state
+                    # under the thread reading it.
+                    socket.socket.shutdown(sock, socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.deadline, cut)
+        timer.daemon = True
+        timer.start()
         try:
-            with smtplib.SMTP(self.host, self.port, timeout=self.timeout) as smtp:
+            with smtp:
+                smtp.connect(self.host, self.port)
                 if self.starttls:
                     smtp.starttls()
                 if self.username is not None:
@@ -106,7 +172,13 @@ class SmtpTransport:
                     smtp.login(self.username, password)
                 refused = smtp.send_message(to_email(message))
         except (OSError, smtplib.SMTPException) as exc:
+            if late.is_set():
+                raise DeliveryError(
+                    f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))"
+                ) from None
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
+        finally:
+            timer.cancel()
         if refused:
             raise _partly_refused(refused, len(message.to))
 

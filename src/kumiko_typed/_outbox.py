@@ -30,7 +30,7 @@ import attrs
 from sqlalchemy import Engine, Row, bindparam, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._delivery import SecretBook, SecretResolver, deliver_webhook
+from ._delivery import RETRY_AFTER_MAX, SecretBook, SecretResolver, deliver_webhook
 from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
 from ._observe import failed, span
@@ -46,6 +46,8 @@ __all__ = [
     "CLAIM_LEASE",
     "RECORD_EVERY",
     "START_WITHIN",
+    "WEBHOOK_TIMEOUT",
+    "WEBHOOK_TIMEOUT_MAX",
     "Deliverer",
     "PassCounts",
     "claim_size",
@@ -62,11 +64,17 @@ BATCH = 10
 #: slots idle, so a batch several waves long keeps the pool busy most of the time.
 ROWS_PER_SLOT = 5
 #: How long a claim keeps other workers off a batch: far more than delivering a row takes
-#: (at most the HTTP client's 10 s timeout), and when a worker dies, its batch waits this long.
+#: (at most ``webhook_timeout``), and when a worker dies, its batch waits this long.
 CLAIM_LEASE = timedelta(minutes=5)
 #: A claimed row not started by then is handed back: a delivery starts with at least the
 #: other half of the lease ahead of it, so the lease does not run out while it is under way.
 START_WITHIN = CLAIM_LEASE / 2
+#: The default of ``App(webhook_timeout=...)``: how long one webhook attempt may take in
+#: all (connect, send, status line and headers, body).
+WEBHOOK_TIMEOUT = timedelta(seconds=30)
+#: Its most: a delivery starts with ``START_WITHIN`` of its lease ahead, so one that ends
+#: by then leaves a minute and a half to record it before another worker may take the row.
+WEBHOOK_TIMEOUT_MAX = timedelta(minutes=1)
 #: How long the rows a batch sent may wait to be recorded together (one UPDATE): a worker
 #: that dies delivers at most these again, besides the ones in flight.
 RECORD_EVERY = timedelta(seconds=1)
@@ -84,16 +92,22 @@ class Deliverer:
     deliveries of one batch may be under way at once (``concurrency``)."""
 
     def __init__(
-        self, mail: MailTransport, http: Callable[[], httpx.Client], secrets: SecretResolver, concurrency: int = 1
+        self,
+        mail: MailTransport,
+        http: Callable[[], httpx.Client],
+        secrets: SecretResolver,
+        concurrency: int = 1,
+        webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
     ) -> None:
         self.mail = mail
         self.http = http
         self.secrets = SecretBook(secrets)
         self.concurrency = concurrency
+        self.webhook_timeout = webhook_timeout.total_seconds()
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
-            deliver_webhook(row.id, row.message, self.http(), self.secrets)
+            deliver_webhook(row.id, row.message, self.http(), self.secrets, self.webhook_timeout)
         elif row.kind == "mail":
             self.mail.send(mail_message(row.id, row.message), self.secrets)
         else:
@@ -120,7 +134,10 @@ def _outcome(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
     if error.permanent or attempts >= row.max_attempts:
         return {"status": "dead", "attempts": attempts, "next_attempt_at": None, "last_error": text}
     policy = RetryPolicy(row.max_attempts, row.backoff, timedelta(seconds=row.base_delay_seconds))
-    return {"attempts": attempts, "next_attempt_at": now + policy.delay(attempts), "last_error": text}
+    delay = policy.delay(attempts)
+    if error.retry_after is not None:  # what the peer asked for, if longer, at most an hour
+        delay = max(delay, min(error.retry_after, RETRY_AFTER_MAX))
+    return {"attempts": attempts, "next_attempt_at": now + delay, "last_error": text}
 
 
 def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[str, Any]:
@@ -151,7 +168,8 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
         try:
             deliverer.deliver(row)
         except DeliveryError as exc:
-            error = DeliveryError(deliverer.secrets.redact(str(exc)), permanent=exc.permanent)
+            text = deliverer.secrets.redact(str(exc))
+            error = DeliveryError(text, permanent=exc.permanent, retry_after=exc.retry_after)
         except Exception as exc:  # a transport bug must not kill the worker; record it
             error = DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
         else:

@@ -15,11 +15,39 @@ from uuid import UUID
 
 import attrs
 
-__all__ = ["HEADER_NAME", "Auth", "OutboxItem", "RetryPolicy", "bearer", "header_auth", "masked_url", "target_of"]
+__all__ = [
+    "CLIENT_HEADERS",
+    "HEADER_NAME",
+    "Auth",
+    "OutboxItem",
+    "RetryPolicy",
+    "bearer",
+    "header_auth",
+    "masked_url",
+    "target_of",
+]
 
 
 #: An HTTP field name: an RFC 9110 token.
 HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+")
+#: Headers the HTTP client sets, never a step (lower case): the message's framing and
+#: routing, and the hop-by-hop ones (RFC 9110 7.6.1).  ``Transfer-Encoding`` beside the
+#: client's ``Content-Length`` frames one request two ways (request smuggling), a
+#: ``Content-Length`` not the body's fails every attempt, ``Host`` routes the request to
+#: another virtual host than its URL names.
+CLIENT_HEADERS = frozenset(
+    {
+        "content-length",
+        "transfer-encoding",
+        "host",
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    }
+)
 
 
 @attrs.frozen

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import email.parser
 import email.policy
+import json
 import logging
 import socket
 import threading
@@ -17,10 +18,12 @@ from pathlib import Path
 
 import attrs
 import pytest
+import sqlalchemy as sa
 from _receiver import Receiver
 from _support import Hook, failure_of, ok_data
 
-from kumiko_typed import App, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
+from kumiko_typed import App, BootError, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
+from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -208,14 +211,35 @@ hook_headers = f.write_handler(
         ("X-Note", " padded ", "$.subject", "is not an HTTP header value"),
         ("Bad Name:", "1", "$.to[0]", "is not an HTTP header name"),
         ("X-Evil\r\nX", "1", "$.to[0]", "is not an HTTP header name"),
+        ("Transfer-Encoding", "chunked", "$.to[0]", "is set by the HTTP client"),
+        ("content-length", "5", "$.to[0]", "is set by the HTTP client"),
+        ("Host", "internal.example", "$.to[0]", "is set by the HTTP client"),
+        ("Connection", "close", "$.to[0]", "is set by the HTTP client"),
+        ("Upgrade", "h2c", "$.to[0]", "is set by the HTTP client"),
     ],
-    ids=["crlf-value", "non-ascii-value", "padded-value", "bad-name", "crlf-name"],
+    ids=[
+        "crlf-value",
+        "non-ascii-value",
+        "padded-value",
+        "bad-name",
+        "crlf-name",
+        "transfer-encoding",
+        "content-length",
+        "host",
+        "connection",
+        "upgrade",
+    ],
 )
 def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
     app_on: AppOn, user: User, clock: FakeClock, name: str, value: str, path: str, message: str
 ) -> None:
     """Before, the row was stored and tried three times over (h11 or the ASCII encoder
-    refusing it each time) before it was dead."""
+    refusing it each time) before it was dead.  A framing or routing header (the HTTP
+    client's own) was stored and sent: ``Transfer-Encoding: chunked`` beside the client's
+    ``Content-Length`` made a request the receiver reads one way and a proxy another
+    (request smuggling; the receiver here read the chunk framing as the JSON body), a
+    ``Content-Length`` that is not the body's was retried to death, and ``Host`` sent the
+    request to another virtual host than its URL names."""
     app = app_on([f], clock=clock)
     failure = failure_of(app.dispatch(hook_headers, Letter([name], value), user=user), "validation_error")
     (problem,) = failure.details
@@ -234,3 +258,102 @@ def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClo
 def test_header_auth_refuses_a_name_that_is_no_http_header_name() -> None:
     with pytest.raises(ValueError, match="is not an HTTP header name"):
         header_auth("X-Key\r\nX-Evil", "CRM")
+
+
+def test_httpx_request_log_line_shows_the_url_masked(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """httpx logs every request at INFO with its URL whole: an App logging at INFO (say
+    ``logging.basicConfig(level=logging.INFO)``) wrote the URL's password and query
+    values (credentials, masked everywhere the outbox shows a URL) to its logs."""
+    url = receiver.url("/hook?token=t0ps3cret&x=1").replace("127.0.0.1", "bob:hunter2@127.0.0.1")
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(url), user=user))
+    with caplog.at_level(logging.INFO):
+        assert app.run_worker(once=True)["sent"] == 1
+
+    assert "hunter2" not in caplog.text and "t0ps3cret" not in caplog.text
+    lines = [r.getMessage() for r in caplog.records if r.name == "httpx"]
+    shown = receiver.base.replace("//", "//bob:***@") + "/hook?token=***&x=***"
+    assert lines == [f'HTTP Request: POST {shown} "HTTP/1.1 200 OK"']
+    assert receiver.requests[0].headers["authorization"] == "Basic Ym9iOmh1bnRlcjI="  # still sent, to the peer
+
+
+def test_a_stored_row_with_a_framing_header_is_sent_without_it(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver
+) -> None:
+    """A row written before such headers were refused: delivery leaves them to the client."""
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+    framing = {"Transfer-Encoding": "chunked", "Content-Length": "5", "Host": "internal.example", "X-Note": "kept"}
+    with app.engine.begin() as conn:
+        (message,) = conn.execute(sa.select(outbox.c.message)).scalars()
+        conn.execute(sa.update(outbox).values(message={**message, "headers": framing}))
+
+    assert app.run_worker(once=True)["sent"] == 1
+
+    (seen,) = receiver.requests
+    assert "transfer-encoding" not in seen.headers and seen.headers["host"] == receiver.base.removeprefix("http://")
+    assert seen.headers["content-length"] == str(len(seen.body)) and seen.headers["x-note"] == "kept"
+    assert json.loads(seen.body) == {"n": 1}  # before, the chunk framing was read as the body
+
+
+@pytest.mark.parametrize("method", ["GET\r\nX-Evil: 1", "PO ST", "", "GET/"])
+def test_a_method_that_is_no_http_token_is_a_boot_error(tmp_path: Path, method: str) -> None:
+    """Before, the App booted and every row was tried to death (h11 refusing the method)."""
+    g = Feature("hostile_method", requires=["webhook.send"])
+    g.write_handler(
+        "h", g.pipeline(Hook).send_webhook(url="http://x.example/", method=method).return_(lambda c: ok(None))
+    )
+    with pytest.raises(BootError, match=r"send_webhook method=.* is not an HTTP method"):
+        App([g], database_url=f"sqlite:///{tmp_path / 'boot.sqlite3'}")
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        ("to", "a@example.com, victim@example.com", "must be one mail address"),
+        ("to", "list:a@example.com,victim@example.com;", "must be one mail address"),
+        ("to", "Victim <v@example.com>; b@example.com", "must be one mail address"),
+        ("to", "not an address", "must be one mail address"),
+        ("to", "a@", "must be one mail address"),
+        ("to", "=?utf-8?q?a=40x.example=2C_v=40y.example?= <c@example.com>", "must not hold an RFC 2047"),
+        ("sender", "shop@example.com, x@evil.example", "must be one mail address"),
+    ],
+    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders"],
+)
+def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, field: str, value: str, message: str
+) -> None:
+    """Recipient injection without a line break: one payload field that parses as several
+    addresses sent the mail to all of them (the encoded word decoded to two addresses in
+    the written file); ``a@`` made the email package raise at every attempt."""
+    fields = {"to": ["a@example.com"], "subject": "Hello", "sender": None} | {
+        field: [value] if field == "to" else value
+    }
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    failure = failure_of(app.dispatch(letter, Letter(**fields), user=user), "validation_error")
+
+    (problem,) = failure.details
+    assert problem["path"] == ("$.to[0]" if field == "to" else f"$.{field}")
+    assert problem["message"].startswith(message)
+    assert problem["column"] == f"kumiko_outbox.message.{field}"
+    assert app.outbox() == []
+
+
+def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    ok_data(app.dispatch(letter, Letter(["a@example.com"], "Hello"), user=user))
+    with app.engine.begin() as conn:
+        (message,) = conn.execute(sa.select(outbox.c.message)).scalars()
+        conn.execute(sa.update(outbox).values(message={**message, "to": ["a@example.com, victim@example.com"]}))
+
+    assert app.run_worker(once=True)["dead"] == 1
+
+    assert _only(app).last_error == (
+        "the mail address 'a@example.com, victim@example.com' must be one mail address "
+        "(name@example.com or Name <name@example.com>)"
+    )
+    assert not (tmp_path / "mail").exists() or list((tmp_path / "mail").glob("*.eml")) == []

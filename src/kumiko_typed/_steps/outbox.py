@@ -14,8 +14,9 @@ from sqlalchemy import insert
 from .._delivery import HEADER_VALUE, url_problem
 from .._errors import Problem, StepRefused, Unfit
 from .._limits import refuse, source_path, stored_json
+from .._mail import address_problem
 from .._notify import notify
-from .._outbox_types import HEADER_NAME, Auth, RetryPolicy
+from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
 from ._base import Result, Step, resolve
 
@@ -48,6 +49,7 @@ class SendMail(Step):
             message["sender"] = str(sender)
         fields = [*(("to", t) for t in (to if isinstance(to, list | tuple) else [to])), ("subject", subject)]
         refuse(_header_problems([*fields, ("sender", sender)], run.payload))
+        refuse(_address_problems([*fields[:-1], ("sender", sender)], run.payload))
         _enqueue(run, "mail", message, DEFAULT_POLICY)
         return None
 
@@ -70,6 +72,19 @@ def _header_problems(fields: list[tuple[str, object]], payload: object) -> list[
         for name, value in fields
         if value is not None and _NOT_IN_HEADER.search(str(value))
     ]
+
+
+def _address_problems(fields: list[tuple[str, object]], payload: object) -> list[Problem]:
+    """Recipient injection: a recipient or sender that is several addresses (a comma, a
+    group) would send the mail to addresses no one meant to.  Refused when the row would
+    be written, naming the payload field."""
+    problems: list[Problem] = []
+    for name, value in fields:
+        problem = address_problem(str(value)) if value else None  # "": the default sender
+        if problem is not None:
+            column = f"{outbox.name}.message.{name}"
+            problems.append({"path": source_path(payload, value), "message": problem, "column": column})
+    return problems
 
 
 @attrs.frozen(slots=True)
@@ -109,11 +124,14 @@ class SendWebhook(Step):
 
 def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
     """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
-    no token): refused when the row would be written, not tried until it is dead."""
+    no token), or that only the HTTP client may set (``CLIENT_HEADERS``): refused when the
+    row would be written, not tried until it is dead (or sent as a smuggled request)."""
     problems: list[Problem] = []
     for name, value in headers.items():
         if not HEADER_NAME.fullmatch(str(name)):
             offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
+        elif str(name).lower() in CLIENT_HEADERS:
+            offending, message = name, "is set by the HTTP client (framing, routing and hop-by-hop headers)"
         elif str(value) and not HEADER_VALUE.fullmatch(str(value)):
             offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
         else:

@@ -1,0 +1,228 @@
+"""An overall deadline for one webhook delivery, which httpx's timeouts are not.
+
+httpx's timeouts bound each network operation: a receiver that sends one byte of its
+answer every fraction of a second never lets a read time out, and holds the delivery
+for as long as it likes (past the claim's lease, another worker delivers the row
+again).  httpx has no total timeout for a synchronous request, so the App's own client
+sends through :class:`DeadlineTransport`: an httpcore connection pool whose *network
+backend* (httpcore's public extension point for custom networking) gives every connect,
+TLS handshake, write and read at most the time left until the deadline of the delivery
+under way in the calling thread (:func:`deadline`).  No thread is interrupted and no
+socket is closed from outside: the operation that would outlast the deadline times
+out itself, and httpcore drops its connection as after any timeout.
+
+Name resolution is the system resolver's (``getaddrinfo`` cannot be interrupted): a
+resolver that hangs holds a connect for its own timeouts, after which the deadline
+applies to what is left.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import ssl
+import time
+from collections.abc import Callable, Iterable, Iterator
+from contextvars import ContextVar
+from typing import Any, TypeVar
+
+import attrs
+import httpcore
+import httpx
+
+__all__ = ["Budget", "DeadlineTransport", "deadline", "in_delivery"]
+
+T = TypeVar("T")
+
+
+@attrs.define
+class Budget:
+    """The deadline of one delivery (``time.monotonic()``), and whether an operation ran
+    into it (``expired``): then the attempt failed for want of time, whatever the error
+    the HTTP stack made of it."""
+
+    until: float
+    expired: bool = False
+    #: Whether a network operation went through :class:`DeadlineTransport` (and so can be
+    #: cut at the deadline): not on a client of the application's own.
+    enforced: bool = False
+
+    def narrow(self, seconds: float) -> None:
+        """Bring the deadline forward to ``seconds`` from now, if that is sooner."""
+        self.until = min(self.until, time.monotonic() + seconds)
+
+
+_budget: ContextVar[Budget | None] = ContextVar("kumiko_delivery_budget", default=None)
+
+
+def in_delivery() -> bool:
+    """Whether the calling thread is inside :func:`deadline`: delivering a webhook."""
+    return _budget.get() is not None
+
+
+@contextlib.contextmanager
+def deadline(seconds: float) -> Iterator[Budget]:
+    """Every network operation of :class:`DeadlineTransport` in this thread, while the
+    block runs, ends by ``seconds`` from now."""
+    budget = Budget(time.monotonic() + seconds)
+    token = _budget.set(budget)
+    try:
+        yield budget
+    finally:
+        _budget.reset(token)
+
+
+def _within(op: Callable[[float | None], T], timeout: float | None, late: type[httpcore.TimeoutException]) -> T:
+    """``op(timeout)``, its timeout cut to the time the delivery under way has left."""
+    budget = _budget.get()
+    if budget is None:  # not inside a delivery: the client's own timeouts only
+        return op(timeout)
+    budget.enforced = True
+    left = budget.until - time.monotonic()
+    if left <= 0:
+        budget.expired = True
+        raise late("the delivery's deadline has passed")
+    try:
+        return op(left if timeout is None else min(timeout, left))
+    except httpcore.TimeoutException:
+        if timeout is None or left <= timeout:  # the deadline was the limit, not the timeout
+            budget.expired = True
+        raise
+
+
+#: The most one socket write sends while its time left stays the same.
+_WRITE_PIECE = 64 * 1024
+
+
+class _Stream(httpcore.NetworkStream):
+    def __init__(self, stream: httpcore.NetworkStream) -> None:
+        self._stream = stream
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return _within(lambda t: self._stream.read(max_bytes, t), timeout, httpcore.ReadTimeout)
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        # In pieces: one write sends until its buffer is out, each send with the whole
+        # timeout, so a receiver reading just fast enough kept one big body going for
+        # many times the deadline.  A piece's time left is taken anew.
+        view = memoryview(buffer)
+        for start in range(0, len(view), _WRITE_PIECE):
+            piece = bytes(view[start : start + _WRITE_PIECE])
+            _within(functools.partial(self._stream.write, piece), timeout, httpcore.WriteTimeout)
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(
+        self, ssl_context: ssl.SSLContext, server_hostname: str | None = None, timeout: float | None = None
+    ) -> httpcore.NetworkStream:
+        tls = _within(
+            lambda t: self._stream.start_tls(ssl_context, server_hostname, t), timeout, httpcore.ConnectTimeout
+        )
+        return _Stream(tls)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _Backend(httpcore.NetworkBackend):
+    def __init__(self) -> None:
+        self._backend = httpcore.SyncBackend()
+
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
+    ) -> httpcore.NetworkStream:
+        def connect(t: float | None) -> httpcore.NetworkStream:
+            return self._backend.connect_tcp(host, port, t, local_address, socket_options)
+
+        return _Stream(_within(connect, timeout, httpcore.ConnectTimeout))
+
+    def sleep(self, seconds: float) -> None:
+        self._backend.sleep(seconds)
+
+
+#: httpcore's exceptions as httpx raises them (the same names; the most specific first).
+_HTTPX_ERRORS: tuple[tuple[type[Exception], type[httpx.HTTPError]], ...] = tuple(
+    (getattr(httpcore, name), getattr(httpx, name))
+    for name in (
+        "ConnectTimeout",
+        "ReadTimeout",
+        "WriteTimeout",
+        "PoolTimeout",
+        "TimeoutException",
+        "ConnectError",
+        "ReadError",
+        "WriteError",
+        "NetworkError",
+        "ProxyError",
+        "UnsupportedProtocol",
+        "LocalProtocolError",
+        "RemoteProtocolError",
+        "ProtocolError",
+    )
+)
+
+
+@contextlib.contextmanager
+def _as_httpx() -> Iterator[None]:
+    try:
+        yield
+    except Exception as exc:
+        for theirs, ours in _HTTPX_ERRORS:
+            if isinstance(exc, theirs):
+                raise ours(str(exc)) from exc
+        raise
+
+
+class _Body(httpx.SyncByteStream):
+    def __init__(self, stream: Iterable[bytes]) -> None:
+        self._stream = stream
+
+    def __iter__(self) -> Iterator[bytes]:
+        with _as_httpx():
+            yield from self._stream
+
+    def close(self) -> None:
+        close = getattr(self._stream, "close", None)
+        if close is not None:
+            with _as_httpx():
+                close()
+
+
+class DeadlineTransport(httpx.BaseTransport):
+    """An httpx transport (HTTP/1.1, TLS verified against certifi's or ``SSL_CERT_FILE``'s
+    roots, as httpx's default) whose connections honour :func:`deadline`."""
+
+    def __init__(self) -> None:
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=100,
+            max_keepalive_connections=20,
+            keepalive_expiry=5.0,
+            network_backend=_Backend(),
+        )
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        url = request.url
+        core = httpcore.Request(
+            method=request.method,
+            url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),
+            headers=request.headers.raw,
+            content=request.stream,
+            extensions=request.extensions,
+        )
+        with _as_httpx():
+            response = self._pool.handle_request(core)
+        body = response.stream
+        assert isinstance(body, Iterable)
+        return httpx.Response(
+            response.status, headers=response.headers, stream=_Body(body), extensions=response.extensions
+        )
+
+    def close(self) -> None:
+        self._pool.close()
