@@ -10,12 +10,20 @@ from sqlalchemy import TIMESTAMP, DateTime, Engine, Uuid, create_engine, event
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.engine import Dialect
 
+from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
 
 __all__ = ["make_engine"]
 
 
 def make_engine(url: str) -> Engine:
+    engine = _made(url)
+    # Only a failed statement calls it: what a refused write wrote, for its Failure.
+    event.listen(engine, "handle_error", note_written)
+    return engine
+
+
+def _made(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url)
         # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT;

@@ -23,11 +23,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from uuid import UUID, uuid4
 
-from sqlalchemy.exc import DataError, DBAPIError, StatementError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
 from ._errors import ProgramError, Unfit
+from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
@@ -246,7 +247,7 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     try:
         result = run_block(program.block, run, resume)
     except StepCrash as crash:
-        return crash_failure(crash, who)
+        return crash_failure(crash, who, run.payload)
     except Suspend as suspend:
         return suspend
     if result is None:
@@ -256,16 +257,22 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     return result
 
 
-def crash_failure(crash: StepCrash, who: str) -> Failure:
+def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
     """The ``Failure`` for an exception that escaped a step of ``who`` (a handler or run).
 
     Values the framework found not to fit their columns (:class:`Unfit`) are the input's
     fault: ``validation_error`` naming each value's payload field.  So is a value the
     database itself refused as given (its own type or range): ``validation_error`` with
     path ``$`` and an error id, the database's reason — which may quote the value — in
-    the log.  Anything else is ``unavailable`` or ``internal_error`` (see
+    the log; and a write that breaks a constraint of its table (``_integrity``).
+    Anything else is ``unavailable`` or ``internal_error`` (see
     :func:`exception_failure`)."""
     where = crash.where()
+    if isinstance(crash.cause, IntegrityError):
+        step = {"step": where}
+        broken = constraint_failure(crash.cause, f"{who}: step {where}", f"step {where}", step, payload)
+        if broken is not None:
+            return broken
     if isinstance(crash.cause, Unfit):
         problems = crash.cause.problems
         logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
@@ -297,6 +304,10 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     exception's class and an error id; the exception's text — which may quote SQL, bound
     parameters or data — and the traceback go to the log under that id.  Only the
     framework's own refusals of a program (:class:`ProgramError`) keep their text."""
+    if isinstance(exc, IntegrityError):  # a flush or a deferred constraint at commit
+        broken = constraint_failure(exc, context, where, {}, None)
+        if broken is not None:
+            return broken
     error_id = uuid4().hex
     details = {**details, "error_id": error_id}
     if isinstance(exc, DBAPIError) and transient(exc):

@@ -234,8 +234,8 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
 def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | None:
     """Write ``values`` and the next version to the aggregate's row, if it is still at
     the version it was read at (else ``version_conflict``).  A unique clash is the
-    client's conflict; any other integrity error (a projector leaving a NOT NULL column
-    empty) is a bug and raises."""
+    client's conflict; any other integrity error raises, for the interpreter to name
+    (``_integrity``: the input's foreign key, CHECK or NULL, or a projector's bug)."""
     entity_type = type(entity)
     read_at = entity.version
     values["version"], values["updated_at"] = read_at + 1, run.now
