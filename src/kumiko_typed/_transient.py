@@ -12,15 +12,17 @@ from sqlalchemy.orm import Session
 __all__ = ["lost_connection", "transient"]
 
 #: PostgreSQL aborted the transaction so that another could go on (serialization
-#: failure, deadlock detected) or gave up waiting for a lock (lock_timeout).  Retrying
-#: is the documented remedy.
-_RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03"})
+#: failure, deadlock detected), gave up waiting for a lock (lock_timeout), or cancelled
+#: a statement that ran past the operator's statement_timeout (or was cancelled by an
+#: operator: query_canceled).  Retrying is the documented remedy of the first three; a
+#: statement timeout is the server busy past the wait it allows, as a lock timeout is.
+_RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03", "57014"})
 
 
 def transient(exc: DBAPIError) -> bool:
     """The connection was lost (a restarted or failed-over server, a killed backend), the
-    transaction lost a deadlock or serialization conflict or waited too long for a lock,
-    or SQLite stayed locked."""
+    transaction lost a deadlock or serialization conflict, waited too long for a lock or
+    ran a statement past the statement timeout, or SQLite stayed locked."""
     if exc.connection_invalidated:
         return True
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:
