@@ -12,14 +12,17 @@ from sqlalchemy.engine import Dialect
 
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
+from ._transient import note_lost
 
 __all__ = ["make_engine"]
 
 
 def make_engine(url: str) -> Engine:
     engine = _made(url)
-    # Only a failed statement calls it: what a refused write wrote, for its Failure.
+    # Only a failed statement (commit, connect) calls them: what a refused write wrote, for
+    # its Failure; a lost connection, for the runner to tell whether it may run again.
     event.listen(engine, "handle_error", note_written)
+    event.listen(engine, "handle_error", note_lost)
     return engine
 
 

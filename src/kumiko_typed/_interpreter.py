@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
 from uuid import UUID, uuid4
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
@@ -35,7 +35,7 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
-from ._transient import transient
+from ._transient import LOST, lost_in_statements, transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -44,7 +44,16 @@ if TYPE_CHECKING:
     from ._registry import Registry
     from ._runs import RunInfo
 
-__all__ = ["Outcome", "Run", "WorkflowRun", "crash_failure", "exception_failure", "run_in_scope", "start_run"]
+__all__ = [
+    "Outcome",
+    "Run",
+    "WorkflowRun",
+    "crash_failure",
+    "exception_failure",
+    "once_more_if_lost",
+    "run_in_scope",
+    "start_run",
+]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -193,6 +202,38 @@ def run_in_scope(
     return outcome
 
 
+R = TypeVar("R")
+
+
+def once_more_if_lost(attempt: Callable[[], R], failed: Callable[[R], bool]) -> R:
+    """Run ``attempt`` — a program's whole outermost transaction, from its first
+    statement to its COMMIT, as a dispatch, a query or a manual start runs it — and run
+    it once more if its connection was lost while a statement ran: a server restarted or
+    a pooled connection killed while idle.  No COMMIT was sent, so nothing of it was
+    committed; SQLAlchemy has recycled the pool's connections, so the second attempt gets
+    a fresh one (what ``pool_pre_ping`` would buy with a round trip per dispatch).
+    ``failed``: whether a result is the attempt's ``unavailable`` (the interpreter makes
+    a step's lost connection one); a lost connection that escaped is retried the same.
+    A connection lost at the COMMIT is never run again — it may have committed — nor
+    one that could not connect at all: both stay ``unavailable``."""
+    lost: list[bool] = []
+    token = LOST.set(lost)
+    try:
+        try:
+            result = attempt()
+        except DBAPIError as exc:
+            if not (exc.connection_invalidated and lost_in_statements(lost)):
+                raise
+        else:
+            if not (lost and lost_in_statements(lost) and failed(result)):
+                return result
+        logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
+        lost.clear()
+        return attempt()
+    finally:
+        LOST.reset(token)
+
+
 def resume_at(resume: Resume | None) -> str:
     return "" if resume is None else str(resume.path)
 
@@ -305,7 +346,7 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     parameters or data — and the traceback go to the log under that id.  Only the
     framework's own refusals of a program (:class:`ProgramError`) keep their text."""
     if isinstance(exc, IntegrityError):  # a flush or a deferred constraint at commit
-        broken = constraint_failure(exc, context, where, {}, None)
+        broken = constraint_failure(exc, context, where, details, None)
         if broken is not None:
             return broken
     error_id = uuid4().hex
