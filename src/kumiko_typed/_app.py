@@ -523,7 +523,7 @@ class App:
             call = (handler.name, payload, user, self.clock(), correlation_id or uuid.uuid4())
         except Exception as exc:
             return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
-        return once_more_if_lost(lambda: self._attempt(handler, call, keyed), _unavailable)
+        return once_more_if_lost(_unavailable, self._attempt, handler, call, keyed)
 
     def _attempt(
         self, handler: WriteHandler[Any, Any], call: tuple[str, object, User, datetime, uuid.UUID], keyed: Keyed | None

@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeAlias, TypeVar
 from uuid import UUID, uuid4
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
@@ -35,7 +35,7 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
-from ._transient import LOST, lost_in_statements, transient
+from ._transient import LOST, transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -203,9 +203,10 @@ def run_in_scope(
 
 
 R = TypeVar("R")
+A = ParamSpec("A")
 
 
-def once_more_if_lost(attempt: Callable[[], R], failed: Callable[[R], bool]) -> R:
+def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[A, R], *args: A.args, **kwargs: A.kwargs) -> R:
     """Run ``attempt`` — a program's whole outermost transaction, from its first
     statement to its COMMIT, as a dispatch, a query or a manual start runs it — and run
     it once more if its connection was lost while a statement ran: a server restarted or
@@ -215,23 +216,19 @@ def once_more_if_lost(attempt: Callable[[], R], failed: Callable[[R], bool]) -> 
     ``failed``: whether a result is the attempt's ``unavailable`` (the interpreter makes
     a step's lost connection one); a lost connection that escaped is retried the same.
     A connection lost at the COMMIT is never run again — it may have committed — nor
-    one that could not connect at all: both stay ``unavailable``."""
-    lost: list[bool] = []
-    token = LOST.set(lost)
+    one that could not connect at all: both stay ``unavailable``.  The engine's
+    ``note_lost`` counts the losses (``_transient.LOST``)."""
+    in_statement, elsewhere = LOST.in_statement, LOST.elsewhere
     try:
-        try:
-            result = attempt()
-        except DBAPIError as exc:
-            if not (exc.connection_invalidated and lost_in_statements(lost)):
-                raise
-        else:
-            if not (lost and lost_in_statements(lost) and failed(result)):
-                return result
-        logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
-        lost.clear()
-        return attempt()
-    finally:
-        LOST.reset(token)
+        result = attempt(*args, **kwargs)
+    except DBAPIError as exc:
+        if not (exc.connection_invalidated and LOST.in_statement != in_statement and LOST.elsewhere == elsewhere):
+            raise
+    else:
+        if LOST.in_statement == in_statement or LOST.elsewhere != elsewhere or not failed(result):
+            return result
+    logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
+    return attempt(*args, **kwargs)
 
 
 def resume_at(resume: Resume | None) -> str:

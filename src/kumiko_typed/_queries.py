@@ -53,7 +53,7 @@ def run_query(
         assert isinstance(outcome, (Ok, Failure))  # a query's steps never suspend: boot refuses them
         return outcome
 
-    return once_more_if_lost(attempt, _unavailable)
+    return once_more_if_lost(_unavailable, attempt)
 
 
 def _unavailable(result: Ok[object] | Failure) -> bool:

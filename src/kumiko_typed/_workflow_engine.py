@@ -312,7 +312,7 @@ class WorkflowEngine:
                     return self._run_of(session, d.name, trigger_key)
                 return self.segment(session, d, run_id, payload, user, None, None, None, nested=False)
 
-        failure = once_more_if_lost(first_segment, _unavailable)
+        failure = once_more_if_lost(_unavailable, first_segment)
         if isinstance(failure, uuid.UUID):
             return failure
         if failure is None:
