@@ -16,8 +16,8 @@ and the statement go to the log only.
 
 ``validation_error`` (400), not a conflict: what breaks the constraint is a value of the
 input (an id of no row, a number out of range, a missing value), and the fix is another
-input.  A unique constraint is not handled here: its clash is ``unique_violation``
-(``_steps.aggregates``).
+input.  A unique constraint's clash is ``unique_violation`` (409), as an aggregate
+write's (:func:`unique_failure`, which ``_steps.aggregates`` uses too).
 """
 
 from __future__ import annotations
@@ -33,11 +33,12 @@ from sqlalchemy import CheckConstraint, Column, ForeignKeyConstraint, Table
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import IntegrityError
 
+from ._entity import Entity
 from ._errors import Problem
 from ._limits import source_path
 from ._results import Failure, fail
 
-__all__ = ["constraint_failure", "note_written"]
+__all__ = ["constraint_failure", "is_unique", "note_written", "unique_failure"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -68,6 +69,10 @@ def note_written(context: ExceptionContext) -> None:
     setattr(exc, _WRITTEN, _Written(table, bool(getattr(statement, "is_delete", False)), rows))
 
 
+def is_unique(exc: IntegrityError) -> bool:
+    return _kind(exc) == "unique"
+
+
 def _kind(exc: IntegrityError) -> str:
     sqlstate = getattr(exc.orig, "sqlstate", None)
     if isinstance(sqlstate, str):  # psycopg
@@ -93,14 +98,16 @@ def constraint_failure(
     exc: IntegrityError, context: str, where: str, details: Mapping[str, object], payload: object
 ) -> Failure | None:
     """The ``validation_error`` for ``exc``, which broke a constraint at ``where`` (``step
-    ...``; ``context`` is the log's longer name), or ``None`` for a unique clash (the
-    caller's).  Each problem is ``{"path", "message", "column", "constraint"}`` with
-    ``details`` (the step) and an error id, under which the database's text is logged.
-    ``None`` also for a NULL the payload did not carry: the program's bug."""
+    ...``; ``context`` is the log's longer name).  Each problem is ``{"path", "message",
+    "column", "constraint"}`` with ``details`` (the step) and an error id, under which
+    the database's text is logged.  A unique clash is the ``unique_violation`` of the
+    table's entity (or of the table).  ``None`` — the caller's ``internal_error`` — for
+    a NULL the payload did not carry (the program's bug) and a unique clash of a
+    statement written as text (no table to name)."""
     kind = _kind(exc)
-    if kind == "unique":
-        return None
     written: _Written | None = getattr(exc, _WRITTEN, None)
+    if kind == "unique":
+        return None if written is None else _written_unique(exc, written, payload)
     if kind == "foreign_key":
         problems, said = _foreign_key(written, payload)
     elif kind == "check":
@@ -134,6 +141,57 @@ def _path(payload: object, written: _Written, column: Column[Any]) -> str:
         if value is not None:
             return source_path(payload, value)
     return "$"
+
+
+# --- unique ---------------------------------------------------------------------------
+
+#: PostgreSQL's detail of a unique violation: ``Key (sku, tenant_id)=(<the values>) already exists.``
+_PG_KEY: Final = re.compile(r"Key \((?P<columns>.+?)\)=\(")
+
+
+def _clashing_columns(exc: IntegrityError) -> list[str]:
+    """The column names of the unique constraint ``exc`` reports, read from what both
+    databases say of it (PostgreSQL's detail up to its values, which are not read;
+    SQLite's ``UNIQUE constraint failed: t.sku, t.tenant_id``)."""
+    detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
+    if isinstance(detail, str):  # psycopg
+        found = _PG_KEY.match(detail)
+        names = found["columns"].split(", ") if found else []
+    else:
+        names = [name.strip().rpartition(".")[2] for name in _first_line(exc).partition(":")[2].split(",")]
+    return [name.strip('"') for name in names]
+
+
+def unique_failure(
+    exc: IntegrityError, entity: str, keys: Mapping[str, str], row: Mapping[str, object], payload: object
+) -> Failure:
+    """The clash as the client can act on it, the same on both databases: the columns of
+    the constraint (``keys``: column name to the attribute ``row`` is keyed by) and the
+    payload field the first of their values came from (``$`` if none did).  The
+    database's text names a constraint, or quotes the values."""
+    columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
+    paths = [source_path(payload, row[key]) for key in columns if row.get(key) is not None]
+    on = f" on {', '.join(columns)}" if columns else ""
+    return fail(
+        "unique_violation",
+        f"{entity} violates a unique constraint{on}",
+        {"entity": entity, "columns": columns, "path": next((p for p in paths if p != "$"), "$")},
+    )
+
+
+def _written_unique(exc: IntegrityError, written: _Written, payload: object) -> Failure:
+    """A statement's own clash (a ``compute`` step's write through ``c.db``): named by the
+    table's entity class and attributes, as an aggregate write's is, else by the table."""
+    table = written.table
+    entity, attributes = table.name, {c.name: c.key for c in table.columns}
+    mapper = next((m for m in Entity.registry.mappers if m.local_table is table), None)
+    if mapper is not None:
+        entity = mapper.class_.__name__
+        attributes = {a.columns[0].name: a.key for a in mapper.column_attrs}
+    by_key = {c.key: c.name for c in table.columns}
+    first = written.rows[0] if written.rows else {}
+    row = {attributes[by_key[k]]: v for k, v in first.items() if k in by_key and by_key[k] in attributes}
+    return unique_failure(exc, entity, attributes, row, payload)
 
 
 # --- foreign keys ----------------------------------------------------------------------

@@ -367,3 +367,43 @@ def test_deleting_a_row_others_refer_to_names_what_refers_to_it(app_on: AppOn, u
     ), failure
     _safe(result, str(shelf))
     assert _rows(app, CvShelf) == 1
+
+
+class CvTag(Entity):
+    __tablename__ = "cv_tag"
+    __table_args__ = (sa.UniqueConstraint("tenant_id", "slug"),)
+    slug: Mapped[str] = mapped_column(sa.String(40))
+
+
+@attrs.frozen
+class AddTag:
+    slug: str
+
+
+def test_a_unique_clash_of_a_write_through_the_session_is_a_unique_violation_like_a_creates(
+    app_on: AppOn, user: User
+) -> None:
+    """The clash of a ``compute`` step's own write is answered as an aggregate write's:
+    ``unique_violation`` naming the entity, its attributes and the payload field."""
+    f: Feature[Any] = Feature("cv_tags")
+    f.entity(CvTag)
+
+    def raw(c: Any) -> int:
+        row = {"id": uuid.uuid4(), "tenant_id": c.user.tenant_id, "version": 1, "created_at": c.now}
+        stmt = sa.insert(CvTag.__table__).values(**row, updated_at=c.now, slug=c.payload.slug)
+        return int(c.db.execute(stmt).rowcount)
+
+    create = f.write_handler(
+        "create",
+        f.pipeline(AddTag)
+        .create("t", CvTag, data=lambda c: CvTag(slug=c.payload.slug))
+        .return_(lambda c: ok(c.steps["t"].version)),
+    )
+    insert = f.write_handler("insert", f.pipeline(AddTag).compute("t", raw).return_(lambda c: ok(c.steps["t"])))
+    app = app_on([f])
+    ok_data(app.dispatch(create, AddTag("red"), user=user))
+    by_create = failure_of(app.dispatch(create, AddTag("red"), user=user), "unique_violation")
+    by_insert = failure_of(app.dispatch(insert, AddTag("red"), user=user), "unique_violation")
+    assert by_insert == by_create
+    assert by_insert.details == {"entity": "CvTag", "columns": ["tenant_id", "slug"], "path": "$.slug"}
+    assert _rows(app, CvTag) == 1
