@@ -518,10 +518,10 @@ class App:
         keyed = None if idempotency_key is None else self._keyed(handler, payload, user, idempotency_key)
         if isinstance(keyed, Failure):
             return keyed
-        where = f"handler {handler.name}"
         try:
             call = (handler.name, payload, user, self.clock(), correlation_id or uuid.uuid4())
         except Exception as exc:
+            where = f"handler {handler.name}"
             return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
         return once_more_if_lost(_unavailable, self._attempt, handler, call, keyed)
 

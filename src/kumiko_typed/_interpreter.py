@@ -20,7 +20,7 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, ParamSpec, TypeAlias, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, TypeVarTuple
 from uuid import UUID, uuid4
 
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
@@ -35,7 +35,7 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
-from ._transient import LOST, transient
+from ._transient import LOST, lost_in_statements, transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -203,10 +203,10 @@ def run_in_scope(
 
 
 R = TypeVar("R")
-A = ParamSpec("A")
+A = TypeVarTuple("A")
 
 
-def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[A, R], *args: A.args, **kwargs: A.kwargs) -> R:
+def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[[*A], R], *args: *A) -> R:
     """Run ``attempt`` — a program's whole outermost transaction, from its first
     statement to its COMMIT, as a dispatch, a query or a manual start runs it — and run
     it once more if its connection was lost while a statement ran: a server restarted or
@@ -218,17 +218,17 @@ def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[A, R], *arg
     A connection lost at the COMMIT is never run again — it may have committed — nor
     one that could not connect at all: both stay ``unavailable``.  The engine's
     ``note_lost`` counts the losses (``_transient.LOST``)."""
-    in_statement, elsewhere = LOST.in_statement, LOST.elsewhere
+    before = LOST.counts
     try:
-        result = attempt(*args, **kwargs)
+        result = attempt(*args)
     except DBAPIError as exc:
-        if not (exc.connection_invalidated and LOST.in_statement != in_statement and LOST.elsewhere == elsewhere):
+        if not (exc.connection_invalidated and lost_in_statements(before)):
             raise
     else:
-        if LOST.in_statement == in_statement or LOST.elsewhere != elsewhere or not failed(result):
+        if LOST.counts is before or not failed(result) or not lost_in_statements(before):
             return result
     logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
-    return attempt(*args, **kwargs)
+    return attempt(*args)
 
 
 def resume_at(resume: Resume | None) -> str:

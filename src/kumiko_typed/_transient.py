@@ -9,24 +9,29 @@ while a statement ran — before any COMMIT, so nothing was committed — or at 
 
 from __future__ import annotations
 
-import threading
 from typing import Any, Final
 
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-__all__ = ["LOST", "lost_connection", "note_lost", "transient"]
+__all__ = ["LOST", "lost_connection", "lost_in_statements", "note_lost", "transient"]
 
 
-class _Lost(threading.local):
-    """Per thread, counted by :func:`note_lost`: connections lost while a statement ran,
-    and those lost elsewhere — at a COMMIT, or while connecting.  A runner compares the
-    counts before and after an attempt: two reads per dispatch (a context variable set
-    and reset per attempt measured about twice the cost, some 0.5 µs)."""
+class _Lost:
+    """Connections lost so far, counted by :func:`note_lost`: ``(while a statement ran,
+    elsewhere — at a COMMIT, or while connecting)``.  A new tuple per loss, so a runner
+    tells that none happened during its attempt by identity: one read before, one after.
 
-    in_statement = 0
-    elsewhere = 0
+    One count for the process, not per thread (a ``threading.local`` or a context
+    variable per attempt cost a dispatch that sends no SQL a tenth more): another
+    thread's loss during an attempt can only make a failed attempt run once more, which
+    committed nothing, or keep it from running again, as before."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts = (0, 0)
 
 
 LOST: Final = _Lost()
@@ -37,10 +42,18 @@ def note_lost(context: ExceptionContext) -> None:
     commit or connect): count a lost connection.  A COMMIT (or a connect) has no
     statement: SQLAlchemy passes ``None``."""
     if context.is_disconnect:
+        in_statement, elsewhere = LOST.counts
         if context.statement is None:
-            LOST.elsewhere += 1
+            LOST.counts = (in_statement, elsewhere + 1)
         else:
-            LOST.in_statement += 1
+            LOST.counts = (in_statement + 1, elsewhere)
+
+
+def lost_in_statements(before: tuple[int, int]) -> bool:
+    """Whether connections were lost since the counts were ``before``, all of them while
+    statements ran: no COMMIT that was sent can have been lost."""
+    in_statement, elsewhere = LOST.counts
+    return in_statement != before[0] and elsewhere == before[1]
 
 
 #: PostgreSQL aborted the transaction so that another could go on (serialization
