@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from decimal import Context, Decimal
+from typing import Any, Final
 
-from sqlalchemy import TIMESTAMP, DateTime, Engine, Uuid, create_engine, event
+from sqlalchemy import TIMESTAMP, DateTime, Engine, Numeric, Uuid, create_engine, event
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.engine import Dialect
 
@@ -33,12 +34,14 @@ def _made(url: str) -> Engine:
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
-        # This engine's dialect only: its Uuid and DateTime columns bind as PostgreSQL's do.
+        # This engine's dialect only: its Uuid, DateTime and Numeric columns bind and read
+        # as PostgreSQL's do.
         engine.dialect.colspecs = {
             **engine.dialect.colspecs,
             Uuid: _TextUuid,
             DateTime: _UtcDateTime,
             TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
+            Numeric: _FloatNumeric,
         }
         return engine
     engine = create_engine(url)
@@ -96,6 +99,36 @@ class _UtcDateTime(DATETIME):
             if isinstance(value, datetime) and value.tzinfo is None:
                 return value.replace(tzinfo=UTC)
             return value
+
+        return process
+
+
+#: Wide enough for any scale a column declares: the default context's 28 digits would
+#: refuse to pad a 15-digit value to a ``Numeric(40, 20)``'s scale.
+_WIDE: Final = Context(prec=1000)
+
+
+class _FloatNumeric(Numeric[Any]):
+    """SQLite's ``Numeric``, read back as the decimal that was written.  SQLite keeps a
+    NUMERIC value as a float, and SQLAlchemy turned the float into a ``Decimal`` by
+    printing it with the column's scale (ten digits without one), so the float's binary
+    error showed: ``12345678.90`` read back as ``12345678.9000000004``, where PostgreSQL
+    gives ``12345678.90``.  The write path admits at most 15 significant digits (what a
+    float keeps exactly), so the float's first 15 digits are the value; padded to the
+    column's scale, as PostgreSQL pads it."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        if not self.asdecimal:
+            return None  # a float column as floats: what pysqlite gives
+        exponent = None if self.scale is None else Decimal(1).scaleb(-self.scale)
+
+        def process(value: Any) -> Any:
+            if value is None:
+                return None
+            number = Decimal(format(value, ".15g")) if isinstance(value, float) else Decimal(value)
+            return number if exponent is None else number.quantize(exponent, context=_WIDE)
 
         return process
 

@@ -37,6 +37,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseEleme
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
+from ._jsonable import jsonable
 
 __all__ = [
     "MAX_DEPTH",
@@ -45,6 +46,7 @@ __all__ = [
     "check_of",
     "json_problems",
     "moment_problem",
+    "nested_without_end",
     "number_problem",
     "read_check",
     "read_problems",
@@ -52,6 +54,7 @@ __all__ = [
     "refuse_compared",
     "row_count_problems",
     "source_path",
+    "stored_json",
     "text_problem",
     "unfit_json",
     "unfit_values",
@@ -238,6 +241,11 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
             return problem
         # A float (a Numeric with asdecimal=False) by its shortest repr: 0.1, not its binary value.
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
+        digits = _significant(number)
+        if digits > _FLOAT_DIGITS:
+            # SQLite keeps a NUMERIC as a float, which holds 15 digits exactly; PostgreSQL
+            # would keep the rest: refused on both, or they would read back different values.
+            return f"must have at most {_FLOAT_DIGITS} significant digits, not {digits}"
         if precision is None:
             # What SQLite's floating point and PostgreSQL's numeric both hold.
             if not -300 <= number.adjusted() < 308:
@@ -253,6 +261,16 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
         return None
 
     return check
+
+
+#: Significant decimal digits a float keeps exactly (C's ``DBL_DIG``).
+_FLOAT_DIGITS: Final = 15
+
+
+def _significant(number: Decimal) -> int:
+    """Digits from the first to the last that is not zero (``0.0120`` has two)."""
+    digits = "".join(map(str, number.as_tuple().digits)).strip("0")
+    return len(digits)
 
 
 def _decimals(number: Decimal) -> int:
@@ -381,6 +399,25 @@ def unfit_json(value: object, column: str, payload: object) -> list[Problem]:
         if len(problems) >= _MAX_PROBLEMS:
             break
     return problems
+
+
+def stored_json(value: object, column: str, payload: object) -> Any:
+    """``value`` as the JSON document stored in ``column``, refused (``Unfit``) if it does
+    not fit. A value that holds itself, or nests past Python's recursion limit, makes the
+    conversion recurse until ``RecursionError``: the same problem as nesting past the
+    depth limit, given the same answer instead of an internal error."""
+    try:
+        stored = jsonable(value)
+    except RecursionError:
+        raise nested_without_end(column) from None
+    refuse(unfit_json(stored, column, payload))
+    return stored
+
+
+def nested_without_end(column: str) -> Unfit:
+    """The refusal of a value for ``column`` whose conversion recursed without end."""
+    message = f"is nested deeper than {MAX_DEPTH} levels (does it hold itself?)"
+    return Unfit([{"path": "$", "message": message, "column": column}])
 
 
 def row_count_problems(stmt: Select[Any], payload: object) -> list[Problem]:

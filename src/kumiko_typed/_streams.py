@@ -18,7 +18,7 @@ from itertools import groupby
 from typing import Any, Generic, Literal, TypeVar
 
 import attrs
-from sqlalchemy import delete, insert, inspect, select, update
+from sqlalchemy import JSON, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session, configure_mappers, sessionmaker
 from sqlalchemy.types import TypeEngine
 
@@ -26,6 +26,7 @@ from ._ctx import User
 from ._errors import StateError
 from ._eventstore import EventRow, pause_appends, read_streams
 from ._interpreter import exception_failure
+from ._jsonable import jsonable
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok
 from ._utc import UtcDateTime
@@ -155,10 +156,11 @@ def _rebuild(
 ) -> ProjectionReport:
     keys = {a.key: a.columns[0] for a in inspect(entity).column_attrs}
     rows = read_streams(session, registry.aggregate_types[entity], tenant_id=tenant)
+    documents = {key for key, column in keys.items() if isinstance(column.type, JSON)}
     replayed: dict[Any, dict[str, Any]] = {}
     for stream_id, stream in groupby(rows, key=lambda r: r.stream_id):
         row = _replay(registry, entity, stream)
-        replayed[stream_id] = {key: getattr(row, key) for key in keys}
+        replayed[stream_id] = {key: _as_stored(getattr(row, key), key in documents) for key in keys}
     table = inspect(entity).local_table
     stmt = select(table) if tenant is None else select(table).where(keys["tenant_id"] == tenant)
     live = {r._mapping[keys["id"]]: {k: r._mapping[c] for k, c in keys.items()} for r in session.execute(stmt)}
@@ -177,6 +179,13 @@ def _rebuild(
         if extra:
             session.execute(delete(table).where(keys["id"].in_(extra)))
     return ProjectionReport(entity.__name__, len(replayed), verify, changed, missing, extra)
+
+
+def _as_stored(value: Any, document: bool) -> Any:
+    """A replayed value as its column gives it back: a projector may put a tuple or an
+    int-keyed dict in a JSON column, which reads back as a list or a str-keyed dict, and
+    is the same document; compared as built, every such row looked changed."""
+    return jsonable(value) if document and value is not None else value
 
 
 def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRow]) -> Any:

@@ -25,7 +25,7 @@ from .._errors import StepRefused
 from .._eventstore import append
 from .._integrity import is_unique, unique_failure
 from .._jsonable import jsonable
-from .._limits import refuse, unfit_json, unfit_values
+from .._limits import nested_without_end, refuse, stored_json, unfit_json, unfit_values
 from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
@@ -135,8 +135,7 @@ def _create(step: Create, run: Run) -> Failure | None:
     if step.event is not None:
         event = step.event(ctx)
         event_type, schema = registry.event_name(type(event)), registry.schema_version(type(event))
-        payload = jsonable(registry.converter.unstructure(event))
-        refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
+        payload = _event_payload(run, event)
         # The event's projectors finish the row, as a replay builds it from the event.
         for projector in registry.projectors_for(step.entity, type(event)):
             projector(entity, event)
@@ -300,6 +299,17 @@ def _update(step: Update, run: Run) -> Failure | None:
     return None
 
 
+def _event_payload(run: Run, event: object) -> Any:
+    """The event as stored: an event that holds itself makes the converter recurse as
+    ``jsonable`` would, and is refused the same way."""
+    column = f"{events.name}.payload"
+    try:
+        unstructured = run.registry.converter.unstructure(event)
+    except RecursionError:
+        raise nested_without_end(column) from None
+    return stored_json(unstructured, column, run.payload)
+
+
 def _event_headers(headers: object) -> Mapping[str, str] | None:
     """``append_event(headers=...)``: stored with the event as given, so only text keys
     and values (they go into a JSON column, read back by consumers)."""
@@ -371,8 +381,7 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
         return _not_found(step.entity, entity_id)
     new_version = entity.version + 1
     aggregate = registry.aggregate_type(step.entity)
-    payload = jsonable(registry.converter.unstructure(event))
-    refuse(unfit_json(payload, f"{events.name}.payload", ctx.payload))
+    payload = _event_payload(run, event)
     headers = _event_headers(resolve(step.headers, run))
     if headers is not None:
         refuse(unfit_json(dict(headers), f"{events.name}.headers", ctx.payload))

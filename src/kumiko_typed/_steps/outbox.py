@@ -13,8 +13,7 @@ from sqlalchemy import insert
 
 from .._delivery import HEADER_VALUE, url_problem
 from .._errors import Problem, StepRefused, Unfit
-from .._jsonable import jsonable
-from .._limits import refuse, source_path, unfit_json
+from .._limits import refuse, source_path, stored_json
 from .._notify import notify
 from .._outbox_types import HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
@@ -125,8 +124,7 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
 
 
 def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
-    stored = jsonable(message)
-    refuse(unfit_json(stored, f"{outbox.name}.message", run.payload))
+    stored = stored_json(message, f"{outbox.name}.message", run.payload)
     notify(run.db)
     run.db.execute(
         insert(outbox).values(
