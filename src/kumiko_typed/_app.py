@@ -26,7 +26,7 @@ from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
-from ._interpreter import exception_failure, run_in_scope, start_run
+from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
 from ._outbox import WEBHOOK_TIMEOUT, WEBHOOK_TIMEOUT_MAX, Deliverer
@@ -536,22 +536,30 @@ class App:
         keyed = None if idempotency_key is None else self._keyed(handler, payload, user, idempotency_key)
         if isinstance(keyed, Failure):
             return keyed
+        try:
+            call = (handler.name, payload, user, self.clock(), correlation_id or uuid.uuid4())
+        except Exception as exc:
+            where = f"handler {handler.name}"
+            return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
+        return once_more_if_lost(_unavailable, self._attempt, handler, call, keyed)
+
+    def _attempt(
+        self, handler: WriteHandler[Any, Any], call: tuple[str, object, User, datetime, uuid.UUID], keyed: Keyed | None
+    ) -> Ok[object] | Failure:
+        """The dispatch's transaction, from its first statement to its commit."""
         session = self._take_session()
         direct: Direct | None = None
         try:
-            now = self.clock()
-            name = handler.name
-            call = (name, payload, user, now, correlation_id or uuid.uuid4())
             run = start_run(handler.pipeline, session, self._registry, call)
-            who = f"handler {name}"
+            who = f"handler {handler.name}"
             if keyed is None:
                 direct = session.info[DIRECT] = Direct(self.engine)
                 result = _handler_result(run_in_scope(handler.pipeline, run, who=who, nested=False))
                 direct.end(commit=not isinstance(result, Failure))
                 return result
-            session.info[TENANT_KEY] = user.tenant_id
+            session.info[TENANT_KEY] = call[2].tenant_id
             session.begin()
-            stored = keyed.claim(session, now, self.idempotency_retention)
+            stored = keyed.claim(session, call[3], self.idempotency_retention)
             if stored is not None:
                 session.rollback()
                 return stored
@@ -627,6 +635,10 @@ def _wrong_correlation(correlation_id: object) -> Failure | None:
     given = type(correlation_id).__name__
     message = f"correlation_id must be a uuid.UUID or None, not {given} (parse text with uuid.UUID(...))"
     return fail("validation_error", message, [{"path": "correlation_id", "message": message}])
+
+
+def _unavailable(result: Ok[object] | Failure) -> bool:
+    return isinstance(result, Failure) and result.code == "unavailable"
 
 
 def _handler_result(outcome: object) -> Ok[object] | Failure:

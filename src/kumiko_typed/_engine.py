@@ -11,12 +11,23 @@ from sqlalchemy import TIMESTAMP, DateTime, Engine, Numeric, Uuid, create_engine
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.engine import Dialect
 
+from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
+from ._transient import note_lost
 
 __all__ = ["make_engine"]
 
 
 def make_engine(url: str) -> Engine:
+    engine = _made(url)
+    # Only a failed statement (commit, connect) calls them: what a refused write wrote, for
+    # its Failure; a lost connection, for the runner to tell whether it may run again.
+    event.listen(engine, "handle_error", note_written)
+    event.listen(engine, "handle_error", note_lost)
+    return engine
+
+
+def _made(url: str) -> Engine:
     if url.startswith("sqlite"):
         engine = create_engine(url)
         # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT;

@@ -20,21 +20,22 @@ import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, TypeVarTuple
 from uuid import UUID, uuid4
 
-from sqlalchemy.exc import DataError, DBAPIError, StatementError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
 from ._errors import ProgramError, Unfit
+from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
-from ._transient import transient
+from ._transient import LOST, lost_in_statements, transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -43,7 +44,16 @@ if TYPE_CHECKING:
     from ._registry import Registry
     from ._runs import RunInfo
 
-__all__ = ["Outcome", "Run", "WorkflowRun", "crash_failure", "exception_failure", "run_in_scope", "start_run"]
+__all__ = [
+    "Outcome",
+    "Run",
+    "WorkflowRun",
+    "crash_failure",
+    "exception_failure",
+    "once_more_if_lost",
+    "run_in_scope",
+    "start_run",
+]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -192,6 +202,35 @@ def run_in_scope(
     return outcome
 
 
+R = TypeVar("R")
+A = TypeVarTuple("A")
+
+
+def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[[*A], R], *args: *A) -> R:
+    """Run ``attempt`` — a program's whole outermost transaction, from its first
+    statement to its COMMIT, as a dispatch, a query or a manual start runs it — and run
+    it once more if its connection was lost while a statement ran: a server restarted or
+    a pooled connection killed while idle.  No COMMIT was sent, so nothing of it was
+    committed; SQLAlchemy has recycled the pool's connections, so the second attempt gets
+    a fresh one (what ``pool_pre_ping`` would buy with a round trip per dispatch).
+    ``failed``: whether a result is the attempt's ``unavailable`` (the interpreter makes
+    a step's lost connection one); a lost connection that escaped is retried the same.
+    A connection lost at the COMMIT is never run again — it may have committed — nor
+    one that could not connect at all: both stay ``unavailable``.  The engine's
+    ``note_lost`` counts the losses (``_transient.LOST``)."""
+    before = LOST.counts
+    try:
+        result = attempt(*args)
+    except DBAPIError as exc:
+        if not (exc.connection_invalidated and lost_in_statements(before)):
+            raise
+    else:
+        if LOST.counts is before or not failed(result) or not lost_in_statements(before):
+            return result
+    logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
+    return attempt(*args)
+
+
 def resume_at(resume: Resume | None) -> str:
     return "" if resume is None else str(resume.path)
 
@@ -246,7 +285,7 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     try:
         result = run_block(program.block, run, resume)
     except StepCrash as crash:
-        return crash_failure(crash, who)
+        return crash_failure(crash, who, run.payload)
     except Suspend as suspend:
         return suspend
     if result is None:
@@ -256,16 +295,22 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     return result
 
 
-def crash_failure(crash: StepCrash, who: str) -> Failure:
+def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
     """The ``Failure`` for an exception that escaped a step of ``who`` (a handler or run).
 
     Values the framework found not to fit their columns (:class:`Unfit`) are the input's
     fault: ``validation_error`` naming each value's payload field.  So is a value the
     database itself refused as given (its own type or range): ``validation_error`` with
     path ``$`` and an error id, the database's reason — which may quote the value — in
-    the log.  Anything else is ``unavailable`` or ``internal_error`` (see
+    the log; and a write that breaks a constraint of its table (``_integrity``).
+    Anything else is ``unavailable`` or ``internal_error`` (see
     :func:`exception_failure`)."""
     where = crash.where()
+    if isinstance(crash.cause, IntegrityError):
+        step = {"step": where}
+        broken = constraint_failure(crash.cause, f"{who}: step {where}", f"step {where}", step, payload)
+        if broken is not None:
+            return broken
     if isinstance(crash.cause, Unfit):
         problems = crash.cause.problems
         logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
@@ -297,6 +342,10 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     exception's class and an error id; the exception's text — which may quote SQL, bound
     parameters or data — and the traceback go to the log under that id.  Only the
     framework's own refusals of a program (:class:`ProgramError`) keep their text."""
+    if isinstance(exc, IntegrityError):  # a flush or a deferred constraint at commit
+        broken = constraint_failure(exc, context, where, details, None)
+        if broken is not None:
+            return broken
     error_id = uuid4().hex
     details = {**details, "error_id": error_id}
     if isinstance(exc, DBAPIError) and transient(exc):

@@ -1,26 +1,73 @@
 """Which database errors a worker outlives: the same pass, tried again a little later,
 can succeed.  Anything else (no such table, a bad password) stops the worker with the
-error, for its supervisor and its operator to see."""
+error, for its supervisor and its operator to see.
+
+And which lost connections cost a transaction nothing: :func:`note_lost` counts, for the
+transaction runner (``_interpreter.once_more_if_lost``), whether a connection was lost
+while a statement ran — before any COMMIT, so nothing was committed — or at the COMMIT
+(or while connecting), when whether it committed cannot be known."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
+from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-__all__ = ["lost_connection", "transient"]
+__all__ = ["LOST", "lost_connection", "lost_in_statements", "note_lost", "transient"]
+
+
+class _Lost:
+    """Connections lost so far, counted by :func:`note_lost`: ``(while a statement ran,
+    elsewhere — at a COMMIT, or while connecting)``.  A new tuple per loss, so a runner
+    tells that none happened during its attempt by identity: one read before, one after.
+
+    One count for the process, not per thread (a ``threading.local`` or a context
+    variable per attempt cost a dispatch that sends no SQL a tenth more): another
+    thread's loss during an attempt can only make a failed attempt run once more, which
+    committed nothing, or keep it from running again, as before."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self) -> None:
+        self.counts = (0, 0)
+
+
+LOST: Final = _Lost()
+
+
+def note_lost(context: ExceptionContext) -> None:
+    """``handle_error`` listener of every App engine (called only for a failed statement,
+    commit or connect): count a lost connection.  A COMMIT (or a connect) has no
+    statement: SQLAlchemy passes ``None``."""
+    if context.is_disconnect:
+        in_statement, elsewhere = LOST.counts
+        if context.statement is None:
+            LOST.counts = (in_statement, elsewhere + 1)
+        else:
+            LOST.counts = (in_statement + 1, elsewhere)
+
+
+def lost_in_statements(before: tuple[int, int]) -> bool:
+    """Whether connections were lost since the counts were ``before``, all of them while
+    statements ran: no COMMIT that was sent can have been lost."""
+    in_statement, elsewhere = LOST.counts
+    return in_statement != before[0] and elsewhere == before[1]
+
 
 #: PostgreSQL aborted the transaction so that another could go on (serialization
-#: failure, deadlock detected) or gave up waiting for a lock (lock_timeout).  Retrying
-#: is the documented remedy.
-_RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03"})
+#: failure, deadlock detected), gave up waiting for a lock (lock_timeout), or cancelled
+#: a statement that ran past the operator's statement_timeout (or was cancelled by an
+#: operator: query_canceled).  Retrying is the documented remedy of the first three; a
+#: statement timeout is the server busy past the wait it allows, as a lock timeout is.
+_RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03", "57014"})
 
 
 def transient(exc: DBAPIError) -> bool:
     """The connection was lost (a restarted or failed-over server, a killed backend), the
-    transaction lost a deadlock or serialization conflict or waited too long for a lock,
-    or SQLite stayed locked."""
+    transaction lost a deadlock or serialization conflict, waited too long for a lock or
+    ran a statement past the statement timeout, or SQLite stayed locked."""
     if exc.connection_invalidated:
         return True
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:

@@ -34,7 +34,7 @@ from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
-from ._interpreter import Outcome, WorkflowRun, run_in_scope, start_run
+from ._interpreter import Outcome, WorkflowRun, once_more_if_lost, run_in_scope, start_run
 from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._registry import Registry
@@ -149,6 +149,11 @@ def _keep(answers: dict[K, V], key: K, value: V) -> V:
         answers.clear()
     answers[key] = value
     return value
+
+
+def _unavailable(failure: uuid.UUID | dict[str, Any] | None) -> bool:
+    """A first segment that failed its run as ``unavailable``."""
+    return isinstance(failure, dict) and failure["error"]["code"] == "unavailable"
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
@@ -293,17 +298,23 @@ class WorkflowEngine:
             row = self._new_row(d, payload, user, trigger_key, run_id)
         except StateError as exc:
             raise StateError(f"workflow {d.name}: the payload cannot be stored: {exc}") from None
-        with self.sessions() as session:
-            # Begin now, before any step: on SQLite that takes the write lock (BEGIN
-            # IMMEDIATE), so nothing commits while the segment runs that it did not see.
-            session.connection()
-            if key is None:  # nothing to claim: the row is written once, after the segment
-                failure = self.segment(session, d, run_id, payload, user, None, None, None, nested=False, new_row=row)
-            elif session.execute(self._claim_run, row).first() is None:
-                # Claimed by a start that has committed (PostgreSQL waited for it).
-                return self._run_of(session, d.name, trigger_key)
-            else:
-                failure = self.segment(session, d, run_id, payload, user, None, None, None, nested=False)
+
+        def first_segment() -> uuid.UUID | dict[str, Any] | None:
+            """The run's first segment (its run id if another start claimed the key)."""
+            with self.sessions() as session:
+                # Begin now, before any step: on SQLite that takes the write lock (BEGIN
+                # IMMEDIATE), so nothing commits while the segment runs that it did not see.
+                session.connection()
+                if key is None:  # nothing to claim: the row is written once, after the segment
+                    return self.segment(session, d, run_id, payload, user, None, None, None, nested=False, new_row=row)
+                if session.execute(self._claim_run, row).first() is None:
+                    # Claimed by a start that has committed (PostgreSQL waited for it).
+                    return self._run_of(session, d.name, trigger_key)
+                return self.segment(session, d, run_id, payload, user, None, None, None, nested=False)
+
+        failure = once_more_if_lost(_unavailable, first_segment)
+        if isinstance(failure, uuid.UUID):
+            return failure
         if failure is None:
             return run_id
         # The segment ran in the start's own transaction, which rolled back (its claim

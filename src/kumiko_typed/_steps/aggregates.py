@@ -11,7 +11,6 @@ attempt or workflow segment to its own savepoint, a dispatch the whole transacti
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -24,8 +23,9 @@ from sqlalchemy.orm.attributes import instance_state
 from .._ctx import correlation_of
 from .._errors import StepRefused
 from .._eventstore import append
+from .._integrity import is_unique, unique_failure
 from .._jsonable import jsonable
-from .._limits import nested_without_end, refuse, source_path, stored_json, unfit_json, unfit_values
+from .._limits import nested_without_end, refuse, stored_json, unfit_json, unfit_values
 from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
@@ -98,37 +98,9 @@ def _on_event_store(exc: IntegrityError) -> bool:
     return f" {events.name}." in first_line
 
 
-#: PostgreSQL's detail of a unique violation: ``Key (sku, tenant_id)=(<the values>) already exists.``
-_PG_KEY = re.compile(r"Key \((?P<columns>.+?)\)=\(")
-
-
-def _clashing_columns(exc: IntegrityError) -> list[str]:
-    """The column names of the unique constraint ``exc`` reports, read from what both
-    databases say of it (PostgreSQL's detail up to its values, which are not read;
-    SQLite's ``UNIQUE constraint failed: t.sku, t.tenant_id``)."""
-    detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
-    if isinstance(detail, str):  # psycopg
-        found = _PG_KEY.match(detail)
-        names = found["columns"].split(", ") if found else []
-    else:
-        first_line = next(iter(str(exc.orig).splitlines()), "")
-        names = [name.strip().rpartition(".")[2] for name in first_line.partition(":")[2].split(",")]
-    return [name.strip('"') for name in names]
-
-
 def _unique_violation(exc: IntegrityError, run: Run, entity_type: type[Any], row: Mapping[str, object]) -> Failure:
-    """The clash as the client can act on it, the same on both databases: the entity's
-    columns of the constraint and the payload field the first of their values came from
-    (``$`` if none did).  The database's text names a constraint, or quotes the values."""
     keys = {column.name: key for key, column in writer(entity_type).columns.items()}
-    columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
-    paths = [source_path(run.payload, row[key]) for key in columns if key in row]
-    on = f" on {', '.join(columns)}" if columns else ""
-    return fail(
-        "unique_violation",
-        f"{entity_type.__name__} violates a unique constraint{on}",
-        {"entity": entity_type.__name__, "columns": columns, "path": next((p for p in paths if p != "$"), "$")},
-    )
+    return unique_failure(exc, entity_type.__name__, keys, row, run.payload)
 
 
 def _version_conflict(entity_type: type[Any], entity_id: object, expected: object, current: object) -> Failure:
@@ -141,7 +113,7 @@ def _version_conflict(entity_type: type[Any], entity_id: object, expected: objec
 
 def _create_conflict(exc: IntegrityError, run: Run, entity: Any, columns: Mapping[str, object]) -> Failure:
     if not _on_event_store(exc):
-        if not _is_unique_violation(exc):
+        if not is_unique(exc):
             raise exc
         return _unique_violation(exc, run, type(entity), columns)
     current = run.db.execute(_version_of(type(entity)), {"kumiko_id": entity.id}).scalar()
@@ -233,15 +205,15 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
 def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | None:
     """Write ``values`` and the next version to the aggregate's row, if it is still at
     the version it was read at (else ``version_conflict``).  A unique clash is the
-    client's conflict; any other integrity error (a projector leaving a NOT NULL column
-    empty) is a bug and raises."""
+    client's conflict; any other integrity error raises, for the interpreter to name
+    (``_integrity``: the input's foreign key, CHECK or NULL, or a projector's bug)."""
     entity_type = type(entity)
     read_at = entity.version
     values["version"], values["updated_at"] = read_at + 1, run.now
     try:
         written = update_row(run.db, entity, values)
     except IntegrityError as exc:
-        if not _is_unique_violation(exc):
+        if not is_unique(exc):
             raise
         return _unique_violation(exc, run, entity_type, {**_columns(entity), **values})
     if not written:
@@ -262,13 +234,6 @@ def _version_of(entity_type: type[Any]) -> Select[Any]:
         stmt = stmt.execution_options(autoflush=False)
         _VERSION_READS[entity_type] = stmt
     return stmt
-
-
-def _is_unique_violation(exc: IntegrityError) -> bool:
-    sqlstate = getattr(exc.orig, "sqlstate", None)
-    if isinstance(sqlstate, str):  # psycopg
-        return sqlstate == "23505"
-    return str(exc.orig).startswith("UNIQUE constraint failed")
 
 
 def _unwritable_columns(step: Update, columns: list[object]) -> Failure:

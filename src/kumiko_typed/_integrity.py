@@ -1,0 +1,356 @@
+"""A constraint of a table that a write breaks — a foreign key to a row that does not
+exist, a CHECK, a NOT NULL — as the client's ``validation_error``, the same on both
+databases.
+
+The database says too little, and not the same on both: SQLite's error is ``FOREIGN KEY
+constraint failed`` (no table, no column), ``CHECK constraint failed: <name or
+expression>``; PostgreSQL names the constraint and quotes the values.  So the problem is
+read from the schema instead: an engine listener (:func:`note_written`) keeps, with the
+error, the table the refused statement wrote and the values it bound; the foreign keys
+of that table whose columns it set are the ones that can have failed (on PostgreSQL too,
+which could tell which one: both databases answer alike), a CHECK is found by the name
+either gives (an unnamed one by PostgreSQL's default name or SQLite's expression), a
+NOT NULL by the column both name.  The value's payload field comes from
+:func:`~kumiko_typed._limits.source_path`.  The database's text, which quotes values,
+and the statement go to the log only.
+
+``validation_error`` (400), not a conflict: what breaks the constraint is a value of the
+input (an id of no row, a number out of range, a missing value), and the fix is another
+input.  A unique constraint's clash is ``unique_violation`` (409), as an aggregate
+write's (:func:`unique_failure`, which ``_steps.aggregates`` uses too).
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any, Final
+from uuid import uuid4
+
+import attrs
+from sqlalchemy import CheckConstraint, Column, ForeignKeyConstraint, Table
+from sqlalchemy.engine import ExceptionContext
+from sqlalchemy.exc import IntegrityError
+
+from ._entity import Entity
+from ._errors import Problem
+from ._limits import source_path
+from ._results import Failure, fail
+
+__all__ = ["constraint_failure", "is_unique", "note_written", "unique_failure"]
+
+logger = logging.getLogger("kumiko_typed")
+
+_WRITTEN: Final = "kumiko_written"
+
+
+@attrs.frozen
+class _Written:
+    """What a refused statement wrote: its table, whether it deleted, its bound rows."""
+
+    table: Table
+    delete: bool
+    rows: tuple[Mapping[str, object], ...]
+
+
+def note_written(context: ExceptionContext) -> None:
+    """``handle_error`` listener of every App engine (called only for a failed statement):
+    keep a refused DML statement's table and bound values with its ``IntegrityError``."""
+    exc = context.sqlalchemy_exception
+    if not isinstance(exc, IntegrityError):
+        return
+    execution = context.execution_context
+    statement = getattr(getattr(execution, "compiled", None), "statement", None)
+    table = getattr(statement, "table", None)
+    if not isinstance(table, Table) or not getattr(statement, "is_dml", False):
+        return
+    rows = tuple(getattr(execution, "compiled_parameters", None) or ())
+    setattr(exc, _WRITTEN, _Written(table, bool(getattr(statement, "is_delete", False)), rows))
+
+
+def is_unique(exc: IntegrityError) -> bool:
+    return _kind(exc) == "unique"
+
+
+def _kind(exc: IntegrityError) -> str:
+    sqlstate = getattr(exc.orig, "sqlstate", None)
+    if isinstance(sqlstate, str):  # psycopg
+        return _PG_KINDS.get(sqlstate, "other")
+    text = _first_line(exc)
+    return next((kind for prefix, kind in _SQLITE_KINDS if text.startswith(prefix)), "other")
+
+
+_PG_KINDS: Final = {"23503": "foreign_key", "23514": "check", "23502": "not_null", "23505": "unique"}
+_SQLITE_KINDS: Final = (
+    ("FOREIGN KEY constraint failed", "foreign_key"),
+    ("CHECK constraint failed", "check"),
+    ("NOT NULL constraint failed", "not_null"),
+    ("UNIQUE constraint failed", "unique"),
+)
+
+
+def _first_line(exc: IntegrityError) -> str:
+    return next(iter(str(exc.orig).strip().splitlines()), "")
+
+
+def constraint_failure(
+    exc: IntegrityError, context: str, where: str, details: Mapping[str, object], payload: object
+) -> Failure | None:
+    """The ``validation_error`` for ``exc``, which broke a constraint at ``where`` (``step
+    ...``; ``context`` is the log's longer name).  Each problem is ``{"path", "message",
+    "column", "constraint"}`` with ``details`` (the step) and an error id, under which
+    the database's text is logged.  A unique clash is the ``unique_violation`` of the
+    table's entity (or of the table).  ``None`` — the caller's ``internal_error`` — for
+    a NULL the payload did not carry (the program's bug) and a unique clash of a
+    statement written as text (no table to name)."""
+    kind = _kind(exc)
+    written: _Written | None = getattr(exc, _WRITTEN, None)
+    if kind == "unique":
+        return None if written is None else _written_unique(exc, written, payload)
+    if kind == "foreign_key":
+        problems, said = _foreign_key(written, payload)
+    elif kind == "check":
+        problems, said = _check(exc, written, payload)
+    elif kind == "not_null":
+        found = _not_null(exc, written, payload)
+        if found is None:
+            return None
+        problems, said = found
+    else:
+        problems, said = _other(written)
+    error_id = uuid4().hex
+    logger.info("%s: a constraint refused the write (error id %s): %s", context, error_id, exc)
+    listed = [{**p, **details, "error_id": error_id} for p in problems]
+    return fail("validation_error", f"{where}: {said} (error id {error_id})", listed)
+
+
+def _label(table: Table, columns: Sequence[Column[Any]]) -> str:
+    return f"{table.name}.{', '.join(c.name for c in columns)}"
+
+
+def _from(problem: Problem) -> str:
+    """The problem's column, with the payload field it came from if known."""
+    path = problem["path"]
+    return problem["column"] if path == "$" else f"{problem['column']} (from {path})"
+
+
+def _path(payload: object, written: _Written, column: Column[Any]) -> str:
+    for row in written.rows:
+        value = row.get(column.key)
+        if value is not None:
+            return source_path(payload, value)
+    return "$"
+
+
+# --- unique ---------------------------------------------------------------------------
+
+#: PostgreSQL's detail of a unique violation: ``Key (sku, tenant_id)=(<the values>) already exists.``
+_PG_KEY: Final = re.compile(r"Key \((?P<columns>.+?)\)=\(")
+
+
+def _clashing_columns(exc: IntegrityError) -> list[str]:
+    """The column names of the unique constraint ``exc`` reports, read from what both
+    databases say of it (PostgreSQL's detail up to its values, which are not read;
+    SQLite's ``UNIQUE constraint failed: t.sku, t.tenant_id``)."""
+    detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
+    if isinstance(detail, str):  # psycopg
+        found = _PG_KEY.match(detail)
+        names = found["columns"].split(", ") if found else []
+    else:
+        names = [name.strip().rpartition(".")[2] for name in _first_line(exc).partition(":")[2].split(",")]
+    return [name.strip('"') for name in names]
+
+
+def unique_failure(
+    exc: IntegrityError, entity: str, keys: Mapping[str, str], row: Mapping[str, object], payload: object
+) -> Failure:
+    """The clash as the client can act on it, the same on both databases: the columns of
+    the constraint (``keys``: column name to the attribute ``row`` is keyed by) and the
+    payload field the first of their values came from (``$`` if none did).  The
+    database's text names a constraint, or quotes the values."""
+    columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
+    paths = [source_path(payload, row[key]) for key in columns if row.get(key) is not None]
+    on = f" on {', '.join(columns)}" if columns else ""
+    return fail(
+        "unique_violation",
+        f"{entity} violates a unique constraint{on}",
+        {"entity": entity, "columns": columns, "path": next((p for p in paths if p != "$"), "$")},
+    )
+
+
+def _written_unique(exc: IntegrityError, written: _Written, payload: object) -> Failure:
+    """A statement's own clash (a ``compute`` step's write through ``c.db``): named by the
+    table's entity class and attributes, as an aggregate write's is, else by the table."""
+    table = written.table
+    entity, attributes = table.name, {c.name: c.key for c in table.columns}
+    mapper = next((m for m in Entity.registry.mappers if m.local_table is table), None)
+    if mapper is not None:
+        entity = mapper.class_.__name__
+        attributes = {a.columns[0].name: a.key for a in mapper.column_attrs}
+    by_key = {c.key: c.name for c in table.columns}
+    first = written.rows[0] if written.rows else {}
+    row = {attributes[by_key[k]]: v for k, v in first.items() if k in by_key and by_key[k] in attributes}
+    return unique_failure(exc, entity, attributes, row, payload)
+
+
+# --- foreign keys ----------------------------------------------------------------------
+
+
+def _fk_name(fk: ForeignKeyConstraint) -> str:
+    """The constraint's name; PostgreSQL's default for an unnamed one."""
+    if isinstance(fk.name, str):
+        return fk.name
+    return f"{fk.table.name}_{'_'.join(c.name for c in fk.columns)}_fkey"
+
+
+def _foreign_key(written: _Written | None, payload: object) -> tuple[list[Problem], str]:
+    if written is None:
+        said = "a value refers to a row that does not exist; pass the id of a row that exists"
+        return [_unknown("a foreign key")], said
+    table = written.table
+    order = list(table.columns)
+    keys = sorted(table.foreign_key_constraints, key=lambda fk: order.index(next(iter(fk.columns))))
+    # The keys this statement set: a row it inserted or updated refers to none.
+    set_ = [fk for fk in keys if any(all(row.get(c.key) is not None for c in fk.columns) for row in written.rows)]
+    if set_ and not written.delete:
+        problems = [
+            {
+                "path": _path(payload, written, next(iter(fk.columns))),
+                "column": _label(table, list(fk.columns)),
+                "constraint": _fk_name(fk),
+                "message": f"must refer to an existing row of {fk.referred_table.name}",
+            }
+            for fk in set_
+        ]
+        targets = sorted({fk.referred_table.name for fk in set_})
+        names = ", ".join(p["constraint"] for p in problems)
+        one = len(problems) == 1
+        subject = _from(problems[0]) if one else "one of " + ", ".join(p["column"] for p in problems)
+        said = (
+            f"{subject} must refer to an existing row of {' or '.join(targets)} "
+            f"(foreign key {names}); pass the id of a row that exists"
+        )
+        return problems, said
+    # A row that others refer to, deleted (or its key changed).
+    referrers = [
+        (other, fk)
+        for other in table.metadata.tables.values()
+        for fk in sorted(other.foreign_key_constraints, key=_fk_name)
+        if fk.referred_table is table
+    ]
+    problems = [
+        {
+            "path": "$",
+            "column": _label(other, list(fk.columns)),
+            "constraint": _fk_name(fk),
+            "message": f"still refers to the row of {table.name}",
+        }
+        for other, fk in referrers
+    ] or [_unknown("a foreign key", table)]
+    said = f"a row of {table.name} is still referred to; remove what refers to it first"
+    return problems, said
+
+
+# --- CHECK -----------------------------------------------------------------------------
+
+
+def _checks(table: Table) -> list[CheckConstraint]:
+    found = [c for c in table.constraints if isinstance(c, CheckConstraint)]
+    for column in table.columns:  # a column's own CHECK, if SQLAlchemy kept it there
+        found += [c for c in column.constraints if isinstance(c, CheckConstraint) and c not in found]
+    return found
+
+
+def _check_columns(table: Table, check: CheckConstraint) -> list[Column[Any]]:
+    """The columns the CHECK's expression names, in the order it names them."""
+    text = str(check.sqltext)
+    at = {c: m.start() for c in table.columns if (m := re.search(rf"\b{re.escape(c.name)}\b", text))}
+    return sorted(at, key=at.__getitem__)
+
+
+def _check_name(table: Table, check: CheckConstraint) -> str:
+    """The constraint's name; PostgreSQL's default for an unnamed one (its first column's)."""
+    if isinstance(check.name, str):
+        return check.name
+    columns = _check_columns(table, check)
+    return f"{table.name}_{columns[0].name}_check" if columns else f"{table.name}_check"
+
+
+def _squeezed(text: str) -> str:
+    return re.sub(r"\s+", "", text)
+
+
+def _check(exc: IntegrityError, written: _Written | None, payload: object) -> tuple[list[Problem], str]:
+    if written is None:
+        return [_unknown("a check constraint")], "a value breaks a check constraint; pass a value it allows"
+    table = written.table
+    checks = _checks(table)
+    named = getattr(getattr(exc.orig, "diag", None), "constraint_name", None)  # psycopg
+    told = named if isinstance(named, str) else _first_line(exc).partition(":")[2].strip()  # SQLite
+    found = [
+        c for c in checks if told in (_check_name(table, c), c.name) or _squeezed(told) == _squeezed(str(c.sqltext))
+    ]
+    if not found and len(checks) == 1:
+        found = checks
+    if len(found) != 1:
+        problem = _unknown("a check constraint", table)
+        return [problem], f"a value breaks a check constraint of {table.name}; pass a value it allows"
+    check = found[0]
+    name = _check_name(table, check)
+    columns = _check_columns(table, check)[:1]
+    problem = {
+        "path": _path(payload, written, columns[0]) if columns else "$",
+        "column": _label(table, columns) if columns else table.name,
+        "constraint": name,
+        "message": f"must satisfy the check constraint {name}",
+    }
+    return [problem], f"{_from(problem)} {problem['message']}; pass a value it allows"
+
+
+# --- NOT NULL and the rest -------------------------------------------------------------
+
+
+def _not_null(exc: IntegrityError, written: _Written | None, payload: object) -> tuple[list[Problem], str] | None:
+    """A NULL is the input's fault when the payload carried one (the field named like the
+    column, else the first ``None`` it holds); a NULL the program made (a projector
+    clearing a column) is a bug: ``None``, for the caller's ``internal_error``."""
+    diag = getattr(exc.orig, "diag", None)
+    if diag is not None:  # psycopg
+        table, column = diag.table_name or "", diag.column_name or ""
+    else:  # SQLite: "NOT NULL constraint failed: table.column"
+        table, _, column = _first_line(exc).partition(":")[2].strip().rpartition(".")
+    if not table and written is not None:
+        table = written.table.name
+    path = _none_in(payload, column)
+    if path is None:
+        return None
+    label = f"{table}.{column}" if table else column
+    problem = {"path": path, "column": label, "constraint": "NOT NULL", "message": "must not be null"}
+    return [problem], f"{_from(problem)} must not be null; give it a value"
+
+
+def _none_in(payload: object, column: str) -> str | None:
+    """The path of the payload's ``None`` a NULL came from: the field named ``column``
+    if it is one, else the first ``None`` (``None`` if it holds none)."""
+    if getattr(payload, column, _ABSENT) is None:
+        return f"$.{column}"
+    path = source_path(payload, None)
+    return None if path == "$" else path
+
+
+_ABSENT: Final = object()
+
+
+def _other(written: _Written | None) -> tuple[list[Problem], str]:
+    table = None if written is None else written.table
+    problem = _unknown("a constraint", table)
+    where = f" of {table.name}" if table is not None else ""
+    return [problem], f"the write breaks a constraint{where}; check the values given"
+
+
+def _unknown(what: str, table: Table | None = None) -> Problem:
+    """A problem whose column cannot be told (a statement of text, or a constraint the
+    schema does not declare)."""
+    name = "" if table is None else table.name
+    return {"path": "$", "column": name, "constraint": "", "message": f"breaks {what}"}

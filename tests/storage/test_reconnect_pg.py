@@ -1,0 +1,177 @@
+"""After a PostgreSQL restart (here: every backend of the database terminated while the
+App's pool is idle) the first dispatch met its pooled connection dead and answered
+``unavailable``.  A transaction whose connection is lost before its COMMIT was sent has
+committed nothing, so it is run once more on a fresh connection: the dispatch succeeds
+and writes once.  A connection lost at the COMMIT itself leaves the outcome unknown: that
+is ``unavailable`` as before, never run again."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, run_info
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed.testing import FakeClock
+
+pytestmark = pytest.mark.postgres
+
+
+class RcNote(Entity):
+    __tablename__ = "rc_note"
+    text: Mapped[str] = mapped_column(sa.String(40))
+
+
+@attrs.frozen
+class Say:
+    text: str
+
+
+def _feature(ran: list[str]) -> tuple[Feature[Any], dict[str, Any]]:
+    f: Feature[Any] = Feature("reconnect")
+    f.entity(RcNote)
+
+    def noted(c: Any) -> RcNote:
+        ran.append(c.payload.text)
+        return RcNote(text=c.payload.text)
+
+    h = {
+        "note": f.write_handler(
+            "note",
+            f.pipeline(Say).create("n", RcNote, data=noted).return_(lambda c: ok(c.steps["n"].version)),
+        ),
+        "count": f.query_handler(
+            "count",
+            f.query_pipeline(Say)
+            .compute("n", lambda c: c.db.execute(sa.select(sa.func.count()).select_from(RcNote)).scalar_one())
+            .return_(lambda c: ok(c.steps["n"])),
+        ),
+        "flow": f.workflow(
+            "flow", trigger=manual(Say), pipeline=f.workflow_pipeline(Say).create("n", RcNote, data=noted)
+        ),
+    }
+    return f, h
+
+
+@pytest.fixture
+def admin(fresh_postgres_url: str) -> Iterator[sa.Engine]:
+    """A connection of the test's own, outside the App's pool, to kill the App's."""
+    engine = sa.create_engine(fresh_postgres_url, poolclass=sa.pool.NullPool)
+    yield engine
+    engine.dispose()
+
+
+def _terminate_all(admin: sa.Engine) -> int:
+    """Terminate every other backend of the database, waiting until each has gone: how many."""
+    stmt = sa.text(
+        "SELECT count(pg_terminate_backend(pid, 10000)) FROM pg_stat_activity"
+        " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    with admin.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def _texts(app: App) -> list[str]:
+    with app.engine.connect() as conn:
+        return list(conn.scalars(sa.select(RcNote.text).order_by(RcNote.text)))
+
+
+def test_a_dispatch_after_the_pools_connections_died_runs_once_more_and_writes_once(
+    fresh_postgres_url: str, admin: sa.Engine, user: User
+) -> None:
+    ran: list[str] = []
+    f, h = _feature(ran)
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        assert app.dispatch(h["note"], Say("before"), user=user) == Ok(1)  # the pool holds a connection now
+        assert _terminate_all(admin) >= 1
+        assert app.dispatch(h["note"], Say("after"), user=user) == Ok(1)
+        assert _texts(app) == ["after", "before"]
+        assert ran == ["before", "after", "after"]  # the pipeline ran again, its write committed once
+        # With an idempotency key (its claim in the same transaction), a query, a manual start.
+        assert _terminate_all(admin) >= 1
+        assert app.dispatch(h["note"], Say("keyed"), user=user, idempotency_key="k") == Ok(1)
+        assert app.dispatch(h["note"], Say("keyed"), user=user, idempotency_key="k") == Ok(1)
+        assert _terminate_all(admin) >= 1
+        assert app.query(h["count"], Say(""), user=user) == Ok(3)
+        assert _terminate_all(admin) >= 1
+        run_id = app.start_workflow(h["flow"], Say("started"), user=user)
+        assert run_info(app, run_id).status == "completed"
+        assert _texts(app) == ["after", "before", "keyed", "started"]
+    finally:
+        app.dispose()
+
+
+def test_a_connection_lost_at_commit_is_unavailable_and_not_run_again(
+    fresh_postgres_url: str, admin: sa.Engine, user: User
+) -> None:
+    """The backend is terminated just before the COMMIT is sent (a ``commit`` listener):
+    whether it committed cannot be known, so the dispatch is not tried again."""
+    ran: list[str] = []
+    f, h = _feature(ran)
+    app = App([f], database_url=fresh_postgres_url)
+    kill = {"on": False}
+
+    def before_commit(conn: sa.Connection) -> None:
+        if kill["on"]:
+            kill["on"] = False
+            pid = conn.connection.driver_connection.info.backend_pid  # type: ignore[union-attr]
+            with admin.connect() as killer:
+                assert killer.execute(sa.text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid}).scalar()
+
+    sa.event.listen(app.engine, "commit", before_commit)
+    try:
+        app.create_all()
+        kill["on"] = True
+        failure = failure_of(app.dispatch(h["note"], Say("lost"), user=user), "unavailable")
+        assert "try again" in failure.message
+        assert ran == ["lost"]
+        assert _texts(app) == []
+        kill["on"] = True
+        failure_of(app.dispatch(h["note"], Say("keyed"), user=user, idempotency_key="k"), "unavailable")
+        assert ran == ["lost", "keyed"]
+        assert app.dispatch(h["note"], Say("keyed"), user=user, idempotency_key="k") == Ok(1)  # the key was free
+        assert _texts(app) == ["keyed"]
+    finally:
+        app.dispose()
+
+
+def test_a_workflow_step_after_the_pools_connections_died(
+    fresh_postgres_url: str, admin: sa.Engine, user: User
+) -> None:
+    """A worker's pass is not a dispatch: its transaction is not run again on the spot, the
+    pass fails and the next one does its work (as before); nothing is lost or doubled."""
+    ran: list[str] = []
+    f: Feature[Any] = Feature("reconnect_wf")
+    f.entity(RcNote)
+
+    def noted(c: Any) -> RcNote:
+        ran.append(c.payload.text)
+        return RcNote(text=c.payload.text)
+
+    flow = f.workflow(
+        "later", trigger=manual(Say), pipeline=f.workflow_pipeline(Say).wait("PT1M").create("n", RcNote, data=noted)
+    )
+    clock = FakeClock(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    app = App([f], database_url=fresh_postgres_url, clock=clock)
+    try:
+        app.create_all()
+        run_id = app.start_workflow(flow, Say(str(uuid.uuid4())[:8]), user=user)
+        clock.advance(minutes=2)
+        assert _terminate_all(admin) >= 1
+        try:
+            app.run_worker(once=True)
+        except sa.exc.OperationalError:
+            app.run_worker(once=True)  # the pass that met the dead connection failed as a whole
+        assert run_info(app, run_id).status == "completed"
+        assert len(_texts(app)) == 1 and len(ran) == 1
+    finally:
+        app.dispose()
