@@ -15,6 +15,7 @@ from mypy.types import (
     CallableType,
     ErasedType,
     Instance,
+    NoneType,
     ProperType,
     Type,
     TypeOfAny,
@@ -71,9 +72,10 @@ def _callback(ctx: MethodContext, name: str) -> ProperType | None:
 
 def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
-    the argument was not given, ``Any`` when the callback's result is not a builder."""
+    the argument was not given or given as ``None`` (``on_false=None``: no else-arm),
+    ``Any`` when the callback's result is not a builder."""
     callback = _called(_callback(ctx, name))
-    if callback is None:
+    if callback is None or isinstance(callback, NoneType):
         return None
     if isinstance(callback, CallableType):
         returned = get_proper_type(_bound_to_receiver(ctx, callback).ret_type)
