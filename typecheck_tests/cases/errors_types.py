@@ -59,3 +59,6 @@ none_else = (
     .branch(when=lambda c: True, on_true=lambda b: b.compute("n", lambda c: 1), on_false=None)
     .compute("m", lambda c: c.steps["nn"])  # E: misc
 )
+
+# A compute step without its function: mypy's own error, and no crash writing the cache.
+no_fn = shop.pipeline(Order).compute("x")  # E: call-arg
