@@ -76,7 +76,7 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
     the argument was not given or given as ``None`` (``on_false=None``: no else-arm),
     ``Any`` when the callback's result is not a builder."""
-    callback = _called(_callback(ctx, name))
+    callback = as_called(_callback(ctx, name))
     if callback is None or isinstance(callback, NoneType):
         return None
     if isinstance(callback, CallableType):
@@ -138,7 +138,7 @@ def _passed(ctx: MethodContext, name: str) -> Type | None:
     return expected[0].arg_types[0] if expected and expected[0].arg_types else None
 
 
-def _called(callback: ProperType | None) -> ProperType | None:
+def as_called(callback: ProperType | None) -> ProperType | None:
     """A callable object (a ``functools.partial``, an instance with ``__call__``) as the
     signature it is called with; anything else as it is."""
     if not isinstance(callback, Instance):
@@ -149,7 +149,7 @@ def _called(callback: ProperType | None) -> ProperType | None:
 
 def returned(ctx: MethodContext, name: str) -> Type | None:
     """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    callback = _called(_callback(ctx, name))
+    callback = as_called(_callback(ctx, name))
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
         return remove_instance_last_known_values(_bound_to_receiver(ctx, name, callback).ret_type)
