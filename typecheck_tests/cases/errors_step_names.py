@@ -53,3 +53,17 @@ held = (
     .return_(lambda c: ok((c.steps["total"], c.steps["qty"], c.steps["n"])))
 )
 reveal_type(held)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[float, int | None, int | None]]
+
+
+class Report:
+    STEP: Final = "counted"
+    ITEM: Final = "entry"
+
+    def build(self) -> None:
+        # Read through the instance: a compute's name and a loop's item name alike.
+        built = (
+            shop.pipeline(Order)
+            .compute(self.STEP, lambda c: 1)
+            .for_each(self.ITEM, over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["entry"].sku))
+        )
+        reveal_type(built)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'counted'=: int, 'sku'=: str | None}), TypedDict({}), Never]

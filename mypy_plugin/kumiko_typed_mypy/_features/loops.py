@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from mypy.checker import TypeChecker
+from mypy.nodes import Expression
 from mypy.plugin import MethodContext, MethodSigContext
 from mypy.type_visitor import TypeTranslator
 from mypy.typeops import make_simplified_union
@@ -31,7 +32,7 @@ from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str_expr
+from .._typeops.literals import literal_str
 
 
 class _ScopeRewriter(TypeTranslator):
@@ -118,9 +119,19 @@ def _item_type(ctx: MethodSigContext) -> Type:
     return AnyType(TypeOfAny.from_error)
 
 
+def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | None:
+    """The loop item's name, read as a step's name is: from its type too, so that a
+    ``Final`` read through an instance (``self.ITEM``) works as it does for ``compute``."""
+    if expr is None:
+        return None
+    with ctx.api.msg.filter_errors():
+        given = ctx.api.get_expression_type(expr)
+    return literal_str(given, expr)
+
+
 def scope_signature(ctx: MethodSigContext) -> CallableType:
     expr = arg_expr(ctx, "item")
-    item = literal_str_expr(expr) if expr is not None else None
+    item = _item_name(ctx, expr)
     if not item:
         message = rules.msg_step_name("for_each") if item is None else rules.msg_empty_step_name("for_each")
         ctx.api.fail(message, where(ctx, "item"), code=_errors.STEP_NAME)
