@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import timedelta
 from functools import partial
-from typing import Any
+from typing import Any, TypeVar
 
 from kumiko_typed import Ctx, Feature, ok
 
@@ -56,3 +56,14 @@ called = (
     .for_each("line", over=partial(both, True), do=lambda b: b.compute("sku", lambda c: reveal_type(c.scope["line"]).sku))  # R: _models.Line # PR: Line
     .for_each("n", over=Counts(), do=lambda b: b.compute("n2", lambda c: reveal_type(c.scope["n"]) * 2))  # R: int # PR: int
 )
+
+
+P = TypeVar("P")
+
+
+def alone(c: Ctx[P, Any, Any]) -> list[P]:
+    return [c.payload]
+
+
+# A generic over=: its type variables are solved from the context the step passes.
+generic_over = shop.pipeline(Pair).for_each("pair", over=alone, do=lambda b: b.compute("count", lambda c: reveal_type(c.scope["pair"]).count))  # R: _models.Pair # PR: Pair

@@ -30,7 +30,7 @@ from .. import _errors
 from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
-from .._typeops.callbacks import as_called, body_steps, detach
+from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
 from .._typeops.literals import literal_str
 
@@ -100,6 +100,8 @@ def _item_type(ctx: MethodSigContext) -> Type:
         # A partial or an object with __call__ as the signature it is called with.
         over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)))
     if isinstance(over, CallableType):
+        if isinstance(context, CallableType) and context.arg_types:
+            over = solved_for(over, context.arg_types[0])  # a generic def: what the step passes
         returned = get_proper_type(over.ret_type)
         if isinstance(returned, AnyType):
             return returned

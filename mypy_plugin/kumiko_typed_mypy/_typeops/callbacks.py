@@ -113,9 +113,15 @@ def _bound_to_receiver(ctx: MethodContext, name: str, callback: CallableType) ->
         given = Instance(param.type, receiver.args[:count]) if STEPS_ARG < count <= len(receiver.args) else None
     else:
         given = None
-    if given is None:
+    return callback if given is None else solved_for(callback, given)
+
+
+def solved_for(callback: CallableType, given: Type) -> CallableType:
+    """``callback`` with its type variables solved from ``given``, what its first
+    parameter receives (unsolvable ones are left as they are)."""
+    if not callback.variables or not callback.arg_types:
         return callback
-    solved = infer_type_arguments(callback.variables, param, given, is_supertype=True)
+    solved = infer_type_arguments(callback.variables, callback.arg_types[0], given, is_supertype=True)
     mapping = {var.id: t for var, t in zip(callback.variables, solved, strict=True) if t is not None}
     bound = get_proper_type(expand_type(callback, mapping)) if mapping else callback
     return bound if isinstance(bound, CallableType) else callback
