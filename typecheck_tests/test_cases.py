@@ -161,3 +161,44 @@ def test_step_results_without_plugin(tmp_path: Path) -> None:
     found, _ = parse(result.stdout)
     handler_type = "kumiko_typed._feature.WriteHandler[snippet.Order, Any]"
     assert sorted(f.value for f in found) == ["Any", "Any", "Any", handler_type], result.stdout
+
+
+TYPOS = """\
+from kumiko_typed import Feature, ok
+
+from _models import Order
+
+shop = Feature("shop")
+handler = shop.write_handler(
+    "h",
+    shop.pipeline(Order)
+    .compute("count", lambda c: 1)
+    .compute("total", lambda c: 2.0)
+    .compute("tax", lambda c: 0.2)
+    .compute("shipping", lambda c: 5)
+    .compute("discount", lambda c: 0)
+    .compute("subtotal", lambda c: c.steps["totl"])
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["lien"].sku))
+    .branch(when=lambda c: c.steps["shiping"] > 0, on_true=lambda b: b.compute("x", lambda c: c.steps["discont"]))
+    .return_(lambda c: ok(c.steps["late"])),
+)
+"""
+
+
+def test_a_misspelt_key_names_the_closest_keys(tmp_path: Path) -> None:
+    """mypy lists at most five keys of an anonymous TypedDict and suggests none; the plugin
+    adds the closest keys of the steps (or scope) read, however many there are, wherever the
+    read sits: a step, a loop body, a branch's condition or arm, ``return_``."""
+    (tmp_path / "typos.py").write_text(TYPOS)
+    (tmp_path / "_models.py").write_text((CASES / "_models.py").read_text())
+    result = mypy("typos.py", cwd=tmp_path, config=CASES / "mypy.ini", cache_dir=tmp_path / ".cache")
+    errors = [line.partition(": error: ")[2] for line in result.stdout.splitlines() if ": error: " in line]
+    five = '("count", "total", "tax", "shipping", "discount", ...)'
+    assert errors == [
+        '"totl" is not a valid TypedDict key; expected one of ("count", "total", "tax", "shipping", "discount"); '
+        'did you mean "total"?  [misc]',
+        '"lien" is not a valid TypedDict key; expected one of ("line"); did you mean "line"?  [misc]',
+        f'"shiping" is not a valid TypedDict key; expected one of {five}; did you mean "shipping"?  [misc]',
+        f'"discont" is not a valid TypedDict key; expected one of {five}; did you mean "discount" or "count"?  [misc]',
+        f'"late" is not a valid TypedDict key; expected one of {five}  [misc]',
+    ], result.stdout + result.stderr

@@ -16,11 +16,12 @@ daemon then re-checks that module top level (or function) and the errors come ba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
-from mypy.errors import ErrorInfo, Errors
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.types import Type
+
+from ._typeops.reported import recorded
 
 
 def refile(api: CheckerPluginInterface) -> None:
@@ -29,20 +30,9 @@ def refile(api: CheckerPluginInterface) -> None:
     target = errors.current_target()
     if not target:
         return  # still inside a lambda: the hook of the call around it does it
-    for info in _recorded(errors):
+    for info in recorded(errors):
         if info.target == "":
             info.target = target
-
-
-def _recorded(errors: Errors) -> Iterator[ErrorInfo]:
-    """The current file's errors so far: those recorded, and those still held by an error
-    watcher.  A call's arguments are inferred under watchers that keep their errors and
-    replay the same ``ErrorInfo`` objects once inference is done, after the hooks ran.
-    (``_filtered`` is private to mypy, whose version is pinned; typecheck_tests/test_mypy_modes.py
-    fails if this stops working.)"""
-    yield from errors.error_info_map.get(errors.file, ())
-    for watcher in errors.get_watchers():
-        yield from watcher._filtered or ()
 
 
 def keeping_lambda_errors(hook: Callable[[MethodContext], Type]) -> Callable[[MethodContext], Type]:

@@ -20,6 +20,7 @@ from ._features import (
     bodies,
     branches,
     capabilities,
+    key_typos,
     loops,
     open_steps,
     placement,
@@ -87,8 +88,11 @@ def _method_hooks() -> dict[str, MethodHook]:
     return table
 
 
-# Each hook also keeps its call's lambda errors under dmypy (see _lambda_errors).
-METHOD_HOOKS: dict[str, MethodHook] = {name: keeping_lambda_errors(h) for name, h in _method_hooks().items()}
+# Each hook also names the closest keys in its call's unknown-key errors (key_typos) and
+# keeps its call's lambda errors under dmypy (see _lambda_errors).
+METHOD_HOOKS: dict[str, MethodHook] = {
+    name: keeping_lambda_errors(key_typos.suggesting(h)) for name, h in _method_hooks().items()
+}
 
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},

@@ -26,3 +26,13 @@ def notify_any(b: SubPipeline[Order, S, Sc, Any]) -> SubPipeline[Order, S, Sc, A
 
 def stringly(b: SubPipeline[Order, S, Sc, str]) -> SubPipeline[Order, S, Sc, str]:
     return b.send_mail(to="a@example.com", subject="s", body="b")  # E: kumiko-tier  # M: Cannot tell whether the feature declares "mail.send" (its capabilities are str); create it as Feature("name", requires=["..."]) with string literals
+
+
+# A helper generic over the steps cannot name the keys it adds in its return type: the
+# error says to give it Any steps, which keeps the keys before it exact where it is used.
+def audit(b: SubPipeline[Order, S, Sc, C]) -> SubPipeline[Order, Any, Sc, C]:
+    return b.compute("audit", lambda c: 1)  # E: kumiko-unanalyzable  # M: Cannot tell which step keys exist before "compute": the steps are the type variable S of a generic helper, whose return type cannot name the keys it adds; give its builder Any steps (SubPipeline[P, Any, Sc, C]): where it is used, the keys before it stay exact and its own read as Any
+
+
+def audit_any(b: SubPipeline[Order, Any, Sc, C]) -> SubPipeline[Order, Any, Sc, C]:
+    return b.compute("audit", lambda c: 1).branch(when=lambda c: True, on_true=lambda b: b.compute("more", lambda c: 2))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 from kumiko_typed import Ctx, Feature, ok
 
 from _models import EmailVerified, Order, Product
@@ -29,5 +31,22 @@ async def verified(c: Ctx[Order, object, object]) -> EmailVerified:
 async_event = (
     shop.pipeline(Order)
     .create("p", Product, data=lambda c: Product(id=c.payload.id, name="x", stock=1), event=verified)  # E: kumiko-async-resolver  # M: event= of step "create" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .return_(lambda c: ok(1))
+)
+
+
+async def scaled_total(factor: int, c: Ctx[Order, object, object]) -> int:
+    return factor * len(c.payload.lines)
+
+
+class AsyncPricer:
+    async def __call__(self, c: Ctx[Order, object, object]) -> float:
+        return 1.5
+
+
+wrapped = (
+    shop.pipeline(Order)
+    .compute("scaled", partial(scaled_total, 2))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("priced", AsyncPricer())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from kumiko_typed import Feature, ok
 
@@ -36,3 +37,33 @@ by_value = (
     .return_(lambda c: ok(c.steps))
 )
 reveal_type(by_value)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'total'=: float, 'count'=: int, 'read'=: tuple[float, int]})]
+
+
+class Names:
+    TOTAL: Final[str] = "total"  # declared str: only its Final value names the key
+    LINE: Final = "line"
+
+
+# Names held by a class, and a StrEnum member as a loop's item name, as at run time.
+held = (
+    shop.pipeline(Order)
+    .compute(Names.TOTAL, lambda c: 1.5)
+    .for_each(Names.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
+    .for_each(Key.COUNT, over=lambda c: range(3), do=lambda b: b.compute("n", lambda c: c.scope["count"]))
+    .return_(lambda c: ok((c.steps["total"], c.steps["qty"], c.steps["n"])))
+)
+reveal_type(held)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[float, int | None, int | None]]
+
+
+class Report:
+    STEP: Final = "counted"
+    ITEM: Final = "entry"
+
+    def build(self) -> None:
+        # Read through the instance: a compute's name and a loop's item name alike.
+        built = (
+            shop.pipeline(Order)
+            .compute(self.STEP, lambda c: 1)
+            .for_each(self.ITEM, over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["entry"].sku))
+        )
+        reveal_type(built)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'counted'=: int, 'sku'=: str | None}), TypedDict({}), Never]

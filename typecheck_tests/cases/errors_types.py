@@ -52,3 +52,13 @@ not_a_resolver = shop.pipeline(Order).create(
     data=lambda c: Product(id=c.payload.id, name="x", stock=1),
     event=SignedUp,  # E: arg-type
 )
+
+# An else-arm given as None adds no keys, and leaves no others open to a typo.
+none_else = (
+    shop.pipeline(Order)
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("n", lambda c: 1), on_false=None)
+    .compute("m", lambda c: c.steps["nn"])  # E: misc
+)
+
+# A compute step without its function: mypy's own error, and no crash writing the cache.
+no_fn = shop.pipeline(Order).compute("x")  # E: call-arg

@@ -4,6 +4,7 @@ they return when called with this pipeline's context."""
 
 from __future__ import annotations
 
+import copy
 from functools import partial
 from typing import Any, TypeVar
 
@@ -14,6 +15,7 @@ from _models import Order
 shop = Feature("shop")
 P = TypeVar("P")
 S = TypeVar("S")
+T = TypeVar("T")
 
 
 def scaled(factor: int, c: Ctx[Order, Any, Any]) -> int:
@@ -57,3 +59,19 @@ generic = (
     .return_(lambda c: ok(c.steps["order"].note))
 )
 reveal_type(generic)  # R: kumiko_typed._finished.Finished[_models.Order, str] # PR: Finished[Order, str]
+
+
+# Generic in the whole argument: ``copy.deepcopy`` as a resolver returns the context it
+# is given, and an arm that returns its builder as it is adds no key.
+def unchanged(b: T) -> T:
+    return b
+
+
+whole = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: len(c.payload.lines))
+    .compute("snapshot", copy.deepcopy)
+    .branch(when=lambda c: True, on_true=unchanged)
+    .compute("read", lambda c: reveal_type(c.steps["snapshot"].steps["count"]))  # R: int # PR: int
+)
+reveal_type(whole)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'count'=: int, 'snapshot'=: kumiko_typed._ctx.Ctx[_models.Order, TypedDict({'count'=: int}), TypedDict({})], 'read'=: int}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['count'], int], Key[Literal['snapshot'], Ctx[Order, Keys[Key[Literal['count'], int]], Keys[*tuple[()]]]], Key[Literal['read'], int]], Keys[*tuple[()]], Never]

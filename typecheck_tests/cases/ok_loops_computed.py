@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
+from typing import Any, TypeVar
 
-from kumiko_typed import Feature, ok
+from kumiko_typed import Ctx, Feature, ok
 
-from _models import Pair
+from _models import Line, Pair
 
 shop = Feature("shop")
 
@@ -37,3 +39,31 @@ waiting = (
     )
     .compute("after", lambda c: reveal_type(c.steps["sku"]))  # R: str | None # PR: str | None
 )
+
+
+# over= as a callable that is not a function: a partial, an object with __call__.
+def both(first: bool, c: Ctx[Pair, Any, Any]) -> list[Line]:
+    return [c.payload.first, c.payload.second] if first else [c.payload.second]
+
+
+class Counts:
+    def __call__(self, c: Ctx[Pair, Any, Any]) -> range:
+        return range(c.payload.count)
+
+
+called = (
+    shop.pipeline(Pair)
+    .for_each("line", over=partial(both, True), do=lambda b: b.compute("sku", lambda c: reveal_type(c.scope["line"]).sku))  # R: _models.Line # PR: Line
+    .for_each("n", over=Counts(), do=lambda b: b.compute("n2", lambda c: reveal_type(c.scope["n"]) * 2))  # R: int # PR: int
+)
+
+
+P = TypeVar("P")
+
+
+def alone(c: Ctx[P, Any, Any]) -> list[P]:
+    return [c.payload]
+
+
+# A generic over=: its type variables are solved from the context the step passes.
+generic_over = shop.pipeline(Pair).for_each("pair", over=alone, do=lambda b: b.compute("count", lambda c: reveal_type(c.scope["pair"]).count))  # R: _models.Pair # PR: Pair

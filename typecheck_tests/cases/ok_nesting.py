@@ -38,3 +38,11 @@ loopy = (
     .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({}) # PR: Keys[*tuple[()]]
     .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None # PR: int | None
 )
+
+# on_false=None, written out, is the same as leaving the else-arm out: the keys stay exact.
+explicit_none = (
+    shop.pipeline(Order)
+    .compute("base", lambda c: 1)
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("only", lambda c: "s"), on_false=None)
+)
+reveal_type(explicit_none)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'base'=: int, 'only'=: str | None}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['base'], int], Key[Literal['only'], str | None]], Keys[*tuple[()]], Never]

@@ -9,6 +9,7 @@
 from __future__ import annotations
 
 from mypy.checker import TypeChecker
+from mypy.nodes import Expression
 from mypy.plugin import MethodContext, MethodSigContext
 from mypy.type_visitor import TypeTranslator
 from mypy.typeops import make_simplified_union
@@ -29,9 +30,9 @@ from .. import _errors
 from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
-from .._typeops.callbacks import body_steps, detach
+from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str_expr
+from .._typeops.literals import literal_str
 
 
 class _ScopeRewriter(TypeTranslator):
@@ -96,8 +97,11 @@ def _item_type(ctx: MethodSigContext) -> Type:
     if isinstance(context, CallableType):
         context = context.copy_modified(ret_type=ctx.api.named_generic_type("builtins.object", []))
     with ctx.api.msg.filter_errors():
-        over = get_proper_type(ctx.api.get_expression_type(expr, type_context=context))
+        # A partial or an object with __call__ as the signature it is called with.
+        over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)))
     if isinstance(over, CallableType):
+        if isinstance(context, CallableType) and context.arg_types:
+            over = solved_for(over, context.arg_types[0])  # a generic def: what the step passes
         returned = get_proper_type(over.ret_type)
         if isinstance(returned, AnyType):
             return returned
@@ -117,9 +121,19 @@ def _item_type(ctx: MethodSigContext) -> Type:
     return AnyType(TypeOfAny.from_error)
 
 
+def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | None:
+    """The loop item's name, read as a step's name is: from its type too, so that a
+    ``Final`` read through an instance (``self.ITEM``) works as it does for ``compute``."""
+    if expr is None:
+        return None
+    with ctx.api.msg.filter_errors():
+        given = ctx.api.get_expression_type(expr)
+    return literal_str(given, expr)
+
+
 def scope_signature(ctx: MethodSigContext) -> CallableType:
     expr = arg_expr(ctx, "item")
-    item = literal_str_expr(expr) if expr is not None else None
+    item = _item_name(ctx, expr)
     if not item:
         message = rules.msg_step_name("for_each") if item is None else rules.msg_empty_step_name("for_each")
         ctx.api.fail(message, where(ctx, "item"), code=_errors.STEP_NAME)

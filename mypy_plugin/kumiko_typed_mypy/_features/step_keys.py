@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from mypy.plugin import MethodContext
-from mypy.types import Instance, Type, get_proper_type
+from mypy.types import AnyType, ErasedType, Instance, Type, TypeOfAny, get_proper_type
 
 from .. import _errors
 from .._names import ADD_STEP, STEPS_ARG
@@ -24,6 +24,10 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     previous, value = marker.args
     if method == "compute":  # its result type was detached from the call (see bodies.py)
         value = returned(ctx, "fn") or value
+    if isinstance(get_proper_type(value), ErasedType):
+        # No fn= at all (mypy reports the missing argument): the detached variable is
+        # left erased, a type mypy cannot write to its cache.
+        value = AnyType(TypeOfAny.from_error)
     keys = keys_of(previous)
     if isinstance(keys, Unknown):
         return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, method))

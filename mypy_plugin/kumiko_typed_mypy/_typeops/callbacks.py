@@ -4,9 +4,11 @@ returned after it."""
 
 from __future__ import annotations
 
+from mypy.checker import TypeChecker
 from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
 from mypy.infer import infer_type_arguments
+from mypy.nodes import CallExpr
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.subtypes import find_member
 from mypy.typeops import get_all_type_vars
@@ -15,6 +17,7 @@ from mypy.types import (
     CallableType,
     ErasedType,
     Instance,
+    NoneType,
     ProperType,
     Type,
     TypeOfAny,
@@ -71,12 +74,13 @@ def _callback(ctx: MethodContext, name: str) -> ProperType | None:
 
 def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
-    the argument was not given, ``Any`` when the callback's result is not a builder."""
-    callback = _called(_callback(ctx, name))
-    if callback is None:
+    the argument was not given or given as ``None`` (``on_false=None``: no else-arm),
+    ``Any`` when the callback's result is not a builder."""
+    callback = as_called(_callback(ctx, name))
+    if callback is None or isinstance(callback, NoneType):
         return None
     if isinstance(callback, CallableType):
-        returned = get_proper_type(_bound_to_receiver(ctx, callback).ret_type)
+        returned = get_proper_type(_bound_to_receiver(ctx, name, callback).ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
             return returned.args[STEPS_ARG]
         if isinstance(returned, AnyType):
@@ -86,7 +90,7 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     return AnyType(TypeOfAny.from_error)
 
 
-def _bound_to_receiver(ctx: MethodContext, callback: CallableType) -> CallableType:
+def _bound_to_receiver(ctx: MethodContext, name: str, callback: CallableType) -> CallableType:
     """A generic callback, ``def arm(b: SubPipeline[P, S, Sc, C]) -> SubPipeline[P, S, Sc, C]``
     or ``def payload_of(c: Ctx[P, Any, Any]) -> P``, with its type variables solved from what
     it is called with: the receiver's payload, keys, scope (and capabilities).
@@ -95,24 +99,52 @@ def _bound_to_receiver(ctx: MethodContext, callback: CallableType) -> CallableTy
     variables, so the callback's type still names them; a lambda's type is already solved.
     ``Ctx`` and the builders share their first type parameters, so the receiver's arguments
     are what the callback's first parameter receives (a loop body's scope gains the item,
-    which no result type reads)."""
+    which no result type reads).  A callback generic in its whole argument
+    (``copy.deepcopy``, ``def same(b: T) -> T``) is solved from the parameter type of the
+    step's own signature instead."""
     if not callback.variables or not callback.arg_types:
         return callback
     param = get_proper_type(callback.arg_types[0])
     receiver = get_proper_type(ctx.type)
-    if not (isinstance(param, Instance) and isinstance(receiver, Instance)):
+    if isinstance(param, TypeVarType):
+        given: Type | None = _passed(ctx, name)
+    elif isinstance(param, Instance) and isinstance(receiver, Instance):
+        count = len(param.type.type_vars)
+        given = Instance(param.type, receiver.args[:count]) if STEPS_ARG < count <= len(receiver.args) else None
+    else:
+        given = None
+    return callback if given is None else solved_for(callback, given)
+
+
+def solved_for(callback: CallableType, given: Type) -> CallableType:
+    """``callback`` with its type variables solved from ``given``, what its first
+    parameter receives (unsolvable ones are left as they are)."""
+    if not callback.variables or not callback.arg_types:
         return callback
-    count = len(param.type.type_vars)
-    if not STEPS_ARG < count <= len(receiver.args):
-        return callback
-    given = Instance(param.type, receiver.args[:count])
-    solved = infer_type_arguments(callback.variables, param, given, is_supertype=True)
+    solved = infer_type_arguments(callback.variables, callback.arg_types[0], given, is_supertype=True)
     mapping = {var.id: t for var, t in zip(callback.variables, solved, strict=True) if t is not None}
     bound = get_proper_type(expand_type(callback, mapping)) if mapping else callback
     return bound if isinstance(bound, CallableType) else callback
 
 
-def _called(callback: ProperType | None) -> ProperType | None:
+def _passed(ctx: MethodContext, name: str) -> Type | None:
+    """What the step passes to callback ``name``: the first parameter of that argument's
+    type in the method's signature as mypy bound it to the receiver (stored with the
+    call's callee when the call was checked)."""
+    call = ctx.context
+    if not (isinstance(call, CallExpr) and isinstance(ctx.api, TypeChecker)):
+        return None
+    try:
+        method = get_proper_type(ctx.api.lookup_type(call.callee))
+    except KeyError:
+        return None
+    if not (isinstance(method, CallableType) and name in method.arg_names):
+        return None
+    expected = _callbacks(method.arg_types[method.arg_names.index(name)])
+    return expected[0].arg_types[0] if expected and expected[0].arg_types else None
+
+
+def as_called(callback: ProperType | None) -> ProperType | None:
     """A callable object (a ``functools.partial``, an instance with ``__call__``) as the
     signature it is called with; anything else as it is."""
     if not isinstance(callback, Instance):
@@ -123,8 +155,8 @@ def _called(callback: ProperType | None) -> ProperType | None:
 
 def returned(ctx: MethodContext, name: str) -> Type | None:
     """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    callback = _called(_callback(ctx, name))
+    callback = as_called(_callback(ctx, name))
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
-        return remove_instance_last_known_values(_bound_to_receiver(ctx, callback).ret_type)
+        return remove_instance_last_known_values(_bound_to_receiver(ctx, name, callback).ret_type)
     return callback

@@ -7,7 +7,16 @@ from typing import Final
 from mypy.checker import TypeChecker
 from mypy.nodes import TypeInfo
 from mypy.plugin import CheckerPluginInterface, MethodContext
-from mypy.types import AnyType, Instance, ProperType, Type, TypedDictType, TypeOfAny, get_proper_type
+from mypy.types import (
+    AnyType,
+    Instance,
+    ProperType,
+    Type,
+    TypedDictType,
+    TypeOfAny,
+    TypeVarType,
+    get_proper_type,
+)
 
 from .. import _errors
 from .._names import NO_SCOPE, NO_STEPS, SOME_STEPS
@@ -49,13 +58,27 @@ def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
     """Keys could not be read: Any the user wrote stays Any; anything else is reported."""
     if not unknown.explicit:
-        ctx.api.fail(
-            f'Cannot tell which step keys exist before "{method}" (the steps type is {unknown.shown}); '
-            "build pipelines by chaining a feature's pipeline(...) builder",
-            where(ctx),
-            code=_errors.UNANALYZABLE,
-        )
+        ctx.api.fail(_why_unknown(ctx, unknown, method), where(ctx), code=_errors.UNANALYZABLE)
     return AnyType(TypeOfAny.from_error if not unknown.explicit else TypeOfAny.special_form)
+
+
+def _why_unknown(ctx: MethodContext, unknown: Unknown, method: str) -> str:
+    """The message, with the fix that fits: a helper generic over the steps cannot name
+    in its return type the keys it adds (there is no "S plus a key"), so it is typed with
+    ``Any`` steps; anything else is a builder not made by chaining."""
+    if isinstance(unknown.shown, TypeVarType):
+        receiver = get_proper_type(ctx.type)
+        builder = receiver.type.name if isinstance(receiver, Instance) else "SubPipeline"
+        return (
+            f'Cannot tell which step keys exist before "{method}": the steps are the type variable '
+            f"{unknown.shown.name} of a generic helper, whose return type cannot name the keys it adds; "
+            f"give its builder Any steps ({builder}[P, Any, Sc, C]): where it is used, the keys before it "
+            "stay exact and its own read as Any"
+        )
+    return (
+        f'Cannot tell which step keys exist before "{method}" (the steps type is {unknown.shown}); '
+        "build pipelines by chaining a feature's pipeline(...) builder"
+    )
 
 
 def make(api: CheckerPluginInterface, items: dict[str, Type]) -> Type:

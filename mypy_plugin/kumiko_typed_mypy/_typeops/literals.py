@@ -22,14 +22,16 @@ def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
 def literal_str_expr(expr: Expression) -> str | None:
     if isinstance(expr, StrExpr):
         return expr.value
-    if isinstance(expr, (NameExpr, MemberExpr)) and isinstance(expr.node, Var):
-        var = expr.node
-        if var.is_final and isinstance(var.final_value, str):
-            return var.final_value
-        if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) and isinstance(expr.expr.node, TypeInfo):
-            info = expr.expr.node
-            if info.is_enum:
-                return _enum_value(info, expr.name)
+    var = expr.node if isinstance(expr, (NameExpr, MemberExpr)) else None
+    owner = expr.expr.node if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) else None
+    if isinstance(owner, TypeInfo) and isinstance(expr, MemberExpr):
+        if owner.is_enum:
+            return _enum_value(owner, expr.name)
+        # ``Names.TOTAL``: semantic analysis binds a module's attribute to its node, not a class's.
+        symbol = owner.get(expr.name)
+        var = symbol.node if symbol is not None else None
+    if isinstance(var, Var) and var.is_final and isinstance(var.final_value, str):
+        return var.final_value
     return None
 
 

@@ -1,0 +1,73 @@
+"""A misspelt key: the closest keys that exist, added to mypy's own error.
+
+Reading a key no step produced is mypy's error for an anonymous ``TypedDict``, which
+lists at most five keys and, unlike its error for a named ``TypedDict``, suggests none;
+in a pipeline of ten steps the key meant is often not among those five.  After mypy has
+checked a step's lambdas, this hook appends ``did you mean "total"?`` to such an error
+in that call, choosing among the keys of the steps or the scope its lambdas read (the
+receiver's).  The closeness is difflib's (cutoff 0.6) rather than mypy's stricter one
+for attributes (0.75), which misses a swap of two letters in a short key ("lien" for
+"line").  The error's code and place stay mypy's.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from difflib import get_close_matches
+from typing import Final
+
+from mypy.messages import format_item_name_list
+from mypy.plugin import MethodContext
+from mypy.types import Instance, Type, get_proper_type
+
+from .._names import SCOPE_ARG, STEPS_ARG
+from .._typeops.keys import keys_of
+from .._typeops.reported import recorded
+
+_UNKNOWN_KEY: Final = re.compile(r'^"(?P<key>.*)" is not a valid TypedDict key; expected one of (?P<listed>\(.*\))$')
+
+
+def _readable(ctx: MethodContext) -> list[list[str]]:
+    """The key lists the call's lambdas read: the receiver's steps and its scope."""
+    receiver = get_proper_type(ctx.type)
+    if not (isinstance(receiver, Instance) and len(receiver.args) > SCOPE_ARG):
+        return []
+    out: list[list[str]] = []
+    for index in (STEPS_ARG, SCOPE_ARG):
+        keys = keys_of(receiver.args[index])
+        if isinstance(keys, dict):
+            out.append(list(keys))
+    return out
+
+
+def suggest(ctx: MethodContext) -> None:
+    """Append the closest keys to this call's unknown-key errors that have none yet."""
+    readable = _readable(ctx)
+    call = ctx.context
+    if not readable:
+        return
+    last = call.end_line if call.end_line is not None else call.line
+    for info in recorded(ctx.api.msg.errors):
+        if info.severity != "error" or not call.line <= info.line <= last:
+            continue
+        match = _UNKNOWN_KEY.match(info.message)
+        if match is None:
+            continue
+        for keys in readable:
+            if format_item_name_list(keys) == match["listed"]:
+                closest = get_close_matches(match["key"], keys, n=3)
+                if closest:
+                    info.message += "; did you mean " + " or ".join(f'"{k}"' for k in closest) + "?"
+                break
+
+
+def suggesting(hook: Callable[[MethodContext], Type]) -> Callable[[MethodContext], Type]:
+    """``hook``, then :func:`suggest`."""
+
+    def run(ctx: MethodContext) -> Type:
+        result = hook(ctx)
+        suggest(ctx)
+        return result
+
+    return run
