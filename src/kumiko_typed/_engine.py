@@ -115,7 +115,13 @@ class _FloatNumeric(Numeric[Any]):
     error showed: ``12345678.90`` read back as ``12345678.9000000004``, where PostgreSQL
     gives ``12345678.90``.  The write path admits at most 15 significant digits (what a
     float keeps exactly), so the float's first 15 digits are the value; padded to the
-    column's scale, as PostgreSQL pads it."""
+    column's scale, as PostgreSQL pads it.
+
+    With a scale, the float's shortest repr (up to 17 digits, the same 15 for a stored
+    value) rounded to the scale: a ``func.sum`` of 15-digit values may have 16 digits,
+    which the float holds (``12345678901234.5 + 0.25``), and its float error (``0.1 +
+    0.2``) lies far below the scale.  Without one, the first 15 digits: ``0.3``, not
+    ``0.30000000000000004``."""
 
     cache_ok = True
 
@@ -127,7 +133,12 @@ class _FloatNumeric(Numeric[Any]):
         def process(value: Any) -> Any:
             if value is None:
                 return None
-            number = Decimal(format(value, ".15g")) if isinstance(value, float) else Decimal(value)
+            if not isinstance(value, float):
+                number = Decimal(value)
+            elif exponent is None:
+                return Decimal(format(value, ".15g"))
+            else:
+                number = Decimal(repr(value))
             return number if exponent is None else number.quantize(exponent, context=_WIDE)
 
         return process

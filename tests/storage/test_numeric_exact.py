@@ -131,3 +131,22 @@ def test_a_float_numeric_and_a_sum_read_the_same_on_both_databases(app_on: Calla
         _read(app, user, Put(money=Decimal(amount)))
     summed = ok_data(app.query(total, Get(uuid.uuid4()), user=user))
     assert isinstance(summed, Decimal) and str(summed) == "1234567890.37"
+
+
+padded_total = ledger.query_handler(
+    "padded_total",
+    ledger.query_pipeline(Get)
+    .compute("sum", lambda c: c.db.scalar(sa.select(sa.func.sum(NxAmount.padded))))
+    .return_(lambda c: ok(c.steps["sum"])),
+)
+
+
+def test_a_sum_of_more_than_15_digits_reads_as_postgresqls(app_on: Callable[..., App], user: User) -> None:
+    """Each value has at most 15 digits, their sum has 16, and SQLite's float holds it
+    exactly: it was cut to 15 digits (``12345678901234.8``), where PostgreSQL (and the
+    float itself) gives ``12345678901234.75``."""
+    app = app_on([ledger])
+    for amount in ("12345678901234.5", "0.25"):
+        _read(app, user, Put(padded=Decimal(amount)))
+    summed = ok_data(app.query(padded_total, Get(uuid.uuid4()), user=user))
+    assert isinstance(summed, Decimal) and str(summed) == "12345678901234.75000000000000000000"
