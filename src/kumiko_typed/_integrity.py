@@ -136,11 +136,11 @@ def _from(problem: Problem) -> str:
 
 
 def _path(payload: object, written: _Written, column: Column[Any]) -> str:
-    for row in written.rows:
-        value = row.get(column.key)
-        if value is not None:
-            return source_path(payload, value)
-    return "$"
+    """The payload field ``column``'s value came from; ``$`` if the statement wrote
+    several rows whose values come from different fields: neither database says which
+    row broke the constraint (an executemany's first row may be a good one)."""
+    paths = {source_path(payload, row[column.key]) for row in written.rows if row.get(column.key) is not None}
+    return paths.pop() if len(paths) == 1 else "$"
 
 
 # --- unique ---------------------------------------------------------------------------
@@ -189,7 +189,7 @@ def _written_unique(exc: IntegrityError, written: _Written, payload: object) -> 
         entity = mapper.class_.__name__
         attributes = {a.columns[0].name: a.key for a in mapper.column_attrs}
     by_key = {c.key: c.name for c in table.columns}
-    first = written.rows[0] if written.rows else {}
+    first = written.rows[0] if len(written.rows) == 1 else {}  # of several rows: which clashed, neither says
     row = {attributes[by_key[k]]: v for k, v in first.items() if k in by_key and by_key[k] in attributes}
     return unique_failure(exc, entity, attributes, row, payload)
 

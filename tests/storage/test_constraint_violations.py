@@ -130,17 +130,17 @@ def _library() -> tuple[Feature[Any], dict[str, Any]]:
     return f, h
 
 
-def _raw_book(c: Any) -> dict[str, object]:
-    now = c.now
+def _raw_book(c: Any, book: AddBook | None = None) -> dict[str, object]:
+    now, book = c.now, book or c.payload
     return {
         "id": uuid.uuid4(),
         "tenant_id": c.user.tenant_id,
         "version": 1,
         "created_at": now,
         "updated_at": now,
-        "title": c.payload.title,
-        "pages": c.payload.pages,
-        "shelf_id": c.payload.shelf,
+        "title": book.title,
+        "pages": book.pages,
+        "shelf_id": book.shelf,
     }
 
 
@@ -406,4 +406,70 @@ def test_a_unique_clash_of_a_write_through_the_session_is_a_unique_violation_lik
     by_insert = failure_of(app.dispatch(insert, AddTag("red"), user=user), "unique_violation")
     assert by_insert == by_create
     assert by_insert.details == {"entity": "CvTag", "columns": ["tenant_id", "slug"], "path": "$.slug"}
+    assert _rows(app, CvTag) == 1
+
+
+@attrs.frozen
+class AddBooks:
+    books: list[AddBook]
+
+
+def test_a_write_of_many_rows_names_no_row_it_cannot_tell_broke_the_constraint(app_on: AppOn, user: User) -> None:
+    """An executemany of several rows: neither database says which row broke the key
+    (SQLite says nothing, PostgreSQL only quotes the values).  The first row's field was
+    named — a book on a shelf that exists; a field is named only when the rows' values all
+    come from it."""
+    f, h = _library()
+
+    def raw(c: Any) -> int:
+        rows = [_raw_book(c, book) for book in c.payload.books]
+        return int(c.db.execute(sa.insert(CvBook.__table__), rows).rowcount)
+
+    many = f.write_handler("many", f.pipeline(AddBooks).compute("raw", raw).return_(lambda c: ok(c.steps["raw"])))
+    app = app_on([f])
+    shelf = ok_data(app.dispatch(h["shelf"], AddShelf("A"), user=user))
+    books = [AddBook("Dune", 412, shelf), AddBook("Emma", 300, uuid.uuid4())]
+    problem = _problem(app.dispatch(many, AddBooks(books), user=user))
+    assert (problem["column"], problem["constraint"], problem["path"]) == (
+        "cv_book.shelf_id",
+        "cv_book_shelf_id_fkey",
+        "$",
+    )
+    problem = _problem(app.dispatch(many, AddBooks([AddBook("Dune", 0, shelf), books[0]]), user=user))
+    assert (problem["column"], problem["constraint"], problem["path"]) == (
+        "cv_book.pages",
+        "cv_book_pages_positive",
+        "$",
+    )
+    # One row: its field.
+    problem = _problem(app.dispatch(many, AddBooks(books[1:]), user=user))
+    assert problem["path"] == "$.books[0].shelf"
+    assert _rows(app, CvBook) == 0
+
+
+@attrs.frozen
+class AddTags:
+    slugs: list[str]
+
+
+def test_a_unique_clash_of_a_write_of_many_rows_names_the_columns_not_a_row(app_on: AppOn, user: User) -> None:
+    """The first row's field was named although the second row clashed."""
+    f: Feature[Any] = Feature("cv_many_tags")
+    f.entity(CvTag)
+
+    def raw(c: Any) -> int:
+        rows = [
+            {"id": uuid.uuid4(), "tenant_id": c.user.tenant_id, "version": 1, "created_at": c.now, "updated_at": c.now}
+            | {"slug": slug}
+            for slug in c.payload.slugs
+        ]
+        return int(c.db.execute(sa.insert(CvTag.__table__), rows).rowcount)
+
+    insert = f.write_handler("insert", f.pipeline(AddTags).compute("t", raw).return_(lambda c: ok(c.steps["t"])))
+    app = app_on([f])
+    ok_data(app.dispatch(insert, AddTags(["red"]), user=user))
+    clash = failure_of(app.dispatch(insert, AddTags(["blue", "red"]), user=user), "unique_violation")
+    assert clash.details == {"entity": "CvTag", "columns": ["tenant_id", "slug"], "path": "$"}
+    one = failure_of(app.dispatch(insert, AddTags(["red"]), user=user), "unique_violation")
+    assert one.details == {"entity": "CvTag", "columns": ["tenant_id", "slug"], "path": "$.slugs[0]"}
     assert _rows(app, CvTag) == 1
