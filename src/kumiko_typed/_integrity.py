@@ -47,10 +47,11 @@ _WRITTEN: Final = "kumiko_written"
 
 @attrs.frozen
 class _Written:
-    """What a refused statement wrote: its table, whether it deleted, its bound rows."""
+    """What a refused statement wrote: its table, ``insert``, ``update`` or ``delete``, its
+    bound rows (by column key; a multi-row VALUES binds other names)."""
 
     table: Table
-    delete: bool
+    verb: str
     rows: tuple[Mapping[str, object], ...]
 
 
@@ -66,7 +67,8 @@ def note_written(context: ExceptionContext) -> None:
     if not isinstance(table, Table) or not getattr(statement, "is_dml", False):
         return
     rows = tuple(getattr(execution, "compiled_parameters", None) or ())
-    setattr(exc, _WRITTEN, _Written(table, bool(getattr(statement, "is_delete", False)), rows))
+    verb = next((v for v in ("insert", "delete") if getattr(statement, f"is_{v}", False)), "update")
+    setattr(exc, _WRITTEN, _Written(table, verb, rows))
 
 
 def is_unique(exc: IntegrityError) -> bool:
@@ -213,7 +215,9 @@ def _foreign_key(written: _Written | None, payload: object) -> tuple[list[Proble
     keys = sorted(table.foreign_key_constraints, key=lambda fk: order.index(next(iter(fk.columns))))
     # The keys this statement set: a row it inserted or updated refers to none.
     set_ = [fk for fk in keys if any(all(row.get(c.key) is not None for c in fk.columns) for row in written.rows)]
-    if set_ and not written.delete:
+    if not set_ and written.verb == "insert":
+        set_ = keys  # values bound under other names (a multi-row VALUES): an insert breaks only its own keys
+    if set_ and written.verb != "delete":
         problems = [
             {
                 "path": _path(payload, written, next(iter(fk.columns))),

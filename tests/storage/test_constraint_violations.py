@@ -473,3 +473,26 @@ def test_a_unique_clash_of_a_write_of_many_rows_names_the_columns_not_a_row(app_
     one = failure_of(app.dispatch(insert, AddTags(["red"]), user=user), "unique_violation")
     assert one.details == {"entity": "CvTag", "columns": ["tenant_id", "slug"], "path": "$.slugs[0]"}
     assert _rows(app, CvTag) == 1
+
+
+def test_an_insert_of_values_it_does_not_bind_by_column_names_the_keys_not_a_delete(app_on: AppOn, user: User) -> None:
+    """A multi-row VALUES insert binds ``shelf_id_m0``, ``shelf_id_m1``: no value of the
+    statement was read as setting the key, and the insert was answered as a delete of a
+    row others refer to (``a row of cv_book is still referred to; remove what refers to it
+    first``).  An insert can only break the keys it writes."""
+    f, h = _library()
+
+    def raw(c: Any) -> int:
+        rows = [_raw_book(c, book) for book in c.payload.books]
+        return int(c.db.execute(sa.insert(CvBook.__table__).values(rows)).rowcount)
+
+    many = f.write_handler("many", f.pipeline(AddBooks).compute("raw", raw).return_(lambda c: ok(c.steps["raw"])))
+    app = app_on([f])
+    result = app.dispatch(many, AddBooks([AddBook("Emma", 300, uuid.uuid4())]), user=user)
+    failure = failure_of(result, "validation_error")
+    assert isinstance(failure.details, list)
+    assert [(d["column"], d["constraint"], d["path"]) for d in failure.details] == [
+        ("cv_book.shelf_id", "cv_book_shelf_id_fkey", "$")
+    ]
+    assert "must refer to an existing row of cv_shelf" in failure.message, failure
+    assert _rows(app, CvBook) == 0
