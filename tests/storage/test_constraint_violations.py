@@ -16,7 +16,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _support import failure_of, ok_data, run_info
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
 from kumiko_typed.testing import FakeClock
@@ -496,3 +496,44 @@ def test_an_insert_of_values_it_does_not_bind_by_column_names_the_keys_not_a_del
     ]
     assert "must refer to an existing row of cv_shelf" in failure.message, failure
     assert _rows(app, CvBook) == 0
+
+
+class _CvProjections(MappedAsDataclass, DeclarativeBase):
+    pass
+
+
+class CvStock(_CvProjections):
+    """A read model with a CHECK, written by the unsafe projection steps."""
+
+    __tablename__ = "cv_stock"
+    __table_args__ = (sa.CheckConstraint("qty >= 0", name="cv_stock_qty_not_negative"),)
+    sku: Mapped[str] = mapped_column(sa.String(40), primary_key=True)
+    qty: Mapped[int]
+
+
+@attrs.frozen
+class Stock:
+    sku: str
+    qty: int
+
+
+def test_a_projection_upsert_that_breaks_a_check_is_a_validation_error(app_on: AppOn, user: User) -> None:
+    f: Feature[Any] = Feature("cv_stock", projections=[CvStock])
+    put = f.write_handler(
+        "put",
+        f.pipeline(Stock)
+        .unsafe_projection_upsert(CvStock, on=["sku"], row=lambda c: {"sku": c.payload.sku, "qty": c.payload.qty})
+        .return_(lambda c: ok(1)),
+    )
+    app = app_on([f])
+    ok_data(app.dispatch(put, Stock("a", 1), user=user))
+    for sku in ("a", "b"):  # the update of an existing row, an insert
+        assert _problem(app.dispatch(put, Stock(sku, -1), user=user)) == {
+            "path": "$.qty",
+            "column": "cv_stock.qty",
+            "constraint": "cv_stock_qty_not_negative",
+            "message": "must satisfy the check constraint cv_stock_qty_not_negative",
+            "step": "0 unsafe_projection_upsert",
+        }
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(CvStock.__table__)).all() == [("a", 1)]
