@@ -175,3 +175,48 @@ def test_a_workflow_step_after_the_pools_connections_died(
         assert len(_texts(app)) == 1 and len(ran) == 1
     finally:
         app.dispose()
+
+
+def test_a_connection_lost_after_the_key_was_claimed_runs_once_more_with_the_key(
+    fresh_postgres_url: str, admin: sa.Engine, user: User
+) -> None:
+    """The backend dies in a step, after the claim and inside the step's savepoint: the
+    claim was never committed, so the second attempt claims the key afresh and commits
+    the work once; the key then answers with that result.  A second loss is not run a
+    third time."""
+    ran: list[str] = []
+    f: Feature[Any] = Feature("reconnect_keyed")
+    f.entity(RcNote)
+    kill = {"on": 1}
+
+    def noted(c: Any) -> RcNote:
+        ran.append(c.payload.text)
+        if kill["on"]:
+            kill["on"] -= 1
+            pid = c.db.execute(sa.text("SELECT pg_backend_pid()")).scalar_one()
+            with admin.connect() as killer:
+                assert killer.execute(sa.text("SELECT pg_terminate_backend(:pid, 10000)"), {"pid": pid}).scalar()
+        return RcNote(text=c.payload.text)
+
+    note = f.write_handler(
+        "note", f.pipeline(Say).create("n", RcNote, data=noted).return_(lambda c: ok(c.steps["n"].version))
+    )
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        assert app.dispatch(note, Say("keyed"), user=user, idempotency_key="k") == Ok(1)
+        assert ran == ["keyed", "keyed"]
+        assert app.dispatch(note, Say("keyed"), user=user, idempotency_key="k") == Ok(1)
+        assert ran == ["keyed", "keyed"]  # the key's stored answer
+        assert _texts(app) == ["keyed"]
+        kill["on"] = 1  # without a key, in the dispatch's own transaction
+        assert app.dispatch(note, Say("plain"), user=user) == Ok(1)
+        assert _texts(app) == ["keyed", "plain"]
+        kill["on"] = 2  # the second attempt loses its connection too: unavailable, no third
+        ran.clear()
+        failure_of(app.dispatch(note, Say("twice"), user=user, idempotency_key="t"), "unavailable")
+        assert ran == ["twice", "twice"]
+        assert app.dispatch(note, Say("twice"), user=user, idempotency_key="t") == Ok(1)  # the key was free
+        assert _texts(app) == ["keyed", "plain", "twice"]
+    finally:
+        app.dispose()
