@@ -480,7 +480,7 @@ def test_an_insert_of_values_it_does_not_bind_by_column_names_the_keys_not_a_del
     statement was read as setting the key, and the insert was answered as a delete of a
     row others refer to (``a row of cv_book is still referred to; remove what refers to it
     first``).  An insert can only break the keys it writes."""
-    f, h = _library()
+    f, _h = _library()
 
     def raw(c: Any) -> int:
         rows = [_raw_book(c, book) for book in c.payload.books]
