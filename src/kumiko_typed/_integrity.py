@@ -141,8 +141,18 @@ def _path(payload: object, written: _Written, column: Column[Any]) -> str:
     """The payload field ``column``'s value came from; ``$`` if the statement wrote
     several rows whose values come from different fields: neither database says which
     row broke the constraint (an executemany's first row may be a good one)."""
-    paths = {source_path(payload, row[column.key]) for row in written.rows if row.get(column.key) is not None}
-    return paths.pop() if len(paths) == 1 else "$"
+    found: str | None = None
+    seen: set[int] = set()  # a walk of the payload per value object, not per row
+    for row in written.rows:
+        value = row.get(column.key)
+        if value is None or id(value) in seen:
+            continue
+        seen.add(id(value))
+        path = source_path(payload, value)
+        if found is not None and path != found:
+            return "$"
+        found = path
+    return found or "$"
 
 
 # --- unique ---------------------------------------------------------------------------
