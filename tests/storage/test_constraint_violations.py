@@ -539,29 +539,32 @@ def test_a_projection_upsert_that_breaks_a_check_is_a_validation_error(app_on: A
         assert conn.execute(sa.select(CvStock.__table__)).all() == [("a", 1)]
 
 
+class CvDesk(Entity):
+    __tablename__ = "cv_desk"
+
+
 class CvLoan(Entity):
     """A foreign key checked at COMMIT, not at the statement (both databases can defer)."""
 
     __tablename__ = "cv_loan"
-    shelf_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("cv_shelf.id", deferrable=True, initially="DEFERRED"))
+    desk_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("cv_desk.id", deferrable=True, initially="DEFERRED"))
 
 
 @attrs.frozen
 class Lend:
-    shelf: uuid.UUID
+    desk: uuid.UUID
 
 
 def test_a_deferred_foreign_key_broken_at_commit_is_the_same_validation_error(app_on: AppOn, user: User) -> None:
     """The COMMIT fails, not a statement: no step and no statement's values to read, so
     no column is named; nothing is written, and a key keeps no answer (its claim was in
     the transaction that failed): the same call runs again."""
-    f, _h = _library()
+    f: Feature[Any] = Feature("cv_library")
+    f.entity(CvDesk)
     f.entity(CvLoan)
     lend = f.write_handler(
         "lend",
-        f.pipeline(Lend)
-        .create("loan", CvLoan, data=lambda c: CvLoan(shelf_id=c.payload.shelf))
-        .return_(lambda c: ok(1)),
+        f.pipeline(Lend).create("loan", CvLoan, data=lambda c: CvLoan(desk_id=c.payload.desk)).return_(lambda c: ok(1)),
     )
     app = app_on([f])
     for key in (None, "k-1", "k-1"):
