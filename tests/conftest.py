@@ -123,7 +123,28 @@ def fresh_postgres_url(kumiko_postgres: PostgresServer) -> Iterator[str]:
 
 # --- A real HTTP peer on 127.0.0.1 (tests/_receiver.py) ---
 
+from _proxy import Proxy  # noqa: E402
 from _receiver import Receiver  # noqa: E402
+
+#: What the App's own client reads for its proxies (as httpx's default client).
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The App's own client sends through the environment's proxies: the tests' peers on
+    127.0.0.1 are reached directly whatever the shell running the suite sets."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def proxy() -> Iterator[Proxy]:
+    """A forward HTTP proxy on 127.0.0.1 that counts what it carries (tests/_proxy.py)."""
+    p = Proxy()
+    yield p
+    p.close()
 
 
 @pytest.fixture
