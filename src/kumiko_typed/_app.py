@@ -99,7 +99,9 @@ class App:
             time; never stored.  Default: the environment variable ``KUMIKO_SECRET_<REF>``.
         http: the ``httpx.Client`` that delivers webhooks.  Default: one the App makes
             (10 s per network operation, ``webhook_timeout`` per attempt, no redirects, no
-            cookies kept between deliveries) and closes in :meth:`dispose`.  A client of
+            cookies kept between deliveries, through the environment's ``HTTP_PROXY``,
+            ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` as httpx's default client)
+            and closes in :meth:`dispose`.  A client of
             your own keeps what it is configured to, its timeouts too: ``webhook_timeout``
             is enforced only by the App's own client.
         value_types: further attrs classes (or enums) that workflow state may hold (payload,
