@@ -143,6 +143,19 @@ def test_a_proxy_trickling_its_connect_answer_is_cut_at_the_deadline(
     assert [p.method for p in proxy.requests] == ["CONNECT"]
 
 
+def test_an_https_webhook_goes_through_the_proxys_connect_tunnel(
+    app_on: AppOn, tls_receiver: Receiver, proxy: Proxy, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """TLS end to end with the receiver (its certificate checked), the proxy a tunnel."""
+    monkeypatch.setenv("HTTPS_PROXY", proxy.url)
+    app = app_on([f], clock=FakeClock(T0))
+    _queue(app, tls_receiver.url("/tls"))
+
+    assert app.run_worker(once=True)["sent"] == 1
+    assert [(p.method, p.target) for p in proxy.requests] == [("CONNECT", tls_receiver.base.removeprefix("https://"))]
+    assert len(tls_receiver.to("/tls")) == 1
+
+
 PASSWORD = "s3cr@t:pw"  # a test value; its "@" and ":" percent-encoded in the URL
 TOKEN = "Basic " + base64.b64encode(f"alice:{PASSWORD}".encode()).decode()
 
