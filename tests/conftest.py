@@ -3,6 +3,8 @@ and a ``test_notes`` table that steps write through ``c.db`` to observe commits.
 
 from __future__ import annotations
 
+import shutil
+import ssl
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -123,7 +125,46 @@ def fresh_postgres_url(kumiko_postgres: PostgresServer) -> Iterator[str]:
 
 # --- A real HTTP peer on 127.0.0.1 (tests/_receiver.py) ---
 
+from _proxy import Proxy  # noqa: E402
 from _receiver import Receiver  # noqa: E402
+
+#: What the App's own client reads for its proxies (as httpx's default client).
+PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
+
+
+@pytest.fixture(autouse=True)
+def _no_proxy_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The App's own client sends through the environment's proxies: the tests' peers on
+    127.0.0.1 are reached directly whatever the shell running the suite sets."""
+    for name in PROXY_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+        monkeypatch.delenv(name.lower(), raising=False)
+
+
+@pytest.fixture
+def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
+    """An HTTPS receiver with a self-signed certificate for 127.0.0.1, which the App's own
+    client trusts through ``SSL_CERT_FILE`` (read when the client is made)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    san = "subjectAltName=IP:127.0.0.1"
+    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    receiver = Receiver(tls=context)
+    yield receiver
+    receiver.close()
+
+
+@pytest.fixture
+def proxy() -> Iterator[Proxy]:
+    """A forward HTTP proxy on 127.0.0.1 that counts what it carries (tests/_proxy.py)."""
+    p = Proxy()
+    yield p
+    p.close()
 
 
 @pytest.fixture

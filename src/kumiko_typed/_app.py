@@ -25,6 +25,7 @@ from ._engine import make_engine
 from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
+from ._http_proxy import proxy_mounts
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
 from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run
 from ._mail import MaildirTransport, MailTransport
@@ -98,7 +99,9 @@ class App:
             time; never stored.  Default: the environment variable ``KUMIKO_SECRET_<REF>``.
         http: the ``httpx.Client`` that delivers webhooks.  Default: one the App makes
             (10 s per network operation, ``webhook_timeout`` per attempt, no redirects, no
-            cookies kept between deliveries) and closes in :meth:`dispose`.  A client of
+            cookies kept between deliveries, through the environment's ``HTTP_PROXY``,
+            ``HTTPS_PROXY``, ``ALL_PROXY`` and ``NO_PROXY`` as httpx's default client)
+            and closes in :meth:`dispose`.  A client of
             your own keeps what it is configured to, its timeouts too: ``webhook_timeout``
             is enforced only by the App's own client.
         value_types: further attrs classes (or enums) that workflow state may hold (payload,
@@ -184,8 +187,8 @@ class App:
             self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
         )
         self._operations = Operations(self._sessions, self._workflow_engine, self.clock)
-        deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
-        self._worker = Worker(self.engine, self._workflow_engine, deliverer, self.clock)
+        self._deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
+        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self.clock)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -254,8 +257,14 @@ class App:
                 # No cookie jar: a receiver's Set-Cookie would be sent back with the next
                 # delivery to its host, whichever tenant's row that is.
                 jar = http.cookiejar.CookieJar(policy=_NoCookies())
+                # The environment's proxies as httpx's default client takes them, which it
+                # does not once a transport is given (see _http_proxy).
                 self._own_http = httpx.Client(
-                    timeout=httpx.Timeout(10.0), follow_redirects=False, cookies=jar, transport=DeadlineTransport()
+                    timeout=httpx.Timeout(10.0),
+                    follow_redirects=False,
+                    cookies=jar,
+                    transport=DeadlineTransport(),
+                    mounts=proxy_mounts(self._deliverer.secrets.remember),
                 )
             return self._own_http
 

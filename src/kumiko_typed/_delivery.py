@@ -19,7 +19,8 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote, quote_plus, urlsplit
@@ -73,6 +74,13 @@ class SecretBook:
             self._seen.add(value)
         return value
 
+    def remember(self, value: str) -> None:
+        """Redact ``value`` too: a credential the App holds that no reference resolves (a
+        proxy's password, from the environment)."""
+        if value:
+            with self._lock:
+                self._seen.add(value)
+
     def redact(self, text: str) -> str:
         """``text`` with every secret value this book resolved replaced by ``***``, also in
         the spellings an echo may use: escaped as by ``repr`` and percent-encoded."""
@@ -106,20 +114,41 @@ def _utf8(secret: str) -> bytes:
         return secret.encode("utf-8", "surrogatepass")
 
 
+#: The redaction of the webhook delivery under way in this thread (its App's secrets and
+#: proxy credentials), for the HTTP stack's log lines.
+_redaction: ContextVar[Callable[[str], str] | None] = ContextVar("kumiko_delivery_redaction", default=None)
+
+
 class _MaskedRequestLines(logging.Filter):
     """httpx logs each request at INFO with its URL whole (``HTTP Request: POST <url>
     ...``): a password and query values, credentials the outbox masks everywhere it
     shows a URL, would reach the App's logs.  In a thread delivering a webhook (only
     there: other use of httpx in the process is left alone) the URL is shown as
-    ``OutboxItem.target`` shows it."""
+    ``OutboxItem.target`` shows it, and the line (httpx's, and httpcore's DEBUG traces)
+    is redacted as a stored error is: a peer or proxy that echoes a secret or the proxy's
+    credentials in its reason phrase does not put them in the logs."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         if in_delivery() and isinstance(record.args, tuple):
             record.args = tuple(masked_url(str(a)) if isinstance(a, httpx.URL) else a for a in record.args)
+        redact = _redaction.get()
+        if redact is not None:
+            record.msg, record.args = redact(record.getMessage()), ()
         return True
 
 
-logging.getLogger("httpx").addFilter(_MaskedRequestLines())
+@contextlib.contextmanager
+def _redacting(redact: Callable[[str], str]) -> Iterator[None]:
+    token = _redaction.set(redact)
+    try:
+        yield
+    finally:
+        _redaction.reset(token)
+
+
+# Filters are not inherited: each logger that writes a line in a delivery gets one.
+for _name in ("httpx", "httpcore.connection", "httpcore.http11", "httpcore.http2", "httpcore.proxy"):
+    logging.getLogger(_name).addFilter(_MaskedRequestLines())
 
 
 #: A non-empty HTTP field value h11 accepts: visible ASCII, blanks and tabs only inside.
@@ -224,7 +253,7 @@ def deliver_webhook(
             )
         headers[auth["header"]] = value
     request = http.build_request(str(message["method"]), url, json=message["body"], headers=headers)
-    with deadline(timeout) as budget:
+    with deadline(timeout) as budget, _redacting(secrets.redact):
         try:
             response = http.send(request, follow_redirects=False, stream=True)
         except Exception as exc:  # the caller redacts the message before it stores it

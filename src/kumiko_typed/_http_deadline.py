@@ -196,16 +196,38 @@ class _Body(httpx.SyncByteStream):
 
 class DeadlineTransport(httpx.BaseTransport):
     """An httpx transport (HTTP/1.1, TLS verified against certifi's or ``SSL_CERT_FILE``'s
-    roots, as httpx's default) whose connections honour :func:`deadline`."""
+    roots, as httpx's default) whose connections honour :func:`deadline`; through
+    ``proxy`` (an http:// or https:// one) if given, as ``httpx.HTTPTransport(proxy=...)``
+    builds it: the connection to the proxy, its TLS, a ``CONNECT`` tunnel and the request
+    in it all go through the deadline's network backend."""
 
-    def __init__(self) -> None:
-        self._pool = httpcore.ConnectionPool(
-            ssl_context=httpx.create_ssl_context(),
-            max_connections=100,
-            max_keepalive_connections=20,
-            keepalive_expiry=5.0,
-            network_backend=_Backend(),
-        )
+    def __init__(self, proxy: httpx.Proxy | None = None) -> None:
+        self._pool: httpcore.ConnectionPool
+        if proxy is None:
+            self._pool = httpcore.ConnectionPool(
+                ssl_context=httpx.create_ssl_context(),
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+                network_backend=_Backend(),
+            )
+        else:
+            self._pool = httpcore.HTTPProxy(
+                proxy_url=httpcore.URL(
+                    scheme=proxy.url.raw_scheme,
+                    host=proxy.url.raw_host,
+                    port=proxy.url.port,
+                    target=proxy.url.raw_path,
+                ),
+                proxy_auth=proxy.raw_auth,  # sent as Proxy-Authorization: Basic
+                proxy_headers=proxy.headers.raw,
+                ssl_context=httpx.create_ssl_context(),
+                proxy_ssl_context=proxy.ssl_context,
+                max_connections=100,
+                max_keepalive_connections=20,
+                keepalive_expiry=5.0,
+                network_backend=_Backend(),
+            )
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url

@@ -6,16 +6,12 @@ the outbox's time is a hand-moved clock."""
 
 from __future__ import annotations
 
-import shutil
 import socket
-import ssl
-import subprocess
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 import pytest
 from _receiver import Receiver
@@ -100,24 +96,6 @@ def test_a_receiver_trickling_its_body_holds_the_delivery_no_longer_than_the_dea
 def test_a_webhook_timeout_not_well_inside_the_lease_is_a_boot_error(value: object) -> None:
     with pytest.raises(BootError, match=r"webhook_timeout must be a timedelta above 0 and at most 60 seconds"):
         App([f], database_url="sqlite://", webhook_timeout=value)  # type: ignore[arg-type]
-
-
-@pytest.fixture
-def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
-    """An HTTPS receiver with a self-signed certificate for 127.0.0.1, which the App's own
-    client trusts through ``SSL_CERT_FILE`` (read when the client is made)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-    san = "subjectAltName=IP:127.0.0.1"
-    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
-    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
-    receiver = Receiver(tls=context)
-    yield receiver
-    receiver.close()
 
 
 def test_https_through_the_apps_own_client_keeps_its_connection_and_its_deadline(
