@@ -9,7 +9,7 @@ from typing import Any
 import attrs
 import sqlalchemy as sa
 
-from kumiko_typed import App, Failure, Ok
+from kumiko_typed import App, Failure, Feature, Ok, RetryPolicy, WriteHandler, ok
 
 
 def ok_data(result: object) -> Any:
@@ -44,6 +44,19 @@ class Hook:
     """A payload naming the URL a webhook step posts to (the outbox tests' receiver)."""
 
     url: str
+
+
+def hook_feature(name: str, retry: RetryPolicy | None = None) -> tuple[Feature[str], WriteHandler[Hook, None]]:
+    """A feature ``name`` whose ``hook`` handler posts ``{"n": 1}`` to the payload's URL
+    through the outbox (``retry``: the step's policy, else the default)."""
+    feature = Feature(name, requires=["webhook.send"])
+    hook = feature.write_handler(
+        "hook",
+        feature.pipeline(Hook)
+        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}, retry=retry)
+        .return_(lambda c: ok(None)),
+    )
+    return feature, hook
 
 
 def run_info(app: App, run_id: uuid.UUID) -> Any:

@@ -16,20 +16,16 @@ import httpx
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import Hook
+from _support import Hook, hook_feature
 
-from kumiko_typed import App, Feature, User, ok
+from kumiko_typed import App, User, ok
 from kumiko_typed._outbox import CLAIM_LEASE, START_WITHIN
 from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 
-f = Feature("lease", requires=["webhook.send"])
-hook = f.write_handler(
-    "hook",
-    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
-)
+f, hook = hook_feature("lease")
 
 
 class Held:

@@ -15,19 +15,15 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 from _receiver import Receiver
-from _support import Hook, ok_data
+from _support import Hook, hook_feature, ok_data
 
-from kumiko_typed import App, Feature, User, ok
+from kumiko_typed import App, User
 from kumiko_typed._delivery import BODY_CAP
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 
-f = Feature("connections", requires=["webhook.send"])
-hook = f.write_handler(
-    "hook",
-    f.pipeline(Hook).send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}).return_(lambda c: ok(None)),
-)
+f, hook = hook_feature("connections")
 
 
 def _queue(app: App, url: str, rows: int) -> None:

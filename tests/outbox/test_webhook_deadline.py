@@ -15,25 +15,15 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 from _receiver import Receiver
-from _support import Hook, ok_data
+from _support import Hook, hook_feature, ok_data
 
-from kumiko_typed import App, BootError, Feature, RetryPolicy, User, ok
+from kumiko_typed import App, BootError, RetryPolicy, User, ok
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2026, 2, 3, 4, 5, tzinfo=UTC)
 
-f = Feature("deadline", requires=["webhook.send"])
-hook = f.write_handler(
-    "hook",
-    f.pipeline(Hook)
-    .send_webhook(
-        url=lambda c: c.payload.url,
-        body=lambda c: {"n": 1},
-        retry=RetryPolicy(times=2, base_delay=timedelta(seconds=5)),
-    )
-    .return_(lambda c: ok(None)),
-)
+f, hook = hook_feature("deadline", RetryPolicy(times=2, base_delay=timedelta(seconds=5)))
 
 
 def _queue(app: App, url: str, rows: int = 1) -> None:

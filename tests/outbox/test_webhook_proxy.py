@@ -18,26 +18,16 @@ import httpx
 import pytest
 from _proxy import Proxy
 from _receiver import Receiver
-from _support import Hook, ok_data
+from _support import Hook, hook_feature, ok_data
 
-from kumiko_typed import App, Feature, RetryPolicy, User, ok
+from kumiko_typed import App, RetryPolicy, User
 from kumiko_typed._http_proxy import _environment
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2026, 2, 3, 4, 5, tzinfo=UTC)
 
-f = Feature("proxied", requires=["webhook.send"])
-hook = f.write_handler(
-    "hook",
-    f.pipeline(Hook)
-    .send_webhook(
-        url=lambda c: c.payload.url,
-        body=lambda c: {"n": 1},
-        retry=RetryPolicy(times=2, base_delay=timedelta(seconds=5)),
-    )
-    .return_(lambda c: ok(None)),
-)
+f, hook = hook_feature("proxied", RetryPolicy(times=2, base_delay=timedelta(seconds=5)))
 
 
 def _queue(app: App, url: str) -> None:
