@@ -46,6 +46,21 @@ class Hook:
     url: str
 
 
+def holding_itself() -> list[Any]:
+    """A list that holds itself: converting it recurses without end."""
+    items: list[Any] = []
+    items.append(items)
+    return items
+
+
+def nested_lists(depth: int) -> list[Any]:
+    """``depth`` lists, each inside the next (``[[[]]]`` is 3)."""
+    value: list[Any] = []
+    for _ in range(depth - 1):
+        value = [value]
+    return value
+
+
 def hook_feature(name: str, retry: RetryPolicy | None = None) -> tuple[Feature[str], WriteHandler[Hook, None]]:
     """A feature ``name`` whose ``hook`` handler posts ``{"n": 1}`` to the payload's URL
     through the outbox (``retry``: the step's policy, else the default)."""

@@ -146,6 +146,21 @@ def test_a_redirect_is_reported_without_the_query_values_of_its_location(
     assert error == "HTTP 302 redirect to https://elsewhere.example/cb?code=***&x=*** (redirects are not followed)"
 
 
+def _refused_mail_field(app: App, user: User, field: str, value: str) -> str:
+    """The message of the one problem a mail whose ``field`` is ``value`` is refused with at
+    dispatch, after checking it names that field and column and that nothing was queued."""
+    fields = {"to": ["a@example.com"], "subject": "Hello", "sender": None} | {
+        field: [value] if field == "to" else value
+    }
+    failure = failure_of(app.dispatch(letter, Letter(**fields), user=user), "validation_error")
+    (problem,) = failure.details
+    assert problem["path"] == ("$.to[0]" if field == "to" else f"$.{field}")
+    assert problem["column"] == f"kumiko_outbox.message.{field}"
+    assert app.outbox() == []
+    message: str = problem["message"]
+    return message
+
+
 @pytest.mark.parametrize(
     ("field", "value"),
     [
@@ -164,17 +179,10 @@ def test_a_line_break_in_a_mail_header_field_is_refused_at_dispatch(
     control character) never reaches a transport — a custom one would write it as it is.
     Before, the row was stored and retried to death at the worker (``ValueError`` from the
     email package), and ``kumiko-typed outbox`` printed the injected header as its target."""
-    fields = {"to": ["a@example.com"], "subject": "Hello", "sender": None} | {
-        field: [value] if field == "to" else value
-    }
-    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
-    failure = failure_of(app.dispatch(letter, Letter(**fields), user=user), "validation_error")
-
-    (problem,) = failure.details
-    assert problem["path"] == ("$.to[0]" if field == "to" else f"$.{field}")
-    assert problem["message"] == "must not contain line breaks or control characters"
-    assert problem["column"] == f"kumiko_outbox.message.{field}"
-    assert app.outbox() == []
+    problem = _refused_mail_field(
+        app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail"))), user, field, value
+    )
+    assert problem == "must not contain line breaks or control characters"
 
 
 def test_unicode_addresses_subjects_and_an_empty_body_are_delivered(
@@ -328,17 +336,10 @@ def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
     """Recipient injection without a line break: one payload field that parses as several
     addresses sent the mail to all of them (the encoded word decoded to two addresses in
     the written file); ``a@`` made the email package raise at every attempt."""
-    fields = {"to": ["a@example.com"], "subject": "Hello", "sender": None} | {
-        field: [value] if field == "to" else value
-    }
-    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
-    failure = failure_of(app.dispatch(letter, Letter(**fields), user=user), "validation_error")
-
-    (problem,) = failure.details
-    assert problem["path"] == ("$.to[0]" if field == "to" else f"$.{field}")
-    assert problem["message"].startswith(message)
-    assert problem["column"] == f"kumiko_outbox.message.{field}"
-    assert app.outbox() == []
+    problem = _refused_mail_field(
+        app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail"))), user, field, value
+    )
+    assert problem.startswith(message)
 
 
 def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(

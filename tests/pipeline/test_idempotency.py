@@ -22,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from _idem_race import create_tables, effect_count, make_app
 from _sql_log import statements
+from _support import holding_itself, nested_lists
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, User, fail, manual, ok
 from kumiko_typed._limits import MAX_DEPTH
@@ -306,20 +307,7 @@ class Bag:
     items: list[Any]
 
 
-def _holding_itself() -> list[Any]:
-    items: list[Any] = []
-    items.append(items)
-    return items
-
-
-def _nested(depth: int) -> list[Any]:
-    value: list[Any] = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
-@pytest.mark.parametrize("items", [_holding_itself(), _nested(1000)], ids=["holding-itself", "nested-1000"])
+@pytest.mark.parametrize("items", [holding_itself(), nested_lists(1000)], ids=["holding-itself", "nested-1000"])
 def test_a_value_nested_without_end_is_refused_before_the_key_is_claimed_and_unstorable_as_a_result(
     app_on: AppOn, items: list[Any]
 ) -> None:
@@ -344,8 +332,8 @@ def test_a_value_nested_without_end_is_refused_before_the_key_is_claimed_and_uns
     )
     assert _keys(app) == 0
     # At the limit (the payload's class is a level of its own) both are stored.
-    assert app.dispatch(take, Bag(_nested(MAX_DEPTH - 1)), user=user, idempotency_key="k") == Ok(1)
-    assert app.dispatch(take, Bag(_nested(MAX_DEPTH - 1)), user=user, idempotency_key="k") == Ok(1)
+    assert app.dispatch(take, Bag(nested_lists(MAX_DEPTH - 1)), user=user, idempotency_key="k") == Ok(1)
+    assert app.dispatch(take, Bag(nested_lists(MAX_DEPTH - 1)), user=user, idempotency_key="k") == Ok(1)
     assert runs == [1]
 
 

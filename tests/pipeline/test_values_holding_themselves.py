@@ -12,6 +12,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import holding_itself, nested_lists
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
@@ -37,28 +38,15 @@ class Order:
     shape: str
 
 
-def _holding_itself() -> list[Any]:
-    items: list[Any] = []
-    items.append(items)
-    return items
-
-
 def _dict_holding_itself() -> dict[str, Any]:
     mapping: dict[str, Any] = {}
     mapping["self"] = mapping
     return mapping
 
 
-def _nested(depth: int) -> list[Any]:
-    value: list[Any] = []
-    for _ in range(depth - 1):
-        value = [value]
-    return value
-
-
 SHAPES: dict[str, Callable[[], Any]] = {
-    "holding-itself": _holding_itself,
-    "nested-5000": lambda: _nested(5000),
+    "holding-itself": holding_itself,
+    "nested-5000": lambda: nested_lists(5000),
     "fine": lambda: [[1], "a"],
 }
 
