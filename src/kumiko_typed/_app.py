@@ -27,7 +27,7 @@ from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
 from ._http_proxy import proxy_mounts
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
-from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run
+from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run, unavailable
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
 from ._outbox import WEBHOOK_TIMEOUT, WEBHOOK_TIMEOUT_MAX, Deliverer
@@ -550,7 +550,7 @@ class App:
         except Exception as exc:
             where = f"handler {handler.name}"
             return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
-        return once_more_if_lost(_unavailable, self._attempt, handler, call, keyed)
+        return once_more_if_lost(unavailable, self._attempt, handler, call, keyed)
 
     def _attempt(
         self, handler: WriteHandler[Any, Any], call: tuple[str, object, User, datetime, uuid.UUID], keyed: Keyed | None
@@ -644,10 +644,6 @@ def _wrong_correlation(correlation_id: object) -> Failure | None:
     given = type(correlation_id).__name__
     message = f"correlation_id must be a uuid.UUID or None, not {given} (parse text with uuid.UUID(...))"
     return fail("validation_error", message, [{"path": "correlation_id", "message": message}])
-
-
-def _unavailable(result: Ok[object] | Failure) -> bool:
-    return isinstance(result, Failure) and result.code == "unavailable"
 
 
 def _handler_result(outcome: object) -> Ok[object] | Failure:

@@ -53,6 +53,7 @@ __all__ = [
     "once_more_if_lost",
     "run_in_scope",
     "start_run",
+    "unavailable",
 ]
 
 logger = logging.getLogger("kumiko_typed")
@@ -229,6 +230,12 @@ def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[[*A], R], *
             return result
     logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
     return attempt(*args)
+
+
+def unavailable(result: object) -> bool:
+    """Whether a dispatch's or a query's result is ``unavailable``: the ``failed`` test
+    they give :func:`once_more_if_lost`."""
+    return isinstance(result, Failure) and result.code == "unavailable"
 
 
 def resume_at(resume: Resume | None) -> str:

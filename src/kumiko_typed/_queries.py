@@ -8,7 +8,7 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run
+from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run, unavailable
 from ._results import Failure, Ok
 
 if TYPE_CHECKING:
@@ -53,8 +53,4 @@ def run_query(
         assert isinstance(outcome, (Ok, Failure))  # a query's steps never suspend: boot refuses them
         return outcome
 
-    return once_more_if_lost(_unavailable, attempt)
-
-
-def _unavailable(result: Ok[object] | Failure) -> bool:
-    return isinstance(result, Failure) and result.code == "unavailable"
+    return once_more_if_lost(unavailable, attempt)
