@@ -170,6 +170,9 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
     cursor = dbapi_connection.cursor()
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=5000")
+    # LIKE as PostgreSQL's: case-sensitive.  SQLite's own folds ASCII case, so the same
+    # `Product.sku.like("ab%")` found "AB1" on SQLite only (`ilike` folds case on both).
+    cursor.execute("PRAGMA case_sensitive_like=ON")
     # Write-ahead log: readers (a worker, `kumiko-typed runs`) do not block the writer, and a
     # commit syncs the log once instead of journal and database file.  synchronous stays
     # FULL: a commit that returned survives a power cut.  (An in-memory database keeps
