@@ -96,9 +96,10 @@ def _item_type(ctx: MethodSigContext) -> Type:
     context = get_proper_type(sig.arg_types[sig.arg_names.index("over")])
     if isinstance(context, CallableType):
         context = context.copy_modified(ret_type=ctx.api.named_generic_type("builtins.object", []))
+    passed = context.arg_types[0] if isinstance(context, CallableType) and context.arg_types else None
     with ctx.api.msg.filter_errors():
-        # A partial or an object with __call__ as the signature it is called with.
-        over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)))
+        # A partial, an object with __call__ or an overloaded def as the signature it is called with.
+        over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)), passed)
     if isinstance(over, CallableType):
         if isinstance(context, CallableType) and context.arg_types:
             over = solved_for(over, context.arg_types[0])  # a generic def: what the step passes
