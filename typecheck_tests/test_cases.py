@@ -178,7 +178,8 @@ handler = shop.write_handler(
     .compute("shipping", lambda c: 5)
     .compute("discount", lambda c: 0)
     .compute("subtotal", lambda c: c.steps["totl"])
-    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["lien"].sku))
+    .compute("maybe", lambda c: c.steps.get("totl", 0))
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope.get("lien")))
     .branch(when=lambda c: c.steps["shiping"] > 0, on_true=lambda b: b.compute("x", lambda c: c.steps["discont"]))
     .return_(lambda c: ok(c.steps["late"])),
 )
@@ -188,7 +189,8 @@ handler = shop.write_handler(
 def test_a_misspelt_key_names_the_closest_keys(tmp_path: Path) -> None:
     """mypy lists at most five keys of an anonymous TypedDict and suggests none; the plugin
     adds the closest keys of the steps (or scope) read, however many there are, wherever the
-    read sits: a step, a loop body, a branch's condition or arm, ``return_``."""
+    read sits: a step, a loop body, a branch's condition or arm, ``return_``.  A ``.get`` of
+    an unknown key is the same error (mypy's own ``.get`` typed it ``object``, silently)."""
     (tmp_path / "typos.py").write_text(TYPOS)
     (tmp_path / "_models.py").write_text((CASES / "_models.py").read_text())
     result = mypy("typos.py", cwd=tmp_path, config=CASES / "mypy.ini", cache_dir=tmp_path / ".cache")
@@ -197,6 +199,7 @@ def test_a_misspelt_key_names_the_closest_keys(tmp_path: Path) -> None:
     assert errors == [
         '"totl" is not a valid TypedDict key; expected one of ("count", "total", "tax", "shipping", "discount"); '
         'did you mean "total"?  [misc]',
+        f'"totl" is not a valid TypedDict key; expected one of {five}; did you mean "total" or "subtotal"?  [misc]',
         '"lien" is not a valid TypedDict key; expected one of ("line"); did you mean "line"?  [misc]',
         f'"shiping" is not a valid TypedDict key; expected one of {five}; did you mean "shipping"?  [misc]',
         f'"discont" is not a valid TypedDict key; expected one of {five}; did you mean "discount" or "count"?  [misc]',

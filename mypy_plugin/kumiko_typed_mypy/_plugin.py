@@ -20,6 +20,7 @@ from ._features import (
     bodies,
     branches,
     capabilities,
+    key_gets,
     key_typos,
     loops,
     open_steps,
@@ -91,7 +92,10 @@ def _method_hooks() -> dict[str, MethodHook]:
 # Each hook also names the closest keys in its call's unknown-key errors (key_typos) and
 # keeps its call's lambda errors under dmypy (see _lambda_errors).
 METHOD_HOOKS: dict[str, MethodHook] = {
-    name: keeping_lambda_errors(key_typos.suggesting(h)) for name, h in _method_hooks().items()
+    **{name: keeping_lambda_errors(key_typos.suggesting(h)) for name, h in _method_hooks().items()},
+    # Every ``Mapping.get`` of the program: mypy's own typing, plus an error for an unknown
+    # key of a pipeline's steps or scope (the step around it suggests the closest).
+    "typing.Mapping.get": key_gets.checked_get,
 }
 
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {

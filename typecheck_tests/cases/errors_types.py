@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from kumiko_typed import Ctx, Feature, manual, ok
 
@@ -62,3 +62,22 @@ none_else = (
 
 # A compute step without its function: mypy's own error, and no crash writing the cache.
 no_fn = shop.pipeline(Order).compute("x")  # E: call-arg
+
+# ``.get`` of a key no step produced is the error a subscript gives (not ``object``); a
+# known key reads as its type (every key before a step exists). Other TypedDicts keep
+# mypy's ``.get``.
+gets = (
+    shop.pipeline(Order)
+    .compute("total", lambda c: 1)
+    .compute("known", lambda c: reveal_type(c.steps.get("total")))  # R: int
+    .compute("typo", lambda c: c.steps.get("totl"))  # E: misc
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("i", lambda c: c.scope.get("lines", 0)))  # E: misc
+)
+
+
+class Plain(TypedDict):
+    a: int
+
+
+def plain_get(p: Plain) -> None:
+    reveal_type(p.get("b"))  # R: object
