@@ -17,6 +17,7 @@ from mypy.types import CallableType, Type
 
 from ._features import (
     across,
+    arm_narrowing,
     bodies,
     branches,
     capabilities,
@@ -101,7 +102,12 @@ METHOD_HOOKS: dict[str, MethodHook] = {
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},
     **{method(b.name, "update"): updates.changes_signature for b in rules.BUILDER_RULES},
-    **{method(b.name, "branch"): bodies.detach_arms for b in rules.BUILDER_RULES},
+    **{
+        method(b.name, "branch"): lambda ctx: bodies.detach_arms(
+            ctx._replace(default_signature=arm_narrowing.narrow_arms(ctx))
+        )
+        for b in rules.BUILDER_RULES
+    },
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,

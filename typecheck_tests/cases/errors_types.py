@@ -81,3 +81,31 @@ class Plain(TypedDict):
 
 def plain_get(p: Plain) -> None:
     reveal_type(p.get("b"))  # R: object
+
+# ``when=`` narrows inside the arms what it tests against None (and/or/not of such tests);
+# after the branch the key keeps its type.
+narrowed = (
+    shop.pipeline(Order)
+    .compute("note", lambda c: c.payload.note or None)
+    .compute("other", lambda c: c.payload.note or None)
+    .branch(
+        when=lambda c: c.steps["note"] is not None and not (c.steps["other"] is None),
+        on_true=lambda b: b.compute("u", lambda c: (reveal_type(c.steps["note"]), reveal_type(c.steps["other"]))),  # R: str # R: str
+        on_false=lambda b: b.compute("u", lambda c: reveal_type(c.steps["note"])),  # R: str | None
+    )
+    .branch(
+        when=lambda c: c.steps["note"] is None or None is c.steps["other"],
+        on_true=lambda b: b.compute("v", lambda c: reveal_type(c.steps["note"])),  # R: str | None
+        on_false=lambda b: b.compute("v", lambda c: (reveal_type(c.steps["note"]), reveal_type(c.steps["other"]))),  # R: str # R: str
+    )
+    .for_each(
+        "item",
+        over=lambda c: [c.steps["note"]],
+        do=lambda b: b.branch(
+            when=lambda c: c.scope["item"] is None,
+            on_true=lambda b: b.compute("w", lambda c: reveal_type(c.scope["item"])),  # R: None
+            on_false=lambda b: b.compute("w", lambda c: reveal_type(c.scope["item"]).upper()),  # R: str
+        ),
+    )
+    .compute("after", lambda c: c.steps["note"].upper())  # E: union-attr
+)
