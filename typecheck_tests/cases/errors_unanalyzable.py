@@ -13,6 +13,9 @@ shop = Feature("shop")
 steps: Any = ...
 
 not_a_function = shop.pipeline(Order).for_each("n", over=steps, do=lambda b: b)  # E: kumiko-unanalyzable # M: for_each over= must be a function returning an iterable (got Any); e.g. over=lambda c: c.payload.lines
+# Not a function but typed: mypy's own error at the argument is the only one (it was
+# reported twice, the second time as kumiko-unanalyzable).
+a_list = shop.pipeline(Order).for_each("n", over=[1, 2], do=lambda b: b)  # E: arg-type
 
 
 def extend(b: Pipeline[Order, dict[str, int], Any, Never]) -> None:

@@ -114,6 +114,10 @@ def _item_type(ctx: MethodSigContext) -> Type:
                 return item
         # Not iterable: the call's own check says so at the argument.
         return AnyType(TypeOfAny.from_error)
+    if not isinstance(over, AnyType):
+        # Not a function (a list, a number): the call's own check says so at the argument,
+        # with the type it expects; a second error for it would only repeat that.
+        return AnyType(TypeOfAny.from_error)
     ctx.api.fail(
         f"for_each over= must be a function returning an iterable (got {over}); e.g. over=lambda c: c.payload.lines",
         expr,
