@@ -77,7 +77,7 @@ def _method_hooks() -> dict[str, MethodHook]:
             if rule.tier == 2:
                 hooks.append(partial(capabilities.check_tier, rule.kind))
             if rule.kind == "aggregate.update":
-                hooks.append(updates.check_lock)
+                hooks += [updates.check_lock, updates.name_columns]
             if rule.key == "name":
                 hooks.append(partial(step_keys.add_step, rule.method))
             elif rule.key == "arms":
