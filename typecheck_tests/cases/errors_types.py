@@ -65,15 +65,17 @@ none_else = (
 # A compute step without its function: mypy's own error, and no crash writing the cache.
 no_fn = shop.pipeline(Order).compute("x")  # E: call-arg
 
-# ``.get`` of a key no step produced is the error a subscript gives (not ``object``); a
-# known key reads as its type (every key before a step exists). Other TypedDicts keep
-# mypy's ``.get``.
+# ``.get`` of a key no step produced is an error (mypy alone types it ``object``); a known
+# key reads as its type (every key before a step exists). Other TypedDicts keep mypy's ``.get``.
 gets = (
     shop.pipeline(Order)
+    .compute("first", lambda c: c.steps.get("total"))  # E: kumiko-unknown-key  # M: c.steps.get("total"): no step before this one is named "total"; no key exists yet: read a key only after the step that produces it
     .compute("total", lambda c: 1)
     .compute("known", lambda c: reveal_type(c.steps.get("total")))  # R: int
-    .compute("typo", lambda c: c.steps.get("totl"))  # E: misc
-    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("i", lambda c: c.scope.get("lines", 0)))  # E: misc
+    .compute("typo", lambda c: c.steps.get("totl"))  # E: kumiko-unknown-key  # M: c.steps.get("totl"): no step before this one is named "totl"; did you mean "total"?
+    .compute("late", lambda c: c.steps.get("later", 0))  # E: kumiko-unknown-key  # M: c.steps.get("later"): no step before this one is named "later"; read one of "first", "total", "known", "typo"
+    .compute("outside", lambda c: c.scope.get("line"))  # E: kumiko-unknown-key  # M: c.scope.get("line"): no for_each around this step has its item named "line"; no loop item is in scope: read c.scope inside a for_each body
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("i", lambda c: c.scope.get("lines", 0)))  # E: kumiko-unknown-key  # M: c.scope.get("lines"): no for_each around this step has its item named "lines"; did you mean "line"?
 )
 
 
