@@ -23,6 +23,8 @@ BRANCH: Final = f"{MARKERS_MODULE}.Branch"
 LOOP: Final = f"{MARKERS_MODULE}.Loop"
 RETRY: Final = f"{MARKERS_MODULE}.Retry"
 ADD_SCOPE: Final = f"{MARKERS_MODULE}.AddScope"
+#: Markers a step's own hook replaces; one left in a builder's type means the hook never ran.
+STEP_MARKERS: Final = frozenset({ADD_STEP, BRANCH, LOOP, RETRY})
 SOME_STEPS: Final = f"{MARKERS_MODULE}.SomeSteps"
 
 

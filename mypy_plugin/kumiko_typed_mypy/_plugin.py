@@ -86,6 +86,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(loops.loop_keys)
             elif rule.key == "retry":
                 hooks.append(loops.retry_keys)
+            else:
+                hooks.append(partial(step_keys.check_receiver, rule.method))
             table[method(builder.name, rule.method)] = _chain(hooks)
     return table
 
