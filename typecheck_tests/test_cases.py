@@ -166,7 +166,7 @@ def test_step_results_without_plugin(tmp_path: Path) -> None:
 TYPOS = """\
 from kumiko_typed import Feature, ok
 
-from _models import Order
+from _models import Order, Product
 
 shop = Feature("shop")
 handler = shop.write_handler(
@@ -178,6 +178,14 @@ handler = shop.write_handler(
     .compute("shipping", lambda c: 5)
     .compute("discount", lambda c: 0)
     .compute("subtotal", lambda c: c.steps["totl"])
+    .update("saved", Product, id=lambda c: c.payload.id, changes=lambda c: {"stok": 1}, version=lambda c: 1)
+    .update(
+        "again",
+        Product,
+        id=lambda c: c.payload.id,
+        changes=lambda c: {"version": 2, "nmae": "x", "zzz": 3},
+        version=lambda c: 1,
+    )
     .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["lien"].sku))
     .branch(when=lambda c: c.steps["shiping"] > 0, on_true=lambda b: b.compute("x", lambda c: c.steps["discont"]))
     .return_(lambda c: ok(c.steps["late"])),
@@ -188,15 +196,20 @@ handler = shop.write_handler(
 def test_a_misspelt_key_names_the_closest_keys(tmp_path: Path) -> None:
     """mypy lists at most five keys of an anonymous TypedDict and suggests none; the plugin
     adds the closest keys of the steps (or scope) read, however many there are, wherever the
-    read sits: a step, a loop body, a branch's condition or arm, ``return_``."""
+    read sits: a step, a loop body, a branch's condition or arm, ``return_``.  An
+    ``update``'s ``changes=`` naming a column the entity cannot take says which can."""
     (tmp_path / "typos.py").write_text(TYPOS)
     (tmp_path / "_models.py").write_text((CASES / "_models.py").read_text())
     result = mypy("typos.py", cwd=tmp_path, config=CASES / "mypy.ini", cache_dir=tmp_path / ".cache")
     errors = [line.partition(": error: ")[2] for line in result.stdout.splitlines() if ": error: " in line]
     five = '("count", "total", "tax", "shipping", "discount", ...)'
+    columns = '(the writable columns of Product: "name", "stock")'
     assert errors == [
         '"totl" is not a valid TypedDict key; expected one of ("count", "total", "tax", "shipping", "discount"); '
         'did you mean "total"?  [misc]',
+        f'Unexpected TypedDict key "stok"; did you mean "stock"? {columns}  [misc]',
+        'Unexpected TypedDict keys ("version", "nmae", "zzz"); "version" is set by the framework, not by changes=; '
+        f'did you mean "name"?; "zzz" is no column changes= can write {columns}  [misc]',
         '"lien" is not a valid TypedDict key; expected one of ("line"); did you mean "line"?  [misc]',
         f'"shiping" is not a valid TypedDict key; expected one of {five}; did you mean "shipping"?  [misc]',
         f'"discont" is not a valid TypedDict key; expected one of {five}; did you mean "discount" or "count"?  [misc]',

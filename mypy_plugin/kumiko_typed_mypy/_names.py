@@ -7,6 +7,7 @@ from typing import Final
 BUILDERS_MODULE: Final = "kumiko_typed._builders"
 MARKERS_MODULE: Final = "kumiko_typed._markers"
 FEATURE: Final = "kumiko_typed._feature.Feature"
+CTX: Final = "kumiko_typed._ctx.Ctx"
 FINISHED: Final = "kumiko_typed._finished.Finished"
 QUERY_FINISHED: Final = "kumiko_typed._finished.QueryFinished"
 WORKFLOW_FINISHED: Final = "kumiko_typed._finished.WorkflowFinished"
@@ -22,6 +23,8 @@ BRANCH: Final = f"{MARKERS_MODULE}.Branch"
 LOOP: Final = f"{MARKERS_MODULE}.Loop"
 RETRY: Final = f"{MARKERS_MODULE}.Retry"
 ADD_SCOPE: Final = f"{MARKERS_MODULE}.AddScope"
+#: Markers a step's own hook replaces; one left in a builder's type means the hook never ran.
+STEP_MARKERS: Final = frozenset({ADD_STEP, BRANCH, LOOP, RETRY})
 SOME_STEPS: Final = f"{MARKERS_MODULE}.SomeSteps"
 
 

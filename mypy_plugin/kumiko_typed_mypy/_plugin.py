@@ -17,9 +17,11 @@ from mypy.types import CallableType, Type
 
 from ._features import (
     across,
+    arm_narrowing,
     bodies,
     branches,
     capabilities,
+    key_gets,
     key_typos,
     loops,
     open_steps,
@@ -75,7 +77,7 @@ def _method_hooks() -> dict[str, MethodHook]:
             if rule.tier == 2:
                 hooks.append(partial(capabilities.check_tier, rule.kind))
             if rule.kind == "aggregate.update":
-                hooks.append(updates.check_lock)
+                hooks += [updates.check_lock, updates.name_columns]
             if rule.key == "name":
                 hooks.append(partial(step_keys.add_step, rule.method))
             elif rule.key == "arms":
@@ -84,6 +86,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(loops.loop_keys)
             elif rule.key == "retry":
                 hooks.append(loops.retry_keys)
+            else:
+                hooks.append(partial(step_keys.check_receiver, rule.method))
             table[method(builder.name, rule.method)] = _chain(hooks)
     return table
 
@@ -91,13 +95,21 @@ def _method_hooks() -> dict[str, MethodHook]:
 # Each hook also names the closest keys in its call's unknown-key errors (key_typos) and
 # keeps its call's lambda errors under dmypy (see _lambda_errors).
 METHOD_HOOKS: dict[str, MethodHook] = {
-    name: keeping_lambda_errors(key_typos.suggesting(h)) for name, h in _method_hooks().items()
+    **{name: keeping_lambda_errors(key_typos.suggesting(h)) for name, h in _method_hooks().items()},
+    # Every ``Mapping.get`` of the program: mypy's own typing, plus an error for an unknown
+    # key of a pipeline's steps or scope (the step around it suggests the closest).
+    "typing.Mapping.get": key_gets.checked_get,
 }
 
 SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
     **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},
     **{method(b.name, "update"): updates.changes_signature for b in rules.BUILDER_RULES},
-    **{method(b.name, "branch"): bodies.detach_arms for b in rules.BUILDER_RULES},
+    **{
+        method(b.name, "branch"): lambda ctx: bodies.detach_arms(
+            ctx._replace(default_signature=arm_narrowing.narrow_arms(ctx))
+        )
+        for b in rules.BUILDER_RULES
+    },
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,

@@ -8,29 +8,38 @@ immutable builder with one more step.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar
 
 from ._steps import EMPTY, Block, Step
 
 if TYPE_CHECKING:
     from ._feature import Feature
 
-__all__ = ["BuilderCore"]
+__all__ = ["MAX_NESTING", "BuilderCore"]
+
+#: Deepest nesting of sub-pipelines (arms, loop and retry bodies): far beyond any sensible
+#: pipeline, far below Python's recursion limit, which building, checking and running a
+#: pipeline each recurse into (building one takes three frames per level).
+MAX_NESTING: Final = 64
 
 B = TypeVar("B", bound="BuilderCore")
 F = TypeVar("F")
 
 
 class BuilderCore:
-    __slots__ = ("_feature", "_payload_type", "_steps")
+    __slots__ = ("_depth", "_feature", "_payload_type", "_steps")
 
     #: The builder's name in the rule table.
     _rule: ClassVar[str]
 
-    def __init__(self, feature: Feature[Any], payload_type: type[Any], steps: tuple[Step, ...] = ()) -> None:
+    def __init__(
+        self, feature: Feature[Any], payload_type: type[Any], steps: tuple[Step, ...] = (), depth: int = 0
+    ) -> None:
         self._feature = feature
         self._payload_type = payload_type
         self._steps = steps
+        #: How many sub-pipelines this builder's steps sit in (0: the top level).
+        self._depth = depth
 
     @property
     def steps(self) -> tuple[Step, ...]:
@@ -46,7 +55,7 @@ class BuilderCore:
         return self._payload_type
 
     def _then(self, cls: type[B], step: Step) -> B:
-        return cls(self._feature, self._payload_type, (*self._steps, step))
+        return cls(self._feature, self._payload_type, (*self._steps, step), self._depth)
 
     def _finish(self, cls: Callable[..., F], step: Step) -> F:
         return cls(self._feature, self._payload_type, (*self._steps, step), self._rule)
@@ -55,7 +64,13 @@ class BuilderCore:
         """Run a sub-pipeline callback on a fresh ``cls`` builder and compile its steps."""
         if build is None:
             return EMPTY
-        result = build(cls(self._feature, self._payload_type))
+        if self._depth >= MAX_NESTING:
+            raise ValueError(
+                f"{what} nests sub-pipelines deeper than {MAX_NESTING} levels; join the conditions "
+                "of nested branches into one when=, or move the inner steps into a handler of "
+                "their own and run it with call_feature"
+            )
+        result = build(cls(self._feature, self._payload_type, (), self._depth + 1))
         if not isinstance(result, cls):
             raise TypeError(
                 f"{what} must return the builder it was given with steps added "

@@ -26,6 +26,7 @@ __all__ = [
     "CODE_TIER",
     "CODE_TRIGGER_PAYLOAD",
     "CODE_UNANALYZABLE",
+    "CODE_UNKNOWN_KEY",
     "CODE_WORKFLOW_ONLY",
     "CODE_WORKFLOW_PIPELINE",
     "ERROR_CODES",
@@ -220,6 +221,7 @@ CODE_READ_ONLY: Final = "kumiko-read-only"
 CODE_FILL: Final = "kumiko-fill"
 CODE_RENAMED: Final = "kumiko-renamed"
 CODE_WORKFLOW_PIPELINE: Final = "kumiko-workflow-pipeline"
+CODE_UNKNOWN_KEY: Final = "kumiko-unknown-key"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -237,6 +239,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_FILL: "A workflow's fill= names a key no step sets, or returns another type than the key's.",
     CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
     CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
+    CODE_UNKNOWN_KEY: "c.steps.get(...) or c.scope.get(...) of a key no step (or loop) produced.",
 }
 
 

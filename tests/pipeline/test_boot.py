@@ -443,3 +443,35 @@ def test_a_resolver_that_is_no_function_is_a_boot_problem(
         f'{argument}= of step "{method}" must be a function of the context, not a {given}; '
         f"write {argument}=lambda c: ... instead"
     ), problem
+
+
+def _nested(depth: int, innermost: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """An arm ``depth`` sub-pipelines deep, alternating branches and loops, built by
+    helpers (one expression that deep is beyond Python's own parser)."""
+    arm = innermost
+    for level in range(depth):
+        inner = arm
+        if level % 2:
+            arm = lambda b, inner=inner: b.branch(when=lambda c: True, on_true=inner)  # noqa: E731
+        else:
+            arm = lambda b, inner=inner, level=level: b.for_each(f"i{level}", over=lambda c: [1], do=inner)  # noqa: E731
+    return arm
+
+
+def test_sub_pipelines_nest_to_the_limit_and_one_more_level_is_a_clear_error(make_app: MakeApp, admin: User) -> None:
+    """Before: 400 nested branches raised RecursionError out of the builder (and fewer
+    could pass the builder and overflow the stack at boot or run time)."""
+    from kumiko_typed._builder import MAX_NESTING
+
+    f = Feature("deep")
+    deepest = _nested(MAX_NESTING - 1, lambda b: b.compute("k", lambda c: 7))
+    h = f.write_handler(
+        "h", f.pipeline(P).branch(when=lambda c: True, on_true=deepest).return_(lambda c: ok(c.steps["k"]))
+    )
+    assert make_app([f]).dispatch(h, P(1), user=admin) == Ok(7)
+
+    for depth in (MAX_NESTING, 400, 5000):
+        too_deep = _nested(depth, lambda b: b.compute("k", lambda c: 7))
+        with pytest.raises(ValueError, match=rf"nest.* deeper than {MAX_NESTING} levels") as info:
+            Feature("deeper").pipeline(P).branch(when=lambda c: True, on_true=too_deep)
+        assert "call_feature" in str(info.value)

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable
 from functools import partial
+from typing import Any, overload
 
 from kumiko_typed import Ctx, Feature, ok
 
@@ -48,5 +50,20 @@ wrapped = (
     shop.pipeline(Order)
     .compute("scaled", partial(scaled_total, 2))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .compute("priced", AsyncPricer())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .return_(lambda c: ok(1))
+)
+
+
+@overload
+def looked_up(c: int) -> int: ...
+@overload
+def looked_up(c: Ctx[Order, Any, Any]) -> Awaitable[int]: ...
+def looked_up(c: object) -> object:
+    return c
+
+
+overloaded = (
+    shop.pipeline(Order)
+    .compute("looked_up", looked_up)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypedDict
 
 from kumiko_typed import Ctx, Feature, manual, ok
 
@@ -29,7 +29,9 @@ one_arm = (
     .compute("m", lambda c: c.steps["n"] + 1)  # E: operator
 )
 
-mismatch = shop.workflow(  # E: misc
+# One error, at the pipeline (mypy's own "Cannot infer value of type parameter" for the
+# same mistake is taken back).
+mismatch = shop.workflow(
     "wf",
     trigger=manual(SignedUp),
     pipeline=shop.workflow_pipeline(Order),  # E: kumiko-trigger-payload  # M: The trigger gives SignedUp but the workflow pipeline takes Order; build it with feature.workflow_pipeline(SignedUp)
@@ -62,3 +64,52 @@ none_else = (
 
 # A compute step without its function: mypy's own error, and no crash writing the cache.
 no_fn = shop.pipeline(Order).compute("x")  # E: call-arg
+
+# ``.get`` of a key no step produced is an error (mypy alone types it ``object``); a known
+# key reads as its type (every key before a step exists). Other TypedDicts keep mypy's ``.get``.
+gets = (
+    shop.pipeline(Order)
+    .compute("first", lambda c: c.steps.get("total"))  # E: kumiko-unknown-key  # M: c.steps.get("total"): no step before this one is named "total"; no key exists yet: read a key only after the step that produces it
+    .compute("total", lambda c: 1)
+    .compute("known", lambda c: reveal_type(c.steps.get("total")))  # R: int
+    .compute("typo", lambda c: c.steps.get("totl"))  # E: kumiko-unknown-key  # M: c.steps.get("totl"): no step before this one is named "totl"; did you mean "total"?
+    .compute("late", lambda c: c.steps.get("later", 0))  # E: kumiko-unknown-key  # M: c.steps.get("later"): no step before this one is named "later"; read one of "first", "total", "known", "typo"
+    .compute("outside", lambda c: c.scope.get("line"))  # E: kumiko-unknown-key  # M: c.scope.get("line"): no for_each around this step has its item named "line"; no loop item is in scope: read c.scope inside a for_each body
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("i", lambda c: c.scope.get("lines", 0)))  # E: kumiko-unknown-key  # M: c.scope.get("lines"): no for_each around this step has its item named "lines"; did you mean "line"?
+)
+
+
+class Plain(TypedDict):
+    a: int
+
+
+def plain_get(p: Plain) -> None:
+    reveal_type(p.get("b"))  # R: object
+
+# ``when=`` narrows inside the arms what it tests against None (and/or/not of such tests);
+# after the branch the key keeps its type.
+narrowed = (
+    shop.pipeline(Order)
+    .compute("note", lambda c: c.payload.note or None)
+    .compute("other", lambda c: c.payload.note or None)
+    .branch(
+        when=lambda c: c.steps["note"] is not None and not (c.steps["other"] is None),
+        on_true=lambda b: b.compute("u", lambda c: (reveal_type(c.steps["note"]), reveal_type(c.steps["other"]))),  # R: str # R: str
+        on_false=lambda b: b.compute("u", lambda c: reveal_type(c.steps["note"])),  # R: str | None
+    )
+    .branch(
+        when=lambda c: c.steps["note"] is None or None is c.steps["other"],
+        on_true=lambda b: b.compute("v", lambda c: reveal_type(c.steps["note"])),  # R: str | None
+        on_false=lambda b: b.compute("v", lambda c: (reveal_type(c.steps["note"]), reveal_type(c.steps["other"]))),  # R: str # R: str
+    )
+    .for_each(
+        "item",
+        over=lambda c: [c.steps["note"]],
+        do=lambda b: b.branch(
+            when=lambda c: c.scope["item"] is None,
+            on_true=lambda b: b.compute("w", lambda c: reveal_type(c.scope["item"])),  # R: None
+            on_false=lambda b: b.compute("w", lambda c: reveal_type(c.scope["item"]).upper()),  # R: str
+        ),
+    )
+    .compute("after", lambda c: c.steps["note"].upper())  # E: union-attr
+)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Never
 
-from kumiko_typed import Feature, Pipeline
+from kumiko_typed import Feature, Pipeline, fail, ok
 
 from _models import Order
 
@@ -13,8 +13,19 @@ shop = Feature("shop")
 steps: Any = ...
 
 not_a_function = shop.pipeline(Order).for_each("n", over=steps, do=lambda b: b)  # E: kumiko-unanalyzable # M: for_each over= must be a function returning an iterable (got Any); e.g. over=lambda c: c.payload.lines
+# Not a function but typed: mypy's own error at the argument is the only one (it was
+# reported twice, the second time as kumiko-unanalyzable).
+a_list = shop.pipeline(Order).for_each("n", over=[1, 2], do=lambda b: b)  # E: arg-type
 
 
 def extend(b: Pipeline[Order, dict[str, int], Any, Never]) -> None:
     # A steps type that no builder produces.
     b.compute("y", lambda c: 1)  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "compute" (the steps type is dict[str, int]); build pipelines by chaining a feature's pipeline(...) builder
+
+
+# A step called through a variable holding the bound method: no hook sees it, so its marker
+# stays; the next step says so, one that adds no key (return_) too, instead of reading Any.
+compute = shop.pipeline(Order).compute
+aliased = compute("x", lambda c: 1)
+ended = aliased.return_(lambda c: ok(c.steps["x"]))  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "return_": the step before it was not called as a method of its builder (e.g. through a variable, m = b.compute; m(...)), so the plugin never saw it; call each step on the builder, b.compute(...)
+more = aliased.guard(lambda c: True, otherwise=lambda c: fail("conflict", "no"))  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "guard": the step before it was not called as a method of its builder (e.g. through a variable, m = b.compute; m(...)), so the plugin never saw it; call each step on the builder, b.compute(...)

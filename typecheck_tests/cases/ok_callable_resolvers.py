@@ -1,16 +1,16 @@
 """Resolvers that are not lambdas: a ``functools.partial``, an object with ``__call__``, a
-bound method and a function generic in the payload or the steps give the key the type
-they return when called with this pipeline's context."""
+bound method, an overloaded function and a function generic in the payload or the steps
+give the key the type they return when called with this pipeline's context."""
 
 from __future__ import annotations
 
 import copy
 from functools import partial
-from typing import Any, TypeVar
+from typing import Any, TypeVar, overload
 
 from kumiko_typed import Ctx, Feature, ok
 
-from _models import Order
+from _models import Line, Order
 
 shop = Feature("shop")
 P = TypeVar("P")
@@ -75,3 +75,31 @@ whole = (
     .compute("read", lambda c: reveal_type(c.steps["snapshot"].steps["count"]))  # R: int # PR: int
 )
 reveal_type(whole)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'count'=: int, 'snapshot'=: kumiko_typed._ctx.Ctx[_models.Order, TypedDict({'count'=: int}), TypedDict({})], 'read'=: int}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['count'], int], Key[Literal['snapshot'], Ctx[Order, Keys[Key[Literal['count'], int]], Keys[*tuple[()]]]], Key[Literal['read'], int]], Keys[*tuple[()]], Never]
+
+
+# Overloaded: the variant that takes the context decides the key (not the function itself)
+# and the loop item; the others are never called by the step.
+@overload
+def described(c: int) -> int: ...
+@overload
+def described(c: Ctx[Order, Any, Any]) -> str: ...
+def described(c: object) -> object:
+    return c
+
+
+@overload
+def lines_of(c: int) -> list[int]: ...
+@overload
+def lines_of(c: Ctx[Order, Any, Any]) -> list[Line]: ...
+def lines_of(c: object) -> object:
+    return c
+
+
+overloaded = (
+    shop.pipeline(Order)
+    .compute("described", described)
+    .for_each("line", over=lines_of, do=lambda b: b.compute("sku", lambda c: reveal_type(c.scope["line"]).sku))  # R: _models.Line # PR: Line
+    .compute("read", lambda c: reveal_type(c.steps["described"]))  # R: str # PR: str
+    .return_(lambda c: ok(c.steps["described"]))
+)
+reveal_type(overloaded)  # R: kumiko_typed._finished.Finished[_models.Order, str] # PR: Finished[Order, str]

@@ -44,7 +44,12 @@ def feature_capabilities(ctx: FunctionContext) -> Type:
         for item in expr.items:
             kind = literal_str_expr(item)
             if kind is None:
-                ctx.api.fail("requires= entries must be string literals or Final constants", item, code=_errors.TIER)
+                ctx.api.fail(
+                    'requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) '
+                    "so that the plugin can check each tier-2 step",
+                    item,
+                    code=_errors.TIER,
+                )
             elif kind not in rules.TIER2_KINDS:
                 ctx.api.fail(rules.msg_unknown_capability(kind), item, code=_errors.TIER)
             else:

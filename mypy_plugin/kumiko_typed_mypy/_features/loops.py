@@ -96,9 +96,10 @@ def _item_type(ctx: MethodSigContext) -> Type:
     context = get_proper_type(sig.arg_types[sig.arg_names.index("over")])
     if isinstance(context, CallableType):
         context = context.copy_modified(ret_type=ctx.api.named_generic_type("builtins.object", []))
+    passed = context.arg_types[0] if isinstance(context, CallableType) and context.arg_types else None
     with ctx.api.msg.filter_errors():
-        # A partial or an object with __call__ as the signature it is called with.
-        over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)))
+        # A partial, an object with __call__ or an overloaded def as the signature it is called with.
+        over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)), passed)
     if isinstance(over, CallableType):
         if isinstance(context, CallableType) and context.arg_types:
             over = solved_for(over, context.arg_types[0])  # a generic def: what the step passes
@@ -112,6 +113,10 @@ def _item_type(ctx: MethodSigContext) -> Type:
             if not errors.has_new_errors():
                 return item
         # Not iterable: the call's own check says so at the argument.
+        return AnyType(TypeOfAny.from_error)
+    if not isinstance(over, AnyType):
+        # Not a function (a list, a number): the call's own check says so at the argument,
+        # with the type it expects; a second error for it would only repeat that.
         return AnyType(TypeOfAny.from_error)
     ctx.api.fail(
         f"for_each over= must be a function returning an iterable (got {over}); e.g. over=lambda c: c.payload.lines",

@@ -9,7 +9,7 @@ from mypy.types import CallableType, Instance, Type, get_proper_type
 
 from .. import _errors
 from .._rules import rules
-from .._typeops.callbacks import as_called
+from .._typeops.callbacks import as_called, passed
 
 _AWAITABLE = "typing.Awaitable"
 
@@ -18,7 +18,7 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
     for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args, strict=True):
         for given, expr in zip(types, exprs, strict=True):
-            fn = as_called(get_proper_type(given))  # a partial or __call__ too
+            fn = as_called(get_proper_type(given), passed(ctx, name) if name else None)  # partial, __call__, overload
             if not isinstance(fn, CallableType):
                 continue
             returned = get_proper_type(fn.ret_type)

@@ -1,4 +1,5 @@
-"""``AddStep[S, R]`` → ``S`` plus ``{name: R}``, with literal and unique names."""
+"""``AddStep[S, R]`` → ``S`` plus ``{name: R}``, with literal and unique names; and a
+step that adds no key refuses a receiver whose keys were never worked out."""
 
 from __future__ import annotations
 
@@ -6,9 +7,9 @@ from mypy.plugin import MethodContext
 from mypy.types import AnyType, ErasedType, Instance, Type, TypeOfAny, get_proper_type
 
 from .. import _errors
-from .._names import ADD_STEP, STEPS_ARG
+from .._names import ADD_STEP, STEP_MARKERS, STEPS_ARG
 from .._rules import rules
-from .._typeops.args import arg_expr, arg_type, where, with_arg
+from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
 from .._typeops.keys import Unknown, keys_of, make, unknown_steps
 from .._typeops.literals import literal_str
@@ -42,3 +43,17 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     else:
         keys[name] = value
     return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
+
+
+def check_receiver(method: str, ctx: MethodContext) -> Type:
+    """A step called on a builder whose steps type is still a step's marker: that step was
+    called in a way no hook sees (through a variable holding the bound method,
+    ``m = p.compute; m("x", ...)``), so its keys are unknown.  A step that adds keys reports
+    this itself; one that adds none (``return_``, ``guard``, ``send_mail``...) would
+    otherwise read every key as ``Any``."""
+    steps = get_proper_type(receiver_steps(ctx))
+    if isinstance(steps, Instance) and steps.type.fullname in STEP_MARKERS:
+        keys = keys_of(steps)
+        if isinstance(keys, Unknown):
+            unknown_steps(ctx, keys, method)
+    return ctx.default_return_type

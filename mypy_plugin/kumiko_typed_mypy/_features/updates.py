@@ -5,10 +5,16 @@
   misspelt column or a value of the wrong type is an error at its line.  Without the
   plugin it stays ``Mapping[str, object]``.
 - After the call, an update with neither ``version=`` nor ``skip_optimistic_lock=True``
-  is ``kumiko-optimistic-lock`` (the App refuses it at boot too).
+  is ``kumiko-optimistic-lock`` (the App refuses it at boot too), and mypy's
+  ``Unexpected TypedDict key "stok"`` for ``changes=`` gains what to write instead: the
+  closest writable column, or that the framework sets the column itself.
 """
 
 from __future__ import annotations
+
+import re
+from difflib import get_close_matches
+from typing import Final
 
 from mypy.nodes import NameExpr, RefExpr, TypeInfo, Var
 from mypy.plugin import MethodContext, MethodSigContext
@@ -19,9 +25,12 @@ from .._names import MAPPED
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, where
 from .._typeops.literals import literal_str
+from .._typeops.reported import recorded
+
+_UNEXPECTED: Final = re.compile(r'^Unexpected TypedDict keys? (?P<keys>"[^"]*"|\("[^"]*"(?:, "[^"]*")*\))$')
 
 
-def _entity_info(ctx: MethodSigContext) -> TypeInfo | None:
+def _entity_info(ctx: MethodSigContext | MethodContext) -> TypeInfo | None:
     expr = arg_expr(ctx, "entity")
     return expr.node if isinstance(expr, RefExpr) and isinstance(expr.node, TypeInfo) else None
 
@@ -65,3 +74,30 @@ def check_lock(ctx: MethodContext) -> Type:
         name = literal_str(arg_type(ctx, "name"), arg_expr(ctx, "name")) or "update"
         ctx.api.fail(rules.msg_optimistic_lock(name), where(ctx, "name"), code=_errors.OPTIMISTIC_LOCK)
     return ctx.default_return_type
+
+
+def name_columns(ctx: MethodContext) -> Type:
+    """Complete mypy's error for a ``changes=`` key the entity cannot take with the fix."""
+    info = _entity_info(ctx)
+    if info is None:
+        return ctx.default_return_type
+    columns = list(writable_columns(info))
+    call = ctx.context
+    last = call.end_line if call.end_line is not None else call.line
+    for error in recorded(ctx.api.msg.errors):
+        match = _UNEXPECTED.match(error.message) if call.line <= error.line <= last else None
+        if match is None:
+            continue
+        hints = [_hint(key, columns) for key in re.findall(r'"([^"]*)"', match["keys"])]
+        listed = ", ".join(f'"{c}"' for c in columns) or "none"
+        error.message += f"; {'; '.join(hints)} (the writable columns of {info.name}: {listed})"
+    return ctx.default_return_type
+
+
+def _hint(key: str, columns: list[str]) -> str:
+    if key in rules.FRAMEWORK_COLUMNS:
+        return f'"{key}" is set by the framework, not by changes='
+    closest = get_close_matches(key, columns, n=3)
+    if closest:
+        return "did you mean " + " or ".join(f'"{c}"' for c in closest) + "?"
+    return f'"{key}" is no column changes= can write'

@@ -10,7 +10,7 @@ from mypy.expandtype import expand_type
 from mypy.infer import infer_type_arguments
 from mypy.nodes import CallExpr
 from mypy.plugin import CheckerPluginInterface, MethodContext
-from mypy.subtypes import find_member
+from mypy.subtypes import find_member, is_subtype
 from mypy.typeops import get_all_type_vars
 from mypy.types import (
     AnyType,
@@ -18,6 +18,7 @@ from mypy.types import (
     ErasedType,
     Instance,
     NoneType,
+    Overloaded,
     ProperType,
     Type,
     TypeOfAny,
@@ -76,7 +77,7 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     """The steps type of the sub-pipeline that callback ``name`` returned; ``None`` when
     the argument was not given or given as ``None`` (``on_false=None``: no else-arm),
     ``Any`` when the callback's result is not a builder."""
-    callback = as_called(_callback(ctx, name))
+    callback = as_called(_callback(ctx, name), passed(ctx, name))
     if callback is None or isinstance(callback, NoneType):
         return None
     if isinstance(callback, CallableType):
@@ -107,7 +108,7 @@ def _bound_to_receiver(ctx: MethodContext, name: str, callback: CallableType) ->
     param = get_proper_type(callback.arg_types[0])
     receiver = get_proper_type(ctx.type)
     if isinstance(param, TypeVarType):
-        given: Type | None = _passed(ctx, name)
+        given: Type | None = passed(ctx, name)
     elif isinstance(param, Instance) and isinstance(receiver, Instance):
         count = len(param.type.type_vars)
         given = Instance(param.type, receiver.args[:count]) if STEPS_ARG < count <= len(receiver.args) else None
@@ -127,7 +128,7 @@ def solved_for(callback: CallableType, given: Type) -> CallableType:
     return bound if isinstance(bound, CallableType) else callback
 
 
-def _passed(ctx: MethodContext, name: str) -> Type | None:
+def passed(ctx: MethodContext, name: str) -> Type | None:
     """What the step passes to callback ``name``: the first parameter of that argument's
     type in the method's signature as mypy bound it to the receiver (stored with the
     call's callee when the call was checked)."""
@@ -144,18 +145,23 @@ def _passed(ctx: MethodContext, name: str) -> Type | None:
     return expected[0].arg_types[0] if expected and expected[0].arg_types else None
 
 
-def as_called(callback: ProperType | None) -> ProperType | None:
+def as_called(callback: ProperType | None, given: Type | None = None) -> ProperType | None:
     """A callable object (a ``functools.partial``, an instance with ``__call__``) as the
-    signature it is called with; anything else as it is."""
-    if not isinstance(callback, Instance):
-        return callback
-    call = find_member("__call__", callback, callback, is_operator=True)
-    return get_proper_type(call) if call is not None else callback
+    signature it is called with, an overloaded function as its first variant that takes
+    ``given`` (what the step passes it); anything else as it is."""
+    if isinstance(callback, Instance):
+        call = find_member("__call__", callback, callback, is_operator=True)
+        callback = get_proper_type(call) if call is not None else callback
+    if isinstance(callback, Overloaded) and given is not None:
+        for item in callback.items:
+            if item.arg_types and is_subtype(given, solved_for(item, given).arg_types[0]):
+                return item
+    return callback
 
 
 def returned(ctx: MethodContext, name: str) -> Type | None:
     """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    callback = as_called(_callback(ctx, name))
+    callback = as_called(_callback(ctx, name), passed(ctx, name))
     if isinstance(callback, CallableType):
         # As a solved type variable would be: 1, not Literal[1]?.
         return remove_instance_last_known_values(_bound_to_receiver(ctx, name, callback).ret_type)

@@ -19,7 +19,7 @@ from mypy.types import (
 )
 
 from .. import _errors
-from .._names import NO_SCOPE, NO_STEPS, SOME_STEPS
+from .._names import NO_SCOPE, NO_STEPS, SOME_STEPS, STEP_MARKERS
 from .args import where
 
 EMPTY_MARKERS: Final = frozenset({NO_STEPS, NO_SCOPE})
@@ -74,6 +74,12 @@ def _why_unknown(ctx: MethodContext, unknown: Unknown, method: str) -> str:
             f"{unknown.shown.name} of a generic helper, whose return type cannot name the keys it adds; "
             f"give its builder Any steps ({builder}[P, Any, Sc, C]): where it is used, the keys before it "
             "stay exact and its own read as Any"
+        )
+    if isinstance(unknown.shown, Instance) and unknown.shown.type.fullname in STEP_MARKERS:
+        return (
+            f'Cannot tell which step keys exist before "{method}": the step before it was not called as a '
+            "method of its builder (e.g. through a variable, m = b.compute; m(...)), so the plugin never "
+            "saw it; call each step on the builder, b.compute(...)"
         )
     return (
         f'Cannot tell which step keys exist before "{method}" (the steps type is {unknown.shown}); '

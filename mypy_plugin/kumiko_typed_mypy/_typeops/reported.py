@@ -16,3 +16,11 @@ def recorded(errors: Errors) -> Iterator[ErrorInfo]:
     yield from errors.error_info_map.get(errors.file, ())
     for watcher in errors.get_watchers():
         yield from watcher._filtered or ()
+
+
+def retract(errors: Errors, info: ErrorInfo) -> None:
+    """Take back an error mypy recorded for the current file (or a watcher holds), where
+    the plugin reports the same mistake in one sentence that says what to do."""
+    for held in (errors.error_info_map.get(errors.file), *(w._filtered for w in errors.get_watchers())):
+        if held is not None and info in held:
+            held.remove(info)
