@@ -41,7 +41,8 @@ def _insert_taken(c: Any) -> int:
 
 
 def _row(tenant_id: uuid.UUID) -> dict[str, Any]:
-    return {"id": uuid.uuid4(), "tenant_id": tenant_id, "version": 1, "code": SECRET, "created_at": T0, "updated_at": T0}
+    stamps = {"created_at": T0, "updated_at": T0}
+    return {"id": uuid.uuid4(), "tenant_id": tenant_id, "version": 1, "code": SECRET, **stamps}
 
 
 def _raise_with_secret(c: Any) -> int:
