@@ -285,6 +285,15 @@ class WorkflowEngine:
         d = self.defs.get(workflow.name)
         if d is None or d.workflow is not workflow:
             raise LookupError(f"workflow {workflow.name} is not registered in this App")
+        trigger = workflow.trigger
+        if trigger.kind != "manual":
+            # A second run for a tick, or one for an event never appended, as the caller.
+            event = trigger.payload_type.__name__
+            started = f'cron("{trigger.cron}")' if trigger.kind == "cron" else f"on_event({event})"
+            raise TypeError(
+                f"workflow {workflow.name} is started by its trigger, {started}, not by start_workflow; "
+                "a workflow you start yourself has trigger=manual(...)"
+            )
         if not isinstance(payload, workflow.trigger.payload_type):
             raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
         problem = key_problem(key) if key is not None else None
