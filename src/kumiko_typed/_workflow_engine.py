@@ -620,7 +620,7 @@ class WorkflowEngine:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # (a stored value's, or the event a lost race left noted) strands the run as
             # it is, its event wait included.
-            rebuilt = rebuild(self.codec, row.payload, row.state)
+            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state)
             user = _user(row.user)
             noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
             if noted is not None:
@@ -716,7 +716,7 @@ class WorkflowEngine:
             return True
         d = self.defs[row.workflow]
         try:
-            rebuild(self.codec, row.payload, row.state)
+            rebuild(self.codec, d.workflow, row.payload, row.state)
         except UNREADABLE as exc:
             self._not_read(session, d, row, exc)
             return False
@@ -737,9 +737,10 @@ class WorkflowEngine:
 
     def _reader(self, d: Definition) -> str:
         """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the
-        definition and the classes it reads with, so that a deploy with other classes
-        tries the run again."""
-        return f"{d.fingerprint}/{self.codec.digest}"
+        definition, the classes it reads with and the payload class it takes, so that a
+        deploy with other classes (or the run's payload class back) tries the run again."""
+        takes = d.workflow.trigger.payload_type
+        return f"{d.fingerprint}/{self.codec.digest}/{self.codec.names.get(takes, takes.__qualname__)}"
 
     def strand_unreadable(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
         """Mark a run that needs something this deploy's classes cannot read (an event
