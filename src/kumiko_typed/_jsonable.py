@@ -1,15 +1,19 @@
-"""Values → JSON-safe values for event payloads (UUIDs, times and decimals as strings)."""
+"""Values → JSON-safe values for event payloads (UUIDs, times, decimals, durations and bytes
+as strings), and back for one column's type."""
 
 from __future__ import annotations
 
+import base64
+import binascii
 import datetime as dt
 import enum
+import re
 import uuid
 from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["jsonable"]
+__all__ = ["bytes_from_text", "duration_from_text", "jsonable"]
 
 
 #: Stored as they are: JSON's own scalars (exactly these types; a subclass takes the checks below).
@@ -27,6 +31,10 @@ def jsonable(value: Any) -> Any:
         return str(value)
     if isinstance(value, (dt.datetime, dt.date, dt.time)):
         return value.isoformat()
+    if isinstance(value, dt.timedelta):
+        return _duration(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return base64.b64encode(value).decode("ascii")
     if isinstance(value, enum.Enum):
         return jsonable(value.value)
     if isinstance(value, Mapping):
@@ -34,3 +42,35 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in value]
     raise TypeError(f"cannot store a {type(value).__name__} in an event payload")
+
+
+_MICROSECOND = dt.timedelta(microseconds=1)
+_DURATION = re.compile(r"(-?)P(?:(\d+)D)?T(\d+)(?:\.(\d{1,6}))?S")
+
+
+def _duration(value: dt.timedelta) -> str:
+    """ISO 8601, exact to the microsecond (a float of seconds is not, past 285 years):
+    ``P1DT3600.5S``, ``-PT0.000001S``."""
+    micro = value // _MICROSECOND
+    days, rest = divmod(abs(micro), 86_400_000_000)
+    seconds, micro_part = divmod(rest, 1_000_000)
+    fraction = f".{micro_part:06d}".rstrip("0") if micro_part else ""
+    return f"{'-' if micro < 0 else ''}P{f'{days}D' if days else ''}T{seconds}{fraction}S"
+
+
+def duration_from_text(text: str) -> dt.timedelta:
+    """The inverse of the duration :func:`jsonable` writes."""
+    match = _DURATION.fullmatch(text)
+    if match is None:
+        raise ValueError(f"{text!r} is not a stored duration such as 'P1DT3600.5S'")
+    sign, days, seconds, fraction = match.groups()
+    value = dt.timedelta(days=int(days or 0), seconds=int(seconds), microseconds=int((fraction or "").ljust(6, "0")))
+    return -value if sign else value
+
+
+def bytes_from_text(text: str) -> bytes:
+    """The inverse of the base64 text :func:`jsonable` writes for bytes."""
+    try:
+        return base64.b64decode(text, validate=True)
+    except binascii.Error:
+        raise ValueError(f"{text[:20]!r} is not stored bytes (base64)") from None

@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
@@ -27,6 +27,8 @@ from sqlalchemy import (
     Enum,
     Float,
     Integer,
+    Interval,
+    LargeBinary,
     Numeric,
     Select,
     SmallInteger,
@@ -292,15 +294,69 @@ def _json(value: object) -> str | None:
     return None
 
 
+def _enum(type_: Enum) -> Check:
+    try:
+        return _ENUM_CHECKS[type_]
+    except KeyError:
+        check = _ENUM_CHECKS[type_] = _enum_check(type_)
+        return check
+
+
+#: Per enum type: its check, made once (a read asks for it at every comparison).
+_ENUM_CHECKS: dict[Enum, Check] = {}
+
+
+def _enum_check(type_: Enum) -> Check:
+    """A member of the column's enum class, or the text of one of its values.  SQLAlchemy
+    binds any other text as it is: PostgreSQL's enum type refuses it, SQLite stored it, and
+    reading the row back raised ``LookupError`` ever after."""
+    members, stored = type_.enum_class, frozenset(type_.enums)
+    expected = f"must be one of {', '.join(type_.enums)}"
+
+    def check(value: object) -> str | None:
+        if members is not None and isinstance(value, members):
+            return None
+        return None if isinstance(value, str) and value in stored else expected
+
+    return check
+
+
+def _boolean(value: object) -> str | None:
+    # SQLAlchemy binds a bool, or 0 and 1; anything else was a TypeError deep in the statement.
+    return None if isinstance(value, bool) or (type(value) is int and value in (0, 1)) else "must be true or false"
+
+
+def _binary(value: object) -> str | None:
+    return None if isinstance(value, (bytes, bytearray, memoryview)) else "must be bytes"
+
+
+#: The interval SQLite can store: it keeps one as the moment that long after 1970-01-01,
+#: which must lie in years 1 to 9999; PostgreSQL's interval reaches further.
+_SHORTEST: Final = datetime.min - datetime(1970, 1, 1)
+_LONGEST: Final = datetime.max - datetime(1970, 1, 1)
+
+
+def _interval(value: object) -> str | None:
+    if not isinstance(value, timedelta):
+        return "must be a timedelta"
+    if not _SHORTEST <= value <= _LONGEST:
+        return f"must be between {_SHORTEST.days} and {_LONGEST.days} days"
+    return None
+
+
 def _check_for(type_: TypeEngine[Any]) -> Check | None:
+    if isinstance(type_, Interval):  # a TypeDecorator over a time, on SQLite
+        return _interval
     if isinstance(type_, TypeDecorator):
         type_ = type_.impl_instance
     if isinstance(type_, Enum):
-        return None  # its values are checked by SQLAlchemy against the enum
+        return _enum(type_)
     if isinstance(type_, String):
         return _text(type_.length)
     if isinstance(type_, Boolean):
-        return None
+        return _boolean
+    if isinstance(type_, LargeBinary):
+        return _binary
     if isinstance(type_, Integer):
         return _integer(16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32)
     if isinstance(type_, Float):
@@ -444,11 +500,12 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
     column's type (an integer past the column's width is an error there, no match on
     SQLite) and takes no NUL; SQLite cannot bind a time outside UTC's years; neither
     encodes a lone surrogate.  A text longer than its column is no error: no row holds it,
-    so none matches, on both."""
+    so none matches, on both; but a text that is none of an enum's values is (PostgreSQL's
+    enum type refuses it)."""
     if isinstance(type_, TypeDecorator):
         type_ = type_.impl_instance
     if isinstance(type_, Enum):
-        return None  # its values are checked by SQLAlchemy against the enum
+        return _enum(type_)
     if isinstance(type_, String):
         return _ANY_TEXT
     if isinstance(type_, Integer):

@@ -163,14 +163,13 @@ class SmtpTransport:
         timer.daemon = True
         timer.start()
         try:
-            with smtp:
-                smtp.connect(self.host, self.port)
-                if self.starttls:
-                    smtp.starttls()
-                if self.username is not None:
-                    password = secrets(self.password_ref) if self.password_ref else ""
-                    smtp.login(self.username, password)
-                refused = smtp.send_message(to_email(message))
+            smtp.connect(self.host, self.port)
+            if self.starttls:
+                smtp.starttls()
+            if self.username is not None:
+                password = secrets(self.password_ref) if self.password_ref else ""
+                smtp.login(self.username, password)
+            refused = smtp.send_message(to_email(message))
         except (OSError, smtplib.SMTPException) as exc:
             if late.is_set():
                 raise DeliveryError(
@@ -178,6 +177,12 @@ class SmtpTransport:
                 ) from None
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
         finally:
+            # Not smtplib's ``with``: it raises for a QUIT reply other than 221, and the
+            # server has taken the mail by then; sent again, it would arrive twice.
+            with contextlib.suppress(OSError, smtplib.SMTPException):
+                if smtp.sock is not None and not late.is_set():
+                    smtp.quit()
+            smtp.close()
             timer.cancel()
         if refused:
             raise _partly_refused(refused, len(message.to))

@@ -26,7 +26,7 @@ from ._ctx import User
 from ._errors import StateError
 from ._eventstore import EventRow, pause_appends, read_streams
 from ._interpreter import exception_failure
-from ._jsonable import jsonable
+from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok
 from ._utc import UtcDateTime
@@ -276,6 +276,10 @@ def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:
         return python_type.fromisoformat(value)
     if python_type is float:
         return float(value)
+    if python_type is dt.timedelta:
+        return duration_from_text(value)
+    if python_type is bytes:
+        return bytes_from_text(value)
     if isinstance(python_type, type) and issubclass(python_type, enum.Enum):
         return python_type(value)
     return value

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 from sqlalchemy import insert
 
-from .._delivery import HEADER_VALUE, url_problem
+from .._delivery import HEADER_VALUE, json_text, url_problem
 from .._errors import Problem, StepRefused, Unfit
 from .._limits import refuse, source_path, stored_json
 from .._mail import address_problem
@@ -118,7 +118,7 @@ class SendWebhook(Step):
             if auth is None
             else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
         }
-        _enqueue(run, "webhook", message, policy)
+        _enqueue(run, "webhook", message, policy, body_as_text=True)
         return None
 
 
@@ -141,8 +141,16 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
     return problems
 
 
-def _enqueue(run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy) -> None:
+def _enqueue(
+    run: Run, kind: str, message: Mapping[str, Any], policy: RetryPolicy, *, body_as_text: bool = False
+) -> None:
     stored = stored_json(message, f"{outbox.name}.message", run.payload)
+    if body_as_text:
+        # The body's JSON text, written as the HTTP client writes it, is what is posted:
+        # PostgreSQL's jsonb sorts an object's keys and writes 1e20 as an integer, so a
+        # document read back from it posted other bytes than from SQLite.
+        body = stored.pop("body")
+        stored["text"] = None if body is None else json_text(body)
     notify(run.db)
     run.db.execute(
         insert(outbox).values(
