@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Sequence
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -116,10 +116,14 @@ class _AppTables:
 def _check_trigger(where: str, expression: str | None) -> list[str]:
     if expression is None:
         return []
-    from croniter import croniter
+    from croniter import CroniterBadDateError, croniter
 
     if not croniter.is_valid(expression):
         return [f"{where}: {expression!r} is not a valid cron expression (minute hour day month weekday)"]
+    try:  # else every worker pass would raise at its cron step, before the due runs
+        croniter(expression, datetime(2000, 1, 1, tzinfo=UTC)).get_next(datetime)
+    except CroniterBadDateError:
+        return [f"{where}: {expression!r} names no date that ever comes (February 30th, April 31st)"]
     return []
 
 

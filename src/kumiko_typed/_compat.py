@@ -184,6 +184,9 @@ class Compat:
         step = at.step
         if step.kind not in SUSPENDING:
             return f"{step.describe()} at {stored.path} is not a step a run waits in"
+        if step.kind == "workflow.retry" and not at.by_index.parts[-1].startswith("#"):
+            # A retry suspends between attempts only: its stored path ends in the next one.
+            return f"{step.describe()} at {stored.path} has no attempt to resume (# and a number after it)"
         if stored.kind is not None and step.kind != stored.kind:
             return f"the step at {stored.path} is now {step.describe()}, the run waits in a {stored.kind} step"
         if isinstance(step, WaitForEvent) and stored.event is not None:

@@ -128,6 +128,11 @@ class Run(AnyCtx):
         """The Failure a ``guard`` of this run last refused with, if one did."""
         return getattr(self, "refused", None)
 
+    def crash_failure(self, crash: StepCrash) -> Failure:
+        """What this run fails with for ``crash``: :func:`crash_failure`, which logs the
+        details.  A ``retry`` stores its message for an attempt it will try again."""
+        return crash_failure(crash, self.event.handler, self.payload)
+
 
 #: ``c.scope`` of a run no loop has set an item in.
 _NO_SCOPE: Final[Mapping[str, object]] = MappingProxyType({})

@@ -212,7 +212,7 @@ def _unrebuildable(
         if run_id in judged:
             continue
         try:
-            rebuild(engine.codec, payload, stored)
+            rebuild(engine.codec, engine.defs[workflow].workflow, payload, stored)
             engine.noted_event(session, engine.defs[workflow], path, stored)
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id

@@ -8,13 +8,16 @@ name a class (``_run_check``), by these functions, so both give one reason.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
 from ._compat import Unreadable
 from ._errors import ClassMismatch, StateError
 from ._serialization import Codec
+
+if TYPE_CHECKING:
+    from ._feature import Workflow
 
 __all__ = [
     "UNREADABLE",
@@ -58,11 +61,17 @@ class Rebuilt:
     state: Mapping[str, Any]
 
 
-def rebuild(codec: Codec, payload: object, state: Mapping[str, Any]) -> Rebuilt:
+def rebuild(codec: Codec, workflow: Workflow[Any], payload: object, state: Mapping[str, Any]) -> Rebuilt:
     """Decode everything a resumed run reads, once: the worker resumes the run with it,
     the check looks only for its errors (:class:`ClassMismatch` for a class this App
-    does not have as stored, the codec's others for a damaged row)."""
+    does not have as stored, or a payload of a class ``workflow`` no longer takes; the
+    codec's others for a damaged row)."""
     decoded = codec.decode(payload)
+    takes = workflow.trigger.payload_type
+    if not isinstance(decoded, takes):  # its resolvers would read fields it has not
+        raise ClassMismatch(
+            f"its payload is a {type(decoded).__name__}, and workflow {workflow.name} now takes {takes.__name__}"
+        )
     loops = convert_loops(codec.decode, state.get("loops", {}))
     parts = {part: codec.decode(state[part]) for part in ("values", "scope") if part in state}
     return Rebuilt(decoded, loops, parts, state)

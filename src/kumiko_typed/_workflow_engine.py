@@ -285,6 +285,15 @@ class WorkflowEngine:
         d = self.defs.get(workflow.name)
         if d is None or d.workflow is not workflow:
             raise LookupError(f"workflow {workflow.name} is not registered in this App")
+        trigger = workflow.trigger
+        if trigger.kind != "manual":
+            # A second run for a tick, or one for an event never appended, as the caller.
+            event = trigger.payload_type.__name__
+            started = f'cron("{trigger.cron}")' if trigger.kind == "cron" else f"on_event({event})"
+            raise TypeError(
+                f"workflow {workflow.name} is started by its trigger, {started}, not by start_workflow; "
+                "a workflow you start yourself has trigger=manual(...)"
+            )
         if not isinstance(payload, workflow.trigger.payload_type):
             raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
         problem = key_problem(key) if key is not None else None
@@ -611,7 +620,7 @@ class WorkflowEngine:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # (a stored value's, or the event a lost race left noted) strands the run as
             # it is, its event wait included.
-            rebuilt = rebuild(self.codec, row.payload, row.state)
+            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state)
             user = _user(row.user)
             noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
             if noted is not None:
@@ -707,7 +716,7 @@ class WorkflowEngine:
             return True
         d = self.defs[row.workflow]
         try:
-            rebuild(self.codec, row.payload, row.state)
+            rebuild(self.codec, d.workflow, row.payload, row.state)
         except UNREADABLE as exc:
             self._not_read(session, d, row, exc)
             return False
@@ -728,9 +737,10 @@ class WorkflowEngine:
 
     def _reader(self, d: Definition) -> str:
         """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the
-        definition and the classes it reads with, so that a deploy with other classes
-        tries the run again."""
-        return f"{d.fingerprint}/{self.codec.digest}"
+        definition, the classes it reads with and the payload class it takes, so that a
+        deploy with other classes (or the run's payload class back) tries the run again."""
+        takes = d.workflow.trigger.payload_type
+        return f"{d.fingerprint}/{self.codec.digest}/{self.codec.names.get(takes, takes.__qualname__)}"
 
     def strand_unreadable(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
         """Mark a run that needs something this deploy's classes cannot read (an event

@@ -142,6 +142,51 @@ def test_a_run_whose_payload_class_changed_is_stranded_not_failed(
     assert "elsewhere.Begin" in info.error["message"]
 
 
+@attrs.frozen
+class Order:
+    """What ``classes:paid`` takes in the second deploy; ``Begin`` stays registered."""
+
+    ref: str
+
+
+def _deploy_paid(app_on: Callable[..., App], clock: FakeClock, payload: type[Any]) -> tuple[App, Workflow[Any]]:
+    f: Feature[Any] = Feature("classes")
+    f.workflow("other", trigger=manual(Begin), pipeline=f.workflow_pipeline(Begin).compute("n", lambda c: 1))
+    f.workflow("keeps", trigger=manual(Order), pipeline=f.workflow_pipeline(Order).compute("n", lambda c: 1))
+    read = (lambda c: c.payload.n) if payload is Begin else (lambda c: c.payload.ref.upper())
+    pipeline = f.workflow_pipeline(payload).wait("PT1M", name="nap").compute("read", read)
+    flow = f.workflow("paid", trigger=manual(payload), pipeline=pipeline)
+    return app_on([f], clock=clock), flow
+
+
+def test_a_run_whose_workflow_now_takes_another_payload_class_is_stranded_then_resumed(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A deploy whose workflow takes another payload class (both registered): before, the
+    check listed nothing and the worker resumed the run with the old payload, failing it
+    with ``internal_error`` (``AttributeError``) in the first resolver that read it."""
+    v1, flow = _deploy_paid(app_on, clock, Begin)
+    run_id = v1.start_workflow(flow, Begin(3), user=user)
+    reason = (
+        "at step nap: the stored state cannot be read: its payload is a Begin, and workflow classes:paid "
+        "now takes Order; a deploy with the class as the run stored it resumes the run"
+    )
+    v2, _ = _deploy_paid(app_on, clock, Order)
+    (problem,) = v2.check_runs()
+    assert (problem.workflow, problem.path, problem.reason) == ("classes:paid", "nap", reason)
+    assert problem.run_ids == (run_id,)
+    clock.advance(minutes=2)
+    v2.run_worker(once=True)
+    info = run_info(v2, run_id)
+    assert (info.status, info.path, info.error) == ("suspended", "nap", {"code": "stranded", "message": reason})
+
+    v3, _ = _deploy_paid(app_on, clock, Begin)  # the payload class back: the run resumes
+    assert v3.check_runs() == []
+    v3.run_worker(once=True)
+    done = run_info(v3, run_id)
+    assert (done.status, done.error, done.steps["read"]) == ("completed", None, 3)
+
+
 # --- an event wait -----------------------------------------------------------------------------
 
 

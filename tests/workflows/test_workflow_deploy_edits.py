@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Callable, Iterator
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -122,6 +122,16 @@ def feature(version: str, fill: Callable[[Any], object] | None = None) -> Featur
         pipeline=f.workflow_pipeline(Start)
         .for_each("item", over=lambda c: c.payload.items, do=lambda b: b.wait("PT1M", name="tick"))
         .return_(lambda c: ok(None)),
+    )
+    f.workflow(
+        "retrier",
+        trigger=manual(Start),
+        pipeline=f.workflow_pipeline(Start).retry(
+            times=3,
+            base_delay=timedelta(minutes=1),
+            do=lambda b: b.get_one("none", lambda c: sa.select(DpeBox).where(DpeBox.note == "never")),
+            name="again",
+        ),
     )
     return f
 
@@ -635,6 +645,32 @@ def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(path=path))
     iteration = path.split("/")[2]
     reason = f"{iteration} at {path} is no loop iteration (# and a number)"
+    (problem,) = app.check_runs()
+    assert (problem.path, problem.reason, problem.run_ids) == (path, reason, (run_id,))
+
+    clock.advance(minutes=5)
+    app.run_worker(once=True)
+    info = run_info(app, run_id)
+    assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
+
+
+@pytest.mark.parametrize(
+    ("path", "reason"),
+    [
+        ("again/#0", "#0 at again/#0 is no retry attempt (# and a number from 1)"),
+        ("again", 'workflow.retry "again" at again has no attempt to resume (# and a number after it)'),
+    ],
+)
+def test_a_stored_retry_path_without_an_attempt_to_resume_strands_the_run(
+    deploy: Callable[..., App], clock: FakeClock, path: str, reason: str
+) -> None:
+    """Before, the check passed these and a worker failed the run with ``internal_error``
+    (``ValueError`` for attempt 0, ``IndexError`` for no attempt at all)."""
+    app = deploy("v1")
+    run_id, _ref = _start(app, "retrier")
+    assert run_info(app, run_id).path == "again/#2"
+    with app.engine.begin() as conn:
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(path=path))
     (problem,) = app.check_runs()
     assert (problem.path, problem.reason, problem.run_ids) == (path, reason, (run_id,))
 

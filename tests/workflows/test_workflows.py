@@ -1069,6 +1069,22 @@ def test_a_cron_expression_without_five_fields_is_refused_at_once() -> None:
         cron("*/5 * * *")
 
 
+@pytest.mark.parametrize("expression", ["0 0 30 2 *", "0 12 31 4,6,9,11 *"])
+def test_a_cron_expression_of_a_date_that_never_comes_is_a_boot_error(expression: str) -> None:
+    """Before, it booted and every worker pass raised CroniterBadDateError at the cron
+    step, so no pass reached the due runs and the outbox after it."""
+    f = Feature("never")
+    f.workflow("ticks", trigger=cron(expression), pipeline=f.workflow_pipeline(CronTick))
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    assert raised.value.problems == [
+        f"workflow never:ticks: {expression!r} names no date that ever comes (February 30th, April 31st)"
+    ]
+    leap = Feature("leap")  # February 29th comes every four years
+    leap.workflow("ticks", trigger=cron("0 0 29 2 *"), pipeline=leap.workflow_pipeline(CronTick))
+    App([leap], database_url="sqlite://").dispose()
+
+
 def test_good_durations_boot() -> None:
     f = Feature("good")
     f.event(Ping)

@@ -219,6 +219,8 @@ def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
     while i < len(parts):
         if step is not None:
             if i == len(parts) - 1 and _is_iteration(parts[i]) and step.kind == "workflow.retry":
+                if int(parts[i][1:]) < 1:
+                    raise LookupError(f"{parts[i]} at {path} is no retry attempt (# and a number from 1)")
                 by_index.append(parts[i])  # a retry suspended between attempts: the attempt of this step
                 by_name.append(parts[i])
                 break

@@ -170,13 +170,18 @@ class Retry(Step):
             return failure  # a guard refused: that ends the run, it is no failed attempt
         run.values.clear()
         run.values.update(before)
-        if attempt >= self.times:
-            if crash is not None:
-                crash.path[0:0] = ["do"]
+        if crash is not None:
+            crash.path[0:0] = ["do"]
+            if attempt >= self.times:
                 raise crash
+            # What the run would fail with: the step, the exception's class and an error
+            # id.  The exception's text (a database error's SQL and bound values) is
+            # logged under that id, never stored with the run.
+            failure = run.crash_failure(crash)
+        elif attempt >= self.times:
             return failure  # the run fails with the last attempt's failure
-        error = failure.message if failure is not None else f"{type(crash.cause).__name__}: {crash.cause}"  # type: ignore[union-attr]
-        error = storable_text(error)  # kept in the run's state: a NUL must not make it unstorable
+        assert failure is not None
+        error = storable_text(failure.message)  # kept in the run's state: a NUL must not make it unstorable
         logger.info(
             "%s: retry attempt %d of %d failed: %s",
             run.event.handler,
