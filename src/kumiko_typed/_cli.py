@@ -471,10 +471,20 @@ def _database(url: str | URL | None) -> Iterator[None]:
         ) from exc
 
 
+def _printable(text: str) -> str:
+    """``text`` with every character a terminal would act on written as its escape: an
+    error stored from a peer (an SMTP server's reply, a receiver's reason) may carry an
+    escape sequence that would recolour, retitle or clear an operator's terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     if not rows:
         click.echo("(none)")
         return
+    rows = [[_printable(cell) for cell in row] for row in rows]
     widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
     click.echo(click.style("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), bold=True))
     for row in rows:

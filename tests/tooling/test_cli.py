@@ -23,8 +23,10 @@ from types import ModuleType
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from kumiko_typed import App, User
+from kumiko_typed._tables import outbox as outbox_table
 
 ROOT = Path(__file__).resolve().parents[2]
 CLI = Path(sys.executable).parent / "kumiko-typed"
@@ -985,6 +987,22 @@ def test_worker_delivers_then_stops_on_signal(
     (row,) = _table(result.stdout)
     assert (row["kind"], row["status"], row["attempts"], row["next attempt"]) == ("webhook", "dead", "1", "")
     assert row["last error"] == "HTTP 500 Internal Server Error"
+
+
+def test_outbox_shows_a_stored_error_without_its_control_characters(tmp_path: Path, tiny: Tiny) -> None:
+    """A peer's text in a stored error (an SMTP reply, a reason phrase) reaches the
+    operator's terminal as escapes, not as the sequences it would act on."""
+    tiny.dispatch_ping()
+    hostile = "550 \x1b[2J\x1b]0;owned\x07 gone\u202e"
+    engine = sa.create_engine(tiny.url)
+    with engine.begin() as conn:
+        conn.execute(sa.update(outbox_table).values(last_error=hostile))
+    engine.dispose()
+    result = cli(tmp_path, "outbox", tiny.target, "--database-url", tiny.url)
+    assert result.returncode == 0, _explain(result)
+    assert "\x1b" not in result.stdout and "\x07" not in result.stdout and "\u202e" not in result.stdout
+    (row,) = _table(result.stdout)
+    assert row["last error"] == "550 \\x1b[2J\\x1b]0;owned\\x07 gone\\u202e"
 
 
 class _Accept(http.server.BaseHTTPRequestHandler):
