@@ -1,0 +1,205 @@
+"""Foreign keys stay inside the tenant: a run's write may refer only to rows of the
+run's tenant — the rows its reads can see.
+
+A foreign key checks only that the id exists, in any tenant's rows.  So every statement
+a run sends that sets a foreign key to an aggregate's table (an ``Entity``'s, which
+holds ``tenant_id``) is checked first, by :func:`check_references` (a
+``after_cursor_execute`` listener of every App engine): one read of the referred table
+for a row with one of the values and another tenant.  One listener covers every way a
+run writes — ``create``, ``update``, a projector, a projection upsert, ``c.db``
+statements, many rows at once, the ORM's flush.  A refused statement fails the run,
+which rolls back: nothing of it is committed, even if a step caught the refusal.
+
+The refusal, :class:`~kumiko_typed._integrity.OtherTenantRow`, is answered as the
+database's own refusal of a reference to a row that does not exist, word for word
+(``_integrity``): to the caller, another tenant's row does not exist, and a different
+answer would tell that it does.  A *deferred* key is checked where its database checks
+it, at the end of the outermost run before its COMMIT (:func:`settle`), for the same
+reason: the database refuses a missing row only there, and names no column.
+
+The run's tenant comes from :func:`open_scope`, which the transaction runner enters
+for each run; a statement outside a run (``rebuild_projection``'s replay of checked
+events, an application's own use of the engine) is not checked, and a run may cross on
+purpose with ``.execution_options(kumiko_all_tenants=True)``, as a read does.
+"""
+
+from __future__ import annotations
+
+import re
+from contextvars import ContextVar, Token
+from typing import Any, Final
+from uuid import UUID
+
+import attrs
+from sqlalchemy import ForeignKeyConstraint, Select, Table, bindparam, literal, select, tuple_
+from sqlalchemy.orm import Session
+
+from ._access import ShapeMemo
+from ._connection import connection_of
+from ._entity import Entity
+from ._integrity import OtherTenantRow, Written
+
+__all__ = ["Scope", "check_references", "close_scope", "open_scope", "settle"]
+
+
+@attrs.frozen
+class _Key:
+    """A foreign key of a written table to an aggregate's table, and its check: a row
+    the key's values name that belongs to another tenant."""
+
+    columns: tuple[str, ...]
+    check: Select[Any]
+    deferred: bool
+
+
+@attrs.define
+class Scope:
+    """A run's tenant and session, and the deferred keys its statements set: (key,
+    values, tenant) each, checked at the end of the outermost run in that session."""
+
+    tenant: UUID
+    session: Session
+    outer: Scope | None
+    pending: list[tuple[_Key, list[object], UUID]] = attrs.field(factory=list)
+    #: What a refused statement wrote: the run fails even if a step caught the refusal.
+    refused: Written | None = None
+
+
+_SCOPE: ContextVar[Scope | None] = ContextVar("kumiko_tenant_scope", default=None)
+
+#: Per written table: its keys to aggregate tables (none for most tables).
+_KEYS: Final = ShapeMemo()
+
+
+def open_scope(tenant: UUID, session: Session) -> tuple[Scope, Token[Scope | None]]:
+    """The statements sent until :func:`close_scope` are checked against ``tenant``
+    (not a context manager: entered on every dispatch, where each call counts)."""
+    scope = Scope(tenant, session, _SCOPE.get())
+    return scope, _SCOPE.set(scope)
+
+
+def close_scope(token: Token[Scope | None]) -> None:
+    _SCOPE.reset(token)
+
+
+def settle(scope: Scope, session: Session) -> None:
+    """At the end of a run that commits (or releases its savepoint): its deferred keys
+    go to the run around it in the same session (a ``call_feature``), whose transaction
+    commits them; the outermost run checks them, on the session's connection, where the
+    database's COMMIT will.  Raises :class:`OtherTenantRow` without a statement (the
+    database's refusal at COMMIT names none) for a row of another tenant, and again for
+    a refused statement whose refusal a step caught (its row is written)."""
+    if not scope.pending and scope.refused is None:
+        return
+    if scope.refused is not None:
+        raise OtherTenantRow(scope.refused)
+    pending, scope.pending = scope.pending, []
+    outer = scope.outer
+    if outer is not None and outer.session is scope.session:
+        outer.pending += pending
+        return
+    conn = connection_of(session)
+    for key, values, tenant in pending:
+        if _other(conn, key, values, tenant):
+            raise OtherTenantRow(None)
+
+
+def _keys(table: Table) -> tuple[_Key, ...]:
+    entries = _KEYS.entries()
+    found: tuple[_Key, ...] | None = entries.get(table)
+    if found is None:
+        aggregates = {m.local_table for m in Entity.registry.mappers}
+        found = entries[table] = tuple(_key(fk) for fk in table.foreign_key_constraints if _referred(fk) in aggregates)
+    return found
+
+
+def _referred(fk: ForeignKeyConstraint) -> Table | None:
+    try:
+        return fk.referred_table
+    except Exception:  # a key to a table not (yet) defined: the database refuses it
+        return None
+
+
+def _key(fk: ForeignKeyConstraint) -> _Key:
+    referred = fk.referred_table
+    targets = [element.column for element in fk.elements]
+    match: Any = targets[0] if len(targets) == 1 else tuple_(*targets)
+    check = (
+        select(literal(1))
+        .select_from(referred)
+        .where(match.in_(bindparam("kumiko_refs", expanding=True)), referred.c.tenant_id != bindparam("kumiko_tenant"))
+        .limit(1)
+    )
+    deferred = str(fk.initially or "").upper() == "DEFERRED"
+    return _Key(tuple(c.key for c in fk.columns), check, deferred)
+
+
+def check_references(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
+    """``after_cursor_execute``: refuse an INSERT or UPDATE of a run that set a key to a
+    row of another tenant (:class:`OtherTenantRow`); note a deferred key's values.
+
+    After the statement, not before: its foreign key check has found (and locked) the
+    rows it refers to, so one that another transaction committed meanwhile is seen
+    here (PostgreSQL reads each statement in a snapshot of its own); a check before it
+    could miss a row committed between the two.  The transaction rolls back."""
+    if context is None or not (context.isinsert or context.isupdate):
+        return
+    scope = _SCOPE.get()
+    if scope is None:
+        return
+    table = getattr(getattr(context.compiled, "statement", None), "table", None)
+    if not isinstance(table, Table):
+        return
+    keys = _keys(table)
+    if not keys or context.execution_options.get("kumiko_all_tenants", False):
+        return
+    if getattr(context, _CHECKED, False):
+        return  # a later batch of the same statement's rows (insertmanyvalues)
+    setattr(context, _CHECKED, True)
+    rows = tuple(context.compiled_parameters or ())
+    by_row = _multi_rows(context.compiled.statement, rows)
+    for key in keys:
+        values = _values(key, by_row)
+        if not values:
+            continue
+        if key.deferred:
+            scope.pending.append((key, values, scope.tenant))
+        elif _other(conn, key, values, scope.tenant):
+            scope.refused = Written(table, "insert" if context.isinsert else "update", rows)
+            raise OtherTenantRow(scope.refused)
+
+
+_CHECKED: Final = "_kumiko_references_checked"
+
+
+def _multi_rows(statement: Any, rows: tuple[Any, ...]) -> tuple[Any, ...]:
+    """The rows by column key: an ``insert().values([...])`` binds row ``i``'s value of
+    ``c`` as ``c_m<i>``, in one parameter set."""
+    if not getattr(statement, "_multi_values", None) or len(rows) != 1:
+        return rows
+    split: dict[int, dict[str, object]] = {}
+    for name, value in rows[0].items():
+        found = _MULTI.fullmatch(name)
+        if found is not None:
+            split.setdefault(int(found[2]), {})[found[1]] = value
+    return tuple(split.values())
+
+
+_MULTI: Final = re.compile(r"(.+)_m(\d+)")
+
+
+def _values(key: _Key, rows: tuple[Any, ...]) -> list[object]:
+    """The key's values the rows set, once each (a row that leaves one column NULL
+    refers to nothing)."""
+    found: dict[object, None] = {}
+    columns = key.columns
+    for row in rows:
+        values = tuple(row.get(c) for c in columns)
+        if None not in values:
+            found[values[0] if len(values) == 1 else values] = None
+    return list(found)
+
+
+def _other(conn: Any, key: _Key, values: list[object], tenant: UUID) -> bool:
+    """Whether a row the values name belongs to another tenant than ``tenant``."""
+    return conn.execute(key.check, {"kumiko_refs": values, "kumiko_tenant": tenant}).first() is not None
