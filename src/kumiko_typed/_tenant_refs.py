@@ -1,9 +1,10 @@
-"""Foreign keys stay inside the tenant: a run's write may refer only to rows of the
-run's tenant — the rows its reads can see.
+"""Foreign keys stay inside the tenant: a row a run writes refers only to rows of its
+own tenant — its ``tenant_id``, or for a table without one (a read model) the run's, the
+tenant whose rows the run's reads see.
 
 A foreign key checks only that the id exists, in any tenant's rows.  So every statement
 a run sends that sets a foreign key to an aggregate's table (an ``Entity``'s, which
-holds ``tenant_id``) is checked first, by :func:`check_references` (a
+holds ``tenant_id``) is checked too, by :func:`check_references` (an
 ``after_cursor_execute`` listener of every App engine): one read of the referred table
 for a row with one of the values and another tenant.  One listener covers every way a
 run writes — ``create``, ``update``, a projector, a projection upsert, ``c.db``
@@ -17,10 +18,10 @@ answer would tell that it does.  A *deferred* key is checked where its database 
 it, at the end of the outermost run before its COMMIT (:func:`settle`), for the same
 reason: the database refuses a missing row only there, and names no column.
 
-The run's tenant comes from :func:`open_scope`, which the transaction runner enters
-for each run; a statement outside a run (``rebuild_projection``'s replay of checked
-events, an application's own use of the engine) is not checked, and a run may cross on
-purpose with ``.execution_options(kumiko_all_tenants=True)``, as a read does.
+The run comes from :func:`open_scope`, which the transaction runner calls for each run;
+a statement outside a run (``rebuild_projection``'s replay of checked events, an
+application's own use of the engine) is not checked, and a run may cross on purpose
+with ``.execution_options(kumiko_all_tenants=True)``, as a read does.
 """
 
 from __future__ import annotations
@@ -67,7 +68,7 @@ class Scope:
 
 _SCOPE: ContextVar[Scope | None] = ContextVar("kumiko_tenant_scope", default=None)
 
-#: Per written table: its keys to aggregate tables (none for most tables).
+#: Per written table: its :class:`_Plan` (no keys for most tables).
 _KEYS: Final = ShapeMemo()
 
 
@@ -104,13 +105,23 @@ def settle(scope: Scope, session: Session) -> None:
             raise OtherTenantRow(None)
 
 
-def _keys(table: Table) -> tuple[_Key, ...]:
+def _plan(table: Table) -> _Plan:
     entries = _KEYS.entries()
-    found: tuple[_Key, ...] | None = entries.get(table)
+    found: _Plan | None = entries.get(table)
     if found is None:
         aggregates = {m.local_table for m in Entity.registry.mappers}
-        found = entries[table] = tuple(_key(fk) for fk in table.foreign_key_constraints if _referred(fk) in aggregates)
+        keys = tuple(_key(fk) for fk in table.foreign_key_constraints if _referred(fk) in aggregates)
+        tenant = table.c.tenant_id.key if "tenant_id" in table.c else None
+        found = entries[table] = _Plan(keys, tenant)
     return found
+
+
+@attrs.frozen
+class _Plan:
+    """A written table's keys to aggregate tables, and its own tenant column's key."""
+
+    keys: tuple[_Key, ...]
+    tenant: str | None
 
 
 def _referred(fk: ForeignKeyConstraint) -> Table | None:
@@ -150,23 +161,21 @@ def check_references(conn: Any, cursor: Any, statement: Any, parameters: Any, co
     table = getattr(getattr(context.compiled, "statement", None), "table", None)
     if not isinstance(table, Table):
         return
-    keys = _keys(table)
-    if not keys or context.execution_options.get("kumiko_all_tenants", False):
+    plan = _plan(table)
+    if not plan.keys or context.execution_options.get("kumiko_all_tenants", False):
         return
     if getattr(context, _CHECKED, False):
         return  # a later batch of the same statement's rows (insertmanyvalues)
     setattr(context, _CHECKED, True)
     rows = tuple(context.compiled_parameters or ())
     by_row = _multi_rows(context.compiled.statement, rows)
-    for key in keys:
-        values = _values(key, by_row)
-        if not values:
-            continue
-        if key.deferred:
-            scope.pending.append((key, values, scope.tenant))
-        elif _other(conn, key, values, scope.tenant):
-            scope.refused = Written(table, "insert" if context.isinsert else "update", rows)
-            raise OtherTenantRow(scope.refused)
+    for key in plan.keys:
+        for tenant, values in _values(key, by_row, plan.tenant, scope.tenant).items():
+            if key.deferred:
+                scope.pending.append((key, values, tenant))
+            elif _other(conn, key, values, tenant):
+                scope.refused = Written(table, "insert" if context.isinsert else "update", rows)
+                raise OtherTenantRow(scope.refused)
 
 
 _CHECKED: Final = "_kumiko_references_checked"
@@ -188,16 +197,20 @@ def _multi_rows(statement: Any, rows: tuple[Any, ...]) -> tuple[Any, ...]:
 _MULTI: Final = re.compile(r"(.+)_m(\d+)")
 
 
-def _values(key: _Key, rows: tuple[Any, ...]) -> list[object]:
-    """The key's values the rows set, once each (a row that leaves one column NULL
-    refers to nothing)."""
-    found: dict[object, None] = {}
+def _values(key: _Key, rows: tuple[Any, ...], tenant_key: str | None, run: UUID) -> dict[Any, list[object]]:
+    """The key's values the rows set, once each, by the tenant they must be of: the
+    row's own ``tenant_id`` if the table has one and the row sets it (a row of one
+    tenant refers to rows of that tenant), else the run's.  A row that leaves a column
+    of the key NULL refers to nothing."""
+    found: dict[Any, dict[object, None]] = {}
     columns = key.columns
     for row in rows:
         values = tuple(row.get(c) for c in columns)
-        if None not in values:
-            found[values[0] if len(values) == 1 else values] = None
-    return list(found)
+        if None in values:
+            continue
+        tenant = row.get(tenant_key) if tenant_key is not None else None
+        found.setdefault(run if tenant is None else tenant, {})[values[0] if len(values) == 1 else values] = None
+    return {tenant: list(values) for tenant, values in found.items()}
 
 
 def _other(conn: Any, key: _Key, values: list[object], tenant: UUID) -> bool:

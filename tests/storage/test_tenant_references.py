@@ -194,6 +194,20 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
             "raw_caught",
             f.pipeline(Move).compute("n", _caught).return_(lambda c: ok(c.steps["n"])),
         ),
+        # A row of tenant B (its tenant_id set) that a run of A writes: B's rows are its own.
+        "raw_for_b": f.write_handler(
+            "raw_for_b",
+            f.pipeline(Move)
+            .compute(
+                "n",
+                lambda c: (
+                    c.db.execute(
+                        sa.insert(TrBook).values({**_raw(c, c.payload.shelf), "tenant_id": c.payload.book})
+                    ).rowcount
+                ),
+            )
+            .return_(lambda c: ok(c.steps["n"])),
+        ),
         "raw_update": f.write_handler(
             "raw_update",
             f.pipeline(Move)
@@ -368,9 +382,9 @@ def test_the_other_tenant_deletes_the_row_that_was_referred_to(two: Two) -> None
 
 
 def test_a_run_crosses_tenants_only_on_purpose(app_on: AppOn, make_user: Callable[..., User]) -> None:
-    """A sysadmin's call_feature as a user of B writes as B (B's rows are B's own); a
-    statement that says ``kumiko_all_tenants`` is not checked, as a read that says it is
-    not filtered."""
+    """A sysadmin's call_feature as a user of B writes as B (B's rows are B's own), so
+    does a statement writing a row whose tenant_id is B's; a statement that says
+    ``kumiko_all_tenants`` is not checked, as a read that says it is not filtered."""
     f, h = _feature()
     ops: Feature[Any] = Feature("tr_ops", requires=["call_feature"])
     b = make_user()
@@ -385,6 +399,10 @@ def test_a_run_crosses_tenants_only_on_purpose(app_on: AppOn, make_user: Callabl
     theirs = ok_data(app.dispatch(h["shelf"], AddShelf("B's"), user=b))
     failure_of(app.dispatch(h["book"], AddBook("a's", theirs), user=a), "validation_error")
     assert ok_data(app.dispatch(as_b, AddBook("b's", theirs), user=make_user("sysadmin")))
+    # A row's own tenant_id is what its references are checked against.
+    ok_data(app.dispatch(h["raw_for_b"], Move(b.tenant_id, theirs), user=a))
+    mine = ok_data(app.dispatch(h["shelf"], AddShelf("A's"), user=a))
+    _refused_as_missing(app, h["raw_for_b"], Move(b.tenant_id, mine), Move(b.tenant_id, uuid.uuid4()), a)
     before = _count(app, TrBook.__table__)
     ok_data(app.dispatch(h["raw_crossing"], Move(uuid.uuid4(), theirs), user=a))
     assert _count(app, TrBook.__table__) == before + 1
