@@ -32,7 +32,7 @@ from typing import Any, Final
 from uuid import UUID
 
 import attrs
-from sqlalchemy import ForeignKeyConstraint, Select, Table, bindparam, literal, select, tuple_
+from sqlalchemy import ForeignKeyConstraint, Select, Table, and_, bindparam, literal, select, tuple_
 from sqlalchemy.orm import Session
 
 from ._access import ShapeMemo
@@ -50,6 +50,8 @@ class _Key:
 
     columns: tuple[str, ...]
     check: Select[Any]
+    #: The same for one value, without an expanding IN (a third less per check).
+    check_one: Select[Any]
     deferred: bool
 
 
@@ -135,14 +137,16 @@ def _key(fk: ForeignKeyConstraint) -> _Key:
     referred = fk.referred_table
     targets = [element.column for element in fk.elements]
     match: Any = targets[0] if len(targets) == 1 else tuple_(*targets)
-    check = (
-        select(literal(1))
-        .select_from(referred)
-        .where(match.in_(bindparam("kumiko_refs", expanding=True)), referred.c.tenant_id != bindparam("kumiko_tenant"))
-        .limit(1)
-    )
+    other = referred.c.tenant_id != bindparam("kumiko_tenant")
+    many = match.in_(bindparam("kumiko_refs", expanding=True))
+    one = and_(*(column == bindparam(f"kumiko_ref_{i}") for i, column in enumerate(targets)))
     deferred = str(fk.initially or "").upper() == "DEFERRED"
-    return _Key(tuple(c.key for c in fk.columns), check, deferred)
+    columns = tuple(c.key for c in fk.columns)
+    return _Key(columns, _exists(referred, many, other), _exists(referred, one, other), deferred)
+
+
+def _exists(table: Table, *where: Any) -> Select[Any]:
+    return select(literal(1)).select_from(table).where(*where).limit(1)
 
 
 def check_references(conn: Any, cursor: Any, statement: Any, parameters: Any, context: Any, executemany: bool) -> None:
@@ -215,4 +219,10 @@ def _values(key: _Key, rows: tuple[Any, ...], tenant_key: str | None, run: UUID)
 
 def _other(conn: Any, key: _Key, values: list[object], tenant: UUID) -> bool:
     """Whether a row the values name belongs to another tenant than ``tenant``."""
+    if len(values) == 1:
+        value = values[0]
+        parts = value if isinstance(value, tuple) and len(key.columns) > 1 else (value,)
+        params: dict[str, object] = {f"kumiko_ref_{i}": v for i, v in enumerate(parts)}
+        params["kumiko_tenant"] = tenant
+        return conn.execute(key.check_one, params).first() is not None
     return conn.execute(key.check, {"kumiko_refs": values, "kumiko_tenant": tenant}).first() is not None

@@ -25,6 +25,7 @@ AppOn = Callable[..., App]
 
 class TrShelf(Entity):
     __tablename__ = "tr_shelf"
+    __table_args__ = (sa.UniqueConstraint("tenant_id", "id", name="tr_shelf_tenant_id"),)
     label: Mapped[str] = mapped_column(sa.String(40))
 
 
@@ -40,6 +41,14 @@ class TrLoan(Entity):
 
     __tablename__ = "tr_loan"
     shelf_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("tr_shelf.id", deferrable=True, initially="DEFERRED"))
+
+
+class TrTag(Entity):
+    """A key of two columns, the tenant's own among them (what a schema may do itself)."""
+
+    __tablename__ = "tr_tag"
+    __table_args__ = (sa.ForeignKeyConstraint(["tenant_id", "shelf_id"], ["tr_shelf.tenant_id", "tr_shelf.id"]),)
+    shelf_id: Mapped[uuid.UUID] = mapped_column()
 
 
 #: A read model (no Entity) that refers to an aggregate's row.
@@ -103,6 +112,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
     f.entity(TrShelf)
     f.entity(TrBook)
     f.entity(TrLoan)
+    f.entity(TrTag)
     f.event(Moved, name="tr-moved")
 
     @f.projector(TrBook, Moved)
@@ -203,6 +213,20 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
                 lambda c: (
                     c.db.execute(
                         sa.insert(TrBook).values({**_raw(c, c.payload.shelf), "tenant_id": c.payload.book})
+                    ).rowcount
+                ),
+            )
+            .return_(lambda c: ok(c.steps["n"])),
+        ),
+        "tags": f.write_handler(
+            "tags",
+            f.pipeline(AddBooks)
+            .compute(
+                "n",
+                lambda c: (
+                    c.db.execute(
+                        sa.insert(TrTag.__table__),
+                        [{**_raw(c, s), "shelf_id": s} for s in c.payload.shelves],
                     ).rowcount
                 ),
             )
@@ -418,3 +442,14 @@ def test_a_refusal_a_step_caught_still_fails_the_run(two: Two) -> None:
     assert refused.message.startswith(lead), refused.message
     assert _count(app, TrBook.__table__) == before
     assert ok_data(app.dispatch(h["raw_caught"], Move(uuid.uuid4(), mine), user=a)) == 1
+
+
+def test_a_key_of_two_columns_is_checked_as_one(two: Two) -> None:
+    """(tenant_id, shelf_id): the database refuses another tenant's shelf itself; one row
+    and many, answered as a missing shelf."""
+    app, h, a, _b, mine, theirs = two
+    for shelves in ([theirs], [mine, theirs]):
+        missing = [s if s == mine else uuid.uuid4() for s in shelves]
+        _refused_as_missing(app, h["tags"], AddBooks(shelves), AddBooks(missing), a)
+    ok_data(app.dispatch(h["tags"], AddBooks([mine, mine]), user=a))
+    assert _count(app, TrTag.__table__) == 2
