@@ -5,10 +5,11 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 from decimal import Context, Decimal
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from sqlalchemy import TIMESTAMP, DateTime, Engine, Numeric, Uuid, create_engine, event
 from sqlalchemy.dialects.sqlite import DATETIME
+from sqlalchemy.dialects.sqlite.base import SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
 
 from ._integrity import note_written
@@ -46,6 +47,10 @@ def _made(url: str) -> Engine:
             TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
             Numeric: _FloatNumeric,
         }
+        sqlite = cast("SQLiteDialect", engine.dialect)
+        sqlite.type_compiler_instance = sqlite.type_compiler = _SQLiteTypes(sqlite)
+        names = sqlite.ischema_names
+        sqlite.ischema_names = {**names, _JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
         return engine
     engine = create_engine(url)
     if engine.dialect.name == "postgresql":
@@ -145,6 +150,22 @@ class _FloatNumeric(Numeric[Any]):
             return number if exponent is None else number.quantize(exponent, context=_WIDE)
 
         return process
+
+
+#: The declared type of a JSON column in a table this engine creates on SQLite.  SQLite
+#: picks a column's affinity from its declared type's name, and ``JSON`` (SQLAlchemy's
+#: name) has NUMERIC affinity: a JSON text that is a bare number was stored as a number,
+#: so ``1.0`` read back as ``1``, ``-0.0`` as ``0`` and ``2**64`` as a float, where
+#: PostgreSQL gives the value written.  A name holding ``TEXT`` has TEXT affinity, which
+#: keeps the text as bound; SQLite's JSON functions read it as before.
+_JSON_TEXT: Final = "JSONTEXT"
+
+
+class _SQLiteTypes(SQLiteTypeCompiler):
+    """This engine's DDL types: SQLite's, but a JSON column as ``JSONTEXT``."""
+
+    def visit_JSON(self, type_: Any, **kw: Any) -> str:
+        return _JSON_TEXT
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:

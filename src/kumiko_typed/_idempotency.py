@@ -93,7 +93,7 @@ def key_problem(key: object) -> str | None:
 def fingerprint(codec: Codec, payload: object) -> str:
     """The payload's hash; raises ``StateError`` for a payload the codec cannot encode."""
     try:
-        encoded = json.dumps(codec.encode(payload), sort_keys=True, separators=(",", ":"))
+        encoded = json.dumps(codec.encode(payload, ordered=False), sort_keys=True, separators=(",", ":"))
     except ValueError as exc:  # an integer with more digits than Python writes
         raise StateError(str(exc)) from None
     return hashlib.sha256(encoded.encode()).hexdigest()

@@ -93,21 +93,26 @@ class Codec:
         shapes = repr(sorted((name, _shape(cls)) for name, cls in self.by_name.items()))
         self.digest = hashlib.sha256(shapes.encode()).hexdigest()[:12]
 
-    def encode(self, value: Any) -> Any:
+    def encode(self, value: Any, *, ordered: bool = True) -> Any:
         """``value`` as JSON with type tags; ``StateError`` for what cannot be stored, and
         for a value nested deeper than ``MAX_DEPTH`` containers: one that holds itself is
         nested without end, and recursing into it would raise ``RecursionError`` from
-        wherever the value is stored (an idempotency key's fingerprint, a run's state)."""
-        return self._encode(value, MAX_DEPTH)
+        wherever the value is stored (an idempotency key's fingerprint, a run's state).
 
-    def _encode(self, value: Any, room: int) -> Any:
+        A dict of two or more keys also stores its keys' order (``"k"``): PostgreSQL's
+        ``jsonb`` keeps an object's keys sorted, so a dict read back from it came in
+        another order than from SQLite.  ``ordered=False`` leaves it out, for a value
+        compared as equal dicts compare (a payload's fingerprint)."""
+        return self._encode(value, MAX_DEPTH, ordered)
+
+    def _encode(self, value: Any, room: int, ordered: bool) -> Any:
         """``encode``, with ``room`` levels of containers left."""
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
             if not math.isfinite(value):  # JSON has none; PostgreSQL refuses Python's NaN
                 raise StateError(f"the float {value} cannot be stored: JSON has no NaN or Infinity")
-            return value
+            return {TAG: "float", "v": repr(value)} if _not_kept_by_jsonb(value) else value
         if isinstance(value, uuid.UUID):
             return {TAG: "uuid", "v": str(value)}
         if isinstance(value, dt.datetime):
@@ -122,20 +127,23 @@ class Codec:
             raise StateError(f"a value nested deeper than {MAX_DEPTH} levels cannot be stored (does it hold itself?)")
         room -= 1
         if isinstance(value, list):
-            return [self._encode(v, room) for v in value]
+            return [self._encode(v, room, ordered) for v in value]
         if isinstance(value, tuple):
-            return {TAG: "tuple", "v": [self._encode(v, room) for v in value]}
+            return {TAG: "tuple", "v": [self._encode(v, room, ordered) for v in value]}
         if isinstance(value, (set, frozenset)):
             tag = "frozenset" if isinstance(value, frozenset) else "set"
-            return {TAG: tag, "v": sorted((self._encode(v, room) for v in value), key=_canonical)}
+            return {TAG: tag, "v": sorted((self._encode(v, room, ordered) for v in value), key=_canonical)}
         if isinstance(value, Mapping):
             if not all(isinstance(k, str) for k in value):
                 raise StateError("only mappings with string keys can be stored")
-            return {TAG: "dict", "v": {k: self._encode(v, room) for k, v in value.items()}}
+            encoded = {k: self._encode(v, room, ordered) for k, v in value.items()}
+            if ordered and len(encoded) > 1:
+                return {TAG: "dict", "v": encoded, "k": list(encoded)}
+            return {TAG: "dict", "v": encoded}
         if isinstance(value, Saved):
             return {
                 TAG: "saved",
-                "v": {f.name: self._encode(getattr(value, f.name), room) for f in attrs.fields(Saved)},
+                "v": {f.name: self._encode(getattr(value, f.name), room, ordered) for f in attrs.fields(Saved)},
             }
         cls = type(value)
         name = self.names.get(cls)
@@ -145,14 +153,14 @@ class Codec:
                 "decimals, sets and registered payload, event and entity classes (and enums they name) can"
             )
         if isinstance(value, enum.Enum):
-            return {TAG: "enum", "c": name, "v": self._encode(value.value, room)}
+            return {TAG: "enum", "c": name, "v": self._encode(value.value, room, ordered)}
         if isinstance(value, Entity):
-            columns = {a.key: self._encode(getattr(value, a.key), room) for a in inspect(cls).column_attrs}
+            columns = {a.key: self._encode(getattr(value, a.key), room, ordered) for a in inspect(cls).column_attrs}
             return {TAG: "entity", "c": name, "v": columns}
         return {
             TAG: "attrs",
             "c": name,
-            "v": {f.name: self._encode(getattr(value, f.name), room) for f in attrs.fields(cls)},
+            "v": {f.name: self._encode(getattr(value, f.name), room, ordered) for f in attrs.fields(cls)},
         }
 
     def decode(self, data: Any) -> Any:
@@ -172,6 +180,8 @@ class Codec:
             return dt.timedelta(seconds=v)
         if tag == "decimal":
             return Decimal(v)
+        if tag == "float":
+            return float(v)
         if tag == "tuple":
             return tuple(self.decode(x) for x in v)
         if tag == "set":
@@ -179,7 +189,8 @@ class Codec:
         if tag == "frozenset":
             return frozenset(self.decode(x) for x in v)
         if tag == "dict":
-            return {k: self.decode(x) for k, x in v.items()}
+            order = data.get("k", v)
+            return {k: self.decode(v[k]) for k in order}
         if tag == "saved":
             return Saved(**{k: self.decode(x) for k, x in v.items()})
         if tag in ("attrs", "entity", "enum"):
@@ -203,6 +214,16 @@ class Codec:
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")
+
+
+def _not_kept_by_jsonb(value: float) -> bool:
+    """Whether PostgreSQL's ``jsonb`` would give ``value`` back as something else: it holds
+    a number as a ``numeric`` and writes it without an exponent or the sign of a zero, so
+    a whole float that Python writes with an exponent (``1e+20``, from 1e16 up) came back
+    as an int, and ``-0.0`` as ``0.0``.  Any other float is written with a point or an
+    exponent that reads back as the same float.  SQLite keeps the text; tagged on both, the
+    stored value is the same."""
+    return value.is_integer() and (abs(value) >= 1e16 or math.copysign(1.0, value) < 0)
 
 
 def _init_arguments(cls: type[Any], stored: Mapping[str, object]) -> dict[str, object]:
