@@ -271,7 +271,7 @@ def _in_transaction(
         if keep is not None and not isinstance(outcome, Failure):
             outcome = keep(outcome) or outcome
         if not isinstance(outcome, Failure):
-            settle(scope, session)
+            settle(scope)
     except BaseException:
         if savepoint is not None:
             if savepoint.is_active:

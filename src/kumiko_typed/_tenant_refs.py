@@ -85,7 +85,7 @@ def close_scope(token: Token[Scope | None]) -> None:
     _SCOPE.reset(token)
 
 
-def settle(scope: Scope, session: Session) -> None:
+def settle(scope: Scope) -> None:
     """At the end of a run that commits (or releases its savepoint): its deferred keys
     go to the run around it in the same session (a ``call_feature``), whose transaction
     commits them; the outermost run checks them, on the session's connection, where the
@@ -101,7 +101,7 @@ def settle(scope: Scope, session: Session) -> None:
     if outer is not None and outer.session is scope.session:
         outer.pending += pending
         return
-    conn = connection_of(session)
+    conn = connection_of(scope.session)
     for key, values, tenant in pending:
         if _other(conn, key, values, tenant):
             raise OtherTenantRow(None)

@@ -10,15 +10,17 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import failure_of, ok_data
+from _support import failure_of, ok_data, run_info
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Failure, Feature, User, ok
+from kumiko_typed import App, Entity, Failure, Feature, User, manual, ok
+from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 
@@ -269,6 +271,20 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
             .return_(lambda c: ok(c.steps["n"])),
         ),
     }
+    h["shelve"] = f.workflow(
+        "shelve",
+        trigger=manual(AddBook),
+        pipeline=f.workflow_pipeline(AddBook)
+        .wait("PT1M")
+        .create("book", TrBook, data=lambda c: TrBook(title=c.payload.title, shelf_id=c.payload.shelf)),
+    )
+    h["lend_later"] = f.workflow(
+        "lend_later",
+        trigger=manual(Drop),
+        pipeline=f.workflow_pipeline(Drop)
+        .wait("PT1M")
+        .create("loan", TrLoan, data=lambda c: TrLoan(shelf_id=c.payload.shelf)),
+    )
     return f, h
 
 
@@ -453,3 +469,45 @@ def test_a_key_of_two_columns_is_checked_as_one(two: Two) -> None:
         _refused_as_missing(app, h["tags"], AddBooks(shelves), AddBooks(missing), a)
     ok_data(app.dispatch(h["tags"], AddBooks([mine, mine]), user=a))
     assert _count(app, TrTag.__table__) == 2
+
+
+def test_a_workflow_segment_referring_to_another_tenants_row_fails_its_run_alone(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """A resumed segment in a worker's pass (the run's user's tenant): its run fails as
+    for a missing row, and a deferred key as the validation_error a COMMIT's refusal
+    is (it was an internal_error naming OtherTenantRow); the pass goes on."""
+    f, h = _feature()
+    clock = FakeClock(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    app = app_on([f], clock=clock)
+    a, b = make_user(), make_user()
+    mine = ok_data(app.dispatch(h["shelf"], AddShelf("A's"), user=a))
+    theirs = ok_data(app.dispatch(h["shelf"], AddShelf("B's"), user=b))
+    runs = {
+        "book_theirs": app.start_workflow(h["shelve"], AddBook("x", theirs), user=a),
+        "book_missing": app.start_workflow(h["shelve"], AddBook("x", uuid.uuid4()), user=a),
+        "loan_theirs": app.start_workflow(h["lend_later"], Drop(theirs), user=a),
+        "book_mine": app.start_workflow(h["shelve"], AddBook("x", mine), user=a),
+        "loan_mine": app.start_workflow(h["lend_later"], Drop(mine), user=a),
+    }
+    clock.advance(minutes=2)
+    app.run_worker(once=True)
+    info = {name: run_info(app, run) for name, run in runs.items()}
+    assert {name: i.status for name, i in info.items()} == {
+        "book_theirs": "failed",
+        "book_missing": "failed",
+        "loan_theirs": "failed",
+        "book_mine": "completed",
+        "loan_mine": "completed",
+    }
+    ids = re.compile(r"[0-9a-f]{32}")
+    theirs_error, missing_error = info["book_theirs"].error, info["book_missing"].error
+    assert theirs_error["code"] == missing_error["code"] == "validation_error"
+    assert ids.sub("ID", theirs_error["message"]) == ids.sub("ID", missing_error["message"])
+    loan_error = info["loan_theirs"].error
+    assert loan_error["code"] == "validation_error", loan_error
+    assert loan_error["message"].startswith(
+        "in the segment from step @wait: a value refers to a row that does not exist; pass the id of a row that exists"
+    ), loan_error
+    assert "tenant" not in loan_error["message"] and "OtherTenantRow" not in loan_error["message"]
+    assert (_count(app, TrBook.__table__), _count(app, TrLoan.__table__)) == (1, 1)
