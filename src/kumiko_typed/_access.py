@@ -1,5 +1,5 @@
 """Who may run what, and which rows they see: the role check, the payload check, and
-the tenant filter on every ORM read.
+the tenant filter on every ORM read (and ORM ``update(Entity)``/``delete(Entity)``).
 
 The filter (``with_loader_criteria`` on :class:`Entity`) adds ``tenant_id = :tenant`` for
 every *mapped class* a select names — directly, aliased, in a join, subquery, EXISTS, CTE
@@ -21,7 +21,7 @@ from sqlalchemy.sql.selectable import AliasedReturnsRows
 
 from ._ctx import User
 from ._entity import Entity
-from ._errors import UnscopedRead
+from ._errors import UnscopedRead, UnscopedWrite
 from ._results import Failure, fail
 from ._tables import metadata
 
@@ -77,14 +77,44 @@ def wrong_payload(handler: AnyHandler, payload: object) -> Failure | None:
 
 def _tenant_filter(state: ORMExecuteState) -> None:
     tenant = state.session.info.get(TENANT_KEY)
-    if tenant is None or not state.is_select or state.execution_options.get("kumiko_all_tenants", False):
+    if tenant is None or state.execution_options.get("kumiko_all_tenants", False):
         return
-    params = state.parameters
-    if params is not None and not isinstance(params, Mapping):
-        return  # an executemany select does not exist; nothing to filter
-    refuse_unscoped(state.statement)
+    if state.is_select:
+        params = state.parameters
+        if params is not None and not isinstance(params, Mapping):
+            return  # an executemany select does not exist; nothing to filter
+        refuse_unscoped(state.statement)
+    elif state.is_update or state.is_delete:
+        params = _scoped_write(state)
+        if params is _UNFILTERED:
+            return
+    else:
+        return
     state.statement = state.statement.options(TENANT_CRITERIA)
     state.parameters = {**(params or {}), TENANT_PARAM: tenant}
+
+
+_UNFILTERED: Final[Any] = object()
+
+
+def _scoped_write(state: ORMExecuteState) -> Any:
+    """The parameters of an ORM ``update(Entity)``/``delete(Entity)``, which the filter
+    restricts to the tenant's rows as it does a select (another tenant's row is then a
+    row that does not match); ``_UNFILTERED`` for a statement of a Core table (not
+    filtered, like SQL text) or of a class that is no ``Entity``.  The ORM's UPDATE by
+    primary key (a list of rows) would set another tenant's rows by their ids, and
+    takes no criteria: refused."""
+    entity = state.bind_mapper
+    if entity is None or not issubclass(entity.class_, Entity):
+        return _UNFILTERED
+    params = state.parameters
+    if params is not None and not isinstance(params, Mapping):
+        raise UnscopedWrite(
+            f"an ORM UPDATE of {entity.class_.__name__} by primary key (a list of rows) cannot be "
+            "restricted to the tenant; update the rows with update(...).where(...) one statement each, "
+            "or say .execution_options(kumiko_all_tenants=True) to write every tenant's rows on purpose"
+        )
+    return params
 
 
 def install_tenant_filter(factory: sessionmaker[Session]) -> None:

@@ -14,6 +14,7 @@ from sqlalchemy.engine import Dialect
 
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
+from ._tenant_refs import check_references
 from ._transient import note_lost
 
 __all__ = ["make_engine"]
@@ -25,6 +26,8 @@ def make_engine(url: str) -> Engine:
     # its Failure; a lost connection, for the runner to tell whether it may run again.
     event.listen(engine, "handle_error", note_written)
     event.listen(engine, "handle_error", note_lost)
+    # A run's write that refers to another tenant's row: refused, the run rolled back.
+    event.listen(engine, "after_cursor_execute", check_references)
     return engine
 
 

@@ -8,7 +8,8 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     ├── ProgramError           a step asked for what the framework never does; its text is
     │   │                      the framework's own, so a Failure may quote it
     │   ├── StepRefused        a wrong argument at run time (an unbounded delete, ...)
-    │   │   └── UnscopedRead   a Core select of an entity's table, around the tenant filter
+    │   │   ├── UnscopedRead   a Core select of an entity's table, around the tenant filter
+    │   │   └── UnscopedWrite  an ORM UPDATE of an entity by primary key, which no filter restricts
     │   └── UnregisteredError  an entity or event class no feature registered (LookupError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
     ├── Unfit                  values a step would store do not fit their columns, or a read's
@@ -42,6 +43,7 @@ __all__ = [
     "Unfit",
     "UnregisteredError",
     "UnscopedRead",
+    "UnscopedWrite",
 ]
 
 #: One value that does not fit its column: ``{"path", "message", "column"}``.
@@ -70,6 +72,11 @@ class StepRefused(ProgramError, ValueError):
 
 class UnscopedRead(StepRefused):
     """A select reads an entity's table around the tenant filter."""
+
+
+class UnscopedWrite(StepRefused):
+    """An ORM UPDATE by primary key (a list of rows) of an entity: it takes no tenant
+    filter, so it could set another tenant's rows."""
 
 
 class UnregisteredError(ProgramError, LookupError):

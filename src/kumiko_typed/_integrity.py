@@ -38,7 +38,7 @@ from ._errors import Problem
 from ._limits import source_path
 from ._results import Failure, fail
 
-__all__ = ["constraint_failure", "is_unique", "note_written", "unique_failure"]
+__all__ = ["OtherTenantRow", "Written", "constraint_failure", "is_unique", "note_written", "unique_failure"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -46,13 +46,27 @@ _WRITTEN: Final = "kumiko_written"
 
 
 @attrs.frozen
-class _Written:
+class Written:
     """What a refused statement wrote: its table, ``insert``, ``update`` or ``delete``, its
     bound rows (by column key; a multi-row VALUES binds other names)."""
 
     table: Table
     verb: str
     rows: tuple[Mapping[str, object], ...]
+
+
+class OtherTenantRow(IntegrityError):
+    """A write of a run that refers to a row of another tenant (``_tenant_refs``), which
+    the foreign key alone lets through: answered as a foreign key's refusal of a row
+    that does not exist, by the same code (``written``: what the refused statement
+    wrote; ``None`` for a deferred key, refused where the COMMIT would be)."""
+
+    def __init__(self, written: Written | None) -> None:
+        what = "a statement" if written is None else f"a write of {written.table.name}"
+        reason = Exception(f"{what} refers to a row of another tenant")
+        super().__init__(None, None, reason)
+        if written is not None:
+            setattr(self, _WRITTEN, written)
 
 
 def note_written(context: ExceptionContext) -> None:
@@ -68,7 +82,7 @@ def note_written(context: ExceptionContext) -> None:
         return
     rows = tuple(getattr(execution, "compiled_parameters", None) or ())
     verb = next((v for v in ("insert", "delete") if getattr(statement, f"is_{v}", False)), "update")
-    setattr(exc, _WRITTEN, _Written(table, verb, rows))
+    setattr(exc, _WRITTEN, Written(table, verb, rows))
 
 
 def is_unique(exc: IntegrityError) -> bool:
@@ -76,6 +90,8 @@ def is_unique(exc: IntegrityError) -> bool:
 
 
 def _kind(exc: IntegrityError) -> str:
+    if isinstance(exc, OtherTenantRow):
+        return "foreign_key"
     sqlstate = getattr(exc.orig, "sqlstate", None)
     if isinstance(sqlstate, str):  # psycopg
         return _PG_KINDS.get(sqlstate, "other")
@@ -107,7 +123,7 @@ def constraint_failure(
     a NULL the payload did not carry (the program's bug) and a unique clash of a
     statement written as text (no table to name)."""
     kind = _kind(exc)
-    written: _Written | None = getattr(exc, _WRITTEN, None)
+    written: Written | None = getattr(exc, _WRITTEN, None)
     if kind == "unique":
         return None if written is None else _written_unique(exc, written, payload)
     if kind == "foreign_key":
@@ -137,7 +153,7 @@ def _from(problem: Problem) -> str:
     return problem["column"] if path == "$" else f"{problem['column']} (from {path})"
 
 
-def _path(payload: object, written: _Written, column: Column[Any]) -> str:
+def _path(payload: object, written: Written, column: Column[Any]) -> str:
     """The payload field ``column``'s value came from; ``$`` if the statement wrote
     several rows whose values come from different fields: neither database says which
     row broke the constraint (an executemany's first row may be a good one)."""
@@ -191,7 +207,7 @@ def unique_failure(
     )
 
 
-def _written_unique(exc: IntegrityError, written: _Written, payload: object) -> Failure:
+def _written_unique(exc: IntegrityError, written: Written, payload: object) -> Failure:
     """A statement's own clash (a ``compute`` step's write through ``c.db``): named by the
     table's entity class and attributes, as an aggregate write's is, else by the table."""
     table = written.table
@@ -216,7 +232,7 @@ def _fk_name(fk: ForeignKeyConstraint) -> str:
     return f"{fk.table.name}_{'_'.join(c.name for c in fk.columns)}_fkey"
 
 
-def _foreign_key(written: _Written | None, payload: object) -> tuple[list[Problem], str]:
+def _foreign_key(written: Written | None, payload: object) -> tuple[list[Problem], str]:
     if written is None:
         said = "a value refers to a row that does not exist; pass the id of a row that exists"
         return [_unknown("a foreign key")], said
@@ -295,7 +311,7 @@ def _squeezed(text: str) -> str:
     return re.sub(r"\s+", "", text)
 
 
-def _check(exc: IntegrityError, written: _Written | None, payload: object) -> tuple[list[Problem], str]:
+def _check(exc: IntegrityError, written: Written | None, payload: object) -> tuple[list[Problem], str]:
     if written is None:
         return [_unknown("a check constraint")], "a value breaks a check constraint; pass a value it allows"
     table = written.table
@@ -325,7 +341,7 @@ def _check(exc: IntegrityError, written: _Written | None, payload: object) -> tu
 # --- NOT NULL and the rest -------------------------------------------------------------
 
 
-def _not_null(exc: IntegrityError, written: _Written | None, payload: object) -> tuple[list[Problem], str] | None:
+def _not_null(exc: IntegrityError, written: Written | None, payload: object) -> tuple[list[Problem], str] | None:
     """A NULL is the input's fault when the payload carried one (the field named like the
     column, else the first ``None`` it holds); a NULL the program made (a projector
     clearing a column) is a bug: ``None``, for the caller's ``internal_error``."""
@@ -356,7 +372,7 @@ def _none_in(payload: object, column: str) -> str | None:
 _ABSENT: Final = object()
 
 
-def _other(written: _Written | None) -> tuple[list[Problem], str]:
+def _other(written: Written | None) -> tuple[list[Problem], str]:
     table = None if written is None else written.table
     problem = _unknown("a constraint", table)
     where = f" of {table.name}" if table is not None else ""

@@ -35,6 +35,7 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
+from ._tenant_refs import close_scope, open_scope, settle
 from ._transient import LOST, lost_in_statements, transient
 
 if TYPE_CHECKING:
@@ -260,6 +261,7 @@ def _in_transaction(
     info = session.info
     previous = info.get(TENANT_KEY)
     info[TENANT_KEY] = run.user.tenant_id
+    scope, token = open_scope(run.user.tenant_id, session)
     # Not nested: the session's transaction, begun by the caller for work of its own or
     # else by the first statement — a run that sends none begins and commits nothing.
     savepoint = session.begin_nested() if nested else None
@@ -273,6 +275,8 @@ def _in_transaction(
             )
         if keep is not None and not isinstance(outcome, Failure):
             outcome = keep(outcome) or outcome
+        if not isinstance(outcome, Failure):
+            settle(scope)
     except BaseException:
         if savepoint is not None:
             if savepoint.is_active:
@@ -282,6 +286,7 @@ def _in_transaction(
         raise
     finally:
         info[TENANT_KEY] = previous
+        close_scope(token)
     if nested is None:
         return outcome
     ending = savepoint if savepoint is not None else session if session.in_transaction() else None

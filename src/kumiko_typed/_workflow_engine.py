@@ -34,6 +34,7 @@ from ._feature import Workflow
 from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
+from ._integrity import constraint_failure
 from ._interpreter import Outcome, WorkflowRun, once_more_if_lost, run_in_scope, start_run
 from ._limits import json_problems
 from ._poison import refusal, storable_text
@@ -539,9 +540,17 @@ class WorkflowEngine:
                 raise lost from error
             if guard is not None:
                 guard.undo(session)
-            logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
-            message = f"in the segment from step {path or '0'}: {type(error).__name__} (see the worker's log)"
-            failure = failed("internal_error", message)
+            where = f"in the segment from step {path or '0'}"
+            # A constraint broken where the segment ends (a deferred key: ``_tenant_refs``)
+            # is the input's, named as a dispatch names it; anything else is a bug.
+            broken = None
+            if isinstance(error, IntegrityError):
+                broken = constraint_failure(error, f"workflow {d.name} run {run_id}", where, {}, None)
+            if broken is not None:
+                failure = failed(broken.code, broken.message)
+            else:
+                logger.error("workflow %s run %s failed outside its steps", d.name, run_id, exc_info=error)
+                failure = failed("internal_error", f"{where}: {type(error).__name__} (see the worker's log)")
         else:
             lost = None if failure is None else lost_connection(session)
             if lost is not None:

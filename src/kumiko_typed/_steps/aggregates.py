@@ -117,6 +117,12 @@ def _create_conflict(exc: IntegrityError, run: Run, entity: Any, columns: Mappin
             raise exc
         return _unique_violation(exc, run, type(entity), columns)
     current = run.db.execute(_version_of(type(entity)), {"kumiko_id": entity.id}).scalar()
+    if current is None:  # another tenant's aggregate (the read is the tenant's): say no more
+        return fail(
+            "version_conflict",
+            f"{type(entity).__name__} {entity.id}: the id is taken; create it with another id",
+            {"entity_id": str(entity.id), "expected_version": 0, "current_version": None},
+        )
     return _version_conflict(type(entity), entity.id, 0, current)
 
 

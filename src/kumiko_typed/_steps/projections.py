@@ -4,15 +4,17 @@ which only events change)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from sqlalchemy import ColumnElement, Insert, Table, delete
+from sqlalchemy import ColumnElement, Insert, Table, delete, literal
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import visitors
 
 from .._errors import StepRefused
-from .._limits import bound_values, refuse, refuse_compared, unfit_values
+from .._limits import bound_values, refuse, refuse_compared, source_path, unfit_values
+from .._results import Failure, fail
 from .._tables import table_of
 from ._base import Fn, Result, Step
 
@@ -44,7 +46,9 @@ class ProjectionUpsert(Step):
         refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.payload))
         connection = run.db.connection()
         stmt = _upsert(connection.dialect.name, table, self.on, tuple(updates))
-        connection.execute(stmt, row)
+        written = connection.execute(stmt, row)
+        if written.returns_rows and written.first() is None:  # the guarded upsert (below) returns its row
+            return _held_by_another_tenant(table, self.on, row, run.payload)
         return None
 
 
@@ -58,9 +62,17 @@ def _upsert(dialect: str, table: Table, on: tuple[str, ...], updates: tuple[str,
     stmt = _UPSERTS.get(key)
     if stmt is None:
         ins = postgresql.insert(table) if dialect == "postgresql" else sqlite.insert(table)
+        # A table with a tenant column: the row it clashes with is updated only if it is
+        # of the same tenant; another tenant's is left as it is, and RETURNING gives no
+        # row (psycopg's rowcount of an upsert is -1, whatever it did).
+        guard = None
+        if "tenant_id" in table.c and "tenant_id" not in on:
+            guard = table.c.tenant_id.is_not_distinct_from(ins.excluded.tenant_id)
         stmt = ins.on_conflict_do_update(
-            index_elements=[table.c[c] for c in on], set_={c: ins.excluded[c] for c in updates}
+            index_elements=[table.c[c] for c in on], set_={c: ins.excluded[c] for c in updates}, where=guard
         )
+        if guard is not None:
+            stmt = stmt.returning(literal(1))
         _UPSERTS[key] = stmt
     return stmt
 
@@ -82,6 +94,18 @@ class ProjectionDelete(Step):
         refuse_compared(bound_values(clause), clause, run.payload)
         run.db.execute(delete(table).where(clause))
         return None
+
+
+def _held_by_another_tenant(table: Table, on: tuple[str, ...], row: Mapping[str, object], payload: object) -> Failure:
+    """The upsert's key is another tenant's row: the clash of a unique constraint not
+    made per tenant, answered as an aggregate's is (``unique_violation``), not by taking
+    over that tenant's row."""
+    paths = [source_path(payload, row[c]) for c in on if row.get(c) is not None]
+    return fail(
+        "unique_violation",
+        f"{table.name} violates a unique constraint on {', '.join(on)}",
+        {"entity": table.name, "columns": list(on), "path": next((p for p in paths if p != "$"), "$")},
+    )
 
 
 def _references(clause: ColumnElement[Any], table: Table) -> bool:
