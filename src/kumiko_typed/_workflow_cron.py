@@ -11,7 +11,9 @@ from datetime import datetime
 
 from croniter import croniter
 from sqlalchemy import select, update
+from sqlalchemy.exc import IntegrityError
 
+from ._deferred_checks import check_deferred
 from ._tables import consumers
 from ._triggers import CronTick
 from ._workflow_engine import SYSTEM_USER, Definition, WorkflowEngine
@@ -33,12 +35,20 @@ class CronTriggers:
         started = 0
         for d in self.workflows:
             more = True
+            checked = False  # _deferred_checks
             while more and not stopping():
-                fired, more = self._fire_some(d)
+                try:
+                    fired, more = self._fire_some(d, checked)
+                except IntegrityError:
+                    if checked:  # no segment broke a deferred constraint: not one of ours
+                        raise
+                    checked = True  # the ticks again, each run's deferred constraints checked
+                    continue
                 started += fired
+                checked = False
         return started
 
-    def _fire_some(self, d: Definition) -> tuple[int, bool]:
+    def _fire_some(self, d: Definition, checked: bool) -> tuple[int, bool]:
         """Start the runs of at most ``TICKS_PER_TRANSACTION`` due ticks of ``d`` in one
         transaction that moves its cursor past them: how many started, and whether more
         ticks are due.  A long backfill (workers down for days) thus commits as it goes,
@@ -50,6 +60,8 @@ class CronTriggers:
         name = f"cron:{d.name}"
         started = 0
         with engine.sessions() as session, session.begin():
+            if checked:
+                check_deferred(session)
             now = engine.clock()
             last = session.execute(
                 select(consumers.c.tick).where(consumers.c.name == name).with_for_update(skip_locked=engine.postgres)

@@ -28,6 +28,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
+from ._deferred_checks import check_deferred, checks_deferred, deferred_now
 from ._errors import ClassMismatch, StateError
 from ._eventstore import EventRow
 from ._feature import Workflow
@@ -155,6 +156,19 @@ def _keep(answers: dict[K, V], key: K, value: V) -> V:
 def _unavailable(failure: uuid.UUID | dict[str, Any] | None) -> bool:
     """A first segment that failed its run as ``unavailable``."""
     return isinstance(failure, dict) and failure["error"]["code"] == "unavailable"
+
+
+def _checking(keep: Callable[[Outcome], Failure | None], session: Session) -> Callable[[Outcome], Failure | None]:
+    """``keep``, then the deferred constraints of the segment checked inside its savepoint
+    (:mod:`kumiko_typed._deferred_checks`): a broken one fails this run alone."""
+
+    def kept(outcome: Outcome) -> Failure | None:
+        refused = keep(outcome)
+        if refused is None:
+            deferred_now(session)
+        return refused
+
+    return kept
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
@@ -489,7 +503,13 @@ class WorkflowEngine:
             return None
 
         outcome = run_in_scope(
-            d.program, run, who=who, nested=nested, resume=resume, keep=keep, span_name="kumiko.workflow.segment"
+            d.program,
+            run,
+            who=who,
+            nested=nested,
+            resume=resume,
+            keep=_checking(keep, session) if checks_deferred(session) else keep,
+            span_name="kumiko.workflow.segment",
         )
         return failed(outcome.code, outcome.message) if isinstance(outcome, Failure) else None
 
@@ -794,11 +814,14 @@ class WorkflowEngine:
         next pass, of this worker or another."""
         resumed = 0
         careful = False
+        checked = False  # _deferred_checks
         while not stopping():
             try:
                 with self.sessions() as session, session.begin():
                     if not careful:
                         allow_lazy(session)
+                    if checked:
+                        check_deferred(session)
                     rows = session.execute(self._due, {"now": self.clock()}).all()
                     if not rows:
                         return resumed
@@ -806,8 +829,13 @@ class WorkflowEngine:
             except Redo:  # rolled back: the batch again, each segment in a savepoint at once
                 careful = True
                 continue
+            except IntegrityError:
+                if checked:  # no segment broke a deferred constraint: not one of ours
+                    raise
+                careful = checked = True  # the batch again, each segment's deferred constraints checked
+                continue
             resumed += batch
-            careful = False
+            careful = checked = False
         return resumed
 
     # --- inspection ------------------------------------------------------------------

@@ -17,9 +17,11 @@ from typing import Any, Final
 
 import attrs
 from sqlalchemy import Row, bindparam, select, tuple_, update
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ._ctx import User
+from ._deferred_checks import check_deferred
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import Redo, allow_lazy
@@ -92,25 +94,33 @@ class EventFeed:
         cursor is where the last one left it)."""
         started = resumed = 0
         careful = False
+        checked = False  # _deferred_checks
         while not stopping():
             try:
-                more, (new, woken) = self._next_batch(careful)
+                more, (new, woken) = self._next_batch(careful, checked)
             except Redo:  # rolled back: the batch again, each segment in a savepoint at once
                 careful = True
                 continue
-            careful = False
+            except IntegrityError:
+                if checked:  # no segment broke a deferred constraint: not one of ours
+                    raise
+                careful = checked = True  # the batch again, each segment's deferred constraints checked
+                continue
+            careful = checked = False
             started, resumed = started + new, resumed + woken
             if not more:
                 break
         return started, resumed
 
-    def _next_batch(self, careful: bool) -> tuple[bool, tuple[int, int]]:
+    def _next_batch(self, careful: bool, checked: bool) -> tuple[bool, tuple[int, int]]:
         """One transaction of the feed: whether to go on, and the runs started and resumed."""
         started = resumed = 0
         engine = self.engine
         with engine.sessions() as session, session.begin():
             if not careful:
                 allow_lazy(session)
+            if checked:
+                check_deferred(session)
             row = session.execute(self._cursor).first()
             if row is None:  # the first pass ever (another worker's may race it), or held
                 made = session.execute(self._new_cursor, {"name": EVENT_CURSOR, "position": 0, "tick": None})
