@@ -635,16 +635,11 @@ def test_a_stored_state_without_its_scope_reads_as_an_empty_scope_for_the_check_
     assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": problem.reason})
 
 
-@pytest.mark.parametrize("path", ["item/do/#x/tick", "item/do/#/tick", "item/do/#-1/tick", "item/do/#²/tick"])
-def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
-    deploy: Callable[..., App], clock: FakeClock, path: str
-) -> None:
-    app = deploy("v1")
-    run_id, _ref = _start(app, "looper", items=[1, 2])
+def _assert_stranded_at(app: App, clock: FakeClock, run_id: uuid.UUID, path: str, reason: str) -> None:
+    """Store ``path`` as the run's, then: the check lists it with ``reason``, and a worker
+    strands it there with the same reason."""
     with app.engine.begin() as conn:
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(path=path))
-    iteration = path.split("/")[2]
-    reason = f"{iteration} at {path} is no loop iteration (# and a number)"
     (problem,) = app.check_runs()
     assert (problem.path, problem.reason, problem.run_ids) == (path, reason, (run_id,))
 
@@ -652,6 +647,16 @@ def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
     app.run_worker(once=True)
     info = run_info(app, run_id)
     assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
+
+
+@pytest.mark.parametrize("path", ["item/do/#x/tick", "item/do/#/tick", "item/do/#-1/tick", "item/do/#²/tick"])
+def test_a_stored_loop_path_with_an_iteration_that_is_no_number_strands_the_run(
+    deploy: Callable[..., App], clock: FakeClock, path: str
+) -> None:
+    app = deploy("v1")
+    run_id, _ref = _start(app, "looper", items=[1, 2])
+    iteration = path.split("/")[2]
+    _assert_stranded_at(app, clock, run_id, path, f"{iteration} at {path} is no loop iteration (# and a number)")
 
 
 @pytest.mark.parametrize(
@@ -669,15 +674,7 @@ def test_a_stored_retry_path_without_an_attempt_to_resume_strands_the_run(
     app = deploy("v1")
     run_id, _ref = _start(app, "retrier")
     assert run_info(app, run_id).path == "again/#2"
-    with app.engine.begin() as conn:
-        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(path=path))
-    (problem,) = app.check_runs()
-    assert (problem.path, problem.reason, problem.run_ids) == (path, reason, (run_id,))
-
-    clock.advance(minutes=5)
-    app.run_worker(once=True)
-    info = run_info(app, run_id)
-    assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
+    _assert_stranded_at(app, clock, run_id, path, reason)
 
 
 # --- 4. an awaited event no feature registers ----------------------------------------------------
