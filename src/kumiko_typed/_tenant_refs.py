@@ -71,7 +71,7 @@ class Scope:
 _SCOPE: ContextVar[Scope | None] = ContextVar("kumiko_tenant_scope", default=None)
 
 #: Per written table: its :class:`_Plan` (no keys for most tables).
-_KEYS: Final = ShapeMemo()
+_PLANS: Final = ShapeMemo()
 
 
 def open_scope(tenant: UUID, session: Session) -> tuple[Scope, Token[Scope | None]]:
@@ -108,7 +108,7 @@ def settle(scope: Scope) -> None:
 
 
 def _plan(table: Table) -> _Plan:
-    entries = _KEYS.entries()
+    entries = _PLANS.entries()
     found: _Plan | None = entries.get(table)
     if found is None:
         aggregates = {m.local_table for m in Entity.registry.mappers}
