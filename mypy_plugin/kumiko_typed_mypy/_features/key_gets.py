@@ -11,8 +11,6 @@ checked; other ``TypedDict``s keep mypy's behaviour.
 
 from __future__ import annotations
 
-from difflib import get_close_matches
-
 from mypy.checker import TypeChecker
 from mypy.nodes import CallExpr, MemberExpr
 from mypy.plugin import MethodContext
@@ -22,6 +20,7 @@ from mypy.types import AnyType, Instance, Type, TypedDictType, TypeOfAny, get_pr
 
 from .. import _errors
 from .._names import CTX
+from .._typeops.closest import did_you_mean
 
 
 def checked_get(ctx: MethodContext) -> Type:
@@ -41,12 +40,10 @@ def checked_get(ctx: MethodContext) -> Type:
 
 def _message(attribute: str, key: str, known: list[str]) -> str:
     where = "no step before this one is" if attribute == "steps" else "no for_each around this step has its item"
-    closest = get_close_matches(key, known, n=3)
-    if closest:
-        fix = "did you mean " + " or ".join(f'"{k}"' for k in closest) + "?"
-    elif known:
+    fix = did_you_mean(key, known)
+    if fix is None and known:
         fix = "read one of " + ", ".join(f'"{k}"' for k in known)
-    else:
+    elif fix is None:
         fix = (
             "no key exists yet: read a key only after the step that produces it"
             if attribute == "steps"

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from difflib import get_close_matches
 from typing import Final
 
 from mypy.messages import format_item_name_list
@@ -22,8 +21,9 @@ from mypy.plugin import MethodContext
 from mypy.types import Instance, Type, get_proper_type
 
 from .._names import SCOPE_ARG, STEPS_ARG
+from .._typeops.closest import did_you_mean
 from .._typeops.keys import keys_of
-from .._typeops.reported import recorded
+from .._typeops.reported import recorded_in
 
 _UNKNOWN_KEY: Final = re.compile(r'^"(?P<key>.*)" is not a valid TypedDict key; expected one of (?P<listed>\(.*\))$')
 
@@ -44,21 +44,19 @@ def _readable(ctx: MethodContext) -> list[list[str]]:
 def suggest(ctx: MethodContext) -> None:
     """Append the closest keys to this call's unknown-key errors that have none yet."""
     readable = _readable(ctx)
-    call = ctx.context
     if not readable:
         return
-    last = call.end_line if call.end_line is not None else call.line
-    for info in recorded(ctx.api.msg.errors):
-        if info.severity != "error" or not call.line <= info.line <= last:
+    for info in recorded_in(ctx.api.msg.errors, ctx.context):
+        if info.severity != "error":
             continue
         match = _UNKNOWN_KEY.match(info.message)
         if match is None:
             continue
         for keys in readable:
             if format_item_name_list(keys) == match["listed"]:
-                closest = get_close_matches(match["key"], keys, n=3)
-                if closest:
-                    info.message += "; did you mean " + " or ".join(f'"{k}"' for k in closest) + "?"
+                fix = did_you_mean(match["key"], keys)
+                if fix is not None:
+                    info.message += f"; {fix}"
                 break
 
 

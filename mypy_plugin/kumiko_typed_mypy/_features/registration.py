@@ -29,7 +29,7 @@ from .._names import (
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
-from .._typeops.reported import recorded, retract
+from .._typeops.reported import recorded_in, retract
 
 _STARTERS = frozenset({"pipeline", "workflow_pipeline", "query_pipeline"})
 
@@ -143,10 +143,8 @@ def check_trigger_payload(ctx: MethodContext) -> Type:
 def _retract_unsolved_payload(ctx: MethodContext) -> None:
     """mypy's own error for the same mistake, the payload type variable it could not solve
     from two payloads, is taken back: the sentence above says which to change."""
-    call = ctx.context
-    last = call.end_line if call.end_line is not None else call.line
-    for info in list(recorded(ctx.api.msg.errors)):
-        if call.line <= info.line <= last and info.message.startswith(_UNSOLVED_PAYLOAD):
+    for info in recorded_in(ctx.api.msg.errors, ctx.context):
+        if info.message.startswith(_UNSOLVED_PAYLOAD):
             retract(ctx.api.msg.errors, info)
 
 

@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import re
-from difflib import get_close_matches
 from typing import Final
 
 from mypy.nodes import NameExpr, RefExpr, TypeInfo, Var
@@ -24,8 +23,9 @@ from .. import _errors
 from .._names import MAPPED
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, where
+from .._typeops.closest import did_you_mean
 from .._typeops.literals import literal_str
-from .._typeops.reported import recorded
+from .._typeops.reported import recorded_in
 
 _UNEXPECTED: Final = re.compile(r'^Unexpected TypedDict keys? (?P<keys>"[^"]*"|\("[^"]*"(?:, "[^"]*")*\))$')
 
@@ -82,10 +82,8 @@ def name_columns(ctx: MethodContext) -> Type:
     if info is None:
         return ctx.default_return_type
     columns = list(writable_columns(info))
-    call = ctx.context
-    last = call.end_line if call.end_line is not None else call.line
-    for error in recorded(ctx.api.msg.errors):
-        match = _UNEXPECTED.match(error.message) if call.line <= error.line <= last else None
+    for error in recorded_in(ctx.api.msg.errors, ctx.context):
+        match = _UNEXPECTED.match(error.message)
         if match is None:
             continue
         hints = [_hint(key, columns) for key in re.findall(r'"([^"]*)"', match["keys"])]
@@ -97,7 +95,4 @@ def name_columns(ctx: MethodContext) -> Type:
 def _hint(key: str, columns: list[str]) -> str:
     if key in rules.FRAMEWORK_COLUMNS:
         return f'"{key}" is set by the framework, not by changes='
-    closest = get_close_matches(key, columns, n=3)
-    if closest:
-        return "did you mean " + " or ".join(f'"{c}"' for c in closest) + "?"
-    return f'"{key}" is no column changes= can write'
+    return did_you_mean(key, columns) or f'"{key}" is no column changes= can write'

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mypy.errors import ErrorInfo, Errors
+from mypy.nodes import Context
 
 
 def recorded(errors: Errors) -> Iterator[ErrorInfo]:
@@ -16,6 +17,13 @@ def recorded(errors: Errors) -> Iterator[ErrorInfo]:
     yield from errors.error_info_map.get(errors.file, ())
     for watcher in errors.get_watchers():
         yield from watcher._filtered or ()
+
+
+def recorded_in(errors: Errors, call: Context) -> list[ErrorInfo]:
+    """:func:`recorded`, those on the lines of ``call`` (a hook's call expression): what
+    mypy reported for its arguments.  A list, so that a caller may :func:`retract` them."""
+    last = call.end_line if call.end_line is not None else call.line
+    return [info for info in recorded(errors) if call.line <= info.line <= last]
 
 
 def retract(errors: Errors, info: ErrorInfo) -> None:
