@@ -36,10 +36,12 @@ from ._runs import RunInfo, shown_error
 from ._tables import outbox, workflow_runs, workflow_waits
 from ._workflow_engine import SYSTEM_USER, WorkflowEngine
 
-__all__ = ["Operations"]
+__all__ = ["MAX_REASON", "Operations"]
 
 #: Only these runs can still change; a cancel stops them.
 _CANCELLABLE: Final = frozenset({"running", "suspended"})
+#: The longest cancel reason, in characters: a sentence or a ticket reference, not a document.
+MAX_REASON: Final = 1000
 
 
 def _refused(user: object, field: str, value: object) -> Failure | None:
@@ -91,6 +93,9 @@ class Operations:
             return refused
         if not isinstance(reason, str | None):
             return fail("validation_error", "reason must be text", [{"path": "reason", "message": "not text"}])
+        if reason is not None and len(reason) > MAX_REASON:  # kept in the run's row, listed with it
+            problem = f"must be at most {MAX_REASON} characters long, not {len(reason)}"
+            return fail("validation_error", f"reason {problem}", [{"path": "reason", "message": problem}])
         with self._sessions() as session, session.begin():
             row = self._run(session, run_id, user, lock=True)
             if isinstance(row, Failure):

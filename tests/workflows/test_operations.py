@@ -368,6 +368,10 @@ def test_bad_ids_and_users_are_failures_not_tracebacks(ops: tuple[App, dict[str,
     run_id = app.start_workflow(w["doubled"], Job(1), user=ADA)
     reason: Any = 3
     failure_of(app.cancel_run(run_id, user=ADA, reason=reason), "validation_error")
+    long = failure_of(app.cancel_run(run_id, user=ADA, reason="x" * 1001), "validation_error")
+    assert long.details == [{"path": "reason", "message": "must be at most 1000 characters long, not 1001"}]
+    assert app.get_run(run_id).status == "suspended"  # type: ignore[union-attr]
+    assert app.cancel_run(run_id, user=ADA, reason="x" * 1000).data.error["message"] == "x" * 1000  # type: ignore[union-attr]
 
 
 def test_the_operators_lookups_refuse_what_is_not_an_id_or_a_workflow(ops: tuple[App, dict[str, Any]]) -> None:
