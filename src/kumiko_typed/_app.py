@@ -311,10 +311,9 @@ class App:
     def cancel_run(self, run_id: uuid.UUID, *, user: User, reason: str | None = None) -> Ok[RunInfo] | Failure:
         """Stop a running or suspended run for good: its status becomes ``cancelled``
         (``error`` holds the ``reason``, at most 1000 characters, and who cancelled), and
-        no worker resumes it.  A
-        segment running at that moment finishes its transaction first.  Cancelling a
-        cancelled run again changes nothing; a completed or failed one is
-        ``status_conflict``.  A run of another tenant is ``not_found`` unless ``user``
+        no worker resumes it.  A segment running at that moment finishes its transaction
+        first.  Cancelling a cancelled run again changes nothing; a completed or failed one
+        is ``status_conflict``.  A run of another tenant is ``not_found`` unless ``user``
         has the ``sysadmin`` role."""
         return self._operations.cancel(run_id, user, reason)
 

@@ -36,6 +36,8 @@ def check_deferred(session: Session) -> None:
 
 
 def checks_deferred(session: Session) -> bool:
+    """Whether :func:`check_deferred` marked ``session``: its segments then end with
+    :func:`deferred_now`."""
     return _KEY in session.info
 
 
