@@ -320,8 +320,11 @@ def _count(app: App, table: Any) -> int:
         return int(conn.scalar(sa.select(sa.func.count()).select_from(table)) or 0)
 
 
+Two = tuple[App, dict[str, Any], User, User, uuid.UUID, uuid.UUID]
+
+
 @pytest.fixture
-def two(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User, User, uuid.UUID, uuid.UUID]:
+def two(app_on: AppOn, make_user: Callable[..., User]) -> Two:
     """The app, its handlers, tenants A and B, and a shelf of each."""
     f, h = _feature()
     app = app_on([f])
@@ -334,9 +337,6 @@ def two(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, A
         ok_data(app.dispatch(h["shelf"], AddShelf("A's"), user=a)),
         ok_data(app.dispatch(h["shelf"], AddShelf("B's"), user=b)),
     )
-
-
-Two = tuple[App, dict[str, Any], User, User, uuid.UUID, uuid.UUID]
 
 
 def _refused_as_missing(app: App, handler: Any, other: object, missing: object, user: User) -> Failure:
