@@ -195,7 +195,8 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
             count = sum(len(g.run_ids) for g in groups)
             click.echo(click.style(f"{count} run(s) this code cannot resume:", fg="red", bold=True), err=True)
             for g in groups:
-                click.echo(f"  {g.workflow} at {g.path}: {g.reason} ({len(g.run_ids)} run(s))", err=True)
+                where = _printable(f"{g.workflow} at {g.path}: {g.reason}")  # stored, maybe edited by hand
+                click.echo(f"  {where} ({len(g.run_ids)} run(s))", err=True)
                 for run_id in g.run_ids:
                     click.echo(f"    {run_id}", err=True)
             sys.exit(1)

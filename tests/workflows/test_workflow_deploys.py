@@ -74,6 +74,17 @@ def _result(app: App, workflow: str, run_id: uuid.UUID, user: Any = USER) -> obj
     return result.data
 
 
+def test_check_prints_a_stored_paths_control_characters_as_escapes(db_url: str, v1: App) -> None:
+    """A path edited by hand in the run's row reaches the operator's terminal as escapes."""
+    run_id = _start(v1, "job", 4)
+    with v1.engine.begin() as conn:
+        conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(path="cool\x1b[2J-off"))
+    checked = cli("check", "_deploy_app:app_v1", "--against", db_url)
+    assert checked.returncode == 1, checked.stderr
+    assert "\x1b" not in checked.stderr
+    assert "  dep:job at cool\\x1b[2J-off: " in checked.stderr
+
+
 @pytest.mark.parametrize("version", ["code", "insert", "append", "branch"])
 def test_a_run_waiting_in_cool_off_resumes_under_a_compatible_change(db_url: str, v1: App, version: str) -> None:
     run_id = _start(v1, "job", 4)
