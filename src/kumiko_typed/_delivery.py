@@ -259,14 +259,12 @@ def deliver_webhook(
                 "it must be printable ASCII without line breaks"
             )
         headers[auth["header"]] = value
-    if "text" not in message:  # a row written before the body was kept as its text
-        request = http.build_request(str(message["method"]), url, json=message["body"], headers=headers)
-    elif message["text"] is None:
-        request = http.build_request(str(message["method"]), url, headers=headers)
-    else:
-        if not any(name.lower() == "content-type" for name in headers):  # the step's own wins, as with json=
-            headers["Content-Type"] = "application/json"
-        request = http.build_request(str(message["method"]), url, content=message["text"].encode(), headers=headers)
+    # A row written before the body's text was kept holds the document: the same text made now.
+    text = message["text"] if "text" in message else None if message["body"] is None else json_text(message["body"])
+    if text is not None and not any(name.lower() == "content-type" for name in headers):
+        headers["Content-Type"] = "application/json"  # the step's own wins, as with httpx's json=
+    content = None if text is None else text.encode()
+    request = http.build_request(str(message["method"]), url, content=content, headers=headers)
     with deadline(timeout) as budget, _redacting(secrets.redact):
         try:
             response = http.send(request, follow_redirects=False, stream=True)
