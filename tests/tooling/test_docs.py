@@ -234,3 +234,39 @@ def test_every_step_kind_is_documented() -> None:
     assert not missing, f"docs/steps.md has no '### `kind`' section for {missing}"
     for rule in _rules.STEP_RULES:
         assert f".{rule.method}(" in text, f"docs/steps.md never shows .{rule.method}(...)"
+
+
+_LINK = re.compile(r"\]\((?P<target>[^)\s]+)\)")
+_FENCED = re.compile(r"^```.*?^```", flags=re.MULTILINE | re.DOTALL)
+
+
+def _anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a document's headings: lower case, punctuation but ``-``
+    and ``_`` dropped, spaces as ``-``; a repeated heading's anchor gets ``-1``, ``-2``..."""
+    anchors: set[str] = set()
+    for heading in re.findall(r"^#+ (.+)$", _FENCED.sub("", markdown), flags=re.MULTILINE):
+        base = re.sub(r"[^\w\- ]", "", heading.strip().lower()).replace(" ", "-")
+        anchor, n = base, 0
+        while anchor in anchors:
+            n += 1
+            anchor = f"{base}-{n}"
+        anchors.add(anchor)
+    return anchors
+
+
+def test_relative_links_lead_somewhere() -> None:
+    """A link from the README or a doc to another file of the repository, or to a heading,
+    names one that exists: a renamed section or moved file breaks the reader's path."""
+    broken = []
+    for doc in DOCS:
+        for match in _LINK.finditer(_FENCED.sub("", doc.read_text(encoding="utf-8"))):
+            target = match["target"]
+            if re.match(r"^[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, anchor = target.partition("#")
+            file = (doc.parent / path).resolve() if path else doc
+            if not file.exists():
+                broken.append(f"{doc.name}: {target} (no such file)")
+            elif anchor and file.suffix == ".md" and anchor not in _anchors(file.read_text(encoding="utf-8")):
+                broken.append(f"{doc.name}: {target} (no such heading)")
+    assert not broken, "broken links:\n" + "\n".join(broken)
