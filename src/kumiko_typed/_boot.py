@@ -163,7 +163,13 @@ def _unregistered_event(step: Step, tables: _AppTables) -> str | None:
     appended, and a run could not even note what it waits for."""
     if not isinstance(step, WaitForEvent) or step.event in tables.events:
         return None
-    name = getattr(step.event, "__name__", repr(step.event))
+    waited: object = step.event  # typed a class; without mypy, ``Paid | Refunded`` gets here too
+    if not isinstance(waited, type):
+        return (
+            f"it waits for {waited!r}, which is no class: a wait is for one registered event class "
+            "(for either of two outcomes, register one class that says which, and append it for both)"
+        )
+    name = waited.__name__
     return (
         f"it waits for {name}, which is not a registered event; register it with "
         f"feature.event({name}) in a feature of this App"

@@ -279,11 +279,32 @@ class Feature(Generic[C]):
             # Not kept: nothing may read a pipeline of another kind as a workflow's.
             self.problems.append(f"workflow {workflow.name}: {_rules.msg_workflow_pipeline(type(given).__name__)}")
             return workflow
+        unclassed = _unclassed_payload(trigger, pipeline.payload_type)
+        if unclassed is not None:
+            # Not kept: a run's payload is stored and read back by its class's name.
+            self.problems.append(f"workflow {workflow.name}: {unclassed}")
+            return workflow
         if pipeline.payload_type is not trigger.payload_type:
             message = _rules.msg_trigger_payload(trigger.payload_type.__name__, pipeline.payload_type.__name__)
             self.problems.append(f"workflow {workflow.name}: {message}")
         self.workflows.append(workflow)
         return workflow
+
+
+def _unclassed_payload(trigger: Trigger[Any], pipeline_payload: object) -> str | None:
+    """A union (``Paid | Refunded``) where a run's payload class belongs: typed a class, so
+    only a caller without mypy gets here, and a run could not be stored or started."""
+    given: tuple[tuple[str, object], ...] = (
+        (f"its trigger {'on_event' if trigger.kind == 'event' else trigger.kind}(...) gives", trigger.payload_type),
+        ("its pipeline workflow_pipeline(...) takes", pipeline_payload),
+    )
+    for where, payload in given:
+        if not isinstance(payload, type):
+            return (
+                f"{where} {payload!r}, which is no class: a run's payload is one class (to start on either "
+                "of two events, register one event class that says which, and append it for both)"
+            )
+    return None
 
 
 def _schema_problem(version: object, upcasters: Mapping[Any, object]) -> str | None:

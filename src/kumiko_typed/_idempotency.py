@@ -9,8 +9,8 @@ result is written to the claimed row in the handler's own transaction, so a resu
 stored exactly when the handler's writes commit.
 
 Stored: ``Ok`` results and the handler's business Failures (its writes rolled back, the
-key kept).  Never stored: ``internal_error`` and ``unavailable`` — the transaction rolls
-back with the claim, and a retry with the same key runs again.
+key kept).  Never stored: ``internal_error``, ``unavailable`` and ``version_conflict`` — the
+transaction rolls back with the claim, and a retry with the same key runs again.
 """
 
 from __future__ import annotations
@@ -31,8 +31,11 @@ from ._tables import idempotency_keys as keys
 
 __all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "fingerprint", "key_problem", "purge_expired"]
 
-#: Failures that say nothing about the request itself: a retry may well succeed.
-NOT_STORED: Final = frozenset({"internal_error", "unavailable"})
+#: Failures that say nothing about the request itself: a retry may well succeed.  A
+#: ``version_conflict`` is a lost race (the aggregate moved on since it was read): stored,
+#: it answered every repeat of the key with the conflict, so the retry it asks for could
+#: never go through under the key that makes retrying safe.
+NOT_STORED: Final = frozenset({"internal_error", "unavailable", "version_conflict"})
 MAX_KEY_LENGTH: Final = 255
 
 _T = keys.c

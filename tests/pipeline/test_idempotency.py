@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import timedelta
@@ -23,8 +24,9 @@ import sqlalchemy as sa
 from _idem_race import create_tables, effect_count, make_app
 from _sql_log import statements
 from _support import holding_itself, nested_lists
+from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, BootError, Failure, Feature, Ok, User, fail, manual, ok
+from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, User, fail, manual, ok
 from kumiko_typed._limits import MAX_DEPTH
 from kumiko_typed._tables import idempotency_keys, workflow_runs
 from kumiko_typed.testing import FakeClock
@@ -154,6 +156,130 @@ def test_an_internal_error_is_not_stored_and_a_retry_runs(app_on: AppOn, counted
     assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(2)
     assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(2)
     assert counted.runs == ["a", "a"]
+
+
+class IdemTally(Entity):
+    __tablename__ = "idem_tally"
+    count: Mapped[int] = mapped_column(default=0)
+
+
+@attrs.frozen
+class Tallied:
+    by: int
+
+
+@attrs.frozen
+class Tally:
+    id: uuid.UUID
+    version: int
+
+
+class Tallies:
+    """An aggregate whose writes can lose to another writer: ``bump`` reads it and appends
+    the next version (``before_append`` runs between the two); ``set_count`` updates it at
+    the version the caller read."""
+
+    def __init__(self) -> None:
+        self.runs = 0
+        self.before_append: Callable[[uuid.UUID], object] = lambda _id: None
+        f = Feature("idem_tally")
+        f.entity(IdemTally)
+        f.event(Tallied, name="tallied")
+        f.projector(IdemTally, Tallied)(self._tallied)
+        self.feature = f
+
+        def run(c: Any) -> int:
+            self.runs += 1
+            self.before_append(c.payload.id)
+            return self.runs
+
+        self.new = f.write_handler(
+            "new",
+            f.pipeline(Note).create("t", IdemTally, data=lambda c: IdemTally()).return_(lambda c: ok(c.steps["t"].id)),
+        )
+        self.bump = f.write_handler(
+            "bump",
+            f.pipeline(Tally)
+            .get_one("t", lambda c: sa.select(IdemTally).where(IdemTally.id == c.payload.id))
+            .compute("n", run)
+            .append_event(IdemTally, id=lambda c: c.payload.id, event=lambda c: Tallied(1))
+            .return_(lambda c: ok(c.steps["t"].count)),  # the projector has run on it
+        )
+        self.set_count = f.write_handler(
+            "set",
+            f.pipeline(Tally)
+            .compute("n", run)
+            .update(
+                "t",
+                IdemTally,
+                id=lambda c: c.payload.id,
+                changes=lambda c: {"count": 100},
+                version=lambda c: c.payload.version,
+            )
+            .return_(lambda c: ok(c.steps["t"].version)),
+        )
+
+    @staticmethod
+    def _tallied(row: IdemTally, event: Tallied) -> None:
+        row.count += event.by
+
+
+def test_a_version_conflict_is_not_stored_and_the_key_stays_free(app_on: AppOn) -> None:
+    """A version conflict says the aggregate moved on since it was read, not that the
+    request is wrong: nothing was written and the same call may succeed.  Stored, it
+    answered every repeat of the key with the conflict for the whole retention."""
+    tallies = Tallies()
+    app = app_on([tallies.feature])
+    user = _tenant_user()
+    tid = app.dispatch(tallies.new, Note("t"), user=user)
+    assert isinstance(tid, Ok)
+    assert app.dispatch(tallies.bump, Tally(tid.data, 0), user=user) == Ok(1)  # now at version 2
+    stale = app.dispatch(tallies.set_count, Tally(tid.data, 1), user=user, idempotency_key="k")
+    assert isinstance(stale, Failure) and stale.code == "version_conflict"
+    assert _keys(app) == 0
+    again = app.dispatch(tallies.set_count, Tally(tid.data, 1), user=user, idempotency_key="k")
+    assert again == stale and tallies.runs == 3  # ran again (the bump, then the stale set twice)
+    # The key answered nothing: the call with the version the client read again runs under it.
+    assert app.dispatch(tallies.set_count, Tally(tid.data, 2), user=user, idempotency_key="k") == Ok(3)
+    assert app.dispatch(tallies.set_count, Tally(tid.data, 2), user=user, idempotency_key="k") == Ok(3)
+    assert tallies.runs == 4 and _keys(app) == 1
+
+
+@pytest.mark.postgres
+def test_a_keyed_write_that_lost_a_race_succeeds_when_repeated_with_its_key(fresh_postgres_url: str) -> None:
+    """The client does what a version_conflict asks (try again) with the key that makes
+    trying again safe: the repeat reads the aggregate again and goes through.  Before,
+    the stored conflict answered it, and every later repeat, without running."""
+    tallies = Tallies()
+    app = App([tallies.feature], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        user = _tenant_user()
+        tid = app.dispatch(tallies.new, Note("t"), user=user)
+        assert isinstance(tid, Ok)
+        overtaken: list[object] = []
+
+        def other_writer(aggregate: uuid.UUID) -> None:
+            # Another client's write of the same aggregate commits between this one's read
+            # and its append (it does not wait: the read took no lock).
+            tallies.before_append = lambda _id: None
+            thread = threading.Thread(
+                target=lambda: overtaken.append(app.dispatch(tallies.bump, Tally(aggregate, 0), user=user))
+            )
+            thread.start()
+            thread.join(10)
+
+        tallies.before_append = other_writer
+        lost = app.dispatch(tallies.bump, Tally(tid.data, 0), user=user, idempotency_key="pay-1")
+        assert isinstance(lost, Failure) and lost.code == "version_conflict", lost
+        assert overtaken == [Ok(1)]
+        assert app.dispatch(tallies.bump, Tally(tid.data, 0), user=user, idempotency_key="pay-1") == Ok(2)
+        assert app.dispatch(tallies.bump, Tally(tid.data, 0), user=user, idempotency_key="pay-1") == Ok(2)
+        assert tallies.runs == 3  # the lost call, the other writer, the repeat; not the replay
+        stream = app.read_stream(IdemTally, tid.data, user=user)
+        assert isinstance(stream, Ok) and [e.version for e in stream.data] == [1, 2, 3]
+    finally:
+        app.dispose()
 
 
 def test_a_result_that_cannot_be_stored_rolls_back_and_keeps_the_key_free(app_on: AppOn, counted: Counted) -> None:

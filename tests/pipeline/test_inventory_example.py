@@ -319,7 +319,7 @@ def test_a_stream_out_of_step_with_its_row_is_a_version_conflict(inventory_app: 
         )
     before = snapshot(inventory_app)
     result = failed(inventory_app.dispatch(adjust_stock, AdjustStock(pid, 1, "x"), user=admin), "version_conflict")
-    assert result.details == {"entity_id": str(pid), "expected_version": 1, "current_version": 1}
+    assert result.details == {"entity_id": str(pid), "expected_version": 1, "current_version": 2}
     assert snapshot(inventory_app) == before
 
 

@@ -269,7 +269,10 @@ def test_a_write_based_on_a_read_another_writer_overtook_is_a_version_conflict(
         gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
         result = app.dispatch(racing, Target(gid), user=admin)
         assert isinstance(result, Failure) and result.code == "version_conflict", result
-        assert result.details == {"entity_id": str(gid), "expected_version": 1, "current_version": 1}
+        # The version found taken is the stream's (at least): not the one read, as if no
+        # writer had come between (the message said version 2 was taken, details 1 and 1).
+        assert result.details == {"entity_id": str(gid), "expected_version": 1, "current_version": 2}
+        assert result.message == f"TwpGadget {gid}: version 2 of its event stream is taken already"
         assert raced == [Ok(1)]
         assert _snapshot(app)[1] == [("a", "gadget", 1, 2)]  # the other writer's bump only
     finally:

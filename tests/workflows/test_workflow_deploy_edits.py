@@ -701,6 +701,38 @@ def test_boot_refuses_a_wait_for_an_event_no_feature_registers() -> None:
     )
 
 
+@attrs.frozen
+class Refunded:
+    ref: str
+
+
+def test_boot_refuses_a_wait_for_a_union_of_events_saying_what_to_wait_for_instead() -> None:
+    """Both classes registered: the advice to register the union with feature.event(...)
+    named something no feature can register."""
+    f: Feature[Any] = Feature("dpu")
+    f.event(Paid)
+    f.event(Refunded)
+    f.workflow(
+        "waiter",
+        trigger=manual(Start),
+        pipeline=f.workflow_pipeline(Start).wait_for_event(
+            "got",
+            Paid | Refunded,  # type: ignore[arg-type]
+            key=lambda c: c.payload.ref,
+            event_key=lambda e: e.ref,
+            timeout="PT1H",
+        ),
+    )
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    (problem,) = raised.value.problems
+    assert problem == (
+        'workflow dpu:waiter, step 0 (workflow.wait_for_event "got"): it waits for '
+        f"{Paid | Refunded!r}, which is no class: a wait is for one registered event class "
+        "(for either of two outcomes, register one class that says which, and append it for both)"
+    )
+
+
 # --- 5. a fill= function that raises ---------------------------------------------------------------
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import attrs
 import pytest
 
-from kumiko_typed import App, CronTick, Feature, User, cron, on_event
+from kumiko_typed import App, BootError, CronTick, Feature, Trigger, User, cron, manual, on_event
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -53,3 +53,39 @@ def test_start_workflow_refuses_a_cron_or_event_workflow_and_stores_nothing(app_
     assert app.run_worker(once=True)["started"] == 1
     (run,) = app.runs()
     assert (run.workflow, run.status) == ("stt:hourly", "completed")
+
+
+@attrs.frozen
+class Rang:
+    ref: int
+
+
+#: What a caller without mypy may pass where a class belongs: one run for either event.
+EITHER: Any = Rung | Rang
+
+
+@pytest.mark.parametrize(
+    ("trigger", "payload", "problem"),
+    [
+        (on_event(EITHER), EITHER, "its trigger on_event(...) gives"),
+        (manual(EITHER), EITHER, "its trigger manual(...) gives"),
+        (on_event(EITHER), Rung, "its trigger on_event(...) gives"),
+        (manual(Rung), EITHER, "its pipeline workflow_pipeline(...) takes"),
+    ],
+    ids=["on_event", "manual", "trigger-only", "pipeline-only"],
+)
+def test_a_union_for_a_runs_payload_is_a_boot_error_naming_the_workflow(
+    trigger: Trigger[Any], payload: Any, problem: str
+) -> None:
+    """Before, ``feature.workflow`` or ``App(...)`` raised ``AttributeError: 'types.UnionType'
+    object has no attribute '__name__'`` (or ``'__qualname__'``) from inside the library."""
+    f: Feature[Any] = Feature("stu")
+    f.event(Rung)
+    f.event(Rang)
+    f.workflow("either", trigger=trigger, pipeline=f.workflow_pipeline(payload).compute("at", lambda c: 1))
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    assert raised.value.problems == [
+        f"workflow stu:either: {problem} {EITHER!r}, which is no class: a run's payload is one class "
+        "(to start on either of two events, register one event class that says which, and append it for both)"
+    ]

@@ -362,18 +362,20 @@ def _append(
     except IntegrityError as exc:
         if not _on_event_store(exc):
             raise
-        taken = "is taken already"
+        # A committed writer holds ``version``: the stream is (at least) there.  Reading
+        # how far would need a savepoint per append; the transaction is aborted here.
+        taken, current = "is taken already", version
     except OperationalError as exc:
         if getattr(exc.orig, "sqlstate", None) != "40P01":
             raise
-        taken = "is being appended by another writer"
+        # The other writer has not committed: the stream is still where it was read.
+        taken, current = "is being appended by another writer", entity.version
     else:
         return None
-    current = entity.version
     return fail(
         "version_conflict",
         f"{type(entity).__name__} {entity.id}: version {version} of its event stream {taken}",
-        {"entity_id": str(entity.id), "expected_version": current, "current_version": current},
+        {"entity_id": str(entity.id), "expected_version": entity.version, "current_version": current},
     )
 
 
