@@ -539,6 +539,14 @@ Each side has its own database: on SQLite a file each, both in WAL with synchron
 (DBOS's file is switched to WAL before DBOS opens it); on PostgreSQL two databases on the
 throw-away server, which runs without fsync.
 
+A worker pass resumes up to 10 due runs per transaction; the UPDATE that stores each run's
+durable step is held and the batch's are sent together before its COMMIT (one
+`executemany`, one round trip), in the same transaction as before. Sent one by one, that
+round trip and SQLAlchemy's work per statement were half of a durable step's wall time:
+on 2026-12-05, at a load of 1.3, `step10` on PostgreSQL went from 191 to 333 runs/s
+(ratio 4.71 → 7.12; SQLite 4.84 → 5.86), and the bench process's CPU per run from
+3.6–4.0 ms to 2.3–2.4 ms.
+
 {table}
 
 {verdict}{_resume_scaling(f)}

@@ -166,6 +166,11 @@ def json_problems(
                 if problem is not None:
                     yield _path(where), f"has a key that {problem}", key
                     continue
+            if type(child) in _SCALARS:  # most values: no ABC check (``Mapping``) for them
+                problem = _value_problem(child)
+                if problem is not None:
+                    yield _path((where, key)), problem, child
+                continue
             if isinstance(child, _CONTAINERS):
                 if max_depth is not None and depth >= max_depth:
                     yield _path((where, key)), f"is nested deeper than {max_depth} levels", child
@@ -181,6 +186,8 @@ def json_problems(
 
 #: What JSON nests: the exact types first, then no ABC check for them.
 _CONTAINERS: Final = (dict, list, tuple, Mapping)
+#: JSON's scalars, by exact type: none of them nests.
+_SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 
 def _items(node: Mapping[object, object] | list[object] | tuple[object, ...]) -> Iterator[tuple[object, object]]:

@@ -43,7 +43,7 @@ from ._registry import Registry
 from ._results import Failure, Ok
 from ._run_listing import SHOWN, RunFilter
 from ._runs import RunInfo, shown_error, stranded_by
-from ._segment_savepoint import Redo, allow_lazy, lazy_savepoint
+from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
 from ._stored_classes import (
@@ -197,8 +197,9 @@ def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     return failed("unstorable_state", f"at step {path}: {unreadable(exc)}")
 
 
-def _before_store(session: Session, outcome: Outcome) -> Suspend | None:
-    """Ready a segment's store; the suspension it stores (``None``: the run completed).
+def _before_store(session: Session, outcome: Outcome) -> tuple[Suspend | None, SegmentSavepoint | None]:
+    """Ready a segment's store: the suspension it stores (``None``: the run completed),
+    and the savepoint to hold the store with, if it may be held (``_segment_savepoint``).
 
     A worker's segment with a lazy savepoint (none else has one): what its steps left
     pending is sent first (in the savepoint, taken now if not yet); a store of one
@@ -210,7 +211,29 @@ def _before_store(session: Session, outcome: Outcome) -> Suspend | None:
         session.flush()
         if suspend is None or suspend.wait is None:
             guard.disarm()
-    return suspend
+            if guard.may_hold():
+                return suspend, guard
+    return suspend, None
+
+
+def _send_held(session: Session, held: list[dict[str, Any]]) -> None:
+    """Send a batch's held stores (``_segment_savepoint``): one ``executemany`` per set
+    of columns (a suspension sets the path, a completion does not).  One the database
+    refuses raises :class:`Redo`: the batch is done again, each store in its segment's
+    savepoint, where a refused one fails its run alone."""
+    by_columns: dict[frozenset[str], list[dict[str, Any]]] = {}
+    for params in held:
+        by_columns.setdefault(frozenset(params), []).append(params)
+    try:
+        for stores in by_columns.values():
+            session.execute(_UPDATE_RUN, stores)
+    except Exception as exc:
+        if isinstance(exc, DBAPIError) and transient(exc):
+            raise
+        lost = lost_connection(session)
+        if lost is not None:
+            raise lost from exc
+        raise Redo from exc
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -490,9 +513,9 @@ class WorkflowEngine:
                     return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
                 state = {"values": values, "result": result}
                 columns = {"status": "completed", "error": None, "wake_at": None, "state": state}
-            suspend = _before_store(session, outcome)
+            suspend, holder = _before_store(session, outcome)
             try:
-                self._store(session, d.name, run_id, columns, suspend, new_row)
+                self._store(session, d.name, run_id, columns, suspend, new_row, holder)
             except Exception as exc:
                 if isinstance(exc, DBAPIError) and transient(exc):
                     raise
@@ -599,12 +622,16 @@ class WorkflowEngine:
         columns: dict[str, Any],
         suspend: Suspend | None,
         new_row: dict[str, Any] | None = None,
+        holder: SegmentSavepoint | None = None,
     ) -> None:
-        """Write where the run stands after a segment: update its row, or insert ``new_row``
-        with it (a manual start's first segment); arm the event wait it suspended at."""
+        """Write where the run stands after a segment: update its row (or let ``holder``
+        hold that UPDATE for the end of the worker's batch), or insert ``new_row`` with it
+        (a manual start's first segment); arm the event wait it suspended at."""
         columns["updated_at"] = self.clock()
         if new_row is not None:
             session.execute(_INSERT_RUN, {**new_row, **columns})
+        elif holder is not None:
+            holder.hold({"b_run_id": run_id, **columns})
         else:
             session.execute(_UPDATE_RUN, {"b_run_id": run_id, **columns})
         wait = None if suspend is None else suspend.wait
@@ -818,14 +845,15 @@ class WorkflowEngine:
         while not stopping():
             try:
                 with self.sessions() as session, session.begin():
-                    if not careful:
-                        allow_lazy(session)
+                    guard = None if careful else allow_lazy(session, hold_stores=True)
                     if checked:
                         check_deferred(session)
                     rows = session.execute(self._due, {"now": self.clock()}).all()
                     if not rows:
                         return resumed
                     batch = sum(self.resume(session, row, None) for row in rows)
+                    if guard is not None:
+                        _send_held(session, guard.take_held())
             except Redo:  # rolled back: the batch again, each segment in a savepoint at once
                 careful = True
                 continue
