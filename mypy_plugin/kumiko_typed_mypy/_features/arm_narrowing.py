@@ -16,6 +16,7 @@ their types: a one-arm key is still ``T | None``.
 
 from __future__ import annotations
 
+from mypy.meet import is_overlapping_types
 from mypy.nodes import ComparisonExpr, Expression, IndexExpr, LambdaExpr, MemberExpr, NameExpr, OpExpr, UnaryExpr
 from mypy.plugin import MethodSigContext
 from mypy.type_visitor import TypeTranslator
@@ -114,8 +115,15 @@ def _narrowed(keys: TypedDictType, facts: dict[str, bool]) -> TypedDictType:
     items = dict(keys.items)
     for key, is_none in facts.items():
         if key in items:
-            items[key] = NoneType() if is_none else _without_none(items[key])
+            items[key] = _only_none(items[key]) if is_none else _without_none(items[key])
     return keys.copy_modified(item_types=list(items.values()))
+
+
+def _only_none(t: Type) -> Type:
+    """``None``, or ``Never`` when ``t`` cannot be None: that arm never runs (mypy's own
+    ``if x is None`` makes such code unreachable), and a ``None`` there made every use of
+    the key in it an error."""
+    return NoneType() if is_overlapping_types(NoneType(), t) else UninhabitedType()
 
 
 def _without_none(t: Type) -> Type:
