@@ -58,7 +58,8 @@ S1 = TypeVar("S1")
 # The else-arm is optional; without it (and without the plugin) its keys are none.
 S2 = DefaultTypeVar("S2", default=NoSteps)
 Sc1 = TypeVar("Sc1")
-D = TypeVar("D")
+# A return_ that only fails (fail(...) is a Failure) gives no Ok data: Never, not unsolved.
+D = DefaultTypeVar("D", default=Never)
 P2 = TypeVar("P2")
 D2 = TypeVar("D2")
 EV = TypeVar("EV")
