@@ -304,6 +304,7 @@ def _keys_class() -> str:
     ``c.scope`` is a ``Scope``, the same list with its positions tried last first."""
     lines = [
         "\n\nif TYPE_CHECKING and not MYPY:\n",
+        "    from enum import Enum\n",
         "    from typing import LiteralString, TypeVarTuple\n\n",
         '    Ks = TypeVarTuple("Ks")\n',
         '    Js = TypeVarTuple("Js")\n',
@@ -336,7 +337,9 @@ def _key_list(name: str, doc: str, order: Iterable[int], opened: tuple[str, ...]
     binds the name gives its type), then the fallbacks to ``Any`` for a list that starts
     with one of ``opened`` or is longer than ``POSITIONS``."""
     skip = "Any, "
-    anything = "*tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n"
+    # An enum member too: a step named by a StrEnum member opens the list, and its key may
+    # be read by that member (pyright cannot compare the member's value with the names).
+    anything = "*tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...\n"
     lines = [
         # A Mapping, as the plugin's TypedDict is for mypy: c.steps as a whole may be copied,
         # unpacked or passed where a Mapping[str, object] is expected.
