@@ -116,6 +116,23 @@ narrowed = (
     .compute("after", lambda c: c.steps["note"].upper())  # E: union-attr
 )
 
+# A key bound by a walrus in the test (the form pyright narrows within an expression) is
+# tested as well: the arms read it narrowed (they read it as str | None, an error at .upper()).
+walrus = (
+    shop.pipeline(Order)
+    .compute("note", lambda c: c.payload.note or None)
+    .branch(
+        when=lambda c: (note := c.steps["note"]) is not None and len(note) > 1,
+        on_true=lambda b: b.compute("u", lambda c: reveal_type(c.steps["note"]).upper()),  # R: str
+        on_false=lambda b: b.compute("u", lambda c: reveal_type(c.steps["note"])),  # R: str | None
+    )
+    .branch(
+        when=lambda c: None is (note := c.steps["note"]),
+        on_true=lambda b: b.compute("v", lambda c: reveal_type(c.steps["note"])),  # R: None
+        on_false=lambda b: b.compute("v", lambda c: reveal_type(c.steps["note"]).upper()),  # R: str
+    )
+)
+
 # A key that cannot be None, tested ``is None`` (a pointless test, which pyright's strict
 # mode reports): that arm never runs, and reads the key as ``Never``, as mypy's own ``if x
 # is None`` does for an ``int``, instead of ``None``, which made every use there an error.
