@@ -104,7 +104,7 @@ def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str, ma
     """``for_each``'s overloads for one kind of item name (``item``, giving the body the
     scope ``scope``): a body that opened its list, per body shape (each key ``X | None``
     after the loop), then every body key read as ``Any`` behind ``marker``."""
-    opened = f"{builder}[P, Keys[{marker}, *Ks], Keys[*Js], C]"
+    opened = f"{builder}[P, Keys[{marker}, *Ks], Scope[*Js], C]"
     detect = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, {OPENED}, Sc1, C]]"
     out: list[Signature] = [(this, f"item: {item}, *, over: {over}, do: {detect}", opened)]
     for n in [1, 2, 0, *range(3, BODY + 1)]:
@@ -112,7 +112,7 @@ def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str, ma
         body = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, {_keys(_added('X', a, n))}, Sc1, C]]"
         entries = [f"Key[A{i}, X{i} | None]" for i in range(n)]
         params = f"item: {item}, *, over: {over}, do: {body}"
-        out.append((this, params, f"{builder}[P, {_keys(entries)}, Keys[*Js], C]"))
+        out.append((this, params, f"{builder}[P, {_keys(entries)}, Scope[*Js], C]"))
     body = f"Callable[[{sub}[P, Keys[*Ks], {scope}, C]], {sub}[P, S1, Sc1, C]]"
     out.append((this, f"item: {item}, *, over: {over}, do: {body}", opened))
     return out

@@ -19,6 +19,7 @@ import difflib
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -274,7 +275,8 @@ S1 = TypeVar("S1")
 # The else-arm is optional; without it (and without the plugin) its keys are none.
 S2 = DefaultTypeVar("S2", default=NoSteps)
 Sc1 = TypeVar("Sc1")
-D = TypeVar("D")
+# A return_ that only fails (fail(...) is a Failure) gives no Ok data: Never, not unsolved.
+D = DefaultTypeVar("D", default=Never)
 P2 = TypeVar("P2")
 D2 = TypeVar("D2")
 EV = TypeVar("EV")
@@ -297,11 +299,12 @@ def _keys_class() -> str:
     cannot follow: a branch arm, a loop body, a non-literal name) or a list longer than
     ``POSITIONS`` turns a name not found into ``Any`` instead.  Those fallbacks take a
     ``LiteralString``, not a ``str``: with ``str`` the half-typed key in ``c.steps["``
-    matches them and pyright's completion offers no name."""
-    skip = "Any, "
-    anything = "*tuple[Any, ...]], key: LiteralString, /) -> Any: ...\n"
+    matches them and pyright's completion offers no name.
+
+    ``c.scope`` is a ``Scope``, the same list with its positions tried last first."""
     lines = [
         "\n\nif TYPE_CHECKING and not MYPY:\n",
+        "    from enum import Enum\n",
         "    from typing import LiteralString, TypeVarTuple\n\n",
         '    Ks = TypeVarTuple("Ks")\n',
         '    Js = TypeVarTuple("Js")\n',
@@ -319,31 +322,49 @@ def _keys_class() -> str:
         '        """First entry of a list that may hold keys pyright cannot name: they read as ``Any``."""\n\n',
         "    class OpenArm:\n",
         '        """``Open`` inside a sub-pipeline: its enclosing branch or loop reads all its keys as ``Any``."""\n\n',
+    ]
+    # Steps: the first entry of a name wins (a second step of that name is an error).
+    lines += _key_list("Keys", "The keys produced so far, in step order", range(POSITIONS), ("Open", "OpenArm"))
+    # Scope: the innermost loop's item wins, as at run time, where an inner loop's item
+    # shadows an outer one of the same name; loops append their item, so the last entry.
+    scope = "The items of the enclosing loops, outermost first"
+    lines += _key_list("Scope", scope, range(POSITIONS - 1, -1, -1), ("Open",))
+    return "".join(lines)
+
+
+def _key_list(name: str, doc: str, order: Iterable[int], opened: tuple[str, ...]) -> list[str]:
+    """One key-list class: an overload per position, tried in ``order`` (the first that
+    binds the name gives its type), then the fallbacks to ``Any`` for a list that starts
+    with one of ``opened`` or is longer than ``POSITIONS``."""
+    skip = "Any, "
+    # An enum member too: a step named by a StrEnum member opens the list, and its key may
+    # be read by that member (pyright cannot compare the member's value with the names).
+    anything = "*tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...\n"
+    lines = [
         # A Mapping, as the plugin's TypedDict is for mypy: c.steps as a whole may be copied,
         # unpacked or passed where a Mapping[str, object] is expected.
-        "    class Keys(Mapping[str, Any], Generic[*Ks]):\n",
-        '        """The keys produced so far, in step order (pyright only; mypy sees the markers)."""\n\n',
+        f"    class {name}(Mapping[str, Any], Generic[*Ks]):\n",
+        f'        """{doc} (pyright only; mypy sees the markers)."""\n\n',
     ]
-    for i in range(POSITIONS):
+    for i in order:
         lines += [
             "        @overload\n",
-            f"        def __getitem__(self: Keys[{skip * i}Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...\n",
+            f"        def __getitem__(self: {name}[{skip * i}Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...\n",
         ]
+    for marker in opened:
+        lines += ["        @overload\n", f"        def __getitem__(self: {name}[{marker}, {anything}"]
     lines += [
         "        @overload\n",
-        f"        def __getitem__(self: Keys[Open, {anything}",
-        "        @overload\n",
-        f"        def __getitem__(self: Keys[OpenArm, {anything}",
-        "        @overload\n",
-        f"        def __getitem__(self: Keys[{skip * POSITIONS}Any, {anything}",
+        f"        def __getitem__(self: {name}[{skip * POSITIONS}Any, {anything}",
         "        def __getitem__(self, key: str, /) -> Any: ...\n",
         "        def __contains__(self, key: object, /) -> bool: ...\n",
         "        def __iter__(self) -> Iterator[str]: ...\n",
         "        def __len__(self) -> int: ...\n",
         "        def get(self, key: str, default: object = None, /) -> Any: ...\n",
         "        def __getattr__(self, name: str, /) -> Any: ...\n",
+        "\n",
     ]
-    return "".join(lines)
+    return lines
 
 
 def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, str, str]]:
@@ -369,10 +390,10 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
         when = "Callable[[Ctx[P, Keys[*Ks], Sc]], bool]"
         return _arm_keys.branch(builder, sub, this, when, opened, nested=sub == builder)
     if rule.key == "body":
-        this = _fill("{SELF}[P, Keys[*Ks], Keys[*Js], C]", builder)
-        over = "Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]]"
-        exact = _arm_keys.loop(builder, sub, this, over, "N", "Keys[*Js, Key[N, I]]", marker)
-        return exact + _arm_keys.loop(builder, sub, this, over, "str", "Keys[Open, *Js]", marker)
+        this = _fill("{SELF}[P, Keys[*Ks], Scope[*Js], C]", builder)
+        over = "Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]]"
+        exact = _arm_keys.loop(builder, sub, this, over, "N", "Scope[*Js, Key[N, I]]", marker)
+        return exact + _arm_keys.loop(builder, sub, this, over, "str", "Scope[Open, *Js]", marker)
     value = m.returns[m.returns.index("AddStep[S, ") + len("AddStep[S, ") : m.returns.rindex("], Sc, C]")]
     return [(this, params.replace("name: str", "name: N", 1), same % f"*Ks, Key[N, {value}]"), (this, params, opened)]
 

@@ -21,6 +21,7 @@ from ._features import (
     bodies,
     branches,
     capabilities,
+    enum_keys,
     key_gets,
     key_typos,
     loops,
@@ -101,7 +102,9 @@ METHOD_HOOKS: dict[str, MethodHook] = {
     "typing.Mapping.get": key_gets.checked_get,
 }
 
-SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
+SignatureHook = Callable[[MethodSigContext], CallableType]
+
+_SIGNATURE_HOOKS: dict[str, SignatureHook] = {
     **{method(b.name, "for_each"): loops.scope_signature for b in rules.BUILDER_RULES},
     **{method(b.name, "update"): updates.changes_signature for b in rules.BUILDER_RULES},
     **{
@@ -117,6 +120,27 @@ SIGNATURE_HOOKS: dict[str, Callable[[MethodSigContext], CallableType]] = {
         ctx._replace(default_signature=registration.accept_other_pipelines(ctx))
     ),
     f"{FEATURE}.query_handler": registration.accept_unfinished,
+}
+
+
+def _by_value_first(hook: SignatureHook | None) -> SignatureHook:
+    """``enum_keys.by_value`` on the call's lambdas before they are checked, then ``hook``."""
+
+    def run(ctx: MethodSigContext) -> CallableType:
+        ctx = ctx._replace(default_signature=enum_keys.by_value(ctx))
+        return hook(ctx) if hook is not None else ctx.default_signature
+
+    return run
+
+
+# Every step reads its lambdas' keys by an enum member's value (enum_keys).
+SIGNATURE_HOOKS: dict[str, SignatureHook] = {
+    **_SIGNATURE_HOOKS,
+    **{
+        method(b.name, r.method): _by_value_first(_SIGNATURE_HOOKS.get(method(b.name, r.method)))
+        for b in rules.BUILDER_RULES
+        for r in rules.STEP_RULES
+    },
 }
 
 FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
@@ -150,7 +174,7 @@ class KumikoPlugin(Plugin):
     def get_method_hook(self, fullname: str) -> MethodHook | None:
         return METHOD_HOOKS.get(fullname)
 
-    def get_method_signature_hook(self, fullname: str) -> Callable[[MethodSigContext], CallableType] | None:
+    def get_method_signature_hook(self, fullname: str) -> SignatureHook | None:
         return SIGNATURE_HOOKS.get(fullname)
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:

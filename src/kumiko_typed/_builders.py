@@ -58,7 +58,8 @@ S1 = TypeVar("S1")
 # The else-arm is optional; without it (and without the plugin) its keys are none.
 S2 = DefaultTypeVar("S2", default=NoSteps)
 Sc1 = TypeVar("Sc1")
-D = TypeVar("D")
+# A return_ that only fails (fail(...) is a Failure) gives no Ok data: Never, not unsolved.
+D = DefaultTypeVar("D", default=Never)
 P2 = TypeVar("P2")
 D2 = TypeVar("D2")
 EV = TypeVar("EV")
@@ -67,6 +68,7 @@ __all__ = ["Pipeline", "QueryPipeline", "QuerySubPipeline", "SubPipeline", "Work
 
 
 if TYPE_CHECKING and not MYPY:
+    from enum import Enum
     from typing import LiteralString, TypeVarTuple
 
     Ks = TypeVarTuple("Ks")
@@ -133,13 +135,65 @@ if TYPE_CHECKING and not MYPY:
             self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
         ) -> V: ...
         @overload
-        def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...
+        def __getitem__(self: Keys[Open, *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
         @overload
-        def __getitem__(self: Keys[OpenArm, *tuple[Any, ...]], key: LiteralString, /) -> Any: ...
+        def __getitem__(self: Keys[OpenArm, *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
         @overload
         def __getitem__(
             self: Keys[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]],
-            key: LiteralString,
+            key: LiteralString | Enum,
+            /,
+        ) -> Any: ...
+        def __getitem__(self, key: str, /) -> Any: ...
+        def __contains__(self, key: object, /) -> bool: ...
+        def __iter__(self) -> Iterator[str]: ...
+        def __len__(self) -> int: ...
+        def get(self, key: str, default: object = None, /) -> Any: ...
+        def __getattr__(self, name: str, /) -> Any: ...
+
+    class Scope(Mapping[str, Any], Generic[*Ks]):
+        """The items of the enclosing loops, outermost first (pyright only; mypy sees the markers)."""
+
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+        ) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Open, *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]],
+            key: LiteralString | Enum,
             /,
         ) -> Any: ...
         def __getitem__(self, key: str, /) -> Any: ...
@@ -765,121 +819,122 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
-        ) -> Pipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> Pipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
-        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Pipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
+                SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
-        ) -> Pipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> Pipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
-        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: Pipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
-        ) -> Pipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> Pipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -1528,121 +1583,122 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
-        ) -> SubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> SubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
-        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
+                SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
-        ) -> SubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> SubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
-        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: SubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
-        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], SubPipeline[P, S1, Sc1, C]],
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -2579,134 +2635,134 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> WorkflowPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C
         ]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
-        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
-        ) -> WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        ) -> WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> WorkflowPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C
         ]: ...
         @overload
         def for_each(
-            self: WorkflowPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
-        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -3410,134 +3466,134 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C
         ]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
-        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
-        ) -> WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C
         ]: ...
         @overload
         def for_each(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
-        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -4480,126 +4536,126 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
             ],
-        ) -> QueryPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
-        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
-        ) -> QueryPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> QueryPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
-        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C]: ...
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QueryPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
-        ) -> QueryPipeline[P, Keys[Open, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
+        ) -> QueryPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
@@ -5294,130 +5350,130 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
             ],
-        ) -> QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> QuerySubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C
         ]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
-        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
-        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
-        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Keys[*Js], C]: ...
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
-        ) -> QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]],
+        ) -> QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> QuerySubPipeline[
-            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Keys[*Js], C
+            P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C
         ]: ...
         @overload
         def for_each(
-            self: QuerySubPipeline[P, Keys[*Ks], Keys[*Js], C],
+            self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Keys[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Keys[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
-        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Keys[*Js], C]: ...
+            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], QuerySubPipeline[P, S1, Sc1, C]],
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,

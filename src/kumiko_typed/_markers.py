@@ -46,7 +46,7 @@ class _Marker(Any):
 MYPY = False
 
 if TYPE_CHECKING and not MYPY:
-    from ._builders import Keys
+    from ._builders import Keys, Scope
 
 if MYPY:
 
@@ -59,7 +59,7 @@ if MYPY:
 else:
     # pyright's view (DESIGN §4.8): the generated key list of ``_builders``, empty.
     NoSteps: TypeAlias = "Keys[()]"
-    NoScope: TypeAlias = "Keys[()]"
+    NoScope: TypeAlias = "Scope[()]"
 
 
 class AddStep(_Marker, Generic[S, R]):

@@ -37,6 +37,9 @@ by_value = (
     .return_(lambda c: ok(c.steps))
 )
 reveal_type(by_value)  # R: kumiko_typed._finished.Finished[_models.Order, TypedDict({'total'=: float, 'count'=: int, 'read'=: tuple[float, int]})]
+# Read by a member whose value no step produced: mypy's error for that value, as for a
+# literal (it named the member's name, "COUNT", also for a key that exists).
+by_member = shop.pipeline(Order).compute(Key.TOTAL, lambda c: 1.5).compute("r", lambda c: c.steps[Key.COUNT])  # E: misc
 
 
 class Names:

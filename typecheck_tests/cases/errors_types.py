@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from sqlalchemy import select
+
 from kumiko_typed import Ctx, Feature, manual, ok
 
 from _models import Order, Product, SignedUp
@@ -113,3 +115,40 @@ narrowed = (
     )
     .compute("after", lambda c: c.steps["note"].upper())  # E: union-attr
 )
+
+# A key bound by a walrus in the test (the form pyright narrows within an expression) is
+# tested as well: the arms read it narrowed (they read it as str | None, an error at .upper()).
+walrus = (
+    shop.pipeline(Order)
+    .compute("note", lambda c: c.payload.note or None)
+    .branch(
+        when=lambda c: (note := c.steps["note"]) is not None and len(note) > 1,
+        on_true=lambda b: b.compute("u", lambda c: reveal_type(c.steps["note"]).upper()),  # R: str
+        on_false=lambda b: b.compute("u", lambda c: reveal_type(c.steps["note"])),  # R: str | None
+    )
+    .branch(
+        when=lambda c: None is (note := c.steps["note"]),
+        on_true=lambda b: b.compute("v", lambda c: reveal_type(c.steps["note"])),  # R: None
+        on_false=lambda b: b.compute("v", lambda c: reveal_type(c.steps["note"]).upper()),  # R: str
+    )
+)
+
+# A key that cannot be None, tested ``is None`` (a pointless test, which pyright's strict
+# mode reports): that arm never runs, and reads the key as ``Never``, as mypy's own ``if x
+# is None`` does for an ``int``, instead of ``None``, which made every use there an error.
+defensive = (
+    shop.pipeline(Order)
+    .get_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+    .compute("count", lambda c: len(c.payload.lines))
+    .branch(
+        when=lambda c: c.steps["product"] is None,
+        on_true=lambda b: b.compute("label", lambda c: reveal_type(c.steps["product"]).name),  # R: Never
+        on_false=lambda b: b.compute("label", lambda c: reveal_type(c.steps["product"]).name),  # R: _models.Product
+    )
+    .branch(
+        when=lambda c: not (c.steps["count"] is not None),
+        on_true=lambda b: b.compute("more", lambda c: reveal_type(c.steps["count"]) + 1),  # R: Never
+    )
+    .return_(lambda c: ok((c.steps["label"], c.steps["more"])))
+)
+reveal_type(defensive)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[str, int | None]]

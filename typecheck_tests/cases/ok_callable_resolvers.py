@@ -74,7 +74,7 @@ whole = (
     .branch(when=lambda c: True, on_true=unchanged)
     .compute("read", lambda c: reveal_type(c.steps["snapshot"].steps["count"]))  # R: int # PR: int
 )
-reveal_type(whole)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'count'=: int, 'snapshot'=: kumiko_typed._ctx.Ctx[_models.Order, TypedDict({'count'=: int}), TypedDict({})], 'read'=: int}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['count'], int], Key[Literal['snapshot'], Ctx[Order, Keys[Key[Literal['count'], int]], Keys[*tuple[()]]]], Key[Literal['read'], int]], Keys[*tuple[()]], Never]
+reveal_type(whole)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'count'=: int, 'snapshot'=: kumiko_typed._ctx.Ctx[_models.Order, TypedDict({'count'=: int}), TypedDict({})], 'read'=: int}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['count'], int], Key[Literal['snapshot'], Ctx[Order, Keys[Key[Literal['count'], int]], Scope[*tuple[()]]]], Key[Literal['read'], int]], Scope[*tuple[()]], Never]
 
 
 # Overloaded: the variant that takes the context decides the key (not the function itself)

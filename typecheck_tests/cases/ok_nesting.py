@@ -32,10 +32,10 @@ loopy = (
         .for_each(
             "ch",
             over=lambda c: c.scope["line"].sku,
-            do=lambda b: b.compute("pair", lambda c: (reveal_type(c.scope), c.steps["qty"])[1]),  # R: TypedDict({'line'=: _models.Line, 'ch'=: str}) # PR: Keys[Key[Literal['line'], Line], Key[Literal['ch'], str]]
+            do=lambda b: b.compute("pair", lambda c: (reveal_type(c.scope), c.steps["qty"])[1]),  # R: TypedDict({'line'=: _models.Line, 'ch'=: str}) # PR: Scope[Key[Literal['line'], Line], Key[Literal['ch'], str]]
         ),
     )
-    .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({}) # PR: Keys[*tuple[()]]
+    .compute("after", lambda c: reveal_type(c.scope))  # R: TypedDict({}) # PR: Scope[*tuple[()]]
     .return_(lambda c: ok((reveal_type(c.steps["qty"]), reveal_type(c.steps["pair"]))))  # R: int | None # R: int | None # PR: int | None
 )
 
@@ -45,4 +45,22 @@ explicit_none = (
     .compute("base", lambda c: 1)
     .branch(when=lambda c: True, on_true=lambda b: b.compute("only", lambda c: "s"), on_false=None)
 )
-reveal_type(explicit_none)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'base'=: int, 'only'=: str | None}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['base'], int], Key[Literal['only'], str | None]], Keys[*tuple[()]], Never]
+reveal_type(explicit_none)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'base'=: int, 'only'=: str | None}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Key[Literal['base'], int], Key[Literal['only'], str | None]], Scope[*tuple[()]], Never]
+
+# An inner loop's item of the same name shadows the outer one, as at run time; after the
+# inner loop the outer item is back.
+shadowed = (
+    shop.pipeline(Order)
+    .for_each(
+        "item",
+        over=lambda c: c.payload.lines,
+        do=lambda b: b.for_each(
+            "item",
+            over=lambda c: c.scope["item"].sku,
+            do=lambda b: b.compute("ch", lambda c: reveal_type(c.scope["item"]).upper()),  # R: str # PR: str
+        )
+        .compute("qty", lambda c: reveal_type(c.scope["item"]).qty),  # R: _models.Line # PR: Line
+    )
+    .return_(lambda c: ok((c.steps["ch"], c.steps["qty"])))
+)
+reveal_type(shadowed)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[str | None, int | None]] # PR: Finished[Order, tuple[str | None, int | None]]

@@ -7,7 +7,7 @@ from typing import Final
 
 from sqlalchemy import select
 
-from kumiko_typed import Feature, manual, ok
+from kumiko_typed import Feature, fail, manual, ok
 
 from _models import EmailVerified, Order, Product, SignedUp
 
@@ -67,3 +67,25 @@ onboarding = shop.workflow(
     .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello"),
 )
 reveal_type(onboarding)  # R: kumiko_typed._feature.Workflow[_models.SignedUp, None] # PR: Workflow[SignedUp, None]
+
+# A handler whose return_ only refuses (a stub, or one that always fails once its guard
+# passes) has no Ok data: Never, instead of mypy's "Need type annotation" and pyright's Unknown.
+refusing = shop.write_handler("refusing", shop.pipeline(Order).return_(lambda c: fail("conflict", "closed")))
+reveal_type(refusing)  # R: kumiko_typed._feature.WriteHandler[_models.Order, Never] # PR: WriteHandler[Order, Never]
+querying = shop.query_handler("querying", shop.query_pipeline(Order).return_(lambda c: fail("not_found", "gone")))
+reveal_type(querying)  # R: kumiko_typed._feature.QueryHandler[_models.Order, Never] # PR: QueryHandler[Order, Never]
+
+
+class Stored:
+    """Pipelines kept as class attributes, one extended by reassigning its name: mypy checks
+    such an assignment twice, the second time with the name already extended (a false
+    kumiko-duplicate-step for "count")."""
+
+    base = shop.pipeline(Order)
+    base = base.compute("count", lambda c: len(c.payload.lines))
+    base = (
+        base
+        .compute("total", lambda c: 2.0 * c.steps["count"])
+        .compute("label", lambda c: str(c.steps["total"]))
+    )
+    done = base.return_(lambda c: ok((reveal_type(c.steps["count"]), c.steps["label"])))  # R: int # PR: int

@@ -9,14 +9,26 @@ after its condition.
 
 The condition is read as written, before the call is checked (signature hook): a
 ``c.steps[...]`` or ``c.scope[...]`` of the lambda's own parameter compared with ``is
-None`` or ``is not None``, combined by ``and``, ``or`` and ``not``.  Anything else
+None`` or ``is not None`` (also bound by a walrus, ``(n := c.steps["note"]) is not None``,
+the form pyright narrows), combined by ``and``, ``or`` and ``not``.  Anything else
 narrows nothing (e.g. a test in a helper function).  The keys after the branch keep
 their types: a one-arm key is still ``T | None``.
 """
 
 from __future__ import annotations
 
-from mypy.nodes import ComparisonExpr, Expression, IndexExpr, LambdaExpr, MemberExpr, NameExpr, OpExpr, UnaryExpr
+from mypy.meet import is_overlapping_types
+from mypy.nodes import (
+    AssignmentExpr,
+    ComparisonExpr,
+    Expression,
+    IndexExpr,
+    LambdaExpr,
+    MemberExpr,
+    NameExpr,
+    OpExpr,
+    UnaryExpr,
+)
 from mypy.plugin import MethodSigContext
 from mypy.type_visitor import TypeTranslator
 from mypy.typeops import make_simplified_union
@@ -67,7 +79,7 @@ def _facts(test: Expression, param: str, outcome: bool) -> Facts:
         left, right = test.operands
         if isinstance(left, NameExpr) and left.fullname == "builtins.None":
             left, right = right, left
-        read = _key_read(left, param)
+        read = _key_read(left.value if isinstance(left, AssignmentExpr) else left, param)
         if read is None or not (isinstance(right, NameExpr) and right.fullname == "builtins.None"):
             return {}
         return {read: (test.operators[0] == "is") == outcome}
@@ -114,8 +126,15 @@ def _narrowed(keys: TypedDictType, facts: dict[str, bool]) -> TypedDictType:
     items = dict(keys.items)
     for key, is_none in facts.items():
         if key in items:
-            items[key] = NoneType() if is_none else _without_none(items[key])
+            items[key] = _only_none(items[key]) if is_none else _without_none(items[key])
     return keys.copy_modified(item_types=list(items.values()))
+
+
+def _only_none(t: Type) -> Type:
+    """``None``, or ``Never`` when ``t`` cannot be None: that arm never runs (mypy's own
+    ``if x is None`` makes such code unreachable), and a ``None`` there made every use of
+    the key in it an error."""
+    return NoneType() if is_overlapping_types(NoneType(), t) else UninhabitedType()
 
 
 def _without_none(t: Type) -> Type:

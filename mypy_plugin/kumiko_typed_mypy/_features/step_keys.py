@@ -3,6 +3,8 @@ step that adds no key refuses a receiver whose keys were never worked out."""
 
 from __future__ import annotations
 
+from mypy.checker import TypeChecker
+from mypy.nodes import AssignmentStmt
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, ErasedType, Instance, Type, TypeOfAny, get_proper_type
 
@@ -39,7 +41,8 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
     if name in keys:
         # The first definition's type stays: later steps were written against it.
-        ctx.api.fail(rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
+        if not _rechecked(ctx):
+            ctx.api.fail(rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
     else:
         keys[name] = value
     return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
@@ -57,3 +60,21 @@ def check_receiver(method: str, ctx: MethodContext) -> Type:
         if isinstance(keys, Unknown):
             unknown_steps(ctx, keys, method)
     return ctx.default_return_type
+
+
+def _rechecked(ctx: MethodContext) -> bool:
+    """Whether this is mypy's second check of a class attribute's assignment.
+
+    After ``base = base.compute("a", ...)`` in a class body, mypy checks the right-hand side
+    once more for its override check (``check_compatibility_all_supers``), with ``base``
+    already narrowed to what this step made: its own key reads as a duplicate.  The first
+    check stored the right-hand side's type, so a stored one means this is the second (which
+    reports any real duplicate the first one did not)."""
+    checker, call = ctx.api, ctx.context
+    info = checker.scope.active_class() if isinstance(checker, TypeChecker) else None
+    if info is None or not isinstance(checker, TypeChecker):
+        return False
+    for stmt in info.defn.defs.body:
+        if isinstance(stmt, AssignmentStmt) and stmt.line <= call.line <= (stmt.rvalue.end_line or stmt.line):
+            return checker.lookup_type_or_none(stmt.rvalue) is not None
+    return False

@@ -13,7 +13,7 @@ def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
         if isinstance(p, Instance) and p.last_known_value is not None:
             p = p.last_known_value
         if isinstance(p, LiteralType) and isinstance(p.value, str):
-            return _enum_value(p.fallback.type, p.value) if p.is_enum_literal() else p.value
+            return enum_value(p.fallback.type, p.value) if p.is_enum_literal() else p.value
     if expr is not None:
         return literal_str_expr(expr)
     return None
@@ -22,11 +22,13 @@ def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
 def literal_str_expr(expr: Expression) -> str | None:
     if isinstance(expr, StrExpr):
         return expr.value
+    if isinstance(expr, MemberExpr) and expr.name == "value" and _is_enum_member(expr.expr):
+        return literal_str_expr(expr.expr)  # ``Key.TOTAL.value``, as enum_keys writes a key read
     var = expr.node if isinstance(expr, (NameExpr, MemberExpr)) else None
     owner = expr.expr.node if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) else None
     if isinstance(owner, TypeInfo) and isinstance(expr, MemberExpr):
         if owner.is_enum:
-            return _enum_value(owner, expr.name)
+            return enum_value(owner, expr.name)
         # ``Names.TOTAL``: semantic analysis binds a module's attribute to its node, not a class's.
         symbol = owner.get(expr.name)
         var = symbol.node if symbol is not None else None
@@ -35,7 +37,16 @@ def literal_str_expr(expr: Expression) -> str | None:
     return None
 
 
-def _enum_value(info: TypeInfo, member: str) -> str | None:
+def _is_enum_member(expr: Expression) -> bool:
+    return (
+        isinstance(expr, MemberExpr)
+        and isinstance(expr.expr, RefExpr)
+        and isinstance(expr.expr.node, TypeInfo)
+        and expr.expr.node.is_enum
+    )
+
+
+def enum_value(info: TypeInfo, member: str) -> str | None:
     """The value of ``info.member`` when it is a string: written literally, or ``auto()``
     of a ``StrEnum`` (the member's name in lower case).  Read from the member's type,
     which mypy's cache keeps (a class body read from the cache is empty)."""

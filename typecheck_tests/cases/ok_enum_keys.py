@@ -1,0 +1,45 @@
+"""A key named by a ``StrEnum`` member (or a member of a ``str`` mix-in ``Enum``) is read by
+that member, as at run time, where the member is the string it holds: mypy with the plugin
+gives the key's type (it read the member's name, ``"TOTAL"``, and reported no such key),
+pyright ``Any`` (it refused the member), in a step, a loop body, ``when=``, ``.get`` and
+``return_``."""
+
+from __future__ import annotations
+
+import enum
+
+from kumiko_typed import Feature, ok
+
+from _models import Order
+
+shop = Feature("shop")
+
+
+class Key(enum.StrEnum):
+    TOTAL = "total"
+    LINE = enum.auto()
+
+
+class Legacy(str, enum.Enum):
+    NOTE = "note"
+
+
+keyed = (
+    shop.pipeline(Order)
+    .compute(Key.TOTAL, lambda c: 1.5)
+    .compute(Legacy.NOTE, lambda c: c.payload.note or None)
+    .compute("total_read", lambda c: reveal_type(c.steps[Key.TOTAL]))  # R: float # PR: Any
+    .compute("note_read", lambda c: reveal_type(c.steps[Legacy.NOTE]))  # R: str | None # PR: Any
+    .compute("got", lambda c: reveal_type(c.steps.get(Key.TOTAL)))  # R: float # PR: Any
+    .for_each(Key.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope[Key.LINE]).qty))  # R: _models.Line # PR: Any
+    .branch(
+        when=lambda c: c.steps[Key.TOTAL] > 1,
+        on_true=lambda b: b.compute("doubled", lambda c: reveal_type(c.steps[Key.TOTAL]) * 2),  # R: float # PR: Any
+    )
+    .branch(
+        when=lambda c: c.steps[Legacy.NOTE] is not None,  # narrows in the arms as a literal key does
+        on_true=lambda b: b.compute("upper", lambda c: reveal_type(c.steps[Legacy.NOTE]).upper()),  # R: str # PR: Any
+    )
+    .return_(lambda c: ok(c.steps[Key.TOTAL]))
+)
+reveal_type(keyed)  # R: kumiko_typed._finished.Finished[_models.Order, float] # PR: Finished[Order, Any]
