@@ -80,4 +80,6 @@ class BuilderCore:
 
     def __repr__(self) -> str:
         kinds = ", ".join(s.describe() for s in self._steps)
-        return f"<{type(self).__name__} of {self._payload_type.__name__}: {kinds}>"
+        # A caller without mypy may have given a union (refused at boot): named, not raised on.
+        named = getattr(self._payload_type, "__name__", repr(self._payload_type))
+        return f"<{type(self).__name__} of {named}: {kinds}>"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, overload
+from typing import TYPE_CHECKING, Any, Generic, Never, TypeVar, get_args, overload
 
 import attrs
 from typing_extensions import TypeVar as DefaultTypeVar
@@ -165,6 +165,15 @@ class Feature(Generic[C]):
         ``version`` is the schema version of ``cls`` that new events are stored with;
         ``upcasters[n]`` turns a stored version-``n`` payload (a JSON dict) into a
         version-``n + 1`` one, so one is needed for each version below ``version``."""
+        given: object = cls  # typed a class; callers without mypy may pass Paid | Refunded
+        if not isinstance(given, type):
+            classes = [m for m in get_args(given) if isinstance(m, type) and m is not type(None)]
+            members = " and ".join(f"feature.event({m.__name__})" for m in classes)
+            self.problems.append(
+                f"feature {self.name!r}: event({cls!r}) is no class: an event is one attrs class; "
+                f"register each member, {members or 'one class at a time'}"
+            )
+            return cls
         is_attrs = attrs.has(cls)  # not narrowing cls: it is returned as given
         if not is_attrs:
             self.problems.append(f"feature {self.name!r}: event({cls!r}) needs an attrs class")
@@ -216,6 +225,10 @@ class Feature(Generic[C]):
         given: object = pipeline  # typed, but callers without mypy may pass anything
         if not isinstance(given, QueryFinished):
             self.problems.append(f"query {query.name}: {_rules.msg_query_registration(type(pipeline).__name__)}")
+        elif (unclassed := _unclassed_handler_payload("query_pipeline", pipeline.payload_type)) is not None:
+            # Not kept, as a workflow's: nothing may structure, store or run a union as a payload.
+            self.problems.append(f"query {query.name}: {unclassed}")
+            return query
         self.queries.append(query)
         return query
 
@@ -237,6 +250,9 @@ class Feature(Generic[C]):
             self.problems.append(f"handler {handler.name}: {_rules.msg_query_as_write()}")
         elif not isinstance(given, Finished):
             self.problems.append(f"handler {handler.name}: {_rules.msg_no_return(type(pipeline).__name__)}")
+        elif (unclassed := _unclassed_handler_payload("pipeline", pipeline.payload_type)) is not None:
+            self.problems.append(f"handler {handler.name}: {unclassed}")
+            return handler
         self.handlers.append(handler)
         return handler
 
@@ -305,6 +321,20 @@ def _unclassed_payload(trigger: Trigger[Any], pipeline_payload: object) -> str |
                 "of two events, register one event class that says which, and append it for both)"
             )
     return None
+
+
+def _unclassed_handler_payload(builder: str, payload: object) -> str | None:
+    """A union (``Paid | Refunded``, ``Optional[Paid]``) given as a handler's or query's
+    payload: ``type[P]`` takes one class, so mypy refuses it and types ``c.payload`` as one
+    member; at runtime the codec could not store it for an idempotency key, and JSON that
+    fits two members would be taken as whichever is written first.  Refused at boot."""
+    if isinstance(payload, type):
+        return None
+    return (
+        f"its pipeline {builder}(...) takes {payload!r}, which is no class: a payload is one class (for either "
+        "of two shapes, give one class a field typed as the union, each member with a Literal tag field "
+        "such as kind: Literal['paid'], or give one class a kind field)"
+    )
 
 
 def _schema_problem(version: object, upcasters: Mapping[Any, object]) -> str | None:

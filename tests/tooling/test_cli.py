@@ -318,6 +318,36 @@ def test_other_commands_report_a_broken_app_without_traceback(tmp_path: Path, br
     assert "Traceback" not in result.stderr
 
 
+UNION_PAYLOAD_APP = """
+import attrs
+from kumiko_typed import App, Feature, ok
+
+@attrs.frozen
+class Paid:
+    amount: int
+
+@attrs.frozen
+class Refunded:
+    amount: int
+
+f = Feature("pay")
+f.write_handler("take", f.pipeline(Paid | Refunded).return_(lambda c: ok(None)))
+
+def make_app(database_url):
+    return App([f], database_url=database_url)
+"""
+
+
+def test_graph_of_a_handler_whose_payload_is_a_union_names_it_and_the_fix(tmp_path: Path) -> None:
+    """Was drawn as if it worked, while a keyed dispatch of it could not store its payload."""
+    target = _module(tmp_path, UNION_PAYLOAD_APP, "union") + ":make_app"
+    result = cli(tmp_path, "graph", target, "--database-url", _url(tmp_path))
+    assert result.returncode == 1, _explain(result)
+    assert "handler pay:take: its pipeline pipeline(...) takes " in result.stderr, _explain(result)
+    assert "which is no class: a payload is one class" in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr
+
+
 # --- graph ------------------------------------------------------------------------------------
 
 

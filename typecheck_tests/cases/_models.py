@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
 import attrs
 from sqlalchemy import String
@@ -49,3 +50,24 @@ class Pair:
     first: Line
     second: Line
     count: int
+
+
+@attrs.frozen
+class Payment:
+    kind: Literal["paid"]
+    amount: int
+
+
+@attrs.frozen
+class Refund:
+    kind: Literal["refunded"]
+    amount: int
+    reason: str
+
+
+@attrs.frozen
+class Settle:
+    """Either of two shapes: one payload class, a field typed as the union of tagged members."""
+
+    order: str
+    how: Payment | Refund
