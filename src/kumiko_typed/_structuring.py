@@ -263,7 +263,8 @@ def unreadable(converter: cattrs.Converter, cls: type[Any]) -> str | None:
     try:
         converter.get_structure_hook(cls)
     except cattrs.errors.StructureHandlerNotFoundError as exc:
-        return f"no JSON value can be read into {_type_name(exc.type_)}; use JSON-shaped field types (docs/handlers.md)"
+        name = _type_name(exc.type_)
+        return f"no JSON value can be read into {name}; use JSON-shaped field types (docs/http.md#payload-schemas)"
     except NameError as exc:
         return f"an annotation names an unknown type ({exc}); import it where the class is defined"
     return None

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -380,4 +380,41 @@ def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_
         "feature 'es-bad': event BookingStarted takes the framework's type name 'es-booking.created'",
         "feature 'es-bad': event(Extended): upcasters= needs one function per older version (1: fn, 2: fn), not [1]",
         "feature 'es-bad': event(ExtendedV1): version=0 must be an integer of at least 1",
+    ]
+
+
+class _Plain:
+    """Not an attrs class: JSON cannot be read into it."""
+
+
+@attrs.frozen
+class Rested:
+    took: timedelta
+
+
+@attrs.frozen
+class Noted:
+    by: _Plain
+
+
+def test_boot_refuses_an_event_class_its_stored_json_could_never_be_read_back_into(db_url: str) -> None:
+    """An event field of a type JSON cannot fill (a ``timedelta``, a plain class) was
+    accepted: the append stored it and answered Ok, then every read of the stream — the
+    ``read_stream``, a rebuild's replay, a trigger — was an ``internal_error``, for good,
+    since stored events are never rewritten. Boot refuses the class instead, as it does a
+    payload class, on either database and before anything is stored."""
+    f: Feature[Any] = Feature("es-unreadable")
+    f.entity(EsBooking)
+    f.event(Rested, name="rested")
+    f.event(Noted, name="noted")
+    f.event(BookingStarted, name="booking-started")
+
+    with pytest.raises(BootError) as caught:
+        App([f], database_url=db_url)
+
+    assert sorted(caught.value.problems) == [
+        "feature 'es-unreadable': event Noted: no JSON value can be read into _Plain; use JSON-shaped "
+        "field types (docs/http.md#payload-schemas)",
+        "feature 'es-unreadable': event Rested: no JSON value can be read into timedelta; use JSON-shaped "
+        "field types (docs/http.md#payload-schemas)",
     ]
