@@ -9,6 +9,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -418,3 +419,81 @@ def test_boot_refuses_an_event_class_its_stored_json_could_never_be_read_back_in
         "feature 'es-unreadable': event Rested: no JSON value can be read into timedelta; use JSON-shaped "
         "field types (docs/http.md#payload-schemas)",
     ]
+
+
+@attrs.frozen
+class Settled:
+    at: datetime
+    amount: Decimal
+    receipt: bytes | None
+
+
+@attrs.frozen
+class Settle:
+    id: uuid.UUID
+    at: datetime
+    amount: Decimal
+    receipt: bytes | None
+
+
+def _settling() -> tuple[Feature[Any], Any, Any]:
+    f: Feature[Any] = Feature("es-settle")
+    f.entity(EsBooking)
+    f.event(Settled, name="settled")
+    book = f.write_handler(
+        "book",
+        f.pipeline(Book)
+        .create("b", EsBooking, data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights))
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    settle = f.write_handler(
+        "settle",
+        f.pipeline(Settle)
+        .append_event(
+            EsBooking,
+            id=lambda c: c.payload.id,
+            event=lambda c: Settled(c.payload.at, c.payload.amount, c.payload.receipt),
+        )
+        .return_(lambda c: ok(None)),
+    )
+    return f, book, settle
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("at", datetime(2026, 3, 2, 9, 1), "expected an ISO-8601 datetime with a UTC offset"),
+        ("amount", Decimal("NaN"), "expected a finite decimal"),
+        ("receipt", b"\x00\xff", "string argument without an encoding"),
+    ],
+)
+def test_an_event_its_class_cannot_read_back_is_refused_at_the_append_naming_the_field(
+    app_on: AppOn, user: User, field: str, value: object, problem: str
+) -> None:
+    """A naive datetime, a decimal NaN or bytes in an event's field were stored (Ok), and
+    the stream's every read after was an ``internal_error``: its class reads a datetime
+    only with an offset, a decimal only finite, and no bytes from the stored text. The
+    append is refused instead, naming the payload field and the event's, not the value;
+    nothing is stored and the stream still reads."""
+    f, book, settle = _settling()
+    app = app_on([f])
+    booking = ok_data(app.dispatch(book, Book("Ann", 2), user=user))
+    good = {"at": T0, "amount": Decimal("12.50"), "receipt": None}
+    refused = failure_of(app.dispatch(settle, Settle(booking, **{**good, field: value}), user=user))
+    message = f"Settled could not read it back: {problem} (at $.{field})"
+    assert refused.code == "validation_error"
+    assert refused.message == f"step 0 aggregate.append_event: a value does not fit its column: {message}"
+    assert refused.details == [
+        {
+            "path": f"$.{field}",
+            "message": message,
+            "column": events.name + ".payload",
+            "step": "0 aggregate.append_event",
+        }
+    ]
+    assert repr(value) not in refused.message
+    stream = ok_data(app.read_stream(EsBooking, booking, user=user))
+    assert [e.version for e in stream] == [1]
+    assert ok_data(app.dispatch(settle, Settle(booking, **good), user=user)) is None
+    stream = ok_data(app.read_stream(EsBooking, booking, user=user))
+    assert stream[-1].event == Settled(**good)
