@@ -654,16 +654,17 @@ def _handler_result(outcome: object) -> Ok[object] | Failure:
 
 
 def _refuse_unreadable_payloads(converter: cattrs.Converter, features: Sequence[Feature[Any]]) -> None:
-    """A payload class JSON can never fill fails the boot, not every ``dispatch_json``."""
+    """A payload class JSON can never fill fails the boot, not every ``dispatch_json``; so
+    does an event class, whose events would be stored and then be unreadable for good
+    (every ``read_stream``, replay and trigger of their streams an ``internal_error``)."""
     named: list[tuple[str, type[Any]]] = []
     for f in features:
-        named += [(f"handler {h.name!r}", h.payload_type) for h in f.handlers]
-        named += [(f"query {q.name!r}", q.payload_type) for q in f.queries]
-        named += [(f"workflow {w.name!r}", w.trigger.payload_type) for w in f.workflows]
+        named += [(f"handler {h.name!r}: payload", h.payload_type) for h in f.handlers]
+        named += [(f"query {q.name!r}: payload", q.payload_type) for q in f.queries]
+        named += [(f"workflow {w.name!r}: payload", w.trigger.payload_type) for w in f.workflows]
+        named += [(f"feature {f.name!r}: event", cls) for cls in f.events]
     problems = [
-        f"{who}: payload {cls.__qualname__}: {why}"
-        for who, cls in named
-        if (why := unreadable(converter, cls)) is not None
+        f"{who} {cls.__qualname__}: {why}" for who, cls in named if (why := unreadable(converter, cls)) is not None
     ]
     if problems:
         raise BootError(problems)

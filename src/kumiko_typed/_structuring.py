@@ -32,8 +32,9 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
-from ._limits import json_problems, moment_problem
+from ._limits import json_problems, moment_problem, source_path
 from ._unions import is_mixed_union, union_hook
 
 __all__ = ["Detail", "Hook", "make_converter", "structure", "unreadable"]
@@ -263,7 +264,8 @@ def unreadable(converter: cattrs.Converter, cls: type[Any]) -> str | None:
     try:
         converter.get_structure_hook(cls)
     except cattrs.errors.StructureHandlerNotFoundError as exc:
-        return f"no JSON value can be read into {_type_name(exc.type_)}; use JSON-shaped field types (docs/handlers.md)"
+        name = _type_name(exc.type_)
+        return f"no JSON value can be read into {name}; use JSON-shaped field types (docs/http.md#payload-schemas)"
     except NameError as exc:
         return f"an annotation names an unknown type ({exc}); import it where the class is defined"
     return None
@@ -300,6 +302,38 @@ def _details(exc: BaseException, path: str, out: list[Detail]) -> None:
             _details(sub, sub_path, out)
         return
     out.append({"path": path, "message": _message(exc)})
+
+
+def read_back_problems(
+    converter: cattrs.Converter, stored: object, event: object, column: str, payload: object
+) -> list[Problem]:
+    """What keeps ``stored``, the JSON an event is about to be stored as, from being read back
+    into the event's class by the reader of ``read_stream``, replays and triggers (a naive
+    datetime, a decimal NaN, bytes): refused at the append, where the call can change it,
+    since a stored event is never rewritten and would be unreadable for good.  Messages
+    name the event's field, never its value."""
+    read = structure(converter, stored, type(event))
+    if not isinstance(read, list):
+        return []
+    name = type(event).__name__
+    return [
+        {
+            "path": source_path(payload, _field(event, d["path"])),
+            "message": f"{name} could not read it back: {d['message'].partition(', got ')[0]} (at {d['path']})",
+            "column": column,
+        }
+        for d in read
+    ]
+
+
+def _field(event: object, path: str) -> object:
+    """The value at ``$.a.b`` of ``event`` (attributes only; ``None`` past an index)."""
+    node = event
+    for name in path.split(".")[1:]:
+        if "[" in name:
+            return None
+        node = getattr(node, name, None)
+    return node
 
 
 def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | list[Detail]:

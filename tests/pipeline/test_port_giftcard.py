@@ -3,10 +3,13 @@ issue, redeem, cancel, the paged summary; every refusal names the field it is ab
 
 from __future__ import annotations
 
+import threading
+import time
 import uuid
 from collections.abc import Callable
 
 import pytest
+import sqlalchemy as sa
 
 from examples.ports.giftcard import (
     CancelCard,
@@ -100,3 +103,58 @@ def test_summaries_page_through_the_tenants_cards(app: App, user: User, make_use
     assert [(s.code, s.remaining_value) for s in page.data.cards] == [("gc-1", 20), ("gc-2", 30)]
     bad = app.query_json("giftcard:card:summaries", {"limit": 0}, user=user)
     assert isinstance(bad, Failure) and [d["path"] for d in bad.details] == ["$.limit"]
+
+
+def test_two_racing_redeems_of_one_card_one_wins_the_other_is_a_clean_version_conflict(
+    fresh_postgres_url: str, user: User
+) -> None:
+    """Axon's optimistic locking, on PostgreSQL: two redeems of 60 from a card of 100 both
+    read version 1 (appends to the event store are held back until both have read), then
+    both append version 2. Exactly one wins; the other is a ``version_conflict`` whose
+    details name the versions its message names, and the card is never overdrawn."""
+    app = App([giftcards], database_url=fresh_postgres_url)
+    app.create_all()
+    engine = sa.create_engine(fresh_postgres_url)
+    try:
+        card = issued(app, user)
+        results: list[Ok[Redeemed] | Failure] = []
+
+        def redeem() -> None:
+            results.append(app.dispatch(redeem_card, RedeemCard("gc-1", 60), user=user))
+
+        racers = [threading.Thread(target=redeem) for _ in range(2)]
+        with engine.connect() as holder:
+            holder.execute(sa.text("LOCK TABLE kumiko_events IN SHARE MODE"))
+            for racer in racers:
+                racer.start()
+            _until_appends_wait(engine, 2)
+            holder.rollback()
+        for racer in racers:
+            racer.join(timeout=30)
+        won = [r for r in results if isinstance(r, Ok)]
+        lost = [r for r in results if isinstance(r, Failure)]
+        assert won == [Ok(Redeemed(card, 40))], results
+        assert len(lost) == 1 and lost[0].code == "version_conflict" and lost[0].http_status == 409
+        assert lost[0].message == f"GiftCard {card}: version 2 of its event stream is taken already"
+        assert lost[0].details == {"entity_id": str(card), "expected_version": 1, "current_version": 2}
+        stream = app.read_stream(GiftCard, card, user=user)
+        assert isinstance(stream, Ok)
+        assert [e.event for e in stream.data] == [CardIssued("gc-1", 100), CardRedeemed(60)]
+        check = app.rebuild_projection(GiftCard, user=user, verify=True)
+        assert isinstance(check, Ok) and check.data.matches, check
+    finally:
+        engine.dispose()
+        app.dispose()
+
+
+def _until_appends_wait(engine: sa.Engine, count: int) -> None:
+    """Until ``count`` transactions wait for a lock on ``kumiko_events`` (the appends)."""
+    query = sa.text(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'kumiko_events'::regclass"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    deadline = time.monotonic() + 30
+    with engine.connect() as conn:
+        while conn.execute(query).scalar_one() < count:
+            assert time.monotonic() < deadline, "the redeems never reached their appends"
+            time.sleep(0.02)

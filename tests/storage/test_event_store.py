@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
 from typing import Any
 
 import attrs
@@ -381,3 +382,118 @@ def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_
         "feature 'es-bad': event(Extended): upcasters= needs one function per older version (1: fn, 2: fn), not [1]",
         "feature 'es-bad': event(ExtendedV1): version=0 must be an integer of at least 1",
     ]
+
+
+class _Plain:
+    """Not an attrs class: JSON cannot be read into it."""
+
+
+@attrs.frozen
+class Rested:
+    took: timedelta
+
+
+@attrs.frozen
+class Noted:
+    by: _Plain
+
+
+def test_boot_refuses_an_event_class_its_stored_json_could_never_be_read_back_into(db_url: str) -> None:
+    """An event field of a type JSON cannot fill (a ``timedelta``, a plain class) was
+    accepted: the append stored it and answered Ok, then every read of the stream — the
+    ``read_stream``, a rebuild's replay, a trigger — was an ``internal_error``, for good,
+    since stored events are never rewritten. Boot refuses the class instead, as it does a
+    payload class, on either database and before anything is stored."""
+    f: Feature[Any] = Feature("es-unreadable")
+    f.entity(EsBooking)
+    f.event(Rested, name="rested")
+    f.event(Noted, name="noted")
+    f.event(BookingStarted, name="booking-started")
+
+    with pytest.raises(BootError) as caught:
+        App([f], database_url=db_url)
+
+    assert sorted(caught.value.problems) == [
+        "feature 'es-unreadable': event Noted: no JSON value can be read into _Plain; use JSON-shaped "
+        "field types (docs/http.md#payload-schemas)",
+        "feature 'es-unreadable': event Rested: no JSON value can be read into timedelta; use JSON-shaped "
+        "field types (docs/http.md#payload-schemas)",
+    ]
+
+
+@attrs.frozen
+class Settled:
+    at: datetime
+    amount: Decimal
+    receipt: bytes | None
+
+
+@attrs.frozen
+class Settle:
+    id: uuid.UUID
+    at: datetime
+    amount: Decimal
+    receipt: bytes | None
+
+
+def _settling() -> tuple[Feature[Any], Any, Any]:
+    f: Feature[Any] = Feature("es-settle")
+    f.entity(EsBooking)
+    f.event(Settled, name="settled")
+    book = f.write_handler(
+        "book",
+        f.pipeline(Book)
+        .create("b", EsBooking, data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights))
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    settle = f.write_handler(
+        "settle",
+        f.pipeline(Settle)
+        .append_event(
+            EsBooking,
+            id=lambda c: c.payload.id,
+            event=lambda c: Settled(c.payload.at, c.payload.amount, c.payload.receipt),
+        )
+        .return_(lambda c: ok(None)),
+    )
+    return f, book, settle
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "problem"),
+    [
+        ("at", datetime(2026, 3, 2, 9, 1), "expected an ISO-8601 datetime with a UTC offset"),
+        ("amount", Decimal("NaN"), "expected a finite decimal"),
+        ("receipt", b"\x00\xff", "string argument without an encoding"),
+    ],
+)
+def test_an_event_its_class_cannot_read_back_is_refused_at_the_append_naming_the_field(
+    app_on: AppOn, user: User, field: str, value: object, problem: str
+) -> None:
+    """A naive datetime, a decimal NaN or bytes in an event's field were stored (Ok), and
+    the stream's every read after was an ``internal_error``: its class reads a datetime
+    only with an offset, a decimal only finite, and no bytes from the stored text. The
+    append is refused instead, naming the payload field and the event's, not the value;
+    nothing is stored and the stream still reads."""
+    f, book, settle = _settling()
+    app = app_on([f])
+    booking = ok_data(app.dispatch(book, Book("Ann", 2), user=user))
+    good = {"at": T0, "amount": Decimal("12.50"), "receipt": None}
+    refused = failure_of(app.dispatch(settle, Settle(booking, **{**good, field: value}), user=user))
+    message = f"Settled could not read it back: {problem} (at $.{field})"
+    assert refused.code == "validation_error"
+    assert refused.message == f"step 0 aggregate.append_event: a value does not fit its column: {message}"
+    assert refused.details == [
+        {
+            "path": f"$.{field}",
+            "message": message,
+            "column": events.name + ".payload",
+            "step": "0 aggregate.append_event",
+        }
+    ]
+    assert repr(value) not in refused.message
+    stream = ok_data(app.read_stream(EsBooking, booking, user=user))
+    assert [e.version for e in stream] == [1]
+    assert ok_data(app.dispatch(settle, Settle(booking, **good), user=user)) is None
+    stream = ok_data(app.read_stream(EsBooking, booking, user=user))
+    assert stream[-1].event == Settled(**good)

@@ -29,6 +29,7 @@ from .._limits import nested_without_end, refuse, stored_json, unfit_json, unfit
 from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
+from .._structuring import read_back_problems
 from .._tables import events
 from ._base import Fn, NamedStep, Result, Step, resolve
 from ._rows import changed_columns, in_place_values, insert_row, update_row, writer
@@ -313,7 +314,9 @@ def _event_payload(run: Run, event: object) -> Any:
         unstructured = run.registry.converter.unstructure(event)
     except RecursionError:
         raise nested_without_end(column) from None
-    return stored_json(unstructured, column, run.payload)
+    stored = stored_json(unstructured, column, run.payload)
+    refuse(read_back_problems(run.registry.converter, stored, event, column, run.payload))
+    return stored
 
 
 def _event_headers(headers: object) -> Mapping[str, str] | None:
