@@ -31,7 +31,7 @@ from ._notify import notify
 from ._outbox import item_of
 from ._outbox_types import OutboxItem
 from ._poison import storable_text
-from ._results import Failure, Ok, fail
+from ._results import Failure, Ok, fail, not_an_id
 from ._runs import RunInfo, shown_error
 from ._tables import outbox, workflow_runs, workflow_waits
 from ._workflow_engine import SYSTEM_USER, WorkflowEngine
@@ -48,10 +48,7 @@ def _refused(user: object, field: str, value: object) -> Failure | None:
     """The checks every operation starts with: an authenticated user, an id that is a UUID."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
-    if not isinstance(value, uuid.UUID):
-        message = f"{field} must be a UUID, not {type(value).__name__}"
-        return fail("validation_error", message, [{"path": field, "message": message}])
-    return None
+    return not_an_id(field, value)
 
 
 #: The tenant of a cron-started run (``SYSTEM_USER``'s) and of what it writes: no tenant.

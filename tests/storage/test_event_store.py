@@ -232,6 +232,21 @@ def test_another_tenants_stream_is_not_found_without_its_data_but_a_sysadmin_rea
     failure_of(app.read_stream(EsBooking, booking, user="alice"), "access_denied")  # type: ignore[arg-type]
 
 
+def test_a_stream_id_that_is_no_uuid_is_a_validation_error_without_the_text(two: Any) -> None:
+    """As cancel_run and requeue answer an id of the wrong type: the argument named, the
+    caller's text (a URL segment, say) not echoed into the message."""
+    app, _, alice, _, _ = two
+    wrongs: tuple[Any, ...] = ("nope", "<script>alert(1)</script>", "", str(uuid.uuid4()), 7, None)
+    for wrong in wrongs:
+        refused = failure_of(app.read_stream(EsBooking, wrong, user=alice), "validation_error")
+        name = type(wrong).__name__
+        assert refused.message == f"id must be a UUID, not {name}"
+        assert refused.details == [{"path": "id", "message": f"id must be a UUID, not {name}"}]
+    # The entity and the user are checked first, as for a UUID.
+    failure_of(app.read_stream(Book, wrongs[0], user=alice), "not_found")
+    failure_of(app.read_stream(EsBooking, wrongs[0], user=wrongs[0]), "access_denied")
+
+
 def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: Any) -> None:
     app, h, alice, _, _ = two
     booking = ok_data(app.dispatch(h["book"], Book("Ann", 2), user=alice))
