@@ -31,7 +31,7 @@ from ._notify import notify
 from ._outbox import item_of
 from ._outbox_types import OutboxItem
 from ._poison import storable_text
-from ._results import Failure, Ok, fail, not_an_id
+from ._results import Failure, Ok, fail, wrong_id
 from ._runs import RunInfo, shown_error
 from ._tables import outbox, workflow_runs, workflow_waits
 from ._workflow_engine import SYSTEM_USER, WorkflowEngine
@@ -48,7 +48,9 @@ def _refused(user: object, field: str, value: object) -> Failure | None:
     """The checks every operation starts with: an authenticated user, an id that is a UUID."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
-    return not_an_id(field, value)
+    if not isinstance(value, uuid.UUID):
+        return wrong_id(field, value)
+    return None
 
 
 #: The tenant of a cron-started run (``SYSTEM_USER``'s) and of what it writes: no tenant.

@@ -6,7 +6,6 @@ transaction back while the caller still gets a structured answer.
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import Final, Generic, Literal, TypeVar
 
@@ -102,11 +101,9 @@ def fail(code: str, message: str, details: Details = None) -> Failure:
     return Failure(code, message, details)
 
 
-def not_an_id(field: str, value: object) -> Failure | None:
+def wrong_id(field: str, value: object) -> Failure:
     """A public call's id argument that is no UUID (typed, but text from a URL gets through
     a caller without a type checker): a ``validation_error`` naming the argument and the
     type given, never the value, which is the caller's arbitrary text."""
-    if isinstance(value, uuid.UUID):
-        return None
     message = f"{field} must be a UUID, not {type(value).__name__}"
     return fail("validation_error", message, [{"path": field, "message": message}])

@@ -28,7 +28,7 @@ from ._eventstore import EventRow, pause_appends, read_streams
 from ._interpreter import exception_failure
 from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._registry import Registry
-from ._results import Failure, Ok, fail, not_an_id, ok
+from ._results import Failure, Ok, fail, ok, wrong_id
 from ._utc import UtcDateTime
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
@@ -109,9 +109,8 @@ def read_stream(
     refused = _refused(entity, user, registry)
     if refused is not None:
         return refused
-    wrong_id = not_an_id("id", stream_id)
-    if wrong_id is not None:
-        return wrong_id
+    if not isinstance(stream_id, uuid.UUID):
+        return wrong_id("id", stream_id)
     not_found = fail("not_found", f"{entity.__name__} {stream_id} not found", {"entity_id": str(stream_id)})
     tenant = None if user.has_role(SYSADMIN) else user.tenant_id
     try:
