@@ -11,9 +11,11 @@ surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 
 from __future__ import annotations
 
+import ast
 import datetime as dt
 import functools
 import math
+import re
 from collections import abc
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
@@ -318,7 +320,7 @@ def read_back_problems(
     name = type(event).__name__
     return [
         {
-            "path": source_path(payload, _field(event, d["path"])),
+            "path": _payload_path(payload, event, d["path"]),
             "message": f"{name} could not read it back: {d['message'].partition(', got ')[0]} (at {d['path']})",
             "column": column,
         }
@@ -326,13 +328,32 @@ def read_back_problems(
     ]
 
 
+#: One step of a detail's path: ``.name``, or ``[...]`` holding an index or a key's repr.
+_STEP = re.compile(r"\.(\w+)|\[([^\]]*)\]")
+#: ``_field`` could not follow the path: no value to look for in the payload.
+_UNFOLLOWED = object()
+
+
+def _payload_path(payload: object, event: object, path: str) -> str:
+    """The payload field the event's value at ``path`` came from; ``$`` if not found."""
+    value = _field(event, path)
+    return "$" if value is _UNFOLLOWED else source_path(payload, value)
+
+
 def _field(event: object, path: str) -> object:
-    """The value at ``$.a.b`` of ``event`` (attributes only; ``None`` past an index)."""
-    node = event
-    for name in path.split(".")[1:]:
-        if "[" in name:
-            return None
-        node = getattr(node, name, None)
+    """The value at ``path`` (``$.a[0].b``, as ``_details`` writes it) of ``event``, or
+    ``_UNFOLLOWED``: a guess (``None``) would name the first ``None`` in the payload."""
+    node, at = event, 1  # past the ``$``
+    while at < len(path):
+        step = _STEP.match(path, at)
+        if step is None:
+            return _UNFOLLOWED
+        at = step.end()
+        name, key = step.groups()
+        try:
+            node = getattr(node, name) if name is not None else node[ast.literal_eval(key)]  # type: ignore[index]
+        except (AttributeError, LookupError, TypeError, ValueError, SyntaxError):
+            return _UNFOLLOWED
     return node
 
 

@@ -512,3 +512,44 @@ def test_an_event_its_class_cannot_read_back_is_refused_at_the_append_naming_the
     assert ok_data(app.dispatch(settle, Settle(booking, **good), user=user)) is None
     stream = ok_data(app.read_stream(EsBooking, booking, user=user))
     assert stream[-1].event == Settled(**good)
+
+
+@attrs.frozen
+class Logged:
+    moments: list[datetime]
+
+
+@attrs.frozen
+class Log:
+    id: uuid.UUID
+    note: str | None
+    moments: list[datetime]
+
+
+def test_a_refused_event_value_in_a_list_is_named_by_its_own_payload_path_not_another_none(
+    app_on: AppOn, user: User
+) -> None:
+    """The payload path of a value the event's class cannot read back is found by that
+    value; past a list index the value was taken as ``None``, so the path named the
+    first ``None`` in the payload (here ``$.note``), a field with nothing wrong."""
+    f: Feature[Any] = Feature("es-log")
+    f.entity(EsBooking)
+    f.event(Logged, name="logged")
+    book = f.write_handler(
+        "book",
+        f.pipeline(Book)
+        .create("b", EsBooking, data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights))
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    log = f.write_handler(
+        "log",
+        f.pipeline(Log)
+        .append_event(EsBooking, id=lambda c: c.payload.id, event=lambda c: Logged(c.payload.moments))
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    booking = ok_data(app.dispatch(book, Book("Ann", 2), user=user))
+    refused = failure_of(app.dispatch(log, Log(booking, None, [T0, datetime(2026, 3, 2, 9, 1)]), user=user))
+    assert refused.code == "validation_error"
+    assert [d["path"] for d in refused.details or ()] == ["$.moments[1]"]
+    assert "(at $.moments[1])" in refused.message
