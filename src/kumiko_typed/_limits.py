@@ -166,12 +166,8 @@ def json_problems(
                 if problem is not None:
                     yield _path(where), f"has a key that {problem}", key
                     continue
-            if type(child) in _SCALARS:  # most values: no ABC check (``Mapping``) for them
-                problem = _value_problem(child)
-                if problem is not None:
-                    yield _path((where, key)), problem, child
-                continue
-            if isinstance(child, _CONTAINERS):
+            # Most values are scalars: no ABC check (``Mapping``) for them.
+            if type(child) not in _SCALARS and isinstance(child, _CONTAINERS):
                 if max_depth is not None and depth >= max_depth:
                     yield _path((where, key)), f"is nested deeper than {max_depth} levels", child
                     continue
