@@ -228,12 +228,18 @@ def _send_held(session: Session, held: list[dict[str, Any]]) -> None:
         for stores in by_columns.values():
             session.execute(_UPDATE_RUN, stores)
     except Exception as exc:
-        if isinstance(exc, DBAPIError) and transient(exc):
-            raise
-        lost = lost_connection(session)
-        if lost is not None:
-            raise lost from exc
+        _raise_for_the_pass(session, exc)
         raise Redo from exc
+
+
+def _raise_for_the_pass(session: Session, exc: Exception) -> None:
+    """Raise what is the worker pass's to handle, not one run's: a transient error (the
+    pass is tried again) or a lost connection (it reconnects)."""
+    if isinstance(exc, DBAPIError) and transient(exc):
+        raise exc
+    lost = lost_connection(session)
+    if lost is not None:
+        raise lost from exc
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -576,11 +582,7 @@ class WorkflowEngine:
                 session, d, run_id, payload, user, stored, path, resume_value, nested=nested, plan=plan
             )
         except Exception as error:
-            if isinstance(error, DBAPIError) and transient(error):
-                raise
-            lost = lost_connection(session)
-            if lost is not None:
-                raise lost from error
+            _raise_for_the_pass(session, error)
             if guard is not None:
                 guard.undo(session)
             where = f"in the segment from step {path or '0'}"
