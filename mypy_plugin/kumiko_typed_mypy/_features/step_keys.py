@@ -68,8 +68,8 @@ def _rechecked(ctx: MethodContext) -> bool:
     After ``base = base.compute("a", ...)`` in a class body, mypy checks the right-hand side
     once more for its override check (``check_compatibility_all_supers``), with ``base``
     already narrowed to what this step made: its own key reads as a duplicate.  The first
-    check stored the right-hand side's type, so a stored one means this is the second (which
-    reports any real duplicate the first one did not)."""
+    check stored the right-hand side's type, so a stored one means this is the second, which
+    reports nothing: a real duplicate in the expression was reported by the first."""
     checker, call = ctx.api, ctx.context
     info = checker.scope.active_class() if isinstance(checker, TypeChecker) else None
     if info is None or not isinstance(checker, TypeChecker):
