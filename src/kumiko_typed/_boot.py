@@ -19,7 +19,7 @@ from ._compat import across_problems, ambiguous_names
 from ._delivery import url_problem
 from ._durations import parse_duration
 from ._errors import StepRefused
-from ._feature import QueryHandler, WriteHandler
+from ._feature import QueryHandler, WriteHandler, unclassed
 from ._finished import Finished, Program, QueryFinished
 from ._outbox_types import HEADER_NAME, RetryPolicy
 from ._steps import (
@@ -163,13 +163,14 @@ def _unregistered_event(step: Step, tables: _AppTables) -> str | None:
     appended, and a run could not even note what it waits for."""
     if not isinstance(step, WaitForEvent) or step.event in tables.events:
         return None
-    waited: object = step.event  # typed a class; without mypy, ``Paid | Refunded`` gets here too
-    if not isinstance(waited, type):
-        return (
-            f"it waits for {waited!r}, which is no class: a wait is for one registered event class "
-            "(for either of two outcomes, register one class that says which, and append it for both)"
-        )
-    name = waited.__name__
+    advice = (
+        "a wait is for one registered event class "
+        "(for either of two outcomes, register one class that says which, and append it for both)"
+    )
+    problem = unclassed("it waits for", step.event, advice)
+    if problem is not None:
+        return problem
+    name = step.event.__name__
     return (
         f"it waits for {name}, which is not a registered event; register it with "
         f"feature.event({name}) in a feature of this App"

@@ -307,6 +307,15 @@ class Feature(Generic[C]):
         return workflow
 
 
+def unclassed(where: str, given: object, advice: str) -> str | None:
+    """Why ``given``, typed a class where ``where`` names it, is none (a union such as
+    ``Paid | Refunded``, which only a caller without mypy can pass), and ``advice``;
+    ``None`` for a class.  One wording for every place a class is due (also ``_boot``)."""
+    if isinstance(given, type):
+        return None
+    return f"{where} {given!r}, which is no class: {advice}"
+
+
 def _unclassed_payload(trigger: Trigger[Any], pipeline_payload: object) -> str | None:
     """A union (``Paid | Refunded``) where a run's payload class belongs: typed a class, so
     only a caller without mypy gets here, and a run could not be stored or started."""
@@ -314,12 +323,14 @@ def _unclassed_payload(trigger: Trigger[Any], pipeline_payload: object) -> str |
         (f"its trigger {'on_event' if trigger.kind == 'event' else trigger.kind}(...) gives", trigger.payload_type),
         ("its pipeline workflow_pipeline(...) takes", pipeline_payload),
     )
+    advice = (
+        "a run's payload is one class (to start on either of two events, "
+        "register one event class that says which, and append it for both)"
+    )
     for where, payload in given:
-        if not isinstance(payload, type):
-            return (
-                f"{where} {payload!r}, which is no class: a run's payload is one class (to start on either "
-                "of two events, register one event class that says which, and append it for both)"
-            )
+        problem = unclassed(where, payload, advice)
+        if problem is not None:
+            return problem
     return None
 
 
@@ -328,13 +339,11 @@ def _unclassed_handler_payload(builder: str, payload: object) -> str | None:
     payload: ``type[P]`` takes one class, so mypy refuses it and types ``c.payload`` as one
     member; at runtime the codec could not store it for an idempotency key, and JSON that
     fits two members would be taken as whichever is written first.  Refused at boot."""
-    if isinstance(payload, type):
-        return None
-    return (
-        f"its pipeline {builder}(...) takes {payload!r}, which is no class: a payload is one class (for either "
-        "of two shapes, give one class a field typed as the union, each member with a Literal tag field "
-        "such as kind: Literal['paid'], or give one class a kind field)"
+    advice = (
+        "a payload is one class (for either of two shapes, give one class a field typed as the union, "
+        "each member with a Literal tag field such as kind: Literal['paid'], or give one class a kind field)"
     )
+    return unclassed(f"its pipeline {builder}(...) takes", payload, advice)
 
 
 def _schema_problem(version: object, upcasters: Mapping[Any, object]) -> str | None:
