@@ -26,7 +26,6 @@ from mypy.nodes import (
     LambdaExpr,
     MemberExpr,
     NameExpr,
-    RefExpr,
     StrExpr,
     TypeInfo,
     Var,
@@ -36,7 +35,7 @@ from mypy.server.subexpr import get_subexpressions
 from mypy.types import CallableType, Instance, LiteralType, Type, UnionType, get_proper_type
 
 from .._names import CTX
-from .._typeops.literals import enum_value
+from .._typeops.literals import enum_member, enum_value
 
 
 def by_value(ctx: MethodSigContext) -> CallableType:
@@ -85,13 +84,14 @@ def _keys_of(expr: Expression, param: Var) -> bool:
 
 def _valued(key: Expression) -> Expression:
     """``key``, or the value of the enum member ``key`` names (see the module docstring)."""
-    owner = key.expr.node if isinstance(key, MemberExpr) and isinstance(key.expr, RefExpr) else None
-    if not (isinstance(key, MemberExpr) and isinstance(owner, TypeInfo) and owner.is_enum):
+    member = enum_member(key)
+    if member is None:
         return key
-    value = enum_value(owner, key.name)
+    owner, name = member
+    value = enum_value(owner, name)
     if value is None:
         return key
-    replaced: Expression = MemberExpr(key, "value") if _typed_literally(owner, key.name) else StrExpr(value)
+    replaced: Expression = MemberExpr(key, "value") if _typed_literally(owner, name) else StrExpr(value)
     replaced.set_line(key)
     return replaced
 

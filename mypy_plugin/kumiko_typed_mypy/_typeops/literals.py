@@ -22,7 +22,7 @@ def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
 def literal_str_expr(expr: Expression) -> str | None:
     if isinstance(expr, StrExpr):
         return expr.value
-    if isinstance(expr, MemberExpr) and expr.name == "value" and _is_enum_member(expr.expr):
+    if isinstance(expr, MemberExpr) and expr.name == "value" and enum_member(expr.expr) is not None:
         return literal_str_expr(expr.expr)  # ``Key.TOTAL.value``, as enum_keys writes a key read
     var = expr.node if isinstance(expr, (NameExpr, MemberExpr)) else None
     owner = expr.expr.node if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) else None
@@ -37,13 +37,13 @@ def literal_str_expr(expr: Expression) -> str | None:
     return None
 
 
-def _is_enum_member(expr: Expression) -> bool:
-    return (
-        isinstance(expr, MemberExpr)
-        and isinstance(expr.expr, RefExpr)
-        and isinstance(expr.expr.node, TypeInfo)
-        and expr.expr.node.is_enum
-    )
+def enum_member(expr: Expression) -> tuple[TypeInfo, str] | None:
+    """``Key.TOTAL`` as the enum class and the member's name; ``None`` for anything else."""
+    if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr):
+        owner = expr.expr.node
+        if isinstance(owner, TypeInfo) and owner.is_enum:
+            return owner, expr.name
+    return None
 
 
 def enum_value(info: TypeInfo, member: str) -> str | None:
