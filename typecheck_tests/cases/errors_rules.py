@@ -31,6 +31,16 @@ dup_in_arm = (
     )
 )
 
+DETAILED = True
+
+
+class Stored:
+    """A real duplicate in an ``if`` block of a class body is still reported."""
+
+    base = plain.pipeline(Order).compute("x", lambda c: 1)
+    if DETAILED:
+        base = base.compute("x", lambda c: 2)  # E: kumiko-duplicate-step  # M: Step name "x" is already used in this pipeline; give each step a unique name
+
 returns_in_arm = (
     plain.pipeline(Order)
     .branch(

@@ -89,3 +89,25 @@ class Stored:
         .compute("label", lambda c: str(c.steps["total"]))
     )
     done = base.return_(lambda c: ok((reveal_type(c.steps["count"]), c.steps["label"])))  # R: int # PR: int
+
+
+DETAILED = True
+
+
+class StoredIf:
+    """Reassigned in ``if``, ``with`` and ``try`` blocks of the class body: mypy checks
+    those assignments twice as well."""
+
+    base = shop.pipeline(Order)
+    base = base.compute("count", lambda c: len(c.payload.lines))
+    if DETAILED:
+        base = base.compute("total", lambda c: 2.0 * c.steps["count"])
+    else:
+        base = base.compute("total", lambda c: 0.0)
+    with open("/dev/null"):
+        base = base.compute("label", lambda c: "x")
+    try:
+        base = base.compute("extra", lambda c: 1)
+    except ValueError:
+        pass
+    done = base.return_(lambda c: ok(reveal_type(c.steps["count"])))  # R: int # PR: int

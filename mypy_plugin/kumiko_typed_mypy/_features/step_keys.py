@@ -3,8 +3,10 @@ step that adds no key refuses a receiver whose keys were never worked out."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 from mypy.checker import TypeChecker
-from mypy.nodes import AssignmentStmt
+from mypy.nodes import AssignmentStmt, Block, IfStmt, Statement, TryStmt, WithStmt
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, ErasedType, Instance, Type, TypeOfAny, get_proper_type
 
@@ -74,7 +76,25 @@ def _rechecked(ctx: MethodContext) -> bool:
     info = checker.scope.active_class() if isinstance(checker, TypeChecker) else None
     if info is None or not isinstance(checker, TypeChecker):
         return False
-    for stmt in info.defn.defs.body:
+    for stmt in _statements(info.defn.defs.body):
         if isinstance(stmt, AssignmentStmt) and stmt.line <= call.line <= (stmt.rvalue.end_line or stmt.line):
             return checker.lookup_type_or_none(stmt.rvalue) is not None
     return False
+
+
+def _statements(body: list[Statement]) -> Iterator[Statement]:
+    """The statements of a class body, those in its ``if``/``with``/``try`` blocks too
+    (``if X: base = base.compute(...)`` is a class attribute's assignment as well).  Not a
+    loop's: reassigning there adds the step once per turn, a real duplicate at run time."""
+    for stmt in body:
+        yield stmt
+        blocks: list[Block | None] = []
+        if isinstance(stmt, IfStmt):
+            blocks += [*stmt.body, stmt.else_body]
+        elif isinstance(stmt, WithStmt):
+            blocks.append(stmt.body)
+        elif isinstance(stmt, TryStmt):
+            blocks += [stmt.body, *stmt.handlers, stmt.else_body, stmt.finally_body]
+        for block in blocks:
+            if block is not None:
+                yield from _statements(block.body)
