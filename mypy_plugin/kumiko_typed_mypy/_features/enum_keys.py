@@ -12,15 +12,20 @@ No plugin hook sees a subscript of a ``TypedDict``.  So before a step's call is 
 of the member: ``Key.TOTAL.value``, which mypy types as the literal it holds and works
 out again at every check (so ``dmypy`` follows a changed value), or, for an ``auto()``
 member whose ``value`` mypy types only ``str``, the string ``auto()`` gives it (its name
-in lower case).  Only reads through the parameter of a lambda the step passes a ``Ctx``
-are rewritten (a lambda of an arm is its own step's call): any other mapping keyed by an
-enum, an event's say, keeps mypy's reading.
+in lower case).  A member whose value mypy does not know (an ``auto()`` of a class with
+its own ``_generate_next_value_``) reads as ``Any``, as its step's key does.  Only reads
+through the parameter of a lambda the step passes a ``Ctx`` are rewritten (a lambda of an
+arm is its own step's call): any other mapping keyed by an enum, an event's say, keeps
+mypy's reading.
 """
 
 from __future__ import annotations
 
+from typing import TypeGuard
+
 from mypy.nodes import (
     CallExpr,
+    CastExpr,
     Expression,
     IndexExpr,
     LambdaExpr,
@@ -32,10 +37,10 @@ from mypy.nodes import (
 )
 from mypy.plugin import MethodSigContext
 from mypy.server.subexpr import get_subexpressions
-from mypy.types import CallableType, Instance, LiteralType, Type, UnionType, get_proper_type
+from mypy.types import AnyType, CallableType, Instance, LiteralType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .._names import CTX
-from .._typeops.literals import enum_member, enum_value
+from .._typeops.literals import enum_member, enum_value, opaque_member
 
 
 def by_value(ctx: MethodSigContext) -> CallableType:
@@ -50,8 +55,12 @@ def by_value(ctx: MethodSigContext) -> CallableType:
             param = expr.arguments[0].variable
             for e in get_subexpressions(expr):  # every expression in it, nested lambdas' too
                 if isinstance(e, IndexExpr) and _keys_of(e.base, param):
+                    if opaque_member(None, e.index):
+                        e.base = _as_any(e.base)
                     e.index = _valued(e.index)
                 elif isinstance(e, CallExpr) and e.args and _is_get(e.callee, param):
+                    if opaque_member(None, e.args[0]):
+                        e.callee.expr = _as_any(e.callee.expr)
                     e.args[0] = _valued(e.args[0])
     return sig
 
@@ -68,7 +77,7 @@ def _takes_ctx(formal: Type) -> bool:
     return False
 
 
-def _is_get(callee: Expression, param: Var) -> bool:
+def _is_get(callee: Expression, param: Var) -> TypeGuard[MemberExpr]:
     return isinstance(callee, MemberExpr) and callee.name == "get" and _keys_of(callee.expr, param)
 
 
@@ -80,6 +89,14 @@ def _keys_of(expr: Expression, param: Var) -> bool:
         and isinstance(expr.expr, NameExpr)
         and expr.expr.node is param
     )
+
+
+def _as_any(keys: Expression) -> Expression:
+    """``<param>.steps`` read as ``Any``: for a member whose value mypy does not know
+    (``opaque_member``), so neither its name nor a guess is taken for the key."""
+    cast = CastExpr(keys, AnyType(TypeOfAny.special_form))
+    cast.set_line(keys)
+    return cast
 
 
 def _valued(key: Expression) -> Expression:

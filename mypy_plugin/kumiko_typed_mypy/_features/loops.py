@@ -8,6 +8,8 @@
 
 from __future__ import annotations
 
+from typing import Final
+
 from mypy.checker import TypeChecker
 from mypy.nodes import Expression
 from mypy.plugin import MethodContext, MethodSigContext
@@ -32,7 +34,14 @@ from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str
+from .._typeops.literals import literal_str, opaque_member
+
+
+class _Opaque:
+    """An item named by an enum member whose value mypy does not know (``opaque_member``)."""
+
+
+OPAQUE: Final = _Opaque()
 
 
 class _ScopeRewriter(TypeTranslator):
@@ -45,7 +54,7 @@ class _ScopeRewriter(TypeTranslator):
     own type variables for mypy to solve.
     """
 
-    def __init__(self, ctx: MethodSigContext, item: str, item_var: TypeVarId | None, item_type: Type) -> None:
+    def __init__(self, ctx: MethodSigContext, item: str | _Opaque, item_var: TypeVarId | None, item_type: Type) -> None:
         super().__init__()
         self.ctx = ctx
         self.item = item
@@ -64,6 +73,8 @@ class _ScopeRewriter(TypeTranslator):
         keys = keys_of(t.args[0])
         if isinstance(keys, Unknown):
             return t.args[0]
+        if isinstance(self.item, _Opaque):
+            return make(self.ctx.api, OpenKeys(keys))  # the item's key is unknown: it reads as Any
         keys[self.item] = self.item_type
         return make(self.ctx.api, keys)
 
@@ -126,14 +137,15 @@ def _item_type(ctx: MethodSigContext) -> Type:
     return AnyType(TypeOfAny.from_error)
 
 
-def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | None:
+def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque | None:
     """The loop item's name, read as a step's name is: from its type too, so that a
     ``Final`` read through an instance (``self.ITEM``) works as it does for ``compute``."""
     if expr is None:
         return None
     with ctx.api.msg.filter_errors():
         given = ctx.api.get_expression_type(expr)
-    return literal_str(given, expr)
+    name = literal_str(given, expr)
+    return OPAQUE if name is None and opaque_member(given, expr) else name
 
 
 def scope_signature(ctx: MethodSigContext) -> CallableType:

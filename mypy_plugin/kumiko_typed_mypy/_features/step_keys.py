@@ -15,8 +15,8 @@ from .._names import ADD_STEP, STEP_MARKERS, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
-from .._typeops.keys import Unknown, keys_of, make, unknown_steps
-from .._typeops.literals import literal_str
+from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
+from .._typeops.literals import literal_str, opaque_member
 
 
 def add_step(method: str, ctx: MethodContext) -> Type:
@@ -37,6 +37,8 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     if isinstance(keys, Unknown):
         return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, method))
     name = literal_str(arg_type(ctx, "name"), arg_expr(ctx, "name"))
+    if name is None and opaque_member(arg_type(ctx, "name"), arg_expr(ctx, "name")):
+        return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))  # its key reads as Any
     if not name:
         message = rules.msg_step_name(method) if name is None else rules.msg_empty_step_name(method)
         ctx.api.fail(message, where(ctx, "name"), code=_errors.STEP_NAME)

@@ -46,10 +46,28 @@ def enum_member(expr: Expression) -> tuple[TypeInfo, str] | None:
     return None
 
 
+def opaque_member(arg_type: Type | None, expr: Expression | None) -> bool:
+    """Whether the name is a member of a ``str`` enum whose value mypy does not know (an
+    ``auto()`` of a class with its own ``_generate_next_value_``, a computed value): a
+    constant, so no mistake, but its key is unknown.  Its users read it as ``Any``."""
+    member = enum_member(expr) if expr is not None else None
+    if member is None and arg_type is not None:
+        p = get_proper_type(arg_type)
+        if isinstance(p, Instance) and p.last_known_value is not None:
+            p = p.last_known_value
+        if isinstance(p, LiteralType) and p.is_enum_literal() and isinstance(p.value, str):
+            member = p.fallback.type, p.value
+    if member is None:
+        return False
+    owner, name = member
+    return owner.has_base("builtins.str") and name in owner.names and enum_value(owner, name) is None
+
+
 def enum_value(info: TypeInfo, member: str) -> str | None:
     """The value of ``info.member`` when it is a string: written literally, or ``auto()``
-    of a ``StrEnum`` (the member's name in lower case).  Read from the member's type,
-    which mypy's cache keeps (a class body read from the cache is empty)."""
+    of a ``StrEnum`` (the member's name in lower case, unless a class of the enum's defines
+    its own ``_generate_next_value_``, whose result mypy does not know).  Read from the
+    member's type, which mypy's cache keeps (a class body read from the cache is empty)."""
     symbol = info.names.get(member)
     var = symbol.node if symbol is not None else None
     if not (isinstance(var, Var) and var.type is not None and info.has_base("builtins.str")):
@@ -59,6 +77,14 @@ def enum_value(info: TypeInfo, member: str) -> str | None:
         value = value.last_known_value
     if isinstance(value, LiteralType) and isinstance(value.value, str):
         return value.value
-    if isinstance(value, Instance) and value.type.fullname == "enum.auto" and info.has_base("enum.StrEnum"):
+    if isinstance(value, Instance) and value.type.fullname == "enum.auto" and _generated_by(info) == "enum.StrEnum":
         return member.lower()
+    return None
+
+
+def _generated_by(info: TypeInfo) -> str | None:
+    """The class whose ``_generate_next_value_`` gives the enum's ``auto()`` values."""
+    for base in info.mro:
+        if "_generate_next_value_" in base.names:
+            return base.fullname
     return None
