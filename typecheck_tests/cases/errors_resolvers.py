@@ -67,3 +67,16 @@ overloaded = (
     .compute("looked_up", looked_up)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )
+
+
+# Typed to return a union with an awaitable in it: it may hand the step a coroutine.
+def cached_or_fetched(c: Ctx[Order, Any, Any]) -> Awaitable[int] | int:
+    return len(c.payload.lines)
+
+
+maybe_async = (
+    shop.pipeline(Order)
+    .compute("count", cached_or_fetched)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("later", lambda c: fetch_total(c) if c.payload.note else None)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .return_(lambda c: ok(1))
+)

@@ -1,11 +1,12 @@
 """Resolvers must be plain functions: the interpreter calls them synchronously inside
 the transaction, so an ``async def`` (or a lambda returning a coroutine) would hand
-the step an un-awaited coroutine instead of its value."""
+the step an un-awaited coroutine instead of its value.  A function typed to return a
+union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too."""
 
 from __future__ import annotations
 
 from mypy.plugin import MethodContext
-from mypy.types import CallableType, Instance, Type, get_proper_type
+from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
 from .. import _errors
 from .._rules import rules
@@ -22,6 +23,7 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if not isinstance(fn, CallableType):
                 continue
             returned = get_proper_type(fn.ret_type)
-            if isinstance(returned, Instance) and returned.type.has_base(_AWAITABLE):
+            items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
+            if any(isinstance(i, Instance) and i.type.has_base(_AWAITABLE) for i in map(get_proper_type, items)):
                 ctx.api.fail(rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type
