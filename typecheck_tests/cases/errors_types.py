@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
+from typing_extensions import TypeGuard, TypeIs
+
 from sqlalchemy import select
 
 from kumiko_typed import Ctx, Feature, manual, ok
 
-from _models import Order, Product, SignedUp
+from _models import Line, Order, Product, SignedUp
 
 shop = Feature("shop")
 
@@ -152,3 +154,61 @@ defensive = (
     .return_(lambda c: ok((c.steps["label"], c.steps["more"])))
 )
 reveal_type(defensive)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[str, int | None]]
+
+
+# ``when=`` narrows the arms as mypy's own ``if`` narrows: ``isinstance`` (a tuple of
+# classes too), a ``TypeIs`` function (both arms), a ``TypeGuard`` (the true arm only), a
+# comparison with a literal; a class no key's type is gets mypy's ad-hoc intersection.
+# A test in a function returning a plain ``bool`` narrows nothing, as in mypy.
+def is_text(x: object) -> TypeIs[str]:
+    return isinstance(x, str)
+
+
+def all_text(x: list[object]) -> TypeGuard[list[str]]:
+    return all(isinstance(i, str) for i in x)
+
+
+def looks_like_text(x: object) -> bool:
+    return isinstance(x, str)
+
+
+by_class = (
+    shop.pipeline(Order)
+    .compute("code", lambda c: len(c.payload.lines) if c.payload.note else c.payload.note.upper())
+    .compute("parts", lambda c: list[object](c.payload.lines))
+    .compute("owner", lambda c: Line("x", 1) if c.payload.note else Product())
+    .compute("level", lambda c: "high" if c.payload.note else None)
+    .branch(
+        when=lambda c: isinstance(c.steps["code"], int),
+        on_true=lambda b: b.compute("a", lambda c: reveal_type(c.steps["code"]) + 1),  # R: int
+        on_false=lambda b: b.compute("a", lambda c: len(reveal_type(c.steps["code"]))),  # R: str
+    )
+    .branch(
+        when=lambda c: is_text(c.steps["code"]) and isinstance(c.steps["owner"], (Line, str)),
+        on_true=lambda b: b.compute("b", lambda c: reveal_type((c.steps["code"], c.steps["owner"]))),  # R: tuple[str, _models.Line]
+        on_false=lambda b: b.compute("b", lambda c: reveal_type((c.steps["code"], c.steps["owner"]))),  # R: tuple[int | str, _models.Line | _models.Product]
+    )
+    .branch(
+        when=lambda c: not is_text(c.steps["code"]),
+        on_true=lambda b: b.compute("c", lambda c: reveal_type(c.steps["code"])),  # R: int
+        on_false=lambda b: b.compute("c", lambda c: reveal_type(c.steps["code"])),  # R: str
+    )
+    .branch(
+        when=lambda c: all_text(c.steps["parts"]),
+        on_true=lambda b: b.compute("d", lambda c: reveal_type(c.steps["parts"])),  # R: list[str]
+        on_false=lambda b: b.compute("d", lambda c: reveal_type(c.steps["parts"])),  # R: list[object]
+    )
+    .branch(
+        when=lambda c: c.steps["level"] == "high",
+        on_true=lambda b: b.compute("e", lambda c: reveal_type(c.steps["level"]).upper()),  # R: str
+    )
+    .branch(
+        when=lambda c: isinstance(c.steps["owner"], Order),
+        on_true=lambda b: b.compute("f", lambda c: reveal_type(c.steps["owner"].lines)),  # R: list[_models.Line]
+    )
+    .branch(
+        when=lambda c: looks_like_text(c.steps["code"]),
+        on_true=lambda b: b.compute("g", lambda c: c.steps["code"].upper()),  # E: union-attr
+    )
+    .compute("after", lambda c: reveal_type(c.steps["code"]))  # R: int | str
+)

@@ -1,5 +1,5 @@
-"""``branch(when=lambda c: c.steps["note"] is not None, on_true=...)``: inside the arms a
-key tested against ``None`` by ``when=`` has the type the test proves.
+"""``branch(when=lambda c: ..., on_true=..., on_false=...)``: inside the arms a key that
+``when=`` tests has the type the test proves, as mypy's own ``if`` would give it.
 
 mypy narrows within one expression, never across the lambdas of a call, so without this
 the ``on_true`` arm read ``c.steps["note"]`` still as ``str | None``.  The narrowing is
@@ -7,40 +7,43 @@ sound because nothing can change the key between the test and the arm: a key is 
 once (a second step of that name is ``kumiko-duplicate-step``) and an arm runs right
 after its condition.
 
-The condition is read as written, before the call is checked (signature hook): a
-``c.steps[...]`` or ``c.scope[...]`` of the lambda's own parameter compared with ``is
-None`` or ``is not None`` (also bound by a walrus, ``(n := c.steps["note"]) is not None``,
-the form pyright narrows), combined by ``and``, ``or`` and ``not``.  Anything else
-narrows nothing (e.g. a test in a helper function).  The keys after the branch keep
-their types: a one-arm key is still ``T | None``.
+Before the call is checked (signature hook), the ``when=`` lambda is typed with the
+context the step gives it (errors held back, types kept in a scratch map: the call's
+own check types it again), and mypy's ``find_isinstance_check``, the one behind its
+``if``, says what the test proves when true and when false: ``is None``/``is not None``,
+``isinstance``, a ``TypeGuard`` or ``TypeIs`` function, a comparison with a literal,
+``and``/``or``/``not``.  Of that, the entries for ``c.steps[...]`` or ``c.scope[...]`` of
+the lambda's own parameter (also bound by a walrus, ``(n := c.steps["note"]) is not
+None``, the form pyright narrows) become the arm's key types.  An outcome mypy finds
+impossible (``is None`` of an ``int``) reads the keys the test reads as ``Never``: that
+arm never runs.  A test in a helper function narrows nothing, as in mypy.  The keys
+after the branch keep their types: a one-arm key is still ``T | None``.
 """
 
 from __future__ import annotations
 
-from mypy.meet import is_overlapping_types
+from mypy.checker import TypeChecker, is_unreachable_map
 from mypy.nodes import (
     AssignmentExpr,
-    ComparisonExpr,
     Expression,
     IndexExpr,
     LambdaExpr,
     MemberExpr,
     NameExpr,
-    OpExpr,
-    UnaryExpr,
+    StrExpr,
+    Var,
 )
 from mypy.plugin import MethodSigContext
+from mypy.server.subexpr import get_subexpressions
 from mypy.type_visitor import TypeTranslator
-from mypy.typeops import make_simplified_union
 from mypy.types import (
     CallableType,
     Instance,
-    NoneType,
     Type,
     TypeAliasType,
     TypedDictType,
+    TypeGuardedType,
     UninhabitedType,
-    UnionType,
     get_proper_type,
 )
 
@@ -48,50 +51,70 @@ from .._names import SCOPE_ARG, STEPS_ARG
 from .._typeops.args import arg_expr
 from .._typeops.literals import literal_str_expr
 
-#: A fact: (``"steps"`` or ``"scope"``, key) → whether the value is ``None``.
-Facts = dict[tuple[str, str], bool]
+#: What an outcome of the test proves: (``"steps"`` or ``"scope"``, key) → its type.
+Facts = dict[tuple[str, str], Type]
 
 
 def narrow_arms(ctx: MethodSigContext) -> CallableType:
     sig = ctx.default_signature
     when = arg_expr(ctx, "when")
-    if not (isinstance(when, LambdaExpr) and len(when.arguments) == 1):
+    checker = ctx.api
+    if not (isinstance(when, LambdaExpr) and len(when.arguments) == 1 and isinstance(checker, TypeChecker)):
         return sig
-    test = when.expr()
-    param = when.arguments[0].variable.name
+    test, param = when.expr(), when.arguments[0].variable
+    reads = {e: read for e in get_subexpressions(test) if isinstance(e, IndexExpr) and (read := _key_read(e, param))}
+    if not reads or "when" not in sig.arg_names:
+        return sig  # nothing to narrow: the lambda is not typed twice
+    # mypy narrows a subscript by a literal key only, so a key read by an enum member,
+    # ``c.steps[Key.NOTE.value]`` (see enum_keys), is read by its string for this check.
+    indices = {e: e.index for e in reads if not isinstance(e.index, StrExpr)}
+    for e, (_, key) in reads.items():
+        if e in indices:
+            e.index = StrExpr(key)
+    try:
+        with checker.msg.filter_errors(), checker.local_type_map:
+            checker.get_expression_type(when, type_context=sig.arg_types[sig.arg_names.index("when")])
+            proved = checker.find_isinstance_check(test)
+    except KeyError:  # a part of the test mypy left untyped: no narrowing rather than a guess
+        return sig
+    finally:
+        for e, original in indices.items():
+            e.index = original
+    aliases: dict[Var | None, tuple[str, str]] = {
+        target: reads[e.value]
+        for e in get_subexpressions(test)
+        if isinstance(e, AssignmentExpr) and e.value in reads and (target := _target(e)) is not None
+    }
     arg_types = list(sig.arg_types)
-    for arm, facts in (("on_true", _facts(test, param, True)), ("on_false", _facts(test, param, False))):
-        if facts and arm in sig.arg_names:
+    for arm, typemap in zip(("on_true", "on_false"), proved, strict=True):
+        if arm not in sig.arg_names:
+            continue
+        if is_unreachable_map(typemap):  # this outcome cannot happen: the arm never runs
+            facts: Facts = {read: UninhabitedType() for read in reads.values()}
+        else:
+            facts = {}
+            for expr, narrowed in typemap.items():
+                read = reads.get(expr) if isinstance(expr, IndexExpr) else aliases.get(_target(expr))
+                if read is not None:
+                    facts[read] = narrowed.type_guard if isinstance(narrowed, TypeGuardedType) else narrowed
+        if facts:
             index = sig.arg_names.index(arm)
             arg_types[index] = arg_types[index].accept(_ArmNarrower(facts))
     return sig.copy_modified(arg_types=arg_types)
 
 
-def _facts(test: Expression, param: str, outcome: bool) -> Facts:
-    """What ``test`` evaluating to ``outcome`` proves about keys."""
-    if isinstance(test, UnaryExpr) and test.op == "not":
-        return _facts(test.expr, param, not outcome)
-    if isinstance(test, OpExpr) and test.op in ("and", "or"):
-        if (test.op == "and") == outcome:  # both sides had this outcome
-            return {**_facts(test.left, param, outcome), **_facts(test.right, param, outcome)}
-        return {}
-    if isinstance(test, ComparisonExpr) and len(test.operators) == 1 and test.operators[0] in ("is", "is not"):
-        left, right = test.operands
-        if isinstance(left, NameExpr) and left.fullname == "builtins.None":
-            left, right = right, left
-        read = _key_read(left.value if isinstance(left, AssignmentExpr) else left, param)
-        if read is None or not (isinstance(right, NameExpr) and right.fullname == "builtins.None"):
-            return {}
-        return {read: (test.operators[0] == "is") == outcome}
-    return {}
+def _target(expr: Expression) -> Var | None:
+    """The variable a walrus binds (or a name reads), to map its narrowing to the key."""
+    name = expr.target if isinstance(expr, AssignmentExpr) else expr
+    return name.node if isinstance(name, NameExpr) and isinstance(name.node, Var) else None
 
 
-def _key_read(expr: Expression, param: str) -> tuple[str, str] | None:
+def _key_read(expr: Expression, param: Var) -> tuple[str, str] | None:
     """``("steps", key)`` for ``<param>.steps[key]``, likewise for ``scope``."""
     if not (isinstance(expr, IndexExpr) and isinstance(expr.base, MemberExpr)):
         return None
     owner = expr.base.expr
-    if not (isinstance(owner, NameExpr) and owner.name == param and expr.base.name in ("steps", "scope")):
+    if not (isinstance(owner, NameExpr) and owner.node is param and expr.base.name in ("steps", "scope")):
         return None
     key = literal_str_expr(expr.index)
     return (expr.base.name, key) if key is not None else None
@@ -118,27 +141,11 @@ class _ArmNarrower(TypeTranslator):
         for index, kind in ((STEPS_ARG, "steps"), (SCOPE_ARG, "scope")):
             keys = get_proper_type(args[index])
             if isinstance(keys, TypedDictType):
-                args[index] = _narrowed(keys, {k: v for (where, k), v in self.facts.items() if where == kind})
+                args[index] = _narrowed(keys, {k: t for (where, k), t in self.facts.items() if where == kind})
         return p.copy_modified(args=args)
 
 
-def _narrowed(keys: TypedDictType, facts: dict[str, bool]) -> TypedDictType:
+def _narrowed(keys: TypedDictType, facts: dict[str, Type]) -> TypedDictType:
     items = dict(keys.items)
-    for key, is_none in facts.items():
-        if key in items:
-            items[key] = _only_none(items[key]) if is_none else _without_none(items[key])
+    items.update((key, narrowed) for key, narrowed in facts.items() if key in items)
     return keys.copy_modified(item_types=list(items.values()))
-
-
-def _only_none(t: Type) -> Type:
-    """``None``, or ``Never`` when ``t`` cannot be None: that arm never runs (mypy's own
-    ``if x is None`` makes such code unreachable), and a ``None`` there made every use of
-    the key in it an error."""
-    return NoneType() if is_overlapping_types(NoneType(), t) else UninhabitedType()
-
-
-def _without_none(t: Type) -> Type:
-    p = get_proper_type(t)
-    if isinstance(p, UnionType):
-        return make_simplified_union([i for i in p.items if not isinstance(get_proper_type(i), NoneType)])
-    return UninhabitedType() if isinstance(p, NoneType) else t
