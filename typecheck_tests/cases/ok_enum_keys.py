@@ -7,8 +7,9 @@ pyright ``Any`` (it refused the member), in a step, a loop body, ``when=``, ``.g
 from __future__ import annotations
 
 import enum
+from typing import Any
 
-from kumiko_typed import Feature, ok
+from kumiko_typed import Ctx, Feature, ok
 
 from _models import Order
 
@@ -43,6 +44,16 @@ keyed = (
     .return_(lambda c: ok(c.steps[Key.TOTAL]))
 )
 reveal_type(keyed)  # R: kumiko_typed._finished.Finished[_models.Order, float] # PR: Finished[Order, Any]
+
+
+# A def resolver is typed by its annotation: with Any steps, a read by the member is Any
+# (neither a rewritten key nor mypy's reading by the member's name, "TOTAL").
+def total_of(c: Ctx[Order, Any, Any]) -> object:
+    return reveal_type(c.steps[Key.TOTAL])  # R: Any # PR: Any
+
+
+by_def = shop.pipeline(Order).compute(Key.TOTAL, lambda c: 1.5).compute("read", total_of)
+reveal_type(by_def)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'total'=: float, 'read'=: object}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Open, Key[Literal['read'], object]], Scope[*tuple[()]], Never]
 
 
 class Upper(enum.StrEnum):
