@@ -31,16 +31,6 @@ dup_in_arm = (
     )
 )
 
-DETAILED = True
-
-
-class Stored:
-    """A real duplicate in an ``if`` block of a class body is still reported."""
-
-    base = plain.pipeline(Order).compute("x", lambda c: 1)
-    if DETAILED:
-        base = base.compute("x", lambda c: 2)  # E: kumiko-duplicate-step  # M: Step name "x" is already used in this pipeline; give each step a unique name
-
 returns_in_arm = (
     plain.pipeline(Order)
     .branch(
@@ -77,3 +67,14 @@ caps = ["mail.send"]
 not_literal = Feature("nl", requires=caps)  # E: kumiko-tier  # M: requires= must be a list of string literals (e.g. requires=["mail.send"]) so that the plugin can check each tier-2 step
 kind = "mail.send"
 not_literal_entry = Feature("nle", requires=[kind])  # E: kumiko-tier  # M: requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) so that the plugin can check each tier-2 step
+
+
+DETAILED = True
+
+
+class Stored:
+    """A real duplicate in an ``if`` block of a class body is still reported."""
+
+    base = plain.pipeline(Order).compute("x", lambda c: 1)
+    if DETAILED:
+        base = base.compute("x", lambda c: 2)  # E: kumiko-duplicate-step  # M: Step name "x" is already used in this pipeline; give each step a unique name
