@@ -95,7 +95,7 @@ DETAILED = True
 
 
 class StoredIf:
-    """Reassigned in ``if``, ``with`` and ``try`` blocks of the class body: mypy checks
+    """Reassigned in ``if``, ``with``, ``try`` and ``match`` blocks of the class body: mypy checks
     those assignments twice as well."""
 
     base = shop.pipeline(Order)
@@ -110,4 +110,9 @@ class StoredIf:
         base = base.compute("extra", lambda c: 1)
     except ValueError:
         pass
+    match DETAILED:
+        case True:
+            base = base.compute("matched", lambda c: 2)
+        case _:
+            pass
     done = base.return_(lambda c: ok(reveal_type(c.steps["count"])))  # R: int # PR: int

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mypy.checker import TypeChecker
-from mypy.nodes import AssignmentStmt, Block, IfStmt, Statement, TryStmt, WithStmt
+from mypy.nodes import AssignmentStmt, Block, IfStmt, MatchStmt, Statement, TryStmt, WithStmt
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, ErasedType, Instance, Type, TypeOfAny, get_proper_type
 
@@ -85,7 +85,7 @@ def _rechecked(ctx: MethodContext) -> bool:
 
 
 def _statements(body: list[Statement]) -> Iterator[Statement]:
-    """The statements of a class body, those in its ``if``/``with``/``try`` blocks too
+    """The statements of a class body, those in its ``if``/``match``/``with``/``try`` blocks too
     (``if X: base = base.compute(...)`` is a class attribute's assignment as well).  Not a
     loop's: reassigning there adds the step once per turn, a real duplicate at run time."""
     for stmt in body:
@@ -95,6 +95,8 @@ def _statements(body: list[Statement]) -> Iterator[Statement]:
             blocks += [*stmt.body, stmt.else_body]
         elif isinstance(stmt, WithStmt):
             blocks.append(stmt.body)
+        elif isinstance(stmt, MatchStmt):
+            blocks += stmt.bodies
         elif isinstance(stmt, TryStmt):
             blocks += [stmt.body, *stmt.handlers, stmt.else_body, stmt.finally_body]
         for block in blocks:
