@@ -7,7 +7,7 @@ pyright ``Any`` (it refused the member), in a step, a loop body, ``when=``, ``.g
 from __future__ import annotations
 
 import enum
-from typing import Any
+from typing import Any, Final
 
 from kumiko_typed import Ctx, Feature, ok
 
@@ -45,6 +45,29 @@ keyed = (
 )
 reveal_type(keyed)  # R: kumiko_typed._finished.Finished[_models.Order, float] # PR: Finished[Order, Any]
 
+
+# A member reached through a Final name, a class's Final or an alias of the enum class is
+# the same key (mypy alone read each by the member's name: "TOTAL" is not a valid key).
+TOTAL: Final = Key.TOTAL
+K = Key
+
+
+class Names:
+    NOTE: Final = Legacy.NOTE
+
+
+indirect = (
+    shop.pipeline(Order)
+    .compute(TOTAL, lambda c: 1.5)
+    .compute(Names.NOTE, lambda c: c.payload.note or None)
+    .compute("total_read", lambda c: reveal_type(c.steps[TOTAL]))  # R: float # PR: Any
+    .compute("aliased", lambda c: reveal_type(c.steps[K.TOTAL]))  # R: float # PR: Any
+    .compute("got", lambda c: reveal_type(c.steps.get(TOTAL)))  # R: float # PR: Any
+    .branch(
+        when=lambda c: c.steps[Names.NOTE] is not None,
+        on_true=lambda b: b.compute("upper", lambda c: reveal_type(c.steps[Names.NOTE]).upper()),  # R: str # PR: Any
+    )
+)
 
 # A def resolver is typed by its annotation: with Any steps, a read by the member is Any
 # (neither a rewritten key nor mypy's reading by the member's name, "TOTAL").

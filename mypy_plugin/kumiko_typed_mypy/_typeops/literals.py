@@ -3,7 +3,7 @@ members of a ``StrEnum`` (keyed by their value, as at run time)."""
 
 from __future__ import annotations
 
-from mypy.nodes import Expression, MemberExpr, NameExpr, RefExpr, StrExpr, TypeInfo, Var
+from mypy.nodes import Expression, MemberExpr, RefExpr, StrExpr, SymbolNode, TypeAlias, TypeInfo, Var
 from mypy.types import Instance, LiteralType, Type, get_proper_type
 
 
@@ -24,26 +24,50 @@ def literal_str_expr(expr: Expression) -> str | None:
         return expr.value
     if isinstance(expr, MemberExpr) and expr.name == "value" and enum_member(expr.expr) is not None:
         return literal_str_expr(expr.expr)  # ``Key.TOTAL.value``, as enum_keys writes a key read
-    var = expr.node if isinstance(expr, (NameExpr, MemberExpr)) else None
-    owner = expr.expr.node if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr) else None
-    if isinstance(owner, TypeInfo) and isinstance(expr, MemberExpr):
-        if owner.is_enum:
-            return enum_value(owner, expr.name)
-        # ``Names.TOTAL``: semantic analysis binds a module's attribute to its node, not a class's.
-        symbol = owner.get(expr.name)
-        var = symbol.node if symbol is not None else None
+    member = enum_member(expr)
+    if member is not None:
+        return enum_value(*member)
+    var = _referenced(expr)
     if isinstance(var, Var) and var.is_final and isinstance(var.final_value, str):
         return var.final_value
     return None
 
 
 def enum_member(expr: Expression) -> tuple[TypeInfo, str] | None:
-    """``Key.TOTAL`` as the enum class and the member's name; ``None`` for anything else."""
+    """``Key.TOTAL`` (also through an alias of the class, ``K = Key``; ``K.TOTAL``) or a
+    ``Final`` name holding a member (``TOTAL: Final = Key.TOTAL``, ``Names.TOTAL``) as the
+    enum class and the member's name; ``None`` for anything else."""
     if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr):
-        owner = expr.expr.node
-        if isinstance(owner, TypeInfo) and owner.is_enum:
+        owner = _class_of(expr.expr.node)
+        if owner is not None and owner.is_enum:
             return owner, expr.name
+    var = _referenced(expr)
+    if isinstance(var, Var) and var.is_final and var.type is not None:
+        held = get_proper_type(var.type)
+        if isinstance(held, Instance) and held.last_known_value is not None:
+            held = held.last_known_value
+        if isinstance(held, LiteralType) and held.is_enum_literal() and isinstance(held.value, str):
+            return held.fallback.type, held.value
     return None
+
+
+def _referenced(expr: Expression) -> SymbolNode | None:
+    """What a name or an attribute refers to (semantic analysis binds a module's attribute
+    to its node, but not a class's: ``Names.TOTAL`` is looked up in the class)."""
+    if isinstance(expr, MemberExpr) and isinstance(expr.expr, RefExpr):
+        owner = _class_of(expr.expr.node)
+        if owner is not None:
+            symbol = owner.get(expr.name)
+            return symbol.node if symbol is not None else None
+    return expr.node if isinstance(expr, RefExpr) else None
+
+
+def _class_of(node: SymbolNode | None) -> TypeInfo | None:
+    """A class, or the class a plain alias names (``K = Key``)."""
+    if isinstance(node, TypeAlias):
+        target = get_proper_type(node.target)
+        return target.type if isinstance(target, Instance) and not target.args else None
+    return node if isinstance(node, TypeInfo) else None
 
 
 def opaque_member(arg_type: Type | None, expr: Expression | None) -> bool:
