@@ -59,6 +59,7 @@ __all__ = [
     "msg_tier",
     "msg_trigger_payload",
     "msg_unknown_capability",
+    "msg_unknown_member_value",
     "msg_unknown_step",
     "msg_workflow_only",
     "msg_workflow_pipeline",
@@ -263,6 +264,14 @@ def msg_step_name(method: str) -> str:
     return (
         f'The name of step "{method}" must be a string literal or a Final constant: '
         'the plugin types c.steps["..."] from it'
+    )
+
+
+def msg_unknown_member_value(method: str) -> str:
+    return (
+        f'The name of step "{method}" is an enum member whose value mypy cannot know (an auto() '
+        "of an enum with its own _generate_next_value_, or of a str mix-in Enum, which counts); "
+        'give the member a string value (TOTAL = "total") or name the step with a string literal'
     )
 
 

@@ -77,39 +77,3 @@ def total_of(c: Ctx[Order, Any, Any]) -> object:
 
 by_def = shop.pipeline(Order).compute(Key.TOTAL, lambda c: 1.5).compute("read", total_of)
 reveal_type(by_def)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'total'=: float, 'read'=: object}), TypedDict({}), Never] # PR: Pipeline[Order, Keys[Open, Key[Literal['read'], object]], Scope[*tuple[()]], Never]
-
-
-class Upper(enum.StrEnum):
-    """``auto()`` gives what the class's own ``_generate_next_value_`` returns (here
-    ``"TOTAL"``), which mypy does not know: such a key reads as ``Any``, not as the
-    ``"total"`` a plain ``StrEnum`` would give, and not as the member's name either; the
-    keys before it keep their types (pyright reads every key after an enum-named step as
-    ``Any``)."""
-
-    @staticmethod
-    def _generate_next_value_(name: str, start: int, count: int, last_values: list[str]) -> str:
-        return f"{name}!"
-
-    TOTAL = enum.auto()
-    LINE = enum.auto()
-
-
-class Counted(str, enum.Enum):
-    """A ``str`` mix-in ``Enum``'s ``auto()`` is ``Enum``'s (a count), unknown to mypy too."""
-
-    TOTAL = enum.auto()
-
-
-generated = (
-    shop.pipeline(Order)
-    .compute("count", lambda c: len(c.payload.lines))
-    .compute(Upper.TOTAL, lambda c: 1.5)
-    .compute(Counted.TOTAL, lambda c: "s")
-    .compute("by_member", lambda c: reveal_type(c.steps[Upper.TOTAL]))  # R: Any # PR: Any
-    .compute("by_value", lambda c: reveal_type(c.steps["TOTAL!"]))  # R: Any # PR: Any
-    .compute("counted", lambda c: reveal_type(c.steps.get(Counted.TOTAL)))  # R: Any # PR: Any
-    .compute("known", lambda c: reveal_type(c.steps["count"]))  # R: int # PR: Any
-    .for_each(Upper.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope[Upper.LINE])))  # R: Any # PR: Any
-    .return_(lambda c: ok(c.steps["count"]))
-)
-reveal_type(generated)  # R: kumiko_typed._finished.Finished[_models.Order, int] # PR: Finished[Order, Any]

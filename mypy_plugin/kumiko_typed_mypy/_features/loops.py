@@ -155,6 +155,8 @@ def scope_signature(ctx: MethodSigContext) -> CallableType:
         message = rules.msg_step_name("for_each") if item is None else rules.msg_empty_step_name("for_each")
         ctx.api.fail(message, where(ctx, "item"), code=_errors.STEP_NAME)
         return ctx.default_signature
+    if isinstance(item, _Opaque):  # reported, as for a step's name; the item then reads as Any
+        ctx.api.fail(rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     sig = ctx.default_signature
     item_var = _item_var(sig)
     rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx))

@@ -38,7 +38,10 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, method))
     name = literal_str(arg_type(ctx, "name"), arg_expr(ctx, "name"))
     if name is None and opaque_member(arg_type(ctx, "name"), arg_expr(ctx, "name")):
-        return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))  # its key reads as Any
+        # An error, not a silent Any (DESIGN 4.7); later reads of that key are then Any, so
+        # the one mistake is reported once.
+        ctx.api.fail(rules.msg_unknown_member_value(method), where(ctx, "name"), code=_errors.STEP_NAME)
+        return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if not name:
         message = rules.msg_step_name(method) if name is None else rules.msg_empty_step_name(method)
         ctx.api.fail(message, where(ctx, "name"), code=_errors.STEP_NAME)
