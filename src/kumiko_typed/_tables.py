@@ -28,6 +28,7 @@ from ._errors import StepRefused
 from ._utc import UtcDateTime
 
 __all__ = [
+    "EventJson",
     "Json",
     "Position",
     "XactId",
@@ -46,6 +47,11 @@ metadata = Entity.metadata
 # SQLite autoincrements only an INTEGER PRIMARY KEY (the rowid).
 Position = BigInteger().with_variant(Integer(), "sqlite")
 Json = JSON().with_variant(postgresql.JSONB(), "postgresql")
+#: An event's payload and headers: PostgreSQL's ``json`` keeps the text written, as
+#: SQLite's JSON text does.  ``jsonb`` sorted a dict field's keys, and gave ``-0.0`` back
+#: as ``0.0`` and ``1e20`` as an int, so ``read_stream`` (and replays, triggers, waits)
+#: answered otherwise than on SQLite.  Nothing queries these columns by their content.
+EventJson = JSON()
 
 
 class XactId(FunctionElement[int]):
@@ -76,10 +82,10 @@ events = Table(
     Column("aggregate_type", String(200), nullable=False),
     Column("stream_version", Integer, nullable=False),
     Column("type", String(200), nullable=False),
-    Column("payload", Json, nullable=False),
+    Column("payload", EventJson, nullable=False),
     # The version of the event class's schema the payload was written in: what upcasters read.
     Column("schema_version", Integer, nullable=False, server_default="1"),
-    Column("headers", Json, nullable=False),
+    Column("headers", EventJson, nullable=False),
     Column("tenant_id", Uuid, nullable=False),
     Column("user_id", Uuid, nullable=True),
     Column("correlation_id", Uuid, nullable=True),

@@ -1,0 +1,141 @@
+"""The same input gives the same answer on SQLite and PostgreSQL, for values where the two
+differed: an event's dict fields and headers read back as written (PostgreSQL's ``jsonb``
+sorted their keys and dropped the sign of ``-0.0``); a ``Float`` column holds ``-0.0`` as
+``0.0`` on both (SQLite kept ``0.0``, PostgreSQL ``-0.0``); a bool given to a number column
+is a ``validation_error`` naming its field (SQLite stored ``1``, PostgreSQL refused it
+with an ``internal_error``)."""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, ok_data
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import AggregateCreated, App, Entity, Feature, User, ok
+
+AppOn = Callable[..., App]
+
+
+class PvThing(Entity):
+    __tablename__ = "pv_thing"
+    label: Mapped[str | None] = mapped_column(sa.String(40), nullable=True, default=None)
+    ratio: Mapped[float | None] = mapped_column(sa.Float, nullable=True, default=None)
+    count: Mapped[int | None] = mapped_column(sa.Integer, nullable=True, default=None)
+    doc: Mapped[Any] = mapped_column(sa.JSON, nullable=True, default=None)
+
+
+@attrs.frozen
+class Put:
+    """Sets one column (a test's stand-in for a value a compute step made)."""
+
+    column: str
+    value: Any
+
+
+@attrs.frozen
+class Tag:
+    id: uuid.UUID
+    data: dict[str, Any]
+    maybe: dict[str, list[int] | None] | None = None
+
+
+@attrs.frozen
+class Tagged:
+    data: dict[str, Any]
+    maybe: dict[str, list[int] | None] | None = None
+
+
+pv = Feature("pv")
+pv.entity(PvThing)
+pv.event(Tagged, name="tagged")
+
+
+@pv.projector(PvThing, Tagged)
+def _tagged(row: PvThing, event: Tagged) -> None:
+    row.doc = event.data
+
+
+put = pv.write_handler(
+    "put",
+    pv.pipeline(Put)
+    .create("thing", PvThing, data=lambda c: PvThing(**{c.payload.column: c.payload.value}))
+    .return_(lambda c: ok(c.steps["thing"].id)),
+)
+tag = pv.write_handler(
+    "tag",
+    pv.pipeline(Tag)
+    .append_event(
+        PvThing,
+        id=lambda c: c.payload.id,
+        event=lambda c: Tagged(c.payload.data, c.payload.maybe),
+        headers=lambda c: {"zone": "b", "area": "a", "kind": "c"},
+    )
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.fixture
+def app(app_on: AppOn) -> App:
+    return app_on([pv])
+
+
+def _column(app: App, id: uuid.UUID, column: str) -> Any:
+    table: sa.Table = PvThing.__table__  # type: ignore[assignment]
+    with app.engine.connect() as conn:
+        return conn.execute(sa.select(table.c[column]).where(table.c.id == id)).scalar_one()
+
+
+def test_an_events_dict_fields_and_headers_read_back_as_written(app: App, user: User) -> None:
+    created = ok_data(app.dispatch(put, Put("label", "x"), user=user))
+    data = {"b": 1, "a": {"d": -0.0, "c": 1e20}, "aa": []}
+    maybe = {"k": None, "j": [1]}
+    ok_data(app.dispatch(tag, Tag(created, data, maybe), user=user))
+
+    stored = ok_data(app.read_stream(PvThing, created, user=user))[1]
+    assert stored.event == Tagged(data, maybe)
+    assert list(stored.event.data) == ["b", "a", "aa"]
+    assert list(stored.event.data["a"]) == ["d", "c"]
+    assert math.copysign(1, stored.event.data["a"]["d"]) == -1
+    assert type(stored.event.data["a"]["c"]) is float
+    assert list(stored.event.maybe) == ["k", "j"]
+    assert list(stored.headers) == ["zone", "area", "kind"]
+    # The projector's JSON column had it right before: the row and the event now agree.
+    assert list(_column(app, created, "doc")) == ["b", "a", "aa"]
+
+
+def test_a_created_rows_json_column_reads_back_from_its_event_as_written(app: App, user: User) -> None:
+    doc = {"zeta": 1, "alpha": {"b": 2.0, "a": -0.0}}
+    created = ok_data(app.dispatch(put, Put("doc", doc), user=user))
+    first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
+    assert isinstance(first, AggregateCreated)
+    assert first.values["doc"] == doc
+    assert list(first.values["doc"]) == ["zeta", "alpha"]
+    assert list(first.values["doc"]["alpha"]) == ["b", "a"]
+    assert math.copysign(1, first.values["doc"]["alpha"]["a"]) == -1
+
+
+def test_an_event_store_made_with_jsonb_columns_keeps_working(fresh_postgres_url: str, user: User) -> None:
+    """A database made before the change keeps ``jsonb`` columns (``create_all`` alters no
+    table): events are still appended and read, with that type's key order."""
+    app = App([pv], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        with app.engine.begin() as conn:
+            for column in ("payload", "headers"):
+                conn.exec_driver_sql(f"ALTER TABLE kumiko_events ALTER COLUMN {column} TYPE jsonb")
+        app.create_all()  # no complaint about the old type
+        created = ok_data(app.dispatch(put, Put("label", "x"), user=user))
+        ok_data(app.dispatch(tag, Tag(created, {"b": 1, "a": 2}), user=user))
+        stream = ok_data(app.read_stream(PvThing, created, user=user))
+        assert [e.type for e in stream] == ["pv-thing.created", "tagged"]
+        assert stream[1].event == Tagged({"a": 2, "b": 1})
+        assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
+    finally:
+        app.dispose()
