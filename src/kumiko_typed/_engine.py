@@ -7,10 +7,11 @@ from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
 
-from sqlalchemy import TIMESTAMP, DateTime, Engine, Numeric, Uuid, create_engine, event
+from sqlalchemy import TIMESTAMP, DateTime, Engine, Float, Numeric, Uuid, create_engine, event
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeEngine
 
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
@@ -55,7 +56,36 @@ def _made(url: str) -> Engine:
     engine = create_engine(url)
     if engine.dialect.name == "postgresql":
         event.listen(engine, "connect", _postgres_connect)
+        floats = engine.dialect.colspecs.get(Float, Float)
+        signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
+        engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless}
     return engine
+
+
+class _SignlessZero(TypeEngine[Any]):
+    """PostgreSQL's ``Float`` (mixed into the dialect's own), writing and reading ``-0.0``
+    as ``0.0``, as SQLite does: SQLite keeps a whole REAL as an integer, which has no
+    negative zero, so ``-0.0`` read back ``0.0`` there and ``-0.0`` here.  Reads too: a
+    row written before, or a computed ``-x`` of a zero."""
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        inner = super().bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            if value.__class__ is float and value == 0.0:
+                value = 0.0
+            return inner(value) if inner is not None else value
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        inner = super().result_processor(dialect, coltype)
+
+        def process(value: Any) -> Any:
+            value = inner(value) if inner is not None else value
+            return 0.0 if value.__class__ is float and value == 0.0 else value
+
+        return process
 
 
 class _TextUuid(Uuid[Any]):

@@ -139,3 +139,12 @@ def test_an_event_store_made_with_jsonb_columns_keeps_working(fresh_postgres_url
         assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
     finally:
         app.dispose()
+
+
+def test_a_negative_zero_in_a_float_column_reads_back_as_zero_on_both(app: App, user: User) -> None:
+    created = ok_data(app.dispatch(put, Put("ratio", -0.0), user=user))
+    assert math.copysign(1, _column(app, created, "ratio")) == 1
+    with app.engine.connect() as conn:  # a computed one too
+        table: sa.Table = PvThing.__table__  # type: ignore[assignment]
+        assert math.copysign(1, conn.execute(sa.select(-table.c.ratio)).scalar_one()) == 1
+    assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
