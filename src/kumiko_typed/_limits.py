@@ -224,7 +224,9 @@ def _integer(bits: int) -> Check:
                 return "must be a whole number"
         elif isinstance(value, Decimal):  # SQLite cannot bind one, PostgreSQL rounds it
             return "must be an int, not a Decimal"
-        elif not isinstance(value, int) or isinstance(value, bool):
+        elif isinstance(value, bool):
+            return _NOT_A_BOOL
+        elif not isinstance(value, int):
             return None
         if not low <= value <= high:
             return f"must be between {low} and {high}"
@@ -233,16 +235,23 @@ def _integer(bits: int) -> Check:
     return check
 
 
+#: A bool is an int to Python and SQLite (stored as 1), a type of its own to PostgreSQL,
+#: which refused it in a number column with an error naming no field.
+_NOT_A_BOOL: Final = "must be a number, not true or false"
+
+
 def _float(value: object) -> str | None:
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int):
         return _integer(64)(value)  # SQLite binds an int as a 64-bit integer
     return _finite(value)
 
 
 def _numeric(precision: int | None, scale: int | None) -> Check:
     def check(value: object) -> str | None:
+        if isinstance(value, bool):
+            return _NOT_A_BOOL
         problem = _finite(value)
-        if problem is not None or not isinstance(value, (int, float, Decimal)) or isinstance(value, bool) or not value:
+        if problem is not None or not isinstance(value, (int, float, Decimal)) or not value:
             return problem
         # A float (a Numeric with asdecimal=False) by its shortest repr: 0.1, not its binary value.
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)

@@ -148,3 +148,14 @@ def test_a_negative_zero_in_a_float_column_reads_back_as_zero_on_both(app: App, 
         table: sa.Table = PvThing.__table__  # type: ignore[assignment]
         assert math.copysign(1, conn.execute(sa.select(-table.c.ratio)).scalar_one()) == 1
     assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
+
+
+@pytest.mark.parametrize("column", ["ratio", "count"])
+def test_a_bool_in_a_number_column_is_a_validation_error_naming_the_field(app: App, user: User, column: str) -> None:
+    failure = failure_of(app.dispatch(put, Put(column, True), user=user), "validation_error")
+    assert failure.details[0]["path"] == "$.value"
+    assert failure.details[0]["column"] == f"pv_thing.{column}"
+    assert failure.details[0]["message"] == "must be a number, not true or false"
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(PvThing)).scalar_one() == 0
+
