@@ -9,7 +9,7 @@ from typing import Any, Final, cast
 
 from sqlalchemy import TIMESTAMP, DateTime, Engine, Float, Numeric, Uuid, create_engine, event
 from sqlalchemy.dialects.sqlite import DATETIME
-from sqlalchemy.dialects.sqlite.base import SQLiteDialect, SQLiteTypeCompiler
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeEngine
 
@@ -50,6 +50,7 @@ def _made(url: str) -> Engine:
         }
         sqlite = cast("SQLiteDialect", engine.dialect)
         sqlite.type_compiler_instance = sqlite.type_compiler = _SQLiteTypes(sqlite)
+        sqlite.statement_compiler = _SQLiteStatements
         names = sqlite.ischema_names
         sqlite.ischema_names = {**names, _JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
         return engine
@@ -196,6 +197,25 @@ class _SQLiteTypes(SQLiteTypeCompiler):
 
     def visit_JSON(self, type_: Any, **kw: Any) -> str:
         return _JSON_TEXT
+
+
+#: PostgreSQL's escape character of a LIKE pattern that names none.
+_LIKE_ESCAPE: Final = " ESCAPE '\\'"
+
+
+class _SQLiteStatements(SQLiteCompiler):
+    r"""This engine's SQL: SQLite's, but a ``LIKE`` (and ``ILIKE``, which SQLite compiles
+    to one) without an ``escape=`` escapes with a backslash, as PostgreSQL's does.  SQLite
+    has no escape character by default, so ``like(r"50\%")`` found "50%" on PostgreSQL
+    only, and "50\x" on SQLite only."""
+
+    def visit_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        text: str = super().visit_like_op_binary(binary, operator, **kw)
+        return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
+
+    def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        text: str = super().visit_not_like_op_binary(binary, operator, **kw)
+        return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:

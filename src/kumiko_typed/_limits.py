@@ -34,7 +34,7 @@ from sqlalchemy import (
     SmallInteger,
     String,
 )
-from sqlalchemy.sql import visitors
+from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -541,10 +541,32 @@ def read_problems(
             continue
         for item in value if bind.expanding and isinstance(value, (list, tuple)) else (value,):
             problem = check(item)
+            if problem is None and isinstance(item, str) and item.endswith("\\"):  # rare: look closer
+                problem = _dangling_escape(item, where, bind)
             if problem is not None:
                 path = source_path(payload, item)
                 problems.append({"path": path, "message": problem, "column": _compared_with(where, bind)})
     return problems[:_MAX_PROBLEMS]
+
+
+#: The operators whose pattern escapes with a backslash unless ``escape=`` names another.
+_LIKES: Final = frozenset({operators.like_op, operators.not_like_op, operators.ilike_op, operators.not_ilike_op})
+
+
+def _dangling_escape(value: str, where: ClauseElement, bind: BindParameter[Any]) -> str | None:
+    """A LIKE pattern ending in an escape that escapes nothing: PostgreSQL raises an
+    error once a row's text reaches it, SQLite finds no match.  Refused on both."""
+    if (len(value) - len(value.rstrip("\\"))) % 2 == 0:
+        return None
+    for element in visitors.iterate(where):
+        if (
+            isinstance(element, BinaryExpression)
+            and element.operator in _LIKES
+            and element.modifiers.get("escape") is None
+            and any(e is bind for e in visitors.iterate(element.right))
+        ):
+            return "must not end with a lone backslash (a LIKE pattern's escape character); write \\\\ for one"
+    return None
 
 
 def refuse_compared(binds: Iterable[tuple[BindParameter[Any], object]], where: ClauseElement, payload: object) -> None:
