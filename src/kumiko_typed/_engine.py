@@ -7,11 +7,12 @@ from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
 
-from sqlalchemy import TIMESTAMP, DateTime, Engine, Float, Numeric, Uuid, create_engine, event
+from sqlalchemy import TIMESTAMP, DateTime, Engine, Enum, Float, Numeric, String, Uuid, create_engine, event
+from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
@@ -60,7 +61,32 @@ def _made(url: str) -> Engine:
         floats = engine.dialect.colspecs.get(Float, Float)
         signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
         engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless}
+        engine.dialect.ddl_compiler = _PostgresDDL
     return engine
+
+
+class _PostgresDDL(PGDDLCompiler):
+    """This engine's DDL: PostgreSQL's, but a text column that names no collation of its
+    own is created ``COLLATE "C"``, which orders, compares and folds case (``ilike``,
+    ``lower``: ASCII only) by code point, as SQLite's BINARY does.  The database's default
+    collation (often ``en_US.UTF-8`` or an ICU locale) put "a" before "B" and "é" before
+    "Z", and ``ilike("é%")`` found "É" there only; the two databases then sorted the same
+    query's rows differently.  A column declaring ``collation=`` keeps it (and that answer)."""
+
+    def get_column_specification(self, column: Any, **kw: Any) -> str:
+        spec: str = super().get_column_specification(column, **kw)
+        type_ = column.type
+        if isinstance(type_, TypeDecorator):
+            type_ = type_.impl_instance
+        if not isinstance(type_, String) or type_.collation is not None:
+            return spec
+        if isinstance(type_, Enum) and type_.native_enum:  # a type of its own: no collation
+            return spec
+        named = self.dialect.type_compiler_instance.process(
+            column.type, type_expression=column, identifier_preparer=self.preparer
+        )
+        typed = f"{self.preparer.format_column(column)} {named}"
+        return f'{typed} COLLATE "C"{spec[len(typed) :]}' if spec.startswith(typed) else spec
 
 
 class _SignlessZero(TypeEngine[Any]):

@@ -9,16 +9,19 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import attrs
+import psycopg
 import pytest
 import sqlalchemy as sa
 from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import AggregateCreated, App, Entity, Feature, User, ok
+from kumiko_typed.testing.postgres import PostgresServer
 
 AppOn = Callable[..., App]
 
@@ -37,6 +40,12 @@ class Put:
 
     column: str
     value: Any
+
+
+@attrs.frozen
+class Labels:
+    pattern: str = "%"
+    folded: bool = False
 
 
 @attrs.frozen
@@ -78,6 +87,21 @@ tag = pv.write_handler(
         headers=lambda c: {"zone": "b", "area": "a", "kind": "c"},
     )
     .return_(lambda c: ok(None)),
+)
+
+
+labels = pv.query_handler(
+    "labels",
+    pv.query_pipeline(Labels)
+    .find_many(
+        "things",
+        lambda c: (
+            sa.select(PvThing)
+            .where(PvThing.label.ilike(c.payload.pattern) if c.payload.folded else PvThing.label.like(c.payload.pattern))
+            .order_by(PvThing.label)
+        ),
+    )
+    .return_(lambda c: ok([t.label for t in c.steps["things"]])),
 )
 
 
@@ -159,3 +183,38 @@ def test_a_bool_in_a_number_column_is_a_validation_error_naming_the_field(app: A
     with app.engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(PvThing)).scalar_one() == 0
 
+
+
+@pytest.fixture(params=["sqlite", "postgres-icu"])
+def locale_db_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
+    """SQLite, or a PostgreSQL database whose default collation is an ICU locale's, as a
+    server set up for people rather than for tests often has."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path / 'kumiko.sqlite3'}"
+        return
+    server: PostgresServer = request.getfixturevalue("kumiko_postgres")
+    name = f"t_{uuid.uuid4().hex}"
+    with psycopg.connect(server.admin_url.replace("postgresql+psycopg", "postgresql"), autocommit=True) as conn:
+        try:
+            conn.execute(f"CREATE DATABASE {name} TEMPLATE template0 LOCALE_PROVIDER icu ICU_LOCALE 'en' LOCALE 'C'")
+        except psycopg.Error as exc:  # before PostgreSQL 15, or built without ICU
+            pytest.skip(f"this server makes no ICU database: {exc}")
+    try:
+        yield server.url.rsplit("/", 1)[0] + f"/{name}"
+    finally:
+        server.drop_database(name)
+
+
+def test_text_orders_and_folds_case_by_code_point_whatever_the_databases_collation(
+    locale_db_url: str, user: User
+) -> None:
+    app = App([pv], database_url=locale_db_url)
+    try:
+        app.create_all()
+        for label in ("b", "B", "a", "é", "É", "Z", "_x", "1"):
+            ok_data(app.dispatch(put, Put("label", label), user=user))
+        assert ok_data(app.query(labels, Labels(), user=user)) == ["1", "B", "Z", "_x", "a", "b", "É", "é"]
+        assert ok_data(app.query(labels, Labels("é%", folded=True), user=user)) == ["é"]
+        assert ok_data(app.query(labels, Labels("B%", folded=True), user=user)) == ["B", "b"]
+    finally:
+        app.dispose()
