@@ -281,5 +281,18 @@ def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:
     if python_type is bytes:
         return bytes_from_text(value)
     if isinstance(python_type, type) and issubclass(python_type, enum.Enum):
-        return python_type(value)
+        return _member(python_type, value)
     return value
+
+
+def _member(enum_type: type[enum.Enum], value: Any) -> enum.Enum:
+    """The member an event's column value names: a member was stored as its value, but a
+    text given to the column is stored as it was, and SQLAlchemy's ``Enum`` reads text as
+    a member's *name* (the row holds ``Color.BLUE`` for ``"BLUE"``).  Such an event made
+    ``read_stream`` and every rebuild an ``internal_error``."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        if isinstance(value, str) and value in enum_type.__members__:
+            return enum_type[value]
+        raise

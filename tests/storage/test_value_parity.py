@@ -7,6 +7,7 @@ with an ``internal_error``)."""
 
 from __future__ import annotations
 
+import enum
 import math
 import uuid
 from collections.abc import Callable, Iterator
@@ -26,12 +27,18 @@ from kumiko_typed.testing.postgres import PostgresServer
 AppOn = Callable[..., App]
 
 
+class Shade(enum.Enum):
+    DARK = "d"
+    LIGHT = "l"
+
+
 class PvThing(Entity):
     __tablename__ = "pv_thing"
     label: Mapped[str | None] = mapped_column(sa.String(40), nullable=True, default=None)
     ratio: Mapped[float | None] = mapped_column(sa.Float, nullable=True, default=None)
     count: Mapped[int | None] = mapped_column(sa.Integer, nullable=True, default=None)
     doc: Mapped[Any] = mapped_column(sa.JSON, nullable=True, default=None)
+    shade: Mapped[Shade | None] = mapped_column(sa.Enum(Shade), nullable=True, default=None)
 
 
 @attrs.frozen
@@ -218,3 +225,14 @@ def test_text_orders_and_folds_case_by_code_point_whatever_the_databases_collati
         assert ok_data(app.query(labels, Labels("B%", folded=True), user=user)) == ["B", "b"]
     finally:
         app.dispose()
+
+
+@pytest.mark.parametrize("given", [Shade.LIGHT, "LIGHT"])
+def test_an_enum_column_given_a_members_name_reads_back_from_its_event(app: App, user: User, given: object) -> None:
+    """SQLAlchemy's ``Enum`` takes text as a member's name; the event stored that text,
+    and reading it back by value failed: ``read_stream`` and rebuilds were internal errors."""
+    created = ok_data(app.dispatch(put, Put("shade", given), user=user))
+    assert _column(app, created, "shade") is Shade.LIGHT
+    first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
+    assert isinstance(first, AggregateCreated) and first.values["shade"] is Shade.LIGHT
+    assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
