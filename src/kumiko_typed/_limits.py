@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -33,6 +34,7 @@ from sqlalchemy import (
     Select,
     SmallInteger,
     String,
+    Uuid,
 )
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseElement
@@ -356,6 +358,18 @@ def _interval(value: object) -> str | None:
     return None
 
 
+def _uuid(value: object) -> str | None:
+    """Text given for a ``Uuid`` column must be a UUID: PostgreSQL's cast and SQLite's
+    binding refused other text with no word of the field it came from."""
+    if not isinstance(value, str):
+        return None
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return "must be a UUID"
+    return None
+
+
 def _check_for(type_: TypeEngine[Any]) -> Check | None:
     if isinstance(type_, Interval):  # a TypeDecorator over a time, on SQLite
         return _interval
@@ -379,6 +393,8 @@ def _check_for(type_: TypeEngine[Any]) -> Check | None:
         return _json
     if isinstance(type_, DateTime):
         return _moment
+    if isinstance(type_, Uuid):
+        return _uuid
     return None
 
 
@@ -524,6 +540,8 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
         return _WIDTHS[16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32]
     if isinstance(type_, DateTime):
         return _moment
+    if isinstance(type_, Uuid):
+        return _uuid
     return None
 
 

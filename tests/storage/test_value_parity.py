@@ -39,6 +39,7 @@ class PvThing(Entity):
     count: Mapped[int | None] = mapped_column(sa.Integer, nullable=True, default=None)
     doc: Mapped[Any] = mapped_column(sa.JSON, nullable=True, default=None)
     shade: Mapped[Shade | None] = mapped_column(sa.Enum(Shade), nullable=True, default=None)
+    ref: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, nullable=True, default=None)
 
 
 @attrs.frozen
@@ -109,6 +110,19 @@ labels = pv.query_handler(
         ),
     )
     .return_(lambda c: ok([t.label for t in c.steps["things"]])),
+)
+
+
+@attrs.frozen
+class ByRef:
+    ref: Any
+
+
+by_ref = pv.query_handler(
+    "by-ref",
+    pv.query_pipeline(ByRef)
+    .find_many("things", lambda c: sa.select(PvThing).where(PvThing.ref == c.payload.ref))
+    .return_(lambda c: ok(len(c.steps["things"]))),
 )
 
 
@@ -236,3 +250,19 @@ def test_an_enum_column_given_a_members_name_reads_back_from_its_event(app: App,
     first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
     assert isinstance(first, AggregateCreated) and first.values["shade"] is Shade.LIGHT
     assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
+
+
+def test_text_that_is_no_uuid_is_a_validation_error_naming_the_field(app: App, user: User) -> None:
+    failure = failure_of(app.dispatch(put, Put("ref", "not-a-uuid"), user=user), "validation_error")
+    assert failure.details[0] == {
+        "path": "$.value",
+        "message": "must be a UUID",
+        "column": "pv_thing.ref",
+        "step": '0 aggregate.create "thing"',
+    }
+    read = failure_of(app.query(by_ref, ByRef("not-a-uuid"), user=user), "validation_error")
+    assert (read.details[0]["path"], read.details[0]["message"]) == ("$.ref", "must be a UUID")
+    assert "not-a-uuid" not in failure.message + read.message
+    written = ok_data(app.dispatch(put, Put("ref", "ABCDEF00-0000-0000-0000-000000000001"), user=user))
+    assert _column(app, written, "ref") == uuid.UUID("abcdef00-0000-0000-0000-000000000001")
+    assert ok_data(app.query(by_ref, ByRef("abcdef00-0000-0000-0000-000000000001"), user=user)) == 1
