@@ -95,7 +95,8 @@ def _measure(urls: Callable[[], str], runs: int, rounds: int, label: str) -> Non
                 claim()
                 times[index].append(time.perf_counter() - start)
         before, now = (statistics.median(times[i]) * 1000 for i in ("before", "now"))
-        print(f"{label:10} {kind:8} {runs:>7} runs   before {before:8.2f} ms   now {now:8.2f} ms   ratio {now / before:6.3f}")
+        figures = f"before {before:8.2f} ms   now {now:8.2f} ms   ratio {now / before:6.3f}"
+        print(f"{label:10} {kind:8} {runs:>7} runs   {figures}")
         for app, _claim in sides.values():
             app.dispose()
 
@@ -116,9 +117,7 @@ def main() -> None:
         print(f"PostgreSQL skipped: {unavailable_reason()}")
         return
     try:
-        _measure(
-            lambda: server.create_database(f"due_{uuid.uuid4().hex[:12]}"), args.runs, args.rounds, "PostgreSQL"
-        )
+        _measure(lambda: server.create_database(f"due_{uuid.uuid4().hex[:12]}"), args.runs, args.rounds, "PostgreSQL")
     finally:
         server.stop()
 

@@ -74,7 +74,7 @@ class _PostgresDDL(PGDDLCompiler):
     query's rows differently.  A column declaring ``collation=`` keeps it (and that answer)."""
 
     def get_column_specification(self, column: Any, **kw: Any) -> str:
-        spec: str = super().get_column_specification(column, **kw)
+        spec: str = cast(Any, super()).get_column_specification(column, **kw)  # untyped in SQLAlchemy
         type_ = column.type
         if isinstance(type_, TypeDecorator):
             type_ = type_.impl_instance
@@ -236,11 +236,11 @@ class _SQLiteStatements(SQLiteCompiler):
     only, and "50\x" on SQLite only."""
 
     def visit_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        text: str = super().visit_like_op_binary(binary, operator, **kw)
+        text: str = cast(Any, super()).visit_like_op_binary(binary, operator, **kw)  # untyped in SQLAlchemy
         return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
 
     def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        text: str = super().visit_not_like_op_binary(binary, operator, **kw)
+        text: str = cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw)
         return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
 
 

@@ -105,7 +105,9 @@ labels = pv.query_handler(
         "things",
         lambda c: (
             sa.select(PvThing)
-            .where(PvThing.label.ilike(c.payload.pattern) if c.payload.folded else PvThing.label.like(c.payload.pattern))
+            .where(
+                PvThing.label.ilike(c.payload.pattern) if c.payload.folded else PvThing.label.like(c.payload.pattern)
+            )
             .order_by(PvThing.label)
         ),
     )
@@ -203,7 +205,6 @@ def test_a_bool_in_a_number_column_is_a_validation_error_naming_the_field(app: A
     assert failure.details[0]["message"] == "must be a number, not true or false"
     with app.engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(PvThing)).scalar_one() == 0
-
 
 
 @pytest.fixture(params=["sqlite", "postgres-icu"])
