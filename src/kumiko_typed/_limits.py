@@ -24,6 +24,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     Enum,
     Float,
@@ -34,6 +35,7 @@ from sqlalchemy import (
     Select,
     SmallInteger,
     String,
+    Time,
     Uuid,
 )
 from sqlalchemy.sql import operators, visitors
@@ -209,7 +211,8 @@ def _value_problem(node: object) -> str | None:
 def _text(length: int | None) -> Check:
     def check(value: object) -> str | None:
         if not isinstance(value, str):
-            return None
+            # SQLite kept bytes as a BLOB (read back as bytes), PostgreSQL as the text "\\x6162".
+            return "must be text, not bytes" if isinstance(value, (bytes, bytearray, memoryview)) else None
         if length is not None and len(value) > length:
             return f"must be at most {length} characters long, not {len(value)}"
         return text_problem(value)
@@ -302,6 +305,25 @@ def _moment(value: object) -> str | None:
     return moment_problem(value) if isinstance(value, datetime) else None
 
 
+def _written_moment(value: object) -> str | None:
+    """A ``DateTime`` column's value: PostgreSQL casts ISO text, SQLite's type refused it
+    with an ``internal_error``."""
+    return "must be a datetime, not text" if isinstance(value, str) else _moment(value)
+
+
+def _day(value: object) -> str | None:
+    """A ``Date`` column's value.  A datetime is a date to Python, but its time of day is
+    dropped (PostgreSQL takes an aware one's UTC date, SQLite its own), and the event kept
+    it, which the replay could not read back as a date."""
+    if isinstance(value, datetime):
+        return "must be a date, not a datetime (its time of day would be dropped)"
+    return "must be a date, not text" if isinstance(value, str) else None
+
+
+def _time_of_day(value: object) -> str | None:
+    return "must be a time, not text" if isinstance(value, str) else None
+
+
 def _json(value: object) -> str | None:
     for where, problem, _ in json_problems(value):
         return problem if where == "$" else f"{problem} (at {where})"
@@ -362,7 +384,8 @@ def _uuid(value: object) -> str | None:
     """Text given for a ``Uuid`` column must be a UUID: PostgreSQL's cast and SQLite's
     binding refused other text with no word of the field it came from."""
     if not isinstance(value, str):
-        return None
+        # A number or bytes: refused by both with no field named (an expression is the database's).
+        return "must be a UUID" if isinstance(value, (int, float, bytes)) else None
     try:
         uuid.UUID(value)
     except ValueError:
@@ -392,7 +415,11 @@ def _check_for(type_: TypeEngine[Any]) -> Check | None:
     if isinstance(type_, JSON):
         return _json
     if isinstance(type_, DateTime):
-        return _moment
+        return _written_moment
+    if isinstance(type_, Date):
+        return _day
+    if isinstance(type_, Time):
+        return _time_of_day
     if isinstance(type_, Uuid):
         return _uuid
     return None

@@ -7,6 +7,7 @@ with an ``internal_error``)."""
 
 from __future__ import annotations
 
+import datetime as dt
 import enum
 import math
 import uuid
@@ -40,6 +41,9 @@ class PvThing(Entity):
     doc: Mapped[Any] = mapped_column(sa.JSON, nullable=True, default=None)
     shade: Mapped[Shade | None] = mapped_column(sa.Enum(Shade), nullable=True, default=None)
     ref: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, nullable=True, default=None)
+    day: Mapped[dt.date | None] = mapped_column(sa.Date, nullable=True, default=None)
+    at: Mapped[dt.datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True, default=None)
+    clock: Mapped[dt.time | None] = mapped_column(sa.Time, nullable=True, default=None)
 
 
 @attrs.frozen
@@ -267,3 +271,48 @@ def test_text_that_is_no_uuid_is_a_validation_error_naming_the_field(app: App, u
     written = ok_data(app.dispatch(put, Put("ref", "ABCDEF00-0000-0000-0000-000000000001"), user=user))
     assert _column(app, written, "ref") == uuid.UUID("abcdef00-0000-0000-0000-000000000001")
     assert ok_data(app.query(by_ref, ByRef("abcdef00-0000-0000-0000-000000000001"), user=user)) == 1
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "message"),
+    [
+        (
+            "day",
+            dt.datetime(2024, 1, 1, 23, 30, tzinfo=dt.timezone(dt.timedelta(hours=-5))),
+            "must be a date, not a datetime",
+        ),
+        ("day", dt.datetime(2024, 1, 1, 12, 30), "must be a date, not a datetime"),
+        ("day", "2024-01-01", "must be a date, not text"),
+        ("at", "2024-01-01T00:00:00+00:00", "must be a datetime, not text"),
+        ("clock", "10:00", "must be a time, not text"),
+        ("label", b"abc", "must be text, not bytes"),
+        ("ref", 5, "must be a UUID"),
+    ],
+)
+def test_a_value_of_another_kind_than_its_column_is_refused_alike(
+    app: App, user: User, column: str, value: object, message: str
+) -> None:
+    """Before: PostgreSQL cast ISO text to a date or time where SQLite's types raised (an
+    ``internal_error``); a datetime in a ``Date`` lost its time (PostgreSQL took an aware
+    one's UTC date, SQLite its wall-clock date) and its event could not be read back;
+    bytes in a ``String`` were a BLOB on SQLite, the text ``\\x616263`` on PostgreSQL; a
+    number for a ``Uuid`` was an ``internal_error`` on both."""
+    failure = failure_of(app.dispatch(put, Put(column, value), user=user), "validation_error")
+    detail = failure.details[0]
+    assert (detail["path"], detail["column"]) == ("$.value", f"pv_thing.{column}")
+    assert detail["message"].startswith(message)
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(PvThing)).scalar_one() == 0
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("day", dt.date(2024, 1, 1)), ("at", dt.datetime(2024, 1, 1, 12, tzinfo=dt.UTC)), ("clock", dt.time(10, 0, 1))],
+)
+def test_a_value_of_its_columns_kind_is_written_and_replayed(app: App, user: User, column: str, value: object) -> None:
+    created = ok_data(app.dispatch(put, Put(column, value), user=user))
+    assert _column(app, created, column) == value
+    first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
+    assert isinstance(first, AggregateCreated) and first.values[column] == value
+    assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
+
