@@ -270,8 +270,12 @@ def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:
         python_type = column_type.python_type
     except NotImplementedError:  # JSON and the user's own types: the value as stored
         return value
-    if python_type is uuid.UUID or python_type is Decimal:
+    if python_type is uuid.UUID:
         return python_type(value)
+    if python_type is Decimal:
+        # A float given to the column is stored as JSON writes it (1.1): its decimal is
+        # that text, not the binary value's 1.100000000000000088817841970012523233890533447265625.
+        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     if python_type in (dt.datetime, dt.date, dt.time):
         return python_type.fromisoformat(value)
     if python_type is float:

@@ -12,6 +12,7 @@ import enum
 import math
 import uuid
 from collections.abc import Callable, Iterator
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +45,7 @@ class PvThing(Entity):
     day: Mapped[dt.date | None] = mapped_column(sa.Date, nullable=True, default=None)
     at: Mapped[dt.datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True, default=None)
     clock: Mapped[dt.time | None] = mapped_column(sa.Time, nullable=True, default=None)
+    amount: Mapped[Decimal | None] = mapped_column(sa.Numeric(10, 2), nullable=True, default=None)
 
 
 @attrs.frozen
@@ -316,3 +318,13 @@ def test_a_value_of_its_columns_kind_is_written_and_replayed(app: App, user: Use
     assert isinstance(first, AggregateCreated) and first.values[column] == value
     assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
 
+
+def test_a_float_in_a_numeric_column_replays_as_the_decimal_the_row_holds(app: App, user: User) -> None:
+    """The event keeps the float as JSON writes it (1.1); read back through ``Decimal(float)``
+    it was 1.100000000000000088817841970012523233890533447265625, so a verifying rebuild
+    found every such row changed, and a repairing one would have written that."""
+    created = ok_data(app.dispatch(put, Put("amount", 1.1), user=user))
+    assert _column(app, created, "amount") == Decimal("1.10")
+    first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
+    assert isinstance(first, AggregateCreated) and first.values["amount"] == Decimal("1.1")
+    assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
