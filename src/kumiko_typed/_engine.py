@@ -7,10 +7,12 @@ from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
 
-from sqlalchemy import TIMESTAMP, DateTime, Engine, Numeric, Uuid, create_engine, event
+from sqlalchemy import TIMESTAMP, DateTime, Engine, Enum, Float, Numeric, String, Uuid, create_engine, event
+from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
-from sqlalchemy.dialects.sqlite.base import SQLiteDialect, SQLiteTypeCompiler
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
@@ -49,13 +51,68 @@ def _made(url: str) -> Engine:
         }
         sqlite = cast("SQLiteDialect", engine.dialect)
         sqlite.type_compiler_instance = sqlite.type_compiler = _SQLiteTypes(sqlite)
+        sqlite.statement_compiler = _SQLiteStatements
         names = sqlite.ischema_names
         sqlite.ischema_names = {**names, _JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
         return engine
     engine = create_engine(url)
     if engine.dialect.name == "postgresql":
         event.listen(engine, "connect", _postgres_connect)
+        floats = engine.dialect.colspecs.get(Float, Float)
+        signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
+        engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless}
+        engine.dialect.ddl_compiler = _PostgresDDL
     return engine
+
+
+class _PostgresDDL(PGDDLCompiler):
+    """This engine's DDL: PostgreSQL's, but a text column that names no collation of its
+    own is created ``COLLATE "C"``, which orders, compares and folds case (``ilike``,
+    ``lower``: ASCII only) by code point, as SQLite's BINARY does.  The database's default
+    collation (often ``en_US.UTF-8`` or an ICU locale) put "a" before "B" and "é" before
+    "Z", and ``ilike("é%")`` found "É" there only; the two databases then sorted the same
+    query's rows differently.  A column declaring ``collation=`` keeps it (and that answer)."""
+
+    def get_column_specification(self, column: Any, **kw: Any) -> str:
+        spec: str = cast(Any, super()).get_column_specification(column, **kw)  # untyped in SQLAlchemy
+        type_ = column.type
+        if isinstance(type_, TypeDecorator):
+            type_ = type_.impl_instance
+        if not isinstance(type_, String) or type_.collation is not None:
+            return spec
+        if isinstance(type_, Enum) and type_.native_enum:  # a type of its own: no collation
+            return spec
+        named = self.dialect.type_compiler_instance.process(
+            column.type, type_expression=column, identifier_preparer=self.preparer
+        )
+        typed = f"{self.preparer.format_column(column)} {named}"
+        return f'{typed} COLLATE "C"{spec[len(typed) :]}' if spec.startswith(typed) else spec
+
+
+class _SignlessZero(TypeEngine[Any]):
+    """PostgreSQL's ``Float`` (mixed into the dialect's own), writing and reading ``-0.0``
+    as ``0.0``, as SQLite does: SQLite keeps a whole REAL as an integer, which has no
+    negative zero, so ``-0.0`` read back ``0.0`` there and ``-0.0`` here.  Reads too: a
+    row written before, or a computed ``-x`` of a zero."""
+
+    def bind_processor(self, dialect: Dialect) -> Any:
+        inner = super().bind_processor(dialect)
+
+        def process(value: Any) -> Any:
+            if value.__class__ is float and value == 0.0:
+                value = 0.0
+            return inner(value) if inner is not None else value
+
+        return process
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        inner = super().result_processor(dialect, coltype)
+
+        def process(value: Any) -> Any:
+            value = inner(value) if inner is not None else value
+            return 0.0 if value.__class__ is float and value == 0.0 else value
+
+        return process
 
 
 class _TextUuid(Uuid[Any]):
@@ -166,6 +223,25 @@ class _SQLiteTypes(SQLiteTypeCompiler):
 
     def visit_JSON(self, type_: Any, **kw: Any) -> str:
         return _JSON_TEXT
+
+
+#: PostgreSQL's escape character of a LIKE pattern that names none.
+_LIKE_ESCAPE: Final = " ESCAPE '\\'"
+
+
+class _SQLiteStatements(SQLiteCompiler):
+    r"""This engine's SQL: SQLite's, but a ``LIKE`` (and ``ILIKE``, which SQLite compiles
+    to one) without an ``escape=`` escapes with a backslash, as PostgreSQL's does.  SQLite
+    has no escape character by default, so ``like(r"50\%")`` found "50%" on PostgreSQL
+    only, and "50\x" on SQLite only."""
+
+    def visit_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        text: str = cast(Any, super()).visit_like_op_binary(binary, operator, **kw)  # untyped in SQLAlchemy
+        return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
+
+    def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        text: str = cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw)
+        return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:

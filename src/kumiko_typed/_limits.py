@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 import sys
+import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -23,6 +24,7 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     Column,
+    Date,
     DateTime,
     Enum,
     Float,
@@ -33,8 +35,10 @@ from sqlalchemy import (
     Select,
     SmallInteger,
     String,
+    Time,
+    Uuid,
 )
-from sqlalchemy.sql import visitors
+from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -207,7 +211,8 @@ def _value_problem(node: object) -> str | None:
 def _text(length: int | None) -> Check:
     def check(value: object) -> str | None:
         if not isinstance(value, str):
-            return None
+            # SQLite kept bytes as a BLOB (read back as bytes), PostgreSQL as the text "\\x6162".
+            return "must be text, not bytes" if isinstance(value, (bytes, bytearray, memoryview)) else None
         if length is not None and len(value) > length:
             return f"must be at most {length} characters long, not {len(value)}"
         return text_problem(value)
@@ -224,7 +229,9 @@ def _integer(bits: int) -> Check:
                 return "must be a whole number"
         elif isinstance(value, Decimal):  # SQLite cannot bind one, PostgreSQL rounds it
             return "must be an int, not a Decimal"
-        elif not isinstance(value, int) or isinstance(value, bool):
+        elif isinstance(value, bool):
+            return _NOT_A_BOOL
+        elif not isinstance(value, int):
             return None
         if not low <= value <= high:
             return f"must be between {low} and {high}"
@@ -233,16 +240,23 @@ def _integer(bits: int) -> Check:
     return check
 
 
+#: A bool is an int to Python and SQLite (stored as 1), a type of its own to PostgreSQL,
+#: which refused it in a number column with an error naming no field.
+_NOT_A_BOOL: Final = "must be a number, not true or false"
+
+
 def _float(value: object) -> str | None:
-    if isinstance(value, int) and not isinstance(value, bool):
+    if isinstance(value, int):
         return _integer(64)(value)  # SQLite binds an int as a 64-bit integer
     return _finite(value)
 
 
 def _numeric(precision: int | None, scale: int | None) -> Check:
     def check(value: object) -> str | None:
+        if isinstance(value, bool):
+            return _NOT_A_BOOL
         problem = _finite(value)
-        if problem is not None or not isinstance(value, (int, float, Decimal)) or isinstance(value, bool) or not value:
+        if problem is not None or not isinstance(value, (int, float, Decimal)) or not value:
             return problem
         # A float (a Numeric with asdecimal=False) by its shortest repr: 0.1, not its binary value.
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
@@ -289,6 +303,25 @@ def _decimals(number: Decimal) -> int:
 
 def _moment(value: object) -> str | None:
     return moment_problem(value) if isinstance(value, datetime) else None
+
+
+def _written_moment(value: object) -> str | None:
+    """A ``DateTime`` column's value: PostgreSQL casts ISO text, SQLite's type refused it
+    with an ``internal_error``."""
+    return "must be a datetime, not text" if isinstance(value, str) else _moment(value)
+
+
+def _day(value: object) -> str | None:
+    """A ``Date`` column's value.  A datetime is a date to Python, but its time of day is
+    dropped (PostgreSQL takes an aware one's UTC date, SQLite its own), and the event kept
+    it, which the replay could not read back as a date."""
+    if isinstance(value, datetime):
+        return "must be a date, not a datetime (its time of day would be dropped)"
+    return "must be a date, not text" if isinstance(value, str) else None
+
+
+def _time_of_day(value: object) -> str | None:
+    return "must be a time, not text" if isinstance(value, str) else None
 
 
 def _json(value: object) -> str | None:
@@ -347,6 +380,19 @@ def _interval(value: object) -> str | None:
     return None
 
 
+def _uuid(value: object) -> str | None:
+    """Text given for a ``Uuid`` column must be a UUID: PostgreSQL's cast and SQLite's
+    binding refused other text with no word of the field it came from."""
+    if not isinstance(value, str):
+        # A number or bytes: refused by both with no field named (an expression is the database's).
+        return "must be a UUID" if isinstance(value, (int, float, bytes)) else None
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return "must be a UUID"
+    return None
+
+
 def _check_for(type_: TypeEngine[Any]) -> Check | None:
     if isinstance(type_, Interval):  # a TypeDecorator over a time, on SQLite
         return _interval
@@ -369,7 +415,13 @@ def _check_for(type_: TypeEngine[Any]) -> Check | None:
     if isinstance(type_, JSON):
         return _json
     if isinstance(type_, DateTime):
-        return _moment
+        return _written_moment
+    if isinstance(type_, Date):
+        return _day
+    if isinstance(type_, Time):
+        return _time_of_day
+    if isinstance(type_, Uuid):
+        return _uuid
     return None
 
 
@@ -515,6 +567,8 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
         return _WIDTHS[16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32]
     if isinstance(type_, DateTime):
         return _moment
+    if isinstance(type_, Uuid):
+        return _uuid
     return None
 
 
@@ -532,10 +586,32 @@ def read_problems(
             continue
         for item in value if bind.expanding and isinstance(value, (list, tuple)) else (value,):
             problem = check(item)
+            if problem is None and isinstance(item, str) and item.endswith("\\"):  # rare: look closer
+                problem = _dangling_escape(item, where, bind)
             if problem is not None:
                 path = source_path(payload, item)
                 problems.append({"path": path, "message": problem, "column": _compared_with(where, bind)})
     return problems[:_MAX_PROBLEMS]
+
+
+#: The operators whose pattern escapes with a backslash unless ``escape=`` names another.
+_LIKES: Final = frozenset({operators.like_op, operators.not_like_op, operators.ilike_op, operators.not_ilike_op})
+
+
+def _dangling_escape(value: str, where: ClauseElement, bind: BindParameter[Any]) -> str | None:
+    """A LIKE pattern ending in an escape that escapes nothing: PostgreSQL raises an
+    error once a row's text reaches it, SQLite finds no match.  Refused on both."""
+    if (len(value) - len(value.rstrip("\\"))) % 2 == 0:
+        return None
+    for element in visitors.iterate(where):
+        if (
+            isinstance(element, BinaryExpression)
+            and element.operator in _LIKES
+            and element.modifiers.get("escape") is None
+            and any(e is bind for e in visitors.iterate(element.right))
+        ):
+            return "must not end with a lone backslash (a LIKE pattern's escape character); write \\\\ for one"
+    return None
 
 
 def refuse_compared(binds: Iterable[tuple[BindParameter[Any], object]], where: ClauseElement, payload: object) -> None:

@@ -270,8 +270,12 @@ def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:
         python_type = column_type.python_type
     except NotImplementedError:  # JSON and the user's own types: the value as stored
         return value
-    if python_type is uuid.UUID or python_type is Decimal:
+    if python_type is uuid.UUID:
         return python_type(value)
+    if python_type is Decimal:
+        # A float given to the column is stored as JSON writes it (1.1): its decimal is
+        # that text, not the binary value's 1.100000000000000088817841970012523233890533447265625.
+        return Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
     if python_type in (dt.datetime, dt.date, dt.time):
         return python_type.fromisoformat(value)
     if python_type is float:
@@ -281,5 +285,18 @@ def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:
     if python_type is bytes:
         return bytes_from_text(value)
     if isinstance(python_type, type) and issubclass(python_type, enum.Enum):
-        return python_type(value)
+        return _member(python_type, value)
     return value
+
+
+def _member(enum_type: type[enum.Enum], value: Any) -> enum.Enum:
+    """The member an event's column value names: a member was stored as its value, but a
+    text given to the column is stored as it was, and SQLAlchemy's ``Enum`` reads text as
+    a member's *name* (the row holds ``Color.BLUE`` for ``"BLUE"``).  Such an event made
+    ``read_stream`` and every rebuild an ``internal_error``."""
+    try:
+        return enum_type(value)
+    except ValueError:
+        if isinstance(value, str) and value in enum_type.__members__:
+            return enum_type[value]
+        raise

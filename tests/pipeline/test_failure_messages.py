@@ -73,14 +73,26 @@ def test_an_internal_error_tells_the_client_the_step_and_an_id_and_the_log_the_r
     assert "Traceback" in caplog.text
 
 
+class _Refusing(sa.TypeDecorator[str]):
+    """Text whose binding SQLite's side refuses, as a column type of a driver may."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
+        if dialect.name == "sqlite":
+            raise ValueError(f"{value!r} is refused")
+        return value
+
+
 def test_a_value_the_database_refuses_is_a_validation_error_that_does_not_quote_it(
     app_on: AppOn, user: User, caplog: pytest.LogCaptureFixture
 ) -> None:
     """A refusal the framework's own checks do not foresee (PostgreSQL: a cast of the input;
-    SQLite: text that is no UUID bound for a UUID column; an integer wider than its column,
-    once the example, is refused by the read's own checks now, see test_read_values): the
-    database's reason quotes the value, so it goes to the log, under the error id the
-    client gets."""
+    SQLite: a column type's binding that refuses the text with a ValueError; text that is no
+    UUID and an integer wider than its column, once the examples, are refused by the read's
+    own checks now, see test_read_values and test_value_parity): the database's reason
+    quotes the value, so it goes to the log, under the error id the client gets."""
     f, _leaky, _note = _feature()
     probe = f.write_handler(
         "probe",
@@ -88,7 +100,7 @@ def test_a_value_the_database_refuses_is_a_validation_error_that_does_not_quote_
         .find_one(
             "n",
             lambda c: sa.select(T8Note).where(
-                sa.cast(sa.literal(c.payload.text), sa.Integer) == 1, T8Note.id == c.payload.text
+                sa.cast(sa.literal(c.payload.text), sa.Integer) == 1, sa.literal(c.payload.text, _Refusing()) == "x"
             ),
         )
         .return_(lambda c: ok(None)),

@@ -339,7 +339,10 @@ def test_an_id_given_as_text_means_the_same_on_both_databases(app_on: AppOn, adm
             (app.query_json(read.name, {"ref": text}, user=admin), '0 read.get_one "item"'),
         ):
             assert isinstance(result, Failure) and result.code == "validation_error", result
-            assert result.message.startswith(f"step {step}: the database refused a value of the input (error id ")
+            assert result.message.startswith(f"step {step}: a value ")
+            assert result.message.endswith(": must be a UUID")
+            assert isinstance(result.details, list)
+            assert (result.details[0]["path"], result.details[0]["column"]) == ("$.ref", "t7_item.id")
     assert _counts(app) == (1, 3, 1)
 
 

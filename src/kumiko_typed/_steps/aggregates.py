@@ -188,6 +188,8 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
 
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
+    if entity_id.__class__ is str:  # text is fine if it is a UUID (as PostgreSQL casts it)
+        _refuse_unfit(run, entity_type, {"id": entity_id})
     session = run.db
     tenant = run.user.tenant_id
     loaded = None if fresh else session.identity_map.get((writer(entity_type).identity, (entity_id,), None))

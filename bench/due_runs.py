@@ -1,0 +1,126 @@
+"""What an idle worker pass's claim of due runs costs beside many due runs of a workflow
+the App no longer registers (a removed workflow's runs, never resumed, never claimed), and
+beside a backlog of its own: the index the claim reads, before and after.
+
+Run:  python bench/due_runs.py [--runs N] [--rounds N] [--sqlite]
+
+Set-up, per database (a fresh SQLite file; a fresh database of the tests' throw-away
+PostgreSQL server, ``KUMIKO_TEST_POSTGRES_URL`` to use a running one, analyzed as
+autovacuum would): two registered workflows with one run each, and ``--runs`` suspended
+runs (default 100,000), 60 % of them due, either of an unregistered workflow ("stranded")
+or shared by the two registered ones ("backlog").  Each set-up is made twice: with the
+index of before (``status, wake_at``) and with this release's for the dialect (SQLite:
+``status, workflow, wake_at``; PostgreSQL keeps ``status, wake_at``).
+
+Measured, the two alternating within each round (median over the rounds, milliseconds):
+the claim's ``SELECT`` (the ``_due`` statement a pass runs until it finds none).
+Nothing here passes or fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+
+import attrs
+import sqlalchemy as sa
+
+from kumiko_typed import App, Feature, User, manual
+from kumiko_typed._tables import workflow_runs
+from kumiko_typed.testing import FakeClock
+from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+USER = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=11))
+
+
+@attrs.frozen
+class Nap:
+    n: int
+
+
+feature = Feature("due")
+first = feature.workflow("first", trigger=manual(Nap), pipeline=feature.workflow_pipeline(Nap).wait("PT1H"))
+second = feature.workflow("second", trigger=manual(Nap), pipeline=feature.workflow_pipeline(Nap).wait("PT2H"))
+
+
+def _set_up(url: str, runs: int, kind: str, index: str) -> tuple[App, Callable[[], int]]:
+    clock = FakeClock(T0)
+    app = App([feature], database_url=url, clock=clock)
+    app.create_all()
+    app.start_workflow(first, Nap(1), user=USER)
+    app.start_workflow(second, Nap(2), user=USER)
+    with app.engine.begin() as conn:
+        row = dict(conn.execute(sa.select(workflow_runs).limit(1)).mappings().one())
+        names = ("gone:old",) if kind == "stranded" else ("due:first", "due:second")
+        copies = [
+            {
+                **row,
+                "run_id": uuid.uuid4(),
+                "trigger_key": f"manual:{i}",
+                "workflow": names[i % len(names)],
+                "wake_at": T0 + timedelta(seconds=i % 3000),
+            }
+            for i in range(runs)
+        ]
+        conn.execute(sa.insert(workflow_runs), copies)
+        if index == "before":
+            for made in workflow_runs.indexes:
+                if made.name and made.name.startswith("kumiko_workflow_runs_due"):
+                    made.drop(conn, checkfirst=True)
+            conn.exec_driver_sql("CREATE INDEX kumiko_workflow_runs_due ON kumiko_workflow_runs (status, wake_at)")
+        conn.exec_driver_sql("ANALYZE kumiko_workflow_runs" if conn.dialect.name == "postgresql" else "SELECT 1")
+    clock.advance(timedelta(minutes=30))
+    due = app._workflow_engine._due
+
+    def claim() -> int:
+        with app.engine.connect() as conn, conn.begin():
+            return len(conn.execute(due, {"now": clock()}).all())
+
+    return app, claim
+
+
+def _measure(urls: Callable[[], str], runs: int, rounds: int, label: str) -> None:
+    for kind in ("stranded", "backlog"):
+        sides = {index: _set_up(urls(), runs, kind, index) for index in ("before", "now")}
+        times: dict[str, list[float]] = {index: [] for index in sides}
+        for _ in range(rounds):
+            for index, (_app, claim) in sides.items():
+                start = time.perf_counter()
+                claim()
+                times[index].append(time.perf_counter() - start)
+        before, now = (statistics.median(times[i]) * 1000 for i in ("before", "now"))
+        figures = f"before {before:8.2f} ms   now {now:8.2f} ms   ratio {now / before:6.3f}"
+        print(f"{label:10} {kind:8} {runs:>7} runs   {figures}")
+        for app, _claim in sides.values():
+            app.dispose()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=100_000)
+    parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--sqlite", action="store_true", help="SQLite only")
+    args = parser.parse_args()
+    folder = tempfile.mkdtemp()
+    counter = iter(range(1_000_000))
+    _measure(lambda: f"sqlite:///{folder}/due{next(counter)}.sqlite3", args.runs, args.rounds, "SQLite")
+    if args.sqlite:
+        return
+    server = start_test_postgres()
+    if server is None:
+        print(f"PostgreSQL skipped: {unavailable_reason()}")
+        return
+    try:
+        _measure(lambda: server.create_database(f"due_{uuid.uuid4().hex[:12]}"), args.runs, args.rounds, "PostgreSQL")
+    finally:
+        server.stop()
+
+
+if __name__ == "__main__":
+    main()
