@@ -22,6 +22,7 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from ._app import App
 from ._ctx import User
+from ._durations import positive_seconds
 from ._errors import BootError
 from ._graph import Format, render
 from ._results import Failure, Ok
@@ -241,10 +242,23 @@ def _full_name(name: str, known: Sequence[str]) -> str:
     raise click.ClickException(f"no handler or workflow named {name!r}; known: {', '.join(known)}")
 
 
+def _positive_seconds(value: float) -> float:
+    if not positive_seconds(value):  # 0 or less would poll in a busy loop; NaN and inf break the wait
+        raise click.BadParameter(f"{value} is not a positive number of seconds")
+    return value
+
+
 @main.command()
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
-@click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls when idle.")
+@click.option(
+    "--poll-interval",
+    type=float,
+    default=1.0,
+    show_default=True,
+    callback=lambda _ctx, _param, value: _positive_seconds(value),
+    help="Seconds between polls when idle (a positive number).",
+)
 @click.option(
     "-v",
     "--verbose",
