@@ -215,6 +215,10 @@ class EventFeed:
         for wait in waits:
             d = engine.defs.get(wait.workflow)
             if d is None:
+                # A workflow this App no longer registers: its run is not touched, but the
+                # cursor moves past the event, so a deploy registering it again looks back.
+                if wait.armed:
+                    engine.disarm(session, wait.run_id)
                 continue
             group = (wait.workflow, wait.path)
             if group not in keys:
