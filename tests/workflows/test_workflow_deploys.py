@@ -25,6 +25,7 @@ from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
 from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
+from kumiko_typed._cli import RUNS_FIX
 from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
 
@@ -261,6 +262,7 @@ def test_runs_of_a_removed_workflow_wait_untouched_and_get_the_event_that_came_m
     assert checked.returncode == 1, checked.stderr
     assert f"dep:job at cool-off: {REMOVED.format('job')} (1 run(s))" in checked.stderr, checked.stderr
     assert f"dep:signal at got: {REMOVED.format('signal')} (1 run(s))" in checked.stderr, checked.stderr
+    assert checked.stderr.endswith(f"{RUNS_FIX}\n"), checked.stderr  # and what to do about them
     assert v1.dispatch(v1.handlers["dep:emit"], Signal(7, "hello"), user=USER) == Ok(None)
     before = {run_id: run_info(v1, run_id) for run_id in (heard, job)}
     if back == "rolling":
