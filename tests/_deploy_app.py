@@ -16,7 +16,8 @@ Versions (``v1`` is what the runs start under; every other one is a later deploy
 * ``renamed``: the wait ``cool-off`` renamed ``pause``; ``across``: the same with
   ``renamed={"cool-off": "pause"}``;
 * ``needs``: a key ``price`` computed before the wait; ``fill``: the same with a ``fill``
-  function for it.
+  function for it;
+* ``gone``: no workflow registered (the ``emit`` handler and its event stay).
 
 The ``signal`` workflow waits for a ``Signal`` event (appended by the ``emit`` handler)
 in ``got``, named ``heard`` in ``renamed`` and ``across`` (which maps it, too).
@@ -43,7 +44,7 @@ OTHER = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))  # another tenant
 WORKER_BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); import _deploy_app as m; sys.exit(m.worker_main(sys.argv[2:]))"
 )
-VERSIONS = ("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill")
+VERSIONS = ("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill", "gone")
 
 
 @attrs.frozen
@@ -79,6 +80,8 @@ def feature(version: str) -> Feature[Any]:
         .append_event(DepBeacon, id=lambda c: c.steps["beacon"].id, event=lambda c: c.payload)
         .return_(lambda c: ok(None)),
     )
+    if version == "gone":
+        return f  # every workflow removed; the event and the handler appending it stay
     heard = "heard" if version in ("renamed", "across") else "got"
     signal: Any = f.workflow_pipeline(Order).wait_for_event(
         heard, Signal, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT2H"
@@ -142,6 +145,10 @@ def app_renamed(database_url: str) -> App:
 
 def app_needs(database_url: str) -> App:
     return make_app(database_url, "needs", FakeClock(T0))
+
+
+def app_gone(database_url: str) -> App:
+    return make_app(database_url, "gone", FakeClock(T0))
 
 
 def worker_main(argv: list[str]) -> int:

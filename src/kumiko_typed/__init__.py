@@ -4,7 +4,7 @@ Build a pipeline from a :class:`Feature`, end it with ``return_``, register it a
 write handler and dispatch it through an :class:`App`.  See the README.
 """
 
-from importlib.metadata import PackageNotFoundError, version
+from importlib import metadata as _metadata
 
 from ._app import App
 from ._builders import Pipeline, QueryPipeline, QuerySubPipeline, SubPipeline, WorkflowPipeline, WorkflowSubPipeline
@@ -74,6 +74,6 @@ __all__ = [
 ]
 
 try:
-    __version__ = version("kumiko-typed")
-except PackageNotFoundError:  # imported from a source tree that was never installed
+    __version__ = _metadata.version("kumiko-typed")
+except _metadata.PackageNotFoundError:  # imported from a source tree that was never installed
     __version__ = "0+unknown"

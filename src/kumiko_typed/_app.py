@@ -21,6 +21,7 @@ from ._boot import validate
 from ._connection import DIRECT, Direct
 from ._ctx import User
 from ._delivery import SecretResolver, env_secrets
+from ._durations import positive_seconds
 from ._engine import make_engine
 from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
@@ -290,6 +291,9 @@ class App:
         deliveries in a thread of their own so that neither kind of work waits for the other.
         The counts: runs ``started``, runs ``resumed`` (by time or by an event), outbox
         rows ``sent``, ``retried`` (failed, tried again later) and ``dead``."""
+        if not positive_seconds(poll_interval):
+            # 0 or less polls in a busy loop; NaN and infinity break the idle wait.
+            raise ValueError(f"poll_interval must be a positive number of seconds, not {poll_interval!r}")
         return self._worker.run(once=once, poll_interval=poll_interval)
 
     # --- workflows ------------------------------------------------------------------

@@ -22,15 +22,22 @@ from sqlalchemy.exc import ArgumentError, DBAPIError
 
 from ._app import App
 from ._ctx import User
+from ._durations import positive_seconds
 from ._errors import BootError
 from ._graph import Format, render
 from ._results import Failure, Ok
 from ._run_listing import STATUSES
 from ._runs import RunStatus
 
-__all__ = ["OPERATOR", "URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
+__all__ = ["OPERATOR", "RUNS_FIX", "URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
 
 URL_HELP = "Database URL to use instead of the app's (also KUMIKO_DATABASE_URL)."
+#: What ``check --against`` says to do about the runs it lists.
+RUNS_FIX = (
+    "They stay suspended, untouched. To resume them, map their old steps and keys with"
+    " feature.workflow(..., renamed=, fill=) or deploy the workflow or class they need again;"
+    " to end them, kumiko-typed runs cancel (docs/workflows.md#changing-a-workflow-that-has-suspended-runs)."
+)
 #: Who the command line acts as: whoever can run it holds the database's credentials
 #: anyway, so it crosses tenants (``sysadmin``).  Its id, the nil UUID, is what a
 #: cancellation records as ``by``.
@@ -199,6 +206,7 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
                 click.echo(f"  {where} ({len(g.run_ids)} run(s))", err=True)
                 for run_id in g.run_ids:
                     click.echo(f"    {run_id}", err=True)
+            click.echo(RUNS_FIX, err=True)
             sys.exit(1)
         summary += ", every running and suspended run resumes"
     click.echo(click.style("ok", fg="green") + f": {summary}")
@@ -241,10 +249,23 @@ def _full_name(name: str, known: Sequence[str]) -> str:
     raise click.ClickException(f"no handler or workflow named {name!r}; known: {', '.join(known)}")
 
 
+def _positive_seconds(value: float) -> float:
+    if not positive_seconds(value):  # 0 or less would poll in a busy loop; NaN and inf break the wait
+        raise click.BadParameter(f"{value} is not a positive number of seconds")
+    return value
+
+
 @main.command()
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
-@click.option("--poll-interval", default=1.0, show_default=True, help="Seconds between polls when idle.")
+@click.option(
+    "--poll-interval",
+    type=float,
+    default=1.0,
+    show_default=True,
+    callback=lambda _ctx, _param, value: _positive_seconds(value),
+    help="Seconds between polls when idle (a positive number).",
+)
 @click.option(
     "-v",
     "--verbose",

@@ -7,10 +7,11 @@ length must not.
 from __future__ import annotations
 
 import functools
+import math
 import re
 from datetime import timedelta
 
-__all__ = ["as_timedelta", "parse_duration"]
+__all__ = ["as_timedelta", "parse_duration", "positive_seconds"]
 
 _DURATION = re.compile(
     r"^P(?:(?P<weeks>\d+(?:\.\d+)?)W)?(?:(?P<days>\d+(?:\.\d+)?)D)?"
@@ -31,3 +32,10 @@ def parse_duration(text: str) -> timedelta:
 
 def as_timedelta(value: timedelta | str) -> timedelta:
     return value if isinstance(value, timedelta) else parse_duration(value)
+
+
+def positive_seconds(value: object) -> bool:
+    """A number of seconds to sleep for: an int or float, finite and above 0 (no bool)."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return False
+    return math.isfinite(value) and value > 0

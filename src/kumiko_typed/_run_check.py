@@ -55,7 +55,10 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
         for (workflow, path, stored), run_ids in groups.items():
             d = engine.defs.get(workflow)
             if d is None:
-                reason: str | None = f"workflow {workflow} is not registered in this App"
+                reason: str | None = (
+                    f"workflow {workflow} is not registered in this App: its runs wait, untouched, until a deploy"
+                    " registers it again (or cancel them: app.cancel_run, kumiko-typed runs cancel)"
+                )
             elif stored is None:
                 reason = None  # it runs from its start: no step to find
             elif isinstance(stored, str):

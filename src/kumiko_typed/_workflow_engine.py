@@ -812,7 +812,7 @@ class WorkflowEngine:
         looks back over the events since the run stopped, so none that came while it was
         stranded is lost.  A run already marked by this definition is not written again
         (a rolling deploy's two definitions would else re-mark it at every pass)."""
-        session.execute(_DISARM, {"b_run_id": row.run_id})
+        self.disarm(session, row.run_id)
         mark = self._reader(d) if reader else d.fingerprint
         marked = stranded_by(row.error)
         if mark in marked:
@@ -821,6 +821,13 @@ class WorkflowEngine:
         error = {"code": "stranded", "message": storable_text(reason), "stranded_by": f" {' '.join(kept)} "}
         session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
         logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
+
+    @staticmethod
+    def disarm(session: Session, run_id: uuid.UUID) -> None:
+        """Let the run's event wait be armed again by a feed whose App can resume it, which
+        then looks back over every event since the run stopped (for an event this App's
+        feed passed by without resuming the run)."""
+        session.execute(_DISARM, {"b_run_id": run_id})
 
     def resumable(self) -> ColumnElement[bool]:
         """SQL: runs of this App's workflows that its definitions did not find stranded."""

@@ -36,6 +36,10 @@ __all__ = ["EVENT_CURSOR", "EventFeed"]
 logger = logging.getLogger("kumiko_typed")
 
 EVENT_CURSOR = "workflow-events"
+#: With a workflow's name: how far the feeds that start its runs have read (its own cursor).
+TRIGGER_CURSOR = "workflow-trigger:"
+#: Events a lagging workflow's catch-up reads per transaction.
+_CATCH_UP: Final = 200
 #: The key of an event for runs waiting where this definition has no event wait.
 _UNPLACED: Final = "\x00unplaced"
 
@@ -77,6 +81,15 @@ class EventFeed:
             .with_for_update(skip_locked=engine.postgres)
         )
         self._new_cursor = engine.new_consumer.returning(consumers.c.name)
+        self._triggers = {f"{TRIGGER_CURSOR}{d.name}": d for ds in self.on_event.values() for d in ds}
+        self._trigger_cursors = select(consumers.c.name, consumers.c.tx, consumers.c.position).where(
+            consumers.c.name.in_(list(self._triggers))
+        )
+        self._advance_triggers = (
+            update(consumers)
+            .where(consumers.c.name.in_(bindparam("names", expanding=True)))
+            .values(tx=bindparam("tx"), position=bindparam("position"))
+        )
         self._advance = (
             update(consumers)
             .where(consumers.c.name == EVENT_CURSOR)
@@ -127,18 +140,65 @@ class EventFeed:
                 return made.first() is not None, (0, 0)  # none made: it exists, another worker's feed holds it
             cursor: Cursor = (row.tx, row.position)
             resumed += self._arm_waits(session, cursor)
+            caught_up, lagging, started = self._catch_up(session, cursor)
             batch = read_after(session, cursor, limit=200)
             for event in batch:
-                started += self._start_runs(session, event)
+                started += self._start_runs(session, event, caught_up)
                 resumed += self._match(session, event, armed_only=True)
             if batch:
                 tx, position = batch[-1].cursor
                 session.execute(self._advance, {"tx": tx, "position": position})
-        return bool(batch), (started, resumed)
+                if caught_up:
+                    names = [TRIGGER_CURSOR + name for name in caught_up]
+                    session.execute(self._advance_triggers, {"names": names, "tx": tx, "position": position})
+        return bool(batch) or lagging, (started, resumed)
 
-    def _start_runs(self, session: Session, event: EventRow) -> int:
+    def _catch_up(self, session: Session, cursor: Cursor) -> tuple[set[str], bool, int]:
+        """The event-triggered workflows (names) whose own cursor is at the feed's, whether one
+        is still behind it, and the runs started.  A feed of a deploy without a workflow
+        moves the feed's cursor past the events that start its runs: the first feed with
+        it that comes after reads them again from its own cursor (a rolling deploy adding
+        it, a deploy registering it again).  A workflow's first feed sets its cursor
+        where the feed is: no run for the events before it was registered."""
+        if not self._triggers:
+            return set(), False, 0
+        known = {r.name: (r.tx, r.position) for r in session.execute(self._trigger_cursors)}
+        caught_up: set[str] = set()
+        lagging = False
+        started = 0
+        for name, d in self._triggers.items():
+            own = known.get(name)
+            if own is None:
+                session.execute(self.engine.new_consumer, {"name": name, "tx": cursor[0], "position": cursor[1]})
+                caught_up.add(d.name)
+                continue
+            if own >= cursor:
+                caught_up.add(d.name)
+                continue
+            missed = session.execute(
+                select(events)
+                .where(
+                    events.c.type == self.engine.registry.event_name(d.workflow.trigger.payload_type),
+                    tuple_(events.c.tx, events.c.position) > own,
+                    tuple_(events.c.tx, events.c.position) <= cursor,
+                )
+                .order_by(events.c.tx, events.c.position)
+                .limit(_CATCH_UP)
+            ).all()
+            for row in missed:
+                started += self._start_runs(session, EventRow(**row._mapping), {d.name})
+            reached = missed[-1] if len(missed) == _CATCH_UP else None
+            at = (reached.tx, reached.position) if reached is not None else cursor
+            session.execute(self._advance_triggers, {"names": [name], "tx": at[0], "position": at[1]})
+            lagging = lagging or reached is not None
+        return caught_up, lagging, started
+
+    def _start_runs(self, session: Session, event: EventRow, names: set[str]) -> int:
+        """Start the runs ``event`` triggers of the workflows named (at most one each)."""
         started = 0
         for d in self.on_event.get(event.type, []):
+            if d.name not in names:
+                continue
             try:
                 payload = self.engine.registry.load(event, d.workflow.trigger.payload_type)
             except Exception:  # one unreadable event must not stop the feed for all
@@ -215,6 +275,10 @@ class EventFeed:
         for wait in waits:
             d = engine.defs.get(wait.workflow)
             if d is None:
+                # A workflow this App no longer registers: its run is not touched, but the
+                # cursor moves past the event, so a deploy registering it again looks back.
+                if wait.armed:
+                    engine.disarm(session, wait.run_id)
                 continue
             group = (wait.workflow, wait.path)
             if group not in keys:

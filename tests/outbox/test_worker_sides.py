@@ -406,3 +406,14 @@ def test_a_worker_on_an_in_memory_sqlite_database_loops_in_one_thread(receiver: 
     assert (counts["resumed"], counts["sent"]) == (1, 2)
     assert _worker_threads() == []
     made[0].dispose()
+
+
+@pytest.mark.parametrize("interval", [0, -1.0, float("nan"), float("inf"), True, "1"])
+def test_a_poll_interval_that_is_no_positive_finite_number_is_refused_before_any_pass(
+    app: App, interval: object
+) -> None:
+    """0 or less would poll the database in a busy loop; NaN and infinity made the idle
+    wait raise deep in ``selectors`` (``cannot convert float NaN to integer``)."""
+    with pytest.raises(ValueError, match="poll_interval must be a positive number of seconds"):
+        app.run_worker(poll_interval=interval)  # type: ignore[arg-type]
+    assert _worker_threads() == []

@@ -1019,6 +1019,15 @@ def test_worker_delivers_then_stops_on_signal(
     assert row["last error"] == "HTTP 500 Internal Server Error"
 
 
+@pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf", "soon"])
+def test_worker_refuses_a_poll_interval_that_is_no_positive_number(tmp_path: Path, tiny: Tiny, interval: str) -> None:
+    """A usage error, before anything runs: 0 or less polled in a busy loop, NaN and inf
+    ended in a traceback from the idle wait."""
+    result = cli(tmp_path, "worker", tiny.target, "--once", "--poll-interval", interval, "--database-url", tiny.url)
+    assert result.returncode == 2 and "Invalid value for '--poll-interval'" in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr and result.stdout == ""
+
+
 def test_outbox_shows_a_stored_error_without_its_control_characters(tmp_path: Path, tiny: Tiny) -> None:
     """A peer's text in a stored error (an SMTP reply, a reason phrase) reaches the
     operator's terminal as escapes, not as the sequences it would act on."""

@@ -72,6 +72,13 @@ def test_the_public_names_are_exactly_these() -> None:
         assert getattr(kumiko_typed, name) is not None
 
 
+def test_nothing_else_is_reachable_as_a_public_name() -> None:
+    """``dir(kumiko_typed)`` and an editor's completion offer the curated names only: no
+    helper the package imports for itself (``version`` was importlib's)."""
+    public = {n for n, v in vars(kumiko_typed).items() if not n.startswith("_") and not inspect.ismodule(v)}
+    assert public == set(PUBLIC)
+
+
 def test_the_version_is_the_installed_distributions() -> None:
     assert kumiko_typed.__version__ == version("kumiko-typed")
 

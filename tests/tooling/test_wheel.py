@@ -136,6 +136,12 @@ def test_the_wheel_ships_the_plugin_the_demo_app_and_the_typed_markers(wheel: Pa
     assert wheel.name in TUTORIAL.read_text(encoding="utf-8"), "docs/tutorial.md names another wheel file"
 
 
+def test_the_wheel_installs_only_its_two_packages(wheel: Path) -> None:
+    """No tests, examples, scripts or benches as top-level packages of a user's venv."""
+    names = zipfile.ZipFile(wheel).namelist()
+    assert {n.split("/")[0] for n in names} == {"kumiko_typed", "kumiko_typed_mypy", "kumiko_typed-0.1.0.dist-info"}
+
+
 def test_the_package_comes_from_the_venv_not_the_clone(installed: Installed) -> None:
     code = "import kumiko_typed, kumiko_typed_mypy; print(kumiko_typed.__file__); print(kumiko_typed_mypy.__file__)"
     result = _run(f"python -c '{code}'", installed.todo, installed.env())
@@ -244,3 +250,65 @@ def test_pyright_reads_the_installed_package_without_the_plugin(installed: Insta
     assert report["summary"]["filesAnalyzed"] == 1 and not errors, _explain(result)
     revealed = [d["message"] for d in report["generalDiagnostics"] if d["severity"] == "information"]
     assert 'Type of "quote" is "WriteHandler[Order, Decimal]"' in revealed, revealed
+
+
+#: A user's module with a workflow, for the commands the tutorial's module has nothing for.
+SHOP = """\
+import attrs
+
+from kumiko_typed import App, Feature, manual
+
+
+@attrs.frozen
+class Order:
+    sku: str
+
+
+shop = Feature("shop")
+follow = shop.workflow(
+    "follow",
+    trigger=manual(Order),
+    pipeline=shop.workflow_pipeline(Order).wait("PT0S", name="pause").compute("sku", lambda c: c.payload.sku),
+)
+
+
+def make_app(database_url: str = "sqlite:///shop.sqlite3") -> App:
+    app = App([shop], database_url=database_url)
+    app.create_all()
+    return app
+"""
+START = """\
+import uuid
+import shop
+from kumiko_typed import User
+app = shop.make_app()
+print(app.start_workflow(shop.follow, shop.Order("tea"), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4())))
+"""
+
+
+def test_the_workflow_commands_on_a_users_module(installed: Installed) -> None:
+    """A run suspended by the user's code is resumed by ``kumiko-typed worker``, listed by
+    ``runs``, and ``check --against`` finds nothing to strand; bad input is a usage error
+    or a one-line error, never a traceback; ``--version`` is the distribution's."""
+    project = installed.tmp / "shop"
+    project.mkdir()
+    (project / "shop.py").write_text(SHOP, encoding="utf-8")
+    started = _run(f"python -c '{START}'", project, installed.env())
+    assert started.returncode == 0, _explain(started)
+    run_id = started.stdout.strip()
+    url = f"sqlite:///{project / 'shop.sqlite3'}"
+    commands = {
+        "kumiko-typed worker shop:make_app --once": (0, "started=0 resumed=1 sent=0 retried=0 dead=0"),
+        "kumiko-typed runs shop:make_app --status completed": (0, run_id),
+        f"kumiko-typed check shop:make_app --against {url}": (0, "every running and suspended run resumes"),
+        "kumiko-typed outbox shop:make_app": (0, "(none)"),
+        "kumiko-typed --version": (0, "kumiko-typed, version 0.1.0"),
+        "kumiko-typed worker shop:make_app --poll-interval nan": (2, "Invalid value for '--poll-interval'"),
+        "kumiko-typed runs cancel shop:make_app 42": (2, "'42' is not a valid UUID"),
+        "kumiko-typed check shop:nothing": (1, "module 'shop' has no attribute 'nothing'"),
+        "kumiko-typed graph shop:make_app --handler nope": (1, "known: shop:follow"),
+    }
+    for command, (code, shown) in commands.items():
+        result = _run(command, project, installed.env())
+        assert result.returncode == code and shown in result.stdout + result.stderr, _explain(result)
+        assert "Traceback" not in result.stderr, _explain(result)

@@ -68,3 +68,22 @@ def test_a_pass_skips_a_cron_cursor_another_worker_holds(fresh_postgres_url: str
             holder.dispose()
     finally:
         app.dispose()
+
+
+def test_a_cron_workflow_registered_again_starts_the_ticks_of_the_time_it_was_removed(
+    app_on: Callable[..., App],
+) -> None:
+    """Its schedule's cursor outlives a deploy without it (docs/workflows.md, "Cron"): the
+    worker of the deploy that registers it again starts every tick since its last one,
+    as after a time without workers; a new name would start a new schedule."""
+    clock = FakeClock(T0)
+    f, name = _every_minute()
+    app = app_on([f], clock=clock)
+    app.run_worker(once=True)
+    clock.advance(minutes=2)
+    assert app.run_worker(once=True)["started"] == 2
+    without = app_on([Feature("crons")], clock=clock)
+    clock.advance(minutes=30)
+    assert without.run_worker(once=True)["started"] == 0
+    assert app_on([_every_minute()[0]], clock=clock).run_worker(once=True)["started"] == 30
+    assert len(app.runs(name)) == 32

@@ -25,6 +25,7 @@ from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
 from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
+from kumiko_typed._cli import RUNS_FIX
 from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
 
@@ -239,6 +240,41 @@ def test_an_event_that_came_while_a_run_was_stranded_resumes_it_under_a_compatib
         assert worker(db_url, back, T0 + 3 * MINUTE)["resumed"] == 1
     assert _result(v1, "signal", run_id) == ("v2:hello" if back == "across" else "v1:hello")
     assert run_info(v1, unheard).status == "suspended"  # no event of its key came
+
+
+REMOVED = (
+    "workflow dep:{} is not registered in this App: its runs wait, untouched, until a deploy registers it "
+    "again (or cancel them: app.cancel_run, kumiko-typed runs cancel)"
+)
+
+
+@pytest.mark.parametrize("back", ["v1", "rolling"])
+def test_runs_of_a_removed_workflow_wait_untouched_and_get_the_event_that_came_meanwhile(
+    db_url: str, v1: App, back: str
+) -> None:
+    """A deploy without the workflows: the check lists their runs with the way out, its
+    worker changes none of them, and its feed reading the awaited event does not lose it
+    (the cursor moves on): registered again, the run resumes with the event, not with
+    ``None`` at its timeout; also with both versions' workers at once."""
+    heard, job = _start(v1, "signal", 7), _start(v1, "job", 4)
+    assert worker(db_url, "v1", T0 + MINUTE)["resumed"] == 0  # arms the wait
+    checked = cli("check", "_deploy_app:app_gone", "--against", db_url)
+    assert checked.returncode == 1, checked.stderr
+    assert f"dep:job at cool-off: {REMOVED.format('job')} (1 run(s))" in checked.stderr, checked.stderr
+    assert f"dep:signal at got: {REMOVED.format('signal')} (1 run(s))" in checked.stderr, checked.stderr
+    assert checked.stderr.endswith(f"{RUNS_FIX}\n"), checked.stderr  # and what to do about them
+    assert v1.dispatch(v1.handlers["dep:emit"], Signal(7, "hello"), user=USER) == Ok(None)
+    before = {run_id: run_info(v1, run_id) for run_id in (heard, job)}
+    if back == "rolling":
+        assert sum(_workers_at_once(db_url, ("gone", "v1"), T0 + 2 * MINUTE, 3)) == 1
+    else:
+        assert worker(db_url, "gone", T0 + 2 * HOUR)["resumed"] == 0  # past both wake times
+        assert {run_id: run_info(v1, run_id) for run_id in (heard, job)} == before
+        assert worker(db_url, "v1", T0 + 2 * MINUTE)["resumed"] == 1
+    assert _result(v1, "signal", heard) == "v1:hello"
+    assert run_info(v1, job).status == "suspended"
+    assert worker(db_url, "v1", T0 + HOUR)["resumed"] == 1
+    assert _result(v1, "job", job) == "v1:40"
 
 
 def test_a_run_neither_version_of_a_rolling_deploy_resumes_is_marked_once_per_version(db_url: str, v1: App) -> None:

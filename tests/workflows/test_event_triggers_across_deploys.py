@@ -1,0 +1,105 @@
+"""An ``on_event`` workflow starts one run per event also when the deploy that reads the
+event lacks the workflow (docs/workflows.md, "Triggers"): the feed's cursor is shared by
+every deploy, so a worker of a rolling deploy's old code, or of a deploy that removed the
+workflow, moves it past the events that start its runs.  The workflow's own cursor says
+which of them its runs were started for; the first feed with the workflow reads the rest
+again.  A workflow registered for the first time starts no run for earlier events.
+Both databases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from typing import Any
+
+import attrs
+import sqlalchemy as sa
+from sqlalchemy.orm import Mapped
+
+from kumiko_typed import App, Entity, Feature, Ok, User, ok, on_event
+from kumiko_typed._tables import consumers
+from kumiko_typed._workflow_feed import TRIGGER_CURSOR
+from kumiko_typed.testing import FakeClock
+
+AppOn = Callable[..., App]
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+RUNG = "etd:rung"
+
+
+@attrs.frozen
+class Bell:
+    n: int
+
+
+class EtdTower(Entity):
+    __tablename__ = "etd_tower"
+    n: Mapped[int]
+
+
+def deploy(app_on: AppOn, clock: FakeClock, *, with_workflow: bool) -> App:
+    """The service as deployed with or without the ``rung`` workflow (the handler
+    appending ``Bell`` events is in both)."""
+    f: Feature[Any] = Feature("etd")
+    f.event(Bell)
+    f.entity(EtdTower)
+    f.write_handler(
+        "ring",
+        f.pipeline(Bell)
+        .create("tower", EtdTower, data=lambda c: EtdTower(n=c.payload.n))
+        .append_event(EtdTower, id=lambda c: c.steps["tower"].id, event=lambda c: c.payload)
+        .return_(lambda c: ok(None)),
+    )
+    if with_workflow:
+        f.workflow(
+            "rung", trigger=on_event(Bell), pipeline=f.workflow_pipeline(Bell).compute("n", lambda c: c.payload.n)
+        )
+    return app_on([f], clock=clock)
+
+
+def ring(app: App, user: User, *numbers: int) -> None:
+    for n in numbers:
+        assert app.dispatch(app.handlers["etd:ring"], Bell(n), user=user) == Ok(None)
+
+
+def started_for(app: App) -> list[int]:
+    return sorted(run.steps["n"] for run in app.runs(RUNG))
+
+
+def test_a_rolling_deploy_adding_the_workflow_starts_its_runs_for_the_events_the_old_workers_read(
+    app_on: AppOn, user: User
+) -> None:
+    clock = FakeClock(T0)
+    old = deploy(app_on, clock, with_workflow=False)
+    ring(old, user, 1)
+    old.run_worker(once=True)
+    new = deploy(app_on, clock, with_workflow=True)
+    assert new.run_worker(once=True)["started"] == 0  # registered now: no run for event 1
+    ring(old, user, 2)
+    ring(new, user, 3)
+    assert old.run_worker(once=True)["started"] == 0  # the old code's feed reads 2 and 3
+    ring(new, user, 4)
+    assert new.run_worker(once=True)["started"] == 3
+    assert new.run_worker(once=True)["started"] == 0
+    assert started_for(new) == [2, 3, 4]
+    assert {run.status for run in new.runs(RUNG)} == {"completed"}
+
+
+def test_a_workflow_registered_again_starts_runs_for_the_events_of_the_time_it_was_removed(
+    app_on: AppOn, user: User
+) -> None:
+    """As a cron workflow starts the ticks it missed; each event still starts one run."""
+    clock = FakeClock(T0)
+    first = deploy(app_on, clock, with_workflow=True)
+    first.run_worker(once=True)
+    ring(first, user, 1)
+    assert first.run_worker(once=True)["started"] == 1
+    removed = deploy(app_on, clock, with_workflow=False)
+    ring(removed, user, *range(2, 2 + 250))  # more than one transaction's catch-up
+    assert removed.run_worker(once=True)["started"] == 0
+    back = deploy(app_on, clock, with_workflow=True)
+    assert back.run_worker(once=True)["started"] == 250
+    assert started_for(back) == list(range(1, 252))
+    with back.engine.connect() as conn:  # caught up: the workflow's cursor is the feed's
+        rows = conn.execute(sa.select(consumers.c.name, consumers.c.tx, consumers.c.position)).all()
+    cursors = {name: (tx, position) for name, tx, position in rows}
+    assert cursors[f"{TRIGGER_CURSOR}{RUNG}"] == cursors["workflow-events"]
