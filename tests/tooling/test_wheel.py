@@ -140,6 +140,8 @@ def test_the_wheel_installs_only_its_two_packages(wheel: Path) -> None:
     """No tests, examples, scripts or benches as top-level packages of a user's venv."""
     names = zipfile.ZipFile(wheel).namelist()
     assert {n.split("/")[0] for n in names} == {"kumiko_typed", "kumiko_typed_mypy", "kumiko_typed-0.1.0.dist-info"}
+    # pyproject says MIT: the text it refers to travels with the package.
+    assert "kumiko_typed-0.1.0.dist-info/licenses/LICENSE" in names
 
 
 def test_the_package_comes_from_the_venv_not_the_clone(installed: Installed) -> None:
