@@ -11,8 +11,8 @@ NaN, nesting without end) at the payload converter, through :func:`json_problems
 from __future__ import annotations
 
 import math
+import re
 import sys
-import uuid
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -380,17 +380,21 @@ def _interval(value: object) -> str | None:
     return None
 
 
+#: The UUID text PostgreSQL's ``uuid`` takes: 32 hex digits, a hyphen after any group of
+#: four, in a pair of braces or none.  ``uuid.UUID`` takes more (``urn:uuid:``, any hyphens,
+#: one brace, and through ``int`` spaces, a sign, underscores, other scripts' digits),
+#: which SQLite then stored and PostgreSQL refused naming no field.
+_UUID_TEXT: Final = re.compile(r"[0-9a-fA-F]{4}(?:-?[0-9a-fA-F]{4}){7}")
+
+
 def _uuid(value: object) -> str | None:
-    """Text given for a ``Uuid`` column must be a UUID: PostgreSQL's cast and SQLite's
-    binding refused other text with no word of the field it came from."""
+    """Text given for a ``Uuid`` column must be a UUID both databases take: PostgreSQL's
+    cast and SQLite's binding refused other text with no word of the field it came from."""
     if not isinstance(value, str):
         # A number or bytes: refused by both with no field named (an expression is the database's).
         return "must be a UUID" if isinstance(value, (int, float, bytes)) else None
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return "must be a UUID"
-    return None
+    digits = value[1:-1] if value[:1] == "{" and value[-1:] == "}" else value
+    return None if _UUID_TEXT.fullmatch(digits) else "must be a UUID"
 
 
 def _check_for(type_: TypeEngine[Any]) -> Check | None:

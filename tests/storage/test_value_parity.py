@@ -328,3 +328,39 @@ def test_a_float_in_a_numeric_column_replays_as_the_decimal_the_row_holds(app: A
     first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
     assert isinstance(first, AggregateCreated) and first.values["amount"] == Decimal("1.1")
     assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "urn:uuid:abcdef00-0000-0000-0000-000000000001",
+        " bcdef00000000000000000000000001",
+        "+bcdef00000000000000000000000001",
+        "abcd_f00000000000000000000000001",
+        "{abcdef00000000000000000000000001",
+        "-abcdef00-0000-0000-0000-000000000001-",
+        "\u0661" * 32,
+    ],
+)
+def test_text_pythons_uuid_takes_but_postgresql_refuses_is_no_uuid_on_both(app: App, user: User, text: str) -> None:
+    """``uuid.UUID`` strips ``urn:uuid:``, every hyphen and either brace, and ``int`` takes
+    spaces, a sign, underscores and other scripts' digits: SQLite stored such text as a
+    UUID, PostgreSQL's cast refused it with an ``internal_error`` naming no field."""
+    failure = failure_of(app.dispatch(put, Put("ref", text), user=user), "validation_error")
+    assert (failure.details[0]["path"], failure.details[0]["message"]) == ("$.value", "must be a UUID")
+    read = failure_of(app.query(by_ref, ByRef(text), user=user), "validation_error")
+    assert (read.details[0]["path"], read.details[0]["message"]) == ("$.ref", "must be a UUID")
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "{abcdef00-0000-0000-0000-000000000001}",
+        "abcdef00000000000000000000000001",
+        "abcd-ef00-0000-0000-0000-0000-0000-0001",
+    ],
+)
+def test_text_of_every_uuid_form_both_take_is_written(app: App, user: User, text: str) -> None:
+    written = ok_data(app.dispatch(put, Put("ref", text), user=user))
+    assert _column(app, written, "ref") == uuid.UUID("abcdef00-0000-0000-0000-000000000001")
+    assert ok_data(app.query(by_ref, ByRef(text), user=user)) == 1
