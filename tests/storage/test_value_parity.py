@@ -34,6 +34,13 @@ class Shade(enum.Enum):
     LIGHT = "l"
 
 
+class Swap(enum.Enum):
+    """Each member's value is the other's name."""
+
+    A = "B"
+    B = "A"
+
+
 class PvThing(Entity):
     __tablename__ = "pv_thing"
     label: Mapped[str | None] = mapped_column(sa.String(40), nullable=True, default=None)
@@ -46,6 +53,7 @@ class PvThing(Entity):
     at: Mapped[dt.datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True, default=None)
     clock: Mapped[dt.time | None] = mapped_column(sa.Time, nullable=True, default=None)
     amount: Mapped[Decimal | None] = mapped_column(sa.Numeric(10, 2), nullable=True, default=None)
+    swap: Mapped[Swap | None] = mapped_column(sa.Enum(Swap), nullable=True, default=None)
 
 
 @attrs.frozen
@@ -99,6 +107,27 @@ tag = pv.write_handler(
         id=lambda c: c.payload.id,
         event=lambda c: Tagged(c.payload.data, c.payload.maybe),
         headers=lambda c: {"zone": "b", "area": "a", "kind": "c"},
+    )
+    .return_(lambda c: ok(None)),
+)
+
+
+@attrs.frozen
+class Change:
+    id: uuid.UUID
+    column: str
+    value: Any
+
+
+change = pv.write_handler(
+    "change",
+    pv.pipeline(Change)
+    .update(
+        "thing",
+        PvThing,
+        id=lambda c: c.payload.id,
+        changes=lambda c: {c.payload.column: c.payload.value},
+        skip_optimistic_lock=True,
     )
     .return_(lambda c: ok(None)),
 )
@@ -364,3 +393,19 @@ def test_text_of_every_uuid_form_both_take_is_written(app: App, user: User, text
     written = ok_data(app.dispatch(put, Put("ref", text), user=user))
     assert _column(app, written, "ref") == uuid.UUID("abcdef00-0000-0000-0000-000000000001")
     assert ok_data(app.query(by_ref, ByRef(text), user=user)) == 1
+
+
+@pytest.mark.parametrize("given", ["A", Swap.A])
+def test_an_enum_columns_text_that_is_also_another_members_value_replays_as_the_row(
+    app: App, user: User, given: object
+) -> None:
+    """SQLAlchemy's ``Enum`` reads text as a member's name (the row holds ``Swap.A`` for
+    ``"A"``); read back by value first, the event said ``Swap.B``."""
+    created = ok_data(app.dispatch(put, Put("swap", given), user=user))
+    assert _column(app, created, "swap") is Swap.A
+    first = ok_data(app.read_stream(PvThing, created, user=user))[0].event
+    assert isinstance(first, AggregateCreated) and first.values["swap"] is Swap.A
+    assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches
+    ok_data(app.dispatch(change, Change(created, "swap", "B"), user=user))
+    assert _column(app, created, "swap") is Swap.B
+    assert ok_data(app.rebuild_projection(PvThing, user=user, verify=True)).matches

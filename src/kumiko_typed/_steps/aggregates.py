@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from sqlalchemy import Select, bindparam, inspect, select
+from sqlalchemy import Enum, Select, bindparam, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import instance_state
 
@@ -79,6 +79,22 @@ class AppendEvent(Step):
 
 def _columns(entity: object) -> dict[str, Any]:
     return {attr.key: getattr(entity, attr.key) for attr in inspect(type(entity)).column_attrs}
+
+
+def _stored(entity_type: type[Any], values: Mapping[str, Any]) -> Any:
+    """Column values as their event stores them.  Text in an ``Enum`` column is stored by
+    SQLAlchemy as the member it *names*, and the event keeps that member (by value): kept
+    as the text, a replay read it by value first, another member where one's value is
+    another's name (``A = "B"``), and the row and its replay differed."""
+    columns = writer(entity_type).columns
+    return jsonable({k: _member_named(columns.get(k), v) if isinstance(v, str) else v for k, v in values.items()})
+
+
+def _member_named(column: Any, text: str) -> Any:
+    type_ = getattr(column, "type", None)
+    if not (isinstance(type_, Enum) and type_.enum_class is not None):
+        return text
+    return type_.enum_class.__members__.get(text, text)
 
 
 def _refuse_unfit(run: Run, entity_type: type[Any], values: Mapping[str, object]) -> None:
@@ -156,7 +172,7 @@ def _create(step: Create, run: Run) -> Failure | None:
                 aggregate_type=aggregate,
                 stream_version=1,
                 type=event_type,
-                payload=jsonable(columns) if payload is None else payload,
+                payload=_stored(step.entity, columns) if payload is None else payload,
                 tenant_id=ctx.user.tenant_id,
                 user_id=ctx.user.id,
                 correlation_id=correlation_of(ctx),
@@ -297,7 +313,7 @@ def _update(step: Update, run: Run) -> Failure | None:
     new_version = entity.version + 1
     aggregate = registry.aggregate_type(step.entity)
     event_type = f"{aggregate}.updated"
-    appended = _append(run, entity, new_version, aggregate, event_type, {"changes": jsonable(actual)})
+    appended = _append(run, entity, new_version, aggregate, event_type, {"changes": _stored(step.entity, actual)})
     if appended is not None:
         return appended
     refused = _write_row(run, entity, dict(actual))
