@@ -8,6 +8,7 @@ Both databases."""
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -103,3 +104,53 @@ def test_a_workflow_registered_again_starts_runs_for_the_events_of_the_time_it_w
         rows = conn.execute(sa.select(consumers.c.name, consumers.c.tx, consumers.c.position)).all()
     cursors = {name: (tx, position) for name, tx, position in rows}
     assert cursors[f"{TRIGGER_CURSOR}{RUNG}"] == cursors["workflow-events"]
+
+
+def deploy_two(app_on: AppOn, clock: FakeClock, *, with_rung: bool) -> App:
+    """``deploy``'s service with a second event-triggered workflow, ``tolled``, in every
+    version; both record the tenant their run was started under."""
+    f: Feature[Any] = Feature("etd")
+    f.event(Bell)
+    f.entity(EtdTower)
+    f.write_handler(
+        "ring",
+        f.pipeline(Bell)
+        .create("tower", EtdTower, data=lambda c: EtdTower(n=c.payload.n))
+        .append_event(EtdTower, id=lambda c: c.steps["tower"].id, event=lambda c: c.payload)
+        .return_(lambda c: ok(None)),
+    )
+    names = ["tolled", "rung"] if with_rung else ["tolled"]
+    for name in names:
+        f.workflow(
+            name,
+            trigger=on_event(Bell),
+            pipeline=f.workflow_pipeline(Bell)
+            .compute("n", lambda c: c.payload.n)
+            .compute("tenant", lambda c: str(c.user.tenant_id)),
+        )
+    return app_on([f], clock=clock)
+
+
+def test_a_lagging_workflow_catches_up_beside_one_that_kept_up_for_every_tenant(app_on: AppOn, user: User) -> None:
+    """The workflow that kept up starts no second run for an event the lagging one reads
+    again, and each caught-up run runs as the tenant whose event started it."""
+    clock = FakeClock(T0)
+    other = User(uuid.uuid4(), uuid.uuid4(), frozenset())
+    first = deploy_two(app_on, clock, with_rung=True)
+    first.run_worker(once=True)
+    removed = deploy_two(app_on, clock, with_rung=False)
+    ring(removed, user, 1, 2)
+    ring(removed, other, 3)
+    assert removed.run_worker(once=True)["started"] == 3  # tolled's three
+    back = deploy_two(app_on, clock, with_rung=True)
+    ring(back, other, 4)
+    assert back.run_worker(once=True)["started"] == 5  # rung's 1–3 caught up, 4 for both
+    assert back.run_worker(once=True)["started"] == 0
+    tenants = {user.tenant_id: [1, 2], other.tenant_id: [3, 4]}
+    for name in ("etd:tolled", RUNG):
+        runs = back.runs(name)
+        assert sorted(run.steps["n"] for run in runs) == [1, 2, 3, 4], name
+        for run in runs:
+            n = run.steps["n"]
+            assert isinstance(n, int)
+            assert n in tenants[uuid.UUID(str(run.steps["tenant"]))], (name, run.steps)
