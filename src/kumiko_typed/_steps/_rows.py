@@ -15,11 +15,12 @@ a segment that expires every object first.  A rolled-back transaction expires th
 from __future__ import annotations
 
 import copy
+import enum
 from collections.abc import Mapping
 from typing import Any
 
 import attrs
-from sqlalchemy import Column, Insert, PickleType, Table, Update, bindparam, insert, inspect, update
+from sqlalchemy import Column, Enum, Insert, PickleType, Table, Update, bindparam, insert, inspect, update
 from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import instance_state, set_committed_value
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -45,6 +46,9 @@ class Writer:
     writable: frozenset[str]
     #: The attributes whose values change in place (JSON, ARRAY, pickled): see :func:`in_place_values`.
     in_place: tuple[str, ...]
+    #: Attribute → the enum class of its ``Enum`` column, whose text SQLAlchemy stores as
+    #: the member it *names* (the event must keep that member: ``_steps.aggregates``).
+    enums: Mapping[str, type[enum.Enum]]
 
 
 _WRITERS: dict[type[Any], Writer] = {}
@@ -65,8 +69,9 @@ def writer(entity_type: type[Any]) -> Writer:
         keys = {k: c.key for k, c in columns.items()}
         writable = frozenset(columns) - FRAMEWORK_COLUMNS
         in_place = tuple(k for k, c in columns.items() if _changes_in_place(c.type))
+        enums = {k: c.type.enum_class for k, c in columns.items() if isinstance(c.type, Enum) and c.type.enum_class}
         identity = mapper._identity_class
-        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, identity, keys, writable, in_place)
+        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, identity, keys, writable, in_place, enums)
     return found
 
 

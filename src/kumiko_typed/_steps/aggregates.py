@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from sqlalchemy import Enum, Select, bindparam, inspect, select
+from sqlalchemy import Select, bindparam, inspect, select
 from sqlalchemy.exc import IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import instance_state
 
@@ -86,15 +86,12 @@ def _stored(entity_type: type[Any], values: Mapping[str, Any]) -> Any:
     SQLAlchemy as the member it *names*, and the event keeps that member (by value): kept
     as the text, a replay read it by value first, another member where one's value is
     another's name (``A = "B"``), and the row and its replay differed."""
-    columns = writer(entity_type).columns
-    return jsonable({k: _member_named(columns.get(k), v) if isinstance(v, str) else v for k, v in values.items()})
-
-
-def _member_named(column: Any, text: str) -> Any:
-    type_ = getattr(column, "type", None)
-    if not (isinstance(type_, Enum) and type_.enum_class is not None):
-        return text
-    return type_.enum_class.__members__.get(text, text)
+    enums = writer(entity_type).enums
+    if enums:  # most entities have no Enum column: nothing to look at per value
+        values = {
+            k: enums[k].__members__.get(v, v) if k in enums and isinstance(v, str) else v for k, v in values.items()
+        }
+    return jsonable(values)
 
 
 def _refuse_unfit(run: Run, entity_type: type[Any], values: Mapping[str, object]) -> None:
