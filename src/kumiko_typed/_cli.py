@@ -249,7 +249,7 @@ def _full_name(name: str, known: Sequence[str]) -> str:
     raise click.ClickException(f"no handler or workflow named {name!r}; known: {', '.join(known)}")
 
 
-def _positive_seconds(value: float) -> float:
+def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: float) -> float:
     if not positive_seconds(value):  # 0 or less would poll in a busy loop; NaN and inf break the wait
         raise click.BadParameter(f"{value} is not a positive number of seconds")
     return value
@@ -263,7 +263,7 @@ def _positive_seconds(value: float) -> float:
     type=float,
     default=1.0,
     show_default=True,
-    callback=lambda _ctx, _param, value: _positive_seconds(value),
+    callback=_positive_seconds,
     help="Seconds between polls when idle (a positive number).",
 )
 @click.option(

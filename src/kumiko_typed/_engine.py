@@ -236,12 +236,15 @@ class _SQLiteStatements(SQLiteCompiler):
     only, and "50\x" on SQLite only."""
 
     def visit_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        text: str = cast(Any, super()).visit_like_op_binary(binary, operator, **kw)  # untyped in SQLAlchemy
-        return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
+        return _escaped(binary, cast(Any, super()).visit_like_op_binary(binary, operator, **kw))  # untyped
 
     def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        text: str = cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw)
-        return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
+        return _escaped(binary, cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw))
+
+
+def _escaped(binary: Any, text: str) -> str:
+    """``text``, a compiled LIKE, with PostgreSQL's escape character unless it names one."""
+    return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
