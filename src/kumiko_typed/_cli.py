@@ -393,6 +393,11 @@ def list_runs(
     _table((*header, "why" if stranded else "error"), rows)
     if more:
         click.echo(f"more: add --before {found[-1].run_id}", err=True)
+    if not found and workflow is not None and workflow not in app.workflows:
+        # Not an error: a workflow removed from the code may still have runs.  But an empty
+        # list for a mistyped name reads as "no runs", so say what the App registers.
+        known = ", ".join(sorted(app.workflows)) or "none"
+        click.echo(f"note: this App registers no workflow {workflow!r} (it registers: {known})", err=True)
 
 
 def _time(at: datetime | None) -> str:

@@ -884,8 +884,13 @@ def test_runs_lists_a_suspended_run(tmp_path: Path, tiny: Tiny) -> None:
 
     only = cli(tmp_path, "runs", tiny.target, "--workflow", "tiny:other", KUMIKO_DATABASE_URL=tiny.url)
     assert only.returncode == 0 and only.stdout.strip() == "(none)", _explain(only)
+    # An empty list for a name the App does not register says so (a typo reads as "no runs"
+    # otherwise); still exit 0, as a removed workflow's name may have runs.
+    assert "registers no workflow 'tiny:other'" in only.stderr, _explain(only)
+    assert "tiny:remind" in only.stderr
     same = cli(tmp_path, "runs", tiny.target, "--workflow", "tiny:remind", KUMIKO_DATABASE_URL=tiny.url)
     assert same.returncode == 0 and str(run_id) in same.stdout, _explain(same)
+    assert "registers no workflow" not in same.stderr
 
 
 def test_runs_shows_a_failed_runs_error_code(tmp_path: Path, tiny: Tiny) -> None:
