@@ -8,14 +8,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import datetime
+from functools import partial
 
 from croniter import croniter
 from sqlalchemy import select, update
-from sqlalchemy.exc import IntegrityError
 
 from ._deferred_checks import check_deferred
 from ._tables import consumers
 from ._triggers import CronTick
+from ._worker_batches import batches
 from ._workflow_engine import SYSTEM_USER, Definition, WorkflowEngine
 
 __all__ = ["CronTriggers"]
@@ -34,26 +35,17 @@ class CronTriggers:
         pass).  ``stopping`` is asked between transactions: the cursor keeps what is left."""
         started = 0
         for d in self.workflows:
-            more = True
-            checked = False  # _deferred_checks
-            while more and not stopping():
-                try:
-                    fired, more = self._fire_some(d, checked)
-                except IntegrityError:
-                    if checked:  # no segment broke a deferred constraint: not one of ours
-                        raise
-                    checked = True  # the ticks again, each run's deferred constraints checked
-                    continue
-                started += fired
-                checked = False
+            started += sum(batches(partial(self._fire_some, d), stopping))
         return started
 
-    def _fire_some(self, d: Definition, checked: bool) -> tuple[int, bool]:
+    def _fire_some(self, d: Definition, careful: bool, checked: bool) -> tuple[bool, int]:
         """Start the runs of at most ``TICKS_PER_TRANSACTION`` due ticks of ``d`` in one
-        transaction that moves its cursor past them: how many started, and whether more
-        ticks are due.  A long backfill (workers down for days) thus commits as it goes,
+        transaction that moves its cursor past them: whether more ticks are due, and how
+        many runs started.  A long backfill (workers down for days) thus commits as it goes,
         and never holds the cursor for the whole of it.  On PostgreSQL a cursor another
-        worker holds is passed over (``SKIP LOCKED``): that worker fires these ticks."""
+        worker holds is passed over (``SKIP LOCKED``): that worker fires these ticks.
+        ``careful`` changes nothing: these runs' first segments take their savepoints at
+        once (no lazy savepoints)."""
         engine = self.engine
         expression = d.workflow.trigger.cron
         assert expression is not None
@@ -70,7 +62,7 @@ class CronTriggers:
                 # No cursor yet (no backfill: the first tick counts from now), or another
                 # worker holds it; the insert does nothing then.
                 session.execute(engine.new_consumer, {"name": name, "position": 0, "tick": now})
-                return 0, False
+                return False, 0
             if last.tzinfo is None:
                 last = last.replace(tzinfo=now.tzinfo)
             ticks = croniter(expression, last)
@@ -83,4 +75,4 @@ class CronTriggers:
                 last = tick
                 tick = ticks.get_next(datetime)
             session.execute(update(consumers).where(consumers.c.name == name).values(tick=last))
-        return started, tick <= now
+        return tick <= now, started

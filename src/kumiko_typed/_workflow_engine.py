@@ -58,6 +58,7 @@ from ._stored_classes import (
 )
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._transient import lost_connection, transient
+from ._worker_batches import batches
 
 __all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
 
@@ -848,32 +849,21 @@ class WorkflowEngine:
         that this App's definitions can resume (the others are marked stranded): how many.
         ``stopping`` is asked between batches: a stopping worker leaves the rest for the
         next pass, of this worker or another."""
-        resumed = 0
-        careful = False
-        checked = False  # _deferred_checks
-        while not stopping():
-            try:
-                with self.sessions() as session, session.begin():
-                    guard = None if careful else allow_lazy(session, hold_stores=True)
-                    if checked:
-                        check_deferred(session)
-                    rows = session.execute(self._due, {"now": self.clock()}).all()
-                    if not rows:
-                        return resumed
-                    batch = sum(self.resume(session, row, None) for row in rows)
-                    if guard is not None:
-                        _send_held(session, guard.take_held())
-            except Redo:  # rolled back: the batch again, each segment in a savepoint at once
-                careful = True
-                continue
-            except IntegrityError:
-                if checked:  # no segment broke a deferred constraint: not one of ours
-                    raise
-                careful = checked = True  # the batch again, each segment's deferred constraints checked
-                continue
-            resumed += batch
-            careful = checked = False
-        return resumed
+        return sum(batches(self._due_batch, stopping))
+
+    def _due_batch(self, careful: bool, checked: bool) -> tuple[bool, int]:
+        """One transaction of :meth:`resume_due`: whether to go on, and the runs resumed."""
+        with self.sessions() as session, session.begin():
+            guard = None if careful else allow_lazy(session, hold_stores=True)
+            if checked:
+                check_deferred(session)
+            rows = session.execute(self._due, {"now": self.clock()}).all()
+            if not rows:
+                return False, 0
+            resumed = sum(self.resume(session, row, None) for row in rows)
+            if guard is not None:
+                _send_held(session, guard.take_held())
+        return True, resumed
 
     # --- inspection ------------------------------------------------------------------
 

@@ -17,18 +17,18 @@ from typing import Any, Final
 
 import attrs
 from sqlalchemy import Row, bindparam, select, tuple_, update
-from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
 from ._ctx import User
 from ._deferred_checks import check_deferred
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
-from ._segment_savepoint import Redo, allow_lazy
+from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent, event_key
 from ._steps.workflow import bounded_key
 from ._stored_classes import unloadable_event
 from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._worker_batches import batches
 from ._workflow_engine import Definition, WorkflowEngine
 
 __all__ = ["EVENT_CURSOR", "EventFeed"]
@@ -106,23 +106,8 @@ class EventFeed:
         of runs started and of runs resumed.  ``stopping`` is asked between batches (the
         cursor is where the last one left it)."""
         started = resumed = 0
-        careful = False
-        checked = False  # _deferred_checks
-        while not stopping():
-            try:
-                more, (new, woken) = self._next_batch(careful, checked)
-            except Redo:  # rolled back: the batch again, each segment in a savepoint at once
-                careful = True
-                continue
-            except IntegrityError:
-                if checked:  # no segment broke a deferred constraint: not one of ours
-                    raise
-                careful = checked = True  # the batch again, each segment's deferred constraints checked
-                continue
-            careful = checked = False
+        for new, woken in batches(self._next_batch, stopping):
             started, resumed = started + new, resumed + woken
-            if not more:
-                break
         return started, resumed
 
     def _next_batch(self, careful: bool, checked: bool) -> tuple[bool, tuple[int, int]]:
