@@ -143,16 +143,20 @@ def _path(where: _Where) -> str:
 
 
 def json_problems(
-    value: object, path: str = "$", *, max_depth: int | None = MAX_DEPTH
+    value: object, path: str = "$", *, max_depth: int | None = MAX_DEPTH, as_written: bool = False
 ) -> Iterator[tuple[str, str, object]]:
     """``(path, message, offending value)`` for what a JSON column (or a JSON reader) cannot
     take: strings and keys failing :func:`text_problem`, non-finite numbers, integers too long
     to write (:func:`number_problem`), nesting deeper than ``max_depth`` (``None``: no
-    limit, for a document the framework itself nested).  Iterative: a document nested
+    limit, for a document the framework itself nested).  ``as_written``: ``value`` goes to
+    ``json.dumps`` as it is (a JSON column), so a value it cannot write is a problem too
+    (a ``Decimal``, a date, a set, bytes, a mapping that is no dict, a key that is no
+    scalar); elsewhere such values are converted first.  Iterative: a document nested
     thousands deep is no recursion.  Every value a workflow stores passes here: a path
     is written out only for a problem."""
-    if not isinstance(value, _CONTAINERS):
-        problem = _value_problem(value)
+    if not isinstance(value, _CONTAINERS) or (as_written and _unwritable(value)):
+        problem = _unwritable(value) if as_written else None
+        problem = problem or _value_problem(value)
         if problem is not None:
             yield path, problem, value
         return
@@ -170,7 +174,15 @@ def json_problems(
                 if problem is not None:
                     yield _path(where), f"has a key that {problem}", key
                     continue
+            elif as_written and not isinstance(key, (int, float, type(None))):  # json.dumps' other keys
+                yield _path(where), f"has a key of type {type(key).__name__}, not text", key
+                continue
             # Most values are scalars: no ABC check (``Mapping``) for them.
+            if as_written and type(child) not in _SCALARS:
+                problem = _unwritable(child)
+                if problem is not None:
+                    yield _path((where, key)), problem, child
+                    continue
             if type(child) not in _SCALARS and isinstance(child, _CONTAINERS):
                 if max_depth is not None and depth >= max_depth:
                     yield _path((where, key)), f"is nested deeper than {max_depth} levels", child
@@ -192,6 +204,17 @@ _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
 
 def _items(node: Mapping[object, object] | list[object] | tuple[object, ...]) -> Iterator[tuple[object, object]]:
     return iter(node.items()) if isinstance(node, (dict, Mapping)) else enumerate(node)
+
+
+def _unwritable(node: object) -> str | None:
+    """What ``json.dumps`` refuses: a value that is none of JSON's (subclasses of its
+    scalars, such as a ``StrEnum`` member, it writes as the scalar)."""
+    if node is None or isinstance(node, (str, int, float, dict, list, tuple)):
+        return None
+    shown = type(node).__name__
+    if isinstance(node, Mapping):
+        return f"is of type {shown}, not a dict: a JSON column stores dicts, lists, text, numbers, booleans and null"
+    return f"is of type {shown}, which is no JSON value: convert it (to text or a number) before storing it"
 
 
 def _value_problem(node: object) -> str | None:
@@ -508,7 +531,7 @@ def _label(column: Column[Any]) -> str:
 def unfit_json(value: object, column: str, payload: object) -> list[Problem]:
     """The problems of a JSON document about to be stored in ``column``."""
     problems: list[Problem] = []
-    for where, problem, offending in json_problems(value):
+    for where, problem, offending in json_problems(value, as_written=True):
         message = problem if where == "$" else f"{problem} (at {where})"
         problems.append({"path": source_path(payload, offending), "message": message, "column": column})
         if len(problems) >= _MAX_PROBLEMS:

@@ -57,3 +57,39 @@ def test_a_document_nested_thousands_deep_is_no_recursion() -> None:
         doc = [doc]
     ((path, message, _value),) = json_problems(doc, max_depth=None)
     assert (path, message) == ("$" + "[0]" * 5000, NUL)
+
+
+def test_as_written_a_value_json_dumps_cannot_write_is_a_problem_too() -> None:
+    """A JSON column's document goes to ``json.dumps`` as it is; elsewhere such values are
+    converted first, so only ``as_written`` names them."""
+    from collections import OrderedDict
+    from datetime import date
+    from enum import Enum, StrEnum
+    from types import MappingProxyType
+
+    class Colour(Enum):
+        RED = "red"
+
+    class Tone(StrEnum):
+        DARK = "dark"
+
+    doc = {
+        "d": Decimal("1.10"),
+        "l": [date(2020, 1, 2), {1, 2}, b"ab"],
+        "m": MappingProxyType({"x": 1}),
+        "e": Colour.RED,
+        "ok": [Tone.DARK, OrderedDict(a=1), (1, 2), {1: "int key", None: "null key"}],
+        "k": {(1, 2): "tuple key"},
+    }
+    assert [(p, m.split(",")[0]) for p, m, _v in json_problems(doc, as_written=True)] == [
+        ("$.d", "is of type Decimal"),
+        ("$.l[0]", "is of type date"),
+        ("$.l[1]", "is of type set"),
+        ("$.l[2]", "is of type bytes"),
+        ("$.m", "is of type mappingproxy"),
+        ("$.e", "is of type Colour"),
+        ("$.k", "has a key of type tuple"),
+    ]
+    ((_, said, _),) = json_problems(Decimal("2.5"), as_written=True)
+    assert said.startswith("is of type Decimal, which is no JSON")
+    assert list(json_problems(doc["d"])) == []  # converted elsewhere: no problem
