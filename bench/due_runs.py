@@ -2,7 +2,7 @@
 the App no longer registers (a removed workflow's runs, never resumed, never claimed), and
 beside a backlog of its own: the index the claim reads, before and after.
 
-Run:  python bench/due_runs.py [--runs N] [--rounds N] [--sqlite]
+Run:  python bench/due_runs.py [--quick] [--runs N] [--rounds N] [--sqlite] [--json PATH]
 
 Set-up, per database (a fresh SQLite file; a fresh database of the tests' throw-away
 PostgreSQL server, ``KUMIKO_TEST_POSTGRES_URL`` to use a running one, analyzed as
@@ -12,9 +12,10 @@ or shared by the two registered ones ("backlog").  Each set-up is made twice: wi
 index of before (``status, wake_at``) and with this release's for the dialect (SQLite:
 ``status, workflow, wake_at``; PostgreSQL keeps ``status, wake_at``).
 
-Measured, the two alternating within each round (median over the rounds, milliseconds):
-the claim's ``SELECT`` (the ``_due`` statement a pass runs until it finds none).
-Nothing here passes or fails on time.
+Measured, the two alternating within each round, which goes first rotating (median over
+the rounds, milliseconds, and the median of the per-round ratios now / before): the
+claim's ``SELECT`` (the ``_due`` statement a pass runs until it finds none; it reads
+the due runs it would resume and persists nothing).  Nothing here passes or fails on time.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 import sqlalchemy as sa
+from _report import add_json_option, load_average, load_note, write_json
 
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._tables import workflow_runs
@@ -85,20 +87,37 @@ def _set_up(url: str, runs: int, kind: str, index: str) -> tuple[App, Callable[[
     return app, claim
 
 
-def _measure(urls: Callable[[], str], runs: int, rounds: int, label: str) -> None:
+def _measure(urls: Callable[[], str], runs: int, rounds: int, label: str) -> dict[str, dict[str, float]]:
+    figures: dict[str, dict[str, float]] = {}
     for kind in ("stranded", "backlog"):
         sides = {index: _set_up(urls(), runs, kind, index) for index in ("before", "now")}
+        for _app, claim in sides.values():
+            claim()  # untimed: the first claim reads the table and the index into the cache
         times: dict[str, list[float]] = {index: [] for index in sides}
-        for _ in range(rounds):
-            for index, (_app, claim) in sides.items():
+        ratios: list[float] = []
+        for round_ in range(rounds):
+            order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
+            took: dict[str, float] = {}
+            for index in order:
                 start = time.perf_counter()
-                claim()
-                times[index].append(time.perf_counter() - start)
+                sides[index][1]()
+                took[index] = time.perf_counter() - start
+                times[index].append(took[index])
+            ratios.append(took["now"] / took["before"])
         before, now = (statistics.median(times[i]) * 1000 for i in ("before", "now"))
-        figures = f"before {before:8.2f} ms   now {now:8.2f} ms   ratio {now / before:6.3f}"
-        print(f"{label:10} {kind:8} {runs:>7} runs   {figures}")
+        ratio = statistics.median(ratios)
+        figures[kind] = {
+            "before_ms": round(before, 3),
+            "now_ms": round(now, 3),
+            "ratio": round(ratio, 4),
+            "ratio_min": round(min(ratios), 4),
+            "ratio_max": round(max(ratios), 4),
+        }
+        shown = f"before {before:8.2f} ms   now {now:8.2f} ms   now / before {ratio:6.3f}"
+        print(f"{label:10} {kind:8} {runs:>7} runs   {shown}")
         for app, _claim in sides.values():
             app.dispose()
+    return figures
 
 
 def main() -> None:
@@ -106,20 +125,30 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=100_000)
     parser.add_argument("--rounds", type=int, default=15)
     parser.add_argument("--sqlite", action="store_true", help="SQLite only")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 2,000 runs, 3 rounds")
+    add_json_option(parser)
     args = parser.parse_args()
+    if args.quick:
+        args.runs, args.rounds = 2_000, 3
+    load_before = load_average()
     folder = tempfile.mkdtemp()
     counter = iter(range(1_000_000))
-    _measure(lambda: f"sqlite:///{folder}/due{next(counter)}.sqlite3", args.runs, args.rounds, "SQLite")
-    if args.sqlite:
-        return
-    server = start_test_postgres()
-    if server is None:
+    databases = {
+        "sqlite": _measure(lambda: f"sqlite:///{folder}/due{next(counter)}.sqlite3", args.runs, args.rounds, "SQLite")
+    }
+    server = None if args.sqlite else start_test_postgres()
+    if server is None and not args.sqlite:
         print(f"PostgreSQL skipped: {unavailable_reason()}")
-        return
-    try:
-        _measure(lambda: server.create_database(f"due_{uuid.uuid4().hex[:12]}"), args.runs, args.rounds, "PostgreSQL")
-    finally:
-        server.stop()
+    if server is not None:
+        try:
+            databases["postgresql"] = _measure(
+                lambda: server.create_database(f"due_{uuid.uuid4().hex[:12]}"), args.runs, args.rounds, "PostgreSQL"
+            )
+        finally:
+            server.stop()
+    print(load_note())
+    figures = {"runs": args.runs, "rounds": args.rounds, "databases": databases}
+    write_json(args.json, "due_runs", figures, load_before=load_before)
 
 
 if __name__ == "__main__":

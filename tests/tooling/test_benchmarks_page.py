@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "render_benchmarks.py"
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("interpreter", "mypy_plugin", "pyright_keys", "handler", "write_scaling", "outbox", "workflows")
+BENCHES = ("interpreter", "mypy_plugin", "pyright_keys", "handler", "write_scaling", "outbox", "workflows", "due_runs")
 
 
 def _render(*args: str) -> subprocess.CompletedProcess[str]:
@@ -97,3 +97,6 @@ def test_what_the_benches_write_today_renders(tmp_path: Path) -> None:
     assert f"({four:.2f}×)" in text
     assert f"**{records['outbox']['figures']['scaling']['4']['median']:.2f}×**" in text
     assert "DBOS was not measured (not installed, or `--no-dbos`): kumiko-typed alone." in text
+    due = records["due_runs"]["figures"]
+    assert due["runs"] == 2000 and set(due["databases"]) == {"sqlite", "postgresql"}
+    assert f"SQLite stranded {due['databases']['sqlite']['stranded']['now_ms']:.2f} ms a pass" in text
