@@ -132,13 +132,9 @@ def _children(node: Any) -> Any:
     return node.get_children()
 
 
-def _scoped(node: Any) -> bool:
-    return (
-        isinstance(node, TableClause)
-        and "parententity" not in node._annotations
-        and node.fullname in metadata.tables
-        and not node.name.startswith("kumiko_")
-    )
+def _scoped(node: Any, aggregates: frozenset[object]) -> bool:
+    """A plain reference to one of the ``aggregates``' tables (by name: ``table("...")`` too)."""
+    return isinstance(node, TableClause) and "parententity" not in node._annotations and node.fullname in aggregates
 
 
 def unscoped_table(stmt: object) -> str | None:
@@ -156,6 +152,9 @@ def unscoped_table(stmt: object) -> str | None:
     #: Per scope: the element that opens it, and the scope around it (-1 for none).
     opened: list[tuple[Any, int]] = []
     todo: list[tuple[Any, int]] = [(stmt, -1)]
+    # An Entity's table only: a read model's (a Table of the same metadata, a class of
+    # another base) is no aggregate's, not filtered, and read as it is (docs/steps.md).
+    aggregates: frozenset[object] = frozenset(getattr(m.local_table, "fullname", None) for m in Entity.registry.mappers)
     while todo:
         node, scope = todo.pop()
         if scope < 0 or isinstance(node, (Select, AliasedReturnsRows)):
@@ -168,7 +167,7 @@ def unscoped_table(stmt: object) -> str | None:
             if isinstance(entity, Mapper):
                 covered[scope].add(entity.local_table)
             continue
-        if _scoped(node):
+        if _scoped(node, aggregates):
             plain[scope].append(node)
         todo.extend((child, scope) for child in _children(node))
     for index, (tables, refs) in enumerate(zip(covered, plain, strict=True)):
