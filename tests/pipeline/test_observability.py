@@ -310,3 +310,44 @@ def test_log_messages_carry_no_sql_and_no_values_and_the_exception_goes_with_the
             for leak in (marker, "INSERT", "[SQL", "parameters"):
                 assert leak not in r.getMessage(), (name, leak, r.getMessage())
         assert marker in caplog.text  # in the exception logged with the record
+
+
+# --- what spans leave out: an exception's text ------------------------------------------------
+
+
+def _leaky_sql(c: object) -> object:
+    insert = sa.text("INSERT INTO obs_no_such_table (secret) VALUES (:secret)")
+    return c.db.execute(insert, {"secret": c.payload.text})  # type: ignore[attr-defined]
+
+
+def test_an_exception_in_a_step_leaves_its_text_out_of_the_spans(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter
+) -> None:
+    """Before: the SDK recorded the exception on the step's span and on the branch around it:
+    an ``exception`` event with its message and traceback, and the status description
+    "OperationalError: ... [SQL: INSERT ...] [parameters: ('<the payload's value>',)]" — SQL
+    and payload values sent to the tracing backend.  The status now names the class, as the
+    Failure does; a suspending run's step is no error."""
+    q = Feature("spanned")
+    q.write_handler(
+        "leak",
+        q.pipeline(Title)
+        .branch(when=lambda c: True, on_true=lambda b: b.compute("w", _leaky_sql))
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([q, f])
+    marker = "iban-" + uuid.uuid4().hex
+    result = app.dispatch_json("spanned:leak", {"text": marker}, user=user)
+    assert isinstance(result, Failure) and result.code == "internal_error"
+    raised = result.message.split(" raised ")[1].split(" ")[0]  # OperationalError / ProgrammingError
+    named = _by_name(spans.get_finished_spans())
+    for name in ('compute "w"', "branch"):
+        assert (named[name].status.status_code, named[name].status.description) == (StatusCode.ERROR, raised)
+    for s in spans.get_finished_spans():
+        assert [e.name for e in s.events] == [], s.name
+        shown = f"{s.status.description} {dict(s.attributes or {})}"
+        assert marker not in shown and "INSERT" not in shown, s.name
+    spans.clear()
+    app.start_workflow(flow, Order(()), user=user)  # runs to its wait: the run suspends
+    waited = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("kumiko.step.kind") == "workflow.wait"]
+    assert [s.status.status_code for s in waited] == [StatusCode.UNSET]
