@@ -132,13 +132,9 @@ def _children(node: Any) -> Any:
     return node.get_children()
 
 
-def _scoped(node: Any) -> bool:
-    return (
-        isinstance(node, TableClause)
-        and "parententity" not in node._annotations
-        and node.fullname in metadata.tables
-        and not node.name.startswith("kumiko_")
-    )
+def _scoped(node: Any, aggregates: frozenset[object]) -> bool:
+    """A plain reference to one of the ``aggregates``' tables (by name: ``table("...")`` too)."""
+    return isinstance(node, TableClause) and "parententity" not in node._annotations and node.fullname in aggregates
 
 
 def unscoped_table(stmt: object) -> str | None:
@@ -147,31 +143,57 @@ def unscoped_table(stmt: object) -> str | None:
     Each SELECT, alias, subquery and CTE is a scope of its own.  In a scope, a plain
     reference to a table is covered when a mapped class of that very table is named there
     too (``session.get()`` compares the mapper's plain primary key column): both are then
-    one FROM, which the filter restricts.  An aliased mapped class covers nothing: its
-    alias is another FROM.  Nothing under an ORM-annotated element is looked at: what sits
-    under a mapped class's element (its table, its columns) is the filter's."""
+    one FROM, which the filter restricts; or when it is correlated (:func:`_correlated`)
+    to the SELECT around it, which names the mapped class.  An aliased mapped class covers
+    nothing: its alias is another FROM.  Nothing under an ORM-annotated element is looked
+    at: what sits under a mapped class's element (its table, its columns) is the filter's."""
     covered: list[set[Any]] = []
     plain: list[list[Any]] = []
+    #: Per scope: the element that opens it, and the scope around it (-1 for none).
+    opened: list[tuple[Any, int]] = []
     todo: list[tuple[Any, int]] = [(stmt, -1)]
+    # An Entity's table only: a read model's (a Table of the same metadata, a class of
+    # another base) is no aggregate's, not filtered, and read as it is (docs/steps.md).
+    aggregates: frozenset[object] = frozenset(getattr(m.local_table, "fullname", None) for m in Entity.registry.mappers)
     while todo:
         node, scope = todo.pop()
         if scope < 0 or isinstance(node, (Select, AliasedReturnsRows)):
             covered.append(set())
             plain.append([])
+            opened.append((node, scope))
             scope = len(covered) - 1
         entity = node._annotations.get("parententity")
         if entity is not None:
             if isinstance(entity, Mapper):
                 covered[scope].add(entity.local_table)
             continue
-        if _scoped(node):
+        if _scoped(node, aggregates):
             plain[scope].append(node)
         todo.extend((child, scope) for child in _children(node))
-    for tables, refs in zip(covered, plain, strict=True):
+    for index, (tables, refs) in enumerate(zip(covered, plain, strict=True)):
         for ref in refs:
-            if ref not in tables:
+            if ref not in tables and not _correlated(ref, opened[index], covered):
                 return str(ref.fullname)
     return None
+
+
+def _correlated(table: Any, opened: tuple[Any, int], covered: list[set[Any]]) -> bool:
+    """Whether ``table``, named plainly in the scope ``opened``, is the FROM of the SELECT
+    around it, which names its mapped class: the row a relationship's ``any()``/``has()``
+    EXISTS tests (its join condition names both tables plainly).  Only a correlation the
+    select says itself counts — ``correlate_except`` (what ``any()``/``has()`` write) not
+    naming the table, or ``correlate`` naming it — which SQLAlchemy applies whenever the
+    enclosing select has the table; not a subquery in a FROM (never correlated) and not
+    auto-correlation, which SQLAlchemy skips for a select of one FROM."""
+    select, around = opened
+    if not isinstance(select, Select) or around < 0:
+        return False
+    plain_table = table._deannotate()
+    if select._correlate_except is not None:
+        said = all(t._deannotate() is not plain_table for t in select._correlate_except)
+    else:
+        said = any(t._deannotate() is plain_table for t in select._correlate)
+    return said and plain_table in covered[around]
 
 
 def _entity_class(table: str) -> str:

@@ -138,7 +138,11 @@ def constraint_failure(
     else:
         problems, said = _other(written)
     error_id = uuid4().hex
-    logger.info("%s: a constraint refused the write (error id %s): %s", context, error_id, exc)
+    # The database's first line names the constraint; the rest of the exception (its
+    # DETAIL, the statement and its parameters) quotes the row: the traceback's, not the message's.
+    logger.info(
+        "%s: a constraint refused the write (error id %s): %s", context, error_id, _first_line(exc), exc_info=exc
+    )
     listed = [{**p, **details, "error_id": error_id} for p in problems]
     return fail("validation_error", f"{where}: {said} (error id {error_id})", listed)
 

@@ -334,13 +334,28 @@ def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
         message = f"step {where}: {crash.cause.lead}: {problems[0]['message']}"
         return fail("validation_error", message, [{**p, "step": where} for p in problems])
     if write_refused(crash.cause):
-        logger.info("%s: step %s: a write in a read-only transaction: %s", who, where, crash.cause)
-        message = f"step {where} tried to write, and {who} runs in a read-only transaction; {_WRITE_ELSEWHERE}"
-        return fail("internal_error", message, {"path": "/".join(crash.path), "step": crash.step.describe()})
-    reason = _refused_value(crash)
-    if reason is not None:
+        # The program's bug, logged as any other (the statement, with its values, is in
+        # the exception's text: the traceback's, not the message's).
         error_id = uuid4().hex
-        logger.info("%s: step %s: the database refused a value (error id %s): %s", who, where, error_id, reason)
+        logger.error(
+            "%s: step %s tried to write in a read-only transaction (error id %s)",
+            who,
+            where,
+            error_id,
+            exc_info=crash.cause,
+        )
+        message = (
+            f"step {where} tried to write, and {who} runs in a read-only transaction; {_WRITE_ELSEWHERE}"
+            f" (error id {error_id})"
+        )
+        details = {"path": "/".join(crash.path), "step": crash.step.describe(), "error_id": error_id}
+        return fail("internal_error", message, details)
+    if _refused_value(crash):
+        error_id = uuid4().hex
+        # The database's reason quotes the value: in the exception, not the message.
+        logger.info(
+            "%s: step %s: the database refused a value (error id %s)", who, where, error_id, exc_info=crash.cause
+        )
         message = f"step {where}: the database refused a value of the input (error id {error_id})"
         # Shaped like the payload's validation errors; which field it was, only the
         # database's reason could tell.
@@ -374,19 +389,20 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     return fail("internal_error", f"{where} raised {type(exc).__name__}{told} (error id {error_id})", details)
 
 
-def _refused_value(crash: StepCrash) -> str | None:
+def _refused_value(crash: StepCrash) -> bool:
+    """Whether the database (or a column type binding for it) refused a value of the input."""
     cause = crash.cause
     if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
-        return next(iter(str(cause.orig).strip().splitlines()), type(cause.orig).__name__)
-    if isinstance(cause, OverflowError) and crash.step.kind in _BINDING_KINDS:
-        return str(cause)  # SQLite binds integers of at most 64 bits
+        return True
+    if crash.step.kind not in _BINDING_KINDS:
+        return False
+    if isinstance(cause, OverflowError):
+        return True  # SQLite binds integers of at most 64 bits
     # A column type refused to bind the value before the database saw it (SQLite's Uuid
     # given text that is no UUID), where PostgreSQL's own cast raises DataError.
-    if isinstance(cause, StatementError) and not isinstance(cause, DBAPIError) and crash.step.kind in _BINDING_KINDS:
-        refused = cause.orig
-        if isinstance(refused, ValueError):
-            return next(iter(str(refused).strip().splitlines()), type(refused).__name__)
-    return None
+    return (
+        isinstance(cause, StatementError) and not isinstance(cause, DBAPIError) and isinstance(cause.orig, ValueError)
+    )
 
 
 _WRITE_ELSEWHERE: Final = "a query only reads: do the change in a write handler (app.dispatch)"

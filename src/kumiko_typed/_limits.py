@@ -46,6 +46,7 @@ from ._errors import Problem, Unfit
 from ._jsonable import jsonable
 
 __all__ = [
+    "MAX_COMPARED",
     "MAX_DEPTH",
     "Check",
     "bound_values",
@@ -599,15 +600,32 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
     return None
 
 
+#: Most values one read (or a projection delete's condition) compares: each is a
+#: parameter of the statement, and PostgreSQL takes at most 65535 of them, SQLite (as
+#: built by default) 32766; past either the database refuses the statement as a whole.
+#: Below both, with room for the read's own (its tenant, limit, offset), so that both
+#: databases give the same answer.
+MAX_COMPARED: Final = 32_000
+
+
 def read_problems(
     binds: Iterable[tuple[BindParameter[Any], object]], where: ClauseElement, payload: object
 ) -> list[Problem]:
     """The problems of the bound ``(parameter, value)`` pairs of ``where`` (a read's
     select, a delete's condition; the values of an ``IN`` list one by one), so that a value
     its column cannot hold is the same ``validation_error`` on both databases, naming the
-    payload field, as in a write.  ``LIMIT`` and ``OFFSET`` are :func:`row_count_problems`'."""
+    payload field, as in a write; and more values than :data:`MAX_COMPARED`, named by
+    the longest ``IN`` list.  ``LIMIT`` and ``OFFSET`` are :func:`row_count_problems`'."""
     problems: list[Problem] = []
+    compared = 0
+    longest: tuple[int, BindParameter[Any] | None, object] = (0, None, None)
     for bind, value in binds:
+        if bind.expanding and isinstance(value, (list, tuple)):
+            compared += len(value)
+            if len(value) > longest[0]:
+                longest = (len(value), bind, value)
+        else:
+            compared += 1
         check = read_check(bind.type)
         if check is None or value is None or hasattr(bind, "_limit_offset_value"):
             continue
@@ -618,6 +636,14 @@ def read_problems(
             if problem is not None:
                 path = source_path(payload, item)
                 problems.append({"path": path, "message": problem, "column": _compared_with(where, bind)})
+    count, in_list, values = longest
+    if compared > MAX_COMPARED and in_list is not None:
+        message = (
+            f"holds {count} values, and a read compares at most {MAX_COMPARED} "
+            "(each is a parameter of the statement); read in batches"
+        )
+        column = _compared_with(where, in_list)
+        problems.insert(0, {"path": source_path(payload, values), "message": message, "column": column})
     return problems[:_MAX_PROBLEMS]
 
 

@@ -16,6 +16,7 @@ import os
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
+from ._errors import StepCrash, Suspend
 from ._results import Failure
 
 if TYPE_CHECKING:
@@ -86,8 +87,28 @@ def span(name: str) -> Iterator[Any]:
     if tracer is None:
         yield None
         return
-    with tracer.start_as_current_span(name) as current:
+    with (
+        tracer.start_as_current_span(name, record_exception=False, set_status_on_exception=False) as current,
+        _raised(current),
+    ):
         yield current if current.is_recording() else None
+
+
+@contextlib.contextmanager
+def _raised(current: Any) -> Iterator[None]:
+    """An exception through ``current`` sets its status to an error named by the
+    exception's class (a step's crash: by its cause's), as the Failure's message names
+    it.  Not the SDK's own recording: an exception's text (a database error quotes the
+    SQL and its parameters, the payload's values) would go to the tracing backend; the
+    Failure's error id names it in the log.  A run suspending is no error."""
+    try:
+        yield
+    except Suspend:
+        raise
+    except Exception as exc:
+        cause = exc.cause if isinstance(exc, StepCrash) else exc
+        current.set_status(Status(StatusCode.ERROR, type(cause).__name__))
+        raise
 
 
 def failed(current: Any, reason: str) -> None:
@@ -122,13 +143,15 @@ class Trace:
         }
         if step.step_name is not None:
             attributes["kumiko.step.name"] = step.step_name
-        return _tracer().start_as_current_span(step.describe(), attributes=attributes)
+        return _tracer().start_as_current_span(
+            step.describe(), attributes=attributes, record_exception=False, set_status_on_exception=False
+        )
 
     def step(self, step: Step, index: int, run: Run) -> Result:
         """``step.execute(run)`` in a span; the steps of its sub-pipelines get paths
         below it."""
         outer = self.prefix
-        with self._span(step, index) as current:
+        with self._span(step, index) as current, _raised(current):
             self.prefix = f"{outer}{index}/"
             try:
                 result = step.execute(run)
@@ -143,7 +166,7 @@ class Trace:
         values = run.values
         for index, name, fn in segment.fused:
             self.failed = index
-            with self._span(steps[index], index):
+            with self._span(steps[index], index) as current, _raised(current):
                 values[name] = fn(run)
         self.failed = None
 

@@ -20,7 +20,7 @@ from collections import abc
 from collections.abc import Callable, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from enum import Enum, Flag
-from typing import Any, Literal, TypeVar, get_args, get_origin
+from typing import Any, Final, Literal, TypeVar, get_args, get_origin
 from uuid import UUID
 
 import attrs
@@ -39,7 +39,7 @@ from ._field_checks import json_type, listed, said, with_validator_problems
 from ._limits import json_problems, moment_problem, source_path
 from ._unions import is_mixed_union, union_hook
 
-__all__ = ["Detail", "Hook", "make_converter", "structure", "unreadable"]
+__all__ = ["MAX_DETAILS", "Detail", "Hook", "make_converter", "structure", "unreadable"]
 
 T = TypeVar("T")
 Detail = dict[str, str]
@@ -358,15 +358,28 @@ def _field(event: object, path: str) -> object:
 
 
 def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | list[Detail]:
-    """Structure ``data`` into ``cls``; on failure return the list of problems instead."""
+    """Structure ``data`` into ``cls``; on failure return the list of problems instead
+    (at most :data:`MAX_DETAILS`, then one that counts the rest)."""
     if not isinstance(data, Mapping):
         return [{"path": "$", "message": f"expected a JSON object, got {json_type(data)}"}]
     unsafe = [{"path": path, "message": problem} for path, problem, _ in json_problems(data)]
     if unsafe:
-        return unsafe
+        return _capped(unsafe)
     try:
         return converter.structure(data, cls)
     except Exception as exc:  # a payload's own attrs validators may raise anything
         details: list[Detail] = []
         _details(exc, "$", details)
+        return _capped(details)
+
+
+#: Most problems a payload's ``validation_error`` lists one by one: a body of a megabyte
+#: could name a hundred thousand wrong items or unknown fields, an answer ten times its size.
+MAX_DETAILS: Final = 100
+
+
+def _capped(details: list[Detail]) -> list[Detail]:
+    if len(details) <= MAX_DETAILS:
         return details
+    more = len(details) - MAX_DETAILS
+    return [*details[:MAX_DETAILS], {"path": "$", "message": f"and {more} more, not listed"}]

@@ -225,4 +225,13 @@ def _other(conn: Any, key: _Key, values: list[object], tenant: UUID) -> bool:
         params: dict[str, object] = {f"kumiko_ref_{i}": v for i, v in enumerate(parts)}
         params["kumiko_tenant"] = tenant
         return conn.execute(key.check_one, params).first() is not None
-    return conn.execute(key.check, {"kumiko_refs": values, "kumiko_tenant": tenant}).first() is not None
+    # In batches: each value is a parameter, and a statement takes at most 65535 of them
+    # on PostgreSQL (32766 on a default build of SQLite), fewer than one write may set.
+    return any(
+        conn.execute(key.check, {"kumiko_refs": values[i : i + _BATCH], "kumiko_tenant": tenant}).first() is not None
+        for i in range(0, len(values), _BATCH)
+    )
+
+
+#: Values per check of many rows' references: a tuple key binds one parameter per column.
+_BATCH: Final = 5_000

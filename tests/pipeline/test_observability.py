@@ -13,14 +13,16 @@ from datetime import UTC, datetime
 
 import attrs
 import pytest
+import sqlalchemy as sa
 from _receiver import Receiver
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
+from sqlalchemy.orm import Mapped, mapped_column
 
 import kumiko_typed._observe as observe
-from kumiko_typed import App, Feature, Ok, User, fail, manual, ok
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, fail, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -214,3 +216,138 @@ def test_a_query_has_its_own_span(app_on: Callable[..., App], user: User, spans:
     )
     step = named['compute "n"']
     assert step.parent is not None and step.parent.span_id == query.context.span_id
+
+
+# --- what log records leave out: SQL, parameters and the payload's values ------------------
+
+
+class ObsShelf(Entity):
+    __tablename__ = "obs_shelf"
+    label: Mapped[str] = mapped_column(sa.String(40))
+
+
+class ObsBook(Entity):
+    __tablename__ = "obs_book"
+    title: Mapped[str] = mapped_column(sa.String(100))
+    shelf_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("obs_shelf.id"))
+
+
+class _RefusedOnSqlite(sa.TypeDecorator[str]):
+    """Text whose binding SQLite's side refuses (PostgreSQL's refusal is its cast's)."""
+
+    impl = sa.String
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: sa.Dialect) -> str | None:
+        if dialect.name == "sqlite":
+            raise ValueError(f"{value!r} is refused")
+        return value
+
+
+@attrs.frozen
+class Title:
+    text: str
+
+
+def _quiet_feature() -> Feature[str]:
+    q = Feature("quiet")
+    q.entity(ObsShelf)
+    q.entity(ObsBook)
+    q.write_handler(
+        "shelve",  # a shelf that does not exist: the foreign key refuses the row
+        q.pipeline(Title)
+        .create("book", ObsBook, data=lambda c: ObsBook(title=c.payload.text, shelf_id=uuid.uuid4()))
+        .return_(lambda c: ok(None)),
+    )
+    q.write_handler(
+        "cast",
+        q.pipeline(Title)
+        .find_one(
+            "n",
+            lambda c: sa.select(ObsBook).where(
+                sa.cast(sa.literal(c.payload.text), sa.Integer) == 1,
+                sa.literal(c.payload.text, _RefusedOnSqlite()) == "x",
+            ),
+        )
+        .return_(lambda c: ok(None)),
+    )
+    insert = sa.text("INSERT INTO obs_shelf (id, tenant_id, version, label) VALUES (:i, :t, 1, :label)")
+    q.query_handler(
+        "write",
+        q.query_pipeline(Title)
+        .compute("w", lambda c: c.db.execute(insert, {"i": uuid.uuid4(), "t": uuid.uuid4(), "label": c.payload.text}))
+        .return_(lambda c: ok(None)),
+    )
+    return q
+
+
+def test_log_messages_carry_no_sql_and_no_values_and_the_exception_goes_with_them(
+    app_on: Callable[..., App], user: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Before: a constraint's refusal logged the whole IntegrityError as its message (the
+    INSERT and every value of the row), a refused value the database's reason quoting the
+    value, and a query's write its SQL and values at INFO, with no traceback and no error id
+    in its Failure (docs/observability.md: messages hold no SQL, no parameters, no values)."""
+    app = app_on([_quiet_feature()])
+    for name, code, level in (
+        ("quiet:shelve", "validation_error", logging.INFO),
+        ("quiet:cast", "validation_error", logging.INFO),
+        ("quiet:write", "internal_error", logging.ERROR),
+    ):
+        marker = "iban-" + uuid.uuid4().hex
+        caplog.clear()
+        with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+            run = app.query_json if name == "quiet:write" else app.dispatch_json
+            result = run(name, {"text": marker}, user=user)
+        assert isinstance(result, Failure) and result.code == code, result
+        found = result.details if isinstance(result.details, dict) else result.details[0]
+        error_id = found["error_id"]
+        assert error_id in result.message and marker not in repr(result)
+        # The record of the refusal (beside the dispatch's own, with its structured fields).
+        [record] = [r for r in caplog.records if error_id in r.getMessage() and not hasattr(r, "kumiko_code")]
+        assert record.levelno == level and record.exc_info is not None, name
+        for r in caplog.records:
+            for leak in (marker, "INSERT", "[SQL", "parameters"):
+                assert leak not in r.getMessage(), (name, leak, r.getMessage())
+        assert marker in caplog.text  # in the exception logged with the record
+
+
+# --- what spans leave out: an exception's text ------------------------------------------------
+
+
+def _leaky_sql(c: object) -> object:
+    insert = sa.text("INSERT INTO obs_no_such_table (secret) VALUES (:secret)")
+    return c.db.execute(insert, {"secret": c.payload.text})  # type: ignore[attr-defined]
+
+
+def test_an_exception_in_a_step_leaves_its_text_out_of_the_spans(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter
+) -> None:
+    """Before: the SDK recorded the exception on the step's span and on the branch around it:
+    an ``exception`` event with its message and traceback, and the status description
+    "OperationalError: ... [SQL: INSERT ...] [parameters: ('<the payload's value>',)]" — SQL
+    and payload values sent to the tracing backend.  The status now names the class, as the
+    Failure does; a suspending run's step is no error."""
+    q = Feature("spanned")
+    q.write_handler(
+        "leak",
+        q.pipeline(Title)
+        .branch(when=lambda c: True, on_true=lambda b: b.compute("w", _leaky_sql))
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([q, f])
+    marker = "iban-" + uuid.uuid4().hex
+    result = app.dispatch_json("spanned:leak", {"text": marker}, user=user)
+    assert isinstance(result, Failure) and result.code == "internal_error"
+    raised = result.message.split(" raised ")[1].split(" ")[0]  # OperationalError / ProgrammingError
+    named = _by_name(spans.get_finished_spans())
+    for name in ('compute "w"', "branch"):
+        assert (named[name].status.status_code, named[name].status.description) == (StatusCode.ERROR, raised)
+    for s in spans.get_finished_spans():
+        assert [e.name for e in s.events] == [], s.name
+        shown = f"{s.status.description} {dict(s.attributes or {})}"
+        assert marker not in shown and "INSERT" not in shown, s.name
+    spans.clear()
+    app.start_workflow(flow, Order(()), user=user)  # runs to its wait: the run suspends
+    waited = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("kumiko.step.kind") == "workflow.wait"]
+    assert [s.status.status_code for s in waited] == [StatusCode.UNSET]

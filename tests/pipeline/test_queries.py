@@ -136,11 +136,13 @@ def test_a_raw_write_through_c_db_is_refused_and_nothing_is_written(
     result = app.query(raw_write, Lookup("hacked"), user=admin)
     assert isinstance(result, Failure)
     assert result.code == "internal_error"
+    assert isinstance(result.details, dict)
+    error_id = result.details["error_id"]
     assert result.message == (
         'step 0 compute "wrote" tried to write, and query qry:raw-write runs in a read-only transaction; '
-        "a query only reads: do the change in a write handler (app.dispatch)"
+        f"a query only reads: do the change in a write handler (app.dispatch) (error id {error_id})"
     )
-    assert result.details == {"path": "0", "step": 'compute "wrote"'}
+    assert result.details == {"path": "0", "step": 'compute "wrote"', "error_id": error_id}
     assert _labels(app) == ["bolt"]
     # The connection is a writer again afterwards (SQLite resets the pragma as a writer begins).
     _seed(app, admin, ("nut", 1))

@@ -5,13 +5,14 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 
 import attrs
 import pytest
 import sqlalchemy as sa
 from _support import NewDoc, Wrote, ok_data
-from sqlalchemy.orm import Mapped, aliased, mapped_column
+from sqlalchemy.orm import Mapped, aliased, mapped_column, relationship
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
 
@@ -269,6 +270,17 @@ CORE_SELECTS: dict[str, Callable[[Any], Any]] = {
     "union": lambda c: sa.select(sa.union(sa.select(T3tDoc.title), sa.select(DOCS.c.title)).subquery().c.title),
     "cte": lambda c: sa.select(sa.select(DOCS.c.title).cte("titles")),
     "join": lambda c: sa.select(T3tDoc.title).join(_DOC_ALIAS, _DOC_ALIAS.c.id == T3tDoc.id),
+    # Beside the mapped class, but in an EXISTS that is not correlated to it: its own FROM.
+    "exists_not_correlated": lambda c: sa.select(T3tDoc.title).where(
+        sa.exists().where(DOCS.c.words >= 0).correlate(None)
+    ),
+    "exists_correlating_all_but_it": lambda c: sa.select(T3tDoc.title).where(
+        sa.exists().where(DOCS.c.words >= 0).correlate_except(DOCS)
+    ),
+    # Correlated, to a select that has no mapped class of it to filter.
+    "exists_correlated_to_no_mapped_class": lambda c: sa.select(sa.literal(1)).where(
+        sa.exists().where(DOCS.c.words >= 0).correlate(DOCS)
+    ),
 }
 
 #: How the query reaches the database: each read step, and c.db in a compute step.
@@ -342,3 +354,137 @@ def test_a_plain_column_beside_its_mapped_class_is_filtered(
     ok_data(app.dispatch(create, NewDoc("a-secret-title"), user=alice))
     assert app.dispatch(h, DocRef(uuid.uuid4()), user=bob) == Ok("[]")
     assert "a-secret-title" in ok_data(app.dispatch(h, DocRef(uuid.uuid4()), user=alice))
+
+
+# --- a relationship's any() and has(): EXISTS subqueries the filter covers ---------------------
+
+
+class T3rOwner(Entity):
+    __tablename__ = "t3r_owner"
+    name: Mapped[str] = mapped_column(sa.String(40))
+    pets: Mapped[list[T3rPet]] = relationship(back_populates="owner", default_factory=list, init=False)
+
+
+class T3rPet(Entity):
+    __tablename__ = "t3r_pet"
+    name: Mapped[str] = mapped_column(sa.String(40))
+    owner_id: Mapped[uuid.UUID] = mapped_column(sa.ForeignKey("t3r_owner.id"))
+    owner: Mapped[T3rOwner] = relationship(back_populates="pets", init=False)
+
+
+@attrs.frozen
+class Named:
+    name: str
+
+
+def _names(rows: Any) -> Any:
+    return ok(sorted(row.name for row in rows))
+
+
+def test_a_relationships_any_and_has_read_only_the_tenants_rows(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    """Before: refused as an UnscopedRead (``internal_error``): the EXISTS that ``any()`` and
+    ``has()`` write names the table of the row it tests plainly, in its join condition,
+    correlated to the select around it — which names the mapped class and is filtered, as
+    is the EXISTS's own FROM."""
+    f: Feature[Any] = Feature("t3r")
+    f.entity(T3rOwner)
+    f.entity(T3rPet)
+    owning = f.query_handler(
+        "owning",
+        f.query_pipeline(Named)
+        .find_many("o", lambda c: sa.select(T3rOwner).where(T3rOwner.pets.any(T3rPet.name == c.payload.name)))
+        .return_(lambda c: _names(c.steps["o"])),
+    )
+    owned = f.query_handler(
+        "owned",
+        f.query_pipeline(Named)
+        .compute("p", lambda c: list(c.db.scalars(sa.select(T3rPet).where(T3rPet.owner.has(name=c.payload.name)))))
+        .return_(lambda c: _names(c.steps["p"])),
+    )
+    app = app_on([f])
+    alice, bob = make_user(), make_user()
+    mine, theirs = uuid.uuid4(), uuid.uuid4()
+    at = datetime(2024, 5, 6, tzinfo=UTC)
+
+    def row(tenant: User, **values: object) -> dict[str, object]:
+        return {
+            "id": uuid.uuid4(),
+            "tenant_id": tenant.tenant_id,
+            "version": 1,
+            "created_at": at,
+            "updated_at": at,
+            **values,
+        }
+
+    with app.engine.begin() as conn:  # written outside any run: rows that refer across tenants
+        conn.execute(
+            sa.insert(T3rOwner.__table__),
+            [{**row(alice, name="shared"), "id": mine}, {**row(bob, name="shared"), "id": theirs}],
+        )
+        conn.execute(
+            sa.insert(T3rPet.__table__),
+            [
+                row(alice, name="a-own", owner_id=mine),
+                row(alice, name="a-astray", owner_id=theirs),
+                row(bob, name="b-astray", owner_id=mine),
+                row(bob, name="b-own", owner_id=theirs),
+            ],
+        )
+    assert app.query(owning, Named("a-own"), user=alice) == Ok(["shared"])
+    assert app.query(owning, Named("b-astray"), user=alice) == Ok([])  # bob's pet is not alice's to see
+    assert app.query(owning, Named("b-astray"), user=bob) == Ok([])  # nor alice's owner bob's
+    assert app.query(owned, Named("shared"), user=alice) == Ok(["a-own"])  # not the pet of bob's owner
+    assert app.query(owned, Named("shared"), user=bob) == Ok(["b-own"])
+
+
+#: A read model of Core, in the entities' metadata: no aggregate's table, so not filtered.
+T3M_BOARD = sa.Table(
+    "t3m_board",
+    Entity.metadata,
+    sa.Column("name", sa.String(40), primary_key=True),
+    sa.Column("tenant_id", sa.Uuid, nullable=False),
+)
+
+
+#: One of a metadata of its own.
+T3M_NOTES = sa.Table("t3m_notes", sa.MetaData(), sa.Column("note", sa.String(40), primary_key=True))
+
+
+def test_a_read_models_core_table_is_read_as_it_is(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    """Before: refused as an UnscopedRead telling to "select its mapped class", which it has
+    not: every table of the metadata counted as an aggregate's; and a read step of a Core
+    table's columns raised KeyError (its plan looked for the ORM entity every select names).
+    docs/steps.md: a read model is not filtered, the query filters it on its own tenant column."""
+    f: Feature[Any] = Feature("t3m", projections=[T3M_BOARD])
+    board = sa.select(T3M_BOARD.c.name).order_by(T3M_BOARD.c.name)
+    everyone = f.query_handler(
+        "everyone",
+        f.query_pipeline(Named).find_many("n", lambda c: board).return_(lambda c: ok(list(c.steps["n"]))),
+    )
+    noted = f.query_handler(
+        "noted",
+        f.query_pipeline(Named)
+        .find_one("n", lambda c: sa.select(T3M_NOTES.c.note).where(T3M_NOTES.c.note == c.payload.name))
+        .return_(lambda c: ok(c.steps["n"])),
+    )
+    own = f.query_handler(
+        "own",
+        f.query_pipeline(Named)
+        .compute("n", lambda c: list(c.db.scalars(board.where(T3M_BOARD.c.tenant_id == c.user.tenant_id))))
+        .return_(lambda c: ok(c.steps["n"])),
+    )
+    app = app_on([f])
+    alice, bob = make_user(), make_user()
+    with app.engine.begin() as conn:
+        conn.execute(
+            sa.insert(T3M_BOARD),
+            [{"name": "a", "tenant_id": alice.tenant_id}, {"name": "b", "tenant_id": bob.tenant_id}],
+        )
+    assert app.query(everyone, Named("x"), user=alice) == Ok(["a", "b"])
+    assert app.query(own, Named("x"), user=alice) == Ok(["a"])
+    assert app.query(own, Named("x"), user=bob) == Ok(["b"])
+    T3M_NOTES.create(app.engine)
+    with app.engine.begin() as conn:
+        conn.execute(sa.insert(T3M_NOTES), [{"note": "hello"}])
+    assert app.query(noted, Named("hello"), user=alice) == Ok("hello")
+    assert app.query(noted, Named("bye"), user=alice) == Ok(None)

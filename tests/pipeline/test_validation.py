@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from kumiko_typed import App, Failure, Feature, Ok, User, ok
 from kumiko_typed._results import HTTP_STATUS
+from kumiko_typed._structuring import MAX_DETAILS
 
 
 @attrs.frozen
@@ -178,6 +179,30 @@ def test_extra_keys_are_rejected(app_and_ran: tuple[App, list[object]], user: Us
         ("$.count", "expected an integer, got string"),
         ("$.zzz", "unknown field"),
     ]
+    assert ran == []
+
+
+def test_a_payload_with_very_many_problems_lists_a_hundred_and_counts_the_rest(
+    app_and_ran: tuple[App, list[object]], user: User
+) -> None:
+    """Before: every problem was listed, so a body of a megabyte naming 150,000 wrong items
+    was answered with ten megabytes of details."""
+    app, ran = app_and_ran
+    assert MAX_DETAILS == 100
+    details = _details(app.dispatch_json("shop:order", _with(lines=[{"sku": 1, "qty": 1}] * 250), user=user))
+    assert details[:2] == [
+        {"path": "$.lines[0].sku", "message": "expected a string, got number"},
+        {"path": "$.lines[1].sku", "message": "expected a string, got number"},
+    ]
+    assert len(details) == MAX_DETAILS + 1
+    assert details[-1] == {"path": "$", "message": "and 150 more, not listed"}
+    unknown = _details(app.dispatch_json("shop:order", _with(**{f"k{i:03}": 1 for i in range(300)}), user=user))
+    assert unknown[0] == {"path": "$.k000", "message": "unknown field"}
+    assert unknown[-1] == {"path": "$", "message": "and 200 more, not listed"}
+    unsafe = _details(app.dispatch_json("shop:order", _with(tags=["\x00"] * 101), user=user))
+    assert unsafe[-1] == {"path": "$", "message": "and 1 more, not listed"}
+    # Exactly a hundred are all listed.
+    assert len(_details(app.dispatch_json("shop:order", _with(lines=[{"sku": 1, "qty": 1}] * 100), user=user))) == 100
     assert ran == []
 
 

@@ -16,6 +16,7 @@ from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, ok
+from kumiko_typed._limits import MAX_COMPARED
 
 AppOn = Callable[..., App]
 
@@ -25,6 +26,7 @@ class RvThing(Entity):
     name: Mapped[str] = mapped_column(sa.String(20))
     n: Mapped[int] = mapped_column(sa.Integer, default=0)
     at: Mapped[datetime | None] = mapped_column(sa.DateTime(timezone=True), default=None)
+    score: Mapped[float] = mapped_column(sa.Float, default=0.0)
 
 
 @attrs.frozen
@@ -40,6 +42,11 @@ class ByNumber:
 @attrs.frozen
 class ByNumbers:
     ns: list[int]
+
+
+@attrs.frozen
+class ByScores:
+    scores: list[float]
 
 
 @attrs.frozen
@@ -86,6 +93,12 @@ by_numbers = f.write_handler(
     "by-numbers",
     f.pipeline(ByNumbers)
     .find_many("things", lambda c: sa.select(RvThing).where(RvThing.n.in_(c.payload.ns)))
+    .return_(lambda c: ok(len(c.steps["things"]))),
+)
+by_scores = f.query_handler(  # a Float column: its values are no type's to check, only to count
+    "by-scores",
+    f.query_pipeline(ByScores)
+    .find_many("things", lambda c: sa.select(RvThing).where(RvThing.score.in_(c.payload.scores)))
     .return_(lambda c: ok(len(c.steps["things"]))),
 )
 before = f.write_handler(
@@ -179,3 +192,26 @@ def test_a_projection_delete_bounded_by_such_a_value_is_the_same_validation_erro
     refused = failure_of(app.dispatch(forget, ByNumber(2**40), user=admin), "validation_error")
     assert refused.details == [_problem("$.n", INT32, "rv_counts.count", "0 unsafe_projection_delete")]
     assert ok_data(app.dispatch(forget, ByNumber(7), user=admin)) is None
+
+
+@pytest.mark.parametrize("warm", [False, True], ids=["first-call", "template"])
+def test_an_in_list_longer_than_a_read_compares_is_a_validation_error_on_both_databases(
+    app: App, admin: User, warm: bool
+) -> None:
+    """Before: PostgreSQL refused a statement of more than 65535 parameters as a whole
+    (``internal_error``, a 500 over HTTP, for a list a client sent), while SQLite read it —
+    up to its own build's limit (32766 by default), then the same ``internal_error``."""
+    if warm:
+        assert ok_data(app.dispatch(by_numbers, ByNumbers([7]), user=admin)) == 1
+        assert ok_data(app.query(by_scores, ByScores([0.0]), user=admin)) == 1
+    assert MAX_COMPARED == 32_000
+    assert ok_data(app.dispatch(by_numbers, ByNumbers(list(range(MAX_COMPARED))), user=admin)) == 1
+    message = f"holds 70000 values, and a read compares at most {MAX_COMPARED} (each is a parameter of the statement)"
+    many = failure_of(app.dispatch(by_numbers, ByNumbers(list(range(70_000))), user=admin), "validation_error")
+    step = '0 read.find_many "things"'
+    assert many.details == [_problem("$.ns", f"{message}; read in batches", "rv_thing.n", step)]
+    scores = ByScores([float(i) for i in range(70_000)])
+    floats = failure_of(app.query(by_scores, scores, user=admin), "validation_error")
+    assert floats.details == [_problem("$.scores", f"{message}; read in batches", "rv_thing.score", step)]
+    just_over = ByScores([0.5] * (MAX_COMPARED + 1))
+    assert failure_of(app.query(by_scores, just_over, user=admin), "validation_error").details[0]["path"] == "$.scores"

@@ -511,3 +511,28 @@ def test_a_workflow_segment_referring_to_another_tenants_row_fails_its_run_alone
     ), loan_error
     assert "tenant" not in loan_error["message"] and "OtherTenantRow" not in loan_error["message"]
     assert (_count(app, TrBook.__table__), _count(app, TrLoan.__table__)) == (1, 1)
+
+
+@pytest.mark.slow
+def test_a_write_of_more_references_than_a_statement_takes_parameters_is_checked_in_batches(two: Two) -> None:
+    """Before: the check of many rows' references read every value in one ``IN``, more
+    parameters than PostgreSQL takes (65535): a bulk write referring to the tenant's own
+    rows was an ``internal_error`` there."""
+    app, h, a, _b, _mine, theirs = two
+    at = datetime(2024, 1, 1, tzinfo=UTC)
+    shelves = [uuid.uuid4() for _ in range(66_000)]
+    with app.engine.begin() as conn:  # the tenant's own rows, written outside any run
+        conn.execute(
+            sa.insert(TrShelf.__table__),
+            [
+                {"id": s, "tenant_id": a.tenant_id, "version": 1, "created_at": at, "updated_at": at, "label": "s"}
+                for s in shelves
+            ],
+        )
+    before = _count(app, TrBook.__table__)
+    ok_data(app.dispatch(h["raw_many"], AddBooks(shelves), user=a))
+    assert _count(app, TrBook.__table__) == before + len(shelves)
+    # Another tenant's row past the first batch (of 5,000 values) is still found.
+    _refused_as_missing(
+        app, h["raw_many"], AddBooks([*shelves[:5_000], theirs]), AddBooks([*shelves[:5_000], uuid.uuid4()]), a
+    )

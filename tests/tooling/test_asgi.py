@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import enum
 import logging
+import socket
+import time
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
@@ -160,6 +162,12 @@ def test_a_body_that_is_not_a_json_object_is_400(inventory_served: Served) -> No
     as_text = inventory_served.http.post(path, content=b'{"sku": "tea", "name": "Tea"}', headers=AS_ADMIN)
     details = _failure(as_text, 400, "validation_error")["details"]
     assert details == [{"path": "Content-Type", "message": "the Content-Type header must be application/json"}]
+    # Two Content-Type headers: a proxy that reads the second sees a text body.
+    twice = [*AS_ADMIN.items(), ("Content-Type", "application/json"), ("Content-Type", "text/plain")]
+    details = _failure(
+        inventory_served.http.post(path, content=b'{"sku": "t", "name": "T"}', headers=twice), 400, "validation_error"
+    )["details"]
+    assert details == [{"path": "Content-Type", "message": "send one Content-Type header, not several"}]
     with_charset = {**AS_ADMIN, "Content-Type": "application/json; charset=utf-8"}
     assert (
         inventory_served.http.post(path, content=b'{"sku": "t", "name": "T"}', headers=with_charset).status_code == 200
@@ -174,7 +182,19 @@ def test_only_served_paths_and_methods_answer(inventory_served: Served) -> None:
     assert (wrong.status_code, wrong.headers["allow"], wrong.json()["code"]) == (405, "POST", "method_not_allowed")
     assert set(wrong.json()) == {"code", "message", "details"}
     posted = http.post("/inventory/product:create/schema", json={})
-    assert (posted.status_code, posted.headers["allow"]) == (405, "GET")
+    assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
+
+
+def test_a_schema_answers_head_as_http_asks_of_a_get(inventory_served: Served) -> None:
+    """Before: 405 (HTTP has a server answer HEAD wherever it answers GET; a link
+    checker or a cache asks HEAD first)."""
+    got = inventory_served.http.get("/inventory/product:create/schema")
+    head = inventory_served.http.head("/inventory/product:create/schema")
+    assert (head.status_code, head.content) == (200, b"")
+    assert head.headers["content-type"] == got.headers["content-type"] == "application/schema+json"
+    assert head.headers["content-length"] == got.headers["content-length"] == str(len(got.content))
+    # A handler's path answers POST only: a HEAD of it would be a GET, which it has not.
+    assert inventory_served.http.head("/inventory/product:create").status_code == 405
 
 
 def test_endpoints_list_every_write_and_query_handler(inventory_app: App) -> None:
@@ -385,6 +405,46 @@ def test_a_body_that_repeats_a_key_is_400(make_app: Callable[..., App]) -> None:
             ]
         assert ran == []
         assert server.http.post("/once/take", content=b'{"text": "a"}', headers=json_type).json() == {"data": 1}
+    finally:
+        server.close()
+
+
+def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(make_app: Callable[..., App]) -> None:
+    """Before: Starlette's ClientDisconnect escaped the adapter, and uvicorn logged
+    "Exception in ASGI application" with a traceback, an ERROR for each client that gave up."""
+    ran: list[str] = []
+    f = Feature("gone")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(1))
+    )
+    adapter = asgi_app(make_app([f]), user=user_of)
+    escaped: list[BaseException] = []
+    answered: list[str] = []
+
+    async def watched(scope: Any, receive: Any, send: Any) -> None:
+        try:
+            await adapter(scope, receive, send)
+        except BaseException as exc:
+            escaped.append(exc)
+            raise
+        finally:
+            answered.append(scope["path"])
+
+    server = Served(watched)
+    host, port = server.base.removeprefix("http://").split(":")
+    head = (
+        "POST /gone/take HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer clerk-token\r\nContent-Type: application/json\r\n"
+    )
+    try:
+        for framing, part in (("Content-Length: 100", '{"text": "x'), ("Transfer-Encoding: chunked", '5\r\n{"tex\r\n')):
+            with socket.create_connection((host, int(port))) as sock:
+                sock.sendall(f"{head}{framing}\r\n\r\n{part}".encode())
+        deadline = time.monotonic() + 10
+        while len(answered) < 2:
+            assert time.monotonic() < deadline, "the adapter did not finish the requests"
+            time.sleep(0.01)
+        assert escaped == [] and ran == []
+        assert server.http.post("/gone/take", json={"text": "x"}, headers=AS_CLERK).json() == {"data": 1}
     finally:
         server.close()
 

@@ -109,7 +109,7 @@ def _plan(stmt: Select[Any], binds: list[BindParameter[Any]]) -> _Plan | None:
     described = stmt.column_descriptions
     if len(described) != 1 or stmt._with_options:
         return None
-    entity = described[0]["entity"]
+    entity = described[0].get("entity")  # none for a Core table's column (a read model's)
     if not isinstance(entity, type) or described[0]["expr"] is not entity:
         return None  # a column, an aliased class, an expression
     mapper: object = inspect(entity, raiseerr=False)

@@ -32,7 +32,7 @@ from typing import Any, Final, Literal
 import attrs
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import Receive, Scope, Send
@@ -138,21 +138,25 @@ class _Adapter:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         response = await self.respond(Request(scope, receive))
-        await response(scope, receive, send)
+        if response is not None:
+            await response(scope, receive, send)
 
-    async def respond(self, request: Request) -> Response:
+    async def respond(self, request: Request) -> Response | None:
         path = "/" + str(request.path_params["path"])
         endpoint = self.served.get(path)
         if endpoint is not None:
             return await self.run(endpoint, request) if request.method == "POST" else _not_allowed("POST")
         schema = self.schemas.get(path)
         if schema is not None:
-            if request.method != "GET":
-                return _not_allowed("GET")
+            # HTTP has every GET resource answer HEAD too (the server sends no body).
+            if request.method not in ("GET", "HEAD"):
+                return _not_allowed("GET, HEAD")
             return Response(schema, media_type="application/schema+json")
         return _failure(fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}"))
 
-    async def run(self, endpoint: Endpoint, request: Request) -> Response:
+    async def run(self, endpoint: Endpoint, request: Request) -> Response | None:
+        """The answer to a handler's request; ``None`` when the client went away before
+        its body ended (nothing ran, and nobody is left to answer)."""
         try:
             found = await run_in_threadpool(self.user, request)
             if inspect.isawaitable(found):
@@ -165,10 +169,14 @@ class _Adapter:
         key = _idempotency_key(request)
         if isinstance(key, Failure):
             return _failure(key)
-        content_type = request.headers.get("content-type", "")
-        if not _is_json(content_type):
-            return _failure(_refused("Content-Type", f"the Content-Type header must be {_JSON}"))
-        body = await _body(request, self.max_body)
+        refused = _content_type_problem(request)
+        if refused is not None:
+            return _failure(_refused("Content-Type", refused))
+        try:
+            body = await _body(request, self.max_body)
+        except ClientDisconnect:  # a client's own choice, not the server's error
+            logger.debug("the client of %s closed the connection before its body ended", endpoint.handler)
+            return None
         if body is None:
             return _too_large(self.max_body)
         data = _json_body(body)
@@ -202,10 +210,17 @@ def _idempotency_key(request: Request) -> str | Failure | None:
     return values[0]
 
 
-def _is_json(content_type: str) -> bool:
-    # Only application/json: a browser sends a cross-site form or text/plain POST without
-    # asking first (CORS), never this one.
-    return content_type.split(";", 1)[0].strip().lower() == _JSON
+def _content_type_problem(request: Request) -> str | None:
+    """Why the body is not read as JSON: one ``Content-Type`` header naming
+    application/json is.  Only that: a browser sends a cross-site form or text/plain POST
+    without asking first (CORS), never this one.  Two headers are refused, as two
+    ``Idempotency-Key``s are: a proxy that reads the other one would see another body."""
+    values = request.headers.getlist("content-type")
+    if len(values) > 1:
+        return "send one Content-Type header, not several"
+    if not values or values[0].split(";", 1)[0].strip().lower() != _JSON:
+        return f"the Content-Type header must be {_JSON}"
+    return None
 
 
 async def _body(request: Request, limit: int) -> bytes | None:
