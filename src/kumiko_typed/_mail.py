@@ -16,6 +16,7 @@ import smtplib
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
 from email.message import EmailMessage
 from pathlib import Path
@@ -25,6 +26,7 @@ from uuid import UUID
 import attrs
 
 from ._errors import DeliveryError
+from ._resolve import addresses
 
 __all__ = [
     "DEFAULT_SENDER",
@@ -136,7 +138,8 @@ class SmtpTransport:
     ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
     ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
     out.  smtplib has no such limit and no hook for one, so a timer shuts the connection's
-    socket down at the deadline (the blocked read then ends, as if the server had closed)."""
+    socket down at the deadline (the blocked read then ends, as if the server had closed),
+    and the connection is made within it (:class:`_Smtp`)."""
 
     host: str
     port: int = 25
@@ -147,8 +150,9 @@ class SmtpTransport:
     deadline: float = attrs.field(default=60.0, validator=_deadline)
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
-        smtp = smtplib.SMTP(timeout=self.timeout)
+        until = time.monotonic() + self.deadline
         late = threading.Event()
+        smtp = _Smtp(self.timeout, until, late)
 
         def cut() -> None:
             late.set()
@@ -171,7 +175,7 @@ class SmtpTransport:
                 smtp.login(self.username, password)
             refused = smtp.send_message(to_email(message))
         except (OSError, smtplib.SMTPException) as exc:
-            if late.is_set():
+            if late.is_set() or time.monotonic() >= until:
                 raise DeliveryError(
                     f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))"
                 ) from None
@@ -186,6 +190,43 @@ class SmtpTransport:
             timer.cancel()
         if refused:
             raise _partly_refused(refused, len(message.to))
+
+
+class _Smtp(smtplib.SMTP):
+    """smtplib's client, connecting within the send's deadline (``until``, monotonic): the
+    lookup, and each of the host's addresses with the time left.  ``create_connection``
+    gives each address the whole ``timeout`` and the resolver all it takes, and the
+    deadline's timer, which can only shut down a socket ``sock`` holds, found none while
+    a connect was under way: the send then went on unbounded past its deadline."""
+
+    def __init__(self, timeout: float, until: float, late: threading.Event) -> None:
+        super().__init__(timeout=timeout)
+        self._until = until
+        self._late = late
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        *others, last = addresses(host, port, self._until - time.monotonic())
+        for address in others:
+            try:
+                return self._connect(address, timeout)
+            except OSError:
+                if time.monotonic() >= self._until:
+                    raise  # the next address, as create_connection tries it, while time is left
+        return self._connect(last, timeout)
+
+    def _connect(self, address: tuple[str, int], timeout: float) -> socket.socket:
+        left = self._until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline has passed")
+        sock = socket.create_connection(address, min(timeout, left))
+        sock.settimeout(timeout)
+        # Held where the timer looks before the timer is asked: a deadline passing now is
+        # either seen here or shuts this socket down.
+        self.sock = sock
+        if self._late.is_set():
+            sock.close()
+            raise TimeoutError("the deadline has passed")
+        return sock
 
 
 def _partly_refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:
