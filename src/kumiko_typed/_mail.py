@@ -178,6 +178,15 @@ class SmtpTransport:
                 password = secrets(self.password_ref) if self.password_ref else ""
                 smtp.login(self.username, password)
             refused = smtp.send_message(to_email(message))
+        except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused
+            raise _refused(exc.recipients, len(message.to)) from None
+        except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as exc:
+            # The server's answer to this mail (its sender, its content): a 5xx one is for
+            # good (RFC 5321 4.2.1: not to be repeated as it was), a 4xx one for now.
+            what = "the sender" if isinstance(exc, smtplib.SMTPSenderRefused) else "the mail"
+            error = exc.smtp_error
+            reply = f"{exc.smtp_code} {error.decode('utf-8', 'replace') if isinstance(error, bytes) else error}"
+            raise DeliveryError(f"SMTP refused {what}: {reply}", permanent=exc.smtp_code >= 500) from None
         except (OSError, smtplib.SMTPException) as exc:
             if late.is_set() or time.monotonic() >= until:
                 raise DeliveryError(
@@ -193,7 +202,7 @@ class SmtpTransport:
             smtp.close()
             timer.cancel()
         if refused:
-            raise _partly_refused(refused, len(message.to))
+            raise _refused(refused, len(message.to))
 
 
 class _Smtp(smtplib.SMTP):
@@ -234,15 +243,15 @@ class _Smtp(smtplib.SMTP):
         return sock
 
 
-def _partly_refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:
-    """The server took the mail for some recipients and refused the others (``smtplib``
-    returns those instead of raising).  A refusal for now (4xx: greylisting) is an
-    attempt that failed, sent again to all with the same Message-ID; a permanent one
-    (5xx only) is not: the others have the mail."""
+def _refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:
+    """The server refused some recipients (``smtplib`` returns those of a mail others took)
+    or all (it raises).  A refusal for now (4xx: greylisting) is an attempt that failed,
+    sent again to all with the same Message-ID; a permanent one (5xx only) is not: the
+    others have the mail, or no one can get it."""
     permanent = all(code >= 500 for code, _reply in refused.values())
     shown = ", ".join(
         f"{address} ({code} {reply.decode('utf-8', 'replace')})" for address, (code, reply) in refused.items()
     )
-    others = ", the others have the mail" if permanent else ""
+    others = ", the others have the mail" if permanent and len(refused) < recipients else ""
     text = f"SMTP refused {len(refused)} of {recipients} recipient(s){others}: {shown}"
     return DeliveryError(text, permanent=permanent)
