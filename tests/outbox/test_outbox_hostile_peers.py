@@ -23,6 +23,7 @@ from _receiver import Receiver
 from _support import Hook, failure_of, ok_data
 
 from kumiko_typed import App, BootError, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
+from kumiko_typed._outbox import ERROR_MAX
 from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
@@ -358,3 +359,24 @@ def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(
         "(name@example.com or Name <name@example.com>)"
     )
     assert not (tmp_path / "mail").exists() or list((tmp_path / "mail").glob("*.eml")) == []
+
+
+def test_a_receivers_endless_reason_phrase_is_kept_and_logged_cut_short(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reason phrase is the receiver's to make as long as HTTP lets it (here 60 KB).
+    Before, it was stored whole as ``last_error`` and written whole again in the log
+    line of the dead row (a SMTP server's replies, a ``Location`` likewise)."""
+    receiver.respond = lambda _i, _p: (500, {})
+    receiver.reasons["/hook"] = "Trouble " + "x" * 60_000
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+    for _ in range(3):  # the default policy: three attempts, then dead
+        app.run_worker(once=True)
+        clock.advance(seconds=60)
+
+    item = _only(app)
+    assert item.status == "dead"
+    assert item.last_error == f"HTTP 500 Trouble {'x' * (ERROR_MAX - 17)}... ({60_017 - ERROR_MAX} more characters)"
+    (line,) = [r.getMessage() for r in caplog.records if "is dead" in r.getMessage()]
+    assert len(line) < ERROR_MAX + 200
