@@ -307,7 +307,7 @@ def _retry_after(value: str | None) -> timedelta | None:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:  # an HTTP-date is always GMT; one without a zone is not one
-        return None
+    if when.tzinfo is None:  # asctime's form has no zone: an HTTP-date is always GMT
+        when = when.replace(tzinfo=UTC)
     wait = when - datetime.now(UTC)
     return wait if wait > timedelta(0) else None

@@ -67,6 +67,33 @@ def test_retry_after_as_an_http_date_counts_from_now(app_on: AppOn, receiver: Re
     assert item.last_error is not None and item.last_error.startswith("HTTP 503 Service Unavailable (Retry-After: ")
 
 
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda w: f"{w:%a, %d %b %Y %H:%M:%S} GMT",  # IMF-fixdate
+        lambda w: f"{w:%A, %d-%b-%y %H:%M:%S} GMT",  # RFC 850
+        lambda w: f"{w:%a %b} {w.day:2d} {w:%H:%M:%S %Y}",  # asctime: no zone, and GMT
+    ],
+    ids=["imf-fixdate", "rfc850", "asctime"],
+)
+def test_retry_after_is_read_in_each_http_date_form(
+    app_on: AppOn, receiver: Receiver, form: Callable[[datetime], str]
+) -> None:
+    """RFC 9110 5.6.7: a recipient accepts all three HTTP-date forms.  Before, the asctime
+    one (which has no zone: it is GMT) was taken for no date, and the wait it asked for
+    ignored."""
+    when = datetime.now(UTC) + timedelta(minutes=10)
+    receiver.respond = lambda _i, _p: (503, {"Retry-After": form(when)})
+    app = app_on([f], clock=FakeClock(T0))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4())))
+
+    assert app.run_worker(once=True)["retried"] == 1
+
+    (item,) = app.outbox()
+    assert item.next_attempt_at is not None
+    assert timedelta(minutes=9) < item.next_attempt_at - T0 <= timedelta(minutes=10)
+
+
 def test_the_last_attempt_is_dead_whatever_the_receiver_asks(app_on: AppOn, receiver: Receiver) -> None:
     receiver.respond = lambda _i, _p: (429, {"Retry-After": "60"})
     clock = FakeClock(T0)
