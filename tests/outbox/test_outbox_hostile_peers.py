@@ -328,8 +328,9 @@ def test_a_method_that_is_no_http_token_is_a_boot_error(tmp_path: Path, method: 
         ("to", "a@", "must be one mail address"),
         ("to", "=?utf-8?q?a=40x.example=2C_v=40y.example?= <c@example.com>", "must not hold an RFC 2047"),
         ("sender", "shop@example.com, x@evil.example", "must be one mail address"),
+        ("to", "", "must be one mail address"),
     ],
-    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders"],
+    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders", "empty"],
 )
 def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
     app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, field: str, value: str, message: str
@@ -341,6 +342,23 @@ def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
         app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail"))), user, field, value
     )
     assert problem.startswith(message)
+
+
+def test_a_mail_to_no_one_is_a_validation_error_naming_the_field(app_on: AppOn, user: User, clock: FakeClock) -> None:
+    """An empty list of recipients (or an empty one in it) comes from the caller's data as
+    a bad address does.  Before, both were an ``internal_error`` (a ``StepRefused`` logged
+    as a bug, with an error id), the caller told nothing of which field."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(app.dispatch(letter, Letter([], "Hello"), user=user), "validation_error")
+    assert failure.details == [
+        {
+            "path": "$.to",
+            "message": "must name at least one recipient",
+            "column": "kumiko_outbox.message.to",
+            "step": "0 mail.send",
+        }
+    ]
+    assert app.outbox() == []
 
 
 def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(

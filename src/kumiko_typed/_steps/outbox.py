@@ -40,8 +40,9 @@ class SendMail(Step):
     def execute(self, run: Run) -> Result:
         to = resolve(self.to, run)
         recipients = [to] if isinstance(to, str) else [str(t) for t in to]
-        if not recipients or not all(recipients):
-            raise StepRefused("send_mail needs at least one recipient in to=")
+        if not recipients:  # a payload's empty list is the caller's mistake, not a bug
+            path, column = source_path(run.payload, to), f"{outbox.name}.message.to"
+            refuse([{"path": path, "message": "must name at least one recipient", "column": column}])
         subject = resolve(self.subject, run)
         message: dict[str, object] = {"to": recipients, "subject": str(subject), "body": str(resolve(self.body, run))}
         sender = None if self.sender is None else resolve(self.sender, run)
@@ -80,7 +81,8 @@ def _address_problems(fields: list[tuple[str, object]], payload: object) -> list
     be written, naming the payload field."""
     problems: list[Problem] = []
     for name, value in fields:
-        problem = address_problem(str(value)) if value else None  # "": the default sender
+        # A sender of "" (or None) is the default one; a recipient of "" is no address.
+        problem = None if name == "sender" and not value else address_problem(str(value))
         if problem is not None:
             column = f"{outbox.name}.message.{name}"
             problems.append({"path": source_path(payload, value), "message": problem, "column": column})
