@@ -12,9 +12,11 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -255,6 +257,51 @@ def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
     assert (problem["path"], problem["column"]) == (path, "kumiko_outbox.message.headers")
     assert problem["message"].startswith(message)
     assert app.outbox() == []
+
+
+@attrs.frozen
+class Tagged:
+    url: str
+    tag: Any
+
+
+hook_tagged = f.write_handler(
+    "hook-tagged",
+    f.pipeline(Tagged)
+    .send_webhook(url=lambda c: c.payload.url, headers=lambda c: {"X-Tag": c.payload.tag})
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.mark.parametrize(
+    "tag", [None, True, b"v1", ["a", "b"], {"k": 1}], ids=["none", "bool", "bytes", "list", "dict"]
+)
+def test_a_header_value_whose_text_is_no_header_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, tag: Any
+) -> None:
+    """The type says ``str``; an optional payload field that is ``None`` still reaches it
+    at run time.  Before, its Python text was sent (``X-Tag: None``, ``X-Tag: True``,
+    ``X-Tag: ['a', 'b']``; bytes as their base64), where httpx itself refuses anything
+    but a text or bytes."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(
+        app.dispatch(hook_tagged, Tagged("http://127.0.0.1:9/hook", tag), user=user), "validation_error"
+    )
+    (problem,) = failure.details
+    assert (problem["path"], problem["column"]) == ("$.tag", "kumiko_outbox.message.headers")
+    assert problem["message"] == f"is not an HTTP header value (a text or a number), not {type(tag).__name__}"
+    assert app.outbox() == []
+
+
+def test_a_number_or_a_uuid_as_a_header_value_is_sent_as_its_text(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver
+) -> None:
+    tag = uuid.uuid4()
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook_tagged, Tagged(receiver.url(), 42), user=user))
+    ok_data(app.dispatch(hook_tagged, Tagged(receiver.url(), tag), user=user))
+    assert app.run_worker(once=True)["sent"] == 2
+    assert sorted(r.headers["x-tag"] for r in receiver.requests) == sorted(["42", str(tag)])
 
 
 def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver) -> None:

@@ -134,6 +134,9 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
             offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
         elif str(name).lower() in CLIENT_HEADERS:
             offending, message = name, "is set by the HTTP client (framing, routing and hop-by-hop headers)"
+        elif value is None or isinstance(value, bool | bytes | bytearray | Mapping | list | tuple | set | frozenset):
+            # Their text is no one's header: "None", "True", a base64 or a Python repr.
+            offending, message = value, f"is not an HTTP header value (a text or a number), not {type(value).__name__}"
         elif str(value) and not HEADER_VALUE.fullmatch(str(value)):
             offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
         else:
