@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import enum
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -165,7 +166,16 @@ def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
 ERROR_MAX = 2000
 
 
-def _bounded(text: str) -> str:
+#: Control characters: a peer's reason phrase or SMTP reply may hold terminal escapes
+#: (``ESC [2J`` clears the screen of whoever runs ``kumiko-typed outbox``, ``ESC ]0;``
+#: sets its title) and line breaks (a forged line in the log).
+_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def _shown(text: str) -> str:
+    """``text`` as one line of plain text, at most ``ERROR_MAX`` characters: a line break
+    or tab as a blank, any other control character as its escape (``\\x1b``)."""
+    text = _CONTROL.sub(lambda m: " " if m[0] in "\t\n\r" else repr(m[0])[1:-1], text)
     if len(text) <= ERROR_MAX:
         return text
     return f"{text[:ERROR_MAX]}... ({len(text) - ERROR_MAX} more characters)"
@@ -173,7 +183,8 @@ def _bounded(text: str) -> str:
 
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
     """Deliver ``row``; the error to store, with every secret value redacted from it (before
-    it is cut to ``ERROR_MAX``: a secret cut in half would not be found)."""
+    it is shown as one line of at most ``ERROR_MAX``: a secret cut in half, or with an
+    escaped character, would not be found)."""
     with span("kumiko.delivery") as current:
         if current is not None:
             current.set_attributes(
@@ -182,10 +193,10 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
         try:
             deliverer.deliver(row)
         except DeliveryError as exc:
-            text = _bounded(deliverer.secrets.redact(str(exc)))
+            text = _shown(deliverer.secrets.redact(str(exc)))
             error = DeliveryError(text, permanent=exc.permanent, retry_after=exc.retry_after)
         except Exception as exc:  # a transport bug must not kill the worker; record it
-            error = DeliveryError(_bounded(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}")))
+            error = DeliveryError(_shown(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}")))
         else:
             return None
         failed(current, str(error))

@@ -445,3 +445,23 @@ def test_a_receivers_endless_reason_phrase_is_kept_and_logged_cut_short(
     assert item.last_error == f"HTTP 500 Trouble {'x' * (ERROR_MAX - 17)}... ({60_017 - ERROR_MAX} more characters)"
     (line,) = [r.getMessage() for r in caplog.records if "is dead" in r.getMessage()]
     assert len(line) < ERROR_MAX + 200
+
+
+def test_terminal_escapes_in_a_receivers_reason_phrase_are_kept_and_logged_escaped(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HTTP lets a reason phrase hold control characters.  Before, they were stored as
+    sent: ``kumiko-typed outbox`` wrote them to the operator's terminal (here: red text,
+    a new window title, a cleared screen) and the dead row's log line carried them."""
+    receiver.respond = lambda _i, _p: (500, {})
+    receiver.reasons["/hook"] = "\x1b[31mOops\x1b]0;pwned\x07 \x1b[2J"
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+    for _ in range(3):
+        app.run_worker(once=True)
+        clock.advance(seconds=60)
+
+    item = _only(app)
+    assert item.status == "dead"
+    assert item.last_error == "HTTP 500 \\x1b[31mOops\\x1b]0;pwned\\x07 \\x1b[2J"
+    assert not any("\x1b" in r.getMessage() for r in caplog.records)
