@@ -32,6 +32,7 @@ import httpx
 from ._errors import DeliveryError
 from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import CLIENT_HEADERS, masked_url
+from ._poison import one_line
 
 __all__ = [
     "BODY_CAP",
@@ -134,8 +135,8 @@ class _MaskedRequestLines(logging.Filter):
         if in_delivery() and isinstance(record.args, tuple):
             record.args = tuple(masked_url(str(a)) if isinstance(a, httpx.URL) else a for a in record.args)
         redact = _redaction.get()
-        if redact is not None:
-            record.msg, record.args = redact(record.getMessage()), ()
+        if redact is not None:  # and on one line: the response line is the receiver's text
+            record.msg, record.args = one_line(redact(record.getMessage())), ()
         return True
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import enum
 import logging
-import re
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -36,7 +35,7 @@ from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
 from ._observe import failed, span
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
-from ._poison import storable_text
+from ._poison import one_line, storable_text
 from ._tables import outbox
 
 if TYPE_CHECKING:
@@ -166,16 +165,9 @@ def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
 ERROR_MAX = 2000
 
 
-#: Control characters: a peer's reason phrase or SMTP reply may hold terminal escapes
-#: (``ESC [2J`` clears the screen of whoever runs ``kumiko-typed outbox``, ``ESC ]0;``
-#: sets its title) and line breaks (a forged line in the log).
-_CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-
-
 def _shown(text: str) -> str:
-    """``text`` as one line of plain text, at most ``ERROR_MAX`` characters: a line break
-    or tab as a blank, any other control character as its escape (``\\x1b``)."""
-    text = _CONTROL.sub(lambda m: " " if m[0] in "\t\n\r" else repr(m[0])[1:-1], text)
+    """``text`` as one line of plain text (:func:`one_line`), at most ``ERROR_MAX`` characters."""
+    text = one_line(text)
     if len(text) <= ERROR_MAX:
         return text
     return f"{text[:ERROR_MAX]}... ({len(text) - ERROR_MAX} more characters)"

@@ -452,7 +452,9 @@ def test_terminal_escapes_in_a_receivers_reason_phrase_are_kept_and_logged_escap
 ) -> None:
     """HTTP lets a reason phrase hold control characters.  Before, they were stored as
     sent: ``kumiko-typed outbox`` wrote them to the operator's terminal (here: red text,
-    a new window title, a cleared screen) and the dead row's log line carried them."""
+    a new window title, a cleared screen), and the dead row's log line and httpx's
+    response line (INFO) carried them."""
+    caplog.set_level(logging.INFO)
     receiver.respond = lambda _i, _p: (500, {})
     receiver.reasons["/hook"] = "\x1b[31mOops\x1b]0;pwned\x07 \x1b[2J"
     app = app_on([f], clock=clock)
@@ -465,3 +467,8 @@ def test_terminal_escapes_in_a_receivers_reason_phrase_are_kept_and_logged_escap
     assert item.status == "dead"
     assert item.last_error == "HTTP 500 \\x1b[31mOops\\x1b]0;pwned\\x07 \\x1b[2J"
     assert not any("\x1b" in r.getMessage() for r in caplog.records)
+    assert [
+        r.getMessage().endswith('"HTTP/1.1 500 \\x1b[31mOops\\x1b]0;pwned\\x07 \\x1b[2J"')
+        for r in caplog.records
+        if r.name == "httpx"
+    ] == [True] * 3
