@@ -27,7 +27,7 @@ import attrs
 import httpx
 
 from ._errors import DeliveryError
-from ._resolve import addresses
+from ._resolve import addresses, local_name
 
 __all__ = [
     "DEFAULT_SENDER",
@@ -153,7 +153,10 @@ class SmtpTransport:
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
         until = time.monotonic() + self.deadline
         late = threading.Event()
-        smtp = _Smtp(self.host, self.timeout, until, late)
+        try:
+            smtp = _Smtp(self.host, local_name(self.deadline), self.timeout, until, late)
+        except TimeoutError:
+            raise self._too_late() from None
 
         def cut() -> None:
             late.set()
@@ -189,9 +192,7 @@ class SmtpTransport:
             raise DeliveryError(f"SMTP refused {what}: {reply}", permanent=exc.smtp_code >= 500) from None
         except (OSError, smtplib.SMTPException) as exc:
             if late.is_set() or time.monotonic() >= until:
-                raise DeliveryError(
-                    f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))"
-                ) from None
+                raise self._too_late() from None
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
         finally:
             # Not smtplib's ``with``: it raises for a QUIT reply other than 221, and the
@@ -204,6 +205,9 @@ class SmtpTransport:
         if refused:
             raise _refused(refused, len(message.to))
 
+    def _too_late(self) -> DeliveryError:
+        return DeliveryError(f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))")
+
 
 class _Smtp(smtplib.SMTP):
     """smtplib's client, connecting within the send's deadline (``until``, monotonic): the
@@ -212,8 +216,8 @@ class _Smtp(smtplib.SMTP):
     deadline's timer, which can only shut down a socket ``sock`` holds, found none while
     a connect was under way: the send then went on unbounded past its deadline."""
 
-    def __init__(self, host: str, timeout: float, until: float, late: threading.Event) -> None:
-        super().__init__(timeout=timeout)
+    def __init__(self, host: str, ehlo_name: str, timeout: float, until: float, late: threading.Event) -> None:
+        super().__init__(timeout=timeout, local_hostname=ehlo_name)  # smtplib's own lookup is not cut
         self._host = host  # the name STARTTLS verifies (smtplib sets it only if it connects itself)
         self._until = until
         self._late = late

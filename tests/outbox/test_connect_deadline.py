@@ -25,7 +25,7 @@ from _receiver import Receiver
 from _support import Hook, hook_feature, ok_data
 from aiosmtpd.controller import Controller
 
-from kumiko_typed import App, Feature, RetryPolicy, SmtpTransport, User, ok
+from kumiko_typed import App, Feature, RetryPolicy, SmtpTransport, User, _resolve, ok
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -152,9 +152,11 @@ def test_a_webhook_goes_to_the_next_address_of_its_name_when_one_refuses(
 class _Taking:
     def __init__(self) -> None:
         self.envelopes: list[Any] = []
+        self.ehlo: list[str] = []  # the name each sender gave in EHLO
 
-    async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
+    async def handle_DATA(self, _server: Any, session: Any, envelope: Any) -> str:
         self.envelopes.append(envelope)
+        self.ehlo.append(session.host_name)
         return "250 OK"
 
 
@@ -238,3 +240,38 @@ def test_an_smtp_send_goes_to_the_next_address_while_time_is_left(
     assert [i.status for i in app.outbox()] == ["sent"]
     (envelope,) = handler.envelopes
     assert envelope.rcpt_tos == ["a@example.com"]
+
+
+def test_an_smtp_send_whose_own_name_lookup_hangs_ends_at_the_deadline(
+    app_on: AppOn, monkeypatch: pytest.MonkeyPatch, smtp_server: tuple[_Taking, int]
+) -> None:
+    """smtplib looks this machine's name up for its EHLO (``socket.getfqdn``, a reverse
+    lookup) each time a client is made: before, a hanging resolver held every send there,
+    before its deadline even started.  Now the lookup is cut at the deadline, and once it
+    succeeds it is not made again."""
+    handler, port = smtp_server
+    release, asked = threading.Event(), []
+
+    def getfqdn(name: str = "") -> str:
+        asked.append(threading.current_thread().name)  # aiosmtpd asks too, for its own name
+        release.wait(30)
+        return "worker.example.com"
+
+    monkeypatch.setattr(socket, "getfqdn", getfqdn)
+    monkeypatch.setattr(_resolve, "_local", [])
+    app = app_on([mail], mail=SmtpTransport("127.0.0.1", port, deadline=1.0))
+
+    assert _send_mail(app) < 2.5
+    (item,) = app.outbox()
+    assert (item.status, item.last_error) == (
+        "pending",
+        "the SMTP server did not finish within 1 s (SmtpTransport(deadline=...))",
+    )
+
+    release.set()  # the resolver is back: the next attempt and every later mail are sent
+    _send_mail(app)
+    _send_mail(app)
+    assert sorted(i.status for i in app.outbox()) == ["pending", "sent", "sent"]
+    assert handler.ehlo == ["worker.example.com"] * 2
+    # Ours: the first (cut) and the second; the third used the name found.
+    assert asked.count("kumiko-resolve") == 2
