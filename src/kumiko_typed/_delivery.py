@@ -303,7 +303,10 @@ def _retry_after(value: str | None) -> timedelta | None:
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return timedelta(seconds=int(value[:9]))  # 9 digits: some 30 years, far past the cap
+        # Past 9 digits (some 30 years, far past the cap) the number is not read: int()
+        # refuses thousands of digits, and its first nine would be a shorter wait.
+        digits = value.lstrip("0") or "0"
+        return timedelta(seconds=int(digits) if len(digits) <= 9 else 10**9)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):

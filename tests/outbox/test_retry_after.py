@@ -35,8 +35,22 @@ f, hook = hook_feature("retry_after", RetryPolicy(times=3, base_delay=timedelta(
         (429, "soon", timedelta(seconds=5), "HTTP 429 Too Many Requests"),
         (429, "-30", timedelta(seconds=5), "HTTP 429 Too Many Requests"),
         (429, "Wed, 21 Oct 2015 07:28:00 GMT", timedelta(seconds=5), "HTTP 429 Too Many Requests"),  # past
+        # Before, the first nine digits were read: a wait of 0 s for this one.
+        (429, "0000000000120", timedelta(seconds=120), "HTTP 429 Too Many Requests (Retry-After: 120 s)"),
+        (429, "1" + "0" * 30, timedelta(hours=1), "HTTP 429 Too Many Requests (Retry-After: 3600 s, at most an hour)"),
     ],
-    ids=["429", "503-blanks", "below-backoff", "zero", "huge", "garbage", "negative", "past-date"],
+    ids=[
+        "429",
+        "503-blanks",
+        "below-backoff",
+        "zero",
+        "huge",
+        "garbage",
+        "negative",
+        "past-date",
+        "leading-zeros",
+        "huge-round",
+    ],
 )
 def test_retry_after_sets_the_next_attempt(
     app_on: AppOn, receiver: Receiver, status: int, value: str, wait: timedelta, error: str
