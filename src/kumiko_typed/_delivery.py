@@ -276,7 +276,8 @@ def deliver_webhook(
                 ) from None
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
         _drain(response, budget)
-    if response.is_redirect:  # 301, 302, 303, 307, 308, with a Location or without
+    # Not response.is_redirect: httpx (0.29) calls every 3xx so, a 304 Not Modified too.
+    if response.status_code in _REDIRECTS:  # with a Location or without
         location = response.headers.get("location")
         where = "without a Location" if location is None else f"to {masked_url(location)}"
         raise DeliveryError(f"HTTP {response.status_code} redirect {where} (redirects are not followed)")
@@ -289,6 +290,9 @@ def deliver_webhook(
         wait = min(wait, RETRY_AFTER_MAX)
         raise DeliveryError(f"{status} (Retry-After: {wait.total_seconds():g} s{capped})", retry_after=wait)
 
+
+#: The statuses that send a client elsewhere (RFC 9110 15.4), as httpx follows them.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 #: The longest wait a peer's ``Retry-After`` sets before the next attempt: a receiver
 #: (a buggy or hostile one) cannot park a row for days, nor past the calendar's end.

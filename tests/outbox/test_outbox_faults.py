@@ -214,6 +214,20 @@ def test_a_redirect_without_a_location_is_a_failed_attempt_that_says_so(
     assert item.last_error == f"HTTP {status} redirect without a Location (redirects are not followed)"
 
 
+@pytest.mark.parametrize(("status", "reason"), [(304, "Not Modified"), (300, "Multiple Choices"), (305, "Use Proxy")])
+def test_a_3xx_that_is_no_redirect_fails_with_its_own_status(
+    app_on: AppOn, user: User, receiver: Receiver, status: int, reason: str
+) -> None:
+    """httpx (0.29) calls every 3xx a redirect: a ``304 Not Modified`` was stored as
+    ``HTTP 304 redirect without a Location (redirects are not followed)``."""
+    receiver.respond = lambda _i, _p: (status, {"Location": "/elsewhere"} if status == 300 else {})
+    app = app_on([f], clock=FakeClock(T0))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert _only(app).last_error == f"HTTP {status} {reason}"
+
+
 @pytest.mark.parametrize(
     ("make", "problem"),
     [
