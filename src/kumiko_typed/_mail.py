@@ -18,6 +18,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Mapping
+from email.headerregistry import Address
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
@@ -95,13 +96,29 @@ def to_email(message: MailMessage) -> EmailMessage:
         if problem is not None:
             raise DeliveryError(f"the mail address {value!r} {problem}", permanent=True)
     mail = EmailMessage()
-    mail["From"] = message.sender or DEFAULT_SENDER
-    mail["To"] = ", ".join(message.to)
+    mail["From"] = _ascii_domain(message.sender or DEFAULT_SENDER)
+    mail["To"] = ", ".join(_ascii_domain(to) for to in message.to)
     mail["Subject"] = message.subject
     mail["Message-ID"] = f"<{message.id}@kumiko-typed>"
     mail["Idempotency-Key"] = str(message.id)
     mail.set_content(message.body)
     return mail
+
+
+def _ascii_domain(value: str) -> str:
+    """The address ``value`` (one, checked) with its domain in its ASCII form (IDNA, as
+    Django's mail does): written as given, the email package put an encoded word into the
+    address (``a@=?utf-8?q?b=C3=BCcher?=.example``, no one's address), and smtplib asks
+    the server for SMTPUTF8, which many do not offer.  Only a non-ASCII local part needs
+    it."""
+    address = email.policy.default.header_factory("to", value).addresses[0]
+    if address.domain.isascii():
+        return value
+    try:
+        domain = address.domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise DeliveryError(f"the mail address {value!r} has a domain IDNA cannot encode", permanent=True) from None
+    return str(Address(address.display_name, address.username, domain))
 
 
 @attrs.frozen

@@ -191,6 +191,22 @@ def test_a_mail_the_server_refuses_for_good_is_dead_at_once(
     assert handler.envelopes == []
 
 
+def test_a_mail_to_an_international_domain_goes_through_a_server_without_smtputf8(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+) -> None:
+    """The domain goes in its ASCII form (IDNA): before, smtplib asked the server for
+    SMTPUTF8, which this one (as many) does not offer, and the mail was tried until dead
+    (``SMTPNotSupportedError``).  The recipient's inbox is the same."""
+    handler, port = smtp
+    app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["Anna <anna@bücher.example>"]), user=user))
+
+    assert app.run_worker(once=True)["sent"] == 1
+    (envelope,) = handler.envelopes
+    assert envelope.rcpt_tos == ["anna@xn--bcher-kva.example"]
+    assert b"To: Anna <anna@xn--bcher-kva.example>" in bytes(envelope.original_content).splitlines()
+
+
 def _message_id(envelope: Any) -> str:
     for line in bytes(envelope.original_content).decode().splitlines():
         if line.lower().startswith("message-id:"):

@@ -200,6 +200,21 @@ def test_unicode_addresses_subjects_and_an_empty_body_are_delivered(
     assert (parsed["Subject"], parsed.get_content()) == ("Grüße ☃\ttab", "\n")
 
 
+def test_a_mail_to_an_international_domain_names_it_in_its_ascii_form(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    """Before, the file's headers held an encoded word inside the address
+    (``a@=?utf-8?q?b=C3=BCcher?=.example``), which no reader takes for an address."""
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    letter_to = Letter(["Anna <anna@bücher.example>"], "Hi", sender="Shop <shop@bücher.example>")
+    ok_data(app.dispatch(letter, letter_to, user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    (eml,) = (tmp_path / "mail").glob("*.eml")
+    head = eml.read_bytes().split(b"\n\n")[0].decode("ascii")
+    assert "To: Anna <anna@xn--bcher-kva.example>" in head.splitlines()
+    assert "From: Shop <shop@xn--bcher-kva.example>" in head.splitlines()
+
+
 hook_to = f.write_handler(
     "hook-to",
     f.pipeline(Letter)
