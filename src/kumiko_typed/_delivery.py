@@ -32,6 +32,7 @@ import httpx
 from ._errors import DeliveryError
 from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import CLIENT_HEADERS, masked_url
+from ._poison import one_line
 
 __all__ = [
     "BODY_CAP",
@@ -134,8 +135,8 @@ class _MaskedRequestLines(logging.Filter):
         if in_delivery() and isinstance(record.args, tuple):
             record.args = tuple(masked_url(str(a)) if isinstance(a, httpx.URL) else a for a in record.args)
         redact = _redaction.get()
-        if redact is not None:
-            record.msg, record.args = redact(record.getMessage()), ()
+        if redact is not None:  # and on one line: the response line is the receiver's text
+            record.msg, record.args = one_line(redact(record.getMessage())), ()
         return True
 
 
@@ -275,7 +276,8 @@ def deliver_webhook(
                 ) from None
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
         _drain(response, budget)
-    if response.is_redirect:  # 301, 302, 303, 307, 308, with a Location or without
+    # Not response.is_redirect: httpx (0.29) calls every 3xx so, a 304 Not Modified too.
+    if response.status_code in _REDIRECTS:  # with a Location or without
         location = response.headers.get("location")
         where = "without a Location" if location is None else f"to {masked_url(location)}"
         raise DeliveryError(f"HTTP {response.status_code} redirect {where} (redirects are not followed)")
@@ -288,6 +290,9 @@ def deliver_webhook(
         wait = min(wait, RETRY_AFTER_MAX)
         raise DeliveryError(f"{status} (Retry-After: {wait.total_seconds():g} s{capped})", retry_after=wait)
 
+
+#: The statuses that send a client elsewhere (RFC 9110 15.4), as httpx follows them.
+_REDIRECTS = frozenset({301, 302, 303, 307, 308})
 
 #: The longest wait a peer's ``Retry-After`` sets before the next attempt: a receiver
 #: (a buggy or hostile one) cannot park a row for days, nor past the calendar's end.
@@ -302,12 +307,15 @@ def _retry_after(value: str | None) -> timedelta | None:
         return None
     value = value.strip()
     if value.isascii() and value.isdigit():
-        return timedelta(seconds=int(value[:9]))  # 9 digits: some 30 years, far past the cap
+        # Past 9 digits (some 30 years, far past the cap) the number is not read: int()
+        # refuses thousands of digits, and its first nine would be a shorter wait.
+        digits = value.lstrip("0") or "0"
+        return timedelta(seconds=int(digits) if len(digits) <= 9 else 10**9)
     try:
         when = email.utils.parsedate_to_datetime(value)
     except (TypeError, ValueError, IndexError):
         return None
-    if when.tzinfo is None:  # an HTTP-date is always GMT; one without a zone is not one
-        return None
+    if when.tzinfo is None:  # asctime's form has no zone: an HTTP-date is always GMT
+        when = when.replace(tzinfo=UTC)
     wait = when - datetime.now(UTC)
     return wait if wait > timedelta(0) else None

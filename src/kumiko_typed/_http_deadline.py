@@ -11,9 +11,8 @@ under way in the calling thread (:func:`deadline`).  No thread is interrupted an
 socket is closed from outside: the operation that would outlast the deadline times
 out itself, and httpcore drops its connection as after any timeout.
 
-Name resolution is the system resolver's (``getaddrinfo`` cannot be interrupted): a
-resolver that hangs holds a connect for its own timeouts, after which the deadline
-applies to what is left.
+Name resolution is the system resolver's, waited for within the deadline too (see
+:mod:`._resolve`), and each of a name's addresses is tried with the time left.
 """
 
 from __future__ import annotations
@@ -29,6 +28,8 @@ from typing import Any, TypeVar
 import attrs
 import httpcore
 import httpx
+
+from ._resolve import addresses
 
 __all__ = ["Budget", "DeadlineTransport", "deadline", "in_delivery"]
 
@@ -137,13 +138,47 @@ class _Backend(httpcore.NetworkBackend):
         local_address: str | None = None,
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
+        budget = _budget.get()
+        if budget is None:  # not inside a delivery: the client's own timeouts only
+            return _Stream(self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
+        # The lookup and each address in turn, all within the deadline: ``create_connection``
+        # gives every address the whole timeout, so a name with three addresses that do
+        # not answer held a connect three times the deadline, and a hanging resolver as
+        # long as its own timeouts.
+        found = _within(functools.partial(_addresses, host, port), timeout, httpcore.ConnectTimeout)
+        *others, last = found  # getaddrinfo answers with an address or raises
+        for address in others:
+            try:
+                return self._connect(address, timeout, local_address, socket_options)
+            except (httpcore.ConnectError, httpcore.ConnectTimeout):
+                if budget.expired:
+                    raise  # the next address, as create_connection tries it, while time is left
+        return self._connect(last, timeout, local_address, socket_options)
+
+    def _connect(
+        self,
+        address: tuple[str, int],
+        timeout: float | None,
+        local_address: str | None,
+        socket_options: Iterable[httpcore.SOCKET_OPTION] | None,
+    ) -> httpcore.NetworkStream:
         def connect(t: float | None) -> httpcore.NetworkStream:
-            return self._backend.connect_tcp(host, port, t, local_address, socket_options)
+            return self._backend.connect_tcp(*address, t, local_address, socket_options)
 
         return _Stream(_within(connect, timeout, httpcore.ConnectTimeout))
 
     def sleep(self, seconds: float) -> None:
         self._backend.sleep(seconds)
+
+
+def _addresses(host: str, port: int, timeout: float | None) -> list[tuple[str, int]]:
+    """``host``'s addresses, looked up within ``timeout``, errors as httpcore's connect's."""
+    try:
+        return addresses(host, port, timeout)
+    except TimeoutError as exc:
+        raise httpcore.ConnectTimeout(str(exc)) from exc
+    except (OSError, UnicodeError) as exc:
+        raise httpcore.ConnectError(str(exc)) from exc
 
 
 #: httpcore's exceptions as httpx raises them (the same names; the most specific first).

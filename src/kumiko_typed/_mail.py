@@ -16,15 +16,19 @@ import smtplib
 import socket
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Mapping
+from email.headerregistry import Address
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Protocol
 from uuid import UUID
 
 import attrs
+import httpx
 
 from ._errors import DeliveryError
+from ._resolve import addresses, local_name
 
 __all__ = [
     "DEFAULT_SENDER",
@@ -92,13 +96,29 @@ def to_email(message: MailMessage) -> EmailMessage:
         if problem is not None:
             raise DeliveryError(f"the mail address {value!r} {problem}", permanent=True)
     mail = EmailMessage()
-    mail["From"] = message.sender or DEFAULT_SENDER
-    mail["To"] = ", ".join(message.to)
+    mail["From"] = _ascii_domain(message.sender or DEFAULT_SENDER)
+    mail["To"] = ", ".join(_ascii_domain(to) for to in message.to)
     mail["Subject"] = message.subject
     mail["Message-ID"] = f"<{message.id}@kumiko-typed>"
     mail["Idempotency-Key"] = str(message.id)
     mail.set_content(message.body)
     return mail
+
+
+def _ascii_domain(value: str) -> str:
+    """The address ``value`` (one, checked) with its domain in its ASCII form (IDNA, as
+    Django's mail does): written as given, the email package put an encoded word into the
+    address (``a@=?utf-8?q?b=C3=BCcher?=.example``, no one's address), and smtplib asks
+    the server for SMTPUTF8, which many do not offer.  Only a non-ASCII local part needs
+    it."""
+    address = email.policy.default.header_factory("to", value).addresses[0]
+    if address.domain.isascii():
+        return value
+    try:
+        domain = address.domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        raise DeliveryError(f"the mail address {value!r} has a domain IDNA cannot encode", permanent=True) from None
+    return str(Address(address.display_name, address.username, domain))
 
 
 @attrs.frozen
@@ -136,7 +156,8 @@ class SmtpTransport:
     ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
     ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
     out.  smtplib has no such limit and no hook for one, so a timer shuts the connection's
-    socket down at the deadline (the blocked read then ends, as if the server had closed)."""
+    socket down at the deadline (the blocked read then ends, as if the server had closed),
+    and the connection is made within it (:class:`_Smtp`)."""
 
     host: str
     port: int = 25
@@ -147,8 +168,12 @@ class SmtpTransport:
     deadline: float = attrs.field(default=60.0, validator=_deadline)
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
-        smtp = smtplib.SMTP(timeout=self.timeout)
+        until = time.monotonic() + self.deadline
         late = threading.Event()
+        try:
+            smtp = _Smtp(self.host, local_name(self.deadline), self.timeout, until, late)
+        except TimeoutError:
+            raise self._too_late() from None
 
         def cut() -> None:
             late.set()
@@ -165,16 +190,26 @@ class SmtpTransport:
         try:
             smtp.connect(self.host, self.port)
             if self.starttls:
-                smtp.starttls()
+                # Verified, as the webhooks' TLS is: smtplib's own context checks neither
+                # the certificate nor the name, and the password would go to whoever
+                # answers in the server's place.
+                smtp.starttls(context=httpx.create_ssl_context())
             if self.username is not None:
                 password = secrets(self.password_ref) if self.password_ref else ""
                 smtp.login(self.username, password)
             refused = smtp.send_message(to_email(message))
+        except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused
+            raise _refused(exc.recipients, len(message.to)) from None
+        except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as exc:
+            # The server's answer to this mail (its sender, its content): a 5xx one is for
+            # good (RFC 5321 4.2.1: not to be repeated as it was), a 4xx one for now.
+            what = "the sender" if isinstance(exc, smtplib.SMTPSenderRefused) else "the mail"
+            error = exc.smtp_error
+            reply = f"{exc.smtp_code} {error.decode('utf-8', 'replace') if isinstance(error, bytes) else error}"
+            raise DeliveryError(f"SMTP refused {what}: {reply}", permanent=exc.smtp_code >= 500) from None
         except (OSError, smtplib.SMTPException) as exc:
-            if late.is_set():
-                raise DeliveryError(
-                    f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))"
-                ) from None
+            if late.is_set() or time.monotonic() >= until:
+                raise self._too_late() from None
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
         finally:
             # Not smtplib's ``with``: it raises for a QUIT reply other than 221, and the
@@ -185,18 +220,59 @@ class SmtpTransport:
             smtp.close()
             timer.cancel()
         if refused:
-            raise _partly_refused(refused, len(message.to))
+            raise _refused(refused, len(message.to))
+
+    def _too_late(self) -> DeliveryError:
+        return DeliveryError(f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))")
 
 
-def _partly_refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:
-    """The server took the mail for some recipients and refused the others (``smtplib``
-    returns those instead of raising).  A refusal for now (4xx: greylisting) is an
-    attempt that failed, sent again to all with the same Message-ID; a permanent one
-    (5xx only) is not: the others have the mail."""
+class _Smtp(smtplib.SMTP):
+    """smtplib's client, connecting within the send's deadline (``until``, monotonic): the
+    lookup, and each of the host's addresses with the time left.  ``create_connection``
+    gives each address the whole ``timeout`` and the resolver all it takes, and the
+    deadline's timer, which can only shut down a socket ``sock`` holds, found none while
+    a connect was under way: the send then went on unbounded past its deadline."""
+
+    def __init__(self, host: str, ehlo_name: str, timeout: float, until: float, late: threading.Event) -> None:
+        super().__init__(timeout=timeout, local_hostname=ehlo_name)  # smtplib's own lookup is not cut
+        self._host = host  # the name STARTTLS verifies (smtplib sets it only if it connects itself)
+        self._until = until
+        self._late = late
+
+    def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
+        *others, last = addresses(host, port, self._until - time.monotonic())
+        for address in others:
+            try:
+                return self._connect(address, timeout)
+            except OSError:
+                if time.monotonic() >= self._until:
+                    raise  # the next address, as create_connection tries it, while time is left
+        return self._connect(last, timeout)
+
+    def _connect(self, address: tuple[str, int], timeout: float) -> socket.socket:
+        left = self._until - time.monotonic()
+        if left <= 0:
+            raise TimeoutError("the deadline has passed")
+        sock = socket.create_connection(address, min(timeout, left))
+        sock.settimeout(timeout)
+        # Held where the timer looks before the timer is asked: a deadline passing now is
+        # either seen here or shuts this socket down.
+        self.sock = sock
+        if self._late.is_set():
+            sock.close()
+            raise TimeoutError("the deadline has passed")
+        return sock
+
+
+def _refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:
+    """The server refused some recipients (``smtplib`` returns those of a mail others took)
+    or all (it raises).  A refusal for now (4xx: greylisting) is an attempt that failed,
+    sent again to all with the same Message-ID; a permanent one (5xx only) is not: the
+    others have the mail, or no one can get it."""
     permanent = all(code >= 500 for code, _reply in refused.values())
     shown = ", ".join(
         f"{address} ({code} {reply.decode('utf-8', 'replace')})" for address, (code, reply) in refused.items()
     )
-    others = ", the others have the mail" if permanent else ""
+    others = ", the others have the mail" if permanent and len(refused) < recipients else ""
     text = f"SMTP refused {len(refused)} of {recipients} recipient(s){others}: {shown}"
     return DeliveryError(text, permanent=permanent)

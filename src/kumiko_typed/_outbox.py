@@ -35,7 +35,7 @@ from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
 from ._observe import failed, span
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
-from ._poison import storable_text
+from ._poison import one_line, storable_text
 from ._tables import outbox
 
 if TYPE_CHECKING:
@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BATCH",
     "CLAIM_LEASE",
+    "ERROR_MAX",
     "RECORD_EVERY",
     "START_WITHIN",
     "WEBHOOK_TIMEOUT",
@@ -158,8 +159,24 @@ def _settled(row: Row[Any], error: DeliveryError | None, now: datetime) -> dict[
         }
 
 
+#: The most of an attempt's error a row keeps, and its log line and trace show: a peer
+#: writes its reason phrase, its ``Location`` and its SMTP replies as long as it likes
+#: (a 60 KB reason phrase was stored whole, and logged again when the row died).
+ERROR_MAX = 2000
+
+
+def _shown(text: str) -> str:
+    """``text`` as one line of plain text (:func:`one_line`), at most ``ERROR_MAX`` characters."""
+    text = one_line(text)
+    if len(text) <= ERROR_MAX:
+        return text
+    return f"{text[:ERROR_MAX]}... ({len(text) - ERROR_MAX} more characters)"
+
+
 def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
-    """Deliver ``row``; the error to store, with every secret value redacted from it."""
+    """Deliver ``row``; the error to store, with every secret value redacted from it (before
+    it is shown as one line of at most ``ERROR_MAX``: a secret cut in half, or with an
+    escaped character, would not be found)."""
     with span("kumiko.delivery") as current:
         if current is not None:
             current.set_attributes(
@@ -168,10 +185,10 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
         try:
             deliverer.deliver(row)
         except DeliveryError as exc:
-            text = deliverer.secrets.redact(str(exc))
+            text = _shown(deliverer.secrets.redact(str(exc)))
             error = DeliveryError(text, permanent=exc.permanent, retry_after=exc.retry_after)
         except Exception as exc:  # a transport bug must not kill the worker; record it
-            error = DeliveryError(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}"))
+            error = DeliveryError(_shown(deliverer.secrets.redact(f"{type(exc).__name__}: {exc}")))
         else:
             return None
         failed(current, str(error))

@@ -47,7 +47,14 @@ class _Refusing:
 
     def __init__(self, refuse: dict[str, str]) -> None:
         self.refuse = refuse
+        self.sender_reply = "250 OK"  # the answer to MAIL FROM
+        self.data_reply = "250 Message accepted for delivery"  # the answer to the content
         self.envelopes: list[Any] = []
+
+    async def handle_MAIL(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
+        if self.sender_reply.startswith("250"):
+            envelope.mail_from = address
+        return self.sender_reply
 
     async def handle_RCPT(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
         if address in self.refuse:
@@ -56,8 +63,9 @@ class _Refusing:
         return "250 OK"
 
     async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
-        self.envelopes.append(envelope)
-        return "250 Message accepted for delivery"
+        if self.data_reply.startswith("250"):
+            self.envelopes.append(envelope)
+        return self.data_reply
 
 
 @pytest.fixture
@@ -124,6 +132,81 @@ def test_a_recipient_the_smtp_server_refuses_for_now_is_tried_again(
     assert _message_id(first) == _message_id(second) == f"<{item.id}@kumiko-typed>"
 
 
+@pytest.mark.parametrize(
+    ("code", "status"), [("550 5.1.1 No such user", "dead"), ("450 4.7.1 Greylisted, try again later", "pending")]
+)
+def test_a_mail_whose_every_recipient_is_refused_is_dead_at_once_only_if_for_good(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int], code: str, status: str
+) -> None:
+    """Before, a mail no recipient could get (``550`` for each) was tried again until its
+    attempts ran out, with ``SMTP SMTPRecipientsRefused: {'nobody@...': (550, b'...')}``
+    as its error: only a mail some recipients took was dead at once."""
+    handler, port = smtp
+    handler.refuse.update({"nobody@example.com": code, "noone@example.com": code})
+    app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["nobody@example.com", "noone@example.com"]), user=user))
+
+    app.run_worker(once=True)
+    item = _only(app)
+    assert (item.status, item.attempts) == (status, 1)
+    assert item.last_error == (
+        f"SMTP refused 2 of 2 recipient(s): nobody@example.com ({code}), noone@example.com ({code})"
+    )
+    assert handler.envelopes == []
+
+
+@pytest.mark.parametrize(
+    ("refusing", "reply", "status", "error"),
+    [
+        (
+            "data",
+            "554 5.7.1 Message rejected as spam",
+            "dead",
+            "SMTP refused the mail: 554 5.7.1 Message rejected as spam",
+        ),
+        ("data", "451 4.3.0 Try again later", "pending", "SMTP refused the mail: 451 4.3.0 Try again later"),
+        ("sender", "553 5.7.1 Sender not allowed", "dead", "SMTP refused the sender: 553 5.7.1 Sender not allowed"),
+        (
+            "sender",
+            "452 4.3.1 Insufficient storage",
+            "pending",
+            "SMTP refused the sender: 452 4.3.1 Insufficient storage",
+        ),
+    ],
+)
+def test_a_mail_the_server_refuses_for_good_is_dead_at_once(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int], refusing: str, reply: str, status: str, error: str
+) -> None:
+    """A 5xx answer to the mail's sender or content is for good (RFC 5321 4.2.1: the same
+    request is not to be repeated): before, it was sent again until its attempts ran out.
+    A 4xx one is tried again.  The error is the server's reply, not smtplib's repr."""
+    handler, port = smtp
+    setattr(handler, f"{refusing}_reply", reply)
+    app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["ann@example.com"]), user=user))
+
+    app.run_worker(once=True)
+    item = _only(app)
+    assert (item.status, item.attempts, item.last_error) == (status, 1, error)
+    assert handler.envelopes == []
+
+
+def test_a_mail_to_an_international_domain_goes_through_a_server_without_smtputf8(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+) -> None:
+    """The domain goes in its ASCII form (IDNA): before, smtplib asked the server for
+    SMTPUTF8, which this one (as many) does not offer, and the mail was tried until dead
+    (``SMTPNotSupportedError``).  The recipient's inbox is the same."""
+    handler, port = smtp
+    app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["Anna <anna@bücher.example>"]), user=user))
+
+    assert app.run_worker(once=True)["sent"] == 1
+    (envelope,) = handler.envelopes
+    assert envelope.rcpt_tos == ["anna@xn--bcher-kva.example"]
+    assert b"To: Anna <anna@xn--bcher-kva.example>" in bytes(envelope.original_content).splitlines()
+
+
 def _message_id(envelope: Any) -> str:
     for line in bytes(envelope.original_content).decode().splitlines():
         if line.lower().startswith("message-id:"):
@@ -145,6 +228,20 @@ def test_a_redirect_without_a_location_is_a_failed_attempt_that_says_so(
     item = _only(app)
     assert item.status == "pending"
     assert item.last_error == f"HTTP {status} redirect without a Location (redirects are not followed)"
+
+
+@pytest.mark.parametrize(("status", "reason"), [(304, "Not Modified"), (300, "Multiple Choices"), (305, "Use Proxy")])
+def test_a_3xx_that_is_no_redirect_fails_with_its_own_status(
+    app_on: AppOn, user: User, receiver: Receiver, status: int, reason: str
+) -> None:
+    """httpx (0.29) calls every 3xx a redirect: a ``304 Not Modified`` was stored as
+    ``HTTP 304 redirect without a Location (redirects are not followed)``."""
+    receiver.respond = lambda _i, _p: (status, {"Location": "/elsewhere"} if status == 300 else {})
+    app = app_on([f], clock=FakeClock(T0))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert _only(app).last_error == f"HTTP {status} {reason}"
 
 
 @pytest.mark.parametrize(

@@ -12,9 +12,11 @@ import logging
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import attrs
 import pytest
@@ -23,6 +25,7 @@ from _receiver import Receiver
 from _support import Hook, failure_of, ok_data
 
 from kumiko_typed import App, BootError, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
+from kumiko_typed._outbox import ERROR_MAX
 from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
@@ -197,6 +200,21 @@ def test_unicode_addresses_subjects_and_an_empty_body_are_delivered(
     assert (parsed["Subject"], parsed.get_content()) == ("Grüße ☃\ttab", "\n")
 
 
+def test_a_mail_to_an_international_domain_names_it_in_its_ascii_form(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    """Before, the file's headers held an encoded word inside the address
+    (``a@=?utf-8?q?b=C3=BCcher?=.example``), which no reader takes for an address."""
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    letter_to = Letter(["Anna <anna@bücher.example>"], "Hi", sender="Shop <shop@bücher.example>")
+    ok_data(app.dispatch(letter, letter_to, user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    (eml,) = (tmp_path / "mail").glob("*.eml")
+    head = eml.read_bytes().split(b"\n\n")[0].decode("ascii")
+    assert "To: Anna <anna@xn--bcher-kva.example>" in head.splitlines()
+    assert "From: Shop <shop@xn--bcher-kva.example>" in head.splitlines()
+
+
 hook_to = f.write_handler(
     "hook-to",
     f.pipeline(Letter)
@@ -254,6 +272,51 @@ def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
     assert (problem["path"], problem["column"]) == (path, "kumiko_outbox.message.headers")
     assert problem["message"].startswith(message)
     assert app.outbox() == []
+
+
+@attrs.frozen
+class Tagged:
+    url: str
+    tag: Any
+
+
+hook_tagged = f.write_handler(
+    "hook-tagged",
+    f.pipeline(Tagged)
+    .send_webhook(url=lambda c: c.payload.url, headers=lambda c: {"X-Tag": c.payload.tag})
+    .return_(lambda c: ok(None)),
+)
+
+
+@pytest.mark.parametrize(
+    "tag", [None, True, b"v1", ["a", "b"], {"k": 1}], ids=["none", "bool", "bytes", "list", "dict"]
+)
+def test_a_header_value_whose_text_is_no_header_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, tag: Any
+) -> None:
+    """The type says ``str``; an optional payload field that is ``None`` still reaches it
+    at run time.  Before, its Python text was sent (``X-Tag: None``, ``X-Tag: True``,
+    ``X-Tag: ['a', 'b']``; bytes as their base64), where httpx itself refuses anything
+    but a text or bytes."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(
+        app.dispatch(hook_tagged, Tagged("http://127.0.0.1:9/hook", tag), user=user), "validation_error"
+    )
+    (problem,) = failure.details
+    assert (problem["path"], problem["column"]) == ("$.tag", "kumiko_outbox.message.headers")
+    assert problem["message"] == f"is not an HTTP header value (a text or a number), not {type(tag).__name__}"
+    assert app.outbox() == []
+
+
+def test_a_number_or_a_uuid_as_a_header_value_is_sent_as_its_text(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver
+) -> None:
+    tag = uuid.uuid4()
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook_tagged, Tagged(receiver.url(), 42), user=user))
+    ok_data(app.dispatch(hook_tagged, Tagged(receiver.url(), tag), user=user))
+    assert app.run_worker(once=True)["sent"] == 2
+    assert sorted(r.headers["x-tag"] for r in receiver.requests) == sorted(["42", str(tag)])
 
 
 def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver) -> None:
@@ -327,8 +390,9 @@ def test_a_method_that_is_no_http_token_is_a_boot_error(tmp_path: Path, method: 
         ("to", "a@", "must be one mail address"),
         ("to", "=?utf-8?q?a=40x.example=2C_v=40y.example?= <c@example.com>", "must not hold an RFC 2047"),
         ("sender", "shop@example.com, x@evil.example", "must be one mail address"),
+        ("to", "", "must be one mail address"),
     ],
-    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders"],
+    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders", "empty"],
 )
 def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
     app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, field: str, value: str, message: str
@@ -340,6 +404,23 @@ def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
         app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail"))), user, field, value
     )
     assert problem.startswith(message)
+
+
+def test_a_mail_to_no_one_is_a_validation_error_naming_the_field(app_on: AppOn, user: User, clock: FakeClock) -> None:
+    """An empty list of recipients (or an empty one in it) comes from the caller's data as
+    a bad address does.  Before, both were an ``internal_error`` (a ``StepRefused`` logged
+    as a bug, with an error id), the caller told nothing of which field."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(app.dispatch(letter, Letter([], "Hello"), user=user), "validation_error")
+    assert failure.details == [
+        {
+            "path": "$.to",
+            "message": "must name at least one recipient",
+            "column": "kumiko_outbox.message.to",
+            "step": "0 mail.send",
+        }
+    ]
+    assert app.outbox() == []
 
 
 def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(
@@ -358,3 +439,51 @@ def test_a_stored_mail_to_several_addresses_in_one_field_is_dead_unsent(
         "(name@example.com or Name <name@example.com>)"
     )
     assert not (tmp_path / "mail").exists() or list((tmp_path / "mail").glob("*.eml")) == []
+
+
+def test_a_receivers_endless_reason_phrase_is_kept_and_logged_cut_short(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A reason phrase is the receiver's to make as long as HTTP lets it (here 60 KB).
+    Before, it was stored whole as ``last_error`` and written whole again in the log
+    line of the dead row (a SMTP server's replies, a ``Location`` likewise)."""
+    receiver.respond = lambda _i, _p: (500, {})
+    receiver.reasons["/hook"] = "Trouble " + "x" * 60_000
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+    for _ in range(3):  # the default policy: three attempts, then dead
+        app.run_worker(once=True)
+        clock.advance(seconds=60)
+
+    item = _only(app)
+    assert item.status == "dead"
+    assert item.last_error == f"HTTP 500 Trouble {'x' * (ERROR_MAX - 17)}... ({60_017 - ERROR_MAX} more characters)"
+    (line,) = [r.getMessage() for r in caplog.records if "is dead" in r.getMessage()]
+    assert len(line) < ERROR_MAX + 200
+
+
+def test_terminal_escapes_in_a_receivers_reason_phrase_are_kept_and_logged_escaped(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """HTTP lets a reason phrase hold control characters.  Before, they were stored as
+    sent: ``kumiko-typed outbox`` wrote them to the operator's terminal (here: red text,
+    a new window title, a cleared screen), and the dead row's log line and httpx's
+    response line (INFO) carried them."""
+    caplog.set_level(logging.INFO)
+    receiver.respond = lambda _i, _p: (500, {})
+    receiver.reasons["/hook"] = "\x1b[31mOops\x1b]0;pwned\x07 \x1b[2J"
+    app = app_on([f], clock=clock)
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
+    for _ in range(3):
+        app.run_worker(once=True)
+        clock.advance(seconds=60)
+
+    item = _only(app)
+    assert item.status == "dead"
+    assert item.last_error == "HTTP 500 \\x1b[31mOops\\x1b]0;pwned\\x07 \\x1b[2J"
+    assert not any("\x1b" in r.getMessage() for r in caplog.records)
+    assert [
+        r.getMessage().endswith('"HTTP/1.1 500 \\x1b[31mOops\\x1b]0;pwned\\x07 \\x1b[2J"')
+        for r in caplog.records
+        if r.name == "httpx"
+    ] == [True] * 3

@@ -35,8 +35,22 @@ f, hook = hook_feature("retry_after", RetryPolicy(times=3, base_delay=timedelta(
         (429, "soon", timedelta(seconds=5), "HTTP 429 Too Many Requests"),
         (429, "-30", timedelta(seconds=5), "HTTP 429 Too Many Requests"),
         (429, "Wed, 21 Oct 2015 07:28:00 GMT", timedelta(seconds=5), "HTTP 429 Too Many Requests"),  # past
+        # Before, the first nine digits were read: a wait of 0 s for this one.
+        (429, "0000000000120", timedelta(seconds=120), "HTTP 429 Too Many Requests (Retry-After: 120 s)"),
+        (429, "1" + "0" * 30, timedelta(hours=1), "HTTP 429 Too Many Requests (Retry-After: 3600 s, at most an hour)"),
     ],
-    ids=["429", "503-blanks", "below-backoff", "zero", "huge", "garbage", "negative", "past-date"],
+    ids=[
+        "429",
+        "503-blanks",
+        "below-backoff",
+        "zero",
+        "huge",
+        "garbage",
+        "negative",
+        "past-date",
+        "leading-zeros",
+        "huge-round",
+    ],
 )
 def test_retry_after_sets_the_next_attempt(
     app_on: AppOn, receiver: Receiver, status: int, value: str, wait: timedelta, error: str
@@ -65,6 +79,33 @@ def test_retry_after_as_an_http_date_counts_from_now(app_on: AppOn, receiver: Re
     assert item.next_attempt_at is not None
     assert timedelta(minutes=9) < item.next_attempt_at - T0 <= timedelta(minutes=10)
     assert item.last_error is not None and item.last_error.startswith("HTTP 503 Service Unavailable (Retry-After: ")
+
+
+@pytest.mark.parametrize(
+    "form",
+    [
+        lambda w: f"{w:%a, %d %b %Y %H:%M:%S} GMT",  # IMF-fixdate
+        lambda w: f"{w:%A, %d-%b-%y %H:%M:%S} GMT",  # RFC 850
+        lambda w: f"{w:%a %b} {w.day:2d} {w:%H:%M:%S %Y}",  # asctime: no zone, and GMT
+    ],
+    ids=["imf-fixdate", "rfc850", "asctime"],
+)
+def test_retry_after_is_read_in_each_http_date_form(
+    app_on: AppOn, receiver: Receiver, form: Callable[[datetime], str]
+) -> None:
+    """RFC 9110 5.6.7: a recipient accepts all three HTTP-date forms.  Before, the asctime
+    one (which has no zone: it is GMT) was taken for no date, and the wait it asked for
+    ignored."""
+    when = datetime.now(UTC) + timedelta(minutes=10)
+    receiver.respond = lambda _i, _p: (503, {"Retry-After": form(when)})
+    app = app_on([f], clock=FakeClock(T0))
+    ok_data(app.dispatch(hook, Hook(receiver.url()), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4())))
+
+    assert app.run_worker(once=True)["retried"] == 1
+
+    (item,) = app.outbox()
+    assert item.next_attempt_at is not None
+    assert timedelta(minutes=9) < item.next_attempt_at - T0 <= timedelta(minutes=10)
 
 
 def test_the_last_attempt_is_dead_whatever_the_receiver_asks(app_on: AppOn, receiver: Receiver) -> None:

@@ -40,8 +40,9 @@ class SendMail(Step):
     def execute(self, run: Run) -> Result:
         to = resolve(self.to, run)
         recipients = [to] if isinstance(to, str) else [str(t) for t in to]
-        if not recipients or not all(recipients):
-            raise StepRefused("send_mail needs at least one recipient in to=")
+        if not recipients:  # a payload's empty list is the caller's mistake, not a bug
+            path, column = source_path(run.payload, to), f"{outbox.name}.message.to"
+            refuse([{"path": path, "message": "must name at least one recipient", "column": column}])
         subject = resolve(self.subject, run)
         message: dict[str, object] = {"to": recipients, "subject": str(subject), "body": str(resolve(self.body, run))}
         sender = None if self.sender is None else resolve(self.sender, run)
@@ -80,7 +81,8 @@ def _address_problems(fields: list[tuple[str, object]], payload: object) -> list
     be written, naming the payload field."""
     problems: list[Problem] = []
     for name, value in fields:
-        problem = address_problem(str(value)) if value else None  # "": the default sender
+        # A sender of "" (or None) is the default one; a recipient of "" is no address.
+        problem = None if name == "sender" and not value else address_problem(str(value))
         if problem is not None:
             column = f"{outbox.name}.message.{name}"
             problems.append({"path": source_path(payload, value), "message": problem, "column": column})
@@ -132,6 +134,9 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
             offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
         elif str(name).lower() in CLIENT_HEADERS:
             offending, message = name, "is set by the HTTP client (framing, routing and hop-by-hop headers)"
+        elif value is None or isinstance(value, bool | bytes | bytearray | Mapping | list | tuple | set | frozenset):
+            # Their text is no one's header: "None", "True", a base64 or a Python repr.
+            offending, message = value, f"is not an HTTP header value (a text or a number), not {type(value).__name__}"
         elif str(value) and not HEADER_VALUE.fullmatch(str(value)):
             offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
         else:

@@ -1,0 +1,135 @@
+"""``SmtpTransport(starttls=True)`` sends over TLS, and verifies the server as the webhooks'
+TLS does (certifi's roots, or ``SSL_CERT_FILE``).  Before, it never sent at all: the client
+was made without its host, and smtplib's STARTTLS refused the empty name it had
+(``ValueError: server_hostname cannot be an empty string``), attempt after attempt.  And
+smtplib's own STARTTLS context checks neither the certificate nor the name: given the
+name only, whoever answered in the server's place (with a certificate of its own making)
+would have got the mail and the login's password.  A real SMTP server (aiosmtpd) on
+127.0.0.1 with STARTTLS and a certificate made for the test; both databases."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import ssl
+import subprocess
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+from _support import ok_data
+from aiosmtpd.controller import Controller
+from aiosmtpd.smtp import AuthResult, LoginPassword
+
+from kumiko_typed import App, Feature, SmtpTransport, User, ok
+
+AppOn = Callable[..., App]
+PASSWORD = "s3cret-smtp-password"
+
+
+@attrs.frozen
+class Letter:
+    to: str
+
+
+f = Feature("smtp_tls", requires=["mail.send"])
+letter = f.write_handler(
+    "letter",
+    f.pipeline(Letter).send_mail(to=lambda c: [c.payload.to], subject="Hi", body="x").return_(lambda c: ok(None)),
+)
+
+
+class _Server:
+    def __init__(self) -> None:
+        self.logins: list[tuple[bytes, bytes]] = []
+        self.envelopes: list[Any] = []
+
+    async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
+        self.envelopes.append(envelope)
+        return "250 OK"
+
+    def authenticate(self, _server: Any, _session: Any, _envelope: Any, _mechanism: str, data: Any) -> AuthResult:
+        assert isinstance(data, LoginPassword)
+        self.logins.append((data.login, data.password))
+        return AuthResult(success=True)
+
+
+@pytest.fixture
+def tls_smtp(tmp_path: Path) -> Iterator[tuple[_Server, int, Path]]:
+    """An SMTP server offering STARTTLS with a self-signed certificate for 127.0.0.1 (the
+    certificate's file is yielded: trusted only where a test points ``SSL_CERT_FILE`` at it)."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make a certificate")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    san = "subjectAltName=IP:127.0.0.1"
+    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = _Server()
+    controller = Controller(
+        server, hostname="127.0.0.1", port=port, tls_context=context, authenticator=server.authenticate
+    )
+    controller.start()
+    yield server, port, cert
+    controller.stop()
+
+
+def _app(app_on: AppOn, port: int) -> App:
+    transport = SmtpTransport("127.0.0.1", port, username="shop", password_ref="SMTP", starttls=True, timeout=5)
+    return app_on([f], mail=transport, secrets={"SMTP": PASSWORD}.get)
+
+
+def _send(app: App) -> None:
+    ok_data(app.dispatch(letter, Letter("a@example.com"), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4())))
+
+
+def test_a_server_whose_certificate_is_not_trusted_gets_neither_the_mail_nor_the_password(
+    app_on: AppOn, tls_smtp: tuple[_Server, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, port, _cert = tls_smtp
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    app = _app(app_on, port)
+    _send(app)
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert (server.logins, server.envelopes) == ([], [])
+    (item,) = app.outbox()
+    assert item.status == "pending"
+    assert item.last_error is not None and "CERTIFICATE_VERIFY_FAILED" in item.last_error
+
+
+def test_a_server_whose_certificate_is_trusted_gets_the_mail_over_tls(
+    app_on: AppOn, tls_smtp: tuple[_Server, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, port, cert = tls_smtp
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    app = _app(app_on, port)
+    _send(app)
+
+    assert app.run_worker(once=True)["sent"] == 1
+    assert server.logins == [(b"shop", PASSWORD.encode())]
+    (envelope,) = server.envelopes
+    assert envelope.rcpt_tos == ["a@example.com"]
+
+
+def test_a_certificate_for_another_name_is_refused(
+    app_on: AppOn, tls_smtp: tuple[_Server, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Trusted, but made for 127.0.0.1: reached as ``localhost`` it is not that server's."""
+    server, port, cert = tls_smtp
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    transport = SmtpTransport("localhost", port, username="shop", password_ref="SMTP", starttls=True, timeout=5)
+    app = app_on([f], mail=transport, secrets={"SMTP": PASSWORD}.get)
+    _send(app)
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert (server.logins, server.envelopes) == ([], [])
+    (item,) = app.outbox()
+    assert item.last_error is not None and "CERTIFICATE_VERIFY_FAILED" in item.last_error
