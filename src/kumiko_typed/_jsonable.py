@@ -13,7 +13,15 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["bytes_from_text", "duration_from_text", "jsonable"]
+__all__ = ["Unjsonable", "bytes_from_text", "duration_from_text", "jsonable"]
+
+
+class Unjsonable(TypeError):
+    """A value :func:`jsonable` has no JSON form for (``value``: the first met)."""
+
+    def __init__(self, value: object) -> None:
+        super().__init__(f"cannot store a {type(value).__name__} in an event payload")
+        self.value = value
 
 
 #: Stored as they are: JSON's own scalars (exactly these types; a subclass takes the checks below).
@@ -41,7 +49,7 @@ def jsonable(value: Any) -> Any:
         return {str(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in value]
-    raise TypeError(f"cannot store a {type(value).__name__} in an event payload")
+    raise Unjsonable(value)
 
 
 _MICROSECOND = dt.timedelta(microseconds=1)

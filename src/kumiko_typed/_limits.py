@@ -43,7 +43,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseEleme
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
-from ._jsonable import jsonable
+from ._jsonable import Unjsonable, jsonable
 
 __all__ = [
     "MAX_COMPARED",
@@ -549,6 +549,9 @@ def stored_json(value: object, column: str, payload: object) -> Any:
         stored = jsonable(value)
     except RecursionError:
         raise nested_without_end(column) from None
+    except Unjsonable as exc:  # a resolver's own object: the field it came from, if any
+        message = f"holds a value of type {type(exc.value).__name__}, which has no JSON form: convert it first"
+        raise Unfit([{"path": source_path(payload, exc.value), "message": message, "column": column}]) from None
     refuse(unfit_json(stored, column, payload))
     return stored
 

@@ -487,3 +487,29 @@ def test_terminal_escapes_in_a_receivers_reason_phrase_are_kept_and_logged_escap
         for r in caplog.records
         if r.name == "httpx"
     ] == [True] * 3
+
+
+class _Opaque:
+    """A resolver's own object: no JSON form."""
+
+
+hook_body = f.write_handler(
+    "hook-body",
+    f.pipeline(Tagged)
+    .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"tag": c.payload.tag, "items": [1, _Opaque()]})
+    .return_(lambda c: ok(None)),
+)
+
+
+def test_a_webhook_body_holding_an_object_without_json_form_is_a_validation_error(
+    app_on: AppOn, user: User, clock: FakeClock
+) -> None:
+    """Before, jsonable's TypeError escaped the step: an internal_error (a 500) with an
+    error id, for what is the resolver's value, not a fault of the library."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(app.dispatch(hook_body, Tagged("http://127.0.0.1:9/hook", "x"), user=user), "validation_error")
+    (problem,) = failure.details
+    assert (problem["path"], problem["column"]) == ("$", "kumiko_outbox.message")
+    assert problem["message"] == "holds a value of type _Opaque, which has no JSON form: convert it first"
+    assert "_Opaque" in failure.message and "object at 0x" not in failure.message
+    assert app.outbox() == []
