@@ -109,17 +109,26 @@ Fitted over the step counts: the interpreter adds **{f["per_step_over_lambdas_us
 {f["fixed_over_plain_us"]:.2f} µs per call over the plain function). `dispatch` costs
 **{f["dispatch_fixed_over_plain_us"]:.1f} µs per call** over the plain function (issue 13 asks for ≤ 25 µs).
 
-What is left is the fixed part (timed one by one, 2026-12-04): the generated function of a
-segment alone is faster than the lambdas' loop, so the gap at 3 steps is the run itself.
-`start_run` now stores eleven slots, not sixteen (`session` is `db`; the handler and
-correlation id are the call tuple as given; the loop items, the workflow segment and a
-guard's refusal are set only by what uses them): about 0.25 µs, was 0.28 µs, and the whole
-interpreter side at 3 steps 1.12 µs, was 1.19 µs, against 0.81 µs for the lambdas (the
-least of 40 × 20,000 calls, on the loaded machine). What is left of `start_run` is the
-`Run`, the values dict, their read-only view (about 0.05 µs) and the attributes resolvers
-read; `run_block`'s own work around the segment is about 0.1 µs. The goal at 3 steps needs
-about 0.17 µs more gone: more than all of `start_run` that is not a value a resolver reads,
-so it stays unmet short of a writable `c.steps` or a second, untraced copy of the loop."""
+What is left is the fixed part, and it is the shape of the call rather than one slow piece
+(2026-12-05, 3 steps, counted in CPU instructions per call with callgrind: the shared
+machine's load moves CPU-time ratios by ±0.05 between runs, not instruction counts). The
+lambdas run 11,870 instructions and 114 bytecodes, the interpreter side 15,420 (1.30) and
+209. Of the 3,550 more: about 1,480 are the two Python calls the lambdas do not make
+(`start_run` and `run_block`, besides the segment's generated function); 900 the read-only
+view of the values (a `MappingProxyType` per run, the one read-only mapping CPython has);
+820 `run_block`'s own work around the segment (its loop, crash guard, trace check, resume
+check and the span path of a traced sub-pipeline); 200 the `Run` and its eleven slots over
+the lambdas' context; 150 the rest of `start_run`. Cut down, the ratio would be: `run_block`
+only calling its segment 1.23, `start_run` only storing the slots besides 1.22, without the
+read-only view besides 1.14, the whole run written out in one function (view included)
+1.09; at 10 steps, in the same instructions, 1.11 today (the table's times: higher), then
+1.08, 1.07, 1.01 and 1.00. So the goal at 3 steps needs fewer Python calls per run, not a
+cheaper `start_run`: even a writable `c.steps` (a weaker guarantee) would meet it only with
+`run_block` reduced to a bare call, which the one loop that runs handlers and workflow
+segments alike is not. Moving the span path out of `run_block` (to the branch, loop and
+retry that run a traced sub-pipeline) saves 200 instructions (1.3 %), within this bench's
+noise, and was left out. The table's run is on the good side of that noise: the same code
+run four times on 2026-12-05 (load 1.5–2) gave 1.34–1.41 at 3 steps and 1.13–1.17 at 10."""
     body = f"""\
 **What it runs.** N `compute` steps (3, 10 and 50; each reads the payload or the step before)
 and a `return_` calling `ok({{...}})`, four ways: a *plain function* with the N assignments
