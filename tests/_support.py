@@ -3,7 +3,11 @@ the tenancy tests write documents with."""
 
 from __future__ import annotations
 
+import shutil
+import ssl
+import subprocess
 import uuid
+from pathlib import Path
 from typing import Any
 
 import attrs
@@ -91,3 +95,18 @@ def server_time_zone(db_url: str, zone: str) -> None:
         name = conn.execute(sa.text("SELECT current_database()")).scalar_one()
         conn.execute(sa.text(f"ALTER DATABASE \"{name}\" SET timezone = '{zone}'"))
     engine.dispose()
+
+
+def loopback_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
+    """A server TLS context with a self-signed certificate for 127.0.0.1 (made with the
+    ``openssl`` command in ``folder``), and the certificate's file: trusted only where a
+    test points ``SSL_CERT_FILE`` at it."""
+    if shutil.which("openssl") is None:
+        raise RuntimeError("the TLS tests make their certificate with the openssl command: install it")
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    san = "subjectAltName=IP:127.0.0.1"
+    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    return context, cert

@@ -3,8 +3,6 @@ and a ``test_notes`` table that steps write through ``c.db`` to observe commits.
 
 from __future__ import annotations
 
-import shutil
-import ssl
 import subprocess
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -127,6 +125,7 @@ def fresh_postgres_url(kumiko_postgres: PostgresServer) -> Iterator[str]:
 
 from _proxy import Proxy  # noqa: E402
 from _receiver import Receiver  # noqa: E402
+from _support import loopback_tls  # noqa: E402
 
 #: What the App's own client reads for its proxies (as httpx's default client).
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
@@ -145,15 +144,8 @@ def _no_proxy_from_the_shell(monkeypatch: pytest.MonkeyPatch) -> None:
 def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Receiver]:
     """An HTTPS receiver with a self-signed certificate for 127.0.0.1, which the App's own
     client trusts through ``SSL_CERT_FILE`` (read when the client is made)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-    san = "subjectAltName=IP:127.0.0.1"
-    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
+    context, cert = loopback_tls(tmp_path)
     monkeypatch.setenv("SSL_CERT_FILE", str(cert))
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
     receiver = Receiver(tls=context)
     yield receiver
     receiver.close()

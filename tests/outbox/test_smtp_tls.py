@@ -9,10 +9,7 @@ would have got the mail and the login's password.  A real SMTP server (aiosmtpd)
 
 from __future__ import annotations
 
-import shutil
 import socket
-import ssl
-import subprocess
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -20,7 +17,7 @@ from typing import Any
 
 import attrs
 import pytest
-from _support import ok_data
+from _support import loopback_tls, ok_data
 from aiosmtpd.controller import Controller
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
@@ -61,14 +58,7 @@ class _Server:
 def tls_smtp(tmp_path: Path) -> Iterator[tuple[_Server, int, Path]]:
     """An SMTP server offering STARTTLS with a self-signed certificate for 127.0.0.1 (the
     certificate's file is yielded: trusted only where a test points ``SSL_CERT_FILE`` at it)."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make a certificate")
-    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
-    make = "openssl req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
-    san = "subjectAltName=IP:127.0.0.1"
-    subprocess.run([*make.split(), "-addext", san, "-keyout", key, "-out", cert], check=True, capture_output=True)
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.load_cert_chain(cert, key)
+    context, cert = loopback_tls(tmp_path)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
