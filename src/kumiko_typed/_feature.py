@@ -166,13 +166,12 @@ class Feature(Generic[C]):
         ``upcasters[n]`` turns a stored version-``n`` payload (a JSON dict) into a
         version-``n + 1`` one, so one is needed for each version below ``version``."""
         given: object = cls  # typed a class; callers without mypy may pass Paid | Refunded
-        if not isinstance(given, type):
-            classes = [m for m in get_args(given) if isinstance(m, type) and m is not type(None)]
-            members = " and ".join(f"feature.event({m.__name__})" for m in classes)
-            self.problems.append(
-                f"feature {self.name!r}: event({cls!r}) is no class: an event is one attrs class; "
-                f"register each member, {members or 'one class at a time'}"
-            )
+        classes = [m for m in get_args(given) if isinstance(m, type) and m is not type(None)]
+        members = " and ".join(f"feature.event({m.__name__})" for m in classes) or "one class at a time"
+        advice = f"an event is one attrs class; register each member, {members}"
+        problem = unclassed("event(...) takes", given, advice)
+        if problem is not None:
+            self.problems.append(f"feature {self.name!r}: {problem}")
             return cls
         is_attrs = attrs.has(cls)  # not narrowing cls: it is returned as given
         if not is_attrs:

@@ -86,7 +86,7 @@ def test_an_event_given_as_a_union_is_a_boot_error_saying_an_event_is_one_class(
     with pytest.raises(BootError) as raised:
         App([f], database_url="sqlite://")
     assert raised.value.problems == [
-        f"feature 'upay': event({either!r}) is no class: an event is one attrs class; "
+        f"feature 'upay': event(...) takes {either!r}, which is no class: an event is one attrs class; "
         "register each member, feature.event(Paid) and feature.event(Refunded)"
     ]
 
