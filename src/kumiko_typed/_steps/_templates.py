@@ -174,6 +174,14 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
     stmt = query(ctx)
     if not isinstance(stmt, Select):
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
+    if len(stmt._raw_columns) != 1:
+        # A read step keeps one value per row (``scalars()``): the other columns of
+        # select(Incident.status, func.count()) would be dropped without a word.
+        raise StepRefused(
+            f"the query selects {len(stmt._raw_columns)} entities or columns, and a read step keeps "
+            "one per row: select one entity or column, or read rows of several in a compute step "
+            "with c.db.execute(...).all()"
+        )
     stmt = stmt if limit is None else stmt.limit(limit)
     payload = getattr(ctx, "payload", None)
     problems = row_count_problems(stmt, payload)
