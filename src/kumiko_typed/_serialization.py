@@ -66,7 +66,7 @@ def _column_enums(entities: Iterable[type[Any]]) -> list[type[Any]]:
         table = getattr(cls, "__table__", None)
         for column in () if table is None else table.columns:
             enum_class = getattr(column.type, "enum_class", None)
-            if _is_enum(enum_class):
+            if isinstance(enum_class, type) and issubclass(enum_class, enum.Enum):
                 found.append(enum_class)
     return found
 
