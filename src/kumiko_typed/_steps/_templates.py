@@ -39,7 +39,7 @@ from typing import TYPE_CHECKING, Any, Final
 from sqlalchemy import Select
 from sqlalchemy.sql.expression import FromClause
 
-from .._access import TENANT_PARAM, ShapeMemo
+from .._access import TENANT_PARAM, ShapeMemo, refuse_unscoped
 from .._errors import StepRefused, Unfit
 from .._limits import bound_values, read_check, refuse_compared, row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
@@ -177,6 +177,7 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     width = _width(stmt)
     if width != 1:
+        refuse_unscoped(stmt)  # an aggregate's Core table: its refusal says what matters more
         # A read step keeps one value per row (``scalars()``): the other columns of
         # select(Incident.status, func.count()) would be dropped without a word.
         raise StepRefused(
