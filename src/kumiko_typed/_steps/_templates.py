@@ -177,7 +177,8 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     width = _width(stmt)
     if width != 1:
-        refuse_unscoped(stmt)  # an aggregate's Core table: its refusal says what matters more
+        if not stmt._execution_options.get("kumiko_all_tenants"):
+            refuse_unscoped(stmt)  # an aggregate's Core table: its refusal says what matters more
         # A read step keeps one value per row (``scalars()``): the other columns of
         # select(Incident.status, func.count()) would be dropped without a word.
         raise StepRefused(
