@@ -1,3 +1,4 @@
 """Well-known example apps of other libraries, written with kumiko-typed from its docs: the
-bank accounts of ``eventsourcing``, an order saga in the style of Temporal and DBOS, and
-Axon's gift cards.  Tests: tests/pipeline/test_port_*.py, tests/workflows/test_port_*.py."""
+bank accounts and the wiki of ``eventsourcing``, an order saga in the style of Temporal and
+DBOS, Temporal's money transfer and background check, Marten's help desk and Axon's gift
+cards.  Tests: tests/{pipeline,storage,workflows}/test_port_*.py."""

@@ -58,6 +58,19 @@ def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
     return seen
 
 
+def _column_enums(entities: Iterable[type[Any]]) -> list[type[Any]]:
+    """The enum classes of the entities' ``Enum`` columns: a run that stores an entity
+    (a ``get_one``'s row) stores their members, which no event or payload may name."""
+    found: list[type[Any]] = []
+    for cls in entities:
+        table = getattr(cls, "__table__", None)
+        for column in () if table is None else table.columns:
+            enum_class = getattr(column.type, "enum_class", None)
+            if isinstance(enum_class, type) and issubclass(enum_class, enum.Enum):
+                found.append(enum_class)
+    return found
+
+
 def _is_enum(t: object) -> bool:
     return isinstance(t, type) and issubclass(t, enum.Enum)
 
@@ -81,7 +94,8 @@ def _canonical(encoded: Any) -> str:
 
 class Codec:
     def __init__(self, attrs_roots: Iterable[type[Any]], entities: Iterable[type[Any]]) -> None:
-        classes = _attrs_classes([*attrs_roots, CronTick])
+        entities = list(entities)
+        classes = _attrs_classes([*attrs_roots, CronTick, *_column_enums(entities)])
         self.by_name: dict[str, type[Any]] = {}
         self.names: dict[type[Any], str] = {}
         for cls in [*classes, *entities]:

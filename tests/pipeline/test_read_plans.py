@@ -321,3 +321,38 @@ def test_a_shape_memo_is_bounded() -> None:
     memo.entries()["a"] = 1
     memo.entries()["b"] = 2
     assert memo.entries() == {}
+
+
+#: A read model of Core with two columns.
+RP_BOARD = sa.Table(
+    "rp_board", sa.MetaData(), sa.Column("name", sa.String(40), primary_key=True), sa.Column("score", sa.Integer)
+)
+
+
+def test_a_read_of_several_columns_is_refused_not_cut_to_its_first(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """``select(RpNote.title, func.count())`` read as ``find_many`` gave the titles alone,
+    the counts dropped without a word, and ``select(RP_BOARD)`` the names alone: a read
+    step keeps one value per row.  It is refused
+    naming what to write instead, in all three read steps, and no value is quoted."""
+    f, h = _feature()
+    grouped = lambda c: sa.select(RpNote.title, sa.func.count()).group_by(RpNote.title)  # noqa: E731
+    many = f.write_handler("many", f.pipeline(Ref).find_many("rows", grouped).return_(lambda c: ok(c.steps["rows"])))
+    one = f.write_handler("one", f.pipeline(Ref).find_one("row", grouped).return_(lambda c: ok(c.steps["row"])))
+    two = lambda c: sa.select(RpNote, RpLoaded).join(RpLoaded, RpLoaded.title == RpNote.title)  # noqa: E731
+    pair = f.write_handler("pair", f.pipeline(Ref).get_one("row", two).return_(lambda c: ok(None)))
+    # A Core table named whole is each of its columns: select(board) gave the names alone.
+    board = f.write_handler(
+        "board", f.pipeline(Ref).find_many("rows", lambda c: sa.select(RP_BOARD)).return_(lambda c: ok(c.steps["rows"]))
+    )
+    app = app_on([f])
+    alice = make_user()
+    _notes(app, h, alice, "a-secret", "a-secret")
+    RP_BOARD.create(app.engine)
+    with app.engine.begin() as conn:
+        conn.execute(sa.insert(RP_BOARD), [{"name": "a-secret", "score": 3}])
+    for handler, selected in ((many, 2), (one, 2), (pair, 2), (board, 2)):
+        refused = failure_of(app.dispatch(handler, Ref(uuid.uuid4()), user=alice), "internal_error")
+        assert f"the query selects {selected} entities or columns, and a read step keeps one per row" in refused.message
+        assert "c.db.execute(...).all()" in refused.message and "a-secret" not in refused.message

@@ -6,15 +6,17 @@ Both databases."""
 
 from __future__ import annotations
 
+import enum
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Feature, User, manual
+from kumiko_typed import App, Entity, Feature, User, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -281,3 +283,48 @@ def test_an_entity_value_whose_class_gained_a_required_column_strands_its_runs_a
     for n, run_id in enumerate(runs, start=1):
         info = v3.get_run(run_id)
         assert info is not None and (info.status, info.steps["seen"]) == ("completed", [f"box {n}", "unset", "unset"])
+
+
+class Shade(enum.Enum):
+    LIGHT = "light"
+    DARK = "dark"
+
+
+class ScPaint(Entity):
+    """An entity whose Enum column's class no event or payload names."""
+
+    __tablename__ = "sc_paint"
+    shade: Mapped[Shade] = mapped_column(sa.Enum(Shade), default=Shade.LIGHT)
+
+
+def test_an_entity_with_an_enum_column_is_stored_across_a_wait(app_on: Callable[..., App]) -> None:
+    """A run that read such an entity (``get_one``) and then waited failed with
+    ``unstorable_state`` ('a ...Shade cannot be stored'): the codec knew the enums of
+    events and payloads, not of entity columns."""
+    f: Any = Feature("sc")
+    f.entity(ScPaint)
+    paint = f.write_handler(
+        "paint",
+        f.pipeline(Begin)
+        .create("p", ScPaint, data=lambda c: ScPaint(shade=Shade.DARK))
+        .return_(lambda c: ok(c.steps["p"].id)),
+    )
+    flow = f.workflow(
+        "look",
+        trigger=manual(Begin),
+        pipeline=f.workflow_pipeline(Begin)
+        .get_one("paint", lambda c: sa.select(ScPaint))
+        .wait("PT1M")
+        .compute("shade", lambda c: c.steps["paint"].shade),
+    )
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    app.dispatch(paint, Begin(1), user=user)
+    run_id = app.start_workflow(flow, Begin(1), user=user)
+    run = app.get_run(run_id)
+    assert run is not None and (run.status, run.error) == ("suspended", None)
+    clock.advance(minutes=1)
+    app.run_worker(once=True)
+    run = app.get_run(run_id)
+    assert run is not None and run.status == "completed" and run.steps["shade"] is Shade.DARK

@@ -37,8 +37,9 @@ from types import FrameType, FunctionType
 from typing import TYPE_CHECKING, Any, Final
 
 from sqlalchemy import Select
+from sqlalchemy.sql.expression import FromClause
 
-from .._access import TENANT_PARAM, ShapeMemo
+from .._access import TENANT_PARAM, ShapeMemo, refuse_unscoped
 from .._errors import StepRefused, Unfit
 from .._limits import bound_values, read_check, refuse_compared, row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
@@ -174,6 +175,17 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
     stmt = query(ctx)
     if not isinstance(stmt, Select):
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
+    width = _width(stmt)
+    if width != 1:
+        if not stmt._execution_options.get("kumiko_all_tenants"):
+            refuse_unscoped(stmt)  # an aggregate's Core table: its refusal says what matters more
+        # A read step keeps one value per row (``scalars()``): the other columns of
+        # select(Incident.status, func.count()) would be dropped without a word.
+        raise StepRefused(
+            f"the query selects {width} entities or columns, and a read step keeps "
+            "one per row: select one entity or column, or read rows of several in a compute step "
+            "with c.db.execute(...).all()"
+        )
     stmt = stmt if limit is None else stmt.limit(limit)
     payload = getattr(ctx, "payload", None)
     problems = row_count_problems(stmt, payload)
@@ -183,6 +195,16 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
     binds = bound_values(stmt) if key is None else [(b, b.effective_value) for b in key.bindparams]
     refuse_compared(binds, stmt, payload)
     return stmt
+
+
+def _width(stmt: Select[Any]) -> int:
+    """How many values a row of ``stmt`` has: one per entity or column it names, and each
+    column of a Core table (or alias, subquery) it names whole — ``select(notes)`` reads
+    every column of ``notes``, where ``select(Note)`` reads one entity per row."""
+    raw = stmt._raw_columns
+    if len(raw) == 1 and isinstance(raw[0], FromClause) and "parententity" not in raw[0]._annotations:
+        return len(raw[0].c)
+    return len(raw)
 
 
 def _template(query: Callable[[Any], object], ctx: object, stmt: Select[Any], limit: int | None) -> object:
