@@ -29,6 +29,7 @@ from ._interpreter import exception_failure
 from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
+from ._steps.aggregates import project
 from ._utc import UtcDateTime
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
@@ -204,8 +205,7 @@ def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRo
             for key, value in event.changes.items():
                 setattr(entity, key, value)
         else:
-            for projector in registry.projectors_for(entity_type, type(event)):
-                projector(entity, event)
+            project(registry, entity_type, entity, event)
         entity.version = row.stream_version
         entity.updated_at = row.occurred_at
     return entity

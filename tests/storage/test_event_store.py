@@ -553,3 +553,58 @@ def test_a_refused_event_value_in_a_list_is_named_by_its_own_payload_path_not_an
     assert refused.code == "validation_error"
     assert [d["path"] for d in refused.details or ()] == ["$.moments[1]"]
     assert "(at $.moments[1])" in refused.message
+
+
+def _moving_feature(moved: dict[str, object]) -> tuple[Feature[Any], dict[str, Any]]:
+    """The booking feature with one more projector per domain event, which sets the
+    columns in ``moved`` (the framework's own) on the row."""
+    f, h = _feature()
+
+    def move(row: EsBooking, event: object) -> None:
+        for key, value in moved.items():
+            setattr(row, key, value)
+
+    f.projector(EsBooking, BookingStarted)(move)
+    f.projector(EsBooking, Extended)(move)
+    return f, h
+
+
+@pytest.mark.parametrize("column", ["tenant_id", "id"])
+def test_a_projector_setting_a_framework_column_is_refused_not_a_row_in_another_tenant(
+    app_on: AppOn, make_user: Callable[..., User], column: str
+) -> None:
+    """A creation event's projector that set ``tenant_id`` inserted the row into that
+    tenant (its event in the writer's); on an append the row's update found no row and
+    the write was a false ``version_conflict`` "at version 1, not 1"."""
+    alice, elsewhere = make_user(), uuid.uuid4()
+    plain_f, plain = _feature()
+    booking = ok_data(app_on([plain_f], clock=lambda: T0).dispatch(plain["plain"], Book("Ann", 2), user=alice))
+    f, h = _moving_feature({column: elsewhere})
+    app = app_on([f], clock=lambda: T0)
+
+    created = failure_of(app.dispatch(h["book"], Book("Bo", 1), user=alice), "internal_error")
+    appended = failure_of(app.dispatch(h["extend"], Extend(booking, 3), user=alice), "internal_error")
+
+    for refused in (created, appended):
+        assert f"set EsBooking.{column}: projectors may not set the framework's columns" in refused.message
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(BOOKINGS.c.id, BOOKINGS.c.tenant_id, BOOKINGS.c.nights)).all() == [
+            (booking, alice.tenant_id, 2)
+        ]
+        assert conn.execute(sa.select(sa.func.count()).select_from(events)).scalar() == 1
+
+
+def test_a_rebuild_whose_projector_sets_the_tenant_moves_no_row(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    """A projector changed since the events were stored: the replay would have moved the
+    row into another tenant, out of reach of its own."""
+    alice = make_user()
+    f, h = _feature()
+    booking = ok_data(app_on([f], clock=lambda: T0).dispatch(h["book"], Book("Ann", 2), user=alice))
+    moving_f, _ = _moving_feature({"tenant_id": uuid.uuid4()})
+    app = app_on([moving_f], clock=lambda: T0)
+
+    for verify in (True, False):
+        refused = failure_of(app.rebuild_projection(EsBooking, user=alice, verify=verify), "internal_error")
+        assert "set EsBooking.tenant_id" in refused.message
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(BOOKINGS.c.id, BOOKINGS.c.tenant_id)).all() == [(booking, alice.tenant_id)]
