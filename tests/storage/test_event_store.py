@@ -608,3 +608,44 @@ def test_a_rebuild_whose_projector_sets_the_tenant_moves_no_row(app_on: AppOn, m
         assert "set EsBooking.tenant_id" in refused.message
     with app.engine.connect() as conn:
         assert conn.execute(sa.select(BOOKINGS.c.id, BOOKINGS.c.tenant_id)).all() == [(booking, alice.tenant_id)]
+
+
+@pytest.mark.parametrize(
+    ("stored", "reason"),
+    [
+        # The class gained a field without a default, and no new schema version.
+        ({"payload": {"nights": 3}}, "does not load as Extended: required field is missing at $.reason"),
+        # It lost one.
+        ({"payload": {"nights": 3, "reason": "r", "days": 3}}, "does not load as Extended: unknown field at $.days"),
+        # A field changed its type: the stored value is not quoted.
+        ({"payload": {"nights": "three", "reason": "r"}}, "does not load as Extended: expected an integer at $.nights"),
+        # Stored by a newer deploy.
+        ({"schema_version": 3}, "stored at schema version 3) is newer than Extended's schema version 2"),
+        # An older one whose upcaster cannot read it (its message may quote the payload).
+        ({"schema_version": 1, "payload": {"weeks": 1}}, "an upcaster to schema version 2 raised KeyError"),
+        # The class was renamed or removed.
+        ({"type": "extended-old"}, "has the type 'extended-old', which no feature registers"),
+    ],
+)
+def test_an_event_its_class_no_longer_reads_is_named_with_its_version_and_fields_and_nothing_is_rebuilt(
+    two: Any, stored: dict[str, Any], reason: str
+) -> None:
+    """Was ``internal_error`` "raised ClassValidationError (error id …)" (or StateError):
+    which event, stored how, and which field — the log alone said."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(booking, 3), user=alice))
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(events).where(events.c.type == "extended").values(**stored))
+    _drift(app, booking, nights=0)
+
+    read = failure_of(app.read_stream(EsBooking, booking, user=alice), "internal_error")
+    rebuilt = failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error")
+
+    where = f"the event at version 2 of EsBooking {booking}"
+    for refused in (read, rebuilt):
+        assert where in refused.message and reason in refused.message, refused.message
+        assert "three" not in refused.message and "error id" in refused.message
+    if "type" not in stored:
+        assert f"{where} ('extended', stored at schema version {stored.get('schema_version', 2)})" in read.message
+    assert _rows(app)[booking] == ("Ann", 0, 2)  # nothing rebuilt
