@@ -649,3 +649,40 @@ def test_an_event_its_class_no_longer_reads_is_named_with_its_version_and_fields
     if "type" not in stored:
         assert f"{where} ('extended', stored at schema version {stored.get('schema_version', 2)})" in read.message
     assert _rows(app)[booking] == ("Ann", 0, 2)  # nothing rebuilt
+
+
+@attrs.frozen
+class ExtendLegacy:
+    """An id of the old system: a number, given where the aggregate's UUID goes."""
+
+    number: int
+    nights: int
+
+
+def test_an_aggregate_id_that_is_a_number_is_a_validation_error_naming_its_field(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """Was ``internal_error`` (SQLite: StatementError, PostgreSQL: ProgrammingError), as
+    text that is no UUID is not."""
+    f, h = _feature()
+    legacy = f.write_handler(
+        "legacy",
+        f.pipeline(ExtendLegacy)
+        .append_event(EsBooking, id=lambda c: c.payload.number, event=lambda c: Extended(c.payload.nights, "legacy"))
+        .return_(lambda c: ok(None)),
+    )
+    rename = f.write_handler(
+        "legacy-rename",
+        f.pipeline(ExtendLegacy)
+        .update("b", EsBooking, id=lambda c: c.payload.number, changes=lambda c: {"nights": 1}, version=lambda c: 1)
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f], clock=lambda: T0)
+    alice = make_user()
+    ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+
+    for handler in (legacy, rename):
+        refused = failure_of(app.dispatch(handler, ExtendLegacy(12345, 2), user=alice), "validation_error")
+        assert refused.message.endswith(": must be a UUID")
+        assert isinstance(refused.details, list)
+        assert (refused.details[0]["path"], refused.details[0]["column"]) == ("$.number", "es_booking.id")

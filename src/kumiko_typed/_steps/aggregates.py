@@ -201,7 +201,9 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
 
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
-    if entity_id.__class__ is str:  # text is fine if it is a UUID (as PostgreSQL casts it)
+    if entity_id.__class__ is not uuid.UUID:
+        # Text is fine if it is a UUID (as PostgreSQL casts it); a number or bytes failed to
+        # bind, an internal_error on both databases naming no field.
         _refuse_unfit(run, entity_type, {"id": entity_id})
     session = run.db
     tenant = run.user.tenant_id
