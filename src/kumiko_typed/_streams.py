@@ -20,7 +20,7 @@ from typing import Any, Generic, Literal, TypeVar
 import attrs
 from sqlalchemy import JSON, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session, configure_mappers, sessionmaker
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._ctx import User
 from ._errors import UnreadableEvent
@@ -244,11 +244,11 @@ def _stored(registry: Registry, entity_type: type[Any], row: EventRow) -> Stored
 
 
 def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
-    if row.type == f"{row.aggregate_type}.created":
-        return AggregateCreated(_columns(entity_type, row.payload))
-    if row.type == f"{row.aggregate_type}.updated":
-        return AggregateUpdated(_columns(entity_type, row.payload["changes"]))
     where = f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
+    if row.type == f"{row.aggregate_type}.created":
+        return AggregateCreated(_columns(entity_type, row.payload, f"{where} ({row.type!r})"))
+    if row.type == f"{row.aggregate_type}.updated":
+        return AggregateUpdated(_columns(entity_type, row.payload["changes"], f"{where} ({row.type!r})"))
     cls = registry.event_classes.get(row.type)
     if cls is None:
         raise UnreadableEvent(f"{where} has the type {row.type!r}, which no feature registers")
@@ -277,11 +277,25 @@ def _unfit(detail: Detail, cls: type[Any]) -> str:
     return f"{message} at {detail['path']}"
 
 
-def _columns(entity_type: type[Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+def _columns(entity_type: type[Any], stored: Mapping[str, Any], what: str) -> dict[str, Any]:
     """Stored column values (JSON) back as the columns' Python values; a key that is no
-    longer a column is left out (a replay cannot set it)."""
+    longer a column is left out (a replay cannot set it).  A value its column's type no
+    longer reads (the column's type changed since) is an :class:`UnreadableEvent` naming
+    the column, not the value."""
     columns = {a.key: a.columns[0] for a in inspect(entity_type).column_attrs}
-    return {k: _from_json(columns[k].type, v) for k, v in stored.items() if k in columns}
+    values = {}
+    for key, value in stored.items():
+        if key in columns:
+            try:
+                values[key] = _from_json(columns[key].type, value)
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                column = f"{entity_type.__name__}.{key}"
+                column_type = columns[key].type
+                if isinstance(column_type, TypeDecorator):  # UtcDateTime: a datetime
+                    column_type = column_type.impl_instance
+                kind = column_type.python_type.__name__  # _from_json converted, so it has one
+                raise UnreadableEvent(f"{what}: its value of {column} does not read as a {kind}") from exc
+    return values
 
 
 def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:

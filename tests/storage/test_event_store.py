@@ -686,3 +686,29 @@ def test_an_aggregate_id_that_is_a_number_is_a_validation_error_naming_its_field
         assert refused.message.endswith(": must be a UUID")
         assert isinstance(refused.details, list)
         assert (refused.details[0]["path"], refused.details[0]["column"]) == ("$.number", "es_booking.id")
+
+
+@pytest.mark.parametrize("event_type", ["es-booking.created", "es-booking.updated"])
+def test_a_column_value_its_column_no_longer_reads_is_named_by_column_not_value(two: Any, event_type: str) -> None:
+    """A column whose type changed since its events were stored (text become a UUID, an
+    enum member removed): was ``internal_error`` "raised ValueError (error id …)"."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    ok_data(app.dispatch(h["rename"], Rename(booking, "Anne", 1), user=alice))
+    damaged = {"es-booking.created": {"id": str(booking), "created_at": "last tuesday"}}
+    damaged["es-booking.updated"] = {"changes": {"created_at": "last tuesday"}}
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(events).where(events.c.type == event_type).values(payload=damaged[event_type]))
+    _drift(app, booking, nights=0)
+
+    read = failure_of(app.read_stream(EsBooking, booking, user=alice), "internal_error")
+    rebuilt = failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error")
+
+    version = 1 if event_type.endswith("created") else 2
+    for refused in (read, rebuilt):
+        assert (
+            f"the event at version {version} of EsBooking {booking} ('{event_type}'): "
+            "its value of EsBooking.created_at does not read as a datetime"
+        ) in refused.message
+        assert "tuesday" not in refused.message
+    assert _rows(app)[booking] == ("Anne", 0, 2)
