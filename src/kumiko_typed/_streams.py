@@ -294,7 +294,7 @@ def _columns(entity_type: type[Any], stored: Mapping[str, Any], what: str) -> di
                 if isinstance(column_type, TypeDecorator):  # UtcDateTime: a datetime
                     column_type = column_type.impl_instance
                 kind = column_type.python_type.__name__  # _from_json converted, so it has one
-                raise UnreadableEvent(f"{what}: its value of {column} does not read as a {kind}") from exc
+                raise UnreadableEvent(f"{what}: its value of {column} does not read as {kind}") from exc
     return values
 
 

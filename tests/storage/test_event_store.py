@@ -708,7 +708,7 @@ def test_a_column_value_its_column_no_longer_reads_is_named_by_column_not_value(
     for refused in (read, rebuilt):
         assert (
             f"the event at version {version} of EsBooking {booking} ('{event_type}'): "
-            "its value of EsBooking.created_at does not read as a datetime"
+            "its value of EsBooking.created_at does not read as datetime"
         ) in refused.message
         assert "tuesday" not in refused.message
     assert _rows(app)[booking] == ("Anne", 0, 2)
