@@ -174,6 +174,8 @@ def _rebuild(
     missing = tuple(i for i in replayed if i not in live)
     extra = tuple(i for i in live if i not in replayed)
     if not verify:
+        for i, columns in [*changed.items(), *((i, tuple(keys)) for i in missing)]:
+            _refuse_nulls(entity, keys, i, {k: replayed[i][k] for k in columns})
         for i, columns in changed.items():
             session.execute(update(table).where(keys["id"] == i).values({keys[k]: replayed[i][k] for k in columns}))
         for i in missing:
@@ -181,6 +183,20 @@ def _rebuild(
         if extra:
             session.execute(delete(table).where(keys["id"].in_(extra)))
     return ProjectionReport(entity.__name__, len(replayed), verify, changed, missing, extra)
+
+
+def _refuse_nulls(entity: type[Any], keys: Mapping[str, Any], row_id: object, values: Mapping[str, Any]) -> None:
+    """Refuse, before anything is written, a replayed row that would leave a NOT NULL
+    column empty: a column added since its events were stored (with no default), or one
+    a named creation event's projectors do not set.  The write would fail on an
+    ``IntegrityError`` naming nothing."""
+    empty = sorted(k for k, v in values.items() if v is None and not keys[k].nullable)
+    if empty:
+        columns = ", ".join(f"{entity.__name__}.{k}" for k in empty)
+        raise UnreadableEvent(
+            f"the events of {entity.__name__} {row_id} give no value to {columns}, which cannot be null: "
+            "give a column added since a default, and set it in a creation event's projectors"
+        )
 
 
 def _as_stored(value: Any, document: bool) -> Any:

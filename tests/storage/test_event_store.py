@@ -712,3 +712,28 @@ def test_a_column_value_its_column_no_longer_reads_is_named_by_column_not_value(
         ) in refused.message
         assert "tuesday" not in refused.message
     assert _rows(app)[booking] == ("Anne", 0, 2)
+
+
+def test_a_rebuild_that_would_leave_a_not_null_column_empty_names_it_and_writes_nothing(two: Any) -> None:
+    """A column added since the events were stored, without a default (here: a creation
+    event that does not carry ``guest``): the repair was ``internal_error`` "raised
+    IntegrityError", naming neither the row nor the column."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    other = ok_data(app.dispatch(h["plain"], Book("Abe", 1), user=alice))
+    with app.engine.begin() as conn:
+        stored = conn.execute(sa.select(events.c.payload).where(events.c.stream_id == booking)).scalar_one()
+        without = {k: v for k, v in stored.items() if k != "guest"}
+        conn.execute(sa.update(events).where(events.c.stream_id == booking).values(payload=without))
+    _drift(app, other, nights=7)
+
+    report = ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True))
+    assert report.changed == {booking: ("guest",), other: ("nights",)}  # verify tells, as documented
+    expected = f"the events of EsBooking {booking} give no value to EsBooking.guest, which cannot be null"
+    refused = failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error")
+    assert expected in refused.message
+    assert _rows(app) == {booking: ("Ann", 2, 1), other: ("Abe", 7, 1)}  # nothing repaired
+    with app.engine.begin() as conn:  # the row missing too: refused, not inserted half
+        conn.execute(sa.delete(BOOKINGS).where(BOOKINGS.c.id == booking))
+    assert expected in failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error").message
+    assert _rows(app) == {other: ("Abe", 7, 1)}
