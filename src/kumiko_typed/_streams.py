@@ -99,9 +99,11 @@ class ProjectionReport:
 def _refused(entity: type[Any], user: object, registry: Registry) -> Failure | None:
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
+    # Not a class: a list is unhashable (it raised TypeError), a table's repr is its whole definition.
+    if not isinstance(entity, type):
+        return fail("not_found", f"a {type(entity).__name__} is not an entity of this App: pass its class")
     if entity not in registry.aggregate_types:
-        name = getattr(entity, "__name__", repr(entity))
-        return fail("not_found", f"{name} is not an entity of this App")
+        return fail("not_found", f"{entity.__name__} is not an entity of this App")
     return None
 
 

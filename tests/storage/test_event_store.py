@@ -737,3 +737,21 @@ def test_a_rebuild_that_would_leave_a_not_null_column_empty_names_it_and_writes_
         conn.execute(sa.delete(BOOKINGS).where(BOOKINGS.c.id == booking))
     assert expected in failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error").message
     assert _rows(app) == {other: ("Abe", 7, 1)}
+
+
+def test_a_wrong_entity_argument_is_not_found_naming_its_type_never_raised(two: Any) -> None:
+    """A list raised ``TypeError`` (unhashable) out of both calls, which answer with a
+    ``Failure``; a table's message was its whole ``repr``."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    wrongs: tuple[Any, ...] = ([EsBooking], {"entity": "EsBooking"}, "EsBooking", BOOKINGS, None)
+    for wrong in wrongs:
+        for answer in (
+            app.read_stream(wrong, booking, user=alice),
+            app.rebuild_projection(wrong, user=alice, verify=True),
+        ):
+            refused = failure_of(answer, "not_found")
+            assert refused.message == f"a {type(wrong).__name__} is not an entity of this App: pass its class"
+    assert failure_of(app.read_stream(Book, booking, user=alice), "not_found").message == (
+        "Book is not an entity of this App"
+    )
