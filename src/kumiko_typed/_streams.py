@@ -96,7 +96,8 @@ class ProjectionReport:
         return not (self.changed or self.missing or self.extra)
 
 
-def _refused(entity: type[Any], user: object, registry: Registry) -> Failure | None:
+def _refused(entity: object, user: object, registry: Registry) -> Failure | None:
+    """Typed, but callers without mypy may pass anything."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
     # Not a class: a list is unhashable (it raised TypeError), a table's repr is its whole definition.
