@@ -755,3 +755,27 @@ def test_a_wrong_entity_argument_is_not_found_naming_its_type_never_raised(two: 
     assert failure_of(app.read_stream(Book, booking, user=alice), "not_found").message == (
         "Book is not an entity of this App"
     )
+
+
+def test_a_projector_putting_text_in_a_number_column_is_refused_alike_on_both_databases(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """SQLite stored ``"three"`` in ``nights`` (an ``Integer``) and the write succeeded;
+    PostgreSQL refused it with a ``validation_error`` naming no column."""
+    f, h = _feature()
+
+    @f.projector(EsBooking, Extended)
+    def as_text(row: EsBooking, event: Extended) -> None:
+        row.nights = "three"  # type: ignore[assignment]  # what an untyped projector may do
+
+    app = app_on([f], clock=lambda: T0)
+    alice = make_user()
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+
+    refused = failure_of(app.dispatch(h["extend"], Extend(booking, 3), user=alice), "validation_error")
+
+    assert isinstance(refused.details, list)
+    problems = [(d["column"], d["message"]) for d in refused.details]
+    assert problems == [("es_booking.nights", "must be a number, not text")]
+    assert _rows(app)[booking] == ("Ann", 2, 1)
+    assert len(ok_data(app.read_stream(EsBooking, booking, user=alice))) == 1
