@@ -10,7 +10,8 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   ├── StepRefused        a wrong argument at run time (an unbounded delete, ...)
     │   │   ├── UnscopedRead   a Core select of an entity's table, around the tenant filter
     │   │   └── UnscopedWrite  an ORM UPDATE of an entity by primary key, which no filter restricts
-    │   └── UnregisteredError  an entity or event class no feature registered (LookupError)
+    │   ├── UnregisteredError  an entity or event class no feature registered (LookupError)
+    │   └── UnreadableEvent    a stored event this App's classes cannot read (also a StateError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
     ├── Unfit                  values a step would store do not fit their columns, or a read's
     │                          row count is negative (ValueError); becomes a validation_error
@@ -41,6 +42,7 @@ __all__ = [
     "StepRefused",
     "Suspend",
     "Unfit",
+    "UnreadableEvent",
     "UnregisteredError",
     "UnscopedRead",
     "UnscopedWrite",
@@ -85,6 +87,14 @@ class UnregisteredError(ProgramError, LookupError):
 
 class StateError(TypeError):
     """A value cannot be stored (or a stored one cannot be read back)."""
+
+
+class UnreadableEvent(ProgramError, StateError):
+    """A stored event that ``read_stream`` or a rebuild cannot read into its class (or a
+    stream that leaves a NOT NULL column of its row empty): its type, place and schema
+    version and the fields or columns that do not fit, never their values (so a
+    ``Failure`` may show it).  A class changed without a new schema version and upcaster
+    made it so (events are never rewritten)."""
 
 
 class ClassMismatch(StateError):

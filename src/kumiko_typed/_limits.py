@@ -255,6 +255,8 @@ def _integer(bits: int) -> Check:
             return "must be an int, not a Decimal"
         elif isinstance(value, bool):
             return _NOT_A_BOOL
+        elif isinstance(value, str):
+            return _NOT_TEXT
         elif not isinstance(value, int):
             return None
         if not low <= value <= high:
@@ -264,12 +266,17 @@ def _integer(bits: int) -> Check:
     return check
 
 
+#: Text in a number column: SQLite stored "abc" as it is, PostgreSQL refused it with an
+#: error naming no field (and read "5" as 5, which SQLite kept as text only if it was no number).
+_NOT_TEXT: Final = "must be a number, not text"
 #: A bool is an int to Python and SQLite (stored as 1), a type of its own to PostgreSQL,
 #: which refused it in a number column with an error naming no field.
 _NOT_A_BOOL: Final = "must be a number, not true or false"
 
 
 def _float(value: object) -> str | None:
+    if isinstance(value, str):
+        return _NOT_TEXT
     if isinstance(value, int):
         return _integer(64)(value)  # SQLite binds an int as a 64-bit integer
     return _finite(value)
@@ -279,6 +286,8 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
     def check(value: object) -> str | None:
         if isinstance(value, bool):
             return _NOT_A_BOOL
+        if isinstance(value, str):
+            return _NOT_TEXT
         problem = _finite(value)
         if problem is not None or not isinstance(value, (int, float, Decimal)) or not value:
             return problem

@@ -65,6 +65,12 @@ class Registry:
     def load(self, row: EventRow, event_type: type[T]) -> T:
         """The stored event ``row`` as an ``event_type``: its payload upcast from the
         version it was stored in to the class's, then structured."""
+        return self.converter.structure(self.upcast(row, event_type), event_type)
+
+    def upcast(self, row: EventRow, event_type: type[Any]) -> dict[str, Any]:
+        """The payload of the stored event ``row`` upcast to ``event_type``'s schema
+        version: a ``StateError`` if it was stored at a newer one; what an upcaster
+        raises, raised."""
         version, upcasters = self.event_schemas.get(event_type, (1, {}))
         stored = row.schema_version
         if stored > version:
@@ -75,4 +81,4 @@ class Registry:
         payload = dict(row.payload)
         for n in range(stored, version):
             payload = upcasters[n](payload)
-        return self.converter.structure(payload, event_type)
+        return payload

@@ -20,15 +20,17 @@ from typing import Any, Generic, Literal, TypeVar
 import attrs
 from sqlalchemy import JSON, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session, configure_mappers, sessionmaker
-from sqlalchemy.types import TypeEngine
+from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._ctx import User
-from ._errors import StateError
+from ._errors import UnreadableEvent
 from ._eventstore import EventRow, pause_appends, read_streams
 from ._interpreter import exception_failure
 from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
+from ._steps.aggregates import project
+from ._structuring import Detail, structure
 from ._utc import UtcDateTime
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
@@ -94,12 +96,15 @@ class ProjectionReport:
         return not (self.changed or self.missing or self.extra)
 
 
-def _refused(entity: type[Any], user: object, registry: Registry) -> Failure | None:
+def _refused(entity: object, user: object, registry: Registry) -> Failure | None:
+    """Typed, but callers without mypy may pass anything."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
+    # Not a class: a list is unhashable (it raised TypeError), a table's repr is its whole definition.
+    if not isinstance(entity, type):
+        return fail("not_found", f"a {type(entity).__name__} is not an entity of this App: pass its class")
     if entity not in registry.aggregate_types:
-        name = getattr(entity, "__name__", repr(entity))
-        return fail("not_found", f"{name} is not an entity of this App")
+        return fail("not_found", f"{entity.__name__} is not an entity of this App")
     return None
 
 
@@ -172,6 +177,8 @@ def _rebuild(
     missing = tuple(i for i in replayed if i not in live)
     extra = tuple(i for i in live if i not in replayed)
     if not verify:
+        for i, columns in [*changed.items(), *((i, tuple(keys)) for i in missing)]:
+            _refuse_nulls(entity, keys, i, {k: replayed[i][k] for k in columns})
         for i, columns in changed.items():
             session.execute(update(table).where(keys["id"] == i).values({keys[k]: replayed[i][k] for k in columns}))
         for i in missing:
@@ -179,6 +186,20 @@ def _rebuild(
         if extra:
             session.execute(delete(table).where(keys["id"].in_(extra)))
     return ProjectionReport(entity.__name__, len(replayed), verify, changed, missing, extra)
+
+
+def _refuse_nulls(entity: type[Any], keys: Mapping[str, Any], row_id: object, values: Mapping[str, Any]) -> None:
+    """Refuse, before anything is written, a replayed row that would leave a NOT NULL
+    column empty: a column added since its events were stored (with no default), or one
+    a named creation event's projectors do not set.  The write would fail on an
+    ``IntegrityError`` naming nothing."""
+    empty = sorted(k for k, v in values.items() if v is None and not keys[k].nullable)
+    if empty:
+        columns = ", ".join(f"{entity.__name__}.{k}" for k in empty)
+        raise UnreadableEvent(
+            f"the events of {entity.__name__} {row_id} give no value to {columns}, which cannot be null: "
+            "give a column added since a default, and set it in a creation event's projectors"
+        )
 
 
 def _as_stored(value: Any, document: bool) -> Any:
@@ -204,8 +225,7 @@ def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRo
             for key, value in event.changes.items():
                 setattr(entity, key, value)
         else:
-            for projector in registry.projectors_for(entity_type, type(event)):
-                projector(entity, event)
+            project(registry, entity_type, entity, event)
         entity.version = row.stream_version
         entity.updated_at = row.occurred_at
     return entity
@@ -243,21 +263,58 @@ def _stored(registry: Registry, entity_type: type[Any], row: EventRow) -> Stored
 
 
 def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
+    where = f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
     if row.type == f"{row.aggregate_type}.created":
-        return AggregateCreated(_columns(entity_type, row.payload))
+        return AggregateCreated(_columns(entity_type, row.payload, f"{where} ({row.type!r})"))
     if row.type == f"{row.aggregate_type}.updated":
-        return AggregateUpdated(_columns(entity_type, row.payload["changes"]))
+        return AggregateUpdated(_columns(entity_type, row.payload["changes"], f"{where} ({row.type!r})"))
     cls = registry.event_classes.get(row.type)
     if cls is None:
-        raise StateError(f"event {row.event_id} has the type {row.type!r}, which no feature registers")
-    return registry.load(row, cls)
+        raise UnreadableEvent(f"{where} has the type {row.type!r}, which no feature registers")
+    what = f"{where} ({row.type!r}, stored at schema version {row.schema_version})"
+    version = registry.schema_version(cls)
+    if row.schema_version > version:
+        raise UnreadableEvent(f"{what} is newer than {cls.__name__}'s schema version {version}")
+    try:
+        payload = registry.upcast(row, cls)
+    except Exception as exc:  # an upcaster's own message may quote the payload
+        raise UnreadableEvent(f"{what}: an upcaster to schema version {version} raised {type(exc).__name__}") from exc
+    try:
+        return registry.converter.structure(payload, cls)
+    except Exception as exc:
+        found = structure(registry.converter, payload, cls)
+        unfit = "; ".join(_unfit(d, cls) for d in found) if isinstance(found, list) else type(exc).__name__
+        raise UnreadableEvent(f"{what} does not load as {cls.__name__}: {unfit}") from exc
 
 
-def _columns(entity_type: type[Any], stored: Mapping[str, Any]) -> dict[str, Any]:
+def _unfit(detail: Detail, cls: type[Any]) -> str:
+    """One field of a stored event its class does not read, by path: the framework's own
+    words, never a stored value (a validator's message may quote one)."""
+    message = detail["message"].partition(", got ")[0]
+    if not (message.startswith("expected ") or message in ("unknown field", "required field is missing")):
+        message = f"refused by {cls.__name__}'s checks"
+    return f"{message} at {detail['path']}"
+
+
+def _columns(entity_type: type[Any], stored: Mapping[str, Any], what: str) -> dict[str, Any]:
     """Stored column values (JSON) back as the columns' Python values; a key that is no
-    longer a column is left out (a replay cannot set it)."""
+    longer a column is left out (a replay cannot set it).  A value its column's type no
+    longer reads (the column's type changed since) is an :class:`UnreadableEvent` naming
+    the column, not the value."""
     columns = {a.key: a.columns[0] for a in inspect(entity_type).column_attrs}
-    return {k: _from_json(columns[k].type, v) for k, v in stored.items() if k in columns}
+    values = {}
+    for key, value in stored.items():
+        if key in columns:
+            try:
+                values[key] = _from_json(columns[key].type, value)
+            except (TypeError, ValueError, ArithmeticError) as exc:
+                column = f"{entity_type.__name__}.{key}"
+                column_type = columns[key].type
+                if isinstance(column_type, TypeDecorator):  # UtcDateTime: a datetime
+                    column_type = column_type.impl_instance
+                kind = column_type.python_type.__name__  # _from_json converted, so it has one
+                raise UnreadableEvent(f"{what}: its value of {column} does not read as {kind}") from exc
+    return values
 
 
 def _from_json(column_type: TypeEngine[Any], value: Any) -> Any:

@@ -553,3 +553,229 @@ def test_a_refused_event_value_in_a_list_is_named_by_its_own_payload_path_not_an
     assert refused.code == "validation_error"
     assert [d["path"] for d in refused.details or ()] == ["$.moments[1]"]
     assert "(at $.moments[1])" in refused.message
+
+
+def _moving_feature(moved: dict[str, object]) -> tuple[Feature[Any], dict[str, Any]]:
+    """The booking feature with one more projector per domain event, which sets the
+    columns in ``moved`` (the framework's own) on the row."""
+    f, h = _feature()
+
+    def move(row: EsBooking, event: object) -> None:
+        for key, value in moved.items():
+            setattr(row, key, value)
+
+    f.projector(EsBooking, BookingStarted)(move)
+    f.projector(EsBooking, Extended)(move)
+    return f, h
+
+
+@pytest.mark.parametrize("column", ["tenant_id", "id"])
+def test_a_projector_setting_a_framework_column_is_refused_not_a_row_in_another_tenant(
+    app_on: AppOn, make_user: Callable[..., User], column: str
+) -> None:
+    """A creation event's projector that set ``tenant_id`` inserted the row into that
+    tenant (its event in the writer's); on an append the row's update found no row and
+    the write was a false ``version_conflict`` "at version 1, not 1"."""
+    alice, elsewhere = make_user(), uuid.uuid4()
+    plain_f, plain = _feature()
+    booking = ok_data(app_on([plain_f], clock=lambda: T0).dispatch(plain["plain"], Book("Ann", 2), user=alice))
+    f, h = _moving_feature({column: elsewhere})
+    app = app_on([f], clock=lambda: T0)
+
+    created = failure_of(app.dispatch(h["book"], Book("Bo", 1), user=alice), "internal_error")
+    appended = failure_of(app.dispatch(h["extend"], Extend(booking, 3), user=alice), "internal_error")
+
+    for refused in (created, appended):
+        assert f"set EsBooking.{column}: projectors may not set the framework's columns" in refused.message
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(BOOKINGS.c.id, BOOKINGS.c.tenant_id, BOOKINGS.c.nights)).all() == [
+            (booking, alice.tenant_id, 2)
+        ]
+        assert conn.execute(sa.select(sa.func.count()).select_from(events)).scalar() == 1
+
+
+def test_a_rebuild_whose_projector_sets_the_tenant_moves_no_row(app_on: AppOn, make_user: Callable[..., User]) -> None:
+    """A projector changed since the events were stored: the replay would have moved the
+    row into another tenant, out of reach of its own."""
+    alice = make_user()
+    f, h = _feature()
+    booking = ok_data(app_on([f], clock=lambda: T0).dispatch(h["book"], Book("Ann", 2), user=alice))
+    moving_f, _ = _moving_feature({"tenant_id": uuid.uuid4()})
+    app = app_on([moving_f], clock=lambda: T0)
+
+    for verify in (True, False):
+        refused = failure_of(app.rebuild_projection(EsBooking, user=alice, verify=verify), "internal_error")
+        assert "set EsBooking.tenant_id" in refused.message
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(BOOKINGS.c.id, BOOKINGS.c.tenant_id)).all() == [(booking, alice.tenant_id)]
+
+
+@pytest.mark.parametrize(
+    ("stored", "reason"),
+    [
+        # The class gained a field without a default, and no new schema version.
+        ({"payload": {"nights": 3}}, "does not load as Extended: required field is missing at $.reason"),
+        # It lost one.
+        ({"payload": {"nights": 3, "reason": "r", "days": 3}}, "does not load as Extended: unknown field at $.days"),
+        # A field changed its type: the stored value is not quoted.
+        ({"payload": {"nights": "three", "reason": "r"}}, "does not load as Extended: expected an integer at $.nights"),
+        # Stored by a newer deploy.
+        ({"schema_version": 3}, "stored at schema version 3) is newer than Extended's schema version 2"),
+        # An older one whose upcaster cannot read it (its message may quote the payload).
+        ({"schema_version": 1, "payload": {"weeks": 1}}, "an upcaster to schema version 2 raised KeyError"),
+        # The class was renamed or removed.
+        ({"type": "extended-old"}, "has the type 'extended-old', which no feature registers"),
+    ],
+)
+def test_an_event_its_class_no_longer_reads_is_named_with_its_version_and_fields_and_nothing_is_rebuilt(
+    two: Any, stored: dict[str, Any], reason: str
+) -> None:
+    """Was ``internal_error`` "raised ClassValidationError (error id …)" (or StateError):
+    which event, stored how, and which field — the log alone said."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(booking, 3), user=alice))
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(events).where(events.c.type == "extended").values(**stored))
+    _drift(app, booking, nights=0)
+
+    read = failure_of(app.read_stream(EsBooking, booking, user=alice), "internal_error")
+    rebuilt = failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error")
+
+    where = f"the event at version 2 of EsBooking {booking}"
+    for refused in (read, rebuilt):
+        assert where in refused.message and reason in refused.message, refused.message
+        assert "three" not in refused.message and "error id" in refused.message
+    if "type" not in stored:
+        assert f"{where} ('extended', stored at schema version {stored.get('schema_version', 2)})" in read.message
+    assert _rows(app)[booking] == ("Ann", 0, 2)  # nothing rebuilt
+
+
+@attrs.frozen
+class ExtendLegacy:
+    """An id of the old system: a number, given where the aggregate's UUID goes."""
+
+    number: int
+    nights: int
+
+
+def test_an_aggregate_id_that_is_a_number_is_a_validation_error_naming_its_field(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """Was ``internal_error`` (SQLite: StatementError, PostgreSQL: ProgrammingError), as
+    text that is no UUID is not."""
+    f, h = _feature()
+    legacy = f.write_handler(
+        "legacy",
+        f.pipeline(ExtendLegacy)
+        .append_event(EsBooking, id=lambda c: c.payload.number, event=lambda c: Extended(c.payload.nights, "legacy"))
+        .return_(lambda c: ok(None)),
+    )
+    rename = f.write_handler(
+        "legacy-rename",
+        f.pipeline(ExtendLegacy)
+        .update("b", EsBooking, id=lambda c: c.payload.number, changes=lambda c: {"nights": 1}, version=lambda c: 1)
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f], clock=lambda: T0)
+    alice = make_user()
+    ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+
+    for handler in (legacy, rename):
+        refused = failure_of(app.dispatch(handler, ExtendLegacy(12345, 2), user=alice), "validation_error")
+        assert refused.message.endswith(": must be a UUID")
+        assert isinstance(refused.details, list)
+        assert (refused.details[0]["path"], refused.details[0]["column"]) == ("$.number", "es_booking.id")
+
+
+@pytest.mark.parametrize("event_type", ["es-booking.created", "es-booking.updated"])
+def test_a_column_value_its_column_no_longer_reads_is_named_by_column_not_value(two: Any, event_type: str) -> None:
+    """A column whose type changed since its events were stored (text become a UUID, an
+    enum member removed): was ``internal_error`` "raised ValueError (error id …)"."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    ok_data(app.dispatch(h["rename"], Rename(booking, "Anne", 1), user=alice))
+    damaged = {"es-booking.created": {"id": str(booking), "created_at": "last tuesday"}}
+    damaged["es-booking.updated"] = {"changes": {"created_at": "last tuesday"}}
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(events).where(events.c.type == event_type).values(payload=damaged[event_type]))
+    _drift(app, booking, nights=0)
+
+    read = failure_of(app.read_stream(EsBooking, booking, user=alice), "internal_error")
+    rebuilt = failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error")
+
+    version = 1 if event_type.endswith("created") else 2
+    for refused in (read, rebuilt):
+        assert (
+            f"the event at version {version} of EsBooking {booking} ('{event_type}'): "
+            "its value of EsBooking.created_at does not read as datetime"
+        ) in refused.message
+        assert "tuesday" not in refused.message
+    assert _rows(app)[booking] == ("Anne", 0, 2)
+
+
+def test_a_rebuild_that_would_leave_a_not_null_column_empty_names_it_and_writes_nothing(two: Any) -> None:
+    """A column added since the events were stored, without a default (here: a creation
+    event that does not carry ``guest``): the repair was ``internal_error`` "raised
+    IntegrityError", naming neither the row nor the column."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    other = ok_data(app.dispatch(h["plain"], Book("Abe", 1), user=alice))
+    with app.engine.begin() as conn:
+        stored = conn.execute(sa.select(events.c.payload).where(events.c.stream_id == booking)).scalar_one()
+        without = {k: v for k, v in stored.items() if k != "guest"}
+        conn.execute(sa.update(events).where(events.c.stream_id == booking).values(payload=without))
+    _drift(app, other, nights=7)
+
+    report = ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True))
+    assert report.changed == {booking: ("guest",), other: ("nights",)}  # verify tells, as documented
+    expected = f"the events of EsBooking {booking} give no value to EsBooking.guest, which cannot be null"
+    refused = failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error")
+    assert expected in refused.message
+    assert _rows(app) == {booking: ("Ann", 2, 1), other: ("Abe", 7, 1)}  # nothing repaired
+    with app.engine.begin() as conn:  # the row missing too: refused, not inserted half
+        conn.execute(sa.delete(BOOKINGS).where(BOOKINGS.c.id == booking))
+    assert expected in failure_of(app.rebuild_projection(EsBooking, user=alice), "internal_error").message
+    assert _rows(app) == {other: ("Abe", 7, 1)}
+
+
+def test_a_wrong_entity_argument_is_not_found_naming_its_type_never_raised(two: Any) -> None:
+    """A list raised ``TypeError`` (unhashable) out of both calls, which answer with a
+    ``Failure``; a table's message was its whole ``repr``."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    wrongs: tuple[Any, ...] = ([EsBooking], {"entity": "EsBooking"}, "EsBooking", BOOKINGS, None)
+    for wrong in wrongs:
+        for answer in (
+            app.read_stream(wrong, booking, user=alice),
+            app.rebuild_projection(wrong, user=alice, verify=True),
+        ):
+            refused = failure_of(answer, "not_found")
+            assert refused.message == f"a {type(wrong).__name__} is not an entity of this App: pass its class"
+    assert failure_of(app.read_stream(Book, booking, user=alice), "not_found").message == (
+        "Book is not an entity of this App"
+    )
+
+
+def test_a_projector_putting_text_in_a_number_column_is_refused_alike_on_both_databases(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """SQLite stored ``"three"`` in ``nights`` (an ``Integer``) and the write succeeded;
+    PostgreSQL refused it with a ``validation_error`` naming no column."""
+    f, h = _feature()
+
+    @f.projector(EsBooking, Extended)
+    def as_text(row: EsBooking, event: Extended) -> None:
+        row.nights = "three"  # type: ignore[assignment]  # what an untyped projector may do
+
+    app = app_on([f], clock=lambda: T0)
+    alice = make_user()
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+
+    refused = failure_of(app.dispatch(h["extend"], Extend(booking, 3), user=alice), "validation_error")
+
+    assert isinstance(refused.details, list)
+    problems = [(d["column"], d["message"]) for d in refused.details]
+    assert problems == [("es_booking.nights", "must be a number, not text")]
+    assert _rows(app)[booking] == ("Ann", 2, 1)
+    assert len(ok_data(app.read_stream(EsBooking, booking, user=alice))) == 1

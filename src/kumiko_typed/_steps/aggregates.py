@@ -36,8 +36,9 @@ from ._rows import changed_columns, in_place_values, insert_row, update_row, wri
 
 if TYPE_CHECKING:
     from .._interpreter import Run
+    from .._registry import Registry
 
-__all__ = ["AppendEvent", "Create", "Update"]
+__all__ = ["AppendEvent", "Create", "Update", "project"]
 
 
 @attrs.frozen(slots=True)
@@ -157,8 +158,7 @@ def _create(step: Create, run: Run) -> Failure | None:
         event_type, schema = registry.event_name(type(event)), registry.schema_version(type(event))
         payload = _event_payload(run, event)
         # The event's projectors finish the row, as a replay builds it from the event.
-        for projector in registry.projectors_for(step.entity, type(event)):
-            projector(entity, event)
+        project(registry, step.entity, entity, event)
     columns = _columns(entity)
     _refuse_unfit(run, step.entity, columns)
     try:
@@ -201,7 +201,9 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
 
     The read names the tenant itself, so the session's tenant filter is skipped for it
     (it would only add the same condition again)."""
-    if entity_id.__class__ is str:  # text is fine if it is a UUID (as PostgreSQL casts it)
+    if entity_id.__class__ is not uuid.UUID:
+        # Text is fine if it is a UUID (as PostgreSQL casts it); a number or bytes failed to
+        # bind, an internal_error on both databases naming no field.
         _refuse_unfit(run, entity_type, {"id": entity_id})
     session = run.db
     tenant = run.user.tenant_id
@@ -321,6 +323,25 @@ def _update(step: Update, run: Run) -> Failure | None:
     return None
 
 
+def project(registry: Registry, entity_type: type[Any], entity: Any, event: object) -> None:
+    """Run ``event``'s projectors on its aggregate's row (a write's, or a replay's).  A
+    projector that sets a column the framework owns is refused: a ``tenant_id`` it set
+    put the new row in another tenant (or made the update find no row, a false
+    ``version_conflict``), an ``id`` parted the row from its stream."""
+    projectors = registry.projectors_for(entity_type, type(event))
+    if not projectors:
+        return
+    owned = {key: getattr(entity, key) for key in FRAMEWORK_COLUMNS}
+    for projector in projectors:
+        projector(entity, event)
+    moved = sorted(key for key, value in owned.items() if getattr(entity, key) != value)
+    if moved:
+        raise StepRefused(
+            f"a projector of {type(event).__name__} set {entity_type.__name__}.{', '.join(moved)}: "
+            f"projectors may not set the framework's columns ({', '.join(sorted(FRAMEWORK_COLUMNS))})"
+        )
+
+
 def _event_payload(run: Run, event: object) -> Any:
     """The event as stored: an event that holds itself makes the converter recurse as
     ``jsonable`` would, and is refused the same way."""
@@ -416,7 +437,6 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     if appended is not None:
         return appended
     before = in_place_values(entity)
-    for projector in registry.projectors_for(step.entity, type(event)):
-        projector(entity, event)
+    project(registry, step.entity, entity, event)
     _refuse_unfit(run, step.entity, _columns(entity))
     return _write_row(run, entity, changed_columns(entity, before))
