@@ -95,6 +95,7 @@ class EventFeed:
             .where(consumers.c.name == EVENT_CURSOR)
             .values(tx=bindparam("tx"), position=bindparam("position"))
         )
+        self._wait_of = select(workflow_waits).where(workflow_waits.c.run_id == bindparam("run_id"))
         self._unarmed = (
             select(workflow_waits)
             .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
@@ -208,10 +209,16 @@ class EventFeed:
         resumed = 0
         engine = self.engine
         pending = session.execute(self._unarmed).all()
-        for wait in pending:
-            run = self._lock(session, wait.run_id)
+        for unarmed in pending:
+            run = self._lock(session, unarmed.run_id)
             if run is None:
                 continue  # being resumed by its timeout (or gone): next pass
+            # Read again under the run's lock: a worker that resumed the run since (its
+            # timeout) replaced the wait read above with one of another event or view,
+            # which is the one to look back for.
+            wait = session.execute(self._wait_of, {"run_id": unarmed.run_id}).first()
+            if wait is None or wait.armed:
+                continue  # no wait now (finished, cancelled), or a new one the feed matches already
             if run.status == "suspended" and not engine.waits_again(session, run):
                 continue  # stranded now (or failed): its wait stays unarmed
             session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
