@@ -217,8 +217,8 @@ class EventFeed:
             # timeout) replaced the wait read above with one of another event or view,
             # which is the one to look back for.
             wait = session.execute(self._wait_of, {"run_id": unarmed.run_id}).first()
-            if wait is None or wait.armed:
-                continue  # no wait now (finished, cancelled), or a new one the feed matches already
+            if wait is None:
+                continue  # none now: the run finished, or was cancelled
             if run.status == "suspended" and not engine.waits_again(session, run):
                 continue  # stranded now (or failed): its wait stays unarmed
             session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
