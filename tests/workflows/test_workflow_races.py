@@ -426,6 +426,8 @@ def test_a_wait_replaced_while_the_feed_arms_it_still_gets_the_event_the_feed_pa
         return real_lock(self, session, run_id, skip_locked=skip_locked)
 
     monkeypatch.setattr(EventFeed, "_lock", lock)
+    for gate in (_Gates.e_began, _Gates.e_go, _Gates.noted, _Gates.b_go):
+        gate.clear()
     _Gates.armed = True
     try:
         run_id = starter.start_workflow(switch, Job(7), user=ADA)
