@@ -3,6 +3,7 @@ idle workers behind the one reading events."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -10,6 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
@@ -24,10 +26,11 @@ class Pinged:
     n: int
 
 
-def _ping(app: App, *payloads: dict[str, Any]) -> None:
-    """Append one ``pinged`` event per payload, each on a stream of its own, in one transaction."""
+def _ping(app: App, *payloads: dict[str, Any], schema_version: int = 1) -> list[uuid.UUID]:
+    """Append one ``pinged`` event per payload, each on a stream of its own, in one
+    transaction: their ids."""
     with Session(app.engine) as session, session.begin():
-        for payload in payloads:
+        return [
             append(
                 session,
                 stream_id=uuid.uuid4(),
@@ -39,7 +42,10 @@ def _ping(app: App, *payloads: dict[str, Any]) -> None:
                 user_id=None,
                 correlation_id=None,
                 occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
+                schema_version=schema_version,
             )
+            for payload in payloads
+        ]
 
 
 def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., App]) -> None:
@@ -55,6 +61,48 @@ def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., Ap
     runs = app.runs(workflow)
     assert [(r.status, r.steps["n"]) for r in runs] == [("completed", 7)]
     assert app.run_worker(once=True)["started"] == 0
+
+
+@pytest.mark.parametrize(
+    ("payload", "schema_version", "reason"),
+    [
+        (
+            {"n": "SECRET"},
+            1,
+            "('pinged', stored at schema version 1) does not load as Pinged: expected an integer at $.n",
+        ),
+        ({}, 1, "('pinged', stored at schema version 1) does not load as Pinged: required field is missing at $.n"),
+        (
+            {"n": 1, "m": "SECRET"},
+            1,
+            "('pinged', stored at schema version 1) does not load as Pinged: unknown field at $.m",
+        ),
+        ({"n": 1}, 2, "('pinged', stored at schema version 2) is newer than Pinged's schema version 1"),
+    ],
+)
+def test_an_event_no_run_can_start_with_is_logged_with_the_registrys_reason_never_its_values(
+    app_on: Callable[..., App],
+    caplog: pytest.LogCaptureFixture,
+    payload: dict[str, Any],
+    schema_version: int,
+    reason: str,
+) -> None:
+    """Was "event … does not fit Pinged; no run started", the field unnamed: the reason is
+    the one ``read_stream`` gives (docs/event-store.md), and the run for the next event
+    still starts."""
+    f = Feature("feed")
+    f.event(Pinged, name="pinged")
+    workflow = f.workflow(
+        "on-ping", trigger=on_event(Pinged), pipeline=f.workflow_pipeline(Pinged).compute("n", lambda c: c.payload.n)
+    )
+    app = app_on([f])
+    (unfit,) = _ping(app, payload, schema_version=schema_version)
+    _ping(app, {"n": 7})
+    with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+        assert app.run_worker(once=True)["started"] == 1
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    assert logged == [f"workflow feed:on-ping: no run started: the event {unfit} {reason}"], logged
+    assert [(r.status, r.steps["n"]) for r in app.runs(workflow)] == [("completed", 7)]
 
 
 def test_an_outer_loop_item_of_any_value_is_restored_after_an_inner_loop(app_on: Callable[..., App]) -> None:
