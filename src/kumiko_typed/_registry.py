@@ -4,7 +4,7 @@ stored event payload of an older schema version (its upcasters)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
@@ -75,13 +75,17 @@ class Registry:
         version, upcasters = self.event_schemas.get(event_type, (1, {}))
         if row.schema_version > version:
             raise UnreadableEvent(f"{what} is newer than {name}'s schema version {version}")
-        payload = dict(row.payload)
-        try:
-            for n in range(row.schema_version, version):
-                payload = upcasters[n](payload)
-        except Exception as exc:  # an upcaster's own message may quote the payload
-            raised = type(exc).__name__
-            raise UnreadableEvent(f"{what}: an upcaster to schema version {version} raised {raised}") from exc
+        payload: Any = row.payload
+        # A payload that is no object (a row edited by hand) is not upcast: structuring
+        # names it, at $.
+        if isinstance(payload, Mapping) and row.schema_version < version:
+            payload = dict(payload)
+            try:
+                for n in range(row.schema_version, version):
+                    payload = upcasters[n](payload)
+            except Exception as exc:  # an upcaster's own message may quote the payload
+                raised = type(exc).__name__
+                raise UnreadableEvent(f"{what}: an upcaster to schema version {version} raised {raised}") from exc
         try:
             return self.converter.structure(payload, event_type)
         except Exception as exc:
