@@ -17,7 +17,9 @@ Versions (``v1`` is what the runs start under; every other one is a later deploy
   ``renamed={"cool-off": "pause"}``;
 * ``needs``: a key ``price`` computed before the wait; ``fill``: the same with a ``fill``
   function for it;
-* ``gone``: no workflow registered (the ``emit`` handler and its event stay).
+* ``gone``: no workflow registered (the ``emit`` handler and its event stay);
+* ``retyped``: as ``v1``, but ``Signal.note`` is an ``int`` now (without a new schema
+  version): a stored ``Signal`` no longer loads.
 
 The ``signal`` workflow waits for a ``Signal`` event (appended by the ``emit`` handler)
 in ``got``, named ``heard`` in ``renamed`` and ``across`` (which maps it, too).
@@ -44,7 +46,7 @@ OTHER = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))  # another tenant
 WORKER_BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); import _deploy_app as m; sys.exit(m.worker_main(sys.argv[2:]))"
 )
-VERSIONS = ("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill", "gone")
+VERSIONS = ("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill", "gone", "retyped")
 
 
 @attrs.frozen
@@ -59,6 +61,17 @@ class Signal:
     note: str
 
 
+def _retyped_signal() -> type[Any]:
+    """``Signal`` after a deploy changed the type of ``note``, under the same name."""
+    cls = attrs.make_class("Signal", {"n": attrs.field(type=int), "note": attrs.field(type=int)}, frozen=True)
+    cls.__module__ = __name__
+    cls.__qualname__ = "Signal"
+    return cls
+
+
+RETYPED_SIGNAL = _retyped_signal()
+
+
 class DepBeacon(Entity):
     """The aggregate the ``emit`` handler appends a ``Signal`` to."""
 
@@ -70,12 +83,13 @@ def feature(version: str) -> Feature[Any]:
     """The three workflows as deployed in ``version``."""
     assert version in VERSIONS, version
     tag = "v1" if version == "v1" else "v2"
+    signal_cls = RETYPED_SIGNAL if version == "retyped" else Signal
     f: Feature[Any] = Feature("dep")
     f.entity(DepBeacon)
-    f.event(Signal)
+    f.event(signal_cls)
     f.write_handler(
         "emit",
-        f.pipeline(Signal)
+        f.pipeline(signal_cls)
         .create("beacon", DepBeacon, data=lambda c: DepBeacon(note=c.payload.note))
         .append_event(DepBeacon, id=lambda c: c.steps["beacon"].id, event=lambda c: c.payload)
         .return_(lambda c: ok(None)),
@@ -84,7 +98,7 @@ def feature(version: str) -> Feature[Any]:
         return f  # every workflow removed; the event and the handler appending it stay
     heard = "heard" if version in ("renamed", "across") else "got"
     signal: Any = f.workflow_pipeline(Order).wait_for_event(
-        heard, Signal, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT2H"
+        heard, signal_cls, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT2H"
     )
     f.workflow(
         "signal",
@@ -149,6 +163,10 @@ def app_needs(database_url: str) -> App:
 
 def app_gone(database_url: str) -> App:
     return make_app(database_url, "gone", FakeClock(T0))
+
+
+def app_retyped(database_url: str) -> App:
+    return make_app(database_url, "retyped", FakeClock(T0))
 
 
 def worker_main(argv: list[str]) -> int:

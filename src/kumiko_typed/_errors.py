@@ -90,11 +90,11 @@ class StateError(TypeError):
 
 
 class UnreadableEvent(ProgramError, StateError):
-    """A stored event that ``read_stream`` or a rebuild cannot read into its class (or a
-    stream that leaves a NOT NULL column of its row empty): its type, place and schema
-    version and the fields or columns that do not fit, never their values (so a
-    ``Failure`` may show it).  A class changed without a new schema version and upcaster
-    made it so (events are never rewritten)."""
+    """A stored event that ``read_stream``, a rebuild or a workflow's feed or worker cannot
+    read into its class (or a stream that leaves a NOT NULL column of its row empty): its
+    type, place and schema version and the fields or columns that do not fit, never their
+    values (so a ``Failure`` or a stranded run's reason may show it).  A class changed
+    without a new schema version and upcaster made it so (events are never rewritten)."""
 
 
 class ClassMismatch(StateError):

@@ -4,12 +4,13 @@ stored event payload of an older schema version (its upcasters)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
 
-from ._errors import StateError, UnregisteredError
+from ._errors import UnreadableEvent, UnregisteredError
+from ._structuring import Detail, structure
 
 if TYPE_CHECKING:
     from ._eventstore import EventRow
@@ -62,23 +63,41 @@ class Registry:
         """The schema version new events of ``event_type`` are stored with."""
         return self.event_schemas.get(event_type, (1, {}))[0]
 
-    def load(self, row: EventRow, event_type: type[T]) -> T:
+    def load(self, row: EventRow, event_type: type[T], event: str) -> T:
         """The stored event ``row`` as an ``event_type``: its payload upcast from the
-        version it was stored in to the class's, then structured."""
-        return self.converter.structure(self.upcast(row, event_type), event_type)
-
-    def upcast(self, row: EventRow, event_type: type[Any]) -> dict[str, Any]:
-        """The payload of the stored event ``row`` upcast to ``event_type``'s schema
-        version: a ``StateError`` if it was stored at a newer one; what an upcaster
-        raises, raised."""
+        version it was stored in to the class's, then structured.  If this App cannot, an
+        :class:`UnreadableEvent` says why after ``event`` (which event, in the caller's
+        words), its type and the schema version it was stored at: a newer schema than the
+        class's, an upcaster that raised, or the fields that do not fit; never a stored
+        value.  ``read_stream``, rebuilds and workflows all say it so."""
+        name = event_type.__name__
+        what = f"{event} ({row.type!r}, stored at schema version {row.schema_version})"
         version, upcasters = self.event_schemas.get(event_type, (1, {}))
-        stored = row.schema_version
-        if stored > version:
-            raise StateError(
-                f"event {row.event_id} is stored at schema version {stored}, "
-                f"newer than {event_type.__name__}'s {version}"
-            )
-        payload = dict(row.payload)
-        for n in range(stored, version):
-            payload = upcasters[n](payload)
-        return payload
+        if row.schema_version > version:
+            raise UnreadableEvent(f"{what} is newer than {name}'s schema version {version}")
+        payload: Any = row.payload
+        # A payload that is no object (a row edited by hand) is not upcast: structuring
+        # names it, at $.
+        if isinstance(payload, Mapping) and row.schema_version < version:
+            payload = dict(payload)
+            try:
+                for n in range(row.schema_version, version):
+                    payload = upcasters[n](payload)
+            except Exception as exc:  # an upcaster's own message may quote the payload
+                raised = type(exc).__name__
+                raise UnreadableEvent(f"{what}: an upcaster to schema version {version} raised {raised}") from exc
+        try:
+            return self.converter.structure(payload, event_type)
+        except Exception as exc:
+            found = structure(self.converter, payload, event_type)
+            unfit = "; ".join(_unfit(d, name) for d in found) if isinstance(found, list) else type(exc).__name__
+            raise UnreadableEvent(f"{what} does not load as {name}: {unfit}") from exc
+
+
+def _unfit(detail: Detail, name: str) -> str:
+    """One field of a stored event its class (``name``) does not read, by path: the
+    framework's own words, never a stored value (a validator's message may quote one)."""
+    message = detail["message"].partition(", got ")[0]
+    if not (message.startswith("expected ") or message in ("unknown field", "required field is missing")):
+        message = f"refused by {name}'s checks"
+    return f"{message} at {detail['path']}"

@@ -26,7 +26,6 @@ __all__ = [
     "convert_loops",
     "mismatch",
     "rebuild",
-    "unloadable_event",
     "unreadable",
 ]
 
@@ -84,16 +83,6 @@ def mismatch(path: str | None, exc: ClassMismatch) -> str:
         f"at step {path}: the stored state cannot be read: {exc}; "
         "a deploy with the class as the run stored it resumes the run"
     )
-
-
-def unloadable_event(event: str, cls: type[Any], exc: Exception) -> ClassMismatch:
-    """Why this deploy cannot load a stored ``event`` as ``cls`` (``exc``: what loading it
-    raised): its class changed since, or an upcaster refuses it, or the event is of a newer
-    schema version.  The exception's type alone, but for the registry's own: a validator's
-    message may quote the event's data.  The worker (an event a lost race noted) and the
-    feed (an event a wait expects) both say it so."""
-    detail = str(exc) if isinstance(exc, StateError) else type(exc).__name__
-    return ClassMismatch(f"{event} does not load as {cls.__name__} ({detail})")
 
 
 def unreadable(exc: Exception) -> Unreadable:

@@ -30,7 +30,6 @@ from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
 from ._steps.aggregates import project
-from ._structuring import Detail, structure
 from ._utc import UtcDateTime
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
@@ -271,29 +270,7 @@ def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
     cls = registry.event_classes.get(row.type)
     if cls is None:
         raise UnreadableEvent(f"{where} has the type {row.type!r}, which no feature registers")
-    what = f"{where} ({row.type!r}, stored at schema version {row.schema_version})"
-    version = registry.schema_version(cls)
-    if row.schema_version > version:
-        raise UnreadableEvent(f"{what} is newer than {cls.__name__}'s schema version {version}")
-    try:
-        payload = registry.upcast(row, cls)
-    except Exception as exc:  # an upcaster's own message may quote the payload
-        raise UnreadableEvent(f"{what}: an upcaster to schema version {version} raised {type(exc).__name__}") from exc
-    try:
-        return registry.converter.structure(payload, cls)
-    except Exception as exc:
-        found = structure(registry.converter, payload, cls)
-        unfit = "; ".join(_unfit(d, cls) for d in found) if isinstance(found, list) else type(exc).__name__
-        raise UnreadableEvent(f"{what} does not load as {cls.__name__}: {unfit}") from exc
-
-
-def _unfit(detail: Detail, cls: type[Any]) -> str:
-    """One field of a stored event its class does not read, by path: the framework's own
-    words, never a stored value (a validator's message may quote one)."""
-    message = detail["message"].partition(", got ")[0]
-    if not (message.startswith("expected ") or message in ("unknown field", "required field is missing")):
-        message = f"refused by {cls.__name__}'s checks"
-    return f"{message} at {detail['path']}"
+    return registry.load(row, cls, where)
 
 
 def _columns(entity_type: type[Any], stored: Mapping[str, Any], what: str) -> dict[str, Any]:

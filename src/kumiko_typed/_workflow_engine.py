@@ -29,7 +29,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._deferred_checks import check_deferred, checks_deferred, deferred_now
-from ._errors import ClassMismatch, StateError
+from ._errors import ClassMismatch, StateError, UnreadableEvent
 from ._eventstore import EventRow
 from ._feature import Workflow
 from ._fingerprint import fingerprint
@@ -53,7 +53,6 @@ from ._stored_classes import (
     convert_loops,
     mismatch,
     rebuild,
-    unloadable_event,
     unreadable,
 )
 from ._tables import consumers, events, workflow_runs, workflow_waits
@@ -743,9 +742,10 @@ class WorkflowEngine:
         if stored.type != self.registry.event_name(step.event):
             raise LookupError(f"the event {event_id} noted as the one that woke the run is no {step.event.__name__}")
         try:
-            return self.registry.load(EventRow(**stored._mapping), step.event)
-        except Exception as exc:  # the event is intact (events are never changed): a deploy's doing
-            raise unloadable_event(f"the event {event_id} that woke the run", step.event, exc) from exc
+            woke = f"the event {event_id} that woke the run"
+            return self.registry.load(EventRow(**stored._mapping), step.event, woke)
+        except UnreadableEvent as exc:  # the event is intact (events are never changed): a deploy's doing
+            raise ClassMismatch(str(exc)) from exc
 
     def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
         """How this App's definition resumes a suspended run of it (its row locked by the

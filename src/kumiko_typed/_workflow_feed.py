@@ -21,12 +21,12 @@ from sqlalchemy.orm import Session
 
 from ._ctx import User
 from ._deferred_checks import check_deferred
+from ._errors import UnreadableEvent
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent, event_key
 from ._steps.workflow import bounded_key
-from ._stored_classes import unloadable_event
 from ._tables import consumers, events, workflow_runs, workflow_waits
 from ._worker_batches import batches
 from ._workflow_engine import Definition, WorkflowEngine
@@ -186,14 +186,10 @@ class EventFeed:
             if d.name not in names:
                 continue
             try:
-                payload = self.engine.registry.load(event, d.workflow.trigger.payload_type)
-            except Exception:  # one unreadable event must not stop the feed for all
-                logger.exception(
-                    "workflow %s: event %s does not fit %s; no run started",
-                    d.name,
-                    event.event_id,
-                    d.workflow.trigger.payload_type.__name__,
-                )
+                which = f"the event {event.event_id}"
+                payload = self.engine.registry.load(event, d.workflow.trigger.payload_type, which)
+            except UnreadableEvent as exc:  # one unreadable event must not stop the feed for all
+                logger.exception("workflow %s: no run started: %s", d.name, exc)
                 continue
             user = User(id=event.user_id or uuid.UUID(int=0), tenant_id=event.tenant_id)
             if self.engine.create(session, d, payload, user, f"event:{event.event_id}"):
@@ -317,12 +313,11 @@ class EventFeed:
         if not isinstance(step, WaitForEvent) or self.engine.registry.event_name(step.event) != event.type:
             return _UNPLACED  # not loaded as another class; a run that noted its event is stranded
         try:
-            value = self.engine.registry.load(event, step.event)
-        except Exception as exc:
+            value = self.engine.registry.load(event, step.event, f"the event {event.event_id}")
+        except UnreadableEvent as exc:
             # This deploy's class (or upcasters) cannot read an event another deploy wrote:
             # a run it was for must not miss it, and its key is unknown here.
-            why = unloadable_event(f"the event {event.event_id}", step.event, exc)
-            return _Unloadable(f"at step {path}: {why}; a deploy that can read it resumes the run")
+            return _Unloadable(f"at step {path}: {exc}; a deploy that can read it resumes the run")
         try:
             return _Loaded(event_key(self.engine.codec, step.event_key(value)), value, step.event)
         except Exception:
@@ -334,4 +329,4 @@ class EventFeed:
         if not loaded.taken:
             loaded.taken = True
             return loaded.value
-        return self.engine.registry.load(event, loaded.cls)
+        return self.engine.registry.load(event, loaded.cls, f"the event {event.event_id}")

@@ -301,7 +301,11 @@ def test_a_run_whose_noted_event_this_deploy_cannot_load_is_stranded_not_a_crash
     assert v3.run_worker(once=True)["resumed"] == 0
     info = run_info(v3, run_id)
     assert (info.status, info.error["code"], info.path) == ("suspended", "stranded", "got"), info.error
-    assert f"the event {event_id} that woke the run does not load as Paid" in info.error["message"]
+    assert info.error["message"] == (
+        f"at step got: the stored state cannot be read: the event {event_id} that woke the run ('paid', stored at "
+        "schema version 1) does not load as Paid: required field is missing at $.amount; a deploy with the class "
+        "as the run stored it resumes the run"
+    )
     assert v3.run_worker(once=True)["resumed"] == 0  # passed by from now on, not tried again
 
     assert v1.run_worker(once=True)["resumed"] == 1  # the code that reads the event
@@ -325,10 +329,14 @@ def test_an_awaited_event_this_deploy_cannot_load_strands_the_waiting_run_for_on
     assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
 
     assert v1.run_worker(once=True)["resumed"] == 0
+    event_id = _last_event(v1)
     for stranded in (run_id, other):
         info = run_info(v1, stranded)
         assert (info.status, info.error["code"], info.path) == ("suspended", "stranded", "got"), info.error
-        assert "does not load as Paid" in info.error["message"] and "newer than" in info.error["message"]
+        assert info.error["message"] == (
+            f"at step got: the event {event_id} ('paid', stored at schema version 2) is newer than Paid's schema "
+            "version 1; a deploy that can read it resumes the run"
+        )
     assert v1.run_worker(once=True)["resumed"] == 0  # passed by from now on
 
     assert v2.run_worker(once=True)["resumed"] == 1
@@ -338,6 +346,36 @@ def test_an_awaited_event_this_deploy_cannot_load_strands_the_waiting_run_for_on
     clock.advance(hours=2)
     assert v2.run_worker(once=True)["resumed"] == 1  # and its timeout still holds
     assert run_info(v2, other).status == "completed"
+
+
+def test_an_awaited_event_whose_field_no_longer_fits_strands_the_run_naming_the_field_not_its_value(
+    deploy: Callable[..., App],
+) -> None:
+    """Was "… does not load as Paid (ClassValidationError)": the feed's reason is the one
+    ``read_stream`` gives (docs/event-store.md), the field by path, never its stored value;
+    the run is stranded as before, waiting, its wait unarmed."""
+    v1 = deploy("v1")
+    run_id, ref = _start(v1, "waiter")
+    v1.run_worker(once=True)  # arms the wait
+    assert v1.dispatch(v1.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    event_id = _last_event(v1)
+    with v1.engine.begin() as conn:  # as if its type changed since: a UUID field stored as other text
+        conn.execute(events.update().where(events.c.event_id == event_id).values(payload={"ref": "SECRET"}))
+
+    assert v1.run_worker(once=True)["resumed"] == 0
+    info = run_info(v1, run_id)
+    assert (info.status, info.path, _armed(v1, run_id)) == ("suspended", "got", False)
+    assert info.error == {
+        "code": "stranded",
+        "message": f"at step got: the event {event_id} ('paid', stored at schema version 1) does not load as Paid: "
+        "expected a UUID string at $.ref; a deploy that can read it resumes the run",
+    }
+
+
+def _last_event(app: App) -> uuid.UUID:
+    with app.engine.connect() as conn:
+        event_id: uuid.UUID = conn.scalars(sa.select(events.c.event_id).order_by(events.c.position)).all()[-1]
+    return event_id
 
 
 def _armed(app: App, run_id: uuid.UUID) -> bool | None:
@@ -432,6 +470,7 @@ def test_a_run_whose_wait_a_deploy_arms_again_and_strands_in_the_look_back_stays
     run_id, ref = _start(v1, "waiter")
     v1.run_worker(once=True)  # arms the wait
     assert v1.dispatch(v1.handlers["dpe:pay"], Start(uuid.uuid4()), user=ADA) == Ok(None)  # another key's
+    earlier = _last_event(v1)
     v2 = deploy("paid-v2")
     assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
     assert v1.run_worker(once=True)["resumed"] == 0
@@ -441,7 +480,10 @@ def test_a_run_whose_wait_a_deploy_arms_again_and_strands_in_the_look_back_stays
     assert v3.run_worker(once=True)["resumed"] == 0
     info = run_info(v3, run_id)
     assert (info.status, info.error["code"], _armed(v3, run_id)) == ("suspended", "stranded", False)
-    assert "does not load as Paid (ClassValidationError)" in info.error["message"], info.error
+    assert info.error["message"] == (
+        f"at step got: the event {earlier} ('paid', stored at schema version 1) does not load as Paid: required "
+        "field is missing at $.amount; a deploy that can read it resumes the run"
+    )
     assert _stranded(v3) == [run_id]
 
     assert v2.run_worker(once=True)["resumed"] == 1
@@ -484,8 +526,9 @@ def test_the_check_lists_the_runs_whose_noted_event_this_deploy_cannot_load_with
     checked = v3.check_runs()
     for run_id, _ref, event_id in woken:
         reason = (
-            f"at step got: the stored state cannot be read: the event {event_id} that woke the run does not load "
-            "as Paid (ClassValidationError); a deploy with the class as the run stored it resumes the run"
+            f"at step got: the stored state cannot be read: the event {event_id} that woke the run ('paid', stored "
+            "at schema version 1) does not load as Paid: required field is missing at $.amount; a deploy with the "
+            "class as the run stored it resumes the run"
         )
         assert (reason, (run_id,)) in [(g.reason, g.run_ids) for g in checked], checked
     assert len(checked) == 2  # one group each: the reason names its event

@@ -26,7 +26,7 @@ from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
 from kumiko_typed._cli import RUNS_FIX
-from kumiko_typed._tables import workflow_runs
+from kumiko_typed._tables import events, workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
 TESTS = Path(__file__).resolve().parent
@@ -378,3 +378,33 @@ def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_t
     assert worker(db_url, "code", T0 + HOUR)["resumed"] == 1
     assert _result(v1, "job", kept) == "v2:40"
     assert (run_info(v1, moved).status, run_info(v1, moved).error["code"]) == ("suspended", "stranded")
+
+
+def test_check_names_why_this_code_cannot_read_the_event_a_run_noted_never_its_values(db_url: str, v1: App) -> None:
+    """A run whose segment lost a race after its ``Signal`` woke it notes the event
+    (tests/workflows/test_workflow_deploy_edits.py); under code whose ``Signal`` reads it
+    no more, ``check --against`` gives the reason ``read_stream`` would (docs/event-store.md):
+    which event, stored how, the field by path — was "(ClassValidationError)" — and no
+    stored value; the worker strands the run with that very reason."""
+    run_id = _start(v1, "signal", 4)
+    v1.run_worker(once=True)  # arms the wait
+    assert v1.dispatch(v1.handlers["dep:emit"], Signal(4, "SECRET"), user=USER) == Ok(None)
+    with v1.engine.begin() as conn:  # what a segment that lost its race after the event leaves
+        event_id = conn.scalar(sa.select(events.c.event_id).where(events.c.type == "signal"))
+        state = conn.scalar(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id))
+        noted = {**state, "woken_by": str(event_id)}
+        conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(state=noted, wake_at=T0))
+        conn.execute(workflow_waits.delete().where(workflow_waits.c.run_id == run_id))
+    reason = (
+        f"at step got: the stored state cannot be read: the event {event_id} that woke the run ('signal', stored at "
+        "schema version 1) does not load as Signal: expected an integer at $.note; a deploy with the class as the "
+        "run stored it resumes the run"
+    )
+
+    checked = cli("check", "_deploy_app:app_retyped", "--against", db_url)
+    assert checked.returncode == 1, checked.stderr
+    assert f"  dep:signal at got: {reason} (1 run(s))" in checked.stderr, checked.stderr
+    assert "SECRET" not in checked.stderr
+    assert worker(db_url, "retyped", T0 + MINUTE)["resumed"] == 0
+    info = run_info(v1, run_id)
+    assert (info.status, info.path, info.error) == ("suspended", "got", {"code": "stranded", "message": reason})

@@ -3,6 +3,7 @@ idle workers behind the one reading events."""
 
 from __future__ import annotations
 
+import logging
 import threading
 import uuid
 from collections.abc import Callable
@@ -10,12 +11,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Session
 
 from kumiko_typed import App, Feature, on_event
 from kumiko_typed._eventstore import append
-from kumiko_typed._tables import consumers
+from kumiko_typed._tables import consumers, events
 from kumiko_typed._workflow_feed import EVENT_CURSOR
 
 
@@ -24,10 +26,11 @@ class Pinged:
     n: int
 
 
-def _ping(app: App, *payloads: dict[str, Any]) -> None:
-    """Append one ``pinged`` event per payload, each on a stream of its own, in one transaction."""
+def _ping(app: App, *payloads: dict[str, Any]) -> list[uuid.UUID]:
+    """Append one ``pinged`` event per payload, each on a stream of its own, in one
+    transaction: their ids."""
     with Session(app.engine) as session, session.begin():
-        for payload in payloads:
+        return [
             append(
                 session,
                 stream_id=uuid.uuid4(),
@@ -40,6 +43,8 @@ def _ping(app: App, *payloads: dict[str, Any]) -> None:
                 correlation_id=None,
                 occurred_at=datetime(2026, 1, 1, tzinfo=UTC),
             )
+            for payload in payloads
+        ]
 
 
 def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., App]) -> None:
@@ -55,6 +60,40 @@ def test_an_unfit_event_is_skipped_and_the_feed_goes_on(app_on: Callable[..., Ap
     runs = app.runs(workflow)
     assert [(r.status, r.steps["n"]) for r in runs] == [("completed", 7)]
     assert app.run_worker(once=True)["started"] == 0
+
+
+@pytest.mark.parametrize(
+    ("stored", "reason"),
+    [
+        ({"payload": {"n": "SECRET"}}, "1) does not load as Pinged: expected an integer at $.n"),
+        ({"payload": {}}, "1) does not load as Pinged: required field is missing at $.n"),
+        ({"payload": {"n": 1, "m": "SECRET"}}, "1) does not load as Pinged: unknown field at $.m"),
+        ({"schema_version": 2}, "2) is newer than Pinged's schema version 1"),
+        # No object at all (a row edited by hand): skipped as well, not the feed's pass stopped.
+        ({"payload": ["SECRET"]}, "1) does not load as Pinged: expected a JSON object at $"),
+    ],
+)
+def test_an_event_no_run_can_start_with_is_logged_with_the_registrys_reason_never_its_values(
+    app_on: Callable[..., App], caplog: pytest.LogCaptureFixture, stored: dict[str, Any], reason: str
+) -> None:
+    """Was "event … does not fit Pinged; no run started", the field unnamed: the reason is
+    the one ``read_stream`` gives (docs/event-store.md), and the run for the next event
+    still starts."""
+    f = Feature("feed")
+    f.event(Pinged, name="pinged")
+    workflow = f.workflow(
+        "on-ping", trigger=on_event(Pinged), pipeline=f.workflow_pipeline(Pinged).compute("n", lambda c: c.payload.n)
+    )
+    app = app_on([f])
+    unfit, _ = _ping(app, {"n": 1}, {"n": 7})
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(events).where(events.c.event_id == unfit).values(**stored))
+    with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+        assert app.run_worker(once=True)["started"] == 1
+    logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
+    what = f"the event {unfit} ('pinged', stored at schema version"
+    assert logged == [f"workflow feed:on-ping: no run started: {what} {reason}"], logged
+    assert [(r.status, r.steps["n"]) for r in app.runs(workflow)] == [("completed", 7)]
 
 
 def test_an_outer_loop_item_of_any_value_is_restored_after_an_inner_loop(app_on: Callable[..., App]) -> None:
