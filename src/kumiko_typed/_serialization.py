@@ -76,14 +76,42 @@ def _is_enum(t: object) -> bool:
 
 
 def _shape(cls: type[Any]) -> tuple[object, ...]:
-    """What decoding a stored value of ``cls`` depends on: its fields and which have no
-    default (attrs), its members (enum), its columns (entity)."""
+    """What decoding a stored value of ``cls`` depends on: its fields, their types and
+    which have no default (attrs), its members (enum), its columns and their types
+    (entity).  A deploy that changes only a field's type reads another set of values:
+    with the same shape, a run one deploy could not read was passed by for good by the
+    deploy that can (its mark was the same)."""
     if attrs.has(cls):
-        return tuple((f.name, f.default is attrs.NOTHING) for f in attrs.fields(cls))
+        try:
+            hints: dict[str, object] = typing.get_type_hints(cls)
+        except Exception:  # unresolvable annotations: the annotation's text
+            hints = {}
+        return tuple(
+            (f.name, f.default is attrs.NOTHING, _type_text(hints.get(f.name, f.type))) for f in attrs.fields(cls)
+        )
     if _is_enum(cls):
         return tuple(repr(m.value) for m in cls)
     table = getattr(cls, "__table__", None)
-    return tuple(sorted(table.columns.keys())) if table is not None else ()
+    if table is None:
+        return ()
+    return tuple(sorted((c.key, type(c.type).__qualname__) for c in table.columns))
+
+
+def _type_text(t: object) -> str:
+    """A type annotation as text that is the same in every process: a class by its
+    module and name, a generic by its origin and arguments, nothing that holds an
+    address (the digest of a repr with one would differ per worker, and each would take
+    the others' stranded runs for another deploy's)."""
+    if isinstance(t, str):
+        return t
+    args = typing.get_args(t)
+    origin = typing.get_origin(t)
+    if origin is not None:
+        return f"{_type_text(origin)}[{', '.join(_type_text(a) for a in args)}]"
+    if isinstance(t, type):
+        return f"{t.__module__}.{t.__qualname__}"
+    shown = repr(t)
+    return type(t).__qualname__ if " at 0x" in shown else shown
 
 
 def _canonical(encoded: Any) -> str:

@@ -12,6 +12,7 @@ or a cron tick starts one run whatever the number of workers.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import random
 import uuid
@@ -290,6 +291,10 @@ class WorkflowEngine:
         self.converter = converter
         self.clock = clock
         self.defs = {w.name: Definition(w, registry.event_name) for w in workflows}
+        # The schema versions events are read at: a deploy that adds a version (and its
+        # upcaster) reads events another could not, with the same classes.
+        schemas = sorted((name, registry.schema_version(cls)) for cls, name in registry.event_names.items())
+        self._schemas = hashlib.sha256(repr(schemas).encode()).hexdigest()[:8]
         self.postgres = sessions.kw["bind"].dialect.name == "postgresql"
         dialect_insert = postgresql.insert if self.postgres else sqlite.insert
         #: A start claims its trigger key; a second claim of it inserts nothing.
@@ -796,10 +801,12 @@ class WorkflowEngine:
 
     def _reader(self, d: Definition) -> str:
         """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the
-        definition, the classes it reads with and the payload class it takes, so that a
-        deploy with other classes (or the run's payload class back) tries the run again."""
+        definition, the classes it reads with, the events' schema versions and the payload
+        class it takes, so that a deploy with other classes or schemas (or the run's
+        payload class back) tries the run again."""
         takes = d.workflow.trigger.payload_type
-        return f"{d.fingerprint}/{self.codec.digest}/{self.codec.names.get(takes, takes.__qualname__)}"
+        payload = self.codec.names.get(takes, takes.__qualname__)
+        return f"{d.fingerprint}/{self.codec.digest}/{self._schemas}/{payload}"
 
     def strand_unreadable(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
         """Mark a run that needs something this deploy's classes cannot read (an event

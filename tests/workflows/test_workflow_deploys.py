@@ -408,3 +408,8 @@ def test_check_names_why_this_code_cannot_read_the_event_a_run_noted_never_its_v
     assert worker(db_url, "retyped", T0 + MINUTE)["resumed"] == 0
     info = run_info(v1, run_id)
     assert (info.status, info.path, info.error) == ("suspended", "got", {"code": "stranded", "message": reason})
+    # As the reason says, code whose Signal reads the event resumes the run: only a field's
+    # type differs, and the run was once marked with the same mark as this code's, so
+    # v1's workers passed it by for good.
+    assert worker(db_url, "v1", T0 + 2 * MINUTE)["resumed"] == 1
+    assert run_info(v1, run_id).status == "completed"
