@@ -189,7 +189,9 @@ class EventFeed:
                 which = f"the event {event.event_id}"
                 payload = self.engine.registry.load(event, d.workflow.trigger.payload_type, which)
             except UnreadableEvent as exc:  # one unreadable event must not stop the feed for all
-                logger.exception("workflow %s: no run started: %s", d.name, exc)
+                # Its message is the whole story; its cause's traceback (cattrs, int())
+                # quotes stored values, which no log record holds.
+                logger.error("workflow %s: no run started: %s", d.name, exc)
                 continue
             user = User(id=event.user_id or uuid.UUID(int=0), tenant_id=event.tenant_id)
             if self.engine.create(session, d, payload, user, f"event:{event.event_id}"):

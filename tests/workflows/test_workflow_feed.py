@@ -93,7 +93,31 @@ def test_an_event_no_run_can_start_with_is_logged_with_the_registrys_reason_neve
     logged = [r.getMessage() for r in caplog.records if r.levelno == logging.ERROR]
     what = f"the event {unfit} ('pinged', stored at schema version"
     assert logged == [f"workflow feed:on-ping: no run started: {what} {reason}"], logged
+    assert "SECRET" not in caplog.text  # nor in a traceback (a cause's message quotes the value)
     assert [(r.status, r.steps["n"]) for r in app.runs(workflow)] == [("completed", 7)]
+
+
+def _quoting_upcaster(payload: dict[str, Any]) -> dict[str, Any]:
+    raise ValueError(f"cannot upcast {payload!r}")  # a user's upcaster, quoting the stored payload
+
+
+def test_an_unreadable_trigger_event_is_logged_without_the_traceback_that_quotes_its_values(
+    app_on: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
+    """The log record has the reason alone: its cause (an upcaster's exception, cattrs'
+    or ``int()``'s) may quote the stored payload, which no log record holds."""
+    f = Feature("feed")
+    f.event(Pinged, name="pinged", version=2, upcasters={1: _quoting_upcaster})
+    f.workflow(
+        "on-ping", trigger=on_event(Pinged), pipeline=f.workflow_pipeline(Pinged).compute("n", lambda c: c.payload.n)
+    )
+    app = app_on([f])
+    _ping(app, {"n": 1, "card": "SECRET"})
+    with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+        assert app.run_worker(once=True)["started"] == 0
+    (record,) = [r for r in caplog.records if r.levelno == logging.ERROR]
+    assert record.getMessage().endswith("an upcaster to schema version 2 raised ValueError")
+    assert record.exc_info is None and "SECRET" not in caplog.text
 
 
 def test_an_outer_loop_item_of_any_value_is_restored_after_an_inner_loop(app_on: Callable[..., App]) -> None:
