@@ -36,6 +36,7 @@ from cattrs.errors import (
 
 from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
+from ._jsonable import bytes_from_text
 from ._limits import json_problems, moment_problem, source_path
 from ._unions import is_mixed_union, union_hook
 
@@ -256,7 +257,21 @@ def make_converter() -> cattrs.Converter:
     conv.register_structure_hook(dt.datetime, _parsed("an ISO-8601 datetime", _datetime))
     conv.register_structure_hook(dt.date, _parsed("an ISO-8601 date", dt.date.fromisoformat))
     conv.register_structure_hook(Decimal, _parsed("a decimal", _decimal, numbers=True))
+    conv.register_structure_hook(bytes, _bytes)
     return conv
+
+
+def _bytes(value: object, _: object) -> bytes:
+    """Bytes travel in JSON as base64 text, as an event stores them (``jsonable``): a
+    digest or a signature in an event is read back, and a client sends one so."""
+    if isinstance(value, (bytes, bytearray)):  # a Python caller's own
+        return bytes(value)
+    _expect(value, (str,), "a base64 string")
+    assert isinstance(value, str)
+    try:
+        return bytes_from_text(value)
+    except ValueError:
+        raise _Invalid(f"expected a base64 string, got {_shown(value)}") from None
 
 
 def unreadable(converter: cattrs.Converter, cls: type[Any]) -> str | None:

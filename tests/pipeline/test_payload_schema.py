@@ -55,6 +55,7 @@ class Everything:
     at: datetime
     day: date
     price: Decimal
+    blob: bytes
     mode: Literal["fast", "slow", 3]
     size: Size
     level: Level
@@ -86,6 +87,7 @@ GOOD: dict[str, Any] = {
     "at": "2026-03-01T10:00:00+00:00",
     "day": "2026-03-01",
     "price": "12.50",
+    "blob": "AP8=",
     "mode": "fast",
     "size": "s",
     "level": 2,
@@ -118,6 +120,8 @@ ACCEPTED: list[dict[str, Any]] = [
         "extra": [1],
     },
     {"price": "-1e3", "size": "l", "level": 1, "many": [], "labels": [], "items": []},
+    {"blob": ""},
+    {"blob": "AAAA"},
     {"tree": {"name": "root"}},
     {"either": "x", "choice": {"street": "Main 1"}},
     {"choice": None},
@@ -132,6 +136,10 @@ REFUSED: list[dict[str, Any]] = [
     {"flag": 1},
     {"price": "twelve"},
     {"price": True},
+    {"blob": 5},
+    {"blob": "AP8"},
+    {"blob": "not base64!"},
+    {"blob": "AP8=\n"},
     {"mode": "medium"},
     {"size": "SMALL"},
     {"also": 1},

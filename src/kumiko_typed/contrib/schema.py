@@ -27,6 +27,10 @@ DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 #: A decimal as a string ("12.50", "-1e3"); a JSON number is accepted as well.
 _DECIMAL_PATTERN: Final = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
 
+#: Base64 as the App reads it (padded, no line breaks): contentEncoding alone is no check.
+#: ``(?![\s\S])``, not ``$`` alone: Python's ``$`` also matches before a final newline.
+_BASE64_PATTERN: Final = r"^(?:[A-Za-z0-9+/]{4})*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?(?![\s\S])"
+
 _SCALARS: Final[dict[Any, dict[str, Any]]] = {
     str: {"type": "string"},
     int: {"type": "integer"},
@@ -36,6 +40,7 @@ _SCALARS: Final[dict[Any, dict[str, Any]]] = {
     dt.datetime: {"type": "string", "format": "date-time"},
     dt.date: {"type": "string", "format": "date"},
     Decimal: {"type": ["string", "number"], "pattern": _DECIMAL_PATTERN},
+    bytes: {"type": "string", "contentEncoding": "base64", "pattern": _BASE64_PATTERN},
     type(None): {"type": "null"},
 }
 _ARRAYS: Final = frozenset({list, abc.Sequence, abc.MutableSequence, abc.Collection, abc.Iterable})
