@@ -6,6 +6,7 @@ that name up in the App's registry — an unknown name is an error, never an imp
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import enum
 import hashlib
@@ -161,10 +162,14 @@ class Codec:
             return {TAG: "datetime", "v": value.isoformat()}
         if isinstance(value, dt.date):
             return {TAG: "date", "v": value.isoformat()}
+        if isinstance(value, dt.time):
+            return {TAG: "time", "v": value.isoformat()}
         if isinstance(value, dt.timedelta):
             return {TAG: "timedelta", "v": value.total_seconds()}
         if isinstance(value, Decimal):
             return {TAG: "decimal", "v": str(value)}
+        if isinstance(value, (bytes, bytearray)):  # an entity's LargeBinary, an event's digest
+            return {TAG: "bytes", "v": base64.b64encode(value).decode("ascii")}
         if not room:  # whatever is left holds values of its own
             raise StateError(f"a value nested deeper than {MAX_DEPTH} levels cannot be stored (does it hold itself?)")
         room -= 1
@@ -191,8 +196,9 @@ class Codec:
         name = self.names.get(cls)
         if name is None:
             raise StateError(
-                f"a {cls.__module__}.{cls.__qualname__} cannot be stored: only JSON values, UUIDs, dates, "
-                "decimals, sets and registered payload, event and entity classes (and enums they name) can"
+                f"a {cls.__module__}.{cls.__qualname__} cannot be stored: only JSON values, UUIDs, dates and "
+                "times, decimals, bytes, sets and registered payload, event and entity classes (and enums "
+                "they name) can; name another attrs class or enum with App(value_types=[...])"
             )
         if isinstance(value, enum.Enum):
             return {TAG: "enum", "c": name, "v": self._encode(value.value, room, ordered)}
@@ -218,6 +224,10 @@ class Codec:
             return dt.datetime.fromisoformat(v)
         if tag == "date":
             return dt.date.fromisoformat(v)
+        if tag == "time":
+            return dt.time.fromisoformat(v)
+        if tag == "bytes":
+            return base64.b64decode(v, validate=True)
         if tag == "timedelta":
             return dt.timedelta(seconds=v)
         if tag == "decimal":

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from typing import Any
 
 import attrs
@@ -328,3 +328,48 @@ def test_an_entity_with_an_enum_column_is_stored_across_a_wait(app_on: Callable[
     app.run_worker(once=True)
     run = app.get_run(run_id)
     assert run is not None and run.status == "completed" and run.steps["shade"] is Shade.DARK
+
+
+class ScScan(Entity):
+    """An entity with a binary and a time-of-day column."""
+
+    __tablename__ = "sc_scan"
+    image: Mapped[bytes] = mapped_column(sa.LargeBinary)
+    opens: Mapped[time] = mapped_column(sa.Time)
+
+
+def test_bytes_and_times_of_day_are_stored_across_a_wait(app_on: Callable[..., App]) -> None:
+    """A run holding bytes (a step's, or an entity's LargeBinary column) or a time of day
+    (a Time column) failed with ``unstorable_state`` at its first wait: the state codec
+    had no tag for either.  A bytearray comes back as bytes."""
+    f: Any = Feature("scb")
+    f.entity(ScScan)
+    image = bytes(range(256))
+    scan = f.write_handler(
+        "scan",
+        f.pipeline(Begin)
+        .create("s", ScScan, data=lambda c: ScScan(image=image, opens=time(8, 30, 15, 250)))
+        .return_(lambda c: ok(c.steps["s"].id)),
+    )
+    flow = f.workflow(
+        "look",
+        trigger=manual(Begin),
+        pipeline=f.workflow_pipeline(Begin)
+        .get_one("scan", lambda c: sa.select(ScScan))
+        .compute("raw", lambda c: (b"\x00\xff", bytearray(b"ab"), time(23, 59, tzinfo=UTC)))
+        .wait("PT1M")
+        .compute("seen", lambda c: (c.steps["scan"].image, c.steps["scan"].opens, c.steps["raw"])),
+    )
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    app.dispatch(scan, Begin(1), user=user)
+    run_id = app.start_workflow(flow, Begin(1), user=user)
+    run = app.get_run(run_id)
+    assert run is not None and (run.status, run.error) == ("suspended", None)
+    clock.advance(minutes=1)
+    app.run_worker(once=True)
+    run = app.get_run(run_id)
+    assert run is not None and run.status == "completed", run
+    assert run.steps["seen"] == (image, time(8, 30, 15, 250), (b"\x00\xff", b"ab", time(23, 59, tzinfo=UTC)))
+    assert type(run.steps["seen"][2][1]) is bytes
