@@ -317,17 +317,23 @@ def test_an_entity_with_an_enum_column_is_stored_across_a_wait(app_on: Callable[
         .wait("PT1M")
         .compute("shade", lambda c: c.steps["paint"].shade),
     )
+    run = _across_a_wait(app_on, f, paint, flow)
+    assert run.status == "completed" and run.steps["shade"] is Shade.DARK
+
+
+def _across_a_wait(app_on: Callable[..., App], f: Any, write: Any, flow: Any) -> Any:
+    """The run of ``flow`` (one minute's wait) after ``write`` made its entity: it
+    suspended with no error, then the worker resumed it."""
     clock = FakeClock(T0)
     app = app_on([f], clock=clock)
     user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
-    app.dispatch(paint, Begin(1), user=user)
+    app.dispatch(write, Begin(1), user=user)
     run_id = app.start_workflow(flow, Begin(1), user=user)
     run = app.get_run(run_id)
     assert run is not None and (run.status, run.error) == ("suspended", None)
     clock.advance(minutes=1)
     app.run_worker(once=True)
-    run = app.get_run(run_id)
-    assert run is not None and run.status == "completed" and run.steps["shade"] is Shade.DARK
+    return app.get_run(run_id)
 
 
 class ScScan(Entity):
@@ -360,16 +366,7 @@ def test_bytes_and_times_of_day_are_stored_across_a_wait(app_on: Callable[..., A
         .wait("PT1M")
         .compute("seen", lambda c: (c.steps["scan"].image, c.steps["scan"].opens, c.steps["raw"])),
     )
-    clock = FakeClock(T0)
-    app = app_on([f], clock=clock)
-    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
-    app.dispatch(scan, Begin(1), user=user)
-    run_id = app.start_workflow(flow, Begin(1), user=user)
-    run = app.get_run(run_id)
-    assert run is not None and (run.status, run.error) == ("suspended", None)
-    clock.advance(minutes=1)
-    app.run_worker(once=True)
-    run = app.get_run(run_id)
-    assert run is not None and run.status == "completed", run
+    run = _across_a_wait(app_on, f, scan, flow)
+    assert run.status == "completed", run
     assert run.steps["seen"] == (image, time(8, 30, 15, 250), (b"\x00\xff", b"ab", time(23, 59, tzinfo=UTC)))
     assert type(run.steps["seen"][2][1]) is bytes
