@@ -37,9 +37,8 @@ class EtdTower(Entity):
     n: Mapped[int]
 
 
-def deploy(app_on: AppOn, clock: FakeClock, *, with_workflow: bool) -> App:
-    """The service as deployed with or without the ``rung`` workflow (the handler
-    appending ``Bell`` events is in both)."""
+def _service() -> Feature[Any]:
+    """The feature every deploy has: the handler appending ``Bell`` events."""
     f: Feature[Any] = Feature("etd")
     f.event(Bell)
     f.entity(EtdTower)
@@ -50,6 +49,13 @@ def deploy(app_on: AppOn, clock: FakeClock, *, with_workflow: bool) -> App:
         .append_event(EtdTower, id=lambda c: c.steps["tower"].id, event=lambda c: c.payload)
         .return_(lambda c: ok(None)),
     )
+    return f
+
+
+def deploy(app_on: AppOn, clock: FakeClock, *, with_workflow: bool) -> App:
+    """The service as deployed with or without the ``rung`` workflow (the handler
+    appending ``Bell`` events is in both)."""
+    f = _service()
     if with_workflow:
         f.workflow(
             "rung", trigger=on_event(Bell), pipeline=f.workflow_pipeline(Bell).compute("n", lambda c: c.payload.n)
@@ -109,16 +115,7 @@ def test_a_workflow_registered_again_starts_runs_for_the_events_of_the_time_it_w
 def deploy_two(app_on: AppOn, clock: FakeClock, *, with_rung: bool) -> App:
     """``deploy``'s service with a second event-triggered workflow, ``tolled``, in every
     version; both record the tenant their run was started under."""
-    f: Feature[Any] = Feature("etd")
-    f.event(Bell)
-    f.entity(EtdTower)
-    f.write_handler(
-        "ring",
-        f.pipeline(Bell)
-        .create("tower", EtdTower, data=lambda c: EtdTower(n=c.payload.n))
-        .append_event(EtdTower, id=lambda c: c.steps["tower"].id, event=lambda c: c.payload)
-        .return_(lambda c: ok(None)),
-    )
+    f = _service()
     names = ["tolled", "rung"] if with_rung else ["tolled"]
     for name in names:
         f.workflow(
