@@ -232,11 +232,18 @@ def _value_problem(node: object) -> str | None:
 # --- columns -----------------------------------------------------------------------
 
 
-def _text(length: int | None) -> Check:
+def _text(length: int | None, *, decorated: bool = False) -> Check:
+    """A text column's value.  Only text: SQLite stored ``True`` as ``'1'`` and ``5.0`` as
+    ``'5.0'`` where PostgreSQL stored ``'true'`` and ``'5'``, and kept bytes as a BLOB
+    (read back as bytes) where PostgreSQL stored the text ``"\\x6162"``.  A
+    ``TypeDecorator``'s value may be anything its ``process_bind_param`` turns into text
+    (SQLAlchemy's JSON-as-text recipe takes a dict): only bytes are refused there."""
+
     def check(value: object) -> str | None:
         if not isinstance(value, str):
-            # SQLite kept bytes as a BLOB (read back as bytes), PostgreSQL as the text "\\x6162".
-            return "must be text, not bytes" if isinstance(value, (bytes, bytearray, memoryview)) else None
+            if isinstance(value, (bytes, bytearray, memoryview)):
+                return "must be text, not bytes"
+            return None if decorated or value is None else f"must be text, not {_kind_of(value)}"
         if length is not None and len(value) > length:
             return f"must be at most {length} characters long, not {len(value)}"
         return text_problem(value)
@@ -264,6 +271,15 @@ def _integer(bits: int) -> Check:
         return None
 
     return check
+
+
+def _kind_of(value: object) -> str:
+    """What ``value`` is, in the words of a problem's message."""
+    if isinstance(value, bool):
+        return "true or false"
+    if isinstance(value, (int, float, Decimal)):
+        return "a number"
+    return f"a {type(value).__name__}"
 
 
 #: Text in a number column: SQLite stored "abc" as it is, PostgreSQL refused it with an
@@ -395,6 +411,11 @@ def _boolean(value: object) -> str | None:
     return None if isinstance(value, bool) or (type(value) is int and value in (0, 1)) else "must be true or false"
 
 
+def _true_or_false(value: object) -> str | None:
+    """A value compared with a boolean column: PostgreSQL refuses ``boolean = integer``."""
+    return None if value is None or isinstance(value, bool) else "must be true or false"
+
+
 def _binary(value: object) -> str | None:
     return None if isinstance(value, (bytes, bytearray, memoryview)) else "must be bytes"
 
@@ -433,12 +454,13 @@ def _uuid(value: object) -> str | None:
 def _check_for(type_: TypeEngine[Any]) -> Check | None:
     if isinstance(type_, Interval):  # a TypeDecorator over a time, on SQLite
         return _interval
+    decorated = isinstance(type_, TypeDecorator)
     if isinstance(type_, TypeDecorator):
         type_ = type_.impl_instance
     if isinstance(type_, Enum):
         return _enum(type_)
     if isinstance(type_, String):
-        return _text(type_.length)
+        return _text(type_.length, decorated=decorated)
     if isinstance(type_, Boolean):
         return _boolean
     if isinstance(type_, LargeBinary):
@@ -586,6 +608,7 @@ def row_count_problems(stmt: Select[Any], payload: object) -> list[Problem]:
 # --- a read's values ----------------------------------------------------------------
 
 _ANY_TEXT: Final = _text(None)
+_ANY_DECORATED_TEXT: Final = _text(None, decorated=True)
 _WIDTHS: Final = {bits: _integer(bits) for bits in (16, 32, 64)}
 
 
@@ -597,12 +620,15 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
     encodes a lone surrogate.  A text longer than its column is no error: no row holds it,
     so none matches, on both; but a text that is none of an enum's values is (PostgreSQL's
     enum type refuses it)."""
+    decorated = isinstance(type_, TypeDecorator)
     if isinstance(type_, TypeDecorator):
         type_ = type_.impl_instance
     if isinstance(type_, Enum):
         return _enum(type_)
     if isinstance(type_, String):
-        return _ANY_TEXT
+        return _ANY_DECORATED_TEXT if decorated else _ANY_TEXT
+    if isinstance(type_, Boolean):
+        return _true_or_false
     if isinstance(type_, Integer):
         return _WIDTHS[16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32]
     if isinstance(type_, DateTime):

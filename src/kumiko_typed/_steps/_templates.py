@@ -41,6 +41,7 @@ from sqlalchemy.sql.expression import FromClause
 
 from .._access import TENANT_PARAM, ShapeMemo, refuse_unscoped
 from .._errors import StepRefused, Unfit
+from .._kinds import refuse_mismatched
 from .._limits import bound_values, read_check, refuse_compared, row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
 
@@ -193,6 +194,7 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
         raise Unfit(problems, "a row count is negative")
     key = stmt._generate_cache_key()  # kept by the statement: its execution reuses it
     binds = bound_values(stmt) if key is None else [(b, b.effective_value) for b in key.bindparams]
+    refuse_mismatched(stmt, binds, payload, key)
     refuse_compared(binds, stmt, payload)
     return stmt
 

@@ -13,6 +13,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import visitors
 
 from .._errors import StepRefused
+from .._kinds import refuse_mismatched
 from .._limits import bound_values, refuse, refuse_compared, source_path, unfit_values
 from .._results import Failure, fail
 from .._tables import table_of
@@ -91,7 +92,9 @@ class ProjectionDelete(Step):
                 f"where= must be a condition on the columns of {table.name} (got a {type(clause).__name__}); "
                 "an unbounded delete is refused"
             )
-        refuse_compared(bound_values(clause), clause, run.payload)
+        binds = bound_values(clause)
+        refuse_mismatched(clause, binds, run.payload, None)
+        refuse_compared(binds, clause, run.payload)
         run.db.execute(delete(table).where(clause))
         return None
 

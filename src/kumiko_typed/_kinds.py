@@ -1,0 +1,140 @@
+"""Comparisons whose two sides hold different kinds of value (text, number, true/false).
+
+SQLAlchemy types a compared value by the value when its kind is not the column's:
+``Item.title == 5`` binds an integer, ``Item.rank == "5"`` a text.  SQLite then converts
+by the column's affinity and answers (``5`` matches the title ``'5'``, ``True`` matches
+``1``); PostgreSQL refuses the operator for the two types, with an error that names no
+field.  Refused here on both, before the database sees the statement: a value's
+mismatch is a ``validation_error`` at the payload field it came from (as a value its
+column cannot hold), a mismatch written in the query itself (``Item.rank == True``,
+``Item.title == Item.rank``) the step's refusal naming both sides.
+
+The kinds of the two sides are part of the statement's shape (SQLAlchemy's cache key
+holds each parameter's type), so the walk runs once per shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any, Final
+
+from sqlalchemy import Boolean, Float, Integer, Numeric, String
+from sqlalchemy.sql import operators, visitors
+from sqlalchemy.sql.cache_key import CacheKey
+from sqlalchemy.sql.elements import (
+    BinaryExpression,
+    BindParameter,
+    ClauseElement,
+    ColumnClause,
+    ColumnElement,
+    ExpressionClauseList,
+    False_,
+    True_,
+)
+from sqlalchemy.types import TypeDecorator, TypeEngine
+
+from ._access import ShapeMemo
+from ._errors import Problem, StepRefused, Unfit
+from ._limits import source_path
+
+__all__ = ["refuse_mismatched"]
+
+_TEXT: Final = "text"
+_NUMBER: Final = "a number"
+_BOOL: Final = "true or false"
+
+
+def _kind(type_: TypeEngine[Any]) -> str | None:
+    """The kind of value ``type_`` holds, if it is one whose comparison with another kind
+    PostgreSQL refuses.  A ``TypeDecorator`` is its own kind: SQLAlchemy types a value
+    compared with one by the decorator, whatever the value (its ``process_bind_param``
+    converts it)."""
+    if isinstance(type_, TypeDecorator):
+        return None
+    if isinstance(type_, String):  # Enum, Text, Unicode too
+        return _TEXT
+    if isinstance(type_, Boolean):
+        return _BOOL
+    if isinstance(type_, (Integer, Numeric, Float)):
+        return _NUMBER
+    return None
+
+
+#: Per statement shape: the mismatched parameters, by their place among the cache key's
+#: ``bindparams``, with the side they are compared with and what the value must be.
+_FOUND: Final = ShapeMemo()
+
+_Found = tuple[tuple[int, str, str], ...]
+
+
+def refuse_mismatched(
+    where: ClauseElement,
+    binds: Sequence[tuple[BindParameter[Any], object]],
+    payload: object,
+    key: CacheKey | None,
+) -> None:
+    """Raise :class:`Unfit` for a value of ``binds`` compared with a side of another kind,
+    :class:`StepRefused` for such a comparison written in ``where`` itself.  ``binds``
+    are ``key.bindparams`` with their values when ``key`` is given."""
+    memo = _FOUND.entries() if key is not None else None
+    found: _Found | None = memo.get(key.key) if memo is not None and key is not None else None
+    if found is None:
+        found = _walk(where, [b for b, _ in binds])
+        if memo is not None and key is not None:
+            memo[key.key] = found
+    if not found:
+        return
+    problems: list[Problem] = []
+    for place, side, must in found:
+        value = binds[place][1]
+        if value is None:  # compares with NULL: no row matches, on both
+            continue
+        for item in value if isinstance(value, (list, tuple)) else (value,):
+            if item is not None:
+                problems.append({"path": source_path(payload, item), "message": f"must be {must}", "column": side})
+                break
+    if problems:
+        raise Unfit(problems, "a value cannot be compared with its column")
+
+
+def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
+    found: list[tuple[int, str, str]] = []
+    for element in visitors.iterate(where):
+        if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
+            continue
+        left = element.left
+        # BETWEEN's right side is the pair of bounds.
+        rights = element.right.clauses if isinstance(element.right, ExpressionClauseList) else (element.right,)
+        for right in rights:
+            left_kind, right_kind = _kind(left.type), _kind(right.type)
+            if left_kind is None or right_kind is None or left_kind == right_kind:
+                continue
+            if isinstance(right, BindParameter) or isinstance(left, BindParameter):
+                value, other, must = (
+                    (right, left, left_kind) if isinstance(right, BindParameter) else (left, right, right_kind)
+                )
+                place = next((i for i, b in enumerate(binds) if b is value), None)
+                if place is not None:
+                    found.append((place, _name(other), must))
+                continue
+            raise StepRefused(
+                f"the query compares {_side(left, left_kind)} with {_side(right, right_kind)}: "
+                "SQLite would convert one of them, PostgreSQL refuses the comparison; "
+                "compare values of one kind (cast(...) says which)"
+            )
+    return tuple(found)
+
+
+def _side(side: ColumnElement[Any], kind: str) -> str:
+    if isinstance(side, True_):
+        return "true"
+    if isinstance(side, False_):
+        return "false"
+    return f"{_name(side)} ({kind})"
+
+
+def _name(side: ColumnElement[Any]) -> str:
+    if isinstance(side, ColumnClause):
+        table = side.table
+        return side.name if table is None or not hasattr(table, "name") else f"{table.name}.{side.name}"
+    return f"an expression of type {side.type}"
