@@ -7,7 +7,21 @@ from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
 
-from sqlalchemy import TIMESTAMP, DateTime, Engine, Enum, Float, Numeric, String, Uuid, create_engine, event
+from sqlalchemy import (
+    JSON,
+    TIMESTAMP,
+    Boolean,
+    DateTime,
+    Engine,
+    Enum,
+    Float,
+    Integer,
+    Numeric,
+    String,
+    Uuid,
+    create_engine,
+    event,
+)
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
@@ -15,6 +29,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._integrity import note_written
+from ._json_casts import FUNCTION as JSON_AS
+from ._json_casts import json_as
 from ._read_only import READ_ONLY_OPTION
 from ._tenant_refs import check_references
 from ._transient import note_lost
@@ -229,6 +245,11 @@ class _SQLiteTypes(SQLiteTypeCompiler):
 _LIKE_ESCAPE: Final = " ESCAPE '\\'"
 
 
+#: What ``as_string()``, ``as_integer()``, ``as_float()`` and ``as_boolean()`` of a JSON
+#: element read, by :func:`~._json_casts.json_as`.
+_JSON_TARGETS: Final[dict[type[Any], str]] = {String: "text", Integer: "integer", Float: "float", Boolean: "boolean"}
+
+
 class _SQLiteStatements(SQLiteCompiler):
     r"""This engine's SQL: SQLite's, but a ``LIKE`` (and ``ILIKE``, which SQLite compiles
     to one) without an ``escape=`` escapes with a backslash, as PostgreSQL's does.  SQLite
@@ -240,6 +261,32 @@ class _SQLiteStatements(SQLiteCompiler):
 
     def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
         return _escaped(binary, cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw))
+
+    def visit_json_getitem_op_binary(self, binary: Any, operator: Any, _cast_applied: Any = False, **kw: Any) -> str:
+        kw["_cast_applied"] = _cast_applied
+        return self._json_element(binary, operator, cast(Any, super()).visit_json_getitem_op_binary, kw)
+
+    def visit_json_path_getitem_op_binary(
+        self, binary: Any, operator: Any, _cast_applied: Any = False, **kw: Any
+    ) -> str:
+        kw["_cast_applied"] = _cast_applied
+        return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
+
+    def _json_element(self, binary: Any, operator: Any, compile_: Any, kw: dict[str, Any]) -> str:
+        """``doc["key"]`` as PostgreSQL reads it.  As JSON it is SQL NULL where the document
+        has no such key, as PostgreSQL's ``->``: SQLAlchemy's ``JSON_QUOTE(JSON_EXTRACT(...))``
+        made it the text ``'null'``, so ``doc["key"].is_(None)`` found the rows without the
+        key on PostgreSQL only (a key holding JSON's null stays ``'null'`` on both).  As
+        text, a number or true/false it is :func:`~._json_casts.json_as`'s."""
+        target = _JSON_TARGETS.get(binary.type._type_affinity)
+        if target is None and binary.type._type_affinity is not JSON:
+            return str(compile_(binary, operator, **kw))  # as_numeric(): SQLAlchemy's cast
+        compiled = "" if target is not None else str(compile_(binary, operator, **kw))
+        kw.pop("_cast_applied")
+        left, right = self.process(binary.left, **kw), self.process(binary.right, **kw)
+        if target is not None:
+            return f"{JSON_AS}('{target}', JSON_TYPE({left}, {right}), JSON_EXTRACT({left}, {right}))"
+        return f"CASE WHEN JSON_TYPE({left}, {right}) IS NULL THEN NULL ELSE {compiled} END"
 
 
 def _escaped(binary: Any, text: str) -> str:
@@ -262,6 +309,7 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
+    dbapi_connection.create_function(JSON_AS, 3, json_as, deterministic=True)
 
 
 def _postgres_connect(dbapi_connection: Any, _record: object) -> None:

@@ -23,12 +23,13 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias, TypeVar, TypeVarTuple
 from uuid import UUID, uuid4
 
-from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, StatementError
+from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError, StatementError
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
 from ._errors import ProgramError, Unfit
 from ._integrity import constraint_failure
+from ._json_casts import refused_here
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
@@ -394,6 +395,8 @@ def _refused_value(crash: StepCrash) -> bool:
     cause = crash.cause
     if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
         return True
+    if isinstance(cause, OperationalError) and refused_here():
+        return True  # SQLite's cast of a JSON element, as PostgreSQL's DataError
     if crash.step.kind not in _BINDING_KINDS:
         return False
     if isinstance(cause, OverflowError):

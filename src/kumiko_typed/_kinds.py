@@ -18,7 +18,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import Boolean, Float, Integer, Numeric, String
+from sqlalchemy import JSON, Boolean, Float, Integer, Numeric, String
+from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.cache_key import CacheKey
 from sqlalchemy.sql.elements import (
@@ -103,6 +104,12 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
         if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
             continue
         left = element.left
+        if _raw_json(element):
+            raise StepRefused(
+                f"the query compares the JSON value {_name(left)} as it is: PostgreSQL has no comparison "
+                "of json, SQLite compares its text; compare what it holds, with .as_string(), "
+                ".as_integer(), .as_float() or .as_boolean()"
+            )
         # BETWEEN's right side is the pair of bounds.
         rights = element.right.clauses if isinstance(element.right, ExpressionClauseList) else (element.right,)
         for right in rights:
@@ -125,6 +132,20 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     return tuple(found)
 
 
+#: Comparisons a JSON value takes on both databases: IS NULL, IS NOT NULL.
+_NULL_TESTS: Final = frozenset({operators.is_, operators.is_not})
+
+
+def _raw_json(comparison: BinaryExpression[Any]) -> bool:
+    """Whether ``comparison`` compares a JSON document or element itself (not PostgreSQL's
+    ``JSONB``, which has its comparisons and no SQLite)."""
+    if comparison.operator in _NULL_TESTS:
+        return False
+    return any(
+        isinstance(side.type, JSON) and not isinstance(side.type, JSONB) for side in (comparison.left, comparison.right)
+    )
+
+
 def _side(side: ColumnElement[Any], kind: str) -> str:
     if isinstance(side, True_):
         return "true"
@@ -134,6 +155,8 @@ def _side(side: ColumnElement[Any], kind: str) -> str:
 
 
 def _name(side: ColumnElement[Any]) -> str:
+    if isinstance(side, BinaryExpression) and isinstance(side.left, ColumnClause):  # doc["key"]
+        return f"{_name(side.left)}[...]"
     if isinstance(side, ColumnClause):
         table = side.table
         return side.name if table is None or not hasattr(table, "name") else f"{table.name}.{side.name}"
