@@ -21,6 +21,7 @@ from sqlalchemy import (
     Uuid,
     create_engine,
     event,
+    func,
 )
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
@@ -29,9 +30,8 @@ from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._integrity import note_written
-from ._json_casts import FUNCTION as JSON_AS
-from ._json_casts import json_as
 from ._read_only import READ_ONLY_OPTION
+from ._sqlite_functions import CAST_TEXT, DIVISOR, FUNCTIONS, JSON_AS
 from ._tenant_refs import check_references
 from ._transient import note_lost
 
@@ -246,7 +246,7 @@ _LIKE_ESCAPE: Final = " ESCAPE '\\'"
 
 
 #: What ``as_string()``, ``as_integer()``, ``as_float()`` and ``as_boolean()`` of a JSON
-#: element read, by :func:`~._json_casts.json_as`.
+#: element read, by :func:`~._sqlite_functions.json_as`.
 _JSON_TARGETS: Final[dict[type[Any], str]] = {String: "text", Integer: "integer", Float: "float", Boolean: "boolean"}
 
 
@@ -272,12 +272,30 @@ class _SQLiteStatements(SQLiteCompiler):
         kw["_cast_applied"] = _cast_applied
         return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
 
+    def visit_truediv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
+
+    def visit_floordiv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
+
+    def visit_mod_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return str(cast(Any, super()).visit_mod_binary(_checked_divisor(binary), operator, **kw))
+
+    def visit_cast(self, cast: Any, **kwargs: Any) -> str:
+        """Text cast to a number or true/false: by PostgreSQL's input rules
+        (``_sqlite_functions``), where SQLite made ``'5.5'`` a 5 and ``'abc'`` a 0."""
+        target = _CAST_TARGETS.get(cast.type._type_affinity)
+        if target is not None and cast.clause.type._type_affinity is String:
+            return f"{CAST_TEXT}('{target}', {self.process(cast.clause, **kwargs)})"
+        untyped: Any = super().visit_cast  # SQLAlchemy's compiler is untyped
+        return str(untyped(cast, **kwargs))
+
     def _json_element(self, binary: Any, operator: Any, compile_: Any, kw: dict[str, Any]) -> str:
         """``doc["key"]`` as PostgreSQL reads it.  As JSON it is SQL NULL where the document
         has no such key, as PostgreSQL's ``->``: SQLAlchemy's ``JSON_QUOTE(JSON_EXTRACT(...))``
         made it the text ``'null'``, so ``doc["key"].is_(None)`` found the rows without the
         key on PostgreSQL only (a key holding JSON's null stays ``'null'`` on both).  As
-        text, a number or true/false it is :func:`~._json_casts.json_as`'s."""
+        text, a number or true/false it is :func:`~._sqlite_functions.json_as`'s."""
         target = _JSON_TARGETS.get(binary.type._type_affinity)
         if target is None and binary.type._type_affinity is not JSON:
             return str(compile_(binary, operator, **kw))  # as_numeric(): SQLAlchemy's cast
@@ -287,6 +305,18 @@ class _SQLiteStatements(SQLiteCompiler):
         if target is not None:
             return f"{JSON_AS}('{target}', JSON_TYPE({left}, {right}), JSON_EXTRACT({left}, {right}))"
         return f"CASE WHEN JSON_TYPE({left}, {right}) IS NULL THEN NULL ELSE {compiled} END"
+
+
+def _checked_divisor(binary: Any) -> Any:
+    """``binary`` (a division or modulo) with its divisor refused when zero, as PostgreSQL
+    does: SQLite's ``7 / 0`` is NULL."""
+    checked = binary._clone()
+    checked.right = getattr(func, DIVISOR)(binary.right, type_=binary.right.type)
+    return checked
+
+
+#: Casts of text :func:`~._sqlite_functions.cast_text` reads.
+_CAST_TARGETS: Final[dict[type[Any], str]] = {Integer: "integer", Float: "float", Boolean: "boolean"}
 
 
 def _escaped(binary: Any, text: str) -> str:
@@ -309,7 +339,8 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
     cursor.execute("PRAGMA journal_mode=WAL")
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.close()
-    dbapi_connection.create_function(JSON_AS, 3, json_as, deterministic=True)
+    for name, arguments, function in FUNCTIONS:
+        dbapi_connection.create_function(name, arguments, function, deterministic=True)
 
 
 def _postgres_connect(dbapi_connection: Any, _record: object) -> None:

@@ -29,11 +29,11 @@ from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
 from ._errors import ProgramError, Unfit
 from ._integrity import constraint_failure
-from ._json_casts import refused_here
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
+from ._sqlite_functions import refused_here
 from ._steps._base import Resume, StepCrash, Suspend
 from ._steps._block import run_block
 from ._tenant_refs import close_scope, open_scope, settle
@@ -396,7 +396,7 @@ def _refused_value(crash: StepCrash) -> bool:
     if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
         return True
     if isinstance(cause, OperationalError) and refused_here():
-        return True  # SQLite's cast of a JSON element, as PostgreSQL's DataError
+        return True  # SQLite's cast or division, as PostgreSQL's DataError
     if crash.step.kind not in _BINDING_KINDS:
         return False
     if isinstance(cause, OverflowError):

@@ -1,13 +1,15 @@
-"""A JSON element read as text, a number or true/false on SQLite as PostgreSQL reads it.
+"""Functions the App's SQLite connections carry, so that SQLite answers as PostgreSQL.
 
-SQLAlchemy compiles ``doc["k"].as_integer()`` to ``CAST(doc ->> 'k' AS INTEGER)`` on
-PostgreSQL, which takes the element's text and refuses what is no integer (``"5.5"``,
-``true``, a list), and to ``CAST(JSON_EXTRACT(doc, '$.k') AS INTEGER)`` on SQLite, which
-makes ``5.5`` a ``5``, ``true`` a ``1`` and any text a ``0``; ``as_string()`` of ``true``
-was ``'true'`` on one and ``'1'`` on the other.  The App's SQLite engine compiles these
-reads to :func:`json_as`, registered on each connection, which answers as PostgreSQL:
-the same value, or the same refusal (a ``validation_error``, "the database refused a
-value").
+SQLite converts where PostgreSQL refuses: ``CAST('5.5' AS INTEGER)`` is 5 and
+``CAST('abc' AS INTEGER)`` 0 (PostgreSQL: invalid input), ``7 / 0`` is NULL (PostgreSQL:
+division by zero), and a JSON element read as a number or text is JSON_EXTRACT's value
+(SQLAlchemy compiles ``doc["k"].as_integer()`` to ``CAST(doc ->> 'k' AS INTEGER)`` on
+PostgreSQL, which takes the element's text and refuses ``"5.5"``, ``true`` or a list;
+SQLite made them 5, 1 and 0, and ``as_string()`` of ``true`` was ``'1'``).  The App's
+SQLite compiler (``_engine._SQLiteStatements``) routes these through the functions here,
+which give PostgreSQL's value or its refusal; the refusal is the same
+``validation_error`` as PostgreSQL's ``DataError`` ("the database refused a value").
+Cost: a Python call per value on SQLite, only where such an expression is read.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ import re
 import threading
 from typing import Final
 
-__all__ = ["FUNCTION", "json_as", "refused_here"]
+__all__ = ["CAST_TEXT", "DIVISOR", "FUNCTIONS", "JSON_AS", "refused_here"]
 
-#: The SQL name of :func:`json_as` on the App's SQLite connections.
-FUNCTION: Final = "kumiko_json_as"
+#: The SQL names of the functions, as the compiler writes them.
+JSON_AS: Final = "kumiko_json_as"
+CAST_TEXT: Final = "kumiko_cast_text"
+DIVISOR: Final = "kumiko_divisor"
 
 _INTEGER: Final = re.compile(r"\s*[+-]?[0-9]+\s*")
 _FLOAT: Final = re.compile(
@@ -51,11 +55,26 @@ def json_as(target: str, kind: str | None, value: object) -> object:
     text = _text(kind, value)
     if text is None or target == "text":
         return text
+    return cast_text(target, text)
+
+
+def cast_text(target: str, text: object) -> object:
+    """``CAST(text AS target)`` as PostgreSQL's input rules read ``text``."""
+    if not isinstance(text, str):
+        return text  # a number or NULL: SQLite's own cast would do; the compiler sends only text
     try:
         return _cast(target, text)
     except _Refused:
         _refusal.flag = True
         raise
+
+
+def divisor(value: object) -> object:
+    """``value`` as a divisor: zero is PostgreSQL's "division by zero", not SQLite's NULL."""
+    if isinstance(value, (int, float)) and value == 0:
+        _refusal.flag = True
+        raise _Refused("division by zero")
+    return value
 
 
 def _text(kind: str | None, value: object) -> str | None:
@@ -85,3 +104,7 @@ def _cast(target: str, text: str) -> object:
         if word and any(w.startswith(word) for w in _FALSE) and not any(w.startswith(word) for w in _TRUE):
             return 0
     raise _Refused(f"not a valid {target}")
+
+
+#: ``(name, argument count, function)`` registered on each connection.
+FUNCTIONS: Final = ((JSON_AS, 3, json_as), (CAST_TEXT, 2, cast_text), (DIVISOR, 1, divisor))
