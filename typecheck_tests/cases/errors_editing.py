@@ -49,3 +49,9 @@ returns_in_workflow_arm = shop.workflow_pipeline(Order).branch(
     on_true=lambda b: b.return_(lambda c: fail("conflict", "no")),  # E: kumiko-return-in-subpipeline  # M: return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: a branch arm or for_each body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))
 )
 retries_in_query = shop.query_pipeline(Order).retry(times=2, do=lambda b: b)  # E: kumiko-read-only  # M: Step "retry" (workflow.retry) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard
+
+# A handler given no pipeline, or something that is none: mypy's error alone (it was
+# followed by "Need type annotation" or by kumiko-no-return saying to end it with return_).
+no_pipeline = shop.write_handler("no-pipeline")  # E: call-arg
+not_a_pipeline = shop.write_handler("not-a-pipeline", 3)  # E: arg-type
+not_a_query = shop.query_handler("not-a-query", 3)  # E: arg-type
