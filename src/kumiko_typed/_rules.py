@@ -374,21 +374,31 @@ def msg_read_only(kind: str, method: str, builder: str) -> str:
 
 
 def msg_query_registration(got: str) -> str:
+    """``got`` is the class given: a query pipeline not ended needs ``return_``, anything
+    else the other builder."""
+    if got == "QueryPipeline":
+        return (
+            "A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), "
+            "got a QueryPipeline that is not ended; end it with .return_(lambda c: ok(...))"
+        )
     return (
         f"A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), "
         f"got {got}; build it with feature.query_pipeline(P) (write handlers take feature.pipeline(P))"
     )
 
 
-def msg_query_as_write() -> str:
+def msg_query_as_write(got: str) -> str:
     return (
         "A write handler needs a pipeline built with feature.pipeline(P), got a query pipeline "
-        "(QueryFinished); register it with feature.query_handler(...) and run it with app.query(...)"
+        f"({got}); register it with feature.query_handler(...) and run it with app.query(...)"
     )
 
 
 def msg_no_return(got: str) -> str:
-    """``got`` is the class given: a workflow's pipeline needs another fix than a missing ``return_``."""
+    """``got`` is the class given: a workflow's or a query's pipeline needs another fix than
+    a missing ``return_`` (ending a query pipeline would not make it a write handler's)."""
+    if got.startswith("Query"):
+        return msg_query_as_write(got)
     if got.startswith("Workflow"):
         return (
             f"A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline "

@@ -55,3 +55,9 @@ retries_in_query = shop.query_pipeline(Order).retry(times=2, do=lambda b: b)  # 
 no_pipeline = shop.write_handler("no-pipeline")  # E: call-arg
 not_a_pipeline = shop.write_handler("not-a-pipeline", 3)  # E: arg-type
 not_a_query = shop.query_handler("not-a-query", 3)  # E: arg-type
+
+# A query pipeline given to write_handler: ending it would not help, the message said to.
+query_as_write = shop.write_handler(
+    "query-as-write",
+    shop.query_pipeline(Order).compute("x", lambda c: 1),  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P), got a query pipeline (QueryPipeline); register it with feature.query_handler(...) and run it with app.query(...)
+)

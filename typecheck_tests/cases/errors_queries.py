@@ -42,7 +42,7 @@ returns_in_loop = (
 
 unfinished = shop.query_handler(
     "unfinished",
-    shop.query_pipeline(Order).get_one("p", lambda c: select(Product)),  # E: kumiko-no-return  # M: A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), got QueryPipeline; build it with feature.query_pipeline(P) (write handlers take feature.pipeline(P))
+    shop.query_pipeline(Order).get_one("p", lambda c: select(Product)),  # E: kumiko-no-return  # M: A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), got a QueryPipeline that is not ended; end it with .return_(lambda c: ok(...))
 )
 
 write_as_query = shop.query_handler(

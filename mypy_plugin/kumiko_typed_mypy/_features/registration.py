@@ -107,9 +107,7 @@ def check_handler_pipeline(ctx: MethodContext) -> Type:
     if _not_a_pipeline(given):
         return AnyType(TypeOfAny.from_error)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(FINISHED):
-        query = given.type.has_base(QUERY_FINISHED)
-        message = rules.msg_query_as_write() if query else rules.msg_no_return(given.type.name)
-        ctx.api.fail(message, expr, code=_errors.NO_RETURN)
+        ctx.api.fail(rules.msg_no_return(given.type.name), expr, code=_errors.NO_RETURN)
         return AnyType(TypeOfAny.from_error)
     return ctx.default_return_type
 
