@@ -11,6 +11,8 @@ CTX: Final = "kumiko_typed._ctx.Ctx"
 FINISHED: Final = "kumiko_typed._finished.Finished"
 QUERY_FINISHED: Final = "kumiko_typed._finished.QueryFinished"
 WORKFLOW_FINISHED: Final = "kumiko_typed._finished.WorkflowFinished"
+#: The base of the three ended pipelines above.
+PROGRAM: Final = "kumiko_typed._finished.Program"
 TRIGGER: Final = "kumiko_typed._triggers.Trigger"
 HANDLER_BUILDER: Final = f"{BUILDERS_MODULE}.Pipeline"
 QUERY_BUILDER: Final = f"{BUILDERS_MODULE}.QueryPipeline"

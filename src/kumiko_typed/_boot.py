@@ -28,6 +28,7 @@ from ._steps import (
     Create,
     FindMany,
     Fn,
+    ForEach,
     NamedStep,
     ProjectionDelete,
     ProjectionUpsert,
@@ -266,14 +267,25 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
     return None
 
 
+def _name_problem(step: Step, name: object) -> str | None:
+    """A step's or a loop item's name that is no string, or empty, worded as the plugin words it."""
+    rule = _rules.RULES_BY_KIND.get(step.kind)
+    method = rule.method if rule is not None else step.kind
+    if not isinstance(name, str):
+        return _rules.msg_step_name(method)
+    return _rules.msg_empty_step_name(method) if not name else None
+
+
 def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str, out: list[str]) -> set[str]:
     """Report duplicate step names; arms of one branch may set the same key."""
     defined: set[str] = set()
     for i, step in enumerate(steps):
         here = f"{path}{i}"
+        if isinstance(step, ForEach) and (problem := _name_problem(step, step.item)) is not None:
+            out.append(f"{where}, step {here} ({step.kind}): {problem}")  # an item name is no key: no duplicate
         if isinstance(step, NamedStep):
-            if not isinstance(step.name, str) or not step.name:
-                out.append(f"{where}, step {here} ({step.kind}): {_rules.msg_step_name(step.kind)}")
+            if (problem := _name_problem(step, step.name)) is not None:
+                out.append(f"{where}, step {here} ({step.kind}): {problem}")
             elif step.name in visible:
                 out.append(f"{where}, step {here} ({step.describe()}): {_rules.msg_duplicate_step(step.name)}")
             else:

@@ -1736,11 +1736,13 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            "return_ is not allowed inside a sub-pipeline (SubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead"
+            "return_ is not allowed inside a sub-pipeline (SubPipeline: a branch arm, for_each or retry body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))"
         )
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
-            """Deprecated here: return_ is not allowed inside a sub-pipeline (SubPipeline: branch,
-            for_each or retry body); end the top-level pipeline with .return_(...) instead.
+            """Deprecated here: return_ is not allowed inside a sub-pipeline (SubPipeline: a branch
+            arm, for_each or retry body); end the top-level pipeline with .return_(...) instead,
+            reading what the arm or body set from c.steps; to stop early with a failure, use
+            .guard(check, otherwise=lambda c: fail(...)).
 
             End the pipeline with its result.
 
@@ -3631,12 +3633,13 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            "return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead"
+            "return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: a branch arm or for_each body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))"
         )
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
             """Deprecated here: return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline:
-            branch, for_each or retry body); end the top-level pipeline with .return_(...)
-            instead.
+            a branch arm or for_each body); end the top-level pipeline with .return_(...)
+            instead, reading what the arm or body set from c.steps; to stop early with a
+            failure, use .guard(check, otherwise=lambda c: fail(...)).
 
             End the pipeline with its result.
 
@@ -4816,14 +4819,14 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "wait" (workflow.wait) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
+            'Step "wait" (workflow.wait) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard'
         )
         def wait(
             self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
         ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) does more than read, and a
-            QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
-            handler built with feature.pipeline(P) (or a workflow), and keep the query to reads,
+            QueryPipeline only reads (a query runs in a read-only transaction); do it in a
+            workflow built with feature.workflow_pipeline(P), and keep the query to reads,
             compute, branch, for_each and guard.
 
             Suspend the workflow run for a while.
@@ -4846,7 +4849,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "wait_for_event" (workflow.wait_for_event) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
+            'Step "wait_for_event" (workflow.wait_for_event) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard'
         )
         def wait_for_event(
             self,
@@ -4859,8 +4862,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) does more than
             read, and a QueryPipeline only reads (a query runs in a read-only transaction); do
-            it in a write handler built with feature.pipeline(P) (or a workflow), and keep the
-            query to reads, compute, branch, for_each and guard.
+            it in a workflow built with feature.workflow_pipeline(P), and keep the query to
+            reads, compute, branch, for_each and guard.
 
             Suspend the workflow run until a matching event or a timeout.
 
@@ -4882,7 +4885,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "retry" (workflow.retry) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
+            'Step "retry" (workflow.retry) does more than read, and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard'
         )
         def retry(
             self,
@@ -4894,8 +4897,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str | None = None,
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) does more than read, and a
-            QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
-            handler built with feature.pipeline(P) (or a workflow), and keep the query to reads,
+            QueryPipeline only reads (a query runs in a read-only transaction); do it in a
+            workflow built with feature.workflow_pipeline(P), and keep the query to reads,
             compute, branch, for_each and guard.
 
             Run a sub-pipeline again after a delay until it succeeds.
@@ -5511,12 +5514,13 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            "return_ is not allowed inside a sub-pipeline (QuerySubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead"
+            "return_ is not allowed inside a sub-pipeline (QuerySubPipeline: a branch arm or for_each body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))"
         )
         def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
-            """Deprecated here: return_ is not allowed inside a sub-pipeline (QuerySubPipeline:
-            branch, for_each or retry body); end the top-level pipeline with .return_(...)
-            instead.
+            """Deprecated here: return_ is not allowed inside a sub-pipeline (QuerySubPipeline: a
+            branch arm or for_each body); end the top-level pipeline with .return_(...) instead,
+            reading what the arm or body set from c.steps; to stop early with a failure, use
+            .guard(check, otherwise=lambda c: fail(...)).
 
             End the pipeline with its result.
 
@@ -5650,15 +5654,15 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "wait" (workflow.wait) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
+            'Step "wait" (workflow.wait) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard'
         )
         def wait(
             self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
         ) -> Never:
             """Deprecated here: Step "wait" (workflow.wait) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
-            write handler built with feature.pipeline(P) (or a workflow), and keep the query to
-            reads, compute, branch, for_each and guard.
+            workflow built with feature.workflow_pipeline(P), and keep the query to reads,
+            compute, branch, for_each and guard.
 
             Suspend the workflow run for a while.
 
@@ -5680,7 +5684,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "wait_for_event" (workflow.wait_for_event) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
+            'Step "wait_for_event" (workflow.wait_for_event) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard'
         )
         def wait_for_event(
             self,
@@ -5693,8 +5697,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) does more than
             read, and a QuerySubPipeline only reads (a query runs in a read-only transaction);
-            do it in a write handler built with feature.pipeline(P) (or a workflow), and keep
-            the query to reads, compute, branch, for_each and guard.
+            do it in a workflow built with feature.workflow_pipeline(P), and keep the query to
+            reads, compute, branch, for_each and guard.
 
             Suspend the workflow run until a matching event or a timeout.
 
@@ -5716,7 +5720,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if TYPE_CHECKING:
 
         @deprecated(
-            'Step "retry" (workflow.retry) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard'
+            'Step "retry" (workflow.retry) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard'
         )
         def retry(
             self,
@@ -5729,8 +5733,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         ) -> Never:
             """Deprecated here: Step "retry" (workflow.retry) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
-            write handler built with feature.pipeline(P) (or a workflow), and keep the query to
-            reads, compute, branch, for_each and guard.
+            workflow built with feature.workflow_pipeline(P), and keep the query to reads,
+            compute, branch, for_each and guard.
 
             Run a sub-pipeline again after a delay until it succeeds.
 

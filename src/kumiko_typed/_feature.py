@@ -245,9 +245,7 @@ class Feature(Generic[C]):
                 "use roles=None for any authenticated user, or name the roles"
             )
         given: object = pipeline  # typed, but callers without mypy may pass anything
-        if isinstance(given, QueryFinished):
-            self.problems.append(f"handler {handler.name}: {_rules.msg_query_as_write()}")
-        elif not isinstance(given, Finished):
+        if not isinstance(given, Finished):
             self.problems.append(f"handler {handler.name}: {_rules.msg_no_return(type(pipeline).__name__)}")
         elif (unclassed := _unclassed_handler_payload("pipeline", pipeline.payload_type)) is not None:
             self.problems.append(f"handler {handler.name}: {unclassed}")

@@ -261,9 +261,11 @@ def allows(builder: str, kind: str) -> bool:
 
 
 def msg_step_name(method: str) -> str:
+    """A loop's name is its item's, read from ``c.scope``; every other step's is its key."""
+    read = 'c.scope["..."]' if method == "for_each" else 'c.steps["..."]'
     return (
-        f'The name of step "{method}" must be a string literal or a Final constant: '
-        'the plugin types c.steps["..."] from it'
+        f'The name of step "{method}" must be a string literal, a Final constant or a StrEnum member: '
+        f"the plugin types {read} from it"
     )
 
 
@@ -276,6 +278,8 @@ def msg_unknown_member_value(method: str) -> str:
 
 
 def msg_empty_step_name(method: str) -> str:
+    if method == "for_each":
+        return f'The name of step "{method}" is empty; name the item it puts in c.scope, e.g. "line"'
     return f'The name of step "{method}" is empty; name the key it adds, e.g. "total"'
 
 
@@ -309,9 +313,14 @@ def msg_duplicate_step(name: str) -> str:
 
 
 def msg_return_in_subpipeline(builder: str) -> str:
+    """Names the places ``builder`` is handed to (only a handler's SubPipeline is also a
+    retry body), and the fix for the two reasons to write it there: the result, or
+    stopping early."""
+    where = "branch arm, for_each or retry body" if builder == RETRY_BODY_BUILDER else "branch arm or for_each body"
     return (
-        f"return_ is not allowed inside a sub-pipeline ({builder}: branch, for_each or retry "
-        "body); end the top-level pipeline with .return_(...) instead"
+        f"return_ is not allowed inside a sub-pipeline ({builder}: a {where}); end the top-level "
+        "pipeline with .return_(...) instead, reading what the arm or body set from c.steps; "
+        "to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))"
     )
 
 
@@ -352,29 +361,44 @@ def msg_workflow_only(kind: str, method: str, builder: str) -> str:
 
 
 def msg_read_only(kind: str, method: str, builder: str) -> str:
+    """A tier-3 step (a suspension) belongs in a workflow only: a write handler refuses it too."""
+    elsewhere = (
+        "do it in a workflow built with feature.workflow_pipeline(P)"
+        if RULES_BY_KIND[kind].tier == 3
+        else "do it in a write handler built with feature.pipeline(P) (or a workflow)"
+    )
     return (
         f'Step "{method}" ({kind}) does more than read, and a {builder} only reads (a query runs in a '
-        "read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), "
-        "and keep the query to reads, compute, branch, for_each and guard"
+        f"read-only transaction); {elsewhere}, and keep the query to reads, compute, branch, for_each and guard"
     )
 
 
 def msg_query_registration(got: str) -> str:
+    """``got`` is the class given: a query pipeline not ended needs ``return_``, anything
+    else the other builder."""
+    if got == "QueryPipeline":
+        return (
+            "A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), "
+            "got a QueryPipeline that is not ended; end it with .return_(lambda c: ok(...))"
+        )
     return (
         f"A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), "
         f"got {got}; build it with feature.query_pipeline(P) (write handlers take feature.pipeline(P))"
     )
 
 
-def msg_query_as_write() -> str:
+def msg_query_as_write(got: str) -> str:
     return (
         "A write handler needs a pipeline built with feature.pipeline(P), got a query pipeline "
-        "(QueryFinished); register it with feature.query_handler(...) and run it with app.query(...)"
+        f"({got}); register it with feature.query_handler(...) and run it with app.query(...)"
     )
 
 
 def msg_no_return(got: str) -> str:
-    """``got`` is the class given: a workflow's pipeline needs another fix than a missing ``return_``."""
+    """``got`` is the class given: a workflow's or a query's pipeline needs another fix than
+    a missing ``return_`` (ending a query pipeline would not make it a write handler's)."""
+    if got.startswith("Query"):
+        return msg_query_as_write(got)
     if got.startswith("Workflow"):
         return (
             f"A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline "

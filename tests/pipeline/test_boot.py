@@ -15,9 +15,11 @@ from kumiko_typed._builders import Pipeline, SubPipeline, WorkflowPipeline
 from kumiko_typed._rules import (
     msg_async_resolver,
     msg_duplicate_step,
+    msg_empty_step_name,
     msg_foreign_pipeline,
     msg_no_return,
     msg_return_in_subpipeline,
+    msg_step_name,
     msg_tier,
     msg_unknown_capability,
     msg_unknown_step,
@@ -348,10 +350,26 @@ def test_an_async_resolver_is_a_boot_problem() -> None:
     assert all(msg_async_resolver("compute", "fn") in problem for problem in problems)
 
 
-def test_an_empty_step_name_is_a_boot_problem() -> None:
+def test_an_empty_or_non_string_name_is_a_boot_problem_worded_as_the_plugin_words_it() -> None:
+    """An empty name is told it is empty (it was told to be a string literal, which it is),
+    and a loop's item name is checked too (an empty one passed boot, which the plugin refuses)."""
     f = Feature("empty")
-    _handler(f, "h", lambda p: p.compute("", lambda c: 1))
-    assert len(_boot_problems([f])) == 1
+    _handler(
+        f,
+        "h",
+        lambda p: (
+            p.compute("", lambda c: 1)
+            .for_each("", over=lambda c: [1], do=lambda b: b)
+            .find_one(4, lambda c: None)
+            .for_each(7, over=lambda c: [1], do=lambda b: b)
+        ),
+    )
+    assert _boot_problems([f]) == [
+        f"handler empty:h, step 0 (compute): {msg_empty_step_name('compute')}",
+        f"handler empty:h, step 1 (for_each): {msg_empty_step_name('for_each')}",
+        f"handler empty:h, step 2 (read.find_one): {msg_step_name('find_one')}",
+        f"handler empty:h, step 3 (for_each): {msg_step_name('for_each')}",
+    ]
 
 
 def test_retry_outside_a_workflow_written_without_mypy_is_a_boot_problem() -> None:

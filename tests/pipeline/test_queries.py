@@ -215,6 +215,7 @@ def test_boot_refuses_writes_outbox_and_workflow_steps_in_a_query() -> None:
     )
     g.query_handler("unfinished", p.compute("x", lambda c: 1))
     g.write_handler("q-as-write", p.return_(lambda c: ok(1)))
+    g.write_handler("unended-q-as-write", p.compute("x", lambda c: 1))
     with pytest.raises(BootError) as raised:
         App([g], database_url="sqlite://")
     problems = raised.value.problems
@@ -229,16 +230,20 @@ def test_boot_refuses_writes_outbox_and_workflow_steps_in_a_query() -> None:
     assert any(
         p.startswith('query qryboot:bad, step 2/on_true/0 (workflow.wait): Step "wait"')
         and "a QuerySubPipeline only" in p
+        and "do it in a workflow built with feature.workflow_pipeline(P)," in p  # a write handler refuses it too
         for p in problems
     )
     assert (
         "query qryboot:unfinished: A query handler needs a pipeline built with feature.query_pipeline(P) and ended "
-        "with .return_(...), got QueryPipeline; build it with feature.query_pipeline(P) "
-        "(write handlers take feature.pipeline(P))"
+        "with .return_(...), got a QueryPipeline that is not ended; end it with .return_(lambda c: ok(...))"
     ) in problems
     assert (
         "handler qryboot:q-as-write: A write handler needs a pipeline built with feature.pipeline(P), got a query "
         "pipeline (QueryFinished); register it with feature.query_handler(...) and run it with app.query(...)"
+    ) in problems
+    assert (
+        "handler qryboot:unended-q-as-write: A write handler needs a pipeline built with feature.pipeline(P), got a "
+        "query pipeline (QueryPipeline); register it with feature.query_handler(...) and run it with app.query(...)"
     ) in problems
 
 

@@ -49,8 +49,8 @@ def dynamic_name() -> str:
 
 dynamic = (
     shop.pipeline(Order)
-    .compute(dynamic_name(), lambda c: 1)  # E: kumiko-step-name # M: The name of step "compute" must be a string literal or a Final constant: the plugin types c.steps["..."] from it
-    .compute("read", lambda c: c.steps["whatever"])  # E: misc
+    .compute(dynamic_name(), lambda c: 1)  # E: kumiko-step-name # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it
+    .compute("read", lambda c: c.steps["whatever"])  # no second error: after it any other key reads as Any, as in pyright
     .return_(lambda c: ok(1))
 )
 

@@ -27,7 +27,7 @@ waits_in_arm = (
     shop.query_pipeline(Order)
     .branch(
         when=lambda c: True,
-        on_true=lambda b: b.wait(timedelta(hours=1)),  # E: kumiko-read-only  # M: Step "wait" (workflow.wait) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a write handler built with feature.pipeline(P) (or a workflow), and keep the query to reads, compute, branch, for_each and guard
+        on_true=lambda b: b.wait(timedelta(hours=1)),  # E: kumiko-read-only  # M: Step "wait" (workflow.wait) does more than read, and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a workflow built with feature.workflow_pipeline(P), and keep the query to reads, compute, branch, for_each and guard
     )
 )
 
@@ -36,13 +36,13 @@ returns_in_loop = (
     .for_each(
         "line",
         over=lambda c: c.payload.lines,
-        do=lambda b: b.return_(lambda c: ok(1)),  # E: kumiko-return-in-subpipeline  # M: return_ is not allowed inside a sub-pipeline (QuerySubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead
+        do=lambda b: b.return_(lambda c: ok(1)),  # E: kumiko-return-in-subpipeline  # M: return_ is not allowed inside a sub-pipeline (QuerySubPipeline: a branch arm or for_each body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))
     )
 )
 
 unfinished = shop.query_handler(
     "unfinished",
-    shop.query_pipeline(Order).get_one("p", lambda c: select(Product)),  # E: kumiko-no-return  # M: A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), got QueryPipeline; build it with feature.query_pipeline(P) (write handlers take feature.pipeline(P))
+    shop.query_pipeline(Order).get_one("p", lambda c: select(Product)),  # E: kumiko-no-return  # M: A query handler needs a pipeline built with feature.query_pipeline(P) and ended with .return_(...), got a QueryPipeline that is not ended; end it with .return_(lambda c: ok(...))
 )
 
 write_as_query = shop.query_handler(

@@ -12,7 +12,7 @@ plain = Feature("plain")
 name = "dynamic"
 
 bad_name = plain.pipeline(Order).compute(
-    name,  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal or a Final constant: the plugin types c.steps["..."] from it
+    name,  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it
     lambda c: 1,
 )
 
@@ -35,7 +35,7 @@ returns_in_arm = (
     plain.pipeline(Order)
     .branch(
         when=lambda c: True,
-        on_true=lambda b: b.return_(lambda c: ok(1)),  # E: kumiko-return-in-subpipeline  # M: return_ is not allowed inside a sub-pipeline (SubPipeline: branch, for_each or retry body); end the top-level pipeline with .return_(...) instead
+        on_true=lambda b: b.return_(lambda c: ok(1)),  # E: kumiko-return-in-subpipeline  # M: return_ is not allowed inside a sub-pipeline (SubPipeline: a branch arm, for_each or retry body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))
     )
 )
 

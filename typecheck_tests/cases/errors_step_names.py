@@ -19,7 +19,7 @@ class Key(enum.StrEnum):
 
 empty = shop.pipeline(Order).compute("", lambda c: 1)  # E: kumiko-step-name  # M: The name of step "compute" is empty; name the key it adds, e.g. "total"
 empty_item = shop.pipeline(Order).for_each(
-    "",  # E: kumiko-step-name  # M: The name of step "for_each" is empty; name the key it adds, e.g. "total"
+    "",  # E: kumiko-step-name  # M: The name of step "for_each" is empty; name the item it puts in c.scope, e.g. "line"
     over=lambda c: c.payload.lines,
     do=lambda b: b,
 )

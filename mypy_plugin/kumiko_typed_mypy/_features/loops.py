@@ -34,7 +34,7 @@ from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str, opaque_member
+from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
 
 
 class _Opaque:
@@ -139,21 +139,27 @@ def _item_type(ctx: MethodSigContext) -> Type:
 
 def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque | None:
     """The loop item's name, read as a step's name is: from its type too, so that a
-    ``Final`` read through an instance (``self.ITEM``) works as it does for ``compute``."""
-    if expr is None:
-        return None
-    with ctx.api.msg.filter_errors():
-        given = ctx.api.get_expression_type(expr)
+    ``Final`` read through an instance (``self.ITEM``) works as it does for ``compute``.
+    ``None`` is reported here, unless mypy's check of the call reports the argument."""
+    given = None
+    if expr is not None:
+        with ctx.api.msg.filter_errors():
+            given = ctx.api.get_expression_type(expr)
     name = literal_str(given, expr)
-    return OPAQUE if name is None and opaque_member(given, expr) else name
+    if name is None and opaque_member(given, expr):
+        return OPAQUE
+    if name is None and not name_refused_by_mypy(ctx.api, given):
+        ctx.api.fail(rules.msg_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+    return name
 
 
 def scope_signature(ctx: MethodSigContext) -> CallableType:
     expr = arg_expr(ctx, "item")
     item = _item_name(ctx, expr)
+    if item is None:
+        return ctx.default_signature
     if not item:
-        message = rules.msg_step_name("for_each") if item is None else rules.msg_empty_step_name("for_each")
-        ctx.api.fail(message, where(ctx, "item"), code=_errors.STEP_NAME)
+        ctx.api.fail(rules.msg_empty_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
         return ctx.default_signature
     if isinstance(item, _Opaque):  # reported, as for a step's name; the item then reads as Any
         ctx.api.fail(rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)

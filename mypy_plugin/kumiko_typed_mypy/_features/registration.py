@@ -20,6 +20,7 @@ from .._names import (
     FEATURE,
     FINISHED,
     HANDLER_BUILDER,
+    PROGRAM,
     QUERY_BUILDER,
     QUERY_FINISHED,
     TRIGGER,
@@ -89,14 +90,24 @@ def check_workflow_pipeline(ctx: MethodContext) -> Type:
     return check_trigger_payload(ctx)
 
 
+def _not_a_pipeline(given: ProperType | None) -> bool:
+    """No pipeline given (``write_handler("h")``), or neither a builder nor an ended
+    pipeline (``write_handler("h", 3)``): mypy's own error says so.  A ``kumiko-no-return``
+    telling to end it with ``return_`` would repeat it, wrongly, and a handler type with
+    nothing to infer ``D`` from would add ``var-annotated`` at the assignment."""
+    if given is None:
+        return True
+    return isinstance(given, Instance) and not given.type.has_base(BUILDER_CORE) and not given.type.has_base(PROGRAM)
+
+
 def check_handler_pipeline(ctx: MethodContext) -> Type:
     given = get_proper_type(arg_type(ctx, "pipeline"))
     expr = arg_expr(ctx, "pipeline")
     _check_own_feature(ctx)
+    if _not_a_pipeline(given):
+        return AnyType(TypeOfAny.from_error)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(FINISHED):
-        query = given.type.has_base(QUERY_FINISHED)
-        message = rules.msg_query_as_write() if query else rules.msg_no_return(given.type.name)
-        ctx.api.fail(message, expr, code=_errors.NO_RETURN)
+        ctx.api.fail(rules.msg_no_return(given.type.name), expr, code=_errors.NO_RETURN)
         return AnyType(TypeOfAny.from_error)
     return ctx.default_return_type
 
@@ -107,6 +118,8 @@ def check_query_pipeline(ctx: MethodContext) -> Type:
     given = get_proper_type(arg_type(ctx, "pipeline"))
     expr = arg_expr(ctx, "pipeline")
     _check_own_feature(ctx)
+    if _not_a_pipeline(given):
+        return AnyType(TypeOfAny.from_error)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(QUERY_FINISHED):
         ctx.api.fail(rules.msg_query_registration(given.type.name), expr, code=_errors.NO_RETURN)
         return AnyType(TypeOfAny.from_error)

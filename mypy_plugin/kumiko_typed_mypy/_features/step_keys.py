@@ -16,7 +16,7 @@ from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
-from .._typeops.literals import literal_str, opaque_member
+from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
 
 
 def add_step(method: str, ctx: MethodContext) -> Type:
@@ -42,9 +42,14 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         # the one mistake is reported once.
         ctx.api.fail(rules.msg_unknown_member_value(method), where(ctx, "name"), code=_errors.STEP_NAME)
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
+    if name is None:
+        if not name_refused_by_mypy(ctx.api, arg_type(ctx, "name")):
+            ctx.api.fail(rules.msg_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+        # The step adds a key nobody can name here: reads of it are Any, as after an
+        # unknowable enum member, rather than a second error at each read.
+        return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if not name:
-        message = rules.msg_step_name(method) if name is None else rules.msg_empty_step_name(method)
-        ctx.api.fail(message, where(ctx, "name"), code=_errors.STEP_NAME)
+        ctx.api.fail(rules.msg_empty_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
         return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
     if name in keys:
         # The first definition's type stays: later steps were written against it.

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from mypy.nodes import Context, Expression
+from mypy.argmap import ArgTypeExpander
+from mypy.infer import ArgumentInferContext
+from mypy.nodes import ARG_NAMED, ARG_STAR, ARG_STAR2, Context, Expression
 from mypy.plugin import MethodContext, MethodSigContext
 from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
 
@@ -19,10 +21,32 @@ def arg_expr(ctx: MethodContext | MethodSigContext, name: str) -> Expression | N
 
 
 def arg_type(ctx: MethodContext, name: str) -> Type | None:
+    """The type given for formal parameter ``name``.  From an unpacked ``*args`` or
+    ``**kwargs`` that is the item reaching it, as mypy's own check maps it: the hook is
+    handed the whole tuple or mapping (``compute("x", **resolvers)`` read the dict's type
+    as the step's result)."""
     if name not in ctx.callee_arg_names:
         return None
-    types = ctx.arg_types[ctx.callee_arg_names.index(name)]
-    return types[0] if types else None
+    index = ctx.callee_arg_names.index(name)
+    types = ctx.arg_types[index]
+    if not types:
+        return None
+    if ctx.arg_kinds[index][0] not in (ARG_STAR, ARG_STAR2):
+        return types[0]
+    anything = AnyType(TypeOfAny.special_form)
+    expander = ArgTypeExpander(
+        ArgumentInferContext(
+            ctx.api.named_generic_type("typing.Mapping", [anything, anything]),
+            ctx.api.named_generic_type("typing.Iterable", [anything]),
+        )
+    )
+    # In the formals' order, as mypy does: the items of one unpacked tuple are dealt out in turn.
+    for formal in range(index + 1):
+        for given, kind in zip(ctx.arg_types[formal], ctx.arg_kinds[formal], strict=True):
+            item = expander.expand_actual_type(given, kind, ctx.callee_arg_names[formal], ARG_NAMED)
+            if formal == index:
+                return item
+    return None
 
 
 def where(ctx: MethodContext | MethodSigContext, *preferred: str) -> Context:

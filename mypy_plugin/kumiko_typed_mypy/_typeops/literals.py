@@ -4,7 +4,9 @@ members of a ``StrEnum`` (keyed by their value, as at run time)."""
 from __future__ import annotations
 
 from mypy.nodes import Expression, MemberExpr, RefExpr, StrExpr, SymbolNode, TypeAlias, TypeInfo, Var
-from mypy.types import Instance, LiteralType, Type, get_proper_type
+from mypy.plugin import CheckerPluginInterface
+from mypy.subtypes import is_subtype
+from mypy.types import AnyType, Instance, LiteralType, Type, TypeOfAny, get_proper_type
 
 
 def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
@@ -17,6 +19,18 @@ def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
     if expr is not None:
         return literal_str_expr(expr)
     return None
+
+
+def name_refused_by_mypy(api: CheckerPluginInterface, given: Type | None) -> bool:
+    """Whether mypy reports the name argument itself: missing (``compute(lambda c: 1)``),
+    not a ``str`` (``compute(1, ...)``), or an error's ``Any`` (an undefined name, a
+    misspelt member ``Key.TOTL``).  A ``kumiko-step-name`` error there would only repeat it."""
+    if given is None:
+        return True
+    proper = get_proper_type(given)
+    if isinstance(proper, AnyType):
+        return proper.type_of_any == TypeOfAny.from_error
+    return not is_subtype(given, api.named_generic_type("builtins.str", []))
 
 
 def literal_str_expr(expr: Expression) -> str | None:
