@@ -17,7 +17,7 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import Final
+from typing import Final, cast
 
 __all__ = ["CAST_TEXT", "DIVISOR", "FUNCTIONS", "JSON_AS", "refused_here"]
 
@@ -52,6 +52,15 @@ def refused_here() -> bool:
 def json_as(target: str, kind: str | None, value: object) -> object:
     """``value`` (SQLite's ``JSON_EXTRACT``) of JSON type ``kind`` (``JSON_TYPE``) as
     PostgreSQL's cast of its ``->>`` text to ``target``."""
+    # The common cases first, without the text round trip: a number read as one.
+    if kind == "integer":
+        if target == "integer":
+            if type(value) is int and value in _INT4:
+                return value
+        elif target == "float":
+            return float(cast(int, value))
+    elif kind == "real" and target == "float":
+        return value
     text = _text(kind, value)
     if text is None or target == "text":
         return text
