@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._steps import EventWait, Step
+    from ._steps.workflow import FailedAttempt
 
 __all__ = [
     "BootError",
@@ -159,6 +160,9 @@ class Suspend(_Unwinding):
         self.wait = wait
         self.loops: list[tuple[int, dict[str, Any]]] = []
         self.retries: list[tuple[int, dict[str, Any]]] = []
+        #: The failed ``retry`` attempt this suspension waits to try again, whose record
+        #: is completed once the path is whole (a retry knows only its body's part).
+        self.failed_attempt: FailedAttempt | None = None
 
     def records(self, attached: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
         """``attached`` keyed by the stored path of the step that attached each one
