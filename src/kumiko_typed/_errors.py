@@ -13,6 +13,8 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   ├── UnregisteredError  an entity or event class no feature registered (LookupError)
     │   └── UnreadableEvent    a stored event this App's classes cannot read (also a StateError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
+    │   └── ClassMismatch      a stored value's class is not this App's as stored: the run is stranded
+    │       └── NewerFormat    a run's state was written by a newer release: stranded for it
     ├── Unfit                  values a step would store do not fit their columns, or a read's
     │                          row count is negative (ValueError); becomes a validation_error
     │                          naming the payload fields
@@ -102,6 +104,12 @@ class ClassMismatch(StateError):
     """A stored value names a class this App does not register, or one changed since the
     value was stored (a field without a default added, an enum member removed).  A
     deploy made it so and a deploy can undo it: a run holding one is stranded, not failed."""
+
+
+class NewerFormat(ClassMismatch):
+    """A run's state was written in a newer stored form (``_serialization.FORMAT``) than
+    this release reads, by a newer release beside it (a rolling deploy): its unknown type
+    tags are not damage, and the run is left for a worker of that release."""
 
 
 class Unfit(ValueError):
