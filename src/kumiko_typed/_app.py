@@ -316,7 +316,9 @@ class App:
         """Stop a running or suspended run for good: its status becomes ``cancelled``
         (``error`` holds the ``reason``, at most 1000 characters, and who cancelled), and
         no worker resumes it.  A segment running at that moment finishes its transaction
-        first.  Cancelling a cancelled run again changes nothing; a completed or failed one
+        first; past the database's wait for it (SQLite's busy timeout, a PostgreSQL
+        ``lock_timeout``) the cancel is ``unavailable`` and changes nothing.  Cancelling a
+        cancelled run again changes nothing; a completed or failed one
         is ``status_conflict``.  A run of another tenant is ``not_found`` unless ``user``
         has the ``sysadmin`` role."""
         return self._operations.cancel(run_id, user, reason)

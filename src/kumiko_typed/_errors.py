@@ -13,6 +13,8 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   ├── UnregisteredError  an entity or event class no feature registered (LookupError)
     │   └── UnreadableEvent    a stored event this App's classes cannot read (also a StateError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
+    │   └── ClassMismatch      a stored value's class is not this App's as stored: the run is stranded
+    │       └── NewerFormat    a run's state was written by a newer release: stranded for it
     ├── Unfit                  values a step would store do not fit their columns, or a read's
     │                          row count is negative (ValueError); becomes a validation_error
     │                          naming the payload fields
@@ -31,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from ._steps import EventWait, Step
+    from ._steps.workflow import FailedAttempt
 
 __all__ = [
     "BootError",
@@ -103,6 +106,12 @@ class ClassMismatch(StateError):
     deploy made it so and a deploy can undo it: a run holding one is stranded, not failed."""
 
 
+class NewerFormat(ClassMismatch):
+    """A run's state was written in a newer stored form (``_serialization.FORMAT``) than
+    this release reads, by a newer release beside it (a rolling deploy): its unknown type
+    tags are not damage, and the run is left for a worker of that release."""
+
+
 class Unfit(ValueError):
     """Values a data step was about to store do not fit their columns; each problem is
     ``{"path", "message", "column"}``, ``path`` the payload field it came from (``$`` if
@@ -159,6 +168,9 @@ class Suspend(_Unwinding):
         self.wait = wait
         self.loops: list[tuple[int, dict[str, Any]]] = []
         self.retries: list[tuple[int, dict[str, Any]]] = []
+        #: The failed ``retry`` attempt this suspension waits to try again, whose record
+        #: is completed once the path is whole (a retry knows only its body's part).
+        self.failed_attempt: FailedAttempt | None = None
 
     def records(self, attached: list[tuple[int, dict[str, Any]]]) -> dict[str, dict[str, Any]]:
         """``attached`` keyed by the stored path of the step that attached each one

@@ -16,6 +16,7 @@ suspension and rolls back on a ``Failure`` or an exception.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable, Mapping
 from datetime import datetime
@@ -34,7 +35,7 @@ from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._sqlite_functions import refused_here
-from ._steps._base import Resume, StepCrash, Suspend
+from ._steps._base import Path, Resume, StepCrash, Suspend, locate
 from ._steps._block import run_block
 from ._tenant_refs import close_scope, open_scope, settle
 from ._transient import LOST, lost_in_statements, transient
@@ -303,14 +304,25 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     try:
         result = run_block(program.block, run, resume)
     except StepCrash as crash:
+        if run.workflow_segment() is not None:
+            _named(program, crash)
         return crash_failure(crash, who, run.payload)
     except Suspend as suspend:
+        if suspend.failed_attempt is not None:
+            suspend.failed_attempt.note(run, suspend.path, lambda crash: _named(program, crash))
         return suspend
     if result is None:
         if program.ends_without_return:
             return Ok(None)
         return fail("internal_error", f"{who} ran off the end of its pipeline without return_")
     return result
+
+
+def _named(program: Program[Any, Any], crash: StepCrash) -> None:
+    """Give a workflow's crash the path its run is stored with (``RunInfo.path``: step
+    names, ``@retry/do/#2/charge``), not indexes, for its message and details."""
+    with contextlib.suppress(LookupError):  # not a path of the program: left as it is
+        crash.path[:] = [str(locate(program.steps, Path(tuple(crash.path)), named=False).by_name)]
 
 
 def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:

@@ -12,7 +12,9 @@ A cancellation and a worker's segment never interleave: the worker holds the run
 until its transaction commits, and :meth:`Operations.cancel` takes the same lock first.
 A cancel that arrives during a segment waits for it to commit — the segment's work
 stays — and then finds the run where the segment left it: suspended (it is cancelled and
-never resumes) or finished (``status_conflict``).
+never resumes) or finished (``status_conflict``).  It waits as long as the database waits
+for a lock: past SQLite's busy timeout (a worker batch longer than five seconds) or a
+PostgreSQL ``lock_timeout`` it is ``unavailable``, and changes nothing.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import Row, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._ctx import User
 from ._errors import StateError
+from ._interpreter import exception_failure, once_more_if_lost, unavailable
 from ._notify import notify
 from ._outbox import item_of
 from ._outbox_types import OutboxItem
@@ -69,6 +72,25 @@ def _run_tenant(row: Row[Any]) -> object:
     return user.get("tenant_id") if isinstance(user, dict) else None
 
 
+T = TypeVar("T")
+
+
+def _answered(what: str, attempt: Callable[[], Ok[T] | Failure]) -> Ok[T] | Failure:
+    """``attempt``'s answer, as a dispatch answers: a database busy past its wait (a
+    segment holding SQLite's write lock longer than the busy timeout, a PostgreSQL
+    ``lock_timeout`` on the run's row) or gone is ``unavailable``, any other error
+    ``internal_error`` (its traceback logged), never raised; the transaction rolled back.
+    Once more if the connection was lost before the COMMIT (``once_more_if_lost``)."""
+
+    def answer() -> Ok[T] | Failure:
+        try:
+            return attempt()
+        except Exception as exc:
+            return exception_failure(exc, what, what, {})
+
+    return once_more_if_lost(unavailable, answer)
+
+
 class Operations:
     """The three calls, over the App's sessions and its workflow engine's codec."""
 
@@ -95,6 +117,9 @@ class Operations:
         if reason is not None and len(reason) > MAX_REASON:  # kept in the run's row, listed with it
             problem = f"must be at most {MAX_REASON} characters long, not {len(reason)}"
             return fail("validation_error", f"reason {problem}", [{"path": "reason", "message": problem}])
+        return _answered(f"cancel_run of run {run_id}", lambda: self._cancel(run_id, user, reason))
+
+    def _cancel(self, run_id: uuid.UUID, user: User, reason: str | None) -> Ok[RunInfo] | Failure:
         with self._sessions() as session, session.begin():
             row = self._run(session, run_id, user, lock=True)
             if isinstance(row, Failure):
@@ -115,6 +140,9 @@ class Operations:
         refused = _refused(user, "run_id", run_id)
         if refused is not None:
             return refused
+        return _answered(f"result of run {run_id}", lambda: self._result(workflow, run_id, user))
+
+    def _result(self, workflow: str, run_id: uuid.UUID, user: User) -> Ok[object] | Failure:
         with self._sessions() as session:
             row = self._run(session, run_id, user, lock=False)
         if isinstance(row, Failure):
@@ -137,6 +165,9 @@ class Operations:
         refused = _refused(user, "outbox_id", outbox_id)
         if refused is not None:
             return refused
+        return _answered(f"requeue of outbox row {outbox_id}", lambda: self._requeue(outbox_id, user))
+
+    def _requeue(self, outbox_id: uuid.UUID, user: User) -> Ok[OutboxItem] | Failure:
         with self._sessions() as session, session.begin():
             row = session.execute(select(outbox).where(outbox.c.id == outbox_id)).first()
             if row is None or not _reaches(user, row.tenant_id):

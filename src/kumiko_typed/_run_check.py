@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
-from ._serialization import TAG
+from ._serialization import FORMAT, FORMAT_KEY, TAG
 from ._stored_classes import UNREADABLE, WOKEN_BY, mismatch, rebuild, unreadable
 from ._tables import workflow_runs
 
@@ -181,15 +181,18 @@ def _grouped_in_postgresql(session: Session) -> Groups:
 #: SQL: whether the check reads a run's stored state: it may name a class — a member
 #: ``c`` holding a string, wherever it is: more states than name one (user data may have
 #: such a member), never fewer; :func:`rebuild` then judges exactly — or it notes the
-#: event that woke the run (:data:`WOKEN_BY`, read as the worker reads it), or it is no object
+#: event that woke the run (:data:`WOKEN_BY`, read as the worker reads it), or a newer
+#: release wrote it (its ``format``, which a worker strands it for), or it is no object
 #: (a damaged row a worker fails, for the reason :func:`rebuild` gives).  PostgreSQL's
 #: jsonpath; SQLite's JSON1 tree walk.
 _DECODED: Final = (
     f"(jsonb_typeof(state) <> 'object' OR state->'{WOKEN_BY}' IS NOT NULL "
+    f"OR jsonb_path_exists(state, 'lax $.{FORMAT_KEY} ? (@.type() == \"number\" && @ > {FORMAT})') "
     "OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
 )
 _DECODED_SQLITE: Final = (
     f"(json_type(state) <> 'object' OR json_type(state, '$.{WOKEN_BY}') IS NOT NULL "
+    f"OR (json_type(state, '$.{FORMAT_KEY}') = 'integer' AND json_extract(state, '$.{FORMAT_KEY}') > {FORMAT}) "
     "OR EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text'))"
 )
 

@@ -31,6 +31,12 @@ from ._triggers import CronTick
 __all__ = ["Codec", "StateError"]
 
 TAG = "$t"
+#: The stored form this release writes with each run's state (its ``format`` member) and
+#: the newest it reads.  Raise it with every tag a release adds: a worker of an older
+#: release (from this one on) then leaves a run a newer one wrote, as stranded, instead of
+#: failing it for a tag it does not know.  A state without it is of an older release.
+FORMAT = 1
+FORMAT_KEY = "format"
 
 
 def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:

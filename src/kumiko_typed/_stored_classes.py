@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from ._compat import Unreadable
-from ._errors import ClassMismatch, StateError
-from ._serialization import Codec
+from ._errors import ClassMismatch, NewerFormat, StateError
+from ._serialization import FORMAT, FORMAT_KEY, Codec
 
 if TYPE_CHECKING:
     from ._feature import Workflow
@@ -25,6 +25,7 @@ __all__ = [
     "Rebuilt",
     "convert_loops",
     "mismatch",
+    "readable_format",
     "rebuild",
     "unreadable",
 ]
@@ -60,11 +61,23 @@ class Rebuilt:
     state: Mapping[str, Any]
 
 
+def readable_format(state: object) -> None:
+    """Raise :class:`NewerFormat` for a run's state a newer release wrote (its payload
+    too, written with it): read first, so that none of its tags is taken for damage."""
+    written = state.get(FORMAT_KEY) if isinstance(state, Mapping) else None
+    if isinstance(written, int) and not isinstance(written, bool) and written > FORMAT:
+        raise NewerFormat(
+            f"it was stored by a newer release (stored form {written}; this one reads up to {FORMAT}): "
+            "a worker of that release resumes it"
+        )
+
+
 def rebuild(codec: Codec, workflow: Workflow[Any], payload: object, state: Mapping[str, Any]) -> Rebuilt:
     """Decode everything a resumed run reads, once: the worker resumes the run with it,
     the check looks only for its errors (:class:`ClassMismatch` for a class this App
-    does not have as stored, or a payload of a class ``workflow`` no longer takes; the
-    codec's others for a damaged row)."""
+    does not have as stored, or a payload of a class ``workflow`` no longer takes, or a
+    state a newer release wrote; the codec's others for a damaged row)."""
+    readable_format(state)
     decoded = codec.decode(payload)
     takes = workflow.trigger.payload_type
     if not isinstance(decoded, takes):  # its resolvers would read fields it has not
@@ -79,6 +92,8 @@ def rebuild(codec: Codec, workflow: Workflow[Any], payload: object, state: Mappi
 def mismatch(path: str | None, exc: ClassMismatch) -> str:
     """Why a run is stranded whose stored values need classes this deploy does not have:
     what the worker marks it with and the check reports, word for word."""
+    if isinstance(exc, NewerFormat):
+        return f"at step {path}: {exc}"
     return (
         f"at step {path}: the stored state cannot be read: {exc}; "
         "a deploy with the class as the run stored it resumes the run"

@@ -30,7 +30,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._deferred_checks import check_deferred, checks_deferred, deferred_now
-from ._errors import ClassMismatch, StateError, UnreadableEvent
+from ._errors import ClassMismatch, NewerFormat, StateError, UnreadableEvent
 from ._eventstore import EventRow
 from ._feature import Workflow
 from ._fingerprint import fingerprint
@@ -45,7 +45,7 @@ from ._results import Failure, Ok
 from ._run_listing import SHOWN, RunFilter
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
-from ._serialization import Codec
+from ._serialization import FORMAT, FORMAT_KEY, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
 from ._stored_classes import (
     UNREADABLE,
@@ -53,6 +53,7 @@ from ._stored_classes import (
     Rebuilt,
     convert_loops,
     mismatch,
+    readable_format,
     rebuild,
     unreadable,
 )
@@ -410,7 +411,7 @@ class WorkflowEngine:
             "status": "running",
             "path": None,
             "payload": self._encode(payload),
-            "state": {},
+            "state": {FORMAT_KEY: FORMAT},  # its payload's form: a worker may resume it from its start
             "user": _user_json(user),
             "fingerprint": d.fingerprint,
             "wake_at": None,
@@ -500,6 +501,7 @@ class WorkflowEngine:
                         "event_wait": outcome.wait is not None,
                         "addressing": "name",
                         "kind": at.kind,
+                        FORMAT_KEY: FORMAT,
                     }
                     if outcome.wait is not None:  # what the deployed definition must still wait for
                         stored["event"] = outcome.wait.event_type
@@ -754,11 +756,17 @@ class WorkflowEngine:
 
     def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
         """How this App's definition resumes a suspended run of it (its row locked by the
-        caller): the plan; or the reason it cannot, the run marked stranded; or ``None``,
-        the run failed because its stored state cannot be read."""
+        caller): the plan; or the reason it cannot, the run marked stranded (also one a
+        newer release wrote); or ``None``, the run failed because its stored state cannot
+        be read."""
         d = self.defs[row.workflow]
         try:
+            readable_format(row.state)
             plan = d.compat.plan(Stored.of(row.path, row.state))
+        except NewerFormat as exc:
+            reason = mismatch(row.path, exc)
+            self._strand(session, d, row, reason, reader=True)
+            return reason
         except UNREADABLE as exc:
             self._fail_unreadable(session, d, row, exc)
             return None
@@ -801,12 +809,12 @@ class WorkflowEngine:
 
     def _reader(self, d: Definition) -> str:
         """The mark of a run this deploy cannot read (:class:`ClassMismatch`): the
-        definition, the classes it reads with, the events' schema versions and the payload
-        class it takes, so that a deploy with other classes or schemas (or the run's
-        payload class back) tries the run again."""
+        definition, the classes it reads with, the events' schema versions, the payload
+        class it takes and the stored form it reads, so that a deploy with other classes or
+        schemas (or the run's payload class back, or a newer release) tries the run again."""
         takes = d.workflow.trigger.payload_type
         payload = self.codec.names.get(takes, takes.__qualname__)
-        return f"{d.fingerprint}/{self.codec.digest}/{self._schemas}/{payload}"
+        return f"{d.fingerprint}/{self.codec.digest}/{self._schemas}/{payload}/{FORMAT}"
 
     def strand_unreadable(self, session: Session, d: Definition, row: Row[Any], reason: str) -> None:
         """Mark a run that needs something this deploy's classes cannot read (an event

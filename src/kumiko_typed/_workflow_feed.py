@@ -128,11 +128,18 @@ class EventFeed:
             resumed += self._arm_waits(session, cursor)
             caught_up, lagging, started = self._catch_up(session, cursor)
             batch = read_after(session, cursor, limit=200)
+            handled = 0
             for event in batch:
                 started += self._start_runs(session, event, caught_up)
-                resumed += self._match(session, event, armed_only=True)
-            if batch:
-                tx, position = batch[-1].cursor
+                # A run's lock is waited for only while no segment ran in this transaction:
+                # a segment's locks held meanwhile can be what that run's worker waits for.
+                matched = self._match(session, event, armed_only=True, may_wait=not (started or resumed))
+                if matched is None:
+                    break  # a run it matches is held: this event is the next transaction's first
+                resumed += matched
+                handled += 1
+            if handled:
+                tx, position = batch[handled - 1].cursor
                 session.execute(self._advance, {"tx": tx, "position": position})
                 if caught_up:
                     names = [TRIGGER_CURSOR + name for name in caught_up]
@@ -237,12 +244,24 @@ class EventFeed:
         return resumed
 
     def _match(
-        self, session: Session, event: EventRow, *, armed_only: bool = False, only_run: uuid.UUID | None = None
-    ) -> int:
+        self,
+        session: Session,
+        event: EventRow,
+        *,
+        armed_only: bool = False,
+        only_run: uuid.UUID | None = None,
+        may_wait: bool = True,
+    ) -> int | None:
         """Resume the runs waiting for ``event``: how many.  A run this App's definition
         cannot resume is marked stranded and its wait disarmed instead (whatever its key:
         this definition's key may not be the one that resumes it), so the feed of a
-        definition that can finds the event when it arms the wait again."""
+        definition that can finds the event when it arms the wait again.
+
+        ``None``: a run the event matches is locked by another worker, and waiting for it
+        is not allowed (``may_wait``) or no longer is (this call resumed a run): the
+        caller commits what it did before this event and matches it again in a
+        transaction that has run no segment.  Matching an event again resumes no run
+        twice: a resumed run's wait is gone, and a new one has seen the event."""
         engine = self.engine
         # Only events of the run's tenant (DESIGN §6), appended after the run reached its
         # wait (§8): an event the feed has not read yet when the wait was stored may be older.
@@ -282,10 +301,13 @@ class EventFeed:
             # way out of an event wait): wait for that worker.  If it commits, the timeout
             # won (the run is found past its wait); if it dies or its pass rolls back, the
             # run still waits and gets the event.  Passing the run by lost the event then:
-            # the cursor moves on.  (Nothing this transaction holds is that worker's to
-            # wait for but what segments lock, a deadlock PostgreSQL breaks: a segment
-            # is tried again, a feed pass rolled back and done again.)
-            run = self._lock(session, wait.run_id, skip_locked=False)
+            # the cursor moves on.  Only a transaction that has run no segment waits: that
+            # worker's segment may wait for a row a segment of this one wrote (a deadlock
+            # PostgreSQL broke by failing the feed's pass, raised by a single pass).
+            waits_ok = may_wait and matched == 0
+            run = self._lock(session, wait.run_id, skip_locked=not waits_ok)
+            if run is None and not waits_ok:
+                return None
             if run is None or run.status != "suspended" or run.path != wait.path:
                 continue
             if isinstance(key, _Unloadable):

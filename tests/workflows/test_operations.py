@@ -297,6 +297,51 @@ def test_a_cancel_during_the_last_segment_finds_the_run_completed(
     assert app.result(w["slow_end"], run_id, user=ADA) == Ok(5)
 
 
+def _short_lock_wait(app: App) -> None:
+    """Make the App's connections wait 0.3 s for a lock instead of SQLite's five-second busy
+    timeout (or PostgreSQL's endless wait): a listener after the App's own, new connections."""
+
+    def shorten(dbapi_connection: Any, _record: object) -> None:
+        if app.engine.dialect.name == "sqlite":
+            dbapi_connection.execute("PRAGMA busy_timeout=300")
+            return
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True  # SET outside a transaction: no rollback undoes it
+        dbapi_connection.execute("SET lock_timeout = 300")
+        dbapi_connection.autocommit = autocommit
+
+    sa.event.listen(app.engine, "connect", shorten)
+    app.engine.dispose()
+
+
+def test_a_cancel_behind_a_segment_past_the_databases_wait_is_unavailable_and_changes_nothing(
+    ops: tuple[App, dict[str, Any]], clock: FakeClock
+) -> None:
+    """The worker holds the run (SQLite: the write lock) longer than the database waits for
+    it: the cancel is ``unavailable`` ("try again"), not the driver's exception with its
+    SQL, and the run goes on as if it had not been asked; asked again, it is cancelled."""
+    app, w = ops
+    _short_lock_wait(app)
+    entered.clear()
+    release.clear()
+    run_id = app.start_workflow(w["slow"], Job(5), user=ADA)
+    clock.advance(hours=1)
+    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
+    worker.start()
+    try:
+        assert entered.wait(10), "the worker did not reach the blocking step"
+        busy = failure_of(app.cancel_run(run_id, user=ADA, reason="stop"), "unavailable")
+        assert busy.http_status == 503 and "try again" in busy.message
+        assert "SELECT" not in busy.message and "BEGIN" not in busy.message
+    finally:
+        release.set()
+        worker.join(10)
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.path, info.error) == ("suspended", "@wait~2", None)
+    cancelled = app.cancel_run(run_id, user=ADA, reason="stop")
+    assert isinstance(cancelled, Ok) and cancelled.data.status == "cancelled"
+
+
 def test_a_cron_run_is_of_no_tenant_only_a_sysadmin_reaches_it(
     ops: tuple[App, dict[str, Any]], clock: FakeClock
 ) -> None:

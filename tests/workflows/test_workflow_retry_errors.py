@@ -93,7 +93,11 @@ def test_a_failed_attempt_stores_the_safe_message_not_the_sql_or_the_exception_t
         assert error == "RteSlot violates a unique constraint on code"
     else:  # the step inside the retry body, the class and an error id; each attempt its own id
         assert info.error["code"] == "internal_error"
-        assert error.startswith('step do/0 compute "taken" raised RuntimeError (error id ')
-        assert final.startswith('step 0/do/0 compute "taken" raised RuntimeError (error id ')
+        # The step by the path the run is stored with (its path was "@retry/#2"), whole and
+        # with the attempt: the first attempt's message named "do/0", its body's part alone.
+        assert error.startswith('step @retry/do/#1/taken compute "taken" raised RuntimeError (error id ')
+        assert final.startswith('step @retry/do/#2/taken compute "taken" raised RuntimeError (error id ')
+        (listed,) = app.runs(flow)
+        assert listed.error == info.error
         # The exception's text is in the log, under the id the stored message names.
         assert SECRET in caplog.text and error.split("error id ")[1][:32] in caplog.text

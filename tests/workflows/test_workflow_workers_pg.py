@@ -6,6 +6,7 @@ holds an open transaction (the others redo what it had not committed)."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
 import queue
@@ -61,11 +62,21 @@ class Worker:
         self.lines: queue.Queue[str] = queue.Queue()
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
+        # Drained as it comes: a worker logs each failed attempt with its traceback, and
+        # one whose stderr pipe filled (64 KiB) would block in its logging, mid-pass.
+        self.errors: collections.deque[str] = collections.deque(maxlen=200)
+        self.error_reader = threading.Thread(target=self._read_errors, daemon=True)
+        self.error_reader.start()
 
     def _read(self) -> None:
         assert self.proc.stdout is not None
         for line in self.proc.stdout:
             self.lines.put(line.strip())
+
+    def _read_errors(self) -> None:
+        assert self.proc.stderr is not None
+        for line in self.proc.stderr:
+            self.errors.append(line)
 
     def expect(self, prefix: str, timeout: float) -> str:
         end = time.monotonic() + timeout
@@ -85,8 +96,8 @@ class Worker:
     def _stderr(self) -> str:
         if self.proc.poll() is None:
             return "(still running)"
-        assert self.proc.stderr is not None
-        return self.proc.stderr.read()[-2000:]
+        self.error_reader.join(10)
+        return "".join(self.errors)[-2000:]
 
     def stats(self) -> dict[str, Any]:
         line = self.expect("done ", WORKER_DEADLINE_S + 20)

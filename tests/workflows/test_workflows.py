@@ -411,7 +411,7 @@ def test_retry_exhausted_by_a_raising_step_fails_with_its_error_after_times_atte
     info = run_info(app, run_id)
     assert info.status == "failed"
     assert info.error is not None and info.error["code"] == "internal_error"
-    shown = r'step 1/do/2 compute "boom" raised RuntimeError \(error id [0-9a-f]{32}\)'
+    shown = r'step @retry/do/#4/boom compute "boom" raised RuntimeError \(error id [0-9a-f]{32}\)'
     assert re.fullmatch(shown, info.error["message"])
     assert info.wake_at is None
     assert attempts == [T0 + timedelta(seconds=s) for s in (0, 10, 30, 70)]

@@ -171,30 +171,54 @@ class Retry(Step):
         run.values.clear()
         run.values.update(before)
         if crash is not None:
-            crash.path[0:0] = ["do"]
+            crash.path[0:0] = ["do", f"#{attempt}"]
             if attempt >= self.times:
                 raise crash
-            # What the run would fail with: the step, the exception's class and an error
-            # id.  The exception's text (a database error's SQL and bound values) is
-            # logged under that id, never stored with the run.
-            failure = run.crash_failure(crash)
         elif attempt >= self.times:
             return failure  # the run fails with the last attempt's failure
-        assert failure is not None
-        error = storable_text(failure.message)  # kept in the run's state: a NUL must not make it unstorable
-        logger.info(
-            "%s: retry attempt %d of %d failed: %s",
-            run.event.handler,
-            attempt,
-            self.times,
-            error,
-            extra={"kumiko_handler": run.event.handler, "kumiko_attempt": attempt, "kumiko_times": self.times},
-        )
         policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
         try:
             delay = policy.delay(attempt)
         except OverflowError:  # beyond what a timedelta holds: past the calendar in any case
             delay = timedelta.max
         suspend = Suspend([f"#{attempt + 1}"], later(run.now, delay, f"retry attempt {attempt + 1}"))
-        suspend.retries.append((1, {"attempts": attempt, "last_error": error}))
+        record: dict[str, Any] = {"attempts": attempt}
+        suspend.retries.append((1, record))
+        failed = crash if crash is not None else failure
+        assert failed is not None
+        suspend.failed_attempt = FailedAttempt(record, attempt, self.times, failed)
         raise suspend
+
+
+@attrs.frozen
+class FailedAttempt:
+    """A failed ``retry`` attempt, recorded by :meth:`note` where its suspension leaves
+    the run (``_interpreter``): there a crash's path is whole, so its message names the
+    step as the run's own messages and path do, not by the retry body's part alone."""
+
+    record: dict[str, Any]
+    attempt: int
+    times: int
+    failed: Failure | StepCrash
+
+    def note(self, run: Run, path: list[str], named: Callable[[StepCrash], None]) -> None:
+        """Keep the attempt's message in its record and log it.  ``path``: the
+        suspension's, at the retry's next attempt; ``named`` names a crash's step."""
+        failure = self.failed
+        if isinstance(failure, StepCrash):
+            failure.path[0:0] = path[:-1]
+            named(failure)
+            # What the run would fail with: the step, the exception's class and an error
+            # id.  The exception's text (a database error's SQL and bound values) is
+            # logged under that id, never stored with the run.
+            failure = run.crash_failure(failure)
+        error = storable_text(failure.message)  # kept in the run's state: a NUL must not make it unstorable
+        self.record["last_error"] = error
+        logger.info(
+            "%s: retry attempt %d of %d failed: %s",
+            run.event.handler,
+            self.attempt,
+            self.times,
+            error,
+            extra={"kumiko_handler": run.event.handler, "kumiko_attempt": self.attempt, "kumiko_times": self.times},
+        )
