@@ -17,12 +17,13 @@ from types import FrameType
 from typing import Any
 
 import click
-from sqlalchemy import URL, create_engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy import URL
+from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._ctx import User
 from ._durations import positive_seconds
+from ._engine import URL_PROBLEM, make_engine, shown_url
 from ._errors import BootError
 from ._graph import Format, render
 from ._results import Failure, Ok
@@ -122,23 +123,13 @@ def _url(option: str | None) -> str | None:
 
 
 def _usable(url: str, given_by: str) -> None:
-    """Refuse a URL SQLAlchemy cannot build an engine from (unreadable, an unknown
-    dialect, a malformed SQLite path, a driver not installed) before the app is loaded:
-    a usage error naming where it came from, not a traceback.  Building an engine does
-    not connect; the reason is SQLAlchemy's first line, which never holds a password."""
+    """Refuse a URL the App cannot run on (unreadable, another database or driver, a
+    driver not installed) before the app is loaded: a usage error naming where it came
+    from, saying what the App would say, never quoting the URL."""
     try:
-        create_engine(url).dispose()
-    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-        reason = next(iter(str(exc).splitlines()), type(exc).__name__)
-        example = "e.g. sqlite:///app.sqlite3 or postgresql+psycopg://user@host/db"
-        raise click.BadParameter(
-            f"not a database URL SQLAlchemy can use ({reason}); {example}", param_hint=given_by
-        ) from exc
-    except ImportError as exc:
-        raise click.BadParameter(
-            f"the database driver of {make_url(url).drivername} is not installed ({exc.name or exc})",
-            param_hint=given_by,
-        ) from exc
+        make_engine(url).dispose()  # builds, never connects
+    except BootError as exc:
+        raise click.BadParameter(exc.problems[0].removeprefix(URL_PROBLEM), param_hint=given_by) from exc
 
 
 @click.group()
@@ -299,7 +290,7 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    click.echo(f"worker on {app.engine.url!r}", err=True)
+    click.echo(f"worker on {shown_url(app.engine.url)}", err=True)
     with _database(app.engine.url):
         counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
@@ -491,7 +482,7 @@ def _database(url: str | URL | None) -> Iterator[None]:
         yield
     except DBAPIError as exc:
         reason = next(iter(str(exc.orig).strip().splitlines()), type(exc.orig).__name__)
-        where = f"database {make_url(url)!r}" if url else "the app's database"
+        where = f"database {shown_url(url)}" if url else "the app's database"
         raise click.ClickException(
             f"{where}: {reason}\n"
             "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"

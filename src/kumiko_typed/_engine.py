@@ -6,24 +6,70 @@ import uuid
 from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
+from urllib.parse import quote_plus
 
-from sqlalchemy import TIMESTAMP, DateTime, Engine, Enum, Float, Numeric, String, Uuid, create_engine, event
+from sqlalchemy import (
+    TIMESTAMP,
+    URL,
+    DateTime,
+    Engine,
+    Enum,
+    Float,
+    Numeric,
+    String,
+    Uuid,
+    create_engine,
+    event,
+    make_url,
+)
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from ._errors import BootError
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
 from ._tenant_refs import check_references
 from ._transient import note_lost
 
-__all__ = ["make_engine"]
+__all__ = ["URL_PROBLEM", "make_engine", "shown_url"]
+
+#: How each problem :func:`make_engine` finds begins: the App's BootError says which
+#: argument; the command line, which says which option, drops it.
+URL_PROBLEM: Final = "database_url: "
+#: The (dialect, driver) pairs the runtime speaks: the dialect seam knows these two, and
+#: LISTEN/NOTIFY and the segment savepoints call psycopg 3 itself.
+_SUPPORTED: Final = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
+_WHAT_RUNS: Final = "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycopg 3 (postgresql+psycopg://user@host/db)"
+#: Query parameters libpq takes as secrets (``?password=`` works as well as ``user:pw@``).
+_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+_HIDDEN: Final = "***"
 
 
 def make_engine(url: str) -> Engine:
-    engine = _made(url)
+    """The App's engine on ``url``.  A URL it cannot run on — unreadable, another database
+    or driver, a driver not installed — is a :class:`BootError` naming the fix, not an
+    ImportError from inside SQLAlchemy; no problem quotes the URL, which may hold a
+    password.  Building the engine does not connect."""
+    try:
+        dialect = make_url(url).get_dialect()
+        if (dialect.name, dialect.driver) not in _SUPPORTED:
+            async_ = " (an asyncio driver; the App's calls are synchronous)" if dialect.is_async else ""
+            raise BootError(
+                [f"{URL_PROBLEM}kumiko-typed runs on {_WHAT_RUNS}, not on {dialect.name}+{dialect.driver}{async_}"]
+            )
+        engine = _made(url)
+    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
+        reason = next(iter(str(exc).splitlines()), type(exc).__name__)  # SQLAlchemy's first line quotes no URL
+        raise BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"]) from exc
+    except ImportError as exc:
+        module = exc.name or str(exc)
+        # psycopg is the one driver that is not a dependency: the postgres extra installs it.
+        fix = ': pip install "kumiko-typed[postgres]"' if module.partition(".")[0] == "psycopg" else ""
+        raise BootError([f"{URL_PROBLEM}the database driver {module} is not installed{fix}"]) from exc
     # Only a failed statement (commit, connect) calls them: what a refused write wrote, for
     # its Failure; a lost connection, for the runner to tell whether it may run again.
     event.listen(engine, "handle_error", note_written)
@@ -31,6 +77,15 @@ def make_engine(url: str) -> Engine:
     # A run's write that refers to another tenant's row: refused, the run rolled back.
     event.listen(engine, "after_cursor_execute", check_references)
     return engine
+
+
+def shown_url(url: str | URL) -> str:
+    """``url`` as it may be printed: a password, in the user part or as a query
+    parameter, shown as ``***`` (SQLAlchemy's own rendering hides the first only)."""
+    parsed = make_url(url)
+    secrets = {key: _HIDDEN for key in parsed.query if key.lower() in _SECRET_PARAMETERS}
+    rendered = parsed.update_query_dict(secrets).render_as_string(hide_password=True)
+    return rendered.replace(quote_plus(_HIDDEN), _HIDDEN)  # the query's value, quoted on the way
 
 
 def _made(url: str) -> Engine:

@@ -154,12 +154,23 @@ def test_demo_keep_says_where_its_files_are(tmp_path: Path) -> None:
     assert f"kept {folder} (the database and the mail); remove it with: rm -r {folder}" in result.stdout
 
 
-def test_the_demo_never_prints_a_database_password() -> None:
-    from kumiko_typed._demo import _shown
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+psycopg://shop:s3cret@db.internal/shop", "postgresql+psycopg://shop:***@db.internal/shop"),
+        # libpq reads a password from the query too: SQLAlchemy's rendering showed this one.
+        (
+            "postgresql+psycopg://shop@db.internal/shop?password=s3cret&sslmode=require",
+            "postgresql+psycopg://shop@db.internal/shop?password=***&sslmode=require",
+        ),
+        ("postgresql+psycopg:///shop?host=db&sslpassword=s3cret", "postgresql+psycopg:///shop?host=db&sslpassword=***"),
+    ],
+)
+def test_a_shown_database_url_never_holds_its_password(url: str, shown: str) -> None:
+    """What the demo and the command line print of a URL (``shown_url``)."""
+    from kumiko_typed._engine import shown_url
 
-    assert (
-        _shown("postgresql+psycopg://shop:s3cret@db.internal/shop") == "postgresql+psycopg://shop:***@db.internal/shop"
-    )
+    assert shown_url(url) == shown
 
 
 # --- --help -----------------------------------------------------------------------------------
@@ -1301,8 +1312,15 @@ def test_a_database_without_tables_is_a_clear_error(tmp_path: Path, tiny: Tiny, 
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny) -> None:
-    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing"  # the discard port: refused
+@pytest.mark.parametrize(
+    "down",
+    [
+        "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing",  # the discard port: refused
+        # The password as a query parameter: it was printed in the error's URL.
+        "postgresql+psycopg://kumiko@127.0.0.1:9/nothing?password=secret",
+    ],
+)
+def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny, down: str) -> None:
     for target in (tiny.target, f"{tiny.name}:make_bare_app"):  # failing in the factory, or in the command
         result = cli(tmp_path, "runs", target, "--database-url", down)
         assert result.returncode == 1, _explain(result)
