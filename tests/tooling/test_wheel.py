@@ -14,12 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from _docblocks import ROOT, parse
+from packaging.requirements import Requirement
 
 # One worker builds the venv: ./dev test distributes with --dist loadgroup.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
@@ -360,3 +362,32 @@ def test_without_its_extra_each_optional_part_names_the_install(installed: Insta
     assert (
         f"PostgresUnavailable: psycopg, the PostgreSQL driver, is not installed: {EXTRAS['testing']}" in result.stdout
     )
+
+
+def _lowest_declared() -> list[str]:
+    """pyproject's dependencies, each pinned to its lower bound (``attrs>=25.4`` -> ``attrs==25.4``)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = []
+    for line in project["dependencies"]:
+        requirement = Requirement(line)
+        (lowest,) = [s.version for s in requirement.specifier if s.operator == ">="]
+        pins.append(f"{requirement.name}=={lowest}")
+    return pins
+
+
+def test_the_declared_lower_bounds_install_together_and_run_the_demo(
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The wheel in a fresh venv with every dependency at the lowest release pyproject allows:
+    pip finds them consistent, and the demo (structuring, the engine, workflows, the outbox,
+    the command line) runs.  With cattrs>=24.1 declared, such a venv failed at
+    ``import kumiko_typed`` (cattrs.cols had no homogenous_tuple_structure_factory)."""
+    tmp = tmp_path_factory.mktemp("lowest")
+    pins = " ".join(f"'{p}'" for p in _lowest_declared())
+    script = f"set -e\npython3 -m venv .venv\n.venv/bin/pip install --quiet {pins} '{wheel}'\n.venv/bin/pip check\n"
+    result = _run(script, tmp, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    empty = tmp / "empty"
+    empty.mkdir()
+    result = _run("kumiko-typed demo", empty, _env(tmp, tmp / ".venv"))
+    assert result.returncode == 0 and "delivered to the maildir" in result.stdout, _explain(result)
