@@ -13,6 +13,7 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from pathlib import PurePath
 from types import FrameType
 from typing import Any
 
@@ -60,6 +61,13 @@ def load_app(target: str, database_url: str | None) -> App:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise click.BadParameter(f"{target!r} is not MODULE:APP (e.g. myservice.app:app)")
+    if _path_like(module_name):
+        parts = [p for p in PurePath(module_name.removesuffix(".py")).parts if p != "."]
+        dotted = ".".join(parts) if parts and all(p.isidentifier() for p in parts) else "myservice.app"
+        raise click.BadParameter(
+            f"in {target!r}, MODULE is a path or a relative name; name the module as Python imports it"
+            f" from the current folder (e.g. {dotted}:{attribute})"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -100,6 +108,17 @@ def load_app(target: str, database_url: str | None) -> App:
 
 
 _MISSING: Any = object()
+
+
+def _path_like(module_name: str) -> bool:
+    """A path or a relative name where a module name belongs (``./app``, ``src/app``,
+    ``app.py``, ``.app``): importlib's TypeError was reported as the app's own, or it
+    imported ``app`` and then failed on its ``py``."""
+    if module_name.startswith(".") or "/" in module_name or os.sep in module_name:
+        return True
+    return module_name.endswith(".py") and os.path.isfile(module_name)
+
+
 _IMPORTLIB = os.path.dirname(importlib.__file__ or "<importlib>")
 
 

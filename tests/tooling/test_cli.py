@@ -1222,6 +1222,16 @@ BAD_TARGETS = [
     ("examples.inventory.app", "'examples.inventory.app' is not MODULE:APP"),
     ("examples.inventory.model:LOW_STOCK", "neither an App nor a function returning one"),
     ("examples.inventory.model:AlertView", "cannot call examples.inventory.model:AlertView"),
+    # A path for the module: './...' was 'importing ./... raised TypeError' (importlib's, said
+    # to be the app's); 'x.py' imported x, then 'No module named x.py'.
+    *[
+        (
+            path,
+            "MODULE is a path or a relative name; name the module as Python imports it from the current folder"
+            " (e.g. examples.inventory.app:make_app)",
+        )
+        for path in ("./examples/inventory/app:make_app", "examples/inventory/app.py:make_app")
+    ],
 ]
 
 
