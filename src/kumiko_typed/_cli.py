@@ -18,15 +18,16 @@ from types import FrameType
 from typing import Any
 
 import click
-from sqlalchemy import URL
+from sqlalchemy import URL, make_url
 from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._ctx import User
 from ._durations import positive_seconds
-from ._engine import URL_PROBLEM, make_engine, shown_url
+from ._engine import URL_PROBLEM, make_engine, read_only_engines, shown_url
 from ._errors import BootError
 from ._graph import Format, render
+from ._read_only import write_refused
 from ._results import Failure, Ok
 from ._run_listing import STATUSES
 from ._runs import RunStatus
@@ -134,6 +135,16 @@ def _raised(doing: str, exc: BaseException) -> click.ClickException:
     return click.ClickException(f"{doing} raised {type(exc).__name__}: {exc}{where}")
 
 
+def _existing(url: str, given_by: str) -> None:
+    """A SQLite file that is not there: connecting would create it, empty."""
+    parsed = make_url(url)
+    database = parsed.database or ":memory:"
+    if parsed.get_backend_name() != "sqlite" or database == ":memory:" or database.startswith("file:"):
+        return  # in memory, a URI filename (it says whether to create), or a server
+    if not os.path.exists(database):
+        raise click.BadParameter(f"there is no SQLite database {database!r}", param_hint=given_by)
+
+
 def _url(option: str | None) -> str | None:
     url = option or os.environ.get("KUMIKO_DATABASE_URL") or None
     if url is not None:
@@ -196,9 +207,13 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
     by workflow, path and reason, every run the code of MODULE:APP could not resume.
     """
     try:
-        if against is not None:
+        if against is None:
+            app = load_app(target, _url(database_url))
+        else:
             _usable(against, "--against")
-        app = load_app(target, against or _url(database_url))
+            _existing(against, "--against")
+            with read_only_engines():  # a factory's create_all() may try to write there
+                app = load_app(target, against)
     except BootError as exc:
         click.echo(click.style(f"{len(exc.problems)} problem(s):", fg="red", bold=True), err=True)
         for problem in exc.problems:
@@ -502,6 +517,13 @@ def _database(url: str | URL | None) -> Iterator[None]:
     except DBAPIError as exc:
         reason = next(iter(str(exc.orig).strip().splitlines()), type(exc.orig).__name__)
         where = f"database {shown_url(url)}" if url else "the app's database"
+        if write_refused(exc):  # only an engine of read_only_engines() refuses a write so
+            raise click.ClickException(
+                f"{where}: {reason}\n"
+                "The check only reads this database, and building MODULE:APP wrote to it: a factory's"
+                " app.create_all() creating a table this code adds?  Check against a factory that leaves"
+                " the schema to your migrations, or an App."
+            ) from exc
         raise click.ClickException(
             f"{where}: {reason}\n"
             "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
@@ -35,7 +38,7 @@ from ._read_only import READ_ONLY_OPTION
 from ._tenant_refs import check_references
 from ._transient import note_lost
 
-__all__ = ["URL_PROBLEM", "make_engine", "shown_url"]
+__all__ = ["URL_PROBLEM", "make_engine", "read_only_engines", "shown_url"]
 
 #: How each problem :func:`make_engine` finds begins: the App's BootError says which
 #: argument; the command line, which says which option, drops it.
@@ -47,6 +50,24 @@ _WHAT_RUNS: Final = "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycop
 #: Query parameters libpq takes as secrets (``?password=`` works as well as ``user:pw@``).
 _SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
 _HIDDEN: Final = "***"
+#: Whether :func:`make_engine` builds engines the database keeps from writing.
+_READ_ONLY: ContextVar[bool] = ContextVar("kumiko_read_only_engines", default=False)
+#: Marks a connection (its pool record's ``info``) of such an engine.
+_WRITES_REFUSED: Final = "kumiko_writes_refused"
+
+
+@contextmanager
+def read_only_engines() -> Iterator[None]:
+    """Within it, :func:`make_engine` builds engines whose every connection refuses writes
+    (SQLite's ``query_only``, PostgreSQL's ``default_transaction_read_only``).  The command
+    line's ``check --against`` builds the user's App on a database it promises only to read,
+    through a factory that may call ``create_all()``: the database, not the factory's
+    manners, keeps that promise."""
+    token = _READ_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _READ_ONLY.reset(token)
 
 
 def make_engine(url: str) -> Engine:
@@ -76,6 +97,9 @@ def make_engine(url: str) -> Engine:
     event.listen(engine, "handle_error", note_lost)
     # A run's write that refers to another tenant's row: refused, the run rolled back.
     event.listen(engine, "after_cursor_execute", check_references)
+    if _READ_ONLY.get():  # after the dialect's own connect listener
+        sqlite = engine.dialect.name == "sqlite"
+        event.listen(engine, "connect", _sqlite_refuse_writes if sqlite else _postgres_refuse_writes)
     return engine
 
 
@@ -336,7 +360,28 @@ def _postgres_connect(dbapi_connection: Any, _record: object) -> None:
         dbapi_connection.autocommit = autocommit
 
 
+def _sqlite_refuse_writes(dbapi_connection: Any, record: Any) -> None:
+    record.info[_WRITES_REFUSED] = True  # _sqlite_begin leaves the pragma on
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA query_only = ON")
+    cursor.close()
+
+
+def _postgres_refuse_writes(dbapi_connection: Any, _record: object) -> None:
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True  # as in _postgres_connect: a rollback would undo it
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET default_transaction_read_only = on")
+    finally:
+        cursor.close()
+        dbapi_connection.autocommit = autocommit
+
+
 def _sqlite_begin(conn: Any) -> None:
+    if conn.info.get(_WRITES_REFUSED):
+        conn.exec_driver_sql("BEGIN")  # query_only for good: no write lock, no pragma to reset
+        return
     if conn.get_execution_options().get(READ_ONLY_OPTION):
         # A query: no write lock, and the connection refuses writes until its next writer
         # begins (the pragma outlives the transaction; no listener on every check-in).
