@@ -189,7 +189,9 @@ def demo(database_url: str | None, keep: bool) -> None:
     """
     from ._demo import run_demo
 
-    run_demo(_url(database_url), keep=keep)
+    url = _url(database_url)
+    with _database(url):
+        run_demo(url, keep=keep)
 
 
 @main.command()

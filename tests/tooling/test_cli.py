@@ -154,6 +154,16 @@ def test_demo_keep_says_where_its_files_are(tmp_path: Path) -> None:
     assert f"kept {folder} (the database and the mail); remove it with: rm -r {folder}" in result.stdout
 
 
+def test_the_demo_on_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
+    """Was SQLAlchemy's OperationalError with a traceback."""
+    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing"  # the discard port: refused
+    result = cli(tmp_path, "demo", "--database-url", down)
+    assert result.returncode == 1, _explain(result)
+    assert "Error: database postgresql+psycopg://kumiko:***@127.0.0.1:9/nothing: connection failed" in result.stderr
+    assert "Is the server reachable" in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr and "secret" not in result.stdout + result.stderr, _explain(result)
+
+
 @pytest.mark.parametrize(
     ("url", "shown"),
     [
