@@ -83,8 +83,15 @@ def make_engine(url: str) -> Engine:
                 [f"{URL_PROBLEM}kumiko-typed runs on {_WHAT_RUNS}, not on {dialect.name}+{dialect.driver}{async_}"]
             )
         engine = _made(url)
-    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-        reason = next(iter(str(exc).splitlines()), type(exc).__name__)  # SQLAlchemy's first line quotes no URL
+    except ValueError as exc:  # the port, int()'s message quoting it: "w0rd@db" of "u:p@ss:w0rd@db"
+        raise BootError(
+            [
+                f"{URL_PROBLEM}not a database URL SQLAlchemy can use (its port is not a number; a '@', ':' or '/'"
+                f" in the password must be percent-encoded); e.g. {_WHAT_RUNS}"
+            ]
+        ) from exc
+    except ArgumentError as exc:
+        reason = _without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
         raise BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"]) from exc
     except ImportError as exc:
         module = exc.name or str(exc)
@@ -101,6 +108,22 @@ def make_engine(url: str) -> Engine:
         sqlite = engine.dialect.name == "sqlite"
         event.listen(engine, "connect", _sqlite_refuse_writes if sqlite else _postgres_refuse_writes)
     return engine
+
+
+def _without_secrets(text: str, url: str) -> str:
+    """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...")
+    with the URL's password and secret query values as ``***``."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return text  # then SQLAlchemy's message quotes no part of it
+    secrets = [parsed.password] if parsed.password else []
+    for key, value in parsed.query.items():
+        if key.lower() in _SECRET_PARAMETERS:
+            secrets += [value] if isinstance(value, str) else value
+    for secret in filter(None, secrets):  # as given, and as a rendered URL quotes it
+        text = text.replace(secret, _HIDDEN).replace(quote_plus(secret), _HIDDEN)
+    return text
 
 
 def shown_url(url: str | URL) -> str:

@@ -480,7 +480,10 @@ def test_sub_pipelines_nest_to_the_limit_and_one_more_level_is_a_clear_error(mak
 
 UNUSABLE_URLS = [
     ("garbage", "not a database URL SQLAlchemy can use (Could not parse SQLAlchemy URL"),
-    ("postgresql+psycopg://u:hunter2@host:port/db", "not a database URL SQLAlchemy can use (invalid literal for int()"),
+    ("postgresql+psycopg://u:hunter2@host:port/db", "not a database URL SQLAlchemy can use (its port is not a number"),
+    # int()'s message quoted the "port": here a part of the password.
+    ("postgresql://u:hun@ter:hunter2@host/db", "(its port is not a number; a '@', ':' or '/' in the password"),
+    ("sqlite://host/x.sqlite3?password=hunter2", "(Invalid SQLite URL: sqlite://host/x.sqlite3?password=***)"),
     ("nosuchdb://u:hunter2@host/db", "(Can't load plugin: sqlalchemy.dialects:nosuchdb)"),
     # Databases and drivers the runtime does not speak: the App built and failed later, at
     # a connect (ModuleNotFoundError: MySQLdb) or at the first dispatch (a KeyError in the

@@ -293,7 +293,8 @@ app = App([Feature("plain")], database_url="sqlite://")
         ("--database-url", "garbage", "Could not parse SQLAlchemy URL"),
         ("--database-url", "nosuchdb://u:hunter2@host/db", "Can't load plugin: sqlalchemy.dialects:nosuchdb"),
         ("--against", "sqlite://relative/file.db", "Invalid SQLite URL"),
-        ("--database-url", "postgresql+psycopg://u:hunter2@host:port/db", "invalid literal for int()"),
+        ("--database-url", "postgresql+psycopg://u:hunter2@host:port/db", "its port is not a number"),
+        ("--database-url", "postgresql+psycopg://u:hun@ter:hunter2@host/db", "its port is not a number"),
         ("KUMIKO_DATABASE_URL", "garbage", "Could not parse SQLAlchemy URL"),
     ],
 )
