@@ -169,6 +169,29 @@ def app_retyped(database_url: str) -> App:
     return make_app(database_url, "retyped", FakeClock(T0))
 
 
+class DepLedger(Entity):
+    """A table the code of ``app_adding_a_table`` adds."""
+
+    __tablename__ = "dep_ledger"
+    note: Mapped[str]
+
+
+def app_v1_creating(database_url: str) -> App:
+    """A factory as a service writes it: it creates its tables (here all there already)."""
+    app = app_v1(database_url)
+    app.create_all()
+    return app
+
+
+def app_adding_a_table(database_url: str) -> App:
+    """The next release's factory: its create_all() would create ``dep_ledger``."""
+    ledger = Feature("ledger")
+    ledger.entity(DepLedger)
+    app = App([feature("v1"), ledger], database_url=database_url, clock=FakeClock(T0))
+    app.create_all()
+    return app
+
+
 def worker_main(argv: list[str]) -> int:
     url, version, now, seconds = argv[0], argv[1], datetime.fromisoformat(argv[2]), float(argv[3])
     app = make_app(url, version, FakeClock(now))

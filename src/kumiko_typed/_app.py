@@ -90,7 +90,9 @@ class App:
         features: the features of the application; names of features and handlers are
             unique across them.
         database_url: a SQLAlchemy URL: ``sqlite:///file`` (embedded, the default) or
-            ``postgresql+psycopg://...`` (many workers on many hosts).
+            ``postgresql+psycopg://...`` (many workers on many hosts; the ``postgres`` extra
+            installs psycopg).  Another database or driver, or a URL SQLAlchemy cannot
+            read, is a boot problem.
         clock: returns the current time (timezone-aware); steps see it as ``c.now``,
             workflow timers and outbox backoffs use it.  Default: the system's UTC time.
             Tests pass ``kumiko_typed.testing.FakeClock``.
@@ -144,6 +146,10 @@ class App:
                 "webhook_timeout must be a timedelta above 0 and at most 60 seconds (inside the outbox's "
                 f"five-minute claim lease), not {webhook_timeout!r}"
             )
+        try:
+            engine = make_engine(database_url)  # builds, never connects: nothing to dispose on a raise
+        except BootError as exc:
+            problems += exc.problems
         if problems:
             raise BootError(problems)
         self._converter = make_converter()
@@ -168,7 +174,7 @@ class App:
         self.secrets: SecretResolver = secrets or env_secrets
         self._http = http
         self._http_lock = threading.Lock()
-        self.engine = make_engine(database_url)
+        self.engine = engine
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
         #: Each thread's idle dispatch session (``_take_session``).
         self._local = threading.local()

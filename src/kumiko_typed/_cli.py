@@ -13,18 +13,21 @@ import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime
+from pathlib import PurePath
 from types import FrameType
 from typing import Any
 
 import click
-from sqlalchemy import URL, create_engine, make_url
-from sqlalchemy.exc import ArgumentError, DBAPIError
+from sqlalchemy import URL, make_url
+from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._ctx import User
 from ._durations import positive_seconds
+from ._engine import URL_PROBLEM, make_engine, read_only_engines, shown_url
 from ._errors import BootError
 from ._graph import Format, render
+from ._read_only import write_refused
 from ._results import Failure, Ok
 from ._run_listing import STATUSES
 from ._runs import RunStatus
@@ -59,6 +62,13 @@ def load_app(target: str, database_url: str | None) -> App:
     module_name, _, attribute = target.partition(":")
     if not module_name or not attribute:
         raise click.BadParameter(f"{target!r} is not MODULE:APP (e.g. myservice.app:app)")
+    if _path_like(module_name):
+        parts = [p for p in PurePath(module_name.removesuffix(".py")).parts if p != "."]
+        dotted = ".".join(parts) if parts and all(p.isidentifier() for p in parts) else "myservice.app"
+        raise click.BadParameter(
+            f"in {target!r}, MODULE is a path or a relative name; name the module as Python imports it"
+            f" from the current folder (e.g. {dotted}:{attribute})"
+        )
     if os.getcwd() not in sys.path:
         sys.path.insert(0, os.getcwd())
     try:
@@ -99,6 +109,17 @@ def load_app(target: str, database_url: str | None) -> App:
 
 
 _MISSING: Any = object()
+
+
+def _path_like(module_name: str) -> bool:
+    """A path or a relative name where a module name belongs (``./app``, ``src/app``,
+    ``app.py``, ``.app``): importlib's TypeError was reported as the app's own, or it
+    imported ``app`` and then failed on its ``py``."""
+    if module_name.startswith(".") or "/" in module_name or os.sep in module_name:
+        return True
+    return module_name.endswith(".py") and os.path.isfile(module_name)
+
+
 _IMPORTLIB = os.path.dirname(importlib.__file__ or "<importlib>")
 
 
@@ -114,6 +135,16 @@ def _raised(doing: str, exc: BaseException) -> click.ClickException:
     return click.ClickException(f"{doing} raised {type(exc).__name__}: {exc}{where}")
 
 
+def _existing(url: str, given_by: str) -> None:
+    """A SQLite file that is not there: connecting would create it, empty."""
+    parsed = make_url(url)
+    database = parsed.database or ":memory:"
+    if parsed.get_backend_name() != "sqlite" or database == ":memory:" or database.startswith("file:"):
+        return  # in memory, a URI filename (it says whether to create), or a server
+    if not os.path.exists(database):
+        raise click.BadParameter(f"there is no SQLite database {database!r}", param_hint=given_by)
+
+
 def _url(option: str | None) -> str | None:
     url = option or os.environ.get("KUMIKO_DATABASE_URL") or None
     if url is not None:
@@ -122,23 +153,13 @@ def _url(option: str | None) -> str | None:
 
 
 def _usable(url: str, given_by: str) -> None:
-    """Refuse a URL SQLAlchemy cannot build an engine from (unreadable, an unknown
-    dialect, a malformed SQLite path, a driver not installed) before the app is loaded:
-    a usage error naming where it came from, not a traceback.  Building an engine does
-    not connect; the reason is SQLAlchemy's first line, which never holds a password."""
+    """Refuse a URL the App cannot run on (unreadable, another database or driver, a
+    driver not installed) before the app is loaded: a usage error naming where it came
+    from, saying what the App would say, never quoting the URL."""
     try:
-        create_engine(url).dispose()
-    except (ArgumentError, ValueError) as exc:  # ValueError: a port that is not a number
-        reason = next(iter(str(exc).splitlines()), type(exc).__name__)
-        example = "e.g. sqlite:///app.sqlite3 or postgresql+psycopg://user@host/db"
-        raise click.BadParameter(
-            f"not a database URL SQLAlchemy can use ({reason}); {example}", param_hint=given_by
-        ) from exc
-    except ImportError as exc:
-        raise click.BadParameter(
-            f"the database driver of {make_url(url).drivername} is not installed ({exc.name or exc})",
-            param_hint=given_by,
-        ) from exc
+        make_engine(url).dispose()  # builds, never connects
+    except BootError as exc:
+        raise click.BadParameter(exc.problems[0].removeprefix(URL_PROBLEM), param_hint=given_by) from exc
 
 
 @click.group()
@@ -168,7 +189,9 @@ def demo(database_url: str | None, keep: bool) -> None:
     """
     from ._demo import run_demo
 
-    run_demo(_url(database_url), keep=keep)
+    url = _url(database_url)
+    with _database(url):
+        run_demo(url, keep=keep)
 
 
 @main.command()
@@ -186,9 +209,13 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
     by workflow, path and reason, every run the code of MODULE:APP could not resume.
     """
     try:
-        if against is not None:
+        if against is None:
+            app = load_app(target, _url(database_url))
+        else:
             _usable(against, "--against")
-        app = load_app(target, against or _url(database_url))
+            _existing(against, "--against")
+            with read_only_engines():  # a factory's create_all() may try to write there
+                app = load_app(target, against)
     except BootError as exc:
         click.echo(click.style(f"{len(exc.problems)} problem(s):", fg="red", bold=True), err=True)
         for problem in exc.problems:
@@ -299,7 +326,7 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
-    click.echo(f"worker on {app.engine.url!r}", err=True)
+    click.echo(f"worker on {shown_url(app.engine.url)}", err=True)
     with _database(app.engine.url):
         counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
@@ -491,7 +518,14 @@ def _database(url: str | URL | None) -> Iterator[None]:
         yield
     except DBAPIError as exc:
         reason = next(iter(str(exc.orig).strip().splitlines()), type(exc.orig).__name__)
-        where = f"database {make_url(url)!r}" if url else "the app's database"
+        where = f"database {shown_url(url)}" if url else "the app's database"
+        if write_refused(exc):  # only an engine of read_only_engines() refuses a write so
+            raise click.ClickException(
+                f"{where}: {reason}\n"
+                "The check only reads this database, and building MODULE:APP wrote to it: a factory's"
+                " app.create_all() creating a table this code adds?  Check against a factory that leaves"
+                " the schema to your migrations, or an App."
+            ) from exc
         raise click.ClickException(
             f"{where}: {reason}\n"
             "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"

@@ -17,10 +17,11 @@ from types import ModuleType
 from typing import Any
 
 import click
-from sqlalchemy import func, make_url, select
+from sqlalchemy import func, select
 
 from ._app import App
 from ._ctx import User
+from ._engine import shown_url
 from ._mail import MaildirTransport
 from ._results import Failure, Ok
 from ._tables import events
@@ -77,11 +78,7 @@ def run_demo(database_url: str | None, *, keep: bool = False) -> None:
     else:
         click.echo(f"{done} — removed the temporary folder {folder} (--keep keeps it)")
     if database_url:
-        click.echo(f"The demo's tables and rows stay in {_shown(database_url)}.")
-
-
-def _shown(url: str) -> str:
-    return make_url(url).render_as_string(hide_password=True)
+        click.echo(f"The demo's tables and rows stay in {shown_url(database_url)}.")
 
 
 def _tour(handlers: ModuleType, model: ModuleType, folder: Path, url: str) -> None:
@@ -103,7 +100,7 @@ def _walk_through(
 ) -> None:
     app.create_all()
     admin = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles={"Admin"})
-    click.echo(click.style("kumiko-typed demo", bold=True) + f" — inventory example on {_shown(url)}")
+    click.echo(click.style("kumiko-typed demo", bold=True) + f" — inventory example on {shown_url(url)}")
 
     def count_events() -> int:
         with app.engine.connect() as conn:

@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
+from urllib.parse import quote_plus
 
 from sqlalchemy import (
     JSON,
     TIMESTAMP,
+    URL,
     Boolean,
     DateTime,
     Engine,
@@ -22,31 +27,117 @@ from sqlalchemy import (
     create_engine,
     event,
     func,
+    make_url,
 )
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
 from sqlalchemy.engine import Dialect
+from sqlalchemy.exc import ArgumentError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from ._errors import BootError
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
 from ._sqlite_functions import CAST_TEXT, DIVISOR, FUNCTIONS, JSON_AS
 from ._tenant_refs import check_references
 from ._transient import note_lost
 
-__all__ = ["make_engine"]
+__all__ = ["URL_PROBLEM", "make_engine", "read_only_engines", "shown_url"]
+
+#: How each problem :func:`make_engine` finds begins: the App's BootError says which
+#: argument; the command line, which says which option, drops it.
+URL_PROBLEM: Final = "database_url: "
+#: The (dialect, driver) pairs the runtime speaks: the dialect seam knows these two, and
+#: LISTEN/NOTIFY and the segment savepoints call psycopg 3 itself.
+_SUPPORTED: Final = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
+_WHAT_RUNS: Final = "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycopg 3 (postgresql+psycopg://user@host/db)"
+#: Query parameters libpq takes as secrets (``?password=`` works as well as ``user:pw@``).
+_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+_HIDDEN: Final = "***"
+#: Whether :func:`make_engine` builds engines the database keeps from writing.
+_READ_ONLY: ContextVar[bool] = ContextVar("kumiko_read_only_engines", default=False)
+#: Marks a connection (its pool record's ``info``) of such an engine.
+_WRITES_REFUSED: Final = "kumiko_writes_refused"
+
+
+@contextmanager
+def read_only_engines() -> Iterator[None]:
+    """Within it, :func:`make_engine` builds engines whose every connection refuses writes
+    (SQLite's ``query_only``, PostgreSQL's ``default_transaction_read_only``).  The command
+    line's ``check --against`` builds the user's App on a database it promises only to read,
+    through a factory that may call ``create_all()``: the database, not the factory's
+    manners, keeps that promise."""
+    token = _READ_ONLY.set(True)
+    try:
+        yield
+    finally:
+        _READ_ONLY.reset(token)
 
 
 def make_engine(url: str) -> Engine:
-    engine = _made(url)
+    """The App's engine on ``url``.  A URL it cannot run on — unreadable, another database
+    or driver, a driver not installed — is a :class:`BootError` naming the fix, not an
+    ImportError from inside SQLAlchemy; no problem quotes the URL, which may hold a
+    password.  Building the engine does not connect."""
+    try:
+        dialect = make_url(url).get_dialect()
+        if (dialect.name, dialect.driver) not in _SUPPORTED:
+            async_ = " (an asyncio driver; the App's calls are synchronous)" if dialect.is_async else ""
+            raise BootError(
+                [f"{URL_PROBLEM}kumiko-typed runs on {_WHAT_RUNS}, not on {dialect.name}+{dialect.driver}{async_}"]
+            )
+        engine = _made(url)
+    except ValueError as exc:  # the port, int()'s message quoting it: "w0rd@db" of "u:p@ss:w0rd@db"
+        raise BootError(
+            [
+                f"{URL_PROBLEM}not a database URL SQLAlchemy can use (its port is not a number; a '@', ':' or '/'"
+                f" in the password must be percent-encoded); e.g. {_WHAT_RUNS}"
+            ]
+        ) from exc
+    except ArgumentError as exc:
+        reason = _without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
+        raise BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"]) from exc
+    except ImportError as exc:
+        module = exc.name or str(exc)
+        # psycopg is the one driver that is not a dependency: the postgres extra installs it.
+        fix = ': pip install "kumiko-typed[postgres]"' if module.partition(".")[0] == "psycopg" else ""
+        raise BootError([f"{URL_PROBLEM}the database driver {module} is not installed{fix}"]) from exc
     # Only a failed statement (commit, connect) calls them: what a refused write wrote, for
     # its Failure; a lost connection, for the runner to tell whether it may run again.
     event.listen(engine, "handle_error", note_written)
     event.listen(engine, "handle_error", note_lost)
     # A run's write that refers to another tenant's row: refused, the run rolled back.
     event.listen(engine, "after_cursor_execute", check_references)
+    if _READ_ONLY.get():  # after the dialect's own connect listener
+        sqlite = engine.dialect.name == "sqlite"
+        event.listen(engine, "connect", _sqlite_refuse_writes if sqlite else _postgres_refuse_writes)
     return engine
+
+
+def _without_secrets(text: str, url: str) -> str:
+    """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...")
+    with the URL's password and secret query values as ``***``."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return text  # then SQLAlchemy's message quotes no part of it
+    secrets = [parsed.password] if parsed.password else []
+    for key, value in parsed.query.items():
+        if key.lower() in _SECRET_PARAMETERS:
+            secrets += [value] if isinstance(value, str) else value
+    for secret in filter(None, secrets):  # as given, and as a rendered URL quotes it
+        text = text.replace(secret, _HIDDEN).replace(quote_plus(secret), _HIDDEN)
+    return text
+
+
+def shown_url(url: str | URL) -> str:
+    """``url`` as it may be printed: a password, in the user part or as a query
+    parameter, shown as ``***`` (SQLAlchemy's own rendering hides the first only)."""
+    parsed = make_url(url)
+    secrets = {key: _HIDDEN for key in parsed.query if key.lower() in _SECRET_PARAMETERS}
+    rendered = parsed.update_query_dict(secrets).render_as_string(hide_password=True)
+    return rendered.replace(quote_plus(_HIDDEN), _HIDDEN)  # the query's value, quoted on the way
 
 
 def _made(url: str) -> Engine:
@@ -360,7 +451,28 @@ def _postgres_connect(dbapi_connection: Any, _record: object) -> None:
         dbapi_connection.autocommit = autocommit
 
 
+def _sqlite_refuse_writes(dbapi_connection: Any, record: Any) -> None:
+    record.info[_WRITES_REFUSED] = True  # _sqlite_begin leaves the pragma on
+    cursor = dbapi_connection.cursor()
+    cursor.execute("PRAGMA query_only = ON")
+    cursor.close()
+
+
+def _postgres_refuse_writes(dbapi_connection: Any, _record: object) -> None:
+    autocommit = dbapi_connection.autocommit
+    dbapi_connection.autocommit = True  # as in _postgres_connect: a rollback would undo it
+    cursor = dbapi_connection.cursor()
+    try:
+        cursor.execute("SET default_transaction_read_only = on")
+    finally:
+        cursor.close()
+        dbapi_connection.autocommit = autocommit
+
+
 def _sqlite_begin(conn: Any) -> None:
+    if conn.info.get(_WRITES_REFUSED):
+        conn.exec_driver_sql("BEGIN")  # query_only for good: no write lock, no pragma to reset
+        return
     if conn.get_execution_options().get(READ_ONLY_OPTION):
         # A query: no write lock, and the connection refuses writes until its next writer
         # begins (the pragma outlives the transaction; no listener on every check-in).

@@ -16,10 +16,14 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+import time
 from collections.abc import Iterable
-from typing import Self
+from typing import Final, Self
 
 __all__ = ["Bell", "Halt", "sleep"]
+
+#: The longest one select() waits (a day): well inside epoll's limit.
+_SLICE: Final = 86400.0
 
 
 class Bell:
@@ -90,5 +94,11 @@ def sleep(timeout: float, bells: Iterable[Bell], socket_fd: int | None = None) -
             selector.register(bell, selectors.EVENT_READ)
         if socket_fd is not None:
             selector.register(socket_fd, selectors.EVENT_READ)
-        ready = selector.select(timeout)
+        deadline = time.monotonic() + timeout
+        # In slices: epoll takes a timeout of at most 2**31 - 1 ms (24.8 days) and raised
+        # OverflowError beyond, so a worker's --poll-interval of a month crashed it.
+        while not (ready := selector.select(min(timeout, _SLICE))):
+            timeout = deadline - time.monotonic()
+            if timeout <= 0:
+                break
     return socket_fd is not None and any(key.fd == socket_fd for key, _ in ready)

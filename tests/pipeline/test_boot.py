@@ -3,6 +3,7 @@ listing every problem, worded by ``kumiko_typed._rules`` (DESIGN §1, §3.3, §4
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
@@ -493,3 +494,49 @@ def test_sub_pipelines_nest_to_the_limit_and_one_more_level_is_a_clear_error(mak
         with pytest.raises(ValueError, match=rf"nest.* deeper than {MAX_NESTING} levels") as info:
             Feature("deeper").pipeline(P).branch(when=lambda c: True, on_true=too_deep)
         assert "call_feature" in str(info.value)
+
+
+UNUSABLE_URLS = [
+    ("garbage", "not a database URL SQLAlchemy can use (Could not parse SQLAlchemy URL"),
+    ("postgresql+psycopg://u:hunter2@host:port/db", "not a database URL SQLAlchemy can use (its port is not a number"),
+    # int()'s message quoted the "port": here a part of the password.
+    ("postgresql://u:hun@ter:hunter2@host/db", "(its port is not a number; a '@', ':' or '/' in the password"),
+    ("sqlite://host/x.sqlite3?password=hunter2", "(Invalid SQLite URL: sqlite://host/x.sqlite3?password=***)"),
+    ("nosuchdb://u:hunter2@host/db", "(Can't load plugin: sqlalchemy.dialects:nosuchdb)"),
+    # Databases and drivers the runtime does not speak: the App built and failed later, at
+    # a connect (ModuleNotFoundError: MySQLdb) or at the first dispatch (a KeyError in the
+    # dialect seam), or with psycopg2 at the worker's first LISTEN.
+    ("mysql://u:hunter2@host/db", "not on mysql+mysqldb"),
+    ("postgresql+psycopg2://u:hunter2@host/db", "not on postgresql+psycopg2"),
+    ("postgresql+asyncpg://u:hunter2@host/db", "not on postgresql+asyncpg (an asyncio driver"),
+    ("sqlite+aiosqlite:///x.sqlite3", "not on sqlite+aiosqlite (an asyncio driver"),
+]
+
+
+@pytest.mark.parametrize(("url", "reason"), UNUSABLE_URLS, ids=[u.partition(":")[0] for u, _ in UNUSABLE_URLS])
+def test_a_database_url_the_app_cannot_run_on_is_a_boot_problem(url: str, reason: str) -> None:
+    """Was SQLAlchemy's ArgumentError, ValueError or ModuleNotFoundError from inside
+    ``create_engine``; now one boot problem beside the definition's own, saying what the App
+    runs on, and never the URL's password."""
+    f = Feature("urls")
+    _handler(f, "notify", lambda p: p.send_mail(to="a@b.c", subject="s", body="b"))  # a problem of its own
+    with pytest.raises(BootError) as raised:
+        App([f], database_url=url)
+    assert len(raised.value.problems) == 2, raised.value.problems
+    problem = raised.value.problems[1]
+    assert problem.startswith("database_url: ") and reason in problem, problem
+    assert "hunter2" not in str(raised.value)
+    assert "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycopg 3" in problem
+
+
+def test_a_postgresql_url_without_psycopg_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """psycopg is an extra: without it, App(database_url="postgresql://...") raised
+    SQLAlchemy's ModuleNotFoundError.  (tests/tooling/test_wheel.py sees the same in a venv
+    that never had psycopg.)"""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an import finds when it is not installed
+    for url in ("postgresql://shop:hunter2@db/shop", "postgresql+psycopg://shop:hunter2@db/shop"):
+        with pytest.raises(BootError) as raised:
+            App([Feature("pg")], database_url=url)
+        assert raised.value.problems == [
+            'database_url: the database driver psycopg is not installed: pip install "kumiko-typed[postgres]"'
+        ]

@@ -4,6 +4,7 @@ pytest plugin's App fixtures (used here as a user's suite would, on both databas
 from __future__ import annotations
 
 import inspect
+import sys
 from datetime import UTC, datetime, timedelta, timezone
 from importlib.metadata import entry_points
 
@@ -161,3 +162,24 @@ def test_kumiko_app_runs_on_each_database(kumiko_app: AppFactory, request: pytes
     want = "postgresql" if request.node.callspec.params["kumiko_app"] == "postgres" else "sqlite"
     assert app.engine.dialect.name == want
     assert app.outbox() == []  # its tables exist
+
+
+def test_without_psycopg_the_postgres_half_is_skipped_or_required_naming_the_extra(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A project that installed kumiko-typed and pytest but not the ``testing`` extra: its
+    ``kumiko_app`` tests on PostgreSQL errored with ``ModuleNotFoundError: psycopg`` (the
+    harness imported it at the top); now they skip with the fix, or fail with it under CI.
+    (tests/tooling/test_wheel.py runs such a project in a venv that never had psycopg.)"""
+    from kumiko_typed.testing import postgres
+
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what an import finds when it is not installed
+    for name in ("CI", "KUMIKO_REQUIRE_POSTGRES", "KUMIKO_TEST_POSTGRES_URL"):
+        monkeypatch.delenv(name, raising=False)
+    assert postgres.start_test_postgres() is None
+    assert postgres.unavailable_reason() == (
+        'psycopg, the PostgreSQL driver, is not installed: pip install "kumiko-typed[testing]"'
+    )
+    monkeypatch.setenv("KUMIKO_REQUIRE_POSTGRES", "1")
+    with pytest.raises(postgres.PostgresUnavailable, match=r"pip install \"kumiko-typed\[testing\]\""):
+        postgres.start_test_postgres()

@@ -5,8 +5,10 @@ HTTP layer's own answers (no user, a bad header or body, no such path) on SQLite
 from __future__ import annotations
 
 import enum
+import importlib
 import logging
 import socket
+import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -472,3 +474,14 @@ def test_the_schema_of_a_payload_is_served(inventory_served: Served) -> None:
     assert not validator.is_valid({"items": [{"id": str(uuid.uuid4())}], "reason": "count"})
     assert not validator.is_valid({"items": [], "reason": "count", "extra": 1})
     assert schema["$defs"]["Adjustment"]["required"] == ["id", "delta"]
+
+
+def test_without_starlette_the_import_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Was ``No module named 'starlette'``: now which extra installs it.  (test_wheel.py
+    imports it in a venv that never had Starlette.)"""
+    for name in [m for m in sys.modules if m.partition(".")[0] == "starlette"]:
+        monkeypatch.setitem(sys.modules, name, None)  # what an import finds when it is not installed
+    monkeypatch.delitem(sys.modules, "kumiko_typed.contrib.asgi")
+    with pytest.raises(ModuleNotFoundError, match=r'not installed: pip install "kumiko-typed\[asgi\]"') as raised:
+        importlib.import_module("kumiko_typed.contrib.asgi")
+    assert (raised.value.name or "").partition(".")[0] == "starlette"

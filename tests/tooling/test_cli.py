@@ -154,12 +154,33 @@ def test_demo_keep_says_where_its_files_are(tmp_path: Path) -> None:
     assert f"kept {folder} (the database and the mail); remove it with: rm -r {folder}" in result.stdout
 
 
-def test_the_demo_never_prints_a_database_password() -> None:
-    from kumiko_typed._demo import _shown
+def test_the_demo_on_an_unreachable_database_is_a_clear_error(tmp_path: Path) -> None:
+    """Was SQLAlchemy's OperationalError with a traceback."""
+    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing"  # the discard port: refused
+    result = cli(tmp_path, "demo", "--database-url", down)
+    assert result.returncode == 1, _explain(result)
+    assert "Error: database postgresql+psycopg://kumiko:***@127.0.0.1:9/nothing: connection failed" in result.stderr
+    assert "Is the server reachable" in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr and "secret" not in result.stdout + result.stderr, _explain(result)
 
-    assert (
-        _shown("postgresql+psycopg://shop:s3cret@db.internal/shop") == "postgresql+psycopg://shop:***@db.internal/shop"
-    )
+
+@pytest.mark.parametrize(
+    ("url", "shown"),
+    [
+        ("postgresql+psycopg://shop:s3cret@db.internal/shop", "postgresql+psycopg://shop:***@db.internal/shop"),
+        # libpq reads a password from the query too: SQLAlchemy's rendering showed this one.
+        (
+            "postgresql+psycopg://shop@db.internal/shop?password=s3cret&sslmode=require",
+            "postgresql+psycopg://shop@db.internal/shop?password=***&sslmode=require",
+        ),
+        ("postgresql+psycopg:///shop?host=db&sslpassword=s3cret", "postgresql+psycopg:///shop?host=db&sslpassword=***"),
+    ],
+)
+def test_a_shown_database_url_never_holds_its_password(url: str, shown: str) -> None:
+    """What the demo and the command line print of a URL (``shown_url``)."""
+    from kumiko_typed._engine import shown_url
+
+    assert shown_url(url) == shown
 
 
 # --- --help -----------------------------------------------------------------------------------
@@ -272,7 +293,8 @@ app = App([Feature("plain")], database_url="sqlite://")
         ("--database-url", "garbage", "Could not parse SQLAlchemy URL"),
         ("--database-url", "nosuchdb://u:hunter2@host/db", "Can't load plugin: sqlalchemy.dialects:nosuchdb"),
         ("--against", "sqlite://relative/file.db", "Invalid SQLite URL"),
-        ("--database-url", "postgresql+psycopg://u:hunter2@host:port/db", "invalid literal for int()"),
+        ("--database-url", "postgresql+psycopg://u:hunter2@host:port/db", "its port is not a number"),
+        ("--database-url", "postgresql+psycopg://u:hun@ter:hunter2@host/db", "its port is not a number"),
         ("KUMIKO_DATABASE_URL", "garbage", "Could not parse SQLAlchemy URL"),
     ],
 )
@@ -1211,6 +1233,16 @@ BAD_TARGETS = [
     ("examples.inventory.app", "'examples.inventory.app' is not MODULE:APP"),
     ("examples.inventory.model:LOW_STOCK", "neither an App nor a function returning one"),
     ("examples.inventory.model:AlertView", "cannot call examples.inventory.model:AlertView"),
+    # A path for the module: './...' was 'importing ./... raised TypeError' (importlib's, said
+    # to be the app's); 'x.py' imported x, then 'No module named x.py'.
+    *[
+        (
+            path,
+            "MODULE is a path or a relative name; name the module as Python imports it from the current folder"
+            " (e.g. examples.inventory.app:make_app)",
+        )
+        for path in ("./examples/inventory/app:make_app", "examples/inventory/app.py:make_app")
+    ],
 ]
 
 
@@ -1301,8 +1333,15 @@ def test_a_database_without_tables_is_a_clear_error(tmp_path: Path, tiny: Tiny, 
     assert "Traceback" not in result.stderr + result.stdout
 
 
-def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny) -> None:
-    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing"  # the discard port: refused
+@pytest.mark.parametrize(
+    "down",
+    [
+        "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing",  # the discard port: refused
+        # The password as a query parameter: it was printed in the error's URL.
+        "postgresql+psycopg://kumiko@127.0.0.1:9/nothing?password=secret",
+    ],
+)
+def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny, down: str) -> None:
     for target in (tiny.target, f"{tiny.name}:make_bare_app"):  # failing in the factory, or in the command
         result = cli(tmp_path, "runs", target, "--database-url", down)
         assert result.returncode == 1, _explain(result)

@@ -14,12 +14,14 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from _docblocks import ROOT, parse
+from packaging.requirements import Requirement
 
 # One worker builds the venv: ./dev test distributes with --dist loadgroup.
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("wheel")]
@@ -314,3 +316,78 @@ def test_the_workflow_commands_on_a_users_module(installed: Installed) -> None:
         result = _run(command, project, installed.env())
         assert result.returncode == code and shown in result.stdout + result.stderr, _explain(result)
         assert "Traceback" not in result.stderr, _explain(result)
+
+
+#: A user's test of both databases, in a project that installed pytest but not the testing extra.
+BOTH_DATABASES = """\
+from kumiko_typed import Feature
+
+
+def test_boots(kumiko_app):
+    assert kumiko_app([Feature("shop")]).outbox() == []
+"""
+EXTRAS = {
+    "postgres": 'pip install "kumiko-typed[postgres]"',
+    "asgi": 'pip install "kumiko-typed[asgi]"',
+    "testing": 'pip install "kumiko-typed[testing]"',
+}
+
+
+def test_without_its_extra_each_optional_part_names_the_install(installed: Installed) -> None:
+    """The tutorial's venv has neither psycopg nor Starlette.  A PostgreSQL URL (App, command
+    line), the ASGI adapter and the kit's PostgreSQL fixtures each said ``No module named
+    ...`` from deep inside, with a traceback; now each names the extra to install."""
+    project = installed.tmp / "extras"
+    project.mkdir()
+    env = {k: v for k, v in installed.env().items() if k != "CI"}
+    app = 'from kumiko_typed import App; App([], database_url="postgresql://shop:hunter2@db/shop")'
+    result = _run(f"python -c '{app}'", project, env)
+    assert (
+        result.returncode == 1
+        and f"database_url: the database driver psycopg is not installed: {EXTRAS['postgres']}" in result.stderr
+    ), _explain(result)
+    url = "postgresql+psycopg://shop:hunter2@db/shop"
+    result = _run(f"kumiko-typed check kumiko_typed._demo_app.app:make_app --database-url {url}", project, env)
+    assert result.returncode == 2 and EXTRAS["postgres"] in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr and "hunter2" not in result.stderr, _explain(result)
+    result = _run("python -c 'import kumiko_typed.contrib.asgi'", project, env)
+    assert result.returncode == 1 and EXTRAS["asgi"] in result.stderr, _explain(result)
+
+    (project / "test_both.py").write_text(BOTH_DATABASES, encoding="utf-8")
+    result = _run("pytest -q -rs -p no:cacheprovider", project, env)
+    assert result.returncode == 0 and "1 passed, 1 skipped" in result.stdout, _explain(result)
+    assert f"psycopg, the PostgreSQL driver, is not installed: {EXTRAS['testing']}" in result.stdout, _explain(result)
+    result = _run("pytest -q -p no:cacheprovider", project, {**env, "CI": "true"})  # never green by skipping
+    assert result.returncode == 1 and "1 passed, 1 error" in result.stdout, _explain(result)
+    assert (
+        f"PostgresUnavailable: psycopg, the PostgreSQL driver, is not installed: {EXTRAS['testing']}" in result.stdout
+    )
+
+
+def _lowest_declared() -> list[str]:
+    """pyproject's dependencies, each pinned to its lower bound (``attrs>=25.4`` -> ``attrs==25.4``)."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    pins = []
+    for line in project["dependencies"]:
+        requirement = Requirement(line)
+        (lowest,) = [s.version for s in requirement.specifier if s.operator == ">="]
+        pins.append(f"{requirement.name}=={lowest}")
+    return pins
+
+
+def test_the_declared_lower_bounds_install_together_and_run_the_demo(
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The wheel in a fresh venv with every dependency at the lowest release pyproject allows:
+    pip finds them consistent, and the demo (structuring, the engine, workflows, the outbox,
+    the command line) runs.  With cattrs>=24.1 declared, such a venv failed at
+    ``import kumiko_typed`` (cattrs.cols had no homogenous_tuple_structure_factory)."""
+    tmp = tmp_path_factory.mktemp("lowest")
+    pins = " ".join(f"'{p}'" for p in _lowest_declared())
+    script = f"set -e\npython3 -m venv .venv\n.venv/bin/pip install --quiet {pins} '{wheel}'\n.venv/bin/pip check\n"
+    result = _run(script, tmp, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    empty = tmp / "empty"
+    empty.mkdir()
+    result = _run("kumiko-typed demo", empty, _env(tmp, tmp / ".venv"))
+    assert result.returncode == 0 and "delivered to the maildir" in result.stdout, _explain(result)

@@ -4,6 +4,8 @@ is left stays due for the next pass.  Both databases."""
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
@@ -44,3 +46,26 @@ def test_a_stop_asked_by_a_resumed_run_ends_the_loop_after_that_batch(app_on: Ca
     assert counts["resumed"] == statuses.count("completed") == BATCH  # the batch under way, no more
     assert statuses.count("suspended") == 2 * BATCH + 5
     assert app.run_worker(once=True)["resumed"] == 2 * BATCH + 5  # left due, not lost
+
+
+def test_an_idle_worker_with_a_poll_interval_of_a_month_waits_and_stops(app_on: Callable[..., App]) -> None:
+    """A poll interval past epoll's limit (2**31 - 1 ms, 24.8 days) is still a positive
+    number of seconds: both sides raised OverflowError at their first idle wait, and
+    ``kumiko-typed worker --poll-interval 3000000`` printed its traceback."""
+    app = app_on([Feature("idle")])
+    outcome: list[object] = []
+
+    def work() -> None:
+        try:
+            outcome.append(app.run_worker(poll_interval=30 * 86400.0))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    thread = threading.Thread(target=work)
+    thread.start()
+    time.sleep(1.0)  # both sides idle, each in its wait
+    assert thread.is_alive() and outcome == []
+    app.stop_worker()
+    thread.join(30)
+    assert not thread.is_alive()
+    assert outcome == [{"started": 0, "resumed": 0, "sent": 0, "retried": 0, "dead": 0}]

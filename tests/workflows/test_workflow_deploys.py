@@ -86,6 +86,30 @@ def test_check_prints_a_stored_paths_control_characters_as_escapes(db_url: str, 
     assert "  dep:job at cool\\x1b[2J-off: " in checked.stderr
 
 
+def test_check_against_never_writes_though_the_factory_creates_tables(db_url: str, v1: App) -> None:
+    """The pre-deploy check promises to read only.  It built the App with the target's
+    factory on that database, so the next release's ``create_all()`` created its new tables
+    in production before the deploy; now the database refuses the write and the check says
+    why.  A factory whose create_all() finds every table still checks."""
+    run_id = _start(v1, "job", 4)
+    tables = set(sa.inspect(v1.engine).get_table_names())
+    checked = cli("check", "_deploy_app:app_v1_creating", "--against", db_url)
+    assert checked.returncode == 0 and "every running and suspended run resumes" in checked.stdout, checked.stderr
+    refused = cli("check", "_deploy_app:app_adding_a_table", "--against", db_url)
+    assert refused.returncode == 1, refused.stdout + refused.stderr
+    assert "The check only reads this database, and building MODULE:APP wrote to it" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    assert set(sa.inspect(v1.engine).get_table_names()) == tables  # no dep_ledger
+    assert run_info(v1, run_id).status == "suspended"
+
+
+def test_check_against_a_sqlite_file_that_is_not_there_creates_none(tmp_path: Path) -> None:
+    missing = tmp_path / "typo.sqlite3"
+    checked = cli("check", "_deploy_app:app_v1", "--against", f"sqlite:///{missing}")
+    assert checked.returncode == 2 and f"there is no SQLite database '{missing}'" in checked.stderr, checked.stderr
+    assert not missing.exists()  # was created, empty, and the check then failed on its missing tables
+
+
 @pytest.mark.parametrize("version", ["code", "insert", "append", "branch"])
 def test_a_run_waiting_in_cool_off_resumes_under_a_compatible_change(db_url: str, v1: App, version: str) -> None:
     run_id = _start(v1, "job", 4)

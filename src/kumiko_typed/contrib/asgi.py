@@ -30,16 +30,26 @@ from decimal import Decimal
 from typing import Any, Final, Literal
 
 import attrs
-from starlette.applications import Starlette
-from starlette.concurrency import run_in_threadpool
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import Response
-from starlette.routing import Route
-from starlette.types import Receive, Scope, Send
 
 from .. import App, Failure, Ok, User, fail
 from .._idempotency import key_problem
 from .schema import payload_schema
+
+try:
+    from starlette.applications import Starlette
+    from starlette.concurrency import run_in_threadpool
+    from starlette.requests import ClientDisconnect, Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+    from starlette.types import Receive, Scope, Send
+except ModuleNotFoundError as exc:  # an extra: say which, not just "No module named 'starlette'"
+    if (exc.name or "").partition(".")[0] != "starlette":
+        raise
+    raise ModuleNotFoundError(
+        "kumiko_typed.contrib.asgi serves handlers through Starlette, which is not installed: "
+        'pip install "kumiko-typed[asgi]"',
+        name=exc.name,
+    ) from exc
 
 __all__ = ["Endpoint", "UserDependency", "asgi_app", "endpoints"]
 

@@ -2,8 +2,8 @@
 pytest plugin (loaded by the ``pytest11`` entry point) with Apps on a temporary SQLite file
 and on a throw-away PostgreSQL.  See docs/testing-handlers.md.
 
-The PostgreSQL harness is :mod:`kumiko_typed.testing.postgres` (it needs the ``postgres``
-extra); nothing here imports it, so the kit works without psycopg.
+The PostgreSQL harness is :mod:`kumiko_typed.testing.postgres` (its servers need psycopg:
+the ``testing`` extra); nothing here imports it, so the kit works without psycopg.
 """
 
 from .._app import AppSettings

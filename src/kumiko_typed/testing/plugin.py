@@ -5,7 +5,7 @@ Fixtures (each App has its tables created and is disposed after the test):
 - ``kumiko_sqlite_app``: a factory of Apps on a fresh SQLite file under ``tmp_path``;
 - ``kumiko_postgres_app``: the same on a fresh database of a throw-away PostgreSQL server
   (one per test session, see :mod:`kumiko_typed.testing.postgres`); skipped when no server
-  binaries are found, an error instead under ``CI`` or ``KUMIKO_REQUIRE_POSTGRES=1``;
+  binaries or no psycopg are found, an error instead under ``CI`` or ``KUMIKO_REQUIRE_POSTGRES=1``;
 - ``kumiko_app``: parametrized over both, so one test runs on each database;
 - ``kumiko_postgres``: the session's server itself.
 

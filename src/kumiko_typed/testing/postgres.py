@@ -3,9 +3,11 @@
 
 ``start_test_postgres()`` returns a :class:`PostgresServer` whose ``url`` is a SQLAlchemy URL
 (``postgresql+psycopg://postgres@127.0.0.1:PORT/kumiko_test``), or ``None`` when no server
-binaries are found and PostgreSQL is optional for this run (tests then skip with
-:func:`unavailable_reason`). With ``CI`` set or ``KUMIKO_REQUIRE_POSTGRES=1`` missing binaries
-raise :class:`PostgresUnavailable` instead, so CI cannot go green by skipping.
+binaries (or no psycopg) are found and PostgreSQL is optional for this run (tests then skip
+with :func:`unavailable_reason`). With ``CI`` set or ``KUMIKO_REQUIRE_POSTGRES=1`` they raise
+:class:`PostgresUnavailable` instead, so CI cannot go green by skipping.  psycopg is imported
+when a server is used, not with this module: the pytest plugin of a project installed
+without it skips (or fails) naming the extra, rather than erroring with an ImportError.
 
 Environment:
     KUMIKO_TEST_POSTGRES_URL  use this running server instead of starting one
@@ -27,6 +29,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import fcntl
+import importlib.util
 import os
 import pwd
 import re
@@ -42,8 +45,6 @@ from dataclasses import dataclass, field
 from glob import glob
 from pathlib import Path
 
-import psycopg
-from psycopg import sql
 from sqlalchemy.engine import make_url
 
 PG_USER = "kumiko-pg"
@@ -116,8 +117,18 @@ def find_pg_bin() -> Path | None:
     return None
 
 
+#: Why no server can be used when the driver is missing: the ``testing`` extra brings it.
+DRIVER_MISSING = 'psycopg, the PostgreSQL driver, is not installed: pip install "kumiko-typed[testing]"'
+
+
+def _driver_missing() -> bool:
+    return importlib.util.find_spec("psycopg") is None
+
+
 def unavailable_reason() -> str:
     """Why no server can be started (the skip reason / error message)."""
+    if _driver_missing():
+        return DRIVER_MISSING
     override = os.environ.get("KUMIKO_PG_BIN")
     where = (
         f"KUMIKO_PG_BIN={override!r} holds no initdb/pg_ctl/postgres"
@@ -250,6 +261,9 @@ class PostgresServer:
 
     def create_database(self, name: str) -> str:
         """CREATE DATABASE ``name`` (empty); returns its SQLAlchemy URL."""
+        import psycopg
+        from psycopg import sql
+
         with psycopg.connect(_conninfo(self.admin_url), autocommit=True) as conn:
             # PG 15+: FILE_COPY skips WAL-logging the template's pages; with fsync off its
             # checkpoint is cheap, so it is a bit faster than the default WAL_LOG here.
@@ -259,6 +273,9 @@ class PostgresServer:
 
     def drop_database(self, name: str) -> None:
         """Terminate the database's leftover connections, then DROP it (if it exists)."""
+        import psycopg
+        from psycopg import sql
+
         with psycopg.connect(_conninfo(self.admin_url), autocommit=True) as conn:
             conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s AND pid <> pg_backend_pid()",
@@ -383,6 +400,8 @@ def _fail(step: str, proc: subprocess.CompletedProcess[str], log: Path | None = 
 
 
 def _wait_for_connections(conninfo: str, deadline: float) -> None:
+    import psycopg
+
     last: Exception | None = None
     while time.monotonic() < deadline:
         try:
@@ -495,10 +514,15 @@ def _external(url: str) -> PostgresServer:
 def start_test_postgres() -> PostgresServer | None:
     """Start (or, with KUMIKO_TEST_POSTGRES_URL, attach to) a test server.
 
-    Returns None if the binaries are missing and PostgreSQL is optional for this run; raises
-    PostgresUnavailable if they are missing and required (CI / KUMIKO_REQUIRE_POSTGRES=1), and
-    PostgresStartError if they are there but the server will not start.
+    Returns None if the binaries or psycopg are missing and PostgreSQL is optional for this
+    run; raises PostgresUnavailable if they are missing and required (CI /
+    KUMIKO_REQUIRE_POSTGRES=1), and PostgresStartError if they are there but the server will
+    not start.
     """
+    if _driver_missing():
+        if postgres_required():
+            raise PostgresUnavailable(DRIVER_MISSING)
+        return None
     external = os.environ.get("KUMIKO_TEST_POSTGRES_URL")
     if external:
         return _external(external)
