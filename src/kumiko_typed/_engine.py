@@ -441,11 +441,17 @@ def _postgres_connect(dbapi_connection: Any, _record: object) -> None:
     ``timestamp`` column as its wall clock there.  SQLite answers all three in UTC
     (``_UtcDateTime``); so does PostgreSQL now, for a user's own columns too.  A listener,
     not ``options=-c TimeZone=UTC``: that would replace ``options`` a database URL gives."""
+    _postgres_session_setting(dbapi_connection, "SET TIME ZONE 'UTC'")
+
+
+def _postgres_session_setting(dbapi_connection: Any, statement: str) -> None:
+    """Run ``statement`` (a ``SET``) for the connection's session, in no transaction: a
+    rollback on check-in would undo it."""
     autocommit = dbapi_connection.autocommit
-    dbapi_connection.autocommit = True  # in no transaction: a rollback on check-in would undo it
+    dbapi_connection.autocommit = True
     cursor = dbapi_connection.cursor()
     try:
-        cursor.execute("SET TIME ZONE 'UTC'")
+        cursor.execute(statement)
     finally:
         cursor.close()
         dbapi_connection.autocommit = autocommit
@@ -459,14 +465,7 @@ def _sqlite_refuse_writes(dbapi_connection: Any, record: Any) -> None:
 
 
 def _postgres_refuse_writes(dbapi_connection: Any, _record: object) -> None:
-    autocommit = dbapi_connection.autocommit
-    dbapi_connection.autocommit = True  # as in _postgres_connect: a rollback would undo it
-    cursor = dbapi_connection.cursor()
-    try:
-        cursor.execute("SET default_transaction_read_only = on")
-    finally:
-        cursor.close()
-        dbapi_connection.autocommit = autocommit
+    _postgres_session_setting(dbapi_connection, "SET default_transaction_read_only = on")
 
 
 def _sqlite_begin(conn: Any) -> None:
