@@ -23,8 +23,9 @@ from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._ctx import User
+from ._database_urls import URL_PROBLEM, shown_url
 from ._durations import positive_seconds
-from ._engine import URL_PROBLEM, make_engine, read_only_engines, shown_url
+from ._engine import make_engine, read_only_engines
 from ._errors import BootError
 from ._graph import Format, render
 from ._read_only import write_refused

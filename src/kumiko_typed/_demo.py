@@ -21,7 +21,7 @@ from sqlalchemy import func, select
 
 from ._app import App
 from ._ctx import User
-from ._engine import shown_url
+from ._database_urls import shown_url
 from ._mail import MaildirTransport
 from ._results import Failure, Ok
 from ._tables import events

@@ -9,52 +9,36 @@ from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Context, Decimal
 from typing import Any, Final, cast
-from urllib.parse import quote_plus
 
 from sqlalchemy import (
-    JSON,
     TIMESTAMP,
-    URL,
-    Boolean,
     DateTime,
     Engine,
     Enum,
     Float,
-    Integer,
     Numeric,
     String,
     Uuid,
     create_engine,
     event,
-    func,
-    make_url,
 )
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
-from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteDialect, SQLiteTypeCompiler
+from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._errors import BootError
+from ._database_urls import refuse_unsupported, url_refusal
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
-from ._sqlite_functions import CAST_TEXT, DIVISOR, FUNCTIONS, JSON_AS
+from ._sqlite_functions import FUNCTIONS
+from ._sqlite_sql import JSON_TEXT, SQLiteStatements, SQLiteTypes
 from ._tenant_refs import check_references
 from ._transient import note_lost
 
-__all__ = ["URL_PROBLEM", "make_engine", "read_only_engines", "shown_url"]
+__all__ = ["make_engine", "read_only_engines"]
 
-#: How each problem :func:`make_engine` finds begins: the App's BootError says which
-#: argument; the command line, which says which option, drops it.
-URL_PROBLEM: Final = "database_url: "
-#: The (dialect, driver) pairs the runtime speaks: the dialect seam knows these two, and
-#: LISTEN/NOTIFY and the segment savepoints call psycopg 3 itself.
-_SUPPORTED: Final = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
-_WHAT_RUNS: Final = "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycopg 3 (postgresql+psycopg://user@host/db)"
-#: Query parameters libpq takes as secrets (``?password=`` works as well as ``user:pw@``).
-_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
-_HIDDEN: Final = "***"
 #: Whether :func:`make_engine` builds engines the database keeps from writing.
 _READ_ONLY: ContextVar[bool] = ContextVar("kumiko_read_only_engines", default=False)
 #: Marks a connection (its pool record's ``info``) of such an engine.
@@ -81,28 +65,10 @@ def make_engine(url: str) -> Engine:
     ImportError from inside SQLAlchemy; no problem quotes the URL, which may hold a
     password.  Building the engine does not connect."""
     try:
-        dialect = make_url(url).get_dialect()
-        if (dialect.name, dialect.driver) not in _SUPPORTED:
-            async_ = " (an asyncio driver; the App's calls are synchronous)" if dialect.is_async else ""
-            raise BootError(
-                [f"{URL_PROBLEM}kumiko-typed runs on {_WHAT_RUNS}, not on {dialect.name}+{dialect.driver}{async_}"]
-            )
+        refuse_unsupported(url)
         engine = _made(url)
-    except ValueError as exc:  # the port, int()'s message quoting it: "w0rd@db" of "u:p@ss:w0rd@db"
-        raise BootError(
-            [
-                f"{URL_PROBLEM}not a database URL SQLAlchemy can use (its port is not a number; a '@', ':' or '/'"
-                f" in the password must be percent-encoded); e.g. {_WHAT_RUNS}"
-            ]
-        ) from exc
-    except ArgumentError as exc:
-        reason = _without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
-        raise BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"]) from exc
-    except ImportError as exc:
-        module = exc.name or str(exc)
-        # psycopg is the one driver that is not a dependency: the postgres extra installs it.
-        fix = ': pip install "kumiko-typed[postgres]"' if module.partition(".")[0] == "psycopg" else ""
-        raise BootError([f"{URL_PROBLEM}the database driver {module} is not installed{fix}"]) from exc
+    except (ValueError, ArgumentError, ImportError) as exc:
+        raise url_refusal(exc, url) from exc
     # Only a failed statement (commit, connect) calls them: what a refused write wrote, for
     # its Failure; a lost connection, for the runner to tell whether it may run again.
     event.listen(engine, "handle_error", note_written)
@@ -113,31 +79,6 @@ def make_engine(url: str) -> Engine:
         sqlite = engine.dialect.name == "sqlite"
         event.listen(engine, "connect", _sqlite_refuse_writes if sqlite else _postgres_refuse_writes)
     return engine
-
-
-def _without_secrets(text: str, url: str) -> str:
-    """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...")
-    with the URL's password and secret query values as ``***``."""
-    try:
-        parsed = make_url(url)
-    except (ArgumentError, ValueError):
-        return text  # then SQLAlchemy's message quotes no part of it
-    secrets = [parsed.password] if parsed.password else []
-    for key, value in parsed.query.items():
-        if key.lower() in _SECRET_PARAMETERS:
-            secrets += [value] if isinstance(value, str) else value
-    for secret in filter(None, secrets):  # as given, and as a rendered URL quotes it
-        text = text.replace(secret, _HIDDEN).replace(quote_plus(secret), _HIDDEN)
-    return text
-
-
-def shown_url(url: str | URL) -> str:
-    """``url`` as it may be printed: a password, in the user part or as a query
-    parameter, shown as ``***`` (SQLAlchemy's own rendering hides the first only)."""
-    parsed = make_url(url)
-    secrets = {key: _HIDDEN for key in parsed.query if key.lower() in _SECRET_PARAMETERS}
-    rendered = parsed.update_query_dict(secrets).render_as_string(hide_password=True)
-    return rendered.replace(quote_plus(_HIDDEN), _HIDDEN)  # the query's value, quoted on the way
 
 
 def _made(url: str) -> Engine:
@@ -157,10 +98,10 @@ def _made(url: str) -> Engine:
             Numeric: _FloatNumeric,
         }
         sqlite = cast("SQLiteDialect", engine.dialect)
-        sqlite.type_compiler_instance = sqlite.type_compiler = _SQLiteTypes(sqlite)
-        sqlite.statement_compiler = _SQLiteStatements
+        sqlite.type_compiler_instance = sqlite.type_compiler = SQLiteTypes(sqlite)
+        sqlite.statement_compiler = SQLiteStatements
         names = sqlite.ischema_names
-        sqlite.ischema_names = {**names, _JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
+        sqlite.ischema_names = {**names, JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
         return engine
     engine = create_engine(url)
     if engine.dialect.name == "postgresql":
@@ -314,105 +255,6 @@ class _FloatNumeric(Numeric[Any]):
             return number if exponent is None else number.quantize(exponent, context=_WIDE)
 
         return process
-
-
-#: The declared type of a JSON column in a table this engine creates on SQLite.  SQLite
-#: picks a column's affinity from its declared type's name, and ``JSON`` (SQLAlchemy's
-#: name) has NUMERIC affinity: a JSON text that is a bare number was stored as a number,
-#: so ``1.0`` read back as ``1``, ``-0.0`` as ``0`` and ``2**64`` as a float, where
-#: PostgreSQL gives the value written.  A name holding ``TEXT`` has TEXT affinity, which
-#: keeps the text as bound; SQLite's JSON functions read it as before.
-_JSON_TEXT: Final = "JSONTEXT"
-
-
-class _SQLiteTypes(SQLiteTypeCompiler):
-    """This engine's DDL types: SQLite's, but a JSON column as ``JSONTEXT``."""
-
-    def visit_JSON(self, type_: Any, **kw: Any) -> str:
-        return _JSON_TEXT
-
-
-#: PostgreSQL's escape character of a LIKE pattern that names none.
-_LIKE_ESCAPE: Final = " ESCAPE '\\'"
-
-
-#: What ``as_string()``, ``as_integer()``, ``as_float()`` and ``as_boolean()`` of a JSON
-#: element read, by :func:`~._sqlite_functions.json_as`.
-_JSON_TARGETS: Final[dict[type[Any], str]] = {String: "text", Integer: "integer", Float: "float", Boolean: "boolean"}
-
-
-class _SQLiteStatements(SQLiteCompiler):
-    r"""This engine's SQL: SQLite's, but a ``LIKE`` (and ``ILIKE``, which SQLite compiles
-    to one) without an ``escape=`` escapes with a backslash, as PostgreSQL's does.  SQLite
-    has no escape character by default, so ``like(r"50\%")`` found "50%" on PostgreSQL
-    only, and "50\x" on SQLite only."""
-
-    def visit_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return _escaped(binary, cast(Any, super()).visit_like_op_binary(binary, operator, **kw))  # untyped
-
-    def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return _escaped(binary, cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw))
-
-    def visit_json_getitem_op_binary(self, binary: Any, operator: Any, _cast_applied: Any = False, **kw: Any) -> str:
-        kw["_cast_applied"] = _cast_applied
-        return self._json_element(binary, operator, cast(Any, super()).visit_json_getitem_op_binary, kw)
-
-    def visit_json_path_getitem_op_binary(
-        self, binary: Any, operator: Any, _cast_applied: Any = False, **kw: Any
-    ) -> str:
-        kw["_cast_applied"] = _cast_applied
-        return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
-
-    def visit_truediv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
-
-    def visit_floordiv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
-
-    def visit_mod_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return str(cast(Any, super()).visit_mod_binary(_checked_divisor(binary), operator, **kw))
-
-    def visit_cast(self, cast: Any, **kwargs: Any) -> str:
-        """Text cast to a number or true/false: by PostgreSQL's input rules
-        (``_sqlite_functions``), where SQLite made ``'5.5'`` a 5 and ``'abc'`` a 0."""
-        target = _CAST_TARGETS.get(cast.type._type_affinity)
-        if target is not None and cast.clause.type._type_affinity is String:
-            return f"{CAST_TEXT}('{target}', {self.process(cast.clause, **kwargs)})"
-        untyped: Any = super().visit_cast  # SQLAlchemy's compiler is untyped
-        return str(untyped(cast, **kwargs))
-
-    def _json_element(self, binary: Any, operator: Any, compile_: Any, kw: dict[str, Any]) -> str:
-        """``doc["key"]`` as PostgreSQL reads it.  As JSON it is SQL NULL where the document
-        has no such key, as PostgreSQL's ``->``: SQLAlchemy's ``JSON_QUOTE(JSON_EXTRACT(...))``
-        made it the text ``'null'``, so ``doc["key"].is_(None)`` found the rows without the
-        key on PostgreSQL only (a key holding JSON's null stays ``'null'`` on both).  As
-        text, a number or true/false it is :func:`~._sqlite_functions.json_as`'s."""
-        target = _JSON_TARGETS.get(binary.type._type_affinity)
-        if target is None and binary.type._type_affinity is not JSON:
-            return str(compile_(binary, operator, **kw))  # as_numeric(): SQLAlchemy's cast
-        compiled = "" if target is not None else str(compile_(binary, operator, **kw))
-        kw.pop("_cast_applied")
-        left, right = self.process(binary.left, **kw), self.process(binary.right, **kw)
-        if target is not None:
-            return f"{JSON_AS}('{target}', JSON_TYPE({left}, {right}), JSON_EXTRACT({left}, {right}))"
-        return f"CASE WHEN JSON_TYPE({left}, {right}) IS NULL THEN NULL ELSE {compiled} END"
-
-
-def _checked_divisor(binary: Any) -> Any:
-    """``binary`` (a division or modulo) with its divisor refused when zero, as PostgreSQL
-    does: SQLite's ``7 / 0`` is NULL."""
-    checked = binary._clone()
-    checked.right = getattr(func, DIVISOR)(binary.right, type_=binary.right.type)
-    return checked
-
-
-#: Casts of text :func:`~._sqlite_functions.cast_text` reads.
-_CAST_TARGETS: Final[dict[type[Any], str]] = {Integer: "integer", Float: "float", Boolean: "boolean"}
-
-
-def _escaped(binary: Any, text: str) -> str:
-    """``text``, a compiled LIKE, with PostgreSQL's escape character unless it names one."""
-    return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
 
 
 def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:

@@ -6,7 +6,7 @@ division by zero), and a JSON element read as a number or text is JSON_EXTRACT's
 (SQLAlchemy compiles ``doc["k"].as_integer()`` to ``CAST(doc ->> 'k' AS INTEGER)`` on
 PostgreSQL, which takes the element's text and refuses ``"5.5"``, ``true`` or a list;
 SQLite made them 5, 1 and 0, and ``as_string()`` of ``true`` was ``'1'``).  The App's
-SQLite compiler (``_engine._SQLiteStatements``) routes these through the functions here,
+SQLite compiler (``_sqlite_sql.SQLiteStatements``) routes these through the functions here,
 which give PostgreSQL's value or its refusal; the refusal is the same
 ``validation_error`` as PostgreSQL's ``DataError`` ("the database refused a value").
 Cost: a Python call per value on SQLite, only where such an expression is read.

@@ -178,7 +178,7 @@ def test_the_demo_on_an_unreachable_database_is_a_clear_error(tmp_path: Path) ->
 )
 def test_a_shown_database_url_never_holds_its_password(url: str, shown: str) -> None:
     """What the demo and the command line print of a URL (``shown_url``)."""
-    from kumiko_typed._engine import shown_url
+    from kumiko_typed._database_urls import shown_url
 
     assert shown_url(url) == shown
 

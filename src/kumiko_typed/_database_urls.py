@@ -1,0 +1,82 @@
+"""Database URLs: which the App runs on, what it says of one it cannot, and how one is
+printed.  A URL may hold a password (``user:pw@`` or ``?password=``): no message quotes
+it, and a printed URL shows it as ``***``."""
+
+from __future__ import annotations
+
+from typing import Final
+from urllib.parse import quote_plus
+
+from sqlalchemy import URL, make_url
+from sqlalchemy.exc import ArgumentError
+
+from ._errors import BootError
+
+__all__ = ["URL_PROBLEM", "refuse_unsupported", "shown_url", "url_refusal"]
+
+#: How each problem :func:`make_engine` finds begins: the App's BootError says which
+#: argument; the command line, which says which option, drops it.
+URL_PROBLEM: Final = "database_url: "
+#: The (dialect, driver) pairs the runtime speaks: the dialect seam knows these two, and
+#: LISTEN/NOTIFY and the segment savepoints call psycopg 3 itself.
+_SUPPORTED: Final = frozenset({("sqlite", "pysqlite"), ("postgresql", "psycopg")})
+_WHAT_RUNS: Final = "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycopg 3 (postgresql+psycopg://user@host/db)"
+#: Query parameters libpq takes as secrets (``?password=`` works as well as ``user:pw@``).
+_SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
+_HIDDEN: Final = "***"
+
+
+def refuse_unsupported(url: str) -> None:
+    """Raise :class:`BootError` if ``url`` names a database or driver the App does not
+    run on (SQLAlchemy would build an engine that fails later, deep inside)."""
+    dialect = make_url(url).get_dialect()
+    if (dialect.name, dialect.driver) not in _SUPPORTED:
+        async_ = " (an asyncio driver; the App's calls are synchronous)" if dialect.is_async else ""
+        raise BootError(
+            [f"{URL_PROBLEM}kumiko-typed runs on {_WHAT_RUNS}, not on {dialect.name}+{dialect.driver}{async_}"]
+        )
+
+
+def url_refusal(exc: ValueError | ArgumentError | ImportError, url: str) -> BootError:
+    """The :class:`BootError` for what SQLAlchemy raised reading ``url`` or loading its
+    driver, naming the fix and quoting no part of the URL's secrets."""
+    if isinstance(exc, ArgumentError):
+        reason = _without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
+        return BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"])
+    if isinstance(exc, ImportError):
+        module = exc.name or str(exc)
+        # psycopg is the one driver that is not a dependency: the postgres extra installs it.
+        fix = ': pip install "kumiko-typed[postgres]"' if module.partition(".")[0] == "psycopg" else ""
+        return BootError([f"{URL_PROBLEM}the database driver {module} is not installed{fix}"])
+    # The port: int()'s message quotes it ("w0rd@db" of "u:p@ss:w0rd@db").
+    return BootError(
+        [
+            f"{URL_PROBLEM}not a database URL SQLAlchemy can use (its port is not a number; a '@', ':' or '/'"
+            f" in the password must be percent-encoded); e.g. {_WHAT_RUNS}"
+        ]
+    )
+
+
+def _without_secrets(text: str, url: str) -> str:
+    """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...")
+    with the URL's password and secret query values as ``***``."""
+    try:
+        parsed = make_url(url)
+    except (ArgumentError, ValueError):
+        return text  # then SQLAlchemy's message quotes no part of it
+    secrets = [parsed.password] if parsed.password else []
+    for key, value in parsed.query.items():
+        if key.lower() in _SECRET_PARAMETERS:
+            secrets += [value] if isinstance(value, str) else value
+    for secret in filter(None, secrets):  # as given, and as a rendered URL quotes it
+        text = text.replace(secret, _HIDDEN).replace(quote_plus(secret), _HIDDEN)
+    return text
+
+
+def shown_url(url: str | URL) -> str:
+    """``url`` as it may be printed: a password, in the user part or as a query
+    parameter, shown as ``***`` (SQLAlchemy's own rendering hides the first only)."""
+    parsed = make_url(url)
+    secrets = {key: _HIDDEN for key in parsed.query if key.lower() in _SECRET_PARAMETERS}
+    rendered = parsed.update_query_dict(secrets).render_as_string(hide_password=True)
+    return rendered.replace(quote_plus(_HIDDEN), _HIDDEN)  # the query's value, quoted on the way

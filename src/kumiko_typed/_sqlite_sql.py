@@ -1,0 +1,113 @@
+"""The SQL the App's SQLite engine writes: SQLite's, with PostgreSQL's answers where the
+two differ (a LIKE's escape, a JSON element, a division by zero, text cast to a number,
+a JSON column's declared type).  Installed on the engine by ``_engine``."""
+
+from __future__ import annotations
+
+from typing import Any, Final, cast
+
+from sqlalchemy import JSON, Boolean, Float, Integer, String, func
+from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteTypeCompiler
+
+from ._sqlite_functions import CAST_TEXT, DIVISOR, JSON_AS
+
+__all__ = ["JSON_TEXT", "SQLiteStatements", "SQLiteTypes"]
+
+
+#: The declared type of a JSON column in a table this engine creates on SQLite.  SQLite
+#: picks a column's affinity from its declared type's name, and ``JSON`` (SQLAlchemy's
+#: name) has NUMERIC affinity: a JSON text that is a bare number was stored as a number,
+#: so ``1.0`` read back as ``1``, ``-0.0`` as ``0`` and ``2**64`` as a float, where
+#: PostgreSQL gives the value written.  A name holding ``TEXT`` has TEXT affinity, which
+#: keeps the text as bound; SQLite's JSON functions read it as before.
+JSON_TEXT: Final = "JSONTEXT"
+
+
+class SQLiteTypes(SQLiteTypeCompiler):
+    """This engine's DDL types: SQLite's, but a JSON column as ``JSONTEXT``."""
+
+    def visit_JSON(self, type_: Any, **kw: Any) -> str:
+        return JSON_TEXT
+
+
+#: PostgreSQL's escape character of a LIKE pattern that names none.
+_LIKE_ESCAPE: Final = " ESCAPE '\\'"
+
+
+#: What ``as_string()``, ``as_integer()``, ``as_float()`` and ``as_boolean()`` of a JSON
+#: element read, by :func:`~._sqlite_functions.json_as`.
+_JSON_TARGETS: Final[dict[type[Any], str]] = {String: "text", Integer: "integer", Float: "float", Boolean: "boolean"}
+
+
+class SQLiteStatements(SQLiteCompiler):
+    r"""This engine's SQL: SQLite's, but a ``LIKE`` (and ``ILIKE``, which SQLite compiles
+    to one) without an ``escape=`` escapes with a backslash, as PostgreSQL's does.  SQLite
+    has no escape character by default, so ``like(r"50\%")`` found "50%" on PostgreSQL
+    only, and "50\x" on SQLite only."""
+
+    def visit_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return _escaped(binary, cast(Any, super()).visit_like_op_binary(binary, operator, **kw))  # untyped
+
+    def visit_not_like_op_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return _escaped(binary, cast(Any, super()).visit_not_like_op_binary(binary, operator, **kw))
+
+    def visit_json_getitem_op_binary(self, binary: Any, operator: Any, _cast_applied: Any = False, **kw: Any) -> str:
+        kw["_cast_applied"] = _cast_applied
+        return self._json_element(binary, operator, cast(Any, super()).visit_json_getitem_op_binary, kw)
+
+    def visit_json_path_getitem_op_binary(
+        self, binary: Any, operator: Any, _cast_applied: Any = False, **kw: Any
+    ) -> str:
+        kw["_cast_applied"] = _cast_applied
+        return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
+
+    def visit_truediv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
+
+    def visit_floordiv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
+
+    def visit_mod_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return str(cast(Any, super()).visit_mod_binary(_checked_divisor(binary), operator, **kw))
+
+    def visit_cast(self, cast: Any, **kwargs: Any) -> str:
+        """Text cast to a number or true/false: by PostgreSQL's input rules
+        (``_sqlite_functions``), where SQLite made ``'5.5'`` a 5 and ``'abc'`` a 0."""
+        target = _CAST_TARGETS.get(cast.type._type_affinity)
+        if target is not None and cast.clause.type._type_affinity is String:
+            return f"{CAST_TEXT}('{target}', {self.process(cast.clause, **kwargs)})"
+        untyped: Any = super().visit_cast  # SQLAlchemy's compiler is untyped
+        return str(untyped(cast, **kwargs))
+
+    def _json_element(self, binary: Any, operator: Any, compile_: Any, kw: dict[str, Any]) -> str:
+        """``doc["key"]`` as PostgreSQL reads it.  As JSON it is SQL NULL where the document
+        has no such key, as PostgreSQL's ``->``: SQLAlchemy's ``JSON_QUOTE(JSON_EXTRACT(...))``
+        made it the text ``'null'``, so ``doc["key"].is_(None)`` found the rows without the
+        key on PostgreSQL only (a key holding JSON's null stays ``'null'`` on both).  As
+        text, a number or true/false it is :func:`~._sqlite_functions.json_as`'s."""
+        target = _JSON_TARGETS.get(binary.type._type_affinity)
+        if target is None and binary.type._type_affinity is not JSON:
+            return str(compile_(binary, operator, **kw))  # as_numeric(): SQLAlchemy's cast
+        compiled = "" if target is not None else str(compile_(binary, operator, **kw))
+        kw.pop("_cast_applied")
+        left, right = self.process(binary.left, **kw), self.process(binary.right, **kw)
+        if target is not None:
+            return f"{JSON_AS}('{target}', JSON_TYPE({left}, {right}), JSON_EXTRACT({left}, {right}))"
+        return f"CASE WHEN JSON_TYPE({left}, {right}) IS NULL THEN NULL ELSE {compiled} END"
+
+
+def _checked_divisor(binary: Any) -> Any:
+    """``binary`` (a division or modulo) with its divisor refused when zero, as PostgreSQL
+    does: SQLite's ``7 / 0`` is NULL."""
+    checked = binary._clone()
+    checked.right = getattr(func, DIVISOR)(binary.right, type_=binary.right.type)
+    return checked
+
+
+#: Casts of text :func:`~._sqlite_functions.cast_text` reads.
+_CAST_TARGETS: Final[dict[type[Any], str]] = {Integer: "integer", Float: "float", Boolean: "boolean"}
+
+
+def _escaped(binary: Any, text: str) -> str:
+    """``text``, a compiled LIKE, with PostgreSQL's escape character unless it names one."""
+    return text if binary.modifiers.get("escape") is not None else text + _LIKE_ESCAPE
