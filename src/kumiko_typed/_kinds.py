@@ -36,6 +36,7 @@ from sqlalchemy.sql.elements import (
     False_,
     True_,
 )
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._access import ShapeMemo
@@ -119,6 +120,9 @@ def refuse_mismatched(
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     found: list[tuple[int, str, str, bool]] = []
     for element in visitors.iterate(where):
+        if isinstance(element, FunctionElement):
+            found.extend(_function(element, binds))
+            continue
         if isinstance(element, BinaryExpression) and element.operator in _ARITHMETIC:
             found.extend(_computed(element, binds))
             continue
@@ -169,6 +173,47 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
         f"{_side(right, right_kind)}: SQLite would convert the text or true/false, PostgreSQL "
         "refuses the operator; compute with numbers (cast(...) says which), join text with +"
     )
+
+
+#: Aggregates PostgreSQL has of numbers (and text), not of true/false.
+_NO_BOOL: Final = frozenset({"sum", "avg", "max", "min"})
+
+
+def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list[tuple[int, str, str, bool]]:
+    """The parameters of ``coalesce(...)`` of another kind than its first side written in
+    the query, or the step's refusal of two such sides, or of ``sum``/``avg``/``max``/``min``
+    of true/false: PostgreSQL has neither, SQLite answered with text and numbers mixed or
+    true as 1."""
+    name = fn.name.lower()
+    args: list[ColumnElement[Any]] = list(fn.clauses)
+    if name in _NO_BOOL:
+        for arg in args:
+            if _kind(arg.type) == _BOOL:
+                raise StepRefused(
+                    f"the query takes {name}() of {_side(arg, _BOOL)}: PostgreSQL has no {name} of "
+                    "true or false, SQLite reads them as 1 and 0; cast(..., Integer) it"
+                )
+    if name != "coalesce":
+        return []
+    written = [
+        (arg, kind) for arg in args if (kind := _kind(arg.type)) is not None and not isinstance(arg, BindParameter)
+    ]
+    if not written:
+        return []
+    first, must = written[0]
+    for arg, kind in written[1:]:
+        if kind != must:
+            raise StepRefused(
+                f"the query's coalesce() takes {_side(first, must)} and {_side(arg, kind)}: SQLite would "
+                "answer either kind, PostgreSQL refuses; give it values of one kind (cast(...) says which)"
+            )
+    found: list[tuple[int, str, str, bool]] = []
+    for arg in args:
+        if isinstance(arg, BindParameter) and _kind(arg.type) not in (None, must):
+            place = next((i for i, b in enumerate(binds) if b is arg), None)
+            if place is not None:
+                found.append((place, _name(first), must, True))
+    return found
 
 
 #: Comparisons a JSON value takes on both databases: IS NULL, IS NOT NULL.

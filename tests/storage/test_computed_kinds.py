@@ -107,3 +107,62 @@ def test_arithmetic_of_numbers_and_joined_text_answer_alike(setup: tuple[App, di
     assert ok_data(app.query(h["value_times_rank"], Given(3), user=alice)) == [6]
     assert ok_data(app.query(h["rank_times_price"], Given(), user=alice)) == [3]
     assert ok_data(app.query(h["title_plus_title"], Given(), user=alice)) == ["apple!apple"]
+
+
+_FUNCTIONS: dict[str, Callable[[Any], object]] = {
+    "rank_or_value": lambda c: sa.select(sa.func.coalesce(CmItem.rank, c.payload.value)),
+    "rank_or_title": lambda c: sa.select(sa.func.coalesce(CmItem.rank, CmItem.title)),
+    "title_or_text": lambda c: sa.select(sa.func.coalesce(CmItem.title, "none")),
+    "sum_flag": lambda c: sa.select(sa.func.sum(CmItem.flag)),
+    "max_flag": lambda c: sa.select(sa.func.max(CmItem.flag)),
+    "sum_flag_counted": lambda c: sa.select(sa.func.sum(sa.cast(CmItem.flag, sa.Integer))),
+}
+
+
+@pytest.fixture
+def functions(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User]:
+    f: Feature[Any] = Feature("cf")
+    f.entity(CmItem)
+    h: dict[str, Any] = {
+        name: f.query_handler(
+            name, f.query_pipeline(Given).find_many("r", read).return_(lambda c: ok(list(c.steps["r"])))
+        )
+        for name, read in _FUNCTIONS.items()
+    }
+    h["put"] = f.write_handler(
+        "put", f.pipeline(Given).create("r", CmItem, data=lambda c: CmItem()).return_(lambda c: ok(None))
+    )
+    app = app_on([f])
+    alice = make_user()
+    ok_data(app.dispatch(h["put"], Given(), user=alice))
+    return app, h, alice
+
+
+def test_coalesce_of_a_value_of_another_kind_names_the_field(functions: tuple[App, dict[str, Any], User]) -> None:
+    """SQLite answered the rank; PostgreSQL refused ``coalesce(integer, text)``."""
+    app, h, alice = functions
+    refused = failure_of(app.query(h["rank_or_value"], Given("x"), user=alice), "validation_error")
+    assert refused.details == [
+        {"path": "$.value", "message": "must be a number", "column": "cm_item.rank", "step": '0 read.find_many "r"'}
+    ]
+    assert ok_data(app.query(h["rank_or_value"], Given(0), user=alice)) == [2]
+    assert ok_data(app.query(h["title_or_text"], Given(), user=alice)) == ["apple"]
+
+
+@pytest.mark.parametrize(
+    ("read", "told"),
+    [
+        ("rank_or_title", "the query's coalesce() takes cm_item.rank (a number) and cm_item.title (text)"),
+        ("sum_flag", "the query takes sum() of cm_item.flag (true or false)"),
+        ("max_flag", "the query takes max() of cm_item.flag (true or false)"),
+    ],
+)
+def test_a_function_postgresql_has_not_for_the_kinds_is_refused(
+    functions: tuple[App, dict[str, Any], User], read: str, told: str
+) -> None:
+    """SQLite answered: the rank, and true as 1."""
+    app, h, alice = functions
+    refused = failure_of(app.query(h[read], Given(), user=alice), "internal_error")
+    assert refused.message.startswith('step 0 read.find_many "r" raised StepRefused')
+    assert told in refused.message
+    assert ok_data(app.query(h["sum_flag_counted"], Given(), user=alice)) == [1]
