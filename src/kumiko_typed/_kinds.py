@@ -9,6 +9,10 @@ mismatch is a ``validation_error`` at the payload field it came from (as a value
 column cannot hold), a mismatch written in the query itself (``Item.rank == True``,
 ``Item.title == Item.rank``) the step's refusal naming both sides.
 
+Arithmetic likewise: PostgreSQL has ``+``, ``-``, ``*``, ``/`` and ``%`` of numbers only
+(text is joined with ``||``, which SQLAlchemy writes for text ``+`` text), where SQLite
+read ``Item.rank + Item.title`` as ``rank + 0`` and ``Item.flag + 1`` as 1 or 2.
+
 The kinds of the two sides are part of the statement's shape (SQLAlchemy's cache key
 holds each parameter's type), so the walk runs once per shape.
 """
@@ -32,6 +36,7 @@ from sqlalchemy.sql.elements import (
     False_,
     True_,
 )
+from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._access import ShapeMemo
@@ -62,10 +67,21 @@ def _kind(type_: TypeEngine[Any]) -> str | None:
 
 
 #: Per statement shape: the mismatched parameters, by their place among the cache key's
-#: ``bindparams``, with the side they are compared with and what the value must be.
+#: ``bindparams``, with the side they are compared with, what the value must be and
+#: whether it is computed with that side (else compared).
 _FOUND: Final = ShapeMemo()
 
-_Found = tuple[tuple[int, str, str], ...]
+_Found = tuple[tuple[int, str, str, bool], ...]
+
+#: Operators PostgreSQL has for numbers only.
+_ARITHMETIC: Final = {
+    operators.add: "+",
+    operators.sub: "-",
+    operators.mul: "*",
+    operators.truediv: "/",
+    operators.floordiv: "/",
+    operators.mod: "%",
+}
 
 
 def refuse_mismatched(
@@ -74,8 +90,9 @@ def refuse_mismatched(
     payload: object,
     key: CacheKey | None,
 ) -> None:
-    """Raise :class:`Unfit` for a value of ``binds`` compared with a side of another kind,
-    :class:`StepRefused` for such a comparison written in ``where`` itself.  ``binds``
+    """Raise :class:`Unfit` for a value of ``binds`` compared with a side of another kind
+    (or computed with a number), :class:`StepRefused` for such a comparison or arithmetic
+    written in ``where`` itself.  ``binds``
     are ``key.bindparams`` with their values when ``key`` is given."""
     memo = _FOUND.entries() if key is not None else None
     found: _Found | None = memo.get(key.key) if memo is not None and key is not None else None
@@ -86,21 +103,29 @@ def refuse_mismatched(
     if not found:
         return
     problems: list[Problem] = []
-    for place, side, must in found:
+    computed = False
+    for place, side, must, computing in found:
         value = binds[place][1]
         if value is None:  # compares with NULL: no row matches, on both
             continue
         for item in value if isinstance(value, (list, tuple)) else (value,):
             if item is not None:
                 problems.append({"path": source_path(payload, item), "message": f"must be {must}", "column": side})
+                computed = computed or computing
                 break
     if problems:
-        raise Unfit(problems, "a value cannot be compared with its column")
+        raise Unfit(problems, f"a value cannot be {'computed' if computed else 'compared'} with its column")
 
 
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
-    found: list[tuple[int, str, str]] = []
+    found: list[tuple[int, str, str, bool]] = []
     for element in visitors.iterate(where):
+        if isinstance(element, FunctionElement):
+            found.extend(_function(element, binds))
+            continue
+        if isinstance(element, BinaryExpression) and element.operator in _ARITHMETIC:
+            found.extend(_computed(element, binds))
+            continue
         if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
             continue
         left = element.left
@@ -122,7 +147,7 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 )
                 place = next((i for i, b in enumerate(binds) if b is value), None)
                 if place is not None:
-                    found.append((place, _name(other), must))
+                    found.append((place, _name(other), must, False))
                 continue
             raise StepRefused(
                 f"the query compares {_side(left, left_kind)} with {_side(right, right_kind)}: "
@@ -130,6 +155,65 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 "compare values of one kind (cast(...) says which)"
             )
     return tuple(found)
+
+
+def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -> list[tuple[int, str, str, bool]]:
+    """The parameter of ``element`` (arithmetic) that must be a number, or the step's
+    refusal where a side written in the query is text or true/false."""
+    left, right = element.left, element.right
+    left_kind, right_kind = _kind(left.type), _kind(right.type)
+    if left_kind is None or right_kind is None or left_kind == right_kind == _NUMBER:
+        return []  # a time, an interval, a decorator: each database's own
+    for value, other, other_kind in ((right, left, left_kind), (left, right, right_kind)):
+        if isinstance(value, BindParameter) and not isinstance(other, BindParameter) and other_kind == _NUMBER:
+            place = next((i for i, b in enumerate(binds) if b is value), None)
+            return [] if place is None else [(place, _name(other), _NUMBER, True)]
+    raise StepRefused(
+        f"the query computes {_side(left, left_kind)} {_ARITHMETIC[element.operator]} "
+        f"{_side(right, right_kind)}: SQLite would convert the text or true/false, PostgreSQL "
+        "refuses the operator; compute with numbers (cast(...) says which), join text with +"
+    )
+
+
+#: Aggregates PostgreSQL has of numbers (and text), not of true/false.
+_NO_BOOL: Final = frozenset({"sum", "avg", "max", "min"})
+
+
+def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list[tuple[int, str, str, bool]]:
+    """The parameters of ``coalesce(...)`` of another kind than its first side written in
+    the query, or the step's refusal of two such sides, or of ``sum``/``avg``/``max``/``min``
+    of true/false: PostgreSQL has neither, SQLite answered with text and numbers mixed or
+    true as 1."""
+    name = fn.name.lower()
+    args: list[ColumnElement[Any]] = list(fn.clauses)
+    if name in _NO_BOOL:
+        for arg in args:
+            if _kind(arg.type) == _BOOL:
+                raise StepRefused(
+                    f"the query takes {name}() of {_side(arg, _BOOL)}: PostgreSQL has no {name} of "
+                    "true or false, SQLite reads them as 1 and 0; cast(..., Integer) it"
+                )
+    if name != "coalesce":
+        return []
+    written = [
+        (arg, kind) for arg in args if (kind := _kind(arg.type)) is not None and not isinstance(arg, BindParameter)
+    ]
+    if not written:
+        return []
+    first, must = written[0]
+    for arg, kind in written[1:]:
+        if kind != must:
+            raise StepRefused(
+                f"the query's coalesce() takes {_side(first, must)} and {_side(arg, kind)}: SQLite would "
+                "answer either kind, PostgreSQL refuses; give it values of one kind (cast(...) says which)"
+            )
+    found: list[tuple[int, str, str, bool]] = []
+    for arg in args:
+        if isinstance(arg, BindParameter) and _kind(arg.type) not in (None, must):
+            place = next((i for i, b in enumerate(binds) if b is arg), None)
+            if place is not None:
+                found.append((place, _name(first), must, True))
+    return found
 
 
 #: Comparisons a JSON value takes on both databases: IS NULL, IS NOT NULL.

@@ -9,22 +9,28 @@ SQLite made them 5, 1 and 0, and ``as_string()`` of ``true`` was ``'1'``).  The 
 SQLite compiler (``_sqlite_sql.SQLiteStatements``) routes these through the functions here,
 which give PostgreSQL's value or its refusal; the refusal is the same
 ``validation_error`` as PostgreSQL's ``DataError`` ("the database refused a value").
+So do a number cast to an integer (SQLite truncates, PostgreSQL rounds) and ``substr``
+(SQLite counts a negative start from the end and takes a negative length).
 Cost: a Python call per value on SQLite, only where such an expression is read.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
-from typing import Final, cast
+from decimal import ROUND_HALF_UP, Decimal
+from typing import Final, NoReturn, cast
 
-__all__ = ["CAST_TEXT", "DIVISOR", "FUNCTIONS", "JSON_AS", "refused_here"]
+__all__ = ["CAST_NUMBER", "CAST_TEXT", "DIVISOR", "FUNCTIONS", "JSON_AS", "SUBSTR", "refused_here"]
 
 #: The SQL names of the functions, as the compiler writes them.
 JSON_AS: Final = "kumiko_json_as"
 CAST_TEXT: Final = "kumiko_cast_text"
 DIVISOR: Final = "kumiko_divisor"
+CAST_NUMBER: Final = "kumiko_cast_number"
+SUBSTR: Final = "kumiko_substr"
 
 _INTEGER: Final = re.compile(r"\s*[+-]?[0-9]+\s*")
 _FLOAT: Final = re.compile(
@@ -33,6 +39,8 @@ _FLOAT: Final = re.compile(
 _TRUE: Final = ("true", "yes", "on", "1")
 _FALSE: Final = ("false", "no", "off", "0")
 _INT4: Final = range(-(2**31), 2**31)
+#: The integer types a cast names, by the word the compiler writes, and what they hold.
+INTEGERS: Final = {"smallint": range(-(2**15), 2**15), "integer": _INT4, "bigint": range(-(2**63), 2**63)}
 
 _refusal = threading.local()
 
@@ -78,11 +86,48 @@ def cast_text(target: str, text: object) -> object:
         raise
 
 
+def cast_number(target: str, exact: int, value: object) -> object:
+    """``CAST(value AS target)`` of a number to an integer type as PostgreSQL's: a
+    ``numeric`` (``exact``) rounds half away from zero, a float half to even, and a value
+    past the type's range is refused (SQLite truncated and kept 64 bits)."""
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            _refuse("integer out of range")
+        value = int(Decimal(repr(value)).quantize(Decimal(1), ROUND_HALF_UP)) if exact else round(value)
+    if isinstance(value, int) and value not in INTEGERS[target]:
+        _refuse("integer out of range")
+    return value
+
+
+def substr(text: object, start: object, *count: object) -> object:
+    """PostgreSQL's ``substr(text, start[, count])``: the characters at positions ``start``
+    up to ``start + count`` (positions before the first count, and hold nothing); a
+    negative ``count`` is refused.  SQLite counted a negative ``start`` from the end."""
+    if text is None or start is None or None in count:
+        return None
+    lengths = [n for n in count if isinstance(n, int)]
+    if not isinstance(start, int) or len(lengths) != len(count):
+        raise TypeError("substr takes whole numbers")  # PostgreSQL has no such substr either
+    # SQLite's own substr reads a number as its text too.
+    chars = text if isinstance(text, (str, bytes)) else str(text)
+    first = max(start, 1) - 1
+    if not lengths:
+        return chars[first:]
+    length = lengths[0]
+    if length < 0:
+        _refuse("negative substring length not allowed")
+    return chars[first : max(start - 1 + length, first)]
+
+
+def _refuse(reason: str) -> NoReturn:
+    _refusal.flag = True
+    raise _Refused(reason)
+
+
 def divisor(value: object) -> object:
     """``value`` as a divisor: zero is PostgreSQL's "division by zero", not SQLite's NULL."""
     if isinstance(value, (int, float)) and value == 0:
-        _refusal.flag = True
-        raise _Refused("division by zero")
+        _refuse("division by zero")
     return value
 
 
@@ -99,8 +144,8 @@ def _text(kind: str | None, value: object) -> str | None:
 
 
 def _cast(target: str, text: str) -> object:
-    if target == "integer":
-        if _INTEGER.fullmatch(text) and int(text) in _INT4:
+    if target in INTEGERS:
+        if _INTEGER.fullmatch(text) and int(text) in INTEGERS[target]:
             return int(text)
     elif target == "float":
         if _FLOAT.fullmatch(text):
@@ -116,4 +161,10 @@ def _cast(target: str, text: str) -> object:
 
 
 #: ``(name, argument count, function)`` registered on each connection.
-FUNCTIONS: Final = ((JSON_AS, 3, json_as), (CAST_TEXT, 2, cast_text), (DIVISOR, 1, divisor))
+FUNCTIONS: Final = (
+    (JSON_AS, 3, json_as),
+    (CAST_TEXT, 2, cast_text),
+    (DIVISOR, 1, divisor),
+    (CAST_NUMBER, 3, cast_number),
+    (SUBSTR, -1, substr),
+)

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Final, cast
 
-from sqlalchemy import JSON, Boolean, Float, Integer, String, func
+from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Float, Integer, Numeric, SmallInteger, String, func
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteTypeCompiler
 
-from ._sqlite_functions import CAST_TEXT, DIVISOR, JSON_AS
+from ._sqlite_functions import CAST_NUMBER, CAST_TEXT, DIVISOR, JSON_AS, SUBSTR
 
 __all__ = ["JSON_TEXT", "SQLiteStatements", "SQLiteTypes"]
 
@@ -71,13 +71,36 @@ class SQLiteStatements(SQLiteCompiler):
         return str(cast(Any, super()).visit_mod_binary(_checked_divisor(binary), operator, **kw))
 
     def visit_cast(self, cast: Any, **kwargs: Any) -> str:
-        """Text cast to a number or true/false: by PostgreSQL's input rules
-        (``_sqlite_functions``), where SQLite made ``'5.5'`` a 5 and ``'abc'`` a 0."""
-        target = _CAST_TARGETS.get(cast.type._type_affinity)
-        if target is not None and cast.clause.type._type_affinity is String:
+        """A cast as PostgreSQL's, where SQLite's answers otherwise: text to a number or
+        true/false by PostgreSQL's input rules (``_sqlite_functions``; SQLite made ``'5.5'``
+        a 5 and ``'abc'`` a 0), a number to an integer rounded (SQLite truncated 1.5 to
+        1), true/false to ``'true'``/``'false'`` (SQLite: ``'1'``/``'0'``), and a time to a
+        date or back by SQLite's date functions (SQLite's ``CAST(... AS DATE)`` made the
+        text ``'2024-03-10 ...'`` the number 2024, which the read then failed on)."""
+        into, source = cast.type._type_affinity, cast.clause.type._type_affinity
+        target = _CAST_TARGETS.get(into)
+        if into is Integer:
+            target = _integer(cast.type)
+        if target is not None and source is String:
             return f"{CAST_TEXT}('{target}', {self.process(cast.clause, **kwargs)})"
+        if into is Integer and source in (Numeric, Float):
+            exact = int(source is Numeric)
+            return f"{CAST_NUMBER}('{target}', {exact}, {self.process(cast.clause, **kwargs)})"
+        if into is String and source is Boolean:
+            return f"CASE {self.process(cast.clause, **kwargs)} WHEN 1 THEN 'true' WHEN 0 THEN 'false' END"
+        if into is Date and source is DateTime:
+            return f"DATE({self.process(cast.clause, **kwargs)})"
+        if into is DateTime and source is Date:
+            return f"DATETIME({self.process(cast.clause, **kwargs)})"
         untyped: Any = super().visit_cast  # SQLAlchemy's compiler is untyped
         return str(untyped(cast, **kwargs))
+
+    def visit_substr_func(self, fn: Any, **kw: Any) -> str:
+        """PostgreSQL's ``substr`` (:func:`~._sqlite_functions.substr`): SQLite counted a
+        negative start from the end and took a negative length."""
+        return f"{SUBSTR}{self.function_argspec(fn, **kw)}"
+
+    visit_substring_func = visit_substr_func
 
     def _json_element(self, binary: Any, operator: Any, compile_: Any, kw: dict[str, Any]) -> str:
         """``doc["key"]`` as PostgreSQL reads it.  As JSON it is SQL NULL where the document
@@ -105,7 +128,14 @@ def _checked_divisor(binary: Any) -> Any:
 
 
 #: Casts of text :func:`~._sqlite_functions.cast_text` reads.
-_CAST_TARGETS: Final[dict[type[Any], str]] = {Integer: "integer", Float: "float", Boolean: "boolean"}
+_CAST_TARGETS: Final[dict[type[Any], str]] = {Float: "float", Boolean: "boolean"}
+
+
+def _integer(type_: Any) -> str:
+    """PostgreSQL's integer type a cast to ``type_`` names."""
+    if isinstance(type_, BigInteger):
+        return "bigint"
+    return "smallint" if isinstance(type_, SmallInteger) else "integer"
 
 
 def _escaped(binary: Any, text: str) -> str:
