@@ -7,6 +7,7 @@ import shutil
 import ssl
 import subprocess
 import uuid
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,22 @@ def ok_data(result: object) -> Any:
     """The data of an ``Ok`` (the test fails on anything else, showing it)."""
     assert isinstance(result, Ok), result
     return result.data
+
+
+def read_queries(
+    feature: Feature[Any],
+    payload: type[Any],
+    reads: Mapping[str, Callable[[Any], object]],
+    shape: Callable[[list[Any]], object] = list,
+) -> dict[str, Any]:
+    """A query handler per read of ``reads``, named as it, answering with ``shape`` of the
+    rows its ``find_many`` found: the parity tests run each expression on both databases."""
+    return {
+        name: feature.query_handler(
+            name, feature.query_pipeline(payload).find_many("r", read).return_(lambda c: ok(shape(c.steps["r"])))
+        )
+        for name, read in reads.items()
+    }
 
 
 def failure_of(result: object, code: str | None = None) -> Failure:

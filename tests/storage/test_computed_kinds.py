@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import failure_of, ok_data
+from _support import failure_of, ok_data, read_queries
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, ok
@@ -48,16 +48,13 @@ _READS: dict[str, Callable[[Any], object]] = {
 }
 
 
-@pytest.fixture
-def setup(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User]:
-    f: Feature[Any] = Feature("cm")
+def _app(
+    app_on: AppOn, make_user: Callable[..., User], name: str, reads: dict[str, Callable[[Any], object]]
+) -> tuple[App, dict[str, Any], User]:
+    """An App with a query per read of ``reads`` and one default row in the user's tenant."""
+    f: Feature[Any] = Feature(name)
     f.entity(CmItem)
-    h: dict[str, Any] = {
-        name: f.query_handler(
-            name, f.query_pipeline(Given).find_many("r", read).return_(lambda c: ok(list(c.steps["r"])))
-        )
-        for name, read in _READS.items()
-    }
+    h = read_queries(f, Given, reads)
     h["put"] = f.write_handler(
         "put", f.pipeline(Given).create("r", CmItem, data=lambda c: CmItem()).return_(lambda c: ok(None))
     )
@@ -65,6 +62,11 @@ def setup(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str,
     alice = make_user()
     ok_data(app.dispatch(h["put"], Given(), user=alice))
     return app, h, alice
+
+
+@pytest.fixture
+def setup(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User]:
+    return _app(app_on, make_user, "cm", _READS)
 
 
 @pytest.mark.parametrize("read", ["rank_plus_value", "value_times_rank"])
@@ -121,21 +123,7 @@ _FUNCTIONS: dict[str, Callable[[Any], object]] = {
 
 @pytest.fixture
 def functions(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User]:
-    f: Feature[Any] = Feature("cf")
-    f.entity(CmItem)
-    h: dict[str, Any] = {
-        name: f.query_handler(
-            name, f.query_pipeline(Given).find_many("r", read).return_(lambda c: ok(list(c.steps["r"])))
-        )
-        for name, read in _FUNCTIONS.items()
-    }
-    h["put"] = f.write_handler(
-        "put", f.pipeline(Given).create("r", CmItem, data=lambda c: CmItem()).return_(lambda c: ok(None))
-    )
-    app = app_on([f])
-    alice = make_user()
-    ok_data(app.dispatch(h["put"], Given(), user=alice))
-    return app, h, alice
+    return _app(app_on, make_user, "cf", _FUNCTIONS)
 
 
 def test_coalesce_of_a_value_of_another_kind_names_the_field(functions: tuple[App, dict[str, Any], User]) -> None:

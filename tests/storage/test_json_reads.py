@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import failure_of, ok_data
+from _support import failure_of, ok_data, read_queries
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, Ok, User, ok
@@ -74,13 +74,7 @@ _DOCS: dict[str, object] = {
 def setup(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User]:
     f: Feature[Any] = Feature("jr")
     f.entity(JrDoc)
-    h: dict[str, Any] = {
-        name: f.query_handler(
-            name,
-            f.query_pipeline(Given).find_many("r", read).return_(lambda c: ok([d.name for d in c.steps["r"]])),
-        )
-        for name, read in _READS.items()
-    }
+    h = read_queries(f, Given, _READS, lambda docs: [d.name for d in docs])
     h["put"] = f.write_handler(
         "put",
         f.pipeline(Put)

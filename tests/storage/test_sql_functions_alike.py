@@ -16,7 +16,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import failure_of, ok_data
+from _support import failure_of, ok_data, read_queries
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, ok
@@ -70,12 +70,7 @@ _READS: dict[str, Callable[[Any], object]] = {
 def setup(app_on: AppOn, make_user: Callable[..., User]) -> tuple[App, dict[str, Any], User]:
     f: Feature[Any] = Feature("sf")
     f.entity(SfRow)
-    h: dict[str, Any] = {
-        name: f.query_handler(
-            name, f.query_pipeline(Span).find_many("r", read).return_(lambda c: ok(list(c.steps["r"])))
-        )
-        for name, read in _READS.items()
-    }
+    h = read_queries(f, Span, _READS)
     h["put"] = f.write_handler(
         "put",
         f.pipeline(Put)
