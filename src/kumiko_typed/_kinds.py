@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import JSON, Boolean, Float, Integer, Numeric, String
+from sqlalchemy import JSON, Boolean, Enum, Float, Integer, Numeric, String
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.cache_key import CacheKey
@@ -147,7 +147,7 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 )
                 place = next((i for i, b in enumerate(binds) if b is value), None)
                 if place is not None:
-                    found.append((place, _name(other), must, False))
+                    found.append((place, _name(other), _what(other.type, must), False))
                 continue
             raise StepRefused(
                 f"the query compares {_side(left, left_kind)} with {_side(right, right_kind)}: "
@@ -228,6 +228,12 @@ def _raw_json(comparison: BinaryExpression[Any]) -> bool:
     return any(
         isinstance(side.type, JSON) and not isinstance(side.type, JSONB) for side in (comparison.left, comparison.right)
     )
+
+
+def _what(type_: TypeEngine[Any], kind: str) -> str:
+    """What a value compared with a side of ``type_`` must be: an ``Enum``'s values, which
+    say more than "text"."""
+    return f"one of {', '.join(type_.enums)}" if isinstance(type_, Enum) and type_.enums else kind
 
 
 def _side(side: ColumnElement[Any], kind: str) -> str:

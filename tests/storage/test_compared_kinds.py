@@ -166,7 +166,7 @@ def test_a_text_column_stores_only_text(setup: tuple[App, dict[str, Any], User],
         ("flag", "false", "ck_item.flag", "must be true or false"),
         ("titles", [5], "ck_item.title", "must be text"),  # at $.value[0]
         ("title_like", 5, "ck_item.title", "must be text"),
-        ("shade", 1, "ck_item.shade", "must be text"),
+        ("shade", 1, "ck_item.shade", "must be one of RED, BLUE"),
     ],
 )
 def test_a_read_comparing_a_column_with_a_value_of_another_kind_names_the_field(
