@@ -407,7 +407,7 @@ def _refused_value(crash: StepCrash) -> bool:
     cause = crash.cause
     if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
         return True
-    if isinstance(cause, OperationalError) and refused_here():
+    if isinstance(cause, OperationalError) and refused_here() and _FUNCTION_RAISED in str(cause.orig):
         return True  # SQLite's cast or division, as PostgreSQL's DataError
     if crash.step.kind not in _BINDING_KINDS:
         return False
@@ -420,6 +420,8 @@ def _refused_value(crash: StepCrash) -> bool:
     )
 
 
+#: SQLite's error for a connection function that raised (``_sqlite_functions``'s refusals).
+_FUNCTION_RAISED: Final = "user-defined function raised exception"
 _WRITE_ELSEWHERE: Final = "a query only reads: do the change in a write handler (app.dispatch)"
 
 #: Steps whose OverflowError comes from binding a value (not from a computation).

@@ -50,8 +50,9 @@ class _Refused(ValueError):
 
 
 def refused_here() -> bool:
-    """Whether the last statement on this thread failed because :func:`json_as` refused an
-    element (SQLite reports only "user-defined function raised exception"); clears it."""
+    """Whether the last statement on this thread failed because one of these functions
+    refused a value (SQLite reports only "user-defined function raised exception");
+    clears it."""
     refused: bool = getattr(_refusal, "flag", False)
     _refusal.flag = False
     return refused
@@ -79,11 +80,7 @@ def cast_text(target: str, text: object) -> object:
     """``CAST(text AS target)`` as PostgreSQL's input rules read ``text``."""
     if not isinstance(text, str):
         return text  # a number or NULL: SQLite's own cast would do; the compiler sends only text
-    try:
-        return _cast(target, text)
-    except _Refused:
-        _refusal.flag = True
-        raise
+    return _cast(target, text)
 
 
 def cast_number(target: str, exact: int, value: object) -> object:
@@ -157,7 +154,7 @@ def _cast(target: str, text: str) -> object:
             return 1
         if word and any(w.startswith(word) for w in _FALSE) and not any(w.startswith(word) for w in _TRUE):
             return 0
-    raise _Refused(f"not a valid {target}")
+    _refuse(f"not a valid {target}")
 
 
 #: ``(name, argument count, function)`` registered on each connection.

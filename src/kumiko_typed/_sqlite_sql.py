@@ -108,10 +108,12 @@ class SQLiteStatements(SQLiteCompiler):
         made it the text ``'null'``, so ``doc["key"].is_(None)`` found the rows without the
         key on PostgreSQL only (a key holding JSON's null stays ``'null'`` on both).  As
         text, a number or true/false it is :func:`~._sqlite_functions.json_as`'s."""
-        target = _JSON_TARGETS.get(binary.type._type_affinity)
-        if target is None and binary.type._type_affinity is not JSON:
-            return str(compile_(binary, operator, **kw))  # as_numeric(): SQLAlchemy's cast
-        compiled = "" if target is not None else str(compile_(binary, operator, **kw))
+        affinity = binary.type._type_affinity
+        target = _JSON_TARGETS.get(affinity)
+        if target is None:
+            compiled = str(compile_(binary, operator, **kw))
+            if affinity is not JSON:
+                return compiled  # as_numeric(): SQLAlchemy's cast
         kw.pop("_cast_applied")
         left, right = self.process(binary.left, **kw), self.process(binary.right, **kw)
         if target is not None:
