@@ -23,6 +23,14 @@ def ok_data(result: object) -> Any:
     return result.data
 
 
+def refused_by_the_database(answer: object, step: str = '0 read.find_many "r"') -> None:
+    """``answer`` is the database's refusal of a value (PostgreSQL's DataError, or SQLite's
+    imitation of it) in ``step``."""
+    refused = failure_of(answer, "validation_error")
+    assert refused.message.startswith(f"step {step}: the database refused a value of the input"), refused
+    assert [d["message"] for d in refused.details] == ["the database refused a value"]
+
+
 def read_queries(
     feature: Feature[Any],
     payload: type[Any],
