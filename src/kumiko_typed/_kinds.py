@@ -71,7 +71,9 @@ def _kind(type_: TypeEngine[Any]) -> str | None:
 #: whether it is computed with that side (else compared).
 _FOUND: Final = ShapeMemo()
 
-_Found = tuple[tuple[int, str, str, bool], ...]
+#: A parameter to refuse: its place, the side it meets, what it must be, whether it is computed with.
+_Mismatch = tuple[int, str, str, bool]
+_Found = tuple[_Mismatch, ...]
 
 #: Operators PostgreSQL has for numbers only.
 _ARITHMETIC: Final = {
@@ -118,7 +120,7 @@ def refuse_mismatched(
 
 
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
-    found: list[tuple[int, str, str, bool]] = []
+    found: list[_Mismatch] = []
     for element in visitors.iterate(where):
         if isinstance(element, FunctionElement):
             found.extend(_function(element, binds))
@@ -145,7 +147,7 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 value, other, must = (
                     (right, left, left_kind) if isinstance(right, BindParameter) else (left, right, right_kind)
                 )
-                place = next((i for i, b in enumerate(binds) if b is value), None)
+                place = _place(binds, value)
                 if place is not None:
                     found.append((place, _name(other), _what(other.type, must), False))
                 continue
@@ -157,7 +159,12 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     return tuple(found)
 
 
-def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -> list[tuple[int, str, str, bool]]:
+def _place(binds: list[BindParameter[Any]], bind: object) -> int | None:
+    """Where ``bind`` stands among ``binds`` (the same object: equal ones may differ in value)."""
+    return next((i for i, b in enumerate(binds) if b is bind), None)
+
+
+def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -> list[_Mismatch]:
     """The parameter of ``element`` (arithmetic) that must be a number, or the step's
     refusal where a side written in the query is text or true/false."""
     left, right = element.left, element.right
@@ -166,7 +173,7 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
         return []  # a time, an interval, a decorator: each database's own
     for value, other, other_kind in ((right, left, left_kind), (left, right, right_kind)):
         if isinstance(value, BindParameter) and not isinstance(other, BindParameter) and other_kind == _NUMBER:
-            place = next((i for i, b in enumerate(binds) if b is value), None)
+            place = _place(binds, value)
             return [] if place is None else [(place, _name(other), _NUMBER, True)]
     raise StepRefused(
         f"the query computes {_side(left, left_kind)} {_ARITHMETIC[element.operator]} "
@@ -179,7 +186,7 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
 _NO_BOOL: Final = frozenset({"sum", "avg", "max", "min"})
 
 
-def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list[tuple[int, str, str, bool]]:
+def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list[_Mismatch]:
     """The parameters of ``coalesce(...)`` of another kind than its first side written in
     the query, or the step's refusal of two such sides, or of ``sum``/``avg``/``max``/``min``
     of true/false: PostgreSQL has neither, SQLite answered with text and numbers mixed or
@@ -207,10 +214,10 @@ def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list
                 f"the query's coalesce() takes {_side(first, must)} and {_side(arg, kind)}: SQLite would "
                 "answer either kind, PostgreSQL refuses; give it values of one kind (cast(...) says which)"
             )
-    found: list[tuple[int, str, str, bool]] = []
+    found: list[_Mismatch] = []
     for arg in args:
         if isinstance(arg, BindParameter) and _kind(arg.type) not in (None, must):
-            place = next((i for i, b in enumerate(binds) if b is arg), None)
+            place = _place(binds, arg)
             if place is not None:
                 found.append((place, _name(first), must, True))
     return found
