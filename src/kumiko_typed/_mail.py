@@ -14,6 +14,7 @@ import email.policy
 import os
 import smtplib
 import socket
+import ssl
 import tempfile
 import threading
 import time
@@ -149,9 +150,21 @@ def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) ->
         )
 
 
+def _one_tls(inst: SmtpTransport, _attribute: attrs.Attribute[bool], value: bool) -> None:
+    if value and inst.starttls:
+        raise ValueError(
+            "starttls and implicit_tls exclude each other: implicit_tls=True for a port that speaks TLS "
+            "from the start (465), starttls=True for one that turns to TLS after its greeting (587)"
+        )
+
+
 @attrs.frozen
 class SmtpTransport:
     """Deliver mail with ``smtplib``; ``password_ref`` names a secret, resolved at delivery.
+
+    ``starttls`` turns a plain connection to TLS after the server's greeting (port 587);
+    ``implicit_tls`` speaks TLS from the first byte (port 465, RFC 8314), as
+    ``smtplib.SMTP_SSL`` does.  Either verifies the server as a webhook's TLS does.
 
     ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
     ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
@@ -166,12 +179,19 @@ class SmtpTransport:
     starttls: bool = False
     timeout: float = 30.0
     deadline: float = attrs.field(default=60.0, validator=_deadline)
+    implicit_tls: bool = attrs.field(default=False, validator=_one_tls)
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
         until = time.monotonic() + self.deadline
         late = threading.Event()
         try:
-            smtp = _Smtp(self.host, local_name(self.deadline), self.timeout, until, late)
+            # Verified, as the webhooks' TLS is: smtplib's own context checks neither the
+            # certificate nor the name, and the password would go to whoever answers in
+            # the server's place.
+            tls = httpx.create_ssl_context() if self.starttls or self.implicit_tls else None
+            smtp = _Smtp(
+                self.host, local_name(self.deadline), self.timeout, until, late, tls if self.implicit_tls else None
+            )
         except TimeoutError:
             raise self._too_late() from None
 
@@ -187,13 +207,12 @@ class SmtpTransport:
         timer = threading.Timer(self.deadline, cut)
         timer.daemon = True
         timer.start()
+        greeted = False
         try:
             smtp.connect(self.host, self.port)
+            greeted = True
             if self.starttls:
-                # Verified, as the webhooks' TLS is: smtplib's own context checks neither
-                # the certificate nor the name, and the password would go to whoever
-                # answers in the server's place.
-                smtp.starttls(context=httpx.create_ssl_context())
+                smtp.starttls(context=tls)
             if self.username is not None:
                 password = secrets(self.password_ref) if self.password_ref else ""
                 smtp.login(self.username, password)
@@ -208,9 +227,10 @@ class SmtpTransport:
             reply = f"{exc.smtp_code} {error.decode('utf-8', 'replace') if isinstance(error, bytes) else error}"
             raise DeliveryError(f"SMTP refused {what}: {reply}", permanent=exc.smtp_code >= 500) from None
         except (OSError, smtplib.SMTPException) as exc:
+            hint = "" if greeted or not smtp.reached else self._no_greeting(exc)
             if late.is_set() or time.monotonic() >= until:
-                raise self._too_late() from None
-            raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}") from None
+                raise self._too_late(hint) from None
+            raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}{hint}") from None
         finally:
             # Not smtplib's ``with``: it raises for a QUIT reply other than 221, and the
             # server has taken the mail by then; sent again, it would arrive twice.
@@ -222,8 +242,21 @@ class SmtpTransport:
         if refused:
             raise _refused(refused, len(message.to))
 
-    def _too_late(self) -> DeliveryError:
-        return DeliveryError(f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))")
+    def _too_late(self, hint: str = "") -> DeliveryError:
+        return DeliveryError(
+            f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...)){hint}"
+        )
+
+    def _no_greeting(self, exc: BaseException) -> str:
+        """Why a server that took the connection may have sent no greeting: the two TLS
+        modes mixed up.  A plain client on a TLS port waits for a greeting while the server
+        waits for a handshake (a timeout that alone says nothing); a TLS client on a plain
+        port reads the greeting as a broken handshake."""
+        if not self.implicit_tls:
+            return "; no greeting came: a port that speaks TLS from the start (465) needs implicit_tls=True"
+        if isinstance(exc, ssl.SSLError):
+            return "; the server did not answer in TLS: a port that turns to TLS later (587) needs starttls=True"
+        return ""
 
 
 class _Smtp(smtplib.SMTP):
@@ -233,11 +266,21 @@ class _Smtp(smtplib.SMTP):
     deadline's timer, which can only shut down a socket ``sock`` holds, found none while
     a connect was under way: the send then went on unbounded past its deadline."""
 
-    def __init__(self, host: str, ehlo_name: str, timeout: float, until: float, late: threading.Event) -> None:
+    def __init__(
+        self,
+        host: str,
+        ehlo_name: str,
+        timeout: float,
+        until: float,
+        late: threading.Event,
+        tls: ssl.SSLContext | None,
+    ) -> None:
         super().__init__(timeout=timeout, local_hostname=ehlo_name)  # smtplib's own lookup is not cut
-        self._host = host  # the name STARTTLS verifies (smtplib sets it only if it connects itself)
+        self._host = host  # the name TLS verifies (smtplib sets it only if it connects itself)
         self._until = until
         self._late = late
+        self._tls = tls  # implicit TLS: the handshake before the greeting
+        self.reached = False  # a connection was made (smtplib forgets its socket on a failure)
 
     def _get_socket(self, host: str, port: int, timeout: float) -> socket.socket:
         *others, last = addresses(host, port, self._until - time.monotonic())
@@ -261,7 +304,17 @@ class _Smtp(smtplib.SMTP):
         if self._late.is_set():
             sock.close()
             raise TimeoutError("the deadline has passed")
-        return sock
+        self.reached = True
+        if self._tls is None:
+            return sock
+        # The handshake reads from the server as the greeting does: the deadline's timer
+        # shuts the plain socket down under it; the TLS socket replaces it once made.
+        wrapped = self._tls.wrap_socket(sock, server_hostname=self._host)
+        self.sock = wrapped
+        if self._late.is_set():  # the timer may have found the plain socket already handed over
+            wrapped.close()
+            raise TimeoutError("the deadline has passed")
+        return wrapped
 
 
 def _refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:

@@ -43,9 +43,11 @@ class _Server:
     def __init__(self) -> None:
         self.logins: list[tuple[bytes, bytes]] = []
         self.envelopes: list[Any] = []
+        self.over_tls: list[bool] = []  # per mail: did it come over a TLS connection
 
-    async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
+    async def handle_DATA(self, server: Any, _session: Any, envelope: Any) -> str:
         self.envelopes.append(envelope)
+        self.over_tls.append(server.transport.get_extra_info("ssl_object") is not None)
         return "250 OK"
 
     def authenticate(self, _server: Any, _session: Any, _envelope: Any, _mechanism: str, data: Any) -> AuthResult:
@@ -107,6 +109,7 @@ def test_a_server_whose_certificate_is_trusted_gets_the_mail_over_tls(
     assert server.logins == [(b"shop", PASSWORD.encode())]
     (envelope,) = server.envelopes
     assert envelope.rcpt_tos == ["a@example.com"]
+    assert server.over_tls == [True]
 
 
 def test_a_certificate_for_another_name_is_refused(
@@ -123,3 +126,108 @@ def test_a_certificate_for_another_name_is_refused(
     assert (server.logins, server.envelopes) == ([], [])
     (item,) = app.outbox()
     assert item.last_error is not None and "CERTIFICATE_VERIFY_FAILED" in item.last_error
+
+
+# Implicit TLS (RFC 8314, port 465): TLS from the first byte, as smtplib.SMTP_SSL speaks it.
+# Before, SmtpTransport had no such mode: a provider offering only 465 could not be used,
+# and a plain client on such a port waited for a greeting that never came.
+
+
+@pytest.fixture
+def implicit_tls_smtp(tmp_path: Path) -> Iterator[tuple[_Server, int, Path]]:
+    """An SMTP server speaking TLS from the first byte, with a certificate for 127.0.0.1."""
+    context, cert = loopback_tls(tmp_path)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    server = _Server()
+    # aiosmtpd offers AUTH only after STARTTLS unless told the connection may carry it: this
+    # one is TLS from the first byte (the test asserts the mail came over TLS).
+    controller = Controller(
+        server,
+        hostname="127.0.0.1",
+        port=port,
+        ssl_context=context,
+        authenticator=server.authenticate,
+        auth_require_tls=False,
+    )
+    controller.start()
+    yield server, port, cert
+    controller.stop()
+
+
+def _implicit(app_on: AppOn, port: int, host: str = "127.0.0.1", **options: Any) -> App:
+    transport = SmtpTransport(host, port, username="shop", password_ref="SMTP", implicit_tls=True, **options)
+    return app_on([f], mail=transport, secrets={"SMTP": PASSWORD}.get)
+
+
+def test_implicit_tls_sends_the_mail_and_the_login_over_tls(
+    app_on: AppOn, implicit_tls_smtp: tuple[_Server, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, port, cert = implicit_tls_smtp
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    app = _implicit(app_on, port, timeout=5)
+    _send(app)
+
+    assert app.run_worker(once=True)["sent"] == 1
+    assert server.logins == [(b"shop", PASSWORD.encode())]
+    (envelope,) = server.envelopes
+    assert envelope.rcpt_tos == ["a@example.com"]
+    assert server.over_tls == [True]
+    assert app.outbox()[0].status == "sent"
+
+
+@pytest.mark.parametrize("host", ["127.0.0.1", "localhost"])
+def test_implicit_tls_verifies_the_certificate_and_its_name(
+    app_on: AppOn, implicit_tls_smtp: tuple[_Server, int, Path], monkeypatch: pytest.MonkeyPatch, host: str
+) -> None:
+    """Untrusted (no SSL_CERT_FILE), or trusted but made for another name: nothing is sent."""
+    server, port, cert = implicit_tls_smtp
+    if host == "127.0.0.1":
+        monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    else:
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    app = _implicit(app_on, port, host=host, timeout=5)
+    _send(app)
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert (server.logins, server.envelopes) == ([], [])
+    (item,) = app.outbox()
+    assert item.status == "pending"
+    assert item.last_error is not None and "CERTIFICATE_VERIFY_FAILED" in item.last_error
+
+
+def test_a_plain_client_on_an_implicit_tls_port_is_told_to_use_implicit_tls(
+    app_on: AppOn, implicit_tls_smtp: tuple[_Server, int, Path]
+) -> None:
+    server, port, _cert = implicit_tls_smtp
+    app = app_on([f], mail=SmtpTransport("127.0.0.1", port, timeout=0.5))
+    _send(app)
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert server.envelopes == []
+    (item,) = app.outbox()
+    assert item.last_error is not None
+    assert item.last_error.endswith(
+        "no greeting came: a port that speaks TLS from the start (465) needs implicit_tls=True"
+    ), item.last_error
+
+
+def test_an_implicit_tls_client_on_a_starttls_port_is_told_to_use_starttls(
+    app_on: AppOn, tls_smtp: tuple[_Server, int, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    server, port, cert = tls_smtp
+    monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+    app = _implicit(app_on, port, timeout=5)
+    _send(app)
+
+    assert app.run_worker(once=True)["retried"] == 1
+    assert (server.logins, server.envelopes) == ([], [])
+    (item,) = app.outbox()
+    assert item.last_error is not None
+    assert item.last_error.endswith("a port that turns to TLS later (587) needs starttls=True"), item.last_error
+
+
+def test_starttls_and_implicit_tls_together_are_refused_when_made() -> None:
+    with pytest.raises(ValueError, match="starttls and implicit_tls exclude each other"):
+        SmtpTransport("smtp.example.com", 465, starttls=True, implicit_tls=True)
