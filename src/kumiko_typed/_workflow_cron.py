@@ -7,10 +7,8 @@ for it."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from datetime import datetime
 from functools import partial
 
-from croniter import croniter
 from sqlalchemy import select, update
 
 from ._deferred_checks import check_deferred
@@ -47,8 +45,6 @@ class CronTriggers:
         ``careful`` changes nothing: these runs' first segments take their savepoints at
         once (no lazy savepoints)."""
         engine = self.engine
-        expression = d.workflow.trigger.cron
-        assert expression is not None
         name = f"cron:{d.name}"
         started = 0
         with engine.sessions() as session, session.begin():
@@ -65,14 +61,14 @@ class CronTriggers:
                 return False, 0
             if last.tzinfo is None:
                 last = last.replace(tzinfo=now.tzinfo)
-            ticks = croniter(expression, last)
-            tick: datetime = ticks.get_next(datetime)
+            ticks = d.workflow.trigger.ticks(last)
+            tick = next(ticks)
             fired = 0
             while tick <= now and fired < TICKS_PER_TRANSACTION:
                 if engine.create(session, d, CronTick(tick), SYSTEM_USER, f"cron:{tick.isoformat()}"):
                     started += 1
                 fired += 1
                 last = tick
-                tick = ticks.get_next(datetime)
+                tick = next(ticks)
             session.execute(update(consumers).where(consumers.c.name == name).values(tick=last))
         return tick <= now, started

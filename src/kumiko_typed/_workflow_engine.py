@@ -339,7 +339,8 @@ class WorkflowEngine:
         if trigger.kind != "manual":
             # A second run for a tick, or one for an event never appended, as the caller.
             event = trigger.payload_type.__name__
-            started = f'cron("{trigger.cron}")' if trigger.kind == "cron" else f"on_event({event})"
+            zone = "" if trigger.timezone == "UTC" else f", timezone={trigger.timezone!r}"
+            started = f'cron("{trigger.cron}"{zone})' if trigger.kind == "cron" else f"on_event({event})"
             raise TypeError(
                 f"workflow {workflow.name} is started by its trigger, {started}, not by start_workflow; "
                 "a workflow you start yourself has trigger=manual(...)"
