@@ -14,7 +14,7 @@ from ._errors import BootError, DeliveryError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._mail import MaildirTransport, MailMessage, MailTransport, SmtpTransport
-from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth
+from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth, signed
 from ._results import HTTP_STATUS, Failure, FailureCode, Ok, WriteResult, fail, ok
 from ._run_check import Incompatible
 from ._runs import RunInfo
@@ -71,6 +71,7 @@ __all__ = [
     "manual",
     "ok",
     "on_event",
+    "signed",
 ]
 
 try:

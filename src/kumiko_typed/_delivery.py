@@ -33,6 +33,7 @@ from ._errors import DeliveryError
 from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import CLIENT_HEADERS, masked_url
 from ._poison import one_line
+from ._webhook_signature import SIGNATURE_HEADERS, signature_headers, signing_key
 
 __all__ = [
     "BODY_CAP",
@@ -243,11 +244,14 @@ def deliver_webhook(
     if problem is not None:
         raise DeliveryError(problem, permanent=True)
     auth = message.get("auth")
+    sign = message.get("sign")
     # The framework's headers replace a step's own of the same name in any case (HTTP
-    # names are case-insensitive): one Idempotency-Key, one authentication header; the
-    # client's own (framing, routing) are left to it, in a row written before the step
-    # refused them too.
+    # names are case-insensitive): one Idempotency-Key, one authentication header, one
+    # signature; the client's own (framing, routing) are left to it, in a row written
+    # before the step refused them too.
     ours = CLIENT_HEADERS | {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
+    if sign:
+        ours |= SIGNATURE_HEADERS
     headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items() if str(k).lower() not in ours}
     headers["Idempotency-Key"] = str(item_id)
     if auth:
@@ -265,6 +269,9 @@ def deliver_webhook(
     if text is not None and not any(name.lower() == "content-type" for name in headers):
         headers["Content-Type"] = "application/json"  # the step's own wins, as with httpx's json=
     content = None if text is None else text.encode()
+    if sign:  # signed last, over the bytes sent, at the attempt's time
+        key = signing_key(secrets(sign["secret_ref"]), str(sign["secret_ref"]))
+        headers.update(signature_headers(key, str(item_id), content or b""))
     request = http.build_request(str(message["method"]), url, content=content, headers=headers)
     with deadline(timeout) as budget, _redacting(secrets.redact):
         try:

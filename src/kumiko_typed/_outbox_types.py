@@ -24,6 +24,7 @@ __all__ = [
     "bearer",
     "header_auth",
     "masked_url",
+    "signed",
     "target_of",
 ]
 
@@ -52,16 +53,26 @@ CLIENT_HEADERS = frozenset(
 
 @attrs.frozen
 class Auth:
-    """A header whose value comes from a secret reference at delivery time."""
+    """How a webhook's receiver knows who sent it, by a secret looked up at delivery time:
+    a header holding the secret (:func:`bearer`, :func:`header_auth`), or a signature made
+    with it (:func:`signed`, ``signs=True``), the secret staying here."""
 
     header: str
     secret_ref: str
     scheme: str = ""
+    signs: bool = False
 
 
 def bearer(secret_ref: str) -> Auth:
     """``Authorization: Bearer <secret>`` with the secret looked up by ``secret_ref``."""
     return Auth("Authorization", secret_ref, "Bearer")
+
+
+def signed(secret_ref: str) -> Auth:
+    """Sign each attempt as Standard Webhooks specifies (``webhook-id``, ``webhook-timestamp``,
+    ``webhook-signature: v1,<base64 HMAC-SHA256>``) with the key ``secret_ref`` names
+    (``whsec_`` + base64); the receiver verifies it with the same key, which never travels."""
+    return Auth("webhook-signature", secret_ref, signs=True)
 
 
 def header_auth(header: str, secret_ref: str) -> Auth:

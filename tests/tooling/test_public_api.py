@@ -63,6 +63,7 @@ PUBLIC = [
     "manual",
     "ok",
     "on_event",
+    "signed",
 ]
 
 

@@ -102,7 +102,7 @@ class SendWebhook(Step):
     def execute(self, run: Run) -> Result:
         auth = self.auth
         if auth is not None and not isinstance(auth, Auth):
-            raise StepRefused("auth= takes bearer(ref) or header_auth(name, ref)")
+            raise StepRefused("auth= takes bearer(ref), header_auth(name, ref) or signed(ref)")
         policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
         url = resolve(self.url, run)
         problem = url_problem(str(url))
@@ -117,9 +117,13 @@ class SendWebhook(Step):
             "headers": headers,
             "body": self.body(run) if callable(self.body) else None,
             "auth": None
-            if auth is None
+            if auth is None or auth.signs
             else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},
         }
+        if auth is not None and auth.signs:
+            # Not under "auth": a worker of an earlier release would send that secret as a
+            # header; this key it does not know, and it sends the request unsigned.
+            message["sign"] = {"secret_ref": auth.secret_ref}
         _enqueue(run, "webhook", message, policy, body_as_text=True)
         return None
 
