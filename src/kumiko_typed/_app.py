@@ -77,6 +77,7 @@ class AppSettings(TypedDict, total=False):
     idempotency_retention: timedelta
     delivery_concurrency: int
     webhook_timeout: timedelta
+    webhook_private_addresses: bool
 
 
 class App:
@@ -120,6 +121,11 @@ class App:
             at most one minute, well inside the five-minute claim lease).  An attempt
             that runs out is a failed attempt ("the receiver did not answer within N s"),
             tried again by the step's retry policy.
+        webhook_private_addresses: whether webhooks may go to private, loopback,
+            link-local and reserved addresses (default yes).  Say ``False`` where a URL
+            comes from a tenant: a webhook to such an address (checked on the address
+            connected to, after the name's lookup) is ``dead`` at its first attempt.  Only
+            the App's own client can check it: with ``http=`` it is a boot problem.
     """
 
     def __init__(
@@ -135,6 +141,7 @@ class App:
         idempotency_retention: timedelta = timedelta(days=1),
         delivery_concurrency: int = 4,
         webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
+        webhook_private_addresses: bool = True,
     ) -> None:
         problems = validate(features)
         if not (isinstance(idempotency_retention, timedelta) and idempotency_retention > timedelta(0)):
@@ -145,6 +152,11 @@ class App:
             problems.append(
                 "webhook_timeout must be a timedelta above 0 and at most 60 seconds (inside the outbox's "
                 f"five-minute claim lease), not {webhook_timeout!r}"
+            )
+        if not webhook_private_addresses and http is not None:
+            problems.append(
+                "webhook_private_addresses=False is checked by the App's own HTTP client only: "
+                "with http=your client, refuse private addresses in its transport, or drop http="
             )
         try:
             engine = make_engine(database_url)  # builds, never connects: nothing to dispose on a raise
@@ -164,6 +176,7 @@ class App:
             "idempotency_retention": idempotency_retention,
             "delivery_concurrency": delivery_concurrency,
             "webhook_timeout": webhook_timeout,
+            "webhook_private_addresses": webhook_private_addresses,
         }
         self.features = tuple(features)
         self.database_url = database_url
@@ -173,6 +186,7 @@ class App:
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
         self.secrets: SecretResolver = secrets or env_secrets
         self._http = http
+        self._public_only = not webhook_private_addresses
         self._http_lock = threading.Lock()
         self.engine = engine
         self._sessions = sessionmaker(self.engine, expire_on_commit=False)
@@ -270,8 +284,8 @@ class App:
                     timeout=httpx.Timeout(10.0),
                     follow_redirects=False,
                     cookies=jar,
-                    transport=DeadlineTransport(),
-                    mounts=proxy_mounts(self._deliverer.secrets.remember),
+                    transport=DeadlineTransport(public_only=self._public_only),
+                    mounts=proxy_mounts(self._deliverer.secrets.remember, public_only=self._public_only),
                 )
             return self._own_http
 

@@ -33,6 +33,7 @@ from ._errors import DeliveryError
 from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import CLIENT_HEADERS, masked_url
 from ._poison import one_line
+from ._private_addresses import PrivateHost
 from ._webhook_signature import SIGNATURE_HEADERS, signature_headers, signing_key
 
 __all__ = [
@@ -281,6 +282,8 @@ def deliver_webhook(
                 raise DeliveryError(
                     f"the receiver did not answer within {timeout:g} s (App(webhook_timeout=...))"
                 ) from None
+            if isinstance(exc.__cause__, PrivateHost):  # the App refuses it: trying again will not help
+                raise DeliveryError(str(exc.__cause__), permanent=True) from None
             raise DeliveryError(f"{type(exc).__name__}: {exc}") from None
         _drain(response, budget)
     # Not response.is_redirect: httpx (0.29) calls every 3xx so, a 304 Not Modified too.

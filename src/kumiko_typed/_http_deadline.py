@@ -29,6 +29,7 @@ import attrs
 import httpcore
 import httpx
 
+from ._private_addresses import is_private, public_only, refused
 from ._resolve import addresses
 
 __all__ = ["Budget", "DeadlineTransport", "deadline", "in_delivery"]
@@ -127,8 +128,13 @@ class _Stream(httpcore.NetworkStream):
 
 
 class _Backend(httpcore.NetworkBackend):
-    def __init__(self) -> None:
+    """Connects within the delivery's deadline; with ``public_only``, only to addresses
+    :func:`is_private` does not refuse (checked on the addresses connected to, after the
+    lookup: no later lookup can answer otherwise)."""
+
+    def __init__(self, *, public_only: bool = False) -> None:
         self._backend = httpcore.SyncBackend()
+        self._public_only = public_only
 
     def connect_tcp(
         self,
@@ -139,19 +145,21 @@ class _Backend(httpcore.NetworkBackend):
         socket_options: Iterable[httpcore.SOCKET_OPTION] | None = None,
     ) -> httpcore.NetworkStream:
         budget = _budget.get()
-        if budget is None:  # not inside a delivery: the client's own timeouts only
+        if budget is None and not self._public_only:  # not in a delivery: the client's own timeouts
             return _Stream(self._backend.connect_tcp(host, port, timeout, local_address, socket_options))
         # The lookup and each address in turn, all within the deadline: ``create_connection``
         # gives every address the whole timeout, so a name with three addresses that do
         # not answer held a connect three times the deadline, and a hanging resolver as
         # long as its own timeouts.
         found = _within(functools.partial(_addresses, host, port), timeout, httpcore.ConnectTimeout)
+        if self._public_only:
+            found = public_only(host, found)
         *others, last = found  # getaddrinfo answers with an address or raises
         for address in others:
             try:
                 return self._connect(address, timeout, local_address, socket_options)
             except (httpcore.ConnectError, httpcore.ConnectTimeout):
-                if budget.expired:
+                if budget is not None and budget.expired:
                     raise  # the next address, as create_connection tries it, while time is left
         return self._connect(last, timeout, local_address, socket_options)
 
@@ -236,15 +244,18 @@ class DeadlineTransport(httpx.BaseTransport):
     builds it: the connection to the proxy, its TLS, a ``CONNECT`` tunnel and the request
     in it all go through the deadline's network backend."""
 
-    def __init__(self, proxy: httpx.Proxy | None = None) -> None:
+    def __init__(self, proxy: httpx.Proxy | None = None, *, public_only: bool = False) -> None:
         self._pool: httpcore.ConnectionPool
+        # Through a proxy the connections made here go to the proxy (an inside address, as
+        # often as not): the request's own host is checked before it is sent instead.
+        self._public_only = public_only and proxy is not None
         if proxy is None:
             self._pool = httpcore.ConnectionPool(
                 ssl_context=httpx.create_ssl_context(),
                 max_connections=100,
                 max_keepalive_connections=20,
                 keepalive_expiry=5.0,
-                network_backend=_Backend(),
+                network_backend=_Backend(public_only=public_only),
             )
         else:
             self._pool = httpcore.HTTPProxy(
@@ -266,6 +277,15 @@ class DeadlineTransport(httpx.BaseTransport):
 
     def handle_request(self, request: httpx.Request) -> httpx.Response:
         url = request.url
+        if self._public_only:
+            # The proxy looks the name up again and may be answered otherwise: a check on
+            # every address the name has now narrows that, and a literal address is exact.
+            host, port = url.host, url.port or (443 if url.scheme == "https" else 80)
+            with _as_httpx():
+                found = _within(functools.partial(_addresses, host, port), None, httpcore.ConnectTimeout)
+                private = [address for address, _port in found if is_private(address)]
+                if private:
+                    raise refused(host, private)
         core = httpcore.Request(
             method=request.method,
             url=httpcore.URL(scheme=url.raw_scheme, host=url.raw_host, port=url.port, target=url.raw_path),

@@ -64,12 +64,14 @@ def _is_ip(host: str, version: int) -> bool:
         return False
 
 
-def proxy_mounts(remember: Callable[[str], None]) -> dict[str, httpx.BaseTransport | None]:
+def proxy_mounts(
+    remember: Callable[[str], None], *, public_only: bool = False
+) -> dict[str, httpx.BaseTransport | None]:
     """The mounts that send the App's webhooks through the environment's proxies, each with
     the per-attempt deadline (``None``: direct, through the client's own transport).  The
     password of a proxy URL, and the ``Proxy-Authorization`` token made of it, go to
     ``remember`` (the delivery's redaction): a proxy that echoes them in an answer does
-    not put them in a stored error."""
+    not put them in a stored error.  ``public_only``: as :class:`DeadlineTransport`'s."""
     transports: dict[str, httpx.BaseTransport] = {}  # one per proxy: ALL_PROXY may be HTTP_PROXY
     mounts: dict[str, httpx.BaseTransport | None] = {}
     for pattern, url in _environment().items():
@@ -77,12 +79,12 @@ def proxy_mounts(remember: Callable[[str], None]) -> dict[str, httpx.BaseTranspo
             mounts[pattern] = None
             continue
         if url not in transports:
-            transports[url] = _transport(url, remember)
+            transports[url] = _transport(url, remember, public_only)
         mounts[pattern] = transports[url]
     return mounts
 
 
-def _transport(url: str, remember: Callable[[str], None]) -> httpx.BaseTransport:
+def _transport(url: str, remember: Callable[[str], None], public_only: bool) -> httpx.BaseTransport:
     try:
         proxy = httpx.Proxy(url)  # takes user:password out of the URL into .auth
     except (ValueError, httpx.InvalidURL):
@@ -97,7 +99,7 @@ def _transport(url: str, remember: Callable[[str], None]) -> httpx.BaseTransport
             f"the environment names a {proxy.url.scheme}:// proxy; the App's own client speaks to "
             "http:// and https:// proxies only: pass App(http=httpx.Client(...)) for it"
         )
-    return DeadlineTransport(proxy)
+    return DeadlineTransport(proxy, public_only=public_only)
 
 
 class _Refused(httpx.BaseTransport):

@@ -1381,6 +1381,7 @@ def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
         "idempotency_retention": timedelta(hours=3),
         "delivery_concurrency": 7,
         "webhook_timeout": timedelta(seconds=7),
+        "webhook_private_addresses": True,  # False needs the App's own client (no http=)
     }
     settings = set(inspect.signature(App).parameters) - {"features", "database_url"}
     assert settings == set(given), "a new App setting needs a value here and must be carried by with_database"
