@@ -988,6 +988,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         subject: str | Callable[[Ctx[P, S, Sc]], str],
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+        html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> Pipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -998,7 +999,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(Pipeline, _steps.SendMail(to, subject, body, sender))
+        return self._then(Pipeline, _steps.SendMail(to, subject, body, sender, html))
 
     def send_webhook(
         self,
@@ -1769,6 +1770,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         subject: str | Callable[[Ctx[P, S, Sc]], str],
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+        html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> SubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -1779,7 +1781,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(SubPipeline, _steps.SendMail(to, subject, body, sender))
+        return self._then(SubPipeline, _steps.SendMail(to, subject, body, sender, html))
 
     def send_webhook(
         self,
@@ -2818,6 +2820,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         subject: str | Callable[[Ctx[P, S, Sc]], str],
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+        html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -2828,7 +2831,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(WorkflowPipeline, _steps.SendMail(to, subject, body, sender))
+        return self._then(WorkflowPipeline, _steps.SendMail(to, subject, body, sender, html))
 
     def send_webhook(
         self,
@@ -3666,6 +3669,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         subject: str | Callable[[Ctx[P, S, Sc]], str],
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+        html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -3676,7 +3680,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(WorkflowSubPipeline, _steps.SendMail(to, subject, body, sender))
+        return self._then(WorkflowSubPipeline, _steps.SendMail(to, subject, body, sender, html))
 
     def send_webhook(
         self,
@@ -4717,6 +4721,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             subject: str | Callable[[Ctx[P, S, Sc]], str],
             body: str | Callable[[Ctx[P, S, Sc]], str],
             sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+            html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
         ) -> Never:
             """Deprecated here: Step "send_mail" (mail.send) does more than read, and a
             QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
@@ -4737,9 +4742,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def send_mail(self, *, to, subject, body, sender=None):  # type: ignore[no-untyped-def]
+        def send_mail(self, *, to, subject, body, sender=None, html=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.SendMail(to, subject, body, sender))
+            return self._then(QueryPipeline, _steps.SendMail(to, subject, body, sender, html))
 
     if TYPE_CHECKING:
 
@@ -5552,6 +5557,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             subject: str | Callable[[Ctx[P, S, Sc]], str],
             body: str | Callable[[Ctx[P, S, Sc]], str],
             sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
+            html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
         ) -> Never:
             """Deprecated here: Step "send_mail" (mail.send) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
@@ -5572,9 +5578,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def send_mail(self, *, to, subject, body, sender=None):  # type: ignore[no-untyped-def]
+        def send_mail(self, *, to, subject, body, sender=None, html=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QuerySubPipeline, _steps.SendMail(to, subject, body, sender))
+            return self._then(QuerySubPipeline, _steps.SendMail(to, subject, body, sender, html))
 
     if TYPE_CHECKING:
 

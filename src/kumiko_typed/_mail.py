@@ -51,13 +51,15 @@ DEFAULT_SENDER = "kumiko-typed@localhost"
 @attrs.frozen
 class MailMessage:
     """One mail as ``send_mail`` queued it.  ``id`` is the outbox row's id, the same on every
-    attempt (an idempotency key); ``sender`` is None when the step named none."""
+    attempt (an idempotency key); ``sender`` is None when the step named none; ``html``,
+    when the step gave one, is the HTML form of ``body`` (a reader shows one of the two)."""
 
     id: UUID
     to: tuple[str, ...]
     subject: str
     body: str
     sender: str | None = None
+    html: str | None = None
 
 
 class MailTransport(Protocol):
@@ -103,6 +105,8 @@ def to_email(message: MailMessage) -> EmailMessage:
     mail["Message-ID"] = f"<{message.id}@kumiko-typed>"
     mail["Idempotency-Key"] = str(message.id)
     mail.set_content(message.body)
+    if message.html is not None:  # multipart/alternative: the text first, the preferred last
+        mail.add_alternative(message.html, subtype="html")
     return mail
 
 

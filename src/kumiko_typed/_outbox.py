@@ -117,13 +117,14 @@ class Deliverer:
 
 def mail_message(item_id: uuid.UUID, message: Mapping[str, Any]) -> MailMessage:
     """The typed mail a transport gets, from the row ``send_mail`` stored."""
-    sender = message.get("sender")
+    sender, html = message.get("sender"), message.get("html")
     return MailMessage(
         id=item_id,
         to=tuple(str(t) for t in message["to"]),
         subject=str(message["subject"]),
         body=str(message["body"]),
         sender=None if sender is None else str(sender),
+        html=None if html is None else str(html),
     )
 
 

@@ -35,7 +35,7 @@ linear = (
     .update("updated", Product, id=lambda c: c.payload.id, changes=lambda c: {"stock": 1}, version=lambda c: 1)
     .append_event(Product, id=lambda c: c.steps["product"].id, event=lambda c: c.steps["total"])
     .call_feature("reserved", reserve, payload=lambda c: c.payload)
-    .send_mail(to="a@example.com", subject="s", body=lambda c: c.steps["product"].name)
+    .send_mail(to="a@example.com", subject="s", body=lambda c: c.steps["product"].name, html=lambda c: f"<b>{c.steps['product'].name}</b>")
     .send_webhook(url="https://example.com/hook", body=lambda c: {"n": c.steps["reserved"]})
     .compute("total_read", lambda c: reveal_type(c.steps["total"]))  # R: float # PR: float
     .compute("maybe_read", lambda c: reveal_type(c.steps["maybe"]))  # R: _models.Product | None # PR: Product | None

@@ -36,6 +36,7 @@ class SendMail(Step):
     subject: object
     body: object
     sender: object
+    html: object = None
 
     def execute(self, run: Run) -> Result:
         to = resolve(self.to, run)
@@ -48,6 +49,9 @@ class SendMail(Step):
         sender = None if self.sender is None else resolve(self.sender, run)
         if sender is not None:  # absent (or resolved to None), the transport's default applies
             message["sender"] = str(sender)
+        html = None if self.html is None else resolve(self.html, run)
+        if html is not None:  # an HTML alternative to the text body; absent, text only
+            message["html"] = str(html)
         fields = [*(("to", t) for t in (to if isinstance(to, list | tuple) else [to])), ("subject", subject)]
         refuse(_header_problems([*fields, ("sender", sender)], run.payload))
         refuse(_address_problems([*fields[:-1], ("sender", sender)], run.payload))
