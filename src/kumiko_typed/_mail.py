@@ -231,9 +231,10 @@ class SmtpTransport:
             reply = f"{exc.smtp_code} {error.decode('utf-8', 'replace') if isinstance(error, bytes) else error}"
             raise DeliveryError(f"SMTP refused {what}: {reply}", permanent=exc.smtp_code >= 500) from None
         except (OSError, smtplib.SMTPException) as exc:
-            hint = "" if greeted or not smtp.reached else self._no_greeting(exc)
             if late.is_set() or time.monotonic() >= until:
-                raise self._too_late(hint) from None
+                # No hint: a server trickling its greeting runs into the deadline too.
+                raise self._too_late() from None
+            hint = "" if greeted or not smtp.reached else self._no_greeting(exc)
             raise DeliveryError(f"SMTP {type(exc).__name__}: {exc}{hint}") from None
         finally:
             # Not smtplib's ``with``: it raises for a QUIT reply other than 221, and the
@@ -246,16 +247,18 @@ class SmtpTransport:
         if refused:
             raise _refused(refused, len(message.to))
 
-    def _too_late(self, hint: str = "") -> DeliveryError:
-        return DeliveryError(
-            f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...)){hint}"
-        )
+    def _too_late(self) -> DeliveryError:
+        return DeliveryError(f"the SMTP server did not finish within {self.deadline:g} s (SmtpTransport(deadline=...))")
 
     def _no_greeting(self, exc: BaseException) -> str:
-        """Why a server that took the connection may have sent no greeting: the two TLS
-        modes mixed up.  A plain client on a TLS port waits for a greeting while the server
-        waits for a handshake (a timeout that alone says nothing); a TLS client on a plain
-        port reads the greeting as a broken handshake."""
+        """Why a server that took the connection may have sent no greeting, within the
+        per-operation timeout: the two TLS modes mixed up.  A plain client on a TLS port
+        waits for a greeting while the server waits for a handshake (a timeout that alone
+        says nothing); a TLS client on a plain
+        port reads the greeting as a broken handshake.  A greeting that came and refused
+        (``421 busy``) is an answer, and needs no hint."""
+        if isinstance(exc, smtplib.SMTPResponseException):
+            return ""
         if not self.implicit_tls:
             return "; no greeting came: a port that speaks TLS from the start (465) needs implicit_tls=True"
         if isinstance(exc, ssl.SSLError):
