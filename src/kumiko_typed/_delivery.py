@@ -34,7 +34,7 @@ from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import CLIENT_HEADERS, masked_url
 from ._poison import one_line
 from ._private_addresses import PrivateHost
-from ._webhook_signature import SIGNATURE_HEADERS, signature_headers, signing_key
+from ._webhook_signature import SIGNATURE_HEADERS, signature_headers, signing_keys
 
 __all__ = [
     "BODY_CAP",
@@ -271,8 +271,8 @@ def deliver_webhook(
         headers["Content-Type"] = "application/json"  # the step's own wins, as with httpx's json=
     content = None if text is None else text.encode()
     if sign:  # signed last, over the bytes sent, at the attempt's time
-        key = signing_key(secrets(sign["secret_ref"]), str(sign["secret_ref"]))
-        headers.update(signature_headers(key, str(item_id), content or b""))
+        keys = signing_keys(secrets(sign["secret_ref"]), str(sign["secret_ref"]))
+        headers.update(signature_headers(keys, str(item_id), content or b""))
     request = http.build_request(str(message["method"]), url, content=content, headers=headers)
     with deadline(timeout) as budget, _redacting(secrets.redact):
         try:

@@ -20,7 +20,7 @@ import time
 
 from ._errors import DeliveryError
 
-__all__ = ["SIGNATURE_HEADERS", "signature_headers", "signing_key"]
+__all__ = ["SIGNATURE_HEADERS", "signature_headers", "signing_keys"]
 
 #: The headers a signed request carries; a step's own of these names is replaced.
 SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signature"})
@@ -28,29 +28,36 @@ SIGNATURE_HEADERS = frozenset({"webhook-id", "webhook-timestamp", "webhook-signa
 _KEY_PREFIX = "whsec_"
 
 
-def signing_key(secret: str, ref: str) -> bytes:
-    """The HMAC key a secret holds: base64, after the ``whsec_`` prefix the spec's tools
-    print (prefix and padding optional here, as in the spec's libraries)."""
-    text = secret.removeprefix(_KEY_PREFIX)
-    try:
-        key = base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
-    except (binascii.Error, ValueError):
-        key = b""
-    if not key:
+def signing_keys(secret: str, ref: str) -> list[bytes]:
+    """The HMAC keys a secret holds: one, or several separated by blanks while a key is
+    rotated (each signs, and a receiver knowing either accepts the request).  Each is
+    base64, after the ``whsec_`` prefix the spec's tools print (prefix and padding
+    optional here, as in the spec's libraries)."""
+    keys = [_key(text.removeprefix(_KEY_PREFIX)) for text in secret.split()]
+    if not keys or not all(keys):
         raise DeliveryError(
             f"secret {ref!r} is not a signing key: give it as whsec_ followed by base64 "
-            "(the form Standard Webhooks' tools make, e.g. whsec_ + base64 of 32 random bytes)"
+            "(the form Standard Webhooks' tools make, e.g. whsec_ + base64 of 32 random bytes; "
+            "several separated by blanks while rotating)"
         )
-    return key
+    return keys
 
 
-def signature_headers(key: bytes, message_id: str, body: bytes, now: float | None = None) -> dict[str, str]:
-    """The three headers of a request with ``body`` (the exact bytes sent), signed now."""
+def _key(text: str) -> bytes:
+    try:
+        return base64.b64decode(text + "=" * (-len(text) % 4), validate=True)
+    except (binascii.Error, ValueError):
+        return b""
+
+
+def signature_headers(keys: list[bytes], message_id: str, body: bytes, now: float | None = None) -> dict[str, str]:
+    """The three headers of a request with ``body`` (the exact bytes sent), signed now with
+    each of ``keys`` (the spec's header holds one ``v1,`` signature per key)."""
     stamp = str(int(time.time() if now is None else now))
     signed = b"%s.%s.%s" % (message_id.encode(), stamp.encode(), body)
-    digest = hmac.new(key, signed, hashlib.sha256).digest()
+    signatures = (base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode() for key in keys)
     return {
         "webhook-id": message_id,
         "webhook-timestamp": stamp,
-        "webhook-signature": "v1," + base64.b64encode(digest).decode(),
+        "webhook-signature": " ".join(f"v1,{signature}" for signature in signatures),
     }

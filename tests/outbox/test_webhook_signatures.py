@@ -123,7 +123,7 @@ def test_the_key_never_leaves_the_worker(app_on: AppOn, user: User, receiver: Re
     assert not any(form in seen for form in key_forms)
 
 
-@pytest.mark.parametrize("secret", ["hunter2!", "whsec_====", "whsec_$$$$"])
+@pytest.mark.parametrize("secret", ["hunter2!", "whsec_====", "whsec_$$$$", "   ", f"{KEY} whsec_$$$$"])
 def test_a_secret_that_is_no_signing_key_fails_the_attempt_without_showing_it(
     app_on: AppOn, user: User, receiver: Receiver, secret: str
 ) -> None:
@@ -134,4 +134,15 @@ def test_a_secret_that_is_no_signing_key_fails_the_attempt_without_showing_it(
     (item,) = app.outbox()
     assert item.last_error is not None
     assert item.last_error.startswith("secret 'HOOK_KEY' is not a signing key: give it as whsec_ followed by base64")
-    assert secret.removeprefix("whsec_") not in item.last_error.removeprefix("secret 'HOOK_KEY' is not a signing key")
+    assert "$$$$" not in item.last_error and KEY.removeprefix("whsec_") not in item.last_error
+
+
+def test_while_a_key_is_rotated_each_signs_and_either_verifies(app_on: AppOn, user: User, receiver: Receiver) -> None:
+    new = "whsec_" + base64.b64encode(b"the next key, also of 32 bytes..").decode()
+    app = _app(app_on, f"{KEY}  {new}")  # the old key and the new, as the secret holds them
+    ok_data(app.dispatch(hook, Order(receiver.url(), "x"), user=user))
+    app.run_worker(once=True)
+    (request,) = receiver.requests
+    assert len(request.headers["webhook-signature"].split(" ")) == 2
+    for key in (KEY, new):  # a receiver on the old key and one already on the new
+        assert Webhook(key).verify(request.body, request.headers) == {"note": "x", "total": 12}
