@@ -411,6 +411,33 @@ def test_a_body_that_repeats_a_key_is_400(make_app: Callable[..., App]) -> None:
         server.close()
 
 
+def test_a_body_in_another_encoding_than_utf8_is_400(make_app: Callable[..., App]) -> None:
+    """Before: json.loads guessed UTF-16 and UTF-32 from the bytes and ran the handler, on a
+    body that a proxy or firewall reading it as UTF-8 (as RFC 8259 has it) saw as no JSON."""
+    ran: list[str] = []
+    f = Feature("utf")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(1))
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    json_type = {**AS_CLERK, "Content-Type": "application/json"}
+    text = '{"text": "tea"}'
+    try:
+        for body in (
+            text.encode("utf-16"),
+            text.encode("utf-16-le"),
+            text.encode("utf-32"),
+            text.encode("utf-8-sig"),  # a byte order mark, which JSON between systems must not carry
+        ):
+            refused = server.http.post("/utf/take", content=body, headers=json_type)
+            details = _failure(refused, 400, "validation_error")["details"]
+            assert details[0]["path"] == "$" and details[0]["message"].startswith("the body is not JSON: "), details
+        assert ran == []
+        assert server.http.post("/utf/take", content=text.encode(), headers=json_type).json() == {"data": 1}
+    finally:
+        server.close()
+
+
 def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(make_app: Callable[..., App]) -> None:
     """Before: Starlette's ClientDisconnect escaped the adapter, and uvicorn logged
     "Exception in ASGI application" with a traceback, an ERROR for each client that gave up."""

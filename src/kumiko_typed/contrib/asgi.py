@@ -273,8 +273,11 @@ def _shown(key: str) -> str:
 
 
 def _json_body(body: bytes) -> object | Failure:
+    """The body read as JSON in UTF-8, the only encoding of JSON between systems (RFC 8259):
+    ``json.loads`` of bytes would also guess UTF-16 and UTF-32 (and pass encoded surrogates),
+    so a proxy that checked the body as UTF-8 saw other text than the handler gets."""
     try:
-        data: object = json.loads(body, object_pairs_hook=_object)
+        data: object = json.loads(body.decode(), object_pairs_hook=_object)
     except RecursionError:
         return _refused("$", "the body is nested too deeply")
     except _RepeatedKey as exc:
