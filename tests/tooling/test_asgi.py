@@ -363,6 +363,28 @@ def test_results_are_sent_as_json(make_app: Callable[..., App]) -> None:
         server.close()
 
 
+@attrs.frozen
+class Blob:
+    data: bytes
+
+
+def test_bytes_are_sent_as_the_base64_a_payload_is_read_from(app_on: Callable[..., App]) -> None:
+    """Before: a 500 internal_error after the handler's writes committed, for bytes the
+    payload itself took as base64; with a key the stored answer was the same 500 for good.
+    Both databases: the keyed answer is stored and read back."""
+    f = Feature("blob")
+    f.write_handler("raw", f.pipeline(Blob).return_(lambda c: ok(c.payload.data)))
+    f.write_handler("inside", f.pipeline(Blob).return_(lambda c: ok(c.payload)))
+    server = Served(asgi_app(app_on([f]), user=user_of))
+    try:
+        for path, sent in (("/blob/raw", "AP8="), ("/blob/inside", {"data": "AP8="})):
+            for headers in (AS_CLERK, {**AS_CLERK, "Idempotency-Key": path}, {**AS_CLERK, "Idempotency-Key": path}):
+                answer = server.http.post(path, json={"data": "AP8="}, headers=headers)
+                assert (answer.status_code, answer.json()) == (200, {"data": sent})
+    finally:
+        server.close()
+
+
 def test_a_failure_whose_details_have_no_json_form_is_a_json_internal_error(
     make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
 ) -> None:

@@ -18,6 +18,7 @@ carries none (``401 unauthenticated``; the handler does not run).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import enum
 import functools
@@ -340,6 +341,8 @@ def _jsonable(value: object) -> object:
         return value.value
     if isinstance(value, (set, frozenset)):
         return list(value)
+    if isinstance(value, (bytes, bytearray)):  # base64, as a payload's bytes field is read
+        return base64.b64encode(value).decode("ascii")
     raise TypeError(f"a {type(value).__name__} has no JSON form")
 
 
