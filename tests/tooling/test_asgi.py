@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import enum
 import importlib
+import json
 import logging
 import socket
 import sys
@@ -185,6 +186,22 @@ def test_only_served_paths_and_methods_answer(inventory_served: Served) -> None:
     assert set(wrong.json()) == {"code", "message", "details"}
     posted = http.post("/inventory/product:create/schema", json={})
     assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
+
+
+def test_a_request_target_that_is_no_path_is_a_json_404(inventory_served: Served) -> None:
+    """Before: Starlette's plain-text "Not Found" (docs/http.md: every answer is JSON) for a
+    server-wide ``OPTIONS *`` and for a target in absolute form, which uvicorn passes on as
+    the path."""
+    host, port = inventory_served.base.removeprefix("http://").split(":")
+    for target in ("*", f"http://{host}:{port}/inventory/product:create"):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(f"OPTIONS {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 404 ") and b"content-type: application/json" in head.lower(), answer
+        assert json.loads(body)["code"] == "not_found"
 
 
 def test_a_schema_answers_head_as_http_asks_of_a_get(inventory_served: Served) -> None:

@@ -122,14 +122,16 @@ def asgi_app(
     (it may block), an ``async`` one on the event loop.  Handlers run in worker threads.
     ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one).  A body of
     more than ``max_body`` bytes (1 MiB by default) is refused with ``413`` before more of
-    it is read: a payload is held in memory whole, twice (bytes and parsed)."""
+    it is read: a payload is held in memory whole, three times (bytes, text and parsed)."""
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
     schemas = {e.schema_path: _dumps(payload_schema(e.payload_type)) for e in served.values()}
     # An ASGI app as the route's endpoint answers every method: the adapter says 405 itself.
     adapter = _Adapter(served, schemas, user, www_authenticate, max_body)
-    return Starlette(routes=[Route("/{path:path}", adapter)])
+    # A request target that is not a path ("OPTIONS *", a proxy's "http://host/...")
+    # matches no route: its 404 is JSON too, not Starlette's plain text.
+    return Starlette(routes=[Route("/{path:path}", adapter)], exception_handlers={404: _unrouted})
 
 
 class _Adapter:
@@ -163,7 +165,7 @@ class _Adapter:
             if request.method not in ("GET", "HEAD"):
                 return _not_allowed("GET, HEAD")
             return Response(schema, media_type="application/schema+json")
-        return _failure(fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}"))
+        return _failure(_NOT_SERVED)
 
     async def run(self, endpoint: Endpoint, request: Request) -> Response | None:
         """The answer to a handler's request; ``None`` when the client went away before
@@ -204,6 +206,13 @@ class _Adapter:
         except (TypeError, ValueError) as exc:
             committed = "" if endpoint.kind == "query" else " (its writes are committed)"
             return _crash(f"sending the result of handler {endpoint.handler}{committed}", exc)
+
+
+_NOT_SERVED: Final = fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}")
+
+
+def _unrouted(request: Request, exc: Exception) -> Response:
+    return _failure(_NOT_SERVED)
 
 
 def _refused(where: str, message: str) -> Failure:
