@@ -13,6 +13,7 @@ import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -20,6 +21,7 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
+import sqlalchemy as sa
 from _asgi_server import Served
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -131,6 +133,140 @@ def test_an_unusable_idempotency_key_is_400_naming_the_header(served: Served, va
     assert "Idempotency-Key" in body["message"] and "255" in body["message"]
     assert body["details"] == [{"path": "Idempotency-Key", "message": body["message"]}]
     assert _create(served, "tea").status_code == 200  # the refused request ran nothing
+
+
+OTHER_TENANT = {"Authorization": "Bearer other-tenant-token"}
+TOKENS["other-tenant-token"] = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"User"}))
+
+
+def _counted_feature(ran: list[str]) -> Feature[str]:
+    """``count:take`` records each run; ``crash`` raises (with SQL and a secret in its
+    text), ``refuse`` is the handler's own 422, anything else waits a little and is Ok."""
+
+    def run(c: Any) -> Any:
+        ran.append(c.payload.text)
+        if c.payload.text == "crash":
+            c.db.execute(sa.text("SELECT secret FROM no_such_table WHERE pw = :pw"), {"pw": "hunter2"})
+        time.sleep(0.2)  # long enough for concurrent requests to meet on the key
+        return ok({"run": len(ran), "by": str(c.user.id)})
+
+    f = Feature("count")
+    refuse = f.pipeline(Plain).guard(
+        lambda c: c.payload.text != "refuse",
+        otherwise=lambda c: fail("unprocessable", "refused", {"run": ran.append("refuse") or len(ran)}),
+    )
+    f.write_handler("take", refuse.return_(run))
+    return f
+
+
+def test_a_retried_request_runs_once_and_answers_alike(
+    app_on: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/http.md, Retries: concurrent requests with one key run the handler once and all
+    answer its result; a handler's own Failure is stored and answered again with its status;
+    an exception is not, and the retry runs; another tenant's key is another request."""
+    ran: list[str] = []
+    server = Served(asgi_app(app_on([_counted_feature(ran)]), user=user_of))
+    keyed = {**AS_CLERK, "Idempotency-Key": "order 7"}
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(
+                pool.map(lambda _: server.http.post("/count/take", json={"text": "tea"}, headers=keyed), range(4))
+            )
+        assert {(a.status_code, a.text) for a in answers} == {(200, answers[0].text)}
+        assert ran == ["tea"] and answers[0].json()["data"] == {"run": 1, "by": str(CLERK.id)}
+        again = server.http.post(
+            "/count/take", json={"text": "tea"}, headers={**AS_ADMIN, "Idempotency-Key": "order 7"}
+        )
+        assert again.json() == answers[0].json()  # any user of the tenant repeats its request
+        elsewhere = server.http.post("/count/take", json={"text": "tea"}, headers={**keyed, **OTHER_TENANT})
+        assert elsewhere.json()["data"]["run"] == 2
+
+        refused = [
+            server.http.post("/count/take", json={"text": "refuse"}, headers={**AS_CLERK, "Idempotency-Key": "r"})
+        ]
+        refused.append(
+            server.http.post("/count/take", json={"text": "refuse"}, headers={**AS_CLERK, "Idempotency-Key": "r"})
+        )
+        assert [_failure(r, 422, "unprocessable")["details"] for r in refused] == [{"run": 3}, {"run": 3}]
+
+        crashed = {**AS_CLERK, "Idempotency-Key": "c"}
+        with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+            first = server.http.post("/count/take", json={"text": "crash"}, headers=crashed)
+        body = _failure(first, 500, "internal_error")
+        assert body["message"].startswith("step 1 return raised ") and body["details"]["error_id"] in body["message"]
+        for secret in ("hunter2", "SELECT", "no_such_table"):
+            assert secret not in first.text
+        [logged] = [r for r in caplog.records if body["details"]["error_id"] in r.getMessage()]
+        assert logged.name.startswith("kumiko_typed") and logged.exc_info is not None
+        retried = server.http.post("/count/take", json={"text": "crash"}, headers=crashed)
+        _failure(retried, 500, "internal_error")
+        assert ran[-2:] == ["crash", "crash"]  # the exception was not stored: the retry ran
+    finally:
+        server.close()
+
+
+def test_the_checks_run_in_the_documented_order(make_app: Callable[..., App]) -> None:
+    """docs/http.md, Answers: user, Idempotency-Key, Content-Type, size, JSON — the first
+    refusal answers, whatever else is wrong with the request."""
+    from examples.inventory.handlers import inventory
+
+    server = Served(asgi_app(make_app([inventory]), user=user_of, max_body=10))
+    path = "/inventory/product:create"
+    bad = {"Idempotency-Key": "", "Content-Type": "text/plain"}
+    oversized = b"[" * 11
+    try:
+        answers = [
+            (server.http.post(path, content=oversized, headers=bad), 401),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, **bad}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, "Content-Type": "text/plain"}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, "Content-Type": "application/json"}), 413),
+            (server.http.post(path, content=b"[" * 10, headers={**AS_ADMIN, "Content-Type": "application/json"}), 400),
+        ]
+    finally:
+        server.close()
+    assert [a.status_code for a, _ in answers] == [status for _, status in answers]
+    assert [a.json()["details"][0]["path"] for a, _ in (answers[1], answers[2], answers[4])] == [
+        "Idempotency-Key",
+        "Content-Type",
+        "$",
+    ]
+    assert answers[3][0].headers["connection"] == "close"  # the rest of the body is not read
+
+
+def test_a_key_loses_the_spaces_at_its_ends_as_http_drops_them(served: Served) -> None:
+    """docs/http.md, Retries: \" k \" is the key \"k\"."""
+    host, port = served.base.removeprefix("http://").split(":")
+    body = b'{"sku": "tea", "name": "Tea", "stock": 1}'
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            b"POST /inventory/product:create HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin-token\r\n"
+            b"Content-Type: application/json\r\nIdempotency-Key:   k  \r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    other = _create(served, "mate", headers={**AS_ADMIN, "Idempotency-Key": "k"})
+    assert _failure(other, 409, "idempotency_conflict")["details"]["key"] == "k"
+
+
+def test_a_name_with_reserved_characters_is_sent_percent_encoded(make_app: Callable[..., App]) -> None:
+    """docs/http.md, Routes: a client percent-encodes a name with spaces or other reserved
+    characters; the path and its schema path are that name."""
+    f = Feature("names")
+    for name in ("place order", "café", "what?#"):
+        f.write_handler(name, f.pipeline(Plain).return_(lambda c, n=name: ok(n)))
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    try:
+        for encoded, name in (("place%20order", "place order"), ("caf%C3%A9", "café"), ("what%3F%23", "what?#")):
+            answer = server.http.post(f"/names/{encoded}", json={"text": "x"}, headers=AS_CLERK)
+            assert answer.json() == {"data": name}
+            assert server.http.get(f"/names/{encoded}/schema").json()["title"] == "Plain"
+    finally:
+        server.close()
 
 
 # --- the HTTP layer's own answers (SQLite) --------------------------------------------------
