@@ -538,6 +538,27 @@ def test_bytes_are_sent_as_the_base64_a_payload_is_read_from(app_on: Callable[..
         server.close()
 
 
+def test_every_failure_code_of_a_handler_is_answered_with_its_status(make_app: Callable[..., App]) -> None:
+    """docs/http.md and errors.md: a handler's Failure is its code's status with its public
+    fields, your own code 422.  Before, a handler's own ``unauthenticated`` was a 401
+    without the ``WWW-Authenticate`` challenge HTTP requires of every 401."""
+    codes = [*HTTP_STATUS, "out_of_stock"]
+    f = Feature("codes")
+    for code in codes:
+        f.write_handler(code, f.pipeline(Plain).return_(lambda c, code=code: fail(code, f"no: {code}", {"n": 1})))
+    server = Served(asgi_app(make_app([f]), user=user_of, www_authenticate='Bearer realm="shop"'))
+    try:
+        for code in codes:
+            answer = server.http.post(f"/codes/{code}", json={"text": "x"}, headers=AS_CLERK)
+            body = _failure(answer, HTTP_STATUS.get(code, 422), code)
+            assert body == {"code": code, "message": f"no: {code}", "details": {"n": 1}}
+            assert answer.headers.get("www-authenticate") == (
+                'Bearer realm="shop"' if code == "unauthenticated" else None
+            )
+    finally:
+        server.close()
+
+
 def test_a_failure_whose_details_have_no_json_form_is_a_json_internal_error(
     make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
 ) -> None:

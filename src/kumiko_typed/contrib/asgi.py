@@ -200,7 +200,10 @@ class _Adapter:
         except Exception as exc:  # dispatch_json catches the handler's; this is the unforeseen
             return _crash(f"handler {endpoint.handler}", exc)
         if isinstance(result, Failure):
-            return _failure(result, where=f"sending the {result.code} failure of handler {endpoint.handler}")
+            # A handler's own 401 (a token its steps found expired) names the challenge too: HTTP requires one.
+            challenge = self.challenge if result.http_status == 401 else None
+            where = f"sending the {result.code} failure of handler {endpoint.handler}"
+            return _failure(result, challenge, where=where)
         try:
             return Response(_dumps({"data": result.data}), media_type=_JSON)
         except (TypeError, ValueError) as exc:
