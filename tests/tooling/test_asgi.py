@@ -634,7 +634,9 @@ def test_a_body_in_another_encoding_than_utf8_is_400(make_app: Callable[..., App
         server.close()
 
 
-def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(make_app: Callable[..., App]) -> None:
+def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(
+    make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
     """Before: Starlette's ClientDisconnect escaped the adapter, and uvicorn logged
     "Exception in ASGI application" with a traceback, an ERROR for each client that gave up."""
     ran: list[str] = []
@@ -661,14 +663,21 @@ def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(make_a
         "POST /gone/take HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer clerk-token\r\nContent-Type: application/json\r\n"
     )
     try:
-        for framing, part in (("Content-Length: 100", '{"text": "x'), ("Transfer-Encoding: chunked", '5\r\n{"tex\r\n')):
-            with socket.create_connection((host, int(port))) as sock:
-                sock.sendall(f"{head}{framing}\r\n\r\n{part}".encode())
-        deadline = time.monotonic() + 10
-        while len(answered) < 2:
-            assert time.monotonic() < deadline, "the adapter did not finish the requests"
-            time.sleep(0.01)
+        with caplog.at_level(logging.DEBUG, logger="kumiko_typed.asgi"):
+            for framing, part in (
+                ("Content-Length: 100", '{"text": "x'),
+                ("Transfer-Encoding: chunked", '5\r\n{"tex\r\n'),
+            ):
+                with socket.create_connection((host, int(port))) as sock:
+                    sock.sendall(f"{head}{framing}\r\n\r\n{part}".encode())
+            deadline = time.monotonic() + 10
+            while len(answered) < 2:
+                assert time.monotonic() < deadline, "the adapter did not finish the requests"
+                time.sleep(0.01)
         assert escaped == [] and ran == []
+        # docs/http.md: logged at DEBUG, not as the server's error.
+        gone = [r for r in caplog.records if r.name == "kumiko_typed.asgi"]
+        assert [r.levelno for r in gone] == [logging.DEBUG] * 2 and "gone:take" in gone[0].getMessage()
         assert server.http.post("/gone/take", json={"text": "x"}, headers=AS_CLERK).json() == {"data": 1}
     finally:
         server.close()
