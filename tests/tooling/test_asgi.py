@@ -206,6 +206,36 @@ def test_a_retried_request_runs_once_and_answers_alike(
         server.close()
 
 
+def test_requests_waiting_on_a_key_whose_first_run_crashed_run_it_once_more(app_on: Callable[..., App]) -> None:
+    """docs/operations.md, Idempotent dispatch: concurrent requests wait on the first one's
+    key; when it rolls back (an exception is never stored) the next one claims it and runs,
+    and the last answers that run's stored result."""
+    ran: list[int] = []
+
+    def run(c: Any) -> Any:
+        ran.append(1)
+        time.sleep(0.3)  # the others arrive while this one holds the key
+        if len(ran) == 1:
+            raise RuntimeError("the first run crashes")
+        return ok(len(ran))
+
+    f = Feature("crashy")
+    f.write_handler("take", f.pipeline(Plain).return_(run))
+    server = Served(asgi_app(app_on([f]), user=user_of))
+
+    def post(i: int) -> Any:
+        time.sleep(i * 0.05)
+        return server.http.post("/crashy/take", json={"text": "x"}, headers={**AS_CLERK, "Idempotency-Key": "k"})
+
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(post, range(3)))
+    finally:
+        server.close()
+    assert sorted(a.status_code for a in answers) == [200, 200, 500]
+    assert [a.json() for a in answers if a.status_code == 200] == [{"data": 2}] * 2 and ran == [1, 1]
+
+
 def test_the_checks_run_in_the_documented_order(make_app: Callable[..., App]) -> None:
     """docs/http.md, Answers: user, Idempotency-Key, Content-Type, size, JSON — the first
     refusal answers, whatever else is wrong with the request."""
