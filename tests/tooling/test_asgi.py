@@ -370,6 +370,27 @@ def test_a_request_target_that_is_no_path_is_a_json_404(inventory_served: Served
         assert json.loads(body)["code"] == "not_found"
 
 
+def test_a_path_with_an_encoded_slash_is_not_served(inventory_served: Served) -> None:
+    """Before: uvicorn decoded ``%2F`` into the path and ``/inventory%2Fproduct:create`` ran
+    the handler, past a proxy or firewall rule on ``/inventory/`` that reads the path as
+    sent.  No served name holds a "/", so such a path names nothing."""
+    host, port = inventory_served.base.removeprefix("http://").split(":")
+    body = b'{"sku": "tea", "name": "Tea"}'
+    for target in ("/inventory%2Fproduct:create", "/inventory%2fproduct:create/schema"):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(
+                f"POST {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin-token\r\n".encode()
+                + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 404 "), answer
+        assert json.loads(answer.partition(b"\r\n\r\n")[2])["code"] == "not_found"
+    assert _create(inventory_served, "tea").status_code == 200  # nothing ran: the sku is free
+
+
 def test_a_schema_answers_head_as_http_asks_of_a_get(inventory_served: Served) -> None:
     """Before: 405 (HTTP has a server answer HEAD wherever it answers GET; a link
     checker or a cache asks HEAD first)."""

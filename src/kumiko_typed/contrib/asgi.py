@@ -156,6 +156,11 @@ class _Adapter:
 
     async def respond(self, request: Request) -> Response | None:
         path = "/" + str(request.path_params["path"])
+        if b"%2f" in (request.scope.get("raw_path") or b"").lower():
+            # The server decodes %2F into the path's "/": "/shop%2Fplace" would run
+            # shop:place, past a proxy rule on "/shop/" that reads the path as sent.  No
+            # served name holds a "/" (endpoints refuses one), so no served path has one.
+            return _failure(_NOT_SERVED)
         endpoint = self.served.get(path)
         if endpoint is not None:
             return await self.run(endpoint, request) if request.method == "POST" else _not_allowed("POST")
