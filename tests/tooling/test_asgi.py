@@ -352,6 +352,17 @@ def test_only_served_paths_and_methods_answer(inventory_served: Served) -> None:
     assert set(wrong.json()) == {"code", "message", "details"}
     posted = http.post("/inventory/product:create/schema", json={})
     assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
+    for method in ("OPTIONS", "PUT", "DELETE", "PATCH", "BREW"):
+        for path, allow in (("/inventory/product:create", "POST"), ("/inventory/product:create/schema", "GET, HEAD")):
+            answer = http.request(method, path, headers=AS_ADMIN)
+            assert (answer.status_code, answer.headers["allow"], answer.json()["code"]) == (
+                405,
+                allow,
+                "method_not_allowed",
+            )
+    # A query string is no part of the route: the handler runs on the body alone.
+    queried = http.post("/inventory/product:create?sku=mate", json={"sku": "tea", "name": "Tea"}, headers=AS_ADMIN)
+    assert queried.status_code == 200 and _create(inventory_served, "tea").status_code == 409
 
 
 def test_a_request_target_that_is_no_path_is_a_json_404(inventory_served: Served) -> None:
