@@ -34,9 +34,11 @@ from kumiko_typed.contrib.asgi import asgi_app, endpoints
 TENANT = uuid.uuid4()
 ADMIN = User(id=uuid.uuid4(), tenant_id=TENANT, roles=frozenset({"Admin"}))
 CLERK = User(id=uuid.uuid4(), tenant_id=TENANT, roles=frozenset({"User"}))
-TOKENS = {"admin-token": ADMIN, "clerk-token": CLERK}
+ELSEWHERE = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"User"}))  # another tenant's clerk
+TOKENS = {"admin-token": ADMIN, "clerk-token": CLERK, "elsewhere-token": ELSEWHERE}
 AS_ADMIN = {"Authorization": "Bearer admin-token"}
 AS_CLERK = {"Authorization": "Bearer clerk-token"}
+OTHER_TENANT = {"Authorization": "Bearer elsewhere-token"}
 
 
 def user_of(request: Request) -> User | None:
@@ -133,10 +135,6 @@ def test_an_unusable_idempotency_key_is_400_naming_the_header(served: Served, va
     assert "Idempotency-Key" in body["message"] and "255" in body["message"]
     assert body["details"] == [{"path": "Idempotency-Key", "message": body["message"]}]
     assert _create(served, "tea").status_code == 200  # the refused request ran nothing
-
-
-OTHER_TENANT = {"Authorization": "Bearer other-tenant-token"}
-TOKENS["other-tenant-token"] = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"User"}))
 
 
 def _counted_feature(ran: list[str]) -> Feature[str]:
