@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import enum
 import importlib
+import json
 import logging
 import socket
 import sys
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
@@ -19,6 +21,7 @@ from typing import Any
 import attrs
 import jsonschema
 import pytest
+import sqlalchemy as sa
 from _asgi_server import Served
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -31,9 +34,11 @@ from kumiko_typed.contrib.asgi import asgi_app, endpoints
 TENANT = uuid.uuid4()
 ADMIN = User(id=uuid.uuid4(), tenant_id=TENANT, roles=frozenset({"Admin"}))
 CLERK = User(id=uuid.uuid4(), tenant_id=TENANT, roles=frozenset({"User"}))
-TOKENS = {"admin-token": ADMIN, "clerk-token": CLERK}
+ELSEWHERE = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"User"}))  # another tenant's clerk
+TOKENS = {"admin-token": ADMIN, "clerk-token": CLERK, "elsewhere-token": ELSEWHERE}
 AS_ADMIN = {"Authorization": "Bearer admin-token"}
 AS_CLERK = {"Authorization": "Bearer clerk-token"}
+OTHER_TENANT = {"Authorization": "Bearer elsewhere-token"}
 
 
 def user_of(request: Request) -> User | None:
@@ -132,6 +137,166 @@ def test_an_unusable_idempotency_key_is_400_naming_the_header(served: Served, va
     assert _create(served, "tea").status_code == 200  # the refused request ran nothing
 
 
+def _counted_feature(ran: list[str]) -> Feature[str]:
+    """``count:take`` records each run; ``crash`` raises (with SQL and a secret in its
+    text), ``refuse`` is the handler's own 422, anything else waits a little and is Ok."""
+
+    def run(c: Any) -> Any:
+        ran.append(c.payload.text)
+        if c.payload.text == "crash":
+            c.db.execute(sa.text("SELECT secret FROM no_such_table WHERE pw = :pw"), {"pw": "hunter2"})
+        time.sleep(0.2)  # long enough for concurrent requests to meet on the key
+        return ok({"run": len(ran), "by": str(c.user.id)})
+
+    f = Feature("count")
+    refuse = f.pipeline(Plain).guard(
+        lambda c: c.payload.text != "refuse",
+        otherwise=lambda c: fail("unprocessable", "refused", {"run": ran.append("refuse") or len(ran)}),
+    )
+    f.write_handler("take", refuse.return_(run))
+    return f
+
+
+def test_a_retried_request_runs_once_and_answers_alike(
+    app_on: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
+    """docs/http.md, Retries: concurrent requests with one key run the handler once and all
+    answer its result; a handler's own Failure is stored and answered again with its status;
+    an exception is not, and the retry runs; another tenant's key is another request."""
+    ran: list[str] = []
+    server = Served(asgi_app(app_on([_counted_feature(ran)]), user=user_of))
+    keyed = {**AS_CLERK, "Idempotency-Key": "order 7"}
+    try:
+        with ThreadPoolExecutor(4) as pool:
+            answers = list(
+                pool.map(lambda _: server.http.post("/count/take", json={"text": "tea"}, headers=keyed), range(4))
+            )
+        assert {(a.status_code, a.text) for a in answers} == {(200, answers[0].text)}
+        assert ran == ["tea"] and answers[0].json()["data"] == {"run": 1, "by": str(CLERK.id)}
+        again = server.http.post(
+            "/count/take", json={"text": "tea"}, headers={**AS_ADMIN, "Idempotency-Key": "order 7"}
+        )
+        assert again.json() == answers[0].json()  # any user of the tenant repeats its request
+        elsewhere = server.http.post("/count/take", json={"text": "tea"}, headers={**keyed, **OTHER_TENANT})
+        assert elsewhere.json()["data"]["run"] == 2
+
+        refused = [
+            server.http.post("/count/take", json={"text": "refuse"}, headers={**AS_CLERK, "Idempotency-Key": "r"})
+        ]
+        refused.append(
+            server.http.post("/count/take", json={"text": "refuse"}, headers={**AS_CLERK, "Idempotency-Key": "r"})
+        )
+        assert [_failure(r, 422, "unprocessable")["details"] for r in refused] == [{"run": 3}, {"run": 3}]
+
+        crashed = {**AS_CLERK, "Idempotency-Key": "c"}
+        with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+            first = server.http.post("/count/take", json={"text": "crash"}, headers=crashed)
+        body = _failure(first, 500, "internal_error")
+        assert body["message"].startswith("step 1 return raised ") and body["details"]["error_id"] in body["message"]
+        for secret in ("hunter2", "SELECT", "no_such_table"):
+            assert secret not in first.text
+        [logged] = [r for r in caplog.records if body["details"]["error_id"] in r.getMessage()]
+        assert logged.name.startswith("kumiko_typed") and logged.exc_info is not None
+        retried = server.http.post("/count/take", json={"text": "crash"}, headers=crashed)
+        _failure(retried, 500, "internal_error")
+        assert ran[-2:] == ["crash", "crash"]  # the exception was not stored: the retry ran
+    finally:
+        server.close()
+
+
+def test_requests_waiting_on_a_key_whose_first_run_crashed_run_it_once_more(app_on: Callable[..., App]) -> None:
+    """docs/operations.md, Idempotent dispatch: concurrent requests wait on the first one's
+    key; when it rolls back (an exception is never stored) the next one claims it and runs,
+    and the last answers that run's stored result."""
+    ran: list[int] = []
+
+    def run(c: Any) -> Any:
+        ran.append(1)
+        time.sleep(0.3)  # the others arrive while this one holds the key
+        if len(ran) == 1:
+            raise RuntimeError("the first run crashes")
+        return ok(len(ran))
+
+    f = Feature("crashy")
+    f.write_handler("take", f.pipeline(Plain).return_(run))
+    server = Served(asgi_app(app_on([f]), user=user_of))
+
+    def post(i: int) -> Any:
+        time.sleep(i * 0.05)
+        return server.http.post("/crashy/take", json={"text": "x"}, headers={**AS_CLERK, "Idempotency-Key": "k"})
+
+    try:
+        with ThreadPoolExecutor(3) as pool:
+            answers = list(pool.map(post, range(3)))
+    finally:
+        server.close()
+    assert sorted(a.status_code for a in answers) == [200, 200, 500]
+    assert [a.json() for a in answers if a.status_code == 200] == [{"data": 2}] * 2 and ran == [1, 1]
+
+
+def test_the_checks_run_in_the_documented_order(make_app: Callable[..., App]) -> None:
+    """docs/http.md, Answers: user, Idempotency-Key, Content-Type, size, JSON — the first
+    refusal answers, whatever else is wrong with the request."""
+    from examples.inventory.handlers import inventory
+
+    server = Served(asgi_app(make_app([inventory]), user=user_of, max_body=10))
+    path = "/inventory/product:create"
+    bad = {"Idempotency-Key": "", "Content-Type": "text/plain"}
+    oversized = b"[" * 11
+    try:
+        answers = [
+            (server.http.post(path, content=oversized, headers=bad), 401),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, **bad}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, "Content-Type": "text/plain"}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, "Content-Type": "application/json"}), 413),
+            (server.http.post(path, content=b"[" * 10, headers={**AS_ADMIN, "Content-Type": "application/json"}), 400),
+        ]
+    finally:
+        server.close()
+    assert [a.status_code for a, _ in answers] == [status for _, status in answers]
+    assert [a.json()["details"][0]["path"] for a, _ in (answers[1], answers[2], answers[4])] == [
+        "Idempotency-Key",
+        "Content-Type",
+        "$",
+    ]
+    assert answers[3][0].headers["connection"] == "close"  # the rest of the body is not read
+
+
+def test_a_key_loses_the_spaces_at_its_ends_as_http_drops_them(served: Served) -> None:
+    """docs/http.md, Retries: \" k \" is the key \"k\"."""
+    host, port = served.base.removeprefix("http://").split(":")
+    body = b'{"sku": "tea", "name": "Tea", "stock": 1}'
+    with socket.create_connection((host, int(port))) as sock:
+        sock.sendall(
+            b"POST /inventory/product:create HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin-token\r\n"
+            b"Content-Type: application/json\r\nIdempotency-Key:   k  \r\nConnection: close\r\n"
+            + f"Content-Length: {len(body)}\r\n\r\n".encode()
+            + body
+        )
+        answer = b""
+        while chunk := sock.recv(65536):
+            answer += chunk
+    assert answer.startswith(b"HTTP/1.1 200 "), answer
+    other = _create(served, "mate", headers={**AS_ADMIN, "Idempotency-Key": "k"})
+    assert _failure(other, 409, "idempotency_conflict")["details"]["key"] == "k"
+
+
+def test_a_name_with_reserved_characters_is_sent_percent_encoded(make_app: Callable[..., App]) -> None:
+    """docs/http.md, Routes: a client percent-encodes a name with spaces or other reserved
+    characters; the path and its schema path are that name."""
+    f = Feature("names")
+    for name in ("place order", "café", "what?#"):
+        f.write_handler(name, f.pipeline(Plain).return_(lambda c, n=name: ok(n)))
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    try:
+        for encoded, name in (("place%20order", "place order"), ("caf%C3%A9", "café"), ("what%3F%23", "what?#")):
+            answer = server.http.post(f"/names/{encoded}", json={"text": "x"}, headers=AS_CLERK)
+            assert answer.json() == {"data": name}
+            assert server.http.get(f"/names/{encoded}/schema").json()["title"] == "Plain"
+    finally:
+        server.close()
+
+
 # --- the HTTP layer's own answers (SQLite) --------------------------------------------------
 
 
@@ -185,6 +350,54 @@ def test_only_served_paths_and_methods_answer(inventory_served: Served) -> None:
     assert set(wrong.json()) == {"code", "message", "details"}
     posted = http.post("/inventory/product:create/schema", json={})
     assert (posted.status_code, posted.headers["allow"]) == (405, "GET, HEAD")
+    for method in ("OPTIONS", "PUT", "DELETE", "PATCH", "BREW"):
+        for path, allow in (("/inventory/product:create", "POST"), ("/inventory/product:create/schema", "GET, HEAD")):
+            answer = http.request(method, path, headers=AS_ADMIN)
+            assert (answer.status_code, answer.headers["allow"], answer.json()["code"]) == (
+                405,
+                allow,
+                "method_not_allowed",
+            )
+    # A query string is no part of the route: the handler runs on the body alone.
+    queried = http.post("/inventory/product:create?sku=mate", json={"sku": "tea", "name": "Tea"}, headers=AS_ADMIN)
+    assert queried.status_code == 200 and _create(inventory_served, "tea").status_code == 409
+
+
+def test_a_request_target_that_is_no_path_is_a_json_404(inventory_served: Served) -> None:
+    """Before: Starlette's plain-text "Not Found" (docs/http.md: every answer is JSON) for a
+    server-wide ``OPTIONS *`` and for a target in absolute form, which uvicorn passes on as
+    the path."""
+    host, port = inventory_served.base.removeprefix("http://").split(":")
+    for target in ("*", f"http://{host}:{port}/inventory/product:create"):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(f"OPTIONS {target} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n".encode())
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        head, _, body = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 404 ") and b"content-type: application/json" in head.lower(), answer
+        assert json.loads(body)["code"] == "not_found"
+
+
+def test_a_path_with_an_encoded_slash_is_not_served(inventory_served: Served) -> None:
+    """Before: uvicorn decoded ``%2F`` into the path and ``/inventory%2Fproduct:create`` ran
+    the handler, past a proxy or firewall rule on ``/inventory/`` that reads the path as
+    sent.  No served name holds a "/", so such a path names nothing."""
+    host, port = inventory_served.base.removeprefix("http://").split(":")
+    body = b'{"sku": "tea", "name": "Tea"}'
+    for target in ("/inventory%2Fproduct:create", "/inventory%2fproduct:create/schema"):
+        with socket.create_connection((host, int(port))) as sock:
+            sock.sendall(
+                f"POST {target} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer admin-token\r\n".encode()
+                + f"Content-Type: application/json\r\nContent-Length: {len(body)}\r\nConnection: close\r\n\r\n".encode()
+                + body
+            )
+            answer = b""
+            while chunk := sock.recv(65536):
+                answer += chunk
+        assert answer.startswith(b"HTTP/1.1 404 "), answer
+        assert json.loads(answer.partition(b"\r\n\r\n")[2])["code"] == "not_found"
+    assert _create(inventory_served, "tea").status_code == 200  # nothing ran: the sku is free
 
 
 def test_a_schema_answers_head_as_http_asks_of_a_get(inventory_served: Served) -> None:
@@ -363,6 +576,49 @@ def test_results_are_sent_as_json(make_app: Callable[..., App]) -> None:
         server.close()
 
 
+@attrs.frozen
+class Blob:
+    data: bytes
+
+
+def test_bytes_are_sent_as_the_base64_a_payload_is_read_from(app_on: Callable[..., App]) -> None:
+    """Before: a 500 internal_error after the handler's writes committed, for bytes the
+    payload itself took as base64; with a key the stored answer was the same 500 for good.
+    Both databases: the keyed answer is stored and read back."""
+    f = Feature("blob")
+    f.write_handler("raw", f.pipeline(Blob).return_(lambda c: ok(c.payload.data)))
+    f.write_handler("inside", f.pipeline(Blob).return_(lambda c: ok(c.payload)))
+    server = Served(asgi_app(app_on([f]), user=user_of))
+    try:
+        for path, sent in (("/blob/raw", "AP8="), ("/blob/inside", {"data": "AP8="})):
+            for headers in (AS_CLERK, {**AS_CLERK, "Idempotency-Key": path}, {**AS_CLERK, "Idempotency-Key": path}):
+                answer = server.http.post(path, json={"data": "AP8="}, headers=headers)
+                assert (answer.status_code, answer.json()) == (200, {"data": sent})
+    finally:
+        server.close()
+
+
+def test_every_failure_code_of_a_handler_is_answered_with_its_status(make_app: Callable[..., App]) -> None:
+    """docs/http.md and errors.md: a handler's Failure is its code's status with its public
+    fields, your own code 422.  Before, a handler's own ``unauthenticated`` was a 401
+    without the ``WWW-Authenticate`` challenge HTTP requires of every 401."""
+    codes = [*HTTP_STATUS, "out_of_stock"]
+    f = Feature("codes")
+    for code in codes:
+        f.write_handler(code, f.pipeline(Plain).return_(lambda c, code=code: fail(code, f"no: {code}", {"n": 1})))
+    server = Served(asgi_app(make_app([f]), user=user_of, www_authenticate='Bearer realm="shop"'))
+    try:
+        for code in codes:
+            answer = server.http.post(f"/codes/{code}", json={"text": "x"}, headers=AS_CLERK)
+            body = _failure(answer, HTTP_STATUS.get(code, 422), code)
+            assert body == {"code": code, "message": f"no: {code}", "details": {"n": 1}}
+            assert answer.headers.get("www-authenticate") == (
+                'Bearer realm="shop"' if code == "unauthenticated" else None
+            )
+    finally:
+        server.close()
+
+
 def test_a_failure_whose_details_have_no_json_form_is_a_json_internal_error(
     make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -411,7 +667,36 @@ def test_a_body_that_repeats_a_key_is_400(make_app: Callable[..., App]) -> None:
         server.close()
 
 
-def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(make_app: Callable[..., App]) -> None:
+def test_a_body_in_another_encoding_than_utf8_is_400(make_app: Callable[..., App]) -> None:
+    """Before: json.loads guessed UTF-16 and UTF-32 from the bytes and ran the handler, on a
+    body that a proxy or firewall reading it as UTF-8 (as RFC 8259 has it) saw as no JSON."""
+    ran: list[str] = []
+    f = Feature("utf")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(1))
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    json_type = {**AS_CLERK, "Content-Type": "application/json"}
+    text = '{"text": "tea"}'
+    try:
+        for body in (
+            text.encode("utf-16"),
+            text.encode("utf-16-le"),
+            text.encode("utf-32"),
+            text.encode("utf-8-sig"),  # a byte order mark, which JSON between systems must not carry
+        ):
+            refused = server.http.post("/utf/take", content=body, headers=json_type)
+            details = _failure(refused, 400, "validation_error")["details"]
+            assert details[0]["path"] == "$" and details[0]["message"].startswith("the body is not JSON: "), details
+        assert ran == []
+        assert server.http.post("/utf/take", content=text.encode(), headers=json_type).json() == {"data": 1}
+    finally:
+        server.close()
+
+
+def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(
+    make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
     """Before: Starlette's ClientDisconnect escaped the adapter, and uvicorn logged
     "Exception in ASGI application" with a traceback, an ERROR for each client that gave up."""
     ran: list[str] = []
@@ -438,14 +723,21 @@ def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(make_a
         "POST /gone/take HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer clerk-token\r\nContent-Type: application/json\r\n"
     )
     try:
-        for framing, part in (("Content-Length: 100", '{"text": "x'), ("Transfer-Encoding: chunked", '5\r\n{"tex\r\n')):
-            with socket.create_connection((host, int(port))) as sock:
-                sock.sendall(f"{head}{framing}\r\n\r\n{part}".encode())
-        deadline = time.monotonic() + 10
-        while len(answered) < 2:
-            assert time.monotonic() < deadline, "the adapter did not finish the requests"
-            time.sleep(0.01)
+        with caplog.at_level(logging.DEBUG, logger="kumiko_typed.asgi"):
+            for framing, part in (
+                ("Content-Length: 100", '{"text": "x'),
+                ("Transfer-Encoding: chunked", '5\r\n{"tex\r\n'),
+            ):
+                with socket.create_connection((host, int(port))) as sock:
+                    sock.sendall(f"{head}{framing}\r\n\r\n{part}".encode())
+            deadline = time.monotonic() + 10
+            while len(answered) < 2:
+                assert time.monotonic() < deadline, "the adapter did not finish the requests"
+                time.sleep(0.01)
         assert escaped == [] and ran == []
+        # docs/http.md: logged at DEBUG, not as the server's error.
+        gone = [r for r in caplog.records if r.name == "kumiko_typed.asgi"]
+        assert [r.levelno for r in gone] == [logging.DEBUG] * 2 and "gone:take" in gone[0].getMessage()
         assert server.http.post("/gone/take", json={"text": "x"}, headers=AS_CLERK).json() == {"data": 1}
     finally:
         server.close()

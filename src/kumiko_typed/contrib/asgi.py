@@ -18,6 +18,7 @@ carries none (``401 unauthenticated``; the handler does not run).
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import enum
 import functools
@@ -121,14 +122,16 @@ def asgi_app(
     (it may block), an ``async`` one on the event loop.  Handlers run in worker threads.
     ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one).  A body of
     more than ``max_body`` bytes (1 MiB by default) is refused with ``413`` before more of
-    it is read: a payload is held in memory whole, twice (bytes and parsed)."""
+    it is read: a payload is held in memory whole, three times (bytes, text and parsed)."""
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
     schemas = {e.schema_path: _dumps(payload_schema(e.payload_type)) for e in served.values()}
     # An ASGI app as the route's endpoint answers every method: the adapter says 405 itself.
     adapter = _Adapter(served, schemas, user, www_authenticate, max_body)
-    return Starlette(routes=[Route("/{path:path}", adapter)])
+    # A request target that is not a path ("OPTIONS *", a proxy's "http://host/...")
+    # matches no route: its 404 is JSON too, not Starlette's plain text.
+    return Starlette(routes=[Route("/{path:path}", adapter)], exception_handlers={404: _unrouted})
 
 
 class _Adapter:
@@ -153,6 +156,11 @@ class _Adapter:
 
     async def respond(self, request: Request) -> Response | None:
         path = "/" + str(request.path_params["path"])
+        if b"%2f" in (request.scope.get("raw_path") or b"").lower():
+            # The server decodes %2F into the path's "/": "/shop%2Fplace" would run
+            # shop:place, past a proxy rule on "/shop/" that reads the path as sent.  No
+            # served name holds a "/" (endpoints refuses one), so no served path has one.
+            return _failure(_NOT_SERVED)
         endpoint = self.served.get(path)
         if endpoint is not None:
             return await self.run(endpoint, request) if request.method == "POST" else _not_allowed("POST")
@@ -162,7 +170,7 @@ class _Adapter:
             if request.method not in ("GET", "HEAD"):
                 return _not_allowed("GET, HEAD")
             return Response(schema, media_type="application/schema+json")
-        return _failure(fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}"))
+        return _failure(_NOT_SERVED)
 
     async def run(self, endpoint: Endpoint, request: Request) -> Response | None:
         """The answer to a handler's request; ``None`` when the client went away before
@@ -197,12 +205,22 @@ class _Adapter:
         except Exception as exc:  # dispatch_json catches the handler's; this is the unforeseen
             return _crash(f"handler {endpoint.handler}", exc)
         if isinstance(result, Failure):
-            return _failure(result, where=f"sending the {result.code} failure of handler {endpoint.handler}")
+            # A handler's own 401 (a token its steps found expired) names the challenge too: HTTP requires one.
+            challenge = self.challenge if result.http_status == 401 else None
+            where = f"sending the {result.code} failure of handler {endpoint.handler}"
+            return _failure(result, challenge, where=where)
         try:
             return Response(_dumps({"data": result.data}), media_type=_JSON)
         except (TypeError, ValueError) as exc:
             committed = "" if endpoint.kind == "query" else " (its writes are committed)"
             return _crash(f"sending the result of handler {endpoint.handler}{committed}", exc)
+
+
+_NOT_SERVED: Final = fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}")
+
+
+def _unrouted(request: Request, exc: Exception) -> Response:
+    return _failure(_NOT_SERVED)
 
 
 def _refused(where: str, message: str) -> Failure:
@@ -273,8 +291,11 @@ def _shown(key: str) -> str:
 
 
 def _json_body(body: bytes) -> object | Failure:
+    """The body read as JSON in UTF-8, the only encoding of JSON between systems (RFC 8259):
+    ``json.loads`` of bytes would also guess UTF-16 and UTF-32 (and pass encoded surrogates),
+    so a proxy that checked the body as UTF-8 saw other text than the handler gets."""
     try:
-        data: object = json.loads(body, object_pairs_hook=_object)
+        data: object = json.loads(body.decode(), object_pairs_hook=_object)
     except RecursionError:
         return _refused("$", "the body is nested too deeply")
     except _RepeatedKey as exc:
@@ -337,6 +358,8 @@ def _jsonable(value: object) -> object:
         return value.value
     if isinstance(value, (set, frozenset)):
         return list(value)
+    if isinstance(value, (bytes, bytearray)):  # base64, as a payload's bytes field is read
+        return base64.b64encode(value).decode("ascii")
     raise TypeError(f"a {type(value).__name__} has no JSON form")
 
 
