@@ -137,6 +137,20 @@ def test_an_unusable_idempotency_key_is_400_naming_the_header(served: Served, va
     assert _create(served, "tea").status_code == 200  # the refused request ran nothing
 
 
+@pytest.mark.parametrize("value", ["caf\u00e9".encode(), "caf\u00e9".encode("latin-1"), "\u20ac5".encode()])
+def test_a_non_ascii_idempotency_key_is_400(served: Served, value: bytes) -> None:
+    """A header is bytes: UTF-8's é was read as the key 'Ã©', Latin-1's as 'é', and the
+    euro sign's UTF-8 held a byte read as a control character: one key typed on two
+    clients was two keys.  Before, the first two ran the handler."""
+    refused = _create(served, "tea", headers={**AS_ADMIN, "Idempotency-Key": value})
+    body = _failure(refused, 400, "validation_error")
+    assert body["message"] == (
+        "the Idempotency-Key header is refused: an idempotency key sent over HTTP must be ASCII "
+        "(a UUID, an order number)"
+    )
+    assert body["details"] == [{"path": "Idempotency-Key", "message": body["message"]}]
+
+
 def _counted_feature(ran: list[str]) -> Feature[str]:
     """``count:take`` records each run; ``crash`` raises (with SQL and a secret in its
     text), ``refuse`` is the handler's own 422, anything else waits a little and is Ok."""

@@ -228,11 +228,18 @@ def _refused(where: str, message: str) -> Failure:
 
 
 def _idempotency_key(request: Request) -> str | Failure | None:
-    """The ``Idempotency-Key`` header: absent, or one value of 1 to 255 printable characters."""
+    """The ``Idempotency-Key`` header: absent, or one value of 1 to 255 printable ASCII characters."""
     values = request.headers.getlist(IDEMPOTENCY_HEADER)
     if not values:
         return None
-    problem = "send one Idempotency-Key header, not several" if len(values) > 1 else key_problem(values[0])
+    if len(values) > 1:
+        problem: str | None = "send one Idempotency-Key header, not several"
+    elif not values[0].isascii():
+        # A header is bytes: Starlette reads them as Latin-1, a client may have sent UTF-8
+        # (é arrived as 'Ã©') or Latin-1, so one key typed twice could be two keys.
+        problem = "an idempotency key sent over HTTP must be ASCII (a UUID, an order number)"
+    else:
+        problem = key_problem(values[0])
     if problem is not None:
         return _refused(IDEMPOTENCY_HEADER, f"the {IDEMPOTENCY_HEADER} header is refused: {problem}")
     return values[0]
