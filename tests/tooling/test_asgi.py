@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -608,6 +608,28 @@ def test_bytes_are_sent_as_the_base64_a_payload_is_read_from(app_on: Callable[..
             for headers in (AS_CLERK, {**AS_CLERK, "Idempotency-Key": path}, {**AS_CLERK, "Idempotency-Key": path}):
                 answer = server.http.post(path, json={"data": "AP8="}, headers=headers)
                 assert (answer.status_code, answer.json()) == (200, {"data": sent})
+    finally:
+        server.close()
+
+
+def test_durations_and_read_only_mappings_are_sent_as_the_event_store_writes_them(
+    make_app: Callable[..., App],
+) -> None:
+    """One wire form per value: a duration as the event store's ISO 8601 text, a read-only
+    mapping (``c.steps`` handed back) as an object.  Before, both were a 500 after the
+    handler's writes committed."""
+    f = Feature("forms")
+    f.write_handler("took", f.pipeline(Plain).return_(lambda c: ok(timedelta(days=1, seconds=30, microseconds=500))))
+    f.write_handler(
+        "steps",
+        f.pipeline(Plain).compute("n", lambda c: 2).return_(lambda c: ok({"steps": c.steps, "wait": timedelta(0)})),
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    try:
+        took = server.http.post("/forms/took", json={"text": "x"}, headers=AS_CLERK)
+        assert (took.status_code, took.json()) == (200, {"data": "P1DT30.0005S"})
+        steps = server.http.post("/forms/steps", json={"text": "x"}, headers=AS_CLERK)
+        assert (steps.status_code, steps.json()) == (200, {"data": {"steps": {"n": 2}, "wait": "PT0S"}})
     finally:
         server.close()
 

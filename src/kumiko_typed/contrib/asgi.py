@@ -18,22 +18,19 @@ carries none (``401 unauthenticated``; the handler does not run).
 
 from __future__ import annotations
 
-import base64
-import datetime as dt
-import enum
 import functools
 import inspect
 import json
 import logging
 import uuid
-from collections.abc import Awaitable, Callable
-from decimal import Decimal
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal
 
 import attrs
 
 from .. import App, Failure, Ok, User, fail
 from .._idempotency import key_problem
+from .._jsonable import Unjsonable, jsonable
 from .schema import payload_schema
 
 try:
@@ -353,21 +350,22 @@ def _dumps(value: object, *, lenient: bool = False) -> bytes:
 
 
 def _jsonable(value: object) -> object:
-    """A handler's result in JSON: attrs classes as objects, values as the payloads write them."""
+    """A handler's result in JSON (``json.dumps``'s ``default``: called for what JSON has no
+    type of): an attrs instance as an object of its fields, a set or mapping as JSON's own
+    (their items come back here), every other value as the event store writes it
+    (:func:`jsonable`: one wire form of a UUID, a decimal, a time, a duration, bytes, an
+    enum)."""
     cls = type(value)
     if attrs.has(cls):
         return {f.name: getattr(value, f.name) for f in attrs.fields(cls)}
-    if isinstance(value, (uuid.UUID, Decimal)):
-        return str(value)
-    if isinstance(value, (dt.date, dt.time)):
-        return value.isoformat()
-    if isinstance(value, enum.Enum):
-        return value.value
     if isinstance(value, (set, frozenset)):
         return list(value)
-    if isinstance(value, (bytes, bytearray)):  # base64, as a payload's bytes field is read
-        return base64.b64encode(value).decode("ascii")
-    raise TypeError(f"a {type(value).__name__} has no JSON form")
+    if isinstance(value, Mapping):
+        return dict(value)
+    try:
+        return jsonable(value)
+    except Unjsonable:
+        raise TypeError(f"a {type(value).__name__} has no JSON form") from None
 
 
 def _lenient(value: object) -> object:
