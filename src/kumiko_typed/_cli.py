@@ -165,13 +165,16 @@ def _usable(url: str, given_by: str) -> None:
 
 @click.group()
 @click.version_option(package_name="kumiko-typed")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """kumiko-typed: event-sourced write-side pipelines that mypy checks.
 
     TARGET is MODULE:APP, an App or a function returning one, imported with the current
     folder on the path.  --database-url (or KUMIKO_DATABASE_URL) replaces the App's
     database; a function is then called with database_url=.
     """
+    if os.environ.get("NO_COLOR"):  # https://no-color.org; click colours any terminal
+        ctx.color = False  # the subcommands' contexts inherit it
 
 
 @main.command()

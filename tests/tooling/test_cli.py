@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -17,6 +18,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -278,6 +280,36 @@ def test_check_reads_the_url_from_the_environment(tmp_path: Path) -> None:
     result = cli(tmp_path, "check", "examples.inventory.app:make_app", KUMIKO_DATABASE_URL=_url(tmp_path, "env"))
     assert result.returncode == 0, _explain(result)
     assert (tmp_path / "env.sqlite3").is_file()
+
+
+def _on_a_terminal(tmp_path: Path, *args: str, **env: str) -> bytes:
+    """What a command writes to a terminal: a pseudo-terminal is its stdout and stderr."""
+    screen, terminal = pty.openpty()
+    environment = _env(tmp_path, **env)
+    if "NO_COLOR" not in env:  # _env sets it for every other test
+        del environment["NO_COLOR"]
+    try:
+        subprocess.run(
+            [str(CLI), *args], cwd=ROOT, env=environment, stdout=terminal, stderr=terminal, timeout=TIMEOUT, check=False
+        )
+    finally:
+        os.close(terminal)
+    shown = b""
+    with suppress(OSError):  # EIO: everything written has been read
+        while chunk := os.read(screen, 4096):
+            shown += chunk
+    os.close(screen)
+    return shown
+
+
+@pytest.mark.parametrize("no_color", [None, "1"])
+def test_no_color_turns_the_colours_off_on_a_terminal(tmp_path: Path, no_color: str | None) -> None:
+    """https://no-color.org: NO_COLOR set (and not empty) means no colour even on a terminal;
+    the command line coloured its ``ok``, its problem count and its tables' headers anyway."""
+    env = {} if no_color is None else {"NO_COLOR": no_color}
+    shown = _on_a_terminal(tmp_path, "check", "examples.inventory.app:make_app", "--database-url", _url(tmp_path), **env)
+    assert b"ok" in shown and b"6 handler(s)" in shown, shown
+    assert (b"\x1b[" in shown) is (no_color is None), shown
 
 
 PLAIN_APP = """
