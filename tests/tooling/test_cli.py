@@ -16,6 +16,7 @@ import sys
 import textwrap
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator
 from contextlib import suppress
@@ -957,6 +958,54 @@ def test_runs_shows_a_failed_runs_error_code(tmp_path: Path, tiny: Tiny) -> None
     assert rows[str(failed)]["created"] == _utc(tiny.run(failed).created_at)
     assert (rows[str(waiting)]["status"], rows[str(waiting)]["error"]) == ("suspended", "")
     assert "ZeroDivisionError" not in result.stdout  # the code, not the message
+
+
+WIDE = """
+import attrs
+from kumiko_typed import App, Feature, manual
+
+
+@attrs.frozen
+class Order:
+    item: str
+
+
+shop = Feature("shop")
+for name in ("注文の確認", "order", "e\u0301te\u0301"):  # wide characters, combining accents
+    shop.workflow(name, trigger=manual(Order), pipeline=shop.workflow_pipeline(Order).wait("P1D"))
+
+
+def make_app(database_url: str) -> App:
+    app = App([shop], database_url=database_url)
+    app.create_all()
+    return app
+"""
+
+
+def _columns(text: str) -> int:
+    """How many columns ``text`` takes on a terminal."""
+    return sum(
+        0 if unicodedata.category(c) in ("Mn", "Me") else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
+def test_runs_keeps_its_columns_with_wide_and_combining_characters(tmp_path: Path) -> None:
+    """A name in Japanese, or with combining accents, pushed the rest of its row out of its
+    column: the table padded by code points, not by the columns a terminal shows."""
+    name = _module(tmp_path, WIDE, "wide")
+    module = _import(tmp_path, name)
+    app: App = module.make_app(_url(tmp_path))
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    for workflow in app.workflows.values():
+        app.start_workflow(workflow, module.Order("tea"), user=user)
+    app.dispose()
+    result = cli(tmp_path, "runs", f"{name}:make_app", "--database-url", _url(tmp_path))
+    assert result.returncode == 0, _explain(result)
+    lines = result.stdout.splitlines()
+    assert any("注文の確認" in line for line in lines) and len(lines) == 4
+    starts = {_columns(line[: line.index(word)]) for line, word in zip(lines, ["status", *["suspended"] * 3])}
+    assert len(starts) == 1, result.stdout
 
 
 def test_runs_by_status_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:
