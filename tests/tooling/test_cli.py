@@ -683,6 +683,36 @@ def test_graph_mermaid_nests_subgraphs(tmp_path: Path, nested: str) -> None:
     assert sorted(label for label in edges.values() if label) == ["false", "true"]
 
 
+QUOTED_NAMES = """
+import attrs
+from kumiko_typed import App, Feature, ok
+
+
+@attrs.frozen
+class Ask:
+    n: int
+
+
+shop = Feature("shop")
+shop.write_handler(
+    'say "hi" #1;', shop.pipeline(Ask).compute('a "b" #35;', lambda c: 1).return_(lambda c: ok(1))
+)
+app = App([shop], database_url="sqlite://")
+"""
+
+
+def test_graph_mermaid_escapes_quotes_and_entity_codes_in_every_name(tmp_path: Path) -> None:
+    """Inside Mermaid's ``["..."]`` a ``"`` ends the text and ``#...;`` is an entity code: the
+    title (the handler's name) was written as it is, which Mermaid cannot parse, and a ``#``
+    in a step's name was read as the start of an entity."""
+    target = _module(tmp_path, QUOTED_NAMES, "quoted") + ":app"
+    result = cli(tmp_path, "graph", target, "--format", "mermaid")
+    assert result.returncode == 0, _explain(result)
+    lines = result.stdout.splitlines()
+    assert lines[1] == '  start(["shop:say #quot;hi#quot; #35;1;"])'
+    assert lines[2] == '  s1["compute #quot;a #quot;b#quot; #35;35;#quot;"]'
+
+
 def test_graph_dot_nests_clusters(tmp_path: Path, nested: str) -> None:
     out = _graph(tmp_path, nested, "dot")
     lines = out.splitlines()
