@@ -308,7 +308,8 @@ def test_no_color_turns_the_colours_off_on_a_terminal(tmp_path: Path, no_color: 
     """https://no-color.org: NO_COLOR set (and not empty) means no colour even on a terminal;
     the command line coloured its ``ok``, its problem count and its tables' headers anyway."""
     env = {} if no_color is None else {"NO_COLOR": no_color}
-    shown = _on_a_terminal(tmp_path, "check", "examples.inventory.app:make_app", "--database-url", _url(tmp_path), **env)
+    target = "examples.inventory.app:make_app"
+    shown = _on_a_terminal(tmp_path, "check", target, "--database-url", _url(tmp_path), **env)
     assert b"ok" in shown and b"6 handler(s)" in shown, shown
     assert (b"\x1b[" in shown) is (no_color is None), shown
 

@@ -13,8 +13,9 @@ A block opts out only on purpose, with an HTML comment line right before its fen
 
 A trailing ``# Revealed type is "..."`` comment on a line of a checked block must match
 what mypy reveals there, and the comment after a top-level ``print(...)`` (on its line or
-the next) is what it must print, ``...`` standing for any text.  docs/errors.md must show every ``kumiko-*`` code, and the README's
-quoted plugin output must be what mypy says about ``typecheck_tests/cases/errors_rules.py``.
+the next) is what it must print, ``...`` standing for any text.  docs/errors.md must show
+every ``kumiko-*`` code, and the README's quoted plugin output must be what mypy says
+about ``typecheck_tests/cases/errors_rules.py``.
 """
 
 from __future__ import annotations
