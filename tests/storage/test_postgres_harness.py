@@ -185,3 +185,25 @@ def test_the_server_of_a_run_killed_with_sigkill_is_swept_by_the_next_start(loca
     server.stop()
     assert not base.exists()
     assert not _running(postmaster)
+
+
+def test_a_forked_child_ended_with_sigterm_leaves_the_server_running(local: PostgresServer, engine: sa.Engine) -> None:
+    """A child forked by the test (a multiprocessing pool's worker, which ``terminate()``
+    ends with SIGTERM) inherits the handler that stops the servers, but not the servers:
+    it must only die."""
+    ready, tell = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child only waits for its signal
+        try:
+            os.write(tell, b".")  # a signal that came before this, the fork's end discarded
+            signal.pause()
+        finally:
+            os._exit(0)
+    os.close(tell)
+    assert os.read(ready, 1) == b"."
+    os.close(ready)
+    os.kill(child, signal.SIGTERM)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    with engine.connect() as conn:
+        assert conn.scalar(sa.text("SELECT 1")) == 1

@@ -250,6 +250,7 @@ class PostgresServer:
     _stopped: bool = field(default=False, repr=False)
     # Reentrant: the SIGTERM handler may stop the server while the main thread holds it.
     _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _started_by: int = field(default_factory=os.getpid, repr=False)
 
     @property
     def data_dir(self) -> Path | None:
@@ -305,7 +306,9 @@ _RUNNING: list[PostgresServer] = []
 
 
 def _stop_all() -> None:
-    for server in list(_RUNNING):
+    """Stop this process's servers: a forked child (a pool's worker) inherits the list, the
+    atexit hook and the SIGTERM handler, not the servers, and its end must not stop them."""
+    for server in [s for s in _RUNNING if s._started_by == os.getpid()]:
         with contextlib.suppress(Exception):
             server.stop()
 
@@ -315,7 +318,7 @@ atexit.register(_stop_all)
 
 def _stop_all_on_sigterm() -> None:
     """SIGTERM (a CI timeout, ``timeout pytest``) ends the process without atexit: stop the
-    servers first, then end of the signal as before.  Only while SIGTERM has its default
+    servers first, then die of the signal as before.  Only while SIGTERM has its default
     action (a handler of the user's stays theirs), and only from the main thread, the one
     that may set handlers."""
     if threading.current_thread() is not threading.main_thread():
