@@ -3,6 +3,7 @@ listens on loopback only, never runs as root, and leaves nothing running after a
 
 from __future__ import annotations
 
+import atexit
 import os
 import signal
 import subprocess
@@ -187,23 +188,28 @@ def test_the_server_of_a_run_killed_with_sigkill_is_swept_by_the_next_start(loca
     assert not _running(postmaster)
 
 
-def test_a_forked_child_ended_with_sigterm_leaves_the_server_running(local: PostgresServer, engine: sa.Engine) -> None:
+@pytest.mark.parametrize("end", ["sigterm", "exit"])
+def test_a_forked_child_that_ends_leaves_the_server_running(local: PostgresServer, engine: sa.Engine, end: str) -> None:
     """A child forked by the test (a multiprocessing pool's worker, which ``terminate()``
-    ends with SIGTERM) inherits the handler that stops the servers, but not the servers:
-    it must only die."""
+    ends with SIGTERM; a child of ``os.fork`` that exits, running atexit) inherits the hooks
+    that stop the servers, but not the servers: it stopped its parent's at its end."""
     ready, tell = os.pipe()
     child = os.fork()
-    if child == 0:  # pragma: no cover - the child only waits for its signal
+    if child == 0:  # pragma: no cover - the child only ends
         try:
-            os.write(tell, b".")  # a signal that came before this, the fork's end discarded
-            signal.pause()
+            if end == "exit":
+                atexit._run_exitfuncs()  # what the interpreter's exit runs
+            else:
+                os.write(tell, b".")  # a signal that came before this, the fork's end discarded
+                signal.pause()
         finally:
             os._exit(0)
     os.close(tell)
-    assert os.read(ready, 1) == b"."
+    if end == "sigterm":
+        assert os.read(ready, 1) == b"."
+        os.kill(child, signal.SIGTERM)
     os.close(ready)
-    os.kill(child, signal.SIGTERM)
     _, status = os.waitpid(child, 0)
-    assert os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGTERM
+    assert os.WIFSIGNALED(status) == (end == "sigterm")
     with engine.connect() as conn:
         assert conn.scalar(sa.text("SELECT 1")) == 1
