@@ -9,6 +9,7 @@ import os
 import signal
 import sys
 import traceback
+import unicodedata
 import uuid
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
@@ -165,13 +166,16 @@ def _usable(url: str, given_by: str) -> None:
 
 @click.group()
 @click.version_option(package_name="kumiko-typed")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """kumiko-typed: event-sourced write-side pipelines that mypy checks.
 
     TARGET is MODULE:APP, an App or a function returning one, imported with the current
     folder on the path.  --database-url (or KUMIKO_DATABASE_URL) replaces the App's
     database; a function is then called with database_url=.
     """
+    if os.environ.get("NO_COLOR"):  # https://no-color.org; click colours any terminal
+        ctx.color = False  # the subcommands' contexts inherit it
 
 
 @main.command()
@@ -542,12 +546,25 @@ def _printable(text: str) -> str:
     return "".join(c if c.isprintable() else c.encode("unicode_escape").decode("ascii") for c in text)
 
 
+def _columns(text: str) -> int:
+    """The terminal columns ``text`` takes: two for a wide character (CJK), none for a
+    combining mark.  Padding by ``len`` pushed a row with such a name out of its columns."""
+    return sum(
+        0 if unicodedata.category(c) in ("Mn", "Me") else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
 def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
     if not rows:
         click.echo("(none)")
         return
     rows = [[_printable(cell) for cell in row] for row in rows]
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(header)]
-    click.echo(click.style("  ".join(h.ljust(w) for h, w in zip(header, widths, strict=True)), bold=True))
+    widths = [max(_columns(h), *(_columns(r[i]) for r in rows)) for i, h in enumerate(header)]
+
+    def line(cells: Sequence[str]) -> str:
+        return "  ".join(c + " " * (w - _columns(c)) for c, w in zip(cells, widths, strict=True))
+
+    click.echo(click.style(line(header), bold=True))
     for row in rows:
-        click.echo("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
+        click.echo(line(row))

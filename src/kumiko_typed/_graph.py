@@ -88,14 +88,19 @@ class _Layout:
         return tails
 
 
+def _mermaid_text(text: str) -> str:
+    """``text`` for inside Mermaid's ``["..."]``, where ``"`` ends it and ``#...;`` is an
+    entity code: ``#`` is written as its own code first, then ``"`` as ``#quot;``."""
+    return text.replace("#", "#35;").replace('"', "#quot;")
+
+
 def mermaid(title: str, steps: Sequence[Step]) -> str:
     layout = _Layout(steps)
-    out = ["flowchart TD", f'  start(["{title}"])']
+    out = ["flowchart TD", f'  start(["{_mermaid_text(title)}"])']
     for kind, depth, node, label in layout.items:
         indent = "  " * depth
         if kind == "node":
-            escaped = label.replace('"', "#quot;")  # Mermaid's escape inside ["..."]
-            out.append(f'{indent}{node}["{escaped}"]')
+            out.append(f'{indent}{node}["{_mermaid_text(label)}"]')
         elif kind == "open":
             out.append(f'{indent}subgraph {node}["{label}"]')
         else:

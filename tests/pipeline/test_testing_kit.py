@@ -4,9 +4,12 @@ pytest plugin's App fixtures (used here as a user's suite would, on both databas
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
 import sys
 from datetime import UTC, datetime, timedelta, timezone
 from importlib.metadata import entry_points
+from pathlib import Path
 
 import attrs
 import pytest
@@ -145,6 +148,45 @@ def test_outbox_items_show_their_target_without_secrets(kumiko_sqlite_app: AppFa
 def test_the_plugin_is_registered_for_pytest() -> None:
     plugins = {ep.value for ep in entry_points(group="pytest11")}
     assert "kumiko_typed.testing.plugin" in plugins
+
+
+_USERS_TEST = """
+from kumiko_typed import Feature
+from kumiko_typed.testing import AppFactory
+
+
+def test_an_app(kumiko_sqlite_app: AppFactory) -> None:
+    assert kumiko_sqlite_app([Feature("mine")]).outbox() == []
+"""
+
+
+@pytest.mark.parametrize(
+    ("conftest", "args"),
+    [
+        ('pytest_plugins = ["kumiko_typed.testing.plugin"]\n', []),
+        ("", ["-p", "kumiko_typed.testing.plugin"]),
+    ],
+    ids=["pytest_plugins", "-p"],
+)
+def test_naming_the_plugin_as_well_loads_it_once(tmp_path: Path, conftest: str, args: list[str]) -> None:
+    """A suite that names the plugin (how pytest loads one with PYTEST_DISABLE_PLUGIN_AUTOLOAD)
+    where the entry point loads it too: pytest crashed at start-up, ``Plugin already
+    registered under a different name``, while the entry point had another name than the
+    module."""
+    (tmp_path / "conftest.py").write_text(conftest)
+    (tmp_path / "test_users.py").write_text(_USERS_TEST)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "1 passed" in run.stdout
 
 
 def test_app_settings_name_every_app_keyword() -> None:

@@ -1,14 +1,20 @@
 """The throw-away PostgreSQL server of kumiko_typed.testing.postgres: starts, isolates databases per test,
-listens on loopback only, and never runs as root."""
+listens on loopback only, never runs as root, and leaves nothing running after a killed test run."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
 
+from kumiko_typed.testing import postgres
 from kumiko_typed.testing.postgres import PostgresServer
 
 pytestmark = pytest.mark.postgres
@@ -115,3 +121,95 @@ def test_server_does_not_run_as_root(kumiko_postgres: PostgresServer, engine: sa
         return
     pid = int((kumiko_postgres.data_dir / "postmaster.pid").read_text().split()[0])  # type: ignore[operator]
     assert os.stat(f"/proc/{pid}").st_uid == owner
+
+
+#: A test process of its own: starts a server, says where, and waits to be killed.
+_CHILD = """
+import time
+from kumiko_typed.testing.postgres import start_test_postgres
+
+server = start_test_postgres()
+print(server.base_dir, flush=True)
+time.sleep(600)
+"""
+
+
+def _child_with_a_server() -> tuple[subprocess.Popen[str], Path, int]:
+    """The child process, its server's directory and the postmaster's pid."""
+    env = {k: v for k, v in os.environ.items() if k != "KUMIKO_TEST_POSTGRES_URL"}
+    child = subprocess.Popen([sys.executable, "-c", _CHILD], stdout=subprocess.PIPE, text=True, env=env)
+    assert child.stdout is not None
+    base = Path(child.stdout.readline().strip())
+    postmaster = int((base / "data" / "postmaster.pid").read_text().split()[0])
+    return child, base, postmaster
+
+
+def _running(pid: int) -> bool:
+    try:
+        return b"postgres" in Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return False
+
+
+@pytest.fixture
+def local(kumiko_postgres: PostgresServer) -> PostgresServer:
+    if kumiko_postgres.external:
+        pytest.skip("KUMIKO_TEST_POSTGRES_URL: no server of ours to kill")
+    return kumiko_postgres
+
+
+def test_a_run_killed_with_sigterm_stops_its_server_and_removes_its_directory(local: PostgresServer) -> None:
+    """A CI timeout or ``timeout pytest`` ends the run with SIGTERM, whose default action
+    skips atexit: the server went on running, its directory left, until some later run of
+    the same user swept it (never, on a runner that does not run the suite again)."""
+    child, base, postmaster = _child_with_a_server()
+    try:
+        child.send_signal(signal.SIGTERM)
+        assert child.wait(timeout=120) == -signal.SIGTERM  # it still dies of the signal
+        assert not base.exists()
+        assert not _running(postmaster)
+    finally:
+        child.kill()
+        if base.exists():
+            postgres._stop_dir(base, local.bin_dir, local.run_as)
+
+
+def test_the_server_of_a_run_killed_with_sigkill_is_swept_by_the_next_start(local: PostgresServer) -> None:
+    """Nothing runs on SIGKILL: the next start stops the dead run's server and deletes its
+    directory (docs/testing-handlers.md)."""
+    child, base, postmaster = _child_with_a_server()
+    child.kill()
+    child.wait(timeout=60)
+    assert base.exists() and _running(postmaster)
+    server = postgres.start_test_postgres()
+    assert server is not None
+    server.stop()
+    assert not base.exists()
+    assert not _running(postmaster)
+
+
+@pytest.mark.parametrize("end", ["sigterm", "exit"])
+def test_a_forked_child_that_ends_leaves_the_server_running(local: PostgresServer, engine: sa.Engine, end: str) -> None:
+    """A child forked by the test (a multiprocessing pool's worker, which ``terminate()``
+    ends with SIGTERM; a child of ``os.fork`` that exits, running atexit) inherits the hooks
+    that stop the servers, but not the servers: it stopped its parent's at its end."""
+    ready, tell = os.pipe()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child only ends
+        try:
+            if end == "exit":
+                atexit._run_exitfuncs()  # what the interpreter's exit runs
+            else:
+                os.write(tell, b".")  # a signal that came before this, the fork's end discarded
+                signal.pause()
+        finally:
+            os._exit(0)
+    os.close(tell)
+    if end == "sigterm":
+        assert os.read(ready, 1) == b"."
+        os.kill(child, signal.SIGTERM)
+    os.close(ready)
+    _, status = os.waitpid(child, 0)
+    assert os.WIFSIGNALED(status) == (end == "sigterm")
+    with engine.connect() as conn:
+        assert conn.scalar(sa.text("SELECT 1")) == 1

@@ -8,6 +8,7 @@ from __future__ import annotations
 import http.server
 import importlib.util
 import os
+import pty
 import re
 import signal
 import subprocess
@@ -15,8 +16,10 @@ import sys
 import textwrap
 import threading
 import time
+import unicodedata
 import uuid
 from collections.abc import Iterator
+from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from types import ModuleType
@@ -278,6 +281,37 @@ def test_check_reads_the_url_from_the_environment(tmp_path: Path) -> None:
     result = cli(tmp_path, "check", "examples.inventory.app:make_app", KUMIKO_DATABASE_URL=_url(tmp_path, "env"))
     assert result.returncode == 0, _explain(result)
     assert (tmp_path / "env.sqlite3").is_file()
+
+
+def _on_a_terminal(tmp_path: Path, *args: str, **env: str) -> bytes:
+    """What a command writes to a terminal: a pseudo-terminal is its stdout and stderr."""
+    screen, terminal = pty.openpty()
+    environment = _env(tmp_path, **env)
+    if "NO_COLOR" not in env:  # _env sets it for every other test
+        del environment["NO_COLOR"]
+    try:
+        subprocess.run(
+            [str(CLI), *args], cwd=ROOT, env=environment, stdout=terminal, stderr=terminal, timeout=TIMEOUT, check=False
+        )
+    finally:
+        os.close(terminal)
+    shown = b""
+    with suppress(OSError):  # EIO: everything written has been read
+        while chunk := os.read(screen, 4096):
+            shown += chunk
+    os.close(screen)
+    return shown
+
+
+@pytest.mark.parametrize("no_color", [None, "1"])
+def test_no_color_turns_the_colours_off_on_a_terminal(tmp_path: Path, no_color: str | None) -> None:
+    """https://no-color.org: NO_COLOR set (and not empty) means no colour even on a terminal;
+    the command line coloured its ``ok``, its problem count and its tables' headers anyway."""
+    env = {} if no_color is None else {"NO_COLOR": no_color}
+    target = "examples.inventory.app:make_app"
+    shown = _on_a_terminal(tmp_path, "check", target, "--database-url", _url(tmp_path), **env)
+    assert b"ok" in shown and b"6 handler(s)" in shown, shown
+    assert (b"\x1b[" in shown) is (no_color is None), shown
 
 
 PLAIN_APP = """
@@ -650,6 +684,36 @@ def test_graph_mermaid_nests_subgraphs(tmp_path: Path, nested: str) -> None:
     assert sorted(label for label in edges.values() if label) == ["false", "true"]
 
 
+QUOTED_NAMES = """
+import attrs
+from kumiko_typed import App, Feature, ok
+
+
+@attrs.frozen
+class Ask:
+    n: int
+
+
+shop = Feature("shop")
+shop.write_handler(
+    'say "hi" #1;', shop.pipeline(Ask).compute('a "b" #35;', lambda c: 1).return_(lambda c: ok(1))
+)
+app = App([shop], database_url="sqlite://")
+"""
+
+
+def test_graph_mermaid_escapes_quotes_and_entity_codes_in_every_name(tmp_path: Path) -> None:
+    """Inside Mermaid's ``["..."]`` a ``"`` ends the text and ``#...;`` is an entity code: the
+    title (the handler's name) was written as it is, which Mermaid cannot parse, and a ``#``
+    in a step's name was read as the start of an entity."""
+    target = _module(tmp_path, QUOTED_NAMES, "quoted") + ":app"
+    result = cli(tmp_path, "graph", target, "--format", "mermaid")
+    assert result.returncode == 0, _explain(result)
+    lines = result.stdout.splitlines()
+    assert lines[1] == '  start(["shop:say #quot;hi#quot; #35;1;"])'
+    assert lines[2] == '  s1["compute #quot;a #quot;b#quot; #35;35;#quot;"]'
+
+
 def test_graph_dot_nests_clusters(tmp_path: Path, nested: str) -> None:
     out = _graph(tmp_path, nested, "dot")
     lines = out.splitlines()
@@ -925,6 +989,54 @@ def test_runs_shows_a_failed_runs_error_code(tmp_path: Path, tiny: Tiny) -> None
     assert rows[str(failed)]["created"] == _utc(tiny.run(failed).created_at)
     assert (rows[str(waiting)]["status"], rows[str(waiting)]["error"]) == ("suspended", "")
     assert "ZeroDivisionError" not in result.stdout  # the code, not the message
+
+
+WIDE = """
+import attrs
+from kumiko_typed import App, Feature, manual
+
+
+@attrs.frozen
+class Order:
+    item: str
+
+
+shop = Feature("shop")
+for name in ("注文の確認", "order", "e\u0301te\u0301"):  # wide characters, combining accents
+    shop.workflow(name, trigger=manual(Order), pipeline=shop.workflow_pipeline(Order).wait("P1D"))
+
+
+def make_app(database_url: str) -> App:
+    app = App([shop], database_url=database_url)
+    app.create_all()
+    return app
+"""
+
+
+def _columns(text: str) -> int:
+    """How many columns ``text`` takes on a terminal."""
+    return sum(
+        0 if unicodedata.category(c) in ("Mn", "Me") else 2 if unicodedata.east_asian_width(c) in "WF" else 1
+        for c in text
+    )
+
+
+def test_runs_keeps_its_columns_with_wide_and_combining_characters(tmp_path: Path) -> None:
+    """A name in Japanese, or with combining accents, pushed the rest of its row out of its
+    column: the table padded by code points, not by the columns a terminal shows."""
+    name = _module(tmp_path, WIDE, "wide")
+    module = _import(tmp_path, name)
+    app: App = module.make_app(_url(tmp_path))
+    user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    for workflow in app.workflows.values():
+        app.start_workflow(workflow, module.Order("tea"), user=user)
+    app.dispose()
+    result = cli(tmp_path, "runs", f"{name}:make_app", "--database-url", _url(tmp_path))
+    assert result.returncode == 0, _explain(result)
+    lines = result.stdout.splitlines()
+    assert any("注文の確認" in line for line in lines) and len(lines) == 4
+    starts = {_columns(line[: line.index(word)]) for line, word in zip(lines, ["status", *["suspended"] * 3])}
+    assert len(starts) == 1, result.stdout
 
 
 def test_runs_by_status_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:

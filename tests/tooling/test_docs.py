@@ -12,8 +12,10 @@ A block opts out only on purpose, with an HTML comment line right before its fen
   pytest instead of python.
 
 A trailing ``# Revealed type is "..."`` comment on a line of a checked block must match
-what mypy reveals there.  docs/errors.md must show every ``kumiko-*`` code, and the README's
-quoted plugin output must be what mypy says about ``typecheck_tests/cases/errors_rules.py``.
+what mypy reveals there, and the comment after a top-level ``print(...)`` (on its line or
+the next) is what it must print, ``...`` standing for any text.  docs/errors.md must show
+every ``kumiko-*`` code, and the README's quoted plugin output must be what mypy says
+about ``typecheck_tests/cases/errors_rules.py``.
 """
 
 from __future__ import annotations
@@ -170,6 +172,30 @@ def test_python_block_runs(block: Block, tmp_path: Path) -> None:
         cmd, cwd=tmp_path, capture_output=True, text=True, timeout=180, check=False, env=_clean_env()
     )
     assert result.returncode == 0, f"{block.label}: exit {result.returncode}\n{result.stdout}\n{result.stderr}"
+    printed = iter(result.stdout.splitlines())
+    for shown in _shown_prints(block.code):
+        # In order, other lines between; "..." in a shown line stands for any text.
+        pattern = ".*".join(re.escape(part) for part in shown.split("..."))
+        assert any(re.fullmatch(pattern, line) for line in printed), (
+            f"{block.label} shows a print as {shown!r}, which it does not print (in this order):\n{result.stdout}"
+        )
+
+
+_PRINT = re.compile(r"^print\(.*\)(?:\s+#\s(?P<shown>.*))?$")
+
+
+def _shown_prints(code: str) -> list[str]:
+    """What a block's comments say its top-level ``print`` calls print: the comment at the
+    end of the call's line, or the one on the next line."""
+    lines = code.splitlines()
+    shown: list[str] = []
+    for line, after in zip(lines, [*lines[1:], ""], strict=True):
+        m = _PRINT.match(line)
+        if m and m["shown"]:
+            shown.append(m["shown"])
+        elif m and after.startswith("# "):
+            shown.append(after.removeprefix("# "))
+    return shown
 
 
 def _sections(text: str) -> dict[str, str]:

@@ -205,7 +205,8 @@ def test_the_cli_on_the_tutorials_module(installed: Installed) -> None:
     for command in ("kumiko-typed check tasks:make_app", "kumiko-typed graph tasks:make_app"):
         result = _run(command, installed.todo, installed.env())
         assert result.returncode == 0, _explain(result)
-    assert "todo:task:complete" in result.stdout
+    titles = [line for line in result.stdout.splitlines() if line.startswith("todo:")]
+    assert titles == ["todo:task:add", "todo:task:complete", "todo:task:list"]  # "its three pipelines"
 
 
 PLUGIN_DOC = ROOT / "docs" / "plugin.md"

@@ -17,7 +17,8 @@ Environment:
 The server listens on 127.0.0.1 only (a free port, re-picked if start-up fails), keeps its
 socket and data in a fresh directory under /tmp, runs without durability (fsync, full-page
 writes and synchronous commit off), and is stopped with ``pg_ctl stop -m immediate`` and
-deleted on :meth:`PostgresServer.stop` or at interpreter exit. Directories of servers whose
+deleted on :meth:`PostgresServer.stop`, at interpreter exit, or on SIGTERM (while that signal
+has its default action, which then still ends the process). Directories of servers whose
 owning process died without cleaning up (SIGKILL) are swept on the next start.
 
 PostgreSQL refuses to run as root: as root, initdb/pg_ctl run as the system user ``kumiko-pg``
@@ -247,7 +248,9 @@ class PostgresServer:
     run_as: pwd.struct_passwd | None = None
     startup_seconds: float = 0.0
     _stopped: bool = field(default=False, repr=False)
-    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+    # Reentrant: the SIGTERM handler may stop the server while the main thread holds it.
+    _lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
+    _started_by: int = field(default_factory=os.getpid, repr=False)
 
     @property
     def data_dir(self) -> Path | None:
@@ -303,12 +306,32 @@ _RUNNING: list[PostgresServer] = []
 
 
 def _stop_all() -> None:
-    for server in list(_RUNNING):
+    """Stop this process's servers: a forked child (a pool's worker) inherits the list, the
+    atexit hook and the SIGTERM handler, not the servers, and its end must not stop them."""
+    for server in [s for s in _RUNNING if s._started_by == os.getpid()]:
         with contextlib.suppress(Exception):
             server.stop()
 
 
 atexit.register(_stop_all)
+
+
+def _stop_all_on_sigterm() -> None:
+    """SIGTERM (a CI timeout, ``timeout pytest``) ends the process without atexit: stop the
+    servers first, then die of the signal as before.  Only while SIGTERM has its default
+    action (a handler of the user's stays theirs), and only from the main thread, the one
+    that may set handlers."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop_then_end(signum: int, _frame: object) -> None:
+        _stop_all()
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, stop_then_end)
 
 
 def _run(
@@ -489,6 +512,7 @@ def _start_local(bin_dir: Path) -> PostgresServer:
             run_as=run_as,
         )
         _RUNNING.append(server)
+        _stop_all_on_sigterm()
         _wait_for_connections(_conninfo(admin_url), time.monotonic() + _CONNECT_TIMEOUT_S)
         server.create_database(DB_NAME)
         server.startup_seconds = time.monotonic() - began
