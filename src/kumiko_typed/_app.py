@@ -381,11 +381,14 @@ class App:
 
     # --- the event store -----------------------------------------------------------
 
-    def read_stream(self, entity: type[Any], id: uuid.UUID, *, user: User) -> Ok[list[StoredEvent[object]]] | Failure:
+    def read_stream(
+        self, entity: type[Any], id: uuid.UUID, *, user: User, from_version: int = 1, limit: int | None = None
+    ) -> Ok[list[StoredEvent[object]]] | Failure:
         """The events of one aggregate, oldest first, as typed objects (upcast to their
-        classes' current schema).  Another tenant's stream is ``not_found`` unless the
-        user is a ``sysadmin``."""
-        return read_stream(self._sessions, self._registry, entity, id, user)
+        classes' current schema): those from ``from_version`` on, at most ``limit`` of
+        them (the next page starts at the last one's ``version + 1``).  Another tenant's
+        stream is ``not_found`` unless the user is a ``sysadmin``."""
+        return read_stream(self._sessions, self._registry, entity, id, user, from_version, limit)
 
     def rebuild_projection(
         self,

@@ -108,23 +108,56 @@ def _refused(entity: object, user: object, registry: Registry) -> Failure | None
 
 
 def read_stream(
-    sessions: sessionmaker[Session], registry: Registry, entity: type[Any], stream_id: object, user: User
+    sessions: sessionmaker[Session],
+    registry: Registry,
+    entity: type[Any],
+    stream_id: object,
+    user: User,
+    from_version: int = 1,
+    limit: int | None = None,
 ) -> Ok[list[StoredEvent[object]]] | Failure:
     refused = _refused(entity, user, registry)
     if refused is not None:
         return refused
     if not isinstance(stream_id, uuid.UUID):
         return wrong_id("id", stream_id)
+    wrong = _wrong_page("from_version", from_version)
+    if wrong is None and limit is not None:
+        wrong = _wrong_page("limit", limit)
+    if wrong is not None:
+        return wrong
     not_found = fail("not_found", f"{entity.__name__} {stream_id} not found", {"entity_id": str(stream_id)})
     tenant = None if user.has_role(SYSADMIN) else user.tenant_id
+    aggregate = registry.aggregate_types[entity]
     try:
         with sessions() as session, session.begin():
-            rows = list(read_streams(session, registry.aggregate_types[entity], stream_id=stream_id, tenant_id=tenant))
-            stream = [_stored(registry, entity, row) for row in rows]
+            page = read_streams(
+                session, aggregate, stream_id=stream_id, tenant_id=tenant, from_version=from_version, limit=limit
+            )
+            stream = [_stored(registry, entity, row) for row in page]
+            # A page past the stream's end is empty: the stream is there all the same.
+            exists = bool(stream) or (
+                from_version > 1
+                and bool(list(read_streams(session, aggregate, stream_id=stream_id, tenant_id=tenant, limit=1)))
+            )
     except Exception as exc:
         where = f"read_stream of {entity.__name__} {stream_id}"
         return exception_failure(exc, where, where, {"entity_id": str(stream_id)})
-    return ok(stream) if stream else not_found
+    return ok(stream) if exists else not_found
+
+
+def _wrong_page(path: str, value: object) -> Failure | None:
+    """``from_version`` or ``limit``: typed, but taken from a query string too, so a
+    text, a float or a bool (``True`` is an int) is refused by its type, and a number
+    below 1 (a page that could hold nothing, a version before the first) by its value."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        given = f"a {type(value).__name__}"
+    elif value < 1:
+        given = str(value)
+    else:
+        return None
+    message = f"{path} must be an integer of at least 1, not {given}"
+    return fail("validation_error", message, [{"path": path, "message": message}])
 
 
 def rebuild(

@@ -16,6 +16,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _sql_log import statements
 from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -246,6 +247,61 @@ def test_a_stream_id_that_is_no_uuid_is_a_validation_error_without_the_text(two:
     # The entity and the user are checked first, as for a UUID.
     failure_of(app.read_stream(Book, wrongs[0], user=alice), "not_found")
     failure_of(app.read_stream(EsBooking, wrongs[0], user=wrongs[0]), "access_denied")
+
+
+def test_a_long_stream_is_read_in_pages_from_a_version_with_a_limit(two: Any) -> None:
+    """A stream of thousands of events is not read whole to show its latest ones: the
+    page is cut by the database (LIMIT on the stream's index), a page past the end is
+    empty rather than ``not_found``, and another tenant's stream stays ``not_found``."""
+    app, h, alice, bob, root = two
+    booking = ok_data(app.dispatch(h["book"], Book("Ann", 1), user=alice))
+    for _ in range(4):
+        ok_data(app.dispatch(h["extend"], Extend(booking, 1), user=alice))
+
+    def versions(**page: Any) -> list[int]:
+        return [e.version for e in ok_data(app.read_stream(EsBooking, booking, user=alice, **page))]
+
+    with statements(app.engine) as sent:
+        first = versions(limit=2)
+    assert first == [1, 2]
+    [read] = [s for s in sent if "FROM kumiko_events" in s]
+    assert " LIMIT " in read
+    assert versions(from_version=first[-1] + 1, limit=2) == [3, 4]
+    assert versions(from_version=5, limit=2) == [5]
+    assert versions(from_version=4) == [4, 5]
+    assert versions(from_version=6) == []
+    assert versions() == [1, 2, 3, 4, 5]
+    assert [e.event for e in ok_data(app.read_stream(EsBooking, booking, user=alice, from_version=3, limit=1))] == [
+        Extended(1, "asked")
+    ]
+    failure_of(app.read_stream(EsBooking, booking, user=bob, from_version=6), "not_found")
+    failure_of(app.read_stream(EsBooking, uuid.uuid4(), user=alice, from_version=2), "not_found")
+    assert len(ok_data(app.read_stream(EsBooking, booking, user=root, from_version=2, limit=3))) == 3
+
+
+@pytest.mark.parametrize(
+    ("page", "path", "given"),
+    [
+        ({"from_version": 0}, "from_version", "0"),
+        ({"from_version": -3}, "from_version", "-3"),
+        ({"from_version": "2"}, "from_version", "a str"),
+        ({"from_version": True}, "from_version", "a bool"),
+        ({"from_version": 2.0}, "from_version", "a float"),
+        ({"limit": 0}, "limit", "0"),
+        ({"limit": "10"}, "limit", "a str"),
+        ({"limit": False}, "limit", "a bool"),
+    ],
+)
+def test_a_page_that_is_no_integer_of_at_least_one_is_a_validation_error_naming_it(
+    two: Any, page: dict[str, Any], path: str, given: str
+) -> None:
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["book"], Book("Ann", 1), user=alice))
+
+    refused = failure_of(app.read_stream(EsBooking, booking, user=alice, **page), "validation_error")
+
+    message = f"{path} must be an integer of at least 1, not {given}"
+    assert (refused.message, refused.details) == (message, [{"path": path, "message": message}])
 
 
 def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: Any) -> None:
