@@ -7,6 +7,7 @@ stream is ``not_found``, its rows out of reach, unless the user is a sysadmin.""
 from __future__ import annotations
 
 import base64
+import logging
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -727,6 +728,31 @@ def test_an_event_its_class_no_longer_reads_is_named_with_its_version_and_fields
     if "type" not in stored:
         assert f"{where} ('extended', stored at schema version {stored.get('schema_version', 2)})" in read.message
     assert _rows(app)[booking] == ("Ann", 0, 2)  # nothing rebuilt
+
+
+def test_an_unreadable_event_is_logged_with_its_reason_but_none_of_its_stored_values(
+    two: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cause of an event that does not read back quotes the stored value
+    (``datetime.fromisoformat``'s "Invalid isoformat string: '…'", a field validator's
+    message): it went to the log as the record's traceback, a token stored in an event
+    with it, where the workflow feed logs only the event's reason."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    with app.engine.begin() as conn:
+        stored = conn.execute(sa.select(events.c.payload)).scalar_one()
+        payload = {**stored, "created_at": "sk-live-T0PSECRET"}
+        conn.execute(sa.update(events).values(payload=payload))
+
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        read = failure_of(app.read_stream(EsBooking, booking, user=alice), "internal_error")
+        rebuilt = failure_of(app.rebuild_projection(EsBooking, user=alice, verify=True), "internal_error")
+
+    logged = [logging.Formatter().format(r) for r in caplog.records if r.name == "kumiko_typed"]
+    assert len(logged) == 2 and not any("T0PSECRET" in line for line in logged), logged
+    for refused, line in zip((read, rebuilt), logged, strict=True):
+        assert refused.details["error_id"] in line  # type: ignore[call-overload, index]
+        assert "its value of EsBooking.created_at does not read as datetime" in line
 
 
 @attrs.frozen
