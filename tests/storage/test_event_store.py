@@ -755,6 +755,65 @@ def test_an_unreadable_event_is_logged_with_its_reason_but_none_of_its_stored_va
         assert "its value of EsBooking.created_at does not read as datetime" in line
 
 
+class EsRoom(Entity):
+    """Another aggregate of the App, whose ids are no bookings."""
+
+    __tablename__ = "es_room"
+    number: Mapped[int]
+
+
+def test_an_entity_whose_stored_aggregate_type_changed_is_named_and_its_rows_are_not_rebuilt_away(
+    two: Any, app_on: AppOn
+) -> None:
+    """Renaming an entity class changes its default aggregate type (``es-booking`` to
+    ``es-reservation``: here by ``name=``).  Streams were read by type, so its events
+    were left out: ``read_stream`` said ``not_found`` for a row that exists (a stream
+    appended to since, only its new events), and a rebuild found no stream for its rows
+    and deleted every one."""
+    app, h, alice, bob, root = two
+    ann = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    bob_s = ok_data(app.dispatch(h["plain"], Book("Bob", 1), user=bob))
+    renamed: Feature[Any] = Feature("es")
+    renamed.entity(EsBooking, name="es-reservation")
+    new = app_on([renamed], clock=lambda: T0)
+
+    read = failure_of(new.read_stream(EsBooking, ann, user=alice), "internal_error")
+    rebuilds = [
+        failure_of(new.rebuild_projection(EsBooking, user=user, tenant=tenant, verify=verify), "internal_error")
+        for user, tenant in ((alice, None), (root, "all"))
+        for verify in (True, False)
+    ]
+
+    said = "was stored for the aggregate type 'es-booking', not 'es-reservation': an entity class renamed keeps"
+    assert f"the event at version 1 of EsBooking {ann} {said}" in read.message
+    assert "feature.entity(EsBooking, name='es-booking')" in read.message
+    assert f"the event at version 1 of EsBooking {ann} {said}" in rebuilds[0].message
+    assert all(said in r.message for r in rebuilds)
+    assert set(_rows(app)) == {ann, bob_s}  # nothing deleted
+    assert ok_data(app.rebuild_projection(EsBooking, user=root, tenant="all", verify=True)).matches
+
+
+def test_the_id_of_another_entitys_stream_is_not_found_as_this_ones(two: Any, app_on: AppOn) -> None:
+    app, h, alice, _, _ = two
+    rooms: Feature[Any] = Feature("rooms")
+    rooms.entity(EsRoom)
+    add = rooms.write_handler(
+        "add",
+        rooms.pipeline(Book)
+        .create("r", EsRoom, data=lambda c: EsRoom(number=c.payload.nights))
+        .return_(lambda c: ok(c.steps["r"].id)),
+    )
+    f, _ = _feature()
+    both = app_on([f, rooms], clock=lambda: T0)
+    room = ok_data(both.dispatch(add, Book("-", 101), user=alice))
+
+    for page in ({}, {"from_version": 2}):
+        refused = failure_of(both.read_stream(EsBooking, room, user=alice, **page), "not_found")
+        assert refused.message == f"EsBooking {room} not found"
+    assert [e.type for e in ok_data(both.read_stream(EsRoom, room, user=alice))] == ["es-room.created"]
+    assert ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
+
+
 @attrs.frozen
 class ExtendLegacy:
     """An id of the old system: a number, given where the aggregate's UUID goes."""
