@@ -66,6 +66,9 @@ counted = f.query_handler(
     "counted", f.query_pipeline(Order).compute("n", lambda c: len(c.payload.items)).return_(lambda c: ok(c.steps["n"]))
 )
 
+guarded = Feature("obs-guarded")
+clerks_only = guarded.write_handler("close", guarded.pipeline(Order).return_(lambda c: ok(None)), roles={"clerk"})
+
 
 @pytest.fixture
 def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
@@ -201,6 +204,36 @@ def test_log_records_carry_structured_fields(
     passes = [r for r in caplog.records if hasattr(r, "kumiko_counts")]
     assert passes and passes[-1].kumiko_counts["retried"] == 1  # type: ignore[attr-defined]
     assert all(str(uuid.UUID(int=0)) not in r.getMessage() for r in passes)
+
+
+def test_a_call_refused_before_it_runs_is_logged_like_any_failed_one(
+    app_on: Callable[..., App], user: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal for the caller's roles or payload left no record: a log pipeline
+    counting failures by code missed every 403 (someone trying handlers they may not
+    run) and every 400 of a payload, though the table promises one per failed dispatch."""
+    app = app_on([f, guarded])
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        failed = [
+            app.dispatch(clerks_only, Order(()), user=user),
+            app.dispatch_json("obs-guarded:close", {"items": []}, user=user),
+            app.dispatch_json("obs:outer", {"items": "many"}, user=user),
+            app.query_json("obs:counted", {"items": "many"}, user=user),
+            app.dispatch(outer, Order((1, 2)), user="nobody"),  # type: ignore[arg-type]
+        ]
+
+    records = [r for r in caplog.records if hasattr(r, "kumiko_code")]
+    tenant = str(user.tenant_id)
+    assert [(r.kumiko_handler, r.kumiko_code, r.kumiko_tenant) for r in records] == [  # type: ignore[attr-defined]
+        ("obs-guarded:close", "access_denied", tenant),
+        ("obs-guarded:close", "access_denied", tenant),
+        ("obs:outer", "validation_error", tenant),
+        ("obs:counted", "validation_error", tenant),
+        ("obs:outer", "access_denied", None),
+    ]
+    for record, result in zip(records, failed, strict=True):
+        assert isinstance(result, Failure) and result.message in record.getMessage()
+        assert record.levelno == logging.INFO
 
 
 def test_a_query_has_its_own_span(app_on: Callable[..., App], user: User, spans: InMemorySpanExporter) -> None:
