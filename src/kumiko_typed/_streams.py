@@ -291,7 +291,13 @@ def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRo
             for key, value in event.changes.items():
                 setattr(entity, key, value)
         else:
-            project(registry, entity_type, entity, event)
+            try:
+                project(registry, entity_type, entity, event)
+            except Exception as exc:
+                # Its traceback names the projector, not which of every stream's events it
+                # failed on: the log record (the Failure's error id) says it with this.
+                exc.add_note(f"replaying {_place(entity_type, row)} ({row.type!r})")
+                raise
         entity.version = row.stream_version
         entity.updated_at = row.occurred_at
     return entity
@@ -328,8 +334,12 @@ def _stored(registry: Registry, entity_type: type[Any], row: EventRow) -> Stored
     )
 
 
+def _place(entity_type: type[Any], row: EventRow) -> str:
+    return f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
+
+
 def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
-    where = f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
+    where = _place(entity_type, row)
     if row.aggregate_type != registry.aggregate_types[entity_type]:
         raise UnreadableEvent(f"{where} {_stored_for(entity_type, registry, row.aggregate_type)}")
     if row.type == f"{row.aggregate_type}.created":

@@ -755,6 +755,39 @@ def test_an_unreadable_event_is_logged_with_its_reason_but_none_of_its_stored_va
         assert "its value of EsBooking.created_at does not read as datetime" in line
 
 
+def test_a_projector_that_raises_in_a_rebuild_is_logged_with_the_event_it_failed_on(
+    two: Any, app_on: AppOn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A projector changed since the events were stored fails on one event of many
+    streams: the log's traceback named the projector's line, not the stream or version."""
+    app, h, alice, _, _ = two
+    calm = ok_data(app.dispatch(h["book"], Book("Ann", 2), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(calm, 3), user=alice))
+    odd = ok_data(app.dispatch(h["book"], Book("Bob", 1), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(odd, 5), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(odd, 0), user=alice))
+    changed: Feature[Any] = Feature("es")
+    changed.entity(EsBooking)
+    changed.event(BookingStarted, name="booking-started")
+    changed.event(Extended, name="extended", version=2, upcasters={1: _v1_to_v2})
+
+    @changed.projector(EsBooking, BookingStarted)
+    def started(row: EsBooking, event: BookingStarted) -> None:
+        row.guest, row.nights = event.guest, event.nights
+
+    @changed.projector(EsBooking, Extended)
+    def extended(row: EsBooking, event: Extended) -> None:
+        row.nights = row.nights * 10 // event.nights  # the new release's bug
+
+    new = app_on([changed], clock=lambda: T0)
+    with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+        refused = failure_of(new.rebuild_projection(EsBooking, user=alice), "internal_error")
+
+    [record] = [r for r in caplog.records if refused.details["error_id"] in r.getMessage()]  # type: ignore[call-overload, index]
+    assert f"replaying the event at version 3 of EsBooking {odd} ('extended')" in logging.Formatter().format(record)
+    assert "ZeroDivisionError" in refused.message
+
+
 class EsRoom(Entity):
     """Another aggregate of the App, whose ids are no bookings."""
 
@@ -794,7 +827,7 @@ def test_an_entity_whose_stored_aggregate_type_changed_is_named_and_its_rows_are
 
 
 def test_the_id_of_another_entitys_stream_is_not_found_as_this_ones(two: Any, app_on: AppOn) -> None:
-    app, h, alice, _, _ = two
+    app, _, alice, _, _ = two
     rooms: Feature[Any] = Feature("rooms")
     rooms.entity(EsRoom)
     add = rooms.write_handler(
