@@ -457,6 +457,27 @@ def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_
     ]
 
 
+def test_boot_refuses_two_entity_classes_of_one_aggregate_type() -> None:
+    """``shop.Order`` and ``billing.Order`` are both ``"order"`` by default: each read
+    the other's streams (``read_stream`` gave a billing order as a shop one), and a
+    rebuild of one copied the other's aggregates into its table as "missing" rows."""
+    shop: Feature[Any] = Feature("shop")
+    shop.entity(EsBooking, name="order")
+    rooms: Feature[Any] = Feature("rooms")
+    rooms.entity(EsRoom, name="order")
+
+    with pytest.raises(BootError) as caught:
+        App([shop, rooms], database_url="sqlite://")
+
+    assert caught.value.problems == [
+        f"feature 'rooms': entity {__name__}.EsRoom takes the aggregate type 'order' of {__name__}.EsBooking; "
+        "give one of them another name="
+    ]
+    renamed: Feature[Any] = Feature("rooms")
+    renamed.entity(EsRoom, name="room")
+    App([shop, renamed], database_url="sqlite://").dispose()
+
+
 class _Plain:
     """Not an attrs class: JSON cannot be read into it."""
 
