@@ -39,6 +39,8 @@ T = TypeVar("T", covariant=True)
 
 #: Who may read or rebuild any tenant's streams.
 SYSADMIN = "sysadmin"
+#: The highest stream version ``kumiko_events.stream_version`` (an ``Integer``) holds.
+_MAX_VERSION = 2**31 - 1
 
 
 @attrs.frozen
@@ -162,14 +164,16 @@ def _of_another_entity(registry: Registry, entity: type[Any], row: EventRow) -> 
 def _wrong_page(path: str, value: object) -> Failure | None:
     """``from_version`` or ``limit``: typed, but taken from a query string too, so a
     text, a float or a bool (``True`` is an int) is refused by its type, and a number
-    below 1 (a page that could hold nothing, a version before the first) by its value."""
+    outside a stream version's range (32 bits) by its value — below 1, a page that could
+    hold nothing; above, SQLite could not bind it and PostgreSQL refused it (both an
+    ``internal_error``), or one answered ``Ok([])`` where the other failed."""
     if isinstance(value, bool) or not isinstance(value, int):
         given = f"a {type(value).__name__}"
-    elif value < 1:
+    elif not 1 <= value <= _MAX_VERSION:
         given = str(value)
     else:
         return None
-    message = f"{path} must be an integer of at least 1, not {given}"
+    message = f"{path} must be an integer from 1 to {_MAX_VERSION}, not {given}"
     return fail("validation_error", message, [{"path": path, "message": message}])
 
 

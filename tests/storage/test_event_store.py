@@ -278,6 +278,7 @@ def test_a_long_stream_is_read_in_pages_from_a_version_with_a_limit(two: Any) ->
     failure_of(app.read_stream(EsBooking, booking, user=bob, from_version=6), "not_found")
     failure_of(app.read_stream(EsBooking, uuid.uuid4(), user=alice, from_version=2), "not_found")
     assert len(ok_data(app.read_stream(EsBooking, booking, user=root, from_version=2, limit=3))) == 3
+    assert versions(from_version=2**31 - 1, limit=2**31 - 1) == []
 
 
 @pytest.mark.parametrize(
@@ -291,9 +292,12 @@ def test_a_long_stream_is_read_in_pages_from_a_version_with_a_limit(two: Any) ->
         ({"limit": 0}, "limit", "0"),
         ({"limit": "10"}, "limit", "a str"),
         ({"limit": False}, "limit", "a bool"),
+        ({"from_version": 2**31}, "from_version", "2147483648"),
+        ({"limit": 2**63}, "limit", "9223372036854775808"),
+        ({"from_version": 10**30}, "from_version", str(10**30)),
     ],
 )
-def test_a_page_that_is_no_integer_of_at_least_one_is_a_validation_error_naming_it(
+def test_a_page_that_is_no_integer_of_a_stream_versions_range_is_a_validation_error_naming_it(
     two: Any, page: dict[str, Any], path: str, given: str
 ) -> None:
     app, h, alice, _, _ = two
@@ -301,7 +305,7 @@ def test_a_page_that_is_no_integer_of_at_least_one_is_a_validation_error_naming_
 
     refused = failure_of(app.read_stream(EsBooking, booking, user=alice, **page), "validation_error")
 
-    message = f"{path} must be an integer of at least 1, not {given}"
+    message = f"{path} must be an integer from 1 to 2147483647, not {given}"
     assert (refused.message, refused.details) == (message, [{"path": path, "message": message}])
 
 
