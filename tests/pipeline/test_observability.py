@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 from sqlalchemy.orm import Mapped, mapped_column
 
 import kumiko_typed._observe as observe
-from kumiko_typed import App, Entity, Failure, Feature, Ok, User, fail, manual, ok
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, bearer, fail, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -66,8 +66,14 @@ counted = f.query_handler(
     "counted", f.query_pipeline(Order).compute("n", lambda c: len(c.payload.items)).return_(lambda c: ok(c.steps["n"]))
 )
 
-guarded = Feature("obs-guarded")
+guarded = Feature("obs-guarded", requires=["webhook.send"])
 clerks_only = guarded.write_handler("close", guarded.pipeline(Order).return_(lambda c: ok(None)), roles={"clerk"})
+authed = guarded.write_handler(
+    "authed",
+    guarded.pipeline(Order)
+    .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}, auth=bearer("CRM"))
+    .return_(lambda c: ok(None)),
+)
 
 
 @pytest.fixture
@@ -153,6 +159,31 @@ def test_segments_and_deliveries_have_spans(
     (delivery,) = [s for s in found if s.name == "kumiko.delivery"]
     assert delivery.attributes["kumiko.outbox.kind"] == "webhook"  # type: ignore[index]
     assert delivery.status.status_code != StatusCode.ERROR
+
+
+def test_a_failed_delivery_span_has_the_stored_error_with_the_secret_redacted(
+    app_on: Callable[..., App],
+    user: User,
+    receiver: Receiver,
+    spans: InMemorySpanExporter,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The page's claim, held: a peer echoing the bearer secret (here in a redirect's
+    Location) shows in neither the span nor a log record."""
+    secret = "s3cret-XYZZY"
+    receiver.respond = lambda _i, _p: (302, {"Location": f"http://127.0.0.1:1/next?t={secret}"})
+    app = app_on([f, guarded], secrets={"CRM": secret}.get)
+    with caplog.at_level(logging.DEBUG, logger="kumiko_typed"):
+        assert app.dispatch(authed, Order((), receiver.url("/hook")), user=user) == Ok(None)
+        app.run_worker(once=True)
+
+    (delivery,) = [s for s in spans.get_finished_spans() if s.name == "kumiko.delivery"]
+    assert delivery.status.status_code == StatusCode.ERROR
+    assert (
+        delivery.status.description == "HTTP 302 redirect to http://127.0.0.1:1/next?t=*** (redirects are not followed)"
+    )
+    seen = [str(s.attributes) + str(s.events) + str(s.status.description) for s in spans.get_finished_spans()]
+    assert not any(secret in text for text in seen + [logging.Formatter().format(r) for r in caplog.records])
 
 
 def test_without_a_recording_provider_nothing_is_traced() -> None:
