@@ -7,6 +7,7 @@ stream is ``not_found``, its rows out of reach, unless the user is a sysadmin.""
 from __future__ import annotations
 
 import base64
+import enum
 import logging
 import uuid
 from collections.abc import Callable
@@ -628,6 +629,65 @@ class Log:
     id: uuid.UUID
     note: str | None
     moments: list[datetime]
+
+
+class Floor(enum.IntEnum):
+    GROUND = 0
+    FIRST = 1
+
+
+@attrs.frozen
+class Seat:
+    """An input whose maps are keyed by numbers: JSON can only write them as text."""
+
+    id: uuid.UUID
+    guests: dict[int, str]
+    floors: dict[Floor, int]
+
+
+@attrs.frozen
+class Seated:
+    guests: dict[int, str]
+    floors: dict[Floor, int]
+
+
+def test_maps_keyed_by_integers_are_stored_as_json_keys_and_read_back_as_integers(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """JSON writes ``{1: "Ann"}`` as ``{"1": "Ann"}``, and the reader took a key's text
+    for a string given where an int goes: every append of such an event was refused
+    ("could not read it back: expected an integer at $.guests['1']"), and a JSON
+    payload could give such a map only empty.  Text that is no integer as JSON writes
+    one (``"01"``) is still refused."""
+    f: Feature[Any] = Feature("seat")
+    f.entity(EsBooking)
+    f.event(Seated, name="seated")
+    plain = f.write_handler(
+        "plain",
+        f.pipeline(Book)
+        .create("b", EsBooking, data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights))
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    f.write_handler(
+        "seat",
+        f.pipeline(Seat)
+        .append_event(EsBooking, id=lambda c: c.payload.id, event=lambda c: Seated(c.payload.guests, c.payload.floors))
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f], clock=lambda: T0)
+    alice = make_user()
+    booking = ok_data(app.dispatch(plain, Book("Ann", 2), user=alice))
+
+    given = {"id": str(booking), "guests": {"1": "Ann", "-2": "Bob"}, "floors": {"1": 3}}
+    ok_data(app.dispatch_json("seat:seat", given, user=alice))
+
+    [*_, seated] = ok_data(app.read_stream(EsBooking, booking, user=alice))
+    assert seated.event == Seated({1: "Ann", -2: "Bob"}, {Floor.FIRST: 3})
+    with app.engine.connect() as conn:
+        stored = conn.execute(sa.select(events.c.payload).where(events.c.type == "seated")).scalar_one()
+    assert stored == {"guests": {"1": "Ann", "-2": "Bob"}, "floors": {"1": 3}}
+    refused = failure_of(app.dispatch_json("seat:seat", {**given, "guests": {"01": "x"}}, user=alice))
+    assert refused.details == [{"path": "$.guests['01']", "message": "expected an integer, got string"}]
 
 
 def test_a_refused_event_value_in_a_list_is_named_by_its_own_payload_path_not_another_none(
