@@ -395,11 +395,14 @@ class App:
 
     # --- the event store -----------------------------------------------------------
 
-    def read_stream(self, entity: type[Any], id: uuid.UUID, *, user: User) -> Ok[list[StoredEvent[object]]] | Failure:
+    def read_stream(
+        self, entity: type[Any], id: uuid.UUID, *, user: User, from_version: int = 1, limit: int | None = None
+    ) -> Ok[list[StoredEvent[object]]] | Failure:
         """The events of one aggregate, oldest first, as typed objects (upcast to their
-        classes' current schema).  Another tenant's stream is ``not_found`` unless the
-        user is a ``sysadmin``."""
-        return read_stream(self._sessions, self._registry, entity, id, user)
+        classes' current schema): those from ``from_version`` on, at most ``limit`` of
+        them (the next page starts at the last one's ``version + 1``).  Another tenant's
+        stream is ``not_found`` unless the user is a ``sysadmin``."""
+        return read_stream(self._sessions, self._registry, entity, id, user, from_version, limit)
 
     def rebuild_projection(
         self,
@@ -443,7 +446,7 @@ class App:
             return fail("not_found", f"handler {handler.name} is not registered in this App")
         refused = deny(handler, user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
         if refused is not None:
-            return refused
+            return _logged("handler", handler.name, user, refused)
         return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id, idempotency_key))
 
     def dispatch_json(
@@ -465,10 +468,10 @@ class App:
             return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
         denied = deny(handler, user)
         if denied is not None:
-            return denied
+            return _logged("handler", name, user, denied)
         payload = structure(self._converter, data, handler.payload_type)
         if isinstance(payload, list):
-            return fail("validation_error", f"invalid payload for {name}", payload)
+            return _logged("handler", name, user, fail("validation_error", f"invalid payload for {name}", payload))
         return self._run(handler, payload, user, correlation_id, idempotency_key)
 
     def query(
@@ -485,7 +488,7 @@ class App:
             return fail("not_found", f"query {query.name} is not registered in this App")
         refused = deny(query, user) or wrong_payload(query, payload)
         if refused is not None:
-            return refused
+            return _logged("query", query.name, user, refused)
         return cast("Ok[D] | Failure", self._run_query(query, payload, user, correlation_id))
 
     def query_json(
@@ -501,10 +504,10 @@ class App:
             return fail("not_found", f"no query named {name!r}", {"known": sorted(self._queries)})
         denied = deny(query, user)
         if denied is not None:
-            return denied
+            return _logged("query", name, user, denied)
         payload = structure(self._converter, data, query.payload_type)
         if isinstance(payload, list):
-            return fail("validation_error", f"invalid payload for {name}", payload)
+            return _logged("query", name, user, fail("validation_error", f"invalid payload for {name}", payload))
         return self._run_query(query, payload, user, correlation_id)
 
     def _run_query(
@@ -513,15 +516,7 @@ class App:
         result = _wrong_correlation(correlation_id) or run_query(
             self._sessions, self._registry, self.clock, query, payload, user, correlation_id
         )
-        if isinstance(result, Failure):
-            logger.info(
-                "query %s: %s: %s",
-                query.name,
-                result.code,
-                result.message,
-                extra={"kumiko_handler": query.name, "kumiko_code": result.code, "kumiko_tenant": str(user.tenant_id)},
-            )
-        return result
+        return _logged("query", query.name, user, result)
 
     def _keyed(self, handler: WriteHandler[Any, Any], payload: object, user: User, key: object) -> Keyed | Failure:
         problem = key_problem(key)
@@ -545,19 +540,7 @@ class App:
         result = _wrong_correlation(correlation_id) or self._execute(
             handler, payload, user, correlation_id, idempotency_key
         )
-        if isinstance(result, Failure):  # a structured record for log pipelines; the message is safe
-            logger.info(
-                "handler %s: %s: %s",
-                handler.name,
-                result.code,
-                result.message,
-                extra={
-                    "kumiko_handler": handler.name,
-                    "kumiko_code": result.code,
-                    "kumiko_tenant": str(user.tenant_id),
-                },
-            )
-        return result
+        return _logged("handler", handler.name, user, result)
 
     def _execute(
         self,
@@ -648,6 +631,27 @@ class App:
             )
         session.commit()
         return result
+
+
+R = TypeVar("R")
+
+
+def _logged(kind: str, name: str, user: object, result: R) -> R:
+    """``result``, and a structured record for log pipelines if it is a Failure of a
+    handler (or query) of this App (its message is safe) — also of a call refused before
+    it runs, for its roles or its payload: a run of 403s is what an operator looks for.
+    Without a ``User`` there is no tenant to name."""
+    if isinstance(result, Failure):
+        tenant = str(user.tenant_id) if isinstance(user, User) else None
+        logger.info(
+            "%s %s: %s: %s",
+            kind,
+            name,
+            result.code,
+            result.message,
+            extra={"kumiko_handler": name, "kumiko_code": result.code, "kumiko_tenant": tenant},
+        )
+    return result
 
 
 def _wrong_kind(name: str, what: str) -> Failure:

@@ -81,6 +81,7 @@ class _AppTables:
                         f"{owner!r}; an aggregate belongs to one feature (call it through call_feature)"
                     )
                 self.entity_tables[table] = feature.name
+        self._check_aggregate_types(features, out)
         self._check_event_names(features, out)
         for feature in features:
             for entity, event in feature.projectors:
@@ -93,6 +94,20 @@ class _AppTables:
                     out.append(
                         f"feature {feature.name!r}: projector for {event.__name__}, which no feature registered "
                         "with feature.event(...)"
+                    )
+
+    def _check_aggregate_types(self, features: Sequence[Feature[Any]], out: list[str]) -> None:
+        """An aggregate type must lead back to one entity class: streams are read by it, so
+        two classes sharing one (``shop.Order`` and ``billing.Order``, both ``"order"`` by
+        default) read each other's streams, and a rebuild copies one's rows into the other's table."""
+        owners: dict[str, type[Any]] = {}
+        for feature in features:
+            for cls, name in feature.entities.items():
+                owner = owners.setdefault(name, cls)
+                if owner is not cls:
+                    out.append(
+                        f"feature {feature.name!r}: entity {cls.__module__}.{cls.__qualname__} takes the aggregate "
+                        f"type {name!r} of {owner.__module__}.{owner.__qualname__}; give one of them another name="
                     )
 
     def _check_event_names(self, features: Sequence[Feature[Any]], out: list[str]) -> None:

@@ -269,14 +269,31 @@ def read_after(session: Session, cursor: Cursor, limit: int = 1000) -> Sequence[
 
 
 def read_streams(
-    session: Session, aggregate_type: str, *, stream_id: uuid.UUID | None = None, tenant_id: uuid.UUID | None = None
+    session: Session,
+    aggregate_type: str | None,
+    *,
+    stream_id: uuid.UUID | None = None,
+    tenant_id: uuid.UUID | None = None,
+    from_version: int = 1,
+    limit: int | None = None,
 ) -> Iterator[EventRow]:
     """The events of one aggregate type's streams (of one stream, of one tenant), each
-    stream's in version order: what ``read_stream`` and a projection rebuild replay."""
-    stmt = select(events).where(events.c.aggregate_type == aggregate_type)
+    stream's in version order from ``from_version``, at most ``limit`` of them: what
+    ``read_stream`` and a projection rebuild replay.  A page of one stream is a range of
+    the unique ``(stream_id, stream_version)`` index, however long the stream.  Without
+    an ``aggregate_type``, a stream's events whatever type they were stored for (the
+    caller checks it)."""
+    stmt = select(events)
+    if aggregate_type is not None:
+        stmt = stmt.where(events.c.aggregate_type == aggregate_type)
     if stream_id is not None:
         stmt = stmt.where(events.c.stream_id == stream_id)
     if tenant_id is not None:
         stmt = stmt.where(events.c.tenant_id == tenant_id)
-    for row in session.execute(stmt.order_by(events.c.stream_id, events.c.stream_version)):
+    if from_version > 1:
+        stmt = stmt.where(events.c.stream_version >= from_version)
+    stmt = stmt.order_by(events.c.stream_id, events.c.stream_version)
+    if limit is not None:
+        stmt = stmt.limit(limit)
+    for row in session.execute(stmt):
         yield EventRow(**row._mapping)

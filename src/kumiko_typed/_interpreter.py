@@ -28,7 +28,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
-from ._errors import ProgramError, Unfit
+from ._errors import ProgramError, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
@@ -397,7 +397,12 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
         logger.warning("%s: the database is unavailable (error id %s): %s", context, error_id, exc.orig)
         message = f"{where}: the database is busy or unreachable, try again (error id {error_id})"
         return fail("unavailable", message, details)
-    logger.error("%s raised (error id %s)", context, error_id, exc_info=exc)
+    if isinstance(exc, UnreadableEvent):
+        # Its message is the whole story; its cause (cattrs, a field's validator, an
+        # upcaster) quotes the stored values, which no log record holds, as in the feed.
+        logger.error("%s raised (error id %s): %s", context, error_id, exc)
+    else:
+        logger.error("%s raised (error id %s)", context, error_id, exc_info=exc)
     told = f": {exc}" if isinstance(exc, ProgramError) else ""
     return fail("internal_error", f"{where} raised {type(exc).__name__}{told} (error id {error_id})", details)
 

@@ -30,6 +30,7 @@ from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
 from ._steps.aggregates import project
+from ._tables import events
 from ._utc import UtcDateTime
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
@@ -38,6 +39,8 @@ T = TypeVar("T", covariant=True)
 
 #: Who may read or rebuild any tenant's streams.
 SYSADMIN = "sysadmin"
+#: The highest stream version ``kumiko_events.stream_version`` (an ``Integer``) holds.
+_MAX_VERSION = 2**31 - 1
 
 
 @attrs.frozen
@@ -108,23 +111,70 @@ def _refused(entity: object, user: object, registry: Registry) -> Failure | None
 
 
 def read_stream(
-    sessions: sessionmaker[Session], registry: Registry, entity: type[Any], stream_id: object, user: User
+    sessions: sessionmaker[Session],
+    registry: Registry,
+    entity: type[Any],
+    stream_id: object,
+    user: User,
+    from_version: int = 1,
+    limit: int | None = None,
 ) -> Ok[list[StoredEvent[object]]] | Failure:
     refused = _refused(entity, user, registry)
     if refused is not None:
         return refused
     if not isinstance(stream_id, uuid.UUID):
         return wrong_id("id", stream_id)
+    wrong = _wrong_page("from_version", from_version)
+    if wrong is None and limit is not None:
+        wrong = _wrong_page("limit", limit)
+    if wrong is not None:
+        return wrong
     not_found = fail("not_found", f"{entity.__name__} {stream_id} not found", {"entity_id": str(stream_id)})
     tenant = None if user.has_role(SYSADMIN) else user.tenant_id
     try:
         with sessions() as session, session.begin():
-            rows = list(read_streams(session, registry.aggregate_types[entity], stream_id=stream_id, tenant_id=tenant))
-            stream = [_stored(registry, entity, row) for row in rows]
+            # By id alone: events stored for another aggregate type are named, not left out.
+            page = list(
+                read_streams(
+                    session, None, stream_id=stream_id, tenant_id=tenant, from_version=from_version, limit=limit
+                )
+            )
+            # A page past the stream's end is empty: the stream is there all the same.
+            first = page[:1] or (
+                from_version > 1 and list(read_streams(session, None, stream_id=stream_id, tenant_id=tenant, limit=1))
+            )
+            if not first or _of_another_entity(registry, entity, first[0]):
+                return not_found
+            stream = [_stored(registry, entity, row) for row in page]
     except Exception as exc:
         where = f"read_stream of {entity.__name__} {stream_id}"
         return exception_failure(exc, where, where, {"entity_id": str(stream_id)})
-    return ok(stream) if stream else not_found
+    return ok(stream)
+
+
+def _of_another_entity(registry: Registry, entity: type[Any], row: EventRow) -> bool:
+    """Whether ``row`` begins the stream of another entity class of this App (its id
+    asked for as an ``entity``'s): one that does not exist, for ``entity``."""
+    return (
+        row.aggregate_type != registry.aggregate_types[entity]
+        and row.aggregate_type in registry.aggregate_types.values()
+    )
+
+
+def _wrong_page(path: str, value: object) -> Failure | None:
+    """``from_version`` or ``limit``: typed, but taken from a query string too, so a
+    text, a float or a bool (``True`` is an int) is refused by its type, and a number
+    outside a stream version's range (32 bits) by its value — below 1, a page that could
+    hold nothing; above, SQLite could not bind it and PostgreSQL refused it (both an
+    ``internal_error``), or one answered ``Ok([])`` where the other failed."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        given = f"a {type(value).__name__}"
+    elif not 1 <= value <= _MAX_VERSION:
+        given = str(value)
+    else:
+        return None
+    message = f"{path} must be an integer from 1 to {_MAX_VERSION}, not {given}"
+    return fail("validation_error", message, [{"path": path, "message": message}])
 
 
 def rebuild(
@@ -159,6 +209,7 @@ def _rebuild(
     session: Session, registry: Registry, entity: type[Any], tenant: uuid.UUID | None, verify: bool
 ) -> ProjectionReport:
     keys = {a.key: a.columns[0] for a in inspect(entity).column_attrs}
+    _refuse_other_types(session, registry, entity, keys, tenant)
     rows = read_streams(session, registry.aggregate_types[entity], tenant_id=tenant)
     documents = {key for key, column in keys.items() if isinstance(column.type, JSON)}
     replayed: dict[Any, dict[str, Any]] = {}
@@ -185,6 +236,26 @@ def _rebuild(
         if extra:
             session.execute(delete(table).where(keys["id"].in_(extra)))
     return ProjectionReport(entity.__name__, len(replayed), verify, changed, missing, extra)
+
+
+def _refuse_other_types(
+    session: Session, registry: Registry, entity: type[Any], keys: Mapping[str, Any], tenant: uuid.UUID | None
+) -> None:
+    """Refuse, before anything is written, rows whose stream was stored for another
+    aggregate type: the replay, which reads this one's, would find no stream for them
+    and delete them (every row of an entity whose class was renamed)."""
+    stmt = (
+        select(keys["id"], events.c.stream_version, events.c.aggregate_type)
+        .join(events, events.c.stream_id == keys["id"])
+        .where(events.c.aggregate_type != registry.aggregate_types[entity])
+    )
+    if tenant is not None:
+        stmt = stmt.where(keys["tenant_id"] == tenant)
+    found = session.execute(stmt.limit(1)).first()
+    if found is not None:
+        row_id, version, stored = found
+        where = f"the event at version {version} of {entity.__name__} {row_id}"
+        raise UnreadableEvent(f"{where} {_stored_for(entity, registry, stored)}")
 
 
 def _refuse_nulls(entity: type[Any], keys: Mapping[str, Any], row_id: object, values: Mapping[str, Any]) -> None:
@@ -224,7 +295,13 @@ def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRo
             for key, value in event.changes.items():
                 setattr(entity, key, value)
         else:
-            project(registry, entity_type, entity, event)
+            try:
+                project(registry, entity_type, entity, event)
+            except Exception as exc:
+                # Its traceback names the projector, not which of every stream's events it
+                # failed on: the log record (the Failure's error id) says it with this.
+                exc.add_note(f"replaying {_place(entity_type, row)} ({row.type!r})")
+                raise
         entity.version = row.stream_version
         entity.updated_at = row.occurred_at
     return entity
@@ -261,8 +338,14 @@ def _stored(registry: Registry, entity_type: type[Any], row: EventRow) -> Stored
     )
 
 
+def _place(entity_type: type[Any], row: EventRow) -> str:
+    return f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
+
+
 def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
-    where = f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
+    where = _place(entity_type, row)
+    if row.aggregate_type != registry.aggregate_types[entity_type]:
+        raise UnreadableEvent(f"{where} {_stored_for(entity_type, registry, row.aggregate_type)}")
     if row.type == f"{row.aggregate_type}.created":
         return AggregateCreated(_columns(entity_type, row.payload, f"{where} ({row.type!r})"))
     if row.type == f"{row.aggregate_type}.updated":
@@ -271,6 +354,18 @@ def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
     if cls is None:
         raise UnreadableEvent(f"{where} has the type {row.type!r}, which no feature registers")
     return registry.load(row, cls, where)
+
+
+def _stored_for(entity_type: type[Any], registry: Registry, stored: str) -> str:
+    """Why events stored for the aggregate type ``stored`` are not ``entity_type``'s:
+    its class was renamed (or given another ``name=``), which changed the type its new
+    events are stored for.  Read by type, the old ones would be left out of its stream
+    unsaid, and its rebuild would delete its rows."""
+    current = registry.aggregate_types[entity_type]
+    return (
+        f"was stored for the aggregate type {stored!r}, not {current!r}: an entity class renamed keeps "
+        f"its stored type with feature.entity({entity_type.__name__}, name={stored!r})"
+    )
 
 
 def _columns(entity_type: type[Any], stored: Mapping[str, Any], what: str) -> dict[str, Any]:

@@ -25,7 +25,7 @@ from uuid import UUID
 
 import attrs
 import cattrs
-from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory
+from cattrs.cols import homogenous_tuple_structure_factory, list_structure_factory, mapping_structure_factory
 from cattrs.errors import (
     AttributeValidationNote,
     ClassValidationError,
@@ -233,7 +233,7 @@ def _guard_containers(conv: cattrs.Converter) -> None:
         (is_hetero_tuple, conv.gen_structure_hetero_tuple, array, "an array"),
         (lambda t: _origin(t) in _SETS, set_hook, array, "an array"),
         (lambda t: _origin(t) in _FROZENSETS, frozenset_hook, array, "an array"),
-        (lambda t: _origin(t) in _MAPPINGS, conv.gen_structure_mapping, obj, "a JSON object"),
+        (lambda t: _origin(t) in _MAPPINGS, lambda t: _mapping(conv, t), obj, "a JSON object"),
         (attrs.has, lambda t: _validated(conv, t), obj, "a JSON object"),
     ]
     for predicate, factory, accepted, wanted in factories:
@@ -241,6 +241,39 @@ def _guard_containers(conv: cattrs.Converter) -> None:
             predicate,
             lambda t, factory=factory, accepted=accepted, wanted=wanted: _guarded(factory(t), accepted, wanted),
         )
+
+
+#: An integer as JSON writes an object key: canonical decimal text (not ``"01"``, ``"+1"``,
+#: ``"-0"``), of at most 100 digits (``int()`` of thousands would raise).
+_INT_KEY: Final = re.compile(r"0|-?[1-9][0-9]{0,99}")
+
+
+def _mapping(conv: cattrs.Converter, t: Any) -> Hook:
+    """cattrs' hook for a mapping (into a ``dict``, as its own is); one whose keys are
+    integers (``int``, an ``IntEnum``, a ``Literal`` of ints) first reads each key from its
+    text, the only form JSON has for an object's key (``{1: "a"}`` is stored as ``{"1":
+    "a"}``), as an ISO string is read as a UUID: such a field of an event was refused at
+    every append, and one of a payload could only be given ``{}``.
+
+    Made by cattrs' factory, not the converter's ``gen_structure_mapping``, which also
+    registers the bare hook for the type: the next class with a field of that type got it
+    without the JSON-type check (a string read as "'str' object has no attribute 'items'")."""
+    inner = mapping_structure_factory(t, conv, dict)
+    if not _integer_keys(t):
+        return inner
+
+    def hook(value: Mapping[Any, Any], cl: object) -> object:
+        keys = (int(k) if isinstance(k, str) and _INT_KEY.fullmatch(k) else k for k in value)
+        return inner(dict(zip(keys, value.values(), strict=True)), cl)
+
+    return hook
+
+
+def _integer_keys(t: Any) -> bool:
+    key = (get_args(t) or (Any,))[0]
+    if get_origin(key) is _LITERAL:
+        return all(isinstance(c, int) and not isinstance(c, bool) for c in get_args(key))
+    return isinstance(key, type) and issubclass(key, int) and not issubclass(key, bool)
 
 
 def make_converter() -> cattrs.Converter:

@@ -160,3 +160,32 @@ def test_a_bad_value_is_quoted_whole_up_to_60_characters_and_cut_after(
     result = make_app([f]).dispatch_json("gts:keyed", {"key": "x" * length}, user=user)
     assert isinstance(result, Failure)
     assert result.details == [{"path": "$.key", "message": f"expected a UUID string, got {quoted}"}]
+
+
+@attrs.frozen
+class Prices:
+    by_sku: dict[str, int]
+
+
+@attrs.frozen
+class Stock:
+    by_sku: dict[str, int]
+
+
+def test_a_map_given_no_json_object_is_named_so_in_every_payload_of_its_type(
+    make_app: Callable[..., App], user: User
+) -> None:
+    """cattrs registered its bare hook for ``dict[str, int]`` once one class's field was
+    read: the next class with such a field lost the JSON-type check, and a string was
+    "'str' object has no attribute 'items'"."""
+    f = Feature("gts")
+    f.write_handler("prices", f.pipeline(Prices).return_(lambda c: ok(None)))
+    f.write_handler("stock", f.pipeline(Stock).return_(lambda c: ok(None)))
+    app = make_app([f])
+    assert app.dispatch_json("gts:prices", {"by_sku": {"a": 1}}, user=user) == Ok(None)
+
+    for name in ("stock", "prices"):
+        for given, got in (("ab", "string"), ([["a", 1]], "array")):
+            result = app.dispatch_json(f"gts:{name}", {"by_sku": given}, user=user)
+            assert isinstance(result, Failure), result
+            assert result.details == [{"path": "$.by_sku", "message": f"expected a JSON object, got {got}"}]

@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 from sqlalchemy.orm import Mapped, mapped_column
 
 import kumiko_typed._observe as observe
-from kumiko_typed import App, Entity, Failure, Feature, Ok, User, fail, manual, ok
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, bearer, fail, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -64,6 +64,15 @@ flow = f.workflow(
 )
 counted = f.query_handler(
     "counted", f.query_pipeline(Order).compute("n", lambda c: len(c.payload.items)).return_(lambda c: ok(c.steps["n"]))
+)
+
+guarded = Feature("obs-guarded", requires=["webhook.send"])
+clerks_only = guarded.write_handler("close", guarded.pipeline(Order).return_(lambda c: ok(None)), roles={"clerk"})
+authed = guarded.write_handler(
+    "authed",
+    guarded.pipeline(Order)
+    .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}, auth=bearer("CRM"))
+    .return_(lambda c: ok(None)),
 )
 
 
@@ -152,6 +161,31 @@ def test_segments_and_deliveries_have_spans(
     assert delivery.status.status_code != StatusCode.ERROR
 
 
+def test_a_failed_delivery_span_has_the_stored_error_with_the_secret_redacted(
+    app_on: Callable[..., App],
+    user: User,
+    receiver: Receiver,
+    spans: InMemorySpanExporter,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The page's claim, held: a peer echoing the bearer secret (here in a redirect's
+    Location) shows in neither the span nor a log record."""
+    secret = "s3cret-XYZZY"
+    receiver.respond = lambda _i, _p: (302, {"Location": f"http://127.0.0.1:1/next?t={secret}"})
+    app = app_on([f, guarded], secrets={"CRM": secret}.get)
+    with caplog.at_level(logging.DEBUG, logger="kumiko_typed"):
+        assert app.dispatch(authed, Order((), receiver.url("/hook")), user=user) == Ok(None)
+        app.run_worker(once=True)
+
+    (delivery,) = [s for s in spans.get_finished_spans() if s.name == "kumiko.delivery"]
+    assert delivery.status.status_code == StatusCode.ERROR
+    assert (
+        delivery.status.description == "HTTP 302 redirect to http://127.0.0.1:1/next?t=*** (redirects are not followed)"
+    )
+    seen = [str(s.attributes) + str(s.events) + str(s.status.description) for s in spans.get_finished_spans()]
+    assert not any(secret in text for text in seen + [logging.Formatter().format(r) for r in caplog.records])
+
+
 def test_without_a_recording_provider_nothing_is_traced() -> None:
     """The API alone (no SDK configured) records nothing: the runtime keeps its untraced path."""
     with observe.span("kumiko.dispatch") as current:
@@ -201,6 +235,36 @@ def test_log_records_carry_structured_fields(
     passes = [r for r in caplog.records if hasattr(r, "kumiko_counts")]
     assert passes and passes[-1].kumiko_counts["retried"] == 1  # type: ignore[attr-defined]
     assert all(str(uuid.UUID(int=0)) not in r.getMessage() for r in passes)
+
+
+def test_a_call_refused_before_it_runs_is_logged_like_any_failed_one(
+    app_on: Callable[..., App], user: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A refusal for the caller's roles or payload left no record: a log pipeline
+    counting failures by code missed every 403 (someone trying handlers they may not
+    run) and every 400 of a payload, though the table promises one per failed dispatch."""
+    app = app_on([f, guarded])
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        failed = [
+            app.dispatch(clerks_only, Order(()), user=user),
+            app.dispatch_json("obs-guarded:close", {"items": []}, user=user),
+            app.dispatch_json("obs:outer", {"items": "many"}, user=user),
+            app.query_json("obs:counted", {"items": "many"}, user=user),
+            app.dispatch(outer, Order((1, 2)), user="nobody"),  # type: ignore[arg-type]
+        ]
+
+    records = [r for r in caplog.records if hasattr(r, "kumiko_code")]
+    tenant = str(user.tenant_id)
+    assert [(r.kumiko_handler, r.kumiko_code, r.kumiko_tenant) for r in records] == [  # type: ignore[attr-defined]
+        ("obs-guarded:close", "access_denied", tenant),
+        ("obs-guarded:close", "access_denied", tenant),
+        ("obs:outer", "validation_error", tenant),
+        ("obs:counted", "validation_error", tenant),
+        ("obs:outer", "access_denied", None),
+    ]
+    for record, result in zip(records, failed, strict=True):
+        assert isinstance(result, Failure) and result.message in record.getMessage()
+        assert record.levelno == logging.INFO
 
 
 def test_a_query_has_its_own_span(app_on: Callable[..., App], user: User, spans: InMemorySpanExporter) -> None:

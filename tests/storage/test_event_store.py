@@ -7,6 +7,8 @@ stream is ``not_found``, its rows out of reach, unless the user is a sysadmin.""
 from __future__ import annotations
 
 import base64
+import enum
+import logging
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -16,6 +18,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _sql_log import statements
 from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
@@ -248,6 +251,65 @@ def test_a_stream_id_that_is_no_uuid_is_a_validation_error_without_the_text(two:
     failure_of(app.read_stream(EsBooking, wrongs[0], user=wrongs[0]), "access_denied")
 
 
+def test_a_long_stream_is_read_in_pages_from_a_version_with_a_limit(two: Any) -> None:
+    """A stream of thousands of events is not read whole to show its latest ones: the
+    page is cut by the database (LIMIT on the stream's index), a page past the end is
+    empty rather than ``not_found``, and another tenant's stream stays ``not_found``."""
+    app, h, alice, bob, root = two
+    booking = ok_data(app.dispatch(h["book"], Book("Ann", 1), user=alice))
+    for _ in range(4):
+        ok_data(app.dispatch(h["extend"], Extend(booking, 1), user=alice))
+
+    def versions(**page: Any) -> list[int]:
+        return [e.version for e in ok_data(app.read_stream(EsBooking, booking, user=alice, **page))]
+
+    with statements(app.engine) as sent:
+        first = versions(limit=2)
+    assert first == [1, 2]
+    [read] = [s for s in sent if "FROM kumiko_events" in s]
+    assert " LIMIT " in read
+    assert versions(from_version=first[-1] + 1, limit=2) == [3, 4]
+    assert versions(from_version=5, limit=2) == [5]
+    assert versions(from_version=4) == [4, 5]
+    assert versions(from_version=6) == []
+    assert versions() == [1, 2, 3, 4, 5]
+    assert [e.event for e in ok_data(app.read_stream(EsBooking, booking, user=alice, from_version=3, limit=1))] == [
+        Extended(1, "asked")
+    ]
+    failure_of(app.read_stream(EsBooking, booking, user=bob, from_version=6), "not_found")
+    failure_of(app.read_stream(EsBooking, uuid.uuid4(), user=alice, from_version=2), "not_found")
+    assert len(ok_data(app.read_stream(EsBooking, booking, user=root, from_version=2, limit=3))) == 3
+    assert versions(from_version=2**31 - 1, limit=2**31 - 1) == []
+
+
+@pytest.mark.parametrize(
+    ("page", "path", "given"),
+    [
+        ({"from_version": 0}, "from_version", "0"),
+        ({"from_version": -3}, "from_version", "-3"),
+        ({"from_version": "2"}, "from_version", "a str"),
+        ({"from_version": True}, "from_version", "a bool"),
+        ({"from_version": 2.0}, "from_version", "a float"),
+        ({"limit": 0}, "limit", "0"),
+        ({"limit": "10"}, "limit", "a str"),
+        ({"limit": False}, "limit", "a bool"),
+        ({"from_version": 2**31}, "from_version", "2147483648"),
+        ({"limit": 2**63}, "limit", "9223372036854775808"),
+        ({"from_version": 10**30}, "from_version", str(10**30)),
+    ],
+)
+def test_a_page_that_is_no_integer_of_a_stream_versions_range_is_a_validation_error_naming_it(
+    two: Any, page: dict[str, Any], path: str, given: str
+) -> None:
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["book"], Book("Ann", 1), user=alice))
+
+    refused = failure_of(app.read_stream(EsBooking, booking, user=alice, **page), "validation_error")
+
+    message = f"{path} must be an integer from 1 to 2147483647, not {given}"
+    assert (refused.message, refused.details) == (message, [{"path": path, "message": message}])
+
+
 def test_a_named_creation_event_is_stored_replayed_and_read_as_its_class(two: Any) -> None:
     app, h, alice, _, _ = two
     booking = ok_data(app.dispatch(h["book"], Book("Ann", 2), user=alice))
@@ -400,6 +462,27 @@ def test_boot_refuses_upcasters_that_cannot_read_every_older_version_and_shared_
     ]
 
 
+def test_boot_refuses_two_entity_classes_of_one_aggregate_type() -> None:
+    """``shop.Order`` and ``billing.Order`` are both ``"order"`` by default: each read
+    the other's streams (``read_stream`` gave a billing order as a shop one), and a
+    rebuild of one copied the other's aggregates into its table as "missing" rows."""
+    shop: Feature[Any] = Feature("shop")
+    shop.entity(EsBooking, name="order")
+    rooms: Feature[Any] = Feature("rooms")
+    rooms.entity(EsRoom, name="order")
+
+    with pytest.raises(BootError) as caught:
+        App([shop, rooms], database_url="sqlite://")
+
+    assert caught.value.problems == [
+        f"feature 'rooms': entity {__name__}.EsRoom takes the aggregate type 'order' of {__name__}.EsBooking; "
+        "give one of them another name="
+    ]
+    renamed: Feature[Any] = Feature("rooms")
+    renamed.entity(EsRoom, name="room")
+    App([shop, renamed], database_url="sqlite://").dispose()
+
+
 class _Plain:
     """Not an attrs class: JSON cannot be read into it."""
 
@@ -548,6 +631,65 @@ class Log:
     moments: list[datetime]
 
 
+class Floor(enum.IntEnum):
+    GROUND = 0
+    FIRST = 1
+
+
+@attrs.frozen
+class Seat:
+    """An input whose maps are keyed by numbers: JSON can only write them as text."""
+
+    id: uuid.UUID
+    guests: dict[int, str]
+    floors: dict[Floor, int]
+
+
+@attrs.frozen
+class Seated:
+    guests: dict[int, str]
+    floors: dict[Floor, int]
+
+
+def test_maps_keyed_by_integers_are_stored_as_json_keys_and_read_back_as_integers(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """JSON writes ``{1: "Ann"}`` as ``{"1": "Ann"}``, and the reader took a key's text
+    for a string given where an int goes: every append of such an event was refused
+    ("could not read it back: expected an integer at $.guests['1']"), and a JSON
+    payload could give such a map only empty.  Text that is no integer as JSON writes
+    one (``"01"``) is still refused."""
+    f: Feature[Any] = Feature("seat")
+    f.entity(EsBooking)
+    f.event(Seated, name="seated")
+    plain = f.write_handler(
+        "plain",
+        f.pipeline(Book)
+        .create("b", EsBooking, data=lambda c: EsBooking(guest=c.payload.guest, nights=c.payload.nights))
+        .return_(lambda c: ok(c.steps["b"].id)),
+    )
+    f.write_handler(
+        "seat",
+        f.pipeline(Seat)
+        .append_event(EsBooking, id=lambda c: c.payload.id, event=lambda c: Seated(c.payload.guests, c.payload.floors))
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f], clock=lambda: T0)
+    alice = make_user()
+    booking = ok_data(app.dispatch(plain, Book("Ann", 2), user=alice))
+
+    given = {"id": str(booking), "guests": {"1": "Ann", "-2": "Bob"}, "floors": {"1": 3}}
+    ok_data(app.dispatch_json("seat:seat", given, user=alice))
+
+    [*_, seated] = ok_data(app.read_stream(EsBooking, booking, user=alice))
+    assert seated.event == Seated({1: "Ann", -2: "Bob"}, {Floor.FIRST: 3})
+    with app.engine.connect() as conn:
+        stored = conn.execute(sa.select(events.c.payload).where(events.c.type == "seated")).scalar_one()
+    assert stored == {"guests": {"1": "Ann", "-2": "Bob"}, "floors": {"1": 3}}
+    refused = failure_of(app.dispatch_json("seat:seat", {**given, "guests": {"01": "x"}}, user=alice))
+    assert refused.details == [{"path": "$.guests['01']", "message": "expected an integer, got string"}]
+
+
 def test_a_refused_event_value_in_a_list_is_named_by_its_own_payload_path_not_another_none(
     app_on: AppOn, user: User
 ) -> None:
@@ -671,6 +813,123 @@ def test_an_event_its_class_no_longer_reads_is_named_with_its_version_and_fields
     if "type" not in stored:
         assert f"{where} ('extended', stored at schema version {stored.get('schema_version', 2)})" in read.message
     assert _rows(app)[booking] == ("Ann", 0, 2)  # nothing rebuilt
+
+
+def test_an_unreadable_event_is_logged_with_its_reason_but_none_of_its_stored_values(
+    two: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The cause of an event that does not read back quotes the stored value
+    (``datetime.fromisoformat``'s "Invalid isoformat string: '…'", a field validator's
+    message): it went to the log as the record's traceback, a token stored in an event
+    with it, where the workflow feed logs only the event's reason."""
+    app, h, alice, _, _ = two
+    booking = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    with app.engine.begin() as conn:
+        stored = conn.execute(sa.select(events.c.payload)).scalar_one()
+        payload = {**stored, "created_at": "sk-live-T0PSECRET"}
+        conn.execute(sa.update(events).values(payload=payload))
+
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        read = failure_of(app.read_stream(EsBooking, booking, user=alice), "internal_error")
+        rebuilt = failure_of(app.rebuild_projection(EsBooking, user=alice, verify=True), "internal_error")
+
+    logged = [logging.Formatter().format(r) for r in caplog.records if r.name == "kumiko_typed"]
+    assert len(logged) == 2 and not any("T0PSECRET" in line for line in logged), logged
+    for refused, line in zip((read, rebuilt), logged, strict=True):
+        assert refused.details["error_id"] in line  # type: ignore[call-overload, index]
+        assert "its value of EsBooking.created_at does not read as datetime" in line
+
+
+def test_a_projector_that_raises_in_a_rebuild_is_logged_with_the_event_it_failed_on(
+    two: Any, app_on: AppOn, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A projector changed since the events were stored fails on one event of many
+    streams: the log's traceback named the projector's line, not the stream or version."""
+    app, h, alice, _, _ = two
+    calm = ok_data(app.dispatch(h["book"], Book("Ann", 2), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(calm, 3), user=alice))
+    odd = ok_data(app.dispatch(h["book"], Book("Bob", 1), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(odd, 5), user=alice))
+    ok_data(app.dispatch(h["extend"], Extend(odd, 0), user=alice))
+    changed: Feature[Any] = Feature("es")
+    changed.entity(EsBooking)
+    changed.event(BookingStarted, name="booking-started")
+    changed.event(Extended, name="extended", version=2, upcasters={1: _v1_to_v2})
+
+    @changed.projector(EsBooking, BookingStarted)
+    def started(row: EsBooking, event: BookingStarted) -> None:
+        row.guest, row.nights = event.guest, event.nights
+
+    @changed.projector(EsBooking, Extended)
+    def extended(row: EsBooking, event: Extended) -> None:
+        row.nights = row.nights * 10 // event.nights  # the new release's bug
+
+    new = app_on([changed], clock=lambda: T0)
+    with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+        refused = failure_of(new.rebuild_projection(EsBooking, user=alice), "internal_error")
+
+    [record] = [r for r in caplog.records if refused.details["error_id"] in r.getMessage()]  # type: ignore[call-overload, index]
+    assert f"replaying the event at version 3 of EsBooking {odd} ('extended')" in logging.Formatter().format(record)
+    assert "ZeroDivisionError" in refused.message
+
+
+class EsRoom(Entity):
+    """Another aggregate of the App, whose ids are no bookings."""
+
+    __tablename__ = "es_room"
+    number: Mapped[int]
+
+
+def test_an_entity_whose_stored_aggregate_type_changed_is_named_and_its_rows_are_not_rebuilt_away(
+    two: Any, app_on: AppOn
+) -> None:
+    """Renaming an entity class changes its default aggregate type (``es-booking`` to
+    ``es-reservation``: here by ``name=``).  Streams were read by type, so its events
+    were left out: ``read_stream`` said ``not_found`` for a row that exists (a stream
+    appended to since, only its new events), and a rebuild found no stream for its rows
+    and deleted every one."""
+    app, h, alice, bob, root = two
+    ann = ok_data(app.dispatch(h["plain"], Book("Ann", 2), user=alice))
+    bob_s = ok_data(app.dispatch(h["plain"], Book("Bob", 1), user=bob))
+    renamed: Feature[Any] = Feature("es")
+    renamed.entity(EsBooking, name="es-reservation")
+    new = app_on([renamed], clock=lambda: T0)
+
+    read = failure_of(new.read_stream(EsBooking, ann, user=alice), "internal_error")
+    rebuilds = [
+        failure_of(new.rebuild_projection(EsBooking, user=user, tenant=tenant, verify=verify), "internal_error")
+        for user, tenant in ((alice, None), (root, "all"))
+        for verify in (True, False)
+    ]
+
+    said = "was stored for the aggregate type 'es-booking', not 'es-reservation': an entity class renamed keeps"
+    assert f"the event at version 1 of EsBooking {ann} {said}" in read.message
+    assert "feature.entity(EsBooking, name='es-booking')" in read.message
+    assert f"the event at version 1 of EsBooking {ann} {said}" in rebuilds[0].message
+    assert all(said in r.message for r in rebuilds)
+    assert set(_rows(app)) == {ann, bob_s}  # nothing deleted
+    assert ok_data(app.rebuild_projection(EsBooking, user=root, tenant="all", verify=True)).matches
+
+
+def test_the_id_of_another_entitys_stream_is_not_found_as_this_ones(two: Any, app_on: AppOn) -> None:
+    app, _, alice, _, _ = two
+    rooms: Feature[Any] = Feature("rooms")
+    rooms.entity(EsRoom)
+    add = rooms.write_handler(
+        "add",
+        rooms.pipeline(Book)
+        .create("r", EsRoom, data=lambda c: EsRoom(number=c.payload.nights))
+        .return_(lambda c: ok(c.steps["r"].id)),
+    )
+    f, _ = _feature()
+    both = app_on([f, rooms], clock=lambda: T0)
+    room = ok_data(both.dispatch(add, Book("-", 101), user=alice))
+
+    for page in ({}, {"from_version": 2}):
+        refused = failure_of(both.read_stream(EsBooking, room, user=alice, **page), "not_found")
+        assert refused.message == f"EsBooking {room} not found"
+    assert [e.type for e in ok_data(both.read_stream(EsRoom, room, user=alice))] == ["es-room.created"]
+    assert ok_data(app.rebuild_projection(EsBooking, user=alice, verify=True)).matches
 
 
 @attrs.frozen
