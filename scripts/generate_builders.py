@@ -163,9 +163,10 @@ METHODS: dict[str, Method] = {
     ),
     "mail.send": Method(
         f"*, to: {_resolver('str | Sequence[str]')}, subject: {_resolver('str')}, body: {_resolver('str')}, "
-        f"sender: {_resolver('str')} | None = None, html: str | Callable[[{CTX}], str | None] | None = None",
+        f"sender: {_resolver('str')} | None = None, html: str | Callable[[{CTX}], str | None] | None = None, "
+        f"reply_to: str | Callable[[{CTX}], str | None] | None = None",
         SAME,
-        "self._then({SELF}, _steps.SendMail(to, subject, body, sender, html))",
+        "self._then({SELF}, _steps.SendMail(to, subject, body, sender, html, reply_to))",
         "none (an outbox row, delivered after commit).",
         '.send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")',
     ),

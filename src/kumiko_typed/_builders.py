@@ -989,6 +989,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
         html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+        reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> Pipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -999,7 +1000,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(Pipeline, _steps.SendMail(to, subject, body, sender, html))
+        return self._then(Pipeline, _steps.SendMail(to, subject, body, sender, html, reply_to))
 
     def send_webhook(
         self,
@@ -1771,6 +1772,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
         html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+        reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> SubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -1781,7 +1783,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(SubPipeline, _steps.SendMail(to, subject, body, sender, html))
+        return self._then(SubPipeline, _steps.SendMail(to, subject, body, sender, html, reply_to))
 
     def send_webhook(
         self,
@@ -2821,6 +2823,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
         html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+        reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -2831,7 +2834,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(WorkflowPipeline, _steps.SendMail(to, subject, body, sender, html))
+        return self._then(WorkflowPipeline, _steps.SendMail(to, subject, body, sender, html, reply_to))
 
     def send_webhook(
         self,
@@ -3670,6 +3673,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         body: str | Callable[[Ctx[P, S, Sc]], str],
         sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
         html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+        reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -3680,7 +3684,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
             .send_mail(to=lambda c: c.payload.email, subject="Welcome", body="Hello!")
         """
-        return self._then(WorkflowSubPipeline, _steps.SendMail(to, subject, body, sender, html))
+        return self._then(WorkflowSubPipeline, _steps.SendMail(to, subject, body, sender, html, reply_to))
 
     def send_webhook(
         self,
@@ -4722,6 +4726,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             body: str | Callable[[Ctx[P, S, Sc]], str],
             sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
             html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+            reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
         ) -> Never:
             """Deprecated here: Step "send_mail" (mail.send) does more than read, and a
             QueryPipeline only reads (a query runs in a read-only transaction); do it in a write
@@ -4742,9 +4747,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def send_mail(self, *, to, subject, body, sender=None, html=None):  # type: ignore[no-untyped-def]
+        def send_mail(self, *, to, subject, body, sender=None, html=None, reply_to=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.SendMail(to, subject, body, sender, html))
+            return self._then(QueryPipeline, _steps.SendMail(to, subject, body, sender, html, reply_to))
 
     if TYPE_CHECKING:
 
@@ -5558,6 +5563,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             body: str | Callable[[Ctx[P, S, Sc]], str],
             sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
             html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+            reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
         ) -> Never:
             """Deprecated here: Step "send_mail" (mail.send) does more than read, and a
             QuerySubPipeline only reads (a query runs in a read-only transaction); do it in a
@@ -5578,9 +5584,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def send_mail(self, *, to, subject, body, sender=None, html=None):  # type: ignore[no-untyped-def]
+        def send_mail(self, *, to, subject, body, sender=None, html=None, reply_to=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QuerySubPipeline, _steps.SendMail(to, subject, body, sender, html))
+            return self._then(QuerySubPipeline, _steps.SendMail(to, subject, body, sender, html, reply_to))
 
     if TYPE_CHECKING:
 

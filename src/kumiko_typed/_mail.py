@@ -52,7 +52,8 @@ DEFAULT_SENDER = "kumiko-typed@localhost"
 class MailMessage:
     """One mail as ``send_mail`` queued it.  ``id`` is the outbox row's id, the same on every
     attempt (an idempotency key); ``sender`` is None when the step named none; ``html``,
-    when the step gave one, is the HTML form of ``body`` (a reader shows one of the two)."""
+    when the step gave one, is the HTML form of ``body`` (a reader shows one of the two);
+    ``reply_to``, when given, is where a reader's reply goes instead of the sender."""
 
     id: UUID
     to: tuple[str, ...]
@@ -60,6 +61,7 @@ class MailMessage:
     body: str
     sender: str | None = None
     html: str | None = None
+    reply_to: str | None = None
 
 
 class MailTransport(Protocol):
@@ -94,7 +96,8 @@ def address_problem(value: str) -> str | None:
 def to_email(message: MailMessage) -> EmailMessage:
     """The RFC 5322 message the built-in transports write or send (refused, for good, if a
     recipient or the sender is not one address: a row written before the step checked)."""
-    for value in (*message.to, message.sender or DEFAULT_SENDER):
+    optional = [message.reply_to] if message.reply_to else []
+    for value in (*message.to, message.sender or DEFAULT_SENDER, *optional):
         problem = address_problem(value)
         if problem is not None:
             raise DeliveryError(f"the mail address {value!r} {problem}", permanent=True)
@@ -102,6 +105,8 @@ def to_email(message: MailMessage) -> EmailMessage:
     mail["From"] = _ascii_domain(message.sender or DEFAULT_SENDER)
     mail["To"] = ", ".join(_ascii_domain(to) for to in message.to)
     mail["Subject"] = message.subject
+    if message.reply_to:
+        mail["Reply-To"] = _ascii_domain(message.reply_to)
     mail["Message-ID"] = f"<{message.id}@kumiko-typed>"
     mail["Idempotency-Key"] = str(message.id)
     mail.set_content(message.body)

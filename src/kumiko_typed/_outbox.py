@@ -117,7 +117,7 @@ class Deliverer:
 
 def mail_message(item_id: uuid.UUID, message: Mapping[str, Any]) -> MailMessage:
     """The typed mail a transport gets, from the row ``send_mail`` stored."""
-    sender, html = message.get("sender"), message.get("html")
+    sender, html, reply_to = message.get("sender"), message.get("html"), message.get("reply_to")
     return MailMessage(
         id=item_id,
         to=tuple(str(t) for t in message["to"]),
@@ -125,6 +125,7 @@ def mail_message(item_id: uuid.UUID, message: Mapping[str, Any]) -> MailMessage:
         body=str(message["body"]),
         sender=None if sender is None else str(sender),
         html=None if html is None else str(html),
+        reply_to=None if reply_to is None else str(reply_to),
     )
 
 

@@ -37,6 +37,7 @@ class SendMail(Step):
     body: object
     sender: object
     html: object = None
+    reply_to: object = None
 
     def execute(self, run: Run) -> Result:
         to = resolve(self.to, run)
@@ -52,9 +53,13 @@ class SendMail(Step):
         html = None if self.html is None else resolve(self.html, run)
         if html is not None:  # an HTML alternative to the text body; absent, text only
             message["html"] = str(html)
+        reply_to = None if self.reply_to is None else resolve(self.reply_to, run)
+        if reply_to:  # where a reader's reply goes; absent (None or ""), to the sender
+            message["reply_to"] = str(reply_to)
         fields = [*(("to", t) for t in (to if isinstance(to, list | tuple) else [to])), ("subject", subject)]
-        refuse(_header_problems([*fields, ("sender", sender)], run.payload))
-        refuse(_address_problems([*fields[:-1], ("sender", sender)], run.payload))
+        optional = [("sender", sender), ("reply_to", reply_to)]
+        refuse(_header_problems([*fields, *optional], run.payload))
+        refuse(_address_problems([*fields[:-1], *optional], run.payload))
         _enqueue(run, "mail", message, DEFAULT_POLICY)
         return None
 
@@ -85,8 +90,8 @@ def _address_problems(fields: list[tuple[str, object]], payload: object) -> list
     be written, naming the payload field."""
     problems: list[Problem] = []
     for name, value in fields:
-        # A sender of "" (or None) is the default one; a recipient of "" is no address.
-        problem = None if name == "sender" and not value else address_problem(str(value))
+        # A sender or reply-to of "" (or None) is none given; a recipient of "" is no address.
+        problem = None if name in ("sender", "reply_to") and not value else address_problem(str(value))
         if problem is not None:
             column = f"{outbox.name}.message.{name}"
             problems.append({"path": source_path(payload, value), "message": problem, "column": column})
