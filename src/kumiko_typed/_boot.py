@@ -22,6 +22,7 @@ from ._errors import StepRefused
 from ._feature import QueryHandler, WriteHandler, unclassed
 from ._finished import Finished, Program, QueryFinished
 from ._outbox_types import HEADER_NAME, RetryPolicy
+from ._registered_names import name_problem
 from ._steps import (
     AppendEvent,
     CallFeature,
@@ -348,6 +349,8 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
     seen_features: set[str] = set()
     seen_handlers: set[str] = set()
     for feature in features:
+        if (problem := name_problem("feature", feature.name)) is not None:
+            problems.append(f"feature {feature.name!r}: {problem}")
         if feature.name in seen_features:
             problems.append(f"feature {feature.name!r} is listed twice; feature names must be unique")
         seen_features.add(feature.name)
@@ -355,12 +358,17 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             problems.append(f"feature {feature.name!r}: {_rules.msg_unknown_capability(kind)}")
         problems.extend(feature.problems)
         # Write handlers and queries share one namespace of full names; a query says so.
-        entries: list[tuple[str, str, object, type[Program[Any, Any]], str]] = [
-            ("handler", h.name, h.pipeline, Finished, "handler names") for h in feature.handlers
+        entries: list[tuple[str, str, str, object, type[Program[Any, Any]], str]] = [
+            ("handler", h.name, h.local_name, h.pipeline, Finished, "handler names") for h in feature.handlers
         ]
-        entries += [("query", q.name, q.pipeline, QueryFinished, "handler and query names") for q in feature.queries]
-        for kind, name, pipeline, finished, names in entries:
+        entries += [
+            ("query", q.name, q.local_name, q.pipeline, QueryFinished, "handler and query names")
+            for q in feature.queries
+        ]
+        for kind, name, local_name, pipeline, finished, names in entries:
             where = f"{kind} {name}"
+            if (problem := name_problem(kind, local_name, full=name)) is not None:
+                problems.append(f"{kind} {name!r}: {problem}")  # the name itself may be what is wrong
             if name in seen_handlers:
                 problems.append(f"{where}: the name is registered twice; {names} must be unique")
             seen_handlers.add(name)
@@ -371,6 +379,8 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
                 problems.extend(check_pipeline(feature, where, pipeline.steps, pipeline.builder, tables))
         for workflow in feature.workflows:
             where = f"workflow {workflow.name}"
+            if (problem := name_problem("workflow", workflow.local_name, full=workflow.name)) is not None:
+                problems.append(f"workflow {workflow.name!r}: {problem}")
             problems.extend(_check_trigger(where, workflow.trigger.cron))
             if workflow.pipeline.feature is not feature:
                 message = _rules.msg_foreign_pipeline(workflow.pipeline.feature.name, feature.name)
