@@ -32,6 +32,7 @@ from ._read_only import write_refused
 from ._results import Failure, Ok
 from ._run_listing import STATUSES
 from ._runs import RunStatus
+from ._schema_check import SCHEMA_FIX, missing_columns
 
 __all__ = ["OPERATOR", "RUNS_FIX", "URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
 
@@ -224,6 +225,17 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
         sys.exit(1)
     summary = f"{len(app.handlers)} handler(s), {len(app.queries)} query handler(s), {len(app.workflows)} workflow(s)"
     if against is not None:
+        with _database(app.engine.url):
+            # The schema first: the runs' check reads the framework tables the way the
+            # new code does, and a missing column would end it with the driver's error.
+            problems = missing_columns(app.engine, app.tables())
+        if problems:
+            heading = f"{len(problems)} schema problem(s) in this database:"
+            click.echo(click.style(heading, fg="red", bold=True), err=True)
+            for problem in problems:
+                click.echo(f"  - {problem}", err=True)
+            click.echo(SCHEMA_FIX, err=True)
+            sys.exit(1)
         with _database(app.engine.url):
             groups = app.check_runs()
         if groups:
