@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from sqlalchemy import Engine, Table, inspect
+from sqlalchemy import Column, Engine, Table, inspect
+from sqlalchemy.engine import Dialect
+from sqlalchemy.schema import CreateColumn
 
 __all__ = ["SCHEMA_FIX", "missing_columns"]
 
@@ -39,7 +41,7 @@ def missing_columns(engine: Engine, tables: Sequence[Table]) -> list[str]:
             problems.append(f"table {table.name} does not exist: {_create(table)}")
             continue
         problems += [
-            f"table {table.name} has no column {column.name}: {_fix(table)}"
+            f"table {table.name} has no column {column.name}: {_fix(table, column, engine.dialect)}"
             for column in table.columns
             if column.name not in columns
         ]
@@ -52,7 +54,18 @@ def _create(table: Table) -> str:
     return "create it (app.create_all() or a migration)"
 
 
-def _fix(table: Table) -> str:
+def _fix(table: Table, column: Column[object], dialect: Dialect) -> str:
+    """What to do, with the statement to run where one statement does it: a column that may
+    be NULL or has a default is added as is; the rows already there need a value for one
+    that has neither, which no statement can know."""
+    if column.nullable or column.server_default is not None:
+        # The engine's own DDL compiler: on PostgreSQL, a text column's COLLATE "C".
+        spec = CreateColumn(column).compile(dialect=dialect)
+        run = f": ALTER TABLE {dialect.identifier_preparer.format_table(table)} ADD COLUMN {spec}"
+    else:
+        run = " (NOT NULL with no default: the rows already there need a value)"
     if table.name.startswith("kumiko_"):
-        return "the database was made by an older kumiko-typed; add it (docs/operations.md, Tables and migrations)"
-    return "the class has a column its table lacks; add it with a migration (a default or a backfill for existing rows)"
+        return (
+            f"the database was made by an older kumiko-typed; add it{run} (docs/operations.md, Tables and migrations)"
+        )
+    return f"the class has a column its table lacks; add it with a migration{run}"
