@@ -202,13 +202,15 @@ def demo(database_url: str | None, keep: bool) -> None:
 @click.option(
     "--against",
     metavar="DATABASE_URL",
-    help="Also list the running and suspended runs in this database that MODULE:APP could not resume.",
+    help="Also list the tables and columns this database lacks for MODULE:APP, or the running and suspended"
+    " runs it could not resume.",
 )
 def check(target: str, database_url: str | None, against: str | None) -> None:
     """Boot-validate MODULE:APP; exit 1 listing every problem.
 
-    With --against, read (never write) that database's runs and exit 1 listing, grouped
-    by workflow, path and reason, every run the code of MODULE:APP could not resume.
+    With --against, read (never write) that database and exit 1 listing every table and
+    column it lacks for MODULE:APP (an older release's schema, to migrate first), or else,
+    grouped by workflow, path and reason, every run the code of MODULE:APP could not resume.
     """
     try:
         if against is None:
