@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 from sqlalchemy import URL, make_url
+from sqlalchemy import inspect as inspect_database
 from sqlalchemy.exc import DBAPIError
 
 from ._app import App
@@ -568,8 +569,11 @@ def _database(url: str | URL | None, app: App | None = None) -> Iterator[None]:
 
 
 def _schema_problems(app: App) -> list[str]:
-    """What the database lacks of ``app``'s tables; none when it cannot be asked (down)."""
+    """What the database lacks of ``app``'s tables; none when it cannot be asked (down) or
+    has none of them (never set up: the generic message says to create them)."""
     try:
+        if not any(inspect_database(app.engine).has_table(t.name, schema=t.schema) for t in app.tables()):
+            return []
         return missing_columns(app.engine, app.tables())
     except DBAPIError:
         return []
