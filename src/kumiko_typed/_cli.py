@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 from sqlalchemy import URL, make_url
+from sqlalchemy import inspect as inspect_database
 from sqlalchemy.exc import DBAPIError
 
 from ._app import App
@@ -33,8 +34,22 @@ from ._read_only import write_refused
 from ._results import Failure, Ok
 from ._run_listing import STATUSES
 from ._runs import RunStatus
+from ._schema_check import SCHEMA_FIX, missing_columns
 
-__all__ = ["OPERATOR", "RUNS_FIX", "URL_HELP", "check", "demo", "graph", "load_app", "main", "outbox", "runs", "worker"]
+__all__ = [
+    "MIGRATE_FIRST",
+    "OPERATOR",
+    "RUNS_FIX",
+    "URL_HELP",
+    "check",
+    "demo",
+    "graph",
+    "load_app",
+    "main",
+    "outbox",
+    "runs",
+    "worker",
+]
 
 URL_HELP = "Database URL to use instead of the app's (also KUMIKO_DATABASE_URL)."
 #: What ``check --against`` says to do about the runs it lists.
@@ -43,6 +58,8 @@ RUNS_FIX = (
     " feature.workflow(..., renamed=, fill=) or deploy the workflow or class they need again;"
     " to end them, kumiko-typed runs cancel (docs/workflows.md#changing-a-workflow-that-has-suspended-runs)."
 )
+#: What a command says after the tables and columns its database lacks.
+MIGRATE_FIRST = "Migrate this database to this release first (docs/operations.md#tables-and-migrations)."
 #: Who the command line acts as: whoever can run it holds the database's credentials
 #: anyway, so it crosses tenants (``sysadmin``).  Its id, the nil UUID, is what a
 #: cancellation records as ``by``.
@@ -205,13 +222,15 @@ def demo(database_url: str | None, keep: bool) -> None:
 @click.option(
     "--against",
     metavar="DATABASE_URL",
-    help="Also list the running and suspended runs in this database that MODULE:APP could not resume.",
+    help="Also list the tables and columns this database lacks for MODULE:APP, or the running and suspended"
+    " runs it could not resume.",
 )
 def check(target: str, database_url: str | None, against: str | None) -> None:
     """Boot-validate MODULE:APP; exit 1 listing every problem.
 
-    With --against, read (never write) that database's runs and exit 1 listing, grouped
-    by workflow, path and reason, every run the code of MODULE:APP could not resume.
+    With --against, read (never write) that database and exit 1 listing every table and
+    column it lacks for MODULE:APP (an older release's schema, to migrate first), or else,
+    grouped by workflow, path and reason, every run the code of MODULE:APP could not resume.
     """
     try:
         if against is None:
@@ -228,7 +247,18 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
         sys.exit(1)
     summary = f"{len(app.handlers)} handler(s), {len(app.queries)} query handler(s), {len(app.workflows)} workflow(s)"
     if against is not None:
-        with _database(app.engine.url):
+        with _database(app.engine.url, app):
+            # The schema first: the runs' check reads the framework tables the way the
+            # new code does, and a missing column would end it with the driver's error.
+            problems = missing_columns(app.engine, app.tables())
+        if problems:
+            heading = f"{len(problems)} schema problem(s) in this database:"
+            click.echo(click.style(heading, fg="red", bold=True), err=True)
+            for problem in problems:
+                click.echo(f"  - {problem}", err=True)
+            click.echo(SCHEMA_FIX, err=True)
+            sys.exit(1)
+        with _database(app.engine.url, app):
             groups = app.check_runs()
         if groups:
             count = sum(len(g.run_ids) for g in groups)
@@ -316,7 +346,7 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = _boot(target, database_url)
     if once:
-        with _database(app.engine.url):
+        with _database(app.engine.url, app):
             counts = app.run_worker(once=True)
         click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
         return
@@ -332,7 +362,7 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     click.echo(f"worker on {shown_url(app.engine.url)}", err=True)
-    with _database(app.engine.url):
+    with _database(app.engine.url, app):
         counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
 
@@ -353,7 +383,7 @@ def runs() -> None:
 def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url: str | None) -> None:
     """Cancel a running or suspended run: no worker resumes it."""
     app = _boot(target, database_url)
-    with _database(app.engine.url):
+    with _database(app.engine.url, app):
         _done(app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
     click.echo(f"cancelled {run_id}")
 
@@ -394,7 +424,7 @@ def list_runs(
     --limit, a full page ends with the --before option that lists the next (on stderr).
     """
     app = _boot(target, database_url)
-    with _database(app.engine.url):
+    with _database(app.engine.url, app):
         try:  # one more than asked: whether a next page exists
             found = app.runs(
                 workflow,
@@ -451,7 +481,7 @@ def outbox() -> None:
 def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None:
     """Deliver a dead row again: pending, due now, its attempts counted from zero."""
     app = _boot(target, database_url)
-    with _database(app.engine.url):
+    with _database(app.engine.url, app):
         _done(app.requeue(outbox_id, user=OPERATOR))
     click.echo(f"requeued {outbox_id}")
 
@@ -466,7 +496,7 @@ def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
     Mail and webhooks, with attempts, next attempt (UTC), target and last error.
     """
     app = _boot(target, database_url)
-    with _database(app.engine.url):
+    with _database(app.engine.url, app):
         items = app.outbox()
     rows = [
         (
@@ -498,7 +528,7 @@ def purge_keys(target: str, database_url: str | None) -> None:
     Run it from a periodic job; it deletes in batches beside running dispatches.
     """
     app = _boot(target, database_url)
-    with _database(app.engine.url):
+    with _database(app.engine.url, app):
         deleted = app.purge_idempotency_keys()
     click.echo(f"deleted {deleted} expired idempotency key{'' if deleted == 1 else 's'}")
 
@@ -517,13 +547,18 @@ def _boot(target: str, database_url: str | None) -> App:
 
 
 @contextmanager
-def _database(url: str | URL | None) -> Iterator[None]:
-    """A database that is down, or has no tables yet, is a short error, not a traceback."""
+def _database(url: str | URL | None, app: App | None = None) -> Iterator[None]:
+    """A database that is down, or has no tables yet, is a short error, not a traceback;
+    one that lacks a table or column of ``app`` (an older release's) names each."""
     try:
         yield
     except DBAPIError as exc:
         reason = next(iter(str(exc.orig).strip().splitlines()), type(exc.orig).__name__)
         where = f"database {shown_url(url)}" if url else "the app's database"
+        problems = [] if app is None else _schema_problems(app)
+        if problems:
+            listing = "".join(f"\n  - {problem}" for problem in problems)
+            raise click.ClickException(f"{where}: {reason}{listing}\n{MIGRATE_FIRST}") from exc
         if write_refused(exc):  # only an engine of read_only_engines() refuses a write so
             raise click.ClickException(
                 f"{where}: {reason}\n"
@@ -535,6 +570,17 @@ def _database(url: str | URL | None) -> Iterator[None]:
             f"{where}: {reason}\n"
             "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"
         ) from exc
+
+
+def _schema_problems(app: App) -> list[str]:
+    """What the database lacks of ``app``'s tables; none when it cannot be asked (down) or
+    has none of them (never set up: the generic message says to create them)."""
+    try:
+        if not any(inspect_database(app.engine).has_table(t.name, schema=t.schema) for t in app.tables()):
+            return []
+        return missing_columns(app.engine, app.tables())
+    except DBAPIError:
+        return []
 
 
 def _printable(text: str) -> str:

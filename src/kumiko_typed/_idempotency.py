@@ -46,6 +46,10 @@ _ROW: Final = (
 )
 _READ: Final = select(_T.fingerprint, _T.result).where(*_ROW)
 _RECORD: Final = update(keys).where(*_ROW).values(result=bindparam("b_result"))
+# A key holding what this release never stores, claimed again: the claim's row lock is held.
+_RECLAIM: Final = (
+    update(keys).where(*_ROW).values(fingerprint=bindparam("b_fingerprint"), result=None, created_at=bindparam("b_now"))
+)
 _EXPIRED: Final = _T.created_at <= bindparam("b_cutoff")
 # One batch per transaction: a long purge never holds many row locks, nor SQLite's write lock long.
 _PURGE: Final = delete(keys).where(
@@ -102,6 +106,12 @@ def fingerprint(codec: Codec, payload: object) -> str:
     return hashlib.sha256(encoded.encode()).hexdigest()
 
 
+def _not_stored(result: object) -> bool:
+    """Whether ``result`` is a Failure this release does not store (an earlier one did)."""
+    failure = result.get("failure") if isinstance(result, dict) else None
+    return isinstance(failure, list) and bool(failure) and failure[0] in NOT_STORED
+
+
 class Keyed:
     """One keyed dispatch: the row's parameters, claimed and recorded in one session."""
 
@@ -126,6 +136,12 @@ class Keyed:
         if session.execute(claim, params).first() is not None:
             return None
         stored = session.execute(_READ, self.row).one()
+        if _not_stored(stored.result):
+            # An earlier release stored a version_conflict: the repeat it asks for runs, as
+            # under this one, whatever version it now carries.  The claim statement locked
+            # the row (PostgreSQL's ON CONFLICT, SQLite's write lock), so one repeat runs.
+            session.execute(_RECLAIM, {**self.row, "b_fingerprint": self.payload_hash, "b_now": now})
+            return None
         if stored.fingerprint != self.payload_hash:
             return fail(
                 "idempotency_conflict",

@@ -27,6 +27,7 @@ from _support import holding_itself, nested_lists
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, User, fail, manual, ok
+from kumiko_typed._idempotency import fingerprint
 from kumiko_typed._limits import MAX_DEPTH
 from kumiko_typed._tables import idempotency_keys, workflow_runs
 from kumiko_typed.testing import FakeClock
@@ -243,6 +244,43 @@ def test_a_version_conflict_is_not_stored_and_the_key_stays_free(app_on: AppOn) 
     assert app.dispatch(tallies.set_count, Tally(tid.data, 2), user=user, idempotency_key="k") == Ok(3)
     assert app.dispatch(tallies.set_count, Tally(tid.data, 2), user=user, idempotency_key="k") == Ok(3)
     assert tallies.runs == 4 and _keys(app) == 1
+
+
+def test_a_version_conflict_an_earlier_release_stored_lets_the_repeat_run(app_on: AppOn) -> None:
+    """Releases before this one stored a version_conflict under its key (the row below is
+    one, the table unchanged since).  After the upgrade, the repeat it asks for answered the
+    stored conflict for the rest of the retention, and the retry with the version read
+    again was an idempotency_conflict: both run, as under this release."""
+    tallies = Tallies()
+    app = app_on([tallies.feature])
+    user = _tenant_user()
+    tid = app.dispatch(tallies.new, Note("t"), user=user)
+    assert isinstance(tid, Ok)
+    assert app.dispatch(tallies.bump, Tally(tid.data, 0), user=user) == Ok(1)  # now at version 2
+
+    def stored_by_the_earlier_release(key: str, payload: Tally) -> None:
+        conflict = ["version_conflict", "IdemTally was changed by someone else", {}]
+        with app.engine.begin() as conn:  # the table is as that release made it
+            conn.execute(
+                sa.insert(idempotency_keys).values(
+                    tenant_id=user.tenant_id,
+                    handler="idem_tally:set",
+                    key=key,
+                    fingerprint=fingerprint(app.codec, payload),
+                    result={"failure": conflict},
+                    created_at=app.clock(),
+                )
+            )
+
+    stored_by_the_earlier_release("same", Tally(tid.data, 1))
+    again = app.dispatch(tallies.set_count, Tally(tid.data, 1), user=user, idempotency_key="same")
+    assert isinstance(again, Failure) and again.code == "version_conflict" and tallies.runs == 2  # ran
+    stored_by_the_earlier_release("read-again", Tally(tid.data, 1))
+    assert app.dispatch(tallies.set_count, Tally(tid.data, 2), user=user, idempotency_key="read-again") == Ok(3)
+    assert app.dispatch(tallies.set_count, Tally(tid.data, 2), user=user, idempotency_key="read-again") == Ok(3)
+    assert tallies.runs == 3  # the repeat was answered with what the run stored
+    again = app.dispatch(tallies.set_count, Tally(tid.data, 1), user=user, idempotency_key="same")
+    assert isinstance(again, Failure) and again.code == "version_conflict" and tallies.runs == 4  # ran again
 
 
 @pytest.mark.postgres

@@ -25,7 +25,8 @@ from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
 from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
-from kumiko_typed._cli import RUNS_FIX
+from kumiko_typed._cli import MIGRATE_FIRST, RUNS_FIX
+from kumiko_typed._schema_check import SCHEMA_FIX
 from kumiko_typed._tables import events, workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
@@ -101,6 +102,49 @@ def test_check_against_never_writes_though_the_factory_creates_tables(db_url: st
     assert "Traceback" not in refused.stderr
     assert set(sa.inspect(v1.engine).get_table_names()) == tables  # no dep_ledger
     assert run_info(v1, run_id).status == "suspended"
+
+
+def _no_after_snapshot(db_url: str) -> str:
+    """The line naming the column a database made before it lacks, with the statement the
+    App's engine writes for it (on PostgreSQL, its text columns are COLLATE "C")."""
+    collated = ' COLLATE "C"' if db_url.startswith("postgresql") else ""
+    return (
+        "  - table kumiko_workflow_waits has no column after_snapshot: the database was made by an older"
+        f" kumiko-typed; add it: ALTER TABLE kumiko_workflow_waits ADD COLUMN after_snapshot TEXT{collated}"
+        " (docs/operations.md, Tables and migrations)"
+    )
+
+
+def test_check_against_names_the_tables_and_columns_an_older_release_lacks(db_url: str, v1: App) -> None:
+    """A database last migrated by an older release (no ``after_snapshot``, no idempotency
+    table) was 'ok' for the pre-deploy check, whose runs it could read; the deploy then
+    failed at create_all or, migrating with Alembic, at the first wait or keyed dispatch.
+    The check names each one and says to migrate first, with no traceback."""
+    _start(v1, "job", 4)
+    with v1.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE kumiko_workflow_waits DROP COLUMN after_snapshot"))
+        conn.execute(sa.text("DROP TABLE kumiko_idempotency_keys"))
+    checked = cli("check", "_deploy_app:app_v1", "--against", db_url)
+    assert checked.returncode == 1, checked.stdout + checked.stderr
+    assert checked.stderr.splitlines()[1:] == [
+        _no_after_snapshot(db_url),
+        "  - table kumiko_idempotency_keys does not exist: this release adds it; create it (app.create_all()"
+        " or a migration)",
+        SCHEMA_FIX,
+    ]
+    assert "2 schema problem(s) in this database:" in checked.stderr and checked.stdout == ""
+
+
+def test_a_worker_on_a_database_an_older_release_made_names_what_to_migrate(db_url: str, v1: App) -> None:
+    """Workers do not check the tables at start; the pass that meets a missing column ended
+    with the driver's message and 'Is the server reachable?'.  Now it says what is missing."""
+    _start(v1, "job", 4)
+    with v1.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE kumiko_workflow_waits DROP COLUMN after_snapshot"))
+    ran = cli("worker", "_deploy_app:app_v1", "--once", "--database-url", db_url)
+    assert ran.returncode == 1, ran.stdout + ran.stderr
+    assert ran.stderr.splitlines()[-2:] == [_no_after_snapshot(db_url), MIGRATE_FIRST]
+    assert "Traceback" not in ran.stderr and "reachable" not in ran.stderr
 
 
 def test_check_against_a_sqlite_file_that_is_not_there_creates_none(tmp_path: Path) -> None:
