@@ -153,7 +153,11 @@ class App:
                 "webhook_timeout must be a timedelta above 0 and at most 60 seconds (inside the outbox's "
                 f"five-minute claim lease), not {webhook_timeout!r}"
             )
-        if not webhook_private_addresses and http is not None:
+        private: object = webhook_private_addresses  # typed a bool; not so without a checker
+        if type(private) is not bool:
+            # A text such as "no" is true: private addresses would stay open where they were meant closed.
+            problems.append(f"webhook_private_addresses must be True or False, not {private!r}")
+        elif not webhook_private_addresses and http is not None:
             problems.append(
                 "webhook_private_addresses=False is checked by the App's own HTTP client only: "
                 "with http=your client, refuse private addresses in its transport, or drop http="

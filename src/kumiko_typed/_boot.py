@@ -34,6 +34,7 @@ from ._steps import (
     ProjectionDelete,
     ProjectionUpsert,
     Retry,
+    SendMail,
     SendWebhook,
     Step,
     Update,
@@ -224,6 +225,12 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
     duration_problem = _check_durations(step)
     if duration_problem is not None:
         return duration_problem
+    if isinstance(step, SendMail):
+        for name in ("html", "reply_to"):
+            value = getattr(step, name)
+            if value is not None and not isinstance(value, str) and not callable(value):
+                # Else its repr was stored: html=5 sent "5", a list of replies one bad address.
+                return f"send_mail {name}= takes a text or a function of the context, not {type(value).__name__}"
     if isinstance(step, SendWebhook) and step.retry is not None and not isinstance(step.retry, RetryPolicy):
         return f"send_webhook retry= takes a RetryPolicy, not {type(step.retry).__name__}"
     if isinstance(step, SendWebhook) and not HEADER_NAME.fullmatch(str(step.method)):

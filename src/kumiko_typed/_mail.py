@@ -159,7 +159,9 @@ def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) ->
         )
 
 
-def _one_tls(inst: SmtpTransport, _attribute: attrs.Attribute[bool], value: bool) -> None:
+def _one_tls(inst: SmtpTransport, attribute: attrs.Attribute[bool], value: bool) -> None:
+    if type(value) is not bool:  # "no" is true: the mail would go to a plain port as TLS
+        raise ValueError(f"{attribute.name} must be True or False, not {value!r}")
     if value and inst.starttls:
         raise ValueError(
             "starttls and implicit_tls exclude each other: implicit_tls=True for a port that speaks TLS "

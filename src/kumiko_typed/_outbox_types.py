@@ -65,21 +65,29 @@ class Auth:
 
 def bearer(secret_ref: str) -> Auth:
     """``Authorization: Bearer <secret>`` with the secret looked up by ``secret_ref``."""
-    return Auth("Authorization", secret_ref, "Bearer")
+    return Auth("Authorization", _ref("bearer", secret_ref), "Bearer")
 
 
 def signed(secret_ref: str) -> Auth:
     """Sign each attempt as Standard Webhooks specifies (``webhook-id``, ``webhook-timestamp``,
     ``webhook-signature: v1,<base64 HMAC-SHA256>``) with the key ``secret_ref`` names
     (``whsec_`` + base64); the receiver verifies it with the same key, which never travels."""
-    return Auth("webhook-signature", secret_ref, signs=True)
+    return Auth("webhook-signature", _ref("signed", secret_ref), signs=True)
 
 
 def header_auth(header: str, secret_ref: str) -> Auth:
     """``<header>: <secret>`` with the secret looked up by ``secret_ref``."""
     if not HEADER_NAME.fullmatch(header):
         raise ValueError(f"header_auth: {header!r} is not an HTTP header name")
-    return Auth(header, secret_ref)
+    return Auth(header, _ref("header_auth", secret_ref))
+
+
+def _ref(function: str, secret_ref: object) -> str:
+    """A secret's name, refused when the step is built: a number or "" was stored and
+    every delivery then failed looking it up (or signed with whatever the resolver said)."""
+    if not isinstance(secret_ref, str) or not secret_ref:
+        raise ValueError(f"{function}: secret_ref must name a secret (a non-empty text), not {secret_ref!r}")
+    return secret_ref
 
 
 def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:

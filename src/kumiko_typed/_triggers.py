@@ -67,6 +67,8 @@ def cron(expression: str, *, timezone: str = "UTC") -> Trigger[CronTick]:
     """Start one run per tick of a five-field cron ``expression``, read in ``timezone``'s
     wall time (an IANA name: ``"Europe/Berlin"``; daylight saving as :meth:`Trigger.ticks`
     says)."""
+    if not isinstance(expression, str):  # typed, but a number had no .split()
+        raise ValueError(f"cron expression must be a text such as '0 9 * * *', not {expression!r}")
     fields = expression.split()
     if len(fields) != 5:
         raise ValueError(f"cron expression {expression!r} must have five fields (minute hour day month weekday)")

@@ -51,11 +51,13 @@ class SendMail(Step):
         if sender is not None:  # absent (or resolved to None), the transport's default applies
             message["sender"] = str(sender)
         html = None if self.html is None else resolve(self.html, run)
-        if html is not None:  # an HTML alternative to the text body; absent, text only
-            message["html"] = str(html)
         reply_to = None if self.reply_to is None else resolve(self.reply_to, run)
+        # A function's result is typed a text, but without a checker its repr was stored.
+        refuse(_text_problems([("html", html), ("reply_to", reply_to)], run.payload))
+        if html is not None:  # an HTML alternative to the text body; absent, text only
+            message["html"] = html
         if reply_to:  # where a reader's reply goes; absent (None or ""), to the sender
-            message["reply_to"] = str(reply_to)
+            message["reply_to"] = reply_to
         fields = [*(("to", t) for t in (to if isinstance(to, list | tuple) else [to])), ("subject", subject)]
         optional = [("sender", sender), ("reply_to", reply_to)]
         refuse(_header_problems([*fields, *optional], run.payload))
@@ -67,6 +69,18 @@ class SendMail(Step):
 #: What a mail header field may not hold: a line break (what ``str.splitlines`` breaks at,
 #: as the email package does) or another control character but the tab.
 _NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+
+
+def _text_problems(fields: list[tuple[str, object]], payload: object) -> list[Problem]:
+    return [
+        {
+            "path": source_path(payload, value),
+            "message": f"must be a text (or None), not {type(value).__name__}",
+            "column": f"{outbox.name}.message.{name}",
+        }
+        for name, value in fields
+        if value is not None and not isinstance(value, str)
+    ]
 
 
 def _header_problems(fields: list[tuple[str, object]], payload: object) -> list[Problem]:

@@ -1,0 +1,104 @@
+"""The public names this release added, given values of the wrong type by code no checker
+read: each is refused where it is given, naming the argument (a ``ValueError`` when the
+value is made, a ``BootError`` at the App, a ``validation_error`` at dispatch with no row
+written), never stored as its repr or read as true.  The checkers' side of the same
+misuses: typecheck_tests/cases/errors_new_apis.py."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+from _support import failure_of
+
+from kumiko_typed import App, BootError, Feature, SmtpTransport, User, bearer, cron, header_auth, ok, signed
+from kumiko_typed.testing import MemoryMail
+
+AppOn = Callable[..., App]
+
+
+@attrs.frozen
+class Note:
+    count: int
+    tags: list[str]
+
+
+def _user() -> User:
+    return User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+
+
+def _mail_feature(**options: Any) -> tuple[Feature[str], Any]:
+    f = Feature("notes", requires=["mail.send"])
+    handler = f.write_handler(
+        "note",
+        f.pipeline(Note).send_mail(to="a@example.com", subject="s", body="b", **options).return_(lambda c: ok(None)),
+    )
+    return f, handler
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [("html", 5), ("html", b"<p>hi</p>"), ("reply_to", ["a@example.com", "b@example.com"]), ("reply_to", 7)],
+)
+def test_a_mail_option_of_another_type_is_a_boot_problem(option: str, value: object) -> None:
+    f, _ = _mail_feature(**{option: value})
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://", mail=MemoryMail())
+    (problem,) = raised.value.problems
+    assert f"send_mail {option}= takes a text or a function of the context, not {type(value).__name__}" in problem
+
+
+@pytest.mark.parametrize(
+    ("option", "fn", "path"),
+    [
+        ("html", lambda c: c.payload.count, "$.count"),
+        ("reply_to", lambda c: c.payload.tags, "$.tags"),
+    ],
+)
+def test_a_mail_option_whose_function_gives_another_type_writes_no_row(
+    app_on: AppOn, option: str, fn: Callable[[Any], object], path: str
+) -> None:
+    """Before, ``html`` was stored as ``str(5)`` and sent; ``reply_to`` as a list's repr."""
+    f, handler = _mail_feature(**{option: fn})
+    memory = MemoryMail()
+    app = app_on([f], mail=memory)
+    failure = failure_of(app.dispatch(handler, Note(5, ["a@example.com"]), user=_user()), "validation_error")
+    assert failure.details is not None
+    (detail,) = failure.details
+    assert detail["path"] == path
+    assert detail["column"] == f"kumiko_outbox.message.{option}"
+    assert str(detail["message"]).startswith("must be a text")
+    assert app.outbox() == []
+    assert app.run_worker(once=True)["sent"] == 0
+    assert memory.sent == []
+
+
+@pytest.mark.parametrize("make", [signed, bearer, lambda ref: header_auth("X-Key", ref)])
+@pytest.mark.parametrize("ref", [123, None, b"KEY", ""])
+def test_a_secret_reference_must_be_a_name(make: Callable[[object], object], ref: object) -> None:
+    with pytest.raises(ValueError, match=r"secret_ref must name a secret \(a non-empty text\), not "):
+        make(ref)
+
+
+def test_a_cron_expression_must_be_a_text() -> None:
+    with pytest.raises(ValueError, match=r"cron expression must be a text such as '0 9 \* \* \*', not 5"):
+        cron(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="cron timezone 3 is not a time zone"):
+        cron("0 9 * * *", timezone=3)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("given", ["yes", 1, None])
+def test_implicit_tls_must_be_a_bool(given: object) -> None:
+    with pytest.raises(ValueError, match=rf"implicit_tls must be True or False, not {given!r}"):
+        SmtpTransport("mx.example", implicit_tls=given)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("given", ["no", "false", 0, None])
+def test_webhook_private_addresses_must_be_a_bool(given: object) -> None:
+    """Before, ``"no"`` was true: webhooks went on reaching private addresses."""
+    with pytest.raises(BootError) as raised:
+        App([], database_url="sqlite://", webhook_private_addresses=given)  # type: ignore[arg-type]
+    assert raised.value.problems == [f"webhook_private_addresses must be True or False, not {given!r}"]
