@@ -1,0 +1,54 @@
+"""The public names this release added, used as documented: cron in a zone, a signed
+webhook, the private-address switch, implicit TLS, an HTML mail with a Reply-To, a
+stream's page; the values they return have exact types in both checkers."""
+
+from __future__ import annotations
+
+import uuid
+
+from kumiko_typed import App, CronTick, Feature, Ok, SmtpTransport, User, cron, ok, signed
+
+from _models import Order, Product, SignedUp
+
+shop = Feature("shop", requires=["mail.send", "webhook.send"])
+shop.entity(Product)
+
+nightly = cron("0 9 * * *", timezone="Europe/Berlin")
+reveal_type(nightly)  # R: kumiko_typed._triggers.Trigger[kumiko_typed._triggers.CronTick] # PR: Trigger[CronTick]
+report = shop.workflow(
+    "report",
+    trigger=nightly,
+    pipeline=shop.workflow_pipeline(CronTick).send_webhook(
+        url="https://reports.example/hook",
+        body=lambda c: {"at": c.payload.scheduled_at.isoformat()},
+        auth=signed("REPORTS_KEY"),
+    ),
+)
+
+signup = shop.write_handler(
+    "signup",
+    shop.pipeline(SignedUp)
+    .send_mail(
+        to=lambda c: c.payload.email,
+        subject="Welcome",
+        body="Hello!",
+        html=lambda c: f"<p>Hello {c.payload.email}</p>",
+        reply_to="support@example.com",
+    )
+    .send_mail(to="team@example.com", subject="New", body="b", html="<p>b</p>", reply_to=lambda c: c.payload.email)
+    .return_(lambda c: ok(c.payload.user_id)),
+)
+notes = shop.write_handler(
+    "notes",
+    shop.pipeline(Order)
+    .send_mail(to="a@example.com", subject="s", body="b", html=lambda c: c.payload.note or None, reply_to=None)
+    .return_(lambda c: ok(None)),
+)
+
+app = App([shop], database_url="sqlite://", webhook_private_addresses=False, mail=SmtpTransport("mx", implicit_tls=True))
+user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+page = app.read_stream(Product, uuid.uuid4(), user=user, from_version=2, limit=10)
+reveal_type(page)  # R: kumiko_typed._results.Ok[list[kumiko_typed._streams.StoredEvent[object]]] | kumiko_typed._results.Failure # PR: Ok[list[StoredEvent[object]]] | Failure
+if isinstance(page, Ok):
+    next_page = page.data[-1].version + 1
+    reveal_type(page.data[0])  # R: kumiko_typed._streams.StoredEvent[object] # PR: StoredEvent[object]
