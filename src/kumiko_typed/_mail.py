@@ -159,9 +159,12 @@ def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) ->
         )
 
 
-def _one_tls(inst: SmtpTransport, attribute: attrs.Attribute[bool], value: bool) -> None:
-    if type(value) is not bool:  # "no" is true: the mail would go to a plain port as TLS
+def _flag(_inst: object, attribute: attrs.Attribute[bool], value: object) -> None:
+    if type(value) is not bool:  # "no" is true: a TLS mode would be taken that was meant off
         raise ValueError(f"{attribute.name} must be True or False, not {value!r}")
+
+
+def _one_tls(inst: SmtpTransport, _attribute: attrs.Attribute[bool], value: bool) -> None:
     if value and inst.starttls:
         raise ValueError(
             "starttls and implicit_tls exclude each other: implicit_tls=True for a port that speaks TLS "
@@ -187,10 +190,10 @@ class SmtpTransport:
     port: int = 25
     username: str | None = None
     password_ref: str | None = None
-    starttls: bool = False
+    starttls: bool = attrs.field(default=False, validator=_flag)
     timeout: float = 30.0
     deadline: float = attrs.field(default=60.0, validator=_deadline)
-    implicit_tls: bool = attrs.field(default=False, validator=_one_tls)
+    implicit_tls: bool = attrs.field(default=False, validator=[_flag, _one_tls])
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
         until = time.monotonic() + self.deadline

@@ -90,10 +90,11 @@ def test_a_cron_expression_must_be_a_text() -> None:
         cron("0 9 * * *", timezone=3)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("mode", ["implicit_tls", "starttls"])
 @pytest.mark.parametrize("given", ["yes", 1, None])
-def test_implicit_tls_must_be_a_bool(given: object) -> None:
-    with pytest.raises(ValueError, match=rf"implicit_tls must be True or False, not {given!r}"):
-        SmtpTransport("mx.example", implicit_tls=given)  # type: ignore[arg-type]
+def test_a_tls_mode_must_be_a_bool(mode: str, given: object) -> None:
+    with pytest.raises(ValueError, match=rf"{mode} must be True or False, not {given!r}"):
+        SmtpTransport("mx.example", **{mode: given})
 
 
 @pytest.mark.parametrize("given", ["no", "false", 0, None])
