@@ -21,7 +21,7 @@ from ._durations import parse_duration
 from ._errors import StepRefused
 from ._feature import QueryHandler, WriteHandler, unclassed
 from ._finished import Finished, Program, QueryFinished
-from ._outbox_types import HEADER_NAME, RetryPolicy
+from ._outbox_types import HEADER_NAME, Auth, RetryPolicy
 from ._registered_names import name_problem
 from ._steps import (
     AppendEvent,
@@ -231,6 +231,12 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
             if value is not None and not isinstance(value, str) and not callable(value):
                 # Else its repr was stored: html=5 sent "5", a list of replies one bad address.
                 return f"send_mail {name}= takes a text or a function of the context, not {type(value).__name__}"
+    if isinstance(step, SendWebhook) and step.auth is not None and not isinstance(step.auth, Auth):
+        # auth="KEY" (the name signed() takes) was an internal_error at every dispatch.
+        return (
+            "send_webhook auth= takes bearer(ref), header_auth(name, ref) or signed(ref), "
+            f"not {type(step.auth).__name__}"
+        )
     if isinstance(step, SendWebhook) and step.retry is not None and not isinstance(step.retry, RetryPolicy):
         return f"send_webhook retry= takes a RetryPolicy, not {type(step.retry).__name__}"
     if isinstance(step, SendWebhook) and not HEADER_NAME.fullmatch(str(step.method)):

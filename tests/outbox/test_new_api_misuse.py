@@ -103,3 +103,18 @@ def test_webhook_private_addresses_must_be_a_bool(given: object) -> None:
     with pytest.raises(BootError) as raised:
         App([], database_url="sqlite://", webhook_private_addresses=given)  # type: ignore[arg-type]
     assert raised.value.problems == [f"webhook_private_addresses must be True or False, not {given!r}"]
+
+
+@pytest.mark.parametrize("auth", ["HOOK_KEY", {"header": "X-Key"}])
+def test_webhook_auth_of_another_type_is_a_boot_problem(auth: object) -> None:
+    """``auth="HOOK_KEY"`` (the name ``signed`` takes) was an internal_error at every dispatch."""
+    f = Feature("hooks", requires=["webhook.send"])
+    f.write_handler(
+        "hook",
+        f.pipeline(Note).send_webhook(url="https://hooks.example/h", auth=auth).return_(lambda c: ok(None)),
+    )
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    (problem,) = raised.value.problems
+    want = "send_webhook auth= takes bearer(ref), header_auth(name, ref) or signed(ref), not "
+    assert want + type(auth).__name__ in problem

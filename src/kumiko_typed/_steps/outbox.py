@@ -12,7 +12,7 @@ import attrs
 from sqlalchemy import insert
 
 from .._delivery import HEADER_VALUE, json_text, url_problem
-from .._errors import Problem, StepRefused, Unfit
+from .._errors import Problem, Unfit
 from .._limits import refuse, source_path, stored_json
 from .._mail import address_problem
 from .._notify import notify
@@ -124,8 +124,7 @@ class SendWebhook(Step):
 
     def execute(self, run: Run) -> Result:
         auth = self.auth
-        if auth is not None and not isinstance(auth, Auth):
-            raise StepRefused("auth= takes bearer(ref), header_auth(name, ref) or signed(ref)")
+        assert auth is None or isinstance(auth, Auth)  # boot refuses any other
         policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
         url = resolve(self.url, run)
         problem = url_problem(str(url))
