@@ -75,6 +75,10 @@ MODULES: dict[str, list[str]] = {
     "_boot": ["tests/pipeline/test_boot.py", "tests/storage/test_boot_storage.py"],
     "_workflow_engine": _WORKFLOW_TESTS,
     "_workflow_feed": _WORKFLOW_TESTS,
+    "_registered_names": ["tests/pipeline/test_registered_names.py"],
+    "_private_addresses": ["tests/outbox/test_webhook_private_addresses.py"],
+    "_webhook_signature": ["tests/outbox/test_webhook_signatures.py"],
+    "_triggers": ["tests/workflows/test_cron_timezones.py", "tests/workflows/test_cron_backfill.py"],
 }
 
 
