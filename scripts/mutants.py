@@ -57,8 +57,9 @@ _WORKFLOW_TESTS = [
     "tests/workflows/test_run_storage.py",
 ]
 
-# The guarantee modules (issue 20), by path under src/kumiko_typed, and the test files whose
-# runs map their functions to tests.
+# The guarantee modules (issue 20) and the checks added since (names, private addresses,
+# webhook signatures, cron time zones), by path under src/kumiko_typed, and the test files
+# whose runs map their functions to tests.
 MODULES: dict[str, list[str]] = {
     "_delivery": _OUTBOX_TESTS,
     "_mail": _OUTBOX_TESTS,
