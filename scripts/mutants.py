@@ -57,8 +57,9 @@ _WORKFLOW_TESTS = [
     "tests/workflows/test_run_storage.py",
 ]
 
-# The guarantee modules (issue 20), by path under src/kumiko_typed, and the test files whose
-# runs map their functions to tests.
+# The guarantee modules (issue 20) and the checks added since (names, private addresses,
+# webhook signatures, cron time zones), by path under src/kumiko_typed, and the test files
+# whose runs map their functions to tests.
 MODULES: dict[str, list[str]] = {
     "_delivery": _OUTBOX_TESTS,
     "_mail": _OUTBOX_TESTS,
@@ -75,6 +76,10 @@ MODULES: dict[str, list[str]] = {
     "_boot": ["tests/pipeline/test_boot.py", "tests/storage/test_boot_storage.py"],
     "_workflow_engine": _WORKFLOW_TESTS,
     "_workflow_feed": _WORKFLOW_TESTS,
+    "_registered_names": ["tests/pipeline/test_registered_names.py"],
+    "_private_addresses": ["tests/outbox/test_webhook_private_addresses.py"],
+    "_webhook_signature": ["tests/outbox/test_webhook_signatures.py"],
+    "_triggers": ["tests/workflows/test_cron_timezones.py", "tests/workflows/test_cron_backfill.py"],
 }
 
 

@@ -24,7 +24,7 @@ def is_private(address: str) -> bool:
     """Whether ``address`` is on no public network: loopback, private (RFC 1918, unique
     local), link-local, shared (100.64/10), multicast, reserved or unspecified; an IPv6
     address that embeds an IPv4 one (mapped, 6to4, NAT64) counts as the IPv4 address."""
-    ip = ipaddress.ip_address(address.split("%", maxsplit=1)[0])  # an IPv6 zone index
+    ip = ipaddress.ip_address(address)  # parses an IPv6 zone index (fe80::1%eth0) too
     if isinstance(ip, ipaddress.IPv6Address):
         if ip.ipv4_mapped is not None:
             ip = ip.ipv4_mapped

@@ -50,10 +50,11 @@ def _key(text: str) -> bytes:
         return b""
 
 
-def signature_headers(keys: list[bytes], message_id: str, body: bytes, now: float | None = None) -> dict[str, str]:
+def signature_headers(keys: list[bytes], message_id: str, body: bytes) -> dict[str, str]:
     """The three headers of a request with ``body`` (the exact bytes sent), signed now with
-    each of ``keys`` (the spec's header holds one ``v1,`` signature per key)."""
-    stamp = str(int(time.time() if now is None else now))
+    each of ``keys`` (the spec's header holds one ``v1,`` signature per key).  Now is the
+    real time, not the App's clock: the receiver compares it with its own."""
+    stamp = str(int(time.time()))
     signed = b"%s.%s.%s" % (message_id.encode(), stamp.encode(), body)
     signatures = (base64.b64encode(hmac.new(key, signed, hashlib.sha256).digest()).decode() for key in keys)
     return {

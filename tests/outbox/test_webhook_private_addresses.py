@@ -17,7 +17,7 @@ from _receiver import Receiver
 from _support import Hook, hook_feature, ok_data
 
 from kumiko_typed import App, BootError, User
-from kumiko_typed._private_addresses import is_private, public_only
+from kumiko_typed._private_addresses import PrivateHost, is_private, public_only
 
 AppOn = Callable[..., App]
 
@@ -109,7 +109,8 @@ def test_a_client_of_ones_own_cannot_be_checked_and_is_a_boot_problem(db_url: st
         "192.0.2.1",  # documentation
         "::1",
         "::",
-        "fe80::1%eth0",
+        "fe80::1%eth0",  # a link-local address as the lookup gives it, with its interface
+        "::ffff:10.0.0.1%eth0",
         "fc00::1",
         "ff02::1",
         "2001:db8::1",
@@ -132,3 +133,10 @@ def test_public_addresses(address: str) -> None:
 def test_a_name_with_public_and_inside_addresses_is_connected_to_its_public_ones_only() -> None:
     found = [("10.0.0.1", 443), ("8.8.8.8", 443), ("::1", 443), ("2606:4700:4700::1111", 443)]
     assert public_only("mixed.example", found) == [("8.8.8.8", 443), ("2606:4700:4700::1111", 443)]
+
+
+def test_a_name_with_only_inside_addresses_is_refused_naming_each_once() -> None:
+    found = [("10.0.0.1", 443), ("::1", 443), ("10.0.0.1", 80)]
+    with pytest.raises(PrivateHost) as raised:
+        public_only("inside.example", found)
+    assert str(raised.value) == f"inside.example resolves to 10.0.0.1, ::1: {REFUSAL}"

@@ -123,7 +123,20 @@ def test_the_key_never_leaves_the_worker(app_on: AppOn, user: User, receiver: Re
     assert not any(form in seen for form in key_forms)
 
 
-@pytest.mark.parametrize("secret", ["hunter2!", "whsec_====", "whsec_$$$$", "   ", f"{KEY} whsec_$$$$"])
+@pytest.mark.parametrize(
+    "secret",
+    [
+        "hunter2!",
+        "whsec_====",
+        "whsec_$$$$",
+        "   ",
+        f"{KEY} whsec_$$$$",
+        # Decoded leniently, these were other keys (the quotes, the prefix's "_" and the
+        # letters of "whsec" read as key; "-" and "_" dropped): every signature wrong.
+        f'"{KEY}"',  # quoted, as an env file may leave it
+        "whsec_" + base64.urlsafe_b64encode(b"\xfb\xff" * 16).decode(),  # the URL-safe alphabet
+    ],
+)
 def test_a_secret_that_is_no_signing_key_fails_the_attempt_without_showing_it(
     app_on: AppOn, user: User, receiver: Receiver, secret: str
 ) -> None:
@@ -133,7 +146,11 @@ def test_a_secret_that_is_no_signing_key_fails_the_attempt_without_showing_it(
     assert receiver.requests == []
     (item,) = app.outbox()
     assert item.last_error is not None
-    assert item.last_error.startswith("secret 'HOOK_KEY' is not a signing key: give it as whsec_ followed by base64")
+    assert item.last_error == (
+        "secret 'HOOK_KEY' is not a signing key: give it as whsec_ followed by base64 "
+        "(the form Standard Webhooks' tools make, e.g. whsec_ + base64 of 32 random bytes; "
+        "several separated by blanks while rotating)"
+    )
     assert "$$$$" not in item.last_error and KEY.removeprefix("whsec_") not in item.last_error
 
 

@@ -60,6 +60,15 @@ def test_a_handler_name_rows_and_logs_cannot_carry_is_refused(name: str, problem
     assert _problems(_handler("shop", name)) == [f"handler {'shop:' + name!r}: {problem}"]
 
 
+def test_a_name_that_is_not_a_string_is_refused_naming_its_type() -> None:
+    # Names read from configuration or built by code mypy does not see: the message says
+    # what was given, not a type the caller never passed.
+    assert _problems(_handler(7, "h")) == ["feature 7: a feature name must be a string, not int"]  # type: ignore[arg-type]
+    assert _problems(_handler("shop", None)) == [  # type: ignore[arg-type]
+        "handler 'shop:None': a handler name must be a string, not NoneType"
+    ]
+
+
 def test_a_query_and_a_workflow_name_are_checked_alike() -> None:
     f = Feature("shop")
     f.query_handler("", f.query_pipeline(P).return_(lambda c: ok(1)))
