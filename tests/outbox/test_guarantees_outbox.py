@@ -273,7 +273,9 @@ def test_every_spelling_of_every_secret_is_redacted_the_longest_first(make_app: 
         item = _deliver_one(app, letter, Letter("a@example.com"), user)
     assert item.status == "pending"
     assert item.last_error == "RuntimeError: " + " ".join(["***", "'***'", "b'***'", "***", "***", "***"] * 3)
-    assert [str(w.message) for w in caught] == []
+    # A socket another test left to the garbage collector may be collected meanwhile (its
+    # ResourceWarning lands here): the claim is about what redacting raises.
+    assert [str(w.message) for w in caught if not issubclass(w.category, ResourceWarning)] == []
 
 
 def test_maildir_makes_missing_parents_and_writes_its_temp_file_hidden_inside_the_folder(
