@@ -3,11 +3,13 @@ the tenancy tests write documents with."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
+import socket
 import ssl
 import subprocess
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -135,3 +137,21 @@ def loopback_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.load_cert_chain(cert, key)
     return context, cert
+
+
+@contextlib.contextmanager
+def smtp_server(handler: object, **options: Any) -> Iterator[int]:
+    """A real SMTP server (aiosmtpd) on 127.0.0.1 with ``handler`` (and the Controller's
+    ``options``: ``tls_context=`` for STARTTLS, ``ssl_context=`` for TLS from the first
+    byte, ``authenticator=``...), running while the block does; yields its port."""
+    from aiosmtpd.controller import Controller
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    controller = Controller(handler, hostname="127.0.0.1", port=port, **options)
+    controller.start()
+    try:
+        yield port
+    finally:
+        controller.stop()

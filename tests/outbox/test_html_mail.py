@@ -8,17 +8,15 @@ from __future__ import annotations
 
 import email.parser
 import email.policy
-import socket
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
-from _support import ok_data
-from aiosmtpd.controller import Controller
+from _support import ok_data, smtp_server
 
 from kumiko_typed import App, Feature, MaildirTransport, SmtpTransport, User, ok
 from kumiko_typed.testing import MemoryMail
@@ -110,15 +108,10 @@ class _Collect:
 
 
 @pytest.fixture
-def smtp() -> Any:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
+def smtp() -> Iterator[tuple[_Collect, int]]:
     handler = _Collect()
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
-    controller.start()
-    yield handler, port
-    controller.stop()
+    with smtp_server(handler) as port:
+        yield handler, port
 
 
 def test_smtp_sends_text_and_html_as_alternatives(app_on: AppOn, smtp: tuple[_Collect, int]) -> None:

@@ -9,7 +9,6 @@ would have got the mail and the login's password.  A real SMTP server (aiosmtpd)
 
 from __future__ import annotations
 
-import socket
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -17,8 +16,7 @@ from typing import Any
 
 import attrs
 import pytest
-from _support import loopback_tls, ok_data
-from aiosmtpd.controller import Controller
+from _support import loopback_tls, ok_data, smtp_server
 from aiosmtpd.smtp import AuthResult, LoginPassword
 
 from kumiko_typed import App, Feature, SmtpTransport, User, ok
@@ -61,16 +59,9 @@ def tls_smtp(tmp_path: Path) -> Iterator[tuple[_Server, int, Path]]:
     """An SMTP server offering STARTTLS with a self-signed certificate for 127.0.0.1 (the
     certificate's file is yielded: trusted only where a test points ``SSL_CERT_FILE`` at it)."""
     context, cert = loopback_tls(tmp_path)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
     server = _Server()
-    controller = Controller(
-        server, hostname="127.0.0.1", port=port, tls_context=context, authenticator=server.authenticate
-    )
-    controller.start()
-    yield server, port, cert
-    controller.stop()
+    with smtp_server(server, tls_context=context, authenticator=server.authenticate) as port:
+        yield server, port, cert
 
 
 def _app(app_on: AppOn, port: int) -> App:
@@ -137,23 +128,12 @@ def test_a_certificate_for_another_name_is_refused(
 def implicit_tls_smtp(tmp_path: Path) -> Iterator[tuple[_Server, int, Path]]:
     """An SMTP server speaking TLS from the first byte, with a certificate for 127.0.0.1."""
     context, cert = loopback_tls(tmp_path)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
     server = _Server()
     # aiosmtpd offers AUTH only after STARTTLS unless told the connection may carry it: this
     # one is TLS from the first byte (the test asserts the mail came over TLS).
-    controller = Controller(
-        server,
-        hostname="127.0.0.1",
-        port=port,
-        ssl_context=context,
-        authenticator=server.authenticate,
-        auth_require_tls=False,
-    )
-    controller.start()
-    yield server, port, cert
-    controller.stop()
+    options = {"ssl_context": context, "authenticator": server.authenticate, "auth_require_tls": False}
+    with smtp_server(server, **options) as port:
+        yield server, port, cert
 
 
 def _implicit(app_on: AppOn, port: int, host: str = "127.0.0.1", **options: Any) -> App:
