@@ -254,8 +254,7 @@ def _refuse_other_types(
     found = session.execute(stmt.limit(1)).first()
     if found is not None:
         row_id, version, stored = found
-        where = f"the event at version {version} of {entity.__name__} {row_id}"
-        raise UnreadableEvent(f"{where} {_stored_for(entity, registry, stored)}")
+        raise UnreadableEvent(f"{_place(entity, version, row_id)} {_stored_for(entity, registry, stored)}")
 
 
 def _refuse_nulls(entity: type[Any], keys: Mapping[str, Any], row_id: object, values: Mapping[str, Any]) -> None:
@@ -300,7 +299,7 @@ def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRo
             except Exception as exc:
                 # Its traceback names the projector, not which of every stream's events it
                 # failed on: the log record (the Failure's error id) says it with this.
-                exc.add_note(f"replaying {_place(entity_type, row)} ({row.type!r})")
+                exc.add_note(f"replaying {_place(entity_type, row.stream_version, row.stream_id)} ({row.type!r})")
                 raise
         entity.version = row.stream_version
         entity.updated_at = row.occurred_at
@@ -338,12 +337,13 @@ def _stored(registry: Registry, entity_type: type[Any], row: EventRow) -> Stored
     )
 
 
-def _place(entity_type: type[Any], row: EventRow) -> str:
-    return f"the event at version {row.stream_version} of {entity_type.__name__} {row.stream_id}"
+def _place(entity_type: type[Any], version: object, stream_id: object) -> str:
+    """How a message names one stored event."""
+    return f"the event at version {version} of {entity_type.__name__} {stream_id}"
 
 
 def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
-    where = _place(entity_type, row)
+    where = _place(entity_type, row.stream_version, row.stream_id)
     if row.aggregate_type != registry.aggregate_types[entity_type]:
         raise UnreadableEvent(f"{where} {_stored_for(entity_type, registry, row.aggregate_type)}")
     if row.type == f"{row.aggregate_type}.created":
