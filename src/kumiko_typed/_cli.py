@@ -247,7 +247,7 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
         sys.exit(1)
     summary = f"{len(app.handlers)} handler(s), {len(app.queries)} query handler(s), {len(app.workflows)} workflow(s)"
     if against is not None:
-        with _database(app.engine.url, app):
+        with _database(app):
             # The schema first: the runs' check reads the framework tables the way the
             # new code does, and a missing column would end it with the driver's error.
             problems = missing_columns(app.engine, app.tables())
@@ -258,7 +258,7 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
                 click.echo(f"  - {problem}", err=True)
             click.echo(SCHEMA_FIX, err=True)
             sys.exit(1)
-        with _database(app.engine.url, app):
+        with _database(app):
             groups = app.check_runs()
         if groups:
             count = sum(len(g.run_ids) for g in groups)
@@ -346,7 +346,7 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
         logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = _boot(target, database_url)
     if once:
-        with _database(app.engine.url, app):
+        with _database(app):
             counts = app.run_worker(once=True)
         click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
         return
@@ -362,7 +362,7 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
     click.echo(f"worker on {shown_url(app.engine.url)}", err=True)
-    with _database(app.engine.url, app):
+    with _database(app):
         counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
 
@@ -383,7 +383,7 @@ def runs() -> None:
 def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url: str | None) -> None:
     """Cancel a running or suspended run: no worker resumes it."""
     app = _boot(target, database_url)
-    with _database(app.engine.url, app):
+    with _database(app):
         _done(app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
     click.echo(f"cancelled {run_id}")
 
@@ -424,7 +424,7 @@ def list_runs(
     --limit, a full page ends with the --before option that lists the next (on stderr).
     """
     app = _boot(target, database_url)
-    with _database(app.engine.url, app):
+    with _database(app):
         try:  # one more than asked: whether a next page exists
             found = app.runs(
                 workflow,
@@ -481,7 +481,7 @@ def outbox() -> None:
 def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None:
     """Deliver a dead row again: pending, due now, its attempts counted from zero."""
     app = _boot(target, database_url)
-    with _database(app.engine.url, app):
+    with _database(app):
         _done(app.requeue(outbox_id, user=OPERATOR))
     click.echo(f"requeued {outbox_id}")
 
@@ -496,7 +496,7 @@ def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
     Mail and webhooks, with attempts, next attempt (UTC), target and last error.
     """
     app = _boot(target, database_url)
-    with _database(app.engine.url, app):
+    with _database(app):
         items = app.outbox()
     rows = [
         (
@@ -528,7 +528,7 @@ def purge_keys(target: str, database_url: str | None) -> None:
     Run it from a periodic job; it deletes in batches beside running dispatches.
     """
     app = _boot(target, database_url)
-    with _database(app.engine.url, app):
+    with _database(app):
         deleted = app.purge_idempotency_keys()
     click.echo(f"deleted {deleted} expired idempotency key{'' if deleted == 1 else 's'}")
 
@@ -547,9 +547,11 @@ def _boot(target: str, database_url: str | None) -> App:
 
 
 @contextmanager
-def _database(url: str | URL | None, app: App | None = None) -> Iterator[None]:
+def _database(target: App | str | URL | None) -> Iterator[None]:
     """A database that is down, or has no tables yet, is a short error, not a traceback;
-    one that lacks a table or column of ``app`` (an older release's) names each."""
+    one that lacks a table or column of an App's (an older release's) names each.
+    ``target``: the App, or before there is one, the URL given to make it."""
+    app, url = (target, target.engine.url) if isinstance(target, App) else (None, target)
     try:
         yield
     except DBAPIError as exc:
