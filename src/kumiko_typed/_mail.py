@@ -152,8 +152,10 @@ class MaildirTransport:
             raise
 
 
-def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) -> None:
-    if not 0 < value <= 60:
+def _seconds(_inst: object, attribute: attrs.Attribute[float], value: object) -> None:
+    # At most 60: a send must end well inside the outbox's lease.  True is 1 to Python and
+    # "30" compared with a number was a TypeError: both refused with the others.
+    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 60:
         raise ValueError(
             f"{attribute.name} must be above 0 and at most 60 seconds (inside the outbox's lease), not {value!r}"
         )
@@ -162,6 +164,13 @@ def _deadline(_inst: object, attribute: attrs.Attribute[float], value: float) ->
 def _flag(_inst: object, attribute: attrs.Attribute[bool], value: object) -> None:
     if type(value) is not bool:  # "no" is true: a TLS mode would be taken that was meant off
         raise ValueError(f"{attribute.name} must be True or False, not {value!r}")
+
+
+def _port(_inst: object, _attribute: attrs.Attribute[int | None], value: object) -> None:
+    # Checked when made: a port of "587" or 70000 failed only at the first delivery, in the
+    # worker's log, and every mail of the App waited behind it.
+    if value is not None and (type(value) is not int or not 0 < value < 65536):
+        raise ValueError(f"port must be a number from 1 to 65535, or None for the mode's own, not {value!r}")
 
 
 def _one_tls(inst: SmtpTransport, _attribute: attrs.Attribute[bool], value: bool) -> None:
@@ -179,6 +188,7 @@ class SmtpTransport:
     ``starttls`` turns a plain connection to TLS after the server's greeting (port 587);
     ``implicit_tls`` speaks TLS from the first byte (port 465, RFC 8314), as
     ``smtplib.SMTP_SSL`` does.  Either verifies the server as a webhook's TLS does.
+    ``port=None`` is the mode's own port, as smtplib's: 465 with ``implicit_tls``, else 25.
 
     ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
     ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
@@ -187,12 +197,12 @@ class SmtpTransport:
     and the connection is made within it (:class:`_Smtp`)."""
 
     host: str
-    port: int = 25
+    port: int | None = attrs.field(default=None, validator=_port)
     username: str | None = None
     password_ref: str | None = None
     starttls: bool = attrs.field(default=False, validator=_flag)
-    timeout: float = 30.0
-    deadline: float = attrs.field(default=60.0, validator=_deadline)
+    timeout: float = attrs.field(default=30.0, validator=_seconds)
+    deadline: float = attrs.field(default=60.0, validator=_seconds)
     implicit_tls: bool = attrs.field(default=False, validator=[_flag, _one_tls])
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
@@ -223,7 +233,7 @@ class SmtpTransport:
         timer.start()
         greeted = False
         try:
-            smtp.connect(self.host, self.port)
+            smtp.connect(self.host, (465 if self.implicit_tls else 25) if self.port is None else self.port)
             greeted = True
             if self.starttls:
                 smtp.starttls(context=tls)

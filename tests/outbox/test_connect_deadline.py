@@ -56,6 +56,7 @@ class Names:
         self.ports: dict[str, list[int]] = {}
         self.hanging: set[str] = set()
         self.release = threading.Event()
+        self.asked: list[tuple[str, object]] = []  # (name, port) of every lookup of a name
 
     def __call__(self, host: Any, port: Any, *args: Any, **kwargs: Any) -> Any:
         if not (isinstance(host, str) and host.endswith(".test")):
@@ -63,6 +64,7 @@ class Names:
         flags = kwargs.get("flags", args[3] if len(args) > 3 else 0)
         if flags & socket.AI_NUMERICHOST:  # what the system answers for a name then
             raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+        self.asked.append((host, port))
         if host in self.hanging:
             self.release.wait(30)
             raise socket.gaierror(socket.EAI_AGAIN, "Temporary failure in name resolution")
@@ -216,6 +218,21 @@ def test_an_smtp_send_whose_deadline_passes_while_it_connects_is_still_cut(
     (item,) = app.outbox()
     assert (item.status, item.attempts) == ("pending", 1)
     assert item.last_error == "the SMTP server did not finish within 1 s (SmtpTransport(deadline=...))"
+
+
+@pytest.mark.parametrize(("options", "port"), [({}, 25), ({"starttls": True}, 25), ({"implicit_tls": True}, 465)])
+def test_an_smtp_transport_without_a_port_takes_its_modes_own(
+    app_on: AppOn, names: Names, silent: Callable[[], int], options: dict[str, bool], port: int
+) -> None:
+    """As smtplib's ``SMTP_SSL`` does, implicit TLS goes to 465.  Before, the default was
+    25 whatever the mode, so ``SmtpTransport(host, implicit_tls=True)`` spoke TLS to a
+    plain port and every mail waited out its timeout there."""
+    names.ports["mx.test"] = [silent()]
+    app = app_on([mail], mail=SmtpTransport("mx.test", timeout=0.5, deadline=5.0, **options))
+
+    _send_mail(app)
+    assert names.asked == [("mx.test", port)]
+    assert [i.status for i in app.outbox()] == ["pending"]
 
 
 def test_an_smtp_send_to_a_name_whose_lookup_hangs_ends_at_the_deadline(app_on: AppOn, names: Names) -> None:

@@ -97,6 +97,25 @@ def test_a_tls_mode_must_be_a_bool(mode: str, given: object) -> None:
         SmtpTransport("mx.example", **{mode: given})
 
 
+@pytest.mark.parametrize("given", ["587", 0, 65536, -1, True, 25.0])
+def test_an_smtp_port_must_be_a_port_number(given: object) -> None:
+    """Before, ``port="587"`` or ``70000`` was taken and failed at every delivery."""
+    with pytest.raises(
+        ValueError, match=rf"port must be a number from 1 to 65535, or None for the mode's own, not {given!r}"
+    ):
+        SmtpTransport("mx.example", given)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("field", ["timeout", "deadline"])
+@pytest.mark.parametrize("given", ["30", True, 0, -1, 61, float("nan"), None])
+def test_smtp_seconds_must_be_a_number_within_the_lease(field: str, given: object) -> None:
+    """Before, ``timeout="30"`` was taken (a ``TypeError`` in the worker), ``timeout=600``
+    held a send past the outbox's lease, and ``deadline="30"`` was a ``TypeError`` here."""
+    want = rf"{field} must be above 0 and at most 60 seconds \(inside the outbox's lease\), not {given!r}"
+    with pytest.raises(ValueError, match=want):
+        SmtpTransport("mx.example", **{field: given})
+
+
 @pytest.mark.parametrize("given", ["no", "false", 0, None])
 def test_webhook_private_addresses_must_be_a_bool(given: object) -> None:
     """Before, ``"no"`` was true: webhooks went on reaching private addresses."""
