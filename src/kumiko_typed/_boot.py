@@ -221,16 +221,29 @@ _CALLED: frozenset[object] = frozenset({"Fn", "Fn | None", Fn, Fn | None})
 _OPTIONAL: frozenset[object] = frozenset({"Fn | None", Fn | None})
 
 
+def _mail_problem(step: SendMail) -> str | None:
+    to = step.to
+    if isinstance(to, list | tuple):
+        others = [type(t).__name__ for t in to if not isinstance(t, str)]
+        given = f"a {type(to).__name__} holding {others[0]}" if others else None
+    else:
+        given = None if isinstance(to, str) or callable(to) else type(to).__name__
+    if given is not None:  # to=None was an internal_error at every dispatch, to=[5] sent to "5"
+        return f"send_mail to= takes an address, a list of addresses or a function of the context, not {given}"
+    for name in ("subject", "body", "sender", "html", "reply_to"):
+        value = getattr(step, name)
+        if (value is not None or name in ("subject", "body")) and not isinstance(value, str) and not callable(value):
+            # Else its repr was stored: html=5 sent "5", a list of replies one bad address.
+            return f"send_mail {name}= takes a text or a function of the context, not {type(value).__name__}"
+    return None
+
+
 def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> str | None:
     duration_problem = _check_durations(step)
     if duration_problem is not None:
         return duration_problem
     if isinstance(step, SendMail):
-        for name in ("html", "reply_to"):
-            value = getattr(step, name)
-            if value is not None and not isinstance(value, str) and not callable(value):
-                # Else its repr was stored: html=5 sent "5", a list of replies one bad address.
-                return f"send_mail {name}= takes a text or a function of the context, not {type(value).__name__}"
+        return _mail_problem(step)
     if isinstance(step, SendWebhook) and step.auth is not None and not isinstance(step.auth, Auth):
         # auth="KEY" (the name signed() takes) was an internal_error at every dispatch.
         return (

@@ -12,7 +12,7 @@ from typing import Any
 
 import attrs
 import pytest
-from _support import failure_of
+from _support import failure_of, ok_data
 
 from kumiko_typed import App, BootError, Feature, SmtpTransport, User, bearer, cron, header_auth, ok, signed
 from kumiko_typed.testing import MemoryMail
@@ -74,6 +74,89 @@ def test_a_mail_option_whose_function_gives_another_type_writes_no_row(
     assert app.outbox() == []
     assert app.run_worker(once=True)["sent"] == 0
     assert memory.sent == []
+
+
+@attrs.frozen
+class Letter:
+    email: str | None
+    count: int
+    totals: dict[str, int]
+    emails: set[str]
+
+
+@pytest.mark.parametrize(
+    ("options", "problem"),
+    [
+        (
+            {"to": None},
+            "send_mail to= takes an address, a list of addresses or a function of the context, not NoneType",
+        ),
+        (
+            {"to": ["a@example.com", 5]},
+            "send_mail to= takes an address, a list of addresses or a function of the context, not a list holding int",
+        ),
+        ({"subject": 5}, "send_mail subject= takes a text or a function of the context, not int"),
+        ({"body": None}, "send_mail body= takes a text or a function of the context, not NoneType"),
+        ({"sender": b"a@example.com"}, "send_mail sender= takes a text or a function of the context, not bytes"),
+    ],
+)
+def test_a_mail_field_of_another_type_is_a_boot_problem(options: dict[str, object], problem: str) -> None:
+    """Before, ``to=None`` was an internal_error at every dispatch and the others were
+    stored as their repr (``subject=5`` sent "5")."""
+    f = Feature("notes", requires=["mail.send"])
+    fields: dict[str, object] = {"to": "a@example.com", "subject": "s", "body": "b", **options}
+    f.write_handler("note", f.pipeline(Note).send_mail(**fields).return_(lambda c: ok(None)))  # type: ignore[arg-type]
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://", mail=MemoryMail())
+    (found,) = raised.value.problems
+    assert problem in found
+
+
+@pytest.mark.parametrize(
+    ("field", "fn", "path", "message"),
+    [
+        ("to", lambda c: c.payload.email, "$.email", "must be an address or a list of addresses, not None"),
+        ("to", lambda c: c.payload.emails, "$.emails", "must be an address or a list of addresses, not set"),
+        ("to", lambda c: [c.payload.count], "$", "must be an address or a list of addresses, not list"),
+        ("subject", lambda c: c.payload.count, "$.count", "must be a text, not int"),
+        ("body", lambda c: c.payload.totals, "$.totals", "must be a text, not dict"),
+        ("sender", lambda c: c.payload.count, "$.count", "must be a text (or None), not int"),
+    ],
+)
+def test_a_mail_field_whose_function_gives_another_type_writes_no_row(
+    app_on: AppOn, field: str, fn: Callable[[Any], object], path: str, message: str
+) -> None:
+    """Before, ``to`` of None was an internal_error (a ``TypeError`` in the step, logged
+    with its traceback), a set of addresses was sent in no order, and a subject, body or
+    sender of another type was stored as its repr: a body of a dict went out as
+    "{'total': 5}"."""
+    f = Feature("letters", requires=["mail.send"])
+    fields: dict[str, object] = {"to": "a@example.com", "subject": "s", "body": "b", field: fn}
+    handler = f.write_handler("letter", f.pipeline(Letter).send_mail(**fields).return_(lambda c: ok(None)))  # type: ignore[arg-type]
+    memory = MemoryMail()
+    app = app_on([f], mail=memory)
+    letter = Letter(None, 12345, {"total": 5}, {"a@example.com", "b@example.com"})
+    failure = failure_of(app.dispatch(handler, letter, user=_user()), "validation_error")
+    assert failure.details == [
+        {"path": path, "message": message, "column": f"kumiko_outbox.message.{field}", "step": "0 mail.send"}
+    ]
+    assert app.outbox() == []
+    assert app.run_worker(once=True)["sent"] == 0
+    assert memory.sent == []
+
+
+@pytest.mark.parametrize("to", [("a@example.com", "b@example.com"), ["a@example.com"]])
+def test_mail_to_a_tuple_or_list_of_addresses_is_sent_to_each(app_on: AppOn, to: object) -> None:
+    f = Feature("letters", requires=["mail.send"])
+    handler = f.write_handler(
+        "letter",
+        f.pipeline(Note).send_mail(to=lambda c: to, subject="s", body="b").return_(lambda c: ok(None)),  # type: ignore[arg-type,return-value]
+    )
+    memory = MemoryMail()
+    app = app_on([f], mail=memory)
+    ok_data(app.dispatch(handler, Note(1, []), user=_user()))
+    assert app.run_worker(once=True)["sent"] == 1
+    assert [list(m.to) for m in memory.sent] == [list(to)]  # type: ignore[call-overload]
 
 
 @pytest.mark.parametrize("make", [signed, bearer, lambda ref: header_auth("X-Key", ref)])

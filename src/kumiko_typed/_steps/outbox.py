@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -41,19 +41,25 @@ class SendMail(Step):
 
     def execute(self, run: Run) -> Result:
         to = resolve(self.to, run)
-        recipients = [to] if isinstance(to, str) else [str(t) for t in to]
+        if isinstance(to, str):
+            recipients = [to]
+        elif isinstance(to, Sequence) and not isinstance(to, bytes) and all(isinstance(t, str) for t in to):
+            recipients = list(to)
+        else:  # None (an optional payload field) was an internal_error; a set's order is none
+            raise Unfit([_to_problem(run, to, f"must be an address or a list of addresses, not {_kind(to)}")])
         if not recipients:  # a payload's empty list is the caller's mistake, not a bug
-            path, column = source_path(run.payload, to), f"{outbox.name}.message.to"
-            refuse([{"path": path, "message": "must name at least one recipient", "column": column}])
-        subject = resolve(self.subject, run)
-        message: dict[str, object] = {"to": recipients, "subject": str(subject), "body": str(resolve(self.body, run))}
+            raise Unfit([_to_problem(run, to, "must name at least one recipient")])
+        subject, body = resolve(self.subject, run), resolve(self.body, run)
         sender = None if self.sender is None else resolve(self.sender, run)
-        if sender is not None:  # absent (or resolved to None), the transport's default applies
-            message["sender"] = str(sender)
         html = None if self.html is None else resolve(self.html, run)
         reply_to = None if self.reply_to is None else resolve(self.reply_to, run)
-        # A function's result is typed a text, but without a checker its repr was stored.
-        refuse(_text_problems([("html", html), ("reply_to", reply_to)], run.payload))
+        # A function's result is typed a text, but without a checker its repr was stored:
+        # a body of a dict was sent as "{'total': 5}".
+        refuse(_text_problems([("subject", subject), ("body", body)], run.payload, optional=False))
+        refuse(_text_problems([("sender", sender), ("html", html), ("reply_to", reply_to)], run.payload))
+        message: dict[str, object] = {"to": recipients, "subject": subject, "body": body}
+        if sender is not None:  # absent (or resolved to None), the transport's default applies
+            message["sender"] = sender
         if html is not None:  # an HTML alternative to the text body; absent, text only
             message["html"] = html
         if reply_to:  # where a reader's reply goes; absent (None or ""), to the sender
@@ -71,15 +77,24 @@ class SendMail(Step):
 _NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
 
 
-def _text_problems(fields: list[tuple[str, object]], payload: object) -> list[Problem]:
+def _to_problem(run: Run, to: object, message: str) -> Problem:
+    return {"path": source_path(run.payload, to), "message": message, "column": f"{outbox.name}.message.to"}
+
+
+def _kind(value: object) -> str:
+    return "None" if value is None else type(value).__name__
+
+
+def _text_problems(fields: list[tuple[str, object]], payload: object, *, optional: bool = True) -> list[Problem]:
+    allowed = " (or None)" if optional else ""
     return [
         {
             "path": source_path(payload, value),
-            "message": f"must be a text (or None), not {type(value).__name__}",
+            "message": f"must be a text{allowed}, not {_kind(value)}",
             "column": f"{outbox.name}.message.{name}",
         }
         for name, value in fields
-        if value is not None and not isinstance(value, str)
+        if not isinstance(value, str) and (value is not None or not optional)
     ]
 
 
