@@ -181,11 +181,17 @@ def db_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 @pytest.fixture
 def app_on(db_url: str) -> Iterator[Callable[..., App]]:
-    """``app_on(features, **kwargs)``: an App on ``db_url`` with its tables created."""
+    """``app_on(features, **kwargs)``: an App on ``db_url`` with its tables created.  An
+    ``http=`` client is closed after its App is disposed: an App leaves a client it was
+    given open, as httpx's users expect, and an open one warned in whichever later test
+    the garbage collector found it."""
     apps: list[App] = []
+    clients: list[object] = []
 
     def build(features: Sequence[Feature[str]], **kwargs: object) -> App:
         kwargs.setdefault("clock", lambda: NOW)
+        if "http" in kwargs:
+            clients.append(kwargs["http"])
         app = App(features, database_url=db_url, **kwargs)  # type: ignore[arg-type]
         apps.append(app)
         app.create_all()
@@ -194,6 +200,10 @@ def app_on(db_url: str) -> Iterator[Callable[..., App]]:
     yield build
     for app in apps:
         app.dispose()
+    for client in clients:
+        close = getattr(client, "close", None)
+        if close is not None:
+            close()
 
 
 @pytest.fixture

@@ -160,11 +160,12 @@ def test_a_sqlite_worker_that_dies_mid_batch_leaves_it_to_the_next_after_the_lea
         if responses[0] == 3:
             raise SystemExit("the worker process dies here")  # not an Exception: nothing records it
 
+    client = httpx.Client(event_hooks={"response": [die_on_the_third]})
     dying = App(
         [feature],
         database_url=url,
         clock=lambda: now[0],
-        http=httpx.Client(event_hooks={"response": [die_on_the_third]}),
+        http=client,
         delivery_concurrency=1,  # one delivery at a time: it dies after exactly the third
     )
     survivor = App([feature], database_url=url, clock=lambda: now[0])
@@ -190,3 +191,4 @@ def test_a_sqlite_worker_that_dies_mid_batch_leaves_it_to_the_next_after_the_lea
     finally:
         dying.dispose()
         survivor.dispose()
+        client.close()

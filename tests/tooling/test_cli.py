@@ -1505,3 +1505,6 @@ def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
     assert other.clock is clock and other.mail == given["mail"] and other.secrets is secrets
     assert other.idempotency_retention == timedelta(hours=3)
     assert Marker in other.codec.by_name.values()
+    for made in (app, other):
+        made.dispose()
+    given["http"].close()
