@@ -1,0 +1,175 @@
+"""Inline projections probed as a port of a real application would use them: a
+projector that raises, an upsert keyed on a NULL.  On SQLite and PostgreSQL."""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, ok_data
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, Entity, Feature, User, ok
+from kumiko_typed._tables import events
+
+AppOn = Callable[..., App]
+
+
+class RsBin(Entity):
+    __tablename__ = "rs_bin"
+    label: Mapped[str] = mapped_column(sa.String(40))
+    count: Mapped[int] = mapped_column(default=0)
+
+
+@attrs.frozen
+class Filled:
+    by: int
+    note: str
+
+
+@attrs.frozen
+class NewBin:
+    label: str
+
+
+@attrs.frozen
+class Fill:
+    id: uuid.UUID
+    by: int
+    note: str
+
+
+@attrs.frozen
+class Key:
+    key: str | None
+    n: int
+
+
+_meta = sa.MetaData()
+#: A read model whose key is unique but nullable, as a lookup by an optional code is.
+CODES = sa.Table(
+    "rs_codes",
+    _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("code", sa.String(40), unique=True, nullable=True),
+    sa.Column("n", sa.Integer, nullable=False),
+)
+#: The same, holding each tenant's codes (the upsert then updates only its tenant's row).
+TENANT_CODES = sa.Table(
+    "rs_tenant_codes",
+    _meta,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("tenant_id", sa.Uuid, nullable=False),
+    sa.Column("code", sa.String(40), unique=True, nullable=True),
+    sa.Column("n", sa.Integer, nullable=False),
+)
+#: The read model the fill handler keeps beside the bin's own row.
+FILLS = sa.Table(
+    "rs_fills",
+    _meta,
+    sa.Column("bin_id", sa.Uuid, primary_key=True),
+    sa.Column("total", sa.Integer, nullable=False),
+)
+
+bins = Feature("rs", projections=[CODES, TENANT_CODES, FILLS])
+bins.entity(RsBin)
+bins.event(Filled, name="bin-filled")
+
+
+@bins.projector(RsBin, Filled)
+def count_fill(row: RsBin, event: Filled) -> None:
+    if event.by < 0:
+        raise ValueError(f"cannot take {event.by} out: {event.note}")
+    row.count += event.by
+
+
+new_bin = bins.write_handler(
+    "new",
+    bins.pipeline(NewBin)
+    .create("bin", RsBin, data=lambda c: RsBin(label=c.payload.label))
+    .return_(lambda c: ok(c.steps["bin"].id)),
+)
+# The read model first, then the event whose projector raises: neither may be kept.
+fill = bins.write_handler(
+    "fill",
+    bins.pipeline(Fill)
+    .unsafe_projection_upsert(FILLS, on=["bin_id"], row=lambda c: {"bin_id": c.payload.id, "total": c.payload.by})
+    .append_event(RsBin, id=lambda c: c.payload.id, event=lambda c: Filled(c.payload.by, c.payload.note))
+    .return_(lambda c: ok(None)),
+)
+put_code = bins.write_handler(
+    "put-code",
+    bins.pipeline(Key)
+    .unsafe_projection_upsert(CODES, on=["code"], row=lambda c: {"code": c.payload.key, "n": c.payload.n})
+    .return_(lambda c: ok(None)),
+)
+
+put_tenant_code = bins.write_handler(
+    "put-tenant-code",
+    bins.pipeline(Key)
+    .unsafe_projection_upsert(
+        TENANT_CODES, on=["code"], row=lambda c: {"code": c.payload.key, "n": c.payload.n, "tenant_id": c.tenant_id}
+    )
+    .return_(lambda c: ok(None)),
+)
+
+
+def _app(app_on: AppOn) -> App:
+    app = app_on([bins])
+    _meta.create_all(app.engine)
+    return app
+
+
+def _rows(app: App, table: sa.Table) -> list[tuple[Any, ...]]:
+    with app.engine.connect() as conn:
+        return [tuple(r) for r in conn.execute(sa.select(table))]
+
+
+def test_a_projector_that_raises_is_named_and_nothing_of_the_command_is_kept(
+    app_on: AppOn, admin: User, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Was ``internal_error`` "step 1 aggregate.append_event raised ValueError": the
+    Failure named neither the projector nor that one had raised.  Now it names the
+    projector (message and details), its entity and event, never the exception's text
+    (which quotes the event's data); the read model row written before it and the event
+    are both rolled back, and the log has the traceback under the error id."""
+    app = _app(app_on)
+    bin_id = ok_data(app.dispatch(new_bin, NewBin("a"), user=admin))
+    assert ok_data(app.dispatch(fill, Fill(bin_id, 2, "ok"), user=admin)) is None
+
+    with caplog.at_level(logging.ERROR, logger="kumiko_typed"):
+        refused = failure_of(app.dispatch(fill, Fill(bin_id, -1, "T0PSECRET"), user=admin), "internal_error")
+
+    name = f"{count_fill.__module__}.count_fill"
+    assert f"the projector {name} of RsBin for Filled raised ValueError" in refused.message
+    assert "fix the projector" in refused.message
+    assert "T0PSECRET" not in refused.message and "SELECT" not in refused.message.upper()
+    assert isinstance(refused.details, dict) and refused.details["projector"] == name
+    [record] = [r for r in caplog.records if refused.details["error_id"] in r.getMessage()]
+    assert "T0PSECRET" in logging.Formatter().format(record)  # the cause, for the operator
+    assert _rows(app, FILLS) == [(bin_id, 2)]
+    with app.engine.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(events)) == 2
+        assert conn.scalar(sa.select(RsBin.__table__.c.count)) == 2
+
+
+def test_a_projector_that_raises_in_a_rebuild_is_named(app_on: AppOn, admin: User) -> None:
+    """The same projector bug met by a replay: the rebuild's Failure names it too."""
+    app = _app(app_on)
+    bin_id = ok_data(app.dispatch(new_bin, NewBin("a"), user=admin))
+    ok_data(app.dispatch(fill, Fill(bin_id, 3, "ok"), user=admin))
+    changed: Feature[Any] = Feature("rs", projections=[CODES, TENANT_CODES, FILLS])
+    changed.entity(RsBin)
+    changed.event(Filled, name="bin-filled")
+
+    @changed.projector(RsBin, Filled)
+    def strict_fill(row: RsBin, event: Filled) -> None:
+        raise KeyError(event.note)  # the new release's bug
+
+    refused = failure_of(app_on([changed]).rebuild_projection(RsBin, user=admin), "internal_error")
+    assert "the projector" in refused.message and "strict_fill of RsBin for Filled raised KeyError" in refused.message
