@@ -173,3 +173,39 @@ def test_a_projector_that_raises_in_a_rebuild_is_named(app_on: AppOn, admin: Use
 
     refused = failure_of(app_on([changed]).rebuild_projection(RsBin, user=admin), "internal_error")
     assert "the projector" in refused.message and "strict_fill of RsBin for Filled raised KeyError" in refused.message
+
+
+def test_an_upsert_keyed_on_null_is_refused_instead_of_inserting_a_row_each_time(app_on: AppOn, admin: User) -> None:
+    """NULL equals nothing, so ``ON CONFLICT (code)`` never fired for a NULL code: every
+    call inserted one more row, on both databases, where an upsert keeps one per key."""
+    app = _app(app_on)
+    for _ in range(2):
+        refused = failure_of(app.dispatch(put_code, Key(None, 1), user=admin), "validation_error")
+        assert refused.details == [
+            {
+                "path": "$.key",
+                "message": "must not be null: it is a conflict column (on=) of an upsert, and NULL matches no row",
+                "column": "rs_codes.code",
+                "step": "0 unsafe_projection_upsert",
+            }
+        ]
+    assert _rows(app, CODES) == []
+
+
+def test_an_upsert_into_a_table_with_a_generated_key_inserts_then_updates(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """On PostgreSQL every first upsert into a read model with a generated integer key
+    (a plain ``id`` column, the commonest shape) was ``unique_violation``: the insert's
+    implicit ``RETURNING id`` was read as the tenant guard's empty answer."""
+    app = _app(app_on)
+    alice, bob = make_user(), make_user()
+    ok_data(app.dispatch(put_code, Key("a", 1), user=alice))
+    ok_data(app.dispatch(put_code, Key("a", 2), user=alice))
+    ok_data(app.dispatch(put_code, Key("b", 3), user=alice))
+    assert sorted(r[1:] for r in _rows(app, CODES)) == [("a", 2), ("b", 3)]
+
+    ok_data(app.dispatch(put_tenant_code, Key("a", 1), user=alice))
+    ok_data(app.dispatch(put_tenant_code, Key("a", 2), user=alice))
+    failure_of(app.dispatch(put_tenant_code, Key("a", 9), user=bob), "unique_violation")
+    assert [r[1:] for r in _rows(app, TENANT_CODES)] == [(alice.tenant_id, "a", 2)]
