@@ -144,8 +144,8 @@ _NULLS: Final = (operators.nulls_first_op, operators.nulls_last_op)
 
 def _nulls_as_postgresql(clause: Any) -> Any:
     """``clause`` of an ORDER BY with PostgreSQL's NULL order written out, unless it says
-    its own or sorts a NOT NULL column (left as it is, so that SQLite still reads it in
-    the order of an index on it)."""
+    its own or sorts a NOT NULL column (whose NULL order cannot matter: its SQL stays as
+    written).  SQLite still reads a ``NULLS LAST`` order from an index (no sort step)."""
     if not isinstance(clause, ColumnElement) or (isinstance(clause, UnaryExpression) and clause.modifier in _NULLS):
         return clause  # SQL text is the database's, as everywhere
     descending = isinstance(clause, UnaryExpression) and clause.modifier is operators.desc_op

@@ -98,8 +98,7 @@ def test_a_window_orders_nulls_as_the_select_does(app_on: AppOn, admin: User) ->
 
 
 def test_a_not_null_column_is_ordered_as_written(app_on: AppOn) -> None:
-    """Its NULL order cannot matter, and SQLite reads ``x NULLS LAST`` in an index's order
-    only by sorting all rows first: an ``ORDER BY`` of a NOT NULL column stays as written."""
+    """Its NULL order cannot matter: an ``ORDER BY`` of a NOT NULL column stays as written."""
     app = app_on([tickets])
     stmt = sa.select(NoTicket.id).order_by(NoTicket.title.desc(), NoTicket.id).limit(1)
     assert "NULLS" not in str(stmt.compile(app.engine))
