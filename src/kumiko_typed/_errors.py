@@ -17,7 +17,7 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   └── ClassMismatch      a stored value's class is not this App's as stored: the run is stranded
     │       └── NewerFormat    a run's state was written by a newer release: stranded for it
     ├── Unfit                  values a step would store do not fit their columns, or a read's
-    │                          row count is negative (ValueError); becomes a validation_error
+    │                          row count is out of range (ValueError); becomes a validation_error
     │                          naming the payload fields
     ├── DeliveryError          an outbox delivery failed (``permanent``: do not retry); what a
     │                          custom mail transport raises

@@ -593,15 +593,26 @@ def nested_without_end(column: str) -> Unfit:
     return Unfit([{"path": "$", "message": message, "column": column}])
 
 
+#: The largest ``LIMIT`` or ``OFFSET`` both databases bind (a 64-bit integer).
+_MAX_ROW_COUNT: Final = 2**63 - 1
+
+
 def row_count_problems(stmt: Select[Any], payload: object) -> list[Problem]:
     """A negative ``LIMIT`` or ``OFFSET`` of a read's select: SQLite reads it as no limit
-    or no offset, PostgreSQL refuses it (with no word of the field it came from)."""
+    or no offset, PostgreSQL refuses it (with no word of the field it came from); and one
+    past 64 bits, which both refused as "the database refused a value" at ``$``."""
     problems: list[Problem] = []
     for clause, value in (("LIMIT", stmt._limit_clause), ("OFFSET", stmt._offset_clause)):
         count = getattr(value, "_limit_offset_value", None)  # an expression has none: the database's to check
-        if isinstance(count, int) and count < 0:
+        if not isinstance(count, int):
+            continue
+        if count < 0:
             message = f"must not be negative (the query's {clause}), not {count}"
-            problems.append({"path": source_path(payload, count), "message": message, "column": clause})
+        elif count > _MAX_ROW_COUNT:
+            message = f"must be at most {_MAX_ROW_COUNT} (the query's {clause})"
+        else:
+            continue
+        problems.append({"path": source_path(payload, count), "message": message, "column": clause})
     return problems
 
 
