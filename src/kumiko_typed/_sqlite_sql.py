@@ -102,7 +102,7 @@ class SQLiteStatements(SQLiteCompiler):
         last in ascending order, first in descending.  SQLite's default is the reverse, so
         one query paged the rows in another order on each database."""
         clauses = [_nulls_as_postgresql(c) for c in select._order_by_clauses]
-        order_by = self._generate_delimited_list(clauses, ", ", **kw)
+        order_by: str = cast(Any, self)._generate_delimited_list(clauses, ", ", **kw)  # untyped
         return " ORDER BY " + order_by if order_by else ""
 
     def visit_over(self, over: Any, **kwargs: Any) -> str:
