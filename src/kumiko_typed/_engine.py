@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -119,22 +120,41 @@ class _PostgresDDL(PGDDLCompiler):
     ``lower``: ASCII only) by code point, as SQLite's BINARY does.  The database's default
     collation (often ``en_US.UTF-8`` or an ICU locale) put "a" before "B" and "é" before
     "Z", and ``ilike("é%")`` found "É" there only; the two databases then sorted the same
-    query's rows differently.  A column declaring ``collation=`` keeps it (and that answer)."""
+    query's rows differently.  A column declaring ``collation=`` keeps it (and that answer).
+
+    And a 4-byte float column (``REAL``, ``Float(precision=24)`` or less) is created
+    ``DOUBLE PRECISION``, the 8 bytes SQLite's REAL always has: as ``real`` it kept 1/3 as
+    0.33333334 and 16777217.0 as 16777216.0, so the row no longer equalled its event (a
+    rebuild's verify found it changed), ``r == 1/3`` found it on SQLite only, and 1e39 was
+    refused on PostgreSQL only."""
 
     def get_column_specification(self, column: Any, **kw: Any) -> str:
         spec: str = cast(Any, super()).get_column_specification(column, **kw)  # untyped in SQLAlchemy
         type_ = column.type
         if isinstance(type_, TypeDecorator):
             type_ = type_.impl_instance
-        if not isinstance(type_, String) or type_.collation is not None:
-            return spec
         if isinstance(type_, Enum) and type_.native_enum:  # a type of its own: no collation
+            return spec
+        if isinstance(type_, String) and type_.collation is None:
+            wanted = None
+        elif isinstance(type_, Float):
+            wanted = "DOUBLE PRECISION"
+        else:
             return spec
         named = self.dialect.type_compiler_instance.process(
             column.type, type_expression=column, identifier_preparer=self.preparer
         )
         typed = f"{self.preparer.format_column(column)} {named}"
-        return f'{typed} COLLATE "C"{spec[len(typed) :]}' if spec.startswith(typed) else spec
+        if not spec.startswith(typed):
+            return spec
+        if wanted is None:
+            return f'{typed} COLLATE "C"{spec[len(typed) :]}'
+        single = named == "REAL" or _FOUR_BYTES.fullmatch(named) is not None
+        return f"{self.preparer.format_column(column)} {wanted}{spec[len(typed) :]}" if single else spec
+
+
+#: ``FLOAT(p)`` that PostgreSQL makes a ``real``: a precision of 1 to 24 bits.
+_FOUR_BYTES: Final = re.compile(r"FLOAT\((?:[1-9]|1[0-9]|2[0-4])\)")
 
 
 class _SignlessZero(TypeEngine[Any]):

@@ -10,13 +10,14 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   ├── StepRefused        a wrong argument at run time (an unbounded delete, ...)
     │   │   ├── UnscopedRead   a Core select of an entity's table, around the tenant filter
     │   │   └── UnscopedWrite  an ORM UPDATE of an entity by primary key, which no filter restricts
+    │   ├── ProjectorFailed    a projector raised: names it, its entity and event (not the text)
     │   ├── UnregisteredError  an entity or event class no feature registered (LookupError)
     │   └── UnreadableEvent    a stored event this App's classes cannot read (also a StateError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
     │   └── ClassMismatch      a stored value's class is not this App's as stored: the run is stranded
     │       └── NewerFormat    a run's state was written by a newer release: stranded for it
     ├── Unfit                  values a step would store do not fit their columns, or a read's
-    │                          row count is negative (ValueError); becomes a validation_error
+    │                          row count is out of range (ValueError); becomes a validation_error
     │                          naming the payload fields
     ├── DeliveryError          an outbox delivery failed (``permanent``: do not retry); what a
     │                          custom mail transport raises
@@ -40,6 +41,7 @@ __all__ = [
     "DeliveryError",
     "Problem",
     "ProgramError",
+    "ProjectorFailed",
     "StateError",
     "StepCrash",
     "StepRefused",
@@ -82,6 +84,23 @@ class UnscopedRead(StepRefused):
 class UnscopedWrite(StepRefused):
     """An ORM UPDATE by primary key (a list of rows) of an entity: it takes no tenant
     filter, so it could set another tenant's rows."""
+
+
+class ProjectorFailed(ProgramError):
+    """A projector raised while it applied an event (a write's, or a rebuild's replay).
+    The message names the projector, its entity and event class and the exception's class;
+    the exception itself (whose text may quote the event's data) is the ``__cause__``, for
+    the log only."""
+
+    def __init__(self, projector: object, entity: type[Any], event: type[Any], cause: BaseException) -> None:
+        name = getattr(projector, "__qualname__", None) or type(projector).__name__
+        module = getattr(projector, "__module__", None)
+        self.projector = f"{module}.{name}" if module else name
+        super().__init__(
+            f"the projector {self.projector} of {entity.__name__} for {event.__name__} raised "
+            f"{type(cause).__name__}; nothing of this call was written: fix the projector (its traceback is logged "
+            "under the error id)"
+        )
 
 
 class UnregisteredError(ProgramError, LookupError):

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User
-from ._errors import ProgramError, Unfit, UnreadableEvent
+from ._errors import ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
@@ -375,6 +375,8 @@ def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
         detail = {"path": "$", "message": "the database refused a value", "step": where, "error_id": error_id}
         return fail("validation_error", message, [detail])
     details = {"path": "/".join(crash.path), "step": crash.step.describe()}
+    if isinstance(crash.cause, ProjectorFailed):
+        details["projector"] = crash.cause.projector
     return exception_failure(crash.cause, f"{who}: step {where}", f"step {where}", details)
 
 

@@ -35,7 +35,9 @@ from sqlalchemy import (
     Select,
     SmallInteger,
     String,
+    Table,
     Time,
+    UniqueConstraint,
     Uuid,
 )
 from sqlalchemy.sql import operators, visitors
@@ -492,8 +494,50 @@ def check_of(column: Column[Any]) -> Check | None:
     try:
         return _CHECKS[column]
     except KeyError:
-        check = _CHECKS[column] = _check_for(column.type)
+        check = _check_for(column.type)
+        width = _index_width(column)
+        if check is not None and width and _is_text(column.type):
+            check = _indexed_text(check, _INDEX_ROW_BYTES // width)
+        _CHECKS[column] = check
         return check
+
+
+#: What PostgreSQL's B-tree index holds of one row: a third of its 8 kB page (2,704
+#: bytes, less the row's header), shared by the index's columns.  SQLite's index has no
+#: such limit, so a longer text (one that does not compress: a token, a hash list) was
+#: stored there and an ``internal_error`` here.
+_INDEX_ROW_BYTES: Final = 2_600
+
+
+def _is_text(type_: TypeEngine[Any]) -> bool:
+    inner = type_.impl_instance if isinstance(type_, TypeDecorator) else type_
+    return isinstance(inner, String) and not isinstance(inner, Enum)
+
+
+def _index_width(column: Column[Any]) -> int:
+    """How many columns the widest index holding ``column`` has (0: none does)."""
+    table: Table | None = getattr(column, "table", None)  # unset on a column of no table
+    if table is None:
+        return 0
+    held = [len(table.primary_key.columns)] if column.primary_key else []
+    held += [len(i.columns) for i in table.indexes if column in i.columns.values()]
+    held += [
+        len(c.columns) for c in table.constraints if isinstance(c, UniqueConstraint) and column in c.columns.values()
+    ]
+    return max(held, default=0)
+
+
+def _indexed_text(check: Check, limit: int) -> Check:
+    def indexed(value: object) -> str | None:
+        problem = check(value)
+        # Four bytes a character at most: a shorter text needs no encoding to tell.
+        if problem is None and isinstance(value, str) and len(value) * 4 > limit:
+            size = len(value.encode())
+            if size > limit:
+                return f"must be at most {limit} bytes long in UTF-8 (an index of it holds no more), not {size}"
+        return problem
+
+    return indexed
 
 
 # --- where a value came from -------------------------------------------------------
@@ -593,15 +637,26 @@ def nested_without_end(column: str) -> Unfit:
     return Unfit([{"path": "$", "message": message, "column": column}])
 
 
+#: The largest ``LIMIT`` or ``OFFSET`` both databases bind (a 64-bit integer).
+_MAX_ROW_COUNT: Final = 2**63 - 1
+
+
 def row_count_problems(stmt: Select[Any], payload: object) -> list[Problem]:
     """A negative ``LIMIT`` or ``OFFSET`` of a read's select: SQLite reads it as no limit
-    or no offset, PostgreSQL refuses it (with no word of the field it came from)."""
+    or no offset, PostgreSQL refuses it (with no word of the field it came from); and one
+    past 64 bits, which both refused as "the database refused a value" at ``$``."""
     problems: list[Problem] = []
     for clause, value in (("LIMIT", stmt._limit_clause), ("OFFSET", stmt._offset_clause)):
         count = getattr(value, "_limit_offset_value", None)  # an expression has none: the database's to check
-        if isinstance(count, int) and count < 0:
+        if not isinstance(count, int):
+            continue
+        if count < 0:
             message = f"must not be negative (the query's {clause}), not {count}"
-            problems.append({"path": source_path(payload, count), "message": message, "column": clause})
+        elif count > _MAX_ROW_COUNT:
+            message = f"must be at most {_MAX_ROW_COUNT} (the query's {clause})"
+        else:
+            continue
+        problems.append({"path": source_path(payload, count), "message": message, "column": clause})
     return problems
 
 

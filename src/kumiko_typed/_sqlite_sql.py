@@ -1,6 +1,6 @@
 """The SQL the App's SQLite engine writes: SQLite's, with PostgreSQL's answers where the
 two differ (a LIKE's escape, a JSON element, a division by zero, text cast to a number,
-a JSON column's declared type).  Installed on the engine by ``_engine``."""
+a JSON column's declared type, where NULLs sort).  Installed on the engine by ``_engine``."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ from typing import Any, Final, cast
 
 from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Float, Integer, Numeric, SmallInteger, String, func
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteTypeCompiler
+from sqlalchemy.sql import operators
+from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, UnaryExpression
 
 from ._sqlite_functions import CAST_NUMBER, CAST_TEXT, DIVISOR, JSON_AS, SUBSTR
 
@@ -95,6 +97,22 @@ class SQLiteStatements(SQLiteCompiler):
         untyped: Any = super().visit_cast  # SQLAlchemy's compiler is untyped
         return str(untyped(cast, **kwargs))
 
+    def order_by_clause(self, select: Any, **kw: Any) -> str:
+        """``ORDER BY`` with NULLs where PostgreSQL puts them when the query does not say:
+        last in ascending order, first in descending.  SQLite's default is the reverse, so
+        one query paged the rows in another order on each database."""
+        clauses = [_nulls_as_postgresql(c) for c in select._order_by_clauses]
+        order_by: str = cast(Any, self)._generate_delimited_list(clauses, ", ", **kw)  # untyped
+        return " ORDER BY " + order_by if order_by else ""
+
+    def visit_over(self, over: Any, **kwargs: Any) -> str:
+        """A window's ``ORDER BY``, as :meth:`order_by_clause` (``row_number()`` numbered
+        the NULL rows first on SQLite only)."""
+        if over.order_by is not None and len(over.order_by):
+            over = over._clone()
+            over.order_by = ClauseList(*(_nulls_as_postgresql(c) for c in over.order_by))
+        return str(cast(Any, super()).visit_over(over, **kwargs))
+
     def visit_substr_func(self, fn: Any, **kw: Any) -> str:
         """PostgreSQL's ``substr`` (:func:`~._sqlite_functions.substr`): SQLite counted a
         negative start from the end and took a negative length."""
@@ -119,6 +137,22 @@ class SQLiteStatements(SQLiteCompiler):
         if target is not None:
             return f"{JSON_AS}('{target}', JSON_TYPE({left}, {right}), JSON_EXTRACT({left}, {right}))"
         return f"CASE WHEN JSON_TYPE({left}, {right}) IS NULL THEN NULL ELSE {compiled} END"
+
+
+_NULLS: Final = (operators.nulls_first_op, operators.nulls_last_op)
+
+
+def _nulls_as_postgresql(clause: Any) -> Any:
+    """``clause`` of an ORDER BY with PostgreSQL's NULL order written out, unless it says
+    its own or sorts a NOT NULL column (whose NULL order cannot matter: its SQL stays as
+    written).  SQLite still reads a ``NULLS LAST`` order from an index (no sort step)."""
+    if not isinstance(clause, ColumnElement) or (isinstance(clause, UnaryExpression) and clause.modifier in _NULLS):
+        return clause  # SQL text is the database's, as everywhere
+    descending = isinstance(clause, UnaryExpression) and clause.modifier is operators.desc_op
+    sorted_by = clause.element if isinstance(clause, UnaryExpression) and clause.modifier is not None else clause
+    if isinstance(sorted_by, ColumnClause) and getattr(sorted_by, "nullable", True) is False:
+        return clause
+    return clause.nulls_first() if descending else clause.nulls_last()
 
 
 def _checked_divisor(binary: Any) -> Any:

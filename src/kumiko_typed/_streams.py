@@ -352,7 +352,12 @@ def _event(registry: Registry, entity_type: type[Any], row: EventRow) -> object:
         return AggregateUpdated(_columns(entity_type, row.payload["changes"], f"{where} ({row.type!r})"))
     cls = registry.event_classes.get(row.type)
     if cls is None:
-        raise UnreadableEvent(f"{where} has the type {row.type!r}, which no feature registers")
+        # The stored type is the class's kebab-cased name unless given: renaming the class
+        # (a refactoring) made every event stored before unreadable, with no word of why.
+        raise UnreadableEvent(
+            f"{where} has the type {row.type!r}, which no feature registers: an event class renamed "
+            f"keeps its stored type with feature.event(<the class>, name={row.type!r})"
+        )
     return registry.load(row, cls, where)
 
 

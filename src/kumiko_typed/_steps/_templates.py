@@ -187,16 +187,29 @@ def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Sel
             "one per row: select one entity or column, or read rows of several in a compute step "
             "with c.db.execute(...).all()"
         )
-    stmt = stmt if limit is None else stmt.limit(limit)
+    stmt = _capped(stmt, limit)
     payload = getattr(ctx, "payload", None)
     problems = row_count_problems(stmt, payload)
     if problems:
-        raise Unfit(problems, "a row count is negative")
+        negative = problems[0]["message"].startswith("must not be negative")
+        raise Unfit(problems, "a row count is negative" if negative else "a row count is too large")
     key = stmt._generate_cache_key()  # kept by the statement: its execution reuses it
     binds = bound_values(stmt) if key is None else [(b, b.effective_value) for b in key.bindparams]
     refuse_mismatched(stmt, binds, payload, key)
     refuse_compared(binds, stmt, payload)
     return stmt
+
+
+def _capped(stmt: Select[Any], limit: int | None) -> Select[Any]:
+    """``stmt`` reading at most ``limit`` rows (the step's ``limit=``, a cap): its own
+    LIMIT stays when it is no larger (it was replaced, so ``.limit(5)`` under ``limit=100``
+    read 100 rows, and a page past its size)."""
+    if limit is None:
+        return stmt
+    own = getattr(stmt._limit_clause, "_limit_offset_value", None)
+    if isinstance(own, int) and own <= limit:
+        return stmt  # a negative one too: row_count_problems refuses it
+    return stmt.limit(limit)
 
 
 def _width(stmt: Select[Any]) -> int:
@@ -221,8 +234,7 @@ def _template(query: Callable[[Any], object], ctx: object, stmt: Select[Any], li
     probed = _traced(query, probe)
     if not isinstance(probed, Select):
         return None
-    if limit is not None:
-        probed = probed.limit(limit)
+    probed = _capped(probed, limit)
     key, real = probed._generate_cache_key(), stmt._generate_cache_key()
     if key is None or real is None or key != real:
         return None

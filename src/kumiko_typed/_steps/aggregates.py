@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any
 
 import attrs
 from sqlalchemy import Select, bindparam, inspect, select
-from sqlalchemy.exc import IntegrityError, OperationalError
+from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import instance_state
 
 from .._ctx import correlation_of
-from .._errors import StepRefused
+from .._errors import ProjectorFailed, StepRefused
 from .._eventstore import append
 from .._integrity import is_unique, unique_failure
 from .._jsonable import jsonable
@@ -333,7 +333,14 @@ def project(registry: Registry, entity_type: type[Any], entity: Any, event: obje
         return
     owned = {key: getattr(entity, key) for key in FRAMEWORK_COLUMNS}
     for projector in projectors:
-        projector(entity, event)
+        try:
+            projector(entity, event)
+        except DBAPIError:
+            raise  # the database's (a lazy load): busy or gone stays ``unavailable``
+        except Exception as exc:
+            # The step's Failure named only the step ("append_event raised ValueError"):
+            # which of the event's projectors, and that it was one, the log alone told.
+            raise ProjectorFailed(projector, entity_type, type(event), exc) from exc
     moved = sorted(key for key, value in owned.items() if getattr(entity, key) != value)
     if moved:
         raise StepRefused(

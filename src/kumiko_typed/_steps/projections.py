@@ -41,6 +41,14 @@ class ProjectionUpsert(Step):
         missing = [c for c in self.on if c not in row]
         if missing:
             raise StepRefused(f"row lacks the conflict column(s) {missing} of on={list(self.on)}")
+        # NULL equals nothing, so a key holding one never conflicts: each call inserted
+        # another row (under a nullable unique column), where an upsert keeps one per key.
+        empty = [
+            {"path": source_path(run.payload, None), "message": _NULL_KEY, "column": f"{table.name}.{c}"}
+            for c in self.on
+            if row[c] is None
+        ]
+        refuse(empty)
         updates = [c for c in row if c not in self.on]
         if not updates:
             raise StepRefused(f"row sets only the conflict column(s) {list(self.on)}: nothing to update")
@@ -48,10 +56,15 @@ class ProjectionUpsert(Step):
         connection = run.db.connection()
         stmt = _upsert(connection.dialect.name, table, self.on, tuple(updates))
         written = connection.execute(stmt, row)
-        if written.returns_rows and written.first() is None:  # the guarded upsert (below) returns its row
+        # Only the guarded upsert's own RETURNING says whether it wrote: PostgreSQL's
+        # implicit ``RETURNING id`` of a table with a generated key is consumed by the
+        # insert itself, so its result was empty and every first upsert a false clash.
+        if _guarded(table, self.on) and written.first() is None:
             return _held_by_another_tenant(table, self.on, row, run.payload)
         return None
 
+
+_NULL_KEY = "must not be null: it is a conflict column (on=) of an upsert, and NULL matches no row"
 
 #: Upserts by (dialect, table, conflict columns, updated columns): built once, the row
 #: bound as parameters (no statement or cache key built per call).
@@ -67,7 +80,7 @@ def _upsert(dialect: str, table: Table, on: tuple[str, ...], updates: tuple[str,
         # of the same tenant; another tenant's is left as it is, and RETURNING gives no
         # row (psycopg's rowcount of an upsert is -1, whatever it did).
         guard = None
-        if "tenant_id" in table.c and "tenant_id" not in on:
+        if _guarded(table, on):
             guard = table.c.tenant_id.is_not_distinct_from(ins.excluded.tenant_id)
         stmt = ins.on_conflict_do_update(
             index_elements=[table.c[c] for c in on], set_={c: ins.excluded[c] for c in updates}, where=guard
@@ -76,6 +89,11 @@ def _upsert(dialect: str, table: Table, on: tuple[str, ...], updates: tuple[str,
             stmt = stmt.returning(literal(1))
         _UPSERTS[key] = stmt
     return stmt
+
+
+def _guarded(table: Table, on: tuple[str, ...]) -> bool:
+    """Whether the upsert of ``table`` on ``on`` updates only a row of the same tenant."""
+    return "tenant_id" in table.c and "tenant_id" not in on
 
 
 @attrs.frozen(slots=True)
