@@ -57,15 +57,49 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
             lambda b: b.retry(times=2, base_delay=timedelta(seconds=-1), do=lambda r: r.compute("x", _boom)),
             "retry's base_delay must not be negative, got -1 seconds",
         ),
+        (
+            lambda b: b.retry(times="3", do=lambda r: r.compute("x", _boom)),
+            "step 0 (workflow.retry): retry's times must be a whole number of attempts, not str",
+        ),
+        (
+            lambda b: b.retry(times=None, do=lambda r: r.compute("x", _boom)),
+            "retry's times must be a whole number of attempts, not NoneType",
+        ),
+        (
+            lambda b: b.retry(times=2.5, do=lambda r: r.compute("x", _boom)),
+            "retry's times must be a whole number of attempts, not float",
+        ),
+        (
+            lambda b: b.retry(times=True, do=lambda r: r.compute("x", _boom)),
+            "retry's times must be a whole number of attempts, not bool",
+        ),
+        (
+            lambda b: b.retry(times=3, backoff="exponental", do=lambda r: r.compute("x", _boom)),
+            "retry's backoff must be 'exponential' or 'linear', not 'exponental'",
+        ),
     ],
-    ids=["wait-int", "wait-negative", "timeout-int", "timeout-negative", "retry-str", "retry-negative"],
+    ids=[
+        "wait-int",
+        "wait-negative",
+        "timeout-int",
+        "timeout-negative",
+        "retry-str",
+        "retry-negative",
+        "times-str",
+        "times-none",
+        "times-float",
+        "times-bool",
+        "backoff-misspelt",
+    ],
 )
 def test_a_duration_of_another_type_or_negative_is_a_boot_error(
     make_app: AppOn, build: Callable[[Any], Any], problem: str
 ) -> None:
     """Before, ``wait(5)`` booted and failed each run with ``internal_error``
     (AttributeError); a negative duration or a text ``base_delay`` (``"PT10S" * 2`` is a
-    string) were taken as they came."""
+    string) were taken as they came; ``times="3"`` or ``None`` raised a bare TypeError out
+    of ``App(...)``, and a float or bool ``times`` or a misspelt ``backoff`` booted (the
+    misspelt one failed each run at its first failed attempt with ``internal_error``)."""
     name = f"boot{uuid.uuid4().hex[:8]}"
     f, _flow = _workflow(name, build)
     with pytest.raises(BootError, match=f"workflow wfd_{name}:flow") as raised:
@@ -81,6 +115,17 @@ def test_a_zero_wait_resumes_at_the_next_pass(app_on: AppOn, user: User) -> None
     assert getattr(app.get_run(run_id), "status", None) == "suspended"
     assert app.run_worker(once=True)["resumed"] == 1  # due now: the clock did not move
     assert getattr(app.get_run(run_id), "status", None) == "completed"
+
+
+def test_a_wait_resolver_that_gives_no_datetime_fails_the_run_saying_so(app_on: AppOn, user: User) -> None:
+    """Before, the run's error said only ``raised TypeError``: why was in the log alone."""
+    f, flow = _workflow("notime", lambda b: b.wait(lambda c: "2026-03-03"))
+    app = app_on([f], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Go(1), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert "wait's resolver must return a datetime, not str" in info.error["message"]
+    assert info.error["message"].startswith("step @wait workflow.wait raised StepRefused")
 
 
 @pytest.mark.parametrize(
