@@ -17,6 +17,7 @@ from kumiko_typed import App, BootError, Feature, User, manual
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 AppOn = Callable[..., App]
 
 
@@ -115,6 +116,36 @@ def test_a_zero_wait_resumes_at_the_next_pass(app_on: AppOn, user: User) -> None
     assert getattr(app.get_run(run_id), "status", None) == "suspended"
     assert app.run_worker(once=True)["resumed"] == 1  # due now: the clock did not move
     assert getattr(app.get_run(run_id), "status", None) == "completed"
+
+
+def test_a_pass_resumes_a_run_once_what_it_left_due_again_is_the_next_passs(app_on: AppOn, user: User) -> None:
+    """Before, a pass resumed a run again as long as its segment left it due: a loop of
+    zero waits (or of wake times already past) ran to its end inside one pass, each
+    segment storing all the loop's items again, while the pass's event feed and cron
+    waited; a retry without backoff made all its attempts in one pass."""
+    clock = FakeClock(T0)
+    f, looped = _workflow(
+        "again", lambda b: b.for_each("i", over=lambda c: [1, 2, 3], do=lambda d: d.wait(lambda c: c.now - HOUR))
+    )
+    tried = f.workflow(
+        "tried",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go).retry(times=3, base_delay=timedelta(0), do=lambda r: r.compute("x", _boom)),
+    )
+    app = app_on([f], clock=clock)
+    loop_id = app.start_workflow(looped, Go(1), user=user)
+    retry_id = app.start_workflow(tried, Go(1), user=user)
+    seen = []
+    for _ in range(3):
+        resumed = app.run_worker(once=True)["resumed"]  # each run once, though the clock stands still
+        loop, retry = app.get_run(loop_id), app.get_run(retry_id)
+        assert loop is not None and retry is not None
+        seen.append((resumed, loop.status, loop.path, retry.status, retry.path))
+    assert seen == [
+        (2, "suspended", "i/do/#1/@wait", "suspended", "@retry/#3"),
+        (2, "suspended", "i/do/#2/@wait", "failed", "@retry/#3"),
+        (1, "completed", "i/do/#2/@wait", "failed", "@retry/#3"),
+    ]
 
 
 def test_a_wait_resolver_that_gives_no_datetime_fails_the_run_saying_so(app_on: AppOn, user: User) -> None:
