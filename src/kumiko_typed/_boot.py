@@ -158,8 +158,14 @@ def _check_durations(step: Step) -> str | None:
             "a timedelta or an ISO-8601 duration",
         )
     elif isinstance(step, Retry):
+        # Else a text or None raised a bare TypeError out of App(...), and a float, a bool or
+        # a misspelt backoff booted and failed each run at its first failed attempt.
+        if not isinstance(step.times, int) or isinstance(step.times, bool):
+            return f"retry's times must be a whole number of attempts, not {type(step.times).__name__}"
         if step.times < 1:
             return f"retry(times={step.times}) must try at least once"
+        if step.backoff not in ("exponential", "linear"):
+            return f"retry's backoff must be 'exponential' or 'linear', not {step.backoff!r}"
         what, value, kinds = "retry's base_delay", step.base_delay, "a timedelta"
     else:
         return None

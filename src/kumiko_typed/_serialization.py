@@ -16,7 +16,7 @@ import typing
 import uuid
 from collections.abc import Iterable, Mapping
 from decimal import Decimal
-from typing import Any
+from typing import Any, Final
 
 import attrs
 from sqlalchemy import inspect
@@ -171,7 +171,13 @@ class Codec:
         if isinstance(value, dt.time):
             return {TAG: "time", "v": value.isoformat()}
         if isinstance(value, dt.timedelta):
-            return {TAG: "timedelta", "v": value.total_seconds()}
+            seconds = value.total_seconds()
+            if _kept_as_seconds(value, seconds):
+                return {TAG: "timedelta", "v": seconds}
+            # Its float seconds lose microseconds (past some 300 years) or round up past
+            # timedelta.max, which raised OverflowError out of every worker pass that read
+            # it.  The exact parts beside them; an older release reads "v" as before.
+            return {TAG: "timedelta", "v": seconds, "x": [value.days, value.seconds, value.microseconds]}
         if isinstance(value, Decimal):
             return {TAG: "decimal", "v": str(value)}
         if isinstance(value, (bytes, bytearray)):  # an entity's LargeBinary, an event's digest
@@ -235,9 +241,12 @@ class Codec:
         if tag == "bytes":
             return base64.b64decode(v, validate=True)
         if tag == "timedelta":
-            return dt.timedelta(seconds=v)
+            return _timedelta(v, data.get("x"))
         if tag == "decimal":
-            return Decimal(v)
+            try:
+                return Decimal(v)
+            except ArithmeticError:  # InvalidOperation, whose text is a list of signal classes
+                raise ValueError("a stored decimal is no number") from None
         if tag == "float":
             return float(v)
         if tag == "tuple":
@@ -272,6 +281,37 @@ class Codec:
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")
+
+
+def _kept_as_seconds(value: dt.timedelta, seconds: float) -> bool:
+    """Whether ``seconds`` (``value.total_seconds()``) reads back as ``value``."""
+    try:
+        return dt.timedelta(seconds=seconds) == value
+    except OverflowError:
+        return False
+
+
+#: ``timedelta.max.total_seconds()``: the float rounds up to a billion days, one past the
+#: largest a timedelta holds.  So stored an earlier release's timedelta.max (and those
+#: within 8 ms of it, which it cannot tell apart).
+_MAX_SECONDS: Final = dt.timedelta.max.total_seconds()
+
+
+def _timedelta(seconds: Any, parts: Any) -> dt.timedelta:
+    """A stored timedelta: its exact parts if stored, else its seconds."""
+    if parts is not None:
+        if not (isinstance(parts, list) and len(parts) == 3 and all(type(p) is int for p in parts)):
+            raise ValueError("a stored timedelta's parts are not three integers")
+        try:
+            return dt.timedelta(days=parts[0], seconds=parts[1], microseconds=parts[2])
+        except OverflowError:
+            raise ValueError("a stored timedelta's parts are beyond what a timedelta holds") from None
+    try:
+        return dt.timedelta(seconds=seconds)
+    except OverflowError:
+        if seconds == _MAX_SECONDS:
+            return dt.timedelta.max
+        raise ValueError(f"a stored timedelta of {seconds!r} seconds is beyond what a timedelta holds") from None
 
 
 def _not_kept_by_jsonb(value: float) -> bool:

@@ -32,8 +32,9 @@ __all__ = [
 
 #: What reading a stored run can raise: a class the App no longer registers or has
 #: changed (:class:`ClassMismatch`, a StateError), a row damaged or written by another
-#: version (a key missing, a value of the wrong kind).
-UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError)
+#: version (a key missing, a value of the wrong kind, a damaged decimal: ``InvalidOperation``
+#: is an ArithmeticError, as an OverflowError is; either raised out of every worker pass).
+UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeError, ArithmeticError)
 #: The key of a run's state noting the event that woke it, while its segment (which lost
 #: a race) is tried again: the worker reads the event before it resumes the run, and the
 #: pre-deploy check reads it as well.

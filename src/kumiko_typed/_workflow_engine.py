@@ -864,21 +864,30 @@ class WorkflowEngine:
         """Resume every suspended run whose wake time (or event-wait timeout) has come and
         that this App's definitions can resume (the others are marked stranded): how many.
         ``stopping`` is asked between batches: a stopping worker leaves the rest for the
-        next pass, of this worker or another."""
-        return sum(batches(self._due_batch, stopping))
+        next pass, of this worker or another.
 
-    def _due_batch(self, careful: bool, checked: bool) -> tuple[bool, int]:
-        """One transaction of :meth:`resume_due`: whether to go on, and the runs resumed."""
+        A pass resumes a run once: one that it left due again (a zero wait, a wake time
+        already past, a retry without backoff) is the next pass's.  Else a loop of such
+        waits ran to its end inside one pass, each segment storing all its items again
+        (10,000 items: minutes), while the pass's event feed and cron waited."""
+        seen: set[uuid.UUID] = set()
+        return sum(batches(lambda careful, checked: self._due_batch(seen, careful, checked), stopping))
+
+    def _due_batch(self, seen: set[uuid.UUID], careful: bool, checked: bool) -> tuple[bool, int]:
+        """One transaction of :meth:`resume_due`: whether to go on, and the runs resumed
+        (none of ``seen``, the runs this pass resumed before; it adds the ones it did)."""
         with self.sessions() as session, session.begin():
             guard = None if careful else allow_lazy(session, hold_stores=True)
             if checked:
                 check_deferred(session)
             rows = session.execute(self._due, {"now": self.clock()}).all()
-            if not rows:
+            fresh = [row for row in rows if row.run_id not in seen]
+            if not fresh:
                 return False, 0
-            resumed = sum(self.resume(session, row, None) for row in rows)
+            resumed = sum(self.resume(session, row, None) for row in fresh)
             if guard is not None:
                 _send_held(session, guard.take_held())
+        seen.update(row.run_id for row in fresh)  # committed: a batch done again resumes them again
         return True, resumed
 
     # --- inspection ------------------------------------------------------------------

@@ -234,6 +234,7 @@ class EventFeed:
                     events.c.tenant_id == wait.tenant_id,
                     unseen_by(wait, events.c),
                     tuple_(events.c.tx, events.c.position) <= cursor,
+                    events.c.occurred_at <= wait.timeout_at,  # see _match
                 )
                 .order_by(events.c.tx, events.c.position)
             ).all()
@@ -265,6 +266,9 @@ class EventFeed:
         engine = self.engine
         # Only events of the run's tenant (DESIGN §6), appended after the run reached its
         # wait (§8): an event the feed has not read yet when the wait was stored may be older.
+        # And not after its timeout: a worker that ran all along had resumed the run with
+        # None then; a run whose workflow a deploy removed, or that a deploy stranded, past
+        # its timeout was handed an event that came hours later when its code came back.
         stmt = (
             select(workflow_waits, workflow_runs.c.error)
             .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
@@ -272,6 +276,7 @@ class EventFeed:
                 workflow_waits.c.event_type == event.type,
                 workflow_waits.c.tenant_id == event.tenant_id,
                 unseen_by(workflow_waits.c, event),
+                workflow_waits.c.timeout_at >= event.occurred_at,
             )
         )
         if armed_only:

@@ -197,6 +197,47 @@ def test_a_deploy_that_changes_the_awaited_event_strands_the_run_and_the_old_cod
     assert v1.result(v1.workflows["dpe:waiter"], run_id, user=ADA) == Ok("Paid")
 
 
+def test_an_event_after_the_timeout_of_a_run_stranded_past_it_is_no_answer_when_the_old_code_comes_back(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """A run that a deploy kept (stranded) past its one-hour timeout, and a Paid for it
+    appended after that timeout: the code that can resume it, back, times it out, as a
+    worker of that code running all along had.  Before, its feed looked back over every
+    event since the run stopped and handed it the late Paid (``Ok("Paid")``), so the same
+    history answered otherwise for a deploy in between.  A Paid that came in time wakes
+    its run as before."""
+    v1 = deploy("v1")
+    late, late_ref = _start(v1, "waiter")
+    early, early_ref = _start(v1, "waiter")
+    v1.run_worker(once=True)  # arms the waits
+    v2 = deploy("shipped")  # waits for Shipped in "got": strands both
+    clock.advance(minutes=30)
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(early_ref), user=ADA) == Ok(None)
+    clock.advance(minutes=60)  # the timeouts (T0 + 1 h) have passed
+    assert v2.run_worker(once=True)["resumed"] == 0
+    assert v2.dispatch(v2.handlers["dpe:pay"], Start(late_ref), user=ADA) == Ok(None)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    assert {run_info(v2, r).error["code"] for r in (late, early)} == {"stranded"}
+
+    assert v1.run_worker(once=True)["resumed"] == 2
+    assert v1.result(v1.workflows["dpe:waiter"], early, user=ADA) == Ok("Paid")
+    assert v1.result(v1.workflows["dpe:waiter"], late, user=ADA) == Ok("NoneType")
+
+
+def test_an_event_after_the_timeout_does_not_wake_a_run_whose_timeout_no_worker_took_yet(
+    deploy: Callable[..., App], clock: FakeClock
+) -> None:
+    """The feed reads an event appended after a run's timeout before any worker resumed
+    the run at that timeout (the workers were down, a deploy): the run times out."""
+    v1 = deploy("v1")
+    run_id, ref = _start(v1, "waiter")
+    v1.run_worker(once=True)
+    clock.advance(hours=3)
+    assert v1.dispatch(v1.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
+    assert v1.run_worker(once=True)["resumed"] == 1
+    assert v1.result(v1.workflows["dpe:waiter"], run_id, user=ADA) == Ok("NoneType")
+
+
 @pytest.mark.parametrize("error", [["stranded_by"], "stranded", 7])
 def test_a_stored_error_of_the_wrong_shape_does_not_stop_the_worker_stranding_the_run(
     deploy: Callable[..., App], clock: FakeClock, error: object

@@ -17,6 +17,7 @@ from kumiko_typed import App, BootError, Feature, User, manual
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+HOUR = timedelta(hours=1)
 AppOn = Callable[..., App]
 
 
@@ -57,15 +58,49 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
             lambda b: b.retry(times=2, base_delay=timedelta(seconds=-1), do=lambda r: r.compute("x", _boom)),
             "retry's base_delay must not be negative, got -1 seconds",
         ),
+        (
+            lambda b: b.retry(times="3", do=lambda r: r.compute("x", _boom)),
+            "step 0 (workflow.retry): retry's times must be a whole number of attempts, not str",
+        ),
+        (
+            lambda b: b.retry(times=None, do=lambda r: r.compute("x", _boom)),
+            "retry's times must be a whole number of attempts, not NoneType",
+        ),
+        (
+            lambda b: b.retry(times=2.5, do=lambda r: r.compute("x", _boom)),
+            "retry's times must be a whole number of attempts, not float",
+        ),
+        (
+            lambda b: b.retry(times=True, do=lambda r: r.compute("x", _boom)),
+            "retry's times must be a whole number of attempts, not bool",
+        ),
+        (
+            lambda b: b.retry(times=3, backoff="exponental", do=lambda r: r.compute("x", _boom)),
+            "retry's backoff must be 'exponential' or 'linear', not 'exponental'",
+        ),
     ],
-    ids=["wait-int", "wait-negative", "timeout-int", "timeout-negative", "retry-str", "retry-negative"],
+    ids=[
+        "wait-int",
+        "wait-negative",
+        "timeout-int",
+        "timeout-negative",
+        "retry-str",
+        "retry-negative",
+        "times-str",
+        "times-none",
+        "times-float",
+        "times-bool",
+        "backoff-misspelt",
+    ],
 )
 def test_a_duration_of_another_type_or_negative_is_a_boot_error(
     make_app: AppOn, build: Callable[[Any], Any], problem: str
 ) -> None:
     """Before, ``wait(5)`` booted and failed each run with ``internal_error``
     (AttributeError); a negative duration or a text ``base_delay`` (``"PT10S" * 2`` is a
-    string) were taken as they came."""
+    string) were taken as they came; ``times="3"`` or ``None`` raised a bare TypeError out
+    of ``App(...)``, and a float or bool ``times`` or a misspelt ``backoff`` booted (the
+    misspelt one failed each run at its first failed attempt with ``internal_error``)."""
     name = f"boot{uuid.uuid4().hex[:8]}"
     f, _flow = _workflow(name, build)
     with pytest.raises(BootError, match=f"workflow wfd_{name}:flow") as raised:
@@ -81,6 +116,47 @@ def test_a_zero_wait_resumes_at_the_next_pass(app_on: AppOn, user: User) -> None
     assert getattr(app.get_run(run_id), "status", None) == "suspended"
     assert app.run_worker(once=True)["resumed"] == 1  # due now: the clock did not move
     assert getattr(app.get_run(run_id), "status", None) == "completed"
+
+
+def test_a_pass_resumes_a_run_once_what_it_left_due_again_is_the_next_passs(app_on: AppOn, user: User) -> None:
+    """Before, a pass resumed a run again as long as its segment left it due: a loop of
+    zero waits (or of wake times already past) ran to its end inside one pass, each
+    segment storing all the loop's items again, while the pass's event feed and cron
+    waited; a retry without backoff made all its attempts in one pass."""
+    clock = FakeClock(T0)
+    f, looped = _workflow(
+        "again", lambda b: b.for_each("i", over=lambda c: [1, 2, 3], do=lambda d: d.wait(lambda c: c.now - HOUR))
+    )
+    tried = f.workflow(
+        "tried",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go).retry(times=3, base_delay=timedelta(0), do=lambda r: r.compute("x", _boom)),
+    )
+    app = app_on([f], clock=clock)
+    loop_id = app.start_workflow(looped, Go(1), user=user)
+    retry_id = app.start_workflow(tried, Go(1), user=user)
+    seen = []
+    for _ in range(3):
+        resumed = app.run_worker(once=True)["resumed"]  # each run once, though the clock stands still
+        loop, retry = app.get_run(loop_id), app.get_run(retry_id)
+        assert loop is not None and retry is not None
+        seen.append((resumed, loop.status, loop.path, retry.status, retry.path))
+    assert seen == [
+        (2, "suspended", "i/do/#1/@wait", "suspended", "@retry/#3"),
+        (2, "suspended", "i/do/#2/@wait", "failed", "@retry/#3"),
+        (1, "completed", "i/do/#2/@wait", "failed", "@retry/#3"),
+    ]
+
+
+def test_a_wait_resolver_that_gives_no_datetime_fails_the_run_saying_so(app_on: AppOn, user: User) -> None:
+    """Before, the run's error said only ``raised TypeError``: why was in the log alone."""
+    f, flow = _workflow("notime", lambda b: b.wait(lambda c: "2026-03-03"))
+    app = app_on([f], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Go(1), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert "wait's resolver must return a datetime, not str" in info.error["message"]
+    assert info.error["message"].startswith("step @wait workflow.wait raised StepRefused")
 
 
 @pytest.mark.parametrize(

@@ -94,7 +94,8 @@ class Wait(Step):
         duration = self.duration
         wake = duration(run) if callable(duration) else later(run.now, as_timedelta(duration), "wait")
         if not isinstance(wake, datetime):
-            raise TypeError(f"wait's resolver must return a datetime, not {type(wake).__name__}")
+            # A refusal, not a TypeError: the run's error then says why, not only "TypeError".
+            raise StepRefused(f"wait's resolver must return a datetime, not {type(wake).__name__}")
         raise Suspend([], wake)
 
     def resume(self, run: Run, at: Resume) -> Result:
