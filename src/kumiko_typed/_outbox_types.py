@@ -90,9 +90,15 @@ def _ref(function: str, secret_ref: object) -> str:
     return secret_ref
 
 
-def _positive(_inst: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if value < 1:
-        raise ValueError(f"{attribute.name} must be at least 1, got {value}")
+#: The most attempts a row stores (its column is a 32-bit integer on PostgreSQL).
+MAX_TIMES = 2**31 - 1
+
+
+def _positive(_inst: object, attribute: attrs.Attribute[int], value: object) -> None:
+    # "3" was a TypeError here, 2.5 and True were taken, and 2**31 failed the dispatch
+    # queuing the row on PostgreSQL only.
+    if type(value) is not int or not 1 <= value <= MAX_TIMES:
+        raise ValueError(f"{attribute.name} must be a whole number from 1 to {MAX_TIMES}, not {value!r}")
 
 
 def _backoff(_inst: object, attribute: attrs.Attribute[str], value: str) -> None:

@@ -14,7 +14,19 @@ import attrs
 import pytest
 from _support import failure_of, ok_data
 
-from kumiko_typed import App, BootError, Feature, SmtpTransport, User, bearer, cron, header_auth, ok, signed
+from kumiko_typed import (
+    App,
+    BootError,
+    Feature,
+    RetryPolicy,
+    SmtpTransport,
+    User,
+    bearer,
+    cron,
+    header_auth,
+    ok,
+    signed,
+)
 from kumiko_typed.testing import MemoryMail
 
 AppOn = Callable[..., App]
@@ -197,6 +209,14 @@ def test_smtp_seconds_must_be_a_number_within_the_lease(field: str, given: objec
     want = rf"{field} must be above 0 and at most 60 seconds \(inside the outbox's lease\), not {given!r}"
     with pytest.raises(ValueError, match=want):
         SmtpTransport("mx.example", **{field: given})
+
+
+@pytest.mark.parametrize("given", ["3", True, 2.5, 0, -1, 2**31, None])
+def test_a_retry_policys_times_must_be_a_whole_number_of_attempts(given: object) -> None:
+    """Before, ``times="3"`` was a bare ``TypeError``, ``2.5`` and ``True`` were taken, and
+    ``2**31`` failed every dispatch queuing the row on PostgreSQL (its column is 32 bits)."""
+    with pytest.raises(ValueError, match=rf"times must be a whole number from 1 to 2147483647, not {given!r}"):
+        RetryPolicy(times=given)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("given", ["no", "false", 0, None])
