@@ -28,6 +28,7 @@ from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent, event_key
 from ._steps.workflow import bounded_key
 from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._trigger_view import EVENT_TRIGGER
 from ._worker_batches import batches
 from ._workflow_engine import Definition, WorkflowEngine
 
@@ -201,7 +202,7 @@ class EventFeed:
                 logger.error("workflow %s: no run started: %s", d.name, exc)
                 continue
             user = User(id=event.user_id or uuid.UUID(int=0), tenant_id=event.tenant_id)
-            if self.engine.create(session, d, payload, user, f"event:{event.event_id}"):
+            if self.engine.create(session, d, payload, user, f"{EVENT_TRIGGER}{event.event_id}"):
                 started += 1
         return started
 

@@ -20,6 +20,7 @@ from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
 from .._poison import storable_text
 from .._results import Failure
+from .._trigger_view import trigger_view
 from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend
 from ._block import Block, run_block
 
@@ -114,8 +115,12 @@ class WaitForEvent(NamedStep):
         segment = _segment(run)
         # Taken before the resolvers run: an event committing while they run, or before
         # the wait row commits, is one this transaction has not seen and still matches
-        # (no lost wake-up).
+        # (no lost wake-up).  In the first segment of a run an event started, the view
+        # is its trigger's place instead: the feed may have started it late.
         after = frontier(run.db)
+        info = run.workflow
+        if info is not None and info.path is None:
+            after = trigger_view(run.db, info.run_id, segment.event_name(self.event)) or after
         key = event_key(segment.codec, self.key(run))
         timeout_at = later(run.now, as_timedelta(self.timeout), f"wait_for_event {self.name!r}: timeout")
         wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
