@@ -6,6 +6,8 @@ wakes nothing; a ``sysadmin`` reaches it where the docs allow."""
 
 from __future__ import annotations
 
+import re
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -26,6 +28,7 @@ T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 ADA = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
 BOB = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
 ROOT = User(id=uuid.uuid4(), tenant_id=ADA.tenant_id, roles={"sysadmin"})
+_ERROR_ID = re.compile(r"[0-9a-f]{32}")
 
 
 class TaCard(Entity):
@@ -51,6 +54,16 @@ class Rang:
 @attrs.frozen
 class Job:
     n: int
+
+
+#: Set by the blocking step of ``slow`` once a worker runs it; it then waits for ``release``.
+entered, release = threading.Event(), threading.Event()
+
+
+def _block(n: int) -> int:
+    entered.set()
+    assert release.wait(10), "the test never released the segment"
+    return n
 
 
 def _feature() -> tuple[Feature[Any], dict[str, Any]]:
@@ -86,6 +99,14 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
             .send_webhook(url=lambda c: c.payload.url, body=lambda c: {}, retry=RetryPolicy(times=1))
             .return_(lambda c: ok(None)),
         ),
+        "slow": f.workflow(
+            "slow",
+            trigger=manual(Job),
+            pipeline=f.workflow_pipeline(Job)
+            .wait("PT1H")
+            .compute("blocked", lambda c: _block(c.payload.n))
+            .wait("PT1H"),
+        ),
         "waits": f.workflow(
             "waits",
             trigger=manual(Job),
@@ -97,10 +118,14 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
 
 
 def _same(theirs: object, unknown: object, their_id: uuid.UUID, unknown_id: uuid.UUID) -> None:
-    """``theirs`` is the Failure ``unknown`` is, but for the id it names."""
+    """``theirs`` is the Failure ``unknown`` is, but for the id it names (and the error id
+    each failure's log record has)."""
     a, b = failure_of(theirs), failure_of(unknown)
-    swap = lambda text: text.replace(str(their_id), str(unknown_id))  # noqa: E731
-    assert (a.code, swap(a.message), swap(repr(a.details))) == (b.code, b.message, repr(b.details))
+
+    def swap(text: str) -> str:
+        return _ERROR_ID.sub("<error id>", text.replace(str(their_id), str(unknown_id)))
+
+    assert (a.code, swap(a.message), swap(repr(a.details))) == (b.code, swap(b.message), swap(repr(b.details)))
 
 
 @pytest.fixture
@@ -188,3 +213,46 @@ def test_bobs_dead_delivery_is_to_ada_a_row_that_does_not_exist(
     requeued = app.requeue(dead.id, user=ROOT)
     assert isinstance(requeued, Ok) and requeued.data.status == "pending"
     assert failure_of(app.requeue(dead.id, user=BOB), "status_conflict").details == {"status": "pending"}
+
+
+def _short_lock_wait(app: App) -> None:
+    """The App's connections wait 0.3 s for a lock (SQLite's busy timeout, PostgreSQL's
+    ``lock_timeout``), not five seconds or for ever."""
+
+    def shorten(dbapi_connection: Any, _record: object) -> None:
+        if app.engine.dialect.name == "sqlite":
+            dbapi_connection.execute("PRAGMA busy_timeout=300")
+            return
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True
+        dbapi_connection.execute("SET lock_timeout = 300")
+        dbapi_connection.autocommit = autocommit
+
+    sa.event.listen(app.engine, "connect", shorten)
+    app.engine.dispose()
+
+
+def test_bobs_run_busy_in_a_segment_is_to_ada_a_run_that_does_not_exist(
+    audit: tuple[App, dict[str, Any], FakeClock],
+) -> None:
+    """On PostgreSQL Ada's cancel took Bob's run's row lock before it looked at the tenant:
+    while Bob's worker ran a segment it waited, and was ``unavailable`` past the lock wait,
+    where an unknown id is ``not_found`` at once — telling that Bob's run exists, and
+    when it runs.  (SQLite serializes every writer: there both wait alike.)"""
+    app, h, clock = audit
+    _short_lock_wait(app)
+    entered.clear()
+    release.clear()
+    bobs = app.start_workflow(h["slow"], Job(5), user=BOB)
+    clock.advance(hours=1)
+    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
+    worker.start()
+    unknown = uuid.uuid4()
+    try:
+        assert entered.wait(10), "the worker did not reach the blocking step"
+        _same(app.cancel_run(bobs, user=ADA), app.cancel_run(unknown, user=ADA), bobs, unknown)
+    finally:
+        release.set()
+        worker.join(10)
+    info = run_info(app, bobs)
+    assert (info.status, info.path, info.error) == ("suspended", "@wait~2", None)
