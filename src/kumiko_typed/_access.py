@@ -11,6 +11,7 @@ carries no mapper, so no criteria would be added: such a select is refused
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, Final
 
@@ -33,12 +34,15 @@ if TYPE_CHECKING:
     AnyHandler: TypeAlias = WriteHandler[Any, Any] | QueryHandler[Any, Any]
 
 __all__ = [
+    "NO_TENANT",
+    "NO_TENANT_REFUSED",
     "TENANT_CRITERIA",
     "TENANT_KEY",
     "TENANT_PARAM",
     "ShapeMemo",
     "deny",
     "install_tenant_filter",
+    "no_tenant",
     "refuse_unscoped",
     "wrong_payload",
 ]
@@ -54,6 +58,23 @@ def deny(handler: AnyHandler, user: object) -> Failure | None:
     if handler.roles is not None and not (handler.roles & user.roles):
         return fail("access_denied", f"handler {handler.name} needs one of the roles {sorted(handler.roles)}")
     return None
+
+
+#: No tenant's id: what cron-started runs (``_workflow_engine.SYSTEM_USER``) write their
+#: rows and events under, which only a sysadmin reaches (as ``_operations`` does).
+NO_TENANT: Final = uuid.UUID(int=0)
+
+
+def no_tenant(user: object) -> Failure | None:
+    """Refuse, at the App's entry points, a user of the nil tenant who is no sysadmin:
+    it is what an authentication layer gives a token without a tenant claim, and its
+    reads would see every cron run's rows and streams as its own."""
+    if isinstance(user, User) and user.tenant_id == NO_TENANT and not user.has_role("sysadmin"):
+        return fail("access_denied", NO_TENANT_REFUSED)
+    return None
+
+
+NO_TENANT_REFUSED: Final = "a user of no tenant (the nil tenant id) is refused: only a sysadmin acts there"
 
 
 #: The tenant of a filtered read travels as a parameter, not in the criteria: one

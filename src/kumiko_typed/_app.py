@@ -16,7 +16,7 @@ from sqlalchemy import MetaData, Table
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
 
-from ._access import TENANT_KEY, deny, install_tenant_filter, wrong_payload
+from ._access import NO_TENANT_REFUSED, TENANT_KEY, deny, install_tenant_filter, no_tenant, wrong_payload
 from ._boot import validate
 from ._connection import DIRECT, Direct
 from ._ctx import User
@@ -326,7 +326,9 @@ class App:
         """Start a run now, in its own transaction, up to its first suspension.
 
         With a ``key`` (1 to 255 printable characters), at most one run is ever started
-        per (workflow, the user's tenant, key): a later start returns that run's id."""
+        per (workflow, the user's tenant, key): a later start returns that run's id.
+        A user of the nil tenant (no tenant's: cron runs') who is no ``sysadmin`` raises
+        ``PermissionError``, as every entry point taking a ``User`` refuses one."""
         # Typed, but a caller without a type checker gets a sentence, not an AttributeError.
         if not isinstance(workflow, Workflow):
             raise TypeError(
@@ -334,6 +336,8 @@ class App:
             )
         if not isinstance(user, User):
             raise TypeError(f"workflow {workflow.name}: user must be a User, not {type(user).__name__}")
+        if no_tenant(user) is not None:
+            raise PermissionError(f"workflow {workflow.name}: {NO_TENANT_REFUSED}")
         return self._workflow_engine.start(workflow, payload, user, key)
 
     def cancel_run(self, run_id: uuid.UUID, *, user: User, reason: str | None = None) -> Ok[RunInfo] | Failure:
@@ -448,7 +452,7 @@ class App:
             if isinstance(given, QueryHandler):
                 return _wrong_kind(given.name, "a query handler: run it with app.query(...)")
             return fail("not_found", f"handler {handler.name} is not registered in this App")
-        refused = deny(handler, user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
+        refused = deny(handler, user) or no_tenant(user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
         if refused is not None:
             return _logged("handler", handler.name, user, refused)
         return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id, idempotency_key))
@@ -470,7 +474,7 @@ class App:
             if name in self._queries:
                 return _wrong_kind(name, "a query handler: run it with app.query_json(...)")
             return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
-        denied = deny(handler, user)
+        denied = deny(handler, user) or no_tenant(user)
         if denied is not None:
             return _logged("handler", name, user, denied)
         payload = structure(self._converter, data, handler.payload_type)
@@ -490,7 +494,7 @@ class App:
             if isinstance(given, WriteHandler):
                 return _wrong_kind(given.name, "a write handler: run it with app.dispatch(...)")
             return fail("not_found", f"query {query.name} is not registered in this App")
-        refused = deny(query, user) or wrong_payload(query, payload)
+        refused = deny(query, user) or no_tenant(user) or wrong_payload(query, payload)
         if refused is not None:
             return _logged("query", query.name, user, refused)
         return cast("Ok[D] | Failure", self._run_query(query, payload, user, correlation_id))
@@ -506,7 +510,7 @@ class App:
             if name in self._handlers:
                 return _wrong_kind(name, "a write handler: run it with app.dispatch_json(...)")
             return fail("not_found", f"no query named {name!r}", {"known": sorted(self._queries)})
-        denied = deny(query, user)
+        denied = deny(query, user) or no_tenant(user)
         if denied is not None:
             return _logged("query", name, user, denied)
         payload = structure(self._converter, data, query.payload_type)

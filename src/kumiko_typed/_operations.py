@@ -103,7 +103,12 @@ class Operations:
 
     def _run(self, session: Session, run_id: uuid.UUID, user: User, *, lock: bool) -> Row[Any] | Failure:
         stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
-        row = session.execute(stmt.with_for_update() if lock and self._workflows.postgres else stmt).first()
+        row = session.execute(stmt).first()
+        if row is not None and _reaches(user, _run_tenant(row)) and lock and self._workflows.postgres:
+            # Locked only once it is the user's to act on (a run's tenant never changes):
+            # locking first made another tenant's run, busy in a segment, wait and then be
+            # ``unavailable`` where an unknown id is ``not_found`` at once.
+            row = session.execute(stmt.with_for_update()).first()
         if row is None or not _reaches(user, _run_tenant(row)):
             return fail("not_found", f"no workflow run {run_id}")
         return row

@@ -22,6 +22,7 @@ from sqlalchemy import JSON, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session, configure_mappers, sessionmaker
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from ._access import no_tenant
 from ._ctx import User
 from ._errors import UnreadableEvent
 from ._eventstore import EventRow, pause_appends, read_streams
@@ -102,6 +103,9 @@ def _refused(entity: object, user: object, registry: Registry) -> Failure | None
     """Typed, but callers without mypy may pass anything."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
+    refused = no_tenant(user)
+    if refused is not None:
+        return refused
     # Not a class: a list is unhashable (it raised TypeError), a table's repr is its whole definition.
     if not isinstance(entity, type):
         return fail("not_found", f"a {type(entity).__name__} is not an entity of this App: pass its class")
