@@ -19,7 +19,7 @@ import attrs
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, Session, mapped_column
 
-from kumiko_typed import App, Entity, Feature, on_event, ok
+from kumiko_typed import App, Entity, Feature, ok, on_event
 from kumiko_typed._eventstore import append
 from kumiko_typed._tables import workflow_waits
 from kumiko_typed.testing import FakeClock
