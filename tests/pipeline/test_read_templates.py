@@ -77,6 +77,8 @@ def _resolvers() -> dict[str, Callable[[Any], Any]]:
         "global": lambda c: sa.select(RtItem).where(RtItem.title == WANTED[0], RtItem.title != c.payload.title),
         "helper": lambda c: sa.select(RtItem).where(RtItem.title == _wanted(), RtItem.title != c.payload.title),
         "shaping_helper": lambda c: sa.select(RtItem).where(_titled(c.payload.title)),
+        "by_title": lambda c: sa.select(RtItem).where(RtItem.title == c.payload.title),
+        "title_like": lambda c: sa.select(RtItem).where(RtItem.title.like(c.payload.title)),
     }
 
 
@@ -95,7 +97,16 @@ def _feature() -> tuple[Feature[Any], dict[str, Any], dict[str, Callable[[Any], 
             name: f.write_handler(
                 name, f.pipeline(Find).find_many("r", fresh[name]).return_(lambda c: ok(_titles(c.steps["r"])))
             )
-            for name in ("by_id", "by_parent", "branching", "global", "helper", "shaping_helper")
+            for name in (
+                "by_id",
+                "by_parent",
+                "branching",
+                "global",
+                "helper",
+                "shaping_helper",
+                "by_title",
+                "title_like",
+            )
         },
         "limited": f.write_handler(
             "limited",
@@ -268,3 +279,33 @@ def test_a_collection_during_the_probe_does_not_cost_the_resolver_its_template(
     with runs_of(fresh["by_id"]) as runs:
         assert app.dispatch(h["by_id"], Find(a), user=alice) == Ok(["a"])
     assert runs == [0]
+
+
+def test_a_templated_read_checks_every_calls_values_as_the_first_calls(
+    app_on: AppOn, make_user: Callable[..., User]
+) -> None:
+    """A value its column cannot hold is the same ``validation_error`` on a later call,
+    which runs no resolver, as on the first; a text ending in a backslash is refused as a
+    LIKE pattern only (a lone escape), and an even run of them is a pattern like any."""
+    app, h, fresh, alice = _setup(app_on, make_user)
+    for title in ("a", "a\\", "a\\\\"):
+        ok_data(app.dispatch(h["make"], Make(title), user=alice))
+    for name in ("by_title", "title_like"):
+        assert app.dispatch(h[name], Find(title="a"), user=alice) == Ok(["a"])  # the template
+        with runs_of(fresh[name]) as runs:
+            for _ in range(2):
+                refused = failure_of(app.dispatch(h[name], Find(title="a\x00b"), user=alice), "validation_error")
+                assert refused.details == [
+                    {
+                        "path": "$.title",
+                        "message": "must not contain NUL characters (U+0000)",
+                        "column": "rt_item.title",
+                        "step": '0 read.find_many "r"',
+                    }
+                ]
+                assert app.dispatch(h[name], Find(title="a"), user=alice) == Ok(["a"])
+        assert runs == [0]
+    assert app.dispatch(h["by_title"], Find(title="a\\"), user=alice) == Ok(["a\\"])
+    assert app.dispatch(h["title_like"], Find(title="a\\\\"), user=alice) == Ok(["a\\"])
+    lone = failure_of(app.dispatch(h["title_like"], Find(title="a\\"), user=alice), "validation_error")
+    assert "must not end with a lone backslash" in lone.message

@@ -9,6 +9,7 @@ a write that fails without a savepoint of its own, a race.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 import uuid
 from collections.abc import Callable
@@ -180,6 +181,44 @@ def test_a_unique_clash_needs_no_savepoint_and_writes_nothing(app_on: AppOn, adm
 
     ok_data(app.dispatch(recode, Target(gid, "b"), user=admin))
     assert _snapshot(app)[1] == [("b", "gadget", 0, 2), ("taken", "gadget", 0, 1)]
+
+
+def test_sqlite_takes_the_write_lock_at_its_first_statement_seen_or_not(
+    make_app: Callable[..., App], admin: User, tmp_path: Any
+) -> None:
+    """A dispatch's ``BEGIN IMMEDIATE`` goes straight to the driver when no listener would
+    see it: the write lock is still held from the read on (another writer is refused
+    there), and a statement listener still sees it sent, first."""
+    f = _feature()
+    seed, *_ = _handlers(f)
+    outsider: list[str] = []
+
+    def write_beside(c: Any) -> int:
+        other = sqlite3.connect(tmp_path / "app0.sqlite3", isolation_level=None, timeout=0)
+        try:
+            other.execute("BEGIN IMMEDIATE")
+            other.execute("ROLLBACK")
+            outsider.append("wrote")
+        except sqlite3.OperationalError as exc:
+            outsider.append(str(exc))
+        finally:
+            other.close()
+        return 0
+
+    peek = f.write_handler(
+        "peek",
+        f.pipeline(Target)
+        .get_one("g", lambda c: sa.select(TwpGadget).where(TwpGadget.id == c.payload.id))
+        .compute("beside", write_beside)
+        .return_(lambda c: ok(c.steps["g"].count)),
+    )
+    app = make_app([f])
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
+    assert app.dispatch(peek, Target(gid), user=admin) == Ok(0)
+    with statements(app.engine) as seen:
+        assert app.dispatch(peek, Target(gid), user=admin) == Ok(0)
+    assert outsider == ["database is locked", "database is locked"]
+    assert seen[0] == "BEGIN IMMEDIATE", seen
 
 
 # --- failures without a savepoint of their own --------------------------------------------------

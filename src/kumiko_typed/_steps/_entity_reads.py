@@ -29,6 +29,7 @@ from sqlalchemy.orm import ColumnProperty, Mapper
 from sqlalchemy.orm.attributes import instance_state
 
 from .._access import TENANT_CRITERIA, TENANT_KEY, TENANT_PARAM, ShapeMemo, _tenant_filter, refuse_unscoped
+from .._cache_keys import keyed_by_identity
 from .._connection import connection_of
 
 if TYPE_CHECKING:
@@ -115,7 +116,7 @@ def _plan(stmt: Select[Any], binds: list[BindParameter[Any]]) -> _Plan | None:
     mapper: object = inspect(entity, raiseerr=False)
     if not isinstance(mapper, Mapper) or not _plain(mapper):
         return None
-    return _Plan(stmt.options(TENANT_CRITERIA), binds, mapper)
+    return _Plan(keyed_by_identity(stmt.options(TENANT_CRITERIA)), binds, mapper)
 
 
 def plain_tenant(session: Session) -> Any:

@@ -25,6 +25,7 @@ from sqlalchemy.orm import Session, make_transient_to_detached
 from sqlalchemy.orm.attributes import instance_state, set_committed_value
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
+from .._cache_keys import keyed_by_identity
 from .._connection import connection_of
 from .._rules import FRAMEWORK_COLUMNS
 
@@ -71,7 +72,9 @@ def writer(entity_type: type[Any]) -> Writer:
         in_place = tuple(k for k, c in columns.items() if _changes_in_place(c.type))
         enums = {k: c.type.enum_class for k, c in columns.items() if isinstance(c.type, Enum) and c.type.enum_class}
         identity = mapper._identity_class
-        found = _WRITERS[entity_type] = Writer(columns, insert(table), stmt, identity, keys, writable, in_place, enums)
+        # Run as they are on every write: found in the compiled cache by a token (_cache_keys).
+        stmt, add = keyed_by_identity(stmt), keyed_by_identity(insert(table))
+        found = _WRITERS[entity_type] = Writer(columns, add, stmt, identity, keys, writable, in_place, enums)
     return found
 
 

@@ -42,7 +42,7 @@ from sqlalchemy.sql.expression import FromClause
 from .._access import TENANT_PARAM, ShapeMemo, refuse_unscoped
 from .._errors import StepRefused, Unfit
 from .._kinds import refuse_mismatched
-from .._limits import bound_values, read_check, refuse_compared, row_count_problems
+from .._limits import Check, bound_values, read_check, refuse_compared, row_count_problems
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
 
 if TYPE_CHECKING:
@@ -122,12 +122,32 @@ class _Template:
     """A resolver's statement plan, and per bound parameter where its value comes from:
     a getter on ``c`` (and the value's type at the first call), or a constant."""
 
-    __slots__ = ("checked", "consts", "plan", "sources")
+    __slots__ = ("checked", "consts", "plan", "quick", "sources")
 
     def __init__(self, plan: _Plan, sources: list[tuple[str, Getter, type[Any]]], consts: dict[str, object]) -> None:
         self.plan, self.sources, self.consts = plan, sources, consts
         #: The parameters whose values :func:`read_problems` checks (text, integers, times).
         self.checked = tuple(b for b in plan.binds if read_check(b.type) is not None)
+        #: Each checked parameter's key and check, when all are single values read_problems
+        #: checks one by one (no ``IN`` list, no limit or offset); else ``None``.
+        self.quick: tuple[tuple[str, Check], ...] | None = tuple(
+            (b.key, check) for b in self.checked if (check := read_check(b.type)) is not None
+        )
+        if any(b.expanding or hasattr(b, "_limit_offset_value") for b in self.checked):
+            self.quick = None
+
+    def fits(self, params: dict[str, object]) -> bool:
+        """Whether :func:`read_problems` would find nothing in ``params``, told without
+        building its pairs: ``False`` sends any doubt (a problem, a text ending in a
+        backslash it looks at closer) to it, which words the refusal."""
+        quick = self.quick
+        if quick is None:
+            return False
+        for key, check in quick:
+            value = params[key]
+            if value is not None and (check(value) is not None or (isinstance(value, str) and value.endswith("\\"))):
+                return False
+        return True
 
     def params(self, ctx: object, tenant: object) -> dict[str, object] | None:
         """The parameters for ``ctx``, or ``None`` if a value's type differs from the first call's."""
@@ -156,7 +176,7 @@ def read_entities(run: Run, query: Callable[[Any], object], first: bool, limit: 
         tenant = plain_tenant(session)
         params = None if tenant is None else template.params(run, tenant)
         if params is not None:
-            if template.checked:
+            if template.checked and not template.fits(params):
                 checked = [(b, params[b.key]) for b in template.checked]
                 refuse_compared(checked, template.plan.stmt, getattr(run, "payload", None))
             found = run_plan(session, template.plan, params, first)
