@@ -56,7 +56,6 @@ __all__ = [
     "append",
     "frontier",
     "notify_on_commit",
-    "pause_appends",
     "read_after",
     "unseen_by",
 ]
@@ -85,7 +84,6 @@ _FRONTIER_PG: Final = select(
     cast(func.pg_current_snapshot(), Text),
 )
 _FRONTIER: Final = select(literal(0), literal(0), func.coalesce(func.max(events.c.position), 0), null())
-_PAUSE_APPENDS: Final = text(f"LOCK TABLE {events.name} IN SHARE MODE")
 
 
 @attrs.frozen
@@ -161,14 +159,6 @@ def notify_on_commit(session: Session) -> None:
     if not _notified(session):
         session.execute(_NOTIFY, {"channel": CHANNEL})
         _record_notified(session)
-
-
-def pause_appends(session: Session) -> None:
-    """Wait for every running append to commit and hold new ones until this transaction
-    ends (a projection rebuild: no write may slip between its replay and its swap).
-    SQLite's ``BEGIN IMMEDIATE`` does it already."""
-    if _postgres(session):
-        session.execute(_PAUSE_APPENDS)
 
 
 def append(

@@ -25,9 +25,10 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 from ._access import no_tenant
 from ._ctx import User
 from ._errors import UnreadableEvent
-from ._eventstore import EventRow, pause_appends, read_streams
+from ._eventstore import EventRow, read_streams
 from ._interpreter import exception_failure
 from ._jsonable import bytes_from_text, duration_from_text, jsonable
+from ._read_only import READ_ONLY_OPTION
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
 from ._steps.aggregates import project
@@ -201,12 +202,28 @@ def rebuild(
     scope = None if tenant == "all" else (tenant or user.tenant_id)
     try:
         with sessions() as session, session.begin():
-            # No aggregate write (each appends an event) can slip between the replay and the swap.
-            pause_appends(session)
+            # Events and rows as of one moment, no writer held back: a write since then to
+            # a row this rebuild changes fails it (retryable), never the other way round.
+            _begin_snapshot(session, read_only=verify)
             return ok(_rebuild(session, registry, entity, scope, verify))
     except Exception as exc:
         where = f"rebuild_projection of {entity.__name__}"
         return exception_failure(exc, where, where, {"entity": entity.__name__})
+
+
+def _begin_snapshot(session: Session, *, read_only: bool) -> None:
+    """Begin the rebuild's transaction so that it reads the events and the rows as of one
+    moment, holding no other writer back (it used to lock ``kumiko_events``: one tenant's
+    user paused every tenant's appends).  PostgreSQL: ``REPEATABLE READ``; a row the
+    rebuild then updates or deletes that another transaction changed since is a
+    serialization failure (``unavailable``, retry), so an append's inline projection is
+    never overwritten by a replay made without its event.  SQLite: a check reads in a
+    deferred transaction (the write-ahead log keeps its snapshot, writers go on), a
+    repair in ``BEGIN IMMEDIATE``, which waits for and holds back the other writers."""
+    connection = session.connection(execution_options={READ_ONLY_OPTION: True} if read_only else {})
+    if connection.dialect.name == "postgresql":
+        mode = ", READ ONLY" if read_only else ""
+        connection.exec_driver_sql(f"SET TRANSACTION ISOLATION LEVEL REPEATABLE READ{mode}")
 
 
 def _rebuild(
