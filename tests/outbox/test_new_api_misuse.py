@@ -219,6 +219,21 @@ def test_a_retry_policys_times_must_be_a_whole_number_of_attempts(given: object)
         RetryPolicy(times=given)  # type: ignore[arg-type]
 
 
+def test_a_retry_policy_of_the_most_times_it_takes_is_queued_on_both(app_on: AppOn) -> None:
+    """``2**31 - 1``, the most a row's 32-bit attempts column holds, is taken and queued:
+    the check stops one past it, not at it (a mutation run found the bound untested)."""
+    f = Feature("hooks", requires=["webhook.send"])
+    policy = RetryPolicy(times=2**31 - 1)
+    handler = f.write_handler(
+        "hook",
+        f.pipeline(Note).send_webhook(url="https://hooks.example/h", retry=policy).return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    ok_data(app.dispatch(handler, Note(1, []), user=_user()))
+    (item,) = app.outbox()
+    assert (item.status, item.attempts) == ("pending", 0)
+
+
 @pytest.mark.parametrize("given", ["no", "false", 0, None])
 def test_webhook_private_addresses_must_be_a_bool(given: object) -> None:
     """Before, ``"no"`` was true: webhooks went on reaching private addresses."""
