@@ -132,6 +132,7 @@ def test_a_mail_field_of_another_type_is_a_boot_problem(options: dict[str, objec
         ("to", lambda c: [c.payload.count], "$", "must be an address or a list of addresses, not list"),
         ("subject", lambda c: c.payload.count, "$.count", "must be a text, not int"),
         ("body", lambda c: c.payload.totals, "$.totals", "must be a text, not dict"),
+        ("body", lambda c: c.payload.email, "$.email", "must be a text, not None"),
         ("sender", lambda c: c.payload.count, "$.count", "must be a text (or None), not int"),
     ],
 )
