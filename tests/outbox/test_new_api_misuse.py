@@ -206,6 +206,12 @@ def test_an_smtp_port_must_be_a_port_number(given: object) -> None:
         SmtpTransport("mx.example", given)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("given", [1, 65535, None])
+def test_an_smtp_port_from_1_to_65535_is_taken(given: int | None) -> None:
+    """The range's ends are ports (a mutation run found them untested)."""
+    assert SmtpTransport("mx.example", given).port == given
+
+
 @pytest.mark.parametrize("field", ["timeout", "deadline"])
 @pytest.mark.parametrize("given", ["30", True, 0, -1, 61, float("nan"), None])
 def test_smtp_seconds_must_be_a_number_within_the_lease(field: str, given: object) -> None:
