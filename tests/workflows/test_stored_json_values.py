@@ -134,6 +134,7 @@ class Span:
 #: 300 years, and timedelta.max's rounded up past it (an OverflowError out of every pass).
 SPANS = [
     timedelta.max,
+    timedelta.max - timedelta(microseconds=1),  # its float seconds overflow as timedelta.max's do
     timedelta.min,
     timedelta(days=10**8, microseconds=1),
     timedelta(days=-(10**8), microseconds=999999),
