@@ -74,7 +74,9 @@ def test_a_column_of_its_own_sqlite_storage_format_is_written_in_it() -> None:
         storage_format="%(year)04d-%(month)02d-%(day)02d %(hour)02d:%(minute)02d",
         regexp=r"(\d+)-(\d+)-(\d+) (\d+):(\d+)",
     )
-    table = sa.Table("ttt_minutes", sa.MetaData(), sa.Column("n", sa.Integer, primary_key=True), sa.Column("at", minutes))
+    table = sa.Table(
+        "ttt_minutes", sa.MetaData(), sa.Column("n", sa.Integer, primary_key=True), sa.Column("at", minutes)
+    )
     engine = make_engine("sqlite://")
     try:
         table.create(engine)
