@@ -132,6 +132,7 @@ def test_a_mail_field_of_another_type_is_a_boot_problem(options: dict[str, objec
         ("to", lambda c: [c.payload.count], "$", "must be an address or a list of addresses, not list"),
         ("subject", lambda c: c.payload.count, "$.count", "must be a text, not int"),
         ("body", lambda c: c.payload.totals, "$.totals", "must be a text, not dict"),
+        ("body", lambda c: c.payload.email, "$.email", "must be a text, not None"),
         ("sender", lambda c: c.payload.count, "$.count", "must be a text (or None), not int"),
     ],
 )
@@ -157,12 +158,16 @@ def test_a_mail_field_whose_function_gives_another_type_writes_no_row(
     assert memory.sent == []
 
 
+@pytest.mark.parametrize("given", ["function", "value"])
 @pytest.mark.parametrize("to", [("a@example.com", "b@example.com"), ["a@example.com"]])
-def test_mail_to_a_tuple_or_list_of_addresses_is_sent_to_each(app_on: AppOn, to: object) -> None:
+def test_mail_to_a_tuple_or_list_of_addresses_is_sent_to_each(app_on: AppOn, to: object, given: str) -> None:
+    """Given as it is too, not only by a function: boot takes a tuple as a list (a mutation
+    run found a tuple given as it is untested)."""
     f = Feature("letters", requires=["mail.send"])
+    recipients: object = (lambda c: to) if given == "function" else to
     handler = f.write_handler(
         "letter",
-        f.pipeline(Note).send_mail(to=lambda c: to, subject="s", body="b").return_(lambda c: ok(None)),  # type: ignore[arg-type,return-value]
+        f.pipeline(Note).send_mail(to=recipients, subject="s", body="b").return_(lambda c: ok(None)),  # type: ignore[arg-type]
     )
     memory = MemoryMail()
     app = app_on([f], mail=memory)
@@ -201,6 +206,12 @@ def test_an_smtp_port_must_be_a_port_number(given: object) -> None:
         SmtpTransport("mx.example", given)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("given", [1, 65535, None])
+def test_an_smtp_port_from_1_to_65535_is_taken(given: int | None) -> None:
+    """The range's ends are ports (a mutation run found them untested)."""
+    assert SmtpTransport("mx.example", given).port == given
+
+
 @pytest.mark.parametrize("field", ["timeout", "deadline"])
 @pytest.mark.parametrize("given", ["30", True, 0, -1, 61, float("nan"), None])
 def test_smtp_seconds_must_be_a_number_within_the_lease(field: str, given: object) -> None:
@@ -217,6 +228,21 @@ def test_a_retry_policys_times_must_be_a_whole_number_of_attempts(given: object)
     ``2**31`` failed every dispatch queuing the row on PostgreSQL (its column is 32 bits)."""
     with pytest.raises(ValueError, match=rf"times must be a whole number from 1 to 2147483647, not {given!r}"):
         RetryPolicy(times=given)  # type: ignore[arg-type]
+
+
+def test_a_retry_policy_of_the_most_times_it_takes_is_queued_on_both(app_on: AppOn) -> None:
+    """``2**31 - 1``, the most a row's 32-bit attempts column holds, is taken and queued:
+    the check stops one past it, not at it (a mutation run found the bound untested)."""
+    f = Feature("hooks", requires=["webhook.send"])
+    policy = RetryPolicy(times=2**31 - 1)
+    handler = f.write_handler(
+        "hook",
+        f.pipeline(Note).send_webhook(url="https://hooks.example/h", retry=policy).return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    ok_data(app.dispatch(handler, Note(1, []), user=_user()))
+    (item,) = app.outbox()
+    assert (item.status, item.attempts) == ("pending", 0)
 
 
 @pytest.mark.parametrize("given", ["no", "false", 0, None])

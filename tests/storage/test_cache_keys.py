@@ -14,6 +14,17 @@ _meta = sa.MetaData()
 _items = sa.Table("tck_item", _meta, sa.Column("id", sa.Integer, primary_key=True), sa.Column("label", sa.String(20)))
 
 
+class _Uncached(sa.TypeDecorator[str]):
+    """A type SQLAlchemy may not cache (as a user's own may declare): no statement using
+    it has a cache key."""
+
+    impl = sa.String(20)
+    cache_ok = False
+
+
+_opaque = sa.Table("tck_opaque", _meta, sa.Column("id", sa.Integer, primary_key=True), sa.Column("code", _Uncached()))
+
+
 def test_kept_statements_and_their_copies_each_run_their_own_sql(db_url: str) -> None:
     engine = make_engine(db_url)
     try:
@@ -43,5 +54,22 @@ def test_kept_statements_and_their_copies_each_run_their_own_sql(db_url: str) ->
             narrowed._generate_cache_key()
             == by_id.where(_items.c.label != sa.bindparam("not_this"))._generate_cache_key()
         )
+    finally:
+        engine.dispose()
+
+
+def test_a_statement_sqlalchemy_cannot_cache_is_kept_as_it_is_and_runs(db_url: str) -> None:
+    """A mutation run found this untested: without the check, keying a statement with no
+    cache key raised ``AttributeError`` (a user's type with ``cache_ok = False``)."""
+    engine = make_engine(db_url)
+    try:
+        _meta.create_all(engine)
+        stmt = sa.select(_opaque.c.id).where(_opaque.c.code == sa.bindparam("code"))
+        assert stmt._generate_cache_key() is None
+        assert keyed_by_identity(stmt) is stmt
+        with engine.begin() as conn:
+            conn.execute(_opaque.insert(), [{"id": 1, "code": "a"}, {"id": 2, "code": "b"}])
+            for code, found in (("b", 2), ("a", 1), ("b", 2)):
+                assert conn.execute(stmt, {"code": code}).scalar() == found
     finally:
         engine.dispose()

@@ -24,6 +24,7 @@ class ItToken(Entity):
     __tablename__ = "it_token"
     token: Mapped[str] = mapped_column(sa.Text, unique=True)
     note: Mapped[str] = mapped_column(sa.Text, default="")
+    tag: Mapped[str] = mapped_column(sa.Text, index=True, default="")  # a plain (not unique) index
 
 
 _meta = sa.MetaData()
@@ -41,6 +42,7 @@ PAIRS = sa.Table(
 class Token:
     token: str
     note: str = ""
+    tag: str = ""
 
 
 @attrs.frozen
@@ -54,7 +56,7 @@ tokens.entity(ItToken)
 save = tokens.write_handler(
     "save",
     tokens.pipeline(Token)
-    .create("t", ItToken, data=lambda c: ItToken(token=c.payload.token, note=c.payload.note))
+    .create("t", ItToken, data=lambda c: ItToken(token=c.payload.token, note=c.payload.note, tag=c.payload.tag))
     .return_(lambda c: ok(None)),
 )
 pair = tokens.write_handler(
@@ -89,3 +91,15 @@ def test_a_text_too_long_for_its_index_is_a_validation_error_on_both(app_on: App
 
     failure_of(app.dispatch(pair, Pair(_random_text(1_301), "b"), user=admin), "validation_error")
     ok_data(app.dispatch(pair, Pair(_random_text(1_300), _random_text(1_300)), user=admin))
+
+
+def test_a_text_too_long_for_a_plain_index_of_its_column_is_a_validation_error_on_both(
+    app_on: AppOn, admin: User
+) -> None:
+    """Not only a unique or primary key: any index of the column (a mutation run found the
+    plain index untested)."""
+    app = app_on([tokens])
+    refused = failure_of(app.dispatch(save, Token("t", tag=_random_text(10_000)), user=admin), "validation_error")
+    assert refused.details is not None
+    assert [(d["path"], d["column"]) for d in refused.details] == [("$.tag", "it_token.tag")]
+    ok_data(app.dispatch(save, Token("u", tag=_random_text(2_600)), user=admin))

@@ -15,6 +15,7 @@ from _support import ok_data, read_queries
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, ok
+from kumiko_typed._engine import make_engine
 
 AppOn = Callable[..., App]
 
@@ -102,3 +103,20 @@ def test_a_not_null_column_is_ordered_as_written(app_on: AppOn) -> None:
     app = app_on([tickets])
     stmt = sa.select(NoTicket.id).order_by(NoTicket.title.desc(), NoTicket.id).limit(1)
     assert "NULLS" not in str(stmt.compile(app.engine))
+
+
+def test_an_order_by_a_named_column_of_no_table_sorts_nulls_as_postgresql(db_url: str) -> None:
+    """A ``literal_column`` (a label's name) says nothing of its NULLs: it is sorted as
+    any nullable column is (a mutation run found such a column untested)."""
+    meta = sa.MetaData()
+    table = sa.Table("nob_plain", meta, sa.Column("id", sa.Integer, primary_key=True), sa.Column("v", sa.Integer))
+    engine = make_engine(db_url)
+    try:
+        meta.create_all(engine)
+        with engine.begin() as conn:
+            conn.execute(table.insert(), [{"id": 1, "v": 2}, {"id": 2, "v": None}, {"id": 3, "v": 1}])
+            named = sa.select(table.c.v.label("w"))
+            assert conn.execute(named.order_by(sa.literal_column("w"))).scalars().all() == [1, 2, None]
+            assert conn.execute(named.order_by(sa.literal_column("w").desc())).scalars().all() == [None, 2, 1]
+    finally:
+        engine.dispose()

@@ -65,3 +65,24 @@ def test_times_are_stored_as_sqlite_datetime_text_and_read_back_as_written(db_ur
                 assert conn.exec_driver_sql("SELECT naive FROM ttt_time").scalar() == "2024-01-02 00:00:00.000000"
     finally:
         engine.dispose()
+
+
+def test_a_column_of_its_own_sqlite_storage_format_is_written_in_it() -> None:
+    """``isoformat`` writes only SQLite's default format: a column declaring another keeps
+    it (a mutation run found the check untested)."""
+    minutes = DATETIME(
+        storage_format="%(year)04d-%(month)02d-%(day)02d %(hour)02d:%(minute)02d",
+        regexp=r"(\d+)-(\d+)-(\d+) (\d+):(\d+)",
+    )
+    table = sa.Table(
+        "ttt_minutes", sa.MetaData(), sa.Column("n", sa.Integer, primary_key=True), sa.Column("at", minutes)
+    )
+    engine = make_engine("sqlite://")
+    try:
+        table.create(engine)
+        with engine.begin() as conn:
+            conn.execute(table.insert().values(n=1, at=datetime(2024, 1, 2, 3, 4)))
+            assert conn.exec_driver_sql("SELECT at FROM ttt_minutes").scalar() == "2024-01-02 03:04"
+            assert conn.execute(sa.select(table.c.at)).scalar() == datetime(2024, 1, 2, 3, 4)
+    finally:
+        engine.dispose()

@@ -15,6 +15,9 @@ from kumiko_typed._engine import make_engine
 
 _meta = sa.MetaData()
 _refs = sa.Table("tut_ref", _meta, sa.Column("n", sa.Integer, primary_key=True), sa.Column("ref", sa.Uuid))
+_texts = sa.Table(
+    "tut_text", _meta, sa.Column("n", sa.Integer, primary_key=True), sa.Column("ref", sa.Uuid(as_uuid=False))
+)
 
 _ODD = "0123456789abcdefABCDEF" + "gG_+- {}:\u0661\uff11x\t"
 
@@ -62,5 +65,19 @@ def test_uuids_round_trip_through_a_sqlite_file(tmp_path: Path) -> None:
             assert conn.execute(sa.select(_refs.c.ref).order_by(_refs.c.n)).scalars().all() == [*made, None, made[0]]
             stored = conn.exec_driver_sql("SELECT ref FROM tut_ref WHERE n = 0").scalar()
         assert stored == made[0].hex
+    finally:
+        engine.dispose()
+
+
+def test_a_uuid_column_read_as_text_reads_text_on_both(db_url: str) -> None:
+    """``Uuid(as_uuid=False)`` reads back the dashed text on SQLite as on PostgreSQL, not a
+    UUID (a mutation run found the fast read's ``as_uuid`` check untested)."""
+    engine = make_engine(db_url)
+    try:
+        _meta.create_all(engine)
+        made = uuid.uuid4()
+        with engine.begin() as conn:
+            conn.execute(_texts.insert(), [{"n": 1, "ref": str(made)}])
+            assert conn.execute(sa.select(_texts.c.ref)).scalars().all() == [str(made)]
     finally:
         engine.dispose()

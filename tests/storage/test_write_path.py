@@ -9,6 +9,7 @@ a write that fails without a savepoint of its own, a race.
 
 from __future__ import annotations
 
+import logging
 import sqlite3
 import threading
 import uuid
@@ -219,6 +220,34 @@ def test_sqlite_takes_the_write_lock_at_its_first_statement_seen_or_not(
         assert app.dispatch(peek, Target(gid), user=admin) == Ok(0)
     assert outsider == ["database is locked", "database is locked"]
     assert seen[0] == "BEGIN IMMEDIATE", seen
+
+
+@pytest.mark.parametrize("watch", ["echo", "after_cursor_execute", "do_execute"])
+def test_sqlite_sends_its_begin_through_sqlalchemy_when_anything_watches(
+    make_app: Callable[..., App], admin: User, watch: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Straight to the driver only when nothing would tell: the engine's echo, an
+    ``after_cursor_execute`` listener (other than the framework's own) and a dialect's
+    ``do_execute`` each still see the ``BEGIN IMMEDIATE`` (a mutation run found each
+    condition untested)."""
+    f = _feature()
+    seed, *_ = _handlers(f)
+    app = make_app([f])
+    seen: list[str] = []
+
+    def record(*args: Any) -> None:
+        seen.append(args[2] if watch == "after_cursor_execute" else args[1])
+
+    if watch == "echo":
+        caplog.set_level(logging.INFO, logger="sqlalchemy.engine.Engine")
+        app.engine.echo = True
+    else:
+        sa.event.listen(app.engine, watch, record)
+    ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
+    if watch == "echo":
+        app.engine.echo = False
+        seen = [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
+    assert "BEGIN IMMEDIATE" in seen, seen
 
 
 # --- failures without a savepoint of their own --------------------------------------------------

@@ -69,6 +69,17 @@ selfpay = selfpaying.workflow(
     .return_(lambda c: ok(c.steps["paid"] is not None)),
 )
 
+# Waits for a second order of the key its trigger has: the trigger is before its wait.
+repeating = Feature("repeat")
+repeating.event(Placed, name="repeat-placed")
+again = repeating.workflow(
+    "again",
+    trigger=on_event(Placed),
+    pipeline=repeating.workflow_pipeline(Placed)
+    .wait_for_event("again", Placed, key=lambda c: c.payload.order, event_key=lambda e: e.order, timeout="PT1H")
+    .return_(lambda c: ok(c.steps["again"] is not None)),
+)
+
 
 def _append(app: App, *made: tuple[str, object, uuid.UUID]) -> None:
     """Append each (type, event, tenant) on a stream of its own, in one transaction."""
@@ -169,3 +180,20 @@ def test_a_run_is_not_woken_by_the_awaited_event_it_appended_itself(app_on: Call
 
     (run,) = app.runs(selfpay)
     assert (run.status, run.steps["paid"]) == ("completed", None)
+
+
+def test_a_run_waiting_for_its_triggers_type_is_not_woken_by_its_trigger(app_on: Callable[..., App]) -> None:
+    """The wait starts just after the trigger, not at it: a run that waits for another
+    event of its trigger's type and key is not handed its own trigger (a mutation run
+    found the trigger's own place untested)."""
+    clock = FakeClock(T0)
+    app = app_on([repeating], clock=clock)
+    order, tenant = uuid.uuid4(), uuid.uuid4()
+    _append(app, ("repeat-placed", Placed(order), tenant))
+    for _ in range(3):
+        app.run_worker(once=True)
+    clock.advance(timedelta(hours=2))
+    app.run_worker(once=True)
+
+    (run,) = app.runs(again)
+    assert (run.status, run.steps["again"]) == ("completed", None)

@@ -134,6 +134,7 @@ class Span:
 #: 300 years, and timedelta.max's rounded up past it (an OverflowError out of every pass).
 SPANS = [
     timedelta.max,
+    timedelta.max - timedelta(microseconds=1),  # its float seconds overflow as timedelta.max's do
     timedelta.min,
     timedelta(days=10**8, microseconds=1),
     timedelta(days=-(10**8), microseconds=999999),
@@ -189,8 +190,11 @@ def test_timedelta_max_an_earlier_release_stored_reads_as_timedelta_max(app_on: 
         (lambda stored: {**stored, "v": "abc"}, "the stored state cannot be read: a stored decimal is no number"),
         (lambda stored: {"$t": "timedelta", "v": 1e300}, "beyond what a timedelta holds"),
         (lambda stored: {"$t": "timedelta", "v": 1.0, "x": [10**10, 0, 0]}, "beyond what a timedelta holds"),
+        # A mutation run found these untested: two parts (an IndexError) and a bool part.
+        (lambda stored: {"$t": "timedelta", "v": 1.0, "x": [1, 0]}, "parts are not three integers"),
+        (lambda stored: {"$t": "timedelta", "v": 1.0, "x": [True, 0, 0]}, "parts are not three integers"),
     ],
-    ids=["decimal", "seconds", "parts"],
+    ids=["decimal", "seconds", "parts", "two-parts", "bool-part"],
 )
 def test_a_damaged_number_fails_its_run_and_the_pass_goes_on(
     app_on: Callable[..., App], user: User, damage: Callable[[dict[str, Any]], dict[str, Any]], why: str

@@ -256,3 +256,28 @@ def test_bobs_run_busy_in_a_segment_is_to_ada_a_run_that_does_not_exist(
         worker.join(10)
     info = run_info(app, bobs)
     assert (info.status, info.path, info.error) == ("suspended", "@wait~2", None)
+
+
+def test_a_run_busy_in_a_segment_answers_its_owners_result_at_once(
+    audit: tuple[App, dict[str, Any], FakeClock],
+) -> None:
+    """Reading a run's result takes no row lock: while a worker runs its segment, its
+    owner hears at once that it is not completed, not ``unavailable`` past the lock wait
+    (a mutation run found the read's ``lock=False`` untested)."""
+    app, h, clock = audit
+    if app.engine.dialect.name == "sqlite":
+        pytest.skip("SQLite has no row lock; its result() waits for the segment's write lock")
+    _short_lock_wait(app)
+    entered.clear()
+    release.clear()
+    bobs = app.start_workflow(h["slow"], Job(5), user=BOB)
+    clock.advance(hours=1)
+    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
+    worker.start()
+    try:
+        assert entered.wait(10), "the worker did not reach the blocking step"
+        answer = app.result(h["slow"], bobs, user=BOB)
+    finally:
+        release.set()
+        worker.join(10)
+    assert failure_of(answer, "status_conflict").details == {"status": "suspended"}

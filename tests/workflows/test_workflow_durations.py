@@ -75,6 +75,10 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
             "retry's times must be a whole number of attempts, not bool",
         ),
         (
+            lambda b: b.retry(times=0, do=lambda r: r.compute("x", _boom)),
+            "retry(times=0) must try at least once",
+        ),
+        (
             lambda b: b.retry(times=3, backoff="exponental", do=lambda r: r.compute("x", _boom)),
             "retry's backoff must be 'exponential' or 'linear', not 'exponental'",
         ),
@@ -90,6 +94,7 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         "times-none",
         "times-float",
         "times-bool",
+        "times-zero",
         "backoff-misspelt",
     ],
 )
