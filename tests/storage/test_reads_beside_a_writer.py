@@ -2,7 +2,7 @@
 
 On SQLite every transaction the App began took the database's write lock (``BEGIN
 IMMEDIATE``), reads included: ``app.get_run``, ``app.runs``, ``app.outbox``,
-``app.result`` and ``app.read_stream`` from a monitoring thread waited for a worker's
+``app.result``, ``app.read_stream`` and ``app.check_runs`` from a monitoring thread waited for a worker's
 segment for up to the five-second busy timeout, then failed.  They now begin read-only
 (a deferred ``BEGIN``: the write-ahead log gives them the last committed state), as
 queries already did.  On PostgreSQL a read never waited; the same test holds there.
@@ -92,12 +92,14 @@ def test_the_apps_reads_answer_while_another_connection_writes(
         items = timed("outbox", app.outbox)
         result = timed("result", lambda: app.result(echo, run_id, user=user))
         stream = timed("read_stream", lambda: app.read_stream(RbNote, note, user=user))
+        incompatible = timed("check_runs", app.check_runs)
 
     assert run is not None and run.status == "completed"  # type: ignore[attr-defined]
     assert [r.run_id for r in listed] == [run_id]  # type: ignore[attr-defined]
     assert [i.status for i in items] == ["pending"]  # type: ignore[attr-defined]
     assert result == Ok("hi")
     assert isinstance(stream, Ok) and [e.version for e in stream.data] == [1]
+    assert incompatible == []
     slow = [(name, round(took, 2)) for name, took in answers if took > PROMPT]
     assert slow == [], f"waited for the writer: {slow}"
 
