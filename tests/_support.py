@@ -8,6 +8,7 @@ import shutil
 import socket
 import ssl
 import subprocess
+import threading
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -155,3 +156,48 @@ def smtp_server(handler: object, **options: Any) -> Iterator[int]:
         yield port
     finally:
         controller.stop()
+
+
+def short_lock_wait(app: App) -> None:
+    """Make the App's connections wait 0.3 s for a lock instead of SQLite's five-second busy
+    timeout (or PostgreSQL's endless wait): a listener after the App's own, new connections."""
+
+    def shorten(dbapi_connection: Any, _record: object) -> None:
+        if app.engine.dialect.name == "sqlite":
+            dbapi_connection.execute("PRAGMA busy_timeout=300")
+            return
+        autocommit = dbapi_connection.autocommit
+        dbapi_connection.autocommit = True  # SET outside a transaction: no rollback undoes it
+        dbapi_connection.execute("SET lock_timeout = 300")
+        dbapi_connection.autocommit = autocommit
+
+    sa.event.listen(app.engine, "connect", shorten)
+    app.engine.dispose()
+
+
+class Gate:
+    """Holds a worker inside a segment: a step calling :meth:`block` waits there until the
+    test lets it go, so the test can act while the run is busy."""
+
+    def __init__(self) -> None:
+        self.entered, self.release = threading.Event(), threading.Event()
+
+    def block(self, n: int) -> int:
+        self.entered.set()
+        assert self.release.wait(10), "the test never released the segment"
+        return n
+
+    @contextlib.contextmanager
+    def holding(self, work: Callable[[], object]) -> Iterator[None]:
+        """Run ``work`` (a worker pass) in a thread; the block runs once it is held in
+        :meth:`block`, and the segment is let go (and the thread joined) after it."""
+        self.entered.clear()
+        self.release.clear()
+        worker = threading.Thread(target=work)
+        worker.start()
+        try:
+            assert self.entered.wait(10), "the worker did not reach the blocking step"
+            yield
+        finally:
+            self.release.set()
+            worker.join(10)

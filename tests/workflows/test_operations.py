@@ -17,7 +17,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import Hook, failure_of
+from _support import Gate, Hook, failure_of, short_lock_wait
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Feature, Ok, RetryPolicy, User, cron, manual, ok
@@ -52,14 +52,8 @@ class OpsBell(Entity):
     label: Mapped[str]
 
 
-#: What the blocking step of ``slow`` waits for (the concurrency tests set them).
-entered, release = threading.Event(), threading.Event()
-
-
-def _block(n: int) -> int:
-    entered.set()
-    assert release.wait(10), "the test never released the segment"
-    return n
+#: Holds a worker in the blocking step of ``slow``.
+gate = Gate()
 
 
 def _feature() -> tuple[Feature[Any], dict[str, Any]]:
@@ -84,7 +78,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         trigger=manual(Job),
         pipeline=f.workflow_pipeline(Job)
         .wait("PT1H")
-        .compute("blocked", lambda c: _block(c.payload.n))
+        .compute("blocked", lambda c: gate.block(c.payload.n))
         .wait("PT1H")
         .return_(lambda c: ok(c.steps["blocked"])),
     )
@@ -93,7 +87,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         trigger=manual(Job),
         pipeline=f.workflow_pipeline(Job)
         .wait("PT1H")
-        .compute("blocked", lambda c: _block(c.payload.n))
+        .compute("blocked", lambda c: gate.block(c.payload.n))
         .return_(lambda c: ok(c.steps["blocked"])),
     )
     hourly = f.workflow("hourly", trigger=cron("0 * * * *"), pipeline=f.workflow_pipeline(CronTick).wait("PT1H"))
@@ -247,22 +241,16 @@ def test_a_cancelled_event_wait_is_gone_and_the_event_wakes_nothing(ops: tuple[A
 def _cancel_during_segment(app: App, workflow: Any, clock: FakeClock) -> tuple[uuid.UUID, object]:
     """Cancel a run while a worker runs its second segment (blocked in a step): the
     cancel must still be waiting when the step is let go."""
-    entered.clear()
-    release.clear()
     run_id = app.start_workflow(workflow, Job(5), user=ADA)
     clock.advance(hours=1)
-    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
-    worker.start()
     outcome: list[object] = []
     cancel = threading.Thread(target=lambda: outcome.append(app.cancel_run(run_id, user=ADA, reason="stop")))
     try:
-        assert entered.wait(10), "the worker did not reach the blocking step"
-        cancel.start()
-        time.sleep(0.5)
-        assert cancel.is_alive() and not outcome, "the cancel did not wait for the running segment"
+        with gate.holding(lambda: app.run_worker(once=True)):
+            cancel.start()
+            time.sleep(0.5)
+            assert cancel.is_alive() and not outcome, "the cancel did not wait for the running segment"
     finally:
-        release.set()
-        worker.join(10)
         if cancel.ident is not None:  # started
             cancel.join(10)
     (cancelled,) = outcome
@@ -297,23 +285,6 @@ def test_a_cancel_during_the_last_segment_finds_the_run_completed(
     assert app.result(w["slow_end"], run_id, user=ADA) == Ok(5)
 
 
-def _short_lock_wait(app: App) -> None:
-    """Make the App's connections wait 0.3 s for a lock instead of SQLite's five-second busy
-    timeout (or PostgreSQL's endless wait): a listener after the App's own, new connections."""
-
-    def shorten(dbapi_connection: Any, _record: object) -> None:
-        if app.engine.dialect.name == "sqlite":
-            dbapi_connection.execute("PRAGMA busy_timeout=300")
-            return
-        autocommit = dbapi_connection.autocommit
-        dbapi_connection.autocommit = True  # SET outside a transaction: no rollback undoes it
-        dbapi_connection.execute("SET lock_timeout = 300")
-        dbapi_connection.autocommit = autocommit
-
-    sa.event.listen(app.engine, "connect", shorten)
-    app.engine.dispose()
-
-
 def test_a_cancel_behind_a_segment_past_the_databases_wait_is_unavailable_and_changes_nothing(
     ops: tuple[App, dict[str, Any]], clock: FakeClock
 ) -> None:
@@ -321,21 +292,13 @@ def test_a_cancel_behind_a_segment_past_the_databases_wait_is_unavailable_and_ch
     it: the cancel is ``unavailable`` ("try again"), not the driver's exception with its
     SQL, and the run goes on as if it had not been asked; asked again, it is cancelled."""
     app, w = ops
-    _short_lock_wait(app)
-    entered.clear()
-    release.clear()
+    short_lock_wait(app)
     run_id = app.start_workflow(w["slow"], Job(5), user=ADA)
     clock.advance(hours=1)
-    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
-    worker.start()
-    try:
-        assert entered.wait(10), "the worker did not reach the blocking step"
+    with gate.holding(lambda: app.run_worker(once=True)):
         busy = failure_of(app.cancel_run(run_id, user=ADA, reason="stop"), "unavailable")
         assert busy.http_status == 503 and "try again" in busy.message
         assert "SELECT" not in busy.message and "BEGIN" not in busy.message
-    finally:
-        release.set()
-        worker.join(10)
     info = app.get_run(run_id)
     assert info is not None and (info.status, info.path, info.error) == ("suspended", "@wait~2", None)
     cancelled = app.cancel_run(run_id, user=ADA, reason="stop")

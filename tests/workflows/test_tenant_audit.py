@@ -7,7 +7,6 @@ wakes nothing; a ``sysadmin`` reaches it where the docs allow."""
 from __future__ import annotations
 
 import re
-import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
@@ -17,7 +16,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import Hook, failure_of, ok_data, run_info
+from _support import Gate, Hook, failure_of, ok_data, run_info, short_lock_wait
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, Ok, RetryPolicy, User, manual, ok
@@ -56,14 +55,8 @@ class Job:
     n: int
 
 
-#: Set by the blocking step of ``slow`` once a worker runs it; it then waits for ``release``.
-entered, release = threading.Event(), threading.Event()
-
-
-def _block(n: int) -> int:
-    entered.set()
-    assert release.wait(10), "the test never released the segment"
-    return n
+#: Holds a worker in the blocking step of ``slow``.
+gate = Gate()
 
 
 def _feature() -> tuple[Feature[Any], dict[str, Any]]:
@@ -104,7 +97,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
             trigger=manual(Job),
             pipeline=f.workflow_pipeline(Job)
             .wait("PT1H")
-            .compute("blocked", lambda c: _block(c.payload.n))
+            .compute("blocked", lambda c: gate.block(c.payload.n))
             .wait("PT1H"),
         ),
         "waits": f.workflow(
@@ -215,23 +208,6 @@ def test_bobs_dead_delivery_is_to_ada_a_row_that_does_not_exist(
     assert failure_of(app.requeue(dead.id, user=BOB), "status_conflict").details == {"status": "pending"}
 
 
-def _short_lock_wait(app: App) -> None:
-    """The App's connections wait 0.3 s for a lock (SQLite's busy timeout, PostgreSQL's
-    ``lock_timeout``), not five seconds or for ever."""
-
-    def shorten(dbapi_connection: Any, _record: object) -> None:
-        if app.engine.dialect.name == "sqlite":
-            dbapi_connection.execute("PRAGMA busy_timeout=300")
-            return
-        autocommit = dbapi_connection.autocommit
-        dbapi_connection.autocommit = True
-        dbapi_connection.execute("SET lock_timeout = 300")
-        dbapi_connection.autocommit = autocommit
-
-    sa.event.listen(app.engine, "connect", shorten)
-    app.engine.dispose()
-
-
 def test_bobs_run_busy_in_a_segment_is_to_ada_a_run_that_does_not_exist(
     audit: tuple[App, dict[str, Any], FakeClock],
 ) -> None:
@@ -240,20 +216,12 @@ def test_bobs_run_busy_in_a_segment_is_to_ada_a_run_that_does_not_exist(
     where an unknown id is ``not_found`` at once — telling that Bob's run exists, and
     when it runs.  (SQLite serializes every writer: there both wait alike.)"""
     app, h, clock = audit
-    _short_lock_wait(app)
-    entered.clear()
-    release.clear()
+    short_lock_wait(app)
     bobs = app.start_workflow(h["slow"], Job(5), user=BOB)
     clock.advance(hours=1)
-    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
-    worker.start()
     unknown = uuid.uuid4()
-    try:
-        assert entered.wait(10), "the worker did not reach the blocking step"
+    with gate.holding(lambda: app.run_worker(once=True)):
         _same(app.cancel_run(bobs, user=ADA), app.cancel_run(unknown, user=ADA), bobs, unknown)
-    finally:
-        release.set()
-        worker.join(10)
     info = run_info(app, bobs)
     assert (info.status, info.path, info.error) == ("suspended", "@wait~2", None)
 
@@ -266,17 +234,9 @@ def test_a_run_busy_in_a_segment_answers_its_owners_result_at_once(
     mutation run found the read's ``lock=False`` untested; on SQLite the read took the
     write lock until it began read-only)."""
     app, h, clock = audit
-    _short_lock_wait(app)
-    entered.clear()
-    release.clear()
+    short_lock_wait(app)
     bobs = app.start_workflow(h["slow"], Job(5), user=BOB)
     clock.advance(hours=1)
-    worker = threading.Thread(target=app.run_worker, kwargs={"once": True})
-    worker.start()
-    try:
-        assert entered.wait(10), "the worker did not reach the blocking step"
+    with gate.holding(lambda: app.run_worker(once=True)):
         answer = app.result(h["slow"], bobs, user=BOB)
-    finally:
-        release.set()
-        worker.join(10)
     assert failure_of(answer, "status_conflict").details == {"status": "suspended"}
