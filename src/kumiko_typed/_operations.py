@@ -34,7 +34,7 @@ from ._notify import notify
 from ._outbox import item_of
 from ._outbox_types import OutboxItem
 from ._poison import storable_text
-from ._read_only import begin_read_only
+from ._read_only import reading
 from ._results import Failure, Ok, fail, wrong_id
 from ._runs import RunInfo, shown_error
 from ._tables import outbox, workflow_runs, workflow_waits
@@ -149,8 +149,7 @@ class Operations:
         return _answered(f"result of run {run_id}", lambda: self._result(workflow, run_id, user))
 
     def _result(self, workflow: str, run_id: uuid.UUID, user: User) -> Ok[object] | Failure:
-        with self._sessions() as session:
-            begin_read_only(session)  # on SQLite a read must not wait for a worker's write lock
+        with reading(self._sessions) as session:
             row = self._run(session, run_id, user, lock=False)
         if isinstance(row, Failure):
             return row

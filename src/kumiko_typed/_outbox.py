@@ -36,7 +36,7 @@ from ._mail import MailMessage, MailTransport
 from ._observe import failed, span
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
 from ._poison import one_line, storable_text
-from ._read_only import begin_read_only
+from ._read_only import reading
 from ._tables import outbox
 
 if TYPE_CHECKING:
@@ -375,8 +375,7 @@ def _record(
 
 
 def items(sessions: sessionmaker[Session]) -> list[OutboxItem]:
-    with sessions() as session:
-        begin_read_only(session)  # on SQLite a listing must not wait for a worker's write lock
+    with reading(sessions) as session:
         rows = session.execute(select(outbox).order_by(outbox.c.created_at, outbox.c.id)).all()
     return [item_of(r) for r in rows]
 

@@ -10,6 +10,8 @@ pragma as it begins.  Either way a query is rolled back, never committed.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Final
 
 from sqlalchemy.exc import DBAPIError
@@ -17,7 +19,7 @@ from sqlalchemy.exc import DBAPIError
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
 
-__all__ = ["READ_ONLY_OPTION", "begin_read_only", "pending_changes", "write_refused"]
+__all__ = ["READ_ONLY_OPTION", "begin_read_only", "pending_changes", "reading", "write_refused"]
 
 #: The execution option that marks a connection's transaction read-only (``_engine``).
 READ_ONLY_OPTION: Final = "kumiko_read_only"
@@ -32,6 +34,16 @@ def begin_read_only(session: Session) -> None:
     connection = session.connection(execution_options={READ_ONLY_OPTION: True})
     if connection.dialect.name != "sqlite":  # SQLite's is done as it begins (``_engine``)
         connection.exec_driver_sql("SET TRANSACTION READ ONLY")
+
+
+@contextmanager
+def reading(sessions: Callable[[], Session]) -> Iterator[Session]:
+    """A new session of ``sessions`` whose transaction begins read-only: the App's views
+    (a run, the run and outbox listings, a result, a stream, the pre-deploy check), which
+    on SQLite must neither take nor wait for the write lock a worker's segment holds."""
+    with sessions() as session:
+        begin_read_only(session)
+        yield session
 
 
 def write_refused(exc: BaseException) -> bool:

@@ -21,7 +21,7 @@ from sqlalchemy.orm import Session
 
 from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
-from ._read_only import begin_read_only
+from ._read_only import reading
 from ._serialization import FORMAT, FORMAT_KEY, TAG
 from ._stored_classes import UNREADABLE, WOKEN_BY, mismatch, rebuild, unreadable
 from ._tables import workflow_runs
@@ -51,8 +51,7 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
     workflow, path and reason (sorted by them).  A run whose state has not the shape a
     worker writes is one: the worker fails it, with the same reason."""
     found: dict[tuple[str, str | None, str], list[uuid.UUID]] = defaultdict(list)
-    with engine.sessions() as session:
-        begin_read_only(session)  # a pre-deploy check beside running workers (SQLite's write lock)
+    with reading(engine.sessions) as session:
         groups = _grouped_in_postgresql(session) if engine.postgres else _grouped(session)
         for (workflow, path, stored), run_ids in groups.items():
             d = engine.defs.get(workflow)

@@ -28,7 +28,7 @@ from ._errors import UnreadableEvent
 from ._eventstore import EventRow, read_streams
 from ._interpreter import exception_failure
 from ._jsonable import bytes_from_text, duration_from_text, jsonable
-from ._read_only import READ_ONLY_OPTION, begin_read_only
+from ._read_only import READ_ONLY_OPTION, reading
 from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
 from ._steps.aggregates import project
@@ -137,8 +137,7 @@ def read_stream(
     not_found = fail("not_found", f"{entity.__name__} {stream_id} not found", {"entity_id": str(stream_id)})
     tenant = None if user.has_role(SYSADMIN) else user.tenant_id
     try:
-        with sessions() as session:
-            begin_read_only(session)  # a read: never behind a writer's lock (SQLite)
+        with reading(sessions) as session:
             # By id alone: events stored for another aggregate type are named, not left out.
             page = list(
                 read_streams(

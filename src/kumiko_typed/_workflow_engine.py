@@ -40,7 +40,7 @@ from ._integrity import constraint_failure
 from ._interpreter import Outcome, WorkflowRun, once_more_if_lost, run_in_scope, start_run
 from ._limits import json_problems
 from ._poison import refusal, storable_text
-from ._read_only import begin_read_only
+from ._read_only import reading
 from ._registry import Registry
 from ._results import Failure, Ok
 from ._run_listing import SHOWN, RunFilter
@@ -915,16 +915,14 @@ class WorkflowEngine:
         )
 
     def get(self, run_id: uuid.UUID) -> RunInfo | None:
-        with self.sessions() as session:
-            begin_read_only(session)  # an operator's view: never behind a worker's write lock (SQLite)
+        with reading(self.sessions) as session:
             row = session.execute(select(workflow_runs).where(workflow_runs.c.run_id == run_id)).first()
         return None if row is None else self.info(row)
 
     def list(self, runs: RunFilter) -> list[RunInfo]:
         """The runs ``runs`` picks, newest first (:mod:`kumiko_typed._run_listing`); a
         ``LookupError`` if the run to page on from is not there (a typo, another database)."""
-        with self.sessions() as session:
-            begin_read_only(session)
+        with reading(self.sessions) as session:
             cursor = None
             if runs.before is not None:
                 cursor = session.execute(_CREATED, {"b_run_id": runs.before}).scalar_one_or_none()
