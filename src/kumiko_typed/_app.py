@@ -8,7 +8,7 @@ import threading
 import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
-from typing import Any, Literal, TypedDict, TypeVar, cast
+from typing import Any, Final, Literal, TypedDict, TypeVar, cast
 
 import cattrs
 import httpx
@@ -467,20 +467,10 @@ class App:
         idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
         """Run the handler called ``name`` with untrusted JSON-like ``data``."""
-        if not isinstance(name, str):  # untrusted too: a list would not even hash
-            return fail("not_found", "a handler name must be a string", {"known": sorted(self._handlers)})
-        handler = self._handlers.get(name)
-        if handler is None:
-            if name in self._queries:
-                return _wrong_kind(name, "a query handler: run it with app.query_json(...)")
-            return fail("not_found", f"no handler named {name!r}", {"known": sorted(self._handlers)})
-        denied = deny(handler, user) or no_tenant(user)
-        if denied is not None:
-            return _logged("handler", name, user, denied)
-        payload = structure(self._converter, data, handler.payload_type)
-        if isinstance(payload, list):
-            return _logged("handler", name, user, fail("validation_error", f"invalid payload for {name}", payload))
-        return self._run(handler, payload, user, correlation_id, idempotency_key)
+        called = _called(name, data, user, self._converter, "handler", self._handlers, self._queries)
+        if isinstance(called, Failure):
+            return called
+        return self._run(*called, user, correlation_id, idempotency_key)
 
     def query(
         self, query: QueryHandler[P, D], payload: P, *, user: User, correlation_id: uuid.UUID | None = None
@@ -503,20 +493,10 @@ class App:
         self, name: object, data: object, *, user: User, correlation_id: uuid.UUID | None = None
     ) -> Ok[object] | Failure:
         """Run the query handler called ``name`` with untrusted JSON-like ``data``."""
-        if not isinstance(name, str):
-            return fail("not_found", "a query name must be a string", {"known": sorted(self._queries)})
-        query = self._queries.get(name)
-        if query is None:
-            if name in self._handlers:
-                return _wrong_kind(name, "a write handler: run it with app.dispatch_json(...)")
-            return fail("not_found", f"no query named {name!r}", {"known": sorted(self._queries)})
-        denied = deny(query, user) or no_tenant(user)
-        if denied is not None:
-            return _logged("query", name, user, denied)
-        payload = structure(self._converter, data, query.payload_type)
-        if isinstance(payload, list):
-            return _logged("query", name, user, fail("validation_error", f"invalid payload for {name}", payload))
-        return self._run_query(query, payload, user, correlation_id)
+        called = _called(name, data, user, self._converter, "query", self._queries, self._handlers)
+        if isinstance(called, Failure):
+            return called
+        return self._run_query(*called, user, correlation_id)
 
     def _run_query(
         self, query: QueryHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
@@ -660,6 +640,43 @@ def _logged(kind: str, name: str, user: object, result: R) -> R:
             extra={"kumiko_handler": name, "kumiko_code": result.code, "kumiko_tenant": tenant},
         )
     return result
+
+
+H = TypeVar("H", WriteHandler[Any, Any], QueryHandler[Any, Any])
+
+#: What a name of the other kind is told: run it the other way.
+_OTHER_WAY: Final = {
+    "handler": "a query handler: run it with app.query_json(...)",
+    "query": "a write handler: run it with app.dispatch_json(...)",
+}
+
+
+def _called(
+    name: object,
+    data: object,
+    user: User,
+    converter: cattrs.Converter,
+    kind: Literal["handler", "query"],
+    named: Mapping[str, H],
+    others: Mapping[str, object],
+) -> tuple[H, object] | Failure:
+    """The handler (or query) an untrusted call names, and ``data`` structured as its
+    payload; or the Failure of that call, checked in this order: the name (not a string,
+    unknown, one of the other kind), the user's roles and tenant, then the payload."""
+    if not isinstance(name, str):  # untrusted too: a list would not even hash
+        return fail("not_found", f"a {kind} name must be a string", {"known": sorted(named)})
+    handler = named.get(name)
+    if handler is None:
+        if name in others:
+            return _wrong_kind(name, _OTHER_WAY[kind])
+        return fail("not_found", f"no {kind} named {name!r}", {"known": sorted(named)})
+    denied = deny(handler, user) or no_tenant(user)
+    if denied is not None:
+        return _logged(kind, name, user, denied)
+    payload = structure(converter, data, handler.payload_type)
+    if isinstance(payload, list):
+        return _logged(kind, name, user, fail("validation_error", f"invalid payload for {name}", payload))
+    return handler, payload
 
 
 def _wrong_kind(name: str, what: str) -> Failure:
