@@ -1,6 +1,8 @@
 """Temporal's subscription sample, ported: a customer subscribes; the run mails a welcome,
-waits out a free trial, then bills one period after another (a charge, a mail, a wait of one
-billing period), and mails a goodbye when the last period is over.  The customer may cancel
+waits out a free trial of the customer's length, then bills one period after another (a
+charge, a mail, a wait until the period's end), and mails a goodbye when the last period is
+over.  Period ends are counted from the run's start (a ``wait_for_event`` timeout may be a
+deadline), so a worker that takes a period late does not shift the periods after it.  The customer may cancel
 at any time (a signal in Temporal: here an event the trial's and each period's
 ``wait_for_event`` listens for, with the period as its timeout), and may change the amount
 charged from the next period on (another signal; here the row the run reads before each
@@ -20,7 +22,7 @@ either (it came before it); the read sees it, and the run charges nothing more.
 from __future__ import annotations
 
 import uuid
-from datetime import timedelta
+from datetime import datetime, timedelta
 from decimal import Decimal
 
 import attrs
@@ -29,7 +31,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import Ctx, Entity, Feature, fail, ok, on_event
 
-TRIAL = timedelta(days=14)
+TRIAL = timedelta(days=14)  # the default trial
 PERIOD = timedelta(days=30)
 #: Statuses in which the subscription still bills.
 LIVE = ("trial", "active")
@@ -62,6 +64,7 @@ class Subscribed:
     email: str
     charge: Decimal
     max_periods: int
+    trial_days: int
 
 
 @attrs.frozen
@@ -99,6 +102,7 @@ class Subscribe:
     email: str = attrs.field(validator=attrs.validators.matches_re(r"[^@\s]+@[^@\s]+"))
     charge: Decimal = attrs.field(validator=_amount)
     max_periods: int = attrs.field(validator=[attrs.validators.ge(1), attrs.validators.le(120)])
+    trial_days: int = attrs.field(default=TRIAL.days, validator=[attrs.validators.ge(0), attrs.validators.le(90)])
 
 
 @attrs.frozen
@@ -186,7 +190,9 @@ subscribe = billing.write_handler(
         "subscription",
         Subscription,
         data=lambda c: _new_subscription(c.steps["id"], c.payload),
-        event=lambda c: Subscribed(c.steps["id"], c.payload.email, c.payload.charge, c.payload.max_periods),
+        event=lambda c: Subscribed(
+            c.steps["id"], c.payload.email, c.payload.charge, c.payload.max_periods, c.payload.trial_days
+        ),
     )
     .return_(lambda c: ok(c.steps["id"])),
 )
@@ -245,22 +251,28 @@ def _run_id(c: Ctx[object, object, object]) -> uuid.UUID:
     return c.workflow.run_id
 
 
+def _period_end(started: datetime, trial_days: int, period: int) -> datetime:
+    """When billing period ``period`` (1, 2, ...) ends: the trial's end is period 0's."""
+    return started + timedelta(days=trial_days) + PERIOD * period
+
+
 subscription = billing.workflow(
     "subscription",
     trigger=on_event(Subscribed),
     pipeline=billing.workflow_pipeline(Subscribed)
     .append_event(Subscription, id=lambda c: c.payload.subscription_id, event=lambda c: BillingStarted(_run_id(c)))
+    .compute("started", lambda c: c.now)
     .send_mail(
         to=lambda c: c.payload.email,
         subject="Welcome",
-        body=f"Your free trial of {TRIAL.days} days has started.",
+        body=lambda c: f"Your free trial of {c.payload.trial_days} days has started.",
     )
     .wait_for_event(
         "trial",
         Cancelled,
         key=lambda c: c.payload.subscription_id,
         event_key=lambda e: e.subscription_id,
-        timeout=TRIAL,
+        timeout=lambda c: _period_end(c.steps["started"], c.payload.trial_days, 0),
     )
     .for_each(
         "period",
@@ -287,7 +299,7 @@ subscription = billing.workflow(
                     Cancelled,
                     key=lambda c: c.payload.subscription_id,
                     event_key=lambda e: e.subscription_id,
-                    timeout=PERIOD,
+                    timeout=lambda c: _period_end(c.steps["started"], c.payload.trial_days, c.scope["period"]),
                 )
             ),
         ),

@@ -156,7 +156,7 @@ def _check_durations(step: Step) -> str | None:
         what, value, kinds = (
             f"wait_for_event {step.name!r}: timeout",
             step.timeout,
-            "a timedelta or an ISO-8601 duration",
+            "a timedelta, an ISO-8601 duration or a function",
         )
     elif isinstance(step, Retry):
         # Else a text or None raised a bare TypeError out of App(...), and a float, a bool or
@@ -178,7 +178,7 @@ def _check_durations(step: Step) -> str | None:
     elif isinstance(value, timedelta):
         if value < timedelta(0):
             return f"{what} must not be negative, got {value.total_seconds():g} seconds"
-    elif not (callable(value) and isinstance(step, Wait)):
+    elif not (callable(value) and isinstance(step, (Wait, WaitForEvent))):
         return f"{what} must be {kinds}, not {type(value).__name__}"
     return None
 

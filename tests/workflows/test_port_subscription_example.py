@@ -105,7 +105,7 @@ def test_a_subscription_bills_every_period_at_the_charge_of_the_day(
     ]
     stream = ok_data(app.read_stream(Subscription, sub, user=user))
     assert [e.event for e in stream] == [
-        Subscribed(sub, "ann@example.com", D("9.99"), 3),
+        Subscribed(sub, "ann@example.com", D("9.99"), 3, 14),
         BillingStarted(run),
         Charged(1, D("9.99")),
         ChargeChanged(D("12.50")),
@@ -179,6 +179,30 @@ def test_a_cancel_before_the_run_started_reaches_it(app: App, user: User, tmp_pa
     assert run is not None
     assert app.run_worker(once=True)["resumed"] in (0, 1)
     assert app.result(subscription, run, user=user) == Ok(("cancelled", D("0.00")))
+
+
+def test_a_customers_own_trial_and_a_late_worker_do_not_move_the_period_ends(
+    app: App, clock: FakeClock, user: User
+) -> None:
+    """Period n ends n periods after the trial's end, counted from the run's start: a period
+    a worker took ten days late is ten days shorter, not the whole schedule ten days later
+    (each period's wait is a deadline, not a duration from when the worker got there)."""
+    sub: uuid.UUID = ok_data(app.dispatch(subscribe, Subscribe("gus@example.com", D("3"), 3, trial_days=3), user=user))
+    start = clock()
+    assert app.run_worker(once=True)["started"] == 1
+    run = _billing(app, user, sub).run_id
+    assert run is not None
+    info = app.get_run(run)
+    assert info is not None and info.wake_at == start + timedelta(days=3)
+    clock.advance(timedelta(days=3 + 10))  # the workers were down for ten days
+    assert app.run_worker(once=True)["resumed"] == 1
+    info = app.get_run(run)
+    assert info is not None and info.wake_at == start + timedelta(days=3) + PERIOD
+    clock.now = start + timedelta(days=3) + PERIOD
+    assert app.run_worker(once=True)["resumed"] == 1
+    info = app.get_run(run)
+    assert info is not None and info.wake_at == start + timedelta(days=3) + 2 * PERIOD
+    assert _billing(app, user, sub).periods_charged == 2
 
 
 def test_another_tenant_cannot_cancel_reprice_or_read_the_subscription(
