@@ -352,7 +352,7 @@ def _conflict_key_problem(table: Table, on: tuple[str, ...]) -> str | None:
     keys = [{c.name for c in table.primary_key.columns}]
     keys += [{c.name for c in k.columns} for k in table.constraints if isinstance(k, UniqueConstraint)]
     keys += [{c.name for c in i.columns} for i in table.indexes if i.unique and not _partial(i)]
-    if set(on) in keys and len(set(on)) == len(on):
+    if on and set(on) in keys and len(set(on)) == len(on):
         return None
     shown = " or ".join(str(sorted(k)) for k in keys if k) or "none"
     return (

@@ -75,8 +75,14 @@ def _upserting(on: list[str], row: dict[str, object] | None = None) -> Feature[A
             "or a unique constraint of 'fnd_summary' (ON CONFLICT matches nothing else); its keys are ['cart_id'] "
             "or ['customer', 'slot'] or ['sku']",
         ),
+        (
+            [],
+            "unsafe_projection_upsert on=[]: the conflict columns must be the table's primary key or a unique "
+            "constraint of 'fnd_summary' (ON CONFLICT matches nothing else); its keys are ['cart_id'] or "
+            "['customer', 'slot'] or ['sku']",
+        ),
     ],
-    ids=["no-such-column", "not-a-key", "partial-index"],
+    ids=["no-such-column", "not-a-key", "partial-index", "none"],
 )
 def test_an_upsert_whose_on_is_no_key_of_its_table_fails_the_boot(on: list[str], problem: str) -> None:
     """Both databases refused such an ON CONFLICT at every dispatch, as an internal_error
