@@ -1,8 +1,8 @@
 """Temporal's subscription sample, ported: a customer subscribes; the run mails a welcome,
 waits out a free trial of the customer's length, then bills one period after another (a
 charge, a mail, a wait until the period's end), and mails a goodbye when the last period is
-over.  Period ends are counted from the run's start (a ``wait_for_event`` timeout may be a
-deadline), so a worker that takes a period late does not shift the periods after it.  The customer may cancel
+over.  Period ends are counted from the subscription (a ``wait_for_event`` timeout may be
+a deadline), so a worker that takes a period late does not shift the periods after it.  The customer may cancel
 at any time (a signal in Temporal: here an event the trial's and each period's
 ``wait_for_event`` listens for, with the period as its timeout), and may change the amount
 charged from the next period on (another signal; here the row the run reads before each
@@ -65,6 +65,9 @@ class Subscribed:
     charge: Decimal
     max_periods: int
     trial_days: int
+    #: When the customer subscribed: the trial and every period count from it, also when
+    #: the workers start the run late.
+    at: datetime
 
 
 @attrs.frozen
@@ -191,7 +194,7 @@ subscribe = billing.write_handler(
         Subscription,
         data=lambda c: _new_subscription(c.steps["id"], c.payload),
         event=lambda c: Subscribed(
-            c.steps["id"], c.payload.email, c.payload.charge, c.payload.max_periods, c.payload.trial_days
+            c.steps["id"], c.payload.email, c.payload.charge, c.payload.max_periods, c.payload.trial_days, c.now
         ),
     )
     .return_(lambda c: ok(c.steps["id"])),
@@ -261,7 +264,6 @@ subscription = billing.workflow(
     trigger=on_event(Subscribed),
     pipeline=billing.workflow_pipeline(Subscribed)
     .append_event(Subscription, id=lambda c: c.payload.subscription_id, event=lambda c: BillingStarted(_run_id(c)))
-    .compute("started", lambda c: c.now)
     .send_mail(
         to=lambda c: c.payload.email,
         subject="Welcome",
@@ -272,7 +274,7 @@ subscription = billing.workflow(
         Cancelled,
         key=lambda c: c.payload.subscription_id,
         event_key=lambda e: e.subscription_id,
-        timeout=lambda c: _period_end(c.steps["started"], c.payload.trial_days, 0),
+        timeout=lambda c: _period_end(c.payload.at, c.payload.trial_days, 0),
     )
     .for_each(
         "period",
@@ -299,7 +301,7 @@ subscription = billing.workflow(
                     Cancelled,
                     key=lambda c: c.payload.subscription_id,
                     event_key=lambda e: e.subscription_id,
-                    timeout=lambda c: _period_end(c.steps["started"], c.payload.trial_days, c.scope["period"]),
+                    timeout=lambda c: _period_end(c.payload.at, c.payload.trial_days, c.scope["period"]),
                 )
             ),
         ),

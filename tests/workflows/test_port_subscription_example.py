@@ -42,11 +42,12 @@ from kumiko_typed import App, Failure, MaildirTransport, Ok, User
 from kumiko_typed.testing import FakeClock
 
 D = Decimal
+START = datetime(2026, 1, 5, 9, 0, tzinfo=UTC)
 
 
 @pytest.fixture
 def clock() -> FakeClock:
-    return FakeClock(datetime(2026, 1, 5, 9, 0, tzinfo=UTC))
+    return FakeClock(START)
 
 
 @pytest.fixture
@@ -105,7 +106,7 @@ def test_a_subscription_bills_every_period_at_the_charge_of_the_day(
     ]
     stream = ok_data(app.read_stream(Subscription, sub, user=user))
     assert [e.event for e in stream] == [
-        Subscribed(sub, "ann@example.com", D("9.99"), 3, 14),
+        Subscribed(sub, "ann@example.com", D("9.99"), 3, 14, START),
         BillingStarted(run),
         Charged(1, D("9.99")),
         ChargeChanged(D("12.50")),
@@ -184,17 +185,18 @@ def test_a_cancel_before_the_run_started_reaches_it(app: App, user: User, tmp_pa
 def test_a_customers_own_trial_and_a_late_worker_do_not_move_the_period_ends(
     app: App, clock: FakeClock, user: User
 ) -> None:
-    """Period n ends n periods after the trial's end, counted from the run's start: a period
+    """Period n ends n periods after the trial's end, counted from the subscription: a period
     a worker took ten days late is ten days shorter, not the whole schedule ten days later
     (each period's wait is a deadline, not a duration from when the worker got there)."""
-    sub: uuid.UUID = ok_data(app.dispatch(subscribe, Subscribe("gus@example.com", D("3"), 3, trial_days=3), user=user))
     start = clock()
+    sub: uuid.UUID = ok_data(app.dispatch(subscribe, Subscribe("gus@example.com", D("3"), 3, trial_days=3), user=user))
+    clock.advance(timedelta(days=1))  # the run starts a day late: its trial is still three days long
     assert app.run_worker(once=True)["started"] == 1
     run = _billing(app, user, sub).run_id
     assert run is not None
     info = app.get_run(run)
     assert info is not None and info.wake_at == start + timedelta(days=3)
-    clock.advance(timedelta(days=3 + 10))  # the workers were down for ten days
+    clock.now = start + timedelta(days=3 + 10)  # the trial ended ten days ago: the workers were down
     assert app.run_worker(once=True)["resumed"] == 1
     info = app.get_run(run)
     assert info is not None and info.wake_at == start + timedelta(days=3) + PERIOD
