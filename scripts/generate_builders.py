@@ -197,7 +197,7 @@ METHODS: dict[str, Method] = {
     ),
     "workflow.wait_for_event": Method(
         f"name: str, event: type[EV], *, key: Callable[[{CTX}], object], "
-        "event_key: Callable[[EV], object], timeout: timedelta | str",
+        f"event_key: Callable[[EV], object], timeout: timedelta | str | Callable[[{CTX}], datetime]",
         "{SELF}[P, AddStep[S, EV | None], Sc, C]",
         "self._then({SELF}, _steps.WaitForEvent(name, event, key, event_key, timeout))",
         "``name``: the matching event, or ``None`` after the timeout.",

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
-from sqlalchemy import Table
+from sqlalchemy import Index, Table, UniqueConstraint
 
 from . import _rules
 from ._compat import across_problems, ambiguous_names
@@ -46,6 +46,7 @@ from ._tables import table_of
 
 if TYPE_CHECKING:
     from ._feature import Feature
+    from ._triggers import Trigger
 
 __all__ = ["check_pipeline", "validate"]
 
@@ -155,7 +156,7 @@ def _check_durations(step: Step) -> str | None:
         what, value, kinds = (
             f"wait_for_event {step.name!r}: timeout",
             step.timeout,
-            "a timedelta or an ISO-8601 duration",
+            "a timedelta, an ISO-8601 duration or a function",
         )
     elif isinstance(step, Retry):
         # Else a text or None raised a bare TypeError out of App(...), and a float, a bool or
@@ -177,7 +178,7 @@ def _check_durations(step: Step) -> str | None:
     elif isinstance(value, timedelta):
         if value < timedelta(0):
             return f"{what} must not be negative, got {value.total_seconds():g} seconds"
-    elif not (callable(value) and isinstance(step, Wait)):
+    elif not (callable(value) and isinstance(step, (Wait, WaitForEvent))):
         return f"{what} must be {kinds}, not {type(value).__name__}"
     return None
 
@@ -199,6 +200,21 @@ def _unregistered_event(step: Step, tables: _AppTables) -> str | None:
         f"it waits for {name}, which is not a registered event; register it with "
         f"feature.event({name}) in a feature of this App"
     )
+
+
+def _unregistered_trigger(where: str, trigger: Trigger[Any], tables: _AppTables) -> list[str]:
+    """An ``on_event`` trigger of a class no feature registers: no such event is ever
+    appended, so the workflow would never start.  Checked here so that it is one of the
+    boot's listed problems; the worker's event feed raised a bare ``UnregisteredError``
+    naming no workflow from inside ``App(...)``.  (A union is the feature's own problem.)"""
+    event = trigger.payload_type
+    if trigger.kind != "event" or not isinstance(event, type) or event in tables.events:
+        return []
+    name = event.__name__
+    return [
+        f"{where}: its trigger on_event({name}) names {name}, which is not a registered event; register it "
+        f"with feature.event({name}) in a feature of this App"
+    ]
 
 
 def _resolver_problems(step: Step) -> list[str]:
@@ -312,7 +328,37 @@ def _check_data_step(feature: Feature[Any], step: Step, tables: _AppTables) -> s
                 f"table {table.name!r} is not declared by feature {feature.name!r}; "
                 "add it to Feature(..., projections=[...])"
             )
+        if isinstance(step, ProjectionUpsert):
+            return _conflict_key_problem(table, step.on)
     return None
+
+
+def _partial(index: Index) -> bool:
+    """A unique index with a ``WHERE`` (``postgresql_where=``, ``sqlite_where=``) is no
+    conflict target: ON CONFLICT infers it only when told that predicate."""
+    return any(value is not None for key, value in index.dialect_kwargs.items() if key.endswith("_where"))
+
+
+def _conflict_key_problem(table: Table, on: tuple[str, ...]) -> str | None:
+    """An upsert's ``on=`` must be the columns of the table's primary key or of one of its
+    unique constraints or (whole-table) unique indexes: ``ON CONFLICT`` matches nothing
+    else, and both databases refused the statement at every dispatch, an
+    ``internal_error`` saying only ``OperationalError``.  A column the table lacks was
+    refused at every dispatch too, as a row "lacking" it.  Both are known at boot."""
+    columns = list(table.c.keys())
+    unknown = [name for name in on if name not in columns]
+    if unknown:
+        return f"unsafe_projection_upsert on={list(on)}: table {table.name!r} has no column {unknown[0]!r}"
+    keys = [{c.name for c in table.primary_key.columns}]
+    keys += [{c.name for c in k.columns} for k in table.constraints if isinstance(k, UniqueConstraint)]
+    keys += [{c.name for c in i.columns} for i in table.indexes if i.unique and not _partial(i)]
+    if on and set(on) in keys and len(set(on)) == len(on):
+        return None
+    shown = " or ".join(str(sorted(k)) for k in keys if k) or "none"
+    return (
+        f"unsafe_projection_upsert on={list(on)}: the conflict columns must be the table's primary key or a unique "
+        f"constraint of {table.name!r} (ON CONFLICT matches nothing else); its keys are {shown}"
+    )
 
 
 def _name_problem(step: Step, name: object) -> str | None:
@@ -414,6 +460,7 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             if (problem := name_problem("workflow", workflow.local_name, full=workflow.name)) is not None:
                 problems.append(f"workflow {workflow.name!r}: {problem}")
             problems.extend(_check_trigger(where, workflow.trigger.cron))
+            problems.extend(_unregistered_trigger(where, workflow.trigger, tables))
             if workflow.pipeline.feature is not feature:
                 message = _rules.msg_foreign_pipeline(workflow.pipeline.feature.name, feature.name)
                 problems.append(f"{where}: {message}")

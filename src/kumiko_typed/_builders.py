@@ -1118,7 +1118,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
             run and is only allowed in a workflow pipeline, not in a Pipeline; build it with
@@ -1903,7 +1903,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) suspends a workflow
             run, which a SubPipeline cannot: a write handler's branch arm or loop body, or a
@@ -2934,7 +2934,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
             return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
@@ -2948,7 +2948,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, EV | None]], Sc, C]: ...
         @overload
         def wait_for_event(
@@ -2958,7 +2958,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def wait_for_event(
             self,
@@ -2967,7 +2967,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> Any:
             """Suspend the workflow run until a matching event or a timeout.
 
@@ -3784,7 +3784,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
@@ -3798,7 +3798,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, EV | None]], Sc, C]: ...
         @overload
         def wait_for_event(
@@ -3808,7 +3808,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def wait_for_event(
             self,
@@ -3817,7 +3817,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> Any:
             """Suspend the workflow run until a matching event or a timeout.
 
@@ -4868,7 +4868,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) does more than
             read, and a QueryPipeline only reads (a query runs in a read-only transaction); do
@@ -5705,7 +5705,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             key: Callable[[Ctx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str,
+            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
         ) -> Never:
             """Deprecated here: Step "wait_for_event" (workflow.wait_for_event) does more than
             read, and a QuerySubPipeline only reads (a query runs in a read-only transaction);

@@ -44,7 +44,7 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         (lambda b: b.wait(timedelta(seconds=-5)), "wait's duration must not be negative, got -5 seconds"),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=3600),
-            "wait_for_event 'got': timeout must be a timedelta or an ISO-8601 duration, not int",
+            "wait_for_event 'got': timeout must be a timedelta, an ISO-8601 duration or a function, not int",
         ),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=timedelta(-1)),
@@ -162,6 +162,42 @@ def test_a_wait_resolver_that_gives_no_datetime_fails_the_run_saying_so(app_on: 
     assert info.error["code"] == "internal_error"
     assert "wait's resolver must return a datetime, not str" in info.error["message"]
     assert info.error["message"].startswith("step @wait workflow.wait raised StepRefused")
+
+
+def test_a_wait_for_event_timeout_may_be_a_deadline_from_the_run(app_on: AppOn, user: User) -> None:
+    """A resolver gives the deadline itself, per run (a trial length from the payload),
+    as ``wait``'s may; a naive one is UTC.  Before, only a constant duration booted: the
+    subscription port could not wait a customer's own trial."""
+    f, flow = _workflow(
+        "deadline",
+        lambda b: b.wait_for_event(
+            "got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=lambda c: T0 + HOUR * c.payload.n
+        ).wait_for_event(
+            "again", Go, key=lambda c: 2, event_key=lambda e: 2, timeout=lambda c: datetime(2026, 3, 3, 9, 0)
+        ),
+    )
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    runs = [app.start_workflow(flow, Go(n), user=user) for n in (1, 3)]
+    assert [(i.path, i.wake_at) for i in map(app.get_run, runs) if i is not None] == [
+        ("got", T0 + HOUR),
+        ("got", T0 + 3 * HOUR),
+    ]
+    clock.advance(HOUR)
+    assert app.run_worker(once=True)["resumed"] == 1
+    info = app.get_run(runs[0])
+    assert info is not None and (info.path, info.wake_at) == ("again", datetime(2026, 3, 3, 9, 0, tzinfo=UTC))
+
+
+def test_a_wait_for_event_deadline_that_is_no_datetime_fails_the_run_saying_so(app_on: AppOn, user: User) -> None:
+    f, flow = _workflow(
+        "notime2", lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=lambda c: 5)
+    )
+    app = app_on([f], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Go(1), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert "wait_for_event 'got': timeout's resolver must return a datetime, not int" in info.error["message"]
 
 
 @pytest.mark.parametrize(

@@ -52,6 +52,13 @@ class ProjectionUpsert(Step):
         updates = [c for c in row if c not in self.on]
         if not updates:
             raise StepRefused(f"row sets only the conflict column(s) {list(self.on)}: nothing to update")
+        # The INSERT half of an upsert needs them even when the row exists: the database
+        # refused it with an IntegrityError, an internal_error naming no column.
+        lacking = [c for c in _required(table) if c not in row]
+        if lacking:
+            raise StepRefused(
+                f"row lacks the column(s) {lacking} of {table.name}, which are NOT NULL without a default"
+            )
         refuse(unfit_values({table.c[k]: v for k, v in row.items()}, run.payload))
         connection = run.db.connection()
         stmt = _upsert(connection.dialect.name, table, self.on, tuple(updates))
@@ -62,6 +69,22 @@ class ProjectionUpsert(Step):
         if _guarded(table, self.on) and written.first() is None:
             return _held_by_another_tenant(table, self.on, row, run.payload)
         return None
+
+
+#: Table → the columns an INSERT must be given (NOT NULL, no default of either side, no
+#: autoincrement key), worked out once per table.
+_REQUIRED: dict[Table, tuple[str, ...]] = {}
+
+
+def _required(table: Table) -> tuple[str, ...]:
+    found = _REQUIRED.get(table)
+    if found is None:
+        found = _REQUIRED[table] = tuple(
+            c.key
+            for c in table.columns
+            if not c.nullable and c.default is None and c.server_default is None and c is not table.autoincrement_column
+        )
+    return found
 
 
 _NULL_KEY = "must not be null: it is a conflict column (on=) of an upsert, and NULL matches no row"

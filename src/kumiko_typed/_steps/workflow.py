@@ -9,7 +9,7 @@ import json
 import logging
 import uuid
 from collections.abc import Callable, Iterable
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -109,7 +109,9 @@ class WaitForEvent(NamedStep):
     event: type[Any]
     key: Fn
     event_key: Fn
-    timeout: timedelta | str
+    #: A duration, or a resolver giving the deadline (a billing period's end, a date from
+    #: the payload): a constant alone could not wait per run, as ``wait`` can.
+    timeout: timedelta | str | Callable[[Any], datetime]
 
     def execute(self, run: Run) -> Result:
         segment = _segment(run)
@@ -122,9 +124,20 @@ class WaitForEvent(NamedStep):
         if info is not None and info.path is None:
             after = trigger_view(run.db, info.run_id, segment.event_name(self.event)) or after
         key = event_key(segment.codec, self.key(run))
-        timeout_at = later(run.now, as_timedelta(self.timeout), f"wait_for_event {self.name!r}: timeout")
+        timeout_at = self._timeout_at(run)
         wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
         raise Suspend([], timeout_at, wait)
+
+    def _timeout_at(self, run: Run) -> datetime:
+        timeout = self.timeout
+        what = f"wait_for_event {self.name!r}: timeout"
+        if not callable(timeout):
+            return later(run.now, as_timedelta(timeout), what)
+        deadline = timeout(run)
+        if not isinstance(deadline, datetime):
+            raise StepRefused(f"{what}'s resolver must return a datetime, not {type(deadline).__name__}")
+        # Compared with events' aware times: one without a zone is UTC, as a wait's wake time.
+        return deadline.replace(tzinfo=UTC) if deadline.tzinfo is None else deadline
 
     def resume(self, run: Run, at: Resume) -> Result:
         run.values[self.name] = _segment(run).resume_value  # the event, or None: timed out
