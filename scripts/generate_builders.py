@@ -35,7 +35,9 @@ from kumiko_typed_mypy._table import load  # noqa: E402
 
 rules = load(ROOT / "src" / "kumiko_typed" / "_rules.py", "_kumiko_rules")
 
-CTX = "Ctx[P, S, Sc]"
+#: What a resolver receives; ``{CTX}`` is filled per builder (``_fill``): a workflow's
+#: resolvers get ``WorkflowCtx``, whose ``c.workflow`` is never ``None``.
+CTX = "{CTX}[P, S, Sc]"
 
 
 def _resolver(t: str) -> str:
@@ -45,7 +47,7 @@ def _resolver(t: str) -> str:
 
 @dataclass(frozen=True)
 class Method:
-    """One step method.  ``{SELF}``/``{SUB}``/``{RB}`` are filled per builder."""
+    """One step method.  ``{SELF}``/``{SUB}``/``{RB}``/``{CTX}`` are filled per builder."""
 
     params: str
     returns: str
@@ -245,7 +247,7 @@ from typing_extensions import deprecated
 
 from . import _steps
 from ._builder import BuilderCore
-from ._ctx import Ctx, User
+from ._ctx import Ctx, User, WorkflowCtx
 from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._markers import AddScope, AddStep, Branch, Loop, NoSteps, Retry
 from ._results import Failure, Ok
@@ -388,11 +390,11 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
         detect = params.replace(body, body.replace("S1", _arm_keys.OPENED))
         return [(this, detect, opened), (this, params, _fill("{SELF}[P, S1, Sc, C]", builder))]
     if rule.key == "arms":
-        when = "Callable[[Ctx[P, Keys[*Ks], Sc]], bool]"
+        when = _fill("Callable[[{CTX}[P, Keys[*Ks], Sc]], bool]", builder)
         return _arm_keys.branch(builder, sub, this, when, opened, nested=sub == builder)
     if rule.key == "body":
         this = _fill("{SELF}[P, Keys[*Ks], Scope[*Js], C]", builder)
-        over = "Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]]"
+        over = _fill("Callable[[{CTX}[P, Keys[*Ks], Scope[*Js]]], Iterable[I]]", builder)
         exact = _arm_keys.loop(builder, sub, this, over, "N", "Scope[*Js, Key[N, I]]", marker)
         return exact + _arm_keys.loop(builder, sub, this, over, "str", "Scope[Open, *Js]", marker)
     value = m.returns[m.returns.index("AddStep[S, ") + len("AddStep[S, ") : m.returns.rindex("], Sc, C]")]
@@ -404,6 +406,7 @@ def _fill(text: str, builder: str) -> str:
     finished = "WorkflowFinished" if b.workflow else "QueryFinished" if b.read_only else "Finished"
     return (
         text.replace("{SELF}", builder)
+        .replace("{CTX}", "WorkflowCtx" if b.workflow else "Ctx")
         .replace("{SUB}", b.nested)
         .replace("{RB}", rules.RETRY_BODY_BUILDER)
         .replace("{FINISHED}", finished)

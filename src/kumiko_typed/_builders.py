@@ -27,7 +27,7 @@ from typing_extensions import deprecated
 
 from . import _steps
 from ._builder import BuilderCore
-from ._ctx import Ctx, User
+from ._ctx import Ctx, User, WorkflowCtx
 from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._markers import AddScope, AddStep, Branch, Loop, NoSteps, Retry
 from ._results import Failure, Ok
@@ -1980,20 +1980,22 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if MYPY:
 
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> WorkflowPipeline[P, AddStep[S, R], Sc, C]:
+        def compute(
+            self, name: str, fn: Callable[[WorkflowCtx[P, S, Sc]], R]
+        ) -> WorkflowPipeline[P, AddStep[S, R], Sc, C]:
             return self._then(WorkflowPipeline, _steps.Compute(name, fn))
 
     else:
 
         @overload
         def compute(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], R]
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, R]], Sc, C]: ...
         @overload
         def compute(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], R]
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
+        def compute(self, name: str, fn: Callable[[WorkflowCtx[P, S, Sc]], R]) -> Any:
             """Compute a value from the context.
 
             Step kind ``compute``. Tier 1.
@@ -2008,7 +2010,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def find_one(
-            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]
         ) -> WorkflowPipeline[P, AddStep[S, T | None], Sc, C]:
             return self._then(WorkflowPipeline, _steps.FindOne(name, query))
 
@@ -2016,13 +2018,17 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def find_one(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, T | None]], Sc, C]: ...
         @overload
         def find_one(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+        def find_one(self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row, or None when there is none.
 
             Step kind ``read.find_one``. Tier 1.
@@ -2037,7 +2043,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def get_one(
-            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]
         ) -> WorkflowPipeline[P, AddStep[S, T], Sc, C]:
             return self._then(WorkflowPipeline, _steps.GetOne(name, query))
 
@@ -2045,13 +2051,17 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def get_one(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, T]], Sc, C]: ...
         @overload
         def get_one(
-            self: WorkflowPipeline[P, Keys[*Ks], Sc, C], name: str, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            name: str,
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+        def get_one(self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row; no row ends the pipeline with not_found.
 
             Step kind ``read.get_one``. Tier 1.
@@ -2066,7 +2076,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def find_many(
-            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]], *, limit: int | None = None
         ) -> WorkflowPipeline[P, AddStep[S, list[T]], Sc, C]:
             return self._then(WorkflowPipeline, _steps.FindMany(name, query, limit))
 
@@ -2076,7 +2086,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def find_many(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             name: N,
-            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, list[T]]], Sc, C]: ...
@@ -2084,11 +2094,13 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def find_many(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             name: str,
-            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
-        def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
+        def find_many(
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]], *, limit: int | None = None
+        ) -> Any:
             """Read a list of rows.
 
             Step kind ``read.find_many``. Tier 1.
@@ -2107,8 +2119,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, S, Sc]], E],
-            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, S, Sc]], E],
+            event: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
         ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
             return self._then(WorkflowPipeline, _steps.Create(name, entity, data, event))
 
@@ -2120,8 +2132,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
-            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
         def create(
@@ -2129,16 +2141,16 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
-            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def create(
             self,
             name: str,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, S, Sc]], E],
-            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, S, Sc]], E],
+            event: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
         ) -> Any:
             """Create an aggregate (event at version 1 + row).
 
@@ -2158,9 +2170,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
             return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
@@ -2173,9 +2185,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
-            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
@@ -2184,9 +2196,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
-            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def update(
@@ -2194,9 +2206,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> Any:
             """Change an aggregate with optimistic locking.
@@ -2214,9 +2226,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         self,
         entity: type[E],
         *,
-        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-        event: Callable[[Ctx[P, S, Sc]], object],
-        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
+        event: Callable[[WorkflowCtx[P, S, Sc]], object],
+        headers: Mapping[str, str] | Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, str]] | None = None,
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
@@ -2230,7 +2242,11 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         return self._then(WorkflowPipeline, _steps.AppendEvent(entity, id, event, headers))
 
     def unsafe_projection_upsert(
-        self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
+        self,
+        table: Table | type[Any],
+        *,
+        on: Sequence[str],
+        row: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
 
@@ -2244,7 +2260,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         return self._then(WorkflowPipeline, _steps.ProjectionUpsert(table, tuple(on), row))
 
     def unsafe_projection_delete(
-        self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]
+        self, table: Table | type[Any], *, where: Callable[[WorkflowCtx[P, S, Sc]], ColumnElement[bool]]
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Delete rows of a declared projection table.
 
@@ -2262,7 +2278,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self,
             *,
-            when: Callable[[Ctx[P, S, Sc]], bool],
+            when: Callable[[WorkflowCtx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
             name: str | None = None,
@@ -2283,7 +2299,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C],
@@ -2296,7 +2312,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
@@ -2308,7 +2324,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -2319,7 +2335,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -2332,7 +2348,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -2345,7 +2361,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2357,7 +2373,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2372,7 +2388,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2387,7 +2403,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2402,7 +2418,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2417,7 +2433,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2432,7 +2448,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2447,7 +2463,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2464,7 +2480,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: None = None,
             name: str | None = None,
@@ -2473,7 +2489,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
@@ -2485,7 +2501,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
@@ -2496,7 +2512,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
@@ -2508,7 +2524,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -2522,7 +2538,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -2536,7 +2552,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -2550,7 +2566,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2564,7 +2580,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2578,7 +2594,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
@@ -2592,7 +2608,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
@@ -2601,7 +2617,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self,
             *,
-            when: Callable[[Ctx[P, S, Sc]], bool],
+            when: Callable[[WorkflowCtx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
             name: str | None = None,
@@ -2632,7 +2648,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self,
             item: str,
             *,
-            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, S, Sc]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> WorkflowPipeline[P, Loop[S1], Sc, C]:
             return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
@@ -2644,7 +2660,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
@@ -2655,7 +2671,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
@@ -2666,7 +2682,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
@@ -2677,7 +2693,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
@@ -2687,7 +2703,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
@@ -2700,7 +2716,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
@@ -2710,7 +2726,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
@@ -2721,7 +2737,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
@@ -2732,7 +2748,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
@@ -2743,7 +2759,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
@@ -2753,7 +2769,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
@@ -2766,14 +2782,14 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
             *,
-            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, S, Sc]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> Any:
             """Run a sub-pipeline once per item.
@@ -2789,7 +2805,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(WorkflowPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
 
     def guard(
-        self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
+        self, when: Callable[[WorkflowCtx[P, S, Sc]], bool], *, otherwise: Callable[[WorkflowCtx[P, S, Sc]], Failure]
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
 
@@ -2803,7 +2819,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         """
         return self._then(WorkflowPipeline, _steps.Guard(when, otherwise))
 
-    def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> WorkflowFinished[P, D]:
+    def return_(self, fn: Callable[[WorkflowCtx[P, S, Sc]], Ok[D] | Failure]) -> WorkflowFinished[P, D]:
         """End the pipeline with its result.
 
         Step kind ``return``. Tier 1.
@@ -2818,12 +2834,12 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     def send_mail(
         self,
         *,
-        to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]],
-        subject: str | Callable[[Ctx[P, S, Sc]], str],
-        body: str | Callable[[Ctx[P, S, Sc]], str],
-        sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
-        html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
-        reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+        to: str | Sequence[str] | Callable[[WorkflowCtx[P, S, Sc]], str | Sequence[str]],
+        subject: str | Callable[[WorkflowCtx[P, S, Sc]], str],
+        body: str | Callable[[WorkflowCtx[P, S, Sc]], str],
+        sender: str | Callable[[WorkflowCtx[P, S, Sc]], str] | None = None,
+        html: str | Callable[[WorkflowCtx[P, S, Sc]], str | None] | None = None,
+        reply_to: str | Callable[[WorkflowCtx[P, S, Sc]], str | None] | None = None,
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -2839,10 +2855,10 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
     def send_webhook(
         self,
         *,
-        url: str | Callable[[Ctx[P, S, Sc]], str],
+        url: str | Callable[[WorkflowCtx[P, S, Sc]], str],
         method: str = "POST",
-        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
-        body: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        headers: Mapping[str, str] | Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, str]] | None = None,
+        body: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
         auth: Auth | None = None,
         retry: RetryPolicy | None = None,
     ) -> WorkflowPipeline[P, S, Sc, C]:
@@ -2865,8 +2881,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, S, Sc]], P2],
-            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, S, Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, S, Sc]], User] | None = None,
         ) -> WorkflowPipeline[P, AddStep[S, D2], Sc, C]:
             return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
@@ -2878,8 +2894,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
-            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], User] | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, D2]], Sc, C]: ...
         @overload
         def call_feature(
@@ -2887,16 +2903,16 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
-            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], User] | None = None,
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def call_feature(
             self,
             name: str,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, S, Sc]], P2],
-            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, S, Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, S, Sc]], User] | None = None,
         ) -> Any:
             """Run another feature's write handler in this transaction.
 
@@ -2912,7 +2928,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     def wait(
-        self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        self, duration: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime], *, name: str | None = None
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
 
@@ -2932,9 +2948,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, S, Sc]], object],
+            key: Callable[[WorkflowCtx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime],
         ) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
             return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
@@ -2946,9 +2962,9 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            key: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[N, EV | None]], Sc, C]: ...
         @overload
         def wait_for_event(
@@ -2956,18 +2972,18 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            key: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def wait_for_event(
             self,
             name: str,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, S, Sc]], object],
+            key: Callable[[WorkflowCtx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime],
         ) -> Any:
             """Suspend the workflow run until a matching event or a timeout.
 
@@ -3052,20 +3068,22 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if MYPY:
 
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> WorkflowSubPipeline[P, AddStep[S, R], Sc, C]:
+        def compute(
+            self, name: str, fn: Callable[[WorkflowCtx[P, S, Sc]], R]
+        ) -> WorkflowSubPipeline[P, AddStep[S, R], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.Compute(name, fn))
 
     else:
 
         @overload
         def compute(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, fn: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], R]
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, R]], Sc, C]: ...
         @overload
         def compute(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[Ctx[P, Keys[*Ks], Sc]], R]
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: str, fn: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], R]
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Any:
+        def compute(self, name: str, fn: Callable[[WorkflowCtx[P, S, Sc]], R]) -> Any:
             """Compute a value from the context.
 
             Step kind ``compute``. Tier 1.
@@ -3080,7 +3098,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def find_one(
-            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]
         ) -> WorkflowSubPipeline[P, AddStep[S, T | None], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.FindOne(name, query))
 
@@ -3088,15 +3106,17 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def find_one(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, T | None]], Sc, C]: ...
         @overload
         def find_one(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             name: str,
-            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
-        def find_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+        def find_one(self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row, or None when there is none.
 
             Step kind ``read.find_one``. Tier 1.
@@ -3111,7 +3131,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def get_one(
-            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]
         ) -> WorkflowSubPipeline[P, AddStep[S, T], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.GetOne(name, query))
 
@@ -3119,15 +3139,17 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def get_one(
-            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C], name: N, query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]]
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            name: N,
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, T]], Sc, C]: ...
         @overload
         def get_one(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             name: str,
-            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
-        def get_one(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]]) -> Any:
+        def get_one(self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]]) -> Any:
             """Read one row; no row ends the pipeline with not_found.
 
             Step kind ``read.get_one``. Tier 1.
@@ -3142,7 +3164,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     if MYPY:
 
         def find_many(
-            self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]], *, limit: int | None = None
         ) -> WorkflowSubPipeline[P, AddStep[S, list[T]], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.FindMany(name, query, limit))
 
@@ -3152,7 +3174,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def find_many(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             name: N,
-            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, list[T]]], Sc, C]: ...
@@ -3160,11 +3182,13 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def find_many(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             name: str,
-            query: Callable[[Ctx[P, Keys[*Ks], Sc]], Select[T]],
+            query: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Select[T]],
             *,
             limit: int | None = None,
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
-        def find_many(self, name: str, query: Callable[[Ctx[P, S, Sc]], Select[T]], *, limit: int | None = None) -> Any:
+        def find_many(
+            self, name: str, query: Callable[[WorkflowCtx[P, S, Sc]], Select[T]], *, limit: int | None = None
+        ) -> Any:
             """Read a list of rows.
 
             Step kind ``read.find_many``. Tier 1.
@@ -3183,8 +3207,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, S, Sc]], E],
-            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, S, Sc]], E],
+            event: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
         ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data, event))
 
@@ -3196,8 +3220,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
-            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
         def create(
@@ -3205,16 +3229,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, Keys[*Ks], Sc]], E],
-            event: Callable[[Ctx[P, Keys[*Ks], Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], E],
+            event: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object] | None = None,
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def create(
             self,
             name: str,
             entity: type[E],
             *,
-            data: Callable[[Ctx[P, S, Sc]], E],
-            event: Callable[[Ctx[P, S, Sc]], object] | None = None,
+            data: Callable[[WorkflowCtx[P, S, Sc]], E],
+            event: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
         ) -> Any:
             """Create an aggregate (event at version 1 + row).
 
@@ -3234,9 +3258,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
             return self._then(
@@ -3251,9 +3275,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
-            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, Saved[E]]], Sc, C]: ...
         @overload
@@ -3262,9 +3286,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, Keys[*Ks], Sc]], UUID],
-            changes: Callable[[Ctx[P, Keys[*Ks], Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, Keys[*Ks], Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def update(
@@ -3272,9 +3296,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             entity: type[E],
             *,
-            id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-            changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
-            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
+            id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
+            changes: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
+            version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
         ) -> Any:
             """Change an aggregate with optimistic locking.
@@ -3294,9 +3318,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         self,
         entity: type[E],
         *,
-        id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
-        event: Callable[[Ctx[P, S, Sc]], object],
-        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
+        event: Callable[[WorkflowCtx[P, S, Sc]], object],
+        headers: Mapping[str, str] | Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, str]] | None = None,
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
@@ -3310,7 +3334,11 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         return self._then(WorkflowSubPipeline, _steps.AppendEvent(entity, id, event, headers))
 
     def unsafe_projection_upsert(
-        self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
+        self,
+        table: Table | type[Any],
+        *,
+        on: Sequence[str],
+        row: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Insert or update a row of a declared projection table.
 
@@ -3324,7 +3352,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         return self._then(WorkflowSubPipeline, _steps.ProjectionUpsert(table, tuple(on), row))
 
     def unsafe_projection_delete(
-        self, table: Table | type[Any], *, where: Callable[[Ctx[P, S, Sc]], ColumnElement[bool]]
+        self, table: Table | type[Any], *, where: Callable[[WorkflowCtx[P, S, Sc]], ColumnElement[bool]]
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Delete rows of a declared projection table.
 
@@ -3342,7 +3370,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self,
             *,
-            when: Callable[[Ctx[P, S, Sc]], bool],
+            when: Callable[[WorkflowCtx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
             name: str | None = None,
@@ -3363,7 +3391,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc, C],
@@ -3376,7 +3404,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
@@ -3388,7 +3416,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -3399,7 +3427,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -3412,7 +3440,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
@@ -3425,7 +3453,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
-            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
@@ -3434,7 +3462,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         def branch(
             self,
             *,
-            when: Callable[[Ctx[P, S, Sc]], bool],
+            when: Callable[[WorkflowCtx[P, S, Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, S, Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]] | None = None,
             name: str | None = None,
@@ -3465,7 +3493,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self,
             item: str,
             *,
-            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, S, Sc]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> WorkflowSubPipeline[P, Loop[S1], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
@@ -3477,7 +3505,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
@@ -3488,7 +3516,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
@@ -3499,7 +3527,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
@@ -3510,7 +3538,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
@@ -3520,7 +3548,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
@@ -3533,7 +3561,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: N,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
@@ -3543,7 +3571,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
@@ -3554,7 +3582,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
@@ -3565,7 +3593,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
@@ -3576,7 +3604,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
             ],
@@ -3586,7 +3614,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
@@ -3599,14 +3627,14 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
             item: str,
             *,
-            over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         def for_each(
             self,
             item: str,
             *,
-            over: Callable[[Ctx[P, S, Sc]], Iterable[I]],
+            over: Callable[[WorkflowCtx[P, S, Sc]], Iterable[I]],
             do: Callable[[WorkflowSubPipeline[P, S, AddScope[Sc, I], C]], WorkflowSubPipeline[P, S1, Sc1, C]],
         ) -> Any:
             """Run a sub-pipeline once per item.
@@ -3622,7 +3650,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(WorkflowSubPipeline, _steps.ForEach(item, over, self._sub(WorkflowSubPipeline, do, "do")))
 
     def guard(
-        self, when: Callable[[Ctx[P, S, Sc]], bool], *, otherwise: Callable[[Ctx[P, S, Sc]], Failure]
+        self, when: Callable[[WorkflowCtx[P, S, Sc]], bool], *, otherwise: Callable[[WorkflowCtx[P, S, Sc]], Failure]
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Go on only when a condition holds; otherwise end the whole pipeline with a Failure.
 
@@ -3641,7 +3669,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @deprecated(
             "return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline: a branch arm or for_each body); end the top-level pipeline with .return_(...) instead, reading what the arm or body set from c.steps; to stop early with a failure, use .guard(check, otherwise=lambda c: fail(...))"
         )
-        def return_(self, fn: Callable[[Ctx[P, S, Sc]], Ok[D] | Failure]) -> Never:
+        def return_(self, fn: Callable[[WorkflowCtx[P, S, Sc]], Ok[D] | Failure]) -> Never:
             """Deprecated here: return_ is not allowed inside a sub-pipeline (WorkflowSubPipeline:
             a branch arm or for_each body); end the top-level pipeline with .return_(...)
             instead, reading what the arm or body set from c.steps; to stop early with a
@@ -3668,12 +3696,12 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     def send_mail(
         self,
         *,
-        to: str | Sequence[str] | Callable[[Ctx[P, S, Sc]], str | Sequence[str]],
-        subject: str | Callable[[Ctx[P, S, Sc]], str],
-        body: str | Callable[[Ctx[P, S, Sc]], str],
-        sender: str | Callable[[Ctx[P, S, Sc]], str] | None = None,
-        html: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
-        reply_to: str | Callable[[Ctx[P, S, Sc]], str | None] | None = None,
+        to: str | Sequence[str] | Callable[[WorkflowCtx[P, S, Sc]], str | Sequence[str]],
+        subject: str | Callable[[WorkflowCtx[P, S, Sc]], str],
+        body: str | Callable[[WorkflowCtx[P, S, Sc]], str],
+        sender: str | Callable[[WorkflowCtx[P, S, Sc]], str] | None = None,
+        html: str | Callable[[WorkflowCtx[P, S, Sc]], str | None] | None = None,
+        reply_to: str | Callable[[WorkflowCtx[P, S, Sc]], str | None] | None = None,
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Send an e-mail through the outbox.
 
@@ -3689,10 +3717,10 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
     def send_webhook(
         self,
         *,
-        url: str | Callable[[Ctx[P, S, Sc]], str],
+        url: str | Callable[[WorkflowCtx[P, S, Sc]], str],
         method: str = "POST",
-        headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
-        body: Callable[[Ctx[P, S, Sc]], object] | None = None,
+        headers: Mapping[str, str] | Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, str]] | None = None,
+        body: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
         auth: Auth | None = None,
         retry: RetryPolicy | None = None,
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
@@ -3715,8 +3743,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, S, Sc]], P2],
-            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, S, Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, S, Sc]], User] | None = None,
         ) -> WorkflowSubPipeline[P, AddStep[S, D2], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
@@ -3728,8 +3756,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
-            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], User] | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, D2]], Sc, C]: ...
         @overload
         def call_feature(
@@ -3737,16 +3765,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, Keys[*Ks], Sc]], P2],
-            as_user: User | Callable[[Ctx[P, Keys[*Ks], Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], User] | None = None,
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def call_feature(
             self,
             name: str,
             handler: WriteHandler[P2, D2],
             *,
-            payload: Callable[[Ctx[P, S, Sc]], P2],
-            as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
+            payload: Callable[[WorkflowCtx[P, S, Sc]], P2],
+            as_user: User | Callable[[WorkflowCtx[P, S, Sc]], User] | None = None,
         ) -> Any:
             """Run another feature's write handler in this transaction.
 
@@ -3762,7 +3790,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     def wait(
-        self, duration: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime], *, name: str | None = None
+        self, duration: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime], *, name: str | None = None
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Suspend the workflow run for a while.
 
@@ -3782,9 +3810,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, S, Sc]], object],
+            key: Callable[[WorkflowCtx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime],
         ) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
@@ -3796,9 +3824,9 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: N,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            key: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[N, EV | None]], Sc, C]: ...
         @overload
         def wait_for_event(
@@ -3806,18 +3834,18 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             name: str,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, Keys[*Ks], Sc]], object],
+            key: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, Keys[*Ks], Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], datetime],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def wait_for_event(
             self,
             name: str,
             event: type[EV],
             *,
-            key: Callable[[Ctx[P, S, Sc]], object],
+            key: Callable[[WorkflowCtx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
-            timeout: timedelta | str | Callable[[Ctx[P, S, Sc]], datetime],
+            timeout: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime],
         ) -> Any:
             """Suspend the workflow run until a matching event or a timeout.
 

@@ -14,7 +14,7 @@ if TYPE_CHECKING:
 
     from ._runs import RunInfo
 
-__all__ = ["AnyCtx", "Command", "Ctx", "User", "correlation_of"]
+__all__ = ["AnyCtx", "Command", "Ctx", "User", "WorkflowCtx", "correlation_of"]
 
 P = TypeVar("P", covariant=True)
 S = TypeVar("S", covariant=True)
@@ -69,7 +69,8 @@ class Ctx(Generic[P, S, Sc]):
     loops' items (an empty one until a loop first sets an item).  With the mypy plugin
     their types are exact ``TypedDict``s; without it they are ``Any``.
 
-    Every attribute is ``Final`` for type checkers.  This is a plain slotted class
+    Every attribute is ``Final`` for type checkers but ``workflow``, a read-only property
+    that ``WorkflowCtx`` narrows (a ``Final`` cannot be).  This is a plain slotted class
     rather than a frozen ``attrs`` one because one is built per dispatch: a frozen
     ``__init__`` stores each field through ``object.__setattr__`` and cost a third of
     the interpreter's own overhead (bench/interpreter.py).  A dispatch builds no
@@ -78,7 +79,7 @@ class Ctx(Generic[P, S, Sc]):
     resolver by hand, in a test.
     """
 
-    __slots__ = ("_call", "db", "now", "payload", "scope", "steps", "user", "workflow")
+    __slots__ = ("_call", "_workflow", "db", "now", "payload", "scope", "steps", "user")
 
     def __init__(
         self,
@@ -98,10 +99,15 @@ class Ctx(Generic[P, S, Sc]):
         self.scope: Final = scope
         self.db: Final = db
         self.now: Final = now
-        self.workflow: Final = workflow
+        self._workflow: Final = workflow
         # (handler, payload, user, now, correlation id): the run stores the tuple it is
         # started with as it is, one store where the two fields it is read for took two.
         self._call: Final = (handler, payload, user, now, correlation_id)
+
+    @property
+    def workflow(self) -> RunInfo | None:
+        """The workflow run this step runs in: ``None`` in a handler or a query."""
+        return self._workflow
 
     @property
     def event(self) -> Command[P]:
@@ -116,6 +122,19 @@ class Ctx(Generic[P, S, Sc]):
 
     def __repr__(self) -> str:
         return f"<Ctx {self._call[0]} payload={self.payload!r}>"
+
+
+class WorkflowCtx(Ctx[P, S, Sc]):
+    """The ``Ctx`` of a workflow's resolvers (``WorkflowPipeline``, ``WorkflowSubPipeline``):
+    a workflow segment always runs with its run's ``RunInfo``, so ``c.workflow`` is never
+    ``None`` there.  A workflow segment's run is one (``_interpreter.SegmentRun``)."""
+
+    __slots__ = ()
+
+    if TYPE_CHECKING:
+        # Only the type narrows: the value is Ctx's, set for every workflow segment.
+        @property
+        def workflow(self) -> RunInfo: ...
 
 
 def correlation_of(ctx: Ctx[Any, Any, Any]) -> UUID:

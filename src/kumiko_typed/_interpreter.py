@@ -27,7 +27,7 @@ from uuid import UUID, uuid4
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError, StatementError
 
 from ._access import TENANT_KEY
-from ._ctx import AnyCtx, User
+from ._ctx import AnyCtx, User, WorkflowCtx
 from ._errors import ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
@@ -50,6 +50,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Outcome",
     "Run",
+    "SegmentRun",
     "WorkflowRun",
     "crash_failure",
     "exception_failure",
@@ -137,6 +138,13 @@ class Run(AnyCtx):
         return crash_failure(crash, self.event.handler, self.payload)
 
 
+class SegmentRun(Run, WorkflowCtx[object, Mapping[str, object], Mapping[str, object]]):
+    """A workflow segment's run: the ``WorkflowCtx`` its resolvers are typed against (its
+    ``workflow`` is always set), so what they are told they receive is what they do."""
+
+    __slots__ = ()
+
+
 #: ``c.scope`` of a run no loop has set an item in.
 _NO_SCOPE: Final[Mapping[str, object]] = MappingProxyType({})
 
@@ -154,7 +162,8 @@ def start_run(
     ``info`` and ``workflow`` (by name; not keyword-only: on CPython 3.11 a function with
     keyword-only defaults is called through a slower path, on every dispatch)."""
     _handler, payload, user, now, _correlation_id = call
-    run: Any = Run()  # Any: Ctx's attributes are Final to type checkers, stored here once
+    # Any: Ctx's attributes are Final to type checkers, stored here once.
+    run: Any = Run() if info is None else SegmentRun()
     run.values = values = {**program.initial_values}
     run.steps = MappingProxyType(values)
     run.scope = _NO_SCOPE
@@ -162,7 +171,7 @@ def start_run(
     run.user = user
     run.db = session
     run.now = now
-    run.workflow = info
+    run._workflow = info
     run._call = call
     run.registry = registry
     run.trace = None

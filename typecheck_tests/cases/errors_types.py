@@ -81,6 +81,12 @@ gets = (
     .compute("outside", lambda c: c.scope.get("line"))  # E: kumiko-unknown-key  # M: c.scope.get("line"): no for_each around this step has its item named "line"; no loop item is in scope: read c.scope inside a for_each body
     .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("i", lambda c: c.scope.get("lines", 0)))  # E: kumiko-unknown-key  # M: c.scope.get("lines"): no for_each around this step has its item named "lines"; did you mean "line"?
 )
+# A workflow's resolvers get a WorkflowCtx (a Ctx whose c.workflow is set): the same check.
+workflow_gets = (
+    shop.workflow_pipeline(Order)
+    .compute("total", lambda c: 1)
+    .compute("typo", lambda c: c.steps.get("totl"))  # E: kumiko-unknown-key  # M: c.steps.get("totl"): no step before this one is named "totl"; did you mean "total"?
+)
 
 
 class Plain(TypedDict):

@@ -66,13 +66,14 @@ def by_value(ctx: MethodSigContext) -> CallableType:
 
 
 def _takes_ctx(formal: Type) -> bool:
-    """Whether the parameter is a resolver: a function of a ``Ctx`` (maybe in a union with
-    a plain value, as a mail subject).  An arm's or a body's builder, or an event, is not."""
+    """Whether the parameter is a resolver: a function of a ``Ctx`` or of its subclass
+    ``WorkflowCtx`` (maybe in a union with a plain value, as a mail subject).  An arm's or a
+    body's builder, or an event, is not."""
     p = get_proper_type(formal)
     for item in map(get_proper_type, p.items if isinstance(p, UnionType) else [p]):
         if isinstance(item, CallableType) and item.arg_types:
             first = get_proper_type(item.arg_types[0])
-            if isinstance(first, Instance) and first.type.fullname == CTX:
+            if isinstance(first, Instance) and first.type.has_base(CTX):
                 return True
     return False
 

@@ -53,7 +53,8 @@ def _message(attribute: str, key: str, known: list[str]) -> str:
 
 
 def _ctx_attribute(ctx: MethodContext) -> str | None:
-    """``"steps"`` for ``<expr>.steps.get(...)`` with ``<expr>`` a ``Ctx``, ``"scope"`` likewise."""
+    """``"steps"`` for ``<expr>.steps.get(...)`` with ``<expr>`` a ``Ctx`` (a workflow's
+    ``WorkflowCtx`` too), ``"scope"`` likewise."""
     call = ctx.context
     if not (isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr)):
         return None
@@ -66,4 +67,4 @@ def _ctx_attribute(ctx: MethodContext) -> str | None:
         owner = get_proper_type(ctx.api.lookup_type(attribute.expr))
     except KeyError:
         return None
-    return attribute.name if isinstance(owner, Instance) and owner.type.fullname == CTX else None
+    return attribute.name if isinstance(owner, Instance) and owner.type.has_base(CTX) else None
