@@ -29,7 +29,7 @@ import attrs
 from sqlalchemy import Numeric, String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import Ctx, Entity, Feature, fail, ok, on_event
+from kumiko_typed import Entity, Feature, fail, ok, on_event
 
 TRIAL = timedelta(days=14)  # the default trial
 PERIOD = timedelta(days=30)
@@ -246,14 +246,6 @@ billing_info = billing.query_handler(
 )
 
 
-def _run_id(c: Ctx[object, object, object]) -> uuid.UUID:
-    """The id of the run a step runs in.  ``c.workflow`` is ``RunInfo | None`` for every
-    resolver, a handler's too, so a workflow's resolver narrows it here."""
-    if c.workflow is None:
-        raise RuntimeError("not inside a workflow run")
-    return c.workflow.run_id
-
-
 def _period_end(started: datetime, trial_days: int, period: int) -> datetime:
     """When billing period ``period`` (1, 2, ...) ends: the trial's end is period 0's."""
     return started + timedelta(days=trial_days) + PERIOD * period
@@ -263,7 +255,11 @@ subscription = billing.workflow(
     "subscription",
     trigger=on_event(Subscribed),
     pipeline=billing.workflow_pipeline(Subscribed)
-    .append_event(Subscription, id=lambda c: c.payload.subscription_id, event=lambda c: BillingStarted(_run_id(c)))
+    .append_event(
+        Subscription,
+        id=lambda c: c.payload.subscription_id,
+        event=lambda c: BillingStarted(c.workflow.run_id),
+    )
     .send_mail(
         to=lambda c: c.payload.email,
         subject="Welcome",
