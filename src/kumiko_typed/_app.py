@@ -63,6 +63,24 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _aware(clock: Clock) -> Clock:
+    """``clock``, refusing a reading without a time zone.  ``datetime.now()`` gives this
+    machine's local wall time without one: stored as UTC, it moved every wait and retry by
+    the zone's offset (an hour in Berlin), and the first cron pass after it raised
+    ``TypeError: can't compare offset-naive and offset-aware datetimes``, every time."""
+
+    def now() -> datetime:
+        moment = clock()
+        if not isinstance(moment, datetime) or moment.utcoffset() is None:
+            raise TypeError(
+                f"App(clock=...) must return a time-zone-aware datetime, not {moment!r} "
+                "(for the system's time: datetime.now(UTC))"
+            )
+        return moment
+
+    return now
+
+
 class AppSettings(TypedDict, total=False):
     """Every keyword of :class:`App` but ``database_url``, typed as ``App`` takes it.
 
@@ -94,8 +112,9 @@ class App:
             ``postgresql+psycopg://...`` (many workers on many hosts; the ``postgres`` extra
             installs psycopg).  Another database or driver, or a URL SQLAlchemy cannot
             read, is a boot problem.
-        clock: returns the current time (timezone-aware); steps see it as ``c.now``,
-            workflow timers and outbox backoffs use it.  Default: the system's UTC time.
+        clock: returns the current time (timezone-aware; a naive reading raises
+            ``TypeError`` where it is read); steps see it as ``c.now``, workflow timers,
+            cron ticks, outbox backoffs and leases use it.  Default: the system's UTC time.
             Tests pass ``kumiko_typed.testing.FakeClock``.
         mail: the transport that delivers ``send_mail`` rows (any
             :class:`MailTransport`).  Default: a :class:`MaildirTransport` in ``./kumiko-mail``.
@@ -185,6 +204,8 @@ class App:
         self.features = tuple(features)
         self.database_url = database_url
         self.clock: Clock = clock or _utc_now
+        #: What the App reads: ``clock`` checked for a time zone (a test moves ``app.clock``).
+        self._now: Clock = _utc_now if clock is None else _aware(clock)
         #: How long a dispatch's idempotency key answers repeats with its stored result.
         self.idempotency_retention = idempotency_retention
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
@@ -209,11 +230,11 @@ class App:
         self._workflows = {w.name: w for w in workflows}
         #: Not ``engine``: that is SQLAlchemy's, which users may need (``App.engine``).
         self._workflow_engine = WorkflowEngine(
-            self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
+            self._sessions, self._registry, self.codec, self._converter, workflows, self._now
         )
-        self._operations = Operations(self._sessions, self._workflow_engine, self.clock)
+        self._operations = Operations(self._sessions, self._workflow_engine, self._now)
         self._deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
-        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self.clock)
+        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -300,7 +321,7 @@ class App:
         deletes ``batch`` rows per transaction, beside running dispatches."""
         if type(batch) is not int or batch < 1:
             raise ValueError(f"batch must be a positive int, not {batch!r}")
-        return purge_expired(self.engine, self.clock() - self.idempotency_retention, batch)
+        return purge_expired(self.engine, self._now() - self.idempotency_retention, batch)
 
     # --- outbox and workers ---------------------------------------------------------
 
@@ -522,7 +543,7 @@ class App:
         self, query: QueryHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
     ) -> Ok[object] | Failure:
         result = _wrong_correlation(correlation_id) or run_query(
-            self._sessions, self._registry, self.clock, query, payload, user, correlation_id
+            self._sessions, self._registry, self._now, query, payload, user, correlation_id
         )
         return _logged("query", query.name, user, result)
 
@@ -563,7 +584,7 @@ class App:
         if isinstance(keyed, Failure):
             return keyed
         try:
-            call = (handler.name, payload, user, self.clock(), correlation_id or uuid.uuid4())
+            call = (handler.name, payload, user, self._now(), correlation_id or uuid.uuid4())
         except Exception as exc:
             where = f"handler {handler.name}"
             return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})
