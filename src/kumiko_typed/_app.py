@@ -12,7 +12,7 @@ from typing import Any, Literal, TypedDict, TypeVar, cast
 
 import cattrs
 import httpx
-from sqlalchemy import MetaData, Table
+from sqlalchemy import Engine, MetaData, Table
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -43,6 +43,7 @@ from ._run_listing import RunFilter
 from ._runs import RunInfo, RunStatus
 from ._schema_check import missing_columns
 from ._serialization import Codec
+from ._server_clock import ServerClock
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure, unreadable
 from ._tables import metadata as framework_metadata
@@ -63,6 +64,10 @@ def _utc_now() -> datetime:
     return datetime.now(UTC)
 
 
+def _nothing() -> None:
+    pass
+
+
 def _aware(clock: Clock) -> Clock:
     """``clock``, refusing a reading without a time zone.  ``datetime.now()`` gives this
     machine's local wall time without one: stored as UTC, it moved every wait and retry by
@@ -79,6 +84,18 @@ def _aware(clock: Clock) -> Clock:
         return moment
 
     return now
+
+
+def _clocks(clock: Clock | None, engine: Engine) -> tuple[Clock, Clock, Callable[[], None]]:
+    """The App's clock, what it reads (the clock checked for a time zone), and what
+    corrects the default clock to the database server's before work that schedules (see
+    ``_server_clock``)."""
+    if clock is not None:
+        return clock, _aware(clock), _nothing
+    if engine.dialect.name == "postgresql":
+        server = ServerClock(engine, _utc_now)
+        return server, server, server.follow
+    return _utc_now, _utc_now, _nothing  # SQLite: one machine, whose clock is the database's
 
 
 class AppSettings(TypedDict, total=False):
@@ -114,7 +131,10 @@ class App:
             read, is a boot problem.
         clock: returns the current time (timezone-aware; a naive reading raises
             ``TypeError`` where it is read); steps see it as ``c.now``, workflow timers,
-            cron ticks, outbox backoffs and leases use it.  Default: the system's UTC time.
+            cron ticks, outbox backoffs and leases use it.  Default: the system's UTC time,
+            on PostgreSQL corrected to the database server's clock (read at most once a
+            minute), so that processes on machines whose clocks differ agree
+            (docs/operations.md, "Clocks").
             Tests pass ``kumiko_typed.testing.FakeClock``.
         mail: the transport that delivers ``send_mail`` rows (any
             :class:`MailTransport`).  Default: a :class:`MaildirTransport` in ``./kumiko-mail``.
@@ -203,9 +223,10 @@ class App:
         }
         self.features = tuple(features)
         self.database_url = database_url
-        self.clock: Clock = clock or _utc_now
-        #: What the App reads: ``clock`` checked for a time zone (a test moves ``app.clock``).
-        self._now: Clock = _utc_now if clock is None else _aware(clock)
+        # ``clock`` as given (a test moves ``app.clock``) or the default; what the App reads
+        # (checked for a time zone); what reads the server's clock when due before work that
+        # schedules: a dispatch, a manual start, a worker's pass (``ServerClock.follow``).
+        self.clock, self._now, self._follow = _clocks(clock, engine)
         #: How long a dispatch's idempotency key answers repeats with its stored result.
         self.idempotency_retention = idempotency_retention
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
@@ -234,7 +255,7 @@ class App:
         )
         self._operations = Operations(self._sessions, self._workflow_engine, self._now)
         self._deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
-        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now)
+        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now, self._follow)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -359,6 +380,7 @@ class App:
             raise TypeError(f"workflow {workflow.name}: user must be a User, not {type(user).__name__}")
         if no_tenant(user) is not None:
             raise PermissionError(f"workflow {workflow.name}: {NO_TENANT_REFUSED}")
+        self._follow()  # its first segment may schedule (a wait): by the server's clock
         return self._workflow_engine.start(workflow, payload, user, key)
 
     def cancel_run(self, run_id: uuid.UUID, *, user: User, reason: str | None = None) -> Ok[RunInfo] | Failure:
@@ -584,6 +606,8 @@ class App:
         if isinstance(keyed, Failure):
             return keyed
         try:
+            # A web process without a worker schedules too (a mail due now, a key's age).
+            self._follow()
             call = (handler.name, payload, user, self._now(), correlation_id or uuid.uuid4())
         except Exception as exc:
             where = f"handler {handler.name}"
