@@ -27,7 +27,7 @@ from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
 from ._http_proxy import proxy_mounts
-from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
+from ._idempotency import NOT_STORED, Keyed, expired_by, fingerprint, key_problem, purge_expired
 from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run, unavailable
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
@@ -342,7 +342,7 @@ class App:
         deletes ``batch`` rows per transaction, beside running dispatches."""
         if type(batch) is not int or batch < 1:
             raise ValueError(f"batch must be a positive int, not {batch!r}")
-        return purge_expired(self.engine, self._now() - self.idempotency_retention, batch)
+        return purge_expired(self.engine, expired_by(self._now(), self.idempotency_retention), batch)
 
     # --- outbox and workers ---------------------------------------------------------
 
