@@ -69,10 +69,15 @@ def _nothing() -> None:
 
 
 def _aware(clock: Clock) -> Clock:
-    """``clock``, refusing a reading without a time zone.  ``datetime.now()`` gives this
-    machine's local wall time without one: stored as UTC, it moved every wait and retry by
-    the zone's offset (an hour in Berlin), and the first cron pass after it raised
-    ``TypeError: can't compare offset-naive and offset-aware datetimes``, every time."""
+    """``clock``, refusing a reading without a time zone and reading the others in UTC.
+
+    ``datetime.now()`` gives this machine's local wall time without a zone: stored as UTC,
+    it moved every wait and retry by the zone's offset (an hour in Berlin), and the first
+    cron pass after it raised ``TypeError: can't compare offset-naive and offset-aware
+    datetimes``, every time.  In UTC: Python adds a timedelta to an aware time on its wall
+    clock, so with a zone that keeps daylight saving (``ZoneInfo("Europe/Berlin")``) a
+    two-hour wait begun at 01:30 on the night the clocks go back lasted three hours; leases
+    and backoffs moved alike."""
 
     def now() -> datetime:
         moment = clock()
@@ -81,7 +86,7 @@ def _aware(clock: Clock) -> Clock:
                 f"App(clock=...) must return a time-zone-aware datetime, not {moment!r} "
                 "(for the system's time: datetime.now(UTC))"
             )
-        return moment
+        return moment.astimezone(UTC)
 
     return now
 
@@ -129,8 +134,8 @@ class App:
             ``postgresql+psycopg://...`` (many workers on many hosts; the ``postgres`` extra
             installs psycopg).  Another database or driver, or a URL SQLAlchemy cannot
             read, is a boot problem.
-        clock: returns the current time (timezone-aware; a naive reading raises
-            ``TypeError`` where it is read); steps see it as ``c.now``, workflow timers,
+        clock: returns the current time (timezone-aware, read in UTC; a naive reading
+            raises ``TypeError`` where it is read); steps see it as ``c.now``, workflow timers,
             cron ticks, outbox backoffs and leases use it.  Default: the system's UTC time,
             on PostgreSQL corrected to the database server's clock (read at most once a
             minute), so that processes on machines whose clocks differ agree
