@@ -12,7 +12,7 @@ from typing import Any, Final, Literal, TypedDict, TypeVar, cast
 
 import cattrs
 import httpx
-from sqlalchemy import MetaData, Table
+from sqlalchemy import Engine, MetaData, Table
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -27,7 +27,7 @@ from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
 from ._http_proxy import proxy_mounts
-from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
+from ._idempotency import NOT_STORED, Keyed, expired_by, fingerprint, key_problem, purge_expired
 from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run, unavailable
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
@@ -43,6 +43,7 @@ from ._run_listing import RunFilter
 from ._runs import RunInfo, RunStatus
 from ._schema_check import missing_columns
 from ._serialization import Codec
+from ._server_clock import ServerClock
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure, unreadable
 from ._tables import metadata as framework_metadata
@@ -61,6 +62,45 @@ logger = logging.getLogger("kumiko_typed")
 
 def _utc_now() -> datetime:
     return datetime.now(UTC)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _aware(clock: Clock) -> Clock:
+    """``clock``, refusing a reading without a time zone and reading the others in UTC.
+
+    ``datetime.now()`` gives this machine's local wall time without a zone: stored as UTC,
+    it moved every wait and retry by the zone's offset (an hour in Berlin), and the first
+    cron pass after it raised ``TypeError: can't compare offset-naive and offset-aware
+    datetimes``, every time.  In UTC: Python adds a timedelta to an aware time on its wall
+    clock, so with a zone that keeps daylight saving (``ZoneInfo("Europe/Berlin")``) a
+    two-hour wait begun at 01:30 on the night the clocks go back lasted three hours; leases
+    and backoffs moved alike."""
+
+    def now() -> datetime:
+        moment = clock()
+        if not isinstance(moment, datetime) or moment.utcoffset() is None:
+            raise TypeError(
+                f"App(clock=...) must return a time-zone-aware datetime, not {moment!r} "
+                "(for the system's time: datetime.now(UTC))"
+            )
+        return moment.astimezone(UTC)
+
+    return now
+
+
+def _clocks(clock: Clock | None, engine: Engine) -> tuple[Clock, Clock, Callable[[], None]]:
+    """The App's clock, what it reads (the clock checked for a time zone), and what
+    corrects the default clock to the database server's before work that schedules (see
+    ``_server_clock``)."""
+    if clock is not None:
+        return clock, _aware(clock), _nothing
+    if engine.dialect.name == "postgresql":
+        server = ServerClock(engine, _utc_now)
+        return server, server, server.follow
+    return _utc_now, _utc_now, _nothing  # SQLite: one machine, whose clock is the database's
 
 
 class AppSettings(TypedDict, total=False):
@@ -94,8 +134,12 @@ class App:
             ``postgresql+psycopg://...`` (many workers on many hosts; the ``postgres`` extra
             installs psycopg).  Another database or driver, or a URL SQLAlchemy cannot
             read, is a boot problem.
-        clock: returns the current time (timezone-aware); steps see it as ``c.now``,
-            workflow timers and outbox backoffs use it.  Default: the system's UTC time.
+        clock: returns the current time (timezone-aware, read in UTC; a naive reading
+            raises ``TypeError`` where it is read); steps see it as ``c.now``, workflow timers,
+            cron ticks, outbox backoffs and leases use it.  Default: the system's UTC time,
+            on PostgreSQL corrected to the database server's clock (read at most once a
+            minute), so that processes on machines whose clocks differ agree
+            (docs/operations.md, "Clocks").
             Tests pass ``kumiko_typed.testing.FakeClock``.
         mail: the transport that delivers ``send_mail`` rows (any
             :class:`MailTransport`).  Default: a :class:`MaildirTransport` in ``./kumiko-mail``.
@@ -184,7 +228,10 @@ class App:
         }
         self.features = tuple(features)
         self.database_url = database_url
-        self.clock: Clock = clock or _utc_now
+        # ``clock`` as given (a test moves ``app.clock``) or the default; what the App reads
+        # (checked for a time zone); what reads the server's clock when due before work that
+        # schedules: a dispatch, a manual start, a worker's pass (``ServerClock.follow``).
+        self.clock, self._now, self._follow = _clocks(clock, engine)
         #: How long a dispatch's idempotency key answers repeats with its stored result.
         self.idempotency_retention = idempotency_retention
         self.mail: MailTransport = mail if mail is not None else MaildirTransport()
@@ -209,11 +256,11 @@ class App:
         self._workflows = {w.name: w for w in workflows}
         #: Not ``engine``: that is SQLAlchemy's, which users may need (``App.engine``).
         self._workflow_engine = WorkflowEngine(
-            self._sessions, self._registry, self.codec, self._converter, workflows, self.clock
+            self._sessions, self._registry, self.codec, self._converter, workflows, self._now
         )
-        self._operations = Operations(self._sessions, self._workflow_engine, self.clock)
+        self._operations = Operations(self._sessions, self._workflow_engine, self._now)
         self._deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
-        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self.clock)
+        self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now, self._follow)
 
     def __repr__(self) -> str:
         return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
@@ -300,7 +347,7 @@ class App:
         deletes ``batch`` rows per transaction, beside running dispatches."""
         if type(batch) is not int or batch < 1:
             raise ValueError(f"batch must be a positive int, not {batch!r}")
-        return purge_expired(self.engine, self.clock() - self.idempotency_retention, batch)
+        return purge_expired(self.engine, expired_by(self._now(), self.idempotency_retention), batch)
 
     # --- outbox and workers ---------------------------------------------------------
 
@@ -338,6 +385,7 @@ class App:
             raise TypeError(f"workflow {workflow.name}: user must be a User, not {type(user).__name__}")
         if no_tenant(user) is not None:
             raise PermissionError(f"workflow {workflow.name}: {NO_TENANT_REFUSED}")
+        self._follow()  # its first segment may schedule (a wait): by the server's clock
         return self._workflow_engine.start(workflow, payload, user, key)
 
     def cancel_run(self, run_id: uuid.UUID, *, user: User, reason: str | None = None) -> Ok[RunInfo] | Failure:
@@ -502,7 +550,7 @@ class App:
         self, query: QueryHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
     ) -> Ok[object] | Failure:
         result = _wrong_correlation(correlation_id) or run_query(
-            self._sessions, self._registry, self.clock, query, payload, user, correlation_id
+            self._sessions, self._registry, self._now, query, payload, user, correlation_id
         )
         return _logged("query", query.name, user, result)
 
@@ -543,7 +591,9 @@ class App:
         if isinstance(keyed, Failure):
             return keyed
         try:
-            call = (handler.name, payload, user, self.clock(), correlation_id or uuid.uuid4())
+            # A web process without a worker schedules too (a mail due now, a key's age).
+            self._follow()
+            call = (handler.name, payload, user, self._now(), correlation_id or uuid.uuid4())
         except Exception as exc:
             where = f"handler {handler.name}"
             return exception_failure(exc, f"{where}, outside its steps,", where, {"handler": handler.name})

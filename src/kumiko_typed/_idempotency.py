@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any, Final
 
 from sqlalchemy import Engine, bindparam, delete, select, tuple_, update
@@ -29,7 +29,7 @@ from ._results import Failure, Ok, fail
 from ._serialization import Codec, StateError
 from ._tables import idempotency_keys as keys
 
-__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "fingerprint", "key_problem", "purge_expired"]
+__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "expired_by", "fingerprint", "key_problem", "purge_expired"]
 
 #: Failures that say nothing about the request itself: a retry may well succeed.  A
 #: ``version_conflict`` is a lost race (the aggregate moved on since it was read): stored,
@@ -58,6 +58,20 @@ _PURGE: Final = delete(keys).where(
         select(_T.tenant_id, _T.handler, _T.key).where(_EXPIRED).limit(bindparam("b_batch"))
     ),
 )
+
+
+#: Before every key's claim: what a retention reaching back past the year 1 leaves expired.
+_NEVER: Final = datetime.min.replace(tzinfo=UTC)
+
+
+def expired_by(now: datetime, retention: timedelta) -> datetime:
+    """The cutoff: keys claimed at or before it have expired.  A retention longer than the
+    calendar behind ``now`` (``timedelta.max``: keep keys for good) expires none; before,
+    ``now - retention`` overflowed and every keyed dispatch was an ``internal_error``."""
+    try:
+        return now.astimezone(UTC) - retention  # in UTC: the year 1 is stored as it is
+    except OverflowError:
+        return _NEVER
 
 
 def purge_expired(engine: Engine, cutoff: datetime, batch: int) -> int:
@@ -130,7 +144,7 @@ class Keyed:
             "fingerprint": self.payload_hash,
             "result": None,
             "created_at": now,
-            "b_cutoff": now - retention,
+            "b_cutoff": expired_by(now, retention),
         }
         claim = _CLAIM[session.get_bind().dialect.name]
         if session.execute(claim, params).first() is not None:

@@ -39,6 +39,7 @@ class Worker:
         workflows: WorkflowEngine,
         deliverer: Deliverer,
         clock: Callable[[], datetime],
+        follow: Callable[[], None],
     ) -> None:
         self._engine = engine
         self._workflows = workflows
@@ -46,6 +47,9 @@ class Worker:
         self._cron = CronTriggers(workflows)
         self._deliverer = deliverer
         self._clock = clock
+        #: Corrects the default clock to the database server's (``_server_clock``): each
+        #: side calls it before its pass, holding no connection.
+        self._follow = follow
         #: Set by a stop, or by a side that failed: both sides end.
         self._halt = Halt()
 
@@ -120,12 +124,14 @@ class Worker:
     def _workflow_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:
         """The workflow side's work; ``stopping`` is asked between its transactions, so a
         stop does not wait for a long backlog (what is left stays due)."""
+        self._follow()
         started, woken = self._feed.consume(stopping)
         started += self._cron.fire(stopping)
         resumed = woken + self._workflows.resume_due(stopping)
         return dict.fromkeys(COUNTS, 0) | {"started": started, "resumed": resumed}
 
     def _delivery_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:
+        self._follow()
         counts = deliver_due(self._engine, self._deliverer, self._clock, stopping)
         return dict.fromkeys(COUNTS, 0) | {"sent": counts.sent, "retried": counts.retried, "dead": counts.dead}
 

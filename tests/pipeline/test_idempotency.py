@@ -13,7 +13,7 @@ import sys
 import threading
 import uuid
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import datetime, timedelta, timezone
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -367,6 +367,23 @@ def test_purging_deletes_only_expired_keys_in_batches(app_on: AppOn, counted: Co
     assert len(counted.runs) == runs  # answered from the kept key, not run again
     with pytest.raises(ValueError, match="batch must be a positive int"):
         app.purge_idempotency_keys(batch=0)
+
+
+@pytest.mark.parametrize("retention", [timedelta.max, timedelta(days=800_000)], ids=["max", "past-year-1"])
+def test_a_retention_longer_than_the_calendar_keeps_keys_for_good(
+    app_on: AppOn, counted: Counted, retention: timedelta
+) -> None:
+    """``timedelta.max`` reads as "keep keys for good".  Before, ``now - retention``
+    overflowed: every keyed dispatch was an ``internal_error`` and a purge raised."""
+    clock = FakeClock(datetime(2026, 3, 2, 9, 0, tzinfo=timezone(timedelta(hours=-5))))
+    app = app_on([counted.feature], clock=clock, idempotency_retention=retention)
+    user = _tenant_user()
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(1)
+    clock.advance(days=3650)
+    assert app.dispatch(counted.other, Note("a"), user=user, idempotency_key="k") == Ok(1)
+    assert app.purge_idempotency_keys() == 0
+    assert counted.runs == ["a"]
+    assert _keys(app) == 1
 
 
 def test_dispatch_json_takes_a_key_too(app_on: AppOn, counted: Counted) -> None:
