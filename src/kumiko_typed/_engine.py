@@ -40,7 +40,7 @@ from ._sqlite_sql import JSON_TEXT, SQLiteStatements, SQLiteTypes
 from ._tenant_refs import check_references
 from ._transient import note_lost
 
-__all__ = ["make_engine", "read_only_engines"]
+__all__ = ["make_engine", "read_only_engines", "unwatched"]
 
 #: Whether :func:`make_engine` builds engines the database keeps from writing.
 _READ_ONLY: ContextVar[bool] = ContextVar("kumiko_read_only_engines", default=False)
@@ -381,21 +381,28 @@ def _sqlite_begin(conn: Any) -> None:
     _send(conn, "BEGIN IMMEDIATE")
 
 
+def unwatched(conn: Any) -> bool:
+    """Whether nothing would see a statement sent on ``conn``'s driver connection itself
+    instead of through ``exec_driver_sql``: no echo and no listener of statements
+    (``before_cursor_execute``, an ``after_cursor_execute`` besides
+    :func:`check_references`, which looks at writes only, a dialect's ``do_execute``)."""
+    dispatch = conn.dispatch
+    return not (
+        conn._echo
+        or dispatch.before_cursor_execute
+        or not all(map(is_, dispatch.after_cursor_execute, repeat(check_references)))
+        or conn.dialect.dispatch.do_execute
+    )
+
+
 def _send(conn: Any, sql: str) -> None:
     """``conn.exec_driver_sql(sql)`` for a statement that returns nothing, sent on the
-    driver's connection itself when nothing would see the difference: no echo and no
-    listener of statements (``before_cursor_execute``, an ``after_cursor_execute`` besides
-    :func:`check_references`, which looks at writes only, a dialect's ``do_execute``).
+    driver's connection itself when nothing would see the difference (:func:`unwatched`).
     SQLAlchemy's execution context, cursor and result around a ``BEGIN IMMEDIATE`` were
     a twentieth of a ``get_one -> update`` dispatch's CPU time (bench/handler.py).  A
     failure is wrapped and goes through ``handle_error`` as from ``exec_driver_sql``
     (SQLite still locked is ``unavailable``)."""
-    if (
-        conn._echo
-        or conn.dispatch.before_cursor_execute
-        or not all(map(is_, conn.dispatch.after_cursor_execute, repeat(check_references)))
-        or conn.dialect.dispatch.do_execute
-    ):
+    if not unwatched(conn):
         conn.exec_driver_sql(sql)
         return
     try:

@@ -45,7 +45,9 @@ from sqlalchemy.ext.compiler import compiles
 from sqlalchemy.orm import Session
 from sqlalchemy.sql.functions import FunctionElement
 
+from ._cache_keys import keyed_by_identity
 from ._connection import connection_of
+from ._dml import execute_dml
 from ._notify import CHANNEL
 from ._tables import events
 
@@ -68,7 +70,7 @@ _NOTIFY: Final = text("SELECT pg_notify(:channel, '')")
 #: ``session.info`` key: the (sub)transaction that queued the NOTIFY.
 _NOTIFIED_IN: Final = "kumiko_notified_in"
 #: Built once; each append passes its row as parameters.
-_INSERT_EVENT: Final = insert(events)
+_INSERT_EVENT: Final = keyed_by_identity(insert(events))
 #: The same insert queueing the workers' NOTIFY in its own round trip (PostgreSQL): the
 #: notification belongs to the insert's (sub)transaction and is dropped with it.
 _INSERT_EVENT_NOTIFY: Final = insert(events).returning(func.pg_notify(bindparam("kumiko_channel"), ""))
@@ -203,7 +205,7 @@ def append(
         connection.execute(_INSERT_EVENT_NOTIFY, row).close()
         _record_notified(session)
     else:
-        connection.execute(_INSERT_EVENT, row)
+        execute_dml(connection, _INSERT_EVENT, row)
     return event_id
 
 

@@ -40,7 +40,7 @@ from ._connection import connection_of
 from ._entity import Entity
 from ._integrity import OtherTenantRow, Written
 
-__all__ = ["Scope", "check_references", "close_scope", "open_scope", "settle"]
+__all__ = ["Scope", "check_references", "checks_references", "close_scope", "open_scope", "settle"]
 
 
 @attrs.frozen
@@ -105,6 +105,12 @@ def settle(scope: Scope) -> None:
     for key, values, tenant in pending:
         if _other(conn, key, values, tenant):
             raise OtherTenantRow(None)
+
+
+def checks_references(table: Table) -> bool:
+    """Whether :func:`check_references` reads anything for a write of ``table``: it sets a
+    key to an aggregate's table.  A write of another table is left alone by it."""
+    return bool(_plan(table).keys)
 
 
 def _plan(table: Table) -> _Plan:

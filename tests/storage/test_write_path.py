@@ -43,6 +43,18 @@ class TwpGadget(Entity):
 GADGETS: sa.Table = TwpGadget.__table__  # type: ignore[assignment]
 
 
+class TwpStock(Entity):
+    __tablename__ = "twp_stock"
+    __table_args__ = (sa.CheckConstraint("qty >= 0", name="twp_stock_qty_not_negative"),)
+    qty: Mapped[int] = mapped_column(default=0)
+
+
+@attrs.frozen
+class Take:
+    id: uuid.UUID
+    qty: int
+
+
 @attrs.frozen
 class Bumped:
     n: int
@@ -222,32 +234,110 @@ def test_sqlite_takes_the_write_lock_at_its_first_statement_seen_or_not(
     assert seen[0] == "BEGIN IMMEDIATE", seen
 
 
-@pytest.mark.parametrize("watch", ["echo", "after_cursor_execute", "do_execute"])
-def test_sqlite_sends_its_begin_through_sqlalchemy_when_anything_watches(
+@pytest.mark.parametrize(
+    "watch", ["echo", "before_execute", "after_execute", "before_cursor_execute", "after_cursor_execute", "do_execute"]
+)
+def test_sqlite_sends_its_begin_and_writes_through_sqlalchemy_when_anything_watches(
     make_app: Callable[..., App], admin: User, watch: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    """Straight to the driver only when nothing would tell: the engine's echo, an
-    ``after_cursor_execute`` listener (other than the framework's own) and a dialect's
-    ``do_execute`` each still see the ``BEGIN IMMEDIATE`` (a mutation run found each
-    condition untested)."""
+    """Straight to the driver only when nothing would tell: the engine's echo, a
+    ``before_cursor_execute`` or ``after_cursor_execute`` listener (other than the
+    framework's own) and a dialect's ``do_execute`` each still see the ``BEGIN
+    IMMEDIATE`` (a mutation run found each condition untested) and the event's and the
+    row's INSERT and UPDATE; a ``before_execute`` or ``after_execute`` listener, which
+    SQLAlchemy never calls for a ``BEGIN``, sees those writes."""
     f = _feature()
-    seed, *_ = _handlers(f)
+    seed, bump, *_ = _handlers(f)
     app = make_app([f])
     seen: list[str] = []
 
     def record(*args: Any) -> None:
-        seen.append(args[2] if watch == "after_cursor_execute" else args[1])
+        seen.append(" ".join(str(args[2] if "cursor" in watch else args[1]).split()))
 
     if watch == "echo":
         caplog.set_level(logging.INFO, logger="sqlalchemy.engine.Engine")
         app.engine.echo = True
     else:
         sa.event.listen(app.engine, watch, record)
-    ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
+    assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
     if watch == "echo":
         app.engine.echo = False
-        seen = [r.getMessage() for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
-    assert "BEGIN IMMEDIATE" in seen, seen
+        seen = [" ".join(r.getMessage().split()) for r in caplog.records if r.name.startswith("sqlalchemy.engine")]
+    assert ("BEGIN IMMEDIATE" in seen) is (watch not in ("before_execute", "after_execute")), seen
+    assert _count(seen, "INSERT INTO KUMIKO_EVENTS") == 2, seen
+    assert _count(seen, "INSERT INTO TWP_GADGET") == 1, seen
+    assert _count(seen, "UPDATE TWP_GADGET") == 1, seen
+
+
+def test_sqlite_sends_a_writes_rows_on_the_driver_when_nothing_watches(
+    make_app: Callable[..., App], admin: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The event's INSERT and the row's INSERT and UPDATE skip ``Connection.execute``
+    (its execution context and result were a third of a dispatch's SQLAlchemy work) and
+    write what it wrote: the driver runs them, in the dispatch's transaction."""
+    f = _feature()
+    seed, bump, *_ = _handlers(f)
+    app = make_app([f])
+    driver: list[str] = []
+    sa.event.listen(app.engine, "connect", lambda conn, _record: conn.set_trace_callback(driver.append))
+    app.engine.dispose()  # the connections from now on are traced
+    through: list[str] = []
+    execute = sa.Connection.execute
+
+    def counted(self: sa.Connection, statement: Any, *args: Any, **kwargs: Any) -> Any:
+        through.append(str(statement))
+        return execute(self, statement, *args, **kwargs)
+
+    monkeypatch.setattr(sa.Connection, "execute", counted)
+    gid = ok_data(app.dispatch(seed, NewGadget("a"), user=admin))
+    assert app.dispatch(bump, Target(gid), user=admin) == Ok(1)
+    assert not [s for s in through if s.startswith(("INSERT", "UPDATE"))], through
+    written = [s.split(" (", 1)[0].split(" SET ", 1)[0] for s in driver if s.startswith(("INSERT", "UPDATE"))]
+    assert written == [
+        "INSERT INTO kumiko_events",
+        "INSERT INTO twp_gadget",
+        "INSERT INTO kumiko_events",
+        "UPDATE twp_gadget",
+    ], driver
+    assert _snapshot(app) == ([(gid, 1, "twp-gadget.created"), (gid, 2, "bumped")], [("a", "gadget", 1, 2)])
+
+
+def test_a_row_the_database_refuses_names_its_column_and_field(app_on: AppOn, admin: User) -> None:
+    """A refused row write is the same ``validation_error`` on the driver's path (SQLite)
+    as through ``Connection.execute`` (PostgreSQL): the failure's ``handle_error`` sees
+    the statement and its row, which name the column and the payload field."""
+    f: Feature[Any] = Feature("twp-stock")
+    f.entity(TwpStock)
+    stock = f.write_handler(
+        "stock",
+        f.pipeline(Take)
+        .create("s", TwpStock, data=lambda c: TwpStock(qty=c.payload.qty))
+        .return_(lambda c: ok(c.steps["s"].id)),
+    )
+    take = f.write_handler(
+        "take",
+        f.pipeline(Take)
+        .get_one("s", lambda c: sa.select(TwpStock).where(TwpStock.id == c.payload.id))
+        .update(
+            "saved",
+            TwpStock,
+            id=lambda c: c.payload.id,
+            changes=lambda c: {"qty": c.steps["s"].qty - c.payload.qty},
+            version=lambda c: c.steps["s"].version,
+        )
+        .return_(lambda c: ok(c.steps["saved"].version)),
+    )
+    app = app_on([f])
+    made = ok_data(app.dispatch(stock, Take(uuid.uuid4(), 2), user=admin))
+    created = failure_of(app.dispatch(stock, Take(uuid.uuid4(), -1), user=admin))
+    updated = failure_of(app.dispatch(take, Take(made, 3), user=admin))
+    for failed, path in ((created, "$.qty"), (updated, "$")):
+        assert failed.code == "validation_error", failed
+        assert isinstance(failed.details, list)
+        assert failed.details[0]["column"] == "twp_stock.qty", failed
+        assert failed.details[0]["constraint"] == "twp_stock_qty_not_negative", failed
+        assert failed.details[0]["path"] == path, failed
 
 
 # --- failures without a savepoint of their own --------------------------------------------------

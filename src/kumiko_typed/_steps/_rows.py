@@ -27,6 +27,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from .._cache_keys import keyed_by_identity
 from .._connection import connection_of
+from .._dml import execute_dml
 from .._rules import FRAMEWORK_COLUMNS
 
 __all__ = ["changed_columns", "in_place_values", "insert_row", "update_row", "writer"]
@@ -102,7 +103,7 @@ def insert_row(session: Session, entity: Any) -> None:
         if key not in values:
             set_committed_value(entity, key, value)
         params[column.key] = value
-    connection_of(session).execute(w.insert, params)
+    execute_dml(connection_of(session), w.insert, params)
     make_transient_to_detached(entity)
     session.add(entity)
 
@@ -116,7 +117,7 @@ def update_row(session: Session, entity: Any, values: Mapping[str, object]) -> b
     params: dict[str, object] = {keys[k]: v for k, v in values.items()}
     params["kumiko_b_id"], params["kumiko_b_tenant"] = entity.id, entity.tenant_id
     params["kumiko_b_version"] = entity.version
-    if connection_of(session).execute(w.update, params).rowcount != 1:
+    if execute_dml(connection_of(session), w.update, params) != 1:
         return False
     state = instance_state(entity)
     if not (state.modified or state.expired_attributes or state.callables):
