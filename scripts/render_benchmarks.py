@@ -382,6 +382,17 @@ load: at a load of 3, kumiko / Core CPU went from 1.36 to 1.21 on SQLite and fro
 on PostgreSQL (wall 1.28 → 1.15 and 1.27 → 1.17); at a load of 9, where the wall figures are
 mostly waiting, from 1.31–1.36 to 1.22–1.30 and from 1.32–1.33 to 1.25–1.29.
 
+On 2026-12-05 a write's own rows on SQLite (the event's INSERT, the row's INSERT or UPDATE)
+were sent to the driver's cursor where no listener, echo or option would see the difference
+([design decisions](design-decisions.md)). In CPU instructions per call (callgrind,
+synchronous=OFF, so only the process's own work): kumiko 1,378,000 → 1,188,000, against
+Core's 1,093,000 and the raw driver's 213,000. Runs of the code before and after, alternated
+at a load of 5–9 (the table above is still the earlier run's): kumiko / Core CPU 1.20–1.24
+before and 1.14–1.19 after (that code also ran a block as one generated function, 2 % of
+the instructions, not adopted); kumiko / raw CPU 2.42–2.81 before and 2.50–2.95 after, which
+that load's noise does not tell apart (the raw side's own CPU moved from 160 to 280 µs
+between runs), so whether the raw goal is met needs a run on a quiet machine.
+
 {_conditions(record)}
 """
     return f"{worst_core:.2f}", body
