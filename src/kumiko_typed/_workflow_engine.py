@@ -527,7 +527,8 @@ class WorkflowEngine:
                 except StateError as exc:
                     return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
                 state = {"values": values, "result": result}
-                columns = {"status": "completed", "error": None, "wake_at": None, "state": state}
+                # A completed run stands at no step: its last wait's path would read as one.
+                columns = {"status": "completed", "path": None, "error": None, "wake_at": None, "state": state}
             suspend, holder = _before_store(session, outcome)
             try:
                 self._store(session, d.name, run_id, columns, suspend, new_row, holder)

@@ -149,7 +149,7 @@ def test_a_pass_resumes_a_run_once_what_it_left_due_again_is_the_next_passs(app_
     assert seen == [
         (2, "suspended", "i/do/#1/@wait", "suspended", "@retry/#3"),
         (2, "suspended", "i/do/#2/@wait", "failed", "@retry/#3"),
-        (1, "completed", "i/do/#2/@wait", "failed", "@retry/#3"),
+        (1, "completed", None, "failed", "@retry/#3"),
     ]
 
 
