@@ -22,3 +22,47 @@ def statements(engine: sa.Engine) -> Iterator[list[str]]:
         yield seen
     finally:
         sa.event.remove(engine, "before_cursor_execute", record)
+
+
+class _CountingCursor:
+    """A DBAPI cursor that counts the rows fetched from it (``counts[table]``)."""
+
+    def __init__(self, cursor: Any, counts: dict[str, int], table: str) -> None:
+        self._cursor, self._counts, self._table = cursor, counts, table
+
+    def _count(self, rows: Any) -> Any:
+        self._counts[self._table] = self._counts.get(self._table, 0) + len(rows)
+        return rows
+
+    def fetchone(self) -> Any:
+        row = self._cursor.fetchone()
+        return row if row is None else self._count([row])[0]
+
+    def fetchmany(self, *args: Any) -> Any:
+        return self._count(self._cursor.fetchmany(*args))
+
+    def fetchall(self) -> Any:
+        return self._count(self._cursor.fetchall())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+@contextmanager
+def rows_read(engine: sa.Engine, *tables: str) -> Iterator[dict[str, int]]:
+    """The rows the block's SELECTs from ``tables`` (named in their FROM) hand to Python,
+    per table: what a read costs whatever the database's plan."""
+    counts: dict[str, int] = {}
+
+    def wrap(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        head = " ".join(statement.split())
+        for table in tables:
+            if head.startswith("SELECT") and f"FROM {table}" in head:
+                context.cursor = _CountingCursor(cursor, counts, table)
+                break
+
+    sa.event.listen(engine, "after_cursor_execute", wrap)
+    try:
+        yield counts
+    finally:
+        sa.event.remove(engine, "after_cursor_execute", wrap)

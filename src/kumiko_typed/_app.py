@@ -351,9 +351,13 @@ class App:
 
     # --- outbox and workers ---------------------------------------------------------
 
-    def outbox(self) -> list[OutboxItem]:
-        """Every outbox row, oldest first."""
-        return outbox_items(self._sessions)
+    def outbox(
+        self, *, status: Literal["pending", "sent", "dead"] | Iterable[Literal["pending", "sent", "dead"]] | None = None
+    ) -> list[OutboxItem]:
+        """Every outbox row, oldest first; or those in ``status`` (one, or a collection),
+        chosen by the database: sent rows stay until deleted, and ``status=("pending",
+        "dead")`` does not read them.  An unknown status raises ``ValueError``."""
+        return outbox_items(self._sessions, status)
 
     def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
         """One worker: fire workflow triggers (events, cron), wake event waits, resume due

@@ -497,7 +497,7 @@ def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
     """
     app = _boot(target, database_url)
     with _database(app):
-        items = app.outbox()
+        items = app.outbox() if show_all else app.outbox(status=("pending", "dead"))
     rows = [
         (
             str(i.id),
@@ -509,7 +509,6 @@ def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
             " ".join((i.last_error or "").split()),  # one line per row
         )
         for i in items
-        if show_all or i.status != "sent"
     ]
     _table(("id", "kind", "status", "attempts", "next attempt", "target", "last error"), rows)
 

@@ -27,7 +27,17 @@ from ._block import Block, run_block
 if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
 
-__all__ = ["KEY_TEXT_MAX", "EventWait", "Retry", "Wait", "WaitForEvent", "bounded_key", "event_key", "later"]
+__all__ = [
+    "KEY_TEXT_MAX",
+    "EventWait",
+    "Retry",
+    "Wait",
+    "WaitForEvent",
+    "bounded_key",
+    "event_key",
+    "key_text",
+    "later",
+]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -53,7 +63,13 @@ KEY_TEXT_MAX = 1000
 
 def event_key(codec: Any, value: object) -> str:
     """The stored form of a ``wait_for_event`` key, compared as text with an event's."""
-    return bounded_key(json.dumps(codec.encode(value), sort_keys=True))
+    return bounded_key(key_text(codec, value))
+
+
+def key_text(codec: Any, value: object) -> str:
+    """A key's JSON text, before :func:`bounded_key`: what a wait stored before digests
+    existed holds for a long key."""
+    return json.dumps(codec.encode(value), sort_keys=True)
 
 
 def bounded_key(text: str) -> str:
