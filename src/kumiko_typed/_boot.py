@@ -357,7 +357,9 @@ def _conflict_key_problem(table: Table, on: tuple[str, ...]) -> str | None:
     shown = " or ".join(str(sorted(k)) for k in keys if k) or "none"
     return (
         f"unsafe_projection_upsert on={list(on)}: the conflict columns must be the table's primary key or a unique "
-        f"constraint of {table.name!r} (ON CONFLICT matches nothing else); its keys are {shown}"
+        f"constraint of {table.name!r} (ON CONFLICT matches nothing else); its keys are {shown} (a unique index "
+        "your migrations made is read from the Table: declare it there, UniqueConstraint(...) or "
+        "Index(..., unique=True))"
     )
 
 

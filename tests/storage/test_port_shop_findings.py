@@ -59,6 +59,13 @@ def _upserting(on: list[str], row: dict[str, object] | None = None) -> Feature[A
     return f
 
 
+#: What a key missing from the Table but made by a migration is told to do.
+DECLARE = (
+    " (a unique index your migrations made is read from the Table: declare it there, UniqueConstraint(...) or "
+    "Index(..., unique=True))"
+)
+
+
 @pytest.mark.parametrize(
     ("on", "problem"),
     [
@@ -67,19 +74,19 @@ def _upserting(on: list[str], row: dict[str, object] | None = None) -> Feature[A
             ["customer"],
             "unsafe_projection_upsert on=['customer']: the conflict columns must be the table's primary key or a "
             "unique constraint of 'fnd_summary' (ON CONFLICT matches nothing else); its keys are ['cart_id'] or "
-            "['customer', 'slot'] or ['sku']",
+            "['customer', 'slot'] or ['sku']" + DECLARE,
         ),
         (
             ["customer", "note"],  # a partial unique index is no conflict target without its WHERE
             "unsafe_projection_upsert on=['customer', 'note']: the conflict columns must be the table's primary key "
             "or a unique constraint of 'fnd_summary' (ON CONFLICT matches nothing else); its keys are ['cart_id'] "
-            "or ['customer', 'slot'] or ['sku']",
+            "or ['customer', 'slot'] or ['sku']" + DECLARE,
         ),
         (
             [],
             "unsafe_projection_upsert on=[]: the conflict columns must be the table's primary key or a unique "
             "constraint of 'fnd_summary' (ON CONFLICT matches nothing else); its keys are ['cart_id'] or "
-            "['customer', 'slot'] or ['sku']",
+            "['customer', 'slot'] or ['sku']" + DECLARE,
         ),
     ],
     ids=["no-such-column", "not-a-key", "partial-index", "none"],
