@@ -17,7 +17,7 @@ the second one's event insert fails, and its write is a ``version_conflict``.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Generator, Mapping, Sequence
 from datetime import datetime
 from typing import Any, Final
 
@@ -268,13 +268,16 @@ def read_streams(
     tenant_id: uuid.UUID | None = None,
     from_version: int = 1,
     limit: int | None = None,
-) -> Iterator[EventRow]:
+    batch: int | None = None,
+) -> Generator[EventRow]:
     """The events of one aggregate type's streams (of one stream, of one tenant), each
     stream's in version order from ``from_version``, at most ``limit`` of them: what
     ``read_stream`` and a projection rebuild replay.  A page of one stream is a range of
     the unique ``(stream_id, stream_version)`` index, however long the stream.  Without
     an ``aggregate_type``, a stream's events whatever type they were stored for (the
-    caller checks it)."""
+    caller checks it).  With a ``batch``, the rows are fetched ``batch`` at a time (a
+    server-side cursor on PostgreSQL, which psycopg otherwise reads whole into memory
+    before the first row); close the iterator to close the cursor."""
     stmt = select(events)
     if aggregate_type is not None:
         stmt = stmt.where(events.c.aggregate_type == aggregate_type)
@@ -287,5 +290,9 @@ def read_streams(
     stmt = stmt.order_by(events.c.stream_id, events.c.stream_version)
     if limit is not None:
         stmt = stmt.limit(limit)
-    for row in session.execute(stmt):
-        yield EventRow(**row._mapping)
+    result = session.execute(stmt, execution_options={} if batch is None else {"yield_per": batch})
+    try:
+        for row in result:
+            yield EventRow(**row._mapping)
+    finally:
+        result.close()

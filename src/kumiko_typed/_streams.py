@@ -13,6 +13,7 @@ import datetime as dt
 import enum
 import uuid
 from collections.abc import Iterable, Mapping
+from contextlib import closing
 from decimal import Decimal
 from itertools import groupby
 from typing import Any, Generic, Literal, TypeVar
@@ -38,6 +39,9 @@ from ._utc import UtcDateTime
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
 
 T = TypeVar("T", covariant=True)
+
+#: Events a rebuild's replay fetches at a time: its memory is one batch, not the table.
+_REPLAY_BATCH = 1000
 
 #: Who may read or rebuild any tenant's streams.
 SYSADMIN = "sysadmin"
@@ -231,12 +235,15 @@ def _rebuild(
 ) -> ProjectionReport:
     keys = {a.key: a.columns[0] for a in inspect(entity).column_attrs}
     _refuse_other_types(session, registry, entity, keys, tenant)
-    rows = read_streams(session, registry.aggregate_types[entity], tenant_id=tenant)
     documents = {key for key, column in keys.items() if isinstance(column.type, JSON)}
     replayed: dict[Any, dict[str, Any]] = {}
-    for stream_id, stream in groupby(rows, key=lambda r: r.stream_id):
-        row = _replay(registry, entity, stream)
-        replayed[stream_id] = {key: _as_stored(getattr(row, key), key in documents) for key in keys}
+    # Closed here, not by the garbage collector: a replay that fails leaves PostgreSQL's
+    # server-side cursor open in the transaction otherwise.
+    events_of = read_streams(session, registry.aggregate_types[entity], tenant_id=tenant, batch=_REPLAY_BATCH)
+    with closing(events_of) as rows:
+        for stream_id, stream in groupby(rows, key=lambda r: r.stream_id):
+            row = _replay(registry, entity, stream)
+            replayed[stream_id] = {key: _as_stored(getattr(row, key), key in documents) for key in keys}
     table = inspect(entity).local_table
     stmt = select(table) if tenant is None else select(table).where(keys["tenant_id"] == tenant)
     live = {r._mapping[keys["id"]]: {k: r._mapping[c] for k, c in keys.items()} for r in session.execute(stmt)}
