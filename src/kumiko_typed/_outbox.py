@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -37,6 +37,7 @@ from ._observe import failed, span
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
 from ._poison import one_line, storable_text
 from ._read_only import reading
+from ._status_filter import chosen_statuses
 from ._tables import outbox
 
 if TYPE_CHECKING:
@@ -383,31 +384,12 @@ def items(sessions: sessionmaker[Session], status: object = None) -> list[Outbox
     The database picks them (the due index leads with the status): a listing of the
     pending and dead rows read every sent row too, which no one deletes."""
     stmt = select(outbox).order_by(outbox.c.created_at, outbox.c.id)
-    statuses = _statuses(status)
+    statuses = chosen_statuses(status, STATUSES, "an outbox")
     if statuses is not None:
         stmt = stmt.where(outbox.c.status.in_(statuses))
     with reading(sessions) as session:
         rows = session.execute(stmt).all()
     return [item_of(r) for r in rows]
-
-
-def _statuses(status: object) -> tuple[str, ...] | None:
-    """One status or a collection of them, each one of :data:`STATUSES`."""
-    if status is None:
-        return None
-    chosen = (status,) if isinstance(status, str) else status
-    wrong = "status must be an outbox status or a collection of them"
-    if not isinstance(chosen, Iterable):
-        raise TypeError(f"{wrong}, not {type(status).__name__}")
-    picked = tuple(dict.fromkeys(chosen))
-    for one in picked:
-        if not isinstance(one, str):
-            raise TypeError(f"{wrong}, not {type(one).__name__} in it")
-        if one not in STATUSES:
-            raise ValueError(f"status {one!r} is not an outbox status; one of: {', '.join(STATUSES)}")
-    if not picked:
-        raise ValueError("status is empty: give one status or more, or None for every row")
-    return picked
 
 
 def item_of(r: Row[Any]) -> OutboxItem:

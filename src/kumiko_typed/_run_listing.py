@@ -14,7 +14,6 @@ still in one total order, so no run is skipped or repeated at a page's edge.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterable
 from datetime import datetime
 from typing import Final, get_args
 
@@ -22,12 +21,15 @@ import attrs
 from sqlalchemy import ColumnElement, Select, or_, select
 
 from ._runs import RunStatus
+from ._status_filter import chosen_statuses
 from ._tables import workflow_runs
 
 __all__ = ["SHOWN", "STATUSES", "RunFilter"]
 
 #: Every status a run can have, in its life's order (what ``--status`` offers).
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
+#: A word users take for a run status, and where it is.
+_HINTS: Final = {"stranded": " (a stranded run is suspended: stranded=True lists those)"}
 
 _runs = workflow_runs.c
 #: What a listed run shows, in the order ``WorkflowEngine.shown`` takes it: not its
@@ -68,7 +70,7 @@ class RunFilter:
             raise ValueError(f"limit must be a positive int, not {limit}")
         if before is not None and not isinstance(before, uuid.UUID):
             raise TypeError(f"before must be a uuid.UUID (a run_id), not {type(before).__name__}")
-        return cls(workflow, _statuses(status), stranded, limit, before)
+        return cls(workflow, chosen_statuses(status, STATUSES, "a run", _HINTS), stranded, limit, before)
 
     def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
         """The page's statement; ``cursor`` is the ``created_at`` of the run ``before``."""
@@ -82,22 +84,3 @@ class RunFilter:
         if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
             where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
         return select(*SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)
-
-
-def _statuses(status: object) -> tuple[str, ...] | None:
-    """One status or a collection of them, each a :data:`STATUSES`."""
-    if status is None:
-        return None
-    chosen = (status,) if isinstance(status, str) else status
-    if not isinstance(chosen, Iterable):
-        raise TypeError(f"status must be a run status or a collection of them, not {type(status).__name__}")
-    picked = tuple(dict.fromkeys(chosen))
-    for one in picked:
-        if not isinstance(one, str):
-            raise TypeError(f"status must be a run status or a collection of them, not {type(one).__name__} in it")
-        if one not in STATUSES:
-            hint = " (a stranded run is suspended: stranded=True lists those)" if one == "stranded" else ""
-            raise ValueError(f"status {one!r} is not a run status; one of: {', '.join(STATUSES)}{hint}")
-    if not picked:
-        raise ValueError("status is empty: give one status or more, or None for every status")
-    return picked
