@@ -8,7 +8,7 @@ order and closes the cart.  Every cart change names the cart version the client 
 two tabs of one customer never overwrite each other, and two concurrent checkouts of one
 cart make one order.  A cart line keeps the price the product had when it was added.
 
-``shop_cart_summary`` is a read model listing each customer's carts (Marten's
+``store_cart_summary`` is a read model listing each customer's carts (Marten's
 multi-stream projection): one row per cart, written from the cart's row after each change,
 filtered by tenant by the queries that read it.  Queries: the catalogue (a name filter, a
 price cap, an order), the customer's carts (a status filter, a minimum total, an order,
@@ -36,7 +36,7 @@ def _price(_instance: object, _attribute: attrs.Attribute[Decimal], value: Decim
 
 
 class Product(Entity):
-    __tablename__ = "shop_product"
+    __tablename__ = "store_product"
     __table_args__ = (UniqueConstraint("tenant_id", "sku"),)
     sku: Mapped[str] = mapped_column(String(40))
     name: Mapped[str] = mapped_column(String(200))
@@ -45,7 +45,7 @@ class Product(Entity):
 
 
 class Cart(Entity):
-    __tablename__ = "shop_cart"
+    __tablename__ = "store_cart"
     customer_id: Mapped[uuid.UUID] = mapped_column(index=True)
     status: Mapped[str] = mapped_column(String(20), default="open")
     #: Product id → {"sku", "name", "price" (text: a JSON column holds no Decimal), "quantity"}.
@@ -56,7 +56,7 @@ class Cart(Entity):
 
 
 class Order(Entity):
-    __tablename__ = "shop_order"
+    __tablename__ = "store_order"
     #: One order per cart, also when two checkouts race.
     cart_id: Mapped[uuid.UUID] = mapped_column(unique=True)
     customer_id: Mapped[uuid.UUID]
@@ -69,7 +69,7 @@ class ReadModels(MappedAsDataclass, DeclarativeBase):
 
 
 class CartSummary(ReadModels):
-    __tablename__ = "shop_cart_summary"
+    __tablename__ = "store_cart_summary"
     cart_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
     tenant_id: Mapped[uuid.UUID] = mapped_column(index=True)
     customer_id: Mapped[uuid.UUID] = mapped_column(index=True)
