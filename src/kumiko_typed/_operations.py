@@ -131,7 +131,7 @@ class Operations:
             if isinstance(row, Failure):
                 return row
             if row.status == "cancelled":  # asked twice: the first reason stands
-                return Ok(self._workflows.info(row))
+                return Ok(self._workflows.info(session, row))
             if row.status not in _CANCELLABLE:
                 message = f"workflow run {run_id} is {row.status}; only a running or suspended run can be cancelled"
                 return fail("status_conflict", message, {"status": row.status})
@@ -140,7 +140,7 @@ class Operations:
             stmt = update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(columns)
             row = session.execute(stmt.returning(*workflow_runs.c)).one()
             session.execute(delete(workflow_waits).where(workflow_waits.c.run_id == run_id))
-        return Ok(self._workflows.info(row))
+            return Ok(self._workflows.info(session, row))
 
     def result(self, workflow: str, run_id: uuid.UUID, user: User) -> Ok[object] | Failure:
         refused = _refused(user, "run_id", run_id)

@@ -23,7 +23,7 @@ from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
 from ._read_only import reading
 from ._serialization import FORMAT, FORMAT_KEY, TAG
-from ._stored_classes import UNREADABLE, WOKEN_BY, mismatch, rebuild, unreadable
+from ._stored_classes import PARTS, UNREADABLE, WOKEN_BY, expanded, mismatch, parts_of, read_parts, rebuild, unreadable
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -81,16 +81,23 @@ def check_runs(engine: WorkflowEngine) -> list[Incompatible]:
 Groups = dict[tuple[str, str | None, Stored | str | None], list[uuid.UUID]]
 
 
-def _stored(path: str | None, state: object) -> Stored | str | None:
+def _stored(session: Session, run_id: uuid.UUID, path: str | None, state: object) -> Stored | str | None:
     """What :meth:`Stored.of` reads of a run, by the same rule as a worker's: a run
     without a path (not suspended yet, or kept at its start after its first segment
-    lost a race) goes on from its start, whatever its state."""
+    lost a race) goes on from its start, whatever its state (its parts put back)."""
     if path is None:
         return None
     try:
-        return Stored.of(path, state)
+        return Stored.of(path, _with_parts(session, run_id, state))
     except Unreadable as exc:
         return str(exc)
+    except UNREADABLE as exc:  # its parts named wrong or missing: the worker fails it so
+        return str(unreadable(exc))
+
+
+def _with_parts(session: Session, run_id: uuid.UUID, state: object) -> object:
+    """A run's state with the parts it names put back, as a worker reads it."""
+    return expanded(state, read_parts(session, [run_id])[run_id]) if parts_of(state) else state
 
 
 #: What the check reads of a run it judges row by row.
@@ -107,7 +114,7 @@ def _grouped(session: Session) -> Groups:
     stmt = _unfinished(select(*_ROW)).execution_options(yield_per=_CHUNK)
     groups: Groups = defaultdict(list)
     for run_id, workflow, path, state in session.execute(stmt):
-        groups[workflow, path, _stored(path, state)].append(run_id)
+        groups[workflow, path, _stored(session, run_id, path, state)].append(run_id)
     return groups
 
 
@@ -141,6 +148,7 @@ _VALUES, _SCOPE = "state->'values'->'v'", "state->'scope'->'v'"
 _WELL_FORMED = " AND ".join(
     [
         "jsonb_typeof(state) = 'object'",
+        f"state->'{PARTS}' IS NULL",  # read whole, with its parts
         *(_text_or_null(f"state->'{key}'") for key in ("kind", "addressing", "event")),
         _encoded_dict("state->'values'"),
         _encoded_dict("state->'scope'"),
@@ -175,7 +183,7 @@ def _grouped_in_postgresql(session: Session) -> Groups:
     for start in range(0, len(others), _CHUNK):
         rows = select(*_ROW).where(workflow_runs.c.run_id.in_(others[start : start + _CHUNK]))
         for run_id, workflow, path, state in session.execute(rows):
-            groups[workflow, path, _stored(path, state)].append(run_id)
+            groups[workflow, path, _stored(session, run_id, path, state)].append(run_id)
     return groups
 
 
@@ -187,12 +195,13 @@ def _grouped_in_postgresql(session: Session) -> Groups:
 #: (a damaged row a worker fails, for the reason :func:`rebuild` gives).  PostgreSQL's
 #: jsonpath; SQLite's JSON1 tree walk.
 _DECODED: Final = (
-    f"(jsonb_typeof(state) <> 'object' OR state->'{WOKEN_BY}' IS NOT NULL "
+    f"(jsonb_typeof(state) <> 'object' OR state->'{WOKEN_BY}' IS NOT NULL OR state->'{PARTS}' IS NOT NULL "
     f"OR jsonb_path_exists(state, 'lax $.{FORMAT_KEY} ? (@.type() == \"number\" && @ > {FORMAT})') "
     "OR jsonb_path_exists(state, 'lax $.**.c ? (@.type() == \"string\")'))"
 )
 _DECODED_SQLITE: Final = (
     f"(json_type(state) <> 'object' OR json_type(state, '$.{WOKEN_BY}') IS NOT NULL "
+    f"OR json_type(state, '$.{PARTS}') IS NOT NULL "
     f"OR (json_type(state, '$.{FORMAT_KEY}') = 'integer' AND json_extract(state, '$.{FORMAT_KEY}') > {FORMAT}) "
     "OR EXISTS (SELECT 1 FROM json_tree(state) AS found WHERE found.key = 'c' AND found.type = 'text'))"
 )
@@ -219,7 +228,8 @@ def _unrebuildable(
         if run_id in judged:
             continue
         try:
-            rebuild(engine.codec, engine.defs[workflow].workflow, payload, stored)
+            parts = read_parts(session, [run_id])[run_id] if parts_of(stored) else {}
+            rebuild(engine.codec, engine.defs[workflow].workflow, payload, stored, parts)
             engine.noted_event(session, engine.defs[workflow], path, stored)
         except ClassMismatch as exc:
             yield workflow, path, mismatch(path, exc), run_id

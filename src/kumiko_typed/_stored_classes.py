@@ -7,24 +7,32 @@ name a class (``_run_check``), by these functions, so both give one reason.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Collection, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
+from sqlalchemy import select
+from sqlalchemy.orm import Session
 
 from ._compat import Unreadable
 from ._errors import ClassMismatch, NewerFormat, StateError
 from ._serialization import FORMAT, FORMAT_KEY, Codec
+from ._tables import workflow_parts
 
 if TYPE_CHECKING:
     from ._feature import Workflow
 
 __all__ = [
+    "PARTS",
     "UNREADABLE",
     "WOKEN_BY",
     "Rebuilt",
     "convert_loops",
+    "expanded",
     "mismatch",
+    "parts_of",
+    "read_parts",
     "readable_format",
     "rebuild",
     "unreadable",
@@ -39,6 +47,62 @@ UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeEr
 #: a race) is tried again: the worker reads the event before it resumes the run, and the
 #: pre-deploy check reads it as well.
 WOKEN_BY: Final = "woken_by"
+#: The key of a run's state naming the parts stored beside it (``kumiko_workflow_parts``):
+#: ``v/<key>``, a value of ``values`` left out of it; ``l/<path>``, the items of the loop
+#: record at ``path``.  A state without it holds everything (each one before this form).
+PARTS: Final = "parts"
+
+
+def read_parts(session: Session, run_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
+    """The stored parts of ``run_ids``, by run and name (none read for no run)."""
+    found: dict[uuid.UUID, dict[str, Any]] = {run_id: {} for run_id in run_ids}
+    if run_ids:
+        p = workflow_parts.c
+        stmt = select(p.run_id, p.name, p.value).where(p.run_id.in_(list(run_ids)))
+        for run_id, name, value in session.execute(stmt):
+            found[run_id][name] = value
+    return found
+
+
+def parts_of(state: object) -> list[str]:
+    """The names of the parts a run's state says are stored beside it."""
+    names = state.get(PARTS, []) if isinstance(state, Mapping) else []
+    if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise ValueError(f'"{PARTS}" is not an array of part names')
+    return names
+
+
+def expanded(state: object, parts: Mapping[str, Any]) -> Any:
+    """A run's state as one holding everything stores it: its parts put back where they
+    were left out (``parts``: the run's, by name).  Every reader of a state reads this
+    form, which a state without parts already is.  A part named but missing raises."""
+    names = parts_of(state)
+    if not names:
+        return state
+    assert isinstance(state, Mapping)  # parts_of found names in it
+    full = dict(state)
+    for name in names:
+        if name not in parts:
+            raise LookupError(f"its part {name} is missing from {workflow_parts.name}")
+    values = full.get("values")
+    left_out = [name[2:] for name in names if name.startswith("v/")]
+    if left_out:
+        if not isinstance(values, Mapping) or not isinstance(values.get("v"), Mapping):
+            raise ValueError('"values" is not an encoded dict of values')
+        inline = values["v"]
+        order = values.get("k", [*inline, *left_out])
+        if not isinstance(order, list):
+            raise ValueError('"values" has no order of its keys')
+        full["values"] = {**values, "v": {k: inline[k] if k in inline else parts[f"v/{k}"] for k in order}}
+    loops = full.get("loops")
+    in_parts = {name[2:] for name in names if name.startswith("l/")}
+    if in_parts:
+        if not isinstance(loops, Mapping):
+            raise ValueError('"loops" is not an object')
+        full["loops"] = {
+            at: {**record, "items": parts[f"l/{at}"]} if at in in_parts else record for at, record in loops.items()
+        }
+    return full
 
 
 def convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -60,6 +124,9 @@ class Rebuilt:
     loops: dict[str, dict[str, Any]]
     parts: dict[str, Any]
     state: Mapping[str, Any]
+    #: The decoded value of each part the state names, by name: one a segment leaves
+    #: as it is (the same object) is not written again (``_workflow_engine``).
+    stored: dict[str, Any] = attrs.Factory(dict)
 
 
 def readable_format(state: object) -> None:
@@ -73,11 +140,14 @@ def readable_format(state: object) -> None:
         )
 
 
-def rebuild(codec: Codec, workflow: Workflow[Any], payload: object, state: Mapping[str, Any]) -> Rebuilt:
+def rebuild(
+    codec: Codec, workflow: Workflow[Any], payload: object, state: Mapping[str, Any], parts: Mapping[str, Any]
+) -> Rebuilt:
     """Decode everything a resumed run reads, once: the worker resumes the run with it,
     the check looks only for its errors (:class:`ClassMismatch` for a class this App
     does not have as stored, or a payload of a class ``workflow`` no longer takes, or a
-    state a newer release wrote; the codec's others for a damaged row)."""
+    state a newer release wrote; the codec's others for a damaged row).  ``state`` as
+    stored in the run's row, ``parts`` the run's (:func:`read_parts`)."""
     readable_format(state)
     decoded = codec.decode(payload)
     takes = workflow.trigger.payload_type
@@ -85,9 +155,14 @@ def rebuild(codec: Codec, workflow: Workflow[Any], payload: object, state: Mappi
         raise ClassMismatch(
             f"its payload is a {type(decoded).__name__}, and workflow {workflow.name} now takes {takes.__name__}"
         )
-    loops = convert_loops(codec.decode, state.get("loops", {}))
-    parts = {part: codec.decode(state[part]) for part in ("values", "scope") if part in state}
-    return Rebuilt(decoded, loops, parts, state)
+    full = expanded(state, parts)
+    loops = convert_loops(codec.decode, full.get("loops", {}))
+    decoded_parts = {part: codec.decode(full[part]) for part in ("values", "scope") if part in full}
+    stored: dict[str, Any] = {}
+    for name in parts_of(state):  # the objects a resumed segment is given
+        kind, key = name[:2], name[2:]
+        stored[name] = decoded_parts["values"][key] if kind == "v/" else loops[key]["items"]
+    return Rebuilt(decoded, loops, decoded_parts, state, stored)
 
 
 def mismatch(path: str | None, exc: ClassMismatch) -> str:

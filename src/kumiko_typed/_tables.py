@@ -40,6 +40,7 @@ __all__ = [
     "metadata",
     "outbox",
     "table_of",
+    "workflow_parts",
     "workflow_runs",
     "workflow_waits",
 ]
@@ -152,6 +153,20 @@ workflow_runs = Table(
     # a page reads its own rows, not the table an operator keeps every completed run in.
     Index("kumiko_workflow_runs_listed", "created_at", "run_id"),
     Index("kumiko_workflow_runs_status_listed", "status", "created_at", "run_id"),
+)
+
+
+#: The large values of a suspended run that stay as they are across its segments (a
+#: ``for_each``'s items, a step's long list): written once, when the run first stores
+#: them, and read with its row (``_stored_classes.expanded``), so that a segment writes
+#: what it changed, not everything the run holds.  A run's ``state`` names its parts.
+workflow_parts = Table(
+    "kumiko_workflow_parts",
+    metadata,
+    Column("run_id", Uuid, primary_key=True),
+    # "v/<step key>" (a value of c.steps) or "l/<stored path of the for_each>" (its items).
+    Column("name", Text, primary_key=True),
+    Column("value", Json, nullable=False),
 )
 
 

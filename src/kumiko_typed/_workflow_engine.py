@@ -13,6 +13,7 @@ or a cron tick starts one run whatever the number of workers.
 from __future__ import annotations
 
 import hashlib
+import json
 import logging
 import random
 import uuid
@@ -37,7 +38,7 @@ from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
 from ._integrity import constraint_failure
-from ._interpreter import Outcome, WorkflowRun, once_more_if_lost, run_in_scope, start_run
+from ._interpreter import Outcome, Run, WorkflowRun, once_more_if_lost, run_in_scope, start_run
 from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._read_only import reading
@@ -46,19 +47,22 @@ from ._results import Failure, Ok
 from ._run_listing import SHOWN, RunFilter
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
-from ._serialization import FORMAT, FORMAT_KEY, Codec
+from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
 from ._stored_classes import (
+    PARTS,
     UNREADABLE,
     WOKEN_BY,
     Rebuilt,
-    convert_loops,
+    expanded,
     mismatch,
+    parts_of,
+    read_parts,
     readable_format,
     rebuild,
     unreadable,
 )
-from ._tables import consumers, events, workflow_runs, workflow_waits
+from ._tables import consumers, events, workflow_parts, workflow_runs, workflow_waits
 from ._transient import lost_connection, transient
 from ._worker_batches import batches
 
@@ -83,6 +87,14 @@ _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindp
 #: When the run a page goes on from was started (``list``).
 _CREATED: Final = select(workflow_runs.c.created_at).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 _INSERT_WAIT: Final = insert(workflow_waits)
+_PART: Final = and_(workflow_parts.c.run_id == bindparam("b_run_id"), workflow_parts.c.name == bindparam("b_name"))
+_INSERT_PART: Final = insert(workflow_parts)
+_UPDATE_PART: Final = update(workflow_parts).where(_PART)
+_DELETE_PART: Final = delete(workflow_parts).where(_PART)
+_DELETE_PARTS: Final = delete(workflow_parts).where(workflow_parts.c.run_id == bindparam("b_run_id"))
+#: A value (or loop's items) whose JSON is longer is stored as a part of its own, written
+#: when it first is and then left as it is: a segment writes what it changed.
+PART_MIN: Final = 2048
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
 _DISARM: Final = (
     update(workflow_waits)
@@ -200,19 +212,20 @@ def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:
     return failed("unstorable_state", f"at step {path}: {unreadable(exc)}")
 
 
-def _before_store(session: Session, outcome: Outcome) -> tuple[Suspend | None, SegmentSavepoint | None]:
+def _before_store(session: Session, outcome: Outcome, *, alone: bool) -> tuple[Suspend | None, SegmentSavepoint | None]:
     """Ready a segment's store: the suspension it stores (``None``: the run completed),
     and the savepoint to hold the store with, if it may be held (``_segment_savepoint``).
 
     A worker's segment with a lazy savepoint (none else has one): what its steps left
     pending is sent first (in the savepoint, taken now if not yet); a store of one
     statement goes without one if the segment sent nothing else (a refused statement
-    is undone alone), a store with an event wait (two) takes it."""
+    is undone alone), a store with an event wait or parts to write (``alone`` false:
+    more than one) takes it."""
     suspend = outcome if isinstance(outcome, Suspend) else None
     guard = lazy_savepoint(session)
     if guard is not None:
         session.flush()
-        if suspend is None or suspend.wait is None:
+        if alone and (suspend is None or suspend.wait is None):
             guard.disarm()
             if guard.may_hold():
                 return suspend, guard
@@ -243,6 +256,15 @@ def _raise_for_the_pass(session: Session, exc: Exception) -> None:
     lost = lost_connection(session)
     if lost is not None:
         raise lost from exc
+
+
+#: A value no stored part is (``before.get``'s default: ``None`` may be a step's value).
+_NOTHING: Final = object()
+
+
+def _long(encoded: object) -> bool:
+    """Whether an encoded value is long enough to be stored as a part of its own."""
+    return isinstance(encoded, (list, dict)) and len(json.dumps(encoded)) > PART_MIN
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -329,6 +351,124 @@ class WorkflowEngine:
         for _where, problem, _value in json_problems(encoded):
             raise StateError(f"a value cannot be stored: it {problem}")
         return encoded
+
+    def _completed(self, run: Run, outcome: Ok[Any]) -> dict[str, Any] | Failure:
+        """The columns of a run that completed, its values all in its row."""
+        try:
+            values = self._encode(dict(run.values))
+        except StateError:
+            values = {}
+        try:  # what app.result returns: a run completes only with it stored
+            result = self._encode(outcome.data)
+        except StateError as exc:
+            return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
+        state = {"values": values, "result": result}
+        # A completed run stands at no step: its last wait's path would read as one.
+        return {"status": "completed", "path": None, "error": None, "wake_at": None, "state": state}
+
+    def _suspension(
+        self,
+        d: Definition,
+        run: Run,
+        outcome: Suspend,
+        kind: str,
+        before: Mapping[str, Any],
+        writes: list[tuple[str, Any]],
+    ) -> dict[str, Any]:
+        """The state a suspended run stores (``StateError`` for a value it cannot), its
+        long values and loop items left out as parts: the parts to write go to ``writes``."""
+        names: list[str] = []
+        loops = d.stored_records(outcome.records(outcome.loops))
+        state = {
+            "values": self._split_values(dict(run.values), before, names, writes),
+            "scope": self._encode(dict(run.scope)),
+            "loops": self._split_loops(loops, before, names, writes),
+            "retries": d.stored_records(outcome.records(outcome.retries)),
+            "event_wait": outcome.wait is not None,
+            "addressing": "name",
+            "kind": kind,
+            FORMAT_KEY: FORMAT,
+        }
+        if names:
+            state[PARTS] = names
+        if outcome.wait is not None:  # what the deployed definition must still wait for
+            state["event"] = outcome.wait.event_type
+        return state
+
+    def _split_values(
+        self, values: dict[str, Any], before: Mapping[str, Any], names: list[str], writes: list[tuple[str, Any]]
+    ) -> dict[str, Any]:
+        """A suspension's ``values`` encoded as the codec encodes the dict, but a long one
+        left out of it as a part (its name added to ``names``): written (to ``writes``)
+        if the segment produced it, else left as stored.  ``before``: the decoded parts
+        the segment was resumed with — a step's value never changes once produced, so
+        one still there (the same object) is not encoded again."""
+        changed = {k: v for k, v in values.items() if before.get(f"v/{k}", _NOTHING) is not v}
+        encoded: dict[str, Any] = self._encode(changed)["v"] if changed else {}
+        inline: dict[str, Any] = {}
+        for key in values:
+            name = f"v/{key}"
+            if key not in encoded:
+                names.append(name)
+            elif _long(encoded[key]):
+                names.append(name)
+                writes.append((name, encoded[key]))
+            else:
+                inline[key] = encoded[key]
+        # The codec's form of a dict (its keys' order with two or more): the parts go back
+        # in that order (``_stored_classes.expanded``).
+        return {TAG: "dict", "v": inline, "k": list(values)} if len(values) > 1 else {TAG: "dict", "v": inline}
+
+    def _split_loops(
+        self,
+        loops: Mapping[str, Mapping[str, Any]],
+        before: Mapping[str, Any],
+        names: list[str],
+        writes: list[tuple[str, Any]],
+    ) -> dict[str, dict[str, Any]]:
+        """A suspension's loop records encoded, long items left out as parts as
+        :meth:`_split_values` leaves values: a loop's items are written once, at the
+        loop's first suspension, and left as they are while it goes on."""
+        records: dict[str, dict[str, Any]] = {}
+        for at, loop in loops.items():
+            name = f"l/{at}"
+            record = {"shadows": loop["shadows"], "shadowed": self._encode(loop["shadowed"])}
+            if before.get(name, _NOTHING) is loop["items"]:
+                names.append(name)
+            else:
+                items = self._encode(loop["items"])
+                if _long(items):
+                    names.append(name)
+                    writes.append((name, items))
+                else:
+                    record["items"] = items
+            records[at] = record
+        return records
+
+    @staticmethod
+    def _store_parts(
+        session: Session,
+        run_id: uuid.UUID,
+        before: Mapping[str, Any],
+        writes: Sequence[tuple[str, Any]],
+        dropped: Sequence[str],
+    ) -> None:
+        """Write the parts a segment produced, drop those its run no longer names (in the
+        segment's transaction, with its row)."""
+        for name, value in writes:
+            if name in before:
+                session.execute(_UPDATE_PART, {"b_run_id": run_id, "b_name": name, "value": value})
+            else:
+                session.execute(_INSERT_PART, {"run_id": run_id, "name": name, "value": value})
+        if len(dropped) == len(before) and dropped:
+            session.execute(_DELETE_PARTS, {"b_run_id": run_id})
+        else:
+            for name in dropped:
+                session.execute(_DELETE_PART, {"b_run_id": run_id, "b_name": name})
+
+    def parts(self, session: Session, row: Row[Any]) -> dict[str, Any]:
+        """The stored parts of a run's row (none read for a state that names none)."""
+        return read_parts(session, [row.run_id])[row.run_id] if parts_of(row.state) else {}
 
     # --- starting ------------------------------------------------------------------
 
@@ -487,50 +627,38 @@ class WorkflowEngine:
         except UNREADABLE as exc:
             return _unreadable(path, exc)
 
+        before = stored.stored if stored is not None else {}
+
         def keep(outcome: Outcome) -> Failure | None:
             """Store the run as it stands after a segment that did not fail it."""
+            writes: list[tuple[str, Any]] = []
             if isinstance(outcome, Suspend):
                 where, at = d.stored_at(outcome.path)
                 too_long = _path_too_long(where)
                 if too_long is not None:
                     return too_long
                 try:
-                    stored = {
-                        "values": self._encode(dict(run.values)),
-                        "scope": self._encode(dict(run.scope)),
-                        "loops": convert_loops(self._encode, d.stored_records(outcome.records(outcome.loops))),
-                        "retries": d.stored_records(outcome.records(outcome.retries)),
-                        "event_wait": outcome.wait is not None,
-                        "addressing": "name",
-                        "kind": at.kind,
-                        FORMAT_KEY: FORMAT,
-                    }
-                    if outcome.wait is not None:  # what the deployed definition must still wait for
-                        stored["event"] = outcome.wait.event_type
+                    state = self._suspension(d, run, outcome, at.kind, before, writes)
                 except StateError as exc:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
                 columns = {
                     "status": "suspended",
                     "path": where,
                     "wake_at": outcome.wake_at,
-                    "state": stored,
+                    "state": state,
                     "error": None,
                 }
+                dropped = [name for name in before if name not in state.get(PARTS, ())]
             else:
                 assert isinstance(outcome, Ok)  # keep is not called for a Failure
-                try:
-                    values = self._encode(dict(run.values))
-                except StateError:
-                    values = {}
-                try:  # what app.result returns: a run completes only with it stored
-                    result = self._encode(outcome.data)
-                except StateError as exc:
-                    return Failure("unstorable_state", f"the result of return_ cannot be stored: {exc}")
-                state = {"values": values, "result": result}
-                # A completed run stands at no step: its last wait's path would read as one.
-                columns = {"status": "completed", "path": None, "error": None, "wake_at": None, "state": state}
-            suspend, holder = _before_store(session, outcome)
+                completed = self._completed(run, outcome)
+                if isinstance(completed, Failure):
+                    return completed
+                columns = completed
+                dropped = list(before)  # its values are all in its row now
+            suspend, holder = _before_store(session, outcome, alone=not (writes or dropped))
             try:
+                self._store_parts(session, run_id, before, writes, dropped)
                 self._store(session, d.name, run_id, columns, suspend, new_row, holder)
             except Exception as exc:
                 if isinstance(exc, DBAPIError) and transient(exc):
@@ -676,9 +804,14 @@ class WorkflowEngine:
         if row.workflow not in self.defs:
             return False  # not this App's workflow: another deployment's, or retired
         d = self.defs[row.workflow]
+        try:
+            parts = self.parts(session, row)
+        except UNREADABLE as exc:  # its names of parts damaged
+            self._fail_unreadable(session, d, row, exc)
+            return True
         plan: Plan | None = None  # a run kept at its start (see create) goes on from there
         if row.path is not None:
-            decided = self.plan(session, row)
+            decided = self.plan(session, row, parts)
             if isinstance(decided, str):
                 return False
             if decided is None:
@@ -688,7 +821,7 @@ class WorkflowEngine:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # (a stored value's, or the event a lost race left noted) strands the run as
             # it is, its event wait included.
-            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state)
+            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state, parts)
             user = _user(row.user)
             noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
             if noted is not None:
@@ -757,15 +890,17 @@ class WorkflowEngine:
         except UnreadableEvent as exc:  # the event is intact (events are never changed): a deploy's doing
             raise ClassMismatch(str(exc)) from exc
 
-    def plan(self, session: Session, row: Row[Any]) -> Plan | str | None:
+    def plan(self, session: Session, row: Row[Any], parts: Mapping[str, Any] | None = None) -> Plan | str | None:
         """How this App's definition resumes a suspended run of it (its row locked by the
-        caller): the plan; or the reason it cannot, the run marked stranded (also one a
-        newer release wrote); or ``None``, the run failed because its stored state cannot
-        be read."""
+        caller; ``parts`` its stored parts, read if not given): the plan; or the reason it
+        cannot, the run marked stranded (also one a newer release wrote); or ``None``, the
+        run failed because its stored state cannot be read."""
         d = self.defs[row.workflow]
         try:
             readable_format(row.state)
-            plan = d.compat.plan(Stored.of(row.path, row.state))
+            if parts is None:
+                parts = self.parts(session, row)
+            plan = d.compat.plan(Stored.of(row.path, expanded(row.state, parts)))
         except NewerFormat as exc:
             reason = mismatch(row.path, exc)
             self._strand(session, d, row, reason, reader=True)
@@ -784,14 +919,19 @@ class WorkflowEngine:
         is read, too, as :meth:`resume` reads it (its classes may be what that deploy
         lacked); if this App can, the mark goes, in the caller's transaction: the run
         waits, not listed as stranded, and why it was is logged."""
-        if not isinstance(self.plan(session, row), Plan):
+        d = self.defs[row.workflow]
+        try:
+            parts = self.parts(session, row)
+        except UNREADABLE as exc:  # its names of parts damaged
+            self._fail_unreadable(session, d, row, exc)
+            return False
+        if not isinstance(self.plan(session, row, parts), Plan):
             return False
         error = row.error
         if not (isinstance(error, Mapping) and error.get("code") == "stranded"):
             return True
-        d = self.defs[row.workflow]
         try:
-            rebuild(self.codec, d.workflow, row.payload, row.state)
+            rebuild(self.codec, d.workflow, row.payload, row.state, parts)
         except UNREADABLE as exc:
             self._not_read(session, d, row, exc)
             return False
@@ -894,19 +1034,21 @@ class WorkflowEngine:
 
     # --- inspection ------------------------------------------------------------------
 
-    def info(self, row: Row[Any]) -> RunInfo:
+    def info(self, session: Session, row: Row[Any]) -> RunInfo:
         """The run of ``row``, any columns of ``workflow_runs`` among them those shown."""
-        return self.shown([getattr(row, column.name) for column in SHOWN])
+        shown = [getattr(row, column.name) for column in SHOWN]
+        return self.shown(shown, _listed_parts(session, [shown]))
 
-    def shown(self, row: Sequence[Any]) -> RunInfo:
+    def shown(self, row: Sequence[Any], parts: Mapping[uuid.UUID, Mapping[str, Any]]) -> RunInfo:
         """The run of a row of :data:`~kumiko_typed._run_listing.SHOWN`'s columns, in its
         order: a listing passes its rows as they are (reading a row's columns by name
-        cost more than the rest of this)."""
+        cost more than the rest of this); ``parts``: the stored parts of the runs listed
+        whose state names some (:func:`_listed_parts`)."""
         run_id, workflow, status, path, state, wake_at, error, created_at, updated_at, fingerprint = row
         steps: object = {}
         if isinstance(state, dict) and "values" in state:  # a damaged row is still listed
             try:
-                steps = self.codec.decode(state["values"])
+                steps = self.codec.decode(expanded(state, parts.get(run_id, {}))["values"])
             except UNREADABLE:
                 steps = {}
         if not isinstance(steps, dict):
@@ -918,7 +1060,7 @@ class WorkflowEngine:
     def get(self, run_id: uuid.UUID) -> RunInfo | None:
         with reading(self.sessions) as session:
             row = session.execute(select(workflow_runs).where(workflow_runs.c.run_id == run_id)).first()
-        return None if row is None else self.info(row)
+            return None if row is None else self.info(session, row)
 
     def list(self, runs: RunFilter) -> list[RunInfo]:
         """The runs ``runs`` picks, newest first (:mod:`kumiko_typed._run_listing`); a
@@ -930,4 +1072,18 @@ class WorkflowEngine:
                 if cursor is None:
                     raise LookupError(f"before: no run {runs.before}; page on with the run_id of a listed run")
             rows = session.execute(runs.select(cursor)).all()
-        return [self.shown(r) for r in rows]  # rows of SHOWN's columns, in its order
+            parts = _listed_parts(session, rows)
+        return [self.shown(r, parts) for r in rows]  # rows of SHOWN's columns, in its order
+
+
+def _listed_parts(session: Session, rows: Sequence[Sequence[Any]]) -> dict[uuid.UUID, dict[str, Any]]:
+    """The stored parts of the listed runs (rows of ``SHOWN``'s columns) whose state names
+    some: one query for a page, none for a page of runs without parts."""
+    named = []
+    for row in rows:
+        try:
+            if parts_of(row[4]):
+                named.append(row[0])
+        except ValueError:  # damaged: listed without its values
+            continue
+    return read_parts(session, named)

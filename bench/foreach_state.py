@@ -1,0 +1,171 @@
+"""What a segment of a run suspended inside a ``for_each`` costs, by the loop's length:
+milliseconds per segment and bytes the segment sends to the database.
+
+Run:  python bench/foreach_state.py [--quick] [--sizes 1000,2500,10000] [--segments N]
+                                    [--rounds N] [--sqlite] [--before SRC] [--json PATH]
+
+The workflow: a ``compute`` builds ``n`` small dicts (a text, an int, a UUID each), a
+``for_each`` over them whose body is a 0-second ``wait``: every iteration is one segment
+(a worker pass resumes a run once).  A fresh database per measurement (a SQLite file in
+WAL; a database of the tests' throw-away PostgreSQL server), the run started, two
+segments untimed, then ``--segments`` worker passes timed one by one (median, ms).  The
+bytes are those of the parameters of every INSERT/UPDATE the pass sends (JSON as the
+driver gets it), summed per pass (median).
+
+``--before SRC``: also measure the kumiko-typed of another source tree (e.g. the main
+branch's ``src``), each measurement in its own process, the two sides alternating within
+each round (which goes first rotating).  Nothing here passes or fails on time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+HERE = Path(__file__).resolve().parent
+USER_ID, TENANT_ID = uuid.UUID(int=1), uuid.UUID(int=2)
+
+
+def measure(url: str, n: int, segments: int) -> dict[str, float]:
+    """One measurement, in this process (the kumiko-typed on ``sys.path``)."""
+    import attrs
+    from sqlalchemy import event
+
+    from kumiko_typed import App, Feature, User, manual
+
+    @attrs.frozen
+    class Go:
+        n: int
+
+    feature = Feature("fe")
+    pipeline = (
+        feature.workflow_pipeline(Go)
+        .compute(
+            "items",
+            lambda c: [{"name": f"item {i}", "count": i, "id": str(uuid.UUID(int=i))} for i in range(c.payload.n)],
+        )
+        .for_each("item", over=lambda c: c.steps["items"], do=lambda b: b.wait("PT0S"))
+    )
+    flow = feature.workflow("loop", trigger=manual(Go), pipeline=pipeline)
+    app = App([feature], database_url=url)
+    app.create_all()
+    sent = [0]
+
+    def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool) -> None:
+        if not statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
+            return
+        rows = parameters if many else [parameters]
+        for row in rows:
+            values = row.values() if isinstance(row, dict) else row
+            sent[0] += sum(_size(v) for v in values)
+
+    event.listen(app.engine, "before_cursor_execute", count)
+    run_id = app.start_workflow(flow, Go(n), user=User(id=USER_ID, tenant_id=TENANT_ID, roles=frozenset()))
+    for _ in range(2):  # untimed: the first resumes warm the caches
+        app.run_worker(once=True)
+    times, sizes = [], []
+    for _ in range(segments):
+        sent[0] = 0
+        start = time.perf_counter()
+        app.run_worker(once=True)
+        times.append(time.perf_counter() - start)
+        sizes.append(sent[0])
+    info = app.get_run(run_id)
+    assert info is not None and info.status == "suspended", info
+    app.dispose()
+    return {"ms": round(statistics.median(times) * 1000, 2), "bytes": int(statistics.median(sizes))}
+
+
+def _size(value: object) -> int:
+    """The bytes of a parameter as sent: text, or JSON (psycopg gets a wrapper it dumps)."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if not hasattr(value, "obj"):
+        return 0
+    dumps = getattr(value, "dumps", None) or json.dumps
+    return len(dumps(value.obj))
+
+
+def _child(src: str | None, url: str, n: int, segments: int) -> dict[str, float]:
+    env = dict(os.environ)
+    if src is not None:
+        env["PYTHONPATH"] = src
+    command = [sys.executable, str(Path(__file__)), "--child", url, str(n), str(segments)]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    figures: dict[str, float] = json.loads(out.splitlines()[-1])
+    return figures
+
+
+def main() -> None:
+    if len(sys.argv) == 5 and sys.argv[1] == "--child":
+        print(json.dumps(measure(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
+        return
+    sys.path.insert(0, str(HERE))
+    from _report import add_json_option, load_average, load_note, write_json
+
+    from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--sizes", default="1000,2500,10000")
+    parser.add_argument("--segments", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--sqlite", action="store_true", help="SQLite only")
+    parser.add_argument("--before", default=None, metavar="SRC", help="also measure this source tree")
+    parser.add_argument("--quick", action="store_true", help="smoke run: 200 items, 3 segments, 1 round")
+    add_json_option(parser)
+    args = parser.parse_args()
+    sizes = [200] if args.quick else [int(s) for s in args.sizes.split(",")]
+    if args.quick:
+        args.segments, args.rounds = 3, 1
+    load_before = load_average()
+    folder = tempfile.mkdtemp()
+    counter = iter(range(1_000_000))
+    server = None if args.sqlite else start_test_postgres()
+    if server is None and not args.sqlite:
+        print(f"PostgreSQL skipped: {unavailable_reason()}")
+    urls = {"sqlite": lambda: f"sqlite:///{folder}/fe{next(counter)}.sqlite3"}
+    if server is not None:
+        urls["postgresql"] = lambda: server.create_database(f"fe_{uuid.uuid4().hex[:12]}")
+    sides: dict[str, str | None] = {"now": str(HERE.parent / "src")}
+    if args.before is not None:
+        sides = {"before": args.before, **sides}
+    figures: dict[str, Any] = {"segments": args.segments, "rounds": args.rounds, "databases": {}}
+    try:
+        for db, url in urls.items():
+            per_size: dict[str, Any] = {}
+            for n in sizes:
+                got: dict[str, list[dict[str, float]]] = {side: [] for side in sides}
+                for round_ in range(args.rounds):
+                    order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
+                    for side in order:
+                        got[side].append(_child(sides[side], url(), n, args.segments))
+                per_size[str(n)] = {
+                    side: {
+                        "ms": round(statistics.median(m["ms"] for m in runs), 2),
+                        "bytes": int(statistics.median(m["bytes"] for m in runs)),
+                    }
+                    for side, runs in got.items()
+                }
+                shown = "   ".join(
+                    f"{side} {f['ms']:8.2f} ms {f['bytes']:>9} B" for side, f in per_size[str(n)].items()
+                )
+                print(f"{db:10} {n:>6} items   {shown}", flush=True)
+            figures["databases"][db] = per_size
+    finally:
+        if server is not None:
+            server.stop()
+    print(load_note())
+    write_json(args.json, "foreach_state", figures, load_before=load_before)
+
+
+if __name__ == "__main__":
+    main()
