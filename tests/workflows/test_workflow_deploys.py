@@ -117,22 +117,25 @@ def _no_after_snapshot(db_url: str) -> str:
 
 def test_check_against_names_the_tables_and_columns_an_older_release_lacks(db_url: str, v1: App) -> None:
     """A database last migrated by an older release (no ``after_snapshot``, no idempotency
-    table) was 'ok' for the pre-deploy check, whose runs it could read; the deploy then
+    table, no parts table) was 'ok' for the pre-deploy check, whose runs it could read; the deploy then
     failed at create_all or, migrating with Alembic, at the first wait or keyed dispatch.
     The check names each one and says to migrate first, with no traceback."""
     _start(v1, "job", 4)
     with v1.engine.begin() as conn:
         conn.execute(sa.text("ALTER TABLE kumiko_workflow_waits DROP COLUMN after_snapshot"))
         conn.execute(sa.text("DROP TABLE kumiko_idempotency_keys"))
+        conn.execute(sa.text("DROP TABLE kumiko_workflow_parts"))
     checked = cli("check", "_deploy_app:app_v1", "--against", db_url)
     assert checked.returncode == 1, checked.stdout + checked.stderr
     assert checked.stderr.splitlines()[1:] == [
+        "  - table kumiko_workflow_parts does not exist: this release adds it; create it (app.create_all()"
+        " or a migration)",
         _no_after_snapshot(db_url),
         "  - table kumiko_idempotency_keys does not exist: this release adds it; create it (app.create_all()"
         " or a migration)",
         SCHEMA_FIX,
     ]
-    assert "2 schema problem(s) in this database:" in checked.stderr and checked.stdout == ""
+    assert "3 schema problem(s) in this database:" in checked.stderr and checked.stdout == ""
 
 
 def test_a_worker_on_a_database_an_older_release_made_names_what_to_migrate(db_url: str, v1: App) -> None:

@@ -1,0 +1,284 @@
+"""A suspended run's long values and loop items are stored once, as parts beside its row
+(``kumiko_workflow_parts``): each segment of a ``for_each`` whose body suspends stored
+the run's values and the loop's items whole again, so the loop cost its item count
+squared.  Both databases: what a segment sends no longer grows with the loop's length,
+resumed steps see the values they saw (types and order), nested loops, a loop in a
+branch, retries in a loop, an empty loop and entity items work, and a run stored by the
+release before parts (tests/workflows/foreach_before_parts.json) resumes."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import _foreach_parts_app as before_parts  # by the module name its stored payload names
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import run_info
+from sqlalchemy.orm import Mapped
+
+from kumiko_typed import App, Entity, Feature, User, manual
+from kumiko_typed._tables import workflow_parts, workflow_runs
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+FIXTURE = Path(__file__).with_name("foreach_before_parts.json")
+
+
+@pytest.fixture
+def clock() -> FakeClock:
+    return FakeClock(T0)
+
+
+@attrs.frozen
+class Go:
+    n: int
+
+
+class FpSku(Entity):
+    __tablename__ = "fp_sku"
+    name: Mapped[str]
+    price: Mapped[Decimal]
+
+
+def _items(n: int) -> list[dict[str, Any]]:
+    return [{"name": f"item {i}", "count": i, "id": uuid.UUID(int=i)} for i in range(n)]
+
+
+def _sent(app: App) -> Callable[[], int]:
+    """The bytes of the parameters of every INSERT and UPDATE ``app`` sends from now on
+    (JSON as the driver gets it), read and reset by the function returned."""
+    sent = [0]
+
+    def size(value: object) -> int:
+        if isinstance(value, str | bytes):
+            return len(value)
+        if hasattr(value, "obj"):  # psycopg's Jsonb
+            return len((getattr(value, "dumps", None) or json.dumps)(value.obj))
+        return 0
+
+    def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool) -> None:
+        if statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
+            for row in parameters if many else [parameters]:
+                sent[0] += sum(size(v) for v in (row.values() if isinstance(row, dict) else row))
+
+    sa.event.listen(app.engine, "before_cursor_execute", count)
+
+    def taken() -> int:
+        got, sent[0] = sent[0], 0
+        return got
+
+    return taken
+
+
+def _parts(app: App, run_id: uuid.UUID) -> list[str]:
+    with app.engine.connect() as conn:
+        stmt = sa.select(workflow_parts.c.name).where(workflow_parts.c.run_id == run_id)
+        return sorted(conn.execute(stmt).scalars())
+
+
+def _until_done(app: App, run_id: uuid.UUID, clock: FakeClock, each: Callable[[], None] = lambda: None) -> Any:
+    while run_info(app, run_id).status == "suspended":
+        each()
+        clock.advance(minutes=1)
+        app.run_worker(once=True)
+    return run_info(app, run_id)
+
+
+def test_the_bytes_a_segment_stores_do_not_grow_with_the_loop(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """The segment at iteration 10 of a loop over 20 items and of one over 2,000 sends
+    the same (it sent the run's values and the items whole: about 500 KB for 2,000)."""
+    f = Feature("fpbytes")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("items", lambda c: _items(c.payload.n))
+        .for_each("item", over=lambda c: c.steps["items"], do=lambda b: b.compute("n", lambda c: 1).wait("PT1M")),
+    )
+    app = app_on([f], clock=clock)
+    taken = _sent(app)
+    sizes = {}
+    for n in (20, 2_000):
+        run_id = app.start_workflow(flow, Go(n), user=user)
+        for _ in range(9):
+            clock.advance(minutes=1)
+            app.run_worker(once=True)
+        taken()
+        clock.advance(minutes=1)
+        app.run_worker(once=True)
+        sizes[n] = taken()
+        assert run_info(app, run_id).path == "item/do/#10/@wait"
+        assert _parts(app, run_id) == ["l/item", "v/items"]
+        app.cancel_run(run_id, user=user)
+    assert abs(sizes[2_000] - sizes[20]) <= 16, sizes  # the path's digits, the time's text
+    assert sizes[20] < 1_000, sizes
+
+
+def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """Decimal, UUID and datetime items in attrs classes, in order, iteration after
+    iteration; ``get_run`` and ``runs`` show the values the run holds while its long ones
+    are parts, and a completed run holds them all in its row again."""
+    seen: list[str] = []
+    f = Feature("fpvalues")
+
+    def see(c: Any) -> int:
+        seen.append(repr(c.scope["line"]))
+        return len(c.steps["lines"])
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("lines", lambda c: before_parts.lines(c.payload.n))
+        .for_each("line", over=lambda c: c.steps["lines"], do=lambda b: b.compute("seen", see).wait("PT1M"))
+        .compute("last", lambda c: c.steps["lines"][-1]),
+    )
+    app = app_on([f], clock=clock, value_types=[before_parts.Line])
+    expected = before_parts.lines(30)
+    run_id = app.start_workflow(flow, Go(30), user=user)
+
+    def shown() -> None:
+        assert _parts(app, run_id) == ["l/line", "v/lines"]
+        assert run_info(app, run_id).steps["lines"] == expected
+        [listed] = [r for r in app.runs() if r.run_id == run_id]
+        assert listed.steps == run_info(app, run_id).steps
+        assert app.check_runs() == []
+
+    info = _until_done(app, run_id, clock, shown)
+    assert info.status == "completed", info
+    assert seen == [repr(line) for line in expected]
+    assert info.steps["lines"] == expected and info.steps["last"] == expected[-1]
+    assert _parts(app, run_id) == []
+
+
+def test_nested_loops_keep_only_the_parts_of_where_the_run_stands(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """An inner loop's items are a part per outer iteration: the one of an outer
+    iteration done with is dropped, not kept for the run's life."""
+    long = "x" * 1_500
+    f = Feature("fpnested")
+    pipeline = (
+        f.workflow_pipeline(Go)
+        .for_each(
+            "outer",
+            over=lambda c: [f"{o}{long}" for o in range(3)],
+            do=lambda b: b.for_each(
+                "inner",
+                over=lambda c: [(c.scope["outer"][0], i, long) for i in range(3)],
+                do=lambda d: d.wait("PT1M").compute(
+                    "pairs", lambda c: (c.steps["pairs"] or ()) + ((c.scope["outer"][0], c.scope["inner"][1]),)
+                ),
+            ),
+        )
+        .compute("scope_after", lambda c: sorted(c.scope))
+    )
+    flow = f.workflow("nested", trigger=manual(Go), pipeline=pipeline)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(0), user=user)
+    stood: list[tuple[str, list[str]]] = []
+    info = _until_done(app, run_id, clock, lambda: stood.append((run_info(app, run_id).path, _parts(app, run_id))))
+    assert info.status == "completed", info
+    assert info.steps["pairs"] == tuple((str(o), i) for o in range(3) for i in range(3))
+    assert info.steps["scope_after"] == []
+    assert [path for path, _ in stood] == [f"outer/do/#{o}/inner/do/#{i}/@wait" for o in range(3) for i in range(3)]
+    for path, parts in stood:
+        outer = path.split("/")[2]
+        assert parts == sorted(["l/outer", f"l/outer/do/{outer}/inner"]), (path, parts)
+    assert _parts(app, run_id) == []
+
+
+def test_a_loop_in_a_branch_with_a_retry_an_empty_loop_and_entity_items(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A for_each in a branch arm over entities, whose body retries (its first attempt
+    fails, the run suspends until the retry), then a for_each over nothing."""
+    attempts: dict[str, int] = {}
+    f = Feature("fpbranch")
+    f.entity(FpSku)
+
+    def charge(c: Any) -> str:
+        sku = c.scope["sku"]
+        attempts[sku.name] = attempts.get(sku.name, 0) + 1
+        if attempts[sku.name] == 1:
+            raise RuntimeError("first attempt")
+        return f"{sku.name}:{sku.price}"
+
+    skus = [FpSku(name=f"sku {i:02} " + "y" * 100, price=Decimal(f"{i}.50")) for i in range(25)]
+    pipeline = (
+        f.workflow_pipeline(Go)
+        .compute("skus", lambda c: skus)
+        .branch(
+            when=lambda c: c.payload.n > 0,
+            on_true=lambda t: t.for_each(
+                "sku",
+                over=lambda c: c.steps["skus"],
+                do=lambda d: d.retry(
+                    times=2, base_delay=timedelta(minutes=1), do=lambda r: r.compute("charged", charge)
+                ).compute("all", lambda c: (c.steps["all"] or ()) + (c.steps["charged"],)),
+            ),
+        )
+        .for_each("none", over=lambda c: [], do=lambda d: d.wait("PT1M"))
+        .compute("prices", lambda c: [s.price for s in c.steps["skus"]])
+    )
+    flow = f.workflow("branch", trigger=manual(Go), pipeline=pipeline)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(1), user=user)
+    assert run_info(app, run_id).path == "@branch/on_true/sku/do/#0/@retry/#2"
+    assert _parts(app, run_id) == ["l/@branch/on_true/sku", "v/skus"]
+    info = _until_done(app, run_id, clock)
+    assert info.status == "completed", info
+    assert attempts == {s.name: 2 for s in skus}
+    assert info.steps["all"] == tuple(f"{s.name}:{s.price}" for s in skus)
+    assert info.steps["prices"] == [Decimal(f"{i}.50") for i in range(25)]
+    assert [str(p) for p in info.steps["prices"]][:2] == ["0.50", "1.50"]
+
+
+# --- a run stored by the release before parts ----------------------------------------------
+
+
+@pytest.fixture
+def seen_before() -> Iterator[list[str]]:
+    before_parts.SEEN.clear()
+    yield before_parts.SEEN
+    before_parts.SEEN.clear()
+
+
+def test_a_run_stored_before_parts_resumes_where_it_stood(db_url: str, seen_before: list[str]) -> None:
+    """The fixture's run waits in iteration 3 of 40, stored whole in its row by the
+    release before: it resumes there with the items it stored (each iteration sees its
+    item, types included), stores its long values as parts from then on, and completes."""
+    fixture = json.loads(FIXTURE.read_text())
+    app = before_parts.app(db_url)
+    try:
+        run_id = uuid.UUID(fixture["run_id"])
+        row = {**fixture["row"], "run_id": run_id, "wake_at": T0, "error": None}
+        with app.engine.begin() as conn:
+            conn.execute(sa.insert(workflow_runs), {**row, "created_at": T0, "updated_at": T0})
+        expected = before_parts.lines(before_parts.LINES)
+        assert fixture["seen"] == [repr(line) for line in expected[:4]]
+        assert run_info(app, run_id).steps["lines"] == expected  # shown as before
+        assert app.check_runs() == []
+        app.run_worker(once=True)
+        assert run_info(app, run_id).path == "line/do/#4/@wait"
+        assert _parts(app, run_id) == ["l/line", "v/lines"]
+        while run_info(app, run_id).status == "suspended":
+            app.run_worker(once=True)
+        info = run_info(app, run_id)
+        assert info.status == "completed", info
+        assert seen_before == [repr(line) for line in expected[4:]]  # iteration 3 is not run again
+        assert info.steps["after"] == [sum(line.price for line in expected), 40]
+        assert str(info.steps["after"][0]) == "784.00"
+    finally:
+        app.dispose()
