@@ -35,7 +35,9 @@ TAG = "$t"
 #: the newest it reads.  Raise it with every tag a release adds: a worker of an older
 #: release (from this one on) then leaves a run a newer one wrote, as stranded, instead of
 #: failing it for a tag it does not know.  A state without it is of an older release.
-FORMAT = 1
+#: 2: a state may name parts stored beside it (``_stored_classes.PARTS``), which a worker
+#: of form 1 would take for a damaged state.
+FORMAT = 2
 FORMAT_KEY = "format"
 
 
