@@ -16,7 +16,17 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "render_benchmarks.py"
 RESULTS = ROOT / "bench" / "results"
-BENCHES = ("interpreter", "mypy_plugin", "pyright_keys", "handler", "write_scaling", "outbox", "workflows", "due_runs")
+BENCHES = (
+    "interpreter",
+    "mypy_plugin",
+    "pyright_keys",
+    "handler",
+    "write_scaling",
+    "outbox",
+    "workflows",
+    "due_runs",
+    "foreach_state",
+)
 
 
 def _render(*args: str) -> subprocess.CompletedProcess[str]:
