@@ -150,7 +150,9 @@ def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
 
     def shown() -> None:
         assert _parts(app, run_id) == ["l/line", "v/lines"]
-        assert run_info(app, run_id).steps["lines"] == expected
+        steps = run_info(app, run_id).steps
+        assert steps["lines"] == expected
+        assert list(steps) == ["lines", "seen"]  # in the order produced, the part's key first
         [listed] = [r for r in app.runs() if r.run_id == run_id]
         assert listed.steps == run_info(app, run_id).steps
         assert app.check_runs() == []
