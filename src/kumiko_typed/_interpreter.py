@@ -70,7 +70,7 @@ class WorkflowRun:
     """What a workflow segment's steps need besides the run: the resume value of an
     event wait, the stored loops to re-enter, and how to store a wait's key."""
 
-    __slots__ = ("codec", "event_name", "loops", "resume_value")
+    __slots__ = ("codec", "event_name", "loops", "resume_value", "settled")
 
     def __init__(
         self,
@@ -83,6 +83,9 @@ class WorkflowRun:
         self.event_name = event_name
         self.loops = loops
         self.resume_value = resume_value
+        #: A Failure that trying the segment again cannot change (a version the run
+        #: states rather than one it read): a worker fails the run instead.
+        self.settled: object = None
 
 
 class Run(AnyCtx):
