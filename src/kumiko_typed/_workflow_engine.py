@@ -37,7 +37,7 @@ from ._fingerprint import fingerprint
 from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
 from ._integrity import constraint_failure
-from ._interpreter import Outcome, WorkflowRun, once_more_if_lost, run_in_scope, start_run
+from ._interpreter import Outcome, Run, WorkflowRun, once_more_if_lost, run_in_scope, start_run
 from ._limits import json_problems
 from ._poison import refusal, storable_text
 from ._read_only import reading
@@ -176,13 +176,13 @@ def _checking(keep: Callable[[Outcome], Failure | None], session: Session) -> Ca
 
 class Settled(dict[str, Any]):
     """A failed run's columns (:func:`failed`) that trying its segment again cannot
-    change, whatever the code (``WorkflowRun.settled``): a worker stores them rather
+    change, whatever the code (``Run.settled``): a worker stores them rather
     than try the segment again."""
 
 
-def _run_failed(failure: Failure, segment: WorkflowRun) -> dict[str, Any]:
+def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
     columns = failed(failure.code, failure.message)
-    return Settled(columns) if failure is segment.settled else columns
+    return Settled(columns) if failure is getattr(run, "settled", None) else columns
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
@@ -561,7 +561,7 @@ class WorkflowEngine:
             keep=_checking(keep, session) if checks_deferred(session) else keep,
             span_name="kumiko.workflow.segment",
         )
-        return _run_failed(outcome, segment) if isinstance(outcome, Failure) else None
+        return _run_failed(outcome, run) if isinstance(outcome, Failure) else None
 
     def isolated_segment(
         self,

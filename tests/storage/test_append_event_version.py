@@ -40,7 +40,7 @@ class Take:
     version: int | str | float | None = None  # a client may send anything
 
 
-f = Feature("aev")
+f = Feature("aev", requires=["call_feature"])
 f.entity(AevTicket)
 f.event(Taken, name="aev-taken")
 
@@ -87,6 +87,27 @@ give_later = f.workflow(
     pipeline=f.workflow_pipeline(Take)
     .wait("PT1M")
     .update("t", AevTicket, id=lambda c: c.payload.id, changes=lambda c: {"owner": c.payload.by}, version=2),
+)
+
+give = f.write_handler(
+    "give",
+    f.pipeline(Take)
+    .update(
+        "t",
+        AevTicket,
+        id=lambda c: c.payload.id,
+        changes=lambda c: {"owner": c.payload.by},
+        version=lambda c: c.payload.version,  # type: ignore[arg-type,return-value]  # an int here
+    )
+    .return_(lambda c: ok(None)),
+)
+# Through a handler the run calls, the stated version is as final.
+give_by_call = f.workflow(
+    "give-by-call",
+    trigger=manual(Take),
+    pipeline=f.workflow_pipeline(Take)
+    .wait("PT1M")
+    .call_feature("given", give, payload=lambda c: Take(c.payload.id, c.payload.by, 2)),
 )
 
 
@@ -169,7 +190,9 @@ def test_another_tenants_aggregate_is_not_found_whatever_the_version(
         assert "version" not in found.message and found.details == {"entity_id": str(t)}
 
 
-@pytest.mark.parametrize("flow", [take_later, give_later], ids=["append_event", "update"])
+@pytest.mark.parametrize(
+    "flow", [take_later, give_later, give_by_call], ids=["append_event", "update", "update-in-call_feature"]
+)
 def test_a_workflow_run_that_states_a_stale_version_fails_once(app_on: AppOn, user: User, flow: Workflow[Take]) -> None:
     """A version the run states (here a constant; a payload's or an earlier segment's
     value alike) stays stale however often the segment is tried: the run fails with

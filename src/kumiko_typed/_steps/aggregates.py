@@ -277,10 +277,7 @@ def _stated_conflict(run: Run, entity_type: type[Any], entity_id: object, expect
     """The aggregate is not at the version the step states.  Unlike a lost race (a version
     read, then written by another), trying a workflow segment again reads the same stated
     version: the worker fails the run rather than try it again for good."""
-    conflict = _version_conflict(entity_type, entity_id, expected, current)
-    segment = run.workflow_segment()
-    if segment is not None:
-        segment.settled = conflict
+    run.settled = conflict = _version_conflict(entity_type, entity_id, expected, current)
     return conflict
 
 
