@@ -11,12 +11,12 @@ import sys
 import traceback
 import unicodedata
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from sqlalchemy import URL, make_url
@@ -390,14 +390,22 @@ def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url:
     click.echo(f"cancelled {run_id}")
 
 
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def _older_than(what: str) -> Callable[[FC], FC]:
+    """A purge's required age: ``what`` is deleted when older than it."""
+    return click.option(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help=f"Delete {what} longer ago than this ISO-8601 duration, e.g. P30D.",
+    )
+
+
 @runs.command("purge")
 @click.argument("target")
-@click.option(
-    "--older-than",
-    required=True,
-    metavar="DURATION",
-    help="Delete finished runs last changed longer ago than this ISO-8601 duration, e.g. P30D.",
-)
+@_older_than("finished runs last changed")
 @click.option(
     "--status",
     "statuses",
@@ -520,12 +528,7 @@ def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None
 
 @outbox.command("purge")
 @click.argument("target")
-@click.option(
-    "--older-than",
-    required=True,
-    metavar="DURATION",
-    help="Delete rows sent longer ago than this ISO-8601 duration, e.g. P30D.",
-)
+@_older_than("rows sent")
 @click.option("--database-url", help=URL_HELP)
 def purge_outbox(target: str, older_than: str, database_url: str | None) -> None:
     """Delete sent deliveries older than --older-than.
