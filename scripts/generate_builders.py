@@ -106,10 +106,10 @@ METHODS: dict[str, Method] = {
     ),
     "aggregate.append_event": Method(
         f"entity: type[E], *, id: {_resolver('UUID')}, event: Callable[[{CTX}], object], "
-        f"headers: {_resolver('Mapping[str, str]')} | None = None",
+        f"headers: {_resolver('Mapping[str, str]')} | None = None, version: {_resolver('int')} | None = None",
         SAME,
-        "self._then({SELF}, _steps.AppendEvent(entity, id, event, headers))",
-        "none.",
+        "self._then({SELF}, _steps.AppendEvent(entity, id, event, headers, version))",
+        "none; with ``version``, a stream at another version ends the pipeline with ``version_conflict``.",
         ".append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))",
     ),
     "unsafe_projection_upsert": Method(

@@ -388,11 +388,14 @@ were sent to the driver's cursor where no listener, echo or option would see the
 ([design decisions](design-decisions.md)). In CPU instructions per call (callgrind,
 synchronous=OFF, so only the process's own work): kumiko 1,378,000 → 1,188,000, against
 Core's 1,093,000 and the raw driver's 213,000. Runs of the code before and after, alternated
-at a load of 5–9 (the table above is still the earlier run's): kumiko / Core CPU 1.20–1.24
-before and 1.14–1.19 after (that code also ran a block as one generated function, 2 % of
-the instructions, not adopted); kumiko / raw CPU 2.42–2.81 before and 2.50–2.95 after, which
-that load's noise does not tell apart (the raw side's own CPU moved from 160 to 280 µs
-between runs), so whether the raw goal is met needs a run on a quiet machine.
+at a load of 5–9: kumiko / Core CPU 1.20–1.24 before and 1.14–1.19 after (that code also
+ran a block as one generated function, 2 % of the instructions, not adopted); kumiko / raw
+CPU 2.42–2.81 before and 2.50–2.95 after, which that load's noise does not tell apart (the
+raw side's own CPU moved from 160 to 280 µs between runs). The table above is a run at a
+load of 1.2 (41 rounds × 60 calls); a second right after it with 200 calls a side (load 0.9
+before, 1.9 after) gave kumiko / raw CPU 2.48 on SQLite and 2.43 on PostgreSQL (wall 2.01
+and 1.71) and kumiko / Core CPU 1.11 and 1.20: the raw goal is met on a quiet machine, with
+little to spare on CPU.
 
 {_conditions(record)}
 """

@@ -24,7 +24,7 @@ import attrs
 from sqlalchemy import DateTime, String, Text, UniqueConstraint, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
-from kumiko_typed import Entity, Feature, fail, ok
+from kumiko_typed import Entity, Feature, ok
 
 _SLUG = attrs.validators.matches_re(r"[a-z0-9]+(-[a-z0-9]+)*")
 _TITLE: Callable[[Any, Any, str], None] = attrs.validators.and_(
@@ -216,17 +216,14 @@ edit_body = wiki.write_handler(
     "page:edit",
     wiki.pipeline(EditBody)
     .get_one("page", lambda c: select(Page).where(Page.slug == c.payload.slug))
-    # append_event appends after the version get_one read; the version the editor read
-    # is the payload's, compared here.
-    .guard(
-        lambda c: c.steps["page"].version == c.payload.version,
-        otherwise=lambda c: fail(
-            "version_conflict",
-            f"the page is at version {c.steps['page'].version}: reload it and edit again",
-            {"expected_version": c.payload.version, "current_version": c.steps["page"].version},
-        ),
+    # The body is appended only to the version the editor read: another edit since is a
+    # version_conflict, not a lost update.
+    .append_event(
+        Page,
+        id=lambda c: c.steps["page"].id,
+        event=lambda c: BodyUpdated(c.payload.body, c.user.id),
+        version=lambda c: c.payload.version,
     )
-    .append_event(Page, id=lambda c: c.steps["page"].id, event=lambda c: BodyUpdated(c.payload.body, c.user.id))
     .return_(lambda c: ok(c.steps["page"].version)),
 )
 

@@ -16,6 +16,7 @@ from sqlalchemy import Engine, MetaData, Table
 from sqlalchemy.exc import DataError
 from sqlalchemy.orm import Session, sessionmaker
 
+from . import _retention
 from ._access import NO_TENANT_REFUSED, TENANT_KEY, deny, install_tenant_filter, no_tenant, wrong_payload
 from ._boot import validate
 from ._connection import DIRECT, Direct
@@ -27,7 +28,7 @@ from ._errors import BootError, StateError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
 from ._http_proxy import proxy_mounts
-from ._idempotency import NOT_STORED, Keyed, expired_by, fingerprint, key_problem, purge_expired
+from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
 from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run, unavailable
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
@@ -38,12 +39,14 @@ from ._poison import refusal
 from ._queries import run_query
 from ._registry import Registry
 from ._results import Failure, Ok, fail
+from ._retention import FINISHED, checked_age, checked_batch, cutoff
 from ._run_check import Incompatible, check_runs
 from ._run_listing import RunFilter
 from ._runs import RunInfo, RunStatus
 from ._schema_check import missing_columns
 from ._serialization import Codec
 from ._server_clock import ServerClock
+from ._status_filter import chosen_statuses
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure, unreadable
 from ._tables import metadata as framework_metadata
@@ -345,9 +348,35 @@ class App:
         many: an expired key answers nothing any more, and unless it is used again its row
         would stay forever.  Run it from a periodic job (``kumiko-typed keys purge``); it
         deletes ``batch`` rows per transaction, beside running dispatches."""
-        if type(batch) is not int or batch < 1:
-            raise ValueError(f"batch must be a positive int, not {batch!r}")
-        return purge_expired(self.engine, expired_by(self._now(), self.idempotency_retention), batch)
+        return purge_expired(self.engine, cutoff(self._now(), self.idempotency_retention), checked_batch(batch))
+
+    def purge_outbox(self, *, older_than: timedelta, batch: int = 1000) -> int:
+        """Delete the outbox rows sent more than ``older_than`` ago (by the App's clock) and
+        return how many.  A sent row is never read again, yet stays with its message (a
+        mail's recipients and body) until deleted.  Pending and dead rows stay whatever
+        their age: requeue a dead row (:meth:`requeue`) or delete it yourself.  Run it from
+        a periodic job (``kumiko-typed outbox purge``); it deletes ``batch`` rows per
+        transaction, beside running workers."""
+        before = cutoff(self._now(), checked_age(older_than))
+        return _retention.purge_outbox(self.engine, before, checked_batch(batch))
+
+    def purge_runs(
+        self,
+        *,
+        older_than: timedelta,
+        status: RunStatus | Iterable[RunStatus] | None = None,
+        batch: int = 1000,
+    ) -> int:
+        """Delete the finished workflow runs (completed, failed and cancelled; or those in
+        ``status``) last changed more than ``older_than`` ago (by the App's clock), with
+        their step values, and return how many.  Running and suspended runs are never
+        deleted.  A keyed start (``start_workflow(..., key=)``) whose run was deleted
+        starts a new run: keep runs longer than callers may repeat a key.  Event and cron
+        triggers start no run again (their cursors are past them).  Run it from a periodic
+        job (``kumiko-typed runs purge``); it deletes ``batch`` rows per transaction."""
+        statuses = chosen_statuses(status, FINISHED, "a finished run") or FINISHED
+        before = cutoff(self._now(), checked_age(older_than))
+        return _retention.purge_runs(self.engine, before, statuses, checked_batch(batch))
 
     # --- outbox and workers ---------------------------------------------------------
 

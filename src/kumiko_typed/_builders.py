@@ -451,17 +451,19 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
         event: Callable[[Ctx[P, S, Sc]], object],
         headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
     ) -> Pipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
-        Result key: none.
+        Result key: none; with ``version``, a stream at another version ends the pipeline with
+        ``version_conflict``.
 
         Example::
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(Pipeline, _steps.AppendEvent(entity, id, event, headers))
+        return self._then(Pipeline, _steps.AppendEvent(entity, id, event, headers, version))
 
     def unsafe_projection_upsert(
         self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
@@ -1428,17 +1430,19 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
         event: Callable[[Ctx[P, S, Sc]], object],
         headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+        version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
     ) -> SubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
-        Result key: none.
+        Result key: none; with ``version``, a stream at another version ends the pipeline with
+        ``version_conflict``.
 
         Example::
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(SubPipeline, _steps.AppendEvent(entity, id, event, headers))
+        return self._then(SubPipeline, _steps.AppendEvent(entity, id, event, headers, version))
 
     def unsafe_projection_upsert(
         self, table: Table | type[Any], *, on: Sequence[str], row: Callable[[Ctx[P, S, Sc]], Mapping[str, object]]
@@ -2229,17 +2233,19 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
         event: Callable[[WorkflowCtx[P, S, Sc]], object],
         headers: Mapping[str, str] | Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, str]] | None = None,
+        version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
     ) -> WorkflowPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
-        Result key: none.
+        Result key: none; with ``version``, a stream at another version ends the pipeline with
+        ``version_conflict``.
 
         Example::
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(WorkflowPipeline, _steps.AppendEvent(entity, id, event, headers))
+        return self._then(WorkflowPipeline, _steps.AppendEvent(entity, id, event, headers, version))
 
     def unsafe_projection_upsert(
         self,
@@ -3321,17 +3327,19 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         id: UUID | Callable[[WorkflowCtx[P, S, Sc]], UUID],
         event: Callable[[WorkflowCtx[P, S, Sc]], object],
         headers: Mapping[str, str] | Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, str]] | None = None,
+        version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
     ) -> WorkflowSubPipeline[P, S, Sc, C]:
         """Append a domain event to an aggregate.
 
         Step kind ``aggregate.append_event``. Tier 1.
-        Result key: none.
+        Result key: none; with ``version``, a stream at another version ends the pipeline with
+        ``version_conflict``.
 
         Example::
 
             .append_event(Product, id=lambda c: c.payload.id, event=lambda c: StockAdjusted(delta=c.payload.delta))
         """
-        return self._then(WorkflowSubPipeline, _steps.AppendEvent(entity, id, event, headers))
+        return self._then(WorkflowSubPipeline, _steps.AppendEvent(entity, id, event, headers, version))
 
     def unsafe_projection_upsert(
         self,
@@ -4134,6 +4142,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
             event: Callable[[Ctx[P, S, Sc]], object],
             headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
         ) -> Never:
             """Deprecated here: Step "append_event" (aggregate.append_event) does more than read,
             and a QueryPipeline only reads (a query runs in a read-only transaction); do it in a
@@ -4143,7 +4152,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             Append a domain event to an aggregate.
 
             Step kind ``aggregate.append_event``. Tier 1.
-            Result key: none.
+            Result key: none; with ``version``, a stream at another version ends the pipeline
+            with ``version_conflict``.
 
             Example::
 
@@ -4153,9 +4163,9 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def append_event(self, entity, *, id, event, headers=None):  # type: ignore[no-untyped-def]
+        def append_event(self, entity, *, id, event, headers=None, version=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QueryPipeline, _steps.AppendEvent(entity, id, event, headers))
+            return self._then(QueryPipeline, _steps.AppendEvent(entity, id, event, headers, version))
 
     if TYPE_CHECKING:
 
@@ -5175,6 +5185,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             id: UUID | Callable[[Ctx[P, S, Sc]], UUID],
             event: Callable[[Ctx[P, S, Sc]], object],
             headers: Mapping[str, str] | Callable[[Ctx[P, S, Sc]], Mapping[str, str]] | None = None,
+            version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
         ) -> Never:
             """Deprecated here: Step "append_event" (aggregate.append_event) does more than read,
             and a QuerySubPipeline only reads (a query runs in a read-only transaction); do it
@@ -5184,7 +5195,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             Append a domain event to an aggregate.
 
             Step kind ``aggregate.append_event``. Tier 1.
-            Result key: none.
+            Result key: none; with ``version``, a stream at another version ends the pipeline
+            with ``version_conflict``.
 
             Example::
 
@@ -5194,9 +5206,9 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
-        def append_event(self, entity, *, id, event, headers=None):  # type: ignore[no-untyped-def]
+        def append_event(self, entity, *, id, event, headers=None, version=None):  # type: ignore[no-untyped-def]
             # Recorded anyway so that boot validation reports it with the other problems.
-            return self._then(QuerySubPipeline, _steps.AppendEvent(entity, id, event, headers))
+            return self._then(QuerySubPipeline, _steps.AppendEvent(entity, id, event, headers, version))
 
     if TYPE_CHECKING:
 

@@ -11,12 +11,12 @@ import sys
 import traceback
 import unicodedata
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from types import FrameType
-from typing import Any
+from typing import Any, TypeVar
 
 import click
 from sqlalchemy import URL, make_url
@@ -26,12 +26,13 @@ from sqlalchemy.exc import DBAPIError
 from ._app import App
 from ._ctx import User
 from ._database_urls import URL_PROBLEM, shown_url
-from ._durations import positive_seconds
+from ._durations import parse_duration, positive_seconds
 from ._engine import make_engine, read_only_engines
 from ._errors import BootError
 from ._graph import Format, render
 from ._read_only import write_refused
 from ._results import Failure, Ok
+from ._retention import FINISHED
 from ._run_listing import STATUSES
 from ._runs import RunStatus
 from ._schema_check import SCHEMA_FIX, missing_columns
@@ -369,9 +370,10 @@ def worker(target: str, database_url: str | None, poll_interval: float, verbose:
 
 @main.group(cls=_Listing)
 def runs() -> None:
-    """List workflow runs, newest first; or cancel one.
+    """List workflow runs, newest first; cancel one; purge old ones.
 
-    runs MODULE:APP (or runs list MODULE:APP) lists; runs cancel MODULE:APP RUN_ID cancels.
+    runs MODULE:APP (or runs list MODULE:APP) lists; runs cancel MODULE:APP RUN_ID cancels;
+    runs purge MODULE:APP --older-than P30D deletes finished runs.
     """
 
 
@@ -386,6 +388,43 @@ def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url:
     with _database(app):
         _done(app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
     click.echo(f"cancelled {run_id}")
+
+
+FC = TypeVar("FC", bound=Callable[..., Any])
+
+
+def _older_than(what: str) -> Callable[[FC], FC]:
+    """A purge's required age: ``what`` is deleted when older than it."""
+    return click.option(
+        "--older-than",
+        required=True,
+        metavar="DURATION",
+        help=f"Delete {what} longer ago than this ISO-8601 duration, e.g. P30D.",
+    )
+
+
+@runs.command("purge")
+@click.argument("target")
+@_older_than("finished runs last changed")
+@click.option(
+    "--status",
+    "statuses",
+    multiple=True,
+    type=click.Choice(FINISHED),
+    help="Only runs in this status (default: completed, failed and cancelled); repeat it for several.",
+)
+@click.option("--database-url", help=URL_HELP)
+def purge_runs(target: str, older_than: str, statuses: tuple[RunStatus, ...], database_url: str | None) -> None:
+    """Delete finished workflow runs older than --older-than.
+
+    Running and suspended runs stay.  Run it from a periodic job; it deletes in batches
+    beside running workers.
+    """
+    age = _age(older_than)
+    app = _boot(target, database_url)
+    with _database(app):
+        deleted = app.purge_runs(older_than=age, status=statuses or None)
+    click.echo(f"deleted {deleted} finished run{'' if deleted == 1 else 's'}")
 
 
 @runs.command("list")
@@ -468,9 +507,10 @@ def _time(at: datetime | None) -> str:
 
 @main.group(cls=_Listing)
 def outbox() -> None:
-    """List pending and dead deliveries; or requeue a dead one.
+    """List pending and dead deliveries; requeue one; purge sent ones.
 
-    outbox MODULE:APP (or outbox list MODULE:APP) lists; outbox requeue MODULE:APP ID requeues.
+    outbox MODULE:APP (or outbox list MODULE:APP) lists; outbox requeue MODULE:APP ID requeues;
+    outbox purge MODULE:APP --older-than P30D deletes sent rows.
     """
 
 
@@ -484,6 +524,30 @@ def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None
     with _database(app):
         _done(app.requeue(outbox_id, user=OPERATOR))
     click.echo(f"requeued {outbox_id}")
+
+
+@outbox.command("purge")
+@click.argument("target")
+@_older_than("rows sent")
+@click.option("--database-url", help=URL_HELP)
+def purge_outbox(target: str, older_than: str, database_url: str | None) -> None:
+    """Delete sent deliveries older than --older-than.
+
+    Pending and dead rows stay.  Run it from a periodic job; it deletes in batches beside
+    running workers.
+    """
+    age = _age(older_than)
+    app = _boot(target, database_url)
+    with _database(app):
+        deleted = app.purge_outbox(older_than=age)
+    click.echo(f"deleted {deleted} sent outbox row{'' if deleted == 1 else 's'}")
+
+
+def _age(text: str) -> timedelta:
+    try:
+        return parse_duration(text)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--older-than'") from None
 
 
 @outbox.command("list")

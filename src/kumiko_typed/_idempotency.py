@@ -17,19 +17,20 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any, Final
 
-from sqlalchemy import Engine, bindparam, delete, select, tuple_, update
+from sqlalchemy import Engine, bindparam, select, update
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.orm import Session
 
 from ._limits import json_problems
 from ._results import Failure, Ok, fail
+from ._retention import cutoff, delete_in_batches, purge_statement
 from ._serialization import Codec, StateError
 from ._tables import idempotency_keys as keys
 
-__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "expired_by", "fingerprint", "key_problem", "purge_expired"]
+__all__ = ["MAX_KEY_LENGTH", "NOT_STORED", "Keyed", "fingerprint", "key_problem", "purge_expired"]
 
 #: Failures that say nothing about the request itself: a retry may well succeed.  A
 #: ``version_conflict`` is a lost race (the aggregate moved on since it was read): stored,
@@ -50,43 +51,17 @@ _RECORD: Final = update(keys).where(*_ROW).values(result=bindparam("b_result"))
 _RECLAIM: Final = (
     update(keys).where(*_ROW).values(fingerprint=bindparam("b_fingerprint"), result=None, created_at=bindparam("b_now"))
 )
-_EXPIRED: Final = _T.created_at <= bindparam("b_cutoff")
-# One batch per transaction: a long purge never holds many row locks, nor SQLite's write lock long.
-_PURGE: Final = delete(keys).where(
-    _EXPIRED,
-    tuple_(_T.tenant_id, _T.handler, _T.key).in_(
-        select(_T.tenant_id, _T.handler, _T.key).where(_EXPIRED).limit(bindparam("b_batch"))
-    ),
-)
+# Keys claimed at or before the cutoff have expired: a claim takes them over, a purge deletes them.
+_PURGE: Final = purge_statement(keys, _T.created_at <= bindparam("b_cutoff"))
 
 
-#: Before every key's claim: what a retention reaching back past the year 1 leaves expired.
-_NEVER: Final = datetime.min.replace(tzinfo=UTC)
-
-
-def expired_by(now: datetime, retention: timedelta) -> datetime:
-    """The cutoff: keys claimed at or before it have expired.  A retention longer than the
-    calendar behind ``now`` (``timedelta.max``: keep keys for good) expires none; before,
-    ``now - retention`` overflowed and every keyed dispatch was an ``internal_error``."""
-    try:
-        return now.astimezone(UTC) - retention  # in UTC: the year 1 is stored as it is
-    except OverflowError:
-        return _NEVER
-
-
-def purge_expired(engine: Engine, cutoff: datetime, batch: int) -> int:
-    """Delete the keys claimed at or before ``cutoff``, ``batch`` rows per transaction.
+def purge_expired(engine: Engine, before: datetime, batch: int) -> int:
+    """Delete the keys claimed at or before ``before``, ``batch`` rows per transaction.
 
     Safe beside dispatches: a key taken over meanwhile has a new ``created_at``, which the
     delete's own condition sees again (PostgreSQL re-checks an updated row; SQLite runs
     one writer at a time), so a live key is never deleted."""
-    deleted = 0
-    while True:
-        with engine.begin() as conn:
-            n = conn.execute(_PURGE, {"b_cutoff": cutoff, "b_batch": batch}).rowcount
-        deleted += n
-        if n < batch:
-            return deleted
+    return delete_in_batches(engine, _PURGE, {"b_cutoff": before}, batch)
 
 
 def _claim_statement(dialect: Any) -> Any:
@@ -144,7 +119,7 @@ class Keyed:
             "fingerprint": self.payload_hash,
             "result": None,
             "created_at": now,
-            "b_cutoff": expired_by(now, retention),
+            "b_cutoff": cutoff(now, retention),
         }
         claim = _CLAIM[session.get_bind().dialect.name]
         if session.execute(claim, params).first() is not None:

@@ -96,7 +96,7 @@ class Run(AnyCtx):
     itself: a Python ``__init__`` is another call per run.
     """
 
-    __slots__ = ("refused", "registry", "scope_items", "segment", "trace", "values")
+    __slots__ = ("refused", "registry", "scope_items", "segment", "settled", "trace", "values")
     # Not Ctx's: ``Run()`` then stays one call into C, with nothing to store.
     __init__ = object.__init__
 
@@ -113,6 +113,9 @@ class Run(AnyCtx):
     segment: WorkflowRun
     #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
     refused: Failure
+    #: A Failure that trying again cannot change (a version the run states, not one it
+    #: read): a worker fails the run with it rather than try the segment again.
+    settled: Failure
 
     def open_scope(self) -> dict[str, object]:
         """The loop items, writable: made, and ``scope`` made a view of them, the first

@@ -186,6 +186,17 @@ def _checking(keep: Callable[[Outcome], Failure | None], session: Session) -> Ca
     return kept
 
 
+class Settled(dict[str, Any]):
+    """A failed run's columns (:func:`failed`) that trying its segment again cannot
+    change, whatever the code (``Run.settled``): a worker stores them rather
+    than try the segment again."""
+
+
+def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
+    columns = failed(failure.code, failure.message)
+    return Settled(columns) if failure is getattr(run, "settled", None) else columns
+
+
 def failed(code: str, message: str) -> dict[str, Any]:
     """The columns of a run that failed (its last state is kept, for inspection).  The
     message is made storable: failing a run must not fail in turn."""
@@ -678,7 +689,7 @@ class WorkflowEngine:
             keep=_checking(keep, session) if checks_deferred(session) else keep,
             span_name="kumiko.workflow.segment",
         )
-        return failed(outcome.code, outcome.message) if isinstance(outcome, Failure) else None
+        return _run_failed(outcome, run) if isinstance(outcome, Failure) else None
 
     def isolated_segment(
         self,
@@ -742,7 +753,12 @@ class WorkflowEngine:
                 guard.release()
             elif guard is not None:
                 guard.undo(session)
-        if failure is not None and retry_conflict and failure["error"]["code"] in _TRIED_AGAIN:
+        if (
+            failure is not None
+            and retry_conflict
+            and not isinstance(failure, Settled)
+            and failure["error"]["code"] in _TRIED_AGAIN
+        ):
             wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
             code = failure["error"]["code"]
             logger.info("workflow %s run %s: %s; tried again at %s", d.name, run_id, code, wake)

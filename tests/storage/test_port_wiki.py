@@ -72,10 +72,10 @@ def test_pages_are_created_renamed_and_edited(app: App, make_user: Callable[...,
 
 
 def test_an_edit_of_an_older_version_is_a_conflict_not_a_lost_update(app: App, user: User) -> None:
-    _page(app, user, "draft", "Draft", "v1")
+    page = _page(app, user, "draft", "Draft", "v1")
     assert app.dispatch(edit_body, EditBody("draft", "mine", 1), user=user) == Ok(2)
     theirs = failure_of(app.dispatch(edit_body, EditBody("draft", "theirs", 1), user=user), "version_conflict")
-    assert theirs.details == {"expected_version": 1, "current_version": 2}
+    assert theirs.details == {"entity_id": str(page), "expected_version": 1, "current_version": 2}
     assert app.query(view_page, BySlug("draft"), user=user) == Ok(PageView("draft", "Draft", "mine", 2))
 
 

@@ -193,8 +193,8 @@ HELP = {
     "demo": "Run the inventory example, then remove its temporary folder.",
     "graph": "Draw the pipelines of MODULE:APP as text, Mermaid or dot.",
     "keys": "Idempotency keys: purge the expired ones.",
-    "outbox": "List pending and dead deliveries; or requeue a dead one.",
-    "runs": "List workflow runs, newest first; or cancel one.",
+    "outbox": "List pending and dead deliveries; requeue one; purge sent ones.",
+    "runs": "List workflow runs, newest first; cancel one; purge old ones.",
     "worker": "Deliver the outbox, fire triggers, resume runs until stopped.",
 }
 
@@ -1508,3 +1508,62 @@ def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
     for made in (app, other):
         made.dispose()
     given["http"].close()
+
+
+def test_runs_purge_deletes_old_finished_runs_only(tmp_path: Path, tiny: Tiny) -> None:
+    import sqlalchemy as sa
+
+    from kumiko_typed._tables import workflow_runs
+
+    failed, suspended = tiny.start_remind("fail"), tiny.start_remind()
+    app = tiny.app()
+    try:
+        old = datetime.now(UTC) - timedelta(days=40)
+        with app.engine.begin() as conn:  # both started 40 days ago
+            conn.execute(sa.update(workflow_runs).values(created_at=old, updated_at=old))
+    finally:
+        app.dispose()
+    result = cli(tmp_path, "runs", "purge", tiny.target, "--older-than", "P30D", "--database-url", tiny.url)
+    assert (result.returncode, result.stdout) == (0, "deleted 1 finished run\n"), _explain(result)
+    assert tiny.run(failed) is None and tiny.run(suspended).status == "suspended"
+    wrong = cli(tmp_path, "runs", "purge", tiny.target, "--older-than", "30d", "--database-url", tiny.url)
+    assert wrong.returncode == 2 and "Invalid value for '--older-than'" in wrong.stderr, _explain(wrong)
+    assert "is not an ISO-8601 duration" in wrong.stderr and "Traceback" not in wrong.stderr, _explain(wrong)
+    suspended_only = cli(
+        tmp_path,
+        "runs",
+        "purge",
+        tiny.target,
+        "--older-than",
+        "PT0S",
+        "--status",
+        "suspended",
+        "--database-url",
+        tiny.url,
+    )
+    assert suspended_only.returncode == 2 and "'suspended' is not one of" in suspended_only.stderr, _explain(
+        suspended_only
+    )
+
+
+def test_outbox_purge_deletes_old_sent_rows_only(tmp_path: Path, tiny: Tiny) -> None:
+    import sqlalchemy as sa
+
+    from kumiko_typed._tables import outbox as outbox_table
+
+    tiny.dispatch_ping()
+    app = tiny.app()
+    try:
+        app.run_worker(once=True)  # the receiver refuses: the only attempt, dead
+        old = datetime.now(UTC) - timedelta(days=40)
+        (row,) = app.outbox()
+        with app.engine.begin() as conn:  # and a copy of it, sent 40 days ago
+            source = conn.execute(sa.select(outbox_table)).mappings().one()
+            conn.execute(sa.insert(outbox_table), [{**source, "id": uuid.uuid4(), "status": "sent", "sent_at": old}])
+    finally:
+        app.dispose()
+    result = cli(tmp_path, "outbox", "purge", tiny.target, "--older-than", "P30D", "--database-url", tiny.url)
+    assert (result.returncode, result.stdout) == (0, "deleted 1 sent outbox row\n"), _explain(result)
+    assert [(i.id, i.status) for i in tiny.outbox()] == [(row.id, "dead")]
+    missing = cli(tmp_path, "outbox", "purge", tiny.target, "--database-url", tiny.url)
+    assert missing.returncode == 2 and "Missing option '--older-than'" in missing.stderr, _explain(missing)

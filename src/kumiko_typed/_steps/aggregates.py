@@ -73,6 +73,7 @@ class AppendEvent(Step):
     id: object
     event: Fn
     headers: object = None
+    version: object = None
 
     def execute(self, run: Run) -> Result:
         return _append_event(self, run)
@@ -272,6 +273,27 @@ def _unwritable_columns(step: Update, columns: list[object]) -> Failure:
     )
 
 
+def _stated_conflict(run: Run, entity_type: type[Any], entity_id: object, expected: object, current: object) -> Failure:
+    """The aggregate is not at the version the step states.  Unlike a lost race (a version
+    read, then written by another), trying a workflow segment again reads the same stated
+    version: the worker fails the run rather than try it again for good."""
+    run.settled = conflict = _version_conflict(entity_type, entity_id, expected, current)
+    return conflict
+
+
+def _not_a_version(expected: object, what: str, step_name: str | None) -> Failure | None:
+    """Refuse an expected version that is not an int: ``"1"`` was a version_conflict "at
+    version 1, not 1"; ``True`` and ``1.0`` passed as 1."""
+    if not isinstance(expected, bool) and isinstance(expected, int):
+        return None
+    given = type(expected).__name__
+    return fail(
+        "validation_error",
+        f"{what}: version= gave a {given}; pass the integer version the caller read",
+        [{"path": "version", "message": f"must be an integer, not {given}", "step": step_name}],
+    )
+
+
 def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
     return fail("not_found", f"{entity_type.__name__} {entity_id} not found", {"entity_id": str(entity_id)})
 
@@ -287,14 +309,10 @@ def _update(step: Update, run: Run) -> Failure | None:
             f"update {step.name!r}: version= gave no version; pass the version the caller read",
             [{"path": "version", "message": "required (or skip_optimistic_lock=True)", "step": step.name}],
         )
-    if not step.skip_optimistic_lock and (isinstance(expected, bool) or not isinstance(expected, int)):
-        # "1" was a version_conflict "at version 1, not 1"; True and 1.0 passed as 1.
-        given = type(expected).__name__
-        return fail(
-            "validation_error",
-            f"update {step.name!r}: version= gave a {given}; pass the integer version the caller read",
-            [{"path": "version", "message": f"must be an integer, not {given}", "step": step.name}],
-        )
+    if not step.skip_optimistic_lock:
+        refused = _not_a_version(expected, f"update {step.name!r}", step.name)
+        if refused is not None:
+            return refused
     changes = dict(step.changes(ctx))
     if not changes.keys() <= writer(step.entity).writable:
         mapped = writer(step.entity).columns
@@ -305,7 +323,7 @@ def _update(step: Update, run: Run) -> Failure | None:
     if entity is None:
         return _not_found(step.entity, entity_id)
     if not step.skip_optimistic_lock and entity.version != expected:
-        return _version_conflict(step.entity, entity_id, expected, entity.version)
+        return _stated_conflict(run, step.entity, entity_id, expected, entity.version)
     previous = {k: getattr(entity, k) for k in changes}
     actual = {k: v for k, v in changes.items() if previous[k] != v}
     _refuse_unfit(run, step.entity, actual)
@@ -430,9 +448,17 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     event = step.event(ctx)
     name = registry.event_name(type(event))
     entity_id = resolve(step.id, run)
+    # Optional here, unlike update's: an event need not be decided on a version read.
+    expected = resolve(step.version, run)
+    if expected is not None:
+        refused = _not_a_version(expected, f"append_event {step.entity.__name__}", None)
+        if refused is not None:
+            return refused
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
         return _not_found(step.entity, entity_id)
+    if expected is not None and entity.version != expected:
+        return _stated_conflict(run, step.entity, entity_id, expected, entity.version)
     new_version = entity.version + 1
     aggregate = registry.aggregate_type(step.entity)
     payload = _event_payload(run, event)
