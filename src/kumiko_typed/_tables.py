@@ -12,6 +12,7 @@ from sqlalchemy import (
     Column,
     ColumnElement,
     Float,
+    ForeignKey,
     Index,
     Integer,
     String,
@@ -173,7 +174,8 @@ workflow_runs = Table(
 workflow_parts = Table(
     "kumiko_workflow_parts",
     metadata,
-    Column("run_id", Uuid, primary_key=True),
+    # A purged run's parts go with it.
+    Column("run_id", Uuid, ForeignKey(workflow_runs.c.run_id, ondelete="CASCADE"), primary_key=True),
     # "v/<step key>" (a value of c.steps) or "l/<stored path of the for_each>" (its items).
     Column("name", Text, primary_key=True),
     Column("value", Json, nullable=False),

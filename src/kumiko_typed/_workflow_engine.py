@@ -668,9 +668,9 @@ class WorkflowEngine:
                 columns = completed
                 dropped = list(before)  # its values are all in its row now
             suspend, holder = _before_store(session, outcome, alone=not (writes or dropped))
-            try:
-                self._store_parts(session, run_id, before, writes, dropped)
+            try:  # the run's row first: its parts refer to it
                 self._store(session, d.name, run_id, columns, suspend, new_row, holder)
+                self._store_parts(session, run_id, before, writes, dropped)
             except Exception as exc:
                 if isinstance(exc, DBAPIError) and transient(exc):
                     raise

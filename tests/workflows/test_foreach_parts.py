@@ -121,6 +121,12 @@ def test_the_bytes_a_segment_stores_do_not_grow_with_the_loop(
         app.cancel_run(run_id, user=user)
     assert abs(sizes[2_000] - sizes[20]) <= 16, sizes  # the path's digits, the time's text
     assert sizes[20] < 1_000, sizes
+    # A cancelled run keeps its parts (get_run shows its values); purged, they go with it.
+    assert _parts(app, run_id) == ["l/item", "v/items"]
+    assert run_info(app, run_id).steps["items"] == _items(2_000)
+    assert app.purge_runs(older_than=timedelta(0)) == 2
+    with app.engine.connect() as conn:
+        assert conn.execute(sa.select(sa.func.count()).select_from(workflow_parts)).scalar_one() == 0
 
 
 def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
@@ -152,7 +158,7 @@ def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
         assert _parts(app, run_id) == ["l/line", "v/lines"]
         steps = run_info(app, run_id).steps
         assert steps["lines"] == expected
-        assert list(steps) == ["lines", "seen"]  # in the order produced, the part's key first
+        assert list(steps) == ["seen", "lines"]  # the run's order (as stored whole), a part among them
         [listed] = [r for r in app.runs() if r.run_id == run_id]
         assert listed.steps == run_info(app, run_id).steps
         assert app.check_runs() == []
