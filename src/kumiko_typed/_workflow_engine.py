@@ -478,7 +478,12 @@ class WorkflowEngine:
                 session.execute(_DELETE_PART, {"b_run_id": run_id, "b_name": name})
 
     def parts(self, session: Session, row: Row[Any]) -> dict[str, Any]:
-        """The stored parts of a run's row (none read for a state that names none)."""
+        """The stored parts of a run's row (none read for a state that names none, nor for
+        one a newer release wrote: :meth:`plan` strands it, whatever its parts)."""
+        try:
+            readable_format(row.state)
+        except NewerFormat:
+            return {}
         return read_parts(session, [row.run_id])[row.run_id] if parts_of(row.state) else {}
 
     # --- starting ------------------------------------------------------------------
