@@ -183,7 +183,9 @@ def _schema(engine: sa.Engine) -> dict[str, Any]:
                 )
                 for i in inspector.get_indexes(table)
             )
-            uniques = sorted((str(u["name"]), tuple(u["column_names"])) for u in inspector.get_unique_constraints(table))
+            uniques = sorted(
+                (str(u["name"]), tuple(u["column_names"])) for u in inspector.get_unique_constraints(table)
+            )
             primary = inspector.get_pk_constraint(table)["constrained_columns"]
             schema[table] = {"columns": columns, "indexes": indexes, "uniques": uniques, "primary": primary}
     return schema
@@ -306,20 +308,22 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
     app.dispose()
 
     sqlite = project.url.startswith("sqlite")
-    stranded = (
-        "json_extract(error, '$.stranded_by') IS NOT NULL" if sqlite else "(error ->> 'stranded_by') IS NOT NULL"
-    )
+    stranded = "json_extract(error, '$.stranded_by') IS NOT NULL" if sqlite else "(error ->> 'stranded_by') IS NOT NULL"
     unarmed = "armed IS 0" if sqlite else "armed IS false"
     xact_id = "sa.text('0')" if sqlite else "sa.text('(pg_current_xact_id()::text::bigint)')"
-    events_tx = f"op.add_column('kumiko_events', sa.Column('tx', sa.BigInteger(), server_default={xact_id}, nullable=False))"
+    events_tx = (
+        f"op.add_column('kumiko_events', sa.Column('tx', sa.BigInteger(), server_default={xact_id}, nullable=False))"
+    )
     assert sorted(project.revision()) == sorted(
         [
             "op.add_column('kumiko_consumers', sa.Column('tx', sa.BigInteger(), server_default='0', nullable=False))",
-            "op.add_column('kumiko_events', sa.Column('schema_version', sa.Integer(), server_default='1', nullable=False))",
+            "op.add_column('kumiko_events', sa.Column('schema_version', sa.Integer(), server_default='1',"
+            " nullable=False))",
             events_tx,
             "op.create_index('kumiko_events_tx_position', 'kumiko_events', ['tx', 'position'], unique=False)",
             "op.add_column('kumiko_workflow_waits', sa.Column('after_snapshot', sa.Text(), nullable=True))",
-            "op.create_index('kumiko_workflow_runs_listed', 'kumiko_workflow_runs', ['created_at', 'run_id'], unique=False)",
+            "op.create_index('kumiko_workflow_runs_listed', 'kumiko_workflow_runs', ['created_at', 'run_id'],"
+            " unique=False)",
             "op.create_index('kumiko_workflow_runs_stranded', 'kumiko_workflow_runs', ['run_id'], unique=False,"
             f' postgresql_where=sa.text("{stranded}"), sqlite_where=sa.text("{stranded}"))',
             "op.create_index('kumiko_workflow_waits_unarmed', 'kumiko_workflow_waits', ['run_id'], unique=False,"
@@ -367,9 +371,7 @@ def _note_id(app: App, title: str) -> uuid.UUID:
     return found
 
 
-def test_a_migration_run_on_an_engine_of_its_own_answers_otherwise(
-    project: Project, apps: Callable[..., App]
-) -> None:
+def test_a_migration_run_on_an_engine_of_its_own_answers_otherwise(project: Project, apps: Callable[..., App]) -> None:
     """Why the docs' ``env.py`` connects through the App's engine: through a plain one
     (Alembic's default ``env.py``) the tables get the database's collation on PostgreSQL
     and SQLite's numeric-affinity ``JSON``, which ``create_all``'s check accepts, and the
