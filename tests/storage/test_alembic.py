@@ -245,6 +245,7 @@ def test_a_migrated_database_is_the_one_create_all_makes(
     assert sum(op.startswith("op.create_table(") for op in ops) == len(_TABLES)
     assert not any("kumiko_typed" in op for op in ops), ops
     project.upgrade()
+    assert project.revision() == []
     other_db = new_db()
     reference = apps(other_db)
     reference.create_all()
@@ -396,3 +397,29 @@ def test_a_migration_run_on_an_engine_of_its_own_answers_otherwise(project: Proj
     else:
         assert ordered == ["a", "b", "B"]  # the ICU locale's order; "B", "a", "b" by code point
         assert [repr(d) for d in data] == ["None", "1.0", "2.5"]
+
+
+@pytest.mark.parametrize("new_db", ["postgres"], indirect=True)
+def test_an_events_table_made_with_jsonb_is_converted_by_the_next_revision(
+    project: Project, apps: Callable[..., App]
+) -> None:
+    """A PostgreSQL database made when ``kumiko_events.payload`` and ``headers`` were
+    ``jsonb``: the next revision converts them (what the docs say to run when a rewrite of
+    the table is affordable), and the events stored before read back."""
+    app = apps(project.url)
+    app.create_all()
+    assert isinstance(app.dispatch(add_note, AddNote("old", "x", 0.5, {"b": 1, "a": 2}), user=USER), Ok)
+    with app.engine.begin() as conn:
+        conn.exec_driver_sql("ALTER TABLE kumiko_events ALTER COLUMN payload TYPE jsonb, ALTER COLUMN headers TYPE jsonb")
+    app.dispose()
+    assert project.revision() == [
+        f"op.alter_column('kumiko_events', '{column}', existing_type=postgresql.JSONB(),"
+        " type_=sa.JSON(), existing_nullable=False)"
+        for column in ("payload", "headers")
+    ]
+    project.upgrade()
+    upgraded = apps(project.url)
+    upgraded.create_all()
+    (created, tagged) = _stream(upgraded, _note_id(upgraded, "old"))
+    assert tagged.type == "tagged"
+    assert project.revision() == []
