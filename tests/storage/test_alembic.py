@@ -386,17 +386,18 @@ def test_a_migration_run_on_an_engine_of_its_own_answers_otherwise(project: Proj
     project.upgrade()
     app = apps(project.url, Clock(), MemoryMail())
     app.create_all()
-    for title, data in [("b", 1.0), ("B", 2.5), ("a", None)]:
+    for title, data in [("b", 1.0), ("B", 2.5), ("a", None), ("É", None)]:
         assert isinstance(app.dispatch(add_note, AddNote(title, "t", 0.5, data), user=USER), Ok)
     with app.engine.connect() as conn:
         ordered = list(conn.scalars(sa.select(AlmNote.title).order_by(AlmNote.title)))
+        folded = list(conn.scalars(sa.select(AlmNote.title).where(AlmNote.title.ilike("é%"))))
         data = list(conn.scalars(sa.select(AlmNote.data).order_by(AlmNote.title)))
     if project.url.startswith("sqlite"):
-        assert ordered == ["B", "a", "b"]
-        assert [repr(d) for d in data] == ["2.5", "None", "1"]  # 1.0 as written, on the App's tables
-    else:
-        assert ordered == ["a", "b", "B"]  # the ICU locale's order; "B", "a", "b" by code point
-        assert [repr(d) for d in data] == ["None", "1.0", "2.5"]
+        assert (ordered, folded) == (["B", "a", "b", "É"], [])
+        assert [repr(d) for d in data] == ["2.5", "None", "1", "None"]  # 1.0 as written, on the App's tables
+    else:  # by code point on the App's tables: "B", "a", "b", "É", and no "É" for "é%"
+        assert (ordered, folded) == (["a", "b", "B", "É"], ["É"])
+        assert [repr(d) for d in data] == ["None", "1.0", "2.5", "None"]
 
 
 @pytest.mark.parametrize("new_db", ["postgres"], indirect=True)
