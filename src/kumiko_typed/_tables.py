@@ -1,5 +1,6 @@
 """Framework tables, SQLAlchemy Core on the entities' one ``MetaData`` (Alembic sees
-them with ``target_metadata = kumiko_typed.Entity.metadata``)."""
+them with ``target_metadata = kumiko_typed.Entity.metadata``, through the ``env.py`` of
+docs/operations.md)."""
 
 from __future__ import annotations
 
