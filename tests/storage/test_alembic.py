@@ -300,6 +300,7 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             "DROP INDEX kumiko_workflow_waits_unarmed",
             "DROP INDEX kumiko_workflow_runs_stranded",
             "DROP INDEX kumiko_workflow_runs_listed",
+            "DROP INDEX kumiko_outbox_sent",
             "DROP INDEX kumiko_events_tx_position",
             "ALTER TABLE kumiko_events DROP COLUMN schema_version",
             "ALTER TABLE kumiko_events DROP COLUMN tx",
@@ -340,6 +341,8 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             f' postgresql_where=sa.text("{stranded}"), sqlite_where=sa.text("{stranded}"))',
             "op.create_index('kumiko_workflow_waits_unarmed', 'kumiko_workflow_waits', ['run_id'], unique=False,"
             f" postgresql_where=sa.text('{unarmed}'), sqlite_where=sa.text('{unarmed}'))",
+            "op.create_index('kumiko_outbox_sent', 'kumiko_outbox', ['status', 'sent_at'], unique=False,"
+            " postgresql_where=sa.text(\"status = 'sent'\"), sqlite_where=sa.text(\"status = 'sent'\"))",
         ]
     )
     if sqlite:  # docs/operations.md, "Upgrading kumiko-typed"
