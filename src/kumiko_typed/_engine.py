@@ -25,7 +25,7 @@ from sqlalchemy import (
     create_engine,
     event,
 )
-from sqlalchemy.dialects.postgresql.base import PGDDLCompiler
+from sqlalchemy.dialects.postgresql.base import PGDDLCompiler, PGDialect, PGTypeCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect
@@ -113,6 +113,8 @@ def _made(url: str) -> Engine:
         signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
         engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless}
         engine.dialect.ddl_compiler = _PostgresDDL
+        postgres = cast("PGDialect", engine.dialect)
+        postgres.type_compiler_instance = postgres.type_compiler = _PostgresTypes(postgres)
     return engine
 
 
@@ -122,13 +124,7 @@ class _PostgresDDL(PGDDLCompiler):
     ``lower``: ASCII only) by code point, as SQLite's BINARY does.  The database's default
     collation (often ``en_US.UTF-8`` or an ICU locale) put "a" before "B" and "é" before
     "Z", and ``ilike("é%")`` found "É" there only; the two databases then sorted the same
-    query's rows differently.  A column declaring ``collation=`` keeps it (and that answer).
-
-    And a 4-byte float column (``REAL``, ``Float(precision=24)`` or less) is created
-    ``DOUBLE PRECISION``, the 8 bytes SQLite's REAL always has: as ``real`` it kept 1/3 as
-    0.33333334 and 16777217.0 as 16777216.0, so the row no longer equalled its event (a
-    rebuild's verify found it changed), ``r == 1/3`` found it on SQLite only, and 1e39 was
-    refused on PostgreSQL only."""
+    query's rows differently.  A column declaring ``collation=`` keeps it (and that answer)."""
 
     def get_column_specification(self, column: Any, **kw: Any) -> str:
         spec: str = cast(Any, super()).get_column_specification(column, **kw)  # untyped in SQLAlchemy
@@ -137,11 +133,7 @@ class _PostgresDDL(PGDDLCompiler):
             type_ = type_.impl_instance
         if isinstance(type_, Enum) and type_.native_enum:  # a type of its own: no collation
             return spec
-        if isinstance(type_, String) and type_.collation is None:
-            wanted = None
-        elif isinstance(type_, Float):
-            wanted = "DOUBLE PRECISION"
-        else:
+        if not (isinstance(type_, String) and type_.collation is None):
             return spec
         named = self.dialect.type_compiler_instance.process(
             column.type, type_expression=column, identifier_preparer=self.preparer
@@ -149,10 +141,24 @@ class _PostgresDDL(PGDDLCompiler):
         typed = f"{self.preparer.format_column(column)} {named}"
         if not spec.startswith(typed):
             return spec
-        if wanted is None:
-            return f'{typed} COLLATE "C"{spec[len(typed) :]}'
-        single = named == "REAL" or _FOUR_BYTES.fullmatch(named) is not None
-        return f"{self.preparer.format_column(column)} {wanted}{spec[len(typed) :]}" if single else spec
+        return f'{typed} COLLATE "C"{spec[len(typed) :]}'
+
+
+class _PostgresTypes(PGTypeCompiler):
+    """This engine's types: PostgreSQL's, but a 4-byte float (``REAL``,
+    ``Float(precision=24)`` or less) is ``DOUBLE PRECISION``, the 8 bytes SQLite's REAL
+    always has: as ``real`` it kept 1/3 as 0.33333334 and 16777217.0 as 16777216.0, so the
+    row no longer equalled its event (a rebuild's verify found it changed), ``r == 1/3``
+    found it on SQLite only, and 1e39 was refused on PostgreSQL only.  In the type
+    compiler, not only the DDL: Alembic compares a column's type as this compiles it, and
+    proposed turning every such ``double precision`` column back into ``real``."""
+
+    def visit_REAL(self, type_: Any, **kw: Any) -> str:
+        return "DOUBLE PRECISION"
+
+    def visit_FLOAT(self, type_: Any, **kw: Any) -> str:
+        named: str = cast(Any, super()).visit_FLOAT(type_, **kw)  # untyped in SQLAlchemy
+        return "DOUBLE PRECISION" if _FOUR_BYTES.fullmatch(named) else named
 
 
 #: ``FLOAT(p)`` that PostgreSQL makes a ``real``: a precision of 1 to 24 bits.

@@ -70,3 +70,12 @@ def test_only_four_byte_float_columns_are_widened(app_on: AppOn) -> None:
         assert "wide FLOAT(25) NOT NULL" in ddl
     else:
         assert "DOUBLE" not in ddl
+
+
+def test_a_cast_to_a_four_byte_float_keeps_eight_bytes(app_on: AppOn) -> None:
+    """The widening is the engine's type compiler's, so a ``cast`` to ``REAL`` answers as
+    on SQLite too (it was PostgreSQL's ``real``: 1/3 came back as 0.3333333432674408)."""
+    app = app_on([gauges])
+    with app.engine.connect() as conn:
+        for type_ in (sa.REAL(), sa.Float(precision=24)):
+            assert conn.scalar(sa.select(sa.cast(sa.literal(1 / 3, sa.Float()), type_))) == 1 / 3
