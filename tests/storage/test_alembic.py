@@ -277,8 +277,8 @@ def test_the_revision_after_create_all_is_empty(project: Project, apps: Callable
 def test_an_older_release_s_database_gets_what_upgrading_says(
     project: Project, new_db: Callable[[], str], apps: Callable[..., App]
 ) -> None:
-    """A database of a release before ``schema_version``, ``after_snapshot``, ``tx`` and
-    the partial indexes, with an event stored and then a run waiting for an event of the
+    """A database of a release before ``schema_version``, ``after_snapshot``, ``tx``,
+    ``kumiko_workflow_parts`` and the partial indexes, with an event stored and then a run waiting for an event of the
     same key: the revision adds exactly those, ``schema_version`` with its server default
     1 (the upgrade succeeds on the rows there, which read as schema version 1).  On
     PostgreSQL it adds ``kumiko_events.tx`` with the default ``pg_current_xact_id()``,
@@ -306,6 +306,7 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             "ALTER TABLE kumiko_events DROP COLUMN tx",
             "ALTER TABLE kumiko_consumers DROP COLUMN tx",
             "ALTER TABLE kumiko_workflow_waits DROP COLUMN after_snapshot",
+            "DROP TABLE kumiko_workflow_parts",
         ):
             conn.exec_driver_sql(statement)
         if sqlite:  # before kumiko_workflow_runs_due_by_workflow replaced it there
@@ -343,6 +344,11 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             f" postgresql_where=sa.text('{unarmed}'), sqlite_where=sa.text('{unarmed}'))",
             "op.create_index('kumiko_outbox_sent', 'kumiko_outbox', ['status', 'sent_at'], unique=False,"
             " postgresql_where=sa.text(\"status = 'sent'\"), sqlite_where=sa.text(\"status = 'sent'\"))",
+            "op.create_table('kumiko_workflow_parts', sa.Column('run_id', sa.Uuid(), nullable=False),"
+            " sa.Column('name', sa.Text(), nullable=False), sa.Column('value',"
+            " sa.JSON().with_variant(postgresql.JSONB(), 'postgresql'), nullable=False),"
+            " sa.ForeignKeyConstraint(['run_id'], ['kumiko_workflow_runs.run_id'], ondelete='CASCADE'),"
+            " sa.PrimaryKeyConstraint('run_id', 'name')",
         ]
     )
     if sqlite:  # docs/operations.md, "Upgrading kumiko-typed"
