@@ -124,8 +124,8 @@ class Rebuilt:
     loops: dict[str, dict[str, Any]]
     parts: dict[str, Any]
     state: Mapping[str, Any]
-    #: The decoded value of each part the state names, by name: one a segment leaves
-    #: as it is (the same object) is not written again (``_workflow_engine``).
+    #: Each part the state names, by name, as stored (encoded): a segment whose value
+    #: still encodes to it does not write it again (``_workflow_engine``).
     stored: dict[str, Any] = attrs.Factory(dict)
 
 
@@ -158,10 +158,7 @@ def rebuild(
     full = expanded(state, parts)
     loops = convert_loops(codec.decode, full.get("loops", {}))
     decoded_parts = {part: codec.decode(full[part]) for part in ("values", "scope") if part in full}
-    stored: dict[str, Any] = {}
-    for name in parts_of(state):  # the objects a resumed segment is given
-        kind, key = name[:2], name[2:]
-        stored[name] = decoded_parts["values"][key] if kind == "v/" else loops[key]["items"]
+    stored = {name: parts[name] for name in parts_of(state)}
     return Rebuilt(decoded, loops, decoded_parts, state, stored)
 
 

@@ -411,21 +411,21 @@ class WorkflowEngine:
     ) -> dict[str, Any]:
         """A suspension's ``values`` encoded as the codec encodes the dict, but a long one
         left out of it as a part (its name added to ``names``): written (to ``writes``)
-        if the segment produced it, else left as stored.  ``before``: the decoded parts
-        the segment was resumed with — a step's value never changes once produced, so
-        one still there (the same object) is not encoded again."""
-        changed = {k: v for k, v in values.items() if before.get(f"v/{k}", _NOTHING) is not v}
-        encoded: dict[str, Any] = self._encode(changed)["v"] if changed else {}
+        unless it encodes to what is stored (``before``: the parts the segment was resumed
+        with, as stored).  Compared by encoding, not by object: a step that changed a
+        value in place, rather than returning a new one, keeps its change, as when the
+        run stored all its values in its row."""
+        encoded: dict[str, Any] = self._encode(values)["v"] if values else {}
         inline: dict[str, Any] = {}
-        for key in values:
+        for key, value in encoded.items():
             name = f"v/{key}"
-            if key not in encoded:
+            if before.get(name, _NOTHING) == value:
                 names.append(name)
-            elif _long(encoded[key]):
+            elif _long(value):
                 names.append(name)
-                writes.append((name, encoded[key]))
+                writes.append((name, value))
             else:
-                inline[key] = encoded[key]
+                inline[key] = value
         # The codec's form of a dict (its keys' order with two or more): the parts go back
         # in that order (``_stored_classes.expanded``).
         return {TAG: "dict", "v": inline, "k": list(values)} if len(values) > 1 else {TAG: "dict", "v": inline}
@@ -438,21 +438,20 @@ class WorkflowEngine:
         writes: list[tuple[str, Any]],
     ) -> dict[str, dict[str, Any]]:
         """A suspension's loop records encoded, long items left out as parts as
-        :meth:`_split_values` leaves values: a loop's items are written once, at the
-        loop's first suspension, and left as they are while it goes on."""
+        :meth:`_split_values` leaves values: a loop's items are written at the loop's
+        first suspension, and then only if they changed."""
         records: dict[str, dict[str, Any]] = {}
         for at, loop in loops.items():
             name = f"l/{at}"
             record = {"shadows": loop["shadows"], "shadowed": self._encode(loop["shadowed"])}
-            if before.get(name, _NOTHING) is loop["items"]:
+            items = self._encode(loop["items"])
+            if before.get(name, _NOTHING) == items:
                 names.append(name)
+            elif _long(items):
+                names.append(name)
+                writes.append((name, items))
             else:
-                items = self._encode(loop["items"])
-                if _long(items):
-                    names.append(name)
-                    writes.append((name, items))
-                else:
-                    record["items"] = items
+                record["items"] = items
             records[at] = record
         return records
 

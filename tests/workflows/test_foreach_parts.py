@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from _support import run_info
 from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Entity, Feature, User, manual
+from kumiko_typed import App, Entity, Feature, User, manual, ok
 from kumiko_typed._tables import workflow_parts, workflow_runs
 from kumiko_typed.testing import FakeClock
 
@@ -127,6 +127,34 @@ def test_the_bytes_a_segment_stores_do_not_grow_with_the_loop(
     assert app.purge_runs(older_than=timedelta(0)) == 2
     with app.engine.connect() as conn:
         assert conn.execute(sa.select(sa.func.count()).select_from(workflow_parts)).scalar_one() == 0
+
+
+def test_a_long_value_changed_in_place_keeps_its_change_across_suspensions(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A loop body that appends to a long list of an earlier step (rather than returning a
+    new value) keeps each append across the waits, as when the run stored its values whole:
+    a part is written again when it encodes otherwise, not only when a step replaced it."""
+    f = Feature("fpinplace")
+
+    def note(c: Any) -> int:
+        c.steps["log"].append(f"done {c.scope['item']['count']}")
+        return len(c.steps["log"])
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("log", lambda c: ["x" * 100 for _ in range(40)])  # over 2 KB: a part
+        .for_each("item", over=lambda c: _items(c.payload.n), do=lambda b: b.compute("n", note).wait("PT1M"))
+        .return_(lambda c: ok(list(c.steps["log"][40:]))),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(5), user=user)
+    assert "v/log" in _parts(app, run_id)
+    info = _until_done(app, run_id, clock)
+    assert info.status == "completed", info
+    assert app.result(flow, run_id, user=user) == ok([f"done {i}" for i in range(5)])
 
 
 def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
