@@ -588,10 +588,10 @@ before and 1.51–1.71 ms after, 2.06–2.32× the hand-written INSERT's time be
 0.96–1.56× after (CPU of the bench process: 1.83–2.27× → 1.24–1.60×); at a load of 1.5 a
 prototype of the same path took a start from 570–650 µs to 440 µs. SQLite is unchanged
 (1.52× → 1.50× the hand-written CPU): its BEGIN IMMEDIATE and COMMIT are no round trips,
-its time is the fsync of the commit. The table above predates the change: the bench's
-ratio could not be re-measured then, as the shared machine ran at loads of 5–40, where
-the median ratio of the code before alone ranged 2.29–4.66 between runs (and after:
-2.06–4.52).
+its time is the fsync of the commit. The bench's own ratio could not be re-measured with
+it that day: the shared machine ran at loads of 5–40, where the median ratio of the code
+before alone ranged 2.29–4.66 between runs (after: 2.06–4.52). Until it is re-run on a
+quieter machine, the table below, taken earlier that day, is of the code before.
 
 Where a `ten` start's 1.38 M instructions go now (PostgreSQL, callgrind, per start; the
 hand-written Core INSERT above takes 0.62 M): SQLAlchemy's Session around the segment —
