@@ -580,6 +580,34 @@ on 2026-12-05, at a load of 1.3, `step10` on PostgreSQL went from 191 to 333 run
 (ratio 4.71 → 7.12; SQLite 4.84 → 5.86), and the bench process's CPU per run from
 3.6–4.0 ms to 2.3–2.4 ms.
 
+A `ten` start writes one row, its run's INSERT with the final state. On PostgreSQL psycopg
+sent a BEGIN before it and a COMMIT after it, each a round trip of its own. That INSERT,
+when the steps sent nothing, is now sent alone in autocommit (`_lone_statement`; one
+statement is as atomic): one round trip instead of three. Its instructions (callgrind,
+the bench process) barely moved, 1.40 M → 1.38 M per start: what went is the two round
+trips (system calls, waiting for the server, the server's work for them). On 2026-12-05,
+alternated with the code before in one harness beside the same row written by hand with
+SQLAlchemy Core (`engine.begin()`, one INSERT): at a load of 7, a start took 2.65–3.35 ms
+before and 1.51–1.71 ms after, 2.06–2.32× the hand-written INSERT's time before and
+0.96–1.56× after (CPU of the bench process: 1.83–2.27× → 1.24–1.60×); at a load of 1.5 a
+prototype of the same path took a start from 570–650 µs to 440 µs. SQLite is unchanged
+(1.52× → 1.50× the hand-written CPU): its BEGIN IMMEDIATE and COMMIT are no round trips,
+its time is the fsync of the commit. The bench's own ratio could not be re-measured with
+it that day: the shared machine ran at loads of 5–40, where the median ratio of the code
+before alone ranged 2.29–4.66 between runs (after: 2.06–4.52). Until it is re-run on a
+quieter machine, the table below, taken earlier that day, is of the code before.
+
+Where a `ten` start's 1.38 M instructions go now (PostgreSQL, callgrind, per start; the
+hand-written Core INSERT above takes 0.62 M): SQLAlchemy's Session around the segment —
+made, begun, committed, closed, with the pool's checkout and checkin — 0.42 M; the
+INSERT through SQLAlchemy (the App's engine with its listeners, the JSON and time types)
+and psycopg, about 0.65 M; encoding the payload, the 10 values and the result for the
+state and checking them storable, 0.20 M; the run's context and the 10 compute steps,
+0.10 M. Left alone: the Session (steps get `c.db`; a start that needs none could skip it
+only through a second transaction runner), and the four indexes of
+`kumiko_workflow_runs` that the INSERT updates on the server (listing, due runs, trigger
+keys).
+
 {table}
 
 {verdict}{_resume_scaling(f)}

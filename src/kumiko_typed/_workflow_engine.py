@@ -25,7 +25,7 @@ from typing import Any, Final, TypeVar
 import cattrs
 from sqlalchemy import ColumnElement, Row, and_, bindparam, delete, false, func, insert, not_, or_, select, update
 from sqlalchemy.dialects import postgresql, sqlite
-from sqlalchemy.exc import DBAPIError, IntegrityError
+from sqlalchemy.exc import DBAPIError, IntegrityError, NoResultFound
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._compat import Compat, Plan, Stored
@@ -40,6 +40,7 @@ from ._idempotency import key_problem
 from ._integrity import constraint_failure
 from ._interpreter import Outcome, Run, WorkflowRun, once_more_if_lost, run_in_scope, start_run
 from ._limits import json_problems
+from ._lone_statement import alone, send_alone
 from ._poison import refusal, storable_text
 from ._read_only import reading
 from ._registry import Registry
@@ -539,10 +540,15 @@ class WorkflowEngine:
             with self.sessions() as session, session.begin():
                 self._store(session, d.name, run_id, failure, None, new_row=row)
         except IntegrityError:
-            if key is None:
-                raise
-            with self.sessions() as session:  # a concurrent start with the key came first
-                return self._run_of(session, d.name, trigger_key)
+            # With a key, a concurrent start with it came first.  Without one, no other start
+            # has this trigger key: a run under it is this start's own, its first attempt's
+            # row committed alone though the connection was lost (``_lone_statement``).
+            with self.sessions() as session:
+                try:
+                    return self._run_of(session, d.name, trigger_key)
+                except NoResultFound:
+                    pass
+            raise
         except Exception as exc:  # not even the failed run could be stored: its payload
             if isinstance(exc, DBAPIError) and transient(exc):
                 raise
@@ -788,13 +794,19 @@ class WorkflowEngine:
         hold that UPDATE for the end of the worker's batch), or insert ``new_row`` with it
         (a manual start's first segment); arm the event wait it suspended at."""
         columns["updated_at"] = self.clock()
+        wait = None if suspend is None else suspend.wait
         if new_row is not None:
-            session.execute(_INSERT_RUN, {**new_row, **columns})
+            # The run's row is the transaction's last statement (an event wait's is another):
+            # alone on PostgreSQL if it is also its first (``_lone_statement``).
+            conn = alone(session) if wait is None else None
+            if conn is not None:
+                send_alone(conn, _INSERT_RUN, {**new_row, **columns})
+            else:
+                session.execute(_INSERT_RUN, {**new_row, **columns})
         elif holder is not None:
             holder.hold({"b_run_id": run_id, **columns})
         else:
             session.execute(_UPDATE_RUN, {"b_run_id": run_id, **columns})
-        wait = None if suspend is None else suspend.wait
         if wait is not None:
             session.execute(
                 _INSERT_WAIT,

@@ -220,3 +220,67 @@ def test_a_connection_lost_after_the_key_was_claimed_runs_once_more_with_the_key
         assert _texts(app) == ["keyed", "plain", "twice"]
     finally:
         app.dispose()
+
+
+def _counter() -> tuple[Feature[Any], Any]:
+    """A workflow whose steps send nothing: its start writes one row, sent alone."""
+    f: Feature[Any] = Feature("reconnect_alone")
+    flow = f.workflow(
+        "count", trigger=manual(Say), pipeline=f.workflow_pipeline(Say).compute("n", lambda c: len(c.payload.text))
+    )
+    return f, flow
+
+
+def test_a_start_after_the_pools_connections_died_runs_once_more(
+    fresh_postgres_url: str, admin: sa.Engine, user: User
+) -> None:
+    """The start's one statement is its first: the dead connection is met there, nothing
+    was committed, and the start runs once more on a fresh connection."""
+    f, flow = _counter()
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        app.start_workflow(flow, Say("warm"), user=user)  # the pool holds a connection now
+        assert _terminate_all(admin) >= 1
+        run_id = app.start_workflow(flow, Say("after"), user=user)
+        assert (run_info(app, run_id).status, run_info(app, run_id).steps) == ("completed", {"n": 5})
+        assert len(app.runs()) == 2
+    finally:
+        app.dispose()
+
+
+def test_a_start_whose_row_committed_as_its_connection_was_lost_returns_that_run(
+    fresh_postgres_url: str, admin: sa.Engine, user: User
+) -> None:
+    """The run's INSERT reaches the server and commits, then the connection dies before
+    the answer (here: the INSERT sent by hand on the App's connection, its backend killed,
+    then SQLAlchemy's own INSERT meets the dead connection).  The second attempt finds
+    the run's row under its own trigger key: the start returns that run, stored once,
+    not an IntegrityError."""
+    f, flow = _counter()
+    app = App([f], database_url=fresh_postgres_url)
+    kill = {"on": False}
+
+    def before_insert(conn: sa.Connection, cursor: Any, statement: str, parameters: Any, *_: Any) -> None:
+        if kill["on"] and statement.startswith("INSERT INTO kumiko_workflow_runs"):
+            kill["on"] = False
+            driver: Any = conn.connection.driver_connection
+            autocommit = driver.autocommit
+            driver.autocommit = True  # committed whatever the transaction around it
+            cursor.execute(statement, parameters)
+            driver.autocommit = autocommit
+            with admin.connect() as killer:
+                stmt = sa.text("SELECT pg_terminate_backend(:pid, 10000)")
+                assert killer.execute(stmt, {"pid": driver.info.backend_pid}).scalar()
+
+    try:
+        app.create_all()
+        app.start_workflow(flow, Say("warm"), user=user)
+        sa.event.listen(app.engine, "before_cursor_execute", before_insert)
+        kill["on"] = True
+        run_id = app.start_workflow(flow, Say("lost"), user=user)
+        assert not kill["on"]
+        assert (run_info(app, run_id).status, run_info(app, run_id).steps) == ("completed", {"n": 4})
+        assert len(app.runs()) == 2
+    finally:
+        app.dispose()
