@@ -677,9 +677,10 @@ class WorkflowEngine:
                     return completed
                 columns = completed
                 dropped = list(before)  # its values are all in its row now
-            suspend, holder = _before_store(session, outcome, alone=not (writes or dropped))
+            parts = bool(writes or dropped)
+            suspend, holder = _before_store(session, outcome, alone=not parts)
             try:  # the run's row first: its parts refer to it
-                self._store(session, d.name, run_id, columns, suspend, new_row, holder)
+                self._store(session, d.name, run_id, columns, suspend, new_row, holder, last=not parts)
                 self._store_parts(session, run_id, before, writes, dropped)
             except Exception as exc:
                 if isinstance(exc, DBAPIError) and transient(exc):
@@ -789,16 +790,20 @@ class WorkflowEngine:
         suspend: Suspend | None,
         new_row: dict[str, Any] | None = None,
         holder: SegmentSavepoint | None = None,
+        *,
+        last: bool = True,
     ) -> None:
         """Write where the run stands after a segment: update its row (or let ``holder``
         hold that UPDATE for the end of the worker's batch), or insert ``new_row`` with it
-        (a manual start's first segment); arm the event wait it suspended at."""
+        (a manual start's first segment); arm the event wait it suspended at.  ``last``:
+        nothing of the segment is written after this (its parts are)."""
         columns["updated_at"] = self.clock()
         wait = None if suspend is None else suspend.wait
         if new_row is not None:
-            # The run's row is the transaction's last statement (an event wait's is another):
-            # alone on PostgreSQL if it is also its first (``_lone_statement``).
-            conn = alone(session) if wait is None else None
+            # The run's row is the transaction's last statement (an event wait's and its
+            # parts' are others): alone on PostgreSQL if it is also its first
+            # (``_lone_statement``).
+            conn = alone(session) if wait is None and last else None
             if conn is not None:
                 send_alone(conn, _INSERT_RUN, {**new_row, **columns})
             else:

@@ -157,6 +157,44 @@ def test_a_long_value_changed_in_place_keeps_its_change_across_suspensions(
     assert app.result(flow, run_id, user=user) == ok([f"done {i}" for i in range(5)])
 
 
+def test_a_start_stores_its_row_and_parts_in_one_transaction(
+    app_on: Callable[..., App], clock: FakeClock, user: User, db_url: str
+) -> None:
+    """A manual start whose first segment suspends in a long loop writes its row and then
+    its parts: both or neither.  On PostgreSQL a start whose steps sent nothing sends its
+    row alone (``_lone_statement``); with parts after it, it must not, or a refused part
+    left a suspended run whose parts were never stored."""
+    f = Feature("fpatomic")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go).for_each(
+            "item", over=lambda c: _items(c.payload.n), do=lambda b: b.compute("n", lambda c: 1).wait("PT1M")
+        ),
+    )
+    app = app_on([f], clock=clock)
+    with app.engine.begin() as conn:  # the database refuses every part
+        if db_url.startswith("sqlite"):
+            conn.exec_driver_sql(
+                "CREATE TRIGGER fp_refuse BEFORE INSERT ON kumiko_workflow_parts"
+                " BEGIN SELECT RAISE(ABORT, 'no parts today'); END"
+            )
+        else:
+            conn.exec_driver_sql(
+                "CREATE FUNCTION fp_refuse() RETURNS trigger LANGUAGE plpgsql AS"
+                " $$ BEGIN RAISE EXCEPTION 'no parts today'; END $$"
+            )
+            conn.exec_driver_sql(
+                "CREATE TRIGGER fp_refuse BEFORE INSERT ON kumiko_workflow_parts"
+                " FOR EACH ROW EXECUTE FUNCTION fp_refuse()"
+            )
+    run_id = app.start_workflow(flow, Go(200), user=user)
+    info = run_info(app, run_id)
+    assert info.status == "failed" and info.error is not None, info
+    assert info.error["code"] == "unstorable_state", info.error
+    assert _parts(app, run_id) == []
+
+
 def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
     app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
