@@ -7,6 +7,7 @@ from __future__ import annotations
 import email
 import email.policy
 import json
+import threading
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -22,6 +23,8 @@ from examples.ports.expense import (
     ByStatus,
     ConfirmPayment,
     Decide,
+    Expense,
+    ExpenseDecided,
     ExpenseLine,
     FileExpense,
     approve,
@@ -32,7 +35,7 @@ from examples.ports.expense import (
     list_expenses,
     reject,
 )
-from kumiko_typed import App, Failure, MaildirTransport, Ok, User
+from kumiko_typed import App, Failure, MaildirTransport, Ok, User, WriteHandler
 from kumiko_typed.testing import FakeClock
 
 START = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -241,3 +244,36 @@ def test_listing_by_status_is_per_tenant_and_ordered(app: App, clock: FakeClock)
     assert isinstance(theirs, Ok) and [line.expense_id for line in theirs.data] == [other]
     unknown = app.query_json("expenses:expense:list", {"status": "lost"}, user=MANAGER)
     assert isinstance(unknown, Failure) and unknown.code == "validation_error"
+
+
+def test_an_approval_and_a_rejection_at_once_decide_once(app: App) -> None:
+    """Two managers at the same moment: one decision is recorded, the other is told so by a
+    Failure (the loser's read is stale: ``version_conflict`` on PostgreSQL, or it reads the
+    decision, ``unprocessable``), never an internal error."""
+    expense = filed(app)
+    app.run_worker(once=True)
+    other = User(id=uuid.uuid4(), tenant_id=TENANT, roles={"Manager"})
+    start = threading.Barrier(2)
+    results: dict[str, object] = {}
+
+    def decide(name: str, handler: WriteHandler[Decide, str], user: User) -> None:
+        start.wait()
+        results[name] = app.dispatch(handler, Decide(expense), user=user)
+
+    threads = [
+        threading.Thread(target=decide, args=("approve", approve, MANAGER)),
+        threading.Thread(target=decide, args=("reject", reject, other)),
+    ]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    oks = [r for r in results.values() if isinstance(r, Ok)]
+    failures = [r for r in results.values() if isinstance(r, Failure)]
+    assert len(oks) == 1 and len(failures) == 1, results
+    assert failures[0].code in ("unprocessable", "version_conflict"), failures
+    stream = app.read_stream(Expense, expense, user=MANAGER)
+    assert isinstance(stream, Ok)
+    assert [type(e.event) for e in stream.data].count(ExpenseDecided) == 1
+    app.run_worker(once=True)
+    assert status_of(app, expense) == oks[0].data
