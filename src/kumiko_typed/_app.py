@@ -255,7 +255,7 @@ class App:
         roots += [w.trigger.payload_type for w in workflows]
         roots += list(self._registry.event_names)
         roots += list(value_types)
-        self.codec = Codec(roots, self._registry.aggregate_types)
+        self.codec = Codec(roots, self._registry.aggregate_types, self._registry)
         self._workflows = {w.name: w for w in workflows}
         #: Not ``engine``: that is SQLAlchemy's, which users may need (``App.engine``).
         self._workflow_engine = WorkflowEngine(

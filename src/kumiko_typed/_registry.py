@@ -70,18 +70,22 @@ class Registry:
         words), its type and the schema version it was stored at: a newer schema than the
         class's, an upcaster that raised, or the fields that do not fit; never a stored
         value.  ``read_stream``, rebuilds and workflows all say it so."""
+        return self.load_payload(row.payload, row.schema_version, row.type, event_type, event)
+
+    def load_payload(self, payload: Any, schema_version: int, type_name: str, event_type: type[T], event: str) -> T:
+        """:meth:`load` of an event's stored JSON ``payload`` written at ``schema_version``
+        (an event row's, or one a workflow run kept in its state)."""
         name = event_type.__name__
-        what = f"{event} ({row.type!r}, stored at schema version {row.schema_version})"
+        what = f"{event} ({type_name!r}, stored at schema version {schema_version})"
         version, upcasters = self.event_schemas.get(event_type, (1, {}))
-        if row.schema_version > version:
+        if schema_version > version:
             raise UnreadableEvent(f"{what} is newer than {name}'s schema version {version}")
-        payload: Any = row.payload
         # A payload that is no object (a row edited by hand) is not upcast: structuring
         # names it, at $.
-        if isinstance(payload, Mapping) and row.schema_version < version:
+        if isinstance(payload, Mapping) and schema_version < version:
             payload = dict(payload)
             try:
-                for n in range(row.schema_version, version):
+                for n in range(schema_version, version):
                     payload = upcasters[n](payload)
             except Exception as exc:  # an upcaster's own message may quote the payload
                 raised = type(exc).__name__

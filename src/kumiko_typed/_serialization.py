@@ -23,10 +23,14 @@ from sqlalchemy import inspect
 from sqlalchemy.orm import configure_mappers
 
 from ._entity import Entity
-from ._errors import ClassMismatch, StateError
+from ._errors import ClassMismatch, StateError, UnreadableEvent
+from ._jsonable import jsonable
 from ._limits import MAX_DEPTH
 from ._saved import Saved
 from ._triggers import CronTick
+
+if typing.TYPE_CHECKING:
+    from ._registry import Registry
 
 __all__ = ["Codec", "StateError"]
 
@@ -130,7 +134,12 @@ def _canonical(encoded: Any) -> str:
 
 
 class Codec:
-    def __init__(self, attrs_roots: Iterable[type[Any]], entities: Iterable[type[Any]]) -> None:
+    def __init__(
+        self, attrs_roots: Iterable[type[Any]], entities: Iterable[type[Any]], registry: Registry | None = None
+    ) -> None:
+        """``registry``: the App's events, whose values are stored with their schema
+        version and read back through their upcasters, as the event store reads them."""
+        self.registry = registry
         entities = list(entities)
         classes = _attrs_classes([*attrs_roots, CronTick, *_column_enums(entities)])
         self.by_name: dict[str, type[Any]] = {}
@@ -141,7 +150,7 @@ class Codec:
             self.names[cls] = name
         #: What this codec can rebuild, in a few characters: a deploy that changes it may
         #: read a run an earlier one could not (:class:`ClassMismatch`).
-        shapes = repr(sorted((name, _shape(cls)) for name, cls in self.by_name.items()))
+        shapes = repr(sorted((name, _shape(cls), self._schema_version(cls)) for name, cls in self.by_name.items()))
         self.digest = hashlib.sha256(shapes.encode()).hexdigest()[:12]
 
     def encode(self, value: Any, *, ordered: bool = True) -> Any:
@@ -219,11 +228,23 @@ class Codec:
         if isinstance(value, Entity):
             columns = {a.key: self._encode(getattr(value, a.key), room, ordered) for a in inspect(cls).column_attrs}
             return {TAG: "entity", "c": name, "v": columns}
-        return {
+        encoded = {
             TAG: "attrs",
             "c": name,
             "v": {f.name: self._encode(getattr(value, f.name), room, ordered) for f in attrs.fields(cls)},
         }
+        version = self._schema_version(cls)
+        # An event's schema version is how it was stored, not part of its value: a payload's
+        # fingerprint (``ordered=False``) leaves it out.
+        if version is not None and ordered:
+            encoded["s"] = version
+        return encoded
+
+    def _schema_version(self, cls: type[Any]) -> int | None:
+        """The schema version ``cls`` is stored at, if it is one of the App's events."""
+        if self.registry is None or cls not in self.registry.event_names:
+            return None
+        return self.registry.schema_version(cls)
 
     def decode(self, data: Any) -> Any:
         if isinstance(data, list):
@@ -272,6 +293,9 @@ class Codec:
                 except ValueError as exc:  # a member since removed
                     why = f"its member is no longer one of {cls.__name__}'s"
                     raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
+            stored_version, version = data.get("s"), self._schema_version(cls)
+            if tag == "attrs" and stored_version is not None and version is not None and stored_version != version:
+                return self._upcast(cls, data["c"], stored_version, v)
             fields = {k: self.decode(x) for k, x in v.items()}
             if tag == "attrs":
                 fields = _init_arguments(cls, fields)
@@ -283,6 +307,22 @@ class Codec:
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")
+
+    def _upcast(self, cls: type[Any], name: str, version: object, stored: Mapping[str, Any]) -> Any:
+        """An event a run stored at another schema version than its class's: read as the
+        event store reads one, its stored JSON through the class's upcasters.  One of a
+        newer version is refused before its fields are read (this release may lack their
+        classes), with the reason the event store gives."""
+        assert self.registry is not None  # only an event of the registry has a schema version
+        if type(version) is not int:
+            raise StateError(f"stored {name} has a schema version that is no whole number")
+        older = version < self.registry.schema_version(cls)
+        fields = {k: self.decode(x) for k, x in stored.items()} if older else {}
+        payload = jsonable(self.registry.converter.unstructure(fields))
+        try:
+            return self.registry.load_payload(payload, version, self.registry.event_names[cls], cls, f"stored {name}")
+        except UnreadableEvent as exc:  # a deploy made it so, and a deploy can undo it
+            raise ClassMismatch(str(exc)) from exc
 
 
 def _kept_as_seconds(value: dt.timedelta, seconds: float) -> bool:
