@@ -279,6 +279,21 @@ def _long(encoded: object) -> bool:
     return isinstance(encoded, (list, dict)) and len(json.dumps(encoded)) > PART_MIN
 
 
+def _as_part(
+    name: str, encoded: object, before: Mapping[str, Any], names: list[str], writes: list[tuple[str, Any]]
+) -> bool:
+    """Whether the value ``encoded`` is stored as the part ``name`` (then named in
+    ``names``, and in ``writes`` unless it is stored so already); else it stays inline."""
+    if before.get(name, _NOTHING) == encoded:
+        names.append(name)
+        return True
+    if _long(encoded):
+        names.append(name)
+        writes.append((name, encoded))
+        return True
+    return False
+
+
 def _user_json(user: User) -> dict[str, Any]:
     return {"id": str(user.id), "tenant_id": str(user.tenant_id), "roles": sorted(user.roles)}
 
@@ -419,13 +434,7 @@ class WorkflowEngine:
         encoded: dict[str, Any] = self._encode(values)["v"] if values else {}
         inline: dict[str, Any] = {}
         for key, value in encoded.items():
-            name = f"v/{key}"
-            if before.get(name, _NOTHING) == value:
-                names.append(name)
-            elif _long(value):
-                names.append(name)
-                writes.append((name, value))
-            else:
+            if not _as_part(f"v/{key}", value, before, names, writes):
                 inline[key] = value
         # The codec's form of a dict (its keys' order with two or more): the parts go back
         # in that order (``_stored_classes.expanded``).
@@ -446,12 +455,7 @@ class WorkflowEngine:
             name = f"l/{at}"
             record = {"shadows": loop["shadows"], "shadowed": self._encode(loop["shadowed"])}
             items = self._encode(loop["items"])
-            if before.get(name, _NOTHING) == items:
-                names.append(name)
-            elif _long(items):
-                names.append(name)
-                writes.append((name, items))
-            else:
+            if not _as_part(name, items, before, names, writes):
                 record["items"] = items
             records[at] = record
         return records
