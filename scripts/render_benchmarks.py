@@ -593,9 +593,13 @@ before and 1.51–1.71 ms after, 2.06–2.32× the hand-written INSERT's time be
 prototype of the same path took a start from 570–650 µs to 440 µs. SQLite is unchanged
 (1.52× → 1.50× the hand-written CPU): its BEGIN IMMEDIATE and COMMIT are no round trips,
 its time is the fsync of the commit. The bench's own ratio could not be re-measured with
-it that day: the shared machine ran at loads of 5–40, where the median ratio of the code
-before alone ranged 2.29–4.66 between runs (after: 2.06–4.52). Until it is re-run on a
-quieter machine, the table below, taken earlier that day, is of the code before.
+it that day at the shared machine's loads of 5–40. The table below is a run of this code at
+a load of 0.2–0.7; a run just before it, at 0.1–1.1, gave `ten` / DBOS plain 3.07 on SQLite
+and 2.62 on PostgreSQL, and `step10` / DBOS steps 4.94 and 4.96: the ratios move by more than
+the goals' margins from run to run, DBOS's side as much as ours. Run one after the other
+without DBOS (3 rounds each, load under 1), this code and the code of the session before
+(f6cd87e) on PostgreSQL: `ten` 1,813 against 1,195 runs/s, `step10` 245 against 201,
+`wait0` 1,044 against 788.
 
 Where a `ten` start's 1.38 M instructions go now (PostgreSQL, callgrind, per start; the
 hand-written Core INSERT above takes 0.62 M): SQLAlchemy's Session around the segment —
