@@ -135,6 +135,10 @@ class Run(AnyCtx):
         """The Failure a ``guard`` of this run last refused with, if one did."""
         return getattr(self, "refused", None)
 
+    def settled_failure(self) -> Failure | None:
+        """The Failure a step of this run marked as one trying again cannot change, if one did."""
+        return getattr(self, "settled", None)
+
     def crash_failure(self, crash: StepCrash) -> Failure:
         """What this run fails with for ``crash``: :func:`crash_failure`, which logs the
         details.  A ``retry`` stores its message for an attempt it will try again."""

@@ -195,7 +195,7 @@ class Settled(dict[str, Any]):
 
 def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
     columns = failed(failure.code, failure.message)
-    return Settled(columns) if failure is getattr(run, "settled", None) else columns
+    return Settled(columns) if failure is run.settled_failure() else columns
 
 
 def failed(code: str, message: str) -> dict[str, Any]:

@@ -42,7 +42,7 @@ class CallFeature(NamedStep):
             handler.pipeline, nested, who=f"handler {handler.name}", nested=True, span_name="kumiko.call_feature"
         )
         if isinstance(result, Failure):
-            if result is getattr(nested, "settled", None):  # as final for the caller
+            if result is nested.settled_failure():  # as final for the caller
                 run.settled = result
             return result
         assert not isinstance(result, BaseException)  # a handler never suspends
