@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping
 from email.headerregistry import Address
 from email.message import EmailMessage
+from email.utils import parseaddr
 from pathlib import Path
 from typing import Protocol
 from uuid import UUID
@@ -240,7 +241,7 @@ class SmtpTransport:
             if self.username is not None:
                 password = secrets(self.password_ref) if self.password_ref else ""
                 smtp.login(self.username, password)
-            refused = smtp.send_message(to_email(message))
+            refused = _send(smtp, message)
         except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused
             raise _refused(exc.recipients, len(message.to)) from None
         except (smtplib.SMTPSenderRefused, smtplib.SMTPDataError) as exc:
@@ -342,6 +343,26 @@ class _Smtp(smtplib.SMTP):
             wrapped.close()
             raise TimeoutError("the deadline has passed")
         return wrapped
+
+
+def _send(smtp: smtplib.SMTP, message: MailMessage) -> dict[str, tuple[int, bytes]]:
+    try:
+        return smtp.send_message(to_email(message))
+    except smtplib.SMTPNotSupportedError:
+        # Raised by smtplib before it sends anything, and only for this: an address whose
+        # local part is not ASCII, to a server without SMTPUTF8.  This server will not
+        # take the mail on a later attempt either.
+        raise DeliveryError(_no_smtputf8(message), permanent=True) from None
+
+
+def _no_smtputf8(message: MailMessage) -> str:
+    # The envelope's addresses: the ones smtplib asks SMTPUTF8 for.
+    envelope = [parseaddr(a)[1] for a in (message.sender or DEFAULT_SENDER, *message.to)]
+    local = [a for a in envelope if not a.rpartition("@")[0].isascii()]
+    return (
+        f"the SMTP server does not offer SMTPUTF8, which {', '.join(local)} need(s) (a non-ASCII local part): "
+        "send through a server that offers it, then requeue the mail"
+    )
 
 
 def _refused(refused: Mapping[str, tuple[int, bytes]], recipients: int) -> DeliveryError:

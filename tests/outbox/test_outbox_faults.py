@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 from _receiver import Receiver
-from _support import Hook, ok_data
+from _support import Hook, ok_data, smtp_server
 from aiosmtpd.controller import Controller
 
 from kumiko_typed import App, BootError, Feature, OutboxItem, RetryPolicy, SmtpTransport, User, ok
@@ -74,7 +74,8 @@ def smtp() -> Iterator[tuple[_Refusing, int]]:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     handler = _Refusing({})
-    controller = Controller(handler, hostname="127.0.0.1", port=port)
+    # Without SMTPUTF8, as many servers are (aiosmtpd's Controller offers it by default).
+    controller = Controller(handler, hostname="127.0.0.1", port=port, enable_SMTPUTF8=False)
     controller.start()
     yield handler, port
     controller.stop()
@@ -205,6 +206,36 @@ def test_a_mail_to_an_international_domain_goes_through_a_server_without_smtputf
     (envelope,) = handler.envelopes
     assert envelope.rcpt_tos == ["anna@xn--bcher-kva.example"]
     assert b"To: Anna <anna@xn--bcher-kva.example>" in bytes(envelope.original_content).splitlines()
+
+
+def test_a_non_ascii_local_part_to_a_server_without_smtputf8_is_dead_at_once(
+    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+) -> None:
+    """Before, smtplib's ``SMTPNotSupportedError`` was a failed attempt like a refused
+    connection: the mail was tried again, against the same server, until its attempts ran
+    out, and the error did not say what the server lacks.  Nothing reaches the server."""
+    handler, port = smtp
+    app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+    ok_data(app.dispatch(letter, Letter(["Jörg <jörg@example.com>", "ann@example.com"]), user=user))
+
+    assert app.run_worker(once=True)["dead"] == 1
+    item = _only(app)
+    assert (item.status, item.attempts) == ("dead", 1)
+    assert item.last_error == (
+        "the SMTP server does not offer SMTPUTF8, which jörg@example.com need(s) (a non-ASCII local part): "
+        "send through a server that offers it, then requeue the mail"
+    )
+    assert handler.envelopes == []
+
+
+def test_a_non_ascii_local_part_goes_through_a_server_with_smtputf8(app_on: AppOn, user: User) -> None:
+    handler = _Refusing({})
+    with smtp_server(handler, enable_SMTPUTF8=True) as port:
+        app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
+        ok_data(app.dispatch(letter, Letter(["Jörg <jörg@bücher.example>"]), user=user))
+        assert app.run_worker(once=True)["sent"] == 1
+    (envelope,) = handler.envelopes
+    assert envelope.rcpt_tos == ["jörg@xn--bcher-kva.example"]
 
 
 def _message_id(envelope: Any) -> str:
