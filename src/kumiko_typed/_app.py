@@ -381,12 +381,21 @@ class App:
     # --- outbox and workers ---------------------------------------------------------
 
     def outbox(
-        self, *, status: Literal["pending", "sent", "dead"] | Iterable[Literal["pending", "sent", "dead"]] | None = None
+        self,
+        *,
+        status: Literal["pending", "sent", "dead"] | Iterable[Literal["pending", "sent", "dead"]] | None = None,
+        limit: int | None = None,
+        after: uuid.UUID | None = None,
     ) -> list[OutboxItem]:
-        """Every outbox row, oldest first; or those in ``status`` (one, or a collection),
-        chosen by the database: sent rows stay until deleted, and ``status=("pending",
-        "dead")`` does not read them.  An unknown status raises ``ValueError``."""
-        return outbox_items(self._sessions, status)
+        """Every outbox row, oldest first (by when it was queued, then ``id``); or those in
+        ``status`` (one, or a collection), chosen by the database: sent rows stay until
+        purged, and ``status=("pending", "dead")`` does not read them.  At most ``limit``;
+        ``after``: only the rows listed after that one, so that the next page is
+        ``outbox(..., limit=n, after=page[-1].id)`` (rows queued meanwhile come last, they
+        do not shift it).  An unknown status, a limit below 1 or an argument of the wrong
+        type raises ``ValueError`` or ``TypeError``; an ``after`` that is no row,
+        ``LookupError``."""
+        return outbox_items(self._sessions, status, limit, after)
 
     def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
         """One worker: fire workflow triggers (events, cron), wake event waits, resume due

@@ -16,7 +16,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, Literal, TypeVar
 
 import click
 from sqlalchemy import URL, make_url
@@ -553,15 +553,31 @@ def _age(text: str) -> timedelta:
 @outbox.command("list")
 @click.argument("target")
 @click.option("--all", "show_all", is_flag=True, help="Also list sent deliveries: every row app.outbox() returns.")
+@click.option("--limit", type=click.IntRange(min=1), help="At most this many deliveries (the oldest).")
+@click.option(
+    "--after",
+    metavar="ID",
+    type=click.UUID,
+    help="Only the deliveries listed after this one: the next page, from the last row of the previous.",
+)
 @click.option("--database-url", help=URL_HELP)
-def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
+def list_outbox(
+    target: str, show_all: bool, limit: int | None, after: uuid.UUID | None, database_url: str | None
+) -> None:
     """List pending and dead deliveries, oldest first.
 
-    Mail and webhooks, with attempts, next attempt (UTC), target and last error.
+    Mail and webhooks, with attempts, next attempt (UTC), target and last error.  With
+    --limit, a full page ends with the --after option that lists the next (on stderr).
     """
     app = _boot(target, database_url)
+    statuses: tuple[Literal["pending", "sent", "dead"], ...] | None = None if show_all else ("pending", "dead")
     with _database(app):
-        items = app.outbox() if show_all else app.outbox(status=("pending", "dead"))
+        try:  # one more than asked: whether a next page exists
+            items = app.outbox(status=statuses, limit=None if limit is None else limit + 1, after=after)
+        except LookupError as exc:
+            raise click.BadParameter(str(exc).removeprefix("after: "), param_hint="'--after'") from exc
+    more = limit is not None and len(items) > limit
+    items = items[:limit]
     rows = [
         (
             str(i.id),
@@ -575,6 +591,8 @@ def list_outbox(target: str, show_all: bool, database_url: str | None) -> None:
         for i in items
     ]
     _table(("id", "kind", "status", "attempts", "next attempt", "target", "last error"), rows)
+    if more:
+        click.echo(f"more: add --after {items[-1].id}", err=True)
 
 
 @main.group()

@@ -27,7 +27,7 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Engine, Row, bindparam, select, update
+from sqlalchemy import Engine, Row, bindparam, or_, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._delivery import RETRY_AFTER_MAX, SecretBook, SecretResolver, deliver_webhook
@@ -35,6 +35,7 @@ from ._errors import DeliveryError
 from ._mail import MailMessage, MailTransport
 from ._observe import failed, span
 from ._outbox_types import OutboxItem, RetryPolicy, target_of
+from ._pages import checked_cursor, checked_limit
 from ._poison import one_line, storable_text
 from ._read_only import reading
 from ._status_filter import chosen_statuses
@@ -379,15 +380,31 @@ def _record(
 STATUSES: Final = ("pending", "sent", "dead")
 
 
-def items(sessions: sessionmaker[Session], status: object = None) -> list[OutboxItem]:
-    """The rows in ``status`` (one, or a collection; ``None``: every row), oldest first.
-    The database picks them (the due index leads with the status): a listing of the
-    pending and dead rows read every sent row too, which no one deletes."""
-    stmt = select(outbox).order_by(outbox.c.created_at, outbox.c.id)
+def items(
+    sessions: sessionmaker[Session], status: object = None, limit: object = None, after: object = None
+) -> list[OutboxItem]:
+    """The rows in ``status`` (one, or a collection; ``None``: every row), oldest first:
+    by ``created_at``, then ``id``, so rows queued at one instant are in one total order
+    and no row is skipped or repeated at a page's edge.  At most ``limit``; ``after``: only
+    those listed after that row (the next page goes on from the last row of one; rows
+    queued meanwhile come at the end, they do not shift it).  The database picks them (the
+    due index leads with the status, the listed one with ``created_at``): sent rows stay
+    until purged, and neither a listing of the pending and dead rows nor a page reads
+    them all.  A wrong argument raises ``TypeError`` or ``ValueError``; an ``after``
+    that is no row, ``LookupError``."""
     statuses = chosen_statuses(status, STATUSES, "an outbox")
+    limit = checked_limit(limit)
+    after = checked_cursor("after", after, "an outbox row's id")
+    stmt = select(outbox).order_by(outbox.c.created_at, outbox.c.id).limit(limit)
     if statuses is not None:
         stmt = stmt.where(outbox.c.status.in_(statuses))
     with reading(sessions) as session:
+        if after is not None:
+            cursor = session.execute(select(outbox.c.created_at).where(outbox.c.id == after)).scalar_one_or_none()
+            if cursor is None:
+                raise LookupError(f"after: no outbox row {after}; page on with the id of a listed row")
+            # The first term alone bounds an index range; the second breaks ties.
+            stmt = stmt.where(outbox.c.created_at >= cursor, or_(outbox.c.created_at > cursor, outbox.c.id > after))
         rows = session.execute(stmt).all()
     return [item_of(r) for r in rows]
 

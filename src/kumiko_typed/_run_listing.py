@@ -20,6 +20,7 @@ from typing import Final, get_args
 import attrs
 from sqlalchemy import ColumnElement, Select, or_, select
 
+from ._pages import checked_cursor, checked_limit
 from ._runs import RunStatus
 from ._status_filter import chosen_statuses
 from ._tables import workflow_runs
@@ -64,13 +65,13 @@ class RunFilter:
         the argument and what it takes, never a filter that quietly matches nothing."""
         if not isinstance(stranded, bool):
             raise TypeError(f"stranded must be a bool, not {type(stranded).__name__}")
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int)):
-            raise TypeError(f"limit must be an int or None, not {type(limit).__name__}")
-        if limit is not None and limit < 1:
-            raise ValueError(f"limit must be a positive int, not {limit}")
-        if before is not None and not isinstance(before, uuid.UUID):
-            raise TypeError(f"before must be a uuid.UUID (a run_id), not {type(before).__name__}")
-        return cls(workflow, chosen_statuses(status, STATUSES, "a run", _HINTS), stranded, limit, before)
+        return cls(
+            workflow,
+            chosen_statuses(status, STATUSES, "a run", _HINTS),
+            stranded,
+            checked_limit(limit),
+            checked_cursor("before", before, "a run_id"),
+        )
 
     def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
         """The page's statement; ``cursor`` is the ``created_at`` of the run ``before``."""

@@ -138,6 +138,9 @@ outbox = Table(
     Column("tenant_id", Uuid, nullable=True),
     Column("correlation_id", Uuid, nullable=True),
     Index("kumiko_outbox_due", "status", "next_attempt_at"),
+    # app.outbox's pages, oldest first (kumiko_typed._outbox.items): a page reads its rows,
+    # not every sent row.  Neither column changes, so deliveries never update this index.
+    Index("kumiko_outbox_listed", "created_at", "id"),
 )
 
 #: The delivered rows, which ``app.purge_outbox`` deletes by age.  Written with a literal,

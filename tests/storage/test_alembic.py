@@ -301,6 +301,7 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             "DROP INDEX kumiko_workflow_runs_stranded",
             "DROP INDEX kumiko_workflow_runs_listed",
             "DROP INDEX kumiko_outbox_sent",
+            "DROP INDEX kumiko_outbox_listed",
             "DROP INDEX kumiko_events_tx_position",
             "ALTER TABLE kumiko_events DROP COLUMN schema_version",
             "ALTER TABLE kumiko_events DROP COLUMN tx",
@@ -342,6 +343,7 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             f' postgresql_where=sa.text("{stranded}"), sqlite_where=sa.text("{stranded}"))',
             "op.create_index('kumiko_workflow_waits_unarmed', 'kumiko_workflow_waits', ['run_id'], unique=False,"
             f" postgresql_where=sa.text('{unarmed}'), sqlite_where=sa.text('{unarmed}'))",
+            "op.create_index('kumiko_outbox_listed', 'kumiko_outbox', ['created_at', 'id'], unique=False)",
             "op.create_index('kumiko_outbox_sent', 'kumiko_outbox', ['status', 'sent_at'], unique=False,"
             " postgresql_where=sa.text(\"status = 'sent'\"), sqlite_where=sa.text(\"status = 'sent'\"))",
             "op.create_table('kumiko_workflow_parts', sa.Column('run_id', sa.Uuid(), nullable=False),"

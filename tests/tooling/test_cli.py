@@ -1106,6 +1106,26 @@ def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
     }
 
 
+def test_outbox_lists_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:
+    """``--limit`` and ``--after`` page through the deliveries, oldest first; a full page
+    says on stderr how to list the next; an ``--after`` that is no row is a usage error."""
+    for _ in range(3):
+        tiny.dispatch_ping()
+    ids = [str(i.id) for i in tiny.outbox()]
+    url = ("--database-url", tiny.url)
+    first = cli(tmp_path, "outbox", "list", tiny.target, "--limit", "2", *url)
+    assert [row["id"] for row in _table(first.stdout)] == ids[:2], _explain(first)
+    assert first.stderr.strip() == f"more: add --after {ids[1]}"
+    rest = cli(tmp_path, "outbox", tiny.target, "--limit", "2", "--after", ids[1], *url)
+    assert [row["id"] for row in _table(rest.stdout)] == ids[2:], _explain(rest)
+    assert rest.stderr == ""  # the last page
+    unknown = uuid.uuid4()
+    wrong = cli(tmp_path, "outbox", tiny.target, "--after", str(unknown), *url)
+    assert wrong.returncode == 2, _explain(wrong)
+    assert f"Invalid value for '--after': no outbox row {unknown}" in wrong.stderr
+    assert "Traceback" not in wrong.stderr
+
+
 @pytest.mark.parametrize(
     ("signum", "verbose"), [(signal.SIGTERM, False), (signal.SIGINT, True)], ids=["SIGTERM", "SIGINT-verbose"]
 )
