@@ -219,7 +219,7 @@ def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
 
 def _tries(error: object) -> tuple[int, str | None]:
     """How many tries in a row of its segment a suspended run's stored ``error`` counts
-    (:meth:`WorkflowEngine.try_again`'s record), and the id its last try's ``create``
+    (:meth:`WorkflowEngine._try_again`'s record), and the id its last try's ``create``
     found taken; ``(0, None)`` for any other error (none, a strand mark)."""
     if not isinstance(error, Mapping) or error.get("code") not in _TRIED_AGAIN:
         return 0, None
@@ -630,7 +630,7 @@ class WorkflowEngine:
             return False
         if session.execute(self._claim_run, row).first() is None:
             return False  # this trigger already started its run
-        self.isolated_segment(session, d, run_id, payload, user, None, None, None, retry_conflict=True, last_error=None)
+        self.isolated_segment(session, d, run_id, payload, user, None, None, None, retry_conflict=True)
         return True
 
     # --- running a segment ---------------------------------------------------------------
@@ -765,8 +765,9 @@ class WorkflowEngine:
         step): what that code tells a dispatch's caller ("try again") the worker does,
         as no one else would.  ``woken_by``: the event that resumed it,
         noted with the run so that the try again gets that event, not a timeout.
-        ``last_error``: the run's stored error, which counts the tries before this one
-        (:meth:`try_again`).
+        Tried at most :data:`CONFLICT_TRIES` times in a row, and not again where no try
+        could differ (:meth:`_try_again`); ``last_error``: the run's stored error, which
+        counts the tries before this one.
 
         If the caller allowed it (:func:`~kumiko_typed._segment_savepoint.allow_lazy`),
         the segment's savepoint is taken only when it sends a statement; else at once."""
@@ -807,11 +808,11 @@ class WorkflowEngine:
             and not isinstance(failure, Settled)
             and failure["error"]["code"] in _TRIED_AGAIN
         ):
-            failure = self.try_again(session, d, run_id, failure, last_error, path, stored, woken_by)
+            failure = self._try_again(session, d, run_id, failure, last_error, path, stored, woken_by)
         if failure is not None:
             self._store(session, d.name, run_id, failure, None)
 
-    def try_again(
+    def _try_again(
         self,
         session: Session,
         d: Definition,
