@@ -170,6 +170,9 @@ class StepCrash(_Unwinding):
         self.path = path
         self.step = step
         self.cause = cause
+        #: Raised by a ``retry`` whose attempts are all used: the run fails with it, and
+        #: a worker does not try the segment again (``Run.settled``).
+        self.exhausted = False
 
     def where(self) -> str:
         return f"{'/'.join(self.path)} {self.step.describe()}"

@@ -114,7 +114,8 @@ class Run(AnyCtx):
     #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
     refused: Failure
     #: A Failure that trying again cannot change (a version the run states, not one it
-    #: read): a worker fails the run with it rather than try the segment again.
+    #: read; a ``retry``'s last attempt): a worker fails the run with it rather than try
+    #: the segment again.
     settled: Failure
 
     def open_scope(self) -> dict[str, object]:
@@ -322,7 +323,10 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     except StepCrash as crash:
         if run.workflow_segment() is not None:
             _named(program, crash)
-        return crash_failure(crash, who, run.payload)
+        failure = crash_failure(crash, who, run.payload)
+        if crash.exhausted:
+            run.settled = failure
+        return failure
     except Suspend as suspend:
         if suspend.failed_attempt is not None:
             suspend.failed_attempt.note(run, suspend.path, lambda crash: _named(program, crash))

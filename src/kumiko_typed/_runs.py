@@ -18,8 +18,11 @@ RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
 class RunInfo:
     """A workflow run as stored: where it is and what its steps hold.  ``error`` is why a
     ``failed`` run failed, a ``cancelled`` run's reason (code ``cancelled``, ``by`` the
-    cancelling user's id), or why a ``suspended`` run is stranded (code ``stranded``:
-    the deployed definition cannot resume it; it waits, intact, for one that can)."""
+    cancelling user's id), why a ``suspended`` run is stranded (code ``stranded``:
+    the deployed definition cannot resume it; it waits, intact, for one that can), or
+    why a worker tries a ``suspended`` run's segment again at ``wake_at`` (its last try's
+    ``version_conflict`` or ``unavailable``, with ``tries``, and ``taken``: the id its
+    ``create`` found taken)."""
 
     run_id: UUID
     workflow: str

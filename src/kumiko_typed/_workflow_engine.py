@@ -50,6 +50,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
+from ._steps.aggregates import taken_id
 from ._stored_classes import (
     PARTS,
     UNREADABLE,
@@ -78,8 +79,14 @@ BATCH = 10
 
 # Built once: each write passes its row as parameters (no statement built per call).
 _INSERT_RUN: Final = insert(workflow_runs)
-#: How long (seconds, drawn uniformly) a segment that lost a race waits before it is tried again.
+#: How long (seconds, drawn uniformly) a segment that lost a race waits before it is
+#: tried again the first time; each next wait is twice as long, up to ``2**6`` times.
 CONFLICT_RETRY_S: Final = (0.2, 1.0)
+_LONGEST_WAIT: Final = 6
+#: How many tries in a row of a segment that lose a race or are refused for now fail its
+#: run (about two and a half minutes of trying): a conflict that no re-read resolves
+#: would else be tried for good, and an operator never told.
+CONFLICT_TRIES: Final = 10
 #: The codes of a worker's segment that is tried again, not the end of its run: it lost a
 #: race on an aggregate, or the database refused it for now (``isolated_segment``).
 _TRIED_AGAIN: Final = frozenset({"version_conflict", "unavailable"})
@@ -193,9 +200,32 @@ class Settled(dict[str, Any]):
     than try the segment again."""
 
 
+class Taken(dict[str, Any]):
+    """A failed run's columns whose segment's ``create`` found its id ``taken``
+    (:func:`~kumiko_typed._steps.aggregates.taken_id`)."""
+
+    def __init__(self, columns: dict[str, Any], taken: str) -> None:
+        super().__init__(columns)
+        self.taken = taken
+
+
 def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
     columns = failed(failure.code, failure.message)
-    return Settled(columns) if failure is run.settled_failure() else columns
+    if failure is run.settled_failure():
+        return Settled(columns)
+    taken = taken_id(failure)
+    return columns if taken is None else Taken(columns, taken)
+
+
+def _tries(error: object) -> tuple[int, str | None]:
+    """How many tries in a row of its segment a suspended run's stored ``error`` counts
+    (:meth:`WorkflowEngine._try_again`'s record), and the id its last try's ``create``
+    found taken; ``(0, None)`` for any other error (none, a strand mark)."""
+    if not isinstance(error, Mapping) or error.get("code") not in _TRIED_AGAIN:
+        return 0, None
+    tries, taken = error.get("tries"), error.get("taken")
+    counted = int(tries) if isinstance(tries, str) and tries.isascii() and tries.isdigit() else 0
+    return counted, taken if isinstance(taken, str) else None
 
 
 def failed(code: str, message: str) -> dict[str, Any]:
@@ -720,6 +750,7 @@ class WorkflowEngine:
         *,
         retry_conflict: bool = False,
         woken_by: uuid.UUID | None = None,
+        last_error: object = None,
     ) -> None:
         """A segment in a worker's pass, which runs many in one transaction: a bug outside
         the steps fails this run alone (logged), and the pass goes on.
@@ -734,6 +765,9 @@ class WorkflowEngine:
         step): what that code tells a dispatch's caller ("try again") the worker does,
         as no one else would.  ``woken_by``: the event that resumed it,
         noted with the run so that the try again gets that event, not a timeout.
+        Tried at most :data:`CONFLICT_TRIES` times in a row, and not again where no try
+        could differ (:meth:`_try_again`); ``last_error``: the run's stored error, which
+        counts the tries before this one.
 
         If the caller allowed it (:func:`~kumiko_typed._segment_savepoint.allow_lazy`),
         the segment's savepoint is taken only when it sends a statement; else at once."""
@@ -774,16 +808,60 @@ class WorkflowEngine:
             and not isinstance(failure, Settled)
             and failure["error"]["code"] in _TRIED_AGAIN
         ):
-            wake = self.clock() + timedelta(seconds=random.uniform(*CONFLICT_RETRY_S))
-            code = failure["error"]["code"]
-            logger.info("workflow %s run %s: %s; tried again at %s", d.name, run_id, code, wake)
-            # Due again here: a strand mark another deploy left no longer holds.
-            columns: dict[str, Any] = {"status": "suspended", "error": None, "wake_at": wake}
-            if woken_by is not None:
-                columns["state"] = {**(stored.state if stored is not None else {}), WOKEN_BY: str(woken_by)}
-            self._store(session, d.name, run_id, columns, None)
-        elif failure is not None:
+            failure = self._try_again(session, d, run_id, failure, last_error, path, stored, woken_by)
+        if failure is not None:
             self._store(session, d.name, run_id, failure, None)
+
+    def _try_again(
+        self,
+        session: Session,
+        d: Definition,
+        run_id: uuid.UUID,
+        failure: dict[str, Any],
+        last_error: object,
+        path: str | None,
+        stored: Rebuilt | None,
+        woken_by: uuid.UUID | None,
+    ) -> dict[str, Any] | None:
+        """Keep a run whose segment lost a race or was refused for now suspended, to be
+        tried again after a wait that doubles with each try (``None``); or, what the run
+        fails with instead: its :data:`CONFLICT_TRIES`-th try in a row, or a ``create`` of
+        the id its last try found taken (the segment, run again after that id was taken,
+        decided to create it again: no further try would differ).
+
+        While it is tried again the run's error says so, as the run is: its code and
+        message, the tries so far and the id its create found taken (``tries``,
+        ``taken``); ``wake_at`` is the next try.  A segment that gets through clears it."""
+        tries, taken_before = _tries(last_error)
+        tries += 1
+        error = failure["error"]
+        code, message = error["code"], error["message"]
+        taken = failure.taken if isinstance(failure, Taken) else None
+        where = f"the segment from step {path or '0'}"
+        if taken is not None and taken == taken_before:
+            logger.warning("workflow %s run %s: %s creates a taken id again; the run fails", d.name, run_id, where)
+            again = f"{where} was tried again after the id was taken and creates it again, as every try would"
+            return failed(code, f"{message} ({again})")
+        if tries >= CONFLICT_TRIES:
+            logger.warning("workflow %s run %s: %s lost %d tries in a row; the run fails", d.name, run_id, where, tries)
+            return failed(
+                code,
+                f"{message} ({where} was tried {tries} times, and every try lost a race or was refused for now; "
+                "start the run again, or give the contended steps a retry(...) with the attempts they need)",
+            )
+        wait = random.uniform(*CONFLICT_RETRY_S) * 2 ** min(tries - 1, _LONGEST_WAIT)
+        wake = self.clock() + timedelta(seconds=wait)
+        logger.info("workflow %s run %s: %s (try %d); tried again at %s", d.name, run_id, code, tries, wake)
+        record = {"code": code, "message": f"{message} (try {tries} of {CONFLICT_TRIES}; the next at wake_at)"}
+        record["tries"] = str(tries)  # text, as every value of a run's error (RunInfo.error)
+        if taken is not None:
+            record["taken"] = taken
+        # Due again here: a strand mark another deploy left no longer holds.
+        columns: dict[str, Any] = {"status": "suspended", "error": record, "wake_at": wake}
+        if woken_by is not None:
+            columns["state"] = {**(stored.state if stored is not None else {}), WOKEN_BY: str(woken_by)}
+        self._store(session, d.name, run_id, columns, None)
+        return None
 
     def _store(
         self,
@@ -883,6 +961,7 @@ class WorkflowEngine:
             plan,
             retry_conflict=True,
             woken_by=woken_by,
+            last_error=row.error,
         )
         return True
 

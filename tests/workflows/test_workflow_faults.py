@@ -145,12 +145,14 @@ def test_a_resumed_segment_that_times_out_on_a_lock_is_tried_again_not_failed(fr
             conn.execute(sa.select(WffCounter.n).where(WffCounter.id == counter).with_for_update())
             app.run_worker(once=True)
             run = run_info(app, run_id)
-            assert (run.status, run.path, run.error) == ("suspended", "@wait", None), run
+            assert (run.status, run.path) == ("suspended", "@wait"), run
+            # An operator sees why it waits: the error, and how many tries so far.
+            assert run.error is not None and (run.error["code"], run.error["tries"]) == ("unavailable", "1")
         holder.dispose()
         clock.advance(seconds=2)
         app.run_worker(once=True)
         run = run_info(app, run_id)
-        assert (run.status, dict(run.steps)) == ("completed", {"seen": 7})
+        assert (run.status, dict(run.steps), run.error) == ("completed", {"seen": 7}, None)
     finally:
         app.dispose()
 

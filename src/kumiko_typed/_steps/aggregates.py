@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .._interpreter import Run
     from .._registry import Registry
 
-__all__ = ["AppendEvent", "Create", "Update", "project"]
+__all__ = ["AppendEvent", "Create", "Update", "project", "taken_id"]
 
 
 @attrs.frozen(slots=True)
@@ -140,6 +140,18 @@ def _create_conflict(exc: IntegrityError, run: Run, entity: Any, columns: Mappin
             {"entity_id": str(entity.id), "expected_version": 0, "current_version": None},
         )
     return _version_conflict(type(entity), entity.id, 0, current)
+
+
+def taken_id(failure: Failure) -> str | None:
+    """The id a ``create`` found taken, if ``failure`` is that conflict (its expected
+    version 0: no aggregate yet).  Event streams are never removed, so the id stays
+    taken: a workflow worker fails a run whose segment, tried again after that, creates
+    it again (``_workflow_engine``)."""
+    details = failure.details
+    if failure.code != "version_conflict" or not isinstance(details, Mapping) or details.get("expected_version") != 0:
+        return None
+    entity_id = details.get("entity_id")
+    return entity_id if isinstance(entity_id, str) else None
 
 
 def _create(step: Create, run: Run) -> Failure | None:

@@ -205,12 +205,16 @@ class Retry(Step):
             return failure  # a guard refused: that ends the run, it is no failed attempt
         run.values.clear()
         run.values.update(before)
+        # The last attempt's failure fails the run, as the retry's own: a worker does not
+        # try the segment again (a lost race would else be tried past ``times``, for good).
         if crash is not None:
             crash.path[0:0] = ["do", f"#{attempt}"]
             if attempt >= self.times:
+                crash.exhausted = True
                 raise crash
-        elif attempt >= self.times:
-            return failure  # the run fails with the last attempt's failure
+        elif attempt >= self.times and failure is not None:
+            run.settled = failure
+            return failure
         policy = RetryPolicy(self.times, self.backoff, self.base_delay)  # type: ignore[arg-type]
         try:
             delay = policy.delay(attempt)
