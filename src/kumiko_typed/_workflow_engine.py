@@ -83,10 +83,15 @@ _INSERT_RUN: Final = insert(workflow_runs)
 #: tried again the first time; each next wait is twice as long, up to ``2**6`` times.
 CONFLICT_RETRY_S: Final = (0.2, 1.0)
 _LONGEST_WAIT: Final = 6
-#: How many tries in a row of a segment that lose a race or are refused for now fail its
-#: run (about two and a half minutes of trying): a conflict that no re-read resolves
-#: would else be tried for good, and an operator never told.
+#: How many tries in a row of a segment that lose a race fail its run (about two and a
+#: half minutes of trying): a conflict that no re-read resolves would else be tried for
+#: good, and an operator never told.
 CONFLICT_TRIES: Final = 10
+#: How many tries in a row that the database refuses for now (``unavailable``: a lock
+#: another transaction holds, a failover, a lost deadlock) fail its run: about an hour,
+#: nine growing waits and then 13-64 s each.  An outage lasts longer than a race; a run
+#: failed by one would have to be started again, its steps done again.
+UNAVAILABLE_TRIES: Final = 100
 #: The codes of a worker's segment that is tried again, not the end of its run: it lost a
 #: race on an aggregate, or the database refused it for now (``isolated_segment``).
 _TRIED_AGAIN: Final = frozenset({"version_conflict", "unavailable"})
@@ -765,7 +770,7 @@ class WorkflowEngine:
         step): what that code tells a dispatch's caller ("try again") the worker does,
         as no one else would.  ``woken_by``: the event that resumed it,
         noted with the run so that the try again gets that event, not a timeout.
-        Tried at most :data:`CONFLICT_TRIES` times in a row, and not again where no try
+        Tried at most :data:`CONFLICT_TRIES` (or :data:`UNAVAILABLE_TRIES`) times in a row, and not again where no try
         could differ (:meth:`_try_again`); ``last_error``: the run's stored error, which
         counts the tries before this one.
 
@@ -825,7 +830,8 @@ class WorkflowEngine:
     ) -> dict[str, Any] | None:
         """Keep a run whose segment lost a race or was refused for now suspended, to be
         tried again after a wait that doubles with each try (``None``); or, what the run
-        fails with instead: its :data:`CONFLICT_TRIES`-th try in a row, or a ``create`` of
+        fails with instead: its :data:`CONFLICT_TRIES`-th try in a row (``unavailable``:
+        :data:`UNAVAILABLE_TRIES`-th), or a ``create`` of
         the id its last try found taken (the segment, run again after that id was taken,
         decided to create it again: no further try would differ).
 
@@ -842,7 +848,8 @@ class WorkflowEngine:
             logger.warning("workflow %s run %s: %s creates a taken id again; the run fails", d.name, run_id, where)
             again = f"{where} was tried again after the id was taken and creates it again, as every try would"
             return failed(code, f"{message} ({again})")
-        if tries >= CONFLICT_TRIES:
+        bound = UNAVAILABLE_TRIES if code == "unavailable" else CONFLICT_TRIES
+        if tries >= bound:
             logger.warning("workflow %s run %s: %s lost %d tries in a row; the run fails", d.name, run_id, where, tries)
             return failed(
                 code,
@@ -852,7 +859,7 @@ class WorkflowEngine:
         wait = random.uniform(*CONFLICT_RETRY_S) * 2 ** min(tries - 1, _LONGEST_WAIT)
         wake = self.clock() + timedelta(seconds=wait)
         logger.info("workflow %s run %s: %s (try %d); tried again at %s", d.name, run_id, code, tries, wake)
-        record = {"code": code, "message": f"{message} (try {tries} of {CONFLICT_TRIES}; the next at wake_at)"}
+        record = {"code": code, "message": f"{message} (try {tries} of {bound}; the next at wake_at)"}
         record["tries"] = str(tries)  # text, as every value of a run's error (RunInfo.error)
         if taken is not None:
             record["taken"] = taken
