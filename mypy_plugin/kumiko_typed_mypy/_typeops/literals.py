@@ -47,6 +47,18 @@ def literal_str_expr(expr: Expression) -> str | None:
     return None
 
 
+def final_str(expr: Expression) -> str | None:
+    """The value of a ``Final`` name declared ``str`` (``COUNT: Final[str] = "count"``),
+    which mypy types ``str``, not as the literal it holds; ``None`` for anything else."""
+    var = _referenced(expr)
+    if not (isinstance(var, Var) and var.is_final and isinstance(var.final_value, str) and var.type is not None):
+        return None
+    declared = get_proper_type(var.type)
+    if not isinstance(declared, Instance) or declared.last_known_value is not None:
+        return None  # a Final without a declared type is typed as its literal already
+    return var.final_value if declared.type.fullname == "builtins.str" else None
+
+
 def enum_member(expr: Expression) -> tuple[TypeInfo, str] | None:
     """``Key.TOTAL`` (also through an alias of the class, ``K = Key``; ``K.TOTAL``) or a
     ``Final`` name holding a member (``TOTAL: Final = Key.TOTAL``, ``Names.TOTAL``) as the
