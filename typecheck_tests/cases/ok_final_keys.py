@@ -1,9 +1,9 @@
 """A key named by a ``Final`` name declared ``str`` is read by that name, as at run time:
 mypy types such a name ``str`` and refused it as a key (``TypedDict key must be a string
 literal``), though the step it named has the name's value as its key.  With the plugin it
-reads as the key's type, in a step, a loop body, ``when=``, ``.get`` and ``return_``;
-pyright reads a module's own constant as its literal (one imported, or held by a class, as
-``str``: docs/plugin.md)."""
+reads as the key's type, in a step, a loop body, ``when=`` (which narrows the arms), ``.get``
+and ``return_``; pyright reads a module's own constant as its literal (one imported, or held
+by a class, as ``str``: docs/plugin.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ shop = Feature("shop")
 
 COUNT: Final[str] = "count"
 LINE: Final[str] = "line"
+NOTE: Final[str] = "note"
 
 declared = (
     shop.pipeline(Order)
@@ -27,6 +28,11 @@ declared = (
     .branch(
         when=lambda c: c.steps[COUNT] > 1,
         on_true=lambda b: b.compute("doubled", lambda c: reveal_type(c.steps[COUNT]) * 2),  # R: int # PR: int
+    )
+    .compute(NOTE, lambda c: c.payload.note or None)
+    .branch(
+        when=lambda c: c.steps[NOTE] is not None,  # narrows the arm as a literal key does (mypy only)
+        on_true=lambda b: b.compute("upper", lambda c: reveal_type(c.steps[NOTE])),  # R: str # PR: str | None
     )
     .return_(lambda c: ok(c.steps[COUNT]))
 )
