@@ -215,3 +215,81 @@ def test_a_misspelt_key_names_the_closest_keys(tmp_path: Path) -> None:
         f'"discont" is not a valid TypedDict key; expected one of {five}; did you mean "discount" or "count"?  [misc]',
         f'"late" is not a valid TypedDict key; expected one of {five}  [misc]',
     ], result.stdout + result.stderr
+
+
+OWN_TYPED_DICT = """\
+from typing import Any, TypedDict
+
+from typing_extensions import ReadOnly
+
+from kumiko_typed import Ctx, Feature
+
+from _models import Line, Order
+
+
+class Counted(TypedDict):
+    count: int
+    lines: list[Line]
+
+
+class CountedReadOnly(TypedDict):
+    count: ReadOnly[int]
+
+
+class Missing(TypedDict):
+    total: int
+
+
+class InLoop(TypedDict):
+    line: Line
+
+
+def doubled(c: Ctx[Order, Counted, Any]) -> int:
+    return c.steps["count"] * 2
+
+
+def doubled_ro(c: Ctx[Order, CountedReadOnly, Any]) -> int:
+    return c.steps["count"] * 2
+
+
+def total(c: Ctx[Order, Missing, Any]) -> int:
+    return c.steps["total"]
+
+
+def sku(c: Ctx[Order, Any, InLoop]) -> str:
+    return c.scope["line"].sku
+
+
+shop = Feature("shop")
+p = (
+    shop.pipeline(Order)
+    .compute("count", lambda c: 1)
+    .compute("lines", lambda c: c.payload.lines)
+    .compute("doubled", doubled)
+    .compute("doubled_ro", doubled_ro)
+    .compute("total", total)
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", sku))
+)
+"""
+
+
+def test_a_resolvers_own_typed_dict_is_told_to_be_read_only(tmp_path: Path) -> None:
+    """Steps and scope are read-only TypedDicts: a ``def`` resolver typed with a TypedDict of
+    the user's own whose keys are writable is refused by mypy (with the plugin only) with two
+    look-alike types; the error names the keys to declare ``ReadOnly``.  A TypedDict that
+    does not fit for another reason (a key no step produced) keeps mypy's error as it is."""
+    (tmp_path / "own.py").write_text(OWN_TYPED_DICT)
+    (tmp_path / "_models.py").write_text((CASES / "_models.py").read_text())
+    result = mypy("own.py", cwd=tmp_path, config=CASES / "mypy.ini", cache_dir=tmp_path / ".cache")
+    errors = [line.partition(": error: ")[2] for line in result.stdout.splitlines() if ": error: " in line]
+    fix = "ReadOnly from typing_extensions, or typing on Python 3.13+)  [arg-type]"
+    assert len(errors) == 3, result.stdout + result.stderr
+    assert errors[0].endswith(
+        "; the keys of c.steps are read-only (resolvers only read): declare them so in Counted, "
+        f"count: ReadOnly[int], lines: ReadOnly[list[Line]] ({fix}"
+    ), errors[0]
+    assert 'Argument 2 to "compute" of "Pipeline"' in errors[1] and "read-only" not in errors[1], errors[1]
+    assert errors[2].endswith(
+        "; the keys of c.scope are read-only (resolvers only read): declare them so in InLoop, "
+        f"line: ReadOnly[Line] ({fix}"
+    ), errors[2]

@@ -27,6 +27,7 @@ from ._features import (
     loops,
     open_steps,
     placement,
+    readonly_steps,
     registration,
     resolvers,
     start,
@@ -93,10 +94,23 @@ def _method_hooks() -> dict[str, MethodHook]:
     return table
 
 
-# Each hook also names the closest keys in its call's unknown-key errors (key_typos) and
-# keeps its call's lambda errors under dmypy (see _lambda_errors).
+def _amending(hook: MethodHook) -> MethodHook:
+    """``hook``, then the fixes it adds to mypy's errors in its call: the closest keys of an
+    unknown key (key_typos), ReadOnly for a resolver's own TypedDict (readonly_steps)."""
+
+    def run(ctx: MethodContext) -> Type:
+        result = hook(ctx)
+        key_typos.suggest(ctx)
+        readonly_steps.hint(ctx)
+        return result
+
+    return run
+
+
+# Each hook also amends mypy's errors in its call (_amending) and keeps its call's lambda
+# errors under dmypy (see _lambda_errors).
 METHOD_HOOKS: dict[str, MethodHook] = {
-    **{name: keeping_lambda_errors(key_typos.suggesting(h)) for name, h in _method_hooks().items()},
+    **{name: keeping_lambda_errors(_amending(h)) for name, h in _method_hooks().items()},
     # Every ``Mapping.get`` of the program: mypy's own typing, plus an error for an unknown
     # key of a pipeline's steps or scope (the step around it suggests the closest).
     "typing.Mapping.get": key_gets.checked_get,

@@ -10,14 +10,54 @@ import re
 import uuid
 from datetime import datetime
 
-from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
+from sqlalchemy.orm import (
+    Composite,
+    DeclarativeBase,
+    Mapped,
+    MappedAsDataclass,
+    MappedColumn,
+    RelationshipProperty,
+    Synonym,
+    composite,
+    deferred,
+    mapped_column,
+    relationship,
+    synonym,
+    unmapped_column,
+)
+from sqlalchemy.orm.decl_api import DCTransformDeclarative
+from typing_extensions import dataclass_transform
 
 from ._utc import UtcDateTime
 
 __all__ = ["Entity", "default_aggregate_type"]
 
 
-class Entity(MappedAsDataclass, DeclarativeBase, kw_only=True):
+# At run time a subclass inherits kw_only=True; type checkers take a class keyword for that
+# class alone, so without this a subclass's columns were positional for them (a column
+# without a default after one with a default was an error; Product("a") passed).  The
+# transform is declared on the metaclass, where SQLAlchemy declares its own (pyright looks
+# there first), with SQLAlchemy's field specifiers.
+@dataclass_transform(
+    kw_only_default=True,
+    field_specifiers=(
+        MappedColumn,
+        RelationshipProperty,
+        Composite,
+        Synonym,
+        mapped_column,
+        unmapped_column,
+        relationship,
+        composite,
+        synonym,
+        deferred,
+    ),
+)
+class _EntityMeta(DCTransformDeclarative):
+    pass
+
+
+class Entity(MappedAsDataclass, DeclarativeBase, kw_only=True, metaclass=_EntityMeta):
     """Base of every aggregate.  ``id``, ``tenant_id``, ``version``, ``created_at`` and
     ``updated_at`` are set by the framework (``init=False``)."""
 

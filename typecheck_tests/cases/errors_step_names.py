@@ -53,7 +53,7 @@ held = (
     .compute(Names.TOTAL, lambda c: 1.5)
     .for_each(Names.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: c.scope["line"].qty))
     .for_each(Key.COUNT, over=lambda c: range(3), do=lambda b: b.compute("n", lambda c: c.scope["count"]))
-    .return_(lambda c: ok((c.steps["total"], c.steps["qty"], c.steps["n"])))
+    .return_(lambda c: ok((c.steps[Names.TOTAL], c.steps["qty"], c.steps["n"])))  # read by the Final[str] too
 )
 reveal_type(held)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[float, int | None, int | None]]
 

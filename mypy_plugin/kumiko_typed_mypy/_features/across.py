@@ -37,6 +37,7 @@ from .._rules import rules
 from .._typeops.args import arg_expr
 from .._typeops.keys import OpenKeys, keys_of
 from .._typeops.literals import literal_str_expr
+from .._typeops.reported import fail
 
 
 def stored_values(ctx: MethodSigContext) -> CallableType:
@@ -68,14 +69,14 @@ def check_fill(ctx: MethodContext) -> Type:
             continue
         if key not in keys:
             if not isinstance(keys, OpenKeys):
-                ctx.api.fail(rules.msg_fill_key(key), key_expr, code=_errors.FILL)
+                fail(ctx, rules.msg_fill_key(key), key_expr, code=_errors.FILL)
             continue
         given = _returned(ctx.api, fn_expr)
         wanted = keys[key]
         if given is not None and not is_subtype(given, wanted):
             options = ctx.api.options
             message = rules.msg_fill_type(key, format_type_bare(wanted, options), format_type_bare(given, options))
-            ctx.api.fail(message, fn_expr, code=_errors.FILL)
+            fail(ctx, message, fn_expr, code=_errors.FILL)
     return ctx.default_return_type
 
 
@@ -121,9 +122,9 @@ def check_renamed(ctx: MethodContext) -> Type:
         old = None if old_expr is None else literal_str_expr(old_expr)
         new = literal_str_expr(new_expr)
         if old is not None and old_expr is not None and old in keys:
-            ctx.api.fail(rules.msg_renamed_kept(old), old_expr, code=_errors.RENAMED)
+            fail(ctx, rules.msg_renamed_kept(old), old_expr, code=_errors.RENAMED)
         elif old is not None and new is not None and names is not None and new not in keys and new not in names:
-            ctx.api.fail(rules.msg_renamed_target(old, new), new_expr, code=_errors.RENAMED)
+            fail(ctx, rules.msg_renamed_target(old, new), new_expr, code=_errors.RENAMED)
     return ctx.default_return_type
 
 

@@ -23,6 +23,7 @@ from .._names import CAPS_ARG
 from .._rules import rules
 from .._typeops.args import where
 from .._typeops.literals import literal_str_expr
+from .._typeops.reported import fail
 
 
 def feature_capabilities(ctx: FunctionContext) -> Type:
@@ -34,7 +35,8 @@ def feature_capabilities(ctx: FunctionContext) -> Type:
     if exprs:
         expr = exprs[0]
         if not isinstance(expr, (ListExpr, TupleExpr, SetExpr)):
-            ctx.api.fail(
+            fail(
+                ctx,
                 'requires= must be a list of string literals (e.g. requires=["mail.send"]) '
                 "so that the plugin can check each tier-2 step",
                 expr,
@@ -44,14 +46,15 @@ def feature_capabilities(ctx: FunctionContext) -> Type:
         for item in expr.items:
             kind = literal_str_expr(item)
             if kind is None:
-                ctx.api.fail(
+                fail(
+                    ctx,
                     'requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) '
                     "so that the plugin can check each tier-2 step",
                     item,
                     code=_errors.TIER,
                 )
             elif kind not in rules.TIER2_KINDS:
-                ctx.api.fail(rules.msg_unknown_capability(kind), item, code=_errors.TIER)
+                fail(ctx, rules.msg_unknown_capability(kind), item, code=_errors.TIER)
             else:
                 kinds.append(kind)
     str_type = ctx.api.named_generic_type("builtins.str", [])
@@ -85,9 +88,9 @@ def check_tier(kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
     declared = _declared(caps)
     if declared is None:
-        ctx.api.fail(_undecidable(kind, caps, receiver.type.name), where(ctx), code=_errors.TIER)
+        fail(ctx, _undecidable(kind, caps, receiver.type.name), where(ctx), code=_errors.TIER)
     elif kind not in declared:
-        ctx.api.fail(rules.msg_tier(kind, method, declared), where(ctx), code=_errors.TIER)
+        fail(ctx, rules.msg_tier(kind, method, declared), where(ctx), code=_errors.TIER)
     return ctx.default_return_type
 
 

@@ -17,6 +17,12 @@ its own ``_generate_next_value_``) reads as ``Any``, as its step's key does.  On
 through the parameter of a lambda the step passes a ``Ctx`` are rewritten (a lambda of an
 arm is its own step's call): any other mapping keyed by an enum, an event's say, keeps
 mypy's reading.
+
+A ``Final`` name declared ``str`` (``COUNT: Final[str] = "count"``) names a step by its
+value (``literals.literal_str``), but mypy types the name ``str``, which it refuses as a
+``TypedDict`` key: ``c.steps[COUNT]`` was ``TypedDict key must be a string literal``.  Such
+a read gets a cast of the name to the literal it holds; the cast keeps the name, so a
+re-check (``dmypy``) finds it and casts it to the value the name holds then.
 """
 
 from __future__ import annotations
@@ -35,12 +41,12 @@ from mypy.nodes import (
     TypeInfo,
     Var,
 )
-from mypy.plugin import MethodSigContext
+from mypy.plugin import CheckerPluginInterface, MethodSigContext
 from mypy.server.subexpr import get_subexpressions
 from mypy.types import AnyType, CallableType, Instance, LiteralType, Type, TypeOfAny, UnionType, get_proper_type
 
 from .._names import CTX
-from .._typeops.literals import enum_member, enum_value, opaque_member
+from .._typeops.literals import enum_member, enum_value, final_str, opaque_member
 
 
 def by_value(ctx: MethodSigContext) -> CallableType:
@@ -57,11 +63,11 @@ def by_value(ctx: MethodSigContext) -> CallableType:
                 if isinstance(e, IndexExpr) and _keys_of(e.base, param):
                     if opaque_member(None, e.index):
                         e.base = _as_any(e.base)
-                    e.index = _valued(e.index)
+                    e.index = _valued(ctx.api, e.index)
                 elif isinstance(e, CallExpr) and e.args and _is_get(e.callee, param):
                     if opaque_member(None, e.args[0]):
                         e.callee.expr = _as_any(e.callee.expr)
-                    e.args[0] = _valued(e.args[0])
+                    e.args[0] = _valued(ctx.api, e.args[0])
     return sig
 
 
@@ -100,11 +106,14 @@ def _as_any(keys: Expression) -> Expression:
     return cast
 
 
-def _valued(key: Expression) -> Expression:
-    """``key``, or the value of the enum member ``key`` names (see the module docstring)."""
+def _valued(api: CheckerPluginInterface, key: Expression) -> Expression:
+    """``key``, or the value of the enum member ``key`` names, or a ``Final[str]`` name cast
+    to the literal it holds (see the module docstring)."""
+    if isinstance(key, CastExpr) and final_str(key.expr) is not None:
+        key = key.expr  # cast by an earlier check: cast again, to the value the name holds now
     member = enum_member(key)
     if member is None:
-        return key
+        return _as_literal(api, key)
     owner, name = member
     value = enum_value(owner, name)
     if value is None:
@@ -122,3 +131,15 @@ def _typed_literally(owner: TypeInfo, member: str) -> bool:
     if isinstance(value, Instance) and value.last_known_value is not None:
         value = value.last_known_value
     return isinstance(value, LiteralType)
+
+
+def _as_literal(api: CheckerPluginInterface, key: Expression) -> Expression:
+    """A name ``Final`` but declared ``str``, cast to the literal it holds; ``key`` itself
+    when it is anything else (a ``Final`` without a declared type is typed as its literal
+    already)."""
+    value = final_str(key)
+    if value is None:
+        return key
+    cast = CastExpr(key, LiteralType(value, api.named_generic_type("builtins.str", [])))
+    cast.set_line(key)
+    return cast

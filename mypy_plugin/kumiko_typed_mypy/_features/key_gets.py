@@ -21,6 +21,7 @@ from mypy.types import AnyType, Instance, Type, TypedDictType, TypeOfAny, get_pr
 from .. import _errors
 from .._names import CTX
 from .._typeops.closest import did_you_mean
+from .._typeops.reported import fail
 
 
 def checked_get(ctx: MethodContext) -> Type:
@@ -34,7 +35,7 @@ def checked_get(ctx: MethodContext) -> Type:
     keys = try_getting_str_literals(ctx.args[0][0], ctx.arg_types[0][0])
     unknown = [key for key in keys or () if key not in mapping.items]
     for key in unknown:
-        ctx.api.fail(_message(attribute, key, list(mapping.items)), ctx.args[0][0], code=_errors.UNKNOWN_KEY)
+        fail(ctx, _message(attribute, key, list(mapping.items)), ctx.args[0][0], code=_errors.UNKNOWN_KEY)
     return AnyType(TypeOfAny.from_error) if unknown else result
 
 

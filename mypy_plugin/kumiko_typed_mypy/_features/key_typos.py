@@ -13,12 +13,11 @@ for attributes (0.75), which misses a swap of two letters in a short key ("lien"
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from typing import Final
 
 from mypy.messages import format_item_name_list
 from mypy.plugin import MethodContext
-from mypy.types import Instance, Type, get_proper_type
+from mypy.types import Instance, get_proper_type
 
 from .._names import SCOPE_ARG, STEPS_ARG
 from .._typeops.closest import did_you_mean
@@ -58,14 +57,3 @@ def suggest(ctx: MethodContext) -> None:
                 if fix is not None:
                     info.message += f"; {fix}"
                 break
-
-
-def suggesting(hook: Callable[[MethodContext], Type]) -> Callable[[MethodContext], Type]:
-    """``hook``, then :func:`suggest`."""
-
-    def run(ctx: MethodContext) -> Type:
-        result = hook(ctx)
-        suggest(ctx)
-        return result
-
-    return run

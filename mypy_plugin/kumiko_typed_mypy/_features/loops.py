@@ -35,6 +35,7 @@ from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
 from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
+from .._typeops.reported import fail
 
 
 class _Opaque:
@@ -129,7 +130,8 @@ def _item_type(ctx: MethodSigContext) -> Type:
         # Not a function (a list, a number): the call's own check says so at the argument,
         # with the type it expects; a second error for it would only repeat that.
         return AnyType(TypeOfAny.from_error)
-    ctx.api.fail(
+    fail(
+        ctx,
         f"for_each over= must be a function returning an iterable (got {over}); e.g. over=lambda c: c.payload.lines",
         expr,
         code=_errors.UNANALYZABLE,
@@ -149,7 +151,7 @@ def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque 
     if name is None and opaque_member(given, expr):
         return OPAQUE
     if name is None and not name_refused_by_mypy(ctx.api, given):
-        ctx.api.fail(rules.msg_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+        fail(ctx, rules.msg_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     return name
 
 
@@ -159,10 +161,10 @@ def scope_signature(ctx: MethodSigContext) -> CallableType:
     if item is None:
         return ctx.default_signature
     if not item:
-        ctx.api.fail(rules.msg_empty_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+        fail(ctx, rules.msg_empty_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
         return ctx.default_signature
     if isinstance(item, _Opaque):  # reported, as for a step's name; the item then reads as Any
-        ctx.api.fail(rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+        fail(ctx, rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     sig = ctx.default_signature
     item_var = _item_var(sig)
     rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx))

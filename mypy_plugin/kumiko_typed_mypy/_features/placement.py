@@ -14,20 +14,21 @@ from mypy.types import AnyType, Type, TypeOfAny
 from .. import _errors
 from .._rules import rules
 from .._typeops.args import where
+from .._typeops.reported import fail
 
 
 def refuse_return(builder: str, ctx: MethodContext) -> Type:
-    ctx.api.fail(rules.msg_return_in_subpipeline(builder), where(ctx), code=_errors.RETURN_IN_SUBPIPELINE)
+    fail(ctx, rules.msg_return_in_subpipeline(builder), where(ctx), code=_errors.RETURN_IN_SUBPIPELINE)
     return AnyType(TypeOfAny.from_error)
 
 
 def refuse_workflow_only(builder: str, kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
-    ctx.api.fail(rules.msg_workflow_only(kind, method, builder), where(ctx), code=_errors.WORKFLOW_ONLY)
+    fail(ctx, rules.msg_workflow_only(kind, method, builder), where(ctx), code=_errors.WORKFLOW_ONLY)
     return AnyType(TypeOfAny.from_error)
 
 
 def refuse_read_only(builder: str, kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
-    ctx.api.fail(rules.msg_read_only(kind, method, builder), where(ctx), code=_errors.READ_ONLY)
+    fail(ctx, rules.msg_read_only(kind, method, builder), where(ctx), code=_errors.READ_ONLY)
     return AnyType(TypeOfAny.from_error)

@@ -30,7 +30,7 @@ from .._names import (
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
-from .._typeops.reported import recorded_in, retract
+from .._typeops.reported import fail, recorded_in, retract
 
 _STARTERS = frozenset({"pipeline", "workflow_pipeline", "query_pipeline"})
 
@@ -85,7 +85,7 @@ def check_workflow_pipeline(ctx: MethodContext) -> Type:
     given, expr = _own_type(ctx, "pipeline"), arg_expr(ctx, "pipeline")
     workflows = (WORKFLOW_BUILDER, WORKFLOW_FINISHED)
     if isinstance(given, Instance) and expr is not None and not any(given.type.has_base(w) for w in workflows):
-        ctx.api.fail(rules.msg_workflow_pipeline(given.type.name), expr, code=_errors.WORKFLOW_PIPELINE)
+        fail(ctx, rules.msg_workflow_pipeline(given.type.name), expr, code=_errors.WORKFLOW_PIPELINE)
         return AnyType(TypeOfAny.from_error)
     return check_trigger_payload(ctx)
 
@@ -107,7 +107,7 @@ def check_handler_pipeline(ctx: MethodContext) -> Type:
     if _not_a_pipeline(given):
         return AnyType(TypeOfAny.from_error)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(FINISHED):
-        ctx.api.fail(rules.msg_no_return(given.type.name), expr, code=_errors.NO_RETURN)
+        fail(ctx, rules.msg_no_return(given.type.name), expr, code=_errors.NO_RETURN)
         return AnyType(TypeOfAny.from_error)
     return ctx.default_return_type
 
@@ -121,7 +121,7 @@ def check_query_pipeline(ctx: MethodContext) -> Type:
     if _not_a_pipeline(given):
         return AnyType(TypeOfAny.from_error)
     if isinstance(given, Instance) and expr is not None and not given.type.has_base(QUERY_FINISHED):
-        ctx.api.fail(rules.msg_query_registration(given.type.name), expr, code=_errors.NO_RETURN)
+        fail(ctx, rules.msg_query_registration(given.type.name), expr, code=_errors.NO_RETURN)
         return AnyType(TypeOfAny.from_error)
     return ctx.default_return_type
 
@@ -148,7 +148,7 @@ def check_trigger_payload(ctx: MethodContext) -> Type:
     given, wanted = get_proper_type(trigger.args[0]), get_proper_type(pipeline.args[0])
     if not is_same_type(given, wanted):
         message = rules.msg_trigger_payload(_short(given), _short(wanted))
-        ctx.api.fail(message, expr, code=_errors.TRIGGER_PAYLOAD)
+        fail(ctx, message, expr, code=_errors.TRIGGER_PAYLOAD)
         _retract_unsolved_payload(ctx)
     return ctx.default_return_type
 
@@ -193,7 +193,7 @@ def _check_own_feature(ctx: MethodContext) -> None:
         return
     mine, theirs = _declared_feature(ctx, owner), _declared_feature(ctx, built_by)
     if mine is not None and theirs is not None and mine is not theirs:
-        ctx.api.fail(rules.msg_foreign_pipeline(built_by.name, owner.name), expr, code=_errors.FOREIGN_PIPELINE)
+        fail(ctx, rules.msg_foreign_pipeline(built_by.name, owner.name), expr, code=_errors.FOREIGN_PIPELINE)
 
 
 def _declared_feature(ctx: MethodContext, ref: NameExpr | MemberExpr) -> Var | None:

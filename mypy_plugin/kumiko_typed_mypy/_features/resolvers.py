@@ -11,6 +11,7 @@ from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 from .. import _errors
 from .._rules import rules
 from .._typeops.callbacks import as_called, passed
+from .._typeops.reported import fail
 
 _AWAITABLE = "typing.Awaitable"
 
@@ -25,5 +26,5 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             returned = get_proper_type(fn.ret_type)
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
             if any(isinstance(i, Instance) and i.type.has_base(_AWAITABLE) for i in map(get_proper_type, items)):
-                ctx.api.fail(rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
+                fail(ctx, rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type

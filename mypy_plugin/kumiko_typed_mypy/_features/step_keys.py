@@ -17,6 +17,7 @@ from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
 from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
+from .._typeops.reported import fail
 
 
 def add_step(method: str, ctx: MethodContext) -> Type:
@@ -40,21 +41,21 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     if name is None and opaque_member(arg_type(ctx, "name"), arg_expr(ctx, "name")):
         # An error, not a silent Any (DESIGN 4.7); later reads of that key are then Any, so
         # the one mistake is reported once.
-        ctx.api.fail(rules.msg_unknown_member_value(method), where(ctx, "name"), code=_errors.STEP_NAME)
+        fail(ctx, rules.msg_unknown_member_value(method), where(ctx, "name"), code=_errors.STEP_NAME)
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if name is None:
         if not name_refused_by_mypy(ctx.api, arg_type(ctx, "name")):
-            ctx.api.fail(rules.msg_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+            fail(ctx, rules.msg_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
         # The step adds a key nobody can name here: reads of it are Any, as after an
         # unknowable enum member, rather than a second error at each read.
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if not name:
-        ctx.api.fail(rules.msg_empty_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+        fail(ctx, rules.msg_empty_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
         return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
     if name in keys:
         # The first definition's type stays: later steps were written against it.
         if not _rechecked(ctx):
-            ctx.api.fail(rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
+            fail(ctx, rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
     else:
         keys[name] = value
     return with_arg(ret, STEPS_ARG, make(ctx.api, keys))

@@ -25,7 +25,7 @@ from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, where
 from .._typeops.closest import did_you_mean
 from .._typeops.literals import literal_str
-from .._typeops.reported import recorded_in
+from .._typeops.reported import fail, recorded_in
 
 _UNEXPECTED: Final = re.compile(r'^Unexpected TypedDict keys? (?P<keys>"[^"]*"|\("[^"]*"(?:, "[^"]*")*\))$')
 
@@ -72,7 +72,7 @@ def check_lock(ctx: MethodContext) -> Type:
     skips = skip is not None and not (isinstance(skip, NameExpr) and skip.fullname == "builtins.False")
     if not (has_version or skips):
         name = literal_str(arg_type(ctx, "name"), arg_expr(ctx, "name")) or "update"
-        ctx.api.fail(rules.msg_optimistic_lock(name), where(ctx, "name"), code=_errors.OPTIMISTIC_LOCK)
+        fail(ctx, rules.msg_optimistic_lock(name), where(ctx, "name"), code=_errors.OPTIMISTIC_LOCK)
     return ctx.default_return_type
 
 

@@ -21,6 +21,7 @@ from mypy.types import (
 from .. import _errors
 from .._names import NO_SCOPE, NO_STEPS, SOME_STEPS, STEP_MARKERS
 from .args import where
+from .reported import fail
 
 EMPTY_MARKERS: Final = frozenset({NO_STEPS, NO_SCOPE})
 
@@ -58,7 +59,7 @@ def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
     """Keys could not be read: Any the user wrote stays Any; anything else is reported."""
     if not unknown.explicit:
-        ctx.api.fail(_why_unknown(ctx, unknown, method), where(ctx), code=_errors.UNANALYZABLE)
+        fail(ctx, _why_unknown(ctx, unknown, method), where(ctx), code=_errors.UNANALYZABLE)
     return AnyType(TypeOfAny.from_error if not unknown.explicit else TypeOfAny.special_form)
 
 

@@ -3,7 +3,7 @@ members of a ``StrEnum`` (keyed by their value, as at run time)."""
 
 from __future__ import annotations
 
-from mypy.nodes import Expression, MemberExpr, RefExpr, StrExpr, SymbolNode, TypeAlias, TypeInfo, Var
+from mypy.nodes import CastExpr, Expression, MemberExpr, RefExpr, StrExpr, SymbolNode, TypeAlias, TypeInfo, Var
 from mypy.plugin import CheckerPluginInterface
 from mypy.subtypes import is_subtype
 from mypy.types import AnyType, Instance, LiteralType, Type, TypeOfAny, get_proper_type
@@ -36,6 +36,8 @@ def name_refused_by_mypy(api: CheckerPluginInterface, given: Type | None) -> boo
 def literal_str_expr(expr: Expression) -> str | None:
     if isinstance(expr, StrExpr):
         return expr.value
+    if isinstance(expr, CastExpr):  # a Final[str] name as enum_keys casts it in a key read
+        return final_str(expr.expr)
     if isinstance(expr, MemberExpr) and expr.name == "value" and enum_member(expr.expr) is not None:
         return literal_str_expr(expr.expr)  # ``Key.TOTAL.value``, as enum_keys writes a key read
     member = enum_member(expr)
@@ -45,6 +47,18 @@ def literal_str_expr(expr: Expression) -> str | None:
     if isinstance(var, Var) and var.is_final and isinstance(var.final_value, str):
         return var.final_value
     return None
+
+
+def final_str(expr: Expression) -> str | None:
+    """The value of a ``Final`` name declared ``str`` (``COUNT: Final[str] = "count"``),
+    which mypy types ``str``, not as the literal it holds; ``None`` for anything else."""
+    var = _referenced(expr)
+    if not (isinstance(var, Var) and var.is_final and isinstance(var.final_value, str) and var.type is not None):
+        return None
+    declared = get_proper_type(var.type)
+    if not isinstance(declared, Instance) or declared.last_known_value is not None:
+        return None  # a Final without a declared type is typed as its literal already
+    return var.final_value if declared.type.fullname == "builtins.str" else None
 
 
 def enum_member(expr: Expression) -> tuple[TypeInfo, str] | None:

@@ -1,11 +1,14 @@
-"""The errors mypy has reported in the current file so far, for hooks that amend them."""
+"""Reporting the plugin's errors, and the errors mypy has reported in the current file so
+far, for hooks that amend them."""
 
 from __future__ import annotations
 
 from collections.abc import Iterator
 
+from mypy.errorcodes import ErrorCode
 from mypy.errors import ErrorInfo, Errors
-from mypy.nodes import Context
+from mypy.nodes import CallExpr, Context, MemberExpr
+from mypy.plugin import FunctionContext, MethodContext, MethodSigContext
 
 
 def recorded(errors: Errors) -> Iterator[ErrorInfo]:
@@ -32,3 +35,18 @@ def retract(errors: Errors, info: ErrorInfo) -> None:
     for held in (errors.error_info_map.get(errors.file), *(w._filtered for w in errors.get_watchers())):
         if held is not None and info in held:
             held.remove(info)
+
+
+def fail(
+    ctx: MethodContext | MethodSigContext | FunctionContext, msg: str, context: Context, *, code: ErrorCode
+) -> None:
+    """Report ``msg`` at ``context``, an argument of the hook's call (in a chain of steps, the
+    first line of the chain is no step's own).  A ``# type: ignore[code]`` on the line of the
+    step's method name silences it too: a step whose arguments are on lines of their own
+    (``.send_mail(  # type: ignore[kumiko-tier]``, then ``to=...``) is ignored where it is
+    named, as it would be on one line."""
+    call = ctx.context
+    step_line = None
+    if isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr) and call.callee.end_line is not None:
+        step_line = Context(line=call.callee.end_line)
+    ctx.api.msg.fail(msg, context, code=code, origin_context=step_line)
