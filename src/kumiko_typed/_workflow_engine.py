@@ -1156,8 +1156,8 @@ class WorkflowEngine:
 
         A pass resumes a run once: one that it left due again (a zero wait, a wake time
         already past, a retry without backoff) is the next pass's.  Else a loop of such
-        waits ran to its end inside one pass, each segment reading all its items again
-        (10,000 items: minutes), while the pass's event feed and cron waited."""
+        waits ran to its end inside one pass (10,000 items: 10,000 segments), while the
+        pass's event feed and cron waited."""
         seen: set[uuid.UUID] = set()
         return sum(batches(lambda careful, checked: self._due_batch(seen, careful, checked), stopping))
 
