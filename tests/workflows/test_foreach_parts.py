@@ -473,6 +473,77 @@ def test_a_page_that_cannot_be_read_leaves_the_run_where_it_stood(
         )
 
 
+def test_a_retry_keeps_what_its_failed_attempt_changed_in_place_in_a_long_value(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A long value read only when a step asks: a ``retry`` in the loop copies the values
+    before its attempt with the value unread, the attempt reads it, appends to it and
+    fails; the values put back give the value the attempt changed, as with the values all
+    read (the run stored two appends per item: the failed attempt's and the next)."""
+    f = Feature("fpretry")
+    attempts: dict[int, int] = {}
+
+    def append(c: Any) -> int:
+        count = c.scope["item"]["count"]
+        attempts[count] = attempts.get(count, 0) + 1
+        c.steps["log"].append(f"{count}.{attempts[count]}")
+        if attempts[count] == 1:
+            raise RuntimeError("first attempt")
+        return len(c.steps["log"])
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("log", lambda c: ["x" * 100 for _ in range(40)])  # over 2 KB: a part
+        .for_each(
+            "item",
+            over=lambda c: _items(c.payload.n),
+            do=lambda b: b.wait("PT1M").retry(
+                times=2, base_delay=timedelta(0), do=lambda r: r.compute("appended", append)
+            ),
+        )
+        .return_(lambda c: ok(list(c.steps["log"][40:]))),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(3), user=user)
+    assert "v/log" in _parts(app, run_id)
+    info = _until_done(app, run_id, clock)
+    assert info.status == "completed", info
+    assert app.result(flow, run_id, user=user) == ok([f"{i}.{a}" for i in range(3) for a in (1, 2)])
+
+
+def test_a_missing_value_part_fails_the_run_when_a_step_needs_it(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A value stored as a part is read when a step asks for it: its part gone (a damaged
+    database), the run goes on while no step does, and fails, its segment undone, at the
+    one that does (here the end, which stores every value in the row); the pre-deploy
+    check, which reads every part, says so from the start."""
+    f = Feature("fpmissing")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("items", lambda c: _items(c.payload.n))
+        .for_each("item", over=lambda c: c.steps["items"], do=lambda b: b.wait("PT1M")),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(30), user=user)
+    with app.engine.begin() as conn:
+        conn.execute(sa.delete(workflow_parts).where(workflow_parts.c.name == "v/items"))
+    [found] = app.check_runs()
+    missing = "the stored state cannot be read: its part v/items is missing from kumiko_workflow_parts"
+    assert found.reason == missing, found
+    info = _until_done(app, run_id, clock)
+    assert info.status == "failed" and info.error is not None, info
+    assert info.path == "item/do/#29/@wait", info  # the last segment undone
+    assert info.error == {
+        "code": "unstorable_state",
+        "message": f"at step item/do/#29/@wait: {missing}",
+    }
+
+
 def test_the_check_reads_the_parts_of_many_runs_at_once(
     app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
