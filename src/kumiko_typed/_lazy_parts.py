@@ -47,21 +47,21 @@ class Unread:
     of values does), and its encoding as read noted in ``seen``: a suspension writes the
     value again only if it now encodes otherwise."""
 
-    __slots__ = ("_decode", "_read", "name", "read", "seen", "value")
+    __slots__ = ("_decode", "_read", "loaded", "name", "seen", "value")
 
     def __init__(self, name: str, read: Callable[[str], Any], decode: Callable[[Any], Any], seen: dict[str, Any]):
         self.name, self._read, self._decode, self.seen = name, read, decode, seen
-        self.read = False
+        self.loaded = False
         self.value: Any = None
 
     def get(self) -> Any:
-        if not self.read:
+        if not self.loaded:
             encoded = self._read(self.name)  # a database error is the worker pass's, as raised
             if encoded is None:
                 raise LateUnreadable(LookupError(f"its part {self.name} is missing from {workflow_parts.name}"))
             self.value = self._decode(encoded)  # raises LateUnreadable (``_stored_classes``)
             self.seen[self.name] = encoded
-            self.read = True
+            self.loaded = True
         return self.value
 
 

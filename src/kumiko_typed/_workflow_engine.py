@@ -39,7 +39,7 @@ from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
 from ._integrity import constraint_failure
 from ._interpreter import Outcome, Run, WorkflowRun, once_more_if_lost, run_in_scope, start_run
-from ._lazy_parts import PAGE, LateUnreadable, LazyValues, PagedItems, Unread, page_name
+from ._lazy_parts import PAGE, LateUnreadable, LazyValues, PagedItems, Unread, page_name, pages
 from ._limits import json_problems
 from ._lone_statement import alone, send_alone
 from ._poison import refusal, storable_text
@@ -288,15 +288,15 @@ def _long(encoded: object) -> bool:
 Write: TypeAlias = tuple[str, Any, bool]
 
 
-def _as_part(name: str, encoded: object, parts: _Parts, names: list[str], writes: list[Write]) -> bool:
+def _as_part(name: str, encoded: object, parts: _Parts) -> bool:
     """Whether the value ``encoded`` is stored as the part ``name`` (then named in
-    ``names``, and in ``writes`` unless it is stored so already); else it stays inline."""
+    ``parts.names``, and in its writes unless it is stored so already); else it stays inline."""
     if parts.before.get(name, _NOTHING) == encoded:
-        names.append(name)
+        parts.names.append(name)
         return True
     if _long(encoded):
-        names.append(name)
-        writes.append((name, encoded, name in parts.named))
+        parts.names.append(name)
+        parts.writes.append((name, encoded, name in parts.named))
         return True
     return False
 
@@ -481,23 +481,24 @@ class WorkflowEngine:
 
     def _split_values(self, values: dict[str, Any], parts: _Parts) -> dict[str, Any]:
         """A suspension's ``values`` encoded as the codec encodes the dict, but a long one
-        left out of it as a part (its name added to ``names``): written (to ``writes``)
-        unless it encodes to what is stored (``before``: the parts the segment was resumed
-        with, as stored).  Compared by encoding, not by object: a step that changed a
-        value in place, rather than returning a new one, keeps its change, as when the
-        run stored all its values in its row."""
+        left out of it as a part (named in ``parts``): written unless it encodes to what
+        is stored (``parts.before``: the parts the segment read, as stored).  Compared by
+        encoding, not by object: a step that changed a value in place, rather than
+        returning a new one, keeps its change, as when the run stored all its values in
+        its row.  A value no step read (:class:`Unread`) is as stored: neither encoded
+        nor written."""
         held = {}
         for key, value in values.items():
             if type(value) is not Unread:
                 held[key] = value
-            elif value.read:  # put back by a retry
+            elif value.loaded:  # read, then put back by a retry
                 held[key] = value.value
             else:  # as stored: not read, so not changed
                 parts.names.append(value.name)
         encoded: dict[str, Any] = self._encode(held)["v"] if held else {}
         inline: dict[str, Any] = {}
         for key, value in encoded.items():
-            if not _as_part(f"v/{key}", value, parts, parts.names, parts.writes):
+            if not _as_part(f"v/{key}", value, parts):
                 inline[key] = value
         # The codec's form of a dict (its keys' order with two or more): the parts go back
         # in that order (``_stored_classes.expanded``).
@@ -532,7 +533,7 @@ class WorkflowEngine:
         """Make ``record`` that of a loop whose items are the pages of ``name``."""
         record["pages"] = {"name": name, "count": count, "size": size}
         parts.names.append(name)
-        parts.kept[name] = -(-count // size)
+        parts.kept[name] = pages(count, size)
 
     def _paginate(self, record: dict[str, Any], name: str, items: list[Any], parts: _Parts) -> None:
         """Store a loop's ``items`` (encoded) as new pages of ``name``: over the pages of a
