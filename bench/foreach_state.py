@@ -1,7 +1,8 @@
 """What a segment of a run suspended inside a ``for_each`` costs, by the loop's length:
-milliseconds per segment and bytes the segment sends to the database.
+milliseconds per segment, bytes the segment sends to the database and bytes it reads
+from it.
 
-Run:  python bench/foreach_state.py [--quick] [--sizes 1000,2500,10000] [--segments N]
+Run:  python bench/foreach_state.py [--quick] [--sizes 1000,10000,50000] [--segments N]
                                     [--rounds N] [--sqlite] [--before SRC] [--json PATH]
 
 The workflow: a ``compute`` builds ``n`` small dicts (a text, an int, a UUID each), a
@@ -9,8 +10,9 @@ The workflow: a ``compute`` builds ``n`` small dicts (a text, an int, a UUID eac
 (a worker pass resumes a run once).  A fresh database per measurement (a SQLite file in
 WAL; a database of the tests' throw-away PostgreSQL server), the run started, two
 segments untimed, then ``--segments`` worker passes timed one by one (median, ms).  The
-bytes are those of the parameters of every INSERT/UPDATE the pass sends (JSON as the
-driver gets it), summed per pass (median).
+bytes sent are those of the parameters of every INSERT/UPDATE the pass sends (JSON as the
+driver gets it), the bytes read those of the values of every row its SELECTs fetch (JSON
+as text), each summed per pass (median).
 
 ``--before SRC``: also measure the kumiko-typed of another source tree (e.g. the main
 branch's ``src``), each measurement in its own process, the two sides alternating within
@@ -58,7 +60,7 @@ def measure(url: str, n: int, segments: int) -> dict[str, float]:
     flow = feature.workflow("loop", trigger=manual(Go), pipeline=pipeline)
     app = App([feature], database_url=url)
     app.create_all()
-    sent = [0]
+    sent, read = [0], [0]
 
     def count(_conn: Any, _cursor: Any, statement: str, parameters: Any, _context: Any, many: bool) -> None:
         if not statement.lstrip().upper().startswith(("INSERT", "UPDATE")):
@@ -68,21 +70,64 @@ def measure(url: str, n: int, segments: int) -> dict[str, float]:
             values = row.values() if isinstance(row, dict) else row
             sent[0] += sum(_size(v) for v in values)
 
+    def reading(_conn: Any, cursor: Any, statement: str, _parameters: Any, context: Any, _many: bool) -> None:
+        if statement.lstrip().upper().startswith("SELECT"):
+            context.cursor = _Sizing(cursor, read)
+
     event.listen(app.engine, "before_cursor_execute", count)
+    event.listen(app.engine, "after_cursor_execute", reading)
     run_id = app.start_workflow(flow, Go(n), user=User(id=USER_ID, tenant_id=TENANT_ID, roles=frozenset()))
     for _ in range(2):  # untimed: the first resumes warm the caches
         app.run_worker(once=True)
-    times, sizes = [], []
+    times, sizes, reads = [], [], []
     for _ in range(segments):
-        sent[0] = 0
+        sent[0] = read[0] = 0
         start = time.perf_counter()
         app.run_worker(once=True)
         times.append(time.perf_counter() - start)
         sizes.append(sent[0])
+        reads.append(read[0])
     info = app.get_run(run_id)
     assert info is not None and info.status == "suspended", info
     app.dispose()
-    return {"ms": round(statistics.median(times) * 1000, 2), "bytes": int(statistics.median(sizes))}
+    return {
+        "ms": round(statistics.median(times) * 1000, 2),
+        "bytes": int(statistics.median(sizes)),
+        "read": int(statistics.median(reads)),
+    }
+
+
+class _Sizing:
+    """A DBAPI cursor that adds the bytes of the values fetched from it to ``read[0]``."""
+
+    def __init__(self, cursor: Any, read: list[int]) -> None:
+        self._cursor, self._read = cursor, read
+
+    def _sized(self, rows: Any) -> Any:
+        self._read[0] += sum(_fetched(v) for row in rows for v in row)
+        return rows
+
+    def fetchone(self) -> Any:
+        row = self._cursor.fetchone()
+        return row if row is None else self._sized([row])[0]
+
+    def fetchmany(self, *args: Any) -> Any:
+        return self._sized(self._cursor.fetchmany(*args))
+
+    def fetchall(self) -> Any:
+        return self._sized(self._cursor.fetchall())
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._cursor, name)
+
+
+def _fetched(value: object) -> int:
+    """The bytes of a fetched value: text as it is, JSON (psycopg hands it parsed) as text."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, dict | list):
+        return len(json.dumps(value, default=str))
+    return 0
 
 
 def _size(value: object) -> int:
@@ -115,7 +160,7 @@ def main() -> None:
     from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,2500,10000")
+    parser.add_argument("--sizes", default="1000,10000,50000")
     parser.add_argument("--segments", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--sqlite", action="store_true", help="SQLite only")
@@ -127,6 +172,7 @@ def main() -> None:
     if args.quick:
         args.segments, args.rounds = 3, 1
     load_before = load_average()
+    print(f"load average before: {load_before}", flush=True)
     folder = tempfile.mkdtemp()
     counter = iter(range(1_000_000))
     server = None if args.sqlite else start_test_postgres()
@@ -152,11 +198,13 @@ def main() -> None:
                     side: {
                         "ms": round(statistics.median(m["ms"] for m in runs), 2),
                         "bytes": int(statistics.median(m["bytes"] for m in runs)),
+                        "read": int(statistics.median(m["read"] for m in runs)),
                     }
                     for side, runs in got.items()
                 }
                 shown = "   ".join(
-                    f"{side} {f['ms']:8.2f} ms {f['bytes']:>9} B" for side, f in per_size[str(n)].items()
+                    f"{side} {f['ms']:8.2f} ms {f['bytes']:>9} B sent {f['read']:>9} B read"
+                    for side, f in per_size[str(n)].items()
                 )
                 print(f"{db:10} {n:>6} items   {shown}", flush=True)
             figures["databases"][db] = per_size

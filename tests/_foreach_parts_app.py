@@ -8,6 +8,10 @@ then) with::
 
     PYTHONPATH=<that release's src> python tests/_foreach_parts_app.py tests/workflows/foreach_before_parts.json
 
+and tests/workflows/foreach_parts_form2.json, a run of the release that stored parts in
+stored form 2 (the long values and a loop's items whole, one part each; commit df3ab5e),
+the same way, its parts written beside its row.
+
 It imports this module as ``_foreach_parts_app`` (stored payloads name their class by
 module and name), starts a run of :data:`ledger` on a SQLite file, resumes it until it
 waits in iteration 3, and writes its row.
@@ -88,6 +92,19 @@ def write_fixture(out: Path) -> None:
             " WHERE run_id = ?",
             (run_id.hex,),
         ).one()
+        # A release with parts (stored form 2) stored the long values and items beside it.
+        has_parts = conn.exec_driver_sql(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'kumiko_workflow_parts'"
+        ).first()
+        parts = (
+            dict(
+                conn.exec_driver_sql(
+                    "SELECT name, value FROM kumiko_workflow_parts WHERE run_id = ?", (run_id.hex,)
+                ).all()
+            )
+            if has_parts
+            else {}
+        )
     stored.dispose()
     folder.unlink()
     columns = ("workflow", "trigger_key", "status", "path", "payload", "state", "user", "fingerprint")
@@ -95,7 +112,10 @@ def write_fixture(out: Path) -> None:
         name: json.loads(value) if name in ("payload", "state", "user") else value
         for name, value in zip(columns, row, strict=True)
     }
-    out.write_text(json.dumps({"run_id": str(run_id), "seen": SEEN, "row": record}, indent=1) + "\n")
+    written: dict[str, Any] = {"run_id": str(run_id), "seen": SEEN, "row": record}
+    if parts:
+        written["parts"] = {name: json.loads(value) for name, value in sorted(parts.items())}
+    out.write_text(json.dumps(written, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -59,6 +60,46 @@ def rows_read(engine: sa.Engine, *tables: str) -> Iterator[dict[str, int]]:
         for table in tables:
             if head.startswith("SELECT") and f"FROM {table}" in head:
                 context.cursor = _CountingCursor(cursor, counts, table)
+                break
+
+    sa.event.listen(engine, "after_cursor_execute", wrap)
+    try:
+        yield counts
+    finally:
+        sa.event.remove(engine, "after_cursor_execute", wrap)
+
+
+def _size(value: object) -> int:
+    """A fetched value's bytes: text as it is, JSON (psycopg hands it parsed) as text."""
+    if isinstance(value, str | bytes):
+        return len(value)
+    if isinstance(value, dict | list):
+        return len(json.dumps(value, default=str))
+    return 0
+
+
+class _SizingCursor(_CountingCursor):
+    """A DBAPI cursor that sums the bytes of the values fetched from it (``counts[table]``),
+    and counts the rows (``counts[f"{table} rows"]``)."""
+
+    def _count(self, rows: Any) -> Any:
+        self._counts[self._table] = self._counts.get(self._table, 0) + sum(_size(v) for row in rows for v in row)
+        self._counts[f"{self._table} rows"] = self._counts.get(f"{self._table} rows", 0) + len(rows)
+        return rows
+
+
+@contextmanager
+def bytes_read(engine: sa.Engine, *tables: str) -> Iterator[dict[str, int]]:
+    """The bytes of the values the block's SELECTs from ``tables`` hand to Python, per
+    table (and their rows, per ``"<table> rows"``): what a read costs in what travels
+    and is decoded, whatever the plan."""
+    counts: dict[str, int] = {}
+
+    def wrap(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
+        head = " ".join(statement.split())
+        for table in tables:
+            if head.startswith("SELECT") and f"FROM {table}" in head:
+                context.cursor = _SizingCursor(cursor, counts, table)
                 break
 
     sa.event.listen(engine, "after_cursor_execute", wrap)

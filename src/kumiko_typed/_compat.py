@@ -18,6 +18,7 @@ from typing import Any, Final
 import attrs
 
 from . import _rules
+from ._lazy_parts import paging
 from ._serialization import TAG
 from ._steps import ForEach, NamedStep, Path, Step, WaitForEvent, locate, name_part, part_label, walk
 
@@ -67,9 +68,15 @@ class Stored:
         if not isinstance(loops, Mapping):
             raise Unreadable(f'"loops" is {_json_type(loops)}, not an object')
         for where, record in loops.items():
-            if not isinstance(record, Mapping) or not record.keys() >= _LOOP_RECORD:
+            paged = isinstance(record, Mapping) and "pages" in record and "items" not in record
+            if not isinstance(record, Mapping) or not record.keys() >= (_PAGED_RECORD if paged else _LOOP_RECORD):
                 raise Unreadable(f"the loop record at {where} is not an object of {', '.join(sorted(_LOOP_RECORD))}")
-            if not isinstance(record["items"], list):
+            if paged:
+                try:
+                    paging(record)
+                except ValueError as exc:
+                    raise Unreadable(f"at {where}: {exc}") from None
+            elif not isinstance(record["items"], list):
                 raise Unreadable(f"the items of the loop at {where} are {_json_type(record['items'])}, not an array")
         if not isinstance(state.get("retries", {}), Mapping):
             raise Unreadable(f'"retries" is {_json_type(state["retries"])}, not an object')
@@ -94,6 +101,8 @@ class Stored:
 
 #: What a stored loop record holds (``ForEach.resume`` reads each).
 _LOOP_RECORD: Final = frozenset({"items", "shadows", "shadowed"})
+#: One whose items are stored as pages (``_lazy_parts``), which ``pages`` names and counts.
+_PAGED_RECORD: Final = frozenset({"pages", "shadows", "shadowed"})
 
 
 def _json_type(value: object) -> str:

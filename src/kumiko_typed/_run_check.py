@@ -23,7 +23,18 @@ from ._compat import Stored, Unreadable
 from ._errors import ClassMismatch
 from ._read_only import reading
 from ._serialization import FORMAT, FORMAT_KEY, TAG
-from ._stored_classes import PARTS, UNREADABLE, WOKEN_BY, expanded, mismatch, parts_of, read_parts, rebuild, unreadable
+from ._stored_classes import (
+    PARTS,
+    UNREADABLE,
+    WOKEN_BY,
+    expanded,
+    mismatch,
+    parts_of,
+    read_first,
+    read_parts,
+    rebuild,
+    unreadable,
+)
 from ._tables import workflow_runs
 
 if TYPE_CHECKING:
@@ -96,8 +107,13 @@ def _stored(session: Session, run_id: uuid.UUID, path: str | None, state: object
 
 
 def _with_parts(session: Session, run_id: uuid.UUID, state: object) -> object:
-    """A run's state with the parts it names put back, as a worker reads it."""
-    return expanded(state, read_parts(session, [run_id])[run_id]) if parts_of(state) else state
+    """A run's state with the parts put back a worker reads before it resumes the run
+    (:func:`read_first`; its other parts :func:`_unrebuildable` reads)."""
+    if not parts_of(state):
+        return state
+    names = read_first(state)
+    parts = read_parts(session, [run_id], names=names)[run_id] if names else {}
+    return expanded(state, parts, paged=False, values=False)
 
 
 #: What the check reads of a run it judges row by row.
@@ -224,17 +240,28 @@ def _unrebuildable(
     state = case((decoded, workflow_runs.c.state), else_=literal_column("'{}'"))
     columns = (workflow_runs.c.run_id, workflow_runs.c.workflow, workflow_runs.c.path, workflow_runs.c.payload)
     stmt = _unfinished(select(*columns, state)).where(workflow_runs.c.workflow.in_(list(engine.defs)))
-    for run_id, workflow, path, payload, stored in session.execute(stmt.execution_options(yield_per=_CHUNK)):
-        if run_id in judged:
-            continue
-        try:
-            parts = read_parts(session, [run_id])[run_id] if parts_of(stored) else {}
-            rebuild(engine.codec, engine.defs[workflow].workflow, payload, stored, parts)
-            engine.noted_event(session, engine.defs[workflow], path, stored)
-        except ClassMismatch as exc:
-            yield workflow, path, mismatch(path, exc), run_id
-        except UNREADABLE as exc:
-            yield workflow, path, str(unreadable(exc)), run_id
+    rows = session.execute(stmt.execution_options(yield_per=_CHUNK))
+    for partition in rows.partitions():
+        chunk = [row for row in partition if row.run_id not in judged]
+        # The parts of a chunk's runs in one query (a run's parts, by the run's id).
+        named = [row.run_id for row in chunk if _names_parts(row[4])]
+        parts = read_parts(session, named)
+        for run_id, workflow, path, payload, stored in chunk:
+            try:
+                rebuild(engine.codec, engine.defs[workflow].workflow, payload, stored, parts.get(run_id, {}))
+                engine.noted_event(session, engine.defs[workflow], path, stored)
+            except ClassMismatch as exc:
+                yield workflow, path, mismatch(path, exc), run_id
+            except UNREADABLE as exc:
+                yield workflow, path, str(unreadable(exc)), run_id
+
+
+def _names_parts(state: object) -> bool:
+    """Whether a run's state names parts (a damaged name list: rebuild says why)."""
+    try:
+        return bool(parts_of(state))
+    except ValueError:
+        return False
 
 
 def _unfinished(stmt: Select[Any]) -> Select[Any]:

@@ -40,8 +40,9 @@ TAG = "$t"
 #: release (from this one on) then leaves a run a newer one wrote, as stranded, instead of
 #: failing it for a tag it does not know.  A state without it is of an older release.
 #: 2: a state may name parts stored beside it (``_stored_classes.PARTS``), which a worker
-#: of form 1 would take for a damaged state.
-FORMAT = 2
+#: of form 1 would take for a damaged state.  3: a loop record may hold its items as pages
+#: (``_lazy_parts``), which a worker of form 2 would take for a damaged record.
+FORMAT = 3
 FORMAT_KEY = "format"
 
 

@@ -17,7 +17,8 @@ from sqlalchemy.orm import Session
 
 from ._compat import Unreadable
 from ._errors import ClassMismatch, NewerFormat, StateError
-from ._serialization import FORMAT, FORMAT_KEY, Codec
+from ._lazy_parts import LateUnreadable, PagedItems, Unread, page_name, pages, paging
+from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
 from ._tables import workflow_parts
 
 if TYPE_CHECKING:
@@ -28,10 +29,10 @@ __all__ = [
     "UNREADABLE",
     "WOKEN_BY",
     "Rebuilt",
-    "convert_loops",
     "expanded",
     "mismatch",
     "parts_of",
+    "read_first",
     "read_parts",
     "readable_format",
     "rebuild",
@@ -49,16 +50,27 @@ UNREADABLE: Final = (StateError, LookupError, TypeError, ValueError, AttributeEr
 WOKEN_BY: Final = "woken_by"
 #: The key of a run's state naming the parts stored beside it (``kumiko_workflow_parts``):
 #: ``v/<key>``, a value of ``values`` left out of it; ``l/<path>``, the items of the loop
-#: record at ``path``.  A state without it holds everything (each one before this form).
+#: record at ``path`` (stored form 2); ``i/<path>``, the items of a loop record stored as
+#: pages ``i/<path>/<k>`` (:mod:`kumiko_typed._lazy_parts`; form 3), which the record's
+#: ``pages`` names and counts.  A state without it holds everything (each one before
+#: parts).
 PARTS: Final = "parts"
 
 
-def read_parts(session: Session, run_ids: Collection[uuid.UUID]) -> dict[uuid.UUID, dict[str, Any]]:
-    """The stored parts of ``run_ids``, by run and name (none read for no run)."""
+def read_parts(
+    session: Session, run_ids: Collection[uuid.UUID], *, names: Collection[str] | None = None, pages: bool = True
+) -> dict[uuid.UUID, dict[str, Any]]:
+    """The stored parts of ``run_ids``, by run and name (none read for no run): only
+    ``names`` if given; without the pages of loop items unless ``pages`` (a reader of
+    values: a run's pages are most of its parts, and a worker reads them as it needs)."""
     found: dict[uuid.UUID, dict[str, Any]] = {run_id: {} for run_id in run_ids}
-    if run_ids:
+    if run_ids and (names is None or names):
         p = workflow_parts.c
         stmt = select(p.run_id, p.name, p.value).where(p.run_id.in_(list(run_ids)))
+        if names is not None:
+            stmt = stmt.where(p.name.in_(list(names)))
+        if not pages:
+            stmt = stmt.where(p.name.not_like("i/%"))
         for run_id, name, value in session.execute(stmt):
             found[run_id][name] = value
     return found
@@ -72,45 +84,84 @@ def parts_of(state: object) -> list[str]:
     return names
 
 
-def expanded(state: object, parts: Mapping[str, Any]) -> Any:
+def read_first(state: object) -> list[str]:
+    """The parts a reader of a run's shape needs (:meth:`Stored.of`): the items of a loop
+    stored whole (form 2).  Its values stored as parts and its loops' pages it does not."""
+    return [name for name in parts_of(state) if name.startswith("l/")]
+
+
+def expanded(state: object, parts: Mapping[str, Any], *, paged: bool = True, values: bool = True) -> Any:
     """A run's state as one holding everything stores it: its parts put back where they
     were left out (``parts``: the run's, by name).  Every reader of a state reads this
-    form, which a state without parts already is.  A part named but missing raises."""
+    form, which a state without parts already is.  A part named but missing raises.
+    ``paged`` false: the items of a loop stored as pages are not put back (``parts``
+    holds none of its pages): the record keeps its ``pages``, for a worker to read them
+    as its iterations reach them; ``values`` false: the values stored as parts are not
+    put back either, their keys given ``None`` (a reader of keys, :meth:`Stored.of`; a
+    worker reads them as steps ask for them)."""
     names = parts_of(state)
     if not names:
         return state
     assert isinstance(state, Mapping)  # parts_of found names in it
     full = dict(state)
     for name in names:
-        if name not in parts:
+        if name not in parts and not name.startswith("i/") and (values or not name.startswith("v/")):
             raise LookupError(f"its part {name} is missing from {workflow_parts.name}")
-    values = full.get("values")
     left_out = [name[2:] for name in names if name.startswith("v/")]
     if left_out:
-        if not isinstance(values, Mapping) or not isinstance(values.get("v"), Mapping):
-            raise ValueError('"values" is not an encoded dict of values')
-        inline = values["v"]
-        order = values.get("k", [*inline, *left_out])
-        if not isinstance(order, list):
-            raise ValueError('"values" has no order of its keys')
-        full["values"] = {**values, "v": {k: inline[k] if k in inline else parts[f"v/{k}"] for k in order}}
+        inline, order = _split_values(full.get("values"), left_out)
+        put = (lambda k: parts[f"v/{k}"]) if values else (lambda k: None)
+        full["values"] = {**full["values"], "v": {k: inline[k] if k in inline else put(k) for k in order}}
     loops = full.get("loops")
     in_parts = {name[2:] for name in names if name.startswith("l/")}
-    if in_parts:
+    if in_parts or (paged and loops is not None):
         if not isinstance(loops, Mapping):
             raise ValueError('"loops" is not an object')
-        full["loops"] = {
-            at: {**record, "items": parts[f"l/{at}"]} if at in in_parts else record for at, record in loops.items()
-        }
+        full["loops"] = {at: _put_back(at, record, in_parts, parts, paged=paged) for at, record in loops.items()}
     return full
 
 
-def convert_loops(convert: Callable[[Any], Any], loops: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
-    """A run's loop records with their items (and shadowed scope) encoded or decoded."""
-    return {
-        path: {**loop, "items": convert(loop["items"]), "shadowed": convert(loop["shadowed"])}
-        for path, loop in loops.items()
-    }
+def _split_values(values: object, left_out: list[str]) -> tuple[Mapping[str, Any], list[str]]:
+    """The values a state holds inline, and the order of all its values (``left_out``
+    the keys of those stored as parts)."""
+    if not isinstance(values, Mapping) or not isinstance(values.get("v"), Mapping):
+        raise ValueError('"values" is not an encoded dict of values')
+    inline = values["v"]
+    order = values.get("k", [*inline, *left_out])
+    if not isinstance(order, list) or not all(k in inline or k in left_out for k in order):
+        raise ValueError('"values" has no order of its keys')
+    return inline, order
+
+
+def _put_back(at: str, record: Any, in_parts: Collection[str], parts: Mapping[str, Any], *, paged: bool) -> Any:
+    """A loop record with its items put back from its part or (if ``paged``) its pages."""
+    if at in in_parts:
+        return {**record, "items": parts[f"l/{at}"]}
+    if not paged or not isinstance(record, Mapping) or "pages" not in record:
+        return record
+    name, count, size = paging(record)
+    items: list[Any] = []
+    for k in range(pages(count, size)):
+        page = parts.get(page_name(name, k))
+        if not isinstance(page, list):
+            raise LookupError(f"its part {page_name(name, k)} is missing from {workflow_parts.name}")
+        items.extend(page)
+    if len(items) != count:
+        raise ValueError(f"the pages of {name} hold {len(items)} loop items, not {count}")
+    return {**record, "items": items}
+
+
+def _late(decode: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``decode`` for a page read while a segment runs: what cannot be read is raised as
+    :class:`LateUnreadable`, which no step catches."""
+
+    def decoded(data: Any) -> Any:
+        try:
+            return decode(data)
+        except UNREADABLE as exc:
+            raise LateUnreadable(exc) from exc
+
+    return decoded
 
 
 @attrs.frozen
@@ -124,9 +175,12 @@ class Rebuilt:
     loops: dict[str, dict[str, Any]]
     parts: dict[str, Any]
     state: Mapping[str, Any]
-    #: Each part the state names, by name, as stored (encoded): a segment whose value
-    #: still encodes to it does not write it again (``_workflow_engine``).
+    #: Each part the state names that was read, by name, as stored (encoded): a segment
+    #: whose value still encodes to it does not write it again (``_workflow_engine``).  A
+    #: value a worker reads as a step asks (:class:`Unread`) adds itself.  Pages aside:
     stored: dict[str, Any] = attrs.Factory(dict)
+    #: Each loop stored as pages, by its name (``i/<path>``): how many pages it has.
+    paged: dict[str, int] = attrs.Factory(dict)
 
 
 def readable_format(state: object) -> None:
@@ -141,13 +195,21 @@ def readable_format(state: object) -> None:
 
 
 def rebuild(
-    codec: Codec, workflow: Workflow[Any], payload: object, state: Mapping[str, Any], parts: Mapping[str, Any]
+    codec: Codec,
+    workflow: Workflow[Any],
+    payload: object,
+    state: Mapping[str, Any],
+    parts: Mapping[str, Any],
+    read: Callable[[str], Any] | None = None,
 ) -> Rebuilt:
     """Decode everything a resumed run reads, once: the worker resumes the run with it,
     the check looks only for its errors (:class:`ClassMismatch` for a class this App
     does not have as stored, or a payload of a class ``workflow`` no longer takes, or a
     state a newer release wrote; the codec's others for a damaged row).  ``state`` as
-    stored in the run's row, ``parts`` the run's (:func:`read_parts`)."""
+    stored in the run's row, ``parts`` the run's (:func:`read_parts`).  ``read``: how a
+    worker reads a part by name, given ``parts`` without pages: a loop's paged items are
+    then read as its iterations reach them (:class:`PagedItems`), not here; the check
+    passes every part, pages too, and every item is decoded."""
     readable_format(state)
     decoded = codec.decode(payload)
     takes = workflow.trigger.payload_type
@@ -155,11 +217,33 @@ def rebuild(
         raise ClassMismatch(
             f"its payload is a {type(decoded).__name__}, and workflow {workflow.name} now takes {takes.__name__}"
         )
-    full = expanded(state, parts)
-    loops = convert_loops(codec.decode, full.get("loops", {}))
-    decoded_parts = {part: codec.decode(full[part]) for part in ("values", "scope") if part in full}
-    stored = {name: parts[name] for name in parts_of(state)}
-    return Rebuilt(decoded, loops, decoded_parts, state, stored)
+    full = expanded(state, parts, paged=read is None, values=read is None)
+    loops: dict[str, dict[str, Any]] = {}
+    paged: dict[str, int] = {}
+    for path, loop in full.get("loops", {}).items():
+        if "items" in loop:
+            items = codec.decode(loop["items"])
+        else:
+            assert read is not None  # else expanded put them back
+            name, count, size = paging(loop)
+            items = PagedItems(name, count, size, read, _late(codec.decode))
+        if "pages" in loop:
+            name, count, size = paging(loop)
+            paged[name] = pages(count, size)
+        loops[path] = {**loop, "items": items, "shadowed": codec.decode(loop["shadowed"])}
+    names = parts_of(state)
+    stored = {name: parts[name] for name in names if name in parts}
+    left_out = [name[2:] for name in names if name.startswith("v/")]
+    decoded_parts = {"scope": codec.decode(full["scope"])} if "scope" in full else {}
+    if read is not None and left_out:  # the values stored as parts, unread
+        inline, order = _split_values(state.get("values"), left_out)
+        held = codec.decode({TAG: "dict", "v": inline})
+        decoded_parts["values"] = {
+            k: held[k] if k in inline else Unread(f"v/{k}", read, _late(codec.decode), stored) for k in order
+        }
+    elif "values" in full:
+        decoded_parts["values"] = codec.decode(full["values"])
+    return Rebuilt(decoded, loops, decoded_parts, state, stored, paged)
 
 
 def mismatch(path: str | None, exc: ClassMismatch) -> str:

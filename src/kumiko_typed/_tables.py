@@ -193,7 +193,8 @@ workflow_parts = Table(
     metadata,
     # A purged run's parts go with it.
     Column("run_id", Uuid, ForeignKey(workflow_runs.c.run_id, ondelete="CASCADE"), primary_key=True),
-    # "v/<step key>" (a value of c.steps) or "l/<stored path of the for_each>" (its items).
+    # "v/<step key>" (a value of c.steps), "l/<stored path of the for_each>" (its items,
+    # stored form 2) or "i/<stored path of the for_each>/<k>" (page k of its items).
     Column("name", Text, primary_key=True),
     Column("value", Json, nullable=False),
 )

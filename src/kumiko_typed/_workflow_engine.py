@@ -17,10 +17,10 @@ import json
 import logging
 import random
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
 from types import MappingProxyType
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeAlias, TypeVar
 
 import cattrs
 from sqlalchemy import ColumnElement, Row, and_, bindparam, delete, false, func, insert, not_, or_, select, update
@@ -39,6 +39,7 @@ from ._finished import Program, WorkflowFinished
 from ._idempotency import key_problem
 from ._integrity import constraint_failure
 from ._interpreter import Outcome, Run, WorkflowRun, once_more_if_lost, run_in_scope, start_run
+from ._lazy_parts import PAGE, LateUnreadable, LazyValues, PagedItems, Unread, page_name, pages
 from ._limits import json_problems
 from ._lone_statement import alone, send_alone
 from ._poison import refusal, storable_text
@@ -59,6 +60,7 @@ from ._stored_classes import (
     expanded,
     mismatch,
     parts_of,
+    read_first,
     read_parts,
     readable_format,
     rebuild,
@@ -102,11 +104,13 @@ _CREATED: Final = select(workflow_runs.c.created_at).where(workflow_runs.c.run_i
 _INSERT_WAIT: Final = insert(workflow_waits)
 _PART: Final = and_(workflow_parts.c.run_id == bindparam("b_run_id"), workflow_parts.c.name == bindparam("b_name"))
 _INSERT_PART: Final = insert(workflow_parts)
+_READ_PART: Final = select(workflow_parts.c.value).where(_PART)
 _UPDATE_PART: Final = update(workflow_parts).where(_PART)
 _DELETE_PART: Final = delete(workflow_parts).where(_PART)
 _DELETE_PARTS: Final = delete(workflow_parts).where(workflow_parts.c.run_id == bindparam("b_run_id"))
-#: A value (or loop's items) whose JSON is longer is stored as a part of its own, written
-#: when it first is and then left as it is: a segment writes what it changed.
+#: A value whose JSON is longer is stored as a part of its own (a loop's items as pages,
+#: ``_lazy_parts``), written when it first is and then left as it is: a segment writes
+#: what it changed.
 PART_MIN: Final = 2048
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
 _DISARM: Final = (
@@ -314,19 +318,45 @@ def _long(encoded: object) -> bool:
     return isinstance(encoded, (list, dict)) and len(json.dumps(encoded)) > PART_MIN
 
 
-def _as_part(
-    name: str, encoded: object, before: Mapping[str, Any], names: list[str], writes: list[tuple[str, Any]]
-) -> bool:
+#: A part to write: its name, its value (encoded), and whether it is stored already
+#: (then updated, else inserted).
+Write: TypeAlias = tuple[str, Any, bool]
+
+
+def _as_part(name: str, encoded: object, parts: _Parts) -> bool:
     """Whether the value ``encoded`` is stored as the part ``name`` (then named in
-    ``names``, and in ``writes`` unless it is stored so already); else it stays inline."""
-    if before.get(name, _NOTHING) == encoded:
-        names.append(name)
+    ``parts.names``, and in its writes unless it is stored so already); else it stays inline."""
+    if parts.before.get(name, _NOTHING) == encoded:
+        parts.names.append(name)
         return True
     if _long(encoded):
-        names.append(name)
-        writes.append((name, encoded))
+        parts.names.append(name)
+        parts.writes.append((name, encoded, name in parts.named))
         return True
     return False
+
+
+class _Parts:
+    """What a suspension stores beside its run's row: the names its state gives the parts
+    (``names``), the parts to write and the pages to drop (loops done with, or re-run
+    shorter).  ``before``: the parts the segment was resumed with, as stored (pages
+    aside; those read), ``named`` all it names (pages aside); ``paged``: its loops
+    stored as pages, by name, and their page counts."""
+
+    def __init__(self, before: Mapping[str, Any], named: Collection[str], paged: Mapping[str, int]) -> None:
+        self.before, self.named, self.paged = before, named, paged
+        self.names: list[str] = []
+        self.writes: list[Write] = []
+        #: The page count each loop stored as pages keeps (a loop not here keeps none).
+        self.kept: dict[str, int] = {}
+
+    def dropped(self) -> list[str]:
+        """The parts the run stored that it no longer names, pages included."""
+        named = set(self.names)
+        gone = [name for name in self.named if name not in named]
+        for name, had in self.paged.items():
+            gone.extend(page_name(name, k) for k in range(self.kept.get(name, 0), had))
+        return gone
 
 
 def _user_json(user: User) -> dict[str, Any]:
@@ -354,11 +384,39 @@ def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, 
                 stored[new] = stored.pop(old)
     for key in plan.fills:
         try:
-            values[key] = d.workflow.fill[key](MappingProxyType(dict(values)))
+            values[key] = d.workflow.fill[key](MappingProxyType(LazyValues(values)))
         except Exception as exc:
             logger.error("%s: fill= for %r raised", who, key, exc_info=exc)
             return f'fill= for "{key}" raised {type(exc).__name__} (see the worker\'s log)'
     return None
+
+
+def _given(d: Definition, plan: Plan | None, run: Run, stored: Rebuilt, who: str) -> str | None:
+    """Give a resumed ``run`` the values and scope its run stored, carried over to this
+    definition (``plan``); what to say of a ``fill=`` that raised."""
+    if not stored.parts:
+        return None
+    # A part not stored reads as empty, as the plan's shape check reads it.
+    values, scope = stored.parts.get("values", {}), stored.parts.get("scope", {})
+    problem = None if plan is None else _across(d, plan, values, scope, who)
+    if problem is not None:
+        return problem
+    if any(type(value) is Unread for value in values.values()):
+        _read_as_asked(run, values)
+    else:
+        run.values.update(values)
+    run.open_scope().update(scope)
+    return None
+
+
+def _read_as_asked(run: Run, values: Mapping[str, Any]) -> None:
+    """Give ``run`` its stored ``values``, those stored as parts read when a step asks
+    for them (:class:`LazyValues`, its ``c.steps`` a view of them)."""
+    lazy = LazyValues(run.values)
+    lazy.update(values)
+    resumed: Any = run  # Ctx's steps is Final to resolvers; set as start_run sets it
+    resumed.values = lazy
+    resumed.steps = MappingProxyType(lazy)
 
 
 class WorkflowEngine:
@@ -416,8 +474,9 @@ class WorkflowEngine:
 
     def _completed(self, run: Run, outcome: Ok[Any]) -> dict[str, Any] | Failure:
         """The columns of a run that completed, its values all in its row."""
+        every = run.values.read_all() if isinstance(run.values, LazyValues) else run.values
         try:
-            values = self._encode(dict(run.values))
+            values = self._encode(dict(every))
         except StateError:
             values = {}
         try:  # what app.result returns: a run completes only with it stored
@@ -434,96 +493,129 @@ class WorkflowEngine:
         run: Run,
         outcome: Suspend,
         kind: str,
-        before: Mapping[str, Any],
-        writes: list[tuple[str, Any]],
+        parts: _Parts,
     ) -> dict[str, Any]:
         """The state a suspended run stores (``StateError`` for a value it cannot), its
-        long values and loop items left out as parts: the parts to write go to ``writes``."""
-        names: list[str] = []
+        long values and loop items left out as parts: what to write of them goes to ``parts``."""
         loops = d.stored_records(outcome.records(outcome.loops))
         state = {
-            "values": self._split_values(dict(run.values), before, names, writes),
+            "values": self._split_values(dict(run.values), parts),
             "scope": self._encode(dict(run.scope)),
-            "loops": self._split_loops(loops, before, names, writes),
+            "loops": self._split_loops(loops, parts),
             "retries": d.stored_records(outcome.records(outcome.retries)),
             "event_wait": outcome.wait is not None,
             "addressing": "name",
             "kind": kind,
             FORMAT_KEY: FORMAT,
         }
-        if names:
-            state[PARTS] = names
+        if parts.names:
+            state[PARTS] = parts.names
         if outcome.wait is not None:  # what the deployed definition must still wait for
             state["event"] = outcome.wait.event_type
         return state
 
-    def _split_values(
-        self, values: dict[str, Any], before: Mapping[str, Any], names: list[str], writes: list[tuple[str, Any]]
-    ) -> dict[str, Any]:
+    def _split_values(self, values: dict[str, Any], parts: _Parts) -> dict[str, Any]:
         """A suspension's ``values`` encoded as the codec encodes the dict, but a long one
-        left out of it as a part (its name added to ``names``): written (to ``writes``)
-        unless it encodes to what is stored (``before``: the parts the segment was resumed
-        with, as stored).  Compared by encoding, not by object: a step that changed a
-        value in place, rather than returning a new one, keeps its change, as when the
-        run stored all its values in its row."""
-        encoded: dict[str, Any] = self._encode(values)["v"] if values else {}
+        left out of it as a part (named in ``parts``): written unless it encodes to what
+        is stored (``parts.before``: the parts the segment read, as stored).  Compared by
+        encoding, not by object: a step that changed a value in place, rather than
+        returning a new one, keeps its change, as when the run stored all its values in
+        its row.  A value no step read (:class:`Unread`) is as stored: neither encoded
+        nor written."""
+        held = {}
+        for key, value in values.items():
+            if type(value) is not Unread:
+                held[key] = value
+            elif value.loaded:  # read, then put back by a retry
+                held[key] = value.value
+            else:  # as stored: not read, so not changed
+                parts.names.append(value.name)
+        encoded: dict[str, Any] = self._encode(held)["v"] if held else {}
         inline: dict[str, Any] = {}
         for key, value in encoded.items():
-            if not _as_part(f"v/{key}", value, before, names, writes):
+            if not _as_part(f"v/{key}", value, parts):
                 inline[key] = value
         # The codec's form of a dict (its keys' order with two or more): the parts go back
         # in that order (``_stored_classes.expanded``).
         return {TAG: "dict", "v": inline, "k": list(values)} if len(values) > 1 else {TAG: "dict", "v": inline}
 
-    def _split_loops(
-        self,
-        loops: Mapping[str, Mapping[str, Any]],
-        before: Mapping[str, Any],
-        names: list[str],
-        writes: list[tuple[str, Any]],
-    ) -> dict[str, dict[str, Any]]:
-        """A suspension's loop records encoded, long items left out as parts as
-        :meth:`_split_values` leaves values: a loop's items are written at the loop's
-        first suspension, and then only if they changed."""
+    def _split_loops(self, loops: Mapping[str, Mapping[str, Any]], parts: _Parts) -> dict[str, dict[str, Any]]:
+        """A suspension's loop records encoded, long items left out as pages: a loop's
+        items are written at the loop's first suspension, and then only the pages a
+        segment read (its iterations' items) that now encode otherwise (changed in
+        place); the pages it did not read are as stored."""
         records: dict[str, dict[str, Any]] = {}
         for at, loop in loops.items():
-            name = f"l/{at}"
             record = {"shadows": loop["shadows"], "shadowed": self._encode(loop["shadowed"])}
-            items = self._encode(loop["items"])
-            if not _as_part(name, items, before, names, writes):
-                record["items"] = items
+            items = loop["items"]
+            if isinstance(items, PagedItems):
+                for k, page in items.pages.items():
+                    encoded = self._encode(page)
+                    if encoded != items.stored[k]:
+                        parts.writes.append((page_name(items.name, k), encoded, True))
+                self._paged(record, items.name, items.length, items.size, parts)
+            else:
+                encoded_items = self._encode(items)
+                if _long(encoded_items):
+                    self._paginate(record, f"i/{at}", encoded_items, parts)
+                else:
+                    record["items"] = encoded_items
             records[at] = record
         return records
 
     @staticmethod
+    def _paged(record: dict[str, Any], name: str, count: int, size: int, parts: _Parts) -> None:
+        """Make ``record`` that of a loop whose items are the pages of ``name``."""
+        record["pages"] = {"name": name, "count": count, "size": size}
+        parts.names.append(name)
+        parts.kept[name] = pages(count, size)
+
+    def _paginate(self, record: dict[str, Any], name: str, items: list[Any], parts: _Parts) -> None:
+        """Store a loop's ``items`` (encoded) as new pages of ``name``: over the pages of a
+        run of the loop before at the same path (a ``retry`` ran it again), if any."""
+        had = parts.paged.get(name, 0)
+        for k, start in enumerate(range(0, len(items), PAGE)):
+            parts.writes.append((page_name(name, k), items[start : start + PAGE], k < had))
+        self._paged(record, name, len(items), PAGE, parts)
+
+    @staticmethod
     def _store_parts(
-        session: Session,
-        run_id: uuid.UUID,
-        before: Mapping[str, Any],
-        writes: Sequence[tuple[str, Any]],
-        dropped: Sequence[str],
+        session: Session, run_id: uuid.UUID, writes: Sequence[Write], dropped: Sequence[str], *, everything: bool
     ) -> None:
         """Write the parts a segment produced, drop those its run no longer names (in the
-        segment's transaction, with its row)."""
-        for name, value in writes:
-            if name in before:
-                session.execute(_UPDATE_PART, {"b_run_id": run_id, "b_name": name, "value": value})
-            else:
-                session.execute(_INSERT_PART, {"run_id": run_id, "name": name, "value": value})
-        if len(dropped) == len(before) and dropped:
+        segment's transaction, with its row); ``everything``: drop all the run's parts."""
+        updates = [{"b_run_id": run_id, "b_name": name, "value": value} for name, value, stored in writes if stored]
+        inserts = [{"run_id": run_id, "name": name, "value": value} for name, value, stored in writes if not stored]
+        if updates:
+            session.execute(_UPDATE_PART, updates)
+        if inserts:
+            session.execute(_INSERT_PART, inserts)
+        if everything:
             session.execute(_DELETE_PARTS, {"b_run_id": run_id})
-        else:
-            for name in dropped:
-                session.execute(_DELETE_PART, {"b_run_id": run_id, "b_name": name})
+        elif dropped:
+            session.execute(_DELETE_PART, [{"b_run_id": run_id, "b_name": name} for name in dropped])
 
     def parts(self, session: Session, row: Row[Any]) -> dict[str, Any]:
-        """The stored parts of a run's row (none read for a state that names none, nor for
-        one a newer release wrote: :meth:`plan` strands it, whatever its parts)."""
+        """The stored parts of a run's row a worker reads before it resumes the run: the
+        items of a loop stored whole (form 2).  Its values stored as parts and its loops'
+        pages are read as its steps ask for them (:meth:`reader`).  None read for a state
+        that names none, nor for one a newer release wrote: :meth:`plan` strands it,
+        whatever its parts."""
         try:
             readable_format(row.state)
         except NewerFormat:
             return {}
-        return read_parts(session, [row.run_id])[row.run_id] if parts_of(row.state) else {}
+        names = read_first(row.state)
+        return read_parts(session, [row.run_id], names=names)[row.run_id] if names else {}
+
+    @staticmethod
+    def reader(session: Session, run_id: uuid.UUID) -> Callable[[str], Any]:
+        """How a resumed segment reads a part of its run by name (``None`` if missing)."""
+
+        def read(name: str) -> Any:
+            return session.execute(_READ_PART, {"b_run_id": run_id, "b_name": name}).scalar_one_or_none()
+
+        return read
 
     # --- starting ------------------------------------------------------------------
 
@@ -675,30 +767,27 @@ class WorkflowEngine:
             segment = WorkflowRun(self.codec, self.registry.event_name, loops, resume_value)
             call = (d.name, payload, user, self.clock(), run_id)
             run = start_run(d.program, session, self.registry, call, info=info, workflow=segment)
-            if stored is not None and stored.parts:
-                # A part not stored reads as empty, as the plan's shape check reads it.
-                values, scope = stored.parts.get("values", {}), stored.parts.get("scope", {})
-                problem = None if plan is None else _across(d, plan, values, scope, who)
-                if problem is not None:
-                    return failed("internal_error", f"at step {path}: {problem}")
-                run.values.update(values)
-                run.open_scope().update(scope)
+            problem = None if stored is None else _given(d, plan, run, stored, who)
+            if problem is not None:
+                return failed("internal_error", f"at step {path}: {problem}")
             resume = None if plan is None else Resume(plan.path)
         except UNREADABLE as exc:
             return _unreadable(path, exc)
 
         before = stored.stored if stored is not None else {}
+        paged = stored.paged if stored is not None else {}
+        named = [] if stored is None else [name for name in parts_of(stored.state) if not name.startswith("i/")]
 
         def keep(outcome: Outcome) -> Failure | None:
             """Store the run as it stands after a segment that did not fail it."""
-            writes: list[tuple[str, Any]] = []
+            parts = _Parts(before, named, paged)
             if isinstance(outcome, Suspend):
                 where, at = d.stored_at(outcome.path)
                 too_long = _path_too_long(where)
                 if too_long is not None:
                     return too_long
                 try:
-                    state = self._suspension(d, run, outcome, at.kind, before, writes)
+                    state = self._suspension(d, run, outcome, at.kind, parts)
                 except StateError as exc:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
                 columns = {
@@ -708,19 +797,20 @@ class WorkflowEngine:
                     "state": state,
                     "error": None,
                 }
-                dropped = [name for name in before if name not in state.get(PARTS, ())]
+                dropped = parts.dropped()
             else:
                 assert isinstance(outcome, Ok)  # keep is not called for a Failure
                 completed = self._completed(run, outcome)
                 if isinstance(completed, Failure):
                     return completed
                 columns = completed
-                dropped = list(before)  # its values are all in its row now
-            parts = bool(writes or dropped)
-            suspend, holder = _before_store(session, outcome, alone=not parts)
+                dropped = []
+            everything = not isinstance(outcome, Suspend) and bool(named or paged)  # all in its row now
+            writing = bool(parts.writes or dropped or everything)
+            suspend, holder = _before_store(session, outcome, alone=not writing)
             try:  # the run's row first: its parts refer to it
-                self._store(session, d.name, run_id, columns, suspend, new_row, holder, last=not parts)
-                self._store_parts(session, run_id, before, writes, dropped)
+                self._store(session, d.name, run_id, columns, suspend, new_row, holder, last=not writing)
+                self._store_parts(session, run_id, parts.writes, dropped, everything=everything)
             except Exception as exc:
                 if isinstance(exc, DBAPIError) and transient(exc):
                     raise
@@ -784,6 +874,10 @@ class WorkflowEngine:
             failure = self.segment(
                 session, d, run_id, payload, user, stored, path, resume_value, nested=nested, plan=plan
             )
+        except LateUnreadable:
+            if guard is not None:
+                guard.undo(session)
+            raise  # the caller strands or fails the run as it stored it
         except Exception as error:
             _raise_for_the_pass(session, error)
             if guard is not None:
@@ -947,29 +1041,39 @@ class WorkflowEngine:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # (a stored value's, or the event a lost race left noted) strands the run as
             # it is, its event wait included.
-            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state, parts)
+            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state, parts, self.reader(session, row.run_id))
             user = _user(row.user)
             noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
             if noted is not None:
                 woken_by, resume_value = noted
         except UNREADABLE as exc:
             return self._not_read(session, d, row, exc)
+        # A page of a loop's items that cannot be read is met only as the segment runs
+        # (``LateUnreadable``): the run is then left as stored, its event wait with it.
+        waits = session.begin_nested() if rebuilt.paged and row.state.get("event_wait", True) else None
         if row.state.get("event_wait", True):  # runs stored before the flag existed: look
             session.execute(_DELETE_WAITS, {"b_run_id": row.run_id})
-        self.isolated_segment(
-            session,
-            d,
-            row.run_id,
-            rebuilt.payload,
-            user,
-            rebuilt,
-            row.path,
-            resume_value,
-            plan,
-            retry_conflict=True,
-            woken_by=woken_by,
-            last_error=row.error,
-        )
+        try:
+            self.isolated_segment(
+                session,
+                d,
+                row.run_id,
+                rebuilt.payload,
+                user,
+                rebuilt,
+                row.path,
+                resume_value,
+                plan,
+                retry_conflict=True,
+                woken_by=woken_by,
+                last_error=row.error,
+            )
+        except LateUnreadable as late:  # the segment is undone
+            if waits is not None:
+                waits.rollback()
+            return self._not_read(session, d, row, late.cause)
+        if waits is not None:
+            waits.commit()
         return True
 
     def _not_read(self, session: Session, d: Definition, row: Row[Any], exc: Exception) -> bool:
@@ -1027,7 +1131,7 @@ class WorkflowEngine:
             readable_format(row.state)
             if parts is None:
                 parts = self.parts(session, row)
-            plan = d.compat.plan(Stored.of(row.path, expanded(row.state, parts)))
+            plan = d.compat.plan(Stored.of(row.path, expanded(row.state, parts, paged=False, values=False)))
         except NewerFormat as exc:
             reason = mismatch(row.path, exc)
             self._strand(session, d, row, reason, reader=True)
@@ -1058,7 +1162,9 @@ class WorkflowEngine:
         if not (isinstance(error, Mapping) and error.get("code") == "stranded"):
             return True
         try:
-            rebuild(self.codec, d.workflow, row.payload, row.state, parts)
+            # Every value and item, as the check reads them: a deploy that found the run
+            # stranded may have lacked a class any of them names.
+            rebuild(self.codec, d.workflow, row.payload, row.state, read_parts(session, [row.run_id])[row.run_id])
         except UNREADABLE as exc:
             self._not_read(session, d, row, exc)
             return False
@@ -1137,8 +1243,8 @@ class WorkflowEngine:
 
         A pass resumes a run once: one that it left due again (a zero wait, a wake time
         already past, a retry without backoff) is the next pass's.  Else a loop of such
-        waits ran to its end inside one pass, each segment reading all its items again
-        (10,000 items: minutes), while the pass's event feed and cron waited."""
+        waits ran to its end inside one pass (10,000 items: 10,000 segments), while the
+        pass's event feed and cron waited."""
         seen: set[uuid.UUID] = set()
         return sum(batches(lambda careful, checked: self._due_batch(seen, careful, checked), stopping))
 
@@ -1175,7 +1281,7 @@ class WorkflowEngine:
         steps: object = {}
         if isinstance(state, dict) and "values" in state:  # a damaged row is still listed
             try:
-                steps = self.codec.decode(expanded(state, parts.get(run_id, {}))["values"])
+                steps = self.codec.decode(expanded(state, parts.get(run_id, {}), paged=False)["values"])
             except UNREADABLE:
                 steps = {}
         if not isinstance(steps, dict):
@@ -1205,7 +1311,8 @@ class WorkflowEngine:
 
 def _listed_parts(session: Session, rows: Sequence[Sequence[Any]]) -> dict[uuid.UUID, dict[str, Any]]:
     """The stored parts of the listed runs (rows of ``SHOWN``'s columns) whose state names
-    some: one query for a page, none for a page of runs without parts."""
+    some, but their loops' pages (a listing shows values): one query for a page, none for
+    a page of runs without parts."""
     named = []
     for row in rows:
         try:
@@ -1213,4 +1320,4 @@ def _listed_parts(session: Session, rows: Sequence[Sequence[Any]]) -> dict[uuid.
                 named.append(row[0])
         except ValueError:  # damaged: listed without its values
             continue
-    return read_parts(session, named)
+    return read_parts(session, named, pages=False)

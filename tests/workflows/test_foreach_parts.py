@@ -1,10 +1,15 @@
 """A suspended run's long values and loop items are stored once, as parts beside its row
 (``kumiko_workflow_parts``): each segment of a ``for_each`` whose body suspends stored
 the run's values and the loop's items whole again, so the loop cost its item count
-squared.  Both databases: what a segment sends no longer grows with the loop's length,
-resumed steps see the values they saw (types and order), nested loops, a loop in a
-branch, retries in a loop, an empty loop and entity items work, and a run stored by the
-release before parts (tests/workflows/foreach_before_parts.json) resumes."""
+squared.  Then (stored form 2) each segment still read, decoded and compared them whole:
+now a loop's items are pages read as its iterations reach them, a long value is read
+when a step asks for it.  Both databases: what a segment reads and sends no longer grows
+with the loop's length, resumed steps see the values they saw (types and order), items
+changed in place keep their change, nested loops, a loop in a branch, retries in a loop,
+an empty loop and entity items work, a page that cannot be read leaves the run as it
+stood, and runs stored by the release before parts
+(tests/workflows/foreach_before_parts.json) and by the release of stored form 2
+(tests/workflows/foreach_parts_form2.json) resume."""
 
 from __future__ import annotations
 
@@ -20,15 +25,17 @@ import _foreach_parts_app as before_parts  # by the module name its stored paylo
 import attrs
 import pytest
 import sqlalchemy as sa
+from _sql_log import bytes_read, statements
 from _support import run_info
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
-from kumiko_typed._tables import workflow_parts, workflow_runs
+from kumiko_typed._tables import workflow_parts, workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 FIXTURE = Path(__file__).with_name("foreach_before_parts.json")
+FORM2 = Path(__file__).with_name("foreach_parts_form2.json")
 
 
 @pytest.fixture
@@ -39,6 +46,11 @@ def clock() -> FakeClock:
 @attrs.frozen
 class Go:
     n: int
+
+
+@attrs.frozen
+class FpPaid:
+    ref: int
 
 
 class FpSku(Entity):
@@ -83,6 +95,11 @@ def _parts(app: App, run_id: uuid.UUID) -> list[str]:
         return sorted(conn.execute(stmt).scalars())
 
 
+def _pages(name: str, count: int) -> list[str]:
+    """The parts of a loop's ``count`` items stored as pages of 64 as ``name``."""
+    return [f"{name}/{k}" for k in range(-(-count // 64))]
+
+
 def _until_done(app: App, run_id: uuid.UUID, clock: FakeClock, each: Callable[[], None] = lambda: None) -> Any:
     while run_info(app, run_id).status == "suspended":
         each()
@@ -117,12 +134,12 @@ def test_the_bytes_a_segment_stores_do_not_grow_with_the_loop(
         app.run_worker(once=True)
         sizes[n] = taken()
         assert run_info(app, run_id).path == "item/do/#10/@wait"
-        assert _parts(app, run_id) == ["l/item", "v/items"]
+        assert _parts(app, run_id) == sorted([*_pages("i/item", n), "v/items"])
         app.cancel_run(run_id, user=user)
     assert abs(sizes[2_000] - sizes[20]) <= 16, sizes  # the path's digits, the time's text
     assert sizes[20] < 1_000, sizes
     # A cancelled run keeps its parts (get_run shows its values); purged, they go with it.
-    assert _parts(app, run_id) == ["l/item", "v/items"]
+    assert _parts(app, run_id) == sorted([*_pages("i/item", 2_000), "v/items"])
     assert run_info(app, run_id).steps["items"] == _items(2_000)
     assert app.purge_runs(older_than=timedelta(0)) == 2
     with app.engine.connect() as conn:
@@ -221,7 +238,7 @@ def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
     run_id = app.start_workflow(flow, Go(30), user=user)
 
     def shown() -> None:
-        assert _parts(app, run_id) == ["l/line", "v/lines"]
+        assert _parts(app, run_id) == ["i/line/0", "v/lines"]
         steps = run_info(app, run_id).steps
         assert steps["lines"] == expected
         assert list(steps) == ["seen", "lines"]  # the run's order (as stored whole), a part among them
@@ -269,7 +286,7 @@ def test_nested_loops_keep_only_the_parts_of_where_the_run_stands(
     assert [path for path, _ in stood] == [f"outer/do/#{o}/inner/do/#{i}/@wait" for o in range(3) for i in range(3)]
     for path, parts in stood:
         outer = path.split("/")[2]
-        assert parts == sorted(["l/outer", f"l/outer/do/{outer}/inner"]), (path, parts)
+        assert parts == sorted(["i/outer/0", f"i/outer/do/{outer}/inner/0"]), (path, parts)
     assert _parts(app, run_id) == []
 
 
@@ -310,13 +327,242 @@ def test_a_loop_in_a_branch_with_a_retry_an_empty_loop_and_entity_items(
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Go(1), user=user)
     assert run_info(app, run_id).path == "@branch/on_true/sku/do/#0/@retry/#2"
-    assert _parts(app, run_id) == ["l/@branch/on_true/sku", "v/skus"]
+    assert _parts(app, run_id) == ["i/@branch/on_true/sku/0", "v/skus"]
     info = _until_done(app, run_id, clock)
     assert info.status == "completed", info
     assert attempts == {s.name: 2 for s in skus}
     assert info.steps["all"] == tuple(f"{s.name}:{s.price}" for s in skus)
     assert info.steps["prices"] == [Decimal(f"{i}.50") for i in range(25)]
     assert [str(p) for p in info.steps["prices"]][:2] == ["0.50", "1.50"]
+
+
+def test_a_segment_reads_the_page_it_runs_not_the_loop_nor_the_long_value(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A segment of a loop over a step value of 200 items and of one of 5,000 reads the
+    same from the parts: the page of the iteration it runs (one row), not the value and
+    the items whole (two rows growing with the loop: about 640 KB for 5,000), and sends
+    the same.  At a page's end it reads the next page; a step after the loop still sees
+    the value whole."""
+    f = Feature("fpread")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("items", lambda c: _items(c.payload.n))
+        .for_each("item", over=lambda c: c.steps["items"], do=lambda b: b.compute("n", lambda c: 1).wait("PT1M"))
+        .compute("count", lambda c: len(c.steps["items"])),
+    )
+    app = app_on([f], clock=clock)
+    sent = _sent(app)
+    figures: dict[int, list[tuple[int, int, int]]] = {}
+    for n in (200, 5_000):
+        run_id = app.start_workflow(flow, Go(n), user=user)
+        for _ in range(9):
+            clock.advance(minutes=1)
+            app.run_worker(once=True)
+        figures[n] = []
+        for _ in range(2):
+            sent()
+            clock.advance(minutes=1)
+            parts = workflow_parts.name
+            with bytes_read(app.engine, parts) as read:
+                app.run_worker(once=True)
+            figures[n].append((read.get(parts, 0), read.get(f"{parts} rows", 0), sent()))
+        assert run_info(app, run_id).path == "item/do/#11/@wait"
+        if n == 200:
+            info = _until_done(app, run_id, clock)
+            assert info.status == "completed" and info.steps["count"] == 200, info
+            assert info.steps["items"] == _items(200)
+        else:
+            app.cancel_run(run_id, user=user)
+    for (read_small, rows_small, sent_small), (read_long, rows_long, sent_long) in zip(
+        figures[200], figures[5_000], strict=True
+    ):
+        assert (read_long, rows_long) == (read_small, rows_small), figures
+        assert abs(sent_long - sent_small) <= 4, figures  # the digits of the item count
+        assert rows_small == 1 and 1_000 < read_small < 10_000 and sent_small < 1_000, figures
+
+
+def test_items_changed_in_place_keep_their_change_across_pages(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A body that changes its item in place before a wait sees the change after it, on
+    every page of a loop over 150 items (three pages): a page read is written again when
+    it encodes otherwise; an item of a page no iteration read is as stored."""
+    f = Feature("fpmutate")
+
+    def mark(c: Any) -> int:
+        c.scope["item"]["marks"] = [*c.scope["item"].get("marks", []), c.scope["item"]["count"]]
+        return 1
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go).for_each(
+            "item",
+            over=lambda c: _items(c.payload.n),
+            do=lambda b: (
+                b.compute("m", mark)
+                .wait("PT1M")
+                .compute("saw", lambda c: (c.steps["saw"] or ()) + (tuple(c.scope["item"]["marks"]),))
+            ),
+        ),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(150), user=user)
+    assert _parts(app, run_id) == _pages("i/item", 150)
+    info = _until_done(app, run_id, clock)
+    assert info.status == "completed", info
+    assert info.steps["saw"] == tuple((i,) for i in range(150))
+    assert _parts(app, run_id) == []
+
+
+@pytest.mark.parametrize("damage", ["class", "page"])
+def test_a_page_that_cannot_be_read_leaves_the_run_where_it_stood(
+    app_on: Callable[..., App], clock: FakeClock, user: User, damage: str
+) -> None:
+    """A page is read only when an iteration reaches it, inside the segment: one naming a
+    class this deploy does not have strands the run, a damaged one fails it, as when the
+    worker found that before resuming it; either way the segment is undone (the run
+    stands where it stood, its event wait kept) and the check says the same."""
+    f = Feature(f"fpdamage{damage}")
+    f.event(FpPaid)
+
+    def note(c: Any) -> int:
+        return len(c.steps["lines"])
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("lines", lambda c: before_parts.lines(c.payload.n))
+        .for_each(
+            "line",
+            over=lambda c: c.steps["lines"],
+            do=lambda b: b.compute("seen", note).wait_for_event(
+                "paid", FpPaid, key=lambda c: 1, event_key=lambda e: e.ref, timeout="PT1M"
+            ),
+        ),
+    )
+    app = app_on([f], clock=clock, value_types=[before_parts.Line])
+    run_id = app.start_workflow(flow, Go(70), user=user)
+    page = "i/line/0"
+    with app.engine.begin() as conn:
+        where = (workflow_parts.c.run_id == run_id) & (workflow_parts.c.name == page)
+        items = conn.execute(sa.select(workflow_parts.c.value).where(where)).scalar_one()
+        items = [{**item, "c": "gone.Line"} for item in items] if damage == "class" else items[:3]
+        conn.execute(sa.update(workflow_parts).where(where).values(value=items))
+    clock.advance(minutes=2)
+    app.run_worker(once=True)
+    info = run_info(app, run_id)
+    assert info.path == "line/do/#0/paid", info
+    assert info.error is not None, info
+    if damage == "class":
+        assert info.status == "suspended" and info.error["code"] == "stranded", info
+        assert "gone.Line" in info.error["message"], info.error
+        with app.engine.connect() as conn:
+            waits = conn.execute(sa.select(sa.func.count()).where(workflow_waits.c.run_id == run_id)).scalar_one()
+        assert waits == 1
+        [found] = app.check_runs()  # reads every page: says what the worker found
+        assert found.run_ids == (run_id,) and found.reason == info.error["message"], found
+    else:
+        assert info.status == "failed" and info.error["code"] == "unstorable_state", info
+        assert info.error["message"] == (
+            f"at step line/do/#0/paid: the stored state cannot be read: its part {page} is not a page of 64 loop items"
+        )
+
+
+def test_a_retry_keeps_what_its_failed_attempt_changed_in_place_in_a_long_value(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A long value read only when a step asks: a ``retry`` in the loop copies the values
+    before its attempt with the value unread, the attempt reads it, appends to it and
+    fails; the values put back give the value the attempt changed, as with the values all
+    read (the run stored two appends per item: the failed attempt's and the next)."""
+    f = Feature("fpretry")
+    attempts: dict[int, int] = {}
+
+    def append(c: Any) -> int:
+        count = c.scope["item"]["count"]
+        attempts[count] = attempts.get(count, 0) + 1
+        c.steps["log"].append(f"{count}.{attempts[count]}")
+        if attempts[count] == 1:
+            raise RuntimeError("first attempt")
+        return len(c.steps["log"])
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("log", lambda c: ["x" * 100 for _ in range(40)])  # over 2 KB: a part
+        .for_each(
+            "item",
+            over=lambda c: _items(c.payload.n),
+            do=lambda b: b.wait("PT1M").retry(
+                times=2, base_delay=timedelta(0), do=lambda r: r.compute("appended", append)
+            ),
+        )
+        .return_(lambda c: ok(list(c.steps["log"][40:]))),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(3), user=user)
+    assert "v/log" in _parts(app, run_id)
+    info = _until_done(app, run_id, clock)
+    assert info.status == "completed", info
+    assert app.result(flow, run_id, user=user) == ok([f"{i}.{a}" for i in range(3) for a in (1, 2)])
+
+
+def test_a_missing_value_part_fails_the_run_when_a_step_needs_it(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """A value stored as a part is read when a step asks for it: its part gone (a damaged
+    database), the run goes on while no step does, and fails, its segment undone, at the
+    one that does (here the end, which stores every value in the row); the pre-deploy
+    check, which reads every part, says so from the start."""
+    f = Feature("fpmissing")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("items", lambda c: _items(c.payload.n))
+        .for_each("item", over=lambda c: c.steps["items"], do=lambda b: b.wait("PT1M")),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(30), user=user)
+    with app.engine.begin() as conn:
+        conn.execute(sa.delete(workflow_parts).where(workflow_parts.c.name == "v/items"))
+    [found] = app.check_runs()
+    missing = "the stored state cannot be read: its part v/items is missing from kumiko_workflow_parts"
+    assert found.reason == missing, found
+    info = _until_done(app, run_id, clock)
+    assert info.status == "failed" and info.error is not None, info
+    assert info.path == "item/do/#29/@wait", info  # the last segment undone
+    assert info.error == {
+        "code": "unstorable_state",
+        "message": f"at step item/do/#29/@wait: {missing}",
+    }
+
+
+def test_the_check_reads_the_parts_of_many_runs_at_once(
+    app_on: Callable[..., App], clock: FakeClock, user: User
+) -> None:
+    """``check_runs`` reads the parts of the runs it decodes in one query per chunk of
+    runs, not one per run."""
+    f = Feature("fpcheck")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("lines", lambda c: before_parts.lines(c.payload.n))
+        .for_each("line", over=lambda c: c.steps["lines"], do=lambda b: b.wait("PT1M")),
+    )
+    app = app_on([f], clock=clock, value_types=[before_parts.Line])
+    for _ in range(5):
+        app.start_workflow(flow, Go(40), user=user)
+    with statements(app.engine) as sent:
+        assert app.check_runs() == []
+    assert len([s for s in sent if s.startswith("SELECT") and f"FROM {workflow_parts.name}" in s]) == 1, sent
 
 
 # --- a run stored by the release before parts ----------------------------------------------
@@ -346,7 +592,7 @@ def test_a_run_stored_before_parts_resumes_where_it_stood(db_url: str, seen_befo
         assert app.check_runs() == []
         app.run_worker(once=True)
         assert run_info(app, run_id).path == "line/do/#4/@wait"
-        assert _parts(app, run_id) == ["l/line", "v/lines"]
+        assert _parts(app, run_id) == ["i/line/0", "v/lines"]
         while run_info(app, run_id).status == "suspended":
             app.run_worker(once=True)
         info = run_info(app, run_id)
@@ -354,5 +600,39 @@ def test_a_run_stored_before_parts_resumes_where_it_stood(db_url: str, seen_befo
         assert seen_before == [repr(line) for line in expected[4:]]  # iteration 3 is not run again
         assert info.steps["after"] == [sum(line.price for line in expected), 40]
         assert str(info.steps["after"][0]) == "784.00"
+    finally:
+        app.dispose()
+
+
+def test_a_run_stored_in_form_2_resumes_where_it_stood(db_url: str, seen_before: list[str]) -> None:
+    """The fixture's run waits in iteration 3 of 40, stored by the release of stored form
+    2: its long value and the loop's items whole, one part each.  It resumes there with
+    the items it stored (each iteration sees its item, types included), stores them as
+    pages from then on (the part of form 2 dropped), and completes."""
+    fixture = json.loads(FORM2.read_text())
+    assert fixture["row"]["state"]["format"] == 2 and sorted(fixture["parts"]) == ["l/line", "v/lines"]
+    app = before_parts.app(db_url)
+    try:
+        run_id = uuid.UUID(fixture["run_id"])
+        row = {**fixture["row"], "run_id": run_id, "wake_at": T0, "error": None}
+        with app.engine.begin() as conn:
+            conn.execute(sa.insert(workflow_runs), {**row, "created_at": T0, "updated_at": T0})
+            parts = [{"run_id": run_id, "name": name, "value": value} for name, value in fixture["parts"].items()]
+            conn.execute(sa.insert(workflow_parts), parts)
+        expected = before_parts.lines(before_parts.LINES)
+        assert fixture["seen"] == [repr(line) for line in expected[:4]]
+        assert run_info(app, run_id).steps["lines"] == expected
+        assert app.check_runs() == []
+        app.run_worker(once=True)
+        assert run_info(app, run_id).path == "line/do/#4/@wait"
+        assert _parts(app, run_id) == ["i/line/0", "v/lines"]
+        while run_info(app, run_id).status == "suspended":
+            app.run_worker(once=True)
+        info = run_info(app, run_id)
+        assert info.status == "completed", info
+        assert seen_before == [repr(line) for line in expected[4:]]
+        assert info.steps["after"] == [sum(line.price for line in expected), 40]
+        assert str(info.steps["after"][0]) == "784.00"
+        assert _parts(app, run_id) == []
     finally:
         app.dispose()

@@ -17,7 +17,7 @@ from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
 from ._block import Block, run_block
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Iterable, Sequence
 
     from .._interpreter import Run
 
@@ -61,7 +61,8 @@ class Branch(Step):
 class ForEach(Step):
     """The body once per item, with the item in ``c.scope``.  A run suspended inside
     the body stores the items (they are not computed again) and the value the item's
-    scope key shadowed, so the loop goes on at the same iteration when it resumes."""
+    scope key shadowed, so the loop goes on at the same iteration when it resumes.  A
+    resumed loop's items may be a ``PagedItems`` (``_lazy_parts``), read as reached."""
 
     kind = "for_each"
     item: str
@@ -89,7 +90,7 @@ class ForEach(Step):
         return self._iterate(run, loop["items"], first, at.enter(2), loop["shadows"], loop["shadowed"])
 
     def _iterate(
-        self, run: Run, items: list[Any], first: int, resume: Resume | None, shadows: bool, shadowed: object
+        self, run: Run, items: Sequence[Any], first: int, resume: Resume | None, shadows: bool, shadowed: object
     ) -> Result:
         scope = run.open_scope()
         result: Result = None
