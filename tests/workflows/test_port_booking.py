@@ -355,3 +355,41 @@ def test_a_payment_dispatched_again_under_its_key_is_recorded_once(app: App, use
     )
     assert app.run_worker(once=True)["sent"] == 1
     assert len(receiver.to("/payments")) == 1
+
+
+def test_concurrent_payments_add_up_and_a_repeated_payment_id_counts_once(app: App, user: User) -> None:
+    """Eight payments of 25.00 (two of them sent twice) from threads, each its own
+    connection: the locked read makes them decide one at a time."""
+    booking = _book(app, user, "1101", date(2026, 3, 10))
+    ids = [f"p-{i}" for i in range(8)] + ["p-0", "p-1"]
+    answers: list[object] = []
+    lock = threading.Lock()
+
+    def pay(payment: str) -> None:
+        answer = _pay(app, user, booking, "25.00", payment)
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=pay, args=(p,)) for p in ids]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert all(isinstance(a, Ok) for a in answers), answers
+    assert sorted(a.data.recorded for a in answers if isinstance(a, Ok)) == [False] * 2 + [True] * 8
+    events = [type(e.event) for e in ok_data(app.read_stream(Booking, booking, user=user))]
+    assert (events.count(PaymentRecorded), events.count(BookingFullyPaid)) == (8, 1)
+    (view,) = ok_data(app.query(my_bookings, MyBookings(), user=user))
+    assert (view.outstanding, view.status) == (D(0), "paid")
+
+
+def test_a_payment_while_the_workers_were_down_keeps_the_booking(app: App, clock: FakeClock, user: User) -> None:
+    """The release time passed with no worker running; the guest paid after it, before a
+    worker took the run: the run reads the booking as it is then, paid, and keeps it."""
+    booking = _book(app, user, "1201", date(2026, 3, 5))
+    assert app.run_worker(once=True)["started"] == 1
+    clock.now = release_time(date(2026, 3, 5)) + timedelta(hours=5)
+    assert isinstance(_pay(app, user, booking, "200.00"), Ok)
+    app.run_worker(once=True)
+    (run,) = app.runs(release_unpaid)
+    assert app.result(release_unpaid, run.run_id, user=user) == Ok("paid")
