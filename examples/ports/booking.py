@@ -45,6 +45,8 @@ HOTEL_ZONE = "Europe/Amsterdam"
 RELEASE_AT = time(2, 0)
 #: The largest amount one booking or payment may carry (the columns hold 12 digits).
 MAX_AMOUNT = Decimal("1000000.00")
+#: How far ahead a room can be booked.
+HORIZON = timedelta(days=730)
 #: How the payment system's notification is retried.
 DELIVERY = RetryPolicy(times=5, backoff="exponential", base_delay=timedelta(seconds=30))
 
@@ -57,6 +59,10 @@ def release_time(check_in: date) -> datetime:
     """The instant an unpaid booking for ``check_in`` is released: 02:00 at the hotel, the
     night before (an aware datetime; the hotel's zone decides the UTC instant)."""
     return datetime.combine(check_in - timedelta(days=1), RELEASE_AT, tzinfo=ZoneInfo(HOTEL_ZONE))
+
+
+def hotel_today(now: datetime) -> date:
+    return now.astimezone(ZoneInfo(HOTEL_ZONE)).date()
 
 
 def _money(_instance: object, attribute: attrs.Attribute[Decimal], value: Decimal) -> None:
@@ -329,6 +335,10 @@ def _new_booking(booking_id: uuid.UUID) -> Booking:
 book_room = bookings.write_handler(
     "room:book",
     bookings.pipeline(BookRoom)
+    .guard(  # a past date (or one near the calendar's end) would also have no night to release it
+        lambda c: hotel_today(c.now) <= c.payload.check_in <= hotel_today(c.now) + HORIZON,
+        otherwise=lambda c: fail("unprocessable", "check-in must be from today to two years ahead"),
+    )
     .find_one(
         "taken",  # a night of the stay that another live booking of the room holds
         lambda c: select(RoomBooking).where(
@@ -558,7 +568,7 @@ release_unpaid = bookings.workflow(
 
 def _tomorrow(tick: datetime) -> date:
     """The hotel's date after the tick's: the check-in date a tick releases."""
-    return tick.astimezone(ZoneInfo(HOTEL_ZONE)).date() + timedelta(days=1)
+    return hotel_today(tick) + timedelta(days=1)
 
 
 nightly_release_report = bookings.workflow(

@@ -334,6 +334,17 @@ def test_hostile_json_numbers_and_text(app: App, user: User) -> None:
     )
     assert [d["path"] for d in room.details] == ["$.room_id"]  # attrs stops at the first validator
     assert _status(app, user) == {booking: "booked"}
+    for check_in, check_out in (
+        ("2026-03-01", "2026-03-02"),
+        ("0001-01-01", "0001-01-02"),
+        ("2028-03-02", "2028-03-03"),
+    ):
+        stay = {"room_id": "9", "check_in": check_in, "check_out": check_out, "price": "1"}
+        assert app.dispatch_json("booking:room:book", stay, user=user) == Failure(
+            "unprocessable", "check-in must be from today to two years ahead"
+        )
+    today = {"room_id": "9", "check_in": "2026-03-02", "check_out": "2026-03-03", "price": "1"}
+    assert isinstance(app.dispatch_json("booking:room:book", today, user=user), Ok)
 
 
 def test_a_payment_dispatched_again_under_its_key_is_recorded_once(app: App, user: User, receiver: Receiver) -> None:
