@@ -404,3 +404,30 @@ def test_a_payment_while_the_workers_were_down_keeps_the_booking(app: App, clock
     app.run_worker(once=True)
     (run,) = app.runs(release_unpaid)
     assert app.result(release_unpaid, run.run_id, user=user) == Ok("paid")
+
+
+def test_release_and_report_across_the_autumn_change(app: App, clock: FakeClock, user: User) -> None:
+    """On 25 October 2026 Amsterdam's 02:00 comes twice: the release (fold 0) and the cron
+    tick are both at its first occurrence, 00:00 UTC, once; a night later 02:00 is 01:00 UTC."""
+    clock.now = datetime(2026, 10, 23, 12, 0, tzinfo=UTC)
+    assert app.run_worker(once=True)["started"] == 0
+    first = _book(app, user, "1301", date(2026, 10, 26))
+    second = _book(app, user, "1302", date(2026, 10, 27))
+    assert app.run_worker(once=True)["started"] == 2
+    assert release_time(date(2026, 10, 26)).astimezone(UTC) == datetime(2026, 10, 25, 0, 0, tzinfo=UTC)
+    assert release_time(date(2026, 10, 27)).astimezone(UTC) == datetime(2026, 10, 26, 1, 0, tzinfo=UTC)
+    clock.now = datetime(2026, 10, 25, 0, 0, tzinfo=UTC)
+    counts = app.run_worker(once=True)
+    assert (counts["started"], counts["resumed"]) == (2, 1)  # the 24th's and the 25th's ticks
+    assert _status(app, user) == {first: "cancelled", second: "booked"}
+    clock.now = datetime(2026, 10, 26, 0, 59, tzinfo=UTC)  # the repeated hour brought no second tick
+    assert app.run_worker(once=True)["started"] == 0
+    clock.now = datetime(2026, 10, 26, 1, 0, tzinfo=UTC)
+    counts = app.run_worker(once=True)
+    assert (counts["started"], counts["resumed"]) == (1, 1)
+    assert _status(app, user) == {first: "cancelled", second: "cancelled"}
+    assert sorted((r.steps["arriving"], len(r.steps["due"])) for r in app.runs(nightly_release_report)) == [
+        (date(2026, 10, 25), 0),
+        (date(2026, 10, 26), 1),
+        (date(2026, 10, 27), 1),
+    ]
