@@ -11,10 +11,11 @@ What users of the sample add, here too:
   outbox: sent after the commit, retried, with an ``Idempotency-Key``).  Its URL comes from
   the environment (``BOOKING_NOTIFY_URL``) when the step runs.
 - A booking not paid by the night before check-in (02:00 at the hotel, ``HOTEL_ZONE``) is
-  cancelled.  Each booking's run (started by its ``RoomBooked``) waits until that night,
-  then reads the booking *locked* and cancels it only if it is still unpaid: a payment that
-  commits in the same instant is either read there (no cancel) or waits for the cancel
-  and is then refused — never a paid booking cancelled.  It is not the nightly ``cron``
+  cancelled.  Each booking's run (started by its ``RoomBooked``) waits until that night
+  (a cancellation before it ends the run early), then reads the booking *locked* and
+  cancels it only if it is still unpaid: a payment that commits in the same instant is
+  either read there (no cancel) or waits for the cancel and is then refused — never a
+  paid booking cancelled.  It is not the nightly ``cron``
   that cancels: a cron run belongs to no tenant (docs/workflows.md, *Triggers*), so it
   reads every tenant's bookings (``kumiko_all_tenants``) but may not append to any of
   them; one run per booking, in the booking's tenant, may.
@@ -542,7 +543,13 @@ release_unpaid = bookings.workflow(
     "release-unpaid",
     trigger=on_event(RoomBooked),  # one run per booking, in the booking's tenant
     pipeline=bookings.workflow_pipeline(RoomBooked)
-    .wait(lambda c: release_time(c.payload.check_in), name="night-before")
+    .wait_for_event(  # a booking cancelled before that night ends its run then
+        "cancelled",
+        BookingCancelled,
+        key=lambda c: c.payload.booking_id,
+        event_key=lambda e: e.booking_id,
+        timeout=lambda c: release_time(c.payload.check_in),
+    )
     .get_one("booking", lambda c: select(Booking).where(Booking.id == c.payload.booking_id).with_for_update())
     .branch(
         name="unpaid",

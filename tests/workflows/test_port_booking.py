@@ -431,3 +431,14 @@ def test_release_and_report_across_the_autumn_change(app: App, clock: FakeClock,
         (date(2026, 10, 26), 1),
         (date(2026, 10, 27), 1),
     ]
+
+
+def test_a_booking_cancelled_early_ends_its_run_at_once(app: App, user: User) -> None:
+    booking = _book(app, user, "1401", date(2026, 6, 1))
+    assert app.run_worker(once=True)["started"] == 1
+    assert app.dispatch(cancel_booking, CancelBooking(booking, "plans changed"), user=user) == Ok(D(0))
+    assert app.run_worker(once=True)["resumed"] == 1  # months before the release night
+    (run,) = app.runs(release_unpaid)
+    assert app.result(release_unpaid, run.run_id, user=user) == Ok("cancelled")
+    events = ok_data(app.read_stream(Booking, booking, user=user))
+    assert [e.event for e in events][1:] == [BookingCancelled(booking, "plans changed", START)]
