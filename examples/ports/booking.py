@@ -35,7 +35,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 import attrs
-from sqlalchemy import Date, Numeric, String, select
+from sqlalchemy import Date, DateTime, Numeric, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from kumiko_typed import CronTick, Entity, Feature, RetryPolicy, cron, fail, ok, on_event
@@ -131,6 +131,17 @@ class RoomBooking(BookingReadModels):
     check_in: Mapped[date] = mapped_column(Date)
     check_out: Mapped[date] = mapped_column(Date)
     status: Mapped[str] = mapped_column(String(20))
+
+
+class RoomLock(BookingReadModels):
+    """One row per room, written first by each booking of it: the row lock its upsert
+    takes makes two bookings of one room decide one after the other (on PostgreSQL two
+    concurrent ones both found the nights free)."""
+
+    __tablename__ = "booking_room_locks"
+    tenant_id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    room_id: Mapped[str] = mapped_column(String(60), primary_key=True)
+    last_booked_at: Mapped[datetime] = mapped_column(DateTime(timezone=True))
 
 
 class PaymentSeen(BookingReadModels):
@@ -260,7 +271,7 @@ VALUE_TYPES = [PaymentState]
 
 # --- the feature ---------------------------------------------------------------------------
 
-bookings = Feature("booking", requires=["webhook.send"], projections=[MyBooking, RoomBooking, PaymentSeen])
+bookings = Feature("booking", requires=["webhook.send"], projections=[MyBooking, RoomBooking, PaymentSeen, RoomLock])
 bookings.entity(Booking)
 bookings.event(RoomBooked, name="room-booked")
 bookings.event(PaymentRecorded, name="payment-recorded")
@@ -339,6 +350,11 @@ book_room = bookings.write_handler(
     .guard(  # a past date (or one near the calendar's end) would also have no night to release it
         lambda c: hotel_today(c.now) <= c.payload.check_in <= hotel_today(c.now) + HORIZON,
         otherwise=lambda c: fail("unprocessable", "check-in must be from today to two years ahead"),
+    )
+    .unsafe_projection_upsert(
+        RoomLock,
+        on=["tenant_id", "room_id"],
+        row=lambda c: {"tenant_id": c.tenant_id, "room_id": c.payload.room_id, "last_booked_at": c.now},
     )
     .find_one(
         "taken",  # a night of the stay that another live booking of the room holds

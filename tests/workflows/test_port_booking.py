@@ -442,3 +442,25 @@ def test_a_booking_cancelled_early_ends_its_run_at_once(app: App, user: User) ->
     assert app.result(release_unpaid, run.run_id, user=user) == Ok("cancelled")
     events = ok_data(app.read_stream(Booking, booking, user=user))
     assert [e.event for e in events][1:] == [BookingCancelled(booking, "plans changed", START)]
+
+
+def test_concurrent_bookings_of_one_room_and_night_book_it_once(app: App, user: User) -> None:
+    answers: list[object] = []
+    lock = threading.Lock()
+
+    def book(night: int) -> None:
+        stay = BookRoom("1501", date(2026, 3, 10 + night % 2), date(2026, 3, 11 + night % 2), D(90))
+        answer = app.dispatch(book_room, stay, user=user)
+        with lock:
+            answers.append(answer)
+
+    threads = [threading.Thread(target=book, args=(i,)) for i in range(6)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert sum(isinstance(a, Ok) for a in answers) == 2, answers  # one per night
+    assert [a for a in answers if not isinstance(a, Ok)] == [
+        Failure("unprocessable", "room 1501 is not available for those nights")
+    ] * 4
+    assert len(ok_data(app.query(bookings_by_room, RoomQuery("1501"), user=user))) == 2
