@@ -20,6 +20,7 @@ from sqlalchemy import Select, bindparam, inspect, select
 from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import instance_state
 
+from .._access import NO_TENANT
 from .._ctx import correlation_of
 from .._errors import ProjectorFailed, StepRefused
 from .._eventstore import append
@@ -306,8 +307,21 @@ def _not_a_version(expected: object, what: str, step_name: str | None) -> Failur
     )
 
 
-def _not_found(entity_type: type[Any], entity_id: object) -> Failure:
-    return fail("not_found", f"{entity_type.__name__} {entity_id} not found", {"entity_id": str(entity_id)})
+def _not_found(run: Run, entity_type: type[Any], entity_id: object) -> Failure:
+    message = f"{entity_type.__name__} {entity_id} not found"
+    if run.user.tenant_id == NO_TENANT and _held_by_a_tenant(run, entity_type, entity_id):
+        # A run of no tenant (a cron run) that read the row with kumiko_all_tenants was told
+        # only "not found" of a row it had just read; it may know that the row exists.
+        message += (
+            " in the run's tenant: a run of no tenant (a cron run) may not change a tenant's aggregate;"
+            " change it from a run of that tenant (docs/workflows.md, Triggers)"
+        )
+    return fail("not_found", message, {"entity_id": str(entity_id)})
+
+
+def _held_by_a_tenant(run: Run, entity_type: type[Any], entity_id: object) -> bool:
+    stmt = select(entity_type.id).where(entity_type.id == entity_id).execution_options(kumiko_all_tenants=True)
+    return run.db.execute(stmt.limit(1)).first() is not None
 
 
 def _update(step: Update, run: Run) -> Failure | None:
@@ -333,7 +347,7 @@ def _update(step: Update, run: Run) -> Failure | None:
     # Without the version check, the write is based on the current row, whatever was read.
     entity = _load_for_write(run, step.entity, entity_id, fresh=step.skip_optimistic_lock)
     if entity is None:
-        return _not_found(step.entity, entity_id)
+        return _not_found(run, step.entity, entity_id)
     if not step.skip_optimistic_lock and entity.version != expected:
         return _stated_conflict(run, step.entity, entity_id, expected, entity.version)
     previous = {k: getattr(entity, k) for k in changes}
@@ -468,7 +482,7 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
             return refused
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
-        return _not_found(step.entity, entity_id)
+        return _not_found(run, step.entity, entity_id)
     if expected is not None and entity.version != expected:
         return _stated_conflict(run, step.entity, entity_id, expected, entity.version)
     new_version = entity.version + 1
