@@ -23,7 +23,6 @@ from sqlalchemy.orm import (
     mapped_column,
     relationship,
     synonym,
-    unmapped_column,
 )
 from sqlalchemy.orm.decl_api import DCTransformDeclarative
 from typing_extensions import dataclass_transform
@@ -46,7 +45,6 @@ __all__ = ["Entity", "default_aggregate_type"]
         Composite,
         Synonym,
         mapped_column,
-        unmapped_column,
         relationship,
         composite,
         synonym,
