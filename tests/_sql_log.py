@@ -53,13 +53,22 @@ class _CountingCursor:
 def rows_read(engine: sa.Engine, *tables: str) -> Iterator[dict[str, int]]:
     """The rows the block's SELECTs from ``tables`` (named in their FROM) hand to Python,
     per table: what a read costs whatever the database's plan."""
+    with _fetched(engine, tables, _CountingCursor) as counts:
+        yield counts
+
+
+@contextmanager
+def _fetched(
+    engine: sa.Engine, tables: tuple[str, ...], cursor_class: type[_CountingCursor]
+) -> Iterator[dict[str, int]]:
+    """What ``cursor_class`` counts of the fetches of the block's SELECTs from ``tables``."""
     counts: dict[str, int] = {}
 
     def wrap(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
         head = " ".join(statement.split())
         for table in tables:
             if head.startswith("SELECT") and f"FROM {table}" in head:
-                context.cursor = _CountingCursor(cursor, counts, table)
+                context.cursor = cursor_class(cursor, counts, table)
                 break
 
     sa.event.listen(engine, "after_cursor_execute", wrap)
@@ -93,17 +102,5 @@ def bytes_read(engine: sa.Engine, *tables: str) -> Iterator[dict[str, int]]:
     """The bytes of the values the block's SELECTs from ``tables`` hand to Python, per
     table (and their rows, per ``"<table> rows"``): what a read costs in what travels
     and is decoded, whatever the plan."""
-    counts: dict[str, int] = {}
-
-    def wrap(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-        head = " ".join(statement.split())
-        for table in tables:
-            if head.startswith("SELECT") and f"FROM {table}" in head:
-                context.cursor = _SizingCursor(cursor, counts, table)
-                break
-
-    sa.event.listen(engine, "after_cursor_execute", wrap)
-    try:
+    with _fetched(engine, tables, _SizingCursor) as counts:
         yield counts
-    finally:
-        sa.event.remove(engine, "after_cursor_execute", wrap)
