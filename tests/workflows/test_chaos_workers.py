@@ -37,7 +37,9 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-pytestmark = [pytest.mark.slow]
+#: One xdist worker runs both databases' rounds, one after the other: six worker processes
+#: at once would starve a small machine's cores and stretch the quiet period.
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("chaos")]
 
 from _chaos_app import (  # noqa: E402
     SPEED,
@@ -69,6 +71,7 @@ JOBS = 20
 CHAOS_S = 20.0
 #: Past the chaos: the outbox lease (5 min) at SPEED, plus the slowest waits and retries.
 WORKER_APP_NAME = "kumiko-chaos-worker"
+DRIVER_APP_NAME = "kumiko-chaos-driver"
 QUIET_S = 5 * 60 / SPEED + 15
 
 
@@ -91,6 +94,7 @@ class Workers:
         self.env = {**os.environ, "CHAOS_HOOK": hook}
         self.procs: list[subprocess.Popen[str]] = []
         self.killed: set[int] = set()
+        self.ended: list[str] = []
         self.spawned = 0
         self.lock = threading.Lock()
 
@@ -113,6 +117,8 @@ class Workers:
     def kill(self, i: int) -> None:
         with self.lock:
             proc = self.procs[i]
+            if proc.poll() is not None:  # it had ended by itself
+                self.ended.append(f"worker {proc.pid} exited {proc.returncode}")
             self.killed.add(proc.pid)
             proc.send_signal(signal.SIGKILL)
             proc.wait(10)
@@ -121,7 +127,7 @@ class Workers:
     def unexpected_exits(self) -> list[str]:
         """Workers that ended though nobody killed them."""
         with self.lock:
-            return [
+            return self.ended + [
                 f"worker {p.pid} exited {p.returncode}"
                 for p in self.procs
                 if p.poll() is not None and p.pid not in self.killed
@@ -131,9 +137,10 @@ class Workers:
         """What the workers logged besides the retries' planned first failures."""
         found = []
         for n in range(1, self.spawned + 1):
-            for record in (self.logs / f"worker-{n}.log").read_text().split("\nTraceback")[1:]:
-                if "first attempt fails" not in record:
-                    found.append(record[-1500:])
+            parts = (self.logs / f"worker-{n}.log").read_text().split("\nTraceback")
+            for before, record in itertools.pairwise(parts):
+                if "first attempt fails" not in record:  # the log line, then its traceback's end
+                    found.append(before.splitlines()[-1] + "\n" + record[-1500:])
         return found
 
     def stop(self) -> list[int | None]:
@@ -158,16 +165,22 @@ class Workers:
                 proc.wait(10)
 
 
-def _retrying(call: Any) -> Any:
+#: The driver's calls tried again, by what the first try met.
+RETRIED: collections.Counter[str] = collections.Counter()
+
+
+def _retrying(what: str, call: Any) -> Any:
     """``call()`` until the database is not busy (a worker holding SQLite's write lock):
     each call carries the same idempotency key, so a retry is the same request."""
     for _ in range(100):
         try:
             result = call()
-        except sa.exc.OperationalError:
+        except sa.exc.OperationalError as exc:
+            RETRIED[f"{what}: {type(exc.orig).__name__}"] += 1
             time.sleep(0.1)
             continue
         if isinstance(result, Failure) and result.code == "unavailable":
+            RETRIED[f"{what}: unavailable"] += 1
             time.sleep(0.1)
             continue
         return result
@@ -184,16 +197,19 @@ def _arrive(app: App, rng: random.Random, stop_at: float) -> tuple[dict[int, uui
     rng.shuffle(work)
     for kind, n in work:
         if kind == "order":
-            placed = _retrying(lambda n=n: app.dispatch(place, Place(n), user=USER, idempotency_key=f"place-{n}"))
+            placed = _retrying(
+                "place", lambda n=n: app.dispatch(place, Place(n), user=USER, idempotency_key=f"place-{n}")
+            )
             assert isinstance(placed, Ok), placed
             orders[n] = placed.data
             confirmed = _retrying(
-                lambda n=n: app.dispatch(confirm, Confirm(orders[n], n), user=USER, idempotency_key=f"confirm-{n}")
+                "confirm",
+                lambda n=n: app.dispatch(confirm, Confirm(orders[n], n), user=USER, idempotency_key=f"confirm-{n}"),
             )
             assert confirmed == Ok(n)
         else:
-            first = _retrying(lambda n=n: app.start_workflow(job, Job(n), user=USER, key=f"job-{n}"))
-            again = _retrying(lambda n=n: app.start_workflow(job, Job(n), user=USER, key=f"job-{n}"))
+            first = _retrying("start", lambda n=n: app.start_workflow(job, Job(n), user=USER, key=f"job-{n}"))
+            again = _retrying("start", lambda n=n: app.start_workflow(job, Job(n), user=USER, key=f"job-{n}"))
             assert first == again
             jobs[n] = first
         time.sleep(rng.uniform(0, 2 * pace))
@@ -201,16 +217,18 @@ def _arrive(app: App, rng: random.Random, stop_at: float) -> tuple[dict[int, uui
 
 
 def _cut(app: App) -> int:
-    """Close every worker's PostgreSQL connection from the server side (what a network
-    cut or a failover does to them, mid-statement or mid-COMMIT): how many."""
+    """Close every worker's PostgreSQL connection, and the other connections of the
+    test's own App (its dispatches and starts), from the server side: what a network cut
+    or a failover does to them, mid-statement or mid-COMMIT.  How many."""
     with app.engine.begin() as conn:
         return len(
             conn.execute(
                 sa.text(
                     "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name = :name AND datname = current_database()"
+                    "WHERE application_name IN (:worker, :driver) AND datname = current_database() "
+                    "AND pid <> pg_backend_pid()"
                 ),
-                {"name": WORKER_APP_NAME},
+                {"worker": WORKER_APP_NAME, "driver": DRIVER_APP_NAME},
             ).all()
         )
 
@@ -222,7 +240,7 @@ def _chaos(
     time in three, cut every worker's connections instead."""
     while not stop.wait(rng.uniform(0.5, 1.0)):
         if app.engine.dialect.name == "postgresql" and rng.random() < 1 / 3:
-            faults["connections cut"] += _cut(app)
+            faults["connections cut"] += _retrying("cut", lambda: _cut(app))
             faults["cuts"] += 1
         else:
             workers.kill(rng.randrange(WORKERS))
@@ -329,7 +347,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(
     seed = _SEED
     print(f"chaos seed {seed} on {db_url.split(':', 1)[0]} (KUMIKO_CHAOS_SEED={seed} replays its choices)")
     origin = time.time()
-    app = make_app(db_url, origin)
+    app = make_app(db_url + (f"?application_name={DRIVER_APP_NAME}" if db_url.startswith("postgresql") else ""), origin)
     create_tables(app)
     workers = Workers(db_url, origin, hook_receiver.url(), tmp_path)
     stop = threading.Event()
@@ -344,7 +362,7 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(
         stop.set()
         chaos.join(30)
         deadline = time.monotonic() + QUIET_S
-        while not _settled(app) and time.monotonic() < deadline:
+        while not _retrying("settled", lambda: _settled(app)) and time.monotonic() < deadline:
             time.sleep(0.5)
         print(f"settled {QUIET_S - (deadline - time.monotonic()):.1f} s after the chaos")
         assert workers.unexpected_exits() == []
@@ -353,7 +371,8 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(
         assert workers.stop() == [0] * WORKERS
         stopped_at = app.clock()
         app.run_worker(once=True)  # what a cron tick queued in the last seconds
-        print(f"{dict(faults)}, {workers.spawned} worker processes, {len(hook_receiver.requests)} requests")
+        print(f"{dict(faults)}, driver retries {dict(RETRIED)}, {workers.spawned} workers started")
+        print(f"{len(hook_receiver.requests)} requests")
         _check(app, hook_receiver, orders, jobs, stopped_at)
     finally:
         stop.set()
