@@ -28,7 +28,7 @@ from sqlalchemy import (
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler, PGDialect, PGTypeCompiler
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
-from sqlalchemy.engine import Dialect
+from sqlalchemy.engine import Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -75,6 +75,7 @@ def make_engine(url: str) -> Engine:
     # Only a failed statement (commit, connect) calls them: what a refused write wrote, for
     # its Failure; a lost connection, for the runner to tell whether it may run again.
     event.listen(engine, "handle_error", note_written)
+    event.listen(engine, "handle_error", _lost_while_set_up)  # before note_lost counts it
     event.listen(engine, "handle_error", note_lost)
     # A run's write that refers to another tenant's row: refused, the run rolled back.
     event.listen(engine, "after_cursor_execute", check_references)
@@ -349,15 +350,36 @@ def _postgres_connect(dbapi_connection: Any, _record: object) -> None:
 
 def _postgres_session_setting(dbapi_connection: Any, statement: str) -> None:
     """Run ``statement`` (a ``SET``) for the connection's session, in no transaction: a
-    rollback on check-in would undo it."""
+    rollback on check-in would undo it.
+
+    A connection the server drops meanwhile is discarded by the pool: its error is raised
+    as it came (``autocommit`` is not restored on it, which would raise "the connection is
+    lost" in its place) and marked lost for :func:`_lost_while_set_up`."""
     autocommit = dbapi_connection.autocommit
     dbapi_connection.autocommit = True
     cursor = dbapi_connection.cursor()
     try:
         cursor.execute(statement)
+    except Exception as exc:
+        if dbapi_connection.broken or dbapi_connection.closed:
+            setattr(exc, _DROPPED_WHILE_SET_UP, True)
+        raise
     finally:
         cursor.close()
-        dbapi_connection.autocommit = autocommit
+    dbapi_connection.autocommit = autocommit
+
+
+#: Marks an error raised while a new connection's session was set up on a dropped connection.
+_DROPPED_WHILE_SET_UP: Final = "_kumiko_dropped_while_set_up"
+
+
+def _lost_while_set_up(context: ExceptionContext) -> None:
+    """``handle_error``: a connection dropped while its session was set up is a lost
+    connection (``connection_invalidated``), one a worker outlives.  Connecting,
+    SQLAlchemy asks the psycopg dialect whether an error is a disconnect without the
+    connection, and it never says so: a killed backend would pass for a wrong URL."""
+    if getattr(context.original_exception, _DROPPED_WHILE_SET_UP, False):
+        context.is_disconnect = True
 
 
 def _sqlite_refuse_writes(dbapi_connection: Any, record: Any) -> None:
