@@ -37,7 +37,7 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-pytestmark = [pytest.mark.slow]
+pytestmark = [pytest.mark.slow, pytest.mark.chaos]
 
 from _chaos_app import (  # noqa: E402
     SPEED,
