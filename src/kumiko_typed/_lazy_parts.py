@@ -12,7 +12,7 @@ from typing import Any, Final, TypeGuard, overload
 
 from ._tables import workflow_parts
 
-__all__ = ["PAGE", "LateUnreadable", "LazyValues", "PagedItems", "Unread", "page_name", "pages", "paging"]
+__all__ = ["PAGE", "Damage", "LateUnreadable", "LazyValues", "PagedItems", "Unread", "page_name", "pages", "paging"]
 
 #: Items per page: a segment reads (and, if they changed, writes) this many at most per
 #: iteration it runs, whatever the loop's length.
@@ -40,6 +40,25 @@ class LateUnreadable(BaseException):  # not an error of a step: no step may catc
         self.cause = cause
 
 
+class Damage:
+    """The first :class:`LateUnreadable` a segment's reads raised, kept apart from the
+    raise: a step that catches ``BaseException`` (a bare ``except:``) cannot make the
+    segment go on as if it had read; the engine raises it again before it stores the
+    segment's outcome."""
+
+    __slots__ = ("found",)
+
+    def __init__(self) -> None:
+        self.found: LateUnreadable | None = None
+
+    def late(self, cause: Exception) -> LateUnreadable:
+        """The exception to raise for ``cause``, noted if it is the first."""
+        late = LateUnreadable(cause)
+        if self.found is None:
+            self.found = late
+        return late
+
+
 class Unread:
     """A step value stored as the part ``name`` (``v/<key>``), not read yet: read and
     decoded the first time a step asks for it.  What it read is kept (a ``retry`` that
@@ -47,10 +66,17 @@ class Unread:
     of values does), and its encoding as read noted in ``seen``: a suspension writes the
     value again only if it now encodes otherwise."""
 
-    __slots__ = ("_decode", "_read", "loaded", "name", "seen", "value")
+    __slots__ = ("_damage", "_decode", "_read", "loaded", "name", "seen", "value")
 
-    def __init__(self, name: str, read: Callable[[str], Any], decode: Callable[[Any], Any], seen: dict[str, Any]):
-        self.name, self._read, self._decode, self.seen = name, read, decode, seen
+    def __init__(
+        self,
+        name: str,
+        read: Callable[[str], Any],
+        decode: Callable[[Any], Any],
+        seen: dict[str, Any],
+        damage: Damage,
+    ) -> None:
+        self.name, self._read, self._decode, self.seen, self._damage = name, read, decode, seen, damage
         self.loaded = False
         self.value: Any = None
 
@@ -58,7 +84,7 @@ class Unread:
         if not self.loaded:
             encoded = self._read(self.name)  # a database error is the worker pass's, as raised
             if encoded is None:
-                raise LateUnreadable(LookupError(f"its part {self.name} is missing from {workflow_parts.name}"))
+                raise self._damage.late(LookupError(f"its part {self.name} is missing from {workflow_parts.name}"))
             self.value = self._decode(encoded)  # raises LateUnreadable (``_stored_classes``)
             self.seen[self.name] = encoded
             self.loaded = True
@@ -130,13 +156,19 @@ class PagedItems(Sequence[Any]):
     ``stored`` their encodings as read, so that a suspension writes a page again only if
     it now encodes otherwise."""
 
-    __slots__ = ("_decode", "_read", "length", "name", "pages", "size", "stored")
+    __slots__ = ("_damage", "_decode", "_read", "length", "name", "pages", "size", "stored")
 
     def __init__(
-        self, name: str, count: int, size: int, read: Callable[[str], Any], decode: Callable[[Any], Any]
+        self,
+        name: str,
+        count: int,
+        size: int,
+        read: Callable[[str], Any],
+        decode: Callable[[Any], Any],
+        damage: Damage,
     ) -> None:
         self.name, self.length, self.size = name, count, size
-        self._read, self._decode = read, decode
+        self._read, self._decode, self._damage = read, decode, damage
         self.pages: dict[int, list[Any]] = {}
         self.stored: dict[int, Any] = {}
 
@@ -167,9 +199,9 @@ class PagedItems(Sequence[Any]):
         name = page_name(self.name, k)
         encoded = self._read(name)  # a database error is the worker pass's, as raised
         if encoded is None:
-            raise LateUnreadable(LookupError(f"its part {name} is missing from {workflow_parts.name}"))
+            raise self._damage.late(LookupError(f"its part {name} is missing from {workflow_parts.name}"))
         if not isinstance(encoded, list) or len(encoded) != min(self.size, self.length - k * self.size):
-            raise LateUnreadable(ValueError(f"its part {name} is not a page of {self.size} loop items"))
+            raise self._damage.late(ValueError(f"its part {name} is not a page of {self.size} loop items"))
         page: list[Any] = self._decode(encoded)  # raises LateUnreadable (``_stored_classes``)
         self.pages[k], self.stored[k] = page, encoded
         return page

@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from ._compat import Unreadable
 from ._errors import ClassMismatch, NewerFormat, StateError
-from ._lazy_parts import LateUnreadable, PagedItems, Unread, page_name, pages, paging
+from ._lazy_parts import Damage, PagedItems, Unread, page_name, pages, paging
 from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
 from ._tables import workflow_parts
 
@@ -151,15 +151,16 @@ def _put_back(at: str, record: Any, in_parts: Collection[str], parts: Mapping[st
     return {**record, "items": items}
 
 
-def _late(decode: Callable[[Any], Any]) -> Callable[[Any], Any]:
+def _late(decode: Callable[[Any], Any], damage: Damage) -> Callable[[Any], Any]:
     """``decode`` for a page read while a segment runs: what cannot be read is raised as
-    :class:`LateUnreadable`, which no step catches."""
+    :class:`~kumiko_typed._lazy_parts.LateUnreadable` (which no step catches) and noted
+    in ``damage``."""
 
     def decoded(data: Any) -> Any:
         try:
             return decode(data)
         except UNREADABLE as exc:
-            raise LateUnreadable(exc) from exc
+            raise damage.late(exc) from exc
 
     return decoded
 
@@ -181,6 +182,8 @@ class Rebuilt:
     stored: dict[str, Any] = attrs.Factory(dict)
     #: Each loop stored as pages, by its name (``i/<path>``): how many pages it has.
     paged: dict[str, int] = attrs.Factory(dict)
+    #: What the segment's reads of pages and values found unreadable, if anything.
+    damage: Damage = attrs.Factory(Damage)
 
 
 def readable_format(state: object) -> None:
@@ -220,13 +223,14 @@ def rebuild(
     full = expanded(state, parts, paged=read is None, values=read is None)
     loops: dict[str, dict[str, Any]] = {}
     paged: dict[str, int] = {}
+    damage = Damage()
     for path, loop in full.get("loops", {}).items():
         if "items" in loop:
             items = codec.decode(loop["items"])
         else:
             assert read is not None  # else expanded put them back
             name, count, size = paging(loop)
-            items = PagedItems(name, count, size, read, _late(codec.decode))
+            items = PagedItems(name, count, size, read, _late(codec.decode, damage), damage)
         if "pages" in loop:
             name, count, size = paging(loop)
             paged[name] = pages(count, size)
@@ -239,11 +243,12 @@ def rebuild(
         inline, order = _split_values(state.get("values"), left_out)
         held = codec.decode({TAG: "dict", "v": inline})
         decoded_parts["values"] = {
-            k: held[k] if k in inline else Unread(f"v/{k}", read, _late(codec.decode), stored) for k in order
+            k: held[k] if k in inline else Unread(f"v/{k}", read, _late(codec.decode, damage), stored, damage)
+            for k in order
         }
     elif "values" in full:
         decoded_parts["values"] = codec.decode(full["values"])
-    return Rebuilt(decoded, loops, decoded_parts, state, stored, paged)
+    return Rebuilt(decoded, loops, decoded_parts, state, stored, paged, damage)
 
 
 def mismatch(path: str | None, exc: ClassMismatch) -> str:

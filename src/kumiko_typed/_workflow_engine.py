@@ -218,6 +218,13 @@ class Taken(dict[str, Any]):
         self.taken = taken
 
 
+def _raise_damage(stored: Rebuilt | None) -> None:
+    """Raise again what a resumed segment's reads found unreadable, though a step caught
+    it (a bare ``except:``): the segment is undone, not stored as if it had read."""
+    if stored is not None and stored.damage.found is not None:
+        raise stored.damage.found
+
+
 def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
     columns = failed(failure.code, failure.message)
     if failure is run.settled_failure():
@@ -780,6 +787,7 @@ class WorkflowEngine:
 
         def keep(outcome: Outcome) -> Failure | None:
             """Store the run as it stands after a segment that did not fail it."""
+            _raise_damage(stored)
             parts = _Parts(before, named, paged)
             if isinstance(outcome, Suspend):
                 where, at = d.stored_at(outcome.path)
@@ -829,7 +837,10 @@ class WorkflowEngine:
             keep=_checking(keep, session) if checks_deferred(session) else keep,
             span_name="kumiko.workflow.segment",
         )
-        return _run_failed(outcome, run) if isinstance(outcome, Failure) else None
+        if isinstance(outcome, Failure):
+            _raise_damage(stored)
+            return _run_failed(outcome, run)
+        return None
 
     def isolated_segment(
         self,

@@ -544,6 +544,47 @@ def test_a_missing_value_part_fails_the_run_when_a_step_needs_it(
     }
 
 
+@pytest.mark.parametrize("outcome", ["goes on", "fails"])
+def test_a_step_that_catches_everything_cannot_hide_an_unreadable_value(
+    app_on: Callable[..., App], clock: FakeClock, user: User, outcome: str
+) -> None:
+    """A step that reads a damaged value in a bare ``except:`` (``BaseException``) takes
+    the read's signal for its own: the segment still does not go on as if it had read
+    (neither stored nor failed with what the step made of it), and fails as damaged,
+    undone, as without the catch."""
+    f = Feature(f"fpswallow{outcome.replace(' ', '')}")
+
+    def count(c: Any) -> int:
+        try:
+            return len(c.steps["items"])
+        except BaseException:  # what the test is about
+            if outcome == "fails":
+                raise ValueError("no items") from None
+            return -1
+
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("items", lambda c: _items(c.payload.n))
+        .wait("PT1M")
+        .compute("count", count)
+        .wait("PT1M"),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(30), user=user)
+    assert "v/items" in _parts(app, run_id)
+    with app.engine.begin() as conn:
+        conn.execute(sa.delete(workflow_parts).where(workflow_parts.c.name == "v/items"))
+    clock.advance(minutes=2)
+    app.run_worker(once=True)
+    info = run_info(app, run_id)
+    missing = "the stored state cannot be read: its part v/items is missing from kumiko_workflow_parts"
+    assert info.status == "failed" and info.path == "@wait", info  # where it stood
+    assert info.error == {"code": "unstorable_state", "message": f"at step @wait: {missing}"}, info
+    assert "count" not in info.steps, info
+
+
 def test_the_check_reads_the_parts_of_many_runs_at_once(
     app_on: Callable[..., App], clock: FakeClock, user: User
 ) -> None:
