@@ -21,8 +21,9 @@ class RunInfo:
     cancelling user's id), why a ``suspended`` run is stranded (code ``stranded``:
     the deployed definition cannot resume it; it waits, intact, for one that can), or
     why a worker tries a ``suspended`` run's segment again at ``wake_at`` (its last try's
-    ``version_conflict`` or ``unavailable``, with ``tries``, and ``taken``: the id its
-    ``create`` found taken)."""
+    ``version_conflict``, ``unique_violation`` or ``unavailable``, with ``tries``, and
+    ``taken``: the id its ``create`` found taken, or the entity and columns of the
+    unique constraint its write clashed on)."""
 
     run_id: UUID
     workflow: str

@@ -95,8 +95,10 @@ CONFLICT_TRIES: Final = 10
 #: failed by one would have to be started again, its steps done again.
 UNAVAILABLE_TRIES: Final = 100
 #: The codes of a worker's segment that is tried again, not the end of its run: it lost a
-#: race on an aggregate, or the database refused it for now (``isolated_segment``).
-_TRIED_AGAIN: Final = frozenset({"version_conflict", "unavailable"})
+#: race on an aggregate or on a unique value, or the database refused it for now
+#: (``isolated_segment``).  A clash on a unique value, as a create's on its id, only once
+#: for the same constraint (``_try_again``).
+_TRIED_AGAIN: Final = frozenset({"version_conflict", "unavailable", "unique_violation"})
 #: The SET clause follows the parameters given, besides ``b_run_id``.
 _UPDATE_RUN: Final = update(workflow_runs).where(workflow_runs.c.run_id == bindparam("b_run_id"))
 #: When the run a page goes on from was started (``list``).
@@ -210,8 +212,9 @@ class Settled(dict[str, Any]):
 
 
 class Taken(dict[str, Any]):
-    """A failed run's columns whose segment's ``create`` found its id ``taken``
-    (:func:`~kumiko_typed._steps.aggregates.taken_id`)."""
+    """A failed run's columns whose segment's write found something ``taken``: a
+    ``create`` its id (:func:`~kumiko_typed._steps.aggregates.taken_id`), or a write a
+    unique value (:func:`_unique_taken`)."""
 
     def __init__(self, columns: dict[str, Any], taken: str) -> None:
         super().__init__(columns)
@@ -229,8 +232,19 @@ def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
     columns = failed(failure.code, failure.message)
     if failure is run.settled_failure():
         return Settled(columns)
-    taken = taken_id(failure)
+    taken = taken_id(failure) if failure.code == "version_conflict" else _unique_taken(failure)
     return columns if taken is None else Taken(columns, taken)
+
+
+def _unique_taken(failure: Failure) -> str | None:
+    """The constraint a write's ``unique_violation`` clashed on, as its entity and columns
+    (``Customer (email)``): that failure's details, the same on both databases."""
+    details = failure.details
+    if failure.code != "unique_violation" or not isinstance(details, Mapping):
+        return None
+    columns = details.get("columns")
+    on = f" ({', '.join(map(str, columns))})" if isinstance(columns, list) and columns else ""
+    return f"{details.get('entity')}{on}"
 
 
 def _tries(error: object) -> tuple[int, str | None]:
@@ -938,11 +952,15 @@ class WorkflowEngine:
         fails with instead: its :data:`CONFLICT_TRIES`-th try in a row (``unavailable``:
         :data:`UNAVAILABLE_TRIES`-th), or a ``create`` of
         the id its last try found taken (the segment, run again after that id was taken,
-        decided to create it again: no further try would differ).
+        decided to create it again: no further try would differ), or a write that clashes
+        on the unique constraint its last try clashed on (the segment, run again after
+        the value was taken, wrote it again: it did not read the row its first try
+        missed, and will not).
 
         While it is tried again the run's error says so, as the run is: its code and
-        message, the tries so far and the id its create found taken (``tries``,
-        ``taken``); ``wake_at`` is the next try.  A segment that gets through clears it."""
+        message, the tries so far and the id (or unique constraint) its write found taken
+        (``tries``, ``taken``); ``wake_at`` is the next try.  A segment that gets through
+        clears it."""
         tries, taken_before = _tries(last_error)
         tries += 1
         error = failure["error"]
@@ -950,8 +968,9 @@ class WorkflowEngine:
         taken = failure.taken if isinstance(failure, Taken) else None
         where = f"the segment from step {path or '0'}"
         if taken is not None and taken == taken_before:
-            logger.warning("workflow %s run %s: %s creates a taken id again; the run fails", d.name, run_id, where)
-            again = f"{where} was tried again after the id was taken and creates it again, as every try would"
+            what, does = ("its unique value", "writes") if code == "unique_violation" else ("the id", "creates")
+            logger.warning("workflow %s run %s: %s takes %s again; the run fails", d.name, run_id, where, what)
+            again = f"{where} was tried again after {what} was taken and {does} it again, as every try would"
             return failed(code, f"{message} ({again})")
         bound = UNAVAILABLE_TRIES if code == "unavailable" else CONFLICT_TRIES
         if tries >= bound:

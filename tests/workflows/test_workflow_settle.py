@@ -8,6 +8,9 @@ handlers*):
   an earlier segment; another tenant's id alike).  A create that lost a real race — the
   segment read that no such row existed, another writer created it meanwhile — goes the
   other way on its second try and completes;
+- a write that clashes on a unique value (``unique_violation``) is tried again once in
+  the same way: a segment that looked the value up and lost the race finds the row at
+  its second try; one that clashes on the same constraint again fails its run;
 - a ``retry`` whose attempts are all used fails its run with the last attempt's error, a
   lost race or ``unavailable`` alike, as its ``times`` says;
 - anything else is tried :data:`CONFLICT_TRIES` times in a row, then fails its run with
@@ -179,7 +182,9 @@ def _titles(app: App) -> list[str]:
 def _bound(code: str) -> int:
     """The tries in a row that fail a run: a race lost ten times is none; the database
     refusing for now is given about an hour (an outage lasts longer than a race)."""
-    return {"version_conflict": CONFLICT_TRIES, "unavailable": UNAVAILABLE_TRIES}[code]
+    return {"version_conflict": CONFLICT_TRIES, "unique_violation": CONFLICT_TRIES, "unavailable": UNAVAILABLE_TRIES}[
+        code
+    ]
 
 
 def _tried_again(app: App, clock: FakeClock, run_id: uuid.UUID, code: str, tries: int) -> Any:
@@ -201,6 +206,157 @@ def _failed(app: App, run_id: uuid.UUID, code: str) -> str:
     assert run.error["code"] == code and run.wake_at is None, run.error
     message: str = run.error["message"]
     return message
+
+
+class WfsMember(Entity):
+    __tablename__ = "wfs_member"
+    email: Mapped[str] = mapped_column(sa.String(80), unique=True)
+    name: Mapped[str] = mapped_column(sa.String(40), default="")
+
+
+@attrs.frozen
+class Join:
+    email: str
+    name: str
+
+
+f.entity(WfsMember)
+make_member = f.write_handler(
+    "make-member",
+    f.pipeline(Join)
+    .create("member", WfsMember, data=lambda c: WfsMember(email=c.payload.email, name=c.payload.name))
+    .return_(lambda c: ok(None)),
+)
+# A unique value the segment does not look up ...
+join_blindly = f.workflow(
+    "join-blindly",
+    trigger=manual(Join),
+    pipeline=f.workflow_pipeline(Join)
+    .wait("PT1M")
+    .create("member", WfsMember, data=lambda c: WfsMember(email=c.payload.email, name=c.payload.name)),
+)
+# ... and one it does: it creates the member or renames the one there.
+join_or_rename = f.workflow(
+    "join-or-rename",
+    trigger=manual(Join),
+    pipeline=f.workflow_pipeline(Join)
+    .wait("PT1M")
+    .find_one("found", lambda c: sa.select(WfsMember).where(WfsMember.email == c.payload.email))
+    .compute("absent", _peek)
+    .branch(
+        when=lambda c: c.steps["absent"],
+        on_true=lambda b: b.create(
+            "member", WfsMember, data=lambda c: WfsMember(email=c.payload.email, name=c.payload.name)
+        ),
+        on_false=lambda b: b.update(
+            "renamed",
+            WfsMember,
+            id=lambda c: c.steps["found"].id,
+            changes=lambda c: {"name": c.payload.name},
+            version=lambda c: c.steps["found"].version,
+        ),
+    ),
+)
+
+
+def _names(app: App) -> list[tuple[str, str]]:
+    with app.engine.connect() as conn:
+        table = WfsMember.__table__
+        return [tuple(row) for row in conn.execute(sa.select(table.c.email, table.c.name).order_by(table.c.name))]
+
+
+def test_a_write_of_a_taken_unique_value_fails_the_run_at_its_second_try(app_on: AppOn, user: User) -> None:
+    """The value was taken before the segment ran, and the segment writes it without a
+    look: its second try clashes on the same constraint, and the run fails saying so.
+    Before, the first clash failed the run."""
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(join_blindly, Join("ada@example.org", "mine"), user=user)
+    assert app.dispatch(make_member, Join("ada@example.org", "theirs"), user=user) == Ok(None)
+    clock.advance(minutes=1)
+    assert app.run_worker(once=True)["resumed"] == 1
+    first = _tried_again(app, clock, run_id, "unique_violation", 1)
+    assert first.error["taken"] == "WfsMember (email)", first.error
+    assert "ada@example.org" not in str(first.error)  # a value is the client's to show, not the run's
+    clock.advance(seconds=2)
+    assert app.run_worker(once=True)["resumed"] == 1
+    message = _failed(app, run_id, "unique_violation")
+    assert message == (
+        "WfsMember violates a unique constraint on email (the segment from step @wait was tried again after "
+        "its unique value was taken and writes it again, as every try would)"
+    ), message
+    clock.advance(minutes=5)
+    assert app.run_worker(once=True)["resumed"] == 0
+    assert _names(app) == [("ada@example.org", "theirs")]
+
+
+def test_a_write_that_lost_a_unique_race_goes_on_when_the_value_is_free_again(app_on: AppOn, user: User) -> None:
+    """The segment read no member; another writer took the email before the segment's
+    create (here in the segment's transaction, undone with the lost try): tried again,
+    the email is free, and the run completes, its error cleared."""
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(join_or_rename, Join("bob@example.org", "mine"), user=user)
+
+    def take_it(c: Any) -> None:
+        c.db.execute(
+            sa.insert(WfsMember.__table__).values(
+                id=uuid.uuid4(),
+                tenant_id=c.user.tenant_id,
+                version=1,
+                created_at=c.now,
+                updated_at=c.now,
+                email="bob@example.org",
+                name="theirs",
+            )
+        )
+
+    racer.append(take_it)
+    clock.advance(minutes=1)
+    assert app.run_worker(once=True)["resumed"] == 1
+    assert _tried_again(app, clock, run_id, "unique_violation", 1).error["taken"] == "WfsMember (email)"
+    clock.advance(seconds=2)
+    assert app.run_worker(once=True)["resumed"] == 1
+    run = app.get_run(run_id)
+    assert run is not None and (run.status, run.error, run.wake_at) == ("completed", None, None), run
+    assert _names(app) == [("bob@example.org", "mine")]
+
+
+@pytest.mark.postgres
+def test_a_write_racing_a_real_handler_on_a_unique_value_is_tried_again_and_renames_what_it_finds(
+    fresh_postgres_url: str, make_user: Callable[..., User]
+) -> None:
+    """Two writers at once: a handler in another connection takes the email (and commits)
+    between the segment's read (no member) and its create.  The segment's second try
+    reads the member and renames it; the run completes."""
+    user = make_user()
+    clock = FakeClock(T0)
+    app = App([f], database_url=fresh_postgres_url, clock=clock)
+
+    def take_it_in_another_connection(c: Any) -> None:
+        done: list[object] = []
+        join = Join("cyd@example.org", "theirs")
+        thread = threading.Thread(target=lambda: done.append(app.dispatch(make_member, join, user=user)))
+        thread.start()
+        thread.join(30)
+        assert done == [Ok(None)]
+
+    try:
+        app.create_all()
+        run_id = app.start_workflow(join_or_rename, Join("cyd@example.org", "mine"), user=user)
+        racer.append(take_it_in_another_connection)
+        clock.advance(minutes=1)
+        assert app.run_worker(once=True)["resumed"] == 1
+        _tried_again(app, clock, run_id, "unique_violation", 1)
+        assert _names(app) == [("cyd@example.org", "theirs")]
+        clock.advance(seconds=2)
+        assert app.run_worker(once=True)["resumed"] == 1
+        run = app.get_run(run_id)
+        assert run is not None and (run.status, run.error) == ("completed", None), run
+        assert run.steps["absent"] is False and run.steps["renamed"].version == 2
+        assert _names(app) == [("cyd@example.org", "mine")]
+    finally:
+        app.dispose()
 
 
 @pytest.mark.parametrize("holder", ["same tenant", "another tenant"])
