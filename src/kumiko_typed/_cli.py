@@ -445,6 +445,13 @@ def purge_runs(target: str, older_than: str, statuses: tuple[RunStatus, ...], da
     type=click.UUID,
     help="Only the runs listed after this one: the next page, from the last run of the previous.",
 )
+@click.option(
+    "--tenant",
+    "tenant_id",
+    metavar="TENANT_ID",
+    type=click.UUID,
+    help="Only the runs this tenant's users started (00000000-0000-0000-0000-000000000000: cron's).",
+)
 @click.option("--database-url", help=URL_HELP)
 def list_runs(
     target: str,
@@ -453,6 +460,7 @@ def list_runs(
     stranded: bool,
     limit: int | None,
     before: uuid.UUID | None,
+    tenant_id: uuid.UUID | None,
     database_url: str | None,
 ) -> None:
     """List workflow runs, newest first, with times and error code.
@@ -471,6 +479,7 @@ def list_runs(
                 stranded=stranded,
                 limit=None if limit is None else limit + 1,
                 before=before,
+                tenant_id=tenant_id,
             )
         except LookupError as exc:
             raise click.BadParameter(str(exc).removeprefix("before: "), param_hint="'--before'") from exc

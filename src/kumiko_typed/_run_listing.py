@@ -34,7 +34,7 @@ _HINTS: Final = {"stranded": " (a stranded run is suspended: stranded=True lists
 
 _runs = workflow_runs.c
 #: What a listed run shows, in the order ``WorkflowEngine.shown`` takes it: not its
-#: payload, user or trigger key.
+#: payload or trigger key.
 SHOWN: Final = (
     _runs.run_id,
     _runs.workflow,
@@ -46,6 +46,7 @@ SHOWN: Final = (
     _runs.created_at,
     _runs.updated_at,
     _runs.fingerprint,
+    _runs.user,
 )
 
 
@@ -58,19 +59,31 @@ class RunFilter:
     stranded: bool = False
     limit: int | None = None
     before: uuid.UUID | None = None
+    tenant_id: uuid.UUID | None = None
 
     @classmethod
-    def of(cls, workflow: str | None, status: object, stranded: object, limit: object, before: object) -> RunFilter:
+    def of(
+        cls,
+        workflow: str | None,
+        status: object,
+        stranded: object,
+        limit: object,
+        before: object,
+        tenant_id: object = None,
+    ) -> RunFilter:
         """The filter of ``app.runs``' arguments; a ``TypeError`` or ``ValueError`` naming
         the argument and what it takes, never a filter that quietly matches nothing."""
         if not isinstance(stranded, bool):
             raise TypeError(f"stranded must be a bool, not {type(stranded).__name__}")
+        if tenant_id is not None and not isinstance(tenant_id, uuid.UUID):  # a str would match no run
+            raise TypeError(f"tenant_id must be a UUID, not {type(tenant_id).__name__}")
         return cls(
             workflow,
             chosen_statuses(status, STATUSES, "a run", _HINTS),
             stranded,
             checked_limit(limit),
             checked_cursor("before", before, "a run_id"),
+            tenant_id,
         )
 
     def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
@@ -82,6 +95,8 @@ class RunFilter:
             where.append(_runs.status.in_(self.statuses))
         if self.stranded:  # what WorkflowEngine._strand marks: still suspended, with its reason
             where += [_runs.status == "suspended", _runs.error["code"].as_string() == "stranded"]
+        if self.tenant_id is not None:  # the starting user's, as the run stores it (``_user_json``)
+            where.append(_runs.user["tenant_id"].as_string() == str(self.tenant_id))
         if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
             where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
         return select(*SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)

@@ -9,6 +9,8 @@ from uuid import UUID
 
 import attrs
 
+from ._ctx import User
+
 __all__ = ["RunInfo", "RunStatus", "shown_error", "stranded_by"]
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
@@ -38,6 +40,10 @@ class RunInfo:
     #: The fingerprint of the definition the run started under (a record: whether it
     #: resumes is decided at its step, docs/workflows.md).
     fingerprint: str | None = None
+    #: Who started the run, whose tenant and roles its steps act with (a cron-started
+    #: run's: the system user, of no tenant: ``uuid.UUID(int=0)``); ``None`` if its stored
+    #: user cannot be read (a damaged row is still listed).
+    user: User | None = None
 
 
 def shown_error(error: object) -> dict[str, Any] | None:

@@ -388,6 +388,16 @@ def _user(data: Mapping[str, Any]) -> User:
     return User(id=uuid.UUID(data["id"]), tenant_id=uuid.UUID(data["tenant_id"]), roles=frozenset(data["roles"]))
 
 
+def _shown_user(data: object) -> User | None:
+    """A listed run's user; ``None`` for a damaged column, which is listed, not raised."""
+    if not isinstance(data, Mapping):
+        return None
+    try:
+        return _user(data)
+    except (TypeError, KeyError, ValueError, AttributeError):
+        return None
+
+
 def _loops(stored: Rebuilt | None, plan: Plan | None) -> dict[str, dict[str, Any]]:
     """The stored loop records, keyed by the path by index a resumed loop looks them up by."""
     if stored is None:
@@ -1307,7 +1317,7 @@ class WorkflowEngine:
         order: a listing passes its rows as they are (reading a row's columns by name
         cost more than the rest of this); ``parts``: the stored parts of the runs listed
         whose state names some (:func:`_listed_parts`)."""
-        run_id, workflow, status, path, state, wake_at, error, created_at, updated_at, fingerprint = row
+        run_id, workflow, status, path, state, wake_at, error, created_at, updated_at, fingerprint, user = row
         steps: object = {}
         if isinstance(state, dict) and "values" in state:  # a damaged row is still listed
             try:
@@ -1317,7 +1327,17 @@ class WorkflowEngine:
         if not isinstance(steps, dict):
             steps = {}
         return RunInfo(
-            run_id, workflow, status, path, steps, wake_at, shown_error(error), created_at, updated_at, fingerprint
+            run_id,
+            workflow,
+            status,
+            path,
+            steps,
+            wake_at,
+            shown_error(error),
+            created_at,
+            updated_at,
+            fingerprint,
+            _shown_user(user),
         )
 
     def get(self, run_id: uuid.UUID) -> RunInfo | None:

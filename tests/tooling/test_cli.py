@@ -1061,6 +1061,14 @@ def test_runs_by_status_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:
     assert [row["run"] for row in _table(rest.stdout)] == [str(failed[0])], _explain(rest)
     assert rest.stderr == ""  # the last page
 
+    other = uuid.uuid4()
+    tiny.user, mine = User(id=uuid.uuid4(), tenant_id=other), tiny.user
+    theirs = tiny.start_remind()
+    by_tenant = cli(tmp_path, "runs", tiny.target, "--tenant", str(other), *url)
+    assert [row["run"] for row in _table(by_tenant.stdout)] == [str(theirs)], _explain(by_tenant)
+    by_mine = cli(tmp_path, "runs", tiny.target, "--tenant", str(mine.tenant_id), "--status", "failed", *url)
+    assert [row["run"] for row in _table(by_mine.stdout)] == [str(r) for r in failed[::-1]], _explain(by_mine)
+
 
 @pytest.mark.parametrize(
     ("option", "message"),
@@ -1069,6 +1077,7 @@ def test_runs_by_status_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:
         (["--limit", "0"], "0 is not in the range x>=1"),
         (["--limit", "many"], "'many' is not a valid integer"),
         (["--before", "nope"], "'nope' is not a valid UUID"),
+        (["--tenant", "acme"], "'acme' is not a valid UUID"),
     ],
 )
 def test_runs_refuses_a_bad_option_as_a_usage_error(

@@ -1,5 +1,5 @@
 """Listing runs as an operator asks (``app.runs(workflow, status=, stranded=, limit=,
-before=)``), on SQLite and PostgreSQL: filtered and limited in the database, newest
+before=, tenant_id=)``), on SQLite and PostgreSQL: filtered and limited in the database, newest
 first (ties by run id), paged on by the last run id of a page so that runs started
 between pages neither repeat nor shift a page; bad arguments are a sentence, not an
 empty list."""
@@ -236,6 +236,7 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"before": "0f6c2c86-9f53-4a8e-9d61-1e3b4c5d6e7f"}, TypeError, r"^before must be a uuid\.UUID .*, not str$"),
     ({"before": 7}, TypeError, r"^before must be a uuid\.UUID \(a run_id\), not int$"),
     ({"stranded": "yes"}, TypeError, r"^stranded must be a bool, not str$"),
+    ({"tenant_id": "0f6c2c86-9f53-4a8e-9d61-1e3b4c5d6e7f"}, TypeError, r"^tenant_id must be a UUID, not str$"),
 ]
 
 
@@ -259,12 +260,39 @@ def test_paging_on_from_a_run_that_does_not_exist_is_an_error(app_on: AppOn) -> 
         app.runs(before=unknown)
 
 
+def test_each_run_shows_who_started_it_and_a_tenant_lists_its_own(app_on: AppOn) -> None:
+    """``RunInfo.user`` is the user a run acts as, and ``tenant_id=`` lists the runs of
+    that tenant's users (with the other filters and pages): none of another tenant's,
+    nothing for a tenant with no runs."""
+    f, w = _feature()
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    other = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"clerk", "admin"}))
+    mine, theirs = [], []
+    for n in range(3):
+        mine.append(app.start_workflow(w["wait"], Job(n), user=USER))
+        theirs.append(app.start_workflow(w["done" if n else "wait"], Job(n), user=other))
+        clock.advance(seconds=1)
+    listed = app.runs()
+    assert {r.run_id: r.user for r in listed} == {**dict.fromkeys(mine, USER), **dict.fromkeys(theirs, other)}
+    assert _ids(app.runs(tenant_id=USER.tenant_id)) == mine[::-1]
+    assert _ids(app.runs(tenant_id=other.tenant_id)) == theirs[::-1]
+    assert _ids(app.runs(w["wait"], tenant_id=other.tenant_id)) == theirs[:1]
+    assert _ids(app.runs(tenant_id=other.tenant_id, status="completed", limit=1)) == theirs[2:]
+    page = app.runs(tenant_id=USER.tenant_id, limit=2)
+    assert _ids(page) + _ids(app.runs(tenant_id=USER.tenant_id, before=page[-1].run_id)) == mine[::-1]
+    assert app.runs(tenant_id=uuid.uuid4()) == []
+    assert app.get_run(theirs[0]) == next(r for r in listed if r.run_id == theirs[0])
+
+
 DAMAGED: dict[str, Any] = {
     "state-a-list": {"state": ["values"]},
     "values-untagged": {"state": {"values": {"v": {}}}},
     "values-a-list": {"state": {"values": [1, 2]}},
     "error-a-number": {"error": 7},
     "error-with-marks": {"error": {"code": "stranded", "message": "why", "stranded_by": " abc "}},
+    "user-a-list": {"user": ["x"]},
+    "user-no-tenant": {"user": {"id": str(uuid.uuid4()), "roles": []}},
 }
 
 
@@ -286,4 +314,6 @@ def test_a_listed_run_is_the_run_get_run_reads_damaged_or_not(app_on: AppOn) -> 
     assert [r.steps for r in damaged[:3]] == [{}, {}, {}]
     assert damaged[3].error == {"code": "unreadable", "message": "the stored error is a JSON number, not an object"}
     assert damaged[4].error == {"code": "stranded", "message": "why"}
+    assert [r.user for r in damaged[5:]] == [None, None]
+    assert listed[intact].user == USER
     assert listed[intact].steps == {"n": 1}  # a completed run's values are shown
