@@ -467,7 +467,9 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(
         _drain(app)
         boots = sorted(workers.boots)
         print(f"{dict(faults)}, driver retries {dict(RETRIED)}, {workers.spawned} workers started")
-        print(f"a worker was ready {boots[len(boots) // 2]:.1f} s after its start (median), at most {boots[-1]:.1f} s")
+        if boots:
+            median, most = boots[len(boots) // 2], boots[-1]
+            print(f"workers were ready {median:.1f} s after their start (median), {most:.1f} s at most")
         short = [r for r in hook_receiver.requests if len(r.body) != int(r.headers.get("content-length", -1))]
         print(f"{len(hook_receiver.requests)} requests, {len(short)} cut short by a kill")
         try:
