@@ -84,7 +84,13 @@ _SEED = _seed()
 
 class Workers:
     """``WORKERS`` worker processes; :meth:`kill` SIGKILLs one and starts its successor.
-    A worker that exits by itself (not killed) is a finding: its stderr is kept."""
+    A worker that exits by itself (not killed) is a finding: its stderr is kept.
+
+    A worker takes seconds to boot (imports, the App, its first connection), up to 9 s
+    on a loaded machine: a kill or cut that lands before it is ``ready`` hits a process
+    that has claimed nothing, and rounds whose every kill landed so passed having tested
+    nothing.  So the faults wait for their targets to be ready, and the kills of working
+    workers are counted."""
 
     def __init__(self, url: str, origin: float, hook: str, logs: Path) -> None:
         if url.startswith("postgresql"):  # named, for _cut
@@ -92,6 +98,8 @@ class Workers:
         self.url, self.origin, self.logs = url, origin, logs
         self.env = {**os.environ, "CHAOS_HOOK": hook}
         self.procs: list[subprocess.Popen[str]] = []
+        self.ready: dict[int, threading.Event] = {}  # by pid: printed "ready"
+        self.boots: list[float] = []  # seconds from start to ready
         self.killed: set[int] = set()
         self.ended: list[str] = []
         self.spawned = 0
@@ -100,18 +108,39 @@ class Workers:
     def _spawn(self) -> subprocess.Popen[str]:
         self.spawned += 1
         log = (self.logs / f"worker-{self.spawned}.log").open("w")
-        return subprocess.Popen(
+        proc = subprocess.Popen(
             [sys.executable, "-c", WORKER_BOOT, str(TESTS), self.url, repr(self.origin)],
             stdin=subprocess.PIPE,
-            stdout=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
             stderr=log,
             text=True,
             cwd=TESTS.parent,
             env=self.env,
         )
+        self.ready[proc.pid] = threading.Event()
+        threading.Thread(target=self._await_ready, args=(proc, time.monotonic()), daemon=True).start()
+        return proc
+
+    def _await_ready(self, proc: subprocess.Popen[str], started: float) -> None:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # to its end: a full pipe would block the worker
+            if line.strip() == "ready":
+                self.boots.append(time.monotonic() - started)
+                self.ready[proc.pid].set()
 
     def start(self) -> None:
         self.procs = [self._spawn() for _ in range(WORKERS)]
+
+    def await_ready(self, indexes: range | list[int], stop: threading.Event) -> bool:
+        """Wait until the workers at ``indexes`` are ready (or have ended, or ``stop``)."""
+        for i in indexes:
+            proc = self.procs[i]
+            while not self.ready[proc.pid].wait(0.05):
+                if stop.is_set():
+                    return False
+                if proc.poll() is not None:
+                    break
+        return True
 
     def kill(self, i: int) -> None:
         with self.lock:
@@ -215,35 +244,40 @@ def _arrive(app: App, rng: random.Random, stop_at: float) -> tuple[dict[int, uui
     return orders, jobs
 
 
-def _cut(app: App) -> int:
+def _cut(app: App) -> collections.Counter[str]:
     """Close every worker's PostgreSQL connection, and the other connections of the
     test's own App (its dispatches and starts), from the server side: what a network cut
-    or a failover does to them, mid-statement or mid-COMMIT.  How many."""
+    or a failover does to them, mid-statement or mid-COMMIT.  How many, by whose."""
     with app.engine.begin() as conn:
-        return len(
-            conn.execute(
-                sa.text(
-                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
-                    "WHERE application_name IN (:worker, :driver) AND datname = current_database() "
-                    "AND pid <> pg_backend_pid()"
-                ),
-                {"worker": WORKER_APP_NAME, "driver": DRIVER_APP_NAME},
-            ).all()
-        )
+        closed = conn.execute(
+            sa.text(
+                "SELECT application_name, pg_terminate_backend(pid) FROM pg_stat_activity "
+                "WHERE application_name IN (:worker, :driver) AND datname = current_database() "
+                "AND pid <> pg_backend_pid()"
+            ),
+            {"worker": WORKER_APP_NAME, "driver": DRIVER_APP_NAME},
+        ).all()
+    return collections.Counter(name for name, done in closed if done)
 
 
 def _chaos(
     app: App, workers: Workers, rng: random.Random, stop: threading.Event, faults: collections.Counter[str]
 ) -> None:
     """Every 0.5–1 s SIGKILL a random worker (and start another), or on PostgreSQL, one
-    time in three, cut every worker's connections (and the driver's) instead."""
+    time in three, cut every worker's connections (and the driver's) instead; each fault
+    once its targets are ready (see :class:`Workers`)."""
     while not stop.wait(rng.uniform(0.5, 1.0)):
         if app.engine.dialect.name == "postgresql" and rng.random() < 1 / 3:
-            faults["connections cut"] += _retrying("cut", lambda: _cut(app))
-            faults["cuts"] += 1
+            if workers.await_ready(range(WORKERS), stop):
+                cut = _retrying("cut", lambda: _cut(app))
+                faults["worker connections cut"] += cut[WORKER_APP_NAME]
+                faults["driver connections cut"] += cut[DRIVER_APP_NAME]
+                faults["cuts"] += 1
         else:
-            workers.kill(rng.randrange(WORKERS))
-            faults["kills"] += 1
+            i = rng.randrange(WORKERS)
+            if workers.await_ready([i], stop):
+                workers.kill(i)
+                faults["kills"] += 1
 
 
 def _settled(app: App) -> bool:
@@ -265,6 +299,17 @@ def _settled(app: App) -> bool:
             sa.select(sa.func.count()).select_from(workflow_runs).where(workflow_runs.c.status == "completed")
         )
     return open_runs == 0 and stale == 0 and (done or 0) >= ORDERS + JOBS
+
+
+def _drain(app: App) -> None:
+    """Deliver what a cron tick queued in the last seconds, and its retries: the receiver
+    answers 503 at times, and one pass left such a row pending (a retry a moment later)."""
+    for _ in range(50):
+        app.run_worker(once=True)
+        with app.engine.connect() as conn:
+            if not conn.scalar(sa.select(sa.func.count()).select_from(outbox).where(outbox.c.status == "pending")):
+                return
+        time.sleep(0.2)
 
 
 def _result(app: App, workflow: Any, run_id: uuid.UUID) -> Any:
@@ -302,7 +347,7 @@ def _check(
         per_step = conn.execute(
             sa.select(effects.c.run_id, effects.c.step, sa.func.count()).group_by(effects.c.run_id, effects.c.step)
         ).all()
-        rows = conn.execute(sa.select(outbox.c.id, outbox.c.status, outbox.c.last_error)).all()
+        rows = conn.execute(sa.select(outbox.c.id, outbox.c.status, outbox.c.last_error, outbox.c.message)).all()
     assert statuses == {"completed": ORDERS + JOBS + len(ticks)}
     counts = {(run_id, step): c for run_id, step, c in per_step}
     assert {c for c in counts.values()} == {1}, "a committed step effect twice"
@@ -311,19 +356,66 @@ def _check(
     assert set(counts) == expected
     assert app.check_runs() == []
 
-    # Every outbox row sent; received at least once; each copy carries its row's key.
-    assert [(i, s, e) for i, s, e in rows if s != "sent"] == []
-    # A request cut short (its sender killed while sending) is not a copy: its body is
-    # shorter than its Content-Length, and it got no answer.
-    seen: dict[str, set[bytes]] = collections.defaultdict(set)
-    for request in receiver.requests:
-        if len(request.body) == int(request.headers.get("content-length", -1)):
-            seen[request.headers.get("idempotency-key", "")].add(request.body)
-    assert set(seen) == {str(i) for i, _, _ in rows}
-    assert {key: bodies for key, bodies in seen.items() if len(bodies) != 1} == {}
-    logical = collections.Counter(json.dumps(json.loads(next(iter(b))), sort_keys=True) for b in seen.values())
+    # Every outbox row sent; received whole at least once, under its row's key; every copy
+    # of a row is its body byte for byte, or one cut short by its sender's kill (fewer
+    # bytes than its Content-Length, never answered): a beginning of that body.
+    assert [(i, s, e) for i, s, e, _ in rows if s != "sent"] == []
+    texts = {str(i): message["text"].encode() for i, _, _, message in rows}
+    copies = _copies(receiver)
+    assert set(copies) == set(texts)
+    foreign = {
+        key: [body for body, whole in bodies if not (texts[key] == body if whole else texts[key].startswith(body))]
+        for key, bodies in copies.items()
+    }
+    assert {key: bodies for key, bodies in foreign.items() if bodies} == {}, "a copy that is not its row's body"
+    assert [key for key, bodies in copies.items() if (texts[key], True) not in bodies] == [], "no whole copy"
+    logical = collections.Counter(json.dumps(json.loads(text), sort_keys=True) for text in texts.values())
     assert [body for body, c in logical.items() if c > 1] == [], "a webhook queued twice"
     assert len(logical) == 2 * ORDERS + JOBS + len(ticks)
+
+
+def _copies(receiver: Receiver) -> dict[str, list[tuple[bytes, bool]]]:
+    """Each ``Idempotency-Key``'s requests: their bodies, and whether each came whole
+    (as long as its ``Content-Length``)."""
+    found: dict[str, list[tuple[bytes, bool]]] = collections.defaultdict(list)
+    for request in receiver.requests:
+        whole = len(request.body) == int(request.headers.get("content-length", -1))
+        found[request.headers.get("idempotency-key", "")].append((request.body, whole))
+    return found
+
+
+def _evidence(app: App, receiver: Receiver) -> str:
+    """What a failed round leaves to explain it: each outbox row with its copies as they
+    arrived (in order), and every run not completed."""
+    with app.engine.connect() as conn:
+        rows = conn.execute(sa.select(outbox).order_by(outbox.c.created_at)).all()
+        runs = conn.execute(
+            sa.select(
+                workflow_runs.c.run_id,
+                workflow_runs.c.workflow,
+                workflow_runs.c.status,
+                workflow_runs.c.path,
+                workflow_runs.c.error,
+            ).where(workflow_runs.c.status != "completed")
+        ).all()
+    arrived = collections.defaultdict(list)
+    for n, request in enumerate(receiver.requests):
+        arrived[request.headers.get("idempotency-key", "")].append((n, request))
+    lines = []
+    for row in rows:
+        lines.append(
+            f"row {row.id} {row.status} attempts={row.attempts} created={row.created_at} sent={row.sent_at} "
+            f"handler={row.handler} error={row.last_error!r} body={row.message.get('text')!r}"
+        )
+        lines += [
+            f"  copy #{n} length {len(r.body)}/{r.headers.get('content-length')} body={r.body!r}"
+            for n, r in arrived.pop(str(row.id), [])
+        ]
+    lines += [
+        f"request #{n} under no row's key {key!r}: {r.headers} {r.body!r}" for key, rs in arrived.items() for n, r in rs
+    ]
+    lines += [f"run {run}" for run in runs]
+    return "\n".join(lines)
 
 
 @pytest.fixture
@@ -372,11 +464,23 @@ def test_workers_killed_at_random_lose_nothing_and_double_nothing(
             print("worker logged:", record)
         assert workers.stop() == [0] * WORKERS
         stopped_at = app.clock()
-        app.run_worker(once=True)  # what a cron tick queued in the last seconds
+        _drain(app)
+        boots = sorted(workers.boots)
         print(f"{dict(faults)}, driver retries {dict(RETRIED)}, {workers.spawned} workers started")
+        if boots:
+            median, most = boots[len(boots) // 2], boots[-1]
+            print(f"workers were ready {median:.1f} s after their start (median), {most:.1f} s at most")
         short = [r for r in hook_receiver.requests if len(r.body) != int(r.headers.get("content-length", -1))]
         print(f"{len(hook_receiver.requests)} requests, {len(short)} cut short by a kill")
-        _check(app, hook_receiver, orders, jobs, stopped_at)
+        try:
+            _check(app, hook_receiver, orders, jobs, stopped_at)
+        except AssertionError:
+            print(f"chaos seed {seed} failed; the outbox rows, their copies, the runs not completed:")
+            print(_evidence(app, hook_receiver))
+            print(f"the workers' logs: {tmp_path}")
+            raise
+        # A round whose faults all landed on workers still booting tested nothing.
+        assert faults["kills"] >= 3, faults
     finally:
         stop.set()
         workers.kill_all()
