@@ -157,8 +157,14 @@ SIGNATURE_HOOKS: dict[str, SignatureHook] = {
     },
 }
 
+
+def _feature_type(ctx: FunctionContext) -> Type:
+    """``Feature(...)``: its capabilities, then its name (which registration reads)."""
+    return registration.brand(ctx._replace(default_return_type=capabilities.feature_capabilities(ctx)))
+
+
 FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
-    FEATURE: capabilities.feature_capabilities,
+    FEATURE: _feature_type,
 }
 
 

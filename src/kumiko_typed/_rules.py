@@ -41,6 +41,7 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "msg_async_iterator_resolver",
     "msg_async_resolver",
     "msg_duplicate_step",
     "msg_empty_step_name",
@@ -432,10 +433,12 @@ def msg_workflow_pipeline(got: str) -> str:
     )
 
 
-def msg_foreign_pipeline(built_by: str, registered_on: str) -> str:
+def msg_foreign_pipeline(built_by: str, registered_on: str, starter: str = "pipeline") -> str:
+    """``starter`` is the feature's method the pipeline was started with (``workflow_pipeline``
+    for a workflow's, ``query_pipeline`` for a query's): the fix names the same one."""
     return (
-        f"This pipeline was built with {built_by}.pipeline(...) but is registered on {registered_on}; "
-        f"build it with {registered_on}.pipeline(...) (its steps and capabilities are that feature's), "
+        f"This pipeline was built with {built_by}.{starter}(...) but is registered on {registered_on}; "
+        f"build it with {registered_on}.{starter}(...) (its steps and capabilities are that feature's), "
         f"or register it on {built_by}"
     )
 
@@ -451,4 +454,12 @@ def msg_async_resolver(method: str, argument: str) -> str:
     return (
         f'{argument}= of step "{method}" returns an awaitable: resolvers run synchronously inside the '
         "transaction and the coroutine would never run; pass a plain (non-async) function"
+    )
+
+
+def msg_async_iterator_resolver(method: str, argument: str) -> str:
+    return (
+        f'{argument}= of step "{method}" returns an async iterator (an async generator): resolvers run '
+        "synchronously inside the transaction and nothing could iterate it; pass a plain function "
+        "returning a list"
     )
