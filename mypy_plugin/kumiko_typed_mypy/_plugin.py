@@ -27,6 +27,7 @@ from ._features import (
     loops,
     open_steps,
     placement,
+    read_rows,
     readonly_steps,
     registration,
     resolvers,
@@ -39,6 +40,9 @@ from ._names import FEATURE, SOME_STEPS, method
 from ._rules import rules
 
 MethodHook = Callable[[MethodContext], Type]
+
+#: Steps whose query selects one value per row (read_rows).
+_READS = frozenset({"read.find_one", "read.get_one", "read.find_many"})
 
 
 def _chain(hooks: list[MethodHook]) -> MethodHook:
@@ -78,6 +82,8 @@ def _method_hooks() -> dict[str, MethodHook]:
             hooks.append(partial(resolvers.refuse_async, rule.kind))
             if rule.tier == 2:
                 hooks.append(partial(capabilities.check_tier, rule.kind))
+            if rule.kind in _READS:
+                hooks.append(partial(read_rows.hint, rule.method))
             if rule.kind == "aggregate.update":
                 hooks += [updates.check_lock, updates.name_columns]
             if rule.key == "name":

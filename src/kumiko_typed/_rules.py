@@ -56,6 +56,7 @@ __all__ = [
     "msg_renamed_kept",
     "msg_renamed_target",
     "msg_return_in_subpipeline",
+    "msg_several_columns",
     "msg_step_name",
     "msg_tier",
     "msg_trigger_payload",
@@ -454,6 +455,14 @@ def msg_async_resolver(method: str, argument: str) -> str:
     return (
         f'{argument}= of step "{method}" returns an awaitable: resolvers run synchronously inside the '
         "transaction and the coroutine would never run; pass a plain (non-async) function"
+    )
+
+
+def msg_several_columns(method: str, count: int, columns: str) -> str:
+    return (
+        f'query= of step "{method}" selects {count} columns ({columns}), and a read step keeps one value '
+        "per row: select one entity or one column (select(Product), select(Product.sku)), or read such rows "
+        "in a compute with c.db.execute(select(...)).all()"
     )
 
 

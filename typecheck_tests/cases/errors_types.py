@@ -218,3 +218,14 @@ by_class = (
     )
     .compute("after", lambda c: reveal_type(c.steps["code"]))  # R: int | str
 )
+
+
+# A read step keeps one value per row: a query of two columns is one arg-type error, which
+# names the rule and the fix (mypy's repeat of it in the lambda, return-value, is taken back).
+two_columns = (
+    shop.pipeline(Order)
+    .find_many("pairs", lambda c: select(Product.name, Product.stock))  # E: arg-type
+    .find_one("one", lambda c: select(Product.name, Product.stock).where(Product.id == c.payload.id))  # E: arg-type
+    .find_many("names", lambda c: select(Product.name))
+    .compute("read", lambda c: (reveal_type(c.steps["pairs"]), reveal_type(c.steps["names"])))  # R: Any # R: list[str]
+)
