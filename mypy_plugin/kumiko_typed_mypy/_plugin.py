@@ -102,12 +102,14 @@ def _method_hooks() -> dict[str, MethodHook]:
 
 def _amending(hook: MethodHook) -> MethodHook:
     """``hook``, then the fixes it adds to mypy's errors in its call: the closest keys of an
-    unknown key (key_typos), ReadOnly for a resolver's own TypedDict (readonly_steps)."""
+    unknown key (key_typos), ReadOnly for a resolver's own TypedDict (readonly_steps); and
+    the unknown keys its lambdas test with ``in``, of which mypy says nothing (key_gets)."""
 
     def run(ctx: MethodContext) -> Type:
         result = hook(ctx)
         key_typos.suggest(ctx)
         readonly_steps.hint(ctx)
+        key_gets.check_tests(ctx)
         return result
 
     return run

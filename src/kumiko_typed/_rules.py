@@ -242,7 +242,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_FILL: "A workflow's fill= names a key no step sets, or returns another type than the key's.",
     CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
     CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
-    CODE_UNKNOWN_KEY: "c.steps.get(...) or c.scope.get(...) of a key no step (or loop) produced.",
+    CODE_UNKNOWN_KEY: "c.steps.get(...), c.scope.get(...) or an `in` test of a key no step (or loop) produced.",
 }
 
 
