@@ -203,3 +203,18 @@ def test_a_foreign_pipeline_is_found_when_the_features_live_in_another_module(tm
         found.append({f"{f.line}: {f.value}" for f in errors if f.kind == "E"})
     assert found[0] == {"14: kumiko-foreign-pipeline"}, found
     assert found[1] == found[0]
+
+
+def test_dmypy_follows_which_feature_a_name_holds(tmp_path: Path) -> None:
+    """The feature's name is part of its type, so the daemon re-checks the registering
+    module when a feature in another module is renamed (here, to the pipeline's own: two
+    names for one feature name, which boot refuses, are not told apart) and back."""
+    (tmp_path / "mypy.ini").write_text(CONFIG)
+    (tmp_path / "features.py").write_text(FEATURES)
+    (tmp_path / "registered.py").write_text(REGISTERED.format(edit=""))
+    with _dmypy(tmp_path, "features.py", "registered.py") as run:
+        assert _errors(run()) == {"registered.py:14"}
+        (tmp_path / "features.py").write_text(FEATURES.replace('Feature("other")', 'Feature("shop")'))
+        assert _errors(run()) == set()
+        (tmp_path / "features.py").write_text(FEATURES)
+        assert _errors(run()) == {"registered.py:14"}
