@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from datetime import timedelta
-from typing import Final
 
 from kumiko_typed import Feature, ok
 
@@ -68,9 +67,6 @@ caps = ["mail.send"]
 not_literal = Feature("nl", requires=caps)  # E: kumiko-tier  # M: requires= must be a list of string literals (e.g. requires=["mail.send"]), or a constant whose type names them (KINDS: Final = ("mail.send",)), so that the plugin can check each tier-2 step
 kind = "mail.send"
 not_literal_entry = Feature("nle", requires=[kind])  # E: kumiko-tier  # M: requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) so that the plugin can check each tier-2 step
-# A constant whose type names the kinds is read by its type (a typo in it too).
-KINDS: Final = ("mail.send", "webhook.sned")
-typo_in_constant = Feature("tc", requires=KINDS)  # E: kumiko-tier  # M: "webhook.sned" in requires= is not a tier-2 step kind; use one of "call_feature", "mail.send", "webhook.send"
 
 
 DETAILED = True
