@@ -293,3 +293,43 @@ def test_a_resolvers_own_typed_dict_is_told_to_be_read_only(tmp_path: Path) -> N
         "; the keys of c.scope are read-only (resolvers only read): declare them so in InLoop, "
         f"line: ReadOnly[Line] ({fix}"
     ), errors[2]
+
+
+COLUMNS = """\
+import uuid
+
+from sqlalchemy import Select, select
+
+from kumiko_typed import Ctx, Feature
+
+from _models import Order, Product
+
+shop = Feature("shop")
+
+
+def counted(c: Ctx[Order, object, object]) -> Select[str, int, uuid.UUID]:
+    return select(Product.name, Product.stock, Product.id)
+
+
+p = (
+    shop.pipeline(Order)
+    .get_one("pairs", lambda c: select(Product.name, Product.stock))
+    .find_many("counted", counted)
+)
+"""
+
+
+def test_a_read_of_several_columns_says_a_read_keeps_one_value_per_row(tmp_path: Path) -> None:
+    """mypy refused it twice (the step's argument expecting ``Select[Never]``, the lambda's
+    return value) and said neither what is wrong nor what to write."""
+    (tmp_path / "columns.py").write_text(COLUMNS)
+    (tmp_path / "_models.py").write_text((CASES / "_models.py").read_text())
+    result = mypy("columns.py", cwd=tmp_path, config=CASES / "mypy.ini", cache_dir=tmp_path / ".cache")
+    errors = [line.partition(": error: ")[2] for line in result.stdout.splitlines() if ": error: " in line]
+    rule = (
+        "and a read step keeps one value per row: select one entity or one column (select(Product), "
+        "select(Product.sku)), or read such rows in a compute with c.db.execute(select(...)).all()  [arg-type]"
+    )
+    assert len(errors) == 2, result.stdout + result.stderr
+    assert errors[0].endswith(f'; query= of step "get_one" selects 2 columns (str, int), {rule}'), errors[0]
+    assert errors[1].endswith(f'; query= of step "find_many" selects 3 columns (str, int, UUID), {rule}'), errors[1]

@@ -158,3 +158,63 @@ def _errors(result: subprocess.CompletedProcess[str]) -> set[str]:
     """``file:line`` of each error."""
     found, _ = parse(result.stdout)
     return {f"{f.file}:{f.line}" for f in found if f.kind == "E"}
+
+
+FEATURES = """\
+from kumiko_typed import Feature
+
+shop = Feature("shop", requires=["mail.send"])
+other = Feature("other")
+"""
+
+REGISTERED = """\
+import attrs
+from kumiko_typed import ok
+
+from features import other, shop
+
+also_shop = shop
+
+
+@attrs.frozen
+class Order:
+    qty: int
+
+
+foreign = other.write_handler("f", shop.pipeline(Order).return_(lambda c: ok(1)))
+aliased = also_shop.write_handler("a", shop.pipeline(Order).return_(lambda c: ok(1)))
+# {edit}
+"""
+
+
+def test_a_foreign_pipeline_is_found_when_the_features_live_in_another_module(tmp_path: Path) -> None:
+    """The features' module was read from its syntax, which mypy frees once the module is
+    checked (and a cached module never has): a pipeline of ``shop`` registered on ``other``
+    passed when both were imported, in a cold run and a warm one alike.  An alias of the
+    feature (here, of an imported one) is not another feature."""
+    (tmp_path / "mypy.ini").write_text(CONFIG)
+    (tmp_path / "features.py").write_text(FEATURES)
+    cache = tmp_path / ".cache"
+    found: list[set[str]] = []
+    for edit in ("cold", "warm: features.py is read from the cache"):
+        (tmp_path / "registered.py").write_text(REGISTERED.format(edit=edit))
+        result = mypy("features.py", "registered.py", cwd=tmp_path, config=tmp_path / "mypy.ini", cache_dir=cache)
+        errors, _ = parse(result.stdout)
+        found.append({f"{f.line}: {f.value}" for f in errors if f.kind == "E"})
+    assert found[0] == {"14: kumiko-foreign-pipeline"}, found
+    assert found[1] == found[0]
+
+
+def test_dmypy_follows_which_feature_a_name_holds(tmp_path: Path) -> None:
+    """The feature's name is part of its type, so the daemon re-checks the registering
+    module when a feature in another module is renamed (here, to the pipeline's own: two
+    names for one feature name, which boot refuses, are not told apart) and back."""
+    (tmp_path / "mypy.ini").write_text(CONFIG)
+    (tmp_path / "features.py").write_text(FEATURES)
+    (tmp_path / "registered.py").write_text(REGISTERED.format(edit=""))
+    with _dmypy(tmp_path, "features.py", "registered.py") as run:
+        assert _errors(run()) == {"registered.py:14"}
+        (tmp_path / "features.py").write_text(FEATURES.replace('Feature("other")', 'Feature("shop")'))
+        assert _errors(run()) == set()
+        (tmp_path / "features.py").write_text(FEATURES)
+        assert _errors(run()) == {"registered.py:14"}

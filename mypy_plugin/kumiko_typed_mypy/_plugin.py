@@ -27,6 +27,7 @@ from ._features import (
     loops,
     open_steps,
     placement,
+    read_rows,
     readonly_steps,
     registration,
     resolvers,
@@ -39,6 +40,9 @@ from ._names import FEATURE, SOME_STEPS, method
 from ._rules import rules
 
 MethodHook = Callable[[MethodContext], Type]
+
+#: Steps whose query selects one value per row (read_rows).
+_READS = frozenset({"read.find_one", "read.get_one", "read.find_many"})
 
 
 def _chain(hooks: list[MethodHook]) -> MethodHook:
@@ -78,6 +82,8 @@ def _method_hooks() -> dict[str, MethodHook]:
             hooks.append(partial(resolvers.refuse_async, rule.kind))
             if rule.tier == 2:
                 hooks.append(partial(capabilities.check_tier, rule.kind))
+            if rule.kind in _READS:
+                hooks.append(partial(read_rows.hint, rule.method))
             if rule.kind == "aggregate.update":
                 hooks += [updates.check_lock, updates.name_columns]
             if rule.key == "name":
@@ -96,12 +102,14 @@ def _method_hooks() -> dict[str, MethodHook]:
 
 def _amending(hook: MethodHook) -> MethodHook:
     """``hook``, then the fixes it adds to mypy's errors in its call: the closest keys of an
-    unknown key (key_typos), ReadOnly for a resolver's own TypedDict (readonly_steps)."""
+    unknown key (key_typos), ReadOnly for a resolver's own TypedDict (readonly_steps); and
+    the unknown keys its lambdas test with ``in``, of which mypy says nothing (key_gets)."""
 
     def run(ctx: MethodContext) -> Type:
         result = hook(ctx)
         key_typos.suggest(ctx)
         readonly_steps.hint(ctx)
+        key_gets.check_tests(ctx)
         return result
 
     return run
@@ -157,8 +165,14 @@ SIGNATURE_HOOKS: dict[str, SignatureHook] = {
     },
 }
 
+
+def _feature_type(ctx: FunctionContext) -> Type:
+    """``Feature(...)``: its capabilities, then its name (which registration reads)."""
+    return registration.brand(ctx._replace(default_return_type=capabilities.feature_capabilities(ctx)))
+
+
 FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
-    FEATURE: capabilities.feature_capabilities,
+    FEATURE: _feature_type,
 }
 
 

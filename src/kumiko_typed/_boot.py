@@ -227,8 +227,10 @@ def _resolver_problems(step: Step) -> list[str]:
     problems = []
     for field in attrs.fields(type(step)):
         value = getattr(step, field.name)
-        if inspect.iscoroutinefunction(value) or inspect.isasyncgenfunction(value):
+        if inspect.iscoroutinefunction(value):
             problems.append(_rules.msg_async_resolver(method, field.name))
+        elif inspect.isasyncgenfunction(value):
+            problems.append(_rules.msg_async_iterator_resolver(method, field.name))
         elif field.type in _CALLED and not callable(value) and not (value is None and field.type in _OPTIONAL):
             problems.append(
                 f'{field.name}= of step "{method}" must be a function of the context, not a '
@@ -454,7 +456,8 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             seen_handlers.add(name)
             if isinstance(pipeline, finished):
                 if pipeline.feature is not feature:
-                    message = _rules.msg_foreign_pipeline(pipeline.feature.name, feature.name)
+                    starter = "query_pipeline" if kind == "query" else "pipeline"
+                    message = _rules.msg_foreign_pipeline(pipeline.feature.name, feature.name, starter)
                     problems.append(f"{where}: {message}")
                 problems.extend(check_pipeline(feature, where, pipeline.steps, pipeline.builder, tables))
         for workflow in feature.workflows:
@@ -464,7 +467,7 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             problems.extend(_check_trigger(where, workflow.trigger.cron))
             problems.extend(_unregistered_trigger(where, workflow.trigger, tables))
             if workflow.pipeline.feature is not feature:
-                message = _rules.msg_foreign_pipeline(workflow.pipeline.feature.name, feature.name)
+                message = _rules.msg_foreign_pipeline(workflow.pipeline.feature.name, feature.name, "workflow_pipeline")
                 problems.append(f"{where}: {message}")
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))

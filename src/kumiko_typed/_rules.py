@@ -41,6 +41,7 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "msg_async_iterator_resolver",
     "msg_async_resolver",
     "msg_duplicate_step",
     "msg_empty_step_name",
@@ -55,6 +56,7 @@ __all__ = [
     "msg_renamed_kept",
     "msg_renamed_target",
     "msg_return_in_subpipeline",
+    "msg_several_columns",
     "msg_step_name",
     "msg_tier",
     "msg_trigger_payload",
@@ -240,7 +242,7 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_FILL: "A workflow's fill= names a key no step sets, or returns another type than the key's.",
     CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
     CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
-    CODE_UNKNOWN_KEY: "c.steps.get(...) or c.scope.get(...) of a key no step (or loop) produced.",
+    CODE_UNKNOWN_KEY: "c.steps.get(...), c.scope.get(...) or an `in` test of a key no step (or loop) produced.",
 }
 
 
@@ -432,10 +434,12 @@ def msg_workflow_pipeline(got: str) -> str:
     )
 
 
-def msg_foreign_pipeline(built_by: str, registered_on: str) -> str:
+def msg_foreign_pipeline(built_by: str, registered_on: str, starter: str = "pipeline") -> str:
+    """``starter`` is the feature's method the pipeline was started with (``workflow_pipeline``
+    for a workflow's, ``query_pipeline`` for a query's): the fix names the same one."""
     return (
-        f"This pipeline was built with {built_by}.pipeline(...) but is registered on {registered_on}; "
-        f"build it with {registered_on}.pipeline(...) (its steps and capabilities are that feature's), "
+        f"This pipeline was built with {built_by}.{starter}(...) but is registered on {registered_on}; "
+        f"build it with {registered_on}.{starter}(...) (its steps and capabilities are that feature's), "
         f"or register it on {built_by}"
     )
 
@@ -451,4 +455,20 @@ def msg_async_resolver(method: str, argument: str) -> str:
     return (
         f'{argument}= of step "{method}" returns an awaitable: resolvers run synchronously inside the '
         "transaction and the coroutine would never run; pass a plain (non-async) function"
+    )
+
+
+def msg_several_columns(method: str, count: int, columns: str) -> str:
+    return (
+        f'query= of step "{method}" selects {count} columns ({columns}), and a read step keeps one value '
+        "per row: select one entity or one column (select(Product), select(Product.sku)), or read such rows "
+        "in a compute with c.db.execute(select(...)).all()"
+    )
+
+
+def msg_async_iterator_resolver(method: str, argument: str) -> str:
+    return (
+        f'{argument}= of step "{method}" returns an async iterator (an async generator): resolvers run '
+        "synchronously inside the transaction and nothing could iterate it; pass a plain function "
+        "returning a list"
     )

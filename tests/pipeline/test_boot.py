@@ -4,7 +4,7 @@ listing every problem, worded by ``kumiko_typed._rules`` (DESIGN §1, §3.3, §4
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
 
@@ -14,6 +14,7 @@ import pytest
 from kumiko_typed import App, BootError, Feature, Ok, User, manual, ok
 from kumiko_typed._builders import Pipeline, SubPipeline, WorkflowPipeline
 from kumiko_typed._rules import (
+    msg_async_iterator_resolver,
     msg_async_resolver,
     msg_duplicate_step,
     msg_empty_step_name,
@@ -332,9 +333,13 @@ def test_a_pipeline_of_another_feature_is_a_boot_problem() -> None:
     plain, mailer = Feature("plain"), Feature("mailer")
     plain.write_handler("h", mailer.pipeline(P).return_(lambda c: ok(None)))
     plain.workflow("wf", trigger=manual(P), pipeline=mailer.workflow_pipeline(P).compute("a", lambda c: 1))
+    plain.query_handler("q", mailer.query_pipeline(P).return_(lambda c: ok(None)))
     problems = _boot_problems([plain, mailer])
     assert f"handler plain:h: {msg_foreign_pipeline('mailer', 'plain')}" in problems
-    assert f"workflow plain:wf: {msg_foreign_pipeline('mailer', 'plain')}" in problems
+    # The fix names the method the pipeline was started with (it said .pipeline(...) for each).
+    assert f"workflow plain:wf: {msg_foreign_pipeline('mailer', 'plain', 'workflow_pipeline')}" in problems
+    assert "build it with plain.workflow_pipeline(...)" in msg_foreign_pipeline("mailer", "plain", "workflow_pipeline")
+    assert f"query plain:q: {msg_foreign_pipeline('mailer', 'plain', 'query_pipeline')}" in problems
 
 
 async def _fetch(c: Any) -> int:
@@ -349,6 +354,18 @@ def test_an_async_resolver_is_a_boot_problem() -> None:
     problems = _boot_problems([f])
     assert len(problems) == 2, problems
     assert all(msg_async_resolver("compute", "fn") in problem for problem in problems)
+
+
+async def _stream(c: Any) -> AsyncIterator[int]:
+    yield 1
+
+
+def test_an_async_generator_resolver_is_a_boot_problem_told_what_it_is() -> None:
+    """Refused as the plugin refuses it; it was told it returns an awaitable, which it does not."""
+    f = Feature("asyncgen")
+    _handler(f, "h", lambda p: p.compute("a", _stream))
+    told = msg_async_iterator_resolver("compute", "fn")
+    assert _boot_problems([f]) == [f'handler asyncgen:h, step 0 (compute "a"): {told}']
 
 
 def test_an_empty_or_non_string_name_is_a_boot_problem_worded_as_the_plugin_words_it() -> None:

@@ -16,7 +16,11 @@ foreign = plain.write_handler(
 foreign_workflow = plain.workflow(
     "wf",
     trigger=manual(SignedUp),
-    pipeline=mailer.workflow_pipeline(SignedUp).compute("a", lambda c: 1),  # E: kumiko-foreign-pipeline  # M: This pipeline was built with mailer.pipeline(...) but is registered on plain; build it with plain.pipeline(...) (its steps and capabilities are that feature's), or register it on mailer
+    pipeline=mailer.workflow_pipeline(SignedUp).compute("a", lambda c: 1),  # E: kumiko-foreign-pipeline  # M: This pipeline was built with mailer.workflow_pipeline(...) but is registered on plain; build it with plain.workflow_pipeline(...) (its steps and capabilities are that feature's), or register it on mailer
+)
+foreign_query = plain.query_handler(
+    "q",
+    mailer.query_pipeline(Order).return_(lambda c: ok(1)),  # E: kumiko-foreign-pipeline  # M: This pipeline was built with mailer.query_pipeline(...) but is registered on plain; build it with plain.query_pipeline(...) (its steps and capabilities are that feature's), or register it on mailer
 )
 no_return = plain.write_handler("x", plain.pipeline(Order).compute("a", lambda c: 1))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P) and ended with .return_(...), got Pipeline; end it with .return_(lambda c: ok(...))
 workflow_as_handler = plain.write_handler("w", plain.workflow_pipeline(Order).return_(lambda c: ok(1)))  # E: kumiko-no-return  # M: A write handler needs a pipeline built with feature.pipeline(P), got a workflow pipeline (WorkflowFinished); build it with feature.pipeline(P), or register it with feature.workflow(name, trigger=..., pipeline=...)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable
+from collections.abc import AsyncIterator, Awaitable
 from functools import partial
 from typing import Any, overload
 
@@ -78,5 +78,18 @@ maybe_async = (
     shop.pipeline(Order)
     .compute("count", cached_or_fetched)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .compute("later", lambda c: fetch_total(c) if c.payload.note else None)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .return_(lambda c: ok(1))
+)
+
+
+# An async generator function is no coroutine function, but nothing in a step could iterate
+# what it returns either (boot refuses it as well).
+async def streamed(c: Ctx[Order, Any, Any]) -> AsyncIterator[int]:
+    yield len(c.payload.lines)
+
+
+async_generator = (
+    shop.pipeline(Order)
+    .compute("streamed", streamed)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an async iterator (an async generator): resolvers run synchronously inside the transaction and nothing could iterate it; pass a plain function returning a list
     .return_(lambda c: ok(1))
 )

@@ -64,7 +64,7 @@ wait_in_retry = plain.workflow_pipeline(Order).retry(
 
 typo = Feature("typo", requires=["mail.sned"])  # E: kumiko-tier  # M: "mail.sned" in requires= is not a tier-2 step kind; use one of "call_feature", "mail.send", "webhook.send"
 caps = ["mail.send"]
-not_literal = Feature("nl", requires=caps)  # E: kumiko-tier  # M: requires= must be a list of string literals (e.g. requires=["mail.send"]) so that the plugin can check each tier-2 step
+not_literal = Feature("nl", requires=caps)  # E: kumiko-tier  # M: requires= must be a list of string literals (e.g. requires=["mail.send"]), or a constant whose type names them (KINDS: Final = ("mail.send",)), so that the plugin can check each tier-2 step
 kind = "mail.send"
 not_literal_entry = Feature("nle", requires=[kind])  # E: kumiko-tier  # M: requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) so that the plugin can check each tier-2 step
 

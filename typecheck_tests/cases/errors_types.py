@@ -88,6 +88,20 @@ workflow_gets = (
     .compute("typo", lambda c: c.steps.get("totl"))  # E: kumiko-unknown-key  # M: c.steps.get("totl"): no step before this one is named "totl"; did you mean "total"?
 )
 
+# ``in`` of a key no step produced is the same error (mypy checks ``in`` of any ``str``): in
+# a step, an arm's condition, a loop body, combined with and/not, in a workflow too. A
+# known key is no error; nor is ``in`` of another mapping.
+tests = (
+    shop.workflow_pipeline(Order)
+    .compute("total", lambda c: 1)
+    .compute("typo", lambda c: "totl" in c.steps)  # E: kumiko-unknown-key  # M: "totl" in c.steps: no step before this one is named "totl"; did you mean "total"?
+    .branch(
+        when=lambda c: "total" in c.steps and not ("later" not in c.steps),  # E: kumiko-unknown-key  # M: "later" not in c.steps: no step before this one is named "later"; read one of "total", "typo"
+        on_true=lambda b: b.compute("arm", lambda c: "total" in c.steps and "x" in {"x": 1}),
+    )
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("i", lambda c: "lien" in c.scope))  # E: kumiko-unknown-key  # M: "lien" in c.scope: no for_each around this step has its item named "lien"; did you mean "line"?
+)
+
 
 class Plain(TypedDict):
     a: int
@@ -217,4 +231,15 @@ by_class = (
         on_true=lambda b: b.compute("g", lambda c: c.steps["code"].upper()),  # E: union-attr
     )
     .compute("after", lambda c: reveal_type(c.steps["code"]))  # R: int | str
+)
+
+
+# A read step keeps one value per row: a query of two columns is one arg-type error, which
+# names the rule and the fix (mypy's repeat of it in the lambda, return-value, is taken back).
+two_columns = (
+    shop.pipeline(Order)
+    .find_many("pairs", lambda c: select(Product.name, Product.stock))  # E: arg-type
+    .find_one("one", lambda c: select(Product.name, Product.stock).where(Product.id == c.payload.id))  # E: arg-type
+    .find_many("names", lambda c: select(Product.name))
+    .compute("read", lambda c: (reveal_type(c.steps["pairs"]), reveal_type(c.steps["names"])))  # R: Any # R: list[str]
 )

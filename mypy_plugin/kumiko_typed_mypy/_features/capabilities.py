@@ -3,7 +3,8 @@ tier-2 step checked against the literals its builder carries."""
 
 from __future__ import annotations
 
-from mypy.nodes import ListExpr, SetExpr, TupleExpr
+from mypy.maptype import map_instance_to_supertype
+from mypy.nodes import Context, Expression, ListExpr, SetExpr, StarExpr, TupleExpr
 from mypy.plugin import FunctionContext, MethodContext
 from mypy.typeops import make_simplified_union
 from mypy.types import (
@@ -11,6 +12,7 @@ from mypy.types import (
     Instance,
     LiteralType,
     ProperType,
+    TupleType,
     Type,
     TypeVarType,
     UninhabitedType,
@@ -30,38 +32,85 @@ def feature_capabilities(ctx: FunctionContext) -> Type:
     ret = get_proper_type(ctx.default_return_type)
     if not isinstance(ret, Instance) or "requires" not in ctx.callee_arg_names:
         return ctx.default_return_type
-    exprs = ctx.args[ctx.callee_arg_names.index("requires")]
+    index = ctx.callee_arg_names.index("requires")
+    exprs = ctx.args[index]
     kinds: list[str] = []
     if exprs:
         expr = exprs[0]
         if not isinstance(expr, (ListExpr, TupleExpr, SetExpr)):
-            fail(
-                ctx,
-                'requires= must be a list of string literals (e.g. requires=["mail.send"]) '
-                "so that the plugin can check each tier-2 step",
-                expr,
-                code=_errors.TIER,
-            )
-            return ctx.default_return_type
-        for item in expr.items:
-            kind = literal_str_expr(item)
-            if kind is None:
+            # Not written out: a constant whose type names its kinds (a Final tuple of
+            # literals, a list typed list[Literal[...]]) says as much as a display.
+            known = _named_by_type(ctx.arg_types[index][0])
+            if known is None:
                 fail(
                     ctx,
-                    'requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) '
-                    "so that the plugin can check each tier-2 step",
-                    item,
+                    'requires= must be a list of string literals (e.g. requires=["mail.send"]), or a constant '
+                    'whose type names them (KINDS: Final = ("mail.send",)), so that the plugin can check each '
+                    "tier-2 step",
+                    expr,
                     code=_errors.TIER,
                 )
-            elif kind not in rules.TIER2_KINDS:
-                fail(ctx, rules.msg_unknown_capability(kind), item, code=_errors.TIER)
+                return ctx.default_return_type
+            kinds += _checked(ctx, known, expr)
+            items: list[Expression] = []
+        else:
+            items = expr.items
+        for item in items:
+            if isinstance(item, StarExpr):  # [*KINDS, "mail.send"]: read by its type too
+                starred = _named_by_type(ctx.api.get_expression_type(item.expr))
+                kinds += _checked(ctx, starred, item) if starred is not None else _refused_entry(ctx, item)
+                continue
+            kind = literal_str_expr(item)
+            if kind is None:
+                _refused_entry(ctx, item)
             else:
-                kinds.append(kind)
+                kinds += _checked(ctx, [kind], item)
     str_type = ctx.api.named_generic_type("builtins.str", [])
     caps: Type = (
         make_simplified_union([LiteralType(k, str_type) for k in sorted(set(kinds))]) if kinds else UninhabitedType()
     )
     return ret.copy_modified(args=[caps])
+
+
+def _checked(ctx: FunctionContext, named: list[str], where: Context) -> list[str]:
+    """The tier-2 kinds among ``named``; each other one is reported at ``where``."""
+    for kind in named:
+        if kind not in rules.TIER2_KINDS:
+            fail(ctx, rules.msg_unknown_capability(kind), where, code=_errors.TIER)
+    return [kind for kind in named if kind in rules.TIER2_KINDS]
+
+
+def _refused_entry(ctx: FunctionContext, item: Expression) -> list[str]:
+    fail(
+        ctx,
+        'requires= entries must be string literals or Final constants (e.g. requires=["mail.send"]) '
+        "so that the plugin can check each tier-2 step",
+        item,
+        code=_errors.TIER,
+    )
+    return []
+
+
+def _named_by_type(given: Type) -> list[str] | None:
+    """The string literals a collection's type names: each item of a tuple (a ``Final``
+    tuple keeps its items' literal values), or the item type of an iterable
+    (``list[Literal["mail.send"]]``); ``None`` when the type does not name them."""
+    p = get_proper_type(given)
+    if isinstance(p, TupleType):
+        items = [_literal(t) for t in p.items]
+        return [i for i in items if i is not None] if None not in items else None
+    if not isinstance(p, Instance) or not p.type.has_base("typing.Iterable"):
+        return None
+    iterable = next(base for base in p.type.mro if base.fullname == "typing.Iterable")
+    item = get_proper_type(map_instance_to_supertype(p, iterable).args[0])
+    named = [_literal(t) for t in (item.items if isinstance(item, UnionType) else [item])]
+    return [n for n in named if n is not None] if None not in named else None
+
+
+def _literal(t: Type) -> str | None:
+    p = get_proper_type(t)
+    literal = p.last_known_value if isinstance(p, Instance) else p
+    return literal.value if isinstance(literal, LiteralType) and isinstance(literal.value, str) else None
 
 
 def _declared(caps: ProperType) -> set[str] | None:

@@ -9,15 +9,24 @@ sentence that says what to do, at the argument that is wrong.
 from __future__ import annotations
 
 from mypy.checker import TypeChecker
-from mypy.nodes import AssignmentStmt, CallExpr, Expression, MemberExpr, NameExpr, RefExpr, Var
-from mypy.plugin import MethodContext, MethodSigContext
+from mypy.nodes import CallExpr, Expression, MemberExpr, NameExpr
+from mypy.plugin import FunctionContext, MethodContext, MethodSigContext
 from mypy.subtypes import is_same_type
-from mypy.types import AnyType, CallableType, Instance, ProperType, Type, TypeOfAny, UnionType, get_proper_type
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    LiteralType,
+    ProperType,
+    Type,
+    TypeOfAny,
+    UnionType,
+    get_proper_type,
+)
 
 from .. import _errors
 from .._names import (
     BUILDER_CORE,
-    FEATURE,
     FINISHED,
     HANDLER_BUILDER,
     PROGRAM,
@@ -30,6 +39,7 @@ from .._names import (
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.keys import lookup_info
+from .._typeops.literals import literal_str
 from .._typeops.reported import fail, recorded_in, retract
 
 _STARTERS = frozenset({"pipeline", "workflow_pipeline", "query_pipeline"})
@@ -168,12 +178,13 @@ def _short(t: ProperType) -> str:
     return t.type.name if isinstance(t, Instance) else str(t)
 
 
-def _starting_feature(expr: Expression) -> NameExpr | MemberExpr | None:
-    """``f`` in ``f.pipeline(P).compute(...)...``: the feature a chain was started from."""
+def _starting_feature(expr: Expression) -> tuple[NameExpr | MemberExpr, str] | None:
+    """``f`` in ``f.pipeline(P).compute(...)...`` (a feature a chain was started from), and
+    the method it was started with."""
     while isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr):
         if expr.callee.name in _STARTERS:
             feature = expr.callee.expr
-            return feature if isinstance(feature, (NameExpr, MemberExpr)) and feature.node is not None else None
+            return (feature, expr.callee.name) if isinstance(feature, (NameExpr, MemberExpr)) else None
         expr = expr.callee.expr
     return None
 
@@ -181,38 +192,49 @@ def _starting_feature(expr: Expression) -> NameExpr | MemberExpr | None:
 def _check_own_feature(ctx: MethodContext) -> None:
     """A pipeline chained in the registering call must start from the same feature.
 
-    Read from the syntax: the builder's type names the feature's capabilities, not
-    the feature itself.  A pipeline kept in a variable first is checked at boot.
+    The chain is read from the syntax (a pipeline kept in a variable first is checked at
+    boot); which feature a name holds is read from its type, branded by :func:`brand`.
     """
     call, expr = ctx.context, arg_expr(ctx, "pipeline")
     if not (isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr) and expr is not None):
         return
     owner = call.callee.expr
-    built_by = _starting_feature(expr)
-    if not (isinstance(owner, (NameExpr, MemberExpr)) and built_by is not None):
+    started = _starting_feature(expr)
+    if not (isinstance(owner, (NameExpr, MemberExpr)) and started is not None):
         return
-    mine, theirs = _declared_feature(ctx, owner), _declared_feature(ctx, built_by)
-    if mine is not None and theirs is not None and mine is not theirs:
-        fail(ctx, rules.msg_foreign_pipeline(built_by.name, owner.name), expr, code=_errors.FOREIGN_PIPELINE)
+    built_by, starter = started
+    checker = ctx.api
+    theirs = _branded(checker.lookup_type_or_none(built_by)) if isinstance(checker, TypeChecker) else None
+    mine = _branded(ctx.type)
+    if mine is not None and theirs is not None and mine != theirs:
+        message = rules.msg_foreign_pipeline(built_by.name, owner.name, starter)
+        fail(ctx, message, expr, code=_errors.FOREIGN_PIPELINE)
 
 
-def _declared_feature(ctx: MethodContext, ref: NameExpr | MemberExpr) -> Var | None:
-    """The module-level variable ``ref`` names, when that variable is assigned a
-    ``Feature(...)`` call itself; ``None`` for anything that may be another name for some
-    feature (an alias, a parameter, an attribute): two such names are not known to differ."""
-    var = ref.node
-    if not isinstance(var, Var) or "." not in var.fullname:
-        return None
-    tree = ctx.api.modules.get(var.fullname.rpartition(".")[0]) if isinstance(ctx.api, TypeChecker) else None
-    if tree is None:
-        return None
-    for stmt in tree.defs:
-        if (
-            isinstance(stmt, AssignmentStmt)
-            and any(isinstance(lv, NameExpr) and lv.node is var for lv in stmt.lvalues)
-            and isinstance(stmt.rvalue, CallExpr)
-            and isinstance(stmt.rvalue.callee, RefExpr)
-            and stmt.rvalue.callee.fullname == FEATURE
-        ):
-            return var
-    return None
+#: The attribute a ``Feature(...)`` call's type carries its name in (see :func:`brand`).
+_BRAND = "__kumiko_feature__"
+
+
+def brand(ctx: FunctionContext) -> Type:
+    """``Feature("shop")`` is typed as a ``Feature`` that carries its name (in the type's
+    ``extra_attrs``, which mypy's cache keeps), so every name it is assigned to, imported
+    or aliased, says which feature it holds.  Two features are told apart by their names,
+    which boot requires unique.  A name that is no literal brands nothing: not checked.
+
+    (Reading the ``Feature(...)`` assignments from the module's syntax instead found none in
+    another module: mypy frees a checked module's statements, and a cached one has none.)"""
+    ret = get_proper_type(ctx.default_return_type)
+    given = ctx.args[0] if ctx.args else []
+    name = literal_str(ctx.arg_types[0][0], given[0]) if given and ctx.arg_types[0] else None
+    if not isinstance(ret, Instance) or name is None:
+        return ctx.default_return_type
+    literal = LiteralType(name, ctx.api.named_generic_type("builtins.str", []))
+    return ret.copy_with_extra_attr(_BRAND, literal)
+
+
+def _branded(t: Type | None) -> str | None:
+    """The feature name a ``Feature`` type carries; ``None`` when it is not known."""
+    p = get_proper_type(t) if t is not None else None
+    held = p.extra_attrs.attrs.get(_BRAND) if isinstance(p, Instance) and p.extra_attrs else None
+    literal = get_proper_type(held) if held is not None else None
+    return literal.value if isinstance(literal, LiteralType) and isinstance(literal.value, str) else None

@@ -1,7 +1,9 @@
 """Resolvers must be plain functions: the interpreter calls them synchronously inside
 the transaction, so an ``async def`` (or a lambda returning a coroutine) would hand
 the step an un-awaited coroutine instead of its value.  A function typed to return a
-union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too."""
+union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
+An async generator (a function returning an async iterator) is refused as boot refuses it:
+nothing in a step can iterate it."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from .._typeops.callbacks import as_called, passed
 from .._typeops.reported import fail
 
 _AWAITABLE = "typing.Awaitable"
+_ASYNC_ITERATOR = "typing.AsyncIterator"
 
 
 def refuse_async(kind: str, ctx: MethodContext) -> Type:
@@ -25,6 +28,10 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
                 continue
             returned = get_proper_type(fn.ret_type)
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
-            if any(isinstance(i, Instance) and i.type.has_base(_AWAITABLE) for i in map(get_proper_type, items)):
+            instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
+            bases = {base.fullname for i in instances for base in i.type.mro}
+            if _AWAITABLE in bases:
                 fail(ctx, rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
+            elif _ASYNC_ITERATOR in bases:
+                fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type

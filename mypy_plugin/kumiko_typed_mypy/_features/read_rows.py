@@ -1,0 +1,58 @@
+"""A read step's query that selects several columns, ``select(Product.sku, Product.stock)``.
+
+A read step keeps one value per row (``Select[T]``), so mypy refuses such a query, but
+as an ``arg-type`` error expecting ``Select[Never]`` plus a ``return-value`` error in the
+lambda saying the same: two errors and no fix.  The ``arg-type`` error gets the rule and
+the fix, and the lambda's repeat is taken back (one mistake, one error).
+"""
+
+from __future__ import annotations
+
+from mypy import errorcodes
+from mypy.messages import format_type_bare
+from mypy.plugin import MethodContext
+from mypy.types import AnyType, CallableType, Instance, Type, TypeOfAny, get_proper_type
+
+from .._names import ADD_STEP, STEPS_ARG
+from .._rules import rules
+from .._typeops.args import arg_expr, with_arg
+from .._typeops.callbacks import as_called
+from .._typeops.reported import recorded_in, retract
+
+_SELECT = "sqlalchemy.sql.selectable.Select"
+
+
+def hint(method: str, ctx: MethodContext) -> Type:
+    expr = arg_expr(ctx, "query")
+    given = ctx.arg_types[ctx.callee_arg_names.index("query")] if expr is not None else []
+    fn = as_called(get_proper_type(given[0])) if given else None
+    selected = get_proper_type(fn.ret_type) if isinstance(fn, CallableType) else None
+    if expr is None or not (isinstance(selected, Instance) and selected.type.fullname == _SELECT):
+        return ctx.default_return_type
+    if len(selected.args) == 1:
+        return ctx.default_return_type
+    columns = ", ".join(format_type_bare(a, ctx.api.options) for a in selected.args)
+    for info in recorded_in(ctx.api.msg.errors, ctx.context):
+        if info.code == errorcodes.ARG_TYPE and (info.line, info.column) == (expr.line, expr.column):
+            info.message += f"; {rules.msg_several_columns(method, len(selected.args), columns)}"
+        elif (
+            info.code == errorcodes.RETURN_VALUE
+            and info.message.startswith(_REPEAT)
+            and expr.line <= info.line <= (expr.end_line or expr.line)
+        ):
+            retract(ctx.api.msg.errors, info)
+    return _unknown_key(ctx.default_return_type)
+
+
+_REPEAT = 'Incompatible return value type (got "Select['
+
+
+def _unknown_key(builder: Type) -> Type:
+    """The step's key as an error's ``Any``: mypy solved the row type to ``Never``, and a
+    ``Never`` in the builder's type is one more error (``Need type annotation``) wherever
+    the chain is assigned."""
+    ret = get_proper_type(builder)
+    marker = get_proper_type(ret.args[STEPS_ARG]) if isinstance(ret, Instance) and len(ret.args) > STEPS_ARG else None
+    if not (isinstance(ret, Instance) and isinstance(marker, Instance) and marker.type.fullname == ADD_STEP):
+        return builder
+    return with_arg(ret, STEPS_ARG, marker.copy_modified(args=[marker.args[0], AnyType(TypeOfAny.from_error)]))
