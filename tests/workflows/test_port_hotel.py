@@ -330,6 +330,18 @@ def _guest(app: App, stay: uuid.UUID) -> uuid.UUID | None:
         return conn.scalar(sa.select(GuestStayAccount.guest_id).where(GuestStayAccount.id == stay))
 
 
+def test_eleven_groups_at_once_each_go_on_at_every_pass(app: App, user: User) -> None:
+    """Each batch's zero wait leaves a group's run due again at the clock's instant.
+    Before, a pass that had resumed ten of them read those ten again first and stopped:
+    the eleventh group waited until the others had finished."""
+    groups = [_group(app, user, [_stay(app, user) for _ in range(BATCH * 2 + 1)]) for _ in range(11)]
+    progress = []
+    for _ in range(3):
+        app.run_worker(once=True)
+        progress.append({(v.status, len(v.pending)) for v in (_view(app, user, g) for g in groups)})
+    assert progress == [{("initiated", 1)}, {("initiated", 0)}, {("completed", 0)}]
+
+
 # --- races on real second connections -------------------------------------------------------------
 
 
