@@ -404,6 +404,32 @@ def test_charges_racing_a_check_out_never_leave_a_checked_out_stay_owing(
         assert _view(app, user, group).status == ("completed" if row.status == "checked_out" else "failed")
 
 
+def test_a_stay_in_four_groups_worked_by_three_workers_at_once_is_checked_out_once(app: App, user: User) -> None:
+    """Three worker threads, each on its own connections, pass over four groups that share
+    a stay: one group checks it out, the other three record it failed, none twice."""
+    shared = _stay(app, user)
+    groups = [_group(app, user, [shared, *(_stay(app, user) for _ in range(BATCH + 10))]) for _ in range(4)]
+
+    def work() -> None:
+        for _ in range(10):
+            app.run_worker(once=True)
+
+    threads = [threading.Thread(target=work) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    _drain(app)
+    views = [_view(app, user, g) for g in groups]
+    assert sorted((v.status, v.failed) for v in views) == [("completed", [])] + [("failed", [shared])] * 3
+    assert [type(e) for e in _events(app, user, GuestStayAccount, shared)] == [
+        GuestCheckedIn,
+        GuestCheckedOut,
+        *[GuestCheckOutFailed] * 3,
+    ]
+    assert {r.status for r in app.runs(group_checkout)} == {"completed"}
+
+
 # --- a worker killed in the middle of a group -----------------------------------------------------
 
 
