@@ -23,7 +23,21 @@ from types import MappingProxyType
 from typing import Any, Final, TypeAlias, TypeVar
 
 import cattrs
-from sqlalchemy import ColumnElement, Row, and_, bindparam, delete, false, func, insert, not_, or_, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Row,
+    and_,
+    bindparam,
+    delete,
+    false,
+    func,
+    insert,
+    not_,
+    or_,
+    select,
+    tuple_,
+    update,
+)
 from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, NoResultFound
 from sqlalchemy.orm import Session, sessionmaker
@@ -480,19 +494,29 @@ class WorkflowEngine:
         )
         #: A consumer cursor row (the event feed's, a cron workflow's) made once.
         self.new_consumer = dialect_insert(consumers).on_conflict_do_nothing(index_elements=["name"])
-        #: The due runs a pass claims, built once (the definitions do not change).
-        self._due = (
+        #: The due runs a pass claims, built once (the definitions do not change), in one
+        #: order (ties by run id), so that a pass can go on past those it has claimed.
+        due = (
             select(workflow_runs)
             .where(
                 workflow_runs.c.status == "suspended",
                 workflow_runs.c.wake_at <= bindparam("now"),
                 self.resumable(),
             )
-            .order_by(workflow_runs.c.wake_at)
+            .order_by(workflow_runs.c.wake_at, workflow_runs.c.run_id)
             .limit(BATCH)
         )
+        #: The same, after the last run of the pass's previous batch in that order.
+        due_after = due.where(
+            tuple_(workflow_runs.c.wake_at, workflow_runs.c.run_id)
+            > tuple_(
+                bindparam("after_wake", type_=workflow_runs.c.wake_at.type),
+                bindparam("after_run", type_=workflow_runs.c.run_id.type),
+            )
+        )
         if self.postgres:
-            self._due = self._due.with_for_update(skip_locked=True)
+            due, due_after = due.with_for_update(skip_locked=True), due_after.with_for_update(skip_locked=True)
+        self._due, self._due_after = due, due_after
 
     def _encode(self, value: object) -> Any:
         """``value`` as the run's state stores it; ``StateError`` for a value the codec
@@ -1286,24 +1310,39 @@ class WorkflowEngine:
         waits ran to its end inside one pass (10,000 items: 10,000 segments), while the
         pass's event feed and cron waited."""
         seen: set[uuid.UUID] = set()
-        return sum(batches(lambda careful, checked: self._due_batch(seen, careful, checked), stopping))
+        after: list[tuple[datetime, uuid.UUID]] = []
+        return sum(batches(lambda careful, checked: self._due_batch(seen, after, careful, checked), stopping))
 
-    def _due_batch(self, seen: set[uuid.UUID], careful: bool, checked: bool) -> tuple[bool, int]:
+    def _due_batch(
+        self, seen: set[uuid.UUID], after: list[tuple[datetime, uuid.UUID]], careful: bool, checked: bool
+    ) -> tuple[bool, int]:
         """One transaction of :meth:`resume_due`: whether to go on, and the runs resumed
-        (none of ``seen``, the runs this pass resumed before; it adds the ones it did)."""
+        (none of ``seen``, the runs this pass resumed before; it adds the ones it did).
+        ``after``: where in the due order the pass's last batch ended (empty at first).
+
+        A batch reads on from there: a run the pass left due again (a zero wait with the
+        clock standing still) comes again behind it, and is passed over.  Before, every
+        batch read from the start, and ten such runs first in the order made a batch of
+        nothing new, which ended the pass: the runs after them waited for the ten's end."""
         with self.sessions() as session, session.begin():
             guard = None if careful else allow_lazy(session, hold_stores=True)
             if checked:
                 check_deferred(session)
-            rows = session.execute(self._due, {"now": self.clock()}).all()
+            now = self.clock()
+            if after:
+                (wake, run), *_ = after
+                rows = session.execute(self._due_after, {"now": now, "after_wake": wake, "after_run": run}).all()
+            else:
+                rows = session.execute(self._due, {"now": now}).all()
             fresh = [row for row in rows if row.run_id not in seen]
-            if not fresh:
-                return False, 0
             resumed = sum(self.resume(session, row, None) for row in fresh)
             if guard is not None:
                 _send_held(session, guard.take_held())
-        seen.update(row.run_id for row in fresh)  # committed: a batch done again resumes them again
-        return True, resumed
+        # Committed: a batch done again resumes them again, from where it started.
+        seen.update(row.run_id for row in fresh)
+        if rows:
+            after[:] = [(rows[-1].wake_at, rows[-1].run_id)]
+        return len(rows) == BATCH, resumed
 
     # --- inspection ------------------------------------------------------------------
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
@@ -61,6 +61,16 @@ class _Loaded:
     #: longer (a wait stored before keys were bounded holds it); none if ``key`` is None.
     stored: tuple[str, ...] = ()
     taken: bool = False
+
+
+@attrs.define
+class _Stranded:
+    """The stranded runs, read once per feed transaction, when its first event is matched:
+    they are the same for all its events (a run stranded meanwhile has its wait disarmed,
+    which the feed's matching passes by).  Before, each event read them again: one
+    statement per event, 40 of the 280 of a hotel group's segment (examples/ports/hotel.py)."""
+
+    runs: Sequence[uuid.UUID] | None = None
 
 
 @attrs.frozen
@@ -153,11 +163,12 @@ class EventFeed:
             caught_up, lagging, started = self._catch_up(session, cursor)
             batch = read_after(session, cursor, limit=200)
             handled = 0
+            marks = _Stranded()
             for event in batch:
                 started += self._start_runs(session, event, caught_up)
                 # A run's lock is waited for only while no segment ran in this transaction:
                 # a segment's locks held meanwhile can be what that run's worker waits for.
-                matched = self._match(session, event, armed_only=True, may_wait=not (started or resumed))
+                matched = self._match(session, event, armed_only=True, may_wait=not (started or resumed), marks=marks)
                 if matched is None:
                     break  # a run it matches is held: this event is the next transaction's first
                 resumed += matched
@@ -276,6 +287,7 @@ class EventFeed:
         armed_only: bool = False,
         only_run: uuid.UUID | None = None,
         may_wait: bool = True,
+        marks: _Stranded | None = None,
     ) -> int | None:
         """Resume the runs waiting for ``event``: how many.  A run this App's definition
         cannot resume is marked stranded and its wait disarmed instead (whatever its key:
@@ -309,7 +321,7 @@ class EventFeed:
         if only_run is not None:
             waits = session.execute(stmt.where(workflow_waits.c.run_id == only_run)).all()
         else:
-            waits = self._waits_for(session, stmt, event, keys)
+            waits = self._waits_for(session, stmt, event, keys, marks or _Stranded())
         matched = 0
         for wait in waits:
             d = engine.defs.get(wait.workflow)
@@ -355,6 +367,7 @@ class EventFeed:
         stmt: Select[Any],
         event: EventRow,
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable],
+        marked: _Stranded,
     ) -> list[Row[Any]]:
         """The waits of ``stmt`` that ``event`` may concern, read group by group (workflow,
         path): where this App loads the event with a key, only the waits of that key;
@@ -365,7 +378,9 @@ class EventFeed:
         index; the keys found are left in ``keys``."""
         waits: dict[uuid.UUID, Row[Any]] = {}
         # Stranded runs are few (their own index): their waits are read by run id.
-        stranded = session.scalars(self._stranded).all()
+        if marked.runs is None:
+            marked.runs = session.scalars(self._stranded).all()
+        stranded = marked.runs
         if stranded:
             many = len(stranded) > _FEW
             which = select(workflow_runs.c.run_id).where(STRANDED) if many else stranded

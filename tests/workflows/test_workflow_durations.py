@@ -225,3 +225,25 @@ def test_a_wake_time_past_the_calendar_fails_the_run_with_a_sentence(
     assert info is not None and info.status == "failed" and info.error is not None
     assert info.error["code"] == "internal_error"
     assert said in info.error["message"]
+
+
+def test_a_pass_resumes_every_due_run_though_ten_it_resumed_are_due_again_ahead_of_them(
+    app_on: AppOn, user: User
+) -> None:
+    """A pass reads due runs ten at a time, by wake time.  Before, a batch of only runs
+    this pass had resumed (their zero waits left them due again, at the clock's instant)
+    ended the pass: with the clock standing still the same ten came first every time, so
+    an eleventh run did not move until the ten had finished (the group check-outs of
+    examples/ports/hotel.py, twelve at once, stalled so)."""
+    clock = FakeClock(T0)
+    f, looped = _workflow(
+        "many", lambda b: b.for_each("i", over=lambda c: [1, 2, 3], do=lambda d: d.wait(timedelta(0)))
+    )
+    app = app_on([f], clock=clock)
+    runs = [app.start_workflow(looped, Go(n), user=user) for n in range(12)]
+    assert app.run_worker(once=True)["resumed"] == 12  # each once, the clock standing still
+    paths = [getattr(app.get_run(r), "path", None) for r in runs]
+    assert paths == ["i/do/#1/@wait"] * 12
+    assert app.run_worker(once=True)["resumed"] == 12
+    assert app.run_worker(once=True)["resumed"] == 12
+    assert {getattr(app.get_run(r), "status", None) for r in runs} == {"completed"}
