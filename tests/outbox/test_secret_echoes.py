@@ -17,7 +17,11 @@ from typing import Any
 import attrs
 import pytest
 from _support import Hook
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+import kumiko_typed._observe as observe
 from kumiko_typed import App, Feature, Ok, OutboxItem, SmtpTransport, User, ok
 
 AppOn = Callable[..., App]
@@ -74,6 +78,26 @@ def echo() -> Iterator[EchoReceiver]:
     receiver.close()
 
 
+@pytest.fixture
+def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
+    """Tracing on: a real SDK provider whose spans land in memory."""
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    monkeypatch.setattr(observe, "_tracer", lambda: provider.get_tracer("kumiko_typed"))
+    yield exporter
+    provider.shutdown()
+
+
+def _traced(spans: InMemorySpanExporter) -> str:
+    """Every finished span's name, attributes, status and events, as an exporter sends them."""
+    return "\n".join(
+        f"{s.name} {dict(s.attributes or {})} {s.status.description} "
+        f"{[(e.name, dict(e.attributes or {})) for e in s.events]}"
+        for s in spans.get_finished_spans()
+    )
+
+
 def _logged(caplog: pytest.LogCaptureFixture) -> str:
     """Every captured record's message and traceback, as a handler would write them."""
     return "\n".join(
@@ -104,6 +128,7 @@ def test_a_receiver_echoing_the_request_shows_none_of_its_credentials(
     user: User,
     echo: EchoReceiver,
     caplog: pytest.LogCaptureFixture,
+    spans: InMemorySpanExporter,
     userinfo: str,
     path: str,
     handler: Any,
@@ -117,10 +142,12 @@ def test_a_receiver_echoing_the_request_shows_none_of_its_credentials(
 
     item = _only(app)
     assert item.last_error is not None
-    logged = _logged(caplog)
+    logged, traced = _logged(caplog), _traced(spans)
+    assert "HTTP 401" in traced  # the delivery span's status is the stored error
     for secret in hidden:
         assert secret not in item.last_error
         assert secret not in logged
+        assert secret not in traced
     # What an operator needs stays: the status, the host and port, the field's name, a
     # short value that is no credential.
     assert item.last_error.startswith("HTTP 401 ")
