@@ -21,6 +21,7 @@ from ._access import NO_TENANT_REFUSED, TENANT_KEY, deny, install_tenant_filter,
 from ._boot import validate
 from ._connection import DIRECT, Direct
 from ._ctx import User
+from ._database_urls import shown_url
 from ._delivery import SecretResolver, env_secrets
 from ._durations import positive_seconds
 from ._engine import make_engine
@@ -266,7 +267,8 @@ class App:
         self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now, self._follow)
 
     def __repr__(self) -> str:
-        return f"<App {[f.name for f in self.features]} on {self.engine.url!r}>"
+        # Not the URL's repr: SQLAlchemy hides a password in the user part only, not ?password=.
+        return f"<App {[f.name for f in self.features]} on {shown_url(self.engine.url)}>"
 
     def with_database(self, database_url: str) -> App:
         """The same App — its features and every setting it was built with — on another

@@ -12,6 +12,7 @@ stored or logged.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import email.utils
 import functools
@@ -20,11 +21,11 @@ import logging
 import os
 import re
 import threading
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import Any
-from urllib.parse import quote, quote_plus, urlsplit
+from urllib.parse import parse_qsl, quote, quote_plus, unquote, urlsplit
 from uuid import UUID
 
 import httpx
@@ -86,12 +87,13 @@ class SecretBook:
             with self._lock:
                 self._seen.add(value)
 
-    def redact(self, text: str) -> str:
-        """``text`` with every secret value this book resolved replaced by ``***``, also in
-        the spellings an echo may use: escaped as by ``repr`` and percent-encoded."""
+    def redact(self, text: str, also: Iterable[str] = ()) -> str:
+        """``text`` with every secret value this book resolved (and each of ``also``: a
+        delivery's own credentials) replaced by ``***``, also in the spellings an echo may
+        use: escaped as by ``repr`` and percent-encoded."""
         with self._lock:
-            seen = sorted(self._seen, key=len, reverse=True)  # a secret inside another one first
-        for secret in seen:
+            secrets = self._seen.union(filter(None, also))
+        for secret in sorted(secrets, key=len, reverse=True):  # a secret inside another one first
             for form in _spellings(secret):
                 text = re.sub(re.escape(form), "***", text, flags=re.IGNORECASE if "%" in form else 0)
         return text
@@ -234,12 +236,60 @@ def _drain(response: httpx.Response, budget: Budget) -> None:
             response.close()
 
 
+#: A step's header whose name says it carries a credential (``Authorization``,
+#: ``X-Api-Key``, ``Cookie``...): its value is redacted from the delivery's error and log lines.
+_CREDENTIAL_HEADER = re.compile(r"auth|token|key|secret|passw|cookie|session|signature|credential", re.IGNORECASE)
+#: The shortest query or header value taken for a credential: redacting a shorter one
+#: (``?page=2``, ``X-Auth-Mode: on``) would blank the status code and host out of the error.
+CREDENTIAL_MIN = 8
+
+
+def row_credentials(url: str, headers: Mapping[str, str]) -> list[str]:
+    """The credentials a webhook row carries itself, which a receiver echoing the request
+    (its reason phrase, a header httpcore logs) would put in ``last_error`` and the logs:
+    the URL's password and the ``Authorization: Basic`` token httpx makes of it, its query
+    values and the values of credential-named headers (at least ``CREDENTIAL_MIN``
+    characters; an ``Authorization`` value also without its scheme)."""
+    try:
+        parts = urlsplit(url)
+        user, password = parts.username, parts.password
+    except ValueError:
+        return []
+    found: list[str] = []
+    if password is not None:  # httpx sends them percent-decoded, as Basic credentials
+        user, password = unquote(user or ""), unquote(password)
+        found += [password, base64.b64encode(f"{user}:{password}".encode()).decode("ascii")]
+    candidates = [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    for name, value in headers.items():
+        if _CREDENTIAL_HEADER.search(name):
+            candidates += [value, value.rpartition(" ")[2]]
+    return found + [value for value in candidates if len(value) >= CREDENTIAL_MIN]
+
+
 def deliver_webhook(
     item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook, timeout: float
 ) -> None:
     """Send one attempt of a webhook row; raise :class:`DeliveryError` unless it was taken
-    (2xx).  The attempt ends within ``timeout`` seconds (``App(webhook_timeout=...)``) on
-    the App's own client (see :mod:`._http_deadline`)."""
+    (2xx), its message redacted of the App's secrets and of the row's own credentials
+    (:func:`row_credentials`).  The attempt ends within ``timeout`` seconds
+    (``App(webhook_timeout=...)``) on the App's own client (see :mod:`._http_deadline`)."""
+    url = str(message["url"])
+    step_headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items()}
+    redact = functools.partial(secrets.redact, also=row_credentials(url, step_headers))
+    try:
+        _send_webhook(item_id, message, http, secrets, timeout, redact)
+    except DeliveryError as exc:
+        raise DeliveryError(redact(str(exc)), permanent=exc.permanent, retry_after=exc.retry_after) from None
+
+
+def _send_webhook(
+    item_id: UUID,
+    message: Mapping[str, Any],
+    http: httpx.Client,
+    secrets: SecretBook,
+    timeout: float,
+    redact: Callable[[str], str],
+) -> None:
     url = str(message["url"])
     problem = _delivery_url_problem(url)
     if problem is not None:
@@ -274,7 +324,7 @@ def deliver_webhook(
         keys = signing_keys(secrets(sign["secret_ref"]), str(sign["secret_ref"]))
         headers.update(signature_headers(keys, str(item_id), content or b""))
     request = http.build_request(str(message["method"]), url, content=content, headers=headers)
-    with deadline(timeout) as budget, _redacting(secrets.redact):
+    with deadline(timeout) as budget, _redacting(redact):
         try:
             response = http.send(request, follow_redirects=False, stream=True)
         except Exception as exc:  # the caller redacts the message before it stores it

@@ -8,6 +8,7 @@ records the error (redacted) and retries as the outbox's policy says.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import email.errors
 import email.policy
@@ -207,6 +208,21 @@ class SmtpTransport:
     implicit_tls: bool = attrs.field(default=False, validator=[_flag, _one_tls])
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
+        # The worker redacts the password from the error; a server that echoes the AUTH
+        # command in its refusal quotes it base64-encoded, which only the login knows.
+        passwords: list[str] = []
+
+        def lookup(ref: str) -> str:
+            passwords.append(secrets(ref))
+            return passwords[-1]
+
+        try:
+            self._send(message, lookup)
+        except DeliveryError as exc:
+            text = _without_login(str(exc), self.username or "", passwords)
+            raise DeliveryError(text, permanent=exc.permanent, retry_after=exc.retry_after) from None
+
+    def _send(self, message: MailMessage, secrets: SecretLookup) -> None:
         until = time.monotonic() + self.deadline
         late = threading.Event()
         try:
@@ -285,6 +301,16 @@ class SmtpTransport:
         if isinstance(exc, ssl.SSLError):
             return "; the server did not answer in TLS: a port that turns to TLS later (587) needs starttls=True"
         return ""
+
+
+def _without_login(text: str, username: str, passwords: list[str]) -> str:
+    """``text`` without a password as smtplib's AUTH sends it: base64 of the password
+    (LOGIN) and of ``\\0user\\0password`` (PLAIN, RFC 4616), with or without padding."""
+    for password in passwords:
+        for raw in (f"\0{username}\0{password}", password):  # the longer first: it may hold the other
+            encoded = base64.b64encode(raw.encode("utf-8", "surrogateescape")).decode("ascii")
+            text = text.replace(encoded, "***").replace(encoded.rstrip("="), "***")
+    return text
 
 
 class _Smtp(smtplib.SMTP):
