@@ -26,7 +26,12 @@ from .model import (
     StockAdjusted,
 )
 
-inventory = Feature("inventory", requires=["call_feature", "mail.send"], projections=[LowStockAlert])
+inventory = Feature(
+    "inventory",
+    requires=["call_feature", "mail.send"],
+    projections=[LowStockAlert],
+    value_types=[ProductRef],  # a result stored for an idempotency_key
+)
 inventory.entity(Product)
 inventory.event(StockAdjusted, name="product-stock-adjusted")
 

@@ -156,9 +156,10 @@ class App:
             and closes in :meth:`dispose`.  A client of
             your own keeps what it is configured to, its timeouts too: ``webhook_timeout``
             is enforced only by the App's own client.
-        value_types: further attrs classes (or enums) that workflow state may hold (payload,
-            event and entity classes, and the classes and enums their fields name, are known
-            already).
+        value_types: further attrs classes (or enums) that workflow state and stored
+            dispatch results may hold (payload, event and entity classes, and the classes
+            and enums their fields name, are known already; so are a feature's own
+            ``Feature(value_types=...)``).
         idempotency_retention: how long a dispatch's ``idempotency_key`` answers repeats
             with the stored first result (default one day).
         delivery_concurrency: how many outbox deliveries one worker keeps in flight at
@@ -255,7 +256,7 @@ class App:
         roots: list[type[Any]] = [h.payload_type for h in self._handlers.values()]
         roots += [w.trigger.payload_type for w in workflows]
         roots += list(self._registry.event_names)
-        roots += list(value_types)
+        roots += [*value_types, *(t for f in self.features for t in f.value_types)]
         self.codec = Codec(roots, self._registry.aggregate_types, self._registry)
         self._workflows = {w.name: w for w in workflows}
         #: Not ``engine``: that is SQLAlchemy's, which users may need (``App.engine``).

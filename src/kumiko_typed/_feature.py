@@ -113,7 +113,11 @@ class Feature(Generic[C]):
     ``requires`` lists the tier-2 step kinds (``"mail.send"``, ``"webhook.send"``,
     ``"call_feature"``) its pipelines may use; the mypy plugin reads the literals and
     the App's boot validation checks them again.  ``projections`` lists the
-    non-aggregate tables that ``unsafe_projection_*`` steps may write.
+    non-aggregate tables that ``unsafe_projection_*`` steps may write.  ``value_types``
+    lists the feature's own attrs classes (or enums) that its handlers' results (stored
+    for an ``idempotency_key``) and its workflows' step values hold, besides its payload,
+    event and entity classes: what ``App(value_types=...)`` names, carried by the feature
+    so that every App using it can store them.
     """
 
     def __init__(
@@ -122,10 +126,12 @@ class Feature(Generic[C]):
         *,
         requires: Iterable[C] = (),
         projections: Iterable[Table | type[Any]] = (),
+        value_types: Iterable[type[Any]] = (),
     ) -> None:
         self.name = name
         self.requires: frozenset[str] = frozenset(requires)
         self.projections: tuple[Table | type[Any], ...] = tuple(projections)
+        self.value_types: tuple[type[Any], ...] = tuple(value_types)
         #: Entity class → aggregate type name.
         self.entities: dict[type[Any], str] = {}
         #: Domain event class → stored event type name.

@@ -222,7 +222,8 @@ class Codec:
             raise StateError(
                 f"a {cls.__module__}.{cls.__qualname__} cannot be stored: only JSON values, UUIDs, dates and "
                 "times, decimals, bytes, sets and registered payload, event and entity classes (and enums "
-                "they name) can; name another attrs class or enum with App(value_types=[...])"
+                "they name) can; name another attrs class or enum in its Feature(value_types=[...]) or "
+                "App(value_types=[...])"
             )
         if isinstance(value, enum.Enum):
             return {TAG: "enum", "c": name, "v": self._encode(value.value, room, ordered)}

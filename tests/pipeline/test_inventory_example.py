@@ -150,6 +150,19 @@ def test_create_appends_the_created_event_and_inserts_the_row(inventory_app: App
     assert alert_rows(inventory_app) == []  # alerts come from stock adjustments only
 
 
+def test_a_retried_create_gets_the_first_answer(inventory_app: App, admin: User) -> None:
+    """With an ``idempotency_key`` the repeat gets the stored ``ProductRef`` and creates
+    nothing: the feature names its result class (``Feature(value_types=...)``), so every
+    App using it can store it.  Before, the first call failed with unstorable_state."""
+    order = CreateProduct("tea", "Green tea", 8)
+    first = inventory_app.dispatch(create_product, order, user=admin, idempotency_key="create-tea")
+    assert isinstance(first, Ok) and isinstance(first.data, ProductRef), first
+    before = snapshot(inventory_app)
+    again = inventory_app.dispatch(create_product, order, user=admin, idempotency_key="create-tea")
+    assert again == first
+    assert snapshot(inventory_app) == before
+
+
 @pytest.mark.parametrize("sku", ["tea", "kumiko_events"])
 def test_create_with_a_taken_sku_is_a_unique_violation(inventory_app: App, admin: User, sku: str) -> None:
     """Also for a sku that names the event table: PostgreSQL quotes the clashing value in its

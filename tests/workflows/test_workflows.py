@@ -28,6 +28,7 @@ from kumiko_typed import (
     BootError,
     CronTick,
     Entity,
+    Failure,
     Feature,
     Ok,
     Saved,
@@ -761,6 +762,41 @@ def test_an_attrs_payload_with_nested_lists_round_trips(
     app.run_worker(once=True)
     assert seen == [order]
     assert run_info(app, run_id).steps["lines"] == [("Line", Decimal("1.10")), ("Line", Decimal("20"))]
+
+
+def test_a_feature_names_its_own_value_types(app_on: Callable[..., App], clock: FakeClock, user: User) -> None:
+    """``Feature(value_types=...)`` stores its classes as ``App(value_types=...)`` does: a
+    step value across a wait, and a dispatch's result for its ``idempotency_key``; an App
+    with neither refuses both, naming both ways to fix it."""
+    carrying = Feature("wfvt", value_types=[Extra])
+    plain = Feature("wfvtplain")
+    flows, handlers = {}, {}
+    for f in (carrying, plain):
+        flows[f.name] = f.workflow(
+            "keep",
+            trigger=manual(Start),
+            pipeline=f.workflow_pipeline(Start).compute("extra", lambda c: Extra("e", [])).wait("PT1M"),
+        )
+        handlers[f.name] = f.write_handler(
+            "make", f.pipeline(Start).return_(lambda c: ok(Extra(str(c.payload.n), [Line("l", Decimal("1"))])))
+        )
+    app = app_on([carrying, plain], clock=clock)
+    run_id = app.start_workflow(flows["wfvt"], Start(uuid.uuid4(), n=1), user=user)
+    clock.advance(minutes=1)
+    app.run_worker(once=True)
+    info = run_info(app, run_id)
+    assert (info.status, info.steps["extra"]) == ("completed", Extra("e", [])), info
+    order = Start(uuid.uuid4(), n=2)
+    first = app.dispatch(handlers["wfvt"], order, user=user, idempotency_key="k")
+    assert first == Ok(Extra("2", [Line("l", Decimal("1"))])), first
+    assert app.dispatch(handlers["wfvt"], order, user=user, idempotency_key="k") == first
+    app = app_on([plain], clock=clock)  # the classes an App stores are those of its features
+    failed = run_info(app, app.start_workflow(flows["wfvtplain"], Start(uuid.uuid4(), n=1), user=user))
+    assert failed.status == "failed" and failed.error is not None, failed
+    assert failed.error["code"] == "unstorable_state", failed.error
+    assert "in its Feature(value_types=[...]) or App(value_types=[...])" in failed.error["message"]
+    refused = app.dispatch(handlers["wfvtplain"], Start(uuid.uuid4(), n=3), user=user, idempotency_key="k")
+    assert isinstance(refused, Failure) and refused.code == "unstorable_state", refused
 
 
 def test_a_stored_class_the_new_app_does_not_register_strands_only_that_run(
