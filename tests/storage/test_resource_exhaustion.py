@@ -1,0 +1,273 @@
+"""A database out of disk, memory or connections, for real: SQLite with ``max_page_count``
+at its page count (``SQLITE_FULL``, "database or disk is full"), PostgreSQL with a trigger
+raising ``disk_full`` (53100) or ``out_of_memory`` (53200), and a role at its
+``CONNECTION LIMIT`` (53300).
+
+A dispatch then answers ``unavailable`` (503, retry later) on both databases, with a
+message that quotes no SQL, and writes nothing; once the space is back the same call
+succeeds.  It was ``internal_error`` (500, "a bug, do not retry"), and on SQLite the full
+disk hid behind "no such savepoint": SQLite had rolled the whole transaction back.
+``program_limit_exceeded`` (54000) stays ``internal_error``: the same statement fails the
+same way again."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, ok_data
+from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.pool import NullPool
+
+from kumiko_typed import App, Entity, Feature, User, ok
+
+AppOn = Callable[..., App]
+USER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+#: Longer than a SQLite page: a row holding it needs new pages, which a full file has not.
+BIG = "x" * 20_000
+
+
+class RxNote(Entity):
+    __tablename__ = "rx_note"
+    text: Mapped[str] = mapped_column(default="")
+    edits: Mapped[int] = mapped_column(default=0)
+
+
+@attrs.frozen
+class RxEdited:
+    text: str
+
+
+@attrs.frozen
+class NewNote:
+    text: str
+
+
+@attrs.frozen
+class EditNote:
+    id: uuid.UUID
+    version: int
+    text: str
+
+
+def _feature() -> tuple[Feature[str], dict[str, Any]]:
+    f: Feature[str] = Feature("rx")
+    f.entity(RxNote)
+    f.event(RxEdited, name="rx-edited")
+
+    @f.projector(RxNote, RxEdited)
+    def edited(row: RxNote, event: RxEdited) -> None:
+        row.text = event.text
+        row.edits += 1
+
+    return f, {
+        "create": f.write_handler(
+            "create",
+            f.pipeline(NewNote)
+            .create("n", RxNote, data=lambda c: RxNote(text=c.payload.text))
+            .return_(lambda c: ok(c.steps["n"].id)),
+        ),
+        "update": f.write_handler(
+            "update",
+            f.pipeline(EditNote)
+            .update(
+                "n",
+                RxNote,
+                id=lambda c: c.payload.id,
+                changes=lambda c: {"text": c.payload.text},
+                version=lambda c: c.payload.version,
+            )
+            .return_(lambda c: ok(c.steps["n"].version)),
+        ),
+        "append": f.write_handler(
+            "append",
+            f.pipeline(EditNote)
+            .append_event(RxNote, id=lambda c: c.payload.id, event=lambda c: RxEdited(c.payload.text))
+            .return_(lambda c: ok(None)),
+        ),
+    }
+
+
+class Full:
+    """The database ``app`` writes to, made full (``on``) and given space again (``off``):
+    on SQLite each connection the App checks out gets ``max_page_count`` at the file's
+    page count; on PostgreSQL a trigger on ``tables`` raises ``state``."""
+
+    def __init__(self, app: App, state: str = "53100", tables: tuple[str, ...] = ("kumiko_events",)) -> None:
+        self.app, self.state, self.tables = app, state, tables
+        self.sqlite = app.engine.dialect.name == "sqlite"
+        self.full = False
+        if self.sqlite:
+            sa.event.listen(app.engine, "checkout", self._pages)
+
+    def _pages(self, dbapi_connection: Any, _record: object, _proxy: object) -> None:
+        cursor = dbapi_connection.cursor()
+        pages = cursor.execute("PRAGMA page_count").fetchone()[0] if self.full else 1_073_741_823
+        cursor.execute(f"PRAGMA max_page_count = {pages}")
+        cursor.close()
+
+    def on(self) -> None:
+        self.full = True
+        if self.sqlite:
+            return
+        with self.app.engine.begin() as conn:
+            conn.execute(
+                sa.text(
+                    "CREATE OR REPLACE FUNCTION rx_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    f"RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = '{self.state}'; "
+                    "END $$"
+                )
+            )
+            for table in self.tables:
+                conn.execute(
+                    sa.text(
+                        f"CREATE TRIGGER rx_full BEFORE INSERT OR UPDATE ON {table} "
+                        "FOR EACH ROW EXECUTE FUNCTION rx_full()"
+                    )
+                )
+
+    def off(self) -> None:
+        self.full = False
+        if self.sqlite:
+            return
+        with self.app.engine.begin() as conn:
+            for table in self.tables:
+                conn.execute(sa.text(f"DROP TRIGGER rx_full ON {table}"))
+
+
+def _counts(app: App) -> tuple[int, int]:
+    with app.engine.connect() as conn:
+        return (
+            conn.scalar(sa.text("SELECT count(*) FROM rx_note")) or 0,
+            conn.scalar(sa.text("SELECT count(*) FROM kumiko_events")) or 0,
+        )
+
+
+def _unavailable(answer: object) -> None:
+    failure = failure_of(answer, "unavailable")
+    assert failure.http_status == 503
+    assert "out of disk, memory or connections, try again" in failure.message
+    for leak in ("INSERT", "UPDATE", "SELECT", "Traceback", "xxxx", "No space left"):
+        assert leak not in failure.message
+    assert failure.details["error_id"] in failure.message  # type: ignore[index]
+
+
+@pytest.mark.parametrize("kind", ["create", "update", "append"])
+def test_a_write_on_a_full_database_is_unavailable_writes_nothing_and_succeeds_later(app_on: AppOn, kind: str) -> None:
+    f, handlers = _feature()
+    app = app_on([f])
+    full = Full(app)
+    note = ok_data(app.dispatch(handlers["create"], NewNote("first"), user=USER))
+    before = _counts(app)
+    call = NewNote(BIG) if kind == "create" else EditNote(note, 1, BIG)
+    full.on()
+    _unavailable(app.dispatch(handlers[kind], call, user=USER))
+    assert _counts(app) == before  # neither the event nor its row
+    with app.engine.connect() as conn:
+        assert conn.scalar(sa.text("SELECT max(length(text)) FROM rx_note")) == len("first")
+    full.off()
+    ok_data(app.dispatch(handlers[kind], call, user=USER))
+    rows, events = _counts(app)
+    assert events == before[1] + 1
+    assert rows == before[0] + (kind == "create")
+
+
+def test_an_idempotent_dispatch_on_a_full_database_keeps_no_key(app_on: AppOn) -> None:
+    """The key is not stored with an ``unavailable``: the call repeated with the same key,
+    once there is space, runs (once)."""
+    f, handlers = _feature()
+    app = app_on([f])
+    full = Full(app, tables=("kumiko_events", "kumiko_idempotency_keys"))
+    full.on()
+    _unavailable(app.dispatch(handlers["create"], NewNote(BIG), user=USER, idempotency_key="k1"))
+    assert _counts(app) == (0, 0)
+    full.off()
+    first = ok_data(app.dispatch(handlers["create"], NewNote(BIG), user=USER, idempotency_key="k1"))
+    again = ok_data(app.dispatch(handlers["create"], NewNote(BIG), user=USER, idempotency_key="k1"))
+    assert first == again
+    assert _counts(app) == (1, 1)
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("state", ["53100", "53200"])
+def test_postgres_out_of_disk_or_memory_anywhere_in_the_transaction(fresh_postgres_url: str, state: str) -> None:
+    """Whichever write meets it — the event, the projection's row — the answer is the same."""
+    f, handlers = _feature()
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        for table in ("kumiko_events", "rx_note"):
+            full = Full(app, state, (table,))
+            full.on()
+            _unavailable(app.dispatch(handlers["create"], NewNote("a"), user=USER))
+            full.off()
+        assert _counts(app) == (0, 0)
+    finally:
+        app.dispose()
+
+
+@pytest.mark.postgres
+def test_postgres_program_limit_exceeded_stays_an_internal_error(fresh_postgres_url: str) -> None:
+    """54000 (an index row too large, too many columns): the same statement fails again,
+    so no retry helps: ``internal_error``, as any other exception."""
+    f, handlers = _feature()
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        Full(app, "54000").on()
+        failure = failure_of(app.dispatch(handlers["create"], NewNote("a"), user=USER), "internal_error")
+        assert "raised OperationalError (error id" in failure.message
+        assert "INSERT" not in failure.message
+    finally:
+        app.dispose()
+
+
+# --- Too many connections (53300): a role at its CONNECTION LIMIT ---
+
+
+@pytest.fixture
+def limited(fresh_postgres_url: str) -> Iterator[tuple[str, Callable[[int], None]]]:
+    """A URL on a fresh database as a role of its own (not a superuser: the limit does not
+    bind those), and ``limit(n)`` setting that role's ``CONNECTION LIMIT`` (-1: none)."""
+    admin = sa.create_engine(fresh_postgres_url, poolclass=NullPool)
+    role = f"rx_{uuid.uuid4().hex[:12]}"
+    url = sa.make_url(fresh_postgres_url)
+    with admin.begin() as conn:
+        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
+        conn.execute(sa.text(f'ALTER DATABASE "{url.database}" OWNER TO {role}'))
+        conn.execute(sa.text(f"GRANT ALL ON SCHEMA public TO {role}"))
+
+    def limit(n: int) -> None:
+        with admin.begin() as conn:
+            conn.execute(sa.text(f"ALTER ROLE {role} CONNECTION LIMIT {n}"))
+
+    yield url.set(username=role, password=None).render_as_string(hide_password=False), limit
+    with admin.begin() as conn:
+        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :r"), {"r": role})
+    admin.dispose()
+    # The role owns the database: dropped with it by the fixture, then the role.
+    limit(-1)
+
+
+@pytest.mark.postgres
+def test_a_dispatch_that_cannot_connect_for_too_many_connections_is_unavailable(
+    limited: tuple[str, Callable[[int], None]],
+) -> None:
+    url, limit = limited
+    f, handlers = _feature()
+    app = App([f], database_url=url)
+    try:
+        app.create_all()
+        app.engine.dispose()  # no pooled connection: the dispatch needs a new one
+        limit(0)
+        answer = app.dispatch(handlers["create"], NewNote("a"), user=USER)
+        _unavailable(answer)
+        limit(-1)
+        ok_data(app.dispatch(handlers["create"], NewNote("a"), user=USER))
+        assert _counts(app) == (1, 1)
+    finally:
+        app.dispose()
