@@ -19,9 +19,9 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _exhaustion import Full, limited_role
 from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
-from sqlalchemy.pool import NullPool
 
 from kumiko_typed import App, Entity, Feature, User, ok
 
@@ -90,53 +90,6 @@ def _feature() -> tuple[Feature[str], dict[str, Any]]:
             .return_(lambda c: ok(None)),
         ),
     }
-
-
-class Full:
-    """The database ``app`` writes to, made full (``on``) and given space again (``off``):
-    on SQLite each connection the App checks out gets ``max_page_count`` at the file's
-    page count; on PostgreSQL a trigger on ``tables`` raises ``state``."""
-
-    def __init__(self, app: App, state: str = "53100", tables: tuple[str, ...] = ("kumiko_events",)) -> None:
-        self.app, self.state, self.tables = app, state, tables
-        self.sqlite = app.engine.dialect.name == "sqlite"
-        self.full = False
-        if self.sqlite:
-            sa.event.listen(app.engine, "checkout", self._pages)
-
-    def _pages(self, dbapi_connection: Any, _record: object, _proxy: object) -> None:
-        cursor = dbapi_connection.cursor()
-        pages = cursor.execute("PRAGMA page_count").fetchone()[0] if self.full else 1_073_741_823
-        cursor.execute(f"PRAGMA max_page_count = {pages}")
-        cursor.close()
-
-    def on(self) -> None:
-        self.full = True
-        if self.sqlite:
-            return
-        with self.app.engine.begin() as conn:
-            conn.execute(
-                sa.text(
-                    "CREATE OR REPLACE FUNCTION rx_full() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
-                    f"RAISE EXCEPTION 'could not extend file: No space left on device' USING ERRCODE = '{self.state}'; "
-                    "END $$"
-                )
-            )
-            for table in self.tables:
-                conn.execute(
-                    sa.text(
-                        f"CREATE TRIGGER rx_full BEFORE INSERT OR UPDATE ON {table} "
-                        "FOR EACH ROW EXECUTE FUNCTION rx_full()"
-                    )
-                )
-
-    def off(self) -> None:
-        self.full = False
-        if self.sqlite:
-            return
-        with self.app.engine.begin() as conn:
-            for table in self.tables:
-                conn.execute(sa.text(f"DROP TRIGGER rx_full ON {table}"))
 
 
 def _counts(app: App) -> tuple[int, int]:
@@ -231,26 +184,8 @@ def test_postgres_program_limit_exceeded_stays_an_internal_error(fresh_postgres_
 
 @pytest.fixture
 def limited(fresh_postgres_url: str) -> Iterator[tuple[str, Callable[[int], None]]]:
-    """A URL on a fresh database as a role of its own (not a superuser: the limit does not
-    bind those), and ``limit(n)`` setting that role's ``CONNECTION LIMIT`` (-1: none)."""
-    admin = sa.create_engine(fresh_postgres_url, poolclass=NullPool)
-    role = f"rx_{uuid.uuid4().hex[:12]}"
-    url = sa.make_url(fresh_postgres_url)
-    with admin.begin() as conn:
-        conn.execute(sa.text(f"CREATE ROLE {role} LOGIN"))
-        conn.execute(sa.text(f'ALTER DATABASE "{url.database}" OWNER TO {role}'))
-        conn.execute(sa.text(f"GRANT ALL ON SCHEMA public TO {role}"))
-
-    def limit(n: int) -> None:
-        with admin.begin() as conn:
-            conn.execute(sa.text(f"ALTER ROLE {role} CONNECTION LIMIT {n}"))
-
-    yield url.set(username=role, password=None).render_as_string(hide_password=False), limit
-    with admin.begin() as conn:
-        conn.execute(sa.text("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = :r"), {"r": role})
-    admin.dispose()
-    # The role owns the database: dropped with it by the fixture, then the role.
-    limit(-1)
+    with limited_role(fresh_postgres_url) as given:
+        yield given
 
 
 @pytest.mark.postgres
