@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Context, Decimal
@@ -391,6 +391,15 @@ def _sqlite_given_up(context: ExceptionContext) -> None:
     run outside any transaction, committing at once, and its savepoint's rollback
     failed with "no such savepoint", hiding the full disk behind an ``internal_error``."""
     if sqlite_exhausted(context.original_exception):
+        # Ended here: SQLite closes a connection whose failed statement is still
+        # referenced (by the exception's traceback) only once it is freed, and until
+        # then the transaction's write lock stayed held.
+        with suppress(Exception):
+            if context.cursor is not None:
+                context.cursor.close()
+        with suppress(Exception):
+            if context.connection is not None:
+                context.connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
         context.is_disconnect = True
         context.invalidate_pool_on_disconnect = False
 

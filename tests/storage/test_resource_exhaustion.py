@@ -24,6 +24,7 @@ from _support import failure_of, ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, ok
+from kumiko_typed._transient import transient
 
 AppOn = Callable[..., App]
 USER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
@@ -204,5 +205,45 @@ def test_a_dispatch_that_cannot_connect_for_too_many_connections_is_unavailable(
         limit(-1)
         ok_data(app.dispatch(handlers["create"], NewNote("a"), user=USER))
         assert _counts(app) == (1, 1)
+    finally:
+        app.dispose()
+
+
+# --- create_all on a full database ---
+
+
+def test_create_all_on_a_full_database_raises_its_error_creates_nothing_and_runs_again(db_url: str) -> None:
+    """The database's own error (an outage, not a problem of the App's definition: no
+    ``BootError``), nothing half-created, and the same call completes once there is
+    space — while the first error is still held (SQLite's write lock is not)."""
+    f, handlers = _feature()
+    app = App([f], database_url=db_url)
+    try:
+        with app.engine.begin() as conn:  # a table of the operator's: a file of some pages
+            conn.execute(sa.text("CREATE TABLE operator_notes (x INTEGER)"))
+        full = Full(app)
+        if full.sqlite:
+            full.on()
+        else:  # PostgreSQL out of disk for DDL: an event trigger
+            with app.engine.begin() as conn:
+                conn.execute(
+                    sa.text(
+                        "CREATE FUNCTION rx_ddl() RETURNS event_trigger LANGUAGE plpgsql AS $$ BEGIN "
+                        "RAISE EXCEPTION 'No space left on device' USING ERRCODE = '53100'; END $$"
+                    )
+                )
+                conn.execute(sa.text("CREATE EVENT TRIGGER rx_ddl ON ddl_command_end EXECUTE FUNCTION rx_ddl()"))
+        with pytest.raises(sa.exc.OperationalError) as raised:
+            app.create_all()
+        assert transient(raised.value)
+        assert sorted(sa.inspect(app.engine).get_table_names()) == ["operator_notes"]
+        if full.sqlite:
+            full.off()
+        else:
+            with app.engine.begin() as conn:
+                conn.execute(sa.text("DROP EVENT TRIGGER rx_ddl"))
+        app.create_all()
+        ok_data(app.dispatch(handlers["create"], NewNote("a"), user=USER))
+        del raised
     finally:
         app.dispose()
