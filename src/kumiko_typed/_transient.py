@@ -64,9 +64,9 @@ def lost_in_statements(before: tuple[int, int]) -> bool:
 _RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03", "57014"})
 
 
-#: SQLite's result codes for a full disk (or ``max_page_count`` reached) and for memory
-#: it could not get (``sqlite3.SQLITE_FULL``, ``sqlite3.SQLITE_NOMEM``).
-_SQLITE_EXHAUSTED: Final = frozenset({13, 7})
+#: SQLite's result code for a full disk or ``max_page_count`` reached (``sqlite3.SQLITE_FULL``;
+#: its ``SQLITE_NOMEM`` reaches Python as a ``MemoryError``, no database error).
+_SQLITE_FULL: Final = 13
 
 
 #: The server's words for ``too_many_connections`` (53300) when it refuses a new
@@ -79,7 +79,7 @@ _NO_SLOT: Final = ("too many clients", "too many connections for", "connection s
 def exhausted(exc: DBAPIError) -> bool:
     """The database ran out of a resource: PostgreSQL's SQLSTATE class 53 (insufficient
     resources: disk full, out of memory, too many connections, a configuration limit)
-    or SQLite's full disk or memory.  Freed by the operator, the same call succeeds: an
+    or SQLite's full disk.  Freed by the operator, the same call succeeds: an
     outage, as a lost connection is, not the program's bug nor its input's fault."""
     state = getattr(exc.orig, "sqlstate", None)
     if isinstance(state, str):
@@ -91,8 +91,8 @@ def exhausted(exc: DBAPIError) -> bool:
 
 
 def sqlite_exhausted(error: BaseException | None) -> bool:
-    """Whether a pysqlite error is a full disk or memory (:data:`_SQLITE_EXHAUSTED`)."""
-    return getattr(error, "sqlite_errorcode", None) in _SQLITE_EXHAUSTED
+    """Whether a pysqlite error is a full disk (:data:`_SQLITE_FULL`)."""
+    return getattr(error, "sqlite_errorcode", None) == _SQLITE_FULL
 
 
 def transient(exc: DBAPIError) -> bool:

@@ -24,6 +24,7 @@ from _support import ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
+from kumiko_typed._transient import transient
 
 AppOn = Callable[..., App]
 USER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
@@ -224,3 +225,50 @@ def test_a_worker_whose_connections_are_cut_with_no_slot_left_goes_on_later(fres
             worker_app.dispose()
             client.dispose()
         assert worker.raised == []
+
+
+@pytest.mark.postgres
+def test_a_purge_the_database_refuses_deletes_no_part_of_a_run_and_runs_again(fresh_postgres_url: str) -> None:
+    """``purge_runs`` on PostgreSQL out of disk (53100 from deleting a cancelled run's
+    parts, which go with their run): the database's error, raised to the operator's job; no run loses
+    its parts without its row, and the purge, run again with space, deletes them all."""
+    f, say, flow = _feature()
+    app = App([f], database_url=fresh_postgres_url)
+    try:
+        app.create_all()
+        runs = [app.start_workflow(flow, Go(f"p{i}"), user=USER) for i in range(2)]
+        for i in range(2):
+            ok_data(app.dispatch(say, Go(f"p{i}"), user=USER))
+        app.run_worker(once=True)  # each resumed into its loop, its items stored as parts
+        for run_id in runs:
+            ok_data(app.cancel_run(run_id, user=USER))
+        with app.engine.begin() as conn:
+            assert conn.scalar(sa.text("SELECT count(*) FROM kumiko_workflow_parts")), "long values stored as parts"
+            conn.execute(
+                sa.text(
+                    "CREATE FUNCTION rx_no_delete() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN "
+                    "RAISE EXCEPTION 'No space left on device' USING ERRCODE = '53100'; END $$"
+                )
+            )
+            conn.execute(
+                sa.text(
+                    "CREATE TRIGGER rx_no_delete BEFORE DELETE ON kumiko_workflow_parts "
+                    "FOR EACH ROW EXECUTE FUNCTION rx_no_delete()"
+                )
+            )
+        with pytest.raises(sa.exc.OperationalError) as raised:
+            app.purge_runs(older_than=timedelta(0), batch=1)
+        assert transient(raised.value)
+        with app.engine.begin() as conn:
+            orphans = (
+                "SELECT count(*) FROM kumiko_workflow_parts p "
+                "WHERE NOT EXISTS (SELECT 1 FROM kumiko_workflow_runs r WHERE r.run_id = p.run_id)"
+            )
+            assert conn.scalar(sa.text(orphans)) == 0
+            assert conn.scalar(sa.text("SELECT count(*) FROM kumiko_workflow_runs")) == 2
+            conn.execute(sa.text("DROP TRIGGER rx_no_delete ON kumiko_workflow_parts"))
+        assert app.purge_runs(older_than=timedelta(0), batch=1) == 2
+        with app.engine.connect() as conn:
+            assert conn.scalar(sa.text("SELECT count(*) FROM kumiko_workflow_parts")) == 0
+    finally:
+        app.dispose()
