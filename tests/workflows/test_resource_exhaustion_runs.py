@@ -143,14 +143,13 @@ def test_a_worker_resumes_runs_on_a_full_database_once_there_is_space(app_on: Ap
 
 
 @pytest.mark.postgres
+@pytest.mark.parametrize("db_url", ["postgres"], indirect=True)  # a trigger on some tables: PostgreSQL's
 @pytest.mark.parametrize(
     "tables", [("kumiko_workflow_runs",), ("kumiko_workflow_parts", "kumiko_workflow_waits"), ("kumiko_events",)]
 )
-def test_a_worker_whose_run_cannot_be_stored_tries_again(app_on: AppOn, db_url: str, tables: tuple[str, ...]) -> None:
+def test_a_worker_whose_run_cannot_be_stored_tries_again(app_on: AppOn, tables: tuple[str, ...]) -> None:
     """Full where the worker stores the run itself (its row, its parts and waits), or
     where the step's event goes: the pass fails, the worker goes on."""
-    if not db_url.startswith("postgresql"):
-        pytest.skip("a trigger on one table: PostgreSQL's")
     _resumed_on_a_full_database(app_on, tables)
 
 
