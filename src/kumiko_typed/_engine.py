@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 import uuid
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from decimal import Context, Decimal
@@ -38,7 +38,7 @@ from ._read_only import READ_ONLY_OPTION
 from ._sqlite_functions import FUNCTIONS
 from ._sqlite_sql import JSON_TEXT, SQLiteStatements, SQLiteTypes
 from ._tenant_refs import check_references
-from ._transient import note_lost
+from ._transient import note_lost, sqlite_exhausted
 
 __all__ = ["make_engine", "read_only_engines", "unwatched"]
 
@@ -92,6 +92,7 @@ def _made(url: str) -> Engine:
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
+        event.listen(engine, "handle_error", _sqlite_given_up)  # before note_lost counts it
         # This engine's dialect only: its Uuid, DateTime and Numeric columns bind and read
         # as PostgreSQL's do.
         engine.dialect.colspecs = {
@@ -380,6 +381,27 @@ def _lost_while_set_up(context: ExceptionContext) -> None:
     connection, and it never says so: a killed backend would pass for a wrong URL."""
     if getattr(context.original_exception, _DROPPED_WHILE_SET_UP, False):
         context.is_disconnect = True
+
+
+def _sqlite_given_up(context: ExceptionContext) -> None:
+    """``handle_error`` of a SQLite engine: a full disk may have rolled the whole
+    transaction back (SQLite's documented answer to ``SQLITE_FULL``), savepoints and
+    all.  The connection is then dropped as a lost one (this connection only, not the
+    pool): the transaction's next statement would else run outside any transaction,
+    committing at once, and its savepoint's rollback failed with "no such savepoint",
+    hiding the full disk behind an ``internal_error``."""
+    if sqlite_exhausted(context.original_exception):
+        # Ended here: SQLite closes a connection whose failed statement is still
+        # referenced (by the exception's traceback) only once it is freed, and until
+        # then the transaction's write lock stayed held.
+        with suppress(Exception):
+            if context.cursor is not None:
+                context.cursor.close()
+        with suppress(Exception):
+            if context.connection is not None:
+                context.connection.connection.dbapi_connection.rollback()  # type: ignore[union-attr]
+        context.is_disconnect = True
+        context.invalidate_pool_on_disconnect = False
 
 
 def _sqlite_refuse_writes(dbapi_connection: Any, record: Any) -> None:

@@ -38,7 +38,7 @@ from ._sqlite_functions import refused_here
 from ._steps._base import Path, Resume, StepCrash, Suspend, locate
 from ._steps._block import run_block
 from ._tenant_refs import close_scope, open_scope, settle
-from ._transient import LOST, lost_in_statements, transient
+from ._transient import LOST, exhausted, lost_in_statements, transient
 
 if TYPE_CHECKING:
     from sqlalchemy.orm import Session
@@ -417,7 +417,8 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     details = {**details, "error_id": error_id}
     if isinstance(exc, DBAPIError) and transient(exc):
         logger.warning("%s: the database is unavailable (error id %s): %s", context, error_id, exc.orig)
-        message = f"{where}: the database is busy or unreachable, try again (error id {error_id})"
+        why = "out of disk, memory or connections" if exhausted(exc) else "busy or unreachable"
+        message = f"{where}: the database is {why}, try again (error id {error_id})"
         return fail("unavailable", message, details)
     if isinstance(exc, UnreadableEvent):
         # Its message is the whole story; its cause (cattrs, a field's validator, an

@@ -27,7 +27,8 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
 
 import attrs
-from sqlalchemy import Engine, Row, bindparam, or_, select, update
+from sqlalchemy import Connection, Engine, Row, bindparam, or_, select, update
+from sqlalchemy.exc import DBAPIError
 from sqlalchemy.orm import Session, sessionmaker
 
 from ._delivery import RETRY_AFTER_MAX, SecretBook, SecretResolver, deliver_webhook
@@ -108,6 +109,9 @@ class Deliverer:
         self.secrets = SecretBook(secrets)
         self.concurrency = concurrency
         self.webhook_timeout = webhook_timeout.total_seconds()
+        #: Records of deliveries made that the database refused (full, gone): written
+        #: first by the next pass, in order (:func:`_record_owed`).
+        self.owed: list[_Write] = []
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
@@ -283,6 +287,33 @@ _SET_OUTCOME: Final = update(outbox).where(outbox.c.id == bindparam("b_id"), _LE
 _HAND_BACK: Final = update(outbox).where(_IDS, _LEASED).values(next_attempt_at=bindparam("due"))
 
 
+#: One short transaction that records outcomes of a claim, counting them.
+_Write = Callable[[Connection, PassCounts], None]
+
+
+def _record_owed(engine: Engine, deliverer: Deliverer, counts: PassCounts) -> None:
+    """Write the records an earlier pass owes (its database refused them), oldest first;
+    raises, keeping them owed, while the database still refuses.  Each is written only
+    on rows still under its claim's lease: one whose lease ran out meanwhile was taken
+    again, and is that claim's to record."""
+    while deliverer.owed:
+        with engine.begin() as conn:
+            deliverer.owed[0](conn, counts)
+        del deliverer.owed[0]
+
+
+def _write(engine: Engine, deliverer: Deliverer, counts: PassCounts, write: _Write) -> None:
+    """Record outcomes (``write``) in a short transaction; if the database refuses it (out
+    of disk, gone), owe it and raise, failing the pass: the messages went out, and rows
+    left under their lease would be sent again when it runs out."""
+    try:
+        with engine.begin() as conn:
+            write(conn, counts)
+    except DBAPIError:
+        deliverer.owed.append(write)
+        raise
+
+
 def deliver_due(
     engine: Engine, deliverer: Deliverer, clock: Callable[[], datetime], stopping: Callable[[], bool]
 ) -> PassCounts:
@@ -293,6 +324,7 @@ def deliver_due(
     The pass's delivery threads (if its concurrency is above 1) serve all its batches; a
     worker talks to the database through Core connections, no ORM session."""
     counts = PassCounts()
+    _record_owed(engine, deliverer, counts)
     width = deliverer.concurrency
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") if width > 1 else None
     try:
@@ -344,36 +376,39 @@ def _deliver_batch(
             sent.append(row.id)
             if clock() - recorded >= RECORD_EVERY:
                 recorded = clock()
-                _record(engine, claimed, sent, [], recorded, counts)
+                _write(engine, deliverer, counts, _record(claimed, sent, [], recorded))
                 sent = []
         else:
-            change = _settled(row, outcome, clock())
-            with engine.begin() as conn:
-                if conn.execute(_SET_OUTCOME, {"b_id": row.id, "lease": lease, **change}).rowcount:
-                    _count(counts, row, change)
-    _record(engine, claimed, sent, late, clock(), counts)
+            write = _set_outcome(row, lease, _settled(row, outcome, clock()))
+            _write(engine, deliverer, counts, write)
+    if sent or late:
+        _write(engine, deliverer, counts, _record(claimed, sent, late, clock()))
     return True
 
 
-def _record(
-    engine: Engine,
-    claimed: datetime,
-    sent: list[uuid.UUID],
-    late: list[uuid.UUID],
-    now: datetime,
-    counts: PassCounts,
-) -> None:
+def _set_outcome(row: Row[Any], lease: datetime, change: dict[str, Any]) -> _Write:
+    """Record the failed attempt on ``row`` (``change``), if it is still under ``lease``."""
+
+    def write(conn: Connection, counts: PassCounts) -> None:
+        if conn.execute(_SET_OUTCOME, {"b_id": row.id, "lease": lease, **change}).rowcount:
+            _count(counts, row, change)
+
+    return write
+
+
+def _record(claimed: datetime, sent: list[uuid.UUID], late: list[uuid.UUID], now: datetime) -> _Write:
     """Mark the ``sent`` rows of the claim made at ``claimed`` sent and hand the ``late``
     ones back (due when claimed), in one short transaction; rows no longer under this
     claim's lease are left as they are."""
-    if not sent and not late:
-        return
     lease = claimed + CLAIM_LEASE
-    with engine.begin() as conn:
+
+    def write(conn: Connection, counts: PassCounts) -> None:
         if sent:
             counts.sent += conn.execute(_MARK_SENT, {"ids": sent, "lease": lease, "now": now}).rowcount
         if late:
             conn.execute(_HAND_BACK, {"ids": late, "lease": lease, "due": claimed})
+
+    return write
 
 
 #: What an outbox row's ``status`` may be.

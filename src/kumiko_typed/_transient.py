@@ -15,7 +15,7 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-__all__ = ["LOST", "lost_connection", "lost_in_statements", "note_lost", "transient"]
+__all__ = ["LOST", "exhausted", "lost_connection", "lost_in_statements", "note_lost", "sqlite_exhausted", "transient"]
 
 
 class _Lost:
@@ -64,11 +64,43 @@ def lost_in_statements(before: tuple[int, int]) -> bool:
 _RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03", "57014"})
 
 
+#: SQLite's result code for a full disk or ``max_page_count`` reached (``sqlite3.SQLITE_FULL``;
+#: its ``SQLITE_NOMEM`` reaches Python as a ``MemoryError``, no database error).
+_SQLITE_FULL: Final = 13
+
+
+#: The server's words for ``too_many_connections`` (53300) when it refuses a new
+#: connection, which psycopg raises with no SQLSTATE (libpq's connect error carries
+#: only its text): "sorry, too many clients already", "too many connections for role
+#: (database) ...", "remaining connection slots are reserved for ...".
+_NO_SLOT: Final = ("too many clients", "too many connections for", "connection slots are reserved")
+
+
+def exhausted(exc: DBAPIError) -> bool:
+    """The database ran out of a resource: PostgreSQL's SQLSTATE class 53 (insufficient
+    resources: disk full, out of memory, too many connections, a configuration limit)
+    or SQLite's full disk.  Freed by the operator, the same call succeeds: an
+    outage, as a lost connection is, not the program's bug nor its input's fault."""
+    state = getattr(exc.orig, "sqlstate", None)
+    if isinstance(state, str):
+        return state.startswith("53")
+    if sqlite_exhausted(exc.orig):
+        return True
+    text = str(exc.orig)
+    return text.startswith("connection failed:") and any(words in text for words in _NO_SLOT)
+
+
+def sqlite_exhausted(error: BaseException | None) -> bool:
+    """Whether a pysqlite error is a full disk (:data:`_SQLITE_FULL`)."""
+    return getattr(error, "sqlite_errorcode", None) == _SQLITE_FULL
+
+
 def transient(exc: DBAPIError) -> bool:
     """The connection was lost (a restarted or failed-over server, a killed backend), the
     transaction lost a deadlock or serialization conflict, waited too long for a lock or
-    ran a statement past the statement timeout, or SQLite stayed locked."""
-    if exc.connection_invalidated:
+    ran a statement past the statement timeout, SQLite stayed locked, or the database
+    ran out of disk, memory or connections (:func:`exhausted`)."""
+    if exc.connection_invalidated or exhausted(exc):
         return True
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:
         return True
