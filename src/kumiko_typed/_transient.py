@@ -15,7 +15,16 @@ from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import DBAPIError, OperationalError
 from sqlalchemy.orm import Session
 
-__all__ = ["LOST", "exhausted", "lost_connection", "lost_in_statements", "note_lost", "sqlite_exhausted", "transient"]
+__all__ = [
+    "LOST",
+    "exhausted",
+    "lost_connection",
+    "lost_in_statements",
+    "note_lost",
+    "sqlite_exhausted",
+    "transient",
+    "unreachable",
+]
 
 
 class _Lost:
@@ -90,6 +99,31 @@ def exhausted(exc: DBAPIError) -> bool:
     return text.startswith("connection failed:") and any(words in text for words in _NO_SLOT)
 
 
+#: What a server that answers a new connection says when it cannot take one for now: it
+#: is starting up, shutting down or recovering (``cannot_connect_now``, 57P03: a restart
+#: or a failover under way).  Any other answer (a wrong password, no such database) is
+#: the set-up's to fix, not an outage.
+_NOT_NOW: Final = (
+    "the database system is starting up",
+    "the database system is shutting down",
+    "the database system is in recovery mode",
+    "the database system is not yet accepting connections",
+    "the database system is not accepting connections",
+)
+
+
+def unreachable(exc: DBAPIError) -> bool:
+    """A new connection to PostgreSQL failed without the server refusing it: the server
+    is down or restarting, the host does not answer or is not found, the connect timed
+    out (libpq's words carry no ``FATAL:`` from a server then), or the server answered
+    that it takes none for now (:data:`_NOT_NOW`).  psycopg raises all of these with no
+    SQLSTATE, as its connect error is libpq's text."""
+    text = str(exc.orig)
+    if not text.startswith("connection failed:"):
+        return False
+    return "FATAL:" not in text or any(words in text for words in _NOT_NOW)
+
+
 def sqlite_exhausted(error: BaseException | None) -> bool:
     """Whether a pysqlite error is a full disk (:data:`_SQLITE_FULL`)."""
     return getattr(error, "sqlite_errorcode", None) == _SQLITE_FULL
@@ -98,9 +132,10 @@ def sqlite_exhausted(error: BaseException | None) -> bool:
 def transient(exc: DBAPIError) -> bool:
     """The connection was lost (a restarted or failed-over server, a killed backend), the
     transaction lost a deadlock or serialization conflict, waited too long for a lock or
-    ran a statement past the statement timeout, SQLite stayed locked, or the database
-    ran out of disk, memory or connections (:func:`exhausted`)."""
-    if exc.connection_invalidated or exhausted(exc):
+    ran a statement past the statement timeout, SQLite stayed locked, the database ran
+    out of disk, memory or connections (:func:`exhausted`), or a new connection found
+    the server unreachable (:func:`unreachable`)."""
+    if exc.connection_invalidated or exhausted(exc) or unreachable(exc):
         return True
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:
         return True

@@ -17,7 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ._notify import Listener
-from ._transient import transient
+from ._transient import transient, unreachable
 from ._wake import Bell, Halt, sleep
 
 __all__ = ["COUNTS", "Side", "log_pass"]
@@ -64,6 +64,10 @@ class Side:
                 try:
                     done = self._work()
                 except DBAPIError as exc:
+                    # Before this side got through once, an unreachable server is as a
+                    # wrong host or port in the URL: stopped, for its supervisor to see.
+                    if not worked and unreachable(exc):
+                        raise
                     if not (transient(exc) or (worked and isinstance(exc, OperationalError))):
                         raise
                     logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)

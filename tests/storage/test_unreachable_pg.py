@@ -1,0 +1,90 @@
+"""A PostgreSQL server that cannot be reached for a new connection: a dispatch answers
+``unavailable`` (503, try again later), as docs/errors.md says of an unreachable
+database, not ``internal_error``: the server is down or restarting, the port closed,
+the connect timed out.  psycopg raises these with no SQLSTATE, only libpq's text.  A
+server that answers and refuses (no such database) is the set-up's to fix: still
+``internal_error``.  A worker whose first pass finds no server stops with the error,
+as for a wrong URL, for its supervisor to see."""
+
+from __future__ import annotations
+
+import socket
+import threading
+import uuid
+
+import attrs
+import pytest
+import sqlalchemy as sa
+
+from kumiko_typed import App, Failure, Feature, User, ok
+
+SECRET = "pw-7c1e2b0a"
+
+
+@attrs.frozen
+class Ping:
+    n: int
+
+
+f = Feature("unreach")
+ping = f.write_handler("ping", f.pipeline(Ping).compute("n", lambda c: c.payload.n).return_(lambda c: ok(c.steps["n"])))
+USER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+
+
+def _closed_port() -> int:
+    """A port on 127.0.0.1 that nothing listens on (bound, then let go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _down_url() -> str:
+    return f"postgresql+psycopg://kumiko:{SECRET}@127.0.0.1:{_closed_port()}/kumiko"
+
+
+def test_a_dispatch_to_a_server_that_does_not_answer_is_unavailable(caplog: pytest.LogCaptureFixture) -> None:
+    app = App([f], database_url=_down_url())
+    try:
+        result = app.dispatch(ping, Ping(1), user=USER)
+        assert isinstance(result, Failure) and result.code == "unavailable", result
+        assert "the database is busy or unreachable, try again" in result.message
+        assert "127.0.0.1" not in result.message and SECRET not in str(result)
+        also = app.dispatch_json("unreach:ping", {"n": 2}, user=USER)
+        assert isinstance(also, Failure) and also.code == "unavailable", also
+    finally:
+        app.dispose()
+    assert all(SECRET not in record.getMessage() for record in caplog.records)
+
+
+@pytest.mark.postgres
+def test_a_server_that_refuses_the_connection_itself_is_a_set_up_error(fresh_postgres_url: str) -> None:
+    """The server answers: no such database.  Trying again later does not help."""
+    url = sa.make_url(fresh_postgres_url).set(database=f"no_such_{uuid.uuid4().hex}")
+    app = App([f], database_url=url.render_as_string(hide_password=False))
+    try:
+        result = app.dispatch(ping, Ping(1), user=USER)
+        assert isinstance(result, Failure) and result.code == "internal_error", result
+    finally:
+        app.dispose()
+
+
+def test_a_worker_whose_first_pass_finds_no_server_stops_with_the_error() -> None:
+    app = App([f], database_url=_down_url())
+    raised: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            app.run_worker(poll_interval=0.05)
+        except BaseException as exc:  # what the worker stops with
+            raised.append(exc)
+
+    thread = threading.Thread(target=work, daemon=True)
+    thread.start()
+    thread.join(timeout=60)
+    try:
+        assert not thread.is_alive()
+        assert len(raised) == 1 and isinstance(raised[0], sa.exc.OperationalError), raised
+        assert "Connection refused" in str(raised[0])
+    finally:
+        app.stop_worker()
+        app.dispose()
