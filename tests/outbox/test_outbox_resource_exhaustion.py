@@ -7,7 +7,6 @@ sending the message again when the claim's lease runs out (PostgreSQL: a trigger
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -17,6 +16,7 @@ import pytest
 from _exhaustion import Full
 from _receiver import Receiver
 from _support import Hook, failure_of, hook_feature
+from _worker_thread import Worker
 
 from kumiko_typed import App, User
 from kumiko_typed._outbox import CLAIM_LEASE
@@ -38,27 +38,6 @@ def test_a_webhook_step_on_a_full_database_is_unavailable_and_inserts_no_row(app
     full.off()
     assert app.dispatch(hook, Hook(receiver.url()), user=USER).data is None  # type: ignore[union-attr]
     assert [item.status for item in app.outbox()] == ["pending"]
-
-
-class Worker:
-    """``app.run_worker()`` in a thread, keeping what it raised."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.raised: list[BaseException] = []
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        try:
-            self.app.run_worker(poll_interval=0.05)
-        except BaseException as exc:
-            self.raised.append(exc)
-
-    def stop(self) -> None:
-        self.app.stop_worker()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
 
 
 @pytest.mark.postgres

@@ -5,7 +5,6 @@ while a worker that never got through — no tables — stops at once with the e
 from __future__ import annotations
 
 import logging
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -15,6 +14,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _worker_thread import Worker
 from sqlalchemy.pool import NullPool
 
 from kumiko_typed import App, Feature, User, manual
@@ -48,27 +48,6 @@ def _eventually(check: Callable[[], bool], what: str, seconds: float = 30.0) -> 
 def _completed(app: App, run_id: uuid.UUID) -> bool:
     info = app.get_run(run_id)
     return info is not None and info.status == "completed"
-
-
-class Worker:
-    """``app.run_worker()`` in a thread, keeping what it raised."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.raised: list[BaseException] = []
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        try:
-            self.app.run_worker(poll_interval=0.05)
-        except BaseException as exc:
-            self.raised.append(exc)
-
-    def stop(self) -> None:
-        self.app.stop_worker()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
 
 
 @pytest.mark.postgres

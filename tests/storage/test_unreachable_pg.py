@@ -9,12 +9,12 @@ as for a wrong URL, for its supervisor to see."""
 from __future__ import annotations
 
 import socket
-import threading
 import uuid
 
 import attrs
 import pytest
 import sqlalchemy as sa
+from _worker_thread import Worker
 
 from kumiko_typed import App, Failure, Feature, User, ok
 
@@ -70,19 +70,11 @@ def test_a_server_that_refuses_the_connection_itself_is_a_set_up_error(fresh_pos
 
 def test_a_worker_whose_first_pass_finds_no_server_stops_with_the_error() -> None:
     app = App([f], database_url=_down_url())
-    raised: list[BaseException] = []
-
-    def work() -> None:
-        try:
-            app.run_worker(poll_interval=0.05)
-        except BaseException as exc:  # what the worker stops with
-            raised.append(exc)
-
-    thread = threading.Thread(target=work, daemon=True)
-    thread.start()
-    thread.join(timeout=60)
+    worker = Worker(app)
+    worker.thread.join(timeout=60)
     try:
-        assert not thread.is_alive()
+        assert not worker.thread.is_alive()
+        raised = worker.raised
         assert len(raised) == 1 and isinstance(raised[0], sa.exc.OperationalError), raised
         assert "Connection refused" in str(raised[0])
     finally:

@@ -9,7 +9,6 @@ for good (on PostgreSQL; on SQLite its savepoint was gone: "no such savepoint").
 
 from __future__ import annotations
 
-import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -21,6 +20,7 @@ import pytest
 import sqlalchemy as sa
 from _exhaustion import Full, close_connections, limited_role
 from _support import ok_data
+from _worker_thread import Worker
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
@@ -75,27 +75,6 @@ def _feature() -> tuple[Feature[str], Any, Any]:
         ),
     )
     return f, say, flow
-
-
-class Worker:
-    """``app.run_worker()`` in a thread, keeping what it raised."""
-
-    def __init__(self, app: App) -> None:
-        self.app = app
-        self.raised: list[BaseException] = []
-        self.thread = threading.Thread(target=self._loop, daemon=True)
-        self.thread.start()
-
-    def _loop(self) -> None:
-        try:
-            self.app.run_worker(poll_interval=0.05)
-        except BaseException as exc:
-            self.raised.append(exc)
-
-    def stop(self) -> None:
-        self.app.stop_worker()
-        self.thread.join(timeout=30)
-        assert not self.thread.is_alive()
 
 
 def _long_notes(app: App) -> list[str]:
