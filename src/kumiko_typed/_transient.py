@@ -114,11 +114,17 @@ _NOT_NOW: Final = (
 
 def unreachable(exc: DBAPIError) -> bool:
     """A new connection to PostgreSQL failed without the server refusing it: the server
-    is down or restarting, the host does not answer or is not found, the connect timed
-    out (libpq's words carry no ``FATAL:`` from a server then), or the server answered
-    that it takes none for now (:data:`_NOT_NOW`).  psycopg raises all of these with no
-    SQLSTATE, as its connect error is libpq's text."""
+    is down or restarting, the host does not answer (libpq's words carry no ``FATAL:``
+    from a server then) or its name cannot be resolved now, the connect timed out, or
+    the server answered that it takes none for now (:data:`_NOT_NOW`).  psycopg raises
+    all of these with no SQLSTATE, as its connect error is libpq's text (its own for a
+    name it could not resolve, and its ``ConnectionTimeout``: psycopg is optional, so
+    the class is told by its name)."""
+    if type(exc.orig).__name__ == "ConnectionTimeout":
+        return True
     text = str(exc.orig)
+    if text.startswith("failed to resolve host"):
+        return True
     if not text.startswith("connection failed:"):
         return False
     return "FATAL:" not in text or any(words in text for words in _NOT_NOW)

@@ -1,7 +1,7 @@
 """A PostgreSQL server that cannot be reached for a new connection: a dispatch answers
 ``unavailable`` (503, try again later), as docs/errors.md says of an unreachable
 database, not ``internal_error``: the server is down or restarting, the port closed,
-the connect timed out.  psycopg raises these with no SQLSTATE, only libpq's text.  A
+the connect timed out, the host's name does not resolve.  psycopg raises these with no SQLSTATE, only libpq's text.  A
 server that answers and refuses (no such database) is the set-up's to fix: still
 ``internal_error``.  A worker whose first pass finds no server stops with the error,
 as for a wrong URL, for its supervisor to see."""
@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import socket
 import uuid
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 
 import attrs
 import pytest
@@ -38,12 +40,34 @@ def _closed_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _down_url() -> str:
-    return f"postgresql+psycopg://kumiko:{SECRET}@127.0.0.1:{_closed_port()}/kumiko"
+def _down_url(host: str = "127.0.0.1", port: int | None = None) -> str:
+    return f"postgresql+psycopg://kumiko:{SECRET}@{host}:{port or _closed_port()}/kumiko?connect_timeout=2"
 
 
-def test_a_dispatch_to_a_server_that_does_not_answer_is_unavailable(caplog: pytest.LogCaptureFixture) -> None:
-    app = App([f], database_url=_down_url())
+@contextmanager
+def _silent_server() -> Iterator[int]:
+    """A port that takes the connection and never answers (a server hung, a black hole
+    behind a firewall that accepts): libpq's connect times out."""
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        yield int(listening.getsockname()[1])
+
+
+@pytest.mark.parametrize("server", ["port closed", "silent", "no such host"])
+def test_a_dispatch_to_a_server_that_does_not_answer_is_unavailable(
+    caplog: pytest.LogCaptureFixture, server: str
+) -> None:
+    with ExitStack() as stack:
+        if server == "silent":
+            url = _down_url(port=stack.enter_context(_silent_server()))
+        else:
+            url = _down_url("kumiko-test.invalid" if server == "no such host" else "127.0.0.1")
+        _dispatch_is_unavailable(App([f], database_url=url))
+    assert all(SECRET not in record.getMessage() for record in caplog.records)
+
+
+def _dispatch_is_unavailable(app: App) -> None:
     try:
         result = app.dispatch(ping, Ping(1), user=USER)
         assert isinstance(result, Failure) and result.code == "unavailable", result
@@ -53,7 +77,6 @@ def test_a_dispatch_to_a_server_that_does_not_answer_is_unavailable(caplog: pyte
         assert isinstance(also, Failure) and also.code == "unavailable", also
     finally:
         app.dispose()
-    assert all(SECRET not in record.getMessage() for record in caplog.records)
 
 
 @pytest.mark.postgres
