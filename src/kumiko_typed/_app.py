@@ -18,7 +18,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from . import _retention
 from ._access import NO_TENANT_REFUSED, TENANT_KEY, deny, install_tenant_filter, no_tenant, wrong_payload
-from ._boot import validate
+from ._boot import validate, value_type_problems
 from ._connection import DIRECT, Direct
 from ._ctx import User
 from ._database_urls import shown_url
@@ -193,6 +193,7 @@ class App:
         webhook_private_addresses: bool = True,
     ) -> None:
         problems = validate(features)
+        problems += value_type_problems("App", value_types)
         if not (isinstance(idempotency_retention, timedelta) and idempotency_retention > timedelta(0)):
             problems.append(f"idempotency_retention must be a positive timedelta, not {idempotency_retention!r}")
         if type(delivery_concurrency) is not int or delivery_concurrency < 1:

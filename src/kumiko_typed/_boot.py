@@ -6,8 +6,9 @@ from ``_rules``), at start-up — all of them at once, in one ``BootError``.
 
 from __future__ import annotations
 
+import enum
 import inspect
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -425,6 +426,17 @@ def check_pipeline(
     return out
 
 
+def value_type_problems(where: str, value_types: Iterable[object]) -> list[str]:
+    """A ``value_types`` entry the codec cannot store: it keeps attrs classes and enums
+    only, and dropped anything else unsaid, so a value of a named dataclass failed as
+    ``unstorable_state`` at run time, telling to name what was named."""
+    return [
+        f"{where}: value_types lists {t!r}, which cannot be stored; name attrs classes and enums only"
+        for t in value_types
+        if not (isinstance(t, type) and (attrs.has(t) or issubclass(t, enum.Enum)))
+    ]
+
+
 def validate(features: Sequence[Feature[Any]]) -> list[str]:
     problems: list[str] = []
     tables = _AppTables(features, problems)
@@ -439,6 +451,7 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
         for kind in sorted(feature.requires - _rules.TIER2_KINDS):
             problems.append(f"feature {feature.name!r}: {_rules.msg_unknown_capability(kind)}")
         problems.extend(feature.problems)
+        problems.extend(value_type_problems(f"feature {feature.name!r}", feature.value_types))
         # Write handlers and queries share one namespace of full names; a query says so.
         entries: list[tuple[str, str, str, object, type[Program[Any, Any]], str]] = [
             ("handler", h.name, h.local_name, h.pipeline, Finished, "handler names") for h in feature.handlers

@@ -112,11 +112,19 @@ _NOT_NOW: Final = (
 )
 
 
+#: libpq's own words when the server answered and the set-up cannot go on (no ``FATAL:``
+#: from the server then): a password the server asks for and the URL does not give
+#: (``fe_sendauth: no password supplied``), SSL it wants and the server has not or whose
+#: certificate fails, channel binding or an authentication method ``require_auth`` refuses.
+_SET_UP: Final = ("fe_sendauth:", "SSL was required", "certificate", "channel binding", "authentication method")
+
+
 def unreachable(exc: DBAPIError) -> bool:
     """A new connection to PostgreSQL failed without the server refusing it: the server
     is down or restarting, the host does not answer (libpq's words carry no ``FATAL:``
     from a server then) or its name cannot be resolved now, the connect timed out, or
-    the server answered that it takes none for now (:data:`_NOT_NOW`).  psycopg raises
+    the server answered that it takes none for now (:data:`_NOT_NOW`); not libpq's own
+    refusal of the set-up (:data:`_SET_UP`).  psycopg raises
     all of these with no SQLSTATE, as its connect error is libpq's text (its own for a
     name it could not resolve, and its ``ConnectionTimeout``: psycopg is optional, so
     the class is told by its name)."""
@@ -125,7 +133,7 @@ def unreachable(exc: DBAPIError) -> bool:
     text = str(exc.orig)
     if text.startswith("failed to resolve host"):
         return True
-    if not text.startswith("connection failed:"):
+    if not text.startswith("connection failed:") or any(words in text for words in _SET_UP):
         return False
     return "FATAL:" not in text or any(words in text for words in _NOT_NOW)
 

@@ -262,9 +262,11 @@ def _unique_taken(failure: Failure) -> str | None:
     details = failure.details
     if failure.code != "unique_violation" or not isinstance(details, Mapping):
         return None
-    columns = details.get("columns")
-    on = f" ({', '.join(map(str, columns))})" if isinstance(columns, list) and columns else ""
-    return f"{details.get('entity')}{on}"
+    entity, columns = details.get("entity"), details.get("columns")
+    if not isinstance(entity, str) or not isinstance(columns, list):  # no write's clash: a step's own answer
+        return None
+    on = f" ({', '.join(map(str, columns))})" if columns else ""
+    return f"{entity}{on}"
 
 
 def _tries(error: object) -> tuple[int, str | None]:
@@ -1012,6 +1014,11 @@ class WorkflowEngine:
         error = failure["error"]
         code, message = error["code"], error["message"]
         taken = failure.taken if isinstance(failure, Taken) else None
+        if code == "unique_violation" and taken is None:
+            # A step's own fail("unique_violation", ...) (or a called handler's): a decision
+            # its next try repeats, not a clash the database reported.  It ends the run, as
+            # before unique clashes were tried again.
+            return failure
         where = f"the segment from step {path or '0'}"
         if taken is not None and taken == taken_before:
             what, does = ("its unique value", "writes") if code == "unique_violation" else ("the id", "creates")

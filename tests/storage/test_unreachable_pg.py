@@ -2,13 +2,16 @@
 ``unavailable`` (503, try again later), as docs/errors.md says of an unreachable
 database, not ``internal_error``: the server is down or restarting, the port closed,
 the connect timed out, the host's name does not resolve.  psycopg raises these with no SQLSTATE, only libpq's text.  A
-server that answers and refuses (no such database) is the set-up's to fix: still
-``internal_error``.  A worker whose first pass finds no server stops with the error,
+server that answers and refuses (no such database), or that libpq itself will not go on
+with (a password asked for and not given, SSL wanted and not there), is the set-up's to
+fix: still ``internal_error``.  A worker whose first pass finds no server stops with the error,
 as for a wrong URL, for its supervisor to see."""
 
 from __future__ import annotations
 
 import socket
+import struct
+import threading
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -103,3 +106,87 @@ def test_a_worker_whose_first_pass_finds_no_server_stops_with_the_error() -> Non
     finally:
         app.stop_worker()
         app.dispose()
+
+
+def _answering_server(answer: bytes) -> Iterator[int]:
+    """A loopback port that speaks PostgreSQL's start-up as far as ``answer``: it turns
+    down SSL and GSS encryption, reads the start-up message and sends ``answer`` (what
+    a real server sends there), then closes.  The test server trusts every login, so
+    an authentication request or a start-up refusal is staged here."""
+    listening = socket.socket()
+    listening.bind(("127.0.0.1", 0))
+    listening.listen(8)
+    listening.settimeout(0.2)
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listening.accept()
+            except TimeoutError:
+                continue
+            with conn:
+                conn.settimeout(5)
+                while True:
+                    head = conn.recv(8)
+                    if len(head) < 8:
+                        break
+                    length, code = struct.unpack("!ii", head)
+                    conn.recv(length - 8) if length > 8 else b""
+                    if code in (_SSL_REQUEST, _GSS_REQUEST):
+                        conn.sendall(b"N")
+                        continue
+                    conn.sendall(answer)
+                    break
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield int(listening.getsockname()[1])
+    finally:
+        done.set()
+        thread.join(timeout=5)
+        listening.close()
+
+
+_SSL_REQUEST, _GSS_REQUEST = 80877103, 80877104
+
+
+def _message(kind: bytes, body: bytes) -> bytes:
+    return kind + struct.pack("!i", len(body) + 4) + body
+
+
+def _fatal(code: str, text: str) -> bytes:
+    fields = b"".join(k + v.encode() + b"\0" for k, v in ((b"S", "FATAL"), (b"V", "FATAL"), (b"C", code), (b"M", text)))
+    return _message(b"E", fields + b"\0")
+
+
+#: The server asks for a password (AuthenticationCleartextPassword).
+_ASKS_PASSWORD = _message(b"R", struct.pack("!i", 3))
+
+
+@pytest.mark.parametrize(
+    ("answer", "query", "code"),
+    [
+        # libpq's own refusals, with no FATAL from the server: the URL names no password
+        # the server asks for, or wants SSL the server has not: set-up errors, as a wrong
+        # password is.  They were unavailable: try again, for good.
+        (_ASKS_PASSWORD, "", "internal_error"),
+        (_ASKS_PASSWORD, "?sslmode=require", "internal_error"),
+        # The server answers that it takes no connection for now: an outage.
+        (_fatal("57P03", "the database system is starting up"), "", "unavailable"),
+    ],
+    ids=["no password given", "no SSL on the server", "starting up"],
+)
+def test_a_server_that_answers_the_start_up_is_told_from_one_that_is_not_there(
+    monkeypatch: pytest.MonkeyPatch, answer: bytes, query: str, code: str
+) -> None:
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    monkeypatch.setenv("PGPASSFILE", "/nonexistent/pgpass")
+    with contextmanager(_answering_server)(answer) as port:
+        app = App([f], database_url=f"postgresql+psycopg://kumiko@127.0.0.1:{port}/kumiko{query}")
+        try:
+            result = app.dispatch(ping, Ping(1), user=USER)
+            assert isinstance(result, Failure) and result.code == code, result
+        finally:
+            app.dispose()

@@ -35,7 +35,7 @@ import sqlalchemy as sa
 from _support import ok_data
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed import App, Entity, Feature, Ok, User, fail, manual, ok
 from kumiko_typed._eventstore import append
 from kumiko_typed._workflow_engine import CONFLICT_RETRY_S, CONFLICT_TRIES, UNAVAILABLE_TRIES
 from kumiko_typed.testing import FakeClock
@@ -288,6 +288,31 @@ def test_a_write_of_a_taken_unique_value_fails_the_run_at_its_second_try(app_on:
     clock.advance(minutes=5)
     assert app.run_worker(once=True)["resumed"] == 0
     assert _names(app) == [("ada@example.org", "theirs")]
+
+
+# A step that answers unique_violation itself (as a handler that looked the value up does).
+says_taken = f.workflow(
+    "says-taken",
+    trigger=manual(Join),
+    pipeline=f.workflow_pipeline(Join)
+    .wait("PT1M")
+    .compute("seen", lambda c: _tries_seen.append(1))
+    .guard(lambda c: False, otherwise=lambda c: fail("unique_violation", "that email is taken", {"path": "email"})),
+)
+_tries_seen: list[int] = []
+
+
+def test_a_step_that_answers_unique_violation_itself_fails_the_run_at_once(app_on: AppOn, user: User) -> None:
+    """No write clashed: the step decided, and every try would decide the same.  Since
+    unique clashes were tried again, such a run was tried ten times, with doubling waits."""
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(says_taken, Join("eve@example.org", "mine"), user=user)
+    _tries_seen.clear()
+    clock.advance(minutes=1)
+    assert app.run_worker(once=True)["resumed"] == 1
+    assert _failed(app, run_id, "unique_violation") == "that email is taken"
+    assert _tries_seen == [1]
 
 
 def test_a_write_that_lost_a_unique_race_goes_on_when_the_value_is_free_again(app_on: AppOn, user: User) -> None:

@@ -5,6 +5,8 @@ steps.  Time is a fake clock the tests move (``App(clock=...)``)."""
 
 from __future__ import annotations
 
+import dataclasses
+import enum
 import os
 import re
 import subprocess
@@ -797,6 +799,36 @@ def test_a_feature_names_its_own_value_types(app_on: Callable[..., App], clock: 
     assert "in its Feature(value_types=[...]) or App(value_types=[...])" in failed.error["message"]
     refused = app.dispatch(handlers["wfvtplain"], Start(uuid.uuid4(), n=3), user=user, idempotency_key="k")
     assert isinstance(refused, Failure) and refused.code == "unstorable_state", refused
+
+
+class Colour(enum.Enum):
+    RED = "red"
+
+
+@dataclasses.dataclass
+class NotAttrs:
+    """A class the codec cannot store, whoever names it."""
+
+    n: int
+
+
+def test_value_types_the_codec_cannot_store_are_boot_errors() -> None:
+    """A dataclass (or anything but an attrs class or an enum) in a feature's or the
+    App's ``value_types`` is refused at boot.  It was dropped unsaid: the feature's
+    values failed as ``unstorable_state`` at run time, telling to name the class in
+    ``Feature(value_types=[...])``, where it was.  Two features naming one class and an
+    enum are fine."""
+    f = Feature("wfvtbad", value_types=[NotAttrs, Extra])
+    with pytest.raises(BootError) as info:
+        App([f, Feature("wfvtsame", value_types=[Extra, Colour])], database_url="sqlite://", value_types=["Extra"])
+    assert info.value.problems == [
+        f"feature 'wfvtbad': value_types lists {NotAttrs!r}, which cannot be stored; name attrs classes and enums only",
+        "App: value_types lists 'Extra', which cannot be stored; name attrs classes and enums only",
+    ]
+    App(
+        [Feature("wfvtok", value_types=[Extra]), Feature("wfvtok2", value_types=[Extra, Colour])],
+        database_url="sqlite://",
+    ).dispose()
 
 
 def test_a_stored_class_the_new_app_does_not_register_strands_only_that_run(
