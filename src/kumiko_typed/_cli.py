@@ -452,6 +452,7 @@ def purge_runs(target: str, older_than: str, statuses: tuple[RunStatus, ...], da
     type=click.UUID,
     help="Only the runs this tenant's users started (00000000-0000-0000-0000-000000000000: cron's).",
 )
+@click.option("--key", help="With --tenant: the run started with this key (start_workflow(..., key=...)).")
 @click.option("--database-url", help=URL_HELP)
 def list_runs(
     target: str,
@@ -461,6 +462,7 @@ def list_runs(
     limit: int | None,
     before: uuid.UUID | None,
     tenant_id: uuid.UUID | None,
+    key: str | None,
     database_url: str | None,
 ) -> None:
     """List workflow runs, newest first, with times and error code.
@@ -470,6 +472,8 @@ def list_runs(
     a failed run's error code (with --stranded: the reason the run cannot resume).  With
     --limit, a full page ends with the --before option that lists the next (on stderr).
     """
+    if key is not None and tenant_id is None:
+        raise click.UsageError("--key needs --tenant: a key is its tenant's")
     app = _boot(target, database_url)
     with _database(app):
         try:  # one more than asked: whether a next page exists
@@ -480,6 +484,7 @@ def list_runs(
                 limit=None if limit is None else limit + 1,
                 before=before,
                 tenant_id=tenant_id,
+                key=key,
             )
         except LookupError as exc:
             raise click.BadParameter(str(exc).removeprefix("before: "), param_hint="'--before'") from exc

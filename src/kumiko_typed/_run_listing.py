@@ -25,7 +25,7 @@ from ._runs import RunStatus
 from ._status_filter import chosen_statuses
 from ._tables import workflow_runs
 
-__all__ = ["SHOWN", "STATUSES", "RunFilter"]
+__all__ = ["SHOWN", "STATUSES", "RunFilter", "keyed_trigger"]
 
 #: Every status a run can have, in its life's order (what ``--status`` offers).
 STATUSES: Final[tuple[RunStatus, ...]] = get_args(RunStatus)
@@ -50,6 +50,12 @@ SHOWN: Final = (
 )
 
 
+def keyed_trigger(tenant_id: uuid.UUID, key: str) -> str:
+    """The trigger key of a run started with ``key`` by a user of ``tenant_id``: a key is
+    its tenant's, one run per (workflow, tenant, key) by the runs' unique constraint."""
+    return f"key:{tenant_id}:{key}"
+
+
 @attrs.frozen
 class RunFilter:
     """Which runs to list, checked: see :meth:`of`."""
@@ -60,6 +66,7 @@ class RunFilter:
     limit: int | None = None
     before: uuid.UUID | None = None
     tenant_id: uuid.UUID | None = None
+    key: str | None = None
 
     @classmethod
     def of(
@@ -70,6 +77,7 @@ class RunFilter:
         limit: object,
         before: object,
         tenant_id: object = None,
+        key: object = None,
     ) -> RunFilter:
         """The filter of ``app.runs``' arguments; a ``TypeError`` or ``ValueError`` naming
         the argument and what it takes, never a filter that quietly matches nothing."""
@@ -77,6 +85,11 @@ class RunFilter:
             raise TypeError(f"stranded must be a bool, not {type(stranded).__name__}")
         if tenant_id is not None and not isinstance(tenant_id, uuid.UUID):  # a str would match no run
             raise TypeError(f"tenant_id must be a UUID, not {type(tenant_id).__name__}")
+        if key is not None:
+            if not isinstance(key, str):
+                raise TypeError(f"key must be a str, not {type(key).__name__}")
+            if tenant_id is None:
+                raise ValueError("key needs tenant_id: a key is its tenant's (start_workflow(key=) of a user)")
         return cls(
             workflow,
             chosen_statuses(status, STATUSES, "a run", _HINTS),
@@ -84,6 +97,7 @@ class RunFilter:
             checked_limit(limit),
             checked_cursor("before", before, "a run_id"),
             tenant_id,
+            key,
         )
 
     def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
@@ -97,6 +111,8 @@ class RunFilter:
             where += [_runs.status == "suspended", _runs.error["code"].as_string() == "stranded"]
         if self.tenant_id is not None:  # the starting user's, as the run stores it (``_user_json``)
             where.append(_runs.user["tenant_id"].as_string() == str(self.tenant_id))
+        if self.key is not None and self.tenant_id is not None:  # of (workflow, trigger key)
+            where.append(_runs.trigger_key == keyed_trigger(self.tenant_id, self.key))
         if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
             where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
         return select(*SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)

@@ -62,7 +62,7 @@ from ._poison import refusal, storable_text
 from ._read_only import reading
 from ._registry import Registry
 from ._results import Failure, Ok
-from ._run_listing import SHOWN, RunFilter
+from ._run_listing import SHOWN, RunFilter, keyed_trigger
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
@@ -710,7 +710,7 @@ class WorkflowEngine:
         run_id = uuid.uuid4()
         # A key is the tenant's: one run per (workflow, tenant, key), by the trigger key's
         # unique constraint.  Without one the trigger key is new by construction.
-        trigger_key = f"manual:{run_id}" if key is None else f"key:{user.tenant_id}:{key}"
+        trigger_key = f"manual:{run_id}" if key is None else keyed_trigger(user.tenant_id, key)
         try:
             row = self._new_row(d, payload, user, trigger_key, run_id)
         except StateError as exc:

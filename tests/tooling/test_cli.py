@@ -1068,6 +1068,15 @@ def test_runs_by_status_a_page_at_a_time(tmp_path: Path, tiny: Tiny) -> None:
     assert [row["run"] for row in _table(by_tenant.stdout)] == [str(theirs)], _explain(by_tenant)
     by_mine = cli(tmp_path, "runs", tiny.target, "--tenant", str(mine.tenant_id), "--status", "failed", *url)
     assert [row["run"] for row in _table(by_mine.stdout)] == [str(r) for r in failed[::-1]], _explain(by_mine)
+    app = tiny.app()
+    try:
+        keyed = app.start_workflow(tiny.module.remind, tiny.module.Remind("call"), user=tiny.user, key="call-1")
+    finally:
+        app.dispose()
+    by_key = cli(tmp_path, "runs", tiny.target, "--tenant", str(other), "--key", "call-1", *url)
+    assert [row["run"] for row in _table(by_key.stdout)] == [str(keyed)], _explain(by_key)
+    no_tenant = cli(tmp_path, "runs", tiny.target, "--key", "call-1", *url)
+    assert no_tenant.returncode == 2 and "--key needs --tenant" in no_tenant.stderr, _explain(no_tenant)
 
 
 @pytest.mark.parametrize(

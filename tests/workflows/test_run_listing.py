@@ -237,6 +237,8 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"before": 7}, TypeError, r"^before must be a uuid\.UUID \(a run_id\), not int$"),
     ({"stranded": "yes"}, TypeError, r"^stranded must be a bool, not str$"),
     ({"tenant_id": "0f6c2c86-9f53-4a8e-9d61-1e3b4c5d6e7f"}, TypeError, r"^tenant_id must be a UUID, not str$"),
+    ({"key": "order-1"}, ValueError, r"^key needs tenant_id: a key is its tenant's"),
+    ({"key": 7, "tenant_id": uuid.UUID(int=1)}, TypeError, r"^key must be a str, not int$"),
 ]
 
 
@@ -283,6 +285,27 @@ def test_each_run_shows_who_started_it_and_a_tenant_lists_its_own(app_on: AppOn)
     assert _ids(page) + _ids(app.runs(tenant_id=USER.tenant_id, before=page[-1].run_id)) == mine[::-1]
     assert app.runs(tenant_id=uuid.uuid4()) == []
     assert app.get_run(theirs[0]) == next(r for r in listed if r.run_id == theirs[0])
+
+
+def test_a_key_finds_the_run_its_tenant_started_with_it(app_on: AppOn) -> None:
+    """``runs(workflow, tenant_id=, key=)``: the run ``start_workflow(..., key=)`` started
+    for that tenant, or none; another tenant's run of the same key is its own."""
+    f, w = _feature()
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    other = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+    mine = app.start_workflow(w["wait"], Job(1), user=USER, key="order-1")
+    theirs = app.start_workflow(w["wait"], Job(1), user=other, key="order-1")
+    app.start_workflow(w["wait"], Job(2), user=USER, key="order-2")
+    app.start_workflow(w["wait"], Job(3), user=USER)
+    assert mine != theirs
+    assert _ids(app.runs(w["wait"], tenant_id=USER.tenant_id, key="order-1")) == [mine]
+    assert _ids(app.runs(tenant_id=other.tenant_id, key="order-1")) == [theirs]
+    assert app.runs(w["done"], tenant_id=USER.tenant_id, key="order-1") == []
+    assert app.runs(w["wait"], tenant_id=USER.tenant_id, key="order-3") == []
+    assert app.runs(w["wait"], tenant_id=uuid.uuid4(), key="order-1") == []
+    assert _ids(app.runs(w["wait"], tenant_id=USER.tenant_id, key="order-1", status="suspended")) == [mine]
+    assert app.runs(w["wait"], tenant_id=USER.tenant_id, key="order-1", status="completed") == []
 
 
 DAMAGED: dict[str, Any] = {
