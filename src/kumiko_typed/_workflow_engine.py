@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import random
+import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
@@ -44,6 +45,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, NoResultFound
 from sqlalchemy.orm import Session, sessionmaker
 
+from ._claim_size import ClaimSize
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._deferred_checks import check_deferred, checks_deferred, deferred_now
@@ -531,6 +533,9 @@ class WorkflowEngine:
         if self.postgres:
             due, due_after = due.with_for_update(skip_locked=True), due_after.with_for_update(skip_locked=True)
         self._due, self._due_after = due, due_after
+        #: The same, claiming fewer (``_claim_size``): by how many and whether after a run.
+        self._claims = {(BATCH, False): due, (BATCH, True): due_after}
+        self._claim_size = ClaimSize()
 
     def _encode(self, value: object) -> Any:
         """``value`` as the run's state stores it; ``StateError`` for a value the codec
@@ -1342,26 +1347,52 @@ class WorkflowEngine:
         A batch reads on from there: a run the pass left due again (a zero wait with the
         clock standing still) comes again behind it, and is passed over.  Before, every
         batch read from the start, and ten such runs first in the order made a batch of
-        nothing new, which ended the pass: the runs after them waited for the ten's end."""
+        nothing new, which ended the pass: the runs after them waited for the ten's end.
+
+        Its runs are claimed a few at a time if its worker's segments are slow, each claim
+        after the last run claimed before it, until ``BATCH`` were (``_claim_size``)."""
+        last = after[0] if after else None
+        done: set[uuid.UUID] = set()  # this transaction's: passed over too if they come again
+        claimed = resumed = 0
         with self.sessions() as session, session.begin():
             guard = None if careful else allow_lazy(session, hold_stores=True)
             if checked:
                 check_deferred(session)
             now = self.clock()
-            if after:
-                (wake, tie), *_ = after
-                rows = session.execute(self._due_after, {"now": now, "after_wake": wake, "after_tie": tie}).all()
-            else:
-                rows = session.execute(self._due, {"now": now}).all()
-            fresh = [row for row in rows if row.run_id not in seen]
-            resumed = sum(self.resume(session, row, None) for row in fresh)
+            while claimed < BATCH:
+                size = self._claim_size.next(BATCH - claimed) if self.postgres else BATCH
+                rows = self._claim(session, now, size, last)
+                claimed += len(rows)
+                if rows:
+                    last = (rows[-1].wake_at, rows[-1].kumiko_tie)
+                fresh = [row for row in rows if row.run_id not in seen and row.run_id not in done]
+                began = time.perf_counter()
+                resumed += sum(self.resume(session, row, None) for row in fresh)
+                self._claim_size.took(time.perf_counter() - began, len(fresh))
+                done.update(row.run_id for row in fresh)
+                if len(rows) < size:
+                    break
             if guard is not None:
                 _send_held(session, guard.take_held())
         # Committed: a batch done again resumes them again, from where it started.
-        seen.update(row.run_id for row in fresh)
-        if rows:
-            after[:] = [(rows[-1].wake_at, rows[-1].kumiko_tie)]
-        return len(rows) == BATCH, resumed
+        seen.update(done)
+        if last is not None:
+            after[:] = [last]
+        return claimed == BATCH, resumed
+
+    def _claim(
+        self, session: Session, now: datetime, size: int, last: tuple[datetime, object] | None
+    ) -> Sequence[Row[Any]]:
+        """Up to ``size`` due runs in the due order (locked on PostgreSQL), after ``last``
+        (a wake time and tie) if given."""
+        key = (size, last is not None)
+        claim = self._claims.get(key)
+        if claim is None:
+            claim = self._claims[key] = (self._due_after if last else self._due).limit(size)
+        if last is None:
+            return session.execute(claim, {"now": now}).all()
+        wake, tie = last
+        return session.execute(claim, {"now": now, "after_wake": wake, "after_tie": tie}).all()
 
     # --- inspection ------------------------------------------------------------------
 
