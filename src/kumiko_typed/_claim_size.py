@@ -9,7 +9,7 @@ a backlog, the last batches were worked by one worker each while the others had 
 
 So a transaction claims as many runs at a time as its worker's recent segments run in
 ``HOLD``, and claims on (after the last run it claimed, in the due order) until it has
-resumed ``BATCH``: segments of up to ``HOLD / BATCH`` (5 ms) claim the whole batch at once,
+resumed ``BATCH``: segments of up to ``HOLD / BATCH`` (10 ms) claim the whole batch at once,
 as before; slower ones claim fewer, each further claim a statement in the same transaction,
 small beside the segments it stands for.  SQLite has one writer: no other worker could
 take a run meanwhile, and there the batch is claimed at once.
@@ -22,7 +22,7 @@ from typing import Final
 __all__ = ["HOLD", "ClaimSize"]
 
 #: About how long (seconds) a claimed run may wait for the segments claimed before it.
-HOLD: Final = 0.050
+HOLD: Final = 0.100
 
 
 class ClaimSize:
