@@ -593,10 +593,15 @@ before and 1.51–1.71 ms after, 2.06–2.32× the hand-written INSERT's time be
 prototype of the same path took a start from 570–650 µs to 440 µs. SQLite is unchanged
 (1.52× → 1.50× the hand-written CPU): its BEGIN IMMEDIATE and COMMIT are no round trips,
 its time is the fsync of the commit. The bench's own ratio could not be re-measured with
-it that day at the shared machine's loads of 5–40. The table below is a run of this code at
-a load of 0.2–0.7; a run just before it, at 0.1–1.1, gave `ten` / DBOS plain 3.07 on SQLite
+it that day at the shared machine's loads of 5–40. On 2026-12-05, at a load of 0.2–0.7,
+`ten` / DBOS plain was 2.94 (2.07–3.39) on PostgreSQL and 3.10 on SQLite, `step10` / DBOS
+steps 6.70 and 5.17; a run just before it, at 0.1–1.1, gave `ten` / DBOS plain 3.07 on SQLite
 and 2.62 on PostgreSQL, and `step10` / DBOS steps 4.94 and 4.96: the ratios move by more than
-the goals' margins from run to run, DBOS's side as much as ours. Run one after the other
+the goals' margins from run to run, DBOS's side as much as ours. The table below is a run of
+2026-12-06 at loads of 7–11 (other work on the 2 CPUs; every figure a third to a tenth of the
+day before's, SQLite's fsyncs worst), with no change to a start's path since: `ten` / DBOS
+plain 4.61 on PostgreSQL and `step10` / DBOS steps 5.08 there, a run before it at loads of
+6–14 3.14 and 6.48. Run one after the other
 without DBOS (3 rounds each, load under 1), this code and the code of the session before
 (f6cd87e) on PostgreSQL: `ten` 1,813 against 1,195 runs/s, `step10` 245 against 201,
 `wait0` 1,044 against 788.
@@ -621,10 +626,7 @@ keys).
     return headline, body
 
 
-def _resume_scaling(f: Mapping[str, Any]) -> str:
-    if "resume_scaling" not in f:
-        return ""
-    d = f["resume_scaling"]
+def _scaling_table(d: Mapping[str, Any]) -> str:
     cpu = d.get("cpu_ms_per_run", {})  # recorded since the bench counts CPU by side
 
     def cpu_cell(n: str) -> list[str]:
@@ -641,6 +643,13 @@ def _resume_scaling(f: Mapping[str, Any]) -> str:
             [f"**{n} vs 1**", f"**{s['median']:.2f}×** ({s['min']:.2f}–{s['max']:.2f})", *([""] if cpu else [])]
         )
     header = ["worker processes", "runs/s", *(["CPU ms per run: workers + receiver + PostgreSQL"] if cpu else [])]
+    return _table(header, rows)
+
+
+def _resume_scaling(f: Mapping[str, Any]) -> str:
+    if "resume_scaling" not in f:
+        return ""
+    d = f["resume_scaling"]
     four = d["scaling_4"]["median"]
     return f"""
 
@@ -654,7 +663,70 @@ left to claim (what is left, other workers hold and complete). Persisted per run
 row, updated to completed. Goal: 4
 workers ≥ {f["goal_scaling"]}× one — {_met(four, f["goal_scaling"], at_most=False)}.
 
-{_table(header, rows)}"""
+{_scaling_table(d)}{_slow_peer(f)}
+
+{_RESUME_PROSE}"""
+
+
+def _slow_peer(f: Mapping[str, Any]) -> str:
+    if "resume_scaling_slow" not in f:
+        return ""
+    d = f["resume_scaling_slow"]
+    return f"""
+
+The same workers with a slow peer: {d["runs"]} runs, the receiver answering after {d["delay_ms"]:g} ms,
+{d["rounds"]} round(s) (no goal; it measures what the cut claims below are for).
+
+{_scaling_table(d)}"""
+
+
+_RESUME_PROSE = """\
+Where the time of a resumed run goes (2026-12-06, 150 runs, measured inside the workers and
+with `pg_stat_statements`, at loads of 2–3 from other work on the machine). Not in the
+claim: PostgreSQL executed all the statements of the 150 resumes in 12.7 ms with 1 worker
+and 14.3 ms with 4; a claim of 10 among 150 due runs is an index scan of
+`kumiko_workflow_runs_due`, an incremental sort and the row locks, 0.15 ms, 19 buffers read
+per claim with 1 worker and 30–38 with 4 (the rows other workers hold, stepped over); SKIP
+LOCKED never waits. Statements per resumed run: 0.27 with 1 worker (a claim and one
+`executemany` of the UPDATEs per batch of 10, and the passes around them), 0.42–0.47 per
+worker with 4: each worker's own first and last passes, about 8 statements each. The
+library's own wall time per run is about 0.6 ms of 6.2: 0.2–0.3 ms from one POST to the
+next, 3–4 ms per batch (claim, UPDATEs, COMMIT). The rest is the POST: 5.5–6.2 ms with 1
+worker, 7–8.4 ms with 4 (the receiver is one asyncio thread of the bench process; the
+workers, PostgreSQL and it share the 2 CPUs). And the tail: 15 batches of 10 go 4/4/4/3 at
+best (3.75× at most), and a worker slowed by the machine keeps the 10 runs it claimed; in
+one round the workers were done at 375, 386, 467 and 549 ms of a 549 ms window.
+
+The growth of PostgreSQL's CPU per run with the number of workers (0.13 → 0.47 ms in the
+table of 2026-12-05) was the meter's: a worker that is done closes its connections, and
+the postmaster, reaping the backend, adds all of its life to its children's time —
+connecting and the worker's warm-up before the window too, 10–20 ms each, once per worker
+that finishes before the last. `bench/_cpu.py` now takes that part off.
+
+Cut claims. A transaction claimed its 10 runs in one statement and kept them locked while
+it worked them one after the other: another worker's claim skips them, so a worker held
+runs it had not started while others found nothing to do. Now a worker whose recent
+segments take more than 10 ms claims as many as its segments run in 100 ms, and claims on
+after them in the same transaction up to the 10 (`_claim_size`; PostgreSQL only, the due
+order and the keyset paging unchanged; test_claim_size.py). Each further claim is a
+statement, 1–2 ms of wall at loads of 6–10: cut finer, it cost more than it won. With the
+5 ms receiver (6–8 ms a segment), alternated with the code before: claims covering 10 ms of
+segments (1–2 runs) took 1 worker from 110–115 to 96–99 runs/s, covering 30 ms (5 runs)
+from 137–141 to 118–140; covering 50 ms (7–8 runs), 4 workers vs 1 went 1.83, 2.06, 2.54 →
+1.89, 1.93, 2.22 and the workers' CPU per run with 4 from 1.46–1.80 to 2.19–2.34 ms (loads
+of 5–12). So with the 5 ms receiver (6–8 ms a
+segment) a batch is claimed at once while the machine keeps its segments under 10 ms, and
+that table measures the code as before (at loads of 12 its segments took longer, and the
+claims of 4 workers were cut: 10, 6, 4, 9, 1, 6). The slow peer's is what changed:
+alternated with the code before (3 rounds, loads of 9–12), 4 workers vs 1 went 2.15, 2.51,
+2.17 → 2.58, 2.97, 2.20; the 4 workers resumed 14–17 runs each, where before two resumed
+10 and two 20 (their first batch, then one more batch each for the first two done); 1
+worker claims 26 times for 60 runs instead of 8, its CPU per run 1.35–1.54 → 1.82–1.96 ms
+at those loads, beside a 50 ms peer.
+
+The tables above are one run of this code at the load in the line below: the ratios, the
+1 worker's runs/s and the CPU per run all move with the machine's load — at loads of 6–13,
+every side gets less of the 2 CPUs, and a worker waits for a CPU after each POST."""
 
 
 _DUE_DATABASES = (("sqlite", "SQLite"), ("postgresql", "PostgreSQL 15"))
