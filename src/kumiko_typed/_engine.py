@@ -15,6 +15,7 @@ from typing import Any, Final, cast
 
 from sqlalchemy import (
     TIMESTAMP,
+    BigInteger,
     DateTime,
     Engine,
     Enum,
@@ -33,6 +34,7 @@ from sqlalchemy.exc import ArgumentError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._database_urls import refuse_unsupported, url_refusal
+from ._errors import OutOfRange
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
 from ._sqlite_functions import FUNCTIONS
@@ -113,7 +115,9 @@ def _made(url: str) -> Engine:
         event.listen(engine, "connect", _postgres_connect)
         floats = engine.dialect.colspecs.get(Float, Float)
         signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
-        engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless}
+        bigs = engine.dialect.colspecs.get(BigInteger, BigInteger)
+        whole = type("_WholeBigInteger", (_WholeSum, bigs), {"cache_ok": True})
+        engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless, BigInteger: whole}
         engine.dialect.ddl_compiler = _PostgresDDL
         postgres = cast("PGDialect", engine.dialect)
         postgres.type_compiler_instance = postgres.type_compiler = _PostgresTypes(postgres)
@@ -189,6 +193,35 @@ class _SignlessZero(TypeEngine[Any]):
         def process(value: Any) -> Any:
             value = inner(value) if inner is not None else value
             return 0.0 if value.__class__ is float and value == 0.0 else value
+
+        return process
+
+
+#: psycopg's type code of a ``numeric`` result column.
+_NUMERIC_OID: Final = 1700
+_BIGINT: Final = range(-(2**63), 2**63)
+
+
+class _WholeSum(TypeEngine[Any]):
+    """PostgreSQL's ``BigInteger`` (mixed into the dialect's own), reading a ``numeric``
+    result as the ``int`` SQLite gives: ``sum`` of a ``bigint`` is a ``numeric`` there, so
+    ``func.sum(Item.big)`` (typed ``BigInteger``) was a ``Decimal`` on PostgreSQL and an
+    ``int`` on SQLite.  Past 64 bits it is refused, as SQLite's ``sum`` refuses it
+    ("integer overflow"), and as the type the query reads it as.  Only a ``numeric``
+    column gets the conversion: a ``bigint`` one reads as before, with no call per value."""
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        inner = super().result_processor(dialect, coltype)
+        if coltype != _NUMERIC_OID:
+            return inner
+
+        def process(value: Any) -> Any:
+            if value.__class__ is not Decimal or value != value.to_integral_value():
+                return value
+            whole = int(value)
+            if whole not in _BIGINT:
+                raise OutOfRange("bigint out of range")
+            return whole
 
         return process
 

@@ -73,6 +73,12 @@ class ProgramError(Exception):
     where any other exception's text goes to the log only."""
 
 
+class OutOfRange(ValueError):
+    """A number the database computed is past the type the query reads it as (a ``sum``
+    of a ``BigInteger`` column past 64 bits): the database's refusal of a value, as
+    PostgreSQL's ``bigint out of range``."""
+
+
 class StepRefused(ProgramError, ValueError):
     """A step was asked to do something it never does (an unbounded delete...)."""
 

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User, WorkflowCtx
-from ._errors import ProgramError, ProjectorFailed, Unfit, UnreadableEvent
+from ._errors import OutOfRange, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
@@ -433,10 +433,13 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
 def _refused_value(crash: StepCrash) -> bool:
     """Whether the database (or a column type binding for it) refused a value of the input."""
     cause = crash.cause
-    if isinstance(cause, DataError):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
+    if isinstance(cause, (DataError, OutOfRange)):  # PostgreSQL's SQLSTATE class 22, psycopg's adaptation
         return True
-    if isinstance(cause, OperationalError) and refused_here() and _FUNCTION_RAISED in str(cause.orig):
-        return True  # SQLite's cast or division, as PostgreSQL's DataError
+    if isinstance(cause, OperationalError):
+        if refused_here() and _FUNCTION_RAISED in str(cause.orig):
+            return True  # SQLite's cast or division, as PostgreSQL's DataError
+        if str(cause.orig) == _INTEGER_OVERFLOW:
+            return True  # SQLite's sum() or abs() past 64 bits, PostgreSQL's "bigint out of range"
     if crash.step.kind not in _BINDING_KINDS:
         return False
     if isinstance(cause, OverflowError):
@@ -450,6 +453,8 @@ def _refused_value(crash: StepCrash) -> bool:
 
 #: SQLite's error for a connection function that raised (``_sqlite_functions``'s refusals).
 _FUNCTION_RAISED: Final = "user-defined function raised exception"
+#: SQLite's error for an integer ``sum()`` or ``abs()`` past 64 bits.
+_INTEGER_OVERFLOW: Final = "integer overflow"
 _WRITE_ELSEWHERE: Final = "a query only reads: do the change in a write handler (app.dispatch)"
 
 #: Steps whose OverflowError comes from binding a value (not from a computation).

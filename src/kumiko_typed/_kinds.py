@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any, Final
 
-from sqlalchemy import JSON, Boolean, Enum, Float, Integer, Numeric, String
+from sqlalchemy import JSON, Boolean, Date, DateTime, Enum, Float, Integer, Numeric, String, Time, Uuid
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.cache_key import CacheKey
@@ -48,6 +48,21 @@ __all__ = ["refuse_mismatched"]
 _TEXT: Final = "text"
 _NUMBER: Final = "a number"
 _BOOL: Final = "true or false"
+#: The kinds of time.  PostgreSQL converts a date to a datetime where they meet; SQLite
+#: compares their text, in which a datetime's midnight is no date ('2024-01-01 00:00:00'
+#: against '2024-01-01'): ``Item.at == date(...)`` matched on PostgreSQL only,
+#: ``Item.day == datetime(...)`` likewise, and ISO text was SQLite's to compare and an
+#: operator PostgreSQL lacks.
+_DATETIME: Final = "a datetime"
+_DATE: Final = "a date"
+_TIME: Final = "a time"
+_TIMES: Final = frozenset({_DATETIME, _DATE, _TIME})
+#: A UUID is text to SQLite (its 32 hex digits) and a type of its own to PostgreSQL:
+#: ``Item.ref == 5`` matched nothing on SQLite and had no operator on PostgreSQL.  Text
+#: compared with a ``Uuid`` is bound as one (``_limits`` checks that it is one).
+_UUID: Final = "a UUID"
+#: The kinds PostgreSQL computes with ``+ - * / %`` only as numbers.
+_PLAIN: Final = frozenset({_TEXT, _NUMBER, _BOOL})
 
 
 def _kind(type_: TypeEngine[Any]) -> str | None:
@@ -63,6 +78,14 @@ def _kind(type_: TypeEngine[Any]) -> str | None:
         return _BOOL
     if isinstance(type_, (Integer, Numeric, Float)):
         return _NUMBER
+    if isinstance(type_, DateTime):
+        return _DATETIME
+    if isinstance(type_, Date):
+        return _DATE
+    if isinstance(type_, Time):
+        return _TIME
+    if isinstance(type_, Uuid):
+        return _UUID
     return None
 
 
@@ -151,10 +174,14 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 if place is not None:
                     found.append((place, _name(other), _what(other.type, must), False))
                 continue
+            how = (
+                "SQLite compares their text, PostgreSQL converts one of them"
+                if {left_kind, right_kind} <= _TIMES
+                else "SQLite would convert one of them, PostgreSQL refuses the comparison"
+            )
             raise StepRefused(
                 f"the query compares {_side(left, left_kind)} with {_side(right, right_kind)}: "
-                "SQLite would convert one of them, PostgreSQL refuses the comparison; "
-                "compare values of one kind (cast(...) says which)"
+                f"{how}; compare values of one kind (cast(...) says which)"
             )
     return tuple(found)
 
@@ -169,7 +196,12 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
     refusal where a side written in the query is text or true/false."""
     left, right = element.left, element.right
     left_kind, right_kind = _kind(left.type), _kind(right.type)
-    if left_kind is None or right_kind is None or left_kind == right_kind == _NUMBER:
+    if element.operator is operators.mod and any(isinstance(side.type, Float) for side in (left, right)):
+        raise StepRefused(
+            f"the query computes {_side(left, _NUMBER)} % {_side(right, _NUMBER)} of a float: "
+            "PostgreSQL has no % of floats, SQLite made them integers; cast(..., Numeric) them"
+        )
+    if left_kind not in _PLAIN or right_kind not in _PLAIN or left_kind == right_kind == _NUMBER:
         return []  # a time, an interval, a decorator: each database's own
     for value, other, other_kind in ((right, left, left_kind), (left, right, right_kind)):
         if isinstance(value, BindParameter) and not isinstance(other, BindParameter) and other_kind == _NUMBER:
@@ -182,8 +214,12 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
     )
 
 
-#: Aggregates PostgreSQL has of numbers (and text), not of true/false.
-_NO_BOOL: Final = frozenset({"sum", "avg", "max", "min"})
+#: Aggregates PostgreSQL has of numbers only; SQLite read text, a time or a UUID as a
+#: number (``sum`` of names was 0.0, ``avg`` of dates their year) where PostgreSQL refused.
+_OF_NUMBERS: Final = frozenset({"sum", "avg"})
+#: Aggregates PostgreSQL has of numbers, text and times, not of true/false, a UUID or JSON
+#: (SQLite answered ``max`` of UUIDs by their text).
+_ORDERED: Final = frozenset({"max", "min"})
 
 
 def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list[_Mismatch]:
@@ -193,13 +229,9 @@ def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list
     true as 1."""
     name = fn.name.lower()
     args: list[ColumnElement[Any]] = list(fn.clauses)
-    if name in _NO_BOOL:
+    if name in _OF_NUMBERS or name in _ORDERED:
         for arg in args:
-            if _kind(arg.type) == _BOOL:
-                raise StepRefused(
-                    f"the query takes {name}() of {_side(arg, _BOOL)}: PostgreSQL has no {name} of "
-                    "true or false, SQLite reads them as 1 and 0; cast(..., Integer) it"
-                )
+            _aggregated(name, arg)
     if name != "coalesce":
         return []
     written = [
@@ -221,6 +253,26 @@ def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list
             if place is not None:
                 found.append((place, _name(first), must, True))
     return found
+
+
+def _aggregated(name: str, arg: ColumnElement[Any]) -> None:
+    """The step's refusal of ``sum``/``avg`` of anything but numbers, and of ``max``/``min``
+    of true/false, a UUID or JSON: PostgreSQL has none of them."""
+    kind = _kind(arg.type)
+    if kind == _BOOL:
+        raise StepRefused(
+            f"the query takes {name}() of {_side(arg, _BOOL)}: PostgreSQL has no {name} of "
+            "true or false, SQLite reads them as 1 and 0; cast(..., Integer) it"
+        )
+    type_ = arg.type
+    if isinstance(type_, (Uuid, JSON)) or (name in _OF_NUMBERS and kind in (_TEXT, *_TIMES)):
+        what = "JSON" if isinstance(type_, JSON) else str(kind)
+        how = (
+            "SQLite reads it as a number; take it of a number (cast(...) says which)"
+            if name in _OF_NUMBERS
+            else "SQLite compares its text; cast(..., String) it"
+        )
+        raise StepRefused(f"the query takes {name}() of {_side(arg, what)}: PostgreSQL has no {name} of {what}, {how}")
 
 
 #: Comparisons a JSON value takes on both databases: IS NULL, IS NOT NULL.

@@ -14,7 +14,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
@@ -671,10 +671,10 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
     """What a read's value compared with a column of ``type_`` is checked for: only what
     one database refuses and the other compares.  PostgreSQL casts each parameter to its
     column's type (an integer past the column's width is an error there, no match on
-    SQLite) and takes no NUL; SQLite cannot bind a time outside UTC's years; neither
-    encodes a lone surrogate.  A text longer than its column is no error: no row holds it,
-    so none matches, on both; but a text that is none of an enum's values is (PostgreSQL's
-    enum type refuses it)."""
+    SQLite) and takes no NUL; SQLite cannot bind a time outside UTC's years, nor keep NaN
+    or a number of more than 15 significant digits; neither encodes a lone surrogate.  A
+    text longer than its column is no error: no row holds it, so none matches, on both;
+    but a text that is none of an enum's values is (PostgreSQL's enum type refuses it)."""
     decorated = isinstance(type_, TypeDecorator)
     if isinstance(type_, TypeDecorator):
         type_ = type_.impl_instance
@@ -687,10 +687,53 @@ def read_check(type_: TypeEngine[Any]) -> Check | None:
     if isinstance(type_, Integer):
         return _WIDTHS[16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32]
     if isinstance(type_, DateTime):
-        return _moment
+        return _compared_moment
+    if isinstance(type_, Date):
+        return _compared_day
     if isinstance(type_, Uuid):
         return _uuid
+    if isinstance(type_, Float):
+        return _compared_float
+    if isinstance(type_, Numeric):
+        return _compared_decimal
     return None
+
+
+def _compared_moment(value: object) -> str | None:
+    """A value in a ``DateTime`` column's ``IN`` list whose first item is ``None`` (the list
+    is bound as the column's type; otherwise as its first item's, which ``_kinds`` refuses
+    in the words used here): PostgreSQL cast ISO text, SQLite's type failed on it."""
+    if isinstance(value, str) or (isinstance(value, date) and not isinstance(value, datetime)):
+        return "must be a datetime"
+    return _moment(value)
+
+
+def _compared_day(value: object) -> str | None:
+    """A value in a ``Date`` column's ``IN`` list, as :func:`_compared_moment`."""
+    return "must be a date" if isinstance(value, (str, datetime)) else None
+
+
+def _compared_float(value: object) -> str | None:
+    """A float compared with a number column: SQLite binds NaN as NULL (no row matches),
+    PostgreSQL orders NaN above every number (``x < nan`` matched every row)."""
+    return _NAN if isinstance(value, float) and math.isnan(value) else None
+
+
+def _compared_decimal(value: object) -> str | None:
+    """A ``Decimal`` compared with a number column: NaN as a float's, and more significant
+    digits than SQLite's float keeps: SQLite rounded ``1.1000000000000000001`` to the
+    ``1.10`` a row holds and matched it, PostgreSQL compared it exactly."""
+    if not isinstance(value, Decimal):
+        return _compared_float(value)
+    if value.is_nan():
+        return _NAN
+    digits = _significant(value) if value.is_finite() else 0
+    if digits > _FLOAT_DIGITS:
+        return f"must have at most {_FLOAT_DIGITS} significant digits, not {digits}"
+    return None
+
+
+_NAN: Final = "must be a number, not NaN"
 
 
 #: Most values one read (or a projection delete's condition) compares: each is a

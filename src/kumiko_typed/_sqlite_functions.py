@@ -9,8 +9,9 @@ SQLite made them 5, 1 and 0, and ``as_string()`` of ``true`` was ``'1'``).  The 
 SQLite compiler (``_sqlite_sql.SQLiteStatements``) routes these through the functions here,
 which give PostgreSQL's value or its refusal; the refusal is the same
 ``validation_error`` as PostgreSQL's ``DataError`` ("the database refused a value").
-So do a number cast to an integer (SQLite truncates, PostgreSQL rounds) and ``substr``
-(SQLite counts a negative start from the end and takes a negative length).
+So do a number cast to an integer (SQLite truncates, PostgreSQL rounds), ``substr``
+(SQLite counts a negative start from the end and takes a negative length) and a float
+computed past its range (SQLite: infinity, PostgreSQL: overflow).
 Cost: a Python call per value on SQLite, only where such an expression is read.
 """
 
@@ -20,10 +21,20 @@ import json
 import math
 import re
 import threading
-from decimal import ROUND_HALF_UP, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from typing import Final, NoReturn, cast
 
-__all__ = ["CAST_NUMBER", "CAST_TEXT", "DIVISOR", "FUNCTIONS", "JSON_AS", "SUBSTR", "refused_here"]
+__all__ = [
+    "CAST_NUMBER",
+    "CAST_TEXT",
+    "DIVISOR",
+    "FINITE",
+    "FUNCTIONS",
+    "JSON_AS",
+    "REMAINDER",
+    "SUBSTR",
+    "refused_here",
+]
 
 #: The SQL names of the functions, as the compiler writes them.
 JSON_AS: Final = "kumiko_json_as"
@@ -31,6 +42,8 @@ CAST_TEXT: Final = "kumiko_cast_text"
 DIVISOR: Final = "kumiko_divisor"
 CAST_NUMBER: Final = "kumiko_cast_number"
 SUBSTR: Final = "kumiko_substr"
+FINITE: Final = "kumiko_finite"
+REMAINDER: Final = "kumiko_remainder"
 
 _INTEGER: Final = re.compile(r"\s*[+-]?[0-9]+\s*")
 _FLOAT: Final = re.compile(
@@ -39,6 +52,9 @@ _FLOAT: Final = re.compile(
 _TRUE: Final = ("true", "yes", "on", "1")
 _FALSE: Final = ("false", "no", "off", "0")
 _INT4: Final = range(-(2**31), 2**31)
+#: Enough digits for the integer quotient of any two floats (1e308 by 5e-324), which a
+#: remainder works out in full.
+_EXACT: Final = Context(prec=700)
 #: The integer types a cast names, by the word the compiler writes, and what they hold.
 INTEGERS: Final = {"smallint": range(-(2**15), 2**15), "integer": _INT4, "bigint": range(-(2**63), 2**63)}
 
@@ -128,6 +144,29 @@ def divisor(value: object) -> object:
     return value
 
 
+def finite(value: object) -> object:
+    """A float computed (``x * 10``, ``sum(x)``): past the float's range it is PostgreSQL's
+    "value out of range: overflow", not SQLite's infinity (which no column holds)."""
+    if isinstance(value, float) and math.isinf(value):
+        _refuse("value out of range: overflow")
+    return value
+
+
+def remainder(dividend: object, divisor: object) -> object:
+    """PostgreSQL's ``numeric`` ``%``: the remainder with the dividend's sign, of the
+    decimal values (SQLite keeps a NUMERIC as a float: ``0.3`` is read by its shortest
+    form, as the column's reading does); a zero divisor is refused."""
+    if dividend is None or divisor is None:
+        return None
+    if not isinstance(dividend, (int, float)) or not isinstance(divisor, (int, float)):
+        raise TypeError("% takes numbers")  # the compiler sends only numbers
+    if divisor == 0:
+        _refuse("division by zero")
+    left = Decimal(dividend) if isinstance(dividend, int) else Decimal(repr(dividend))
+    right = Decimal(divisor) if isinstance(divisor, int) else Decimal(repr(divisor))
+    return float(_EXACT.remainder(left, right)) + 0.0  # numeric has no -0: -4 % 2 is 0
+
+
 def _text(kind: str | None, value: object) -> str | None:
     """PostgreSQL's ``->>``: JSON's null and a missing key are NULL, true is ``'true'``,
     a document is its text as SQLAlchemy's JSON wrote it."""
@@ -164,4 +203,6 @@ FUNCTIONS: Final = (
     (DIVISOR, 1, divisor),
     (CAST_NUMBER, 3, cast_number),
     (SUBSTR, -1, substr),
+    (FINITE, 1, finite),
+    (REMAINDER, 2, remainder),
 )

@@ -9,9 +9,10 @@ from typing import Any, Final, cast
 from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Float, Integer, Numeric, SmallInteger, String, func
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteTypeCompiler
 from sqlalchemy.sql import operators
+from sqlalchemy.sql.compiler import OPERATORS
 from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, UnaryExpression
 
-from ._sqlite_functions import CAST_NUMBER, CAST_TEXT, DIVISOR, JSON_AS, SUBSTR
+from ._sqlite_functions import CAST_NUMBER, CAST_TEXT, DIVISOR, FINITE, JSON_AS, REMAINDER, SUBSTR
 
 __all__ = ["JSON_TEXT", "SQLiteStatements", "SQLiteTypes"]
 
@@ -64,12 +65,38 @@ class SQLiteStatements(SQLiteCompiler):
         return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
 
     def visit_truediv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
+        divided = str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
+        return _finite(binary.type, divided)
+
+    def visit_add_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        return self._float_arithmetic(binary, operator, kw)
+
+    visit_sub_binary = visit_mul_binary = visit_add_binary
+
+    def visit_sum_func(self, fn: Any, **kw: Any) -> str:
+        """``sum``/``avg``/``total`` of a float past its range: PostgreSQL's overflow, not
+        SQLite's infinity."""
+        computed = f"{fn.name}{self.function_argspec(fn, **kw)}"
+        return _finite(next((c.type for c in fn.clauses if _is_float(c.type)), fn.type), computed)
+
+    visit_avg_func = visit_total_func = visit_sum_func
+
+    def _float_arithmetic(self, binary: Any, operator: Any, kw: dict[str, Any]) -> str:
+        """``a + b``, ``a - b``, ``a * b`` as SQLite writes them, through
+        :func:`~._sqlite_functions.finite` when a float: past its range SQLite made it
+        infinity, PostgreSQL refuses it."""
+        text = str(cast(Any, self)._generate_generic_binary(binary, OPERATORS[operator], **kw))
+        return _finite(binary.type, text)
 
     def visit_floordiv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
         return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
 
     def visit_mod_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        """``a % b`` with the divisor checked; of a ``Numeric``, PostgreSQL's remainder
+        (:func:`~._sqlite_functions.remainder`): SQLite's ``%`` makes both sides integers,
+        so ``5.5 % 2`` was 1 and ``x % 0.3`` NULL (a division by the integer 0)."""
+        if binary.type._type_affinity is Numeric:
+            return f"{REMAINDER}({self.process(binary.left, **kw)}, {self.process(binary.right, **kw)})"
         return str(cast(Any, super()).visit_mod_binary(_checked_divisor(binary), operator, **kw))
 
     def visit_cast(self, cast: Any, **kwargs: Any) -> str:
@@ -153,6 +180,15 @@ def _nulls_as_postgresql(clause: Any) -> Any:
     if isinstance(sorted_by, ColumnClause) and getattr(sorted_by, "nullable", True) is False:
         return clause
     return clause.nulls_first() if descending else clause.nulls_last()
+
+
+def _is_float(type_: Any) -> bool:
+    return type_._type_affinity is Float
+
+
+def _finite(type_: Any, text: str) -> str:
+    """``text``, a computed value of ``type_``, refused past a float's range if a float."""
+    return f"{FINITE}({text})" if _is_float(type_) else text
 
 
 def _checked_divisor(binary: Any) -> Any:

@@ -1,0 +1,448 @@
+"""The same App, handlers and inputs on SQLite and on PostgreSQL give the same answers.
+
+A differential property (Hypothesis) writes rows of every column kind to both databases
+and reads them back through filters, orderings, limits and aggregates, comparing each
+``Ok`` value and each ``Failure`` (code, message, details) of one database with the
+other's.  The defects it found have their own tests below: before, a ``Date`` column
+compared with a datetime (or a ``DateTime`` with a date) matched on PostgreSQL only, ISO
+text compared with either matched on SQLite and was an ``internal_error`` on PostgreSQL;
+NaN compared with a number column matched nothing on SQLite and every row on PostgreSQL
+(``x < nan``); a ``Decimal`` of more than 15 significant digits compared with a
+``Numeric`` matched on SQLite only (its float rounded ``1.1000000000000000001`` to the
+``1.10`` a row holds); ``sum``/``avg`` of text, times and UUIDs answered on SQLite (0.0,
+a year) and were an ``internal_error`` on PostgreSQL, as were ``min``/``max`` of UUIDs.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+import uuid
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _support import failure_of, ok_data, refused_by_the_database
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
+
+AppOn = Callable[..., App]
+UTC = dt.UTC
+
+
+class DfItem(Entity):
+    __tablename__ = "df_item"
+    name: Mapped[str | None] = mapped_column(sa.String(12), nullable=True, default=None)
+    n: Mapped[int | None] = mapped_column(sa.Integer, nullable=True, default=None)
+    big: Mapped[int | None] = mapped_column(sa.BigInteger, nullable=True, default=None)
+    x: Mapped[float | None] = mapped_column(sa.Float, nullable=True, default=None)
+    amt: Mapped[Decimal | None] = mapped_column(sa.Numeric(12, 2), nullable=True, default=None)
+    flag: Mapped[bool | None] = mapped_column(sa.Boolean, nullable=True, default=None)
+    at: Mapped[dt.datetime | None] = mapped_column(sa.DateTime(timezone=True), nullable=True, default=None)
+    day: Mapped[dt.date | None] = mapped_column(sa.Date, nullable=True, default=None)
+    ref: Mapped[uuid.UUID | None] = mapped_column(sa.Uuid, nullable=True, default=None)
+
+
+@attrs.frozen
+class Put:
+    values: dict[str, Any]
+
+
+@attrs.frozen
+class Read:
+    """A read named in ``READS``, with its arguments."""
+
+    name: str
+    args: tuple[Any, ...] = ()
+
+
+def _compare(column: str, op: str, value: object) -> sa.Select[Any]:
+    side = getattr(DfItem, column)
+    if op == "between":
+        low, high = value  # type: ignore[misc]
+        return sa.select(DfItem.name).where(side.between(low, high))
+    return sa.select(DfItem.name).where(getattr(side, op)(value))
+
+
+_AGGREGATES: dict[str, Callable[[Any], Any]] = {
+    "count": sa.func.count,
+    "sum": sa.func.sum,
+    "min": sa.func.min,
+    "max": sa.func.max,
+}
+
+READS: dict[str, Callable[..., sa.Select[Any]]] = {
+    "compare": _compare,
+    "ordered": lambda column, descending, limit, offset: (
+        sa.select(getattr(DfItem, column))
+        .order_by(getattr(DfItem, column).desc() if descending else getattr(DfItem, column))
+        .limit(limit)
+        .offset(offset)
+    ),
+    "aggregate": lambda fn, column: sa.select(_AGGREGATES[fn](getattr(DfItem, column))),
+    "avg_as_column": lambda column: sa.select(sa.cast(sa.func.avg(getattr(DfItem, column)), sa.Numeric(30, 6))),
+    "like": lambda pattern, folded: sa.select(DfItem.name).where(
+        DfItem.name.ilike(pattern) if folded else DfItem.name.like(pattern)
+    ),
+    "mixed_times": lambda: sa.select(DfItem.name).where(DfItem.at > DfItem.day),
+    "abs": lambda: sa.select(sa.func.abs(DfItem.big)),
+    "times": lambda factor: sa.select(DfItem.x * factor),
+    "plus_itself": lambda: sa.select(DfItem.name).where(DfItem.x + DfItem.x > 0),
+    "float_avg": lambda: sa.select(sa.func.avg(DfItem.x)),
+    "remainder": lambda column, divisor: sa.select(getattr(DfItem, column) % divisor),
+}
+
+df = Feature("df")
+df.entity(DfItem)
+put = df.write_handler(
+    "put",
+    df.pipeline(Put).create("row", DfItem, data=lambda c: DfItem(**c.payload.values)).return_(lambda c: ok(None)),
+)
+read = df.query_handler(
+    "read",
+    df.query_pipeline(Read)
+    .find_many("r", lambda c: READS[c.payload.name](*c.payload.args))
+    .return_(lambda c: ok(list(c.steps["r"]))),
+)
+
+
+@pytest.fixture
+def app(app_on: AppOn) -> App:
+    return app_on([df])
+
+
+@pytest.fixture
+def both(tmp_path: Path, fresh_postgres_url: str) -> Iterator[tuple[App, App]]:
+    """The App on a SQLite file and on a fresh PostgreSQL database."""
+    apps = (App([df], database_url=f"sqlite:///{tmp_path / 'df.sqlite3'}"), App([df], database_url=fresh_postgres_url))
+    for each in apps:
+        each.create_all()
+    yield apps
+    for each in apps:
+        each.dispose()
+
+
+# --- the defects the property found ---------------------------------------------------
+
+DAY = dt.date(2024, 1, 1)
+MIDNIGHT = dt.datetime(2024, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("column", "value", "must"),
+    [
+        ("day", dt.datetime(2024, 1, 1), "must be a date"),
+        ("day", MIDNIGHT, "must be a date"),
+        ("day", "2024-01-01", "must be a date"),
+        ("at", DAY, "must be a datetime"),
+        ("at", "2024-01-01 00:00:00+00:00", "must be a datetime"),
+        ("ref", 5, "must be a UUID"),
+    ],
+)
+def test_a_time_or_uuid_column_compared_with_another_kind_is_refused_alike(
+    app: App, user: User, column: str, value: object, must: str
+) -> None:
+    """SQLite compares the text of a date and of a datetime, in which midnight is no date;
+    PostgreSQL converts the date: ``day == datetime(2024, 1, 1)`` found the row there only.
+    ``ref == 5`` found nothing on SQLite and was an ``internal_error`` on PostgreSQL."""
+    ok_data(app.dispatch(put, Put({"name": "a", "day": DAY, "at": MIDNIGHT, "ref": uuid.UUID(int=1)}), user=user))
+    refused = failure_of(app.query(read, Read("compare", (column, "__eq__", value)), user=user), "validation_error")
+    assert refused.message.startswith('step 0 read.find_many "r": a value cannot be compared with its column')
+    assert refused.details == [
+        {"path": "$.args[2]", "message": must, "column": f"df_item.{column}", "step": '0 read.find_many "r"'}
+    ]
+    # The column's own kind finds the row on both.
+    own = {"day": DAY, "at": MIDNIGHT, "ref": str(uuid.UUID(int=1))}[column]
+    assert ok_data(app.query(read, Read("compare", (column, "__eq__", own)), user=user)) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "must"),
+    [
+        ("at", [None, "2024-01-01"], "must be a datetime"),
+        ("at", [None, DAY], "must be a datetime"),
+        ("at", [DAY], "must be a datetime"),
+        ("day", [None, "2024-01-01"], "must be a date"),
+        ("day", [None, MIDNIGHT], "must be a date"),
+        ("day", [MIDNIGHT], "must be a date"),
+    ],
+)
+def test_an_in_list_of_another_kind_of_time_is_refused_alike(
+    app: App, user: User, column: str, values: list[object], must: str
+) -> None:
+    """An ``IN`` list is bound as its column's type: PostgreSQL cast the text, SQLite's
+    type raised ``TypeError`` (an ``internal_error``)."""
+    ok_data(app.dispatch(put, Put({"name": "a", "day": DAY, "at": MIDNIGHT}), user=user))
+    refused = failure_of(app.query(read, Read("compare", (column, "in_", values)), user=user), "validation_error")
+    assert [(d["path"], d["message"]) for d in refused.details] == [(f"$.args[2][{len(values) - 1}]", must)]
+
+
+def test_a_date_column_compared_with_a_datetime_column_in_the_query_is_the_steps_refusal(app: App, user: User) -> None:
+    ok_data(app.dispatch(put, Put({"name": "a", "day": DAY, "at": MIDNIGHT}), user=user))
+    refused = failure_of(app.query(read, Read("mixed_times"), user=user), "internal_error")
+    assert refused.message.startswith(
+        'step 0 read.find_many "r" raised StepRefused: the query compares df_item.at (a datetime) '
+        "with df_item.day (a date): SQLite compares their text, PostgreSQL converts one of them"
+    )
+
+
+@pytest.mark.parametrize(
+    ("column", "value"),
+    [("x", math.nan), ("n", math.nan), ("amt", math.nan), ("amt", Decimal("NaN")), ("x", Decimal("NaN"))],
+)
+def test_nan_compared_with_a_number_column_is_refused_alike(app: App, user: User, column: str, value: object) -> None:
+    """PostgreSQL orders NaN above every number (``x < nan`` found every row), SQLite binds
+    it as NULL (no row)."""
+    ok_data(app.dispatch(put, Put({"name": "a", "n": 1, "x": 1.5, "amt": Decimal("2.50")}), user=user))
+    refused = failure_of(app.query(read, Read("compare", (column, "__lt__", value)), user=user), "validation_error")
+    assert [(d["path"], d["message"]) for d in refused.details] == [("$.args[2]", "must be a number, not NaN")]
+    assert ok_data(app.query(read, Read("compare", (column, "__lt__", math.inf)), user=user)) == ["a"]
+
+
+def test_a_decimal_past_15_digits_compared_with_a_numeric_column_is_refused_alike(app: App, user: User) -> None:
+    """SQLite keeps a NUMERIC as a float and bound the value as one: ``1.1000000000000000001``
+    became 1.1 and matched the row holding ``1.10``, which PostgreSQL's exact comparison did not."""
+    ok_data(app.dispatch(put, Put({"name": "a", "amt": Decimal("1.10")}), user=user))
+    refused = failure_of(
+        app.query(read, Read("compare", ("amt", "__eq__", Decimal("1.1000000000000000001"))), user=user),
+        "validation_error",
+    )
+    assert [(d["path"], d["message"]) for d in refused.details] == [
+        ("$.args[2]", "must have at most 15 significant digits, not 20")
+    ]
+    assert ok_data(app.query(read, Read("compare", ("amt", "__eq__", Decimal("1.1"))), user=user)) == ["a"]
+
+
+@pytest.mark.parametrize(
+    ("fn", "column", "what"),
+    [
+        ("sum", "name", "text"),
+        ("sum", "at", "a datetime"),
+        ("sum", "day", "a date"),
+        ("sum", "ref", "a UUID"),
+        ("min", "ref", "a UUID"),
+        ("max", "ref", "a UUID"),
+    ],
+)
+def test_an_aggregate_postgresql_lacks_is_the_steps_refusal(
+    app: App, user: User, fn: str, column: str, what: str
+) -> None:
+    ok_data(app.dispatch(put, Put({"name": "a", "at": MIDNIGHT, "day": DAY, "ref": uuid.UUID(int=1)}), user=user))
+    refused = failure_of(app.query(read, Read("aggregate", (fn, column)), user=user), "internal_error")
+    assert refused.message.startswith(
+        f'step 0 read.find_many "r" raised StepRefused: the query takes {fn}() of df_item.{column} ({what}): '
+        f"PostgreSQL has no {fn} of {what}, SQLite "
+    )
+
+
+def test_avg_of_text_and_times_is_the_steps_refusal_too(app: App, user: User) -> None:
+    ok_data(app.dispatch(put, Put({"name": "a", "day": DAY}), user=user))
+    for column in ("name", "day"):
+        refused = failure_of(app.query(read, Read("avg_as_column", (column,)), user=user), "internal_error")
+        assert f"the query takes avg() of df_item.{column}" in refused.message
+
+
+def test_aggregates_of_numbers_and_of_ordered_kinds_still_answer(app: App, user: User) -> None:
+    ok_data(app.dispatch(put, Put({"name": "b", "n": 2, "at": MIDNIGHT, "day": DAY}), user=user))
+    ok_data(app.dispatch(put, Put({"name": "a", "n": 5}), user=user))
+    assert ok_data(app.query(read, Read("aggregate", ("sum", "n")), user=user)) == [7]
+    assert ok_data(app.query(read, Read("aggregate", ("min", "name")), user=user)) == ["a"]
+    assert ok_data(app.query(read, Read("aggregate", ("max", "day")), user=user)) == [DAY]
+    assert ok_data(app.query(read, Read("aggregate", ("max", "at")), user=user)) == [MIDNIGHT]
+    assert ok_data(app.query(read, Read("avg_as_column", ("n",)), user=user)) == [Decimal("3.5")]
+
+
+def test_a_sum_of_a_big_integer_column_is_an_int_on_both(app: App, user: User) -> None:
+    """PostgreSQL's ``sum`` of a ``bigint`` is a ``numeric``: it read as a ``Decimal``
+    there and as an ``int`` on SQLite."""
+    for big in (2**62, 5):
+        ok_data(app.dispatch(put, Put({"big": big}), user=user))
+    [total] = ok_data(app.query(read, Read("aggregate", ("sum", "big")), user=user))
+    assert type(total) is int and total == 2**62 + 5
+
+
+@pytest.mark.parametrize(("bigs", "name"), [((2**62, 2**62), "aggregate"), ((-(2**63),), "abs")])
+def test_an_integer_past_64_bits_is_the_databases_refusal_on_both(
+    app: App, user: User, bigs: tuple[int, ...], name: str
+) -> None:
+    """SQLite's ``sum`` and ``abs`` raise "integer overflow" (an ``internal_error``) where
+    PostgreSQL's ``sum`` answered a ``numeric`` past 64 bits and its ``abs`` refused the value."""
+    for big in bigs:
+        ok_data(app.dispatch(put, Put({"big": big}), user=user))
+    args = ("sum", "big") if name == "aggregate" else ()
+    refused_by_the_database(app.query(read, Read(name, args), user=user))
+
+
+@pytest.mark.parametrize(
+    "query",
+    [Read("aggregate", ("sum", "x")), Read("float_avg"), Read("times", (10.0,)), Read("plus_itself")],
+)
+def test_a_float_computed_past_its_range_is_the_databases_refusal_on_both(app: App, user: User, query: Read) -> None:
+    """SQLite's float arithmetic and ``sum``/``avg`` made infinity (a value no column
+    holds), where PostgreSQL refused it: "value out of range: overflow"."""
+    for x in (1.5e308, 1.5e308):
+        ok_data(app.dispatch(put, Put({"name": "a", "x": x}), user=user))
+    refused_by_the_database(app.query(read, query, user=user))
+    assert ok_data(app.query(read, Read("times", (0.5,)), user=user)) == [0.75e308, 0.75e308]
+
+
+def test_a_numeric_remainder_is_postgresqls_on_both(app: App, user: User) -> None:
+    """SQLite's ``%`` makes both sides integers: ``5.50 % 2`` was 1 and ``% 0.3`` NULL (a
+    division by the integer 0) where PostgreSQL answered 1.50 and 0.10."""
+    for amt in ("5.50", "-5.50", "2.20"):
+        ok_data(app.dispatch(put, Put({"amt": Decimal(amt)}), user=user))
+    found = ok_data(app.query(read, Read("remainder", ("amt", Decimal("0.3"))), user=user))
+    assert sorted(found) == [Decimal("-0.10"), Decimal("0.10"), Decimal("0.10")]
+    found = ok_data(app.query(read, Read("remainder", ("amt", 2)), user=user))
+    assert sorted(found) == [Decimal("-1.50"), Decimal("0.20"), Decimal("1.50")]
+    refused_by_the_database(app.query(read, Read("remainder", ("amt", Decimal(0))), user=user))
+    ok_data(app.dispatch(put, Put({"amt": Decimal("-4.00")}), user=user))
+    found = ok_data(app.query(read, Read("remainder", ("amt", 2)), user=user))
+    assert "-0.00" not in map(str, found)  # PostgreSQL's numeric has no negative zero
+
+
+@pytest.mark.parametrize("divisor", [2.0, 2])
+def test_a_float_remainder_is_the_steps_refusal(app: App, user: User, divisor: object) -> None:
+    """PostgreSQL has no ``%`` of a float (an ``internal_error`` naming nothing); SQLite made
+    both sides integers and answered."""
+    ok_data(app.dispatch(put, Put({"x": 5.5}), user=user))
+    refused = failure_of(app.query(read, Read("remainder", ("x", divisor)), user=user), "internal_error")
+    assert "StepRefused: the query computes df_item.x (a number) % " in refused.message
+    assert "PostgreSQL has no % of floats" in refused.message
+
+
+# --- the differential property ---------------------------------------------------------
+
+_texts = st.sampled_from(["", "a", "A", "a ", "ab", "a_b", "a%b", "b\\c", "ß", "SS", "é", "É", "🍎", "Ä x", "z" * 12])
+_ints = st.integers(-(2**31), 2**31 - 1) | st.sampled_from([0, 1, -1, 2**31 - 1, -(2**31)])
+_bigs = st.integers(-(2**62), 2**62) | st.sampled_from([2**53 + 1, -(2**53) - 1])
+_floats = st.floats(allow_nan=False, allow_infinity=False, width=64) | st.sampled_from([0.1, 5e-324, 1e308, -0.0])
+_amounts = st.decimals(min_value=-(10**9), max_value=10**9, places=2, allow_nan=False, allow_infinity=False)
+_moments = st.datetimes(
+    min_value=dt.datetime(1, 1, 2), max_value=dt.datetime(9999, 12, 30), timezones=st.sampled_from([UTC, None])
+) | st.sampled_from([dt.datetime(2024, 1, 1, 12, 0, 0, 1, tzinfo=dt.timezone(dt.timedelta(hours=-5)))])
+_days = st.dates() | st.sampled_from([DAY])
+_refs = st.uuids() | st.sampled_from([uuid.UUID(int=0), uuid.UUID(int=2**128 - 1)])
+
+COLUMNS: dict[str, st.SearchStrategy[Any]] = {
+    "name": _texts,
+    "n": _ints,
+    "big": _bigs,
+    "x": _floats,
+    "amt": _amounts,
+    "flag": st.booleans(),
+    "at": _moments,
+    "day": _days,
+    "ref": _refs,
+}
+#: Values a column may also be given, which it cannot hold (or compare) on one of the databases.
+ODD: dict[str, st.SearchStrategy[Any]] = {
+    "name": st.sampled_from(["z" * 13, "\x00", 5, "\ud800"]),
+    "n": st.sampled_from([2**31, 1.5, Decimal("2"), math.nan, True]),
+    "big": st.sampled_from([2**63, -(2**63) - 1]),
+    "x": st.sampled_from([math.inf, math.nan, Decimal("1.5"), 2**70]),
+    "amt": st.sampled_from([Decimal("1.005"), Decimal("1.1000000000000000001"), Decimal("1e11"), Decimal("NaN"), 1.5]),
+    "flag": st.sampled_from([2, "true"]),
+    "at": st.sampled_from([DAY, "2024-01-01", dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))]),
+    "day": st.sampled_from([MIDNIGHT, "2024-01-01"]),
+    "ref": st.sampled_from(["not-a-uuid", 5, str(uuid.UUID(int=7))]),
+}
+
+
+def _value(column: str) -> st.SearchStrategy[Any]:
+    return st.one_of(COLUMNS[column], COLUMNS[column], COLUMNS[column], ODD[column])
+
+
+_rows = st.dictionaries(st.sampled_from(sorted(COLUMNS)), st.none(), min_size=1, max_size=5).flatmap(
+    lambda keys: st.fixed_dictionaries({k: _value(k) for k in keys})
+)
+_ordered_columns = st.sampled_from(["name", "n", "big", "x", "amt", "flag", "at", "day", "ref"])
+_likes = st.text(alphabet="ab_%\\ßSsÉé🍎A", max_size=4)
+
+
+@st.composite
+def _reads(draw: st.DrawFn) -> Read:
+    kind = draw(st.sampled_from(["compare", "compare", "ordered", "aggregate", "like", "avg", "remainder"]))
+    if kind == "compare":
+        column = draw(st.sampled_from(sorted(COLUMNS)))
+        op = draw(st.sampled_from(["__eq__", "__ne__", "__lt__", "__ge__", "in_", "not_in", "between", "is_"]))
+        if op in ("in_", "not_in"):
+            value: Any = draw(st.lists(st.none() | _value(column), max_size=3))
+        elif op == "between":
+            value = (draw(_value(column)), draw(_value(column)))
+        elif op == "is_":
+            value = None
+        else:
+            value = draw(_value(column))
+        return Read("compare", (column, op, value))
+    if kind == "ordered":
+        limit = draw(st.none() | st.integers(-1, 4))
+        offset = draw(st.none() | st.integers(-1, 3))
+        return Read("ordered", (draw(_ordered_columns), draw(st.booleans()), limit, offset))
+    if kind == "aggregate":
+        return Read("aggregate", (draw(st.sampled_from(sorted(_AGGREGATES))), draw(_ordered_columns)))
+    if kind == "avg":
+        return Read("avg_as_column", (draw(st.sampled_from(["n", "amt"])),))
+    if kind == "remainder":
+        return Read("remainder", ("amt", draw(_amounts | st.integers(-5, 5))))
+    return Read("like", (draw(_likes), draw(st.booleans())))
+
+
+def _answer(result: object, ordered: bool) -> object:
+    """What a user sees of ``result``, comparable across databases: a Failure's code,
+    message and details (error ids left out); an Ok's values with their types, a
+    ``Decimal`` by its value (its scale is each database's, equal numbers), in order only
+    where the read orders them."""
+    if isinstance(result, Failure):
+        wipe = re.compile(r"[0-9a-f]{32}")
+        return ("failure", result.code, wipe.sub("<id>", result.message), wipe.sub("<id>", repr(result.details)))
+    assert isinstance(result, Ok), result
+    data = result.data
+    if not isinstance(data, list):
+        return ("ok", data)
+    values = [(type(v).__name__, v.normalize() if isinstance(v, Decimal) else v) for v in data]
+    return ("ok", values if ordered else sorted(values, key=repr))
+
+
+def _leaks(result: object) -> bool:
+    """Whether a Failure's message shows SQL, parameters or a traceback."""
+    if not isinstance(result, Failure):
+        return False
+    text = f"{result.message} {result.details!r}"
+    return any(s in text for s in ("SELECT ", "INSERT ", "[SQL", "[parameters", "Traceback", "psycopg", "sqlite3"))
+
+
+@pytest.mark.postgres
+def test_sqlite_and_postgresql_answer_every_read_and_write_alike(both: tuple[App, App], user: User) -> None:
+    lite, pg = both
+    seen = {"ok": 0, "failure": 0}
+
+    @settings(
+        max_examples=60,
+        deadline=None,
+        database=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+    )
+    @given(rows=st.lists(_rows, max_size=3), reads=st.lists(_reads(), min_size=1, max_size=6))
+    def check(rows: list[dict[str, Any]], reads: list[Read]) -> None:
+        for values in rows:
+            answers = [a.dispatch(put, Put(values), user=user) for a in (lite, pg)]
+            assert _answer(answers[0], True) == _answer(answers[1], True), values
+            assert not any(_leaks(a) for a in answers), answers
+        for query in reads:
+            answers = [a.query(read, query, user=user) for a in (lite, pg)]
+            ordered = query.name == "ordered"
+            assert _answer(answers[0], ordered) == _answer(answers[1], ordered), query
+            assert not any(_leaks(a) for a in answers), answers
+            seen["ok" if isinstance(answers[0], Ok) else "failure"] += 1
+
+    check()
+    assert seen["ok"] > 20 and seen["failure"] > 5, seen
