@@ -10,7 +10,8 @@ from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Float, Integer
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteTypeCompiler
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.compiler import OPERATORS
-from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, UnaryExpression
+from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, FunctionFilter, UnaryExpression
+from sqlalchemy.sql.functions import FunctionElement
 
 from ._sqlite_functions import CAST_NUMBER, CAST_TEXT, DIVISOR, FINITE, JSON_AS, REMAINDER, SUBSTR
 
@@ -76,10 +77,17 @@ class SQLiteStatements(SQLiteCompiler):
     def visit_sum_func(self, fn: Any, **kw: Any) -> str:
         """``sum``/``avg``/``total`` of a float past its range: PostgreSQL's overflow, not
         SQLite's infinity."""
+        bare = kw.pop(_BARE, False)
         computed = f"{fn.name}{self.function_argspec(fn, **kw)}"
-        return _finite(next((c.type for c in fn.clauses if _is_float(c.type)), fn.type), computed)
+        return computed if bare else _finite(_summed(fn), computed)
 
     visit_avg_func = visit_total_func = visit_sum_func
+
+    def visit_funcfilter(self, funcfilter: Any, **kw: Any) -> str:
+        """``sum(x) FILTER (WHERE ...)``, checked around the whole, as in a window."""
+        bare = kw.pop(_BARE, False)
+        text = str(cast(Any, super()).visit_funcfilter(funcfilter, **kw, **{_BARE: True}))
+        return text if bare else _finite_aggregate(funcfilter, text)
 
     def _float_arithmetic(self, binary: Any, operator: Any, kw: dict[str, Any]) -> str:
         """``a + b``, ``a - b``, ``a * b`` as SQLite writes them, through
@@ -132,13 +140,16 @@ class SQLiteStatements(SQLiteCompiler):
         order_by: str = cast(Any, self)._generate_delimited_list(clauses, ", ", **kw)  # untyped
         return " ORDER BY " + order_by if order_by else ""
 
-    def visit_over(self, over: Any, **kwargs: Any) -> str:
+    def visit_over(self, over: Any, **kw: Any) -> str:
         """A window's ``ORDER BY``, as :meth:`order_by_clause` (``row_number()`` numbered
-        the NULL rows first on SQLite only)."""
+        the NULL rows first on SQLite only); its ``sum``/``avg`` checked around the whole
+        window expression, as :meth:`visit_sum_func` checks a plain one: SQLite takes no
+        ``OVER`` after a plain function (``kumiko_finite(sum(x)) OVER (...)``)."""
         if over.order_by is not None and len(over.order_by):
             over = over._clone()
             over.order_by = ClauseList(*(_nulls_as_postgresql(c) for c in over.order_by))
-        return str(cast(Any, super()).visit_over(over, **kwargs))
+        kw.pop(_BARE, None)
+        return _finite_aggregate(over.element, str(cast(Any, super()).visit_over(over, **kw, **{_BARE: True})))
 
     def visit_substr_func(self, fn: Any, **kw: Any) -> str:
         """PostgreSQL's ``substr`` (:func:`~._sqlite_functions.substr`): SQLite counted a
@@ -180,6 +191,26 @@ def _nulls_as_postgresql(clause: Any) -> Any:
     if isinstance(sorted_by, ColumnClause) and getattr(sorted_by, "nullable", True) is False:
         return clause
     return clause.nulls_first() if descending else clause.nulls_last()
+
+
+#: A compiler keyword: render a ``sum``/``avg``/``total`` unchecked, the ``OVER`` or
+#: ``FILTER`` around it being checked instead.
+_BARE: Final = "kumiko_bare_aggregate"
+_SUMS: Final = frozenset({"sum", "avg", "total"})
+
+
+def _summed(fn: Any) -> Any:
+    """The type whose range a ``sum``/``avg``/``total`` of ``fn``'s arguments may pass."""
+    return next((c.type for c in fn.clauses if _is_float(c.type)), fn.type)
+
+
+def _finite_aggregate(element: Any, text: str) -> str:
+    """``text`` (a window or a filtered aggregate over ``element``) checked as
+    :meth:`SQLiteStatements.visit_sum_func` checks a plain ``sum``, if ``element`` is one."""
+    fn = element.func if isinstance(element, FunctionFilter) else element
+    if not isinstance(fn, FunctionElement) or fn.name.lower() not in _SUMS:
+        return text
+    return _finite(_summed(fn), text)
 
 
 def _is_float(type_: Any) -> bool:

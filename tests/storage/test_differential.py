@@ -98,6 +98,10 @@ READS: dict[str, Callable[..., sa.Select[Any]]] = {
     "plus_itself": lambda: sa.select(DfItem.name).where(DfItem.x + DfItem.x > 0),
     "float_avg": lambda: sa.select(sa.func.avg(DfItem.x)),
     "remainder": lambda column, divisor: sa.select(getattr(DfItem, column) % divisor),
+    "window_sum": lambda: sa.select(sa.func.sum(DfItem.x).over(partition_by=DfItem.name)).order_by(DfItem.id),
+    "window_avg": lambda: sa.select(sa.func.avg(DfItem.x).over()),
+    "filtered_sum": lambda: sa.select(sa.func.sum(DfItem.x).filter(DfItem.name == "a")),
+    "filtered_window_sum": lambda: sa.select(sa.func.sum(DfItem.x).filter(DfItem.name == "a").over()),
 }
 
 df = Feature("df")
@@ -283,7 +287,16 @@ def test_an_integer_past_64_bits_is_the_databases_refusal_on_both(
 
 @pytest.mark.parametrize(
     "query",
-    [Read("aggregate", ("sum", "x")), Read("float_avg"), Read("times", (10.0,)), Read("plus_itself")],
+    [
+        Read("aggregate", ("sum", "x")),
+        Read("float_avg"),
+        Read("times", (10.0,)),
+        Read("plus_itself"),
+        Read("window_sum"),
+        Read("window_avg"),
+        Read("filtered_sum"),
+        Read("filtered_window_sum"),
+    ],
 )
 def test_a_float_computed_past_its_range_is_the_databases_refusal_on_both(app: App, user: User, query: Read) -> None:
     """SQLite's float arithmetic and ``sum``/``avg`` made infinity (a value no column
@@ -292,6 +305,18 @@ def test_a_float_computed_past_its_range_is_the_databases_refusal_on_both(app: A
         ok_data(app.dispatch(put, Put({"name": "a", "x": x}), user=user))
     refused_by_the_database(app.query(read, query, user=user))
     assert ok_data(app.query(read, Read("times", (0.5,)), user=user)) == [0.75e308, 0.75e308]
+
+
+def test_a_float_sum_in_a_window_or_filtered_answers_alike(app: App, user: User) -> None:
+    """The check of a float ``sum``/``avg`` past its range wraps a window or a ``FILTER``
+    whole: wrapped inside (``kumiko_finite(sum(x)) OVER (...)``) SQLite refused the
+    statement, an ``internal_error`` where PostgreSQL answered."""
+    for name, x in (("a", 1.5), ("a", 2.5), ("b", 4.0)):
+        ok_data(app.dispatch(put, Put({"name": name, "x": x}), user=user))
+    assert ok_data(app.query(read, Read("window_sum"), user=user)) == [4.0, 4.0, 4.0]
+    assert ok_data(app.query(read, Read("window_avg"), user=user)) == pytest.approx([8 / 3] * 3)
+    assert ok_data(app.query(read, Read("filtered_sum"), user=user)) == [4.0]
+    assert ok_data(app.query(read, Read("filtered_window_sum"), user=user)) == [4.0, 4.0, 4.0]
 
 
 def test_a_numeric_remainder_is_postgresqls_on_both(app: App, user: User) -> None:
