@@ -79,7 +79,9 @@ def _text(longest: int) -> Callable[[Any, Any, str], None]:
 
 
 _EMAIL: Callable[[Any, Any, str], None] = attrs.validators.and_(
-    attrs.validators.max_len(254), attrs.validators.matches_re(r"[^@\s]+@[^@\s]+")
+    # No control character either: the mails to this address would refuse it, after the hold.
+    attrs.validators.max_len(254),
+    attrs.validators.matches_re(r"[^@\s\x00-\x1f\x7f]+@[^@\s\x00-\x1f\x7f]+"),
 )
 
 

@@ -12,6 +12,7 @@ import os
 import subprocess
 import sys
 import threading
+import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -343,6 +344,9 @@ def test_another_tenants_show_and_reservation_look_like_none(app: App) -> None:
         ("reservation:hold", {"email": "a@b.c", "seats": list(range(1, 100_001))}, "$.seats"),
         ("reservation:hold", {"email": "no-at-sign", "seats": [1]}, "$.email"),
         ("reservation:hold", {"email": "a@b.c" + "x" * 300, "seats": [1]}, "$.email"),
+        # A control character would make the run's mail refuse the address when the hold ends.
+        ("reservation:hold", {"email": "a\x01@b.c", "seats": [1]}, "$.email"),
+        ("reservation:hold", {"email": "a@b.c\x7f", "seats": [1]}, "$.email"),
         ("reservation:pay", {"payment_id": "p", "amount": "NaN"}, "$.amount"),
         ("reservation:pay", {"payment_id": "p", "amount": "sNaN"}, "$.amount"),
         ("reservation:pay", {"payment_id": "p" * 101, "amount": "25"}, "$.payment_id"),
@@ -521,3 +525,118 @@ def test_buyers_in_processes_of_their_own_racing_for_the_last_seat_get_it_once(
     assert sorted(a["code"] for a in answers) == ["ok", *["unprocessable"] * 4], answers
     assert {a.get("message") for a in answers} == {None, "seats taken: 3"}
     assert _seats(app, show).held == 3 and _seat_rows(app) == [(1, "held"), (2, "held"), (3, "held")]
+
+
+def test_two_looping_workers_settle_every_hold_paid_or_cancelled_right_after_it_was_made(
+    app: App, db_url: str, clock: FakeClock
+) -> None:
+    """Each answer commits while the hold's run may still be starting, on another
+    connection: no run misses it (every hold ends sold or released, none waits for its
+    expiry, which the fake clock never reaches)."""
+    other = App([tickets], database_url=db_url, clock=clock, mail=MemoryMail())
+    show = _show(app, capacity=200)
+    raised: list[BaseException] = []
+
+    def loop(worker: App) -> None:
+        try:
+            worker.run_worker(poll_interval=0.05)
+        except BaseException as exc:
+            raised.append(exc)
+
+    workers = [threading.Thread(target=loop, args=(a,), daemon=True) for a in (app, other)]
+    for w in workers:
+        w.start()
+    held: list[uuid.UUID] = []
+    lock = threading.Lock()
+
+    def buy(first: int) -> None:
+        for number in range(first, 60, 3):
+            buyer = User(id=uuid.uuid4(), tenant_id=TENANT)
+            reservation = _hold(app, show, [number + 1], user=buyer).reservation_id
+            if number % 3:
+                ok_data(app.dispatch(pay, Pay(reservation, f"p{number}", D("25.00")), user=buyer))
+            else:
+                ok_data(app.dispatch(cancel, Cancel(reservation), user=buyer))
+            with lock:
+                held.append(reservation)
+
+    buyers = [threading.Thread(target=buy, args=(first,)) for first in range(3)]
+    for t in buyers:
+        t.start()
+    for t in buyers:
+        t.join(120)
+    try:
+        _eventually(
+            lambda: sum(_status(app, r).status in ("confirmed", "cancelled") for r in held) == 60, "every hold settled"
+        )
+    finally:
+        app.stop_worker()
+        other.stop_worker()
+        for w in workers:
+            w.join(30)
+        other.dispose()
+    assert not raised, raised
+    seen = _seats(app, show)
+    assert (seen.held, seen.sold) == (0, 40)
+    assert {r.status for r in app.runs(hold)} == {"completed"}
+
+
+@pytest.mark.postgres
+def test_a_worker_whose_connection_is_cut_mid_sale_sells_once(
+    fresh_postgres_url: str, clock: FakeClock, receiver: Receiver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The run's locked read of the reservation waits behind another transaction; its
+    backend is terminated there; the looping worker outlives it and sells the seats once."""
+    monkeypatch.setenv("TICKETS_BOX_OFFICE_URL", receiver.base)
+    app = App([tickets], database_url=fresh_postgres_url, clock=clock, mail=MemoryMail())
+    killer = sa.create_engine(fresh_postgres_url, poolclass=sa.pool.NullPool)
+    raised: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            app.run_worker(poll_interval=0.05)
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=loop, daemon=True)
+    try:
+        app.create_all()
+        show = _show(app)
+        held = _hold(app, show, [1, 2])
+        _drain(app)
+        ok_data(app.dispatch(pay, Pay(held.reservation_id, "p", D("50.00")), user=ADA))
+        with killer.connect() as blocker:
+            blocker.execute(
+                sa.text("SELECT 1 FROM tickets_reservation WHERE id = :id FOR UPDATE"), {"id": held.reservation_id}
+            )
+            worker.start()
+            _eventually(lambda: _terminate_lock_waiters(killer) > 0, "the worker's read was cut")
+            blocker.rollback()
+        _eventually(lambda: _status(app, held.reservation_id).status == "confirmed", "the sale")
+        _eventually(lambda: len(receiver.to("/sold")) == 1, "the box office told")
+    finally:
+        app.stop_worker()
+        worker.join(30)
+        killer.dispose()
+    assert not raised, raised
+    assert _events(app, Show, show) == [ShowScheduled, SeatsHeld, SeatsSold]
+    assert _seat_rows(app) == [(1, "sold"), (2, "sold")] and len(receiver.to("/sold")) == 1
+    app.dispose()
+
+
+def _terminate_lock_waiters(engine: sa.Engine) -> int:
+    """Terminate the backends waiting for a lock: how many."""
+    stmt = sa.text(
+        "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+        " WHERE wait_event_type = 'Lock' AND pid <> pg_backend_pid()"
+    )
+    with engine.connect() as conn:
+        return int(conn.execute(stmt).scalar_one())
+
+
+def _eventually(check: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {seconds} s: {what}")
+        time.sleep(0.05)
