@@ -18,6 +18,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 import sqlalchemy as sa
@@ -67,6 +68,7 @@ BOB = User(id=uuid.uuid4(), tenant_id=TENANT)
 STRANGER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
 REPO = Path(__file__).resolve().parents[2]
 WORKER = REPO / "tests" / "_tickets_worker.py"
+T = TypeVar("T")
 
 
 @pytest.fixture
@@ -344,9 +346,12 @@ def test_another_tenants_show_and_reservation_look_like_none(app: App) -> None:
         ("reservation:hold", {"email": "a@b.c", "seats": list(range(1, 100_001))}, "$.seats"),
         ("reservation:hold", {"email": "no-at-sign", "seats": [1]}, "$.email"),
         ("reservation:hold", {"email": "a@b.c" + "x" * 300, "seats": [1]}, "$.email"),
-        # A control character would make the run's mail refuse the address when the hold ends.
+        # Addresses the run's mail would refuse when the hold ends (mail_address refuses them now).
         ("reservation:hold", {"email": "a\x01@b.c", "seats": [1]}, "$.email"),
         ("reservation:hold", {"email": "a@b.c\x7f", "seats": [1]}, "$.email"),
+        ("reservation:hold", {"email": "ada@example.com,boss", "seats": [1]}, "$.email"),
+        ("reservation:hold", {"email": "a(b@c.d", "seats": [1]}, "$.email"),
+        ("reservation:hold", {"email": "=?utf-8?q?a?=@b.c", "seats": [1]}, "$.email"),
         ("reservation:pay", {"payment_id": "p", "amount": "NaN"}, "$.amount"),
         ("reservation:pay", {"payment_id": "p", "amount": "sNaN"}, "$.amount"),
         ("reservation:pay", {"payment_id": "p" * 101, "amount": "25"}, "$.payment_id"),
@@ -552,11 +557,13 @@ def test_two_looping_workers_settle_every_hold_paid_or_cancelled_right_after_it_
     def buy(first: int) -> None:
         for number in range(first, 60, 3):
             buyer = User(id=uuid.uuid4(), tenant_id=TENANT)
-            reservation = _hold(app, show, [number + 1], user=buyer).reservation_id
+            command = HoldSeats(show, "ada@example.com", [number + 1])
+            reservation = _tried(lambda: app.dispatch(hold_seats, command, user=buyer)).reservation_id
             if number % 3:
-                ok_data(app.dispatch(pay, Pay(reservation, f"p{number}", D("25.00")), user=buyer))
+                payment = Pay(reservation, f"p{number}", D("25.00"))
+                _tried(lambda: app.dispatch(pay, payment, user=buyer, idempotency_key=payment.payment_id))
             else:
-                ok_data(app.dispatch(cancel, Cancel(reservation), user=buyer))
+                _tried(lambda: app.dispatch(cancel, Cancel(reservation), user=buyer))
             with lock:
                 held.append(reservation)
 
@@ -567,7 +574,15 @@ def test_two_looping_workers_settle_every_hold_paid_or_cancelled_right_after_it_
         t.join(120)
     try:
         _eventually(
-            lambda: sum(_status(app, r).status in ("confirmed", "cancelled") for r in held) == 60, "every hold settled"
+            lambda: sum(_status(app, r).status in ("confirmed", "cancelled") for r in held) == 60,
+            "every hold settled",
+            lambda: repr(
+                (
+                    len(held),
+                    sorted(_status(app, r).status for r in held),
+                    [(r.status, r.path, r.error) for r in app.runs() if r.status != "completed"],
+                )
+            ),
         )
     finally:
         app.stop_worker()
@@ -624,6 +639,17 @@ def test_a_worker_whose_connection_is_cut_mid_sale_sells_once(
     app.dispose()
 
 
+def _tried(call: Callable[[], Ok[T] | Failure]) -> T:
+    """``call``'s data, asking again while it answers ``unavailable`` (SQLite's write lock
+    held past its busy timeout by a worker's batch on a loaded machine), as a client does."""
+    for _ in range(20):
+        answer = call()
+        if not (isinstance(answer, Failure) and answer.code == "unavailable"):
+            break
+    data: T = ok_data(answer)
+    return data
+
+
 def _terminate_lock_waiters(engine: sa.Engine) -> int:
     """Terminate the backends waiting for a lock: how many."""
     stmt = sa.text(
@@ -634,9 +660,11 @@ def _terminate_lock_waiters(engine: sa.Engine) -> int:
         return int(conn.execute(stmt).scalar_one())
 
 
-def _eventually(check: Callable[[], bool], what: str, seconds: float = 60.0) -> None:
+def _eventually(
+    check: Callable[[], bool], what: str, state: Callable[[], str] = lambda: "", seconds: float = 60.0
+) -> None:
     deadline = time.monotonic() + seconds
     while not check():
         if time.monotonic() > deadline:
-            raise AssertionError(f"not within {seconds} s: {what}")
+            raise AssertionError(f"not within {seconds} s: {what} {state()}")
         time.sleep(0.05)
