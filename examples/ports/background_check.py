@@ -24,7 +24,7 @@ import attrs
 from sqlalchemy import JSON, String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import Entity, Feature, RetryPolicy, fail, manual, ok
+from kumiko_typed import Entity, Feature, RetryPolicy, fail, mail_address, manual, ok
 
 ACCEPT_WITHIN = timedelta(days=7)
 SSN_TRACE_WITHIN = timedelta(days=1)
@@ -89,9 +89,7 @@ class CheckEnded:
 
 @attrs.frozen
 class OrderCheck:
-    email: str = attrs.field(
-        validator=attrs.validators.and_(attrs.validators.max_len(254), attrs.validators.matches_re(r"[^@\s]+@[^@\s]+"))
-    )
+    email: str = attrs.field(validator=attrs.validators.and_(attrs.validators.max_len(254), mail_address))
     package: Literal["standard", "full"]
     #: For the provider: sent in the trace request and kept in the run's payload, never in
     #: an event or the check's row.

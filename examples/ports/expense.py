@@ -27,7 +27,7 @@ import attrs
 from sqlalchemy import DateTime, Numeric, String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import Entity, Feature, RetryPolicy, WriteHandler, fail, ok, on_event
+from kumiko_typed import Entity, Feature, RetryPolicy, WriteHandler, fail, mail_address, ok, on_event
 
 DECIDE_WITHIN = timedelta(days=3)
 PAYMENT_WITHIN = timedelta(days=1)
@@ -93,9 +93,7 @@ class PaymentSettled:
 
 @attrs.frozen
 class FileExpense:
-    submitter: str = attrs.field(
-        validator=attrs.validators.and_(attrs.validators.max_len(254), attrs.validators.matches_re(r"[^@\s]+@[^@\s]+"))
-    )
+    submitter: str = attrs.field(validator=attrs.validators.and_(attrs.validators.max_len(254), mail_address))
     description: str = attrs.field(validator=attrs.validators.max_len(200))
     amount: Decimal = attrs.field(validator=attrs.validators.gt(Decimal(0)))
 

@@ -37,7 +37,7 @@ import attrs
 from sqlalchemy import Numeric, Select, String, select
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
-from kumiko_typed import Ctx, Entity, Feature, fail, ok, on_event
+from kumiko_typed import Ctx, Entity, Feature, fail, mail_address, ok, on_event
 
 #: The largest amount one charge or payment may carry (the columns hold 12 digits, 2 after the point).
 MAX_AMOUNT = Decimal("1000000.00")
@@ -62,9 +62,7 @@ def _stays(_instance: object, attribute: attrs.Attribute[list[uuid.UUID]], value
         raise ValueError("must name each guest stay once")
 
 
-_EMAIL: Callable[[Any, Any, str], None] = attrs.validators.and_(
-    attrs.validators.max_len(200), attrs.validators.matches_re(r"[^@\s]+@[^@\s]+")
-)
+_EMAIL: Callable[[Any, Any, str], None] = attrs.validators.and_(attrs.validators.max_len(200), mail_address)
 
 
 class GuestStayAccount(Entity):

@@ -29,7 +29,7 @@ import attrs
 from sqlalchemy import Numeric, String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import Entity, Feature, fail, ok, on_event
+from kumiko_typed import Entity, Feature, fail, mail_address, ok, on_event
 
 TRIAL = timedelta(days=14)  # the default trial
 PERIOD = timedelta(days=30)
@@ -102,7 +102,7 @@ class Ended:
 
 @attrs.frozen
 class Subscribe:
-    email: str = attrs.field(validator=attrs.validators.matches_re(r"[^@\s]+@[^@\s]+"))
+    email: str = attrs.field(validator=mail_address)
     charge: Decimal = attrs.field(validator=_amount)
     max_periods: int = attrs.field(validator=[attrs.validators.ge(1), attrs.validators.le(120)])
     trial_days: int = attrs.field(default=TRIAL.days, validator=[attrs.validators.ge(0), attrs.validators.le(90)])

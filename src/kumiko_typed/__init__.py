@@ -14,6 +14,7 @@ from ._errors import BootError, DeliveryError
 from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._finished import Finished, QueryFinished, WorkflowFinished
 from ._mail import MaildirTransport, MailMessage, MailTransport, SmtpTransport
+from ._mail_address import mail_address
 from ._outbox_types import Auth, OutboxItem, RetryPolicy, bearer, header_auth, signed
 from ._results import HTTP_STATUS, Failure, FailureCode, Ok, WriteResult, fail, ok
 from ._run_check import Incompatible
@@ -68,6 +69,7 @@ __all__ = [
     "cron",
     "fail",
     "header_auth",
+    "mail_address",
     "manual",
     "ok",
     "on_event",

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import contextlib
-import email.errors
 import email.policy
 import os
 import smtplib
@@ -31,6 +30,7 @@ import attrs
 import httpx
 
 from ._errors import DeliveryError
+from ._mail_address import address_problem
 from ._resolve import addresses, local_name
 
 __all__ = [
@@ -40,7 +40,6 @@ __all__ = [
     "MaildirTransport",
     "SecretLookup",
     "SmtpTransport",
-    "address_problem",
     "to_email",
 ]
 
@@ -72,27 +71,6 @@ class MailTransport(Protocol):
     from up to ``App(delivery_concurrency=...)`` threads at once."""
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None: ...
-
-
-_ONE_ADDRESS = "must be one mail address (name@example.com or Name <name@example.com>)"
-
-
-def address_problem(value: str) -> str | None:
-    """Why ``value`` (a recipient or the sender) is not exactly one mail address; ``None``
-    if it is.  A comma, a group (``list:a@x,b@y;``) or an RFC 2047 encoded word that
-    decodes to one makes one field several addresses: whoever writes the value (a
-    payload field) would add recipients, as a line break would add a ``Bcc:``."""
-    if "=?" in value:
-        return "must not hold an RFC 2047 encoded word (=?...?=); give a display name as plain text"
-    try:
-        field = email.policy.default.header_factory("to", value)
-        addresses = field.addresses
-    except Exception:  # the email package fails on some (IndexError on "a@")
-        return _ONE_ADDRESS
-    defects = [d for d in field.defects if not isinstance(d, email.errors.NonASCIILocalPartDefect)]
-    if len(addresses) != 1 or defects or not addresses[0].username or not addresses[0].domain:
-        return _ONE_ADDRESS
-    return None
 
 
 def to_email(message: MailMessage) -> EmailMessage:

@@ -60,6 +60,7 @@ PUBLIC = [
     "cron",
     "fail",
     "header_auth",
+    "mail_address",
     "manual",
     "ok",
     "on_event",

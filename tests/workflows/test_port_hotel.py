@@ -257,6 +257,20 @@ def test_an_empty_oversized_or_repeating_group_is_refused(app: App, user: User, 
     assert app.runs() == []
 
 
+@pytest.mark.parametrize("clerk", ["clerk@hotel.example,boss", "clerk(@hotel.example", "clerk\x01@hotel.example"])
+def test_a_clerk_address_the_groups_mail_would_refuse_is_refused_when_the_group_is_initiated(
+    app: App, user: User, clerk: str
+) -> None:
+    """The run mails the clerk when the group is done: an address that mail refuses failed
+    that last segment, so the group stayed "initiated" for good after its stays were
+    checked out.  It is refused at the command, at its field."""
+    stay = _stay(app, user)
+    body = {"group_id": str(uuid.uuid4()), "clerk_email": clerk, "stay_ids": [str(stay)]}
+    refused = failure_of(app.dispatch_json("hotel:group:initiate-checkout", body, user=user), "validation_error")
+    assert refused.details is not None and [d["path"] for d in refused.details] == ["$.clerk_email"]
+    assert _drain(app) == 0 and app.runs() == []
+
+
 def test_a_stay_in_two_groups_is_checked_out_by_the_first_only(app: App, user: User) -> None:
     shared = _stay(app, user)
     first = _group(app, user, [shared, _stay(app, user)])

@@ -3,7 +3,6 @@ transaction (a rollback leaves none); the worker side is :mod:`kumiko_typed._out
 
 from __future__ import annotations
 
-import re
 import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -14,7 +13,7 @@ from sqlalchemy import insert
 from .._delivery import HEADER_VALUE, json_text, url_problem
 from .._errors import Problem, Unfit
 from .._limits import refuse, source_path, stored_json
-from .._mail import address_problem
+from .._mail_address import HEADER_PROBLEM, address_problem, header_problem
 from .._notify import notify
 from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
@@ -72,11 +71,6 @@ class SendMail(Step):
         return None
 
 
-#: What a mail header field may not hold: a line break (what ``str.splitlines`` breaks at,
-#: as the email package does) or another control character but the tab.
-_NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
-
-
 def _to_problem(run: Run, to: object, message: str) -> Problem:
     return {"path": source_path(run.payload, to), "message": message, "column": f"{outbox.name}.message.to"}
 
@@ -105,11 +99,11 @@ def _header_problems(fields: list[tuple[str, object]], payload: object) -> list[
     return [
         {
             "path": source_path(payload, value),
-            "message": "must not contain line breaks or control characters",
+            "message": HEADER_PROBLEM,
             "column": f"{outbox.name}.message.{name}",
         }
         for name, value in fields
-        if value is not None and _NOT_IN_HEADER.search(str(value))
+        if value is not None and header_problem(str(value))
     ]
 
 

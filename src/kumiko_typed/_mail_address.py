@@ -1,0 +1,57 @@
+"""What a mail header, and one mail address, may hold: the one rule ``send_mail`` checks
+its fields by, the transports check a row by, and :func:`mail_address` checks a payload
+field by, so an address a handler took is one its workflow's mail will take."""
+
+from __future__ import annotations
+
+import email.errors
+import email.policy
+import re
+from typing import Any
+
+import attrs
+
+__all__ = ["HEADER_PROBLEM", "address_problem", "header_problem", "mail_address"]
+
+#: What a mail header field may not hold: a line break (what ``str.splitlines`` breaks at,
+#: as the email package does) or another control character but the tab.
+_NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
+HEADER_PROBLEM = "must not contain line breaks or control characters"
+_ONE_ADDRESS = "must be one mail address (name@example.com or Name <name@example.com>)"
+
+
+def header_problem(value: str) -> str | None:
+    """Why ``value`` cannot be a mail header field (it would add headers, ``Bcc:``, in a
+    transport that writes them as given); ``None`` if it can."""
+    return HEADER_PROBLEM if _NOT_IN_HEADER.search(value) else None
+
+
+def address_problem(value: str) -> str | None:
+    """Why ``value`` (a recipient or the sender) is not exactly one mail address; ``None``
+    if it is.  A comma, a group (``list:a@x,b@y;``) or an RFC 2047 encoded word that
+    decodes to one makes one field several addresses: whoever writes the value (a
+    payload field) would add recipients, as a line break would add a ``Bcc:``."""
+    if "=?" in value:
+        return "must not hold an RFC 2047 encoded word (=?...?=); give a display name as plain text"
+    try:
+        field = email.policy.default.header_factory("to", value)
+        addresses = field.addresses
+    except Exception:  # the email package fails on some (IndexError on "a@")
+        return _ONE_ADDRESS
+    defects = [d for d in field.defects if not isinstance(d, email.errors.NonASCIILocalPartDefect)]
+    if len(addresses) != 1 or defects or not addresses[0].username or not addresses[0].domain:
+        return _ONE_ADDRESS
+    return None
+
+
+def mail_address(_instance: Any, _attribute: attrs.Attribute[Any], value: str) -> None:
+    """An attrs validator for a payload field that a mail will be sent to (or from):
+    ``attrs.field(validator=mail_address)``.  It takes what ``send_mail`` takes as one
+    address and refuses the rest with the message ``send_mail`` would give, so a bad
+    address is the dispatch's ``validation_error`` at its field, not a workflow run that
+    fails at its mail step, long after the request was answered ``Ok``."""
+    if not isinstance(value, str):  # a field typed otherwise, or an instance built by hand
+        raise TypeError(f"must be a text, not {type(value).__name__}")
+    problem = header_problem(value) or address_problem(value)
+    if problem is not None:
+        raise ValueError(problem)
