@@ -38,6 +38,7 @@ from ._outbox import items as outbox_items
 from ._outbox_types import OutboxItem
 from ._poison import refusal
 from ._queries import run_query
+from ._registered_names import MAX_FULL_NAME
 from ._registry import Registry
 from ._results import Failure, Ok, fail
 from ._retention import FINISHED, checked_age, checked_batch, cutoff
@@ -752,6 +753,14 @@ _OTHER_WAY: Final = {
 }
 
 
+def _untrusted_name(name: str) -> str:
+    """``name`` as a message quotes it: whole if it could name a handler, else its start
+    and its length (a 100 KB name made a 100 KB message, and a log line of it)."""
+    if len(name) <= MAX_FULL_NAME:
+        return repr(name)
+    return f"{name[:40]!r}... ({len(name)} characters; a full name has at most {MAX_FULL_NAME})"
+
+
 def _called(
     name: object,
     data: object,
@@ -770,7 +779,7 @@ def _called(
     if handler is None:
         if name in others:
             return _wrong_kind(name, _OTHER_WAY[kind])
-        return fail("not_found", f"no {kind} named {name!r}", {"known": sorted(named)})
+        return fail("not_found", f"no {kind} named {_untrusted_name(name)}", {"known": sorted(named)})
     denied = deny(handler, user) or no_tenant(user)
     if denied is not None:
         return _logged(kind, name, user, denied)

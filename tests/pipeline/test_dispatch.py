@@ -481,3 +481,18 @@ def test_a_user_is_refused_where_it_is_made_not_inside_a_step(fields: dict[str, 
     """Before: ``tenant_id=None`` wrote rows no tenant owns; a string id failed the first insert."""
     with pytest.raises(TypeError, match=message):
         User(**fields)
+
+
+@pytest.mark.parametrize("call", ["dispatch_json", "query_json"])
+def test_an_unknown_name_of_any_length_is_quoted_short(make_app: MakeApp, admin: User, call: str) -> None:
+    """An untrusted name is quoted whole while it could name a handler (200 characters);
+    a longer one by its start and length: a 100,000-character name made a message (and a
+    client's answer) of 100,000 characters."""
+    app = make_app([Feature("shop")])
+    kind = "handler" if call == "dispatch_json" else "query"
+    known = "shop:" + "b" * 195
+    res = failure_of(getattr(app, call)(known, {}, user=admin))
+    assert (res.code, res.message) == ("not_found", f"no {kind} named {known!r}")
+    res = failure_of(getattr(app, call)("shop:" + "a" * 100_000, {}, user=admin))
+    assert res.code == "not_found"
+    assert res.message == f"no {kind} named {'shop:' + 'a' * 35!r}... (100005 characters; a full name has at most 200)"
