@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from mypy.checker import TypeChecker
 from mypy.nodes import TypeInfo
 from mypy.plugin import CheckerPluginInterface, MethodContext
+from mypy.subtypes import is_same_type
+from mypy.typeops import make_simplified_union
 from mypy.types import (
     AnyType,
     Instance,
+    NoneType,
     ProperType,
     Type,
     TypedDictType,
@@ -54,6 +58,20 @@ def keys_of(t: Type) -> dict[str, Type] | Unknown:
 def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
     """A sub-pipeline the user typed ``Any`` adds keys nobody can know: no keys known, open."""
     return OpenKeys() if isinstance(keys, Unknown) and keys.explicit else keys
+
+
+def either(base: dict[str, Type], arms: Sequence[dict[str, Type]]) -> dict[str, Type]:
+    """The keys after one of ``arms`` ran (each holds the keys of ``base`` and its own): a key
+    every arm sets keeps its type (the union of theirs where they differ), a key only some
+    arms set is ``T | None``.  Open when any of them is (an arm typed ``Any``)."""
+    merged = OpenKeys(base) if any(isinstance(k, OpenKeys) for k in (base, *arms)) else dict(base)
+    for name in dict.fromkeys(name for arm in arms for name in arm if name not in base):
+        values = [arm[name] for arm in arms if name in arm]
+        if len(values) < len(arms):
+            values.append(NoneType())
+        same = all(is_same_type(values[0], v) for v in values[1:])
+        merged[name] = values[0] if same else make_simplified_union(values)
+    return merged
 
 
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
