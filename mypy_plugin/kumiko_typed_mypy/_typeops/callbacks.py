@@ -31,7 +31,7 @@ from mypy.types import (
 
 from .._names import STEPS_ARG
 from .args import arg_expr, arg_type
-from .keys import Unknown, either, keys_of, make
+from .keys import Unknown, common, keys_of, make
 
 
 def _callbacks(t: Type) -> list[CallableType]:
@@ -100,11 +100,11 @@ def _alternatives(ctx: MethodContext, name: str) -> list[Type] | None:
     """The steps types of the builders a lambda chooses between, ``lambda b: b.compute("x", ...)
     if FLAG else b``; ``None`` when callback ``name`` is no such lambda.
 
-    mypy types a conditional expression as the union of its two sides, or their join when
-    both hold ``Never`` (a feature's capabilities without ``requires=``), and the join of two
-    builders keeps only the keys both set: a key of one side would read as no key at all.
-    So each side is read from the type mypy stored for it; a side typed ``Never`` (a call
-    that raises) never returns a builder and adds nothing."""
+    mypy types a conditional expression as the union of its two sides (read as no steps type
+    at all), or as their join when both hold ``Never`` (a feature's capabilities without
+    ``requires=``), which drops a key the sides type differently.  So each side is read
+    from the type mypy stored for it; a side typed ``Never`` (a call that raises) never
+    returns a builder and adds nothing."""
     expr = arg_expr(ctx, name)
     if not (isinstance(expr, LambdaExpr) and isinstance(expr.expr(), ConditionalExpr)):
         return None
@@ -130,15 +130,15 @@ def _sides(expr: Expression) -> list[Expression]:
 
 
 def _either_steps(api: CheckerPluginInterface, alternatives: list[Type]) -> Type:
-    """The steps after one of ``alternatives`` ran, merged as a branch's arms are (keys.either);
+    """The steps of whichever of ``alternatives`` the pipeline was built with (keys.common);
     an alternative whose keys are unknown is returned as it is, for the step to report."""
-    arms: list[dict[str, Type]] = []
+    built: list[dict[str, Type]] = []
     for steps in alternatives:
         keys = keys_of(steps)
         if isinstance(keys, Unknown):
             return steps
-        arms.append(keys)
-    return make(api, either({}, arms))
+        built.append(keys)
+    return make(api, common(built))
 
 
 def _bound_to_receiver(ctx: MethodContext, name: str, callback: CallableType) -> CallableType:

@@ -61,17 +61,36 @@ def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
 
 
 def either(base: dict[str, Type], arms: Sequence[dict[str, Type]]) -> dict[str, Type]:
-    """The keys after one of ``arms`` ran (each holds the keys of ``base`` and its own): a key
-    every arm sets keeps its type (the union of theirs where they differ), a key only some
-    arms set is ``T | None``.  Open when any of them is (an arm typed ``Any``)."""
-    merged = OpenKeys(base) if any(isinstance(k, OpenKeys) for k in (base, *arms)) else dict(base)
+    """The keys after a branch ran one of ``arms`` (each holds the keys of ``base`` and its
+    own): a key every arm sets keeps its type (the union of theirs where they differ), a key
+    only some arms set is ``T | None`` (the run sets it to ``None`` when the other arm ran).
+    Open when any of them is (an arm typed ``Any``)."""
+    merged = _opened(base, arms)
     for name in dict.fromkeys(name for arm in arms for name in arm if name not in base):
         values = [arm[name] for arm in arms if name in arm]
         if len(values) < len(arms):
             values.append(NoneType())
-        same = all(is_same_type(values[0], v) for v in values[1:])
-        merged[name] = values[0] if same else make_simplified_union(values)
+        merged[name] = _one(values)
     return merged
+
+
+def common(alternatives: Sequence[dict[str, Type]]) -> dict[str, Type]:
+    """The keys of whichever of ``alternatives`` a pipeline was built with: those every one
+    has, each with its type (the union where they differ).  A key only some have is no key:
+    the pipeline built with another has no such step, and reading it raises ``KeyError``."""
+    merged = _opened({}, alternatives)
+    for name in alternatives[0]:
+        if all(name in keys for keys in alternatives[1:]):
+            merged[name] = _one([keys[name] for keys in alternatives])
+    return merged
+
+
+def _opened(base: dict[str, Type], arms: Sequence[dict[str, Type]]) -> dict[str, Type]:
+    return OpenKeys(base) if any(isinstance(k, OpenKeys) for k in (base, *arms)) else dict(base)
+
+
+def _one(values: list[Type]) -> Type:
+    return values[0] if all(is_same_type(values[0], v) for v in values[1:]) else make_simplified_union(values)
 
 
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
