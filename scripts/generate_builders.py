@@ -311,6 +311,8 @@ def _keys_class() -> str:
         "    from typing import LiteralString, TypeVarTuple\n\n",
         '    Ks = TypeVarTuple("Ks")\n',
         '    Js = TypeVarTuple("Js")\n',
+        "    # A retry body's keys (one list: a body choosing between builders gives a union of lists).\n",
+        '    Bs = TypeVarTuple("Bs")\n',
         '    # bound=LiteralString is what makes pyright keep Literal["x"] (bound=str widens it).\n',
         '    N = TypeVar("N", bound=LiteralString)\n',
         '    K = TypeVar("K")\n',
@@ -388,7 +390,10 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
         # A body that holds a key pyright cannot name: every body key Any, no OpenArm left.
         body = _fill("{RB}[P, S1, Sc, C]", builder)
         detect = params.replace(body, body.replace("S1", _arm_keys.OPENED))
-        return [(this, detect, opened), (this, params, _fill("{SELF}[P, S1, Sc, C]", builder))]
+        exact = params.replace(body, body.replace("S1", "Keys[*Bs]"))
+        # A body that chooses its builder (``b.compute(...) if X else b``) returns a union of
+        # lists, which no later step could take as its self: its keys read as Any instead.
+        return [(this, detect, opened), (this, exact, same % "*Bs"), (this, params, opened)]
     if rule.key == "arms":
         when = _fill("Callable[[{CTX}[P, Keys[*Ks], Sc]], bool]", builder)
         return _arm_keys.branch(builder, sub, this, when, opened, nested=sub == builder)

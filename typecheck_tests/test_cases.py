@@ -39,6 +39,15 @@ def test_mypy_with_plugin(case: Path, plugin_run: tuple[set[Finding], str]) -> N
     assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}\n\n{output}"
 
 
+def test_a_refused_step_is_one_error_with_deprecated_enabled(plugin_run: tuple[set[Finding], str]) -> None:
+    """errors_deprecated_stubs.py enables mypy's ``deprecated`` code: the stub's own report and
+    its note on a line whose ignore names only the kumiko code are taken back."""
+    _, output = plugin_run
+    said = [line for line in output.splitlines() if line.startswith("errors_deprecated_stubs.py:")]
+    assert len(said) == 3, output
+    assert not [line for line in said if "deprecated" in line.partition(": ")[2]], said
+
+
 def test_every_kumiko_code_is_exercised() -> None:
     from kumiko_typed import _rules
 

@@ -31,6 +31,7 @@ from ._features import (
     readonly_steps,
     registration,
     resolvers,
+    sibling_names,
     start,
     step_keys,
     updates,
@@ -86,6 +87,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(partial(read_rows.hint, rule.method))
             if rule.kind == "aggregate.update":
                 hooks += [updates.check_lock, updates.name_columns]
+            if builder.workflow:
+                hooks.append(sibling_names.check)
             if rule.key == "name":
                 hooks.append(partial(step_keys.add_step, rule.method))
             elif rule.key == "arms":

@@ -73,6 +73,8 @@ if TYPE_CHECKING and not MYPY:
 
     Ks = TypeVarTuple("Ks")
     Js = TypeVarTuple("Js")
+    # A retry body's keys (one list: a body choosing between builders gives a union of lists).
+    Bs = TypeVarTuple("Bs")
     # bound=LiteralString is what makes pyright keep Literal["x"] (bound=str widens it).
     N = TypeVar("N", bound=LiteralString)
     K = TypeVar("K")
@@ -3034,11 +3036,21 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
             times: int,
+            do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Bs], Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Bs], Sc, C]: ...
+        @overload
+        def retry(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            times: int,
             do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
             name: str | None = None,
-        ) -> WorkflowPipeline[P, S1, Sc, C]: ...
+        ) -> WorkflowPipeline[P, Keys[Open, *Ks], Sc, C]: ...
         def retry(
             self,
             *,
@@ -3898,11 +3910,21 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
             times: int,
+            do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Bs], Sc, C]],
+            backoff: Literal["exponential", "linear"] = "exponential",
+            base_delay: timedelta = timedelta(seconds=10),
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Bs], Sc, C]: ...
+        @overload
+        def retry(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            times: int,
             do: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             backoff: Literal["exponential", "linear"] = "exponential",
             base_delay: timedelta = timedelta(seconds=10),
             name: str | None = None,
-        ) -> WorkflowSubPipeline[P, S1, Sc, C]: ...
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
         def retry(
             self,
             *,

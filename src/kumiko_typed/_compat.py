@@ -265,11 +265,9 @@ def ambiguous_names(steps: Sequence[Step], where: str = "") -> list[str]:
         if name is not None:
             first = seen.setdefault(name, (i, step))
             if first[0] != i and (_by_argument(step) or _by_argument(first[1])):
-                out.append(
-                    f"steps {where}{first[0]} ({first[1].describe()}) and {where}{i} ({step.describe()}) have the "
-                    f'same name "{name}": a stored run\'s path would be ambiguous; give the {step.kind} another '
-                    f'name=, e.g. "{name}-2"'
-                )
+                renamed = step if _by_argument(step) else first[1]  # a key has no name= to change
+                a, b = f"{where}{first[0]} ({first[1].describe()})", f"{where}{i} ({step.describe()})"
+                out.append(_rules.msg_ambiguous_name(a, b, name, renamed.kind))
         for label, child in step.children():
             out.extend(ambiguous_names(child.steps, f"{where}{i}/{label}/"))
     return out

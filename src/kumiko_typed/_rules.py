@@ -41,6 +41,7 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "msg_ambiguous_name",
     "msg_async_iterator_resolver",
     "msg_async_resolver",
     "msg_duplicate_step",
@@ -312,6 +313,16 @@ def msg_renamed_target(old: str, new: str) -> str:
 
 def msg_duplicate_step(name: str) -> str:
     return f'Step name "{name}" is already used in this pipeline; give each step a unique name'
+
+
+def msg_ambiguous_name(first: str, second: str, name: str, renamed: str) -> str:
+    """Two sibling steps of a workflow named ``name``, one of them by its ``name=``;
+    ``first``/``second`` say which (boot: ``1 (workflow.wait "cool")``), ``renamed`` is the
+    kind of the step whose ``name=`` to change (the other may have no ``name=``: a key)."""
+    return (
+        f'steps {first} and {second} have the same name "{name}": a stored run\'s path would be ambiguous; '
+        f'give the {renamed} another name=, e.g. "{name}-2"'
+    )
 
 
 def msg_return_in_subpipeline(builder: str) -> str:

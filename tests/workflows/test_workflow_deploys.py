@@ -435,6 +435,23 @@ def test_sibling_steps_with_the_same_name_are_refused_at_boot() -> None:
     ]
 
 
+def test_a_name_clash_with_a_key_says_to_rename_the_step_with_name() -> None:
+    """A key has no ``name=``: the advice names the sibling whose ``name=`` to change, also
+    when it comes first (as the plugin's kumiko-duplicate-step does)."""
+    f: Feature[Any] = Feature("dup")
+    f.workflow(
+        "job",
+        trigger=manual(Order),
+        pipeline=f.workflow_pipeline(Order).wait("PT1H", name="total").compute("total", lambda c: 1),
+    )
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    assert raised.value.problems == [
+        'workflow dup:job: steps 0 (workflow.wait "total") and 1 (compute "total") have the same name "total": '
+        'a stored run\'s path would be ambiguous; give the workflow.wait another name=, e.g. "total-2"'
+    ]
+
+
 def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_there(db_url: str, v1: App) -> None:
     """Runs stored by an earlier release count steps by index (``1``: the wait); they are
     read under the deployed definition by index and checked by the same rule."""

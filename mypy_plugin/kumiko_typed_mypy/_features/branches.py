@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 from mypy.plugin import MethodContext
-from mypy.subtypes import is_same_type
-from mypy.typeops import make_simplified_union
-from mypy.types import AnyType, Instance, NoneType, Type, TypeOfAny, get_proper_type
+from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
 
 from .._names import BRANCH, STEPS_ARG
 from .._typeops.args import receiver_steps, with_arg
 from .._typeops.callbacks import body_steps
-from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
+from .._typeops.keys import Unknown, either, keys_of, make, open_if_any, unknown_steps
 
 
 def merge_arms(ctx: MethodContext) -> Type:
@@ -32,15 +30,4 @@ def merge_arms(ctx: MethodContext) -> Type:
             return with_arg(ret, STEPS_ARG, unknown_steps(ctx, keys, "branch"))
     assert not isinstance(yes, Unknown) and not isinstance(no, Unknown)
     # An arm typed Any keeps the keys before the branch exact; only its own are Any.
-    merged = OpenKeys(base) if any(isinstance(k, OpenKeys) for k in (base, yes, no)) else dict(base)
-    for name in [*yes, *(k for k in no if k not in yes)]:
-        if name in base:
-            continue
-        in_yes, in_no = yes.get(name), no.get(name)
-        if in_yes is not None and in_no is not None:
-            merged[name] = in_yes if is_same_type(in_yes, in_no) else make_simplified_union([in_yes, in_no])
-        else:
-            only = in_yes if in_yes is not None else in_no
-            assert only is not None
-            merged[name] = make_simplified_union([only, NoneType()])
-    return with_arg(ret, STEPS_ARG, make(ctx.api, merged))
+    return with_arg(ret, STEPS_ARG, make(ctx.api, either(base, [yes, no])))

@@ -8,7 +8,7 @@ from mypy.checker import TypeChecker
 from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
 from mypy.infer import infer_type_arguments
-from mypy.nodes import CallExpr
+from mypy.nodes import CallExpr, ConditionalExpr, Expression, LambdaExpr
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.subtypes import find_member, is_subtype
 from mypy.typeops import get_all_type_vars
@@ -24,12 +24,14 @@ from mypy.types import (
     TypeOfAny,
     TypeVarId,
     TypeVarType,
+    UninhabitedType,
     UnionType,
     get_proper_type,
 )
 
 from .._names import STEPS_ARG
-from .args import arg_type
+from .args import arg_expr, arg_type
+from .keys import Unknown, common, keys_of, make
 
 
 def _callbacks(t: Type) -> list[CallableType]:
@@ -81,6 +83,9 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     if callback is None or isinstance(callback, NoneType):
         return None
     if isinstance(callback, CallableType):
+        alternatives = _alternatives(ctx, name)
+        if alternatives:
+            return _either_steps(ctx.api, alternatives)
         returned = get_proper_type(_bound_to_receiver(ctx, name, callback).ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
             return returned.args[STEPS_ARG]
@@ -89,6 +94,51 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     if isinstance(callback, AnyType):
         return callback
     return AnyType(TypeOfAny.from_error)
+
+
+def _alternatives(ctx: MethodContext, name: str) -> list[Type] | None:
+    """The steps types of the builders a lambda chooses between, ``lambda b: b.compute("x", ...)
+    if FLAG else b``; ``None`` when callback ``name`` is no such lambda.
+
+    mypy types a conditional expression as the union of its two sides (read as no steps type
+    at all), or as their join when both hold ``Never`` (a feature's capabilities without
+    ``requires=``), which drops a key the sides type differently.  So each side is read
+    from the type mypy stored for it; a side typed ``Never`` (a call that raises) never
+    returns a builder and adds nothing."""
+    expr = arg_expr(ctx, name)
+    if not (isinstance(expr, LambdaExpr) and isinstance(expr.expr(), ConditionalExpr)):
+        return None
+    if not isinstance(ctx.api, TypeChecker):
+        return None
+    out: list[Type] = []
+    for side in _sides(expr.expr()):
+        given = ctx.api.lookup_type_or_none(side)
+        proper = get_proper_type(given) if given is not None else None
+        if proper is None or isinstance(proper, UninhabitedType):
+            continue
+        if not (isinstance(proper, Instance) and len(proper.args) > STEPS_ARG):
+            return None  # not builders: the callback's own type tells what it returned
+        out.append(proper.args[STEPS_ARG])
+    return out
+
+
+def _sides(expr: Expression) -> list[Expression]:
+    """What a conditional expression may evaluate to: its two sides, each a conditional itself maybe."""
+    if isinstance(expr, ConditionalExpr):
+        return [*_sides(expr.if_expr), *_sides(expr.else_expr)]
+    return [expr]
+
+
+def _either_steps(api: CheckerPluginInterface, alternatives: list[Type]) -> Type:
+    """The steps of whichever of ``alternatives`` the pipeline was built with (keys.common);
+    an alternative whose keys are unknown is returned as it is, for the step to report."""
+    built: list[dict[str, Type]] = []
+    for steps in alternatives:
+        keys = keys_of(steps)
+        if isinstance(keys, Unknown):
+            return steps
+        built.append(keys)
+    return make(api, common(built))
 
 
 def _bound_to_receiver(ctx: MethodContext, name: str, callback: CallableType) -> CallableType:

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 from mypy.checker import TypeChecker
 from mypy.nodes import TypeInfo
 from mypy.plugin import CheckerPluginInterface, MethodContext
+from mypy.subtypes import is_same_type
+from mypy.typeops import make_simplified_union
 from mypy.types import (
     AnyType,
     Instance,
+    NoneType,
     ProperType,
     Type,
     TypedDictType,
@@ -54,6 +58,39 @@ def keys_of(t: Type) -> dict[str, Type] | Unknown:
 def open_if_any(keys: dict[str, Type] | Unknown) -> dict[str, Type] | Unknown:
     """A sub-pipeline the user typed ``Any`` adds keys nobody can know: no keys known, open."""
     return OpenKeys() if isinstance(keys, Unknown) and keys.explicit else keys
+
+
+def either(base: dict[str, Type], arms: Sequence[dict[str, Type]]) -> dict[str, Type]:
+    """The keys after a branch ran one of ``arms`` (each holds the keys of ``base`` and its
+    own): a key every arm sets keeps its type (the union of theirs where they differ), a key
+    only some arms set is ``T | None`` (the run sets it to ``None`` when the other arm ran).
+    Open when any of them is (an arm typed ``Any``)."""
+    merged = _opened(base, arms)
+    for name in dict.fromkeys(name for arm in arms for name in arm if name not in base):
+        values = [arm[name] for arm in arms if name in arm]
+        if len(values) < len(arms):
+            values.append(NoneType())
+        merged[name] = _one(values)
+    return merged
+
+
+def common(alternatives: Sequence[dict[str, Type]]) -> dict[str, Type]:
+    """The keys of whichever of ``alternatives`` a pipeline was built with: those every one
+    has, each with its type (the union where they differ).  A key only some have is no key:
+    the pipeline built with another has no such step, and reading it raises ``KeyError``."""
+    merged = _opened({}, alternatives)
+    for name in alternatives[0]:
+        if all(name in keys for keys in alternatives[1:]):
+            merged[name] = _one([keys[name] for keys in alternatives])
+    return merged
+
+
+def _opened(base: dict[str, Type], arms: Sequence[dict[str, Type]]) -> dict[str, Type]:
+    return OpenKeys(base) if any(isinstance(k, OpenKeys) for k in (base, *arms)) else dict(base)
+
+
+def _one(values: list[Type]) -> Type:
+    return values[0] if all(is_same_type(values[0], v) for v in values[1:]) else make_simplified_union(values)
 
 
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:

@@ -1,0 +1,25 @@
+"""A key only one side of a conditional expression sets is no key after the step: the
+pipeline built with the other side has no such step, and reading it raises KeyError at run
+time (a branch arm that does not run sets its keys to None; a step never built cannot)."""
+
+from __future__ import annotations
+
+from kumiko_typed import Feature, ok
+
+from _models import Order
+
+shop = Feature("shop")
+mailing = Feature("mailing", requires=["mail.send"])
+DETAILED = True
+
+one_side = (
+    shop.pipeline(Order)
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("big", lambda c: 1) if DETAILED else b)
+    .return_(lambda c: ok(c.steps["big"]))  # E: misc
+)
+
+one_side_mailed = (
+    mailing.pipeline(Order)
+    .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["line"].sku) if DETAILED else b)
+    .return_(lambda c: ok(c.steps["sku"]))  # E: misc
+)
