@@ -33,6 +33,8 @@ from sqlalchemy.orm import Mapped, mapped_column
 from kumiko_typed import Entity, Feature, WriteHandler, fail, ok, on_event
 
 DECIDE_WITHIN = timedelta(days=2)
+#: A mail address without control characters: it is a mail's recipient.
+ADDRESS = r"[^@\s\x00-\x1f\x7f]{1,64}@[^@\s\x00-\x1f\x7f]{1,189}"
 
 Verdict = Literal["approve", "reject", "withdraw"]
 
@@ -40,7 +42,7 @@ Verdict = Literal["approve", "reject", "withdraw"]
 @attrs.frozen
 class Approver:
     user_id: uuid.UUID
-    email: str = attrs.field(validator=attrs.validators.matches_re(r"[^@\s]{1,64}@[^@\s]{1,189}"))
+    email: str = attrs.field(validator=attrs.validators.matches_re(ADDRESS))
 
 
 @attrs.frozen
@@ -107,7 +109,7 @@ class RequestApproved:
 
 @attrs.frozen
 class FileRequest:
-    requester_email: str = attrs.field(validator=attrs.validators.matches_re(r"[^@\s]{1,64}@[^@\s]{1,189}"))
+    requester_email: str = attrs.field(validator=attrs.validators.matches_re(ADDRESS))
     # One line: it goes into mail subjects.
     title: str = attrs.field(
         validator=attrs.validators.and_(

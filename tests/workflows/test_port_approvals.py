@@ -271,6 +271,13 @@ def test_hostile_text_is_stored_as_given_or_refused(app: App, tmp_path: Path) ->
     for bad in ("x" * 201, "Laptop\r\nBcc: eve@example.com", ""):
         refused = app.dispatch_json("approvals:request:file", filing(bad), user=ANA)
         assert isinstance(refused, Failure) and refused.code == "validation_error", (bad, refused)
+    for address in ("bob\x00@example.com", "bob@example.com\r\nBcc: eve@example.com", "bob@exa\x1bmple.com"):
+        person = {"user_id": str(BOB.id), "email": address}
+        refused = app.dispatch_json(
+            "approvals:request:file", filing("Pens", [{"approver": person, "deputy": person}]), user=ANA
+        )
+        assert isinstance(refused, Failure) and refused.code == "validation_error", (address, refused)
+        assert refused.details is not None and refused.details[0]["path"] == "$.levels[0].approver.email", refused
     too_long = app.dispatch_json("approvals:request:approve", {"request_id": str(request), "note": "n" * 501}, user=BOB)
     assert isinstance(too_long, Failure) and too_long.code == "validation_error"
 
