@@ -277,7 +277,8 @@ def test_hostile_text_is_stored_as_given_or_refused(app: App, tmp_path: Path) ->
             "approvals:request:file", filing("Pens", [{"approver": person, "deputy": person}]), user=ANA
         )
         assert isinstance(refused, Failure) and refused.code == "validation_error", (address, refused)
-        assert refused.details is not None and refused.details[0]["path"] == "$.levels[0].approver.email", refused
+        assert isinstance(refused.details, list), refused
+        assert refused.details[0]["path"] == "$.levels[0].approver.email", refused
     too_long = app.dispatch_json("approvals:request:approve", {"request_id": str(request), "note": "n" * 501}, user=BOB)
     assert isinstance(too_long, Failure) and too_long.code == "validation_error"
 
