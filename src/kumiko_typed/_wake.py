@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import selectors
 import socket
+import threading
 import time
 from collections.abc import Iterable
 from typing import Final, Self
@@ -61,29 +62,50 @@ class Bell:
 
 
 class Halt:
-    """The worker's stop: a flag the sides read between transactions, and, while a loop
-    runs, a bell that is never cleared, so every sleep of every side ends at once."""
+    """The worker's stop: a flag the sides read between transactions, and the halt bell of
+    every loop running, never cleared, so every sleep of every side ends at once.  One App
+    may run several loops at once (threads of one process): a stop stops them all, and the
+    flag is cleared only when the last run of them returns (before, the first loop to
+    return cleared it, and a stop rang only the bell of the loop started last: the others
+    went on, and ``stop_worker`` never ended them)."""
 
     def __init__(self) -> None:
         self._set = False
-        self.bell: Bell | None = None
+        self._bells: tuple[Bell, ...] = ()
+        self._runs = 0
+        #: Taken by the runs only as they begin and end, never by :meth:`set`.
+        self._lock = threading.Lock()
 
     def set(self) -> None:
-        """Async-signal-safe: an attribute store and, at most, one non-blocking send."""
+        """Async-signal-safe: an attribute store and, per loop, one non-blocking send."""
         self._set = True
-        bell = self.bell
-        if bell is not None:
+        for bell in self._bells:
             bell.ring()
 
     def is_set(self) -> bool:
         return self._set
 
-    def bells(self) -> list[Bell]:
-        """What a sleep selects on to end when the worker halts."""
-        return [] if self.bell is None else [self.bell]
+    def enter(self) -> None:
+        with self._lock:
+            self._runs += 1
 
-    def clear(self) -> None:
-        self._set = False
+    def leave(self) -> None:
+        """The flag is cleared on the way out of the last run, not on the way in: a stop
+        asked for just before a loop started (a signal during start-up) still stops it."""
+        with self._lock:
+            self._runs -= 1
+            if self._runs == 0:
+                self._set = False
+
+    def attach(self, bell: Bell) -> None:
+        """Ring ``bell`` at a stop; one set before the loop attached it is the flag's,
+        which the sides read first."""
+        with self._lock:
+            self._bells = (*self._bells, bell)
+
+    def detach(self, bell: Bell) -> None:
+        with self._lock:
+            self._bells = tuple(b for b in self._bells if b is not bell)
 
 
 def sleep(timeout: float, bells: Iterable[Bell], socket_fd: int | None = None) -> bool:

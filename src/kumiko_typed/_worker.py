@@ -54,12 +54,11 @@ class Worker:
         self._halt = Halt()
 
     def run(self, *, once: bool, poll_interval: float) -> dict[str, int]:
+        self._halt.enter()
         try:
             return self.one_pass() if once else self._loop(poll_interval)
         finally:
-            # Cleared on the way out, not the way in: a stop asked for just before the
-            # loop started (a signal during start-up) still stops it.
-            self._halt.clear()
+            self._halt.leave()
 
     def stop(self) -> None:
         """Safe in a signal handler, whatever the interrupted thread holds: a flag and a
@@ -70,21 +69,21 @@ class Worker:
         # Each side's bell ends its idle sleep (the workflow side rings the delivery side's
         # after a pass that did work, which may have queued rows); the halt's, both sides'.
         with Bell() as halt_bell, Bell() as workflow_bell, Bell() as delivery_bell:
-            self._halt.bell = halt_bell  # a stop before this set the flag, which the sides read first
+            self._halt.attach(halt_bell)
             try:
-                return self._sides(poll_interval, workflow_bell, delivery_bell)
+                return self._sides(poll_interval, halt_bell, workflow_bell, delivery_bell)
             finally:
-                self._halt.bell = None
+                self._halt.detach(halt_bell)
 
-    def _sides(self, poll_interval: float, workflow_bell: Bell, delivery_bell: Bell) -> dict[str, int]:
+    def _sides(self, poll_interval: float, halt_bell: Bell, workflow_bell: Bell, delivery_bell: Bell) -> dict[str, int]:
         if isinstance(self._engine.pool, SingletonThreadPool):
             # A connection per thread: an in-memory SQLite database, which only the thread
             # that made it sees.  The deliveries get no thread; one side does it all.
-            alone = Side(lambda: self._everything(self._halt.is_set), workflow_bell)
+            alone = Side(lambda: self._everything(self._halt.is_set), workflow_bell, halt_bell)
             alone.run(self._engine, self._halt, poll_interval)
             return alone.counts
-        workflows = Side(lambda: self._workflow_pass(self._halt.is_set), workflow_bell, rings=delivery_bell)
-        deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), delivery_bell)
+        workflows = Side(lambda: self._workflow_pass(self._halt.is_set), workflow_bell, halt_bell, rings=delivery_bell)
+        deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), delivery_bell, halt_bell)
         failures: list[BaseException] = []
 
         def side(which: Side) -> None:

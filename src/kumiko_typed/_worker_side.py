@@ -37,24 +37,27 @@ def log_pass(done: dict[str, int]) -> None:
 
 
 class Side:
-    """Passes of ``work`` until ``halt`` is set, sleeping after each idle one; after one
-    that did something it rings ``rings`` (the other side's bell), if given."""
+    """Passes of ``work`` until ``halt`` is set, sleeping after each idle one (until its
+    ``bell`` or its loop's ``halt_bell`` rings); after one that did something it rings
+    ``rings`` (the other side's bell), if given."""
 
     def __init__(
         self,
         work: Callable[[], dict[str, int]],
         bell: Bell,
+        halt_bell: Bell,
         rings: Bell | None = None,
     ) -> None:
         self._work = work
         self._bell = bell
+        self._halt_bell = halt_bell
         self._rings = rings
         self.counts = dict.fromkeys(COUNTS, 0)
 
     def run(self, engine: Engine, halt: Halt, poll_interval: float) -> None:
         """Raises what stops the worker: any error but a transient one, or an outage after
         this side got through once (a wrong URL, a missing table stop it at once)."""
-        bells = [self._bell, *halt.bells()]
+        bells = [self._bell, self._halt_bell]
         postgres = engine.dialect.name == "postgresql"
         listener = Listener(engine) if postgres else None
         try:
@@ -71,7 +74,7 @@ class Side:
                     if not (transient(exc) or (worked and isinstance(exc, OperationalError))):
                         raise
                     logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
-                    sleep(poll_interval, halt.bells())
+                    sleep(poll_interval, [self._halt_bell])
                     continue
                 worked = True
                 log_pass(done)
