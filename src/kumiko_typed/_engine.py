@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
 from datetime import UTC, datetime
-from decimal import Context, Decimal
+from decimal import ROUND_HALF_UP, Context, Decimal
 from itertools import repeat
 from operator import is_
 from typing import Any, Final, cast
@@ -313,8 +313,11 @@ class _UtcDateTime(DATETIME):
 
 
 #: Wide enough for any scale a column declares: the default context's 28 digits would
-#: refuse to pad a 15-digit value to a ``Numeric(40, 20)``'s scale.
-_WIDE: Final = Context(prec=1000)
+#: refuse to pad a 15-digit value to a ``Numeric(40, 20)``'s scale.  Rounding half away
+#: from zero, as PostgreSQL's ``numeric`` does: a computed value with more places than the
+#: scale (``cast(avg(x), Numeric(30, 2))`` of 0.01 and 0) was 0.00 here, half to even,
+#: and 0.01 there.
+_WIDE: Final = Context(prec=1000, rounding=ROUND_HALF_UP)
 
 
 class _FloatNumeric(Numeric[Any]):

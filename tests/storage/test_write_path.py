@@ -530,7 +530,7 @@ def test_a_refused_value_fails_a_workflow_run_with_validation_error(app_on: AppO
     assert info.error is not None and info.error["code"] == "validation_error"
     assert info.error["message"] == (
         "step @append_event aggregate.append_event: a value does not fit its column: "
-        "must be between -2147483648 and 2147483647"
+        "must be between -2147483648 and 2147483647 (twp_gadget.count)"
     )
     assert _snapshot(app) == before
 
