@@ -597,11 +597,11 @@ it that day at the shared machine's loads of 5–40. On 2026-12-05, at a load of
 `ten` / DBOS plain was 2.94 (2.07–3.39) on PostgreSQL and 3.10 on SQLite, `step10` / DBOS
 steps 6.70 and 5.17; a run just before it, at 0.1–1.1, gave `ten` / DBOS plain 3.07 on SQLite
 and 2.62 on PostgreSQL, and `step10` / DBOS steps 4.94 and 4.96: the ratios move by more than
-the goals' margins from run to run, DBOS's side as much as ours. The table below is a run of
-2026-12-06 at loads of 7–11 (other work on the 2 CPUs; every figure a third to a tenth of the
-day before's, SQLite's fsyncs worst), with no change to a start's path since: `ten` / DBOS
-plain 4.61 on PostgreSQL and `step10` / DBOS steps 5.08 there, a run before it at loads of
-6–14 3.14 and 6.48. Run one after the other
+the goals' margins from run to run, DBOS's side as much as ours. On 2026-12-06, with no
+change to a start's path, two runs at loads of 6–14 and 7–11 (other work on the 2 CPUs;
+every absolute figure a third to a tenth of the table's) gave `ten` / DBOS plain 3.14 and
+4.61 on PostgreSQL, `step10` / DBOS steps 6.48 and 5.08; the table below is a later run that
+day, started at a load of 0.7 that rose to 5 as other work began. Run one after the other
 without DBOS (3 rounds each, load under 1), this code and the code of the session before
 (f6cd87e) on PostgreSQL: `ten` 1,813 against 1,195 runs/s, `step10` 245 against 201,
 `wait0` 1,044 against 788.
