@@ -42,7 +42,7 @@ from ._sqlite_sql import JSON_TEXT, SQLiteStatements, SQLiteTypes
 from ._tenant_refs import check_references
 from ._transient import note_lost, sqlite_exhausted
 
-__all__ = ["make_engine", "read_only_engines", "unwatched"]
+__all__ = ["dress_dialect", "make_engine", "read_only_engines", "unwatched"]
 
 #: Whether :func:`make_engine` builds engines the database keeps from writing.
 _READ_ONLY: ContextVar[bool] = ContextVar("kumiko_read_only_engines", default=False)
@@ -95,33 +95,45 @@ def _made(url: str) -> Engine:
         event.listen(engine, "connect", _sqlite_connect)
         event.listen(engine, "begin", _sqlite_begin)
         event.listen(engine, "handle_error", _sqlite_given_up)  # before note_lost counts it
-        # This engine's dialect only: its Uuid, DateTime and Numeric columns bind and read
-        # as PostgreSQL's do.
-        engine.dialect.colspecs = {
-            **engine.dialect.colspecs,
+        dress_dialect(engine.dialect)
+        return engine
+    engine = create_engine(url)
+    if engine.dialect.name == "postgresql":
+        event.listen(engine, "connect", _postgres_connect)
+        dress_dialect(engine.dialect)
+    return engine
+
+
+def dress_dialect(dialect: Dialect) -> None:
+    """Give ``dialect`` (this instance only) the App's types and compilers: what its
+    columns bind and read, and the SQL and DDL it compiles.  An App's engine has them, and
+    so does the dialect Alembic compiles a migration's offline SQL with
+    (``kumiko_typed.contrib.alembic.compile_as_app``): one list of them for both."""
+    if isinstance(dialect.type_compiler_instance, (SQLiteTypes, _PostgresTypes)):
+        return  # dressed already: wrapping its types again would change nothing
+    if dialect.name == "sqlite":
+        # Uuid, DateTime and Numeric columns bind and read as PostgreSQL's do.
+        dialect.colspecs = {
+            **dialect.colspecs,
             Uuid: _TextUuid,
             DateTime: _UtcDateTime,
             TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
             Numeric: _FloatNumeric,
         }
-        sqlite = cast("SQLiteDialect", engine.dialect)
+        sqlite = cast("SQLiteDialect", dialect)
         sqlite.type_compiler_instance = sqlite.type_compiler = SQLiteTypes(sqlite)
         sqlite.statement_compiler = SQLiteStatements
         names = sqlite.ischema_names
         sqlite.ischema_names = {**names, JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
-        return engine
-    engine = create_engine(url)
-    if engine.dialect.name == "postgresql":
-        event.listen(engine, "connect", _postgres_connect)
-        floats = engine.dialect.colspecs.get(Float, Float)
+    elif dialect.name == "postgresql":
+        floats = dialect.colspecs.get(Float, Float)
         signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
-        bigs = engine.dialect.colspecs.get(BigInteger, BigInteger)
+        bigs = dialect.colspecs.get(BigInteger, BigInteger)
         whole = type("_WholeBigInteger", (_WholeSum, bigs), {"cache_ok": True})
-        engine.dialect.colspecs = {**engine.dialect.colspecs, Float: signless, BigInteger: whole}
-        engine.dialect.ddl_compiler = _PostgresDDL
-        postgres = cast("PGDialect", engine.dialect)
+        dialect.colspecs = {**dialect.colspecs, Float: signless, BigInteger: whole}
+        dialect.ddl_compiler = _PostgresDDL
+        postgres = cast("PGDialect", dialect)
         postgres.type_compiler_instance = postgres.type_compiler = _PostgresTypes(postgres)
-    return engine
 
 
 class _PostgresDDL(PGDDLCompiler):

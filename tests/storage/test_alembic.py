@@ -16,10 +16,12 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import sqlite3
 import subprocess
 import sys
 import uuid
 from collections.abc import Callable, Iterator
+from contextlib import closing
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -30,8 +32,11 @@ import pytest
 import sqlalchemy as sa
 from _alembic_service import AddNote, AlmNote, Clock, Follow, Tagged, add_note, follow, make_app
 from _docblocks import ROOT, parse
+from alembic.runtime.migration import MigrationContext
+from sqlalchemy.schema import CreateTable
 
-from kumiko_typed import App, Ok, StoredEvent, User
+from kumiko_typed import App, BootError, Ok, StoredEvent, User
+from kumiko_typed.contrib.alembic import compile_as_app
 from kumiko_typed.testing import MemoryMail
 from kumiko_typed.testing.postgres import PostgresServer
 
@@ -64,7 +69,7 @@ class Project:
         (folder / "alembic.ini").write_text(f"[alembic]\nscript_location = migrations\nsqlalchemy.url = {url}\n")
         self.revisions = 0
 
-    def alembic(self, *args: str) -> str:
+    def alembic(self, *args: str, stdout_only: bool = False) -> str:
         path = os.pathsep.join([str(self.folder), str(TESTS)])
         env = {**os.environ, "PYTHONPATH": path}
         done = subprocess.run(
@@ -77,7 +82,7 @@ class Project:
             check=False,
         )
         assert done.returncode == 0, done.stdout + done.stderr
-        return done.stdout + done.stderr
+        return done.stdout if stdout_only else done.stdout + done.stderr
 
     def revision(self) -> list[str]:
         """``alembic revision --autogenerate``: the ``op.`` calls of its ``upgrade()``."""
@@ -264,6 +269,59 @@ def test_a_migrated_database_is_the_one_create_all_makes(
     assert got["mail"] == ["tagged x"]
     assert got["ordered"] == ["B", "a", "b", "É"]  # by code point, as on SQLite
     assert got["ilike"] == [["B", "b"], []]  # ASCII case folding only, as on SQLite
+
+
+def test_the_offline_script_makes_the_database_create_all_makes(
+    project: Project, new_db: Callable[[], str], apps: Callable[..., App]
+) -> None:
+    """``alembic upgrade head --sql`` with the docs' env.py prints a script, without a
+    database to connect to, that run by hand on an empty database makes the tables
+    ``create_all`` makes.  Before, the docs' env.py connected in offline mode too, and
+    failed where the database was out of reach (the point of a script); offline, Alembic
+    compiles on a plain dialect, without ``COLLATE "C"`` or ``DOUBLE PRECISION`` on
+    PostgreSQL or ``JSONTEXT`` on SQLite, unless ``compile_as_app`` gives it the App's."""
+    project.revision()
+    sqlite = project.url.startswith("sqlite")
+    ini = project.folder / "alembic.ini"
+    unreachable = (
+        "sqlite:////nonexistent/kumiko.sqlite3" if sqlite else "postgresql+psycopg://nobody:pw@127.0.0.1:1/none"
+    )
+    ini.write_text(ini.read_text().replace(project.url, unreachable))
+    script = project.alembic("upgrade", "head", "--sql", stdout_only=True)
+    assert ("JSONTEXT" if sqlite else 'COLLATE "C"') in script
+    assert "REAL" not in script.replace("DOUBLE PRECISION", "") or sqlite
+    by_hand = new_db()
+    if sqlite:
+        with closing(sqlite3.connect(by_hand.removeprefix("sqlite:///"))) as conn:
+            conn.executescript(script)
+    else:
+        libpq = by_hand.replace("postgresql+psycopg", "postgresql")
+        with psycopg.connect(libpq, autocommit=True) as conn:
+            conn.execute(script.encode())  # no parameters: one simple query of many statements
+    reference = apps(new_db())
+    reference.create_all()
+    migrated = apps(by_hand)
+    migrated.create_all()  # its check of the tables passes, and it creates nothing
+    assert _schema(migrated.engine) == _schema(reference.engine)
+    assert isinstance(migrated.dispatch(add_note, AddNote("a", "x", 1 / 3, {"k": 1.0}), user=USER), Ok)
+
+
+def test_an_offline_migration_compiled_for_another_database_is_refused() -> None:
+    """A URL of another kind of database than the App's in ``context.configure``: the
+    script would be the other database's DDL; a BootError says which URL to give."""
+    app = make_app("sqlite://")
+    try:
+        other = MigrationContext.configure(dialect_name="postgresql")
+        with pytest.raises(BootError, match=r"compiles for postgresql and the App runs on sqlite.*app\.engine\.url"):
+            compile_as_app(other, app)
+        own = MigrationContext.configure(dialect_name="sqlite")
+        table = sa.Table("t", sa.MetaData(), sa.Column("j", sa.JSON), sa.Column("u", sa.Uuid))
+        assert "j JSON," in str(CreateTable(table).compile(dialect=own.dialect))  # Alembic's plain one
+        compile_as_app(own, app)
+        compile_as_app(own, app)  # twice: the same DDL
+        assert "j JSONTEXT" in str(CreateTable(table).compile(dialect=own.dialect))
+    finally:
+        app.dispose()
 
 
 def test_the_revision_after_create_all_is_empty(project: Project, apps: Callable[..., App]) -> None:

@@ -16,7 +16,9 @@ Without these, autogenerate writes what the App's tables are not, and what the f
 Alembic is not a dependency: this module only names what ``env.py`` passes it.  Run the
 migrations through ``app.engine`` (its DDL adds ``COLLATE "C"`` and ``DOUBLE PRECISION``
 on PostgreSQL, ``JSONTEXT`` on SQLite); Alembic compares no collation, so a migration run
-on an engine of its own is never mended by a later revision.
+on an engine of its own is never mended by a later revision.  Offline (``alembic upgrade
+--sql``) there is no engine: :func:`compile_as_app` gives the dialect Alembic compiles
+with the App's DDL.
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ from sqlalchemy.dialects import postgresql
 from sqlalchemy.types import TypeDecorator
 
 from .._app import App
+from .._engine import dress_dialect
+from .._errors import BootError
 from .._tables import ONLY_ON
 
-__all__ = ["include_object", "options", "render_item"]
+__all__ = ["compile_as_app", "include_object", "options", "render_item"]
 
 
 def options(app: App) -> dict[str, Any]:
@@ -63,3 +67,22 @@ def include_object(app: App) -> Callable[[Any, str | None, str, bool, Any], bool
         return bool(info.get(ONLY_ON, dialect) == dialect)
 
     return included
+
+
+def compile_as_app(migration_context: Any, app: App) -> None:
+    """Offline migrations (``alembic upgrade --sql``): after ``context.configure(url=...)``,
+    call ``compile_as_app(context.get_context(), app)`` so that the SQL Alembic prints is
+    the DDL ``app.engine`` runs online.  Alembic makes a plain dialect from the URL, and
+    its script made text columns with the database's collation and a 4-byte float
+    ``REAL`` on PostgreSQL, JSON with numeric affinity on SQLite: a database the App
+    answers otherwise on (docs/operations.md)."""
+    dialect = migration_context.dialect
+    expected = app.engine.dialect.name
+    if dialect.name != expected:
+        raise BootError(
+            [
+                f"the migration compiles for {dialect.name} and the App runs on {expected}: "
+                f"give context.configure the App's URL (url=app.engine.url)"
+            ]
+        )
+    dress_dialect(dialect)
