@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql.base import PGDDLCompiler, PGDialect, PGType
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect, ExceptionContext
-from sqlalchemy.exc import ArgumentError, DisconnectionError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._database_urls import refuse_unsupported, url_refusal
@@ -397,8 +397,18 @@ def _follow_the_file(engine: Engine) -> None:
         if _inode(path) != record.info.get(_OPENED):
             raise DisconnectionError(f"the SQLite database file {path} was deleted or replaced")
 
+    def unopened(context: ExceptionContext) -> OperationalError | None:
+        """SQLite's "unable to open database file" names no file: name it, and the fix."""
+        error = context.original_exception
+        if context.connection is not None or "unable to open database file" not in str(error):
+            return None
+        folder = os.path.dirname(path)
+        fix = f"its folder {folder} does not exist" if not os.path.isdir(folder) else "check the folder's permissions"
+        return OperationalError(None, None, type(error)(f"unable to open database file {path}: {fix}"))
+
     event.listen(engine, "connect", opened)
     event.listen(engine, "checkout", checked_out)
+    event.listen(engine, "handle_error", unopened, retval=True)
 
 
 _OPENED: Final = "kumiko_file"

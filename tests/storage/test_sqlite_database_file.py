@@ -1,4 +1,5 @@
-"""The SQLite database file deleted under a running App (an operator's ``rm
+"""The SQLite database file: one in a folder that does not exist, and one deleted under
+a running App (an operator's ``rm
 kumiko.sqlite3*``, a clean-up script, a deploy that replaces the folder).
 
 An open SQLite connection goes on with the file it opened, deleted or not: the App's
@@ -6,7 +7,10 @@ pooled connections and its looping worker kept committing there, each dispatch `
 and each start an id, into a file no later process can open — all of it lost, none of
 it reported.  A pooled connection whose file is no longer the one at the path is now
 dropped as it leaves the pool, and the new one opens what is there: an empty database,
-whose missing tables each write and each worker pass report."""
+whose missing tables each write and each worker pass report.
+
+A file in a folder that does not exist (a fresh checkout without ``data/``) failed
+``create_all`` with SQLite's "unable to open database file", which names no file."""
 
 from __future__ import annotations
 
@@ -20,6 +24,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from sqlalchemy.exc import OperationalError
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
@@ -82,3 +87,14 @@ def test_a_looping_worker_reports_the_deleted_file_each_pass(
     assert not worker.is_alive()
     assert "no such table" in caplog.text  # was silent: its passes went on in the deleted file
     assert os.path.exists(str(app.engine.url.database))
+
+
+def test_a_database_in_a_folder_that_does_not_exist_is_named_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "shop.sqlite3"
+    app = App([f], database_url=f"sqlite:///{path}")
+    try:
+        with pytest.raises(OperationalError) as raised:
+            app.create_all()
+    finally:
+        app.dispose()
+    assert f"unable to open database file {path}: its folder {path.parent} does not exist" in str(raised.value)
