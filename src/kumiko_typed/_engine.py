@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import uuid
 from collections.abc import Iterator
@@ -30,7 +31,7 @@ from sqlalchemy.dialects.postgresql.base import PGDDLCompiler, PGDialect, PGType
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect, ExceptionContext
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._database_urls import refuse_unsupported, url_refusal
@@ -93,6 +94,7 @@ def _made(url: str) -> Engine:
         # pysqlite's own transaction handling defers BEGIN and breaks SAVEPOINT;
         # take it over as SQLAlchemy's documentation recommends.
         event.listen(engine, "connect", _sqlite_connect)
+        _follow_the_file(engine)
         event.listen(engine, "begin", _sqlite_begin)
         event.listen(engine, "handle_error", _sqlite_given_up)  # before note_lost counts it
         dress_dialect(engine.dialect)
@@ -385,6 +387,51 @@ def _sqlite_connect(dbapi_connection: Any, _record: object) -> None:
     cursor.close()
     for name, arguments, function in FUNCTIONS:
         dbapi_connection.create_function(name, arguments, function, deterministic=True)
+
+
+def _follow_the_file(engine: Engine) -> None:
+    """Drop a pooled connection whose database file was deleted or replaced since it was
+    opened (by inode, checked as it leaves the pool): an open connection goes on with the
+    file it opened, so after an operator's ``rm`` or a backup moved in its place, every
+    commit went to a file no later process opens, each one reported done.  A new
+    connection opens what is at the path now: the replacement, or (deleted) an empty
+    database whose missing tables every dispatch and worker pass then report.  A
+    ``stat`` per checkout."""
+    database = engine.url.database
+    if not database or database == ":memory:" or database.startswith("file:"):
+        return  # in memory (no file), or a URI filename: SQLite resolves it, not a path
+    path = os.path.abspath(database)  # where the connections open it: relative to the cwd
+
+    def opened(_dbapi_connection: Any, record: Any) -> None:
+        record.info[_OPENED] = _inode(path)
+
+    def checked_out(_dbapi_connection: Any, record: Any, _proxy: object) -> None:
+        if _inode(path) != record.info.get(_OPENED):
+            raise DisconnectionError(f"the SQLite database file {path} was deleted or replaced")
+
+    def unopened(context: ExceptionContext) -> OperationalError | None:
+        """SQLite's "unable to open database file" names no file: name it, and the fix."""
+        error = context.original_exception
+        if context.connection is not None or "unable to open database file" not in str(error):
+            return None
+        folder = os.path.dirname(path)
+        fix = f"its folder {folder} does not exist" if not os.path.isdir(folder) else "check the folder's permissions"
+        return OperationalError(None, None, type(error)(f"unable to open database file {path}: {fix}"))
+
+    event.listen(engine, "connect", opened)
+    event.listen(engine, "checkout", checked_out)
+    event.listen(engine, "handle_error", unopened, retval=True)
+
+
+_OPENED: Final = "kumiko_file"
+
+
+def _inode(path: str) -> tuple[int, int] | None:
+    try:
+        found = os.stat(path)
+    except FileNotFoundError:
+        return None
+    return found.st_dev, found.st_ino
 
 
 def _postgres_connect(dbapi_connection: Any, _record: object) -> None:

@@ -22,7 +22,7 @@ from sqlalchemy.pool import SingletonThreadPool
 
 from ._outbox import Deliverer, deliver_due
 from ._wake import Bell, Halt
-from ._worker_side import COUNTS, Side, log_pass
+from ._worker_side import COUNTS, Side, log_pass, outlived
 from ._workflow_cron import CronTriggers
 from ._workflow_engine import WorkflowEngine
 from ._workflow_feed import EventFeed
@@ -109,15 +109,27 @@ class Worker:
 
     def one_pass(self) -> dict[str, int]:
         """Everything due now, in order: what a resumed run queues is delivered in the same
-        pass.  A stop does not cut it short."""
-        done = self._everything(_never)
+        pass.  A stop does not cut it short; the database may, as it may a looping
+        worker's first pass: what that outlives (SQLite locked past its busy timeout, a
+        lost connection, a lock timeout) ends this pass with a warning, the rest due for
+        the next one, with the counts of the parts it finished (a cron job's next call is
+        the loop's next pass)."""
+        done = dict.fromkeys(COUNTS, 0)
+        try:
+            self._everything(_never, done)
+        except DBAPIError as exc:
+            if not outlived(exc, worked=False):
+                raise
+            logger.warning("worker pass cut short, the rest is due for the next one: %s", exc.orig)
         log_pass(done)
         return done
 
-    def _everything(self, stopping: Callable[[], bool]) -> dict[str, int]:
-        done = self._workflow_pass(stopping)
-        for key, value in self._delivery_pass(stopping).items():
-            done[key] += value
+    def _everything(self, stopping: Callable[[], bool], done: dict[str, int] | None = None) -> dict[str, int]:
+        """The workflow work, then the deliveries, added to ``done`` as each ends."""
+        done = dict.fromkeys(COUNTS, 0) if done is None else done
+        for part in (self._workflow_pass, self._delivery_pass):
+            for key, value in part(stopping).items():
+                done[key] += value
         return done
 
     def _workflow_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:

@@ -20,7 +20,7 @@ from ._notify import Listener
 from ._transient import transient, unreachable
 from ._wake import Bell, Halt, sleep
 
-__all__ = ["COUNTS", "Side", "log_pass"]
+__all__ = ["COUNTS", "Side", "log_pass", "outlived"]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -34,6 +34,16 @@ def log_pass(done: dict[str, int]) -> None:
     if logger.isEnabledFor(level):
         summary = " ".join(f"{k}={v}" for k, v in done.items())
         logger.log(level, "worker pass: %s", summary, extra={"kumiko_counts": done})
+
+
+def outlived(exc: DBAPIError, worked: bool) -> bool:
+    """Whether a worker goes on after a pass the database cut short (``worked``: a pass
+    of it got through before).  Before one did, an unreachable server is as a wrong host
+    or port in the URL: not outlived, for the supervisor to see; nor is an error no
+    retry cures (no such table).  After one did, any operational error is an outage."""
+    if not worked and unreachable(exc):
+        return False
+    return transient(exc) or (worked and isinstance(exc, OperationalError))
 
 
 class Side:
@@ -67,11 +77,7 @@ class Side:
                 try:
                     done = self._work()
                 except DBAPIError as exc:
-                    # Before this side got through once, an unreachable server is as a
-                    # wrong host or port in the URL: stopped, for its supervisor to see.
-                    if not worked and unreachable(exc):
-                        raise
-                    if not (transient(exc) or (worked and isinstance(exc, OperationalError))):
+                    if not outlived(exc, worked):
                         raise
                     logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
                     sleep(poll_interval, [self._halt_bell])

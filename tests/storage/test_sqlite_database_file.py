@@ -1,0 +1,100 @@
+"""The SQLite database file: one in a folder that does not exist, and one deleted under
+a running App (an operator's ``rm
+kumiko.sqlite3*``, a clean-up script, a deploy that replaces the folder).
+
+An open SQLite connection goes on with the file it opened, deleted or not: the App's
+pooled connections and its looping worker kept committing there, each dispatch ``Ok``
+and each start an id, into a file no later process can open — all of it lost, none of
+it reported.  A pooled connection whose file is no longer the one at the path is now
+dropped as it leaves the pool, and the new one opens what is there: an empty database,
+whose missing tables each write and each worker pass report.
+
+A file in a folder that does not exist (a fresh checkout without ``data/``) failed
+``create_all`` with SQLite's "unable to open database file", which names no file."""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+
+import attrs
+import pytest
+from sqlalchemy.exc import OperationalError
+from sqlalchemy.orm import Mapped
+
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
+
+ADA = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=0xA))
+
+
+class FdNote(Entity):
+    __tablename__ = "fd_note"
+    text: Mapped[str]
+
+
+@attrs.frozen
+class Add:
+    text: str
+
+
+f = Feature("fd")
+f.entity(FdNote)
+add = f.write_handler(
+    "add",
+    f.pipeline(Add)
+    .create("note", FdNote, data=lambda c: FdNote(text=c.payload.text))
+    .return_(lambda c: ok(c.steps["note"].id)),
+)
+
+
+def _delete(url: str) -> None:
+    database = url.removeprefix("sqlite:///")
+    for suffix in ("", "-wal", "-shm"):
+        Path(database + suffix).unlink(missing_ok=True)
+
+
+def test_a_write_after_the_file_was_deleted_is_not_reported_done(make_app: Callable[..., App]) -> None:
+    app = make_app([f])
+    assert isinstance(app.dispatch(add, Add("before"), user=ADA), Ok)  # the pool holds a connection
+    _delete(str(app.engine.url))
+
+    result = app.dispatch(add, Add("after"), user=ADA)
+
+    assert isinstance(result, Failure), result  # was Ok: a note in a file that is gone
+
+
+def test_a_looping_worker_reports_the_deleted_file_each_pass(
+    make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
+) -> None:
+    app = make_app([f])
+    caplog.set_level(logging.WARNING, logger="kumiko_typed")
+    worker = threading.Thread(target=app.run_worker, kwargs={"poll_interval": 0.05})
+    worker.start()
+    try:
+        time.sleep(0.3)  # passes got through: the worker outlives what comes next
+        _delete(str(app.engine.url))
+        deadline = time.monotonic() + 20
+        while "no such table" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        app.stop_worker()
+        worker.join(30)
+    assert not worker.is_alive()
+    assert "no such table" in caplog.text  # was silent: its passes went on in the deleted file
+    assert os.path.exists(str(app.engine.url.database))
+
+
+def test_a_database_in_a_folder_that_does_not_exist_is_named_with_the_fix(tmp_path: Path) -> None:
+    path = tmp_path / "data" / "shop.sqlite3"
+    app = App([f], database_url=f"sqlite:///{path}")
+    try:
+        with pytest.raises(OperationalError) as raised:
+            app.create_all()
+    finally:
+        app.dispose()
+    assert f"unable to open database file {path}: its folder {path.parent} does not exist" in str(raised.value)
