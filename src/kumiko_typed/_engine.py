@@ -33,7 +33,7 @@ from sqlalchemy.engine import Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._database_urls import refuse_unsupported, url_refusal
+from ._database_urls import password_in_place, refuse_unsupported, url_refusal
 from ._errors import OutOfRange
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
@@ -110,7 +110,7 @@ def _made(url: str) -> Engine:
         names = sqlite.ischema_names
         sqlite.ischema_names = {**names, JSON_TEXT: names["JSON"]}  # reflected as the JSON it is
         return engine
-    engine = create_engine(url)
+    engine = create_engine(password_in_place(url))
     if engine.dialect.name == "postgresql":
         event.listen(engine, "connect", _postgres_connect)
         floats = engine.dialect.colspecs.get(Float, Float)
