@@ -12,7 +12,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ._errors import BootError
 
-__all__ = ["URL_PROBLEM", "refuse_unsupported", "shown_url", "url_refusal"]
+__all__ = ["URL_PROBLEM", "password_in_place", "refuse_unsupported", "shown_url", "url_refusal"]
 
 #: How each problem :func:`make_engine` finds begins: the App's BootError says which
 #: argument; the command line, which says which option, drops it.
@@ -80,3 +80,16 @@ def shown_url(url: str | URL) -> str:
     secrets = {key: _HIDDEN for key in parsed.query if key.lower() in _SECRET_PARAMETERS}
     rendered = parsed.update_query_dict(secrets).render_as_string(hide_password=True)
     return rendered.replace(quote_plus(_HIDDEN), _HIDDEN)  # the query's value, quoted on the way
+
+
+def password_in_place(url: str) -> str | URL:
+    """``url`` with a ``?password=`` moved into its user part, where SQLAlchemy's own
+    renderings (``repr(app.engine)``, ``str(app.engine.url)``, its log lines) show it as
+    ``***``; they show a query parameter as it is.  libpq reads either, the query's over
+    the user part's, and so does the URL made here.  An ``sslpassword`` has no such place
+    and stays: print the engine's URL with :func:`shown_url`."""
+    parsed = make_url(url)
+    given = parsed.query.get("password")
+    if not isinstance(given, str):  # none, or given twice: left to libpq as it is
+        return url
+    return parsed.difference_update_query(["password"]).set(password=given)

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User, WorkflowCtx
-from ._errors import OutOfRange, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
+from ._errors import OutOfRange, Problem, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
@@ -364,7 +364,7 @@ def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
     if isinstance(crash.cause, Unfit):
         problems = crash.cause.problems
         logger.info("%s: step %s: values do not fit their columns: %s", who, where, problems)
-        message = f"step {where}: {crash.cause.lead}: {problems[0]['message']}"
+        message = _naming_the_value(f"step {where}: {crash.cause.lead}: {problems[0]['message']}", problems[0])
         return fail("validation_error", message, [{**p, "step": where} for p in problems])
     if write_refused(crash.cause):
         # The program's bug, logged as any other (the statement, with its values, is in
@@ -398,6 +398,17 @@ def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
     if isinstance(crash.cause, ProjectorFailed):
         details["projector"] = crash.cause.projector
     return exception_failure(crash.cause, f"{who}: step {where}", f"step {where}", details)
+
+
+def _naming_the_value(message: str, problem: Problem) -> str:
+    """``message`` naming the value that did not fit: its column, and the payload field it
+    came from.  A failed run keeps only its error's code and message, and a client may
+    show only the message: the details alone named it, so a run's error said a value of
+    the step did not fit, not which (a mail's subject, recipient or sender)."""
+    named = [problem["column"]] if problem.get("column") else []
+    if problem.get("path", "$") != "$":
+        named.append(f"from {problem['path']}")
+    return f"{message} ({', '.join(named)})" if named else message
 
 
 def exception_failure(exc: BaseException, context: str, where: str, details: Mapping[str, object]) -> Failure:

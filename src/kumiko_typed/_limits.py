@@ -57,6 +57,7 @@ __all__ = [
     "moment_problem",
     "nested_without_end",
     "number_problem",
+    "path_step",
     "read_check",
     "read_problems",
     "refuse",
@@ -141,8 +142,25 @@ def _path(where: _Where) -> str:
         where, key = where
         keys.append(key)
     for key in reversed(keys):
-        where = f"{where}.{key}" if isinstance(key, str) else f"{where}[{key!r}]"
+        where += path_step(key)
     return where
+
+
+#: The longest key a path quotes whole.  A path is sent back to the caller (a detail's
+#: ``path``), so a hostile key must not come back as it was sent: 100 KB of it in each
+#: of a hundred details, or a terminal's escape sequence.
+MAX_PATH_KEY: Final = 40
+
+
+def path_step(key: object, *, bracketed: bool = False) -> str:
+    """One step of a path: ``.key`` for a text key (unless ``bracketed``), ``[2]`` for an
+    index, ``['key']`` for any other key.  A key longer than :data:`MAX_PATH_KEY` or
+    holding a character that is not printable is written as its ``repr`` (control
+    characters escaped), cut after that many characters and marked ``...``."""
+    if isinstance(key, str) and not bracketed and len(key) <= MAX_PATH_KEY and key.isprintable():
+        return f".{key}"
+    shown = repr(key)
+    return f"[{shown}]" if len(shown) <= MAX_PATH_KEY + 2 else f"[{shown[:MAX_PATH_KEY]}...]"
 
 
 def json_problems(
@@ -550,7 +568,7 @@ def _children(node: object, path: str) -> Iterator[tuple[str, object]]:
             yield f"{path}.{field.name}", getattr(node, field.name)
     elif isinstance(node, Mapping):
         for key, child in node.items():
-            yield (f"{path}.{key}" if isinstance(key, str) else f"{path}[{key!r}]"), child
+            yield path + path_step(key), child
     elif isinstance(node, (list, tuple)):
         for index, child in enumerate(node):
             yield f"{path}[{index}]", child

@@ -37,7 +37,7 @@ from cattrs.errors import (
 from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
 from ._jsonable import bytes_from_text
-from ._limits import json_problems, moment_problem, source_path
+from ._limits import json_problems, moment_problem, path_step, source_path
 from ._unions import is_mixed_union, union_hook
 
 __all__ = ["MAX_DETAILS", "Detail", "Hook", "make_converter", "structure", "unreadable"]
@@ -335,7 +335,9 @@ def _message(exc: BaseException) -> str:
 
 def _details(exc: BaseException, path: str, out: list[Detail]) -> None:
     if isinstance(exc, ForbiddenExtraKeysError):
-        out.extend({"path": f"{path}.{key}", "message": "unknown field"} for key in sorted(exc.extra_fields))
+        # Sorted as written: keys of a dict given in Python may be of types that do not compare.
+        steps = sorted(map(path_step, exc.extra_fields))
+        out.extend({"path": path + step, "message": "unknown field"} for step in steps)
         return
     if isinstance(exc, (ClassValidationError, IterableValidationError)):
         for sub in exc.exceptions:
@@ -348,7 +350,10 @@ def _details(exc: BaseException, path: str, out: list[Detail]) -> None:
                 _details(sub, path, out)
                 continue
             note = notes[-1]
-            sub_path = f"{path}.{note.name}" if isinstance(note, AttributeValidationNote) else f"{path}[{note.index!r}]"
+            if isinstance(note, AttributeValidationNote):
+                sub_path = f"{path}.{note.name}"
+            else:
+                sub_path = path + path_step(note.index, bracketed=True)
             _details(sub, sub_path, out)
         return
     out.append({"path": path, "message": _message(exc)})

@@ -251,29 +251,11 @@ def _raise_damage(stored: Rebuilt | None) -> None:
 
 
 def _run_failed(failure: Failure, run: Run) -> dict[str, Any]:
-    columns = failed(failure.code, _naming_the_value(failure))
+    columns = failed(failure.code, failure.message)
     if failure is run.settled_failure():
         return Settled(columns)
     taken = taken_id(failure) if failure.code == "version_conflict" else _unique_taken(failure)
     return columns if taken is None else Taken(columns, taken)
-
-
-def _naming_the_value(failure: Failure) -> str:
-    """The message a failed run keeps.  A run keeps no details, only its error's code and
-    message; a value that did not fit (``validation_error``) is named by its details alone
-    (its column, and the payload field it came from), so the message takes them: else
-    ``RunInfo.error`` said a value of the step did not fit, not which."""
-    details = failure.details
-    if failure.code != "validation_error" or not isinstance(details, list) or not details:
-        return failure.message
-    first = details[0]
-    if not isinstance(first, Mapping):
-        return failure.message
-    column, path = first.get("column"), first.get("path")
-    named = [column] if isinstance(column, str) else []
-    if isinstance(path, str) and path != "$":
-        named.append(f"from {path}")
-    return f"{failure.message} ({', '.join(named)})" if named else failure.message
 
 
 def _unique_taken(failure: Failure) -> str | None:

@@ -231,7 +231,8 @@ def test_other_schemes_are_refused_by_name_before_anything_is_queued(
 ) -> None:
     app = make_app([f])
     failure = failure_of(app.dispatch(hook, Hook(url), user=user), "validation_error")
-    assert failure.message.endswith(f"the webhook URL cannot be delivered: {error}; {FIX}")
+    named = "(kumiko_outbox.message.url, from $.url)"
+    assert failure.message.endswith(f"the webhook URL cannot be delivered: {error}; {FIX} {named}")
     assert app.outbox() == []
 
 

@@ -84,7 +84,8 @@ def test_a_url_that_cannot_be_delivered_is_refused_and_nothing_is_written(app_on
     (detail,) = failure.details  # type: ignore[misc]
     assert detail["path"] == "$.url" and detail["column"] == "kumiko_outbox.message.url"
     assert detail["message"].startswith(reason) and detail["message"].endswith(f"; {FIX}")
-    assert failure.message == f"step 1 webhook.send: the webhook URL cannot be delivered: {detail['message']}"
+    named = "(kumiko_outbox.message.url, from $.url)"
+    assert failure.message == f"step 1 webhook.send: the webhook URL cannot be delivered: {detail['message']} {named}"
     assert (_rows(app, outbox), _rows(app, WuNote.__table__)) == (0, 0)
     assert app.run_worker(once=True)["dead"] == 0
 

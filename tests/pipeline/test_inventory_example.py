@@ -190,7 +190,8 @@ def test_a_value_the_columns_cannot_hold_is_a_validation_error(inventory_app: Ap
     step = '0 aggregate.create "product"'
     for payload, (path, column, message) in refused.items():
         result = failed(inventory_app.dispatch(create_product, payload, user=admin), "validation_error")
-        assert result.message == f"step {step}: a value does not fit its column: {message}"
+        named = f"inventory_product.{column}, from {path}"
+        assert result.message == f"step {step}: a value does not fit its column: {message} ({named})"
         assert result.details == [
             {"path": path, "message": message, "column": f"inventory_product.{column}", "step": step}
         ]

@@ -103,7 +103,7 @@ def _refused(result: object, field: str, value: int, step: str = '0 read.find_ma
     failure = failure_of(result, "validation_error")
     message = f"must not be negative (the query's {field.upper()}), not {value}"
     assert failure.details == [{"path": f"$.{field}", "message": message, "column": field.upper(), "step": step}]
-    assert failure.message == f"step {step}: a row count is negative: {message}"
+    assert failure.message == f"step {step}: a row count is negative: {message} ({field.upper()}, from $.{field})"
 
 
 @pytest.mark.parametrize("field", ["limit", "offset"])

@@ -227,7 +227,8 @@ def test_a_value_its_column_cannot_hold_is_the_same_validation_error_on_both_dat
     assert isinstance(result, Failure), result
     assert (result.code, result.http_status) == ("validation_error", 400)
     assert result.details == [{**problem, "column": column, "step": STEP}]
-    assert result.message == f"step {STEP}: a value does not fit its column: {problem['message']}"
+    named = f"{column}, from {problem['path']}"
+    assert result.message == f"step {STEP}: a value does not fit its column: {problem['message']} ({named})"
     assert _counts(app) == (0, 0, 0)
 
 
@@ -340,7 +341,7 @@ def test_an_id_given_as_text_means_the_same_on_both_databases(app_on: AppOn, adm
         ):
             assert isinstance(result, Failure) and result.code == "validation_error", result
             assert result.message.startswith(f"step {step}: a value ")
-            assert result.message.endswith(": must be a UUID")
+            assert result.message.endswith(": must be a UUID (t7_item.id, from $.ref)")
             assert isinstance(result.details, list)
             assert (result.details[0]["path"], result.details[0]["column"]) == ("$.ref", "t7_item.id")
     assert _counts(app) == (1, 3, 1)

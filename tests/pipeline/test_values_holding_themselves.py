@@ -119,7 +119,7 @@ def test_a_stored_value_nested_without_end_is_a_validation_error_and_nothing_is_
     result = app.dispatch_json(f"t31:{handler}", {"shape": shape}, user=admin)
     assert result == Failure(
         "validation_error",
-        f"step {step}: a value does not fit its column: {ENDLESS}",
+        f"step {step}: a value does not fit its column: {ENDLESS} ({column})",
         [{"path": "$", "message": ENDLESS, "column": column, "step": step}],
     )
     assert _counts(app) == (0, 0, 0)

@@ -176,7 +176,8 @@ def test_a_read_comparing_a_column_with_a_value_of_another_kind_names_the_field(
     for _ in range(2):  # the resolver's run, then a template's if one was made
         path = "$.value[0]" if isinstance(value, list) else "$.value"
         refused = failure_of(app.dispatch(h[read], Given(value, "written"), user=alice), "validation_error")
-        assert refused.message == f'step 1 read.find_many "r": a value cannot be compared with its column: {message}'
+        compared = f"a value cannot be compared with its column: {message} ({column}, from {path})"
+        assert refused.message == f'step 1 read.find_many "r": {compared}'
         assert refused.details == [{"path": path, "message": message, "column": column, "step": '1 read.find_many "r"'}]
         in_query = failure_of(app.query(h[f"query_{read}"], Given(value), user=alice), "validation_error")
         assert in_query.details == [

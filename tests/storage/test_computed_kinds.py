@@ -80,6 +80,7 @@ def test_a_value_of_another_kind_in_arithmetic_names_the_field(
         refused = failure_of(app.query(h[read], Given(value), user=alice), "validation_error")
         assert (
             refused.message == 'step 0 read.find_many "r": a value cannot be computed with its column: must be a number'
+            " (cm_item.rank, from $.value)"
         )
         assert refused.details == [
             {"path": "$.value", "message": "must be a number", "column": "cm_item.rank", "step": '0 read.find_many "r"'}

@@ -338,6 +338,8 @@ def test_a_workflow_step_that_breaks_a_foreign_key_fails_its_run_alone(app_on: A
     assert run.status == "failed", run
     assert run.error["code"] == "validation_error", run.error
     assert "cv_book.shelf_id (from $.shelf) must refer to an existing row of cv_shelf" in run.error["message"]
+    # The message a handler's Failure has: the run's engine named the column again after it.
+    assert run.error["message"].count("cv_book.shelf_id") == 1, run.error
     assert run_info(app, fine).status == "completed"
     assert _rows(app, CvBook) == 1
 

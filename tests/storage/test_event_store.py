@@ -580,7 +580,8 @@ def test_an_event_its_class_cannot_read_back_is_refused_at_the_append_naming_the
     refused = failure_of(app.dispatch(settle, Settle(booking, **{**good, field: value}), user=user))
     message = f"Settled could not read it back: {problem} (at $.{field})"
     assert refused.code == "validation_error"
-    assert refused.message == f"step 0 aggregate.append_event: a value does not fit its column: {message}"
+    named = f"(kumiko_events.payload, from $.{field})"
+    assert refused.message == f"step 0 aggregate.append_event: a value does not fit its column: {message} {named}"
     assert refused.details == [
         {
             "path": f"$.{field}",
@@ -964,7 +965,7 @@ def test_an_aggregate_id_that_is_a_number_is_a_validation_error_naming_its_field
 
     for handler in (legacy, rename):
         refused = failure_of(app.dispatch(handler, ExtendLegacy(12345, 2), user=alice), "validation_error")
-        assert refused.message.endswith(": must be a UUID")
+        assert refused.message.endswith(": must be a UUID (es_booking.id, from $.number)")
         assert isinstance(refused.details, list)
         assert (refused.details[0]["path"], refused.details[0]["column"]) == ("$.number", "es_booking.id")
 

@@ -147,7 +147,7 @@ def test_a_number_the_column_cannot_hold_is_a_validation_error_naming_its_field(
     refused = failure_of(app.query_json("rv:by-number", {"n": 2**40}, user=admin), "validation_error")
     step = '0 read.get_one "thing"'
     assert refused.details == [_problem("$.n", INT32, "rv_thing.n", step)]
-    assert refused.message == f"step {step}: a value cannot be compared with its column: {INT32}"
+    assert refused.message == f"step {step}: a value cannot be compared with its column: {INT32} (rv_thing.n, from $.n)"
     listed = failure_of(app.dispatch(by_numbers, ByNumbers([7, -(2**31) - 1]), user=admin), "validation_error")
     assert listed.details == [_problem("$.ns[1]", INT32, "rv_thing.n", '0 read.find_many "things"')]
     # At the column's bounds, a read finds nothing, as before, on both databases.
