@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from datetime import UTC, date, datetime
@@ -17,7 +18,7 @@ from hypothesis import strategies as st
 
 from kumiko_typed import App, Failure, Feature, Ok, User, ok
 from kumiko_typed._results import HTTP_STATUS
-from kumiko_typed._structuring import MAX_DETAILS
+from kumiko_typed._structuring import MAX_DETAILS, make_converter, structure
 
 
 @attrs.frozen
@@ -204,6 +205,59 @@ def test_a_payload_with_very_many_problems_lists_a_hundred_and_counts_the_rest(
     # Exactly a hundred are all listed.
     assert len(_details(app.dispatch_json("shop:order", _with(lines=[{"sku": 1, "qty": 1}] * 100), user=user))) == 100
     assert ran == []
+
+
+def test_refusing_very_many_wrong_items_keeps_a_hundred_of_them(
+    app_and_ran: tuple[App, list[object]], user: User
+) -> None:
+    """Before: cattrs kept an exception (with its traceback and notes) for every wrong item,
+    100,000 wrong tags held 217 MB at once, and the garbage collector walked them again
+    and again: 200,000 took 10.7 s of CPU to refuse, 0.4 s to read when right.  Now the
+    first hundred of a list, tuple or set are kept and the rest counted (0.2 MB; 0.55 s)."""
+    app, ran = app_and_ran
+    body = _with(tags=[1] * 100_000, lines=[{"sku": 1, "qty": "x"}] * 250)
+    tracemalloc.start()
+    try:
+        details = _details(app.dispatch_json("shop:order", body, user=user))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert details[:2] == [
+        {"path": "$.lines[0].sku", "message": "expected a string, got number"},
+        {"path": "$.lines[0].qty", "message": "expected an integer, got string"},
+    ]
+    assert details[-1] == {"path": "$", "message": f"and {500 + 100_000 - 100} more, not listed"}
+    assert peak < 20_000_000, peak
+    assert ran == []
+
+
+@pytest.mark.parametrize(
+    ("kind", "wrong", "expected"),
+    [
+        (list[list[int]], [["x"] * 150] * 3, 450),
+        (tuple[int, ...], ["x"] * 101, 101),
+        (frozenset[int], [f"x{i}" for i in range(130)], 130),
+        (set[str], [1, 2, 3], 3),
+        (list[dict[str, int]], [{"a": "x", "b": "y"}] * 120, 240),
+    ],
+)
+def test_every_wrong_item_is_counted_when_a_hundred_are_listed(kind: Any, wrong: list[Any], expected: int) -> None:
+    """The count past the hundred listed is the number of wrong values, nested or not, as
+    when every one was kept."""
+
+    @attrs.frozen
+    class Holder:
+        values: Any
+
+    converter = make_converter()
+    converter.register_structure_hook(Holder, lambda value, _: Holder(converter.structure(value["values"], kind)))
+    found = structure(converter, {"values": wrong}, Holder)
+    assert isinstance(found, list)
+    listed = min(expected, MAX_DETAILS)
+    assert len(found) == listed + (expected > MAX_DETAILS)
+    if expected > MAX_DETAILS:
+        assert found[-1] == {"path": "$", "message": f"and {expected - MAX_DETAILS} more, not listed"}
+    assert found[0]["path"].startswith("$")
 
 
 @pytest.mark.parametrize(
