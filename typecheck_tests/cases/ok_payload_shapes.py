@@ -46,13 +46,28 @@ class Resolvers:
 
 
 desk = Feature("desk")
-invite = desk.write_handler("invite", desk.pipeline(Invite).return_(lambda c: ok(c.payload.email)))
-reveal_type(invite)  # R: kumiko_typed._feature.WriteHandler[ok_payload_shapes.Invite, str] # PR: WriteHandler[Invite, str]
+invite = desk.write_handler("invite", desk.pipeline(Invite).return_(lambda c: ok(reveal_type(c.payload.email))))  # R: str # PR: str
 ticket = (
     desk.pipeline(Ticket)
     .compute("id", the_id)
     .compute("note", Resolvers.note)
     .compute("size", Resolvers.size)
-    .return_(lambda c: ok((c.steps["id"], c.steps["size"])))
+    .compute("both", lambda c: reveal_type((c.steps["id"], c.steps["size"])))  # R: tuple[uuid.UUID, int] # PR: tuple[UUID, int]
+    .return_(lambda c: ok(c.steps["both"]))
 )
-reveal_type(ticket)  # R: kumiko_typed._finished.Finished[ok_payload_shapes.Ticket, tuple[uuid.UUID, int]] # PR: Finished[Ticket, tuple[UUID, int]]
+
+
+def stepwise() -> None:
+    """A pipeline extended by reassigning its variable in a function (and a class attribute
+    extending its base's): each step keeps its own result type, with or without the plugin."""
+    grown = desk.pipeline(Ticket).compute("count", lambda c: 1)
+    grown = grown.compute("label", lambda c: "one")
+    grown = grown.compute("both", lambda c: reveal_type((c.steps["count"], c.steps["label"])))  # R: tuple[int, str] # PR: tuple[int, str]
+
+
+class BaseFlows:
+    flow = desk.pipeline(Ticket).compute("count", lambda c: 1)
+
+
+class MoreFlows(BaseFlows):
+    flow = BaseFlows.flow.compute("label", lambda c: "one")
