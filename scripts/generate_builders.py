@@ -54,6 +54,8 @@ class Method:
     body: str
     key: str
     example: str
+    #: mypy's return type where it differs from ``returns`` (pyright's keys read the latter).
+    mypy_returns: str | None = None
 
 
 SAME = "{SELF}[P, S, Sc, C]"
@@ -65,6 +67,10 @@ METHODS: dict[str, Method] = {
         "self._then({SELF}, _steps.Compute(name, fn))",
         "``name``: the resolver's return type.",
         '.compute("total", lambda c: c.payload.quantity * c.payload.unit_price)',
+        # R only in the parameter: the plugin reads the key's type from fn itself, and
+        # without the plugin a reassignment, p = p.compute(...), would solve R from p's
+        # earlier type (mypy infers from the return's context first) and refuse fn.
+        mypy_returns="{SELF}[P, AddStep[S, Any], Sc, C]",
     ),
     "read.find_one": Method(
         f"name: str, query: Callable[[{CTX}], Select[T]]",
@@ -442,7 +448,7 @@ def _method(builder: str, rule: Any, m: Method) -> str:
     params = _fill(m.params, builder)
     body = _fill(m.body, builder)
     if rules.allows(builder, kind):
-        returns = _fill(m.returns, builder)
+        returns = _fill(m.mypy_returns or m.returns, builder)
         doc = _docstring(rule, m, None, " " * 8)
         if rule.key not in _EDITOR_KEYS:
             return f"    def {name}(self, {params}) -> {returns}:\n{doc}        return {body}\n"

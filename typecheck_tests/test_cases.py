@@ -48,6 +48,21 @@ def test_a_refused_step_is_one_error_with_deprecated_enabled(plugin_run: tuple[s
     assert not [line for line in said if "deprecated" in line.partition(": ")[2]], said
 
 
+def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy's own error for such a key says only that it does not exist; the plugin adds why
+    (errors_conditional_arms.py): in a branch arm or loop body, and mid-chain, where a
+    branch step is the alternative."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line for line in output.splitlines() if line.startswith("errors_conditional_arms.py:")
+    }
+    why = "only: the pipeline built with the other side has no such step; set it on both sides"
+    assert '"big" is set on one side of the conditional expression on line 17 ' + why + "  [misc]" in said[18], said
+    assert '"sku" is set on one side of the conditional expression on line 23 ' + why + "  [misc]" in said[24], said
+    branch = ", or use a branch step, whose arm that does not run sets it to None  [misc]"
+    assert '"big" is set on one side of the conditional expression on line 29 ' + why + branch in said[31], said
+
+
 def test_every_kumiko_code_is_exercised() -> None:
     from kumiko_typed import _rules
 

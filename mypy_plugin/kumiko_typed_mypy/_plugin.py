@@ -25,12 +25,14 @@ from ._features import (
     key_gets,
     key_typos,
     loops,
+    one_sided,
     open_steps,
     placement,
     read_rows,
     readonly_steps,
     registration,
     resolvers,
+    results,
     sibling_names,
     start,
     step_keys,
@@ -99,18 +101,22 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(loops.retry_keys)
             else:
                 hooks.append(partial(step_keys.check_receiver, rule.method))
+            if rule.key == "end":
+                hooks.append(results.typed_result)
             table[method(builder.name, rule.method)] = _chain(hooks)
     return table
 
 
 def _amending(hook: MethodHook) -> MethodHook:
     """``hook``, then the fixes it adds to mypy's errors in its call: the closest keys of an
-    unknown key (key_typos), ReadOnly for a resolver's own TypedDict (readonly_steps); and
-    the unknown keys its lambdas test with ``in``, of which mypy says nothing (key_gets)."""
+    unknown key (key_typos), why a key one side of a conditional sets is none (one_sided),
+    ReadOnly for a resolver's own TypedDict (readonly_steps); and the unknown keys its
+    lambdas test with ``in``, of which mypy says nothing (key_gets)."""
 
     def run(ctx: MethodContext) -> Type:
         result = hook(ctx)
         key_typos.suggest(ctx)
+        one_sided.explain(ctx)
         readonly_steps.hint(ctx)
         key_gets.check_tests(ctx)
         return result

@@ -218,7 +218,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if MYPY:
 
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Pipeline[P, AddStep[S, R], Sc, C]:
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> Pipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(Pipeline, _steps.Compute(name, fn))
 
     else:
@@ -1195,7 +1195,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if MYPY:
 
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> SubPipeline[P, AddStep[S, R], Sc, C]:
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> SubPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(SubPipeline, _steps.Compute(name, fn))
 
     else:
@@ -1988,7 +1988,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         def compute(
             self, name: str, fn: Callable[[WorkflowCtx[P, S, Sc]], R]
-        ) -> WorkflowPipeline[P, AddStep[S, R], Sc, C]:
+        ) -> WorkflowPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(WorkflowPipeline, _steps.Compute(name, fn))
 
     else:
@@ -3088,7 +3088,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         def compute(
             self, name: str, fn: Callable[[WorkflowCtx[P, S, Sc]], R]
-        ) -> WorkflowSubPipeline[P, AddStep[S, R], Sc, C]:
+        ) -> WorkflowSubPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.Compute(name, fn))
 
     else:
@@ -3960,7 +3960,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if MYPY:
 
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> QueryPipeline[P, AddStep[S, R], Sc, C]:
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> QueryPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(QueryPipeline, _steps.Compute(name, fn))
 
     else:
@@ -5003,7 +5003,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     if MYPY:
 
-        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> QuerySubPipeline[P, AddStep[S, R], Sc, C]:
+        def compute(self, name: str, fn: Callable[[Ctx[P, S, Sc]], R]) -> QuerySubPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(QuerySubPipeline, _steps.Compute(name, fn))
 
     else:

@@ -23,3 +23,10 @@ one_side_mailed = (
     .for_each("line", over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["line"].sku) if DETAILED else b)
     .return_(lambda c: ok(c.steps["sku"]))  # E: misc
 )
+
+# Mid-chain too: mypy keeps the keys both builders have (their join), and the error says why.
+chosen = (
+    (shop.pipeline(Order).compute("big", lambda c: 1) if DETAILED else shop.pipeline(Order).compute("small", lambda c: 2))
+    .compute("both", lambda c: 3)
+    .return_(lambda c: ok(c.steps["big"]))  # E: misc
+)

@@ -26,3 +26,27 @@ handler = shop.write_handler(
     .branch(when=lambda c: True, on_true=lambda b: b.compute("tags", lambda c: set()))  # E: var-annotated
     .return_(lambda c: ok(reveal_type(c.steps["tags"]))),  # R: set[Any] | None
 )
+
+# The same at return_: the result type is what the handler and dispatch give, and mypy
+# would report it for the variable (or not at all, once the handler's type solved it).
+listed = (
+    shop.pipeline(Order)
+    .return_(lambda c: ok([]))  # E: var-annotated
+)
+reveal_type(listed)  # R: kumiko_typed._finished.Finished[_models.Order, list[Any]]
+registered = shop.write_handler(
+    "listed",
+    shop.pipeline(Order)
+    .compute("count", lambda c: 1)
+    .return_(lambda c: ok({})),  # E: var-annotated
+)
+reveal_type(registered)  # R: kumiko_typed._feature.WriteHandler[_models.Order, dict[Any, Any]]
+inline = shop.write_handler(
+    "inline", shop.pipeline(Order).return_(lambda c: ok([]))  # E: var-annotated
+)
+typed = shop.write_handler("typed", shop.pipeline(Order).return_(lambda c: ok(list[str]())))
+reveal_type(typed)  # R: kumiko_typed._feature.WriteHandler[_models.Order, list[str]]
+flow = (
+    shop.workflow_pipeline(Order)
+    .return_(lambda c: ok(set()))  # E: var-annotated
+)

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import uuid
 
-from kumiko_typed import App, CronTick, Feature, Ok, SmtpTransport, User, cron, ok, signed
+from kumiko_typed import AggregateCreated, App, CronTick, Feature, Ok, SmtpTransport, User, cron, ok, signed
 
 from _models import Order, Product, SignedUp
 
@@ -52,3 +52,12 @@ reveal_type(page)  # R: kumiko_typed._results.Ok[list[kumiko_typed._streams.Stor
 if isinstance(page, Ok):
     next_page = page.data[-1].version + 1
     reveal_type(page.data[0])  # R: kumiko_typed._streams.StoredEvent[object] # PR: StoredEvent[object]
+    # A stream's event is an object: a class pattern narrows it, no cast (docs/event-store.md).
+    for stored in page.data:
+        match stored.event:
+            case SignedUp(email=email):
+                reveal_type(email)  # R: str # PR: str
+            case AggregateCreated(values=values):
+                reveal_type(values)  # R: typing.Mapping[str, Any] # PR: Mapping[str, Any]
+            case _:
+                pass

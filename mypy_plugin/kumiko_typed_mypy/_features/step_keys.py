@@ -5,21 +5,15 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from mypy import errorcodes
 from mypy.checker import TypeChecker
-from mypy.checkexpr import has_ambiguous_uninhabited_component
-from mypy.messages import format_type_bare
 from mypy.nodes import AssignmentStmt, Block, IfStmt, MatchStmt, Statement, TryStmt, WithStmt
 from mypy.plugin import MethodContext
-from mypy.type_visitor import TypeTranslator
 from mypy.types import (
     AnyType,
     ErasedType,
     Instance,
     Type,
-    TypeAliasType,
     TypeOfAny,
-    UninhabitedType,
     get_proper_type,
 )
 
@@ -28,6 +22,7 @@ from .._names import ADD_STEP, STEP_MARKERS, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
+from .._typeops.empty_results import solved
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
 from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
 from .._typeops.reported import fail
@@ -70,44 +65,8 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         if not _rechecked(ctx):
             fail(ctx, rules.msg_duplicate_step(name), where(ctx, "name"), code=_errors.DUPLICATE_STEP)
     else:
-        keys[name] = _inferred(ctx, name, value)
+        keys[name] = solved(ctx, value, f'step "{name}"')
     return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
-
-
-#: How to give an empty collection its item type, by the collection's class.
-_TYPED_EMPTY = {"builtins.list": "list[str]()", "builtins.dict": "dict[str, int]()", "builtins.set": "set[str]()"}
-
-
-def _inferred(ctx: MethodContext, name: str, value: Type) -> Type:
-    """The key's type, unless mypy could not infer part of it: ``lambda c: []`` returns a
-    ``list[Never]`` that mypy reports as ``Need type annotation`` for the variable the whole
-    pipeline is assigned to (or the handler registering it), lines away, where no annotation
-    helps.  Reported at the step instead, with mypy's code and the fix; that part reads as
-    ``Any`` (a second error at each use would repeat it)."""
-    if not has_ambiguous_uninhabited_component(value):
-        return value
-    proper = get_proper_type(value)
-    empty = _TYPED_EMPTY.get(proper.type.fullname) if isinstance(proper, Instance) else None
-    fix = f"lambda c: {empty}" if empty else "a def resolver that declares its return type"
-    shown = format_type_bare(value, ctx.api.options)
-    fail(
-        ctx,
-        f'Need type annotation for step "{name}": mypy cannot infer the item type of the {shown} its '
-        f"resolver returns; give it one, e.g. {fix}",
-        where(ctx),
-        code=errorcodes.VAR_ANNOTATED,
-    )
-    return value.accept(_Unsolved())
-
-
-class _Unsolved(TypeTranslator):
-    """A type with the parts mypy could not infer (an empty display's ``Never``) as ``Any``."""
-
-    def visit_uninhabited_type(self, t: UninhabitedType) -> Type:
-        return AnyType(TypeOfAny.from_error) if t.ambiguous else t
-
-    def visit_type_alias_type(self, t: TypeAliasType) -> Type:
-        return t.copy_modified(args=[a.accept(self) for a in t.args])
 
 
 def check_receiver(method: str, ctx: MethodContext) -> Type:

@@ -98,21 +98,27 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
 
 def _alternatives(ctx: MethodContext, name: str) -> list[Type] | None:
     """The steps types of the builders a lambda chooses between, ``lambda b: b.compute("x", ...)
-    if FLAG else b``; ``None`` when callback ``name`` is no such lambda.
+    if FLAG else b``; ``None`` when callback ``name`` is no such lambda."""
+    expr = arg_expr(ctx, name)
+    if not (isinstance(expr, LambdaExpr) and isinstance(expr.expr(), ConditionalExpr)):
+        return None
+    return chosen_steps(ctx.api, expr.expr())
+
+
+def chosen_steps(api: CheckerPluginInterface, expr: Expression) -> list[Type] | None:
+    """The steps types of the builders conditional expression ``expr`` chooses between;
+    ``None`` when its sides are not builders.
 
     mypy types a conditional expression as the union of its two sides (read as no steps type
     at all), or as their join when both hold ``Never`` (a feature's capabilities without
     ``requires=``), which drops a key the sides type differently.  So each side is read
     from the type mypy stored for it; a side typed ``Never`` (a call that raises) never
     returns a builder and adds nothing."""
-    expr = arg_expr(ctx, name)
-    if not (isinstance(expr, LambdaExpr) and isinstance(expr.expr(), ConditionalExpr)):
-        return None
-    if not isinstance(ctx.api, TypeChecker):
+    if not isinstance(api, TypeChecker):
         return None
     out: list[Type] = []
-    for side in _sides(expr.expr()):
-        given = ctx.api.lookup_type_or_none(side)
+    for side in _sides(expr):
+        given = api.lookup_type_or_none(side)
         proper = get_proper_type(given) if given is not None else None
         if proper is None or isinstance(proper, UninhabitedType):
             continue

@@ -22,6 +22,25 @@ def recorded(errors: Errors) -> Iterator[ErrorInfo]:
         yield from watcher._filtered or ()
 
 
+def fail_kept(ctx: MethodContext, msg: str, context: Context, *, code: ErrorCode) -> None:
+    """:func:`fail`, kept even in mypy's first pass over a generic call's arguments, which
+    infers the call's type variables and drops the errors it finds: for a mistake the
+    pass that counts no longer sees, checking the arguments in the type context the first
+    pass solved.  The error goes to the watcher outside the dropping ones (or is recorded);
+    mypy prints a message repeated on one line once."""
+    watchers = ctx.api.msg.errors._watchers
+    dropping = [i for i, w in enumerate(watchers) if w._filter is True and w._filtered is None]
+    if not dropping:
+        fail(ctx, msg, context, code=code)
+        return
+    held = watchers[dropping[0] :]
+    del watchers[dropping[0] :]
+    try:
+        fail(ctx, msg, context, code=code)
+    finally:
+        watchers.extend(held)
+
+
 def recorded_in(errors: Errors, call: Context) -> list[ErrorInfo]:
     """:func:`recorded`, those on the lines of ``call`` (a hook's call expression): what
     mypy reported for its arguments.  A list, so that a caller may :func:`retract` them."""
