@@ -11,6 +11,11 @@ NaN compared with a number column matched nothing on SQLite and every row on Pos
 ``Numeric`` matched on SQLite only (its float rounded ``1.1000000000000000001`` to the
 ``1.10`` a row holds); ``sum``/``avg`` of text, times and UUIDs answered on SQLite (0.0,
 a year) and were an ``internal_error`` on PostgreSQL, as were ``min``/``max`` of UUIDs.
+Then (turn 31): a UUID cast to text, ``round``/``sign``/``sqrt``/``power``/``floor``/``ceil``,
+a ``Numeric``'s product and quotient, integer arithmetic past its type, a cast to a
+``Numeric(p, s)`` past its digits and a bound infinity computed with a column.  A second
+property writes, edits and replays under idempotency keys and compares the streams, a
+rebuild and the rows.
 """
 
 from __future__ import annotations
@@ -568,6 +573,18 @@ def test_integer_arithmetic_within_its_type_answers_alike(app: App, user: User) 
     assert ok_data(app.query(read, Read("arith", ("big", "sub", 5)), user=user)) == [2**62 - 5]
     nested = sa.select((DfItem.n + DfItem.n) - DfItem.n)
     refused_by_the_database(app.query(read, Read("raw", (nested,)), user=user))
+
+
+def test_a_cast_to_a_numeric_past_its_digits_is_refused_on_both(app: App, user: User) -> None:
+    """PostgreSQL's ``numeric(p, s)`` refuses a value of more than ``p - s`` digits before
+    the point once rounded ("numeric field overflow"); SQLite's cast has no limit and
+    answered."""
+    ok_data(app.dispatch(put, Put({"n": 100, "x": 99.96}), user=user))
+    narrow = sa.Numeric(3, 1)
+    refused_by_the_database(app.query(read, Read("raw", (sa.select(sa.cast(DfItem.n, narrow)),)), user=user))
+    refused_by_the_database(app.query(read, Read("raw", (sa.select(sa.cast(DfItem.x, narrow)),)), user=user))
+    fits = sa.select(sa.cast(DfItem.x, sa.Numeric(4, 1)))
+    assert ok_data(app.query(read, Read("raw", (fits,)), user=user)) == [Decimal("100.0")]
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, Decimal("Infinity")])
