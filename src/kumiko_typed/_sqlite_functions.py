@@ -127,14 +127,20 @@ def cast_number(target: str, exact: int, value: object) -> object:
     return value
 
 
-def cast_numeric(precision: int, scale: int, value: object) -> object:
+def cast_numeric(precision: int, scale: int, inexact: int, value: object) -> object:
     """``value`` cast to a ``NUMERIC(precision, scale)``: refused as PostgreSQL's "numeric
     field overflow" when, rounded to ``scale`` places, it has more than ``precision -
-    scale`` digits before the point (SQLite's cast has no limit)."""
+    scale`` digits before the point (SQLite's cast has no limit).  A float of an
+    ``inexact`` side (a double precision to PostgreSQL) is taken by its first 15
+    significant digits, as PostgreSQL converts one (``round(2**53 + 1)`` is
+    9007199254740990 there)."""
     if value is None or not isinstance(value, (int, float)):
         return value  # text: SQLite's own cast, as before
-    if isinstance(value, float) and not math.isfinite(value):
-        _refuse("numeric field overflow")
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            _refuse("numeric field overflow")
+        if inexact:
+            value = float(format(value, ".15g"))
     rounded = _decimal(value).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP, _EXACT)
     if rounded.adjusted() >= precision - scale and rounded != 0:
         _refuse("numeric field overflow")
@@ -166,9 +172,10 @@ def _refuse(reason: str) -> NoReturn:
     raise _Refused(reason)
 
 
-def divisor(value: object) -> object:
-    """``value`` as a divisor: zero is PostgreSQL's "division by zero", not SQLite's NULL."""
-    if isinstance(value, (int, float)) and value == 0:
+def divisor(value: object, dividend: object) -> object:
+    """``value`` as a divisor of ``dividend``: zero is PostgreSQL's "division by zero", not
+    SQLite's NULL, unless the dividend is NULL (PostgreSQL's answer too)."""
+    if isinstance(value, (int, float)) and value == 0 and dividend is not None:
         _refuse("division by zero")
     return value
 
@@ -372,9 +379,9 @@ def _cast(target: str, text: str) -> object:
 FUNCTIONS: Final = (
     (JSON_AS, 3, json_as),
     (CAST_TEXT, 2, cast_text),
-    (DIVISOR, 1, divisor),
+    (DIVISOR, 2, divisor),
     (CAST_NUMBER, 3, cast_number),
-    (CAST_NUMERIC, 3, cast_numeric),
+    (CAST_NUMERIC, 4, cast_numeric),
     (SUBSTR, -1, substr),
     (FINITE, 1, finite),
     (REMAINDER, 2, remainder),

@@ -174,7 +174,8 @@ class SQLiteStatements(SQLiteCompiler):
             inner = self.process(cast.clause, **kwargs)
             scale = cast.type.scale or 0
             into_type = self.dialect.type_compiler_instance.process(cast.type)
-            return f"CAST({CAST_NUMERIC}({cast.type.precision}, {scale}, {inner}) AS {into_type})"
+            inexact = int(source is not Numeric)
+            return f"CAST({CAST_NUMERIC}({cast.type.precision}, {scale}, {inexact}, {inner}) AS {into_type})"
         if into is String and source is Uuid:
             return f"{UUID_TEXT}({self.process(cast.clause, **kwargs)})"
         if into is Date and source is DateTime:
@@ -315,9 +316,10 @@ def _bits(side: Any) -> int | None:
 
 def _checked_divisor(binary: Any) -> Any:
     """``binary`` (a division or modulo) with its divisor refused when zero, as PostgreSQL
-    does: SQLite's ``7 / 0`` is NULL."""
+    does: SQLite's ``7 / 0`` is NULL.  Given the dividend too: ``NULL / 0`` is NULL on
+    PostgreSQL, whose operators are not called with a NULL."""
     checked = binary._clone()
-    checked.right = getattr(func, DIVISOR)(binary.right, type_=binary.right.type)
+    checked.right = getattr(func, DIVISOR)(binary.right, binary.left, type_=binary.right.type)
     return checked
 
 

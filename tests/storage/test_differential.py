@@ -533,6 +533,16 @@ def test_a_numeric_quotient_or_product_is_refused_uncast_and_exact_cast(
     assert ok_data(app.query(read, Read("cast_arith", ("amt", op, value)), user=user)) == [Decimal(expected)]
 
 
+def test_a_true_division_of_integers_is_refused_uncast_and_exact_cast(app: App, user: User) -> None:
+    """SQLAlchemy's ``/`` of two integer columns is a ``numeric`` division on PostgreSQL
+    (``0.33333333333333333333``) and a float's on SQLite (``0.333333333333333``)."""
+    ok_data(app.dispatch(put, Put({"n": 2, "big": 3}), user=user))
+    refused = failure_of(app.query(read, Read("arith_columns", ("truediv", "n", "big")), user=user), "internal_error")
+    assert "StepRefused: the query computes df_item.n (a number) / df_item.big (a number) uncast" in refused.message
+    cast = sa.select(sa.cast(DfItem.n / DfItem.big, sa.Numeric(12, 4)))
+    assert ok_data(app.query(read, Read("raw", (cast,)), user=user)) == [Decimal("0.6667")]
+
+
 def test_a_numeric_product_rounds_its_exact_half_on_both(app: App, user: User) -> None:
     """A float product may fall below an exact half (``1.90 * 1.05`` is 1.9949999999999999
     as a float, so SQLite's cast read 1.99): the cast rounds PostgreSQL's exact product,
@@ -585,6 +595,28 @@ def test_a_cast_to_a_numeric_past_its_digits_is_refused_on_both(app: App, user: 
     refused_by_the_database(app.query(read, Read("raw", (sa.select(sa.cast(DfItem.x, narrow)),)), user=user))
     fits = sa.select(sa.cast(DfItem.x, sa.Numeric(4, 1)))
     assert ok_data(app.query(read, Read("raw", (fits,)), user=user)) == [Decimal("100.0")]
+
+
+@pytest.mark.parametrize(("op", "column"), [("mod", "big"), ("floordiv", "big"), ("mod", "amt")])
+def test_null_divided_by_zero_is_null_on_both(app: App, user: User, op: str, column: str) -> None:
+    """PostgreSQL calls no operator with a NULL: ``NULL / 0`` is NULL there, and SQLite's
+    check of the divisor refused it as a division by zero."""
+    ok_data(app.dispatch(put, Put({"big": 0, "amt": Decimal(0)}), user=user))
+    quotient = getattr(operator, op)(DfItem.n, getattr(DfItem, column))
+    assert ok_data(app.query(read, Read("raw", (sa.select(quotient),)), user=user)) == [None]
+    ok_data(app.dispatch(put, Put({"n": 1, "big": 0, "amt": Decimal(0)}), user=user))
+    refused_by_the_database(app.query(read, Read("raw", (sa.select(quotient),)), user=user))
+
+
+def test_a_float_cast_to_a_numeric_keeps_15_digits_on_both(app: App, user: User) -> None:
+    """PostgreSQL converts a double precision to a ``numeric`` by its first 15
+    significant digits; SQLite's read took the float's shortest form, up to 17
+    (``cast(x, Numeric(30, 20))`` of 1/3 had one 3 more, and ``round`` of a ``BigInteger``
+    of 2**53 + 1, a double precision there, read 9007199254740992 here, ...990 there)."""
+    ok_data(app.dispatch(put, Put({"x": 1 / 3, "big": 2**53 + 1}), user=user))
+    wide = sa.select(sa.cast(DfItem.x, sa.Numeric(30, 20)))
+    assert ok_data(app.query(read, Read("raw", (wide,)), user=user)) == [Decimal("0.333333333333333")]
+    assert ok_data(app.query(read, Read("cast_math", ("round", "big")), user=user)) == [Decimal("9007199254740990")]
 
 
 @pytest.mark.parametrize("value", [math.inf, -math.inf, math.nan, Decimal("Infinity")])
