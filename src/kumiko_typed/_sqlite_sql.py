@@ -1,6 +1,7 @@
 """The SQL the App's SQLite engine writes: SQLite's, with PostgreSQL's answers where the
 two differ (a LIKE's escape, a JSON element, a division by zero, text cast to a number,
-a JSON column's declared type, where NULLs sort).  Installed on the engine by ``_engine``."""
+arithmetic past its type, a ``Numeric``'s product and quotient, math functions, a JSON
+column's declared type, where NULLs sort).  Installed on the engine by ``_engine``."""
 
 from __future__ import annotations
 
