@@ -212,21 +212,15 @@ def _place(binds: list[BindParameter[Any]], bind: object) -> int | None:
 
 
 def exact_quotient(binary: BinaryExpression[Any]) -> bool:
-    """Whether ``binary`` is a ``*`` of two ``Numeric`` sides or a ``/`` of a ``Numeric`` or
-    an integer by a number (an integer or a ``Numeric``), which PostgreSQL answers as a ``numeric``
+    """Whether ``binary`` is a ``*`` of two ``Numeric`` sides or a ``/`` of a ``Numeric``
+    by a number (an integer or a ``Numeric``), which PostgreSQL answers as a ``numeric``
     of more places than either side (``0.15 * 0.15`` is ``0.0225``, ``0.10 / 3`` is
     ``0.03333333333333333333``): the query's type says the left side's scale, and SQLite
     computed a float."""
     affinities = {binary.left.type._type_affinity, binary.right.type._type_affinity}
     if binary.operator is operators.mul:
         return affinities == {Numeric}
-    # Of two integers too: SQLAlchemy's ``/`` of them is a true division, a ``numeric`` one
-    # on PostgreSQL (``n / CAST(m AS NUMERIC)``).
-    return (
-        binary.operator is operators.truediv
-        and Numeric in (*affinities, binary.type._type_affinity)
-        and affinities <= {Numeric, Integer}
-    )
+    return binary.operator is operators.truediv and Numeric in affinities and affinities <= {Numeric, Integer}
 
 
 def _uncast_exact(binary: BinaryExpression[Any]) -> None:
