@@ -19,7 +19,9 @@ holds each parameter's type), so the walk runs once per shape.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
+from decimal import Decimal
 from typing import Any, Final
 
 from sqlalchemy import JSON, Boolean, Date, DateTime, Enum, Float, Integer, Numeric, String, Time, Uuid
@@ -29,6 +31,7 @@ from sqlalchemy.sql.cache_key import CacheKey
 from sqlalchemy.sql.elements import (
     BinaryExpression,
     BindParameter,
+    Cast,
     ClauseElement,
     ColumnClause,
     ColumnElement,
@@ -43,7 +46,7 @@ from ._access import ShapeMemo
 from ._errors import Problem, StepRefused, Unfit
 from ._limits import source_path
 
-__all__ = ["refuse_mismatched"]
+__all__ = ["exact_quotient", "refuse_mismatched"]
 
 _TEXT: Final = "text"
 _NUMBER: Final = "a number"
@@ -90,12 +93,18 @@ def _kind(type_: TypeEngine[Any]) -> str | None:
 
 
 #: Per statement shape: the mismatched parameters, by their place among the cache key's
-#: ``bindparams``, with the side they are compared with, what the value must be and
-#: whether it is computed with that side (else compared).
+#: ``bindparams``, with the side they are compared with, what the value must be,
+#: whether it is computed with that side (else compared) and whether only a value that
+#: is no finite number is refused.
 _FOUND: Final = ShapeMemo()
 
-#: A parameter to refuse: its place, the side it meets, what it must be, whether it is computed with.
-_Mismatch = tuple[int, str, str, bool]
+#: A parameter to refuse: its place, the side it meets, what it must be, whether it is
+#: computed with, whether only when not finite.
+_Mismatch = tuple[int, str, str, bool, bool]
+#: What a number computed with a number column must be: SQLite's float arithmetic cannot
+#: tell infinity from an overflow (which it refuses, as PostgreSQL does), and binds NaN as
+#: NULL, where PostgreSQL computed with both (``x + inf`` was infinity).
+_FINITE: Final = "a finite number"
 _Found = tuple[_Mismatch, ...]
 
 #: Operators PostgreSQL has for numbers only.
@@ -129,12 +138,12 @@ def refuse_mismatched(
         return
     problems: list[Problem] = []
     computed = False
-    for place, side, must, computing in found:
+    for place, side, must, computing, unbounded in found:
         value = binds[place][1]
         if value is None:  # compares with NULL: no row matches, on both
             continue
         for item in value if isinstance(value, (list, tuple)) else (value,):
-            if item is not None:
+            if item is not None and not (unbounded and _finite(item)):
                 problems.append({"path": source_path(payload, item), "message": f"must be {must}", "column": side})
                 computed = computed or computing
                 break
@@ -142,13 +151,24 @@ def refuse_mismatched(
         raise Unfit(problems, f"a value cannot be {'computed' if computed else 'compared'} with its column")
 
 
+def _finite(value: object) -> bool:
+    if isinstance(value, float):
+        return math.isfinite(value)
+    return not isinstance(value, Decimal) or value.is_finite()
+
+
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     found: list[_Mismatch] = []
+    cast_ones = {id(e.clause) for e in visitors.iterate(where) if isinstance(e, Cast)}
     for element in visitors.iterate(where):
         if isinstance(element, FunctionElement):
             found.extend(_function(element, binds))
+            if id(element) not in cast_ones:
+                _exact_math(element)
             continue
         if isinstance(element, BinaryExpression) and element.operator in _ARITHMETIC:
+            if id(element) not in cast_ones:
+                _uncast_exact(element)
             found.extend(_computed(element, binds))
             continue
         if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
@@ -172,7 +192,7 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 )
                 place = _place(binds, value)
                 if place is not None:
-                    found.append((place, _name(other), _what(other.type, must), False))
+                    found.append((place, _name(other), _what(other.type, must), False, False))
                 continue
             how = (
                 "SQLite compares their text, PostgreSQL converts one of them"
@@ -191,6 +211,30 @@ def _place(binds: list[BindParameter[Any]], bind: object) -> int | None:
     return next((i for i, b in enumerate(binds) if b is bind), None)
 
 
+def exact_quotient(binary: BinaryExpression[Any]) -> bool:
+    """Whether ``binary`` is a ``*`` of two ``Numeric`` sides or a ``/`` of a ``Numeric``
+    by a number (an integer or a ``Numeric``), which PostgreSQL answers as a ``numeric``
+    of more places than either side (``0.15 * 0.15`` is ``0.0225``, ``0.10 / 3`` is
+    ``0.03333333333333333333``): the query's type says the left side's scale, and SQLite
+    computed a float."""
+    affinities = {binary.left.type._type_affinity, binary.right.type._type_affinity}
+    if binary.operator is operators.mul:
+        return affinities == {Numeric}
+    return binary.operator is operators.truediv and Numeric in affinities and affinities <= {Numeric, Integer}
+
+
+def _uncast_exact(binary: BinaryExpression[Any]) -> None:
+    """The step's refusal of an :func:`exact_quotient` whose answer is not cast: SQLite
+    reads it to the left side's scale (``Item.amount / 3`` of 0.10 was 0.03 there)."""
+    if exact_quotient(binary):
+        sign = _ARITHMETIC[binary.operator]
+        raise StepRefused(
+            f"the query computes {_side(binary.left, _NUMBER)} {sign} {_side(binary.right, _NUMBER)} uncast: "
+            "PostgreSQL answers a Decimal of more places than either side, SQLite reads it to the "
+            f"first side's scale; say how many places (cast(x {sign} y, Numeric(p, s)))"
+        )
+
+
 def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -> list[_Mismatch]:
     """The parameter of ``element`` (arithmetic) that must be a number, or the step's
     refusal where a side written in the query is text or true/false."""
@@ -201,12 +245,16 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
             f"the query computes {_side(left, _NUMBER)} % {_side(right, _NUMBER)} of a float: "
             "PostgreSQL has no % of floats, SQLite made them integers; cast(..., Numeric) them"
         )
-    if left_kind not in _PLAIN or right_kind not in _PLAIN or left_kind == right_kind == _NUMBER:
+    if left_kind not in _PLAIN or right_kind not in _PLAIN:
         return []  # a time, an interval, a decorator: each database's own
+    numbers = left_kind == right_kind == _NUMBER
     for value, other, other_kind in ((right, left, left_kind), (left, right, right_kind)):
         if isinstance(value, BindParameter) and not isinstance(other, BindParameter) and other_kind == _NUMBER:
             place = _place(binds, value)
-            return [] if place is None else [(place, _name(other), _NUMBER, True)]
+            must = _FINITE if numbers else _NUMBER
+            return [] if place is None else [(place, _name(other), must, True, numbers)]
+    if numbers:
+        return []
     raise StepRefused(
         f"the query computes {_side(left, left_kind)} {_ARITHMETIC[element.operator]} "
         f"{_side(right, right_kind)}: SQLite would convert the text or true/false, PostgreSQL "
@@ -251,8 +299,40 @@ def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list
         if isinstance(arg, BindParameter) and _kind(arg.type) not in (None, must):
             place = _place(binds, arg)
             if place is not None:
-                found.append((place, _name(first), must, True))
+                found.append((place, _name(first), must, True, False))
     return found
+
+
+#: Functions PostgreSQL answers of a ``numeric`` as a ``numeric`` of its own scale
+#: (``round(amount, 1)``, ``sqrt(amount)``), which SQLite computes as a float.
+_NUMERIC_MATH: Final = frozenset({"abs", "round", "sign", "sqrt", "power", "floor", "ceil", "ceiling"})
+
+
+def _exact_math(fn: FunctionElement[Any]) -> None:
+    """The step's refusal of ``fn``, a function of :data:`_NUMERIC_MATH` whose answer is
+    not cast, of a ``Numeric`` (a ``Decimal`` on PostgreSQL, a float on SQLite, whose
+    read cannot tell it from one), and of ``round`` to places of a float, which PostgreSQL
+    lacks (SQLite rounded it).  An integer rounded to places is a ``numeric`` there."""
+    name = fn.name.lower()
+    if name not in _NUMERIC_MATH:
+        return
+    args: list[ColumnElement[Any]] = list(fn.clauses)
+    if not args:
+        return
+    first = args[0]
+    affinity = first.type._type_affinity
+    if name == "round" and len(args) > 1 and affinity is Float:
+        raise StepRefused(
+            f"the query rounds {_side(first, _NUMBER)} of a float to places: PostgreSQL has no round of a "
+            "float to places, SQLite rounds it; round a Numeric and cast the answer "
+            "(cast(func.round(cast(x, Numeric), n), Numeric(p, s)))"
+        )
+    exact = any(a.type._type_affinity is Numeric for a in args)
+    if exact or (name == "round" and len(args) > 1 and affinity is Integer):
+        raise StepRefused(
+            f"the query takes {name}() of {_side(first, _NUMBER)} uncast: PostgreSQL answers a Decimal of "
+            f"its own scale, SQLite a float; cast the answer (cast(func.{name}(...), Numeric(p, s)))"
+        )
 
 
 def _aggregated(name: str, arg: ColumnElement[Any]) -> None:

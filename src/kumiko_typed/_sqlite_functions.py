@@ -10,8 +10,12 @@ SQLite compiler (``_sqlite_sql.SQLiteStatements``) routes these through the func
 which give PostgreSQL's value or its refusal; the refusal is the same
 ``validation_error`` as PostgreSQL's ``DataError`` ("the database refused a value").
 So do a number cast to an integer (SQLite truncates, PostgreSQL rounds), ``substr``
-(SQLite counts a negative start from the end and takes a negative length) and a float
-computed past its range (SQLite: infinity, PostgreSQL: overflow).
+(SQLite counts a negative start from the end and takes a negative length), a float
+computed past its range (SQLite: infinity, PostgreSQL: overflow), integer arithmetic past
+its type (SQLite: a float past 64 bits, PostgreSQL: out of range), ``round``, ``sign``,
+``sqrt``, ``power``, ``floor`` and ``ceil`` (SQLite's answer where PostgreSQL's double
+precision functions answer otherwise or refuse) and a UUID cast to text (SQLite: the 32
+hex digits it stores).
 Cost: a Python call per value on SQLite, only where such an expression is read.
 """
 
@@ -21,18 +25,24 @@ import json
 import math
 import re
 import threading
-from decimal import ROUND_HALF_UP, Context, Decimal
+from collections.abc import Callable
+from decimal import ROUND_CEILING, ROUND_DOWN, ROUND_FLOOR, ROUND_HALF_UP, Context, Decimal
 from typing import Final, NoReturn, cast
 
 __all__ = [
     "CAST_NUMBER",
+    "CAST_NUMERIC",
     "CAST_TEXT",
     "DIVISOR",
+    "EXACT",
     "FINITE",
     "FUNCTIONS",
     "JSON_AS",
+    "MATH",
     "REMAINDER",
     "SUBSTR",
+    "UUID_TEXT",
+    "WHOLE",
     "refused_here",
 ]
 
@@ -41,9 +51,14 @@ JSON_AS: Final = "kumiko_json_as"
 CAST_TEXT: Final = "kumiko_cast_text"
 DIVISOR: Final = "kumiko_divisor"
 CAST_NUMBER: Final = "kumiko_cast_number"
+CAST_NUMERIC: Final = "kumiko_cast_numeric"
 SUBSTR: Final = "kumiko_substr"
 FINITE: Final = "kumiko_finite"
 REMAINDER: Final = "kumiko_remainder"
+WHOLE: Final = "kumiko_whole"
+EXACT: Final = "kumiko_exact"
+MATH: Final = "kumiko_math"
+UUID_TEXT: Final = "kumiko_uuid_text"
 
 _INTEGER: Final = re.compile(r"\s*[+-]?[0-9]+\s*")
 _FLOAT: Final = re.compile(
@@ -112,6 +127,26 @@ def cast_number(target: str, exact: int, value: object) -> object:
     return value
 
 
+def cast_numeric(precision: int, scale: int, inexact: int, value: object) -> object:
+    """``value`` cast to a ``NUMERIC(precision, scale)``: refused as PostgreSQL's "numeric
+    field overflow" when, rounded to ``scale`` places, it has more than ``precision -
+    scale`` digits before the point (SQLite's cast has no limit).  A float of an
+    ``inexact`` side (a double precision to PostgreSQL) is taken by its first 15
+    significant digits, as PostgreSQL converts one (``round(2**53 + 1)`` is
+    9007199254740990 there)."""
+    if value is None or not isinstance(value, (int, float)):
+        return value  # text: SQLite's own cast, as before
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            _refuse("numeric field overflow")
+        if inexact:
+            value = float(format(value, ".15g"))
+    rounded = _decimal(value).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP, _EXACT)
+    if rounded.adjusted() >= precision - scale and rounded != 0:
+        _refuse("numeric field overflow")
+    return value
+
+
 def substr(text: object, start: object, *count: object) -> object:
     """PostgreSQL's ``substr(text, start[, count])``: the characters at positions ``start``
     up to ``start + count`` (positions before the first count, and hold nothing); a
@@ -137,9 +172,10 @@ def _refuse(reason: str) -> NoReturn:
     raise _Refused(reason)
 
 
-def divisor(value: object) -> object:
-    """``value`` as a divisor: zero is PostgreSQL's "division by zero", not SQLite's NULL."""
-    if isinstance(value, (int, float)) and value == 0:
+def divisor(value: object, dividend: object) -> object:
+    """``value`` as a divisor of ``dividend``: zero is PostgreSQL's "division by zero", not
+    SQLite's NULL, unless the dividend is NULL (PostgreSQL's answer too)."""
+    if isinstance(value, (int, float)) and value == 0 and dividend is not None:
         _refuse("division by zero")
     return value
 
@@ -149,6 +185,150 @@ def finite(value: object) -> object:
     "value out of range: overflow", not SQLite's infinity (which no column holds)."""
     if isinstance(value, float) and math.isinf(value):
         _refuse("value out of range: overflow")
+    return value
+
+
+def whole(bits: int, value: object) -> object:
+    """An integer computed (``n + 1``, ``big * 4``) of a ``bits``-wide type: past it,
+    PostgreSQL's "integer out of range" (SQLite computed ``integer`` in 64 bits, and made
+    a float past 64)."""
+    if value.__class__ is int and value in _WIDTHS[bits]:
+        return value
+    if value is None:
+        return None
+    _refuse(f"{_INTEGER_NAMES[bits]} out of range")
+
+
+_WIDTHS: Final = {16: INTEGERS["smallint"], 32: INTEGERS["integer"], 64: INTEGERS["bigint"]}
+_INTEGER_NAMES: Final = {16: "smallint", 32: "integer", 64: "bigint"}
+
+
+def math_(name: str, exact: int, *args: object) -> object:
+    """PostgreSQL's ``round``/``sign``/``sqrt``/``power``/``floor``/``ceil`` (named by
+    ``name``) of ``args``: of a ``numeric`` (``exact``) by the decimal value (``round``
+    half away from zero, to places too), else of a double precision (an integer is taken
+    as one): ``round`` half to even, zeros keep their sign, a negative's square root, a
+    power with no real answer and one past the float's range are refused.  SQLite rounded
+    half away from zero, answered ``sign`` as an integer, ``sqrt(-1)`` as NULL and an
+    overflowing ``power`` as infinity."""
+    if None in args:
+        return None
+    if not all(isinstance(a, (int, float)) for a in args):
+        raise TypeError(f"{name} takes numbers")  # PostgreSQL has no such function either
+    numbers = cast(tuple[float, ...], args)
+    if name == "power":
+        return _power(float(numbers[0]), float(numbers[1]))
+    if name == "sqrt":
+        if numbers[0] < 0:
+            _refuse("cannot take square root of a negative number")
+        return math.sqrt(numbers[0])
+    if exact:
+        return _exact(name, _decimal(numbers[0]), numbers[1:])
+    x = float(numbers[0])
+    if not math.isfinite(x) or name == "sign":
+        return x if not math.isfinite(x) else float((x > 0) - (x < 0))
+    # C's rint, floor and ceil keep a zero's sign: round(-0.4) is -0.0 on PostgreSQL.
+    return math.copysign(float(_ROUNDINGS[name](x)), x)
+
+
+_ROUNDINGS: Final[dict[str, Callable[[float], float]]] = {
+    "round": round,
+    "floor": math.floor,
+    "ceil": math.ceil,
+    "ceiling": math.ceil,
+}
+_DECIMAL_ROUNDINGS: Final = {
+    "floor": ROUND_FLOOR,
+    "ceil": ROUND_CEILING,
+    "ceiling": ROUND_CEILING,
+}
+
+
+def _exact(name: str, number: Decimal, places: tuple[float, ...]) -> float:
+    """``name`` of a ``numeric``, which has no negative zero."""
+    if name == "sign":
+        return float((number > 0) - (number < 0))
+    if name == "round":
+        exponent = Decimal(1).scaleb(-int(places[0]) if places else 0)
+        return float(number.quantize(exponent, ROUND_HALF_UP, _EXACT)) + 0.0
+    return float(number.to_integral_value(_DECIMAL_ROUNDINGS[name])) + 0.0
+
+
+def _power(x: float, y: float) -> float:
+    """PostgreSQL's ``power`` of double precision values."""
+    if x == 0 and y < 0:
+        _refuse("zero raised to a negative power is undefined")
+    if x < 0 and math.isfinite(y) and y != math.floor(y):
+        _refuse("a negative number raised to a non-integer power yields a complex result")
+    try:
+        result = math.pow(x, y)
+    except OverflowError:
+        _refuse("value out of range: overflow")
+    if result == 0 and x != 0 and math.isfinite(y):
+        _refuse("value out of range: underflow")
+    return result
+
+
+def _decimal(number: float) -> Decimal:
+    """A number SQLite holds as the decimal it was written as (its shortest form)."""
+    return Decimal(number) if isinstance(number, int) else Decimal(repr(number))
+
+
+def exact(sign: str, left_scale: int, right_scale: int, left: object, right: object) -> object:
+    """PostgreSQL's ``numeric`` ``*`` or ``/`` (``sign``) of the decimal values, as a
+    float: a quotient rounded half away from zero to PostgreSQL's scale (at least 16
+    significant digits, at least either side's ``scale``; -1: the value's own places)."""
+    if left is None or right is None:
+        return None
+    if not isinstance(left, (int, float)) or not isinstance(right, (int, float)):
+        raise TypeError(f"{sign} takes numbers")  # the compiler sends only numbers
+    dividend, divisor = _decimal(left), _decimal(right)
+    if sign == "*":
+        return float(_EXACT.multiply(dividend, divisor)) + 0.0
+    if divisor == 0:
+        _refuse("division by zero")
+    places = min(
+        max(
+            _quotient_places(dividend, divisor),
+            _places(dividend) if left_scale < 0 else left_scale,
+            _places(divisor) if right_scale < 0 else right_scale,
+            0,
+        ),
+        1000,
+    )
+    # The digits up to those places and a few more, cut off (not rounded: a cut never
+    # moves a quotient across the half the rounding below looks at).
+    digits = max(dividend.adjusted() - divisor.adjusted() + places + 4, 1)
+    cut = Context(prec=digits, rounding=ROUND_DOWN).divide(dividend, divisor)
+    return float(cut.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP, _EXACT)) + 0.0
+
+
+def _quotient_places(dividend: Decimal, divisor: Decimal) -> int:
+    """PostgreSQL's ``select_div_scale``: 16 significant digits of the quotient as its
+    base-10000 digits estimate them."""
+    weight1, first1 = _leading_group(dividend)
+    weight2, first2 = _leading_group(divisor)
+    weight = weight1 - weight2 - (first1 <= first2)
+    return 16 - weight * 4
+
+
+def _leading_group(number: Decimal) -> tuple[int, int]:
+    """The weight and value of ``number``'s first nonzero base-10000 digit (0, 0 for zero)."""
+    if number == 0:
+        return 0, 0
+    weight = number.adjusted() // 4
+    return weight, int(abs(number).scaleb(-4 * weight))
+
+
+def _places(number: Decimal) -> int:
+    return max(-int(number.as_tuple().exponent), 0)
+
+
+def uuid_text(value: object) -> object:
+    """A UUID cast to text as PostgreSQL writes it, hyphenated (SQLite stores the 32 hex
+    digits and cast them as they are)."""
+    if isinstance(value, str) and len(value) == 32:
+        return f"{value[:8]}-{value[8:12]}-{value[12:16]}-{value[16:20]}-{value[20:]}".lower()
     return value
 
 
@@ -162,8 +342,7 @@ def remainder(dividend: object, divisor: object) -> object:
         raise TypeError("% takes numbers")  # the compiler sends only numbers
     if divisor == 0:
         _refuse("division by zero")
-    left = Decimal(dividend) if isinstance(dividend, int) else Decimal(repr(dividend))
-    right = Decimal(divisor) if isinstance(divisor, int) else Decimal(repr(divisor))
+    left, right = _decimal(dividend), _decimal(divisor)
     return float(_EXACT.remainder(left, right)) + 0.0  # numeric has no -0: -4 % 2 is 0
 
 
@@ -200,9 +379,14 @@ def _cast(target: str, text: str) -> object:
 FUNCTIONS: Final = (
     (JSON_AS, 3, json_as),
     (CAST_TEXT, 2, cast_text),
-    (DIVISOR, 1, divisor),
+    (DIVISOR, 2, divisor),
     (CAST_NUMBER, 3, cast_number),
+    (CAST_NUMERIC, 4, cast_numeric),
     (SUBSTR, -1, substr),
     (FINITE, 1, finite),
     (REMAINDER, 2, remainder),
+    (WHOLE, 2, whole),
+    (MATH, -1, math_),
+    (UUID_TEXT, 1, uuid_text),
+    (EXACT, 5, exact),
 )

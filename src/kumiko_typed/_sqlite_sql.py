@@ -1,19 +1,47 @@
 """The SQL the App's SQLite engine writes: SQLite's, with PostgreSQL's answers where the
 two differ (a LIKE's escape, a JSON element, a division by zero, text cast to a number,
-a JSON column's declared type, where NULLs sort).  Installed on the engine by ``_engine``."""
+arithmetic past its type, a ``Numeric``'s product and quotient, math functions, a JSON
+column's declared type, where NULLs sort).  Installed on the engine by ``_engine``."""
 
 from __future__ import annotations
 
 from typing import Any, Final, cast
 
-from sqlalchemy import JSON, BigInteger, Boolean, Date, DateTime, Float, Integer, Numeric, SmallInteger, String, func
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    Float,
+    Integer,
+    Numeric,
+    SmallInteger,
+    String,
+    Uuid,
+    func,
+)
 from sqlalchemy.dialects.sqlite.base import SQLiteCompiler, SQLiteTypeCompiler
 from sqlalchemy.sql import operators
 from sqlalchemy.sql.compiler import OPERATORS
 from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, FunctionFilter, UnaryExpression
 from sqlalchemy.sql.functions import FunctionElement
 
-from ._sqlite_functions import CAST_NUMBER, CAST_TEXT, DIVISOR, FINITE, JSON_AS, REMAINDER, SUBSTR
+from ._kinds import exact_quotient
+from ._sqlite_functions import (
+    CAST_NUMBER,
+    CAST_NUMERIC,
+    CAST_TEXT,
+    DIVISOR,
+    EXACT,
+    FINITE,
+    JSON_AS,
+    MATH,
+    REMAINDER,
+    SUBSTR,
+    UUID_TEXT,
+    WHOLE,
+)
 
 __all__ = ["JSON_TEXT", "SQLiteStatements", "SQLiteTypes"]
 
@@ -66,6 +94,8 @@ class SQLiteStatements(SQLiteCompiler):
         return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
 
     def visit_truediv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
+        if exact_quotient(binary):
+            return self._exact(binary, "/", kw)
         divided = str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
         return _finite(binary.type, divided)
 
@@ -89,12 +119,26 @@ class SQLiteStatements(SQLiteCompiler):
         text = str(cast(Any, super()).visit_funcfilter(funcfilter, **kw, **{_BARE: True}))
         return text if bare else _finite_aggregate(funcfilter, text)
 
+    def _exact(self, binary: Any, sign: str, kw: dict[str, Any]) -> str:
+        """``binary``, an :func:`~._kinds.exact_quotient`, as PostgreSQL's ``numeric``
+        computes it (:func:`~._sqlite_functions.exact`), given each side's scale where
+        its type says one."""
+        sides = (binary.left, binary.right)
+        scales = ", ".join(str(_scale(side.type)) for side in sides)
+        operands = ", ".join(self.process(side, **kw) for side in sides)
+        return f"{EXACT}('{sign}', {scales}, {operands})"
+
     def _float_arithmetic(self, binary: Any, operator: Any, kw: dict[str, Any]) -> str:
         """``a + b``, ``a - b``, ``a * b`` as SQLite writes them, through
         :func:`~._sqlite_functions.finite` when a float: past its range SQLite made it
-        infinity, PostgreSQL refuses it."""
+        infinity, PostgreSQL refuses it; of integers, through
+        :func:`~._sqlite_functions.whole` with PostgreSQL's width of the result (SQLite
+        computes in 64 bits and made a float past them)."""
+        if operator is operators.mul and exact_quotient(binary):
+            return self._exact(binary, "*", kw)
         text = str(cast(Any, self)._generate_generic_binary(binary, OPERATORS[operator], **kw))
-        return _finite(binary.type, text)
+        bits = _integer_bits(binary)
+        return _finite(binary.type, text) if bits is None else f"{WHOLE}({bits}, {text})"
 
     def visit_floordiv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
         return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
@@ -113,7 +157,9 @@ class SQLiteStatements(SQLiteCompiler):
         a 5 and ``'abc'`` a 0), a number to an integer rounded (SQLite truncated 1.5 to
         1), true/false to ``'true'``/``'false'`` (SQLite: ``'1'``/``'0'``), and a time to a
         date or back by SQLite's date functions (SQLite's ``CAST(... AS DATE)`` made the
-        text ``'2024-03-10 ...'`` the number 2024, which the read then failed on)."""
+        text ``'2024-03-10 ...'`` the number 2024, which the read then failed on), a number
+        to a ``Numeric(p, s)`` refused past its digits (SQLite's has no limit), a UUID to
+        its hyphenated text (SQLite: the 32 hex digits it stores)."""
         into, source = cast.type._type_affinity, cast.clause.type._type_affinity
         target = _CAST_TARGETS.get(into)
         if into is Integer:
@@ -125,6 +171,14 @@ class SQLiteStatements(SQLiteCompiler):
             return f"{CAST_NUMBER}('{target}', {exact}, {self.process(cast.clause, **kwargs)})"
         if into is String and source is Boolean:
             return f"CASE {self.process(cast.clause, **kwargs)} WHEN 1 THEN 'true' WHEN 0 THEN 'false' END"
+        if into is Numeric and cast.type.precision is not None and source is not String:
+            inner = self.process(cast.clause, **kwargs)
+            scale = cast.type.scale or 0
+            into_type = self.dialect.type_compiler_instance.process(cast.type)
+            inexact = int(source is not Numeric)
+            return f"CAST({CAST_NUMERIC}({cast.type.precision}, {scale}, {inexact}, {inner}) AS {into_type})"
+        if into is String and source is Uuid:
+            return f"{UUID_TEXT}({self.process(cast.clause, **kwargs)})"
         if into is Date and source is DateTime:
             return f"DATE({self.process(cast.clause, **kwargs)})"
         if into is DateTime and source is Date:
@@ -157,6 +211,18 @@ class SQLiteStatements(SQLiteCompiler):
         return f"{SUBSTR}{self.function_argspec(fn, **kw)}"
 
     visit_substring_func = visit_substr_func
+
+    def visit_round_func(self, fn: Any, **kw: Any) -> str:
+        """PostgreSQL's ``round``, ``sign``, ``sqrt``, ``power``, ``floor`` and ``ceil``
+        (:func:`~._sqlite_functions.math_`), of a ``numeric`` (an integer rounded to
+        places is one to PostgreSQL) or else of a double precision."""
+        args = list(fn.clauses)
+        exact = any(a.type._type_affinity is Numeric for a in args) or (fn.name.lower() == "round" and len(args) > 1)
+        arguments = "".join(f", {self.process(a, **kw)}" for a in args)
+        return f"{MATH}('{fn.name.lower()}', {int(exact)}{arguments})"
+
+    visit_sign_func = visit_sqrt_func = visit_power_func = visit_round_func
+    visit_floor_func = visit_ceil_func = visit_ceiling_func = visit_round_func
 
     def _json_element(self, binary: Any, operator: Any, compile_: Any, kw: dict[str, Any]) -> str:
         """``doc["key"]`` as PostgreSQL reads it.  As JSON it is SQL NULL where the document
@@ -222,11 +288,39 @@ def _finite(type_: Any, text: str) -> str:
     return f"{FINITE}({text})" if _is_float(type_) else text
 
 
+def _scale(type_: Any) -> int:
+    """A side's scale as its type declares it (an integer's is 0); -1 where it declares
+    none (the value's own places are taken)."""
+    if type_._type_affinity is Integer:
+        return 0
+    scale = getattr(type_, "scale", None)
+    return -1 if scale is None else int(scale)
+
+
+def _integer_bits(binary: Any) -> int | None:
+    """PostgreSQL's width of ``binary`` (``+ - *``) if it computes integers: its widest
+    side's (a function's taken as 64 bits: ``count()`` is a ``bigint`` there)."""
+    widths = [_bits(side) for side in (binary.left, binary.right)]
+    if None in widths or binary.type._type_affinity is not Integer:
+        return None
+    return max(cast(list[int], widths))
+
+
+def _bits(side: Any) -> int | None:
+    type_ = side.type
+    if type_._type_affinity is not Integer:
+        return None
+    if isinstance(side, FunctionElement) or isinstance(type_, BigInteger):
+        return 64
+    return 16 if isinstance(type_, SmallInteger) else 32
+
+
 def _checked_divisor(binary: Any) -> Any:
     """``binary`` (a division or modulo) with its divisor refused when zero, as PostgreSQL
-    does: SQLite's ``7 / 0`` is NULL."""
+    does: SQLite's ``7 / 0`` is NULL.  Given the dividend too: ``NULL / 0`` is NULL on
+    PostgreSQL, whose operators are not called with a NULL."""
     checked = binary._clone()
-    checked.right = getattr(func, DIVISOR)(binary.right, type_=binary.right.type)
+    checked.right = getattr(func, DIVISOR)(binary.right, binary.left, type_=binary.right.type)
     return checked
 
 
