@@ -39,13 +39,15 @@ import uuid
 from collections.abc import Callable
 from datetime import datetime, timedelta
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypeVar
 
 import attrs
 from sqlalchemy import DateTime, Numeric, Select, String, select
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import Ctx, CronTick, Entity, Feature, RetryPolicy, cron, fail, mail_address, ok, on_event
+from kumiko_typed import CronTick, Ctx, Entity, Feature, RetryPolicy, cron, fail, mail_address, ok, on_event
+
+T = TypeVar("T")
 
 #: How long a loan lasts.
 LOAN_FOR = timedelta(days=21)
@@ -507,6 +509,13 @@ def _locked_reservation(reservation_id: uuid.UUID) -> Select[Reservation]:
     return select(Reservation).where(Reservation.id == reservation_id).with_for_update()
 
 
+def _the(row: T | None) -> T:
+    """A row a guard or branch before has found there."""
+    if row is None:
+        raise LookupError("a row the pipeline checked is gone")
+    return row
+
+
 def _late_days(due_at: datetime, now: datetime) -> int:
     """Each started day after the due instant counts; the due instant itself does not."""
     return max(0, math.ceil((now - due_at) / timedelta(days=1)))
@@ -541,12 +550,16 @@ add_title = library.write_handler(
     .for_each(
         "number",
         over=lambda c: range(c.payload.copies),
-        do=lambda b: b.compute("registered", lambda c: CopyRegistered(uuid.uuid4(), c.steps["added"].title_id))
-        .create("copy", Copy, data=lambda c: _new_copy(c.steps["registered"]), event=lambda c: c.steps["registered"])
-        .append_event(
-            Title,
-            id=lambda c: c.steps["added"].title_id,
-            event=lambda c: CopyMoved(c.steps["added"].title_id, c.steps["registered"].copy_id, None, "on_shelf"),
+        do=lambda b: (
+            b.compute("registered", lambda c: CopyRegistered(uuid.uuid4(), c.steps["added"].title_id))
+            .create(
+                "copy", Copy, data=lambda c: _new_copy(c.steps["registered"]), event=lambda c: c.steps["registered"]
+            )
+            .append_event(
+                Title,
+                id=lambda c: c.steps["added"].title_id,
+                event=lambda c: CopyMoved(c.steps["added"].title_id, c.steps["registered"].copy_id, None, "on_shelf"),
+            )
         ),
     )
     .return_(lambda c: ok(c.steps["added"].title_id)),
@@ -567,13 +580,15 @@ borrow = library.write_handler(
     .get_one("title", lambda c: _locked_title(c.payload.title_id))
     .find_one(
         "offer",
-        lambda c: select(Reservation)
-        .where(
-            Reservation.title_id == c.payload.title_id,
-            Reservation.member_id == c.payload.member_id,
-            Reservation.status == "offered",
-        )
-        .with_for_update(),
+        lambda c: (
+            select(Reservation)
+            .where(
+                Reservation.title_id == c.payload.title_id,
+                Reservation.member_id == c.payload.member_id,
+                Reservation.status == "offered",
+            )
+            .with_for_update()
+        ),
     )
     .compute("copy", lambda c: _copy_for(c, c.steps["offer"], c.payload.title_id))
     .guard(
@@ -583,7 +598,7 @@ borrow = library.write_handler(
     .compute(
         "lent",
         lambda c: CopyLent(
-            c.steps["copy"].id if c.steps["copy"] is not None else uuid.uuid4(),
+            _the(c.steps["copy"]).id,
             c.payload.title_id,
             uuid.uuid4(),
             c.payload.member_id,
@@ -596,10 +611,8 @@ borrow = library.write_handler(
         when=lambda c: c.steps["offer"] is not None,
         on_true=lambda b: b.append_event(
             Reservation,
-            id=lambda c: c.steps["offer"].id if c.steps["offer"] is not None else uuid.uuid4(),
-            event=lambda c: ReservationClosed(
-                c.steps["offer"].id if c.steps["offer"] is not None else uuid.uuid4(), "collected"
-            ),
+            id=lambda c: _the(c.steps["offer"]).id,
+            event=lambda c: ReservationClosed(_the(c.steps["offer"]).id, "collected"),
         ),
     )
     .append_event(
@@ -638,29 +651,35 @@ pass_on = library.write_handler(
     )
     .find_one(
         "next",
-        lambda c: select(Reservation)
-        .where(Reservation.title_id == c.steps["copy"].title_id, Reservation.status == "waiting")
-        .order_by(Reservation.place)
-        .limit(1)
-        .with_for_update(),
+        lambda c: (
+            select(Reservation)
+            .where(Reservation.title_id == c.steps["copy"].title_id, Reservation.status == "waiting")
+            .order_by(Reservation.place)
+            .limit(1)
+            .with_for_update()
+        ),
     )
     .branch(
         name="offer",
         when=lambda c: c.steps["next"] is not None,
-        on_true=lambda b: b.compute(
-            "offered",
-            lambda c: ReservationOffered(
-                c.steps["next"].id if c.steps["next"] is not None else uuid.uuid4(),
-                c.payload.copy_id,
-                c.steps["next"].email if c.steps["next"] is not None else "",
-                c.now + HOLD_FOR,
-            ),
-        )
-        .append_event(Reservation, id=lambda c: c.steps["offered"].reservation_id, event=lambda c: c.steps["offered"])
-        .append_event(
-            Copy,
-            id=lambda c: c.payload.copy_id,
-            event=lambda c: CopyHeld(c.payload.copy_id, c.steps["offered"].reservation_id),
+        on_true=lambda b: (
+            b.compute(
+                "offered",
+                lambda c: ReservationOffered(
+                    _the(c.steps["next"]).id,
+                    c.payload.copy_id,
+                    _the(c.steps["next"]).email,
+                    c.now + HOLD_FOR,
+                ),
+            )
+            .append_event(
+                Reservation, id=lambda c: c.steps["offered"].reservation_id, event=lambda c: c.steps["offered"]
+            )
+            .append_event(
+                Copy,
+                id=lambda c: c.payload.copy_id,
+                event=lambda c: CopyHeld(c.payload.copy_id, c.steps["offered"].reservation_id),
+            )
         ),
         on_false=lambda b: b.append_event(
             Copy, id=lambda c: c.payload.copy_id, event=lambda c: CopyShelved(c.payload.copy_id)
@@ -676,7 +695,7 @@ pass_on = library.write_handler(
             "on_hold" if c.steps["next"] is not None else "on_shelf",
         ),
     )
-    .return_(lambda c: ok(c.steps["next"].id if c.steps["next"] is not None else None)),
+    .return_(lambda c: ok(n.id if (n := c.steps["next"]) is not None else None)),
 )
 
 return_copy = library.write_handler(
@@ -782,9 +801,11 @@ availability = library.query_handler(
     .get_one("title", lambda c: select(Title).where(Title.id == c.payload.title_id))
     .find_many(
         "queue",
-        lambda c: select(Reservation)
-        .where(Reservation.title_id == c.payload.title_id, Reservation.status == "waiting")
-        .order_by(Reservation.place),
+        lambda c: (
+            select(Reservation)
+            .where(Reservation.title_id == c.payload.title_id, Reservation.status == "waiting")
+            .order_by(Reservation.place)
+        ),
     )
     .return_(
         lambda c: ok(
@@ -806,9 +827,11 @@ member_loans = library.query_handler(
     .get_one("member", lambda c: select(Member).where(Member.id == c.payload.member_id))
     .find_many(
         "copies",
-        lambda c: select(Copy)
-        .where(Copy.member_id == c.payload.member_id, Copy.status == "on_loan")
-        .order_by(Copy.due_at, Copy.id),
+        lambda c: (
+            select(Copy)
+            .where(Copy.member_id == c.payload.member_id, Copy.status == "on_loan")
+            .order_by(Copy.due_at, Copy.id)
+        ),
     )
     .return_(
         lambda c: ok(
@@ -862,9 +885,7 @@ offer = library.workflow(
     .branch(
         name="pass",
         when=lambda c: c.steps["outcome"] != "none",
-        on_true=lambda b: b.call_feature(
-            "passed", pass_on, payload=lambda c: PassOn(c.payload.copy_id, "on_hold")
-        ),
+        on_true=lambda b: b.call_feature("passed", pass_on, payload=lambda c: PassOn(c.payload.copy_id, "on_hold")),
     )
     .return_(lambda c: ok(c.steps["outcome"])),
 )
@@ -894,10 +915,12 @@ overdue = library.workflow(
     .find_many(
         "late",
         # A cron run has no tenant: it reads every tenant's copies on purpose, and changes none.
-        lambda c: select(Copy)
-        .where(Copy.status == "on_loan", Copy.due_at < c.payload.scheduled_at)
-        .order_by(Copy.due_at, Copy.id)
-        .execution_options(kumiko_all_tenants=True),
+        lambda c: (
+            select(Copy)
+            .where(Copy.status == "on_loan", Copy.due_at < c.payload.scheduled_at)
+            .order_by(Copy.due_at, Copy.id)
+            .execution_options(kumiko_all_tenants=True)
+        ),
     )
     .for_each(
         "copy",
