@@ -226,6 +226,7 @@ class ReservationOffered:
     """Starts the offer's run."""
 
     reservation_id: uuid.UUID
+    title_id: uuid.UUID
     copy_id: uuid.UUID
     email: str
     until: datetime
@@ -274,11 +275,12 @@ class Return:
 
 @attrs.frozen
 class PassOn:
-    """Gives a copy that came back (``returned``) or whose hold ended (``on_hold``) to the
-    title's next waiting reservation, else puts it on the shelf."""
+    """Gives a copy that came back (``returned``) or whose hold ended (``on_hold``, its
+    reservation lapsed or cancelled) to the title's next waiting reservation, else puts it
+    on the shelf."""
 
     copy_id: uuid.UUID
-    source: str
+    source: str = attrs.field(validator=attrs.validators.in_(("returned", "on_hold")))
 
 
 @attrs.frozen
@@ -344,7 +346,8 @@ class Loans:
 
 # --- the feature ---------------------------------------------------------------------------
 
-library = Feature("library", requires=["mail.send", "webhook.send", "call_feature"])
+# Lent and Returned are stored as the answers of a loan or return sent with an idempotency key.
+library = Feature("library", requires=["mail.send", "webhook.send", "call_feature"], value_types=[Lent, Returned])
 library.entity(Member)
 library.entity(Title)
 library.entity(Copy)
@@ -645,9 +648,18 @@ pass_on = library.write_handler(
     "copy:pass-on",
     library.pipeline(PassOn)
     .get_one("copy", lambda c: _locked_copy(c.payload.copy_id))
+    .get_one("title", lambda c: _locked_title(c.steps["copy"].title_id))
+    .find_one(
+        "holder",
+        lambda c: select(Reservation).where(Reservation.id == c.steps["copy"].reservation_id),
+    )
     .guard(
         lambda c: c.steps["copy"].status == c.payload.source,
         otherwise=lambda c: fail("unprocessable", f"the copy is {c.steps['copy'].status}"),
+    )
+    .guard(
+        lambda c: (held := c.steps["holder"]) is None or held.status in ("lapsed", "cancelled"),
+        otherwise=lambda c: fail("unprocessable", "the copy is held for a reservation still offered"),
     )
     .find_one(
         "next",
@@ -667,6 +679,7 @@ pass_on = library.write_handler(
                 "offered",
                 lambda c: ReservationOffered(
                     _the(c.steps["next"]).id,
+                    c.steps["copy"].title_id,
                     c.payload.copy_id,
                     _the(c.steps["next"]).email,
                     c.now + HOLD_FOR,
@@ -855,18 +868,30 @@ offer = library.workflow(
     "offer",
     trigger=on_event(ReservationOffered),
     pipeline=library.workflow_pipeline(ReservationOffered)
-    .send_mail(
-        to=lambda c: c.payload.email,
-        subject="A copy is held for you",
-        body=lambda c: f"Reservation {c.payload.reservation_id}: collect it by {c.payload.until:%Y-%m-%d %H:%M} UTC.",
+    # The title first, as every writer of its copies and queue locks it: no lock taken in
+    # another order, so no deadlock with a loan collecting the offer meanwhile.
+    .get_one("title", lambda c: _locked_title(c.payload.title_id))
+    # Read locked before waiting: an offer collected or cancelled before this run started
+    # (the workers were down) is no answer the wait would get.
+    .get_one("before", lambda c: _locked_reservation(c.payload.reservation_id))
+    .branch(
+        name="wait",
+        when=lambda c: c.steps["before"].status == "offered",
+        on_true=lambda b: b.send_mail(
+            to=lambda c: c.payload.email,
+            subject="A copy is held for you",
+            body=lambda c: (
+                f"Reservation {c.payload.reservation_id}: collect it by {c.payload.until:%Y-%m-%d %H:%M} UTC."
+            ),
+        ).wait_for_event(
+            "closed",
+            ReservationClosed,
+            key=lambda c: c.payload.reservation_id,
+            event_key=lambda e: e.reservation_id,
+            timeout=lambda c: c.payload.until,
+        ),
     )
-    .wait_for_event(
-        "closed",
-        ReservationClosed,
-        key=lambda c: c.payload.reservation_id,
-        event_key=lambda e: e.reservation_id,
-        timeout=lambda c: c.payload.until,
-    )
+    .get_one("title_now", lambda c: _locked_title(c.payload.title_id))
     .get_one("reservation", lambda c: _locked_reservation(c.payload.reservation_id))
     .compute("outcome", lambda c: _offer_outcome(c.steps["reservation"].status))
     .branch(

@@ -517,3 +517,39 @@ def _copies(app: App, title: uuid.UUID) -> list[uuid.UUID]:
         return list(
             conn.execute(Copy.__table__.select().with_only_columns(Copy.id).where(Copy.title_id == title)).scalars()
         )
+
+
+def test_copies_returned_at_once_go_to_the_first_two_in_the_queue(app: App) -> None:
+    """Each pass-on reads the first waiting reservation locked; the one that waited for the
+    other's lock must read the next in the queue, not an empty queue (PostgreSQL re-reads a
+    locked row it waited for, and ``LIMIT 1`` then gives none)."""
+    title, holders = _title(app, copies=2), [_member(app, "h1"), _member(app, "h2")]
+    lent = [_borrow(app, m, title) for m in holders]
+    waiting = [_reserve(app, _member(app, f"w{n}"), title) for n in range(3)]
+    for _ in range(5):
+        barrier = threading.Barrier(2)
+        answers: list[object] = []
+
+        def back(copy: uuid.UUID) -> None:
+            barrier.wait()
+            answers.append(app.dispatch(return_copy, Return(copy), user=DESK))
+
+        threads = [threading.Thread(target=back, args=(loaned.copy_id,)) for loaned in lent]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert all(isinstance(a, Ok) for a in answers), answers
+        assert _seen(app, title).on_shelf == 0, [_status(app, r) for r in waiting]
+        # Both offers collected, and the copies lent again for the next round.
+        lent = [_borrow(app, _reservation_member(app, r), title) for r in waiting[:2]]
+        ok_data(app.dispatch(cancel_reservation, CancelReservation(waiting[2]), user=DESK))
+        waiting = [_reserve(app, _member(app, f"x{n}"), title) for n in range(3)]
+
+
+def _reservation_member(app: App, reservation: uuid.UUID) -> uuid.UUID:
+    with app.engine.connect() as conn:
+        member: uuid.UUID = conn.execute(
+            Reservation.__table__.select().with_only_columns(Reservation.member_id).where(Reservation.id == reservation)
+        ).scalar_one()
+    return member
