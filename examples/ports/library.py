@@ -17,7 +17,13 @@ How the pieces map:
 - ``loan:return`` reads the copy locked, refuses one that is not on loan (so the same return
   twice fines once), fines each started day late (``FINE_PER_DAY``, exact ``Decimal``; at the
   due instant itself nothing) and passes the copy on (``copy:pass-on``, called in the same
-  transaction): to the first waiting reservation of its title, or back on the shelf.
+  transaction): to the first waiting reservation of its title, or back on the shelf.  A
+  handler has no way to be callable only by ``call_feature``, so pass-on acts only on a copy
+  just returned or one whose holder lapsed or cancelled, whoever calls it.
+- Every writer of a title's copies or queue locks the title's row before a reservation's:
+  two returns at once offer their copies to the first two in the queue (PostgreSQL would
+  otherwise hand the second ``LIMIT 1 ... FOR UPDATE`` no row once the first offer
+  committed), and a loan collecting an offer while its run times out does not deadlock.
 - ``reservation:reserve`` reads the title locked and numbers the reservation after the last
   one, so the queue is in the order the reservations committed.
 - An offer's run (started by ``ReservationOffered``) mails the member and waits, keyed by the
