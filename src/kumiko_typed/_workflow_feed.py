@@ -82,6 +82,25 @@ class _Unloadable:
     reason: str
 
 
+@attrs.frozen
+class _BoundEvent:
+    """An event's place as bound parameters, for ``unseen_by``."""
+
+    tx: Any
+    position: Any
+
+
+def _event_params(event: EventRow) -> dict[str, Any]:
+    """The values ``EventFeed._waits_of_event`` is sent with."""
+    return {
+        "event_type": event.type,
+        "event_tenant": event.tenant_id,
+        "event_tx": event.tx,
+        "event_position": event.position,
+        "event_occurred_at": event.occurred_at,
+    }
+
+
 class EventFeed:
     def __init__(self, engine: WorkflowEngine) -> None:
         self.engine = engine
@@ -128,6 +147,26 @@ class EventFeed:
             select(waits.workflow, waits.path).where(beyond).order_by(waits.workflow, waits.path).limit(1)
         )
         self._groups_after = select(waits.workflow, waits.path).where(beyond).distinct()
+        # The waits an event may wake, its values bound (``_event_params``): built per event,
+        # these expressions were most of the feed's time for events nothing waits for
+        # (4.8 s of 7 s over 4,000 such events on SQLite).  Only events of the run's tenant (DESIGN §6),
+        # appended after the run reached its wait (§8): an event the feed has not read yet
+        # when the wait was stored may be older.  And not after its timeout: a worker that
+        # ran all along had resumed the run with None then; a run whose workflow a deploy
+        # removed, or that a deploy stranded, past its timeout was handed an event that
+        # came hours later when its code came back.
+        event = _BoundEvent(bindparam("event_tx", type_=events.c.tx.type), bindparam("event_position"))
+        self._waits_of_event = (
+            select(workflow_waits, workflow_runs.c.error)
+            .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
+            .where(
+                waits.event_type == bindparam("event_type"),
+                waits.tenant_id == bindparam("event_tenant"),
+                unseen_by(waits, event),
+                waits.timeout_at >= bindparam("event_occurred_at"),
+            )
+        )
+        self._armed_waits_of_event = self._waits_of_event.where(waits.armed.is_(True))
         self._stranded = select(workflow_runs.c.run_id).where(STRANDED).limit(_FEW + 1)
         # The waits first (the unarmed index), each run's row checked by its key: joined,
         # SQLite's planner read every run of the App's workflows instead.
@@ -300,28 +339,13 @@ class EventFeed:
         transaction that has run no segment.  Matching an event again resumes no run
         twice: a resumed run's wait is gone, and a new one has seen the event."""
         engine = self.engine
-        # Only events of the run's tenant (DESIGN §6), appended after the run reached its
-        # wait (§8): an event the feed has not read yet when the wait was stored may be older.
-        # And not after its timeout: a worker that ran all along had resumed the run with
-        # None then; a run whose workflow a deploy removed, or that a deploy stranded, past
-        # its timeout was handed an event that came hours later when its code came back.
-        stmt = (
-            select(workflow_waits, workflow_runs.c.error)
-            .join(workflow_runs, workflow_runs.c.run_id == workflow_waits.c.run_id)
-            .where(
-                workflow_waits.c.event_type == event.type,
-                workflow_waits.c.tenant_id == event.tenant_id,
-                unseen_by(workflow_waits.c, event),
-                workflow_waits.c.timeout_at >= event.occurred_at,
-            )
-        )
-        if armed_only:
-            stmt = stmt.where(workflow_waits.c.armed.is_(True))
+        stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
+        params = _event_params(event)
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable] = {}
         if only_run is not None:
-            waits = session.execute(stmt.where(workflow_waits.c.run_id == only_run)).all()
+            waits = session.execute(stmt.where(workflow_waits.c.run_id == only_run), params).all()
         else:
-            waits = self._waits_for(session, stmt, event, keys, marks or _Stranded())
+            waits = self._waits_for(session, stmt, params, event, keys, marks or _Stranded())
         matched = 0
         for wait in waits:
             d = engine.defs.get(wait.workflow)
@@ -365,6 +389,7 @@ class EventFeed:
         self,
         session: Session,
         stmt: Select[Any],
+        params: dict[str, Any],
         event: EventRow,
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable],
         marked: _Stranded,
@@ -384,7 +409,7 @@ class EventFeed:
         if stranded:
             many = len(stranded) > _FEW
             which = select(workflow_runs.c.run_id).where(STRANDED) if many else stranded
-            for row in session.execute(stmt.where(workflow_waits.c.run_id.in_(which))):
+            for row in session.execute(stmt.where(workflow_waits.c.run_id.in_(which)), params):
                 waits[row.run_id] = row
         for workflow, path in self._groups_of(session, event.type):
             group = stmt.where(workflow_waits.c.workflow == workflow, workflow_waits.c.path == path)
@@ -392,7 +417,7 @@ class EventFeed:
             key = None if d is None else keys.setdefault((workflow, path), self._event_key(d, path, event))
             if isinstance(key, _Loaded) and key.stored:
                 group = group.where(workflow_waits.c.key.in_(key.stored))
-            for row in session.execute(group):
+            for row in session.execute(group, params):
                 waits.setdefault(row.run_id, row)
         return list(waits.values())
 
