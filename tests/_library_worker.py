@@ -14,13 +14,11 @@ JSON (``{"code": "ok"}`` or the Failure's code and message).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import uuid
 from datetime import datetime
-from typing import Any
 
-import sqlalchemy as sa
+from _worker_process import die_after_event, drain
 
 from examples.ports.library import Borrow, borrow, library
 from kumiko_typed import App, Failure, User
@@ -43,20 +41,8 @@ def main(url: str, mode: str, *args: str) -> None:
         return
     app = App([library], database_url=url, mail=MemoryMail(), clock=FakeClock(datetime.fromisoformat(args[0])))
     if mode == "crash":
-
-        @sa.event.listens_for(app.engine, "after_cursor_execute")
-        def die(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-            if "kumiko_events" in statement and "reservation-offered" in repr(parameters):
-                os._exit(137)
-
-    passes = []
-    while True:
-        counts = app.run_worker(once=True)
-        passes.append(counts)
-        if not any(counts.values()):
-            break
-    print(json.dumps(passes), flush=True)
-    app.dispose()
+        die_after_event(app, "reservation-offered")
+    drain(app)
 
 
 if __name__ == "__main__":

@@ -14,12 +14,10 @@ answer as JSON (``{"code": "ok"}`` or the Failure's code and message).
 from __future__ import annotations
 
 import json
-import os
 import sys
 import uuid
-from typing import Any
 
-import sqlalchemy as sa
+from _worker_process import die_after_event, drain
 
 from examples.ports.tickets import HoldSeats, hold_seats, tickets
 from kumiko_typed import App, Failure, User
@@ -42,20 +40,8 @@ def main(url: str, mode: str, *args: str) -> None:
         buy(app, *args)
         return
     if mode == "crash":
-
-        @sa.event.listens_for(app.engine, "after_cursor_execute")
-        def die(conn: Any, cursor: Any, statement: str, parameters: Any, context: Any, executemany: bool) -> None:
-            if "kumiko_events" in statement and "seats-sold" in repr(parameters):
-                os._exit(137)
-
-    passes = []
-    while True:
-        counts = app.run_worker(once=True)
-        passes.append(counts)
-        if not any(counts.values()):
-            break
-    print(json.dumps(passes), flush=True)
-    app.dispose()
+        die_after_event(app, "seats-sold")
+    drain(app)
 
 
 if __name__ == "__main__":
