@@ -253,4 +253,5 @@ def test_an_apps_repr_shows_no_password_of_its_database_url() -> None:
     finally:
         app.dispose()
     assert "pw-user" not in shown and "pw-query" not in shown
-    assert shown == "<App ['echoes'] on postgresql+psycopg://shop:***@db.internal:5433/shop?password=***>"
+    # The query's password (libpq's choice over the user part's) is moved into the user part.
+    assert shown == "<App ['echoes'] on postgresql+psycopg://shop:***@db.internal:5433/shop>"
