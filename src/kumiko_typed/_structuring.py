@@ -262,7 +262,7 @@ def _items(conv: cattrs.Converter, t: Any, into: Callable[[list[Any]], object]) 
                 made.append(handler(each, item))
             except Exception as exc:
                 if len(errors) == MAX_DETAILS:
-                    unlisted += _failures(exc)
+                    unlisted += _details(exc, "", None)
                     continue
                 note = IterableValidationNote(f"Structuring {t} @ index {index}", index, item)
                 exc.__notes__ = [*getattr(exc, "__notes__", []), note]
@@ -278,16 +278,6 @@ def _items(conv: cattrs.Converter, t: Any, into: Callable[[list[Any]], object]) 
 
 #: The failures of items an :func:`_items` hook counted but did not keep.
 _UNLISTED: Final = "kumiko_unlisted"
-
-
-def _failures(exc: BaseException) -> int:
-    """How many details ``exc`` stands for: those :func:`_details` would list, and those
-    an inner hook counted."""
-    if isinstance(exc, ForbiddenExtraKeysError):
-        return len(exc.extra_fields)
-    if not isinstance(exc, (ClassValidationError, IterableValidationError)):
-        return 1
-    return sum(map(_failures, exc.exceptions)) + int(getattr(exc, _UNLISTED, 0))
 
 
 #: An integer as JSON writes an object key: canonical decimal text (not ``"01"``, ``"+1"``,
@@ -380,10 +370,14 @@ def _message(exc: BaseException) -> str:
     return said(exc)  # a payload's validators and converters, in their own words
 
 
-def _details(exc: BaseException, path: str, out: list[Detail]) -> int:
-    """``exc``'s failures as details, added to ``out``; returns how many more an
-    :func:`_items` hook counted and did not keep."""
+def _details(exc: BaseException, path: str, out: list[Detail] | None) -> int:
+    """``exc``'s failures as details, added to ``out``; returns how many it did not add:
+    those an :func:`_items` hook counted without keeping them and, when ``out`` is None,
+    all of them (the count alone, for the items past the hundred an ``_items`` hook
+    keeps: one walk, so the count and the listed details follow the same rules)."""
     if isinstance(exc, ForbiddenExtraKeysError):
+        if out is None:
+            return len(exc.extra_fields)
         # Sorted as written: keys of a dict given in Python may be of types that do not compare.
         steps = sorted(map(path_step, exc.extra_fields))
         out.extend({"path": path + step, "message": "unknown field"} for step in steps)
@@ -391,23 +385,26 @@ def _details(exc: BaseException, path: str, out: list[Detail]) -> int:
     if isinstance(exc, (ClassValidationError, IterableValidationError)):
         unlisted = int(getattr(exc, _UNLISTED, 0))
         for sub in exc.exceptions:
-            notes = [
-                n
-                for n in getattr(sub, "__notes__", ())
-                if isinstance(n, (AttributeValidationNote, IterableValidationNote))
-            ]
-            if not notes:
-                unlisted += _details(sub, path, out)
-                continue
-            note = notes[-1]
-            if isinstance(note, AttributeValidationNote):
-                sub_path = f"{path}.{note.name}"
-            else:
-                sub_path = path + path_step(note.index, bracketed=True)
-            unlisted += _details(sub, sub_path, out)
+            unlisted += _details(sub, path if out is None else _sub_path(sub, path), out)
         return unlisted
+    if out is None:
+        return 1
     out.append({"path": path, "message": _message(exc)})
     return 0
+
+
+def _sub_path(sub: BaseException, path: str) -> str:
+    """The path of ``sub``, one failure of a class or an iterable at ``path``: its last
+    field or index note's step added, or ``path`` itself if it has none."""
+    notes = [
+        n for n in getattr(sub, "__notes__", ()) if isinstance(n, (AttributeValidationNote, IterableValidationNote))
+    ]
+    if not notes:
+        return path
+    note = notes[-1]
+    if isinstance(note, AttributeValidationNote):
+        return f"{path}.{note.name}"
+    return path + path_step(note.index, bracketed=True)
 
 
 def read_back_problems(
