@@ -16,7 +16,7 @@ from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 import attrs
-from sqlalchemy import LargeBinary, Row, Select, and_, bindparam, select, tuple_, update
+from sqlalchemy import LargeBinary, Row, and_, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from ._ctx import User
@@ -64,13 +64,21 @@ class _Loaded:
 
 
 @attrs.define
-class _Stranded:
-    """The stranded runs, read once per feed transaction, when its first event is matched:
-    they are the same for all its events (a run stranded meanwhile has its wait disarmed,
-    which the feed's matching passes by).  Before, each event read them again: one
-    statement per event, 40 of the 280 of a hotel group's segment (examples/ports/hotel.py)."""
+class _BatchReads:
+    """What a feed transaction reads once, when its first event is matched, for all its
+    events: the set of armed waits it matches against can only shrink meanwhile (only
+    the feed arms a wait, at the transaction's start under the cursor's lock; a wait
+    stored since, by a resumed run or another worker, is unarmed; a run stranded
+    meanwhile has its wait disarmed, which the matching passes by).
 
-    runs: Sequence[uuid.UUID] | None = None
+    ``stranded``: the stranded runs (before, read per event: 40 statements of the 280 of a
+    hotel group's segment, examples/ports/hotel.py).  ``groups``: an event type's
+    (workflow, path) groups of waits, a superset of those holding armed waits (before,
+    stepped through the match index per event: two statements of an event's three when
+    it woke no run, bench/event_feed.py)."""
+
+    stranded: Sequence[uuid.UUID] | None = None
+    groups: dict[str, list[tuple[str, str]]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -167,6 +175,14 @@ class EventFeed:
             )
         )
         self._armed_waits_of_event = self._waits_of_event.where(waits.armed.is_(True))
+        # One (workflow, path) group's waits, whole and of an event's key (its two forms,
+        # ``_Loaded.stored``: fixed parameters, not an expanding list compiled per event).
+        in_group = (waits.workflow == bindparam("group_workflow"), waits.path == bindparam("group_path"))
+        of_keys = waits.key.in_([bindparam("group_key"), bindparam("group_text")])
+        self._group_waits = {
+            armed: (stmt.where(*in_group), stmt.where(*in_group, of_keys))
+            for armed, stmt in ((True, self._armed_waits_of_event), (False, self._waits_of_event))
+        }
         self._stranded = select(workflow_runs.c.run_id).where(STRANDED).limit(_FEW + 1)
         # The waits first (the unarmed index), each run's row checked by its key: joined,
         # SQLite's planner read every run of the App's workflows instead.
@@ -202,12 +218,12 @@ class EventFeed:
             caught_up, lagging, started = self._catch_up(session, cursor)
             batch = read_after(session, cursor, limit=200)
             handled = 0
-            marks = _Stranded()
+            reads = _BatchReads()
             for event in batch:
                 started += self._start_runs(session, event, caught_up)
                 # A run's lock is waited for only while no segment ran in this transaction:
                 # a segment's locks held meanwhile can be what that run's worker waits for.
-                matched = self._match(session, event, armed_only=True, may_wait=not (started or resumed), marks=marks)
+                matched = self._match(session, event, armed_only=True, may_wait=not (started or resumed), reads=reads)
                 if matched is None:
                     break  # a run it matches is held: this event is the next transaction's first
                 resumed += matched
@@ -326,7 +342,7 @@ class EventFeed:
         armed_only: bool = False,
         only_run: uuid.UUID | None = None,
         may_wait: bool = True,
-        marks: _Stranded | None = None,
+        reads: _BatchReads | None = None,
     ) -> int | None:
         """Resume the runs waiting for ``event``: how many.  A run this App's definition
         cannot resume is marked stranded and its wait disarmed instead (whatever its key:
@@ -339,13 +355,13 @@ class EventFeed:
         transaction that has run no segment.  Matching an event again resumes no run
         twice: a resumed run's wait is gone, and a new one has seen the event."""
         engine = self.engine
-        stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
         params = _event_params(event)
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable] = {}
         if only_run is not None:
+            stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
             waits = session.execute(stmt.where(workflow_waits.c.run_id == only_run), params).all()
         else:
-            waits = self._waits_for(session, stmt, params, event, keys, marks or _Stranded())
+            waits = self._waits_for(session, armed_only, params, event, keys, reads or _BatchReads())
         matched = 0
         for wait in waits:
             d = engine.defs.get(wait.workflow)
@@ -388,36 +404,44 @@ class EventFeed:
     def _waits_for(
         self,
         session: Session,
-        stmt: Select[Any],
+        armed_only: bool,
         params: dict[str, Any],
         event: EventRow,
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable],
-        marked: _Stranded,
+        reads: _BatchReads,
     ) -> list[Row[Any]]:
-        """The waits of ``stmt`` that ``event`` may concern, read group by group (workflow,
-        path): where this App loads the event with a key, only the waits of that key;
-        any other group whole; and, once, those of stranded runs (which a definition marks
-        whatever their key).  Reading every wait of the event's type and comparing keys
-        here read all of a tenant's waiting runs per event (10,000 of them: 0.5 s a
-        payment).  The groups come from the match index, the stranded runs from their own
-        index; the keys found are left in ``keys``."""
+        """The waits ``event`` may concern, read group by group (workflow, path): where
+        this App loads the event with a key, only the waits of that key; any other group
+        whole; and, once, those of stranded runs (which a definition marks whatever their
+        key).  Reading every wait of the event's type and comparing keys here read all of
+        a tenant's waiting runs per event (10,000 of them: 0.5 s a payment).  The groups
+        come from the match index, the stranded runs from their own index, both once per
+        transaction (``reads``); the keys found are left in ``keys``."""
         waits: dict[uuid.UUID, Row[Any]] = {}
         # Stranded runs are few (their own index): their waits are read by run id.
-        if marked.runs is None:
-            marked.runs = session.scalars(self._stranded).all()
-        stranded = marked.runs
+        if reads.stranded is None:
+            reads.stranded = session.scalars(self._stranded).all()
+        stranded = reads.stranded
         if stranded:
             many = len(stranded) > _FEW
             which = select(workflow_runs.c.run_id).where(STRANDED) if many else stranded
+            stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
             for row in session.execute(stmt.where(workflow_waits.c.run_id.in_(which)), params):
                 waits[row.run_id] = row
-        for workflow, path in self._groups_of(session, event.type):
-            group = stmt.where(workflow_waits.c.workflow == workflow, workflow_waits.c.path == path)
+        groups = reads.groups.get(event.type)
+        if groups is None:
+            groups = reads.groups[event.type] = self._groups_of(session, event.type)
+        whole, keyed = self._group_waits[armed_only]
+        for workflow, path in groups:
             d = self.engine.defs.get(workflow)
             key = None if d is None else keys.setdefault((workflow, path), self._event_key(d, path, event))
+            group = {**params, "group_workflow": workflow, "group_path": path}
             if isinstance(key, _Loaded) and key.stored:
-                group = group.where(workflow_waits.c.key.in_(key.stored))
-            for row in session.execute(group, params):
+                forms = {"group_key": key.stored[0], "group_text": key.stored[-1]}
+                rows = session.execute(keyed, {**group, **forms})
+            else:
+                rows = session.execute(whole, group)
+            for row in rows:
                 waits.setdefault(row.run_id, row)
         return list(waits.values())
 
