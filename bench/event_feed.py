@@ -134,9 +134,7 @@ def _set_up(url: str, n_events: int, waiting: int, kind: str) -> tuple[App, dict
 
     def rewind(table: sa.Table, row_name: str) -> None:
         with app.engine.begin() as conn:
-            conn.execute(
-                sa.update(table).where(table.c.name == row_name).values(tx=start_tx, position=start_position)
-            )
+            conn.execute(sa.update(table).where(table.c.name == row_name).values(tx=start_tx, position=start_position))
 
     def kumiko() -> int:
         rewind(consumers, EVENT_CURSOR)
