@@ -26,6 +26,7 @@ BENCHES = (
     "workflows",
     "due_runs",
     "foreach_state",
+    "event_feed",
 )
 
 
@@ -110,3 +111,6 @@ def test_what_the_benches_write_today_renders(tmp_path: Path) -> None:
     due = records["due_runs"]["figures"]
     assert due["runs"] == 2000 and set(due["databases"]) == {"sqlite", "postgresql"}
     assert f"SQLite stranded {due['databases']['sqlite']['stranded']['now_ms']:.2f} ms a pass" in text
+    feed = records["event_feed"]["figures"]
+    assert feed["events"] == 400 and set(feed["databases"]) == {"sqlite", "postgresql"}
+    assert f"kumiko / by hand {feed['databases']['sqlite']['other keys']['ratio']:.2f}" in text
