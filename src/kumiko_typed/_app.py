@@ -483,6 +483,7 @@ class App:
         before: uuid.UUID | None = None,
         tenant_id: uuid.UUID | None = None,
         key: str | None = None,
+        event_id: uuid.UUID | None = None,
     ) -> list[RunInfo]:
         """Workflow runs of any tenant (an operator's view), newest first: by ``created_at``,
         then ``run_id``.  Of one workflow (or its name: runs of a workflow this App no
@@ -492,14 +493,15 @@ class App:
         ``runs(..., limit=n, before=page[-1].run_id)`` (runs started meanwhile do not shift
         it); ``tenant_id``: only the runs its users started (``RunInfo.user``; cron-started
         runs are of no tenant, ``uuid.UUID(int=0)``); with it, ``key``: the run started with
-        that key (``start_workflow(..., key=)``), a list of one or none.  All of it is done
-        by the database.
+        that key (``start_workflow(..., key=)``), a list of one or none; ``event_id``: the
+        runs that event started (``on_event`` triggers: one per workflow).  All of it is
+        done by the database.
         An unknown status, a limit below 1 or an argument of the wrong type raises
         ``ValueError`` or ``TypeError``; a ``before`` that is no run, ``LookupError``."""
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         if name is not None and not isinstance(name, str):
             raise TypeError(f"runs() takes a Workflow, its name or None, not {type(workflow).__name__}")
-        return self._workflow_engine.list(RunFilter.of(name, status, stranded, limit, before, tenant_id, key))
+        return self._workflow_engine.list(RunFilter.of(name, status, stranded, limit, before, tenant_id, key, event_id))
 
     # --- the event store -----------------------------------------------------------
 

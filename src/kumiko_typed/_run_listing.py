@@ -24,6 +24,7 @@ from ._pages import checked_cursor, checked_limit
 from ._runs import RunStatus
 from ._status_filter import chosen_statuses
 from ._tables import workflow_runs
+from ._trigger_view import EVENT_TRIGGER
 
 __all__ = ["SHOWN", "STATUSES", "RunFilter", "keyed_trigger"]
 
@@ -67,6 +68,7 @@ class RunFilter:
     before: uuid.UUID | None = None
     tenant_id: uuid.UUID | None = None
     key: str | None = None
+    event_id: uuid.UUID | None = None
 
     @classmethod
     def of(
@@ -78,6 +80,7 @@ class RunFilter:
         before: object,
         tenant_id: object = None,
         key: object = None,
+        event_id: object = None,
     ) -> RunFilter:
         """The filter of ``app.runs``' arguments; a ``TypeError`` or ``ValueError`` naming
         the argument and what it takes, never a filter that quietly matches nothing."""
@@ -90,6 +93,8 @@ class RunFilter:
                 raise TypeError(f"key must be a str, not {type(key).__name__}")
             if tenant_id is None:
                 raise ValueError("key needs tenant_id: a key is its tenant's (start_workflow(key=) of a user)")
+        if event_id is not None and not isinstance(event_id, uuid.UUID):  # a str would match no run
+            raise TypeError(f"event_id must be a UUID, not {type(event_id).__name__}")
         return cls(
             workflow,
             chosen_statuses(status, STATUSES, "a run", _HINTS),
@@ -98,6 +103,7 @@ class RunFilter:
             checked_cursor("before", before, "a run_id"),
             tenant_id,
             key,
+            event_id,
         )
 
     def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
@@ -113,6 +119,8 @@ class RunFilter:
             where.append(_runs.user["tenant_id"].as_string() == str(self.tenant_id))
         if self.key is not None and self.tenant_id is not None:  # of (workflow, trigger key)
             where.append(_runs.trigger_key == keyed_trigger(self.tenant_id, self.key))
+        if self.event_id is not None:  # the trigger key ``_workflow_feed`` starts the run with
+            where.append(_runs.trigger_key == f"{EVENT_TRIGGER}{self.event_id}")
         if cursor is not None:  # the first term alone bounds an index range; the rest breaks ties
             where += [_runs.created_at <= cursor, or_(_runs.created_at < cursor, _runs.run_id > self.before)]
         return select(*SHOWN).where(*where).order_by(_runs.created_at.desc(), _runs.run_id).limit(self.limit)

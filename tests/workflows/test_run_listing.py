@@ -1,5 +1,5 @@
 """Listing runs as an operator asks (``app.runs(workflow, status=, stranded=, limit=,
-before=, tenant_id=)``), on SQLite and PostgreSQL: filtered and limited in the database, newest
+before=, tenant_id=, key=, event_id=)``), on SQLite and PostgreSQL: filtered and limited in the database, newest
 first (ties by run id), paged on by the last run id of a page so that runs started
 between pages neither repeat nor shift a page; bad arguments are a sentence, not an
 empty list."""
@@ -18,8 +18,9 @@ from _deploy_app import T0 as DEPLOY_T0
 from _deploy_app import USER as DEPLOY_USER
 from _deploy_app import Order, make_app
 from _sql_log import statements
+from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Feature, Ok, RunInfo, User, manual
+from kumiko_typed import App, Entity, Feature, Ok, RunInfo, User, manual, ok, on_event
 from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
 
@@ -239,6 +240,7 @@ BAD: list[tuple[dict[str, Any], type[Exception], str]] = [
     ({"tenant_id": "0f6c2c86-9f53-4a8e-9d61-1e3b4c5d6e7f"}, TypeError, r"^tenant_id must be a UUID, not str$"),
     ({"key": "order-1"}, ValueError, r"^key needs tenant_id: a key is its tenant's"),
     ({"key": 7, "tenant_id": uuid.UUID(int=1)}, TypeError, r"^key must be a str, not int$"),
+    ({"event_id": str(uuid.UUID(int=1))}, TypeError, r"^event_id must be a UUID, not str$"),
 ]
 
 
@@ -306,6 +308,59 @@ def test_a_key_finds_the_run_its_tenant_started_with_it(app_on: AppOn) -> None:
     assert app.runs(w["wait"], tenant_id=uuid.uuid4(), key="order-1") == []
     assert _ids(app.runs(w["wait"], tenant_id=USER.tenant_id, key="order-1", status="suspended")) == [mine]
     assert app.runs(w["wait"], tenant_id=USER.tenant_id, key="order-1", status="completed") == []
+
+
+@attrs.frozen
+class Signed:
+    n: int
+
+
+class LsAccount(Entity):
+    __tablename__ = "ls_account"
+    n: Mapped[int]
+
+
+def test_an_event_id_finds_the_runs_that_event_started(app_on: AppOn) -> None:
+    """``runs(event_id=)``: the runs an event started, one per workflow ``on_event`` of its
+    type (``StoredEvent.event_id`` from ``read_stream``); none for an event that started
+    none, or for a workflow it did not start; another tenant's event starts its own."""
+    f: Feature[Any] = Feature("lse")
+    f.entity(LsAccount)
+    f.event(Signed)
+    welcome = f.workflow("welcome", trigger=on_event(Signed), pipeline=f.workflow_pipeline(Signed).wait("PT1H"))
+    audit = f.workflow(
+        "audit", trigger=on_event(Signed), pipeline=f.workflow_pipeline(Signed).compute("n", lambda c: 1)
+    )
+    sign = f.write_handler(
+        "sign",
+        f.pipeline(Job)
+        .create("account", LsAccount, data=lambda c: LsAccount(n=c.payload.n), event=lambda c: Signed(c.payload.n))
+        .return_(lambda c: ok(c.steps["account"].id)),
+    )
+    app = app_on([f], clock=FakeClock(T0))
+    other = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
+
+    def signed(user: User, n: int) -> uuid.UUID:
+        account = app.dispatch(sign, Job(n), user=user)
+        assert isinstance(account, Ok)
+        stream = app.read_stream(LsAccount, account.data, user=user)
+        assert isinstance(stream, Ok)
+        return stream.data[0].event_id
+
+    first, second, theirs = signed(USER, 1), signed(USER, 2), signed(other, 3)
+    assert app.runs(event_id=first) == []  # still in the feed's backlog: no run yet
+    app.run_worker(once=True)
+    runs = {(r.workflow, r.user): r for r in app.runs(event_id=first)}
+    assert set(runs) == {("lse:welcome", USER), ("lse:audit", USER)}
+    assert runs["lse:welcome", USER].status == "suspended" and runs["lse:audit", USER].status == "completed"
+    assert _ids(app.runs(welcome, event_id=first)) == [runs["lse:welcome", USER].run_id]
+    assert _ids(app.runs("lse:audit", event_id=first, status="completed")) == [runs["lse:audit", USER].run_id]
+    assert app.runs(audit, event_id=first, status="suspended") == []
+    assert {r.workflow for r in app.runs(event_id=second)} == {"lse:welcome", "lse:audit"}
+    assert {r.run_id for r in app.runs(event_id=second)}.isdisjoint(runs[k].run_id for k in runs)
+    assert [r.user for r in app.runs(welcome, event_id=theirs)] == [other]
+    assert app.runs(event_id=uuid.uuid4()) == []
+    assert len(app.runs()) == 6
 
 
 DAMAGED: dict[str, Any] = {
