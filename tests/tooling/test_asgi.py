@@ -23,11 +23,12 @@ import jsonschema
 import pytest
 import sqlalchemy as sa
 from _asgi_server import Served
+from sqlalchemy.orm import Mapped, mapped_column
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from kumiko_typed import App, Feature, User, fail, ok
+from kumiko_typed import App, Entity, Feature, User, fail, ok
 from kumiko_typed._results import HTTP_STATUS
 from kumiko_typed.contrib.asgi import asgi_app, endpoints
 
@@ -664,6 +665,40 @@ def test_maps_keyed_by_uuids_dates_or_enums_are_sent_as_their_payload_is_read(ap
             assert again.json() == {"data": sent}
         refs = server.http.post("/tally/refs", json=sent, headers=AS_CLERK)
         assert (refs.status_code, refs.json()) == (200, {"data": {"refs": sent["by_ref"]}})
+    finally:
+        server.close()
+
+
+class AsgiRow(Entity):
+    __tablename__ = "asgi_row"
+    text: Mapped[str] = mapped_column(sa.String(40))
+
+
+def test_an_entity_result_is_a_json_500_not_its_columns(make_app: Callable[..., App]) -> None:
+    """docs/http.md: an ORM object has no JSON form, also inside a list or a map, although
+    an entity class is a dataclass, which the writer of results takes apart like an attrs
+    class.  After its transaction the row's columns are expired: reading them would raise
+    (not as JSON) or show what the handler did not choose to send."""
+    f = Feature("rows")
+    f.entity(AsgiRow)
+    f.write_handler(
+        "one",
+        f.pipeline(Plain)
+        .create("row", AsgiRow, data=lambda c: AsgiRow(text=c.payload.text))
+        .return_(lambda c: ok(c.steps["row"].entity)),
+    )
+    f.write_handler(
+        "many",
+        f.pipeline(Plain)
+        .find_many("rows", lambda c: sa.select(AsgiRow))
+        .return_(lambda c: ok({"rows": list(c.steps["rows"])})),
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    try:
+        for name in ("one", "many"):
+            answer = server.http.post(f"/rows/{name}", json={"text": "x"}, headers=AS_CLERK)
+            message = _failure(answer, 500, "internal_error")["message"]
+            assert message.startswith(f"sending the result of handler rows:{name} (its writes are committed) raised ")
     finally:
         server.close()
 

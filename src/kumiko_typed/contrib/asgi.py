@@ -28,7 +28,7 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from .. import App, Failure, Ok, User, fail
+from .. import App, Entity, Failure, Ok, User, fail
 from .._idempotency import key_problem
 from .._jsonable import Unjsonable, jsonable
 from .._structuring import make_converter
@@ -209,7 +209,7 @@ class _Adapter:
             return _failure(result, challenge, where=where)
         try:
             return Response(_dumps({"data": _wire(result.data)}), media_type=_JSON)
-        except (TypeError, ValueError, RecursionError) as exc:
+        except Exception as exc:  # no JSON form (TypeError, ValueError), or one holding itself
             committed = "" if endpoint.kind == "query" else " (its writes are committed)"
             return _crash(f"sending the result of handler {endpoint.handler}{committed}", exc)
 
@@ -350,8 +350,15 @@ def _dumps(value: object, *, lenient: bool = False) -> bytes:
     return json.dumps(value, default=default, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
-#: Only unstructures (the App registers no hooks for that): as the event store's converter does.
-_UNSTRUCTURE: Final = make_converter().unstructure
+def _no_json_form(value: object) -> object:
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
+
+
+#: Unstructures as the event store's converter does (the App registers no hooks for that),
+#: but for an entity: a dataclass too, yet an ORM object with no JSON form (docs/http.md),
+#: its columns expired after the commit.
+_RESULTS: Final = make_converter()
+_RESULTS.register_unstructure_hook(Entity, _no_json_form)
 
 
 def _wire(data: object) -> object:
@@ -360,7 +367,7 @@ def _wire(data: object) -> object:
     UUID, a date or an enum member, as a payload reads them.  ``json.dumps`` writes a dict
     itself, never asking ``default`` about a key it has no JSON form for."""
     try:
-        return jsonable(_UNSTRUCTURE(data))
+        return jsonable(_RESULTS.unstructure(data))
     except Unjsonable as exc:
         raise TypeError(f"a {type(exc.value).__name__} has no JSON form") from None
 
