@@ -41,8 +41,9 @@ TAG = "$t"
 #: failing it for a tag it does not know.  A state without it is of an older release.
 #: 2: a state may name parts stored beside it (``_stored_classes.PARTS``), which a worker
 #: of form 1 would take for a damaged state.  3: a loop record may hold its items as pages
-#: (``_lazy_parts``), which a worker of form 2 would take for a damaged record.
-FORMAT = 3
+#: (``_lazy_parts``), which a worker of form 2 would take for a damaged record.  4: a
+#: dict keyed by other than text is stored as pairs (``"map"``).
+FORMAT = 4
 FORMAT_KEY = "format"
 
 
