@@ -84,12 +84,18 @@ class Registry:
         # names it, at $.
         if isinstance(payload, Mapping) and schema_version < version:
             payload = dict(payload)
-            try:
-                for n in range(schema_version, version):
+            for n in range(schema_version, version):
+                # Named by the version it makes (in a chain, the one that failed, not the
+                # class's), and never by its message, which may quote the payload.
+                upcaster = f"an upcaster to schema version {n + 1}"
+                try:
                     payload = upcasters[n](payload)
-            except Exception as exc:  # an upcaster's own message may quote the payload
-                raised = type(exc).__name__
-                raise UnreadableEvent(f"{what}: an upcaster to schema version {version} raised {raised}") from exc
+                except Exception as exc:
+                    raise UnreadableEvent(f"{what}: {upcaster} raised {type(exc).__name__}") from exc
+                if not isinstance(payload, Mapping):
+                    # Else structuring would blame the stored payload: "expected a JSON object at $".
+                    given = type(payload).__name__
+                    raise UnreadableEvent(f"{what}: {upcaster} returned a {given}, not the payload as a dict")
         try:
             return self.converter.structure(payload, event_type)
         except Exception as exc:

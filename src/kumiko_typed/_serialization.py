@@ -41,8 +41,9 @@ TAG = "$t"
 #: failing it for a tag it does not know.  A state without it is of an older release.
 #: 2: a state may name parts stored beside it (``_stored_classes.PARTS``), which a worker
 #: of form 1 would take for a damaged state.  3: a loop record may hold its items as pages
-#: (``_lazy_parts``), which a worker of form 2 would take for a damaged record.
-FORMAT = 3
+#: (``_lazy_parts``), which a worker of form 2 would take for a damaged record.  4: a
+#: dict keyed by other than text is stored as pairs (``"map"``).
+FORMAT = 4
 FORMAT_KEY = "format"
 
 
@@ -204,9 +205,12 @@ class Codec:
         if isinstance(value, (set, frozenset)):
             tag = "frozenset" if isinstance(value, frozenset) else "set"
             return {TAG: tag, "v": sorted((self._encode(v, room, ordered) for v in value), key=_canonical)}
+        if isinstance(value, Mapping) and not all(isinstance(k, str) for k in value):
+            # Keys a payload or an event reads from JSON's text (UUIDs, ints, dates, enum
+            # members), stored as pairs; a fingerprint's in one order, as equal dicts compare.
+            pairs = [[self._encode(k, room, ordered), self._encode(v, room, ordered)] for k, v in value.items()]
+            return {TAG: "map", "v": pairs if ordered else sorted(pairs, key=lambda p: _canonical(p[0]))}
         if isinstance(value, Mapping):
-            if not all(isinstance(k, str) for k in value):
-                raise StateError("only mappings with string keys can be stored")
             encoded = {k: self._encode(v, room, ordered) for k, v in value.items()}
             if ordered and len(encoded) > 1:
                 return {TAG: "dict", "v": encoded, "k": list(encoded)}
@@ -283,6 +287,8 @@ class Codec:
         if tag == "dict":
             order = data.get("k", v)
             return {k: self.decode(v[k]) for k in order}
+        if tag == "map":
+            return {self.decode(k): self.decode(x) for k, x in v}
         if tag == "saved":
             return Saved(**{k: self.decode(x) for k, x in v.items()})
         if tag in ("attrs", "entity", "enum"):

@@ -199,7 +199,10 @@ def rebuild(
         return refused
     given: object = tenant  # typed, but callers without mypy may pass anything
     if not (given is None or given == "all" or isinstance(given, uuid.UUID)):
-        message = "tenant= must be a tenant id, 'all' or None (the user's tenant)"
+        # Named by its type, never echoed: text may be a URL's, or a tenant id not parsed yet.
+        parse = " (parse a tenant id's text with uuid.UUID(...))" if isinstance(given, str) else ""
+        wanted = "tenant= must be a tenant id (a UUID), 'all' or None (the user's tenant)"
+        message = f"{wanted}, not {type(given).__name__}{parse}"
         return fail("validation_error", message, [{"path": "tenant", "message": message}])
     if tenant is not None and tenant != user.tenant_id and not user.has_role(SYSADMIN):
         return fail("access_denied", f"rebuilding another tenant's {entity.__name__} rows needs the sysadmin role")

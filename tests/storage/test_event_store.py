@@ -409,6 +409,24 @@ def test_rebuilding_other_tenants_needs_the_sysadmin_role(two: Any) -> None:
     assert _rows(app) == {a1: ("Ann", 2, 1), b1: ("Bea", 5, 1)}
 
 
+def test_a_tenant_that_is_no_uuid_is_refused_naming_its_type_and_how_to_parse_text(two: Any) -> None:
+    """Was "tenant= must be a tenant id, 'all' or None" for a tenant id's own text (from a
+    URL, say): the type given and the fix named, as read_stream names a stream id's, and
+    the text never echoed.  Refused before anything is read, as for every user."""
+    app, _, alice, _, root = two
+    wanted = "tenant= must be a tenant id (a UUID), 'all' or None (the user's tenant)"
+    wrongs: tuple[tuple[Any, str], ...] = (
+        (str(alice.tenant_id), f"{wanted}, not str (parse a tenant id's text with uuid.UUID(...))"),
+        ("<script>", f"{wanted}, not str (parse a tenant id's text with uuid.UUID(...))"),
+        (7, f"{wanted}, not int"),
+        (alice.tenant_id.bytes, f"{wanted}, not bytes"),
+    )
+    for wrong, message in wrongs:
+        for who in (alice, root):
+            refused = failure_of(app.rebuild_projection(EsBooking, user=who, tenant=wrong), "validation_error")
+            assert (refused.message, refused.details) == (message, [{"path": "tenant", "message": message}])
+
+
 def test_events_stored_by_an_older_schema_are_upcast_in_streams_replays_and_waits(
     app_on: AppOn, make_user: Callable[..., User]
 ) -> None:

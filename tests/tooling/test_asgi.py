@@ -14,7 +14,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, date, datetime, timedelta
 from decimal import Decimal
 from typing import Any
 
@@ -23,11 +23,12 @@ import jsonschema
 import pytest
 import sqlalchemy as sa
 from _asgi_server import Served
+from sqlalchemy.orm import Mapped, mapped_column
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.routing import Mount
 
-from kumiko_typed import App, Feature, User, fail, ok
+from kumiko_typed import App, Entity, Feature, User, fail, ok
 from kumiko_typed._results import HTTP_STATUS
 from kumiko_typed.contrib.asgi import asgi_app, endpoints
 
@@ -630,6 +631,74 @@ def test_durations_and_read_only_mappings_are_sent_as_the_event_store_writes_the
         assert (took.status_code, took.json()) == (200, {"data": "P1DT30.0005S"})
         steps = server.http.post("/forms/steps", json={"text": "x"}, headers=AS_CLERK)
         assert (steps.status_code, steps.json()) == (200, {"data": {"steps": {"n": 2}, "wait": "PT0S"}})
+    finally:
+        server.close()
+
+
+@attrs.frozen
+class Tally:
+    by_ref: dict[uuid.UUID, int]
+    by_day: dict[date, list[uuid.UUID]]
+    by_colour: dict[Colour, Decimal]
+
+
+def test_maps_keyed_by_uuids_dates_or_enums_are_sent_as_their_payload_is_read(app_on: Callable[..., App]) -> None:
+    """A payload reads (and an event stores) a map keyed by UUIDs, dates or enum members from
+    an object with text keys; its answer is that object, which read as the payload again is
+    the same value.  Before: a 500 internal_error after the handler's writes committed (JSON
+    takes no UUID as a key), and with a key the stored answer was that 500 for good.  Both
+    databases: the keyed answer is stored and read back."""
+    f = Feature("tally")
+    f.write_handler("echo", f.pipeline(Tally).return_(lambda c: ok(c.payload)))
+    f.write_handler("refs", f.pipeline(Tally).return_(lambda c: ok({"refs": c.payload.by_ref})))
+    sent = {
+        "by_ref": {str(uuid.UUID(int=7)): 2},
+        "by_day": {"2026-03-02": [str(uuid.UUID(int=8))]},
+        "by_colour": {"red": "1.50"},
+    }
+    server = Served(asgi_app(app_on([f]), user=user_of))
+    try:
+        for headers in (AS_CLERK, {**AS_CLERK, "Idempotency-Key": "tally"}, {**AS_CLERK, "Idempotency-Key": "tally"}):
+            echoed = server.http.post("/tally/echo", json=sent, headers=headers)
+            assert (echoed.status_code, echoed.json()) == (200, {"data": sent})
+            again = server.http.post("/tally/echo", json=echoed.json()["data"], headers=AS_CLERK)
+            assert again.json() == {"data": sent}
+        refs = server.http.post("/tally/refs", json=sent, headers=AS_CLERK)
+        assert (refs.status_code, refs.json()) == (200, {"data": {"refs": sent["by_ref"]}})
+    finally:
+        server.close()
+
+
+class AsgiRow(Entity):
+    __tablename__ = "asgi_row"
+    text: Mapped[str] = mapped_column(sa.String(40))
+
+
+def test_an_entity_result_is_a_json_500_not_its_columns(make_app: Callable[..., App]) -> None:
+    """docs/http.md: an ORM object has no JSON form, also inside a list or a map, although
+    an entity class is a dataclass, which the writer of results takes apart like an attrs
+    class.  After its transaction the row's columns are expired: reading them would raise
+    (not as JSON) or show what the handler did not choose to send."""
+    f = Feature("rows")
+    f.entity(AsgiRow)
+    f.write_handler(
+        "one",
+        f.pipeline(Plain)
+        .create("row", AsgiRow, data=lambda c: AsgiRow(text=c.payload.text))
+        .return_(lambda c: ok(c.steps["row"].entity)),
+    )
+    f.write_handler(
+        "many",
+        f.pipeline(Plain)
+        .find_many("rows", lambda c: sa.select(AsgiRow))
+        .return_(lambda c: ok({"rows": list(c.steps["rows"])})),
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    try:
+        for name in ("one", "many"):
+            answer = server.http.post(f"/rows/{name}", json={"text": "x"}, headers=AS_CLERK)
+            message = _failure(answer, 500, "internal_error")["message"]
+            assert message.startswith(f"sending the result of handler rows:{name} (its writes are committed) raised ")
     finally:
         server.close()
 

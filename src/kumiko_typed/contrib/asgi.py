@@ -28,9 +28,10 @@ from typing import Any, Final, Literal
 
 import attrs
 
-from .. import App, Failure, Ok, User, fail
+from .. import App, Entity, Failure, Ok, User, fail
 from .._idempotency import key_problem
 from .._jsonable import Unjsonable, jsonable
+from .._structuring import make_converter
 from .schema import payload_schema
 
 try:
@@ -207,8 +208,8 @@ class _Adapter:
             where = f"sending the {result.code} failure of handler {endpoint.handler}"
             return _failure(result, challenge, where=where)
         try:
-            return Response(_dumps({"data": result.data}), media_type=_JSON)
-        except (TypeError, ValueError) as exc:
+            return Response(_dumps({"data": _wire(result.data)}), media_type=_JSON)
+        except Exception as exc:  # no JSON form (TypeError, ValueError), or one holding itself
             committed = "" if endpoint.kind == "query" else " (its writes are committed)"
             return _crash(f"sending the result of handler {endpoint.handler}{committed}", exc)
 
@@ -349,12 +350,34 @@ def _dumps(value: object, *, lenient: bool = False) -> bytes:
     return json.dumps(value, default=default, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode()
 
 
+def _no_json_form(value: object) -> object:
+    raise TypeError(f"a {type(value).__name__} has no JSON form")
+
+
+#: Unstructures as the event store's converter does (the App registers no hooks for that),
+#: but for an entity: a dataclass too, yet an ORM object with no JSON form (docs/http.md),
+#: its columns expired after the commit.
+_RESULTS: Final = make_converter()
+_RESULTS.register_unstructure_hook(Entity, _no_json_form)
+
+
+def _wire(data: object) -> object:
+    """A handler's result as the event store writes an event (cattrs, then
+    :func:`jsonable`): its attrs instances as objects, and the keys of its maps as text — a
+    UUID, a date or an enum member, as a payload reads them.  ``json.dumps`` writes a dict
+    itself, never asking ``default`` about a key it has no JSON form for."""
+    try:
+        return jsonable(_RESULTS.unstructure(data))
+    except Unjsonable as exc:
+        raise TypeError(f"a {type(exc.value).__name__} has no JSON form") from None
+
+
 def _jsonable(value: object) -> object:
-    """A handler's result in JSON (``json.dumps``'s ``default``: called for what JSON has no
+    """A Failure's details in JSON (``json.dumps``'s ``default``: called for what JSON has no
     type of): an attrs instance as an object of its fields, a set or mapping as JSON's own
     (their items come back here), every other value as the event store writes it
     (:func:`jsonable`: one wire form of a UUID, a decimal, a time, a duration, bytes, an
-    enum)."""
+    enum).  A key that is no string stays the handler's bug (docs/http.md, "Answers")."""
     cls = type(value)
     if attrs.has(cls):
         return {f.name: getattr(value, f.name) for f in attrs.fields(cls)}
