@@ -187,3 +187,38 @@ def test_a_path_longer_than_its_column_fails_the_run_alike_on_both_databases(
     assert info.error["code"] == "unstorable_state"
     assert info.error["message"].endswith(": the path is longer than 400 characters")
     assert info.error["message"].startswith("at step item/do/#0/www")
+
+
+class _Unregistered:
+    """A class no Feature or App names as a value type."""
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        (lambda c: _Unregistered(), "cannot be stored: only JSON values"),
+        (lambda c: {1: "one"}, "only mappings with string keys can be stored"),
+        (lambda c: float("nan"), "JSON has no NaN or Infinity"),
+    ],
+    ids=["unregistered-class", "int-dict-key", "nan"],
+)
+def test_a_key_that_cannot_be_stored_fails_the_run_saying_why(
+    app_on: AppOn, user: User, key: Callable[[Any], object], said: str
+) -> None:
+    """Before, the run's error was only 'raised StateError': the reason, which names a
+    type and the fix, never the value, went to the log alone."""
+    g = Feature("wfh_key")
+    g.event(Sent)
+    flow = g.workflow(
+        "flow",
+        trigger=manual(Expect),
+        pipeline=g.workflow_pipeline(Expect).wait_for_event(
+            "got", Sent, key=key, event_key=lambda e: e.key, timeout="PT1H"
+        ),
+    )
+    app = app_on([g], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Expect("k"), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert "wait_for_event 'got': its key cannot be stored: " in info.error["message"]
+    assert said in info.error["message"]
