@@ -35,6 +35,7 @@ __all__ = [
     "WaitForEvent",
     "bounded_key",
     "event_key",
+    "key_forms",
     "key_text",
     "later",
 ]
@@ -66,10 +67,19 @@ def event_key(codec: Any, value: object) -> str:
     return bounded_key(key_text(codec, value))
 
 
-def key_text(codec: Any, value: object) -> str:
-    """A key's JSON text, before :func:`bounded_key`: what a wait stored before digests
-    existed holds for a long key."""
-    return json.dumps(codec.encode(value), sort_keys=True)
+def key_text(codec: Any, value: object, *, ordered: bool = False) -> str:
+    """A key's JSON text, before :func:`bounded_key`.  Equal dicts give one text whatever
+    the order their keys were inserted in; ``ordered=True`` is the text earlier releases
+    stored, which kept that order (so a run waiting on ``{"a": 1, "b": 2}`` never matched
+    an event keyed ``{"b": 2, "a": 1}``), a long one whole before digests existed."""
+    return json.dumps(codec.encode(value, ordered=ordered), sort_keys=True)
+
+
+def key_forms(codec: Any, value: object) -> tuple[str, ...]:
+    """Every form a wait for the key ``value`` may have stored, this release's first: the
+    forms of earlier releases (order-keeping, and a long one whole) still match."""
+    now, before = key_text(codec, value), key_text(codec, value, ordered=True)
+    return tuple(dict.fromkeys((bounded_key(now), bounded_key(before), before)))
 
 
 def bounded_key(text: str) -> str:
