@@ -103,6 +103,14 @@ def test_a_limit_is_the_head_of_the_list(app_on: AppOn) -> None:
     assert _ids(app.runs(status="failed", limit=1)) == failed[:1]
 
 
+def test_a_limit_past_what_the_database_counts_lists_everything(app_on: AppOn) -> None:
+    """Before: ``OverflowError`` on SQLite, and on PostgreSQL ``DataError: bigint out of
+    range`` quoting the SQL (``runs --limit 99999999999999999999`` too)."""
+    app, _w, _ = _mixed(app_on, FakeClock(T0))
+    assert _ids(app.runs(limit=10**20)) == _ids(app.runs())
+    assert app.outbox(limit=10**20) == app.outbox()
+
+
 def _pages(app: App, limit: int, **filters: Any) -> list[list[uuid.UUID]]:
     pages: list[list[uuid.UUID]] = []
     before = None
