@@ -453,8 +453,9 @@ class App:
         ``error``) in the details; a run of another workflow, or of another tenant
         (unless ``user`` has the ``sysadmin`` role), is ``not_found``."""
         # Typed, but a caller without a type checker passing the name got an AttributeError.
-        if not isinstance(workflow, Workflow):
-            message = f"workflow must be a Workflow (app.workflows[name] by name), not {type(workflow).__name__}"
+        given: object = workflow
+        if not isinstance(given, Workflow):
+            message = f"workflow must be a Workflow (app.workflows[name] by name), not {type(given).__name__}"
             return fail("validation_error", message, [{"path": "workflow", "message": message}])
         return cast("Ok[D] | Failure", self._operations.result(workflow.name, run_id, user))
 
