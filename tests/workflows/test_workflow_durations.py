@@ -82,6 +82,16 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
             lambda b: b.retry(times=3, backoff="exponental", do=lambda r: r.compute("x", _boom)),
             "retry's backoff must be 'exponential' or 'linear', not 'exponental'",
         ),
+        (  # before: a bare OverflowError out of App(...), "Python int too large to convert to C int"
+            lambda b: b.wait("P99999999999D"),
+            "step 0 (workflow.wait): 'P99999999999D' is longer than the longest duration, 999999999 days",
+        ),
+        (
+            lambda b: b.wait_for_event(
+                "got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout="PT" + "9" * 400 + "H"
+            ),
+            "is longer than the longest duration, 999999999 days",
+        ),
     ],
     ids=[
         "wait-int",
@@ -96,6 +106,8 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         "times-bool",
         "times-zero",
         "backoff-misspelt",
+        "wait-past-timedelta",
+        "timeout-past-timedelta",
     ],
 )
 def test_a_duration_of_another_type_or_negative_is_a_boot_error(
