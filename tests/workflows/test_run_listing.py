@@ -197,6 +197,21 @@ def test_an_empty_database_and_an_unknown_workflow_list_nothing(app_on: AppOn) -
     assert app.runs("ls:retired", status="completed", limit=3) == []
 
 
+def test_a_name_or_key_no_database_holds_lists_nothing_alike_on_both_databases(app_on: AppOn) -> None:
+    """A NUL or a lone surrogate names no run.  Before: on PostgreSQL a NUL was
+    ``DataError`` quoting the SELECT (SQLite listed nothing), and a lone surrogate (what
+    a non-UTF-8 byte in ``runs --key`` becomes) was ``UnicodeEncodeError`` on both."""
+    f, w = _feature()
+    app = app_on([f], clock=FakeClock(T0))
+    run_id = app.start_workflow(w["wait"], Job(1), user=USER)
+    tenant = USER.tenant_id
+    for odd in ("wait\x00", "\udcff"):
+        assert app.runs(odd) == []
+        assert app.runs(w["wait"], tenant_id=tenant, key=odd) == []
+        assert app.runs(odd, limit=1, before=run_id) == []
+    assert _ids(app.runs(w["wait"])) == [run_id]
+
+
 def test_stranded_runs_are_suspended_and_listed_alone_on_request(db_url: str) -> None:
     """A run its deployed definition cannot resume is ``suspended`` with the error code
     ``stranded``; ``stranded=True`` lists only those (in the database, with the limit)."""
