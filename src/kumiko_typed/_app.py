@@ -452,6 +452,11 @@ class App:
         suspended, failed, cancelled) is ``status_conflict`` with its ``status`` (and
         ``error``) in the details; a run of another workflow, or of another tenant
         (unless ``user`` has the ``sysadmin`` role), is ``not_found``."""
+        # Typed, but a caller without a type checker passing the name got an AttributeError.
+        given: object = workflow
+        if not isinstance(given, Workflow):
+            message = f"workflow must be a Workflow (app.workflows[name] by name), not {type(given).__name__}"
+            return fail("validation_error", message, [{"path": "workflow", "message": message}])
         return cast("Ok[D] | Failure", self._operations.result(workflow.name, run_id, user))
 
     def requeue(self, outbox_id: uuid.UUID, *, user: User) -> Ok[OutboxItem] | Failure:

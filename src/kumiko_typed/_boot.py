@@ -375,6 +375,22 @@ def _name_problem(step: Step, name: object) -> str | None:
     return _rules.msg_empty_step_name(method) if not name else None
 
 
+def _given_name_problem(step: Step) -> str | None:
+    """A ``name=`` (a wait's, a branch's, a retry's) that is no string, or empty.  A stored
+    run finds its step by it: an empty one made an empty path part, and the definition
+    that stored the run could not resume it (stranded, "an empty step path")."""
+    name: object = step.step_name
+    if name is None or isinstance(step, (NamedStep, ForEach)):  # no name=, or a key or an item
+        return None
+    rule = _rules.RULES_BY_KIND.get(step.kind)
+    method = rule.method if rule is not None else step.kind
+    if not isinstance(name, str):
+        return f'name= of step "{method}" must be a string, not {type(name).__name__}'
+    if not name:
+        return f'name= of step "{method}" is empty; give it a name such as "cool-off", or leave name= out'
+    return None
+
+
 def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str, out: list[str]) -> set[str]:
     """Report duplicate step names; arms of one branch may set the same key."""
     defined: set[str] = set()
@@ -382,6 +398,8 @@ def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str
         here = f"{path}{i}"
         if isinstance(step, ForEach) and (problem := _name_problem(step, step.item)) is not None:
             out.append(f"{where}, step {here} ({step.kind}): {problem}")  # an item name is no key: no duplicate
+        if (problem := _given_name_problem(step)) is not None:
+            out.append(f"{where}, step {here} ({step.kind}): {problem}")
         if isinstance(step, NamedStep):
             if (problem := _name_problem(step, step.name)) is not None:
                 out.append(f"{where}, step {here} ({step.kind}): {problem}")

@@ -262,7 +262,7 @@ def ambiguous_names(steps: Sequence[Step], where: str = "") -> list[str]:
     seen: dict[str, tuple[int, Step]] = {}
     for i, step in enumerate(steps):
         name = step.step_name
-        if name is not None:
+        if name:  # an empty name= is reported as such (boot's name checks)
             first = seen.setdefault(name, (i, step))
             if first[0] != i and (_by_argument(step) or _by_argument(first[1])):
                 renamed = step if _by_argument(step) else first[1]  # a key has no name= to change

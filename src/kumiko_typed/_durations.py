@@ -27,7 +27,10 @@ def parse_duration(text: str) -> timedelta:
             f"{text!r} is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)"
         )
     parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
-    return timedelta(**parts)
+    try:
+        return timedelta(**parts)
+    except OverflowError:  # else a bare "Python int too large to convert to C int" out of App(...)
+        raise ValueError(f"{text!r} is longer than the longest duration, {timedelta.max.days} days") from None
 
 
 def as_timedelta(value: timedelta | str) -> timedelta:

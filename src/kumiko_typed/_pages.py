@@ -5,8 +5,14 @@ page that quietly matches nothing or everything."""
 from __future__ import annotations
 
 import uuid
+from typing import Final
 
-__all__ = ["checked_cursor", "checked_limit"]
+__all__ = ["MOST_ROWS", "checked_cursor", "checked_limit"]
+
+#: The largest count SQLite's INTEGER and PostgreSQL's ``bigint`` hold, which no table
+#: reaches.  A larger limit means as much; bound as it was, it was the driver's error
+#: (``OverflowError`` on SQLite, ``bigint out of range`` quoting the SQL on PostgreSQL).
+MOST_ROWS: Final = 2**63 - 1
 
 
 def checked_limit(limit: object) -> int | None:
@@ -15,7 +21,7 @@ def checked_limit(limit: object) -> int | None:
         raise TypeError(f"limit must be an int or None, not {type(limit).__name__}")
     if limit is not None and limit < 1:
         raise ValueError(f"limit must be a positive int, not {limit}")
-    return limit
+    return None if limit is None else min(limit, MOST_ROWS)
 
 
 def checked_cursor(name: str, value: object, what: str) -> uuid.UUID | None:

@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from sqlalchemy import ColumnElement, Delete, Engine, Table, bindparam, delete, select, tuple_
 
+from ._pages import MOST_ROWS
 from ._tables import OUTBOX_SENT, outbox, workflow_runs
 
 __all__ = [
@@ -56,7 +57,7 @@ def checked_age(older_than: object) -> timedelta:
 def checked_batch(batch: object) -> int:
     if type(batch) is not int or batch < 1:
         raise ValueError(f"batch must be a positive int, not {batch!r}")
-    return batch
+    return min(batch, MOST_ROWS)
 
 
 def purge_statement(table: Table, condition: ColumnElement[bool]) -> Delete:

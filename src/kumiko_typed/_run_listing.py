@@ -18,9 +18,10 @@ from datetime import datetime
 from typing import Final, get_args
 
 import attrs
-from sqlalchemy import ColumnElement, Select, or_, select
+from sqlalchemy import ColumnElement, Select, false, or_, select
 
 from ._pages import checked_cursor, checked_limit
+from ._poison import storable_text
 from ._runs import RunStatus
 from ._status_filter import chosen_statuses
 from ._tables import workflow_runs
@@ -109,6 +110,12 @@ class RunFilter:
     def select(self, cursor: datetime | None) -> Select[tuple[object, ...]]:
         """The page's statement; ``cursor`` is the ``created_at`` of the run ``before``."""
         where: list[ColumnElement[bool]] = []
+        if any(text is not None and storable_text(text) != text for text in (self.workflow, self.key)):
+            # A NUL or a lone surrogate names no run (a start key is printable, a workflow's
+            # name its code's), so the list is empty, as for an unknown name; sent, it was
+            # PostgreSQL's DataError quoting the SQL (SQLite listed nothing), or either
+            # driver's UnicodeEncodeError.
+            return select(*SHOWN).where(false())
         if self.workflow is not None:
             where.append(_runs.workflow == self.workflow)
         if self.statuses is not None:

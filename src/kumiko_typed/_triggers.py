@@ -39,8 +39,8 @@ class Trigger(Generic[P]):
         The expression is read in ``timezone``'s wall time, as a cron daemon on a machine
         set to it would: a time the spring change skips fires at the first time after it
         (``30 2 * * *`` at 03:00 that day), and a time the autumn change repeats fires once,
-        at its first occurrence, unless the hour field is ``*`` (then each real hour
-        counts: ``0 * * * *`` fires 25 times that day)."""
+        at its first occurrence; both unless the hour field is ``*`` (then each real hour
+        counts: ``0 * * * *`` fires 25 times on the autumn day, 23 on the spring day)."""
         from croniter import croniter  # only cron workflows need it
 
         assert self.cron is not None

@@ -26,7 +26,7 @@ from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent
-from ._steps.workflow import bounded_key, key_text
+from ._steps.workflow import key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
 from ._worker_batches import batches
@@ -57,8 +57,8 @@ class _Loaded:
     value: object
     #: The class the wait expects the event as (a further run's load).
     cls: type[Any]
-    #: The forms a wait of this key stored: ``key``, and its whole text if that was
-    #: longer (a wait stored before keys were bounded holds it); none if ``key`` is None.
+    #: The forms a wait of this key stored (:func:`key_forms`): ``key``, and those of
+    #: earlier releases; none if ``key`` is None.
     stored: tuple[str, ...] = ()
     taken: bool = False
 
@@ -377,7 +377,7 @@ class EventFeed:
             key = keys[group]
             loaded = key if isinstance(key, _Loaded) else None
             stranded = d.fingerprint in stranded_by(wait.error)
-            if loaded is not None and not stranded and loaded.key != bounded_key(wait.key):
+            if loaded is not None and not stranded and wait.key not in loaded.stored:
                 continue
             # A run locked by another worker is being resumed by its timeout (the only other
             # way out of an event wait): wait for that worker.  If it commits, the timeout
@@ -483,9 +483,8 @@ class EventFeed:
             # a run it was for must not miss it, and its key is unknown here.
             return _Unloadable(f"at step {path}: {exc}; a deploy that can read it resumes the run")
         try:
-            text = key_text(self.engine.codec, step.event_key(value))
-            key = bounded_key(text)
-            return _Loaded(key, value, step.event, (key,) if key == text else (key, text))
+            forms = key_forms(self.engine.codec, step.event_key(value))
+            return _Loaded(forms[0], value, step.event, forms)
         except Exception:
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)
             return _Loaded(None, value, step.event)

@@ -1567,6 +1567,9 @@ def test_runs_purge_deletes_old_finished_runs_only(tmp_path: Path, tiny: Tiny) -
     wrong = cli(tmp_path, "runs", "purge", tiny.target, "--older-than", "30d", "--database-url", tiny.url)
     assert wrong.returncode == 2 and "Invalid value for '--older-than'" in wrong.stderr, _explain(wrong)
     assert "is not an ISO-8601 duration" in wrong.stderr and "Traceback" not in wrong.stderr, _explain(wrong)
+    # Before: an OverflowError traceback ("Python int too large to convert to C int").
+    endless = cli(tmp_path, "runs", "purge", tiny.target, "--older-than", "P99999999999D", "--database-url", tiny.url)
+    assert endless.returncode == 2 and "is longer than the longest duration" in endless.stderr, _explain(endless)
     suspended_only = cli(
         tmp_path,
         "runs",

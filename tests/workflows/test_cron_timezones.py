@@ -84,6 +84,20 @@ def test_an_hourly_schedule_fires_each_real_hour_of_the_autumn_change(app_on: Ap
     ]
 
 
+@pytest.mark.parametrize("every", [None, timedelta(minutes=10)], ids=["one pass", "a pass each 10 min"])
+def test_an_hourly_schedule_fires_each_real_hour_of_the_spring_change(app_on: AppOn, every: timedelta | None) -> None:
+    """With the hour field ``*`` a skipped wall time does not fire just after the gap, as a
+    fixed hour's does: each real hour counts, 23 that day (as a cron daemon runs them)."""
+    start = datetime(2026, 3, 28, 23, 0, tzinfo=UTC)  # 00:00 CET on the 29th
+    end = datetime(2026, 3, 29, 3, 0, tzinfo=UTC)  # 05:00 CEST
+    assert _fired(app_on, "30 * * * *", start, end, every=every) == [
+        "03-29 00:30 CET",
+        "03-29 01:30 CET",
+        "03-29 03:30 CEST",  # 02:30 does not exist, and is not made up at 03:00
+        "03-29 04:30 CEST",
+    ]
+
+
 def test_utc_is_the_default_and_unchanged(app_on: AppOn) -> None:
     f = Feature("plain")
     flow = f.workflow(

@@ -369,6 +369,10 @@ def test_bad_ids_and_users_are_failures_not_tracebacks(ops: tuple[App, dict[str,
     ):
         refused = failure_of(call(), "validation_error")
         assert refused.details == [{"path": field, "message": f"{field} must be a UUID, not str"}]
+    name: Any = w["doubled"].name  # before: AttributeError ('str' object has no attribute 'name')
+    refused = failure_of(app.result(name, uuid.uuid4(), user=ADA), "validation_error")
+    said = "workflow must be a Workflow (app.workflows[name] by name), not str"
+    assert refused.details == [{"path": "workflow", "message": said}]
     nobody: Any = None
     failure_of(app.cancel_run(uuid.uuid4(), user=nobody), "access_denied")
     failure_of(app.result(w["doubled"], uuid.uuid4(), user=nobody), "access_denied")

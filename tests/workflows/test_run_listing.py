@@ -104,6 +104,14 @@ def test_a_limit_is_the_head_of_the_list(app_on: AppOn) -> None:
     assert _ids(app.runs(status="failed", limit=1)) == failed[:1]
 
 
+def test_a_limit_past_what_the_database_counts_lists_everything(app_on: AppOn) -> None:
+    """Before: ``OverflowError`` on SQLite, and on PostgreSQL ``DataError: bigint out of
+    range`` quoting the SQL (``runs --limit 99999999999999999999`` too)."""
+    app, _w, _ = _mixed(app_on, FakeClock(T0))
+    assert _ids(app.runs(limit=10**20)) == _ids(app.runs())
+    assert app.outbox(limit=10**20) == app.outbox()
+
+
 def _pages(app: App, limit: int, **filters: Any) -> list[list[uuid.UUID]]:
     pages: list[list[uuid.UUID]] = []
     before = None
@@ -188,6 +196,21 @@ def test_an_empty_database_and_an_unknown_workflow_list_nothing(app_on: AppOn) -
     app.start_workflow(w["done"], Job(1), user=USER)
     assert app.runs("ls:retired") == []
     assert app.runs("ls:retired", status="completed", limit=3) == []
+
+
+def test_a_name_or_key_no_database_holds_lists_nothing_alike_on_both_databases(app_on: AppOn) -> None:
+    """A NUL or a lone surrogate names no run.  Before: on PostgreSQL a NUL was
+    ``DataError`` quoting the SELECT (SQLite listed nothing), and a lone surrogate (what
+    a non-UTF-8 byte in ``runs --key`` becomes) was ``UnicodeEncodeError`` on both."""
+    f, w = _feature()
+    app = app_on([f], clock=FakeClock(T0))
+    run_id = app.start_workflow(w["wait"], Job(1), user=USER)
+    tenant = USER.tenant_id
+    for odd in ("wait\x00", "\udcff"):
+        assert app.runs(odd) == []
+        assert app.runs(w["wait"], tenant_id=tenant, key=odd) == []
+        assert app.runs(odd, limit=1, before=run_id) == []
+    assert _ids(app.runs(w["wait"])) == [run_id]
 
 
 def test_stranded_runs_are_suspended_and_listed_alone_on_request(db_url: str) -> None:

@@ -153,3 +153,14 @@ def test_an_age_longer_than_the_calendar_keeps_every_run(app_on: AppOn, user: Us
     clock.advance(days=3650)
     assert app.purge_runs(older_than=timedelta.max) == 0
     assert _statuses(app) == ["completed"]
+
+
+def test_a_batch_past_what_the_database_counts_is_one_batch(app_on: AppOn, user: User) -> None:
+    """Before: ``OverflowError`` on SQLite, and on PostgreSQL ``DataError: bigint out of
+    range`` quoting the DELETE, from each of the three purges."""
+    app = app_on([f], clock=FakeClock(T0))
+    _start_all(app, user)
+    assert app.purge_runs(older_than=timedelta(0), batch=10**20) == 3
+    assert _statuses(app) == ["suspended"]
+    assert app.purge_outbox(older_than=timedelta(0), batch=10**20) == 0
+    assert app.purge_idempotency_keys(batch=10**20) == 0

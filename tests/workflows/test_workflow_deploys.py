@@ -452,6 +452,29 @@ def test_a_name_clash_with_a_key_says_to_rename_the_step_with_name() -> None:
     ]
 
 
+def test_an_empty_or_non_text_name_is_refused_at_boot() -> None:
+    """Before, ``wait(..., name="")`` booted, and its run, stored at the empty path, was
+    stranded ("an empty step path") by the very definition that stored it, for good."""
+    f: Feature[Any] = Feature("noname")
+    number: Any = 5
+    pipeline = (
+        f.workflow_pipeline(Order)
+        .wait("PT1H", name="")
+        .branch(name="", when=lambda c: True, on_true=lambda b: b.retry(times=2, name="", do=lambda r: r))
+        .wait("PT1H", name=number)
+    )
+    f.workflow("job", trigger=manual(Order), pipeline=pipeline)
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    empty = 'is empty; give it a name such as "cool-off", or leave name= out'
+    assert raised.value.problems == [
+        f'workflow noname:job, step 0 (workflow.wait): name= of step "wait" {empty}',
+        f'workflow noname:job, step 1 (branch): name= of step "branch" {empty}',
+        f'workflow noname:job, step 1/on_true/0 (workflow.retry): name= of step "retry" {empty}',
+        'workflow noname:job, step 2 (workflow.wait): name= of step "wait" must be a string, not int',
+    ]
+
+
 def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_there(db_url: str, v1: App) -> None:
     """Runs stored by an earlier release count steps by index (``1``: the wait); they are
     read under the deployed definition by index and checked by the same rule."""

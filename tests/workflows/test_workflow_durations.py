@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime, timedelta, timezone
 from typing import Any
 
 import attrs
@@ -82,6 +82,16 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
             lambda b: b.retry(times=3, backoff="exponental", do=lambda r: r.compute("x", _boom)),
             "retry's backoff must be 'exponential' or 'linear', not 'exponental'",
         ),
+        (  # before: a bare OverflowError out of App(...), "Python int too large to convert to C int"
+            lambda b: b.wait("P99999999999D"),
+            "step 0 (workflow.wait): 'P99999999999D' is longer than the longest duration, 999999999 days",
+        ),
+        (
+            lambda b: b.wait_for_event(
+                "got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout="PT" + "9" * 400 + "H"
+            ),
+            "is longer than the longest duration, 999999999 days",
+        ),
     ],
     ids=[
         "wait-int",
@@ -96,6 +106,8 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         "times-bool",
         "times-zero",
         "backoff-misspelt",
+        "wait-past-timedelta",
+        "timeout-past-timedelta",
     ],
 )
 def test_a_duration_of_another_type_or_negative_is_a_boot_error(
@@ -225,6 +237,53 @@ def test_a_wake_time_past_the_calendar_fails_the_run_with_a_sentence(
     assert info is not None and info.status == "failed" and info.error is not None
     assert info.error["code"] == "internal_error"
     assert said in info.error["message"]
+
+
+#: 23:00 on the calendar's last day in New York is 04:00 of the year 10000 in UTC.
+_LAST_EVENING = datetime(9999, 12, 31, 23, 0, tzinfo=timezone(timedelta(hours=-5)))
+
+
+@pytest.mark.parametrize(
+    ("build", "said"),
+    [
+        (lambda b: b.wait(lambda c: _LAST_EVENING), "wait: 9999-12-31T23:00:00-05:00 is past the year 9999 in UTC"),
+        (
+            lambda b: b.wait_for_event(
+                "got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=lambda c: _LAST_EVENING
+            ),
+            "wait_for_event 'got': timeout: 9999-12-31T23:00:00-05:00 is past the year 9999 in UTC",
+        ),
+    ],
+    ids=["wait", "timeout"],
+)
+def test_a_resolved_time_past_the_calendar_in_utc_fails_the_run_with_a_sentence(
+    app_on: AppOn, user: User, build: Callable[[Any], Any], said: str
+) -> None:
+    """A resolver's aware time within the calendar whose UTC reading is not.  Before, its
+    conversion overflowed where the run was stored: ``unstorable_state``, "in the segment
+    from step 0: the database refused the run's state: date value out of range" (no
+    database had refused anything)."""
+    f, flow = _workflow("utc_end", build)
+    app = app_on([f], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Go(1), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert said in info.error["message"]
+
+
+def test_a_resolved_time_before_the_calendar_in_utc_is_past_and_resumes_at_the_next_pass(
+    app_on: AppOn, user: User
+) -> None:
+    """Its UTC reading, before the year 1, is long past: due at once (it failed the run)."""
+    first_morning = datetime(1, 1, 1, 0, 30, tzinfo=timezone(timedelta(hours=5)))
+    f, flow = _workflow("utc_start", lambda b: b.wait(lambda c: first_morning))
+    app = app_on([f], clock=FakeClock(T0))
+    run_id = app.start_workflow(flow, Go(1), user=user)
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.error) == ("suspended", None)
+    assert app.run_worker(once=True)["resumed"] == 1
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.steps["done"]) == ("completed", 1)
 
 
 def test_a_pass_resumes_every_due_run_though_ten_it_resumed_are_due_again_ahead_of_them(

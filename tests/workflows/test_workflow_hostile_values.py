@@ -4,6 +4,7 @@ row; strings PostgreSQL refuses (a NUL, a lone surrogate) in a payload or a step
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import string
@@ -187,3 +188,84 @@ def test_a_path_longer_than_its_column_fails_the_run_alike_on_both_databases(
     assert info.error["code"] == "unstorable_state"
     assert info.error["message"].endswith(": the path is longer than 400 characters")
     assert info.error["message"].startswith("at step item/do/#0/www")
+
+
+class _Unregistered:
+    """A class no Feature or App names as a value type."""
+
+
+@pytest.mark.parametrize(
+    ("key", "said"),
+    [
+        (lambda c: _Unregistered(), "cannot be stored: only JSON values"),
+        (lambda c: {1: "one"}, "only mappings with string keys can be stored"),
+        (lambda c: float("nan"), "JSON has no NaN or Infinity"),
+    ],
+    ids=["unregistered-class", "int-dict-key", "nan"],
+)
+def test_a_key_that_cannot_be_stored_fails_the_run_saying_why(
+    app_on: AppOn, user: User, key: Callable[[Any], object], said: str
+) -> None:
+    """Before, the run's error was only 'raised StateError': the reason, which names a
+    type and the fix, never the value, went to the log alone."""
+    g = Feature("wfh_key")
+    g.event(Sent)
+    flow = g.workflow(
+        "flow",
+        trigger=manual(Expect),
+        pipeline=g.workflow_pipeline(Expect).wait_for_event(
+            "got", Sent, key=key, event_key=lambda e: e.key, timeout="PT1H"
+        ),
+    )
+    app = app_on([g], clock=FakeClock(T0))
+    info = app.get_run(app.start_workflow(flow, Expect("k"), user=user))
+    assert info is not None and info.status == "failed" and info.error is not None
+    assert info.error["code"] == "internal_error"
+    assert "wait_for_event 'got': its key cannot be stored: " in info.error["message"]
+    assert said in info.error["message"]
+
+
+def _dict_keyed(event_key: Callable[[Sent], object]) -> tuple[Feature[Any], Any]:
+    """A wait keyed by a dict written letter first, and an event keyed by ``event_key``."""
+    g = Feature("wfh_dict")
+    g.event(Sent)
+    flow = g.workflow(
+        "flow",
+        trigger=manual(Expect),
+        pipeline=g.workflow_pipeline(Expect).wait_for_event(
+            "got", Sent, key=lambda c: {"letter": c.payload.key, "kind": "sent"}, event_key=event_key, timeout="PT1H"
+        ),
+    )
+    return g, flow
+
+
+def test_equal_dict_keys_match_whatever_order_their_keys_were_written_in(
+    app_on: AppOn, clock: FakeClock, user: User
+) -> None:
+    """Before, a dict key's stored text kept its insertion order: the run was never woken,
+    and timed out with ``None``."""
+    g, flow = _dict_keyed(lambda e: {"kind": "sent", "letter": e.key})
+    app = app_on([f, g], clock=clock)
+    run_id = app.start_workflow(flow, Expect("k1"), user=user)
+    other = app.start_workflow(flow, Expect("k2"), user=user)
+    assert app.dispatch(send, Sent("k1"), user=user) == Ok(None)
+    app.run_worker(once=True)
+    assert _status(app, run_id) == ("completed", Sent("k1"))
+    assert _status(app, other) == ("suspended", None)
+
+
+@pytest.mark.parametrize("letter", ["k1", "k" * 2000], ids=["short", "long-stored-whole"])
+def test_a_dict_key_stored_in_its_order_by_an_earlier_release_still_matches_that_order(
+    app_on: AppOn, clock: FakeClock, user: User, letter: str
+) -> None:
+    """Earlier releases stored a dict key with its keys' order (and, before digests, a long
+    one whole): such a wait is still matched by an event whose key has that order."""
+    g, flow = _dict_keyed(lambda e: {"letter": e.key, "kind": "sent"})
+    app = app_on([f, g], clock=clock)
+    run_id = app.start_workflow(flow, Expect(letter), user=user)
+    ordered = {"$t": "dict", "v": {"letter": letter, "kind": "sent"}, "k": ["letter", "kind"]}
+    with app.engine.begin() as conn:
+        conn.execute(sa.update(workflow_waits).values(key=json.dumps(ordered, sort_keys=True)))
+    assert app.dispatch(send, Sent(letter), user=user) == Ok(None)
+    app.run_worker(once=True)
+    assert _status(app, run_id) == ("completed", Sent(letter))

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 import attrs
 
 from .._durations import as_timedelta
-from .._errors import StepRefused
+from .._errors import StateError, StepRefused
 from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
 from .._poison import storable_text
@@ -35,6 +35,7 @@ __all__ = [
     "WaitForEvent",
     "bounded_key",
     "event_key",
+    "key_forms",
     "key_text",
     "later",
 ]
@@ -66,10 +67,19 @@ def event_key(codec: Any, value: object) -> str:
     return bounded_key(key_text(codec, value))
 
 
-def key_text(codec: Any, value: object) -> str:
-    """A key's JSON text, before :func:`bounded_key`: what a wait stored before digests
-    existed holds for a long key."""
-    return json.dumps(codec.encode(value), sort_keys=True)
+def key_text(codec: Any, value: object, *, ordered: bool = False) -> str:
+    """A key's JSON text, before :func:`bounded_key`.  Equal dicts give one text whatever
+    the order their keys were inserted in; ``ordered=True`` is the text earlier releases
+    stored, which kept that order (so a run waiting on ``{"a": 1, "b": 2}`` never matched
+    an event keyed ``{"b": 2, "a": 1}``), a long one whole before digests existed."""
+    return json.dumps(codec.encode(value, ordered=ordered), sort_keys=True)
+
+
+def key_forms(codec: Any, value: object) -> tuple[str, ...]:
+    """Every form a wait for the key ``value`` may have stored, this release's first: the
+    forms of earlier releases (order-keeping, and a long one whole) still match."""
+    now, before = key_text(codec, value), key_text(codec, value, ordered=True)
+    return tuple(dict.fromkeys((bounded_key(now), bounded_key(before), before)))
 
 
 def bounded_key(text: str) -> str:
@@ -87,6 +97,22 @@ def later(now: datetime, by: timedelta, what: str) -> datetime:
         return now + by
     except OverflowError:
         raise StepRefused(f"{what}: {by.days} days after {now:%Y-%m-%d} is past the year 9999") from None
+
+
+def instant(when: datetime, what: str) -> datetime:
+    """A resolver's ``when`` in UTC, as it is stored and compared (one without a zone is
+    UTC).  One whose UTC reading is past the calendar's end (``9999-12-31T23:00-05:00``)
+    is refused with a sentence, as :func:`later` refuses a duration reaching there: the
+    conversion's ``OverflowError`` surfaced where the run was stored, as the database's
+    refusal of its state; one before the calendar's start is long past: due at once."""
+    if when.tzinfo is None:
+        return when.replace(tzinfo=UTC)
+    try:
+        return when.astimezone(UTC)
+    except OverflowError:
+        if when.year == 1:
+            return datetime.min.replace(tzinfo=UTC)
+        raise StepRefused(f"{what}: {when.isoformat()} is past the year 9999 in UTC") from None
 
 
 def _segment(run: Run) -> WorkflowRun:
@@ -113,7 +139,7 @@ class Wait(Step):
         if not isinstance(wake, datetime):
             # A refusal, not a TypeError: the run's error then says why, not only "TypeError".
             raise StepRefused(f"wait's resolver must return a datetime, not {type(wake).__name__}")
-        raise Suspend([], wake)
+        raise Suspend([], instant(wake, "wait"))
 
     def resume(self, run: Run, at: Resume) -> Result:
         return None  # the time has come: go on after the wait
@@ -139,7 +165,13 @@ class WaitForEvent(NamedStep):
         info = run.workflow
         if info is not None and info.path is None:
             after = trigger_view(run.db, info.run_id, segment.event_name(self.event)) or after
-        key = event_key(segment.codec, self.key(run))
+        value = self.key(run)
+        try:
+            key = event_key(segment.codec, value)
+        except (StateError, ValueError) as exc:  # ValueError: an int longer than JSON writes
+            # Else the run's error said no more than "raised StateError": the reason (a
+            # class to register, a NaN) names a type, never the value.
+            raise StepRefused(f"wait_for_event {self.name!r}: its key cannot be stored: {exc}") from None
         timeout_at = self._timeout_at(run)
         wait = EventWait(segment.event_name(self.event), run.user.tenant_id, key, after, timeout_at)
         raise Suspend([], timeout_at, wait)
@@ -152,8 +184,7 @@ class WaitForEvent(NamedStep):
         deadline = timeout(run)
         if not isinstance(deadline, datetime):
             raise StepRefused(f"{what}'s resolver must return a datetime, not {type(deadline).__name__}")
-        # Compared with events' aware times: one without a zone is UTC, as a wait's wake time.
-        return deadline.replace(tzinfo=UTC) if deadline.tzinfo is None else deadline
+        return instant(deadline, what)  # compared with events' aware times
 
     def resume(self, run: Run, at: Resume) -> Result:
         run.values[self.name] = _segment(run).resume_value  # the event, or None: timed out
