@@ -26,7 +26,7 @@ from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent
-from ._steps.workflow import key_forms
+from ._steps.workflow import KEY_FORMS, key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
 from ._worker_batches import batches
@@ -175,10 +175,10 @@ class EventFeed:
             )
         )
         self._armed_waits_of_event = self._waits_of_event.where(waits.armed.is_(True))
-        # One (workflow, path) group's waits, whole and of an event's key (its two forms,
+        # One (workflow, path) group's waits, whole and of an event's key (its forms,
         # ``_Loaded.stored``: fixed parameters, not an expanding list compiled per event).
         in_group = (waits.workflow == bindparam("group_workflow"), waits.path == bindparam("group_path"))
-        of_keys = waits.key.in_([bindparam("group_key"), bindparam("group_text")])
+        of_keys = waits.key.in_([bindparam(f"group_key{i}") for i in range(KEY_FORMS)])
         self._group_waits = {
             armed: (stmt.where(*in_group), stmt.where(*in_group, of_keys))
             for armed, stmt in ((True, self._armed_waits_of_event), (False, self._waits_of_event))
@@ -437,7 +437,8 @@ class EventFeed:
             key = None if d is None else keys.setdefault((workflow, path), self._event_key(d, path, event))
             group = {**params, "group_workflow": workflow, "group_path": path}
             if isinstance(key, _Loaded) and key.stored:
-                forms = {"group_key": key.stored[0], "group_text": key.stored[-1]}
+                # Fewer forms than parameters: the last one repeated.
+                forms = {f"group_key{i}": key.stored[min(i, len(key.stored) - 1)] for i in range(KEY_FORMS)}
                 rows = session.execute(keyed, {**group, **forms})
             else:
                 rows = session.execute(whole, group)

@@ -10,7 +10,7 @@ import logging
 import uuid
 from collections.abc import Callable, Iterable
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 
@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
 
 __all__ = [
+    "KEY_FORMS",
     "KEY_TEXT_MAX",
     "EventWait",
     "Retry",
@@ -73,6 +74,10 @@ def key_text(codec: Any, value: object, *, ordered: bool = False) -> str:
     stored, which kept that order (so a run waiting on ``{"a": 1, "b": 2}`` never matched
     an event keyed ``{"b": 2, "a": 1}``), a long one whole before digests existed."""
     return json.dumps(codec.encode(value, ordered=ordered), sort_keys=True)
+
+
+#: The most forms :func:`key_forms` gives.
+KEY_FORMS: Final = 3
 
 
 def key_forms(codec: Any, value: object) -> tuple[str, ...]:
