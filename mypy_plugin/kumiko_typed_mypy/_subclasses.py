@@ -40,7 +40,14 @@ def feature_method(plugin: Plugin, fullname: str, hooked: Collection[str]) -> st
 
 
 def inherits_init(plugin: Plugin, fullname: str) -> bool:
-    """Whether ``fullname`` is a subclass of ``Feature`` constructed by ``Feature.__init__``."""
+    """Whether ``fullname`` is a subclass of ``Feature`` constructed by ``Feature.__init__``.
+
+    Asked of every function a program calls: a name in lower case (``len``, ``list``, a
+    function's) is taken for no such class without looking it up, which halved the
+    lookups' cost; a class named so (PEP 8 names classes in CapWords) keeps its own hooks
+    only, as every subclass did before."""
+    if not fullname.rpartition(".")[2][:1].isupper():
+        return False
     info = _subclass(plugin, fullname)
     defining = info.get_containing_type_info("__init__") if info is not None else None
     return defining is not None and defining.fullname == FEATURE
