@@ -43,9 +43,8 @@ def inherits_init(plugin: Plugin, fullname: str) -> bool:
     """Whether ``fullname`` is a subclass of ``Feature`` constructed by ``Feature.__init__``.
 
     Asked of every function a program calls: a name in lower case (``len``, ``list``, a
-    function's) is taken for no such class without looking it up, which halved the
-    lookups' cost; a class named so (PEP 8 names classes in CapWords) keeps its own hooks
-    only, as every subclass did before."""
+    function's) is taken for no such class without looking it up; a class named so (PEP 8
+    names classes in CapWords) keeps its own hooks only, as every subclass did before."""
     if not fullname.rpartition(".")[2][:1].isupper():
         return False
     info = _subclass(plugin, fullname)
