@@ -41,6 +41,7 @@ from ._features import (
 from ._lambda_errors import keeping_lambda_errors
 from ._names import FEATURE, SOME_STEPS, method
 from ._rules import rules
+from ._subclasses import feature_method, inherits_init
 
 MethodHook = Callable[[MethodContext], Type]
 
@@ -185,6 +186,17 @@ FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
 }
 
 
+def _subclass_type(ctx: FunctionContext) -> Type:
+    """A subclass of ``Feature`` constructed by ``Feature.__init__`` (_subclasses)."""
+    return registration.brand(ctx._replace(default_return_type=capabilities.subclass_capabilities(ctx)))
+
+
+#: The names of ``Feature``'s methods that have hooks, which its subclasses inherit.
+_FEATURE_METHODS = frozenset(
+    name.rpartition(".")[2] for name in (*METHOD_HOOKS, *SIGNATURE_HOOKS) if name.startswith(f"{FEATURE}.")
+)
+
+
 def _fingerprint() -> str:
     """A hash of the plugin's code and the rule table.
 
@@ -209,10 +221,19 @@ class KumikoPlugin(Plugin):
         return FINGERPRINT
 
     def get_method_hook(self, fullname: str) -> MethodHook | None:
-        return METHOD_HOOKS.get(fullname)
+        hook = METHOD_HOOKS.get(fullname)
+        if hook is None and (inherited := feature_method(self, fullname, _FEATURE_METHODS)):
+            return METHOD_HOOKS.get(inherited)
+        return hook
 
     def get_method_signature_hook(self, fullname: str) -> SignatureHook | None:
-        return SIGNATURE_HOOKS.get(fullname)
+        hook = SIGNATURE_HOOKS.get(fullname)
+        if hook is None and (inherited := feature_method(self, fullname, _FEATURE_METHODS)):
+            return SIGNATURE_HOOKS.get(inherited)
+        return hook
 
     def get_function_hook(self, fullname: str) -> Callable[[FunctionContext], Type] | None:
-        return FUNCTION_HOOKS.get(fullname)
+        hook = FUNCTION_HOOKS.get(fullname)
+        if hook is None and inherits_init(self, fullname):
+            return _subclass_type
+        return hook

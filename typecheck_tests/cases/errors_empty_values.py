@@ -50,3 +50,14 @@ flow = (
     shop.workflow_pipeline(Order)
     .return_(lambda c: ok(set()))  # E: var-annotated
 )
+
+# A loop over an empty display: mypy's own ``for x in []`` needs an annotation for x; the
+# error is at over= (not at the first step that returns the item, a Never), and the item
+# reads as Any.
+looped = (
+    shop.pipeline(Order)
+    .for_each("tag", over=lambda c: set(), do=lambda b: b.compute("seen", lambda c: c.scope["tag"]))  # E: var-annotated
+    .for_each("cell", over=lambda c: [], do=lambda b: b.compute("kept", lambda c: reveal_type(c.scope["cell"])))  # E: var-annotated # R: Any
+    .for_each("cell", over=lambda c: list[str](), do=lambda b: b.compute("typed", lambda c: reveal_type(c.scope["cell"])))  # R: str
+    .return_(lambda c: ok(1))
+)

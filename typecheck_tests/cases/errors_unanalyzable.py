@@ -29,3 +29,13 @@ compute = shop.pipeline(Order).compute
 aliased = compute("x", lambda c: 1)
 ended = aliased.return_(lambda c: ok(c.steps["x"]))  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "return_": the step before it was not called as a method of its builder (e.g. through a variable, m = b.compute; m(...)), so the plugin never saw it; call each step on the builder, b.compute(...)
 more = aliased.guard(lambda c: True, otherwise=lambda c: fail("conflict", "no"))  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "guard": the step before it was not called as a method of its builder (e.g. through a variable, m = b.compute; m(...)), so the plugin never saw it; call each step on the builder, b.compute(...)
+
+
+# A lambda with *args or **kwargs: mypy does not infer it from the step, checks its body as
+# untyped code and gives it an Any result (the items, the arm's keys, the key), unreported.
+starred = (
+    shop.pipeline(Order)
+    .for_each("n", over=lambda *_: [1, 2], do=lambda b: b.compute("seen", lambda c: c.scope["n"]))  # E: kumiko-unanalyzable # M: over= of step "for_each" is a lambda with *args or **kwargs, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda c: ...
+    .branch(when=lambda c: True, on_true=lambda b, *_: b.compute("arm", lambda c: 1))  # E: kumiko-unanalyzable # M: on_true= of step "branch" is a lambda with *args or **kwargs, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda b: ...
+    .compute("total", lambda c, **_: [c])  # E: kumiko-unanalyzable # M: fn= of step "compute" is a lambda with *args or **kwargs, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda c: ...
+)

@@ -21,7 +21,7 @@ from mypy.types import (
 )
 
 from .. import _errors
-from .._names import CAPS_ARG
+from .._names import CAPS_ARG, FEATURE
 from .._rules import rules
 from .._typeops.args import where
 from .._typeops.literals import literal_str_expr
@@ -70,6 +70,19 @@ def feature_capabilities(ctx: FunctionContext) -> Type:
         make_simplified_union([LiteralType(k, str_type) for k in sorted(set(kinds))]) if kinds else UninhabitedType()
     )
     return ret.copy_modified(args=[caps])
+
+
+def subclass_capabilities(ctx: FunctionContext) -> Type:
+    """A subclass constructed by ``Feature.__init__``: its capabilities as ``Feature``'s,
+    when its one type parameter is ``Feature``'s (``class Team(Feature[C])``); a subclass
+    that fixes them (``class Mailer(Feature[Literal["mail.send"]])``) keeps its own."""
+    ret = get_proper_type(ctx.default_return_type)
+    if not isinstance(ret, Instance) or len(ret.args) != 1:
+        return ctx.default_return_type
+    feature = next(base for base in ret.type.mro if base.fullname == FEATURE)
+    if map_instance_to_supertype(ret, feature).args != ret.args:
+        return ctx.default_return_type
+    return feature_capabilities(ctx)
 
 
 def _checked(ctx: FunctionContext, named: list[str], where: Context) -> list[str]:

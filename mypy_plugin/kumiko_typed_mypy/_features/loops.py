@@ -33,6 +33,7 @@ from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach, solved_for
+from .._typeops.empty_results import unsolved_items
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
 from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
 from .._typeops.reported import fail
@@ -93,11 +94,12 @@ def _item_var(sig: CallableType) -> TypeVarId | None:
     return None
 
 
-def _item_type(ctx: MethodSigContext) -> Type:
+def _item_type(ctx: MethodSigContext, name: str | _Opaque) -> Type:
     """The type of ``x`` in ``for x in <what over= returns>``, as mypy's own ``for`` infers it.
 
     ``over=`` is typed here, before the call is checked, with its messages held back
-    (the call's own check reports them once).
+    (the call's own check reports them once); an empty collection of no item type is
+    reported as the loop ``name``'s.
     """
     sig = ctx.default_signature
     expr = arg_expr(ctx, "over")
@@ -118,6 +120,8 @@ def _item_type(ctx: MethodSigContext) -> Type:
         returned = get_proper_type(over.ret_type)
         if isinstance(returned, AnyType):
             return returned
+        if isinstance(name, str) and unsolved_items(ctx, returned, name, expr):
+            return AnyType(TypeOfAny.from_error)
         checker = ctx.api
         if isinstance(checker, TypeChecker):
             with checker.msg.filter_errors() as errors:
@@ -167,7 +171,7 @@ def scope_signature(ctx: MethodSigContext) -> CallableType:
         fail(ctx, rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     sig = ctx.default_signature
     item_var = _item_var(sig)
-    rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx))
+    rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx, item))
     variables = [v for v in sig.variables if v.id != item_var]
     sig = sig.copy_modified(arg_types=[t.accept(rewriter) for t in sig.arg_types], variables=variables)
     return detach(ctx.api, sig, ("do",))

@@ -3,10 +3,12 @@ the transaction, so an ``async def`` (or a lambda returning a coroutine) would h
 the step an un-awaited coroutine instead of its value.  A function typed to return a
 union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
 An async generator (a function returning an async iterator) is refused as boot refuses it:
-nothing in a step can iterate it."""
+nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
+against the step."""
 
 from __future__ import annotations
 
+from mypy.nodes import ARG_STAR, ARG_STAR2, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
@@ -23,6 +25,9 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
     method = rules.RULES_BY_KIND[kind].method
     for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args, strict=True):
         for given, expr in zip(types, exprs, strict=True):
+            if isinstance(expr, LambdaExpr) and (ARG_STAR in expr.arg_kinds or ARG_STAR2 in expr.arg_kinds):
+                fail(ctx, _unchecked_lambda(method, name or "?"), expr, code=_errors.UNANALYZABLE)
+                continue
             fn = as_called(get_proper_type(given), passed(ctx, name) if name else None)  # partial, __call__, overload
             if not isinstance(fn, CallableType):
                 continue
@@ -35,3 +40,16 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             elif _ASYNC_ITERATOR in bases:
                 fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type
+
+
+def _unchecked_lambda(method: str, argument: str) -> str:
+    """mypy infers no lambda with ``*args`` or ``**kwargs`` from the callable it is passed
+    as (2.4: ``infer_lambda_type_using_context`` gives up): its body is checked as untyped
+    code and its result is ``Any``, so a key, a loop's items or an arm's keys would be
+    ``Any`` with no error."""
+    one = "b" if argument in ("on_true", "on_false", "do") else "c"
+    return (
+        f'{argument}= of step "{method}" is a lambda with *args or **kwargs, which mypy does not check '
+        f"against the step: its body is checked as untyped code and its result is Any; give it one "
+        f"parameter, lambda {one}: ..."
+    )
