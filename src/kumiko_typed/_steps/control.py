@@ -79,7 +79,13 @@ class ForEach(Step):
     def execute(self, run: Run) -> Result:
         scope = run.open_scope()
         shadows = self.item in scope
-        return self._iterate(run, list(self.over(run)), 0, None, shadows, scope.get(self.item))
+        over = self.over(run)
+        try:
+            items = iter(over)
+        except TypeError:  # else "raised TypeError", the run's error saying no more
+            wanted = "an iterable such as a list, a tuple or a set"
+            raise StepRefused(f"for_each {self.item!r}: over= returned {type(over).__name__}, not {wanted}") from None
+        return self._iterate(run, list(items), 0, None, shadows, scope.get(self.item))
 
     def resume(self, run: Run, at: Resume) -> Result:
         segment = run.workflow_segment()
