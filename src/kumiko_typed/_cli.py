@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._ctx import User
-from ._database_urls import URL_PROBLEM, shown_url
+from ._database_urls import URL_PROBLEM, shown_url, without_secrets
 from ._durations import parse_duration, positive_seconds
 from ._engine import make_engine, read_only_engines
 from ._errors import BootError
@@ -97,10 +97,10 @@ def load_app(target: str, database_url: str | None) -> App:
         raise
     except ModuleNotFoundError as exc:
         if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
-            raise _raised(f"importing {module_name}", exc) from exc  # the app's own import failed
+            raise _raised(f"importing {module_name}", exc, database_url) from exc  # the app's own import failed
         raise click.ClickException(f"cannot load {target}: {exc}") from exc
     except Exception as exc:
-        raise _raised(f"importing {module_name}", exc) from exc
+        raise _raised(f"importing {module_name}", exc, database_url) from exc
     value: Any = getattr(module, attribute, _MISSING)
     if value is _MISSING:
         raise click.ClickException(f"cannot load {target}: module {module_name!r} has no attribute {attribute!r}")
@@ -122,7 +122,7 @@ def load_app(target: str, database_url: str | None) -> App:
         except (BootError, click.ClickException):
             raise
         except Exception as exc:
-            raise _raised(f"calling {target}", exc) from exc
+            raise _raised(f"calling {target}", exc, database_url) from exc
         if isinstance(app, App):
             return app
     raise click.ClickException(f"{target} is neither an App nor a function returning one")
@@ -143,16 +143,19 @@ def _path_like(module_name: str) -> bool:
 _IMPORTLIB = os.path.dirname(importlib.__file__ or "<importlib>")
 
 
-def _raised(doing: str, exc: BaseException) -> click.ClickException:
+def _raised(doing: str, exc: BaseException, database_url: str | None) -> click.ClickException:
     """The application's own code raised while loading: its exception and where, in the
-    application's frames only (the importer's and this module's are noise)."""
+    application's frames only (the importer's and this module's are noise).  The text may
+    quote the database URL the command was given (``ValueError(f"cannot use {url}")``):
+    its password is hidden, as wherever the command line prints that URL."""
     frames = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
         if not frame.filename.startswith(("<frozen", _IMPORTLIB)) and frame.filename != __file__
     ]
     where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
-    return click.ClickException(f"{doing} raised {type(exc).__name__}: {exc}{where}")
+    text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
+    return click.ClickException(text if database_url is None else without_secrets(text, database_url))
 
 
 def _existing(url: str, given_by: str) -> None:
