@@ -389,7 +389,7 @@ def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url:
     """Cancel a running or suspended run: no worker resumes it."""
     app = _boot(target, database_url)
     with _database(app):
-        _done(app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
+        _done(app, app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
     click.echo(f"cancelled {run_id}")
 
 
@@ -539,7 +539,7 @@ def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None
     """Deliver a dead row again: pending, due now, its attempts counted from zero."""
     app = _boot(target, database_url)
     with _database(app):
-        _done(app.requeue(outbox_id, user=OPERATOR))
+        _done(app, app.requeue(outbox_id, user=OPERATOR))
     click.echo(f"requeued {outbox_id}")
 
 
@@ -631,10 +631,13 @@ def purge_keys(target: str, database_url: str | None) -> None:
     click.echo(f"deleted {deleted} expired idempotency key{'' if deleted == 1 else 's'}")
 
 
-def _done(result: Ok[object] | Failure) -> None:
-    """An operation's Failure is the command's error (exit status 1)."""
+def _done(app: App, result: Ok[object] | Failure) -> None:
+    """An operation's Failure is the command's error (exit status 1).  The operations answer
+    an error of the database as ``internal_error``: on a database that lacks a column of
+    this release, the command names what to migrate, as the listings do."""
     if isinstance(result, Failure):
-        raise click.ClickException(f"{result.code}: {result.message}")
+        lacking = _schema_problems(app) if result.code == "internal_error" else []
+        raise click.ClickException(f"{result.code}: {result.message}{_migrate_first(lacking)}")
 
 
 def _boot(target: str, database_url: str | None) -> App:
@@ -657,8 +660,7 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
         where = f"database {shown_url(url)}" if url else "the app's database"
         problems = [] if app is None else _schema_problems(app)
         if problems:
-            listing = "".join(f"\n  - {problem}" for problem in problems)
-            raise click.ClickException(f"{where}: {reason}{listing}\n{MIGRATE_FIRST}") from exc
+            raise click.ClickException(f"{where}: {reason}{_migrate_first(problems)}") from exc
         if write_refused(exc):  # only an engine of read_only_engines() refuses a write so
             raise click.ClickException(
                 f"{where}: {reason}\n"
@@ -670,6 +672,13 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
             f"{where}: {reason}\n"
             "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"
         ) from exc
+
+
+def _migrate_first(problems: list[str]) -> str:
+    """The lines that end an error with what the database lacks, if anything."""
+    if not problems:
+        return ""
+    return "".join(f"\n  - {problem}" for problem in problems) + f"\n{MIGRATE_FIRST}"
 
 
 def _schema_problems(app: App) -> list[str]:
