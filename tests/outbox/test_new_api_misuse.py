@@ -6,6 +6,7 @@ misuses: typecheck_tests/cases/errors_new_apis.py."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -210,6 +211,35 @@ def test_an_smtp_port_must_be_a_port_number(given: object) -> None:
 def test_an_smtp_port_from_1_to_65535_is_taken(given: int | None) -> None:
     """The range's ends are ports (a mutation run found them untested)."""
     assert SmtpTransport("mx.example", given).port == given
+
+
+@pytest.mark.parametrize("given", [None, "", " mx.example", "mx.example\r\nRCPT TO:<x@y>", 25])
+def test_an_smtp_host_must_be_a_name_or_address(given: object) -> None:
+    """Before, ``SmtpTransport(os.environ.get("SMTP_HOST"))`` with the variable unset was
+    taken: smtplib connects to this machine for ``None``, and every mail went to whatever
+    SMTP server listened there; the others failed at every delivery."""
+    with pytest.raises(
+        ValueError, match=rf"host must be the SMTP server's name or address, not {re.escape(repr(given))}"
+    ):
+        SmtpTransport(given)  # type: ignore[arg-type]
+
+
+def test_an_smtp_host_with_its_port_says_to_give_the_port_apart() -> None:
+    with pytest.raises(ValueError, match=r"name alone: SmtpTransport\('mx.example', 587\)"):
+        SmtpTransport("mx.example:587")
+
+
+@pytest.mark.parametrize("given", ["mx.example", "127.0.0.1", "::1", "bücher.example"])
+def test_an_smtp_host_name_or_address_is_taken(given: str) -> None:
+    assert SmtpTransport(given).host == given
+
+
+def test_a_password_without_a_username_is_refused() -> None:
+    """Before, it was taken and never used: smtplib logs in only with a username, so the
+    mail went out unauthenticated (refused, or taken by a server that takes anyone's)."""
+    with pytest.raises(ValueError, match="password_ref='SMTP' needs username=, the login the password is for"):
+        SmtpTransport("mx.example", 587, password_ref="SMTP")
+    assert SmtpTransport("mx.example", 587, username="", password_ref="SMTP").password_ref == "SMTP"
 
 
 @pytest.mark.parametrize("field", ["timeout", "deadline"])
