@@ -75,7 +75,11 @@ class SecretBook:
     def __call__(self, ref: str) -> str:
         value = self._resolve(ref)
         if not value:
-            raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
+            # Where to set it: the variable only if the App reads the environment (the hint
+            # named KUMIKO_SECRET_... also for an App whose own resolver never reads it).
+            if self._resolve is env_secrets:
+                raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
+            raise DeliveryError(f"secret {ref!r} is not set (the App's secrets= resolver returned nothing for it)")
         with self._lock:
             self._seen.add(value)
         return value
