@@ -80,6 +80,12 @@ class SecretBook:
             if self._resolve is env_secrets:
                 raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
             raise DeliveryError(f"secret {ref!r} is not set (the App's secrets= resolver returned nothing for it)")
+        if not isinstance(value, str):
+            # Not kept: bytes among the values to redact broke every later error of the
+            # App's deliveries, and the header sent was their repr (Bearer b'...').
+            raise DeliveryError(
+                f"secret {ref!r}: the App's secrets= resolver returned {type(value).__name__}, not a str"
+            )
         with self._lock:
             self._seen.add(value)
         return value

@@ -408,6 +408,27 @@ def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(
     assert receiver.requests[0].headers["authorization"] == "Bearer arrived-later"
 
 
+def test_a_resolver_answering_bytes_is_a_failed_attempt_of_that_row_alone(
+    app_on: AppOn, user: User, receiver: Receiver, clock: FakeClock
+) -> None:
+    """A ``secrets=`` resolver returning bytes (a vault's binary secret) sent
+    ``Authorization: Bearer b'...'``, and the bytes kept among the values to redact made
+    every later error of the App's deliveries raise: the worker's pass failed, and no row
+    of any secret was recorded again.  Now that row's attempt fails, naming the resolver."""
+    receiver.respond = lambda _i, path: (503 if path == "/other" else 204, {})
+    app = app_on([f], clock=clock, secrets={"CRM": b"tok-12345678"}.get)
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook, Hook(receiver.url("/other")), user=user))
+
+    assert _work(app) == {"sent": 0, "retried": 2, "dead": 0}
+    errors = sorted(item.last_error or "" for item in app.outbox())
+    assert errors == [
+        "HTTP 503 Service Unavailable",
+        "secret 'CRM': the App's secrets= resolver returned bytes, not a str",
+    ]
+    assert [r.path for r in receiver.requests] == ["/other"]  # nothing sent with a wrong credential
+
+
 def test_a_secret_that_cannot_be_a_header_value_is_an_error_naming_the_ref_not_the_value(
     make_app: Callable[..., App], user: User, receiver: Receiver, caplog: pytest.LogCaptureFixture
 ) -> None:
