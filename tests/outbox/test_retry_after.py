@@ -39,6 +39,13 @@ f, hook = hook_feature("retry_after", RetryPolicy(times=3, base_delay=timedelta(
         # Before, the first nine digits were read: a wait of 0 s for this one.
         (429, "0000000000120", timedelta(seconds=120), "HTTP 429 Too Many Requests (Retry-After: 120 s)"),
         (429, "1" + "0" * 30, timedelta(hours=1), "HTTP 429 Too Many Requests (Retry-After: 3600 s, at most an hour)"),
+        # A redirect fails too: its Retry-After was ignored, the policy's 5 s went first.
+        (
+            307,
+            "120",
+            timedelta(seconds=120),
+            "HTTP 307 redirect without a Location (redirects are not followed) (Retry-After: 120 s)",
+        ),
     ],
     ids=[
         "429",
@@ -51,6 +58,7 @@ f, hook = hook_feature("retry_after", RetryPolicy(times=3, base_delay=timedelta(
         "past-date",
         "leading-zeros",
         "huge-round",
+        "redirect",
     ],
 )
 def test_retry_after_sets_the_next_attempt(
