@@ -296,3 +296,38 @@ def test_webhook_auth_of_another_type_is_a_boot_problem(auth: object) -> None:
     (problem,) = raised.value.problems
     want = "send_webhook auth= takes bearer(ref), header_auth(name, ref) or signed(ref), not "
     assert want + type(auth).__name__ in problem
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        (
+            {"secrets": {"CRM": "s3cret"}},
+            "secrets must be a function from a secret's name to its value (for a dict, its .get), not dict",
+        ),
+        (
+            {"secrets": {}},
+            "secrets must be a function from a secret's name to its value (for a dict, its .get), not dict",
+        ),
+        ({"secrets": "CRM"}, "secrets must be a function from a secret's name to its value, not str"),
+        (
+            {"mail": SmtpTransport},
+            "mail must be a mail transport, not the class SmtpTransport: make one, SmtpTransport(...)",
+        ),
+        (
+            {"mail": "smtp.example.com"},
+            "mail must be a mail transport, an object with a method send(message, secrets), not str",
+        ),
+        ({"http": "https://proxy:3128"}, "http must be an httpx.Client, not str"),
+        ({"clock": "2026-01-01"}, "clock must be a function returning the time, not str"),
+    ],
+    ids=["secrets-dict", "secrets-empty-dict", "secrets-text", "mail-class", "mail-text", "http-text", "clock-text"],
+)
+def test_an_app_part_that_cannot_do_its_job_is_a_boot_error(given: dict[str, object], problem: str) -> None:
+    """Each was taken and failed only where it was first used: ``secrets={"CRM": ...}`` (the
+    dict, not its ``.get``) failed every authenticated webhook until it was dead, an empty
+    one read the environment instead, ``mail=SmtpTransport`` (the class) failed every
+    mail; a clock or client that is none failed every dispatch or webhook."""
+    with pytest.raises(BootError) as raised:
+        App([Feature("parts")], database_url="sqlite://", **given)  # type: ignore[arg-type]
+    assert raised.value.problems == [problem]
