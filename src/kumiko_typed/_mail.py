@@ -163,6 +163,11 @@ def _host(_inst: object, _attribute: attrs.Attribute[str], value: object) -> Non
         raise ValueError(f"host must be the SMTP server's name alone: SmtpTransport({name!r}, {port})")
 
 
+def _username(_inst: object, _attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and not (isinstance(value, str) and value.isascii()):
+        raise ValueError(f"username must be ASCII text (smtplib's login sends no other), not {value!r}")
+
+
 def _login(inst: SmtpTransport, _attribute: attrs.Attribute[str | None], value: str | None) -> None:
     # Without a username there is no login: the password was never looked up, and the mail
     # went unauthenticated, to be refused, or taken by a server that takes anyone's.
@@ -195,7 +200,7 @@ class SmtpTransport:
 
     host: str = attrs.field(validator=_host)
     port: int | None = attrs.field(default=None, validator=_port)
-    username: str | None = None
+    username: str | None = attrs.field(default=None, validator=_username)
     password_ref: str | None = attrs.field(default=None, validator=_login)
     starttls: bool = attrs.field(default=False, validator=_flag)
     timeout: float = attrs.field(default=30.0, validator=_seconds)
@@ -251,6 +256,13 @@ class SmtpTransport:
                 smtp.starttls(context=tls)
             if self.username is not None:
                 password = secrets(self.password_ref) if self.password_ref else ""
+                if not password.isascii():
+                    # smtplib's AUTH encodes as ASCII: its UnicodeEncodeError failed every
+                    # attempt, quoting a character of the password and where it stands.
+                    raise DeliveryError(
+                        f"the password of password_ref {self.password_ref!r} is not ASCII, which smtplib's"
+                        " login cannot send; give the account an ASCII password"
+                    )
                 smtp.login(self.username, password)
             refused = _send(smtp, message)
         except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused
