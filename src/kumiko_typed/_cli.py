@@ -632,12 +632,14 @@ def purge_keys(target: str, database_url: str | None) -> None:
 
 
 def _done(app: App, result: Ok[object] | Failure) -> None:
-    """An operation's Failure is the command's error (exit status 1).  The operations answer
-    an error of the database as ``internal_error``: on a database that lacks a column of
-    this release, the command names what to migrate, as the listings do."""
+    """An operation's Failure is the command's error (exit status 1).  One that is about
+    the database names it, as the listings' errors do: ``unavailable`` (down, busy), and
+    ``internal_error`` on a database that lacks a column of this release, with what to
+    migrate."""
     if isinstance(result, Failure):
+        where = f" (database {shown_url(app.engine.url)})" if result.code == "unavailable" else ""
         lacking = _schema_problems(app) if result.code == "internal_error" else []
-        raise click.ClickException(f"{result.code}: {result.message}{_migrate_first(lacking)}")
+        raise click.ClickException(f"{result.code}: {result.message}{where}{_migrate_first(lacking)}")
 
 
 def _boot(target: str, database_url: str | None) -> App:

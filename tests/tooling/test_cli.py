@@ -1525,6 +1525,20 @@ def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny, do
         assert "Traceback" not in result.stderr + result.stdout
 
 
+@pytest.mark.parametrize("command", ["runs cancel", "outbox requeue"])
+def test_an_operation_on_an_unreachable_database_names_it(tmp_path: Path, tiny: Tiny, command: str) -> None:
+    # They answered "unavailable: ... the database is busy or unreachable" without saying
+    # which database, where every other command names it (its password hidden).
+    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing?sslpassword=ssl-secret"
+    result = cli(tmp_path, *command.split(), f"{tiny.name}:make_bare_app", str(uuid.uuid4()), "--database-url", down)
+    assert result.returncode == 1, _explain(result)
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("Error: unavailable: ") and error.endswith(
+        " (database postgresql+psycopg://kumiko:***@127.0.0.1:9/nothing?sslpassword=***)"
+    ), _explain(result)
+    assert "secret" not in result.stderr.replace("sslpassword", ""), _explain(result)
+
+
 def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:
     """``--database-url`` derives the App with ``with_database``: every constructor setting
     is carried. Adding a parameter to ``App`` without carrying it fails here."""
