@@ -96,6 +96,30 @@ def _aware(clock: Clock) -> Clock:
     return now
 
 
+def _part_problems(clock: object, mail: object, secrets: object, http: object) -> list[str]:
+    """The parts an App is given that cannot do their job, refused at boot: each failed
+    only at the first dispatch or delivery that used it (``secrets={"CRM": ...}``, a dict,
+    failed every authenticated webhook until it was dead, and an empty one read the
+    environment instead; ``mail=SmtpTransport``, the class, every mail)."""
+    problems = []
+    if clock is not None and not callable(clock):
+        problems.append(f"clock must be a function returning the time, not {type(clock).__name__}")
+    if isinstance(mail, type):
+        problems.append(f"mail must be a mail transport, not the class {mail.__name__}: make one, {mail.__name__}(...)")
+    elif mail is not None and not callable(getattr(mail, "send", None)):
+        problems.append(
+            f"mail must be a mail transport, an object with a method send(message, secrets), not {type(mail).__name__}"
+        )
+    if secrets is not None and (isinstance(secrets, type) or not callable(secrets)):
+        fix = " (for a dict, its .get)" if isinstance(secrets, Mapping) else ""
+        problems.append(
+            f"secrets must be a function from a secret's name to its value{fix}, not {type(secrets).__name__}"
+        )
+    if http is not None and not isinstance(http, httpx.Client):
+        problems.append(f"http must be an httpx.Client, not {type(http).__name__}")
+    return problems
+
+
 def _clocks(clock: Clock | None, engine: Engine) -> tuple[Clock, Clock, Callable[[], None]]:
     """The App's clock, what it reads (the clock checked for a time zone), and what
     corrects the default clock to the database server's before work that schedules (see
@@ -204,6 +228,7 @@ class App:
                 "webhook_timeout must be a timedelta above 0 and at most 60 seconds (inside the outbox's "
                 f"five-minute claim lease), not {webhook_timeout!r}"
             )
+        problems += _part_problems(clock, mail, secrets, http)
         private: object = webhook_private_addresses  # typed a bool; not so without a checker
         if type(private) is not bool:
             # A text such as "no" is true: private addresses would stay open where they were meant closed.

@@ -25,7 +25,7 @@ from sqlalchemy.exc import DBAPIError
 
 from ._app import App
 from ._ctx import User
-from ._database_urls import URL_PROBLEM, shown_url
+from ._database_urls import URL_PROBLEM, shown_url, without_secrets
 from ._durations import parse_duration, positive_seconds
 from ._engine import make_engine, read_only_engines
 from ._errors import BootError
@@ -97,10 +97,10 @@ def load_app(target: str, database_url: str | None) -> App:
         raise
     except ModuleNotFoundError as exc:
         if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
-            raise _raised(f"importing {module_name}", exc) from exc  # the app's own import failed
+            raise _raised(f"importing {module_name}", exc, database_url) from exc  # the app's own import failed
         raise click.ClickException(f"cannot load {target}: {exc}") from exc
     except Exception as exc:
-        raise _raised(f"importing {module_name}", exc) from exc
+        raise _raised(f"importing {module_name}", exc, database_url) from exc
     value: Any = getattr(module, attribute, _MISSING)
     if value is _MISSING:
         raise click.ClickException(f"cannot load {target}: module {module_name!r} has no attribute {attribute!r}")
@@ -122,7 +122,7 @@ def load_app(target: str, database_url: str | None) -> App:
         except (BootError, click.ClickException):
             raise
         except Exception as exc:
-            raise _raised(f"calling {target}", exc) from exc
+            raise _raised(f"calling {target}", exc, database_url) from exc
         if isinstance(app, App):
             return app
     raise click.ClickException(f"{target} is neither an App nor a function returning one")
@@ -143,16 +143,19 @@ def _path_like(module_name: str) -> bool:
 _IMPORTLIB = os.path.dirname(importlib.__file__ or "<importlib>")
 
 
-def _raised(doing: str, exc: BaseException) -> click.ClickException:
+def _raised(doing: str, exc: BaseException, database_url: str | None) -> click.ClickException:
     """The application's own code raised while loading: its exception and where, in the
-    application's frames only (the importer's and this module's are noise)."""
+    application's frames only (the importer's and this module's are noise).  The text may
+    quote the database URL the command was given (``ValueError(f"cannot use {url}")``):
+    its password is hidden, as wherever the command line prints that URL."""
     frames = [
         frame
         for frame in traceback.extract_tb(exc.__traceback__)
         if not frame.filename.startswith(("<frozen", _IMPORTLIB)) and frame.filename != __file__
     ]
     where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
-    return click.ClickException(f"{doing} raised {type(exc).__name__}: {exc}{where}")
+    text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
+    return click.ClickException(text if database_url is None else without_secrets(text, database_url))
 
 
 def _existing(url: str, given_by: str) -> None:
@@ -386,7 +389,7 @@ def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url:
     """Cancel a running or suspended run: no worker resumes it."""
     app = _boot(target, database_url)
     with _database(app):
-        _done(app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
+        _done(app, app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
     click.echo(f"cancelled {run_id}")
 
 
@@ -536,7 +539,7 @@ def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None
     """Deliver a dead row again: pending, due now, its attempts counted from zero."""
     app = _boot(target, database_url)
     with _database(app):
-        _done(app.requeue(outbox_id, user=OPERATOR))
+        _done(app, app.requeue(outbox_id, user=OPERATOR))
     click.echo(f"requeued {outbox_id}")
 
 
@@ -628,10 +631,15 @@ def purge_keys(target: str, database_url: str | None) -> None:
     click.echo(f"deleted {deleted} expired idempotency key{'' if deleted == 1 else 's'}")
 
 
-def _done(result: Ok[object] | Failure) -> None:
-    """An operation's Failure is the command's error (exit status 1)."""
+def _done(app: App, result: Ok[object] | Failure) -> None:
+    """An operation's Failure is the command's error (exit status 1).  One that is about
+    the database names it, as the listings' errors do: ``unavailable`` (down, busy), and
+    ``internal_error`` on a database that lacks a column of this release, with what to
+    migrate."""
     if isinstance(result, Failure):
-        raise click.ClickException(f"{result.code}: {result.message}")
+        where = f" (database {shown_url(app.engine.url)})" if result.code == "unavailable" else ""
+        lacking = _schema_problems(app) if result.code == "internal_error" else []
+        raise click.ClickException(f"{result.code}: {result.message}{where}{_migrate_first(lacking)}")
 
 
 def _boot(target: str, database_url: str | None) -> App:
@@ -654,8 +662,7 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
         where = f"database {shown_url(url)}" if url else "the app's database"
         problems = [] if app is None else _schema_problems(app)
         if problems:
-            listing = "".join(f"\n  - {problem}" for problem in problems)
-            raise click.ClickException(f"{where}: {reason}{listing}\n{MIGRATE_FIRST}") from exc
+            raise click.ClickException(f"{where}: {reason}{_migrate_first(problems)}") from exc
         if write_refused(exc):  # only an engine of read_only_engines() refuses a write so
             raise click.ClickException(
                 f"{where}: {reason}\n"
@@ -667,6 +674,13 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
             f"{where}: {reason}\n"
             "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"
         ) from exc
+
+
+def _migrate_first(problems: list[str]) -> str:
+    """The lines that end an error with what the database lacks, if anything."""
+    if not problems:
+        return ""
+    return "".join(f"\n  - {problem}" for problem in problems) + f"\n{MIGRATE_FIRST}"
 
 
 def _schema_problems(app: App) -> list[str]:

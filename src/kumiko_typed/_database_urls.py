@@ -12,7 +12,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ._errors import BootError
 
-__all__ = ["URL_PROBLEM", "password_in_place", "refuse_unsupported", "shown_url", "url_refusal"]
+__all__ = ["URL_PROBLEM", "password_in_place", "refuse_unsupported", "shown_url", "url_refusal", "without_secrets"]
 
 #: How each problem :func:`make_engine` finds begins: the App's BootError says which
 #: argument; the command line, which says which option, drops it.
@@ -41,7 +41,7 @@ def url_refusal(exc: ValueError | ArgumentError | ImportError, url: str) -> Boot
     """The :class:`BootError` for what SQLAlchemy raised reading ``url`` or loading its
     driver, naming the fix and quoting no part of the URL's secrets."""
     if isinstance(exc, ArgumentError):
-        reason = _without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
+        reason = without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
         return BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"])
     if isinstance(exc, ImportError):
         module = exc.name or str(exc)
@@ -57,9 +57,10 @@ def url_refusal(exc: ValueError | ArgumentError | ImportError, url: str) -> Boot
     )
 
 
-def _without_secrets(text: str, url: str) -> str:
-    """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...")
-    with the URL's password and secret query values as ``***``."""
+def without_secrets(text: str, url: str) -> str:
+    """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...";
+    an app factory's exception, which may quote the URL it was given) with the URL's
+    password and secret query values as ``***``."""
     try:
         parsed = make_url(url)
     except (ArgumentError, ValueError):

@@ -75,7 +75,17 @@ class SecretBook:
     def __call__(self, ref: str) -> str:
         value = self._resolve(ref)
         if not value:
-            raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
+            # Where to set it: the variable only if the App reads the environment (the hint
+            # named KUMIKO_SECRET_... also for an App whose own resolver never reads it).
+            if self._resolve is env_secrets:
+                raise DeliveryError(f"secret {ref!r} is not set (the default resolver reads {env_name(ref)})")
+            raise DeliveryError(f"secret {ref!r} is not set (the App's secrets= resolver returned nothing for it)")
+        if not isinstance(value, str):
+            # Not kept: bytes among the values to redact broke every later error of the
+            # App's deliveries, and the header sent was their repr (Bearer b'...').
+            raise DeliveryError(
+                f"secret {ref!r}: the App's secrets= resolver returned {type(value).__name__}, not a str"
+            )
         with self._lock:
             self._seen.add(value)
         return value
@@ -340,15 +350,19 @@ def _send_webhook(
     if response.status_code in _REDIRECTS:  # with a Location or without
         location = response.headers.get("location")
         where = "without a Location" if location is None else f"to {masked_url(location)}"
-        raise DeliveryError(f"HTTP {response.status_code} redirect {where} (redirects are not followed)")
-    if not response.is_success:
+        status = f"HTTP {response.status_code} redirect {where} (redirects are not followed)"
+    elif not response.is_success:
         status = f"HTTP {response.status_code} {response.reason_phrase}"
-        wait = _retry_after(response.headers.get("retry-after"))
-        if wait is None:
-            raise DeliveryError(status)
-        capped = ", at most an hour" if wait > RETRY_AFTER_MAX else ""
-        wait = min(wait, RETRY_AFTER_MAX)
-        raise DeliveryError(f"{status} (Retry-After: {wait.total_seconds():g} s{capped})", retry_after=wait)
+    else:
+        return
+    # Any failing answer's, a redirect's too (RFC 9110 10.2.3: the least wait before the
+    # redirected request): it was ignored there, and the policy's backoff went first.
+    wait = _retry_after(response.headers.get("retry-after"))
+    if wait is None:
+        raise DeliveryError(status)
+    capped = ", at most an hour" if wait > RETRY_AFTER_MAX else ""
+    wait = min(wait, RETRY_AFTER_MAX)
+    raise DeliveryError(f"{status} (Retry-After: {wait.total_seconds():g} s{capped})", retry_after=wait)
 
 
 #: The statuses that send a client elsewhere (RFC 9110 15.4), as httpx follows them.

@@ -156,6 +156,16 @@ class DeliveryError(Exception):
     that long (HTTP ``Retry-After``); the next one waits at least that, at most an hour."""
 
     def __init__(self, message: str, *, permanent: bool = False, retry_after: timedelta | None = None) -> None:
+        # Refused here, in the transport that raises it (a failed attempt, retried, naming
+        # the fix): retry_after=30 failed the scheduling of the next attempt and set the
+        # row dead at once, and permanent="no" (true) did the same.
+        if type(permanent) is not bool:
+            raise TypeError(f"DeliveryError(permanent=...) must be True or False, not {permanent!r}")
+        if retry_after is not None and not isinstance(retry_after, timedelta):
+            raise TypeError(
+                "DeliveryError(retry_after=...) must be a datetime.timedelta (timedelta(seconds=30)) or None,"
+                f" not {retry_after!r}"
+            )
         super().__init__(message)
         self.permanent = permanent
         self.retry_after = retry_after

@@ -153,6 +153,28 @@ def _port(_inst: object, _attribute: attrs.Attribute[int | None], value: object)
         raise ValueError(f"port must be a number from 1 to 65535, or None for the mode's own, not {value!r}")
 
 
+def _host(_inst: object, _attribute: attrs.Attribute[str], value: object) -> None:
+    # None (an unset SMTP_HOST read with os.environ.get) was this machine: smtplib connects
+    # to the loopback address for it, and the mail went to whatever listens there.
+    if not isinstance(value, str) or not value or not value.isprintable() or " " in value:
+        raise ValueError(f"host must be the SMTP server's name or address, not {value!r}")
+    name, colon, port = value.rpartition(":")
+    if colon and port.isdigit() and ":" not in name:  # smtplib read it so only without port=
+        raise ValueError(f"host must be the SMTP server's name alone: SmtpTransport({name!r}, {port})")
+
+
+def _username(_inst: object, _attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    if value is not None and not (isinstance(value, str) and value.isascii()):
+        raise ValueError(f"username must be ASCII text (smtplib's login sends no other), not {value!r}")
+
+
+def _login(inst: SmtpTransport, _attribute: attrs.Attribute[str | None], value: str | None) -> None:
+    # Without a username there is no login: the password was never looked up, and the mail
+    # went unauthenticated, to be refused, or taken by a server that takes anyone's.
+    if value is not None and inst.username is None:
+        raise ValueError(f"password_ref={value!r} needs username=, the login the password is for")
+
+
 def _one_tls(inst: SmtpTransport, _attribute: attrs.Attribute[bool], value: bool) -> None:
     if value and inst.starttls:
         raise ValueError(
@@ -176,10 +198,10 @@ class SmtpTransport:
     socket down at the deadline (the blocked read then ends, as if the server had closed),
     and the connection is made within it (:class:`_Smtp`)."""
 
-    host: str
+    host: str = attrs.field(validator=_host)
     port: int | None = attrs.field(default=None, validator=_port)
-    username: str | None = None
-    password_ref: str | None = None
+    username: str | None = attrs.field(default=None, validator=_username)
+    password_ref: str | None = attrs.field(default=None, validator=_login)
     starttls: bool = attrs.field(default=False, validator=_flag)
     timeout: float = attrs.field(default=30.0, validator=_seconds)
     deadline: float = attrs.field(default=60.0, validator=_seconds)
@@ -234,6 +256,13 @@ class SmtpTransport:
                 smtp.starttls(context=tls)
             if self.username is not None:
                 password = secrets(self.password_ref) if self.password_ref else ""
+                if not password.isascii():
+                    # smtplib's AUTH encodes as ASCII: its UnicodeEncodeError failed every
+                    # attempt, quoting a character of the password and where it stands.
+                    raise DeliveryError(
+                        f"the password of password_ref {self.password_ref!r} is not ASCII, which smtplib's"
+                        " login cannot send; give the account an ASCII password"
+                    )
                 smtp.login(self.username, password)
             refused = _send(smtp, message)
         except smtplib.SMTPRecipientsRefused as exc:  # every recipient refused

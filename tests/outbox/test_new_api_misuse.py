@@ -6,6 +6,7 @@ misuses: typecheck_tests/cases/errors_new_apis.py."""
 
 from __future__ import annotations
 
+import re
 import uuid
 from collections.abc import Callable
 from typing import Any
@@ -212,6 +213,35 @@ def test_an_smtp_port_from_1_to_65535_is_taken(given: int | None) -> None:
     assert SmtpTransport("mx.example", given).port == given
 
 
+@pytest.mark.parametrize("given", [None, "", " mx.example", "mx.example\r\nRCPT TO:<x@y>", 25])
+def test_an_smtp_host_must_be_a_name_or_address(given: object) -> None:
+    """Before, ``SmtpTransport(os.environ.get("SMTP_HOST"))`` with the variable unset was
+    taken: smtplib connects to this machine for ``None``, and every mail went to whatever
+    SMTP server listened there; the others failed at every delivery."""
+    with pytest.raises(
+        ValueError, match=rf"host must be the SMTP server's name or address, not {re.escape(repr(given))}"
+    ):
+        SmtpTransport(given)  # type: ignore[arg-type]
+
+
+def test_an_smtp_host_with_its_port_says_to_give_the_port_apart() -> None:
+    with pytest.raises(ValueError, match=r"name alone: SmtpTransport\('mx.example', 587\)"):
+        SmtpTransport("mx.example:587")
+
+
+@pytest.mark.parametrize("given", ["mx.example", "127.0.0.1", "::1", "bücher.example"])
+def test_an_smtp_host_name_or_address_is_taken(given: str) -> None:
+    assert SmtpTransport(given).host == given
+
+
+def test_a_password_without_a_username_is_refused() -> None:
+    """Before, it was taken and never used: smtplib logs in only with a username, so the
+    mail went out unauthenticated (refused, or taken by a server that takes anyone's)."""
+    with pytest.raises(ValueError, match="password_ref='SMTP' needs username=, the login the password is for"):
+        SmtpTransport("mx.example", 587, password_ref="SMTP")
+    assert SmtpTransport("mx.example", 587, username="", password_ref="SMTP").password_ref == "SMTP"
+
+
 @pytest.mark.parametrize("field", ["timeout", "deadline"])
 @pytest.mark.parametrize("given", ["30", True, 0, -1, 61, float("nan"), None])
 def test_smtp_seconds_must_be_a_number_within_the_lease(field: str, given: object) -> None:
@@ -266,3 +296,38 @@ def test_webhook_auth_of_another_type_is_a_boot_problem(auth: object) -> None:
     (problem,) = raised.value.problems
     want = "send_webhook auth= takes bearer(ref), header_auth(name, ref) or signed(ref), not "
     assert want + type(auth).__name__ in problem
+
+
+@pytest.mark.parametrize(
+    ("given", "problem"),
+    [
+        (
+            {"secrets": {"CRM": "s3cret"}},
+            "secrets must be a function from a secret's name to its value (for a dict, its .get), not dict",
+        ),
+        (
+            {"secrets": {}},
+            "secrets must be a function from a secret's name to its value (for a dict, its .get), not dict",
+        ),
+        ({"secrets": "CRM"}, "secrets must be a function from a secret's name to its value, not str"),
+        (
+            {"mail": SmtpTransport},
+            "mail must be a mail transport, not the class SmtpTransport: make one, SmtpTransport(...)",
+        ),
+        (
+            {"mail": "smtp.example.com"},
+            "mail must be a mail transport, an object with a method send(message, secrets), not str",
+        ),
+        ({"http": "https://proxy:3128"}, "http must be an httpx.Client, not str"),
+        ({"clock": "2026-01-01"}, "clock must be a function returning the time, not str"),
+    ],
+    ids=["secrets-dict", "secrets-empty-dict", "secrets-text", "mail-class", "mail-text", "http-text", "clock-text"],
+)
+def test_an_app_part_that_cannot_do_its_job_is_a_boot_error(given: dict[str, object], problem: str) -> None:
+    """Each was taken and failed only where it was first used: ``secrets={"CRM": ...}`` (the
+    dict, not its ``.get``) failed every authenticated webhook until it was dead, an empty
+    one read the environment instead, ``mail=SmtpTransport`` (the class) failed every
+    mail; a clock or client that is none failed every dispatch or webhook."""
+    with pytest.raises(BootError) as raised:
+        App([Feature("parts")], database_url="sqlite://", **given)  # type: ignore[arg-type]
+    assert raised.value.problems == [problem]

@@ -396,8 +396,9 @@ def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(
     assert _work(app)["retried"] == 1
     item = _only(app)
     assert item.last_error is not None
-    assert "secret 'CRM' is not set" in item.last_error
-    assert "KUMIKO_SECRET_CRM" in item.last_error
+    # The App reads its secrets through secrets=, not the environment: the hint named the
+    # variable KUMIKO_SECRET_CRM, which setting would not have fixed.
+    assert item.last_error == "secret 'CRM' is not set (the App's secrets= resolver returned nothing for it)"
     assert "other-secret-value" not in item.last_error
     assert receiver.requests == []  # never sent without its authentication
 
@@ -405,6 +406,27 @@ def test_a_missing_secret_is_a_clear_error_and_nothing_is_sent(
     clock.advance(seconds=10)
     assert _work(app)["sent"] == 1
     assert receiver.requests[0].headers["authorization"] == "Bearer arrived-later"
+
+
+def test_a_resolver_answering_bytes_is_a_failed_attempt_of_that_row_alone(
+    app_on: AppOn, user: User, receiver: Receiver, clock: FakeClock
+) -> None:
+    """A ``secrets=`` resolver returning bytes (a vault's binary secret) sent
+    ``Authorization: Bearer b'...'``, and the bytes kept among the values to redact made
+    every later error of the App's deliveries raise: the worker's pass failed, and no row
+    of any secret was recorded again.  Now that row's attempt fails, naming the resolver."""
+    receiver.respond = lambda _i, path: (503 if path == "/other" else 204, {})
+    app = app_on([f], clock=clock, secrets={"CRM": b"tok-12345678"}.get)
+    ok_data(app.dispatch(hook_bearer, Hook(receiver.url()), user=user))
+    ok_data(app.dispatch(hook, Hook(receiver.url("/other")), user=user))
+
+    assert _work(app) == {"sent": 0, "retried": 2, "dead": 0}
+    errors = sorted(item.last_error or "" for item in app.outbox())
+    assert errors == [
+        "HTTP 503 Service Unavailable",
+        "secret 'CRM': the App's secrets= resolver returned bytes, not a str",
+    ]
+    assert [r.path for r in receiver.requests] == ["/other"]  # nothing sent with a wrong credential
 
 
 def test_a_secret_that_cannot_be_a_header_value_is_an_error_naming_the_ref_not_the_value(

@@ -11,11 +11,12 @@ import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
+import attrs
 import pytest
 from _receiver import Receiver
 from _support import Hook, hook_feature, ok_data
 
-from kumiko_typed import App, RetryPolicy, User
+from kumiko_typed import App, DeliveryError, Feature, MailMessage, RetryPolicy, User, ok
 from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
@@ -38,6 +39,13 @@ f, hook = hook_feature("retry_after", RetryPolicy(times=3, base_delay=timedelta(
         # Before, the first nine digits were read: a wait of 0 s for this one.
         (429, "0000000000120", timedelta(seconds=120), "HTTP 429 Too Many Requests (Retry-After: 120 s)"),
         (429, "1" + "0" * 30, timedelta(hours=1), "HTTP 429 Too Many Requests (Retry-After: 3600 s, at most an hour)"),
+        # A redirect fails too: its Retry-After was ignored, the policy's 5 s went first.
+        (
+            307,
+            "120",
+            timedelta(seconds=120),
+            "HTTP 307 redirect without a Location (redirects are not followed) (Retry-After: 120 s)",
+        ),
     ],
     ids=[
         "429",
@@ -50,6 +58,7 @@ f, hook = hook_feature("retry_after", RetryPolicy(times=3, base_delay=timedelta(
         "past-date",
         "leading-zeros",
         "huge-round",
+        "redirect",
     ],
 )
 def test_retry_after_sets_the_next_attempt(
@@ -120,3 +129,43 @@ def test_the_last_attempt_is_dead_whatever_the_receiver_asks(app_on: AppOn, rece
     assert app.run_worker(once=True)["dead"] == 1
     (item,) = app.outbox()
     assert (item.status, item.attempts, item.next_attempt_at) == ("dead", 3, None)
+
+
+@attrs.frozen
+class Note:
+    text: str
+
+
+@pytest.mark.parametrize(
+    ("asked", "error"),
+    [
+        ({"retry_after": 30}, "DeliveryError(retry_after=...) must be a datetime.timedelta (timedelta(seconds=30))"),
+        ({"permanent": "no"}, "DeliveryError(permanent=...) must be True or False, not 'no'"),
+    ],
+    ids=["seconds-as-a-number", "permanent-as-text"],
+)
+def test_a_transports_delivery_error_of_the_wrong_kind_is_a_failed_attempt_not_a_dead_row(
+    app_on: AppOn, asked: dict[str, object], error: str
+) -> None:
+    """A mail transport of your own asking for a wait of ``retry_after=30`` (seconds) made
+    the next attempt unschedulable, and the row dead at once, unsent; ``permanent="no"``
+    (true) made it dead too.  Now the transport's DeliveryError refuses them: a failed
+    attempt, retried by the policy, whose error says what to pass."""
+
+    class Busy:
+        def send(self, message: MailMessage, secrets: Callable[[str], str], /) -> None:
+            raise DeliveryError("the mail API is busy", **asked)  # type: ignore[arg-type]
+
+    mailer = Feature("busy_mail", requires=["mail.send"])
+    note = mailer.write_handler(
+        "note",
+        mailer.pipeline(Note)
+        .send_mail(to=lambda c: ["ada@example.com"], subject=lambda c: "s", body=lambda c: c.payload.text)
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([mailer], clock=FakeClock(T0), mail=Busy())
+    ok_data(app.dispatch(note, Note("hi"), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4())))
+    assert app.run_worker(once=True)["retried"] == 1
+    (item,) = app.outbox()
+    assert (item.status, item.attempts) == ("pending", 1)
+    assert item.last_error is not None and item.last_error.startswith(f"TypeError: {error}"), item.last_error

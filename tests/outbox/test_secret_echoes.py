@@ -246,6 +246,33 @@ def test_an_smtp_server_quoting_the_login_in_its_refusal_shows_no_password(
     assert error.endswith("refused AUTH PLAIN ***')" if mechanisms == "PLAIN" else "/ ***')")  # the user stays
 
 
+def test_an_smtp_password_that_is_not_ascii_is_named_not_quoted(
+    app_on: Callable[..., App], user: User, echoing_smtp: Callable[[str], int], caplog: pytest.LogCaptureFixture
+) -> None:
+    """smtplib sends a login as ASCII only: every attempt failed with its UnicodeEncodeError,
+    which quoted a character of the password and where it stands (``'ascii' codec can't
+    encode character '\\xe4' in position 7``), in the stored error and the log."""
+    caplog.set_level(logging.DEBUG)
+    transport = SmtpTransport("127.0.0.1", echoing_smtp("PLAIN"), username="shop", password_ref="SMTP", timeout=5)
+    app = app_on([f], mail=transport, secrets={"SMTP": "pässwörd-geheim"}.get)
+    assert app.dispatch(letter, Letter("a@example.com"), user=user) == Ok(None)
+
+    assert app.run_worker(once=True)["retried"] == 1
+
+    error = _only(app).last_error
+    assert error == (
+        "the password of password_ref 'SMTP' is not ASCII, which smtplib's login cannot send;"
+        " give the account an ASCII password"
+    )
+    for shown in (error, _logged(caplog)):
+        assert "position" not in shown and "\\xe4" not in shown and "ä" not in shown
+
+
+def test_an_smtp_username_that_is_not_ascii_is_refused_when_made() -> None:
+    with pytest.raises(ValueError, match="username must be ASCII text"):
+        SmtpTransport("127.0.0.1", username="jörg", password_ref="SMTP")
+
+
 def test_an_apps_repr_shows_no_password_of_its_database_url() -> None:
     app = App([f], database_url="postgresql+psycopg://shop:pw-user@db.internal:5433/shop?password=pw-query")
     try:

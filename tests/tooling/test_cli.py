@@ -1447,6 +1447,30 @@ def test_an_app_module_that_raises_is_reported_with_its_own_lines(
     assert "importlib" not in result.stderr and "_cli.py" not in result.stderr, _explain(result)
 
 
+@pytest.mark.parametrize("given_by", ["option", "environment"])
+@pytest.mark.parametrize("raises", ["import", "factory"])
+def test_an_app_error_quoting_the_database_url_hides_its_passwords(tmp_path: Path, given_by: str, raises: str) -> None:
+    # The app's own exception quoting the URL the command gave it printed its password and
+    # sslpassword whole, where every other line of the command line shows them as ***.
+    url = "postgresql+psycopg://shop:pa%40ss-w0rd@127.0.0.1:1/shop?sslpassword=k3y-pass-phrase"
+    if raises == "import":
+        source = "import os\nraise ValueError('cannot use ' + os.environ['KUMIKO_DATABASE_URL'])\n"
+    else:
+        source = "def make_app(database_url):\n    raise ValueError(f'cannot use {database_url}')\n"
+    module = _module(tmp_path, source, "quoting")
+    target = f"{module}:{'make_app' if raises == 'factory' else 'app'}"
+    if given_by == "option":
+        result = cli(tmp_path, "outbox", target, "--database-url", url, KUMIKO_DATABASE_URL=url)
+    else:
+        result = cli(tmp_path, "outbox", target, KUMIKO_DATABASE_URL=url)
+    assert result.returncode == 1, _explain(result)
+    assert "raised ValueError: cannot use postgresql+psycopg://shop:***@127.0.0.1:1/shop?sslpassword=***" in (
+        result.stderr
+    ), _explain(result)
+    for secret in ("pa@ss-w0rd", "pa%40ss-w0rd", "k3y-pass-phrase"):
+        assert secret not in result.stderr + result.stdout, _explain(result)
+
+
 def test_keys_purge_deletes_the_expired_keys_only(tmp_path: Path, tiny: Tiny) -> None:
     import sqlalchemy as sa
 
@@ -1499,6 +1523,20 @@ def test_an_unreachable_database_is_a_clear_error(tmp_path: Path, tiny: Tiny, do
         assert "secret" not in result.stderr  # the password stays out of the message
         assert "Is the server reachable" in result.stderr
         assert "Traceback" not in result.stderr + result.stdout
+
+
+@pytest.mark.parametrize("command", ["runs cancel", "outbox requeue"])
+def test_an_operation_on_an_unreachable_database_names_it(tmp_path: Path, tiny: Tiny, command: str) -> None:
+    # They answered "unavailable: ... the database is busy or unreachable" without saying
+    # which database, where every other command names it (its password hidden).
+    down = "postgresql+psycopg://kumiko:secret@127.0.0.1:9/nothing?sslpassword=ssl-secret"
+    result = cli(tmp_path, *command.split(), f"{tiny.name}:make_bare_app", str(uuid.uuid4()), "--database-url", down)
+    assert result.returncode == 1, _explain(result)
+    error = result.stderr.splitlines()[-1]
+    assert error.startswith("Error: unavailable: ") and error.endswith(
+        " (database postgresql+psycopg://kumiko:***@127.0.0.1:9/nothing?sslpassword=***)"
+    ), _explain(result)
+    assert "secret" not in result.stderr.replace("sslpassword", ""), _explain(result)
 
 
 def test_an_app_on_another_database_keeps_every_setting(tmp_path: Path) -> None:

@@ -150,6 +150,29 @@ def test_a_worker_on_a_database_an_older_release_made_names_what_to_migrate(db_u
     assert "Traceback" not in ran.stderr and "reachable" not in ran.stderr
 
 
+def test_cancel_and_requeue_on_a_database_an_older_release_made_name_what_to_migrate(db_url: str, v1: App) -> None:
+    """``runs cancel`` and ``outbox requeue`` answered such a database with
+    ``internal_error: ... raised OperationalError`` alone, where the listings and the
+    worker name every column it lacks and say to migrate first."""
+    run_id = _start(v1, "job", 4)
+    with v1.engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE kumiko_workflow_runs DROP COLUMN fingerprint"))
+        conn.execute(sa.text("ALTER TABLE kumiko_outbox DROP COLUMN correlation_id"))
+    lacks = [
+        "  - table kumiko_outbox has no column correlation_id: the database was made by an older kumiko-typed;",
+        "  - table kumiko_workflow_runs has no column fingerprint: the database was made by an older kumiko-typed;",
+    ]
+    for command in (["runs", "cancel"], ["outbox", "requeue"]):
+        ran = cli(*command, "_deploy_app:app_v1", str(run_id), "--database-url", db_url)
+        assert ran.returncode == 1, ran.stdout + ran.stderr
+        *_, error, first, second, last = ran.stderr.splitlines()
+        assert error.startswith("Error: internal_error: ") and last == MIGRATE_FIRST, ran.stderr
+        assert sorted(line.partition(" add it")[0] for line in (first, second)) == lacks, ran.stderr
+    with v1.engine.connect() as conn:
+        status = conn.execute(sa.text("SELECT status FROM kumiko_workflow_runs")).scalar_one()
+    assert status == "suspended"
+
+
 def test_check_against_a_sqlite_file_that_is_not_there_creates_none(tmp_path: Path) -> None:
     missing = tmp_path / "typo.sqlite3"
     checked = cli("check", "_deploy_app:app_v1", "--against", f"sqlite:///{missing}")
