@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -30,12 +29,12 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 import sqlalchemy as sa
+from _databases import databases
 from _report import add_json_option, load_average, load_note, write_json
 
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
-from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 USER = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=11))
@@ -131,23 +130,11 @@ def main() -> None:
     if args.quick:
         args.runs, args.rounds = 2_000, 3
     load_before = load_average()
-    folder = tempfile.mkdtemp()
-    counter = iter(range(1_000_000))
-    databases = {
-        "sqlite": _measure(lambda: f"sqlite:///{folder}/due{next(counter)}.sqlite3", args.runs, args.rounds, "SQLite")
-    }
-    server = None if args.sqlite else start_test_postgres()
-    if server is None and not args.sqlite:
-        print(f"PostgreSQL skipped: {unavailable_reason()}")
-    if server is not None:
-        try:
-            databases["postgresql"] = _measure(
-                lambda: server.create_database(f"due_{uuid.uuid4().hex[:12]}"), args.runs, args.rounds, "PostgreSQL"
-            )
-        finally:
-            server.stop()
+    labels = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+    with databases("due", sqlite_only=args.sqlite) as urls:
+        measured = {db: _measure(url, args.runs, args.rounds, labels[db]) for db, url in urls.items()}
     print(load_note())
-    figures = {"runs": args.runs, "rounds": args.rounds, "databases": databases}
+    figures = {"runs": args.runs, "rounds": args.rounds, "databases": measured}
     write_json(args.json, "due_runs", figures, load_before=load_before)
 
 

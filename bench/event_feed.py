@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import tempfile
 import time
 import uuid
 from collections.abc import Callable
@@ -45,13 +44,13 @@ from datetime import UTC, datetime, timedelta
 
 import attrs
 import sqlalchemy as sa
+from _databases import databases
 from _report import add_json_option, load_average, load_note, write_json
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
 from kumiko_typed._tables import consumers, events, workflow_waits
 from kumiko_typed._workflow_feed import EVENT_CURSOR, EventFeed
 from kumiko_typed.testing import FakeClock
-from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 USER = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=11))
@@ -238,29 +237,11 @@ def main() -> None:
     if args.quick:
         args.events, args.waiting, args.rounds = 400, 10, 3
     load_before = load_average()
-    folder = tempfile.mkdtemp()
-    counter = iter(range(1_000_000))
-    databases = {
-        "sqlite": _measure(
-            lambda: f"sqlite:///{folder}/feed{next(counter)}.sqlite3", args.events, args.waiting, args.rounds, "SQLite"
-        )
-    }
-    server = None if args.sqlite else start_test_postgres()
-    if server is None and not args.sqlite:
-        print(f"PostgreSQL skipped: {unavailable_reason()}")
-    if server is not None:
-        try:
-            databases["postgresql"] = _measure(
-                lambda: server.create_database(f"feed_{uuid.uuid4().hex[:12]}"),
-                args.events,
-                args.waiting,
-                args.rounds,
-                "PostgreSQL",
-            )
-        finally:
-            server.stop()
+    labels = {"sqlite": "SQLite", "postgresql": "PostgreSQL"}
+    with databases("feed", sqlite_only=args.sqlite) as urls:
+        measured = {db: _measure(url, args.events, args.waiting, args.rounds, labels[db]) for db, url in urls.items()}
     print(load_note())
-    figures = {"events": args.events, "waiting": args.waiting, "rounds": args.rounds, "databases": databases}
+    figures = {"events": args.events, "waiting": args.waiting, "rounds": args.rounds, "databases": measured}
     write_json(args.json, "event_feed", figures, load_before=load_before)
 
 

@@ -27,7 +27,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -155,9 +154,8 @@ def main() -> None:
         print(json.dumps(measure(sys.argv[2], int(sys.argv[3]), int(sys.argv[4]))))
         return
     sys.path.insert(0, str(HERE))
+    from _databases import databases
     from _report import add_json_option, load_average, load_note, write_json
-
-    from kumiko_typed.testing.postgres import start_test_postgres, unavailable_reason
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", default="1000,10000,50000")
@@ -173,19 +171,11 @@ def main() -> None:
         args.segments, args.rounds = 3, 1
     load_before = load_average()
     print(f"load average before: {load_before}", flush=True)
-    folder = tempfile.mkdtemp()
-    counter = iter(range(1_000_000))
-    server = None if args.sqlite else start_test_postgres()
-    if server is None and not args.sqlite:
-        print(f"PostgreSQL skipped: {unavailable_reason()}")
-    urls = {"sqlite": lambda: f"sqlite:///{folder}/fe{next(counter)}.sqlite3"}
-    if server is not None:
-        urls["postgresql"] = lambda: server.create_database(f"fe_{uuid.uuid4().hex[:12]}")
     sides: dict[str, str | None] = {"now": str(HERE.parent / "src")}
     if args.before is not None:
         sides = {"before": args.before, **sides}
     figures: dict[str, Any] = {"segments": args.segments, "rounds": args.rounds, "databases": {}}
-    try:
+    with databases("fe", sqlite_only=args.sqlite) as urls:
         for db, url in urls.items():
             per_size: dict[str, Any] = {}
             for n in sizes:
@@ -208,9 +198,6 @@ def main() -> None:
                 )
                 print(f"{db:10} {n:>6} items   {shown}", flush=True)
             figures["databases"][db] = per_size
-    finally:
-        if server is not None:
-            server.stop()
     print(load_note())
     write_json(args.json, "foreach_state", figures, load_before=load_before)
 
