@@ -34,6 +34,7 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from ._any_fields import changed_under_any
 from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
 from ._field_types import field_types
@@ -381,7 +382,7 @@ def _read_from_text(key: Any) -> bool:
     itself, a type read from its string (a UUID, a date), an integer (``_mapping``), an
     enum or ``Literal`` with a text or integer value, a union with such a member; a type
     this cannot tell (a ``NewType``, a ``TypeVar``) is left to the read."""
-    if key is Any or key is object:
+    if key is Any:
         return True
     origin = get_origin(key)
     if origin is _LITERAL:
@@ -458,12 +459,18 @@ def read_back_problems(
 ) -> list[Problem]:
     """What keeps ``stored``, the JSON an event is about to be stored as, from being read back
     into the event's class by the reader of ``read_stream``, replays and triggers (a naive
-    datetime, a decimal NaN, bytes): refused at the append, where the call can change it,
-    since a stored event is never rewritten and would be unreadable for good.  Messages
-    name the event's field, never its value."""
+    datetime, a decimal NaN, bytes), or read back as another value (``changed_under_any``):
+    refused at the append, where the call can change it, since a stored event is never
+    rewritten and would be unreadable (or read otherwise) for good.  Messages name the
+    event's field, never its value."""
     read = structure(converter, stored, type(event))
     if not isinstance(read, list):
-        return []
+        changed = changed_under_any(event)
+        if changed is None:
+            return []
+        where, given = changed
+        message = f"a field typed Any gives back JSON's own values only, not {given}; type the field to hold it"
+        read = [{"path": where, "message": message}]
     name = type(event).__name__
     return [
         {
@@ -498,7 +505,10 @@ def _field(event: object, path: str) -> object:
         at = step.end()
         name, key = step.groups()
         try:
-            node = getattr(node, name) if name is not None else node[ast.literal_eval(key)]  # type: ignore[index]
+            if name is None:
+                node = node[ast.literal_eval(key)]  # type: ignore[index]
+            else:  # a field, or a dict's text key as ``path_step`` writes it
+                node = node[name] if isinstance(node, Mapping) else getattr(node, name)
         except (AttributeError, LookupError, TypeError, ValueError, SyntaxError):
             return _UNFOLLOWED
     return node
