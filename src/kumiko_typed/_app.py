@@ -50,7 +50,7 @@ from ._serialization import Codec
 from ._server_clock import ServerClock
 from ._status_filter import chosen_statuses
 from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
-from ._structuring import make_converter, structure, unreadable
+from ._structuring import make_converter, structure, unkeyable, unreadable
 from ._tables import metadata as framework_metadata
 from ._tables import table_of
 from ._worker import Worker
@@ -853,15 +853,19 @@ def _handler_result(outcome: object) -> Ok[object] | Failure:
 def _refuse_unreadable_payloads(converter: cattrs.Converter, features: Sequence[Feature[Any]]) -> None:
     """A payload class JSON can never fill fails the boot, not every ``dispatch_json``; so
     does an event class, whose events would be stored and then be unreadable for good
-    (every ``read_stream``, replay and trigger of their streams an ``internal_error``)."""
-    named: list[tuple[str, type[Any]]] = []
+    (every ``read_stream``, replay and trigger of their streams an ``internal_error``), and
+    one with a mapping whose keys JSON cannot give back (``unkeyable``: a payload's may
+    still be filled by a ``dispatch`` from Python)."""
+    named: list[tuple[str, type[Any], bool]] = []
     for f in features:
-        named += [(f"handler {h.name!r}: payload", h.payload_type) for h in f.handlers]
-        named += [(f"query {q.name!r}: payload", q.payload_type) for q in f.queries]
-        named += [(f"workflow {w.name!r}: payload", w.trigger.payload_type) for w in f.workflows]
-        named += [(f"feature {f.name!r}: event", cls) for cls in f.events]
-    problems = [
-        f"{who} {cls.__qualname__}: {why}" for who, cls in named if (why := unreadable(converter, cls)) is not None
-    ]
+        named += [(f"handler {h.name!r}: payload", h.payload_type, False) for h in f.handlers]
+        named += [(f"query {q.name!r}: payload", q.payload_type, False) for q in f.queries]
+        named += [(f"workflow {w.name!r}: payload", w.trigger.payload_type, False) for w in f.workflows]
+        named += [(f"feature {f.name!r}: event", cls, True) for cls in f.events]
+    problems: list[str] = []
+    for who, cls, stored in named:
+        why = unreadable(converter, cls)
+        whys = [why] if why is not None else unkeyable(cls) if stored else []
+        problems += [f"{who} {cls.__qualname__}: {w}" for w in whys]
     if problems:
         raise BootError(problems)

@@ -32,7 +32,7 @@ def jsonable(value: Any) -> Any:
     if type(value) in _AS_IS:  # the common case, without the isinstance chain
         return value
     if type(value) is dict:
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {k if type(k) is str else _key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (uuid.UUID, Decimal)):
@@ -46,10 +46,17 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return jsonable(value.value)
     if isinstance(value, Mapping):
-        return {str(k): jsonable(v) for k, v in value.items()}
+        return {k if type(k) is str else _key(k): jsonable(v) for k, v in value.items()}
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in value]
     raise Unjsonable(value)
+
+
+def _key(key: object) -> str:
+    """A mapping's key as text: an enum member by its value, as a value is stored (``str()``
+    wrote a text enum's member as ``Size.S``, which no read gives back); anything else as
+    ``str()`` has always written it."""
+    return str(key.value) if isinstance(key, enum.Enum) else str(key)
 
 
 _MICROSECOND = dt.timedelta(microseconds=1)

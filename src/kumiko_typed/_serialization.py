@@ -24,6 +24,7 @@ from sqlalchemy.orm import configure_mappers
 
 from ._entity import Entity
 from ._errors import ClassMismatch, StateError, UnreadableEvent
+from ._field_types import field_types
 from ._jsonable import jsonable
 from ._limits import MAX_DEPTH
 from ._saved import Saved
@@ -49,28 +50,12 @@ FORMAT_KEY = "format"
 
 def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
     """``roots`` and every attrs class and enum their fields mention, recursively."""
-    seen: set[type[Any]] = set()
-    todo = [r for r in roots if attrs.has(r) or _is_enum(r)]
-    while todo:
-        cls = todo.pop()
-        if cls in seen:
-            continue
-        seen.add(cls)
-        if not attrs.has(cls):
-            continue
-        try:
-            hints = typing.get_type_hints(cls)
-        except Exception:  # unresolvable annotations: keep the class, skip its fields
-            hints = {}
-        for hint in hints.values():
-            stack = [hint]
-            while stack:
-                t = stack.pop()
-                stack.extend(typing.get_args(t))
-                origin = typing.get_origin(t) or t
-                if (attrs.has(origin) or _is_enum(origin)) and origin not in seen:
-                    todo.append(origin)
-    return seen
+    found = {r for r in roots if attrs.has(r) or _is_enum(r)}
+    for _cls, _field, t in field_types(list(found)):
+        origin = typing.get_origin(t) or t
+        if attrs.has(origin) or _is_enum(origin):
+            found.add(origin)
+    return found
 
 
 def _column_enums(entities: Iterable[type[Any]]) -> list[type[Any]]:

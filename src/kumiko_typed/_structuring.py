@@ -34,13 +34,15 @@ from cattrs.errors import (
     IterableValidationNote,
 )
 
+from ._any_fields import changed_under_any
 from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
+from ._field_types import field_types
 from ._jsonable import bytes_from_text
 from ._limits import json_problems, moment_problem, path_step, source_path
-from ._unions import is_mixed_union, union_hook
+from ._unions import is_mixed_union, is_union, union_hook
 
-__all__ = ["MAX_DETAILS", "Detail", "Hook", "make_converter", "structure", "unreadable"]
+__all__ = ["MAX_DETAILS", "Detail", "Hook", "make_converter", "structure", "unkeyable", "unreadable"]
 
 T = TypeVar("T")
 Detail = dict[str, str]
@@ -309,7 +311,7 @@ def _mapping(conv: cattrs.Converter, t: Any) -> Hook:
 def _integer_keys(t: Any) -> bool:
     key = (get_args(t) or (Any,))[0]
     if get_origin(key) is _LITERAL:
-        return all(isinstance(c, int) and not isinstance(c, bool) for c in get_args(key))
+        return all(_is_integer(c) for c in get_args(key))
     return isinstance(key, type) and issubclass(key, int) and not issubclass(key, bool)
 
 
@@ -356,6 +358,51 @@ def unreadable(converter: cattrs.Converter, cls: type[Any]) -> str | None:
     except NameError as exc:
         return f"an annotation names an unknown type ({exc}); import it where the class is defined"
     return None
+
+
+def unkeyable(cls: type[Any]) -> list[str]:
+    """The mapping fields of ``cls`` (or of a class it holds) whose keys JSON cannot give
+    back: an object's keys are text, and a ``bool`` or ``float`` (or ``None``, a tuple, a
+    class) is never read from text.  Asked at boot of an event class, whose events are
+    stored as JSON and must read back: such a field could hold only ``{}``, and an event
+    with one non-empty was refused at every append."""
+    problems = []
+    for owner, field, t in field_types([cls]):
+        if _origin(t) in _MAPPINGS and not _read_from_text((get_args(t) or (Any,))[0]):
+            problems.append(
+                f"field {owner.__qualname__}.{field} is keyed by {_type_name(get_args(t)[0])}, which no JSON object "
+                "key (text) gives back, so only {} would be stored: key it by str, int, UUID, date, datetime, "
+                "Decimal or an enum of text or integer values"
+            )
+    return list(dict.fromkeys(problems))
+
+
+def _read_from_text(key: Any) -> bool:
+    """Whether a mapping's key of type ``key`` is read from text, the only JSON key: text
+    itself, a type read from its string (a UUID, a date), an integer (``_mapping``), an
+    enum or ``Literal`` with a text or integer value, a union with such a member; a type
+    this cannot tell (a ``NewType``, a ``TypeVar``) is left to the read."""
+    if key is Any:
+        return True
+    origin = get_origin(key)
+    if origin is _LITERAL:
+        return any(isinstance(c, (str, Enum)) or _is_integer(c) for c in get_args(key))
+    if is_union(key):
+        return any(_read_from_text(m) for m in get_args(key))
+    key = origin or key
+    if not isinstance(key, type):
+        return True
+    if issubclass(key, Enum) and not issubclass(key, int):
+        return any(isinstance(m.value, str) for m in key)
+    return issubclass(key, _TEXT_KEYS) and not issubclass(key, bool)
+
+
+#: The key types read from an object key's text (``datetime`` is a ``date``).
+_TEXT_KEYS: Final = (str, int, UUID, dt.date, Decimal)
+
+
+def _is_integer(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
 
 
 def _type_name(t: Any) -> str:
@@ -412,12 +459,18 @@ def read_back_problems(
 ) -> list[Problem]:
     """What keeps ``stored``, the JSON an event is about to be stored as, from being read back
     into the event's class by the reader of ``read_stream``, replays and triggers (a naive
-    datetime, a decimal NaN, bytes): refused at the append, where the call can change it,
-    since a stored event is never rewritten and would be unreadable for good.  Messages
-    name the event's field, never its value."""
+    datetime, a decimal NaN, bytes), or read back as another value (``changed_under_any``):
+    refused at the append, where the call can change it, since a stored event is never
+    rewritten and would be unreadable (or read otherwise) for good.  Messages name the
+    event's field, never its value."""
     read = structure(converter, stored, type(event))
     if not isinstance(read, list):
-        return []
+        changed = changed_under_any(event)
+        if changed is None:
+            return []
+        where, given = changed
+        message = f"a field typed Any gives back JSON's own values only, not {given}; type the field to hold it"
+        read = [{"path": where, "message": message}]
     name = type(event).__name__
     return [
         {
@@ -452,7 +505,10 @@ def _field(event: object, path: str) -> object:
         at = step.end()
         name, key = step.groups()
         try:
-            node = getattr(node, name) if name is not None else node[ast.literal_eval(key)]  # type: ignore[index]
+            if name is None:
+                node = node[ast.literal_eval(key)]  # type: ignore[index]
+            else:  # a field, or a dict's text key as ``path_step`` writes it
+                node = node[name] if isinstance(node, Mapping) else getattr(node, name)
         except (AttributeError, LookupError, TypeError, ValueError, SyntaxError):
             return _UNFOLLOWED
     return node

@@ -24,7 +24,7 @@ import attrs
 
 from ._field_checks import json_type
 
-__all__ = ["is_mixed_union", "union_hook"]
+__all__ = ["is_mixed_union", "is_union", "union_hook"]
 
 Structure = Callable[[Any, Any], Any]
 
@@ -63,13 +63,13 @@ def _kind(value: object) -> str:
     return "integer" if kind == "number" and isinstance(value, int) else kind
 
 
-def _is_union(t: Any) -> bool:
+def is_union(t: Any) -> bool:
     return get_origin(t) in (Union, types.UnionType)
 
 
 def is_mixed_union(t: Any) -> bool:
     """A union cattrs' ``Optional`` handling does not cover: two or more members besides ``None``."""
-    return _is_union(t) and len([m for m in get_args(t) if m is not _NONE]) >= 2
+    return is_union(t) and len([m for m in get_args(t) if m is not _NONE]) >= 2
 
 
 def _kinds(member: Any) -> tuple[str, ...]:

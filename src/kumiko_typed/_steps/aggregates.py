@@ -26,7 +26,7 @@ from .._errors import ProjectorFailed, StepRefused
 from .._eventstore import append
 from .._integrity import is_unique, unique_failure
 from .._jsonable import jsonable
-from .._limits import nested_without_end, refuse, stored_json, unfit_json, unfit_values
+from .._limits import nested_without_end, path_step, refuse, stored_json, unfit_json, unfit_values
 from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
@@ -300,10 +300,22 @@ def _not_a_version(expected: object, what: str, step_name: str | None) -> Failur
     if not isinstance(expected, bool) and isinstance(expected, int):
         return None
     given = type(expected).__name__
+    fix = "pass the integer version the caller read"
+    return _refused_argument(
+        what, step_name, "version", f"a {given}", fix, "version", f"must be an integer, not {given}"
+    )
+
+
+def _refused_argument(
+    what: str, step_name: str | None, argument: str, gave: str, fix: str, path: str, problem: str
+) -> Failure:
+    """A step argument its resolver gave wrong (the input passed on, or the handler): a
+    ``validation_error`` naming the step, the argument and the fix, before anything is
+    written — never the value given, which may be a secret (a header's token)."""
     return fail(
         "validation_error",
-        f"{what}: version= gave a {given}; pass the integer version the caller read",
-        [{"path": "version", "message": f"must be an integer, not {given}", "step": step_name}],
+        f"{what}: {argument}= gave {gave}; {fix}",
+        [{"path": path, "message": problem, "step": step_name}],
     )
 
 
@@ -406,15 +418,30 @@ def _event_payload(run: Run, event: object) -> Any:
     return stored
 
 
-def _event_headers(headers: object) -> Mapping[str, str] | None:
-    """``append_event(headers=...)``: stored with the event as given, so only text keys
-    and values (they go into a JSON column, read back by consumers)."""
+#: How to give ``append_event`` headers it can store.
+_HEADERS_FIX = "pass a mapping of text header names to text values (convert numbers, ids and dates with str())"
+
+
+def _event_headers(headers: object, what: str) -> Mapping[str, str] | Failure | None:
+    """``append_event(headers=...)``: stored with the event as given, so only text names
+    and values (a JSON column consumers read back); anything else is refused like a bad
+    ``version=``, naming the header but not its value."""
     if headers is None:
         return None
-    if not isinstance(headers, Mapping) or not all(
-        isinstance(k, str) and isinstance(v, str) for k, v in headers.items()
-    ):
-        raise StepRefused("headers= must be a mapping of str to str")
+    if not isinstance(headers, Mapping):
+        given = type(headers).__name__
+        problem = f"must be a mapping of str to str, not {given}"
+        return _refused_argument(what, None, "headers", f"a {given}", _HEADERS_FIX, "headers", problem)
+    for name, value in headers.items():
+        if not isinstance(name, str):
+            given = type(name).__name__
+            gave, problem = f"a header name of type {given}", f"header names must be str, not {given}"
+            return _refused_argument(what, None, "headers", gave, _HEADERS_FIX, "headers", problem)
+        if not isinstance(value, str):
+            # The name as a path shows it: a hostile one is cut, its control characters escaped.
+            given, shown = type(value).__name__, path_step(name, bracketed=True)[1:-1]
+            gave, problem = f"a value of type {given} for the header {shown}", f"must be a str, not {given}"
+            return _refused_argument(what, None, "headers", gave, _HEADERS_FIX, f"headers{path_step(name)}", problem)
     return headers
 
 
@@ -476,10 +503,14 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     entity_id = resolve(step.id, run)
     # Optional here, unlike update's: an event need not be decided on a version read.
     expected = resolve(step.version, run)
+    what = f"append_event {step.entity.__name__}"
     if expected is not None:
-        refused = _not_a_version(expected, f"append_event {step.entity.__name__}", None)
+        refused = _not_a_version(expected, what, None)
         if refused is not None:
             return refused
+    headers = _event_headers(resolve(step.headers, run), what)
+    if isinstance(headers, Failure):
+        return headers
     entity = _load_for_write(run, step.entity, entity_id)
     if entity is None:
         return _not_found(run, step.entity, entity_id)
@@ -488,7 +519,6 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     new_version = entity.version + 1
     aggregate = registry.aggregate_type(step.entity)
     payload = _event_payload(run, event)
-    headers = _event_headers(resolve(step.headers, run))
     if headers is not None:
         refuse(unfit_json(dict(headers), f"{events.name}.headers", ctx.payload))
     schema = registry.schema_version(type(event))
