@@ -10,6 +10,8 @@ import json
 import os
 import platform
 import sys
+import time
+from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
@@ -77,3 +79,20 @@ def _arguments_but_json() -> list[str]:
         elif not arg.startswith("--json="):
             kept.append(arg)
     return kept
+
+
+def alternated(
+    sides: Mapping[str, Callable[[], object]], rounds: int, candidate: str, baseline: str
+) -> tuple[dict[str, list[float]], list[float]]:
+    """Each side timed once per round, which goes first rotating: the seconds of each side
+    per round, and the per-round ratios ``candidate`` / ``baseline``."""
+    times: dict[str, list[float]] = {side: [] for side in sides}
+    ratios: list[float] = []
+    for round_ in range(rounds):
+        order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
+        for side in order:
+            start = time.perf_counter()
+            sides[side]()
+            times[side].append(time.perf_counter() - start)
+        ratios.append(times[candidate][-1] / times[baseline][-1])
+    return times, ratios

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -30,7 +29,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 import sqlalchemy as sa
 from _databases import databases
-from _report import add_json_option, load_average, load_note, write_json
+from _report import add_json_option, alternated, load_average, load_note, write_json
 
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._tables import workflow_runs
@@ -92,17 +91,7 @@ def _measure(urls: Callable[[], str], runs: int, rounds: int, label: str) -> dic
         sides = {index: _set_up(urls(), runs, kind, index) for index in ("before", "now")}
         for _app, claim in sides.values():
             claim()  # untimed: the first claim reads the table and the index into the cache
-        times: dict[str, list[float]] = {index: [] for index in sides}
-        ratios: list[float] = []
-        for round_ in range(rounds):
-            order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
-            took: dict[str, float] = {}
-            for index in order:
-                start = time.perf_counter()
-                sides[index][1]()
-                took[index] = time.perf_counter() - start
-                times[index].append(took[index])
-            ratios.append(took["now"] / took["before"])
+        times, ratios = alternated({index: side[1] for index, side in sides.items()}, rounds, "now", "before")
         before, now = (statistics.median(times[i]) * 1000 for i in ("before", "now"))
         ratio = statistics.median(ratios)
         figures[kind] = {

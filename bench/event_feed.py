@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import statistics
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -45,7 +44,7 @@ from datetime import UTC, datetime, timedelta
 import attrs
 import sqlalchemy as sa
 from _databases import databases
-from _report import add_json_option, load_average, load_note, write_json
+from _report import add_json_option, alternated, load_average, load_note, write_json
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
 from kumiko_typed._tables import consumers, events, workflow_waits
@@ -197,17 +196,7 @@ def _measure(urls: Callable[[], str], n_events: int, waiting: int, rounds: int, 
         app, sides = _set_up(urls(), n_events, waiting, kind)
         for side in sides.values():
             assert side() == 0  # untimed: reads the tables into the cache; wakes nothing
-        times: dict[str, list[float]] = {side: [] for side in sides}
-        ratios: list[float] = []
-        for round_ in range(rounds):
-            order = list(sides) if round_ % 2 == 0 else list(sides)[::-1]
-            took: dict[str, float] = {}
-            for side in order:
-                start = time.perf_counter()
-                sides[side]()
-                took[side] = time.perf_counter() - start
-                times[side].append(took[side])
-            ratios.append(took["kumiko"] / took["by hand"])
+        times, ratios = alternated(sides, rounds, "kumiko", "by hand")
         ours, hand = (statistics.median(times[s]) * 1000 for s in ("kumiko", "by hand"))
         ratio = statistics.median(ratios)
         figures[kind] = {
