@@ -8,6 +8,7 @@ them keyed by text) come back as they were, so those fields keep working."""
 
 from __future__ import annotations
 
+import functools
 import typing
 from collections.abc import Iterator, Mapping
 from typing import Any, Final
@@ -22,6 +23,8 @@ __all__ = ["changed_under_any"]
 
 #: Per event class: whether any of its fields (or of the classes they hold) names ``Any``.
 _HOLDS_ANY: dict[type[Any], bool] = {}
+#: A class's resolved annotations, resolved once: an append walks its event's classes each time.
+_hints: Final = functools.cache(typing.get_type_hints)
 #: JSON's scalars, exactly these types (an enum member or a subclass comes back as its base).
 _SCALARS: Final = frozenset({type(None), bool, int, float, str})
 #: Containers named without their items' type: those items are ``Any``.
@@ -55,7 +58,7 @@ def _changed(value: object, t: Any, path: str) -> Iterator[tuple[str, str]]:
     origin, args = typing.get_origin(t) or t, typing.get_args(t)
     cls: Any = type(value)
     if attrs.has(cls):
-        hints = typing.get_type_hints(cls)
+        hints = _hints(cls)
         for field in attrs.fields(cls):
             yield from _changed(getattr(value, field.name), hints.get(field.name), f"{path}.{field.name}")
     elif isinstance(value, Mapping):
