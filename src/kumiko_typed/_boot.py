@@ -41,9 +41,10 @@ from ._steps import (
     Update,
     Wait,
     WaitForEvent,
+    address,
     walk,
 )
-from ._tables import table_of
+from ._tables import MAX_STEP_PATH, table_of
 
 if TYPE_CHECKING:
     from ._feature import Feature
@@ -444,6 +445,36 @@ def check_pipeline(
     return out
 
 
+#: The steps a run can be suspended at, storing the path to them, with the shortest
+#: part a suspension there adds (a retry's next attempt, ``r/#2``).
+_SUSPENDING = {"workflow.wait": "", "workflow.wait_for_event": "", "workflow.retry": "/#2"}
+#: The shortest iteration part of a loop's body (``item/do/#0/...``, ``r/do/#1/...``).
+_FIRST_ITERATION = {"for_each": "#0/", "workflow.retry": "#1/"}
+
+
+def long_paths(steps: Sequence[Step], where: str, index: str = "", stored: str = "") -> list[str]:
+    """Steps whose stored path (:func:`address` parts, by name) is too long for the runs'
+    column in a loop's first iteration already: every run reaching one failed there with
+    ``unstorable_state``, which a boot error says before the first run starts.  (A longer
+    iteration number can still outgrow it: that run fails then, alike on both databases.)"""
+    out: list[str] = []
+    if not all(isinstance(step.step_name, str | None) for step in steps):
+        return out  # a name that is no text has no address: reported as such
+    for i, step in enumerate(steps):
+        here, named = f"{index}{i}", f"{stored}{address(steps, i)}"
+        least = len(named) + len(_SUSPENDING.get(step.kind, ""))
+        if step.kind in _SUSPENDING and least > MAX_STEP_PATH:
+            out.append(
+                f"{where}, step {here} ({step.describe()}): a run suspended here stores its path by the names "
+                f"of the steps leading to it, at least {least} characters, and at most {MAX_STEP_PATH} fit; "
+                "shorten those names (a key, or name= of a wait, branch or retry)"
+            )
+        iteration = _FIRST_ITERATION.get(step.kind, "")
+        for label, child in step.children():
+            out.extend(long_paths(child.steps, where, f"{here}/{label}/", f"{named}/{label}/{iteration}"))
+    return out
+
+
 def value_type_problems(where: str, value_types: Iterable[object]) -> list[str]:
     """A ``value_types`` entry the codec cannot store: it keeps attrs classes and enums
     only, and dropped anything else unsaid, so a value of a named dataclass failed as
@@ -504,4 +535,5 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
             across = across_problems(steps, "WorkflowPipeline", workflow.renamed, workflow.fill)
             problems.extend(f"{where}: {problem}" for problem in [*ambiguous_names(steps), *across])
+            problems.extend(long_paths(steps, where))
     return problems

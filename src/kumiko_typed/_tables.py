@@ -4,7 +4,7 @@ docs/operations.md)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import (
     JSON,
@@ -32,6 +32,7 @@ from ._errors import StepRefused
 from ._utc import UtcDateTime
 
 __all__ = [
+    "MAX_STEP_PATH",
     "ONLY_ON",
     "OUTBOX_SENT",
     "STRANDED",
@@ -151,6 +152,9 @@ outbox = Table(
 OUTBOX_SENT: ColumnElement[bool] = outbox.c.status == literal_column("'sent'")
 Index("kumiko_outbox_sent", outbox.c.status, outbox.c.sent_at, postgresql_where=OUTBOX_SENT, sqlite_where=OUTBOX_SENT)
 
+#: The longest stored step path of a suspended run (and of its event wait), in characters.
+MAX_STEP_PATH: Final = 400
+
 workflow_runs = Table(
     "kumiko_workflow_runs",
     metadata,
@@ -159,7 +163,7 @@ workflow_runs = Table(
     # "event:<id>", "cron:<tick>" or "manual:<run id>": one run per trigger, whatever the workers.
     Column("trigger_key", String(400), nullable=False),
     Column("status", String(20), nullable=False),
-    Column("path", String(400), nullable=True),
+    Column("path", String(MAX_STEP_PATH), nullable=True),
     Column("payload", Json, nullable=False),
     Column("state", Json, nullable=False),
     Column("user", Json, nullable=False),
@@ -236,7 +240,7 @@ workflow_waits = Table(
     metadata,
     Column("run_id", Uuid, primary_key=True),
     Column("workflow", String(400), nullable=False),
-    Column("path", String(400), nullable=False),
+    Column("path", String(MAX_STEP_PATH), nullable=False),
     Column("event_type", String(200), nullable=False),
     # The run's tenant: only its events match (DESIGN §6).
     Column("tenant_id", Uuid, nullable=False),

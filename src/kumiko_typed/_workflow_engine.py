@@ -84,7 +84,7 @@ from ._stored_classes import (
     rebuild,
     unreadable,
 )
-from ._tables import consumers, events, workflow_parts, workflow_runs, workflow_waits
+from ._tables import MAX_STEP_PATH, consumers, events, workflow_parts, workflow_runs, workflow_waits
 from ._transient import lost_connection, transient
 from ._worker_batches import batches
 
@@ -288,16 +288,12 @@ def failed(code: str, message: str) -> dict[str, Any]:
     return {"status": "failed", "error": {"code": code, "message": storable_text(message)}, "wake_at": None}
 
 
-#: The longest path a run (and its event wait) stores: its column's length.
-_PATH_MAX: Final = int(workflow_runs.c.path.type.length)  # type: ignore[attr-defined]
-
-
 def _path_too_long(path: str) -> Failure | None:
     """A path its column cannot hold: PostgreSQL refuses it, SQLite would keep it whole."""
-    if len(path) <= _PATH_MAX:
+    if len(path) <= MAX_STEP_PATH:
         return None
     shown = path if len(path) <= 80 else f"{path[:40]}...{path[-37:]}"
-    return Failure("unstorable_state", f"at step {shown}: the path is longer than {_PATH_MAX} characters")
+    return Failure("unstorable_state", f"at step {shown}: the path is longer than {MAX_STEP_PATH} characters")
 
 
 def _unreadable(path: str | None, exc: Exception) -> dict[str, Any]:

@@ -498,6 +498,37 @@ def test_an_empty_or_non_text_name_is_refused_at_boot() -> None:
     ]
 
 
+def test_a_suspending_step_whose_stored_path_cannot_fit_is_refused_at_boot() -> None:
+    """A run stores the path of the step it waits at by the names leading to it, at most
+    400 characters.  Before, a definition whose path could never fit booted, and every run
+    reaching the step failed there (``unstorable_state``); a loop's first iteration counts
+    (``#0``), and a path that fits just does boots."""
+    f: Feature[Any] = Feature("far")
+    f.event(Signal)
+    fits = "n" * (400 - len("@branch/on_true/"))
+    pipeline = (
+        f.workflow_pipeline(Order)
+        .branch(when=lambda c: True, on_true=lambda b: b.wait("PT1H", name=fits))
+        .for_each("line", over=lambda c: [1], do=lambda b: b.wait("PT1H", name="w" * 390))
+        .retry(times=2, name="r" * 398, do=lambda r: r)
+        .wait_for_event("e" * 401, Signal, key=lambda c: 1, event_key=lambda e: 1, timeout="PT1H")
+    )
+    f.workflow("job", trigger=manual(Order), pipeline=pipeline)
+    with pytest.raises(BootError) as raised:
+        App([f], database_url="sqlite://")
+    fix = "shorten those names (a key, or name= of a wait, branch or retry)"
+    assert [p.split("): ", 1)[1] for p in raised.value.problems] == [
+        f"a run suspended here stores its path by the names of the steps leading to it, at least {n} characters, "
+        f"and at most 400 fit; {fix}"
+        for n in (401, 401, 401)
+    ]
+    assert [p.split(" (", 1)[0] for p in raised.value.problems] == [
+        "workflow far:job, step 1/do/0",
+        "workflow far:job, step 2",
+        "workflow far:job, step 3",
+    ]
+
+
 def test_a_run_stored_by_index_before_paths_named_steps_resumes_if_its_step_is_there(db_url: str, v1: App) -> None:
     """Runs stored by an earlier release count steps by index (``1``: the wait); they are
     read under the deployed definition by index and checked by the same rule."""

@@ -172,7 +172,12 @@ deep = f.workflow(
     "deep",
     trigger=manual(Items),
     pipeline=f.workflow_pipeline(Items).for_each(
-        "item", over=lambda c: c.payload.items, do=lambda b: b.wait("PT1M", name="w" * 390)
+        "item",
+        over=lambda c: c.payload.items,
+        # 400 characters in the first iteration (boot lets it be), 401 in the eleventh.
+        do=lambda b: b.branch(
+            when=lambda c: c.scope["item"] == "last", on_true=lambda p: p.wait("PT1M", name="w" * 373)
+        ),
     ),
 )
 
@@ -183,11 +188,11 @@ def test_a_path_longer_than_its_column_fails_the_run_alike_on_both_databases(
     """Before, PostgreSQL refused the 401-character path (``value too long``) and SQLite
     stored it whole."""
     app = app_on([f], clock=clock)
-    info = app.get_run(app.start_workflow(deep, Items(["a"]), user=user))
+    info = app.get_run(app.start_workflow(deep, Items([*"abcdefghij", "last"]), user=user))
     assert info is not None and info.status == "failed" and info.error is not None
     assert info.error["code"] == "unstorable_state"
     assert info.error["message"].endswith(": the path is longer than 400 characters")
-    assert info.error["message"].startswith("at step item/do/#0/www")
+    assert info.error["message"].startswith("at step item/do/#10/@branch/on_true/www")
 
 
 class _Unregistered:
