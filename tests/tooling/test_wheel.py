@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -144,6 +145,44 @@ def test_the_wheel_installs_only_its_two_packages(wheel: Path) -> None:
     assert {n.split("/")[0] for n in names} == {"kumiko_typed", "kumiko_typed_mypy", "kumiko_typed-0.1.0.dist-info"}
     # pyproject says MIT: the text it refers to travels with the package.
     assert "kumiko_typed-0.1.0.dist-info/licenses/LICENSE" in names
+
+
+def test_the_sdist_is_the_tracked_tree_and_builds_the_same_wheel(
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The source distribution holds every tracked file and nothing else: a working clone's
+    untracked files (notes, an .env, the mail folder an example leaves where it ran) were
+    shipped, only .gitignore kept anything out.  A wheel built from it is the wheel built
+    from the tree (the demo app, the generated builders, the plugin)."""
+    tmp = tmp_path_factory.mktemp("sdist")
+    # hatchling from the package index: the suite's venv has no build frontend of its own.
+    script = "set -e\npython3 -m venv .venv\n.venv/bin/pip install --quiet 'hatchling>=1.25'\n"
+    result = _run(script, tmp, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    # A working clone: the tracked files, and what a developer leaves beside them.
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    clone = tmp / "clone"
+    for name in tracked.splitlines():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, clone / name)
+    for stray in ("notes.txt", ".env", "examples/kumiko-mail/new/1.eml", "orders.sqlite3"):
+        (clone / stray).parent.mkdir(parents=True, exist_ok=True)
+        (clone / stray).write_text("KUMIKO_SECRET_CRM=hunter2\n", encoding="utf-8")
+    build = f"{tmp / '.venv' / 'bin' / 'python'} -m hatchling build -t sdist -d {tmp / 'sdist'}"
+    result = _run(build, clone, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    (sdist,) = (tmp / "sdist").glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        shipped = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name} - {"PKG-INFO"}
+    assert shipped == set(tracked.splitlines()), shipped ^ set(tracked.splitlines())
+
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(sdist), "-w", str(tmp / "wheel")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (rebuilt,) = (tmp / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(rebuilt) as theirs:
+        assert ours.namelist() == theirs.namelist()
+        assert [ours.read(n) for n in ours.namelist()] == [theirs.read(n) for n in theirs.namelist()]
 
 
 def test_the_package_comes_from_the_venv_not_the_clone(installed: Installed) -> None:
