@@ -38,11 +38,11 @@ class _OneLine(logging.Formatter):
 
 def _configure(_ctx: click.Context, _param: click.Parameter, count: int) -> int:
     """Before the command loads an application: the handler on the root logger, unless
-    something (a ``sitecustomize``, a ``PYTHONSTARTUP``) configured logging already."""
+    something (a ``sitecustomize``) configured logging already."""
     root = logging.getLogger()
     if root.handlers:
         return count
-    handler = logging.StreamHandler()  # stderr, looked up when it writes
+    handler = logging.StreamHandler()  # stderr
     if count:
         handler.setFormatter(logging.Formatter(_VERBOSE))
         root.setLevel(logging.INFO if count == 1 else logging.DEBUG)
