@@ -4,11 +4,9 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import logging
 import os
 import signal
 import sys
-import traceback
 import unicodedata
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -24,6 +22,7 @@ from sqlalchemy import inspect as inspect_database
 from sqlalchemy.exc import DBAPIError
 
 from ._app import App
+from ._cli_logging import verbosity
 from ._ctx import User
 from ._database_urls import URL_PROBLEM, shown_url, without_secrets
 from ._durations import parse_duration, positive_seconds
@@ -36,6 +35,7 @@ from ._retention import FINISHED
 from ._run_listing import STATUSES
 from ._runs import RunStatus
 from ._schema_check import SCHEMA_FIX, missing_columns
+from ._user_frames import user_frames
 
 __all__ = [
     "MIGRATE_FIRST",
@@ -97,10 +97,11 @@ def load_app(target: str, database_url: str | None) -> App:
         raise
     except ModuleNotFoundError as exc:
         if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
-            raise _raised(f"importing {module_name}", exc, database_url) from exc  # the app's own import failed
+            # the app's own import failed
+            raise _raised(f"importing {module_name}", module_name, exc, database_url) from exc
         raise click.ClickException(f"cannot load {target}: {exc}") from exc
     except Exception as exc:
-        raise _raised(f"importing {module_name}", exc, database_url) from exc
+        raise _raised(f"importing {module_name}", module_name, exc, database_url) from exc
     value: Any = getattr(module, attribute, _MISSING)
     if value is _MISSING:
         raise click.ClickException(f"cannot load {target}: module {module_name!r} has no attribute {attribute!r}")
@@ -122,7 +123,7 @@ def load_app(target: str, database_url: str | None) -> App:
         except (BootError, click.ClickException):
             raise
         except Exception as exc:
-            raise _raised(f"calling {target}", exc, database_url) from exc
+            raise _raised(f"calling {target}", module_name, exc, database_url) from exc
         if isinstance(app, App):
             return app
     raise click.ClickException(f"{target} is neither an App nor a function returning one")
@@ -140,19 +141,13 @@ def _path_like(module_name: str) -> bool:
     return module_name.endswith(".py") and os.path.isfile(module_name)
 
 
-_IMPORTLIB = os.path.dirname(importlib.__file__ or "<importlib>")
-
-
-def _raised(doing: str, exc: BaseException, database_url: str | None) -> click.ClickException:
+def _raised(doing: str, module_name: str, exc: BaseException, database_url: str | None) -> click.ClickException:
     """The application's own code raised while loading: its exception and where, in the
-    application's frames only (the importer's and this module's are noise).  The text may
-    quote the database URL the command was given (``ValueError(f"cannot use {url}")``):
-    its password is hidden, as wherever the command line prints that URL."""
-    frames = [
-        frame
-        for frame in traceback.extract_tb(exc.__traceback__)
-        if not frame.filename.startswith(("<frozen", _IMPORTLIB)) and frame.filename != __file__
-    ]
+    application's frames only (the importer's, the libraries' and this package's are
+    noise).  The text may quote the database URL the command was given
+    (``ValueError(f"cannot use {url}")``): its password is hidden, as wherever the command
+    line prints that URL."""
+    frames = user_frames(exc.__traceback__, module_name)
     where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
     text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
     return click.ClickException(text if database_url is None else without_secrets(text, database_url))
@@ -206,6 +201,7 @@ def main(ctx: click.Context) -> None:
     "The demo's tables and rows stay in it.",
 )
 @click.option("--keep", is_flag=True, help="Keep the temporary folder (database, mail) and print its path.")
+@verbosity()
 def demo(database_url: str | None, keep: bool) -> None:
     """Run the inventory example, then remove its temporary folder.
 
@@ -229,6 +225,7 @@ def demo(database_url: str | None, keep: bool) -> None:
     help="Also list the tables and columns this database lacks for MODULE:APP, or the running and suspended"
     " runs it could not resume.",
 )
+@verbosity()
 def check(target: str, database_url: str | None, against: str | None) -> None:
     """Boot-validate MODULE:APP; exit 1 listing every problem.
 
@@ -287,6 +284,7 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
 )
 @click.option("--format", "fmt", type=click.Choice(["text", "mermaid", "dot"]), default="text", show_default=True)
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def graph(target: str, name: str | None, fmt: Format, database_url: str | None) -> None:
     """Draw the pipelines of MODULE:APP as text, Mermaid or dot.
 
@@ -332,22 +330,14 @@ def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: float
     callback=_positive_seconds,
     help="Seconds between polls when idle (a positive number).",
 )
-@click.option(
-    "-v",
-    "--verbose",
-    count=True,
-    help="Log to stderr: -v each pass that did something (INFO), -vv every pass (DEBUG).",
-)
+@verbosity("Log to stderr: -v each pass that did something (INFO), -vv every pass (DEBUG), with tracebacks.")
 @click.option("--once", is_flag=True, help="Run one pass (what is due now), print its counts and exit.")
-def worker(target: str, database_url: str | None, poll_interval: float, verbose: int, once: bool) -> None:
+def worker(target: str, database_url: str | None, poll_interval: float, once: bool) -> None:
     """Deliver the outbox, fire triggers, resume runs until stopped.
 
     On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0.
     With --once it runs one pass, prints its counts and exits.
     """
-    if verbose:
-        level = logging.INFO if verbose == 1 else logging.DEBUG
-        logging.basicConfig(level=level, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     app = _boot(target, database_url)
     if once:
         with _database(app):
@@ -385,6 +375,7 @@ def runs() -> None:
 @click.argument("run_id", type=click.UUID)
 @click.option("--reason", help="Why; kept in the run's error.")
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url: str | None) -> None:
     """Cancel a running or suspended run: no worker resumes it."""
     app = _boot(target, database_url)
@@ -417,6 +408,7 @@ def _older_than(what: str) -> Callable[[FC], FC]:
     help="Only runs in this status (default: completed, failed and cancelled); repeat it for several.",
 )
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def purge_runs(target: str, older_than: str, statuses: tuple[RunStatus, ...], database_url: str | None) -> None:
     """Delete finished workflow runs older than --older-than.
 
@@ -457,6 +449,7 @@ def purge_runs(target: str, older_than: str, statuses: tuple[RunStatus, ...], da
 )
 @click.option("--key", help="With --tenant: the run started with this key (start_workflow(..., key=...)).")
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def list_runs(
     target: str,
     workflow: str | None,
@@ -535,6 +528,7 @@ def outbox() -> None:
 @click.argument("target")
 @click.argument("outbox_id", type=click.UUID)
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None:
     """Deliver a dead row again: pending, due now, its attempts counted from zero."""
     app = _boot(target, database_url)
@@ -547,6 +541,7 @@ def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None
 @click.argument("target")
 @_older_than("rows sent")
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def purge_outbox(target: str, older_than: str, database_url: str | None) -> None:
     """Delete sent deliveries older than --older-than.
 
@@ -578,6 +573,7 @@ def _age(text: str) -> timedelta:
     help="Only the deliveries listed after this one: the next page, from the last row of the previous.",
 )
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def list_outbox(
     target: str, show_all: bool, limit: int | None, after: uuid.UUID | None, database_url: str | None
 ) -> None:
@@ -620,6 +616,7 @@ def keys() -> None:
 @keys.command("purge")
 @click.argument("target")
 @click.option("--database-url", help=URL_HELP)
+@verbosity()
 def purge_keys(target: str, database_url: str | None) -> None:
     """Delete the idempotency keys older than the App's idempotency_retention.
 

@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tarfile
 import tomllib
 import zipfile
 from dataclasses import dataclass
@@ -144,6 +145,44 @@ def test_the_wheel_installs_only_its_two_packages(wheel: Path) -> None:
     assert {n.split("/")[0] for n in names} == {"kumiko_typed", "kumiko_typed_mypy", "kumiko_typed-0.1.0.dist-info"}
     # pyproject says MIT: the text it refers to travels with the package.
     assert "kumiko_typed-0.1.0.dist-info/licenses/LICENSE" in names
+
+
+def test_the_sdist_is_the_tracked_tree_and_builds_the_same_wheel(
+    wheel: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """The source distribution holds every tracked file and nothing else: a working clone's
+    untracked files (notes, an .env, the mail folder an example leaves where it ran) were
+    shipped, only .gitignore kept anything out.  A wheel built from it is the wheel built
+    from the tree (the demo app, the generated builders, the plugin)."""
+    tmp = tmp_path_factory.mktemp("sdist")
+    # hatchling from the package index: the suite's venv has no build frontend of its own.
+    script = "set -e\npython3 -m venv .venv\n.venv/bin/pip install --quiet 'hatchling>=1.25'\n"
+    result = _run(script, tmp, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    # A working clone: the tracked files, and what a developer leaves beside them.
+    tracked = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    clone = tmp / "clone"
+    for name in tracked.splitlines():
+        (clone / name).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(ROOT / name, clone / name)
+    for stray in ("notes.txt", ".env", "examples/kumiko-mail/new/1.eml", "orders.sqlite3"):
+        (clone / stray).parent.mkdir(parents=True, exist_ok=True)
+        (clone / stray).write_text("KUMIKO_SECRET_CRM=hunter2\n", encoding="utf-8")
+    build = f"{tmp / '.venv' / 'bin' / 'python'} -m hatchling build -t sdist -d {tmp / 'sdist'}"
+    result = _run(build, clone, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    (sdist,) = (tmp / "sdist").glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        shipped = {name.split("/", 1)[1] for name in archive.getnames() if "/" in name} - {"PKG-INFO"}
+    assert shipped == set(tracked.splitlines()), shipped ^ set(tracked.splitlines())
+
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "--quiet", str(sdist), "-w", str(tmp / "wheel")]
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    (rebuilt,) = (tmp / "wheel").glob("*.whl")
+    with zipfile.ZipFile(wheel) as ours, zipfile.ZipFile(rebuilt) as theirs:
+        assert ours.namelist() == theirs.namelist()
+        assert [ours.read(n) for n in ours.namelist()] == [theirs.read(n) for n in theirs.namelist()]
 
 
 def test_the_package_comes_from_the_venv_not_the_clone(installed: Installed) -> None:
@@ -291,10 +330,20 @@ print(app.start_workflow(shop.follow, shop.Order("tea"), user=User(id=uuid.uuid4
 """
 
 
+BROKEN = """\
+from sqlalchemy.orm import Mapped, mapped_column
+from kumiko_typed import Entity
+class Thing(Entity):
+    __tablename__ = "thing"
+    name: Mapped["Nope"] = mapped_column()
+"""
+
+
 def test_the_workflow_commands_on_a_users_module(installed: Installed) -> None:
     """A run suspended by the user's code is resumed by ``kumiko-typed worker``, listed by
     ``runs``, and ``check --against`` finds nothing to strand; bad input is a usage error
-    or a one-line error, never a traceback; ``--version`` is the distribution's."""
+    or a one-line error, never a traceback, and a module that raises while loading is shown
+    by its own lines, none of the venv's; ``--version`` is the distribution's."""
     project = installed.tmp / "shop"
     project.mkdir()
     (project / "shop.py").write_text(SHOP, encoding="utf-8")
@@ -312,11 +361,14 @@ def test_the_workflow_commands_on_a_users_module(installed: Installed) -> None:
         "kumiko-typed runs cancel shop:make_app 42": (2, "'42' is not a valid UUID"),
         "kumiko-typed check shop:nothing": (1, "module 'shop' has no attribute 'nothing'"),
         "kumiko-typed graph shop:make_app --handler nope": (1, "known: shop:follow"),
+        # Raised inside SQLAlchemy, called by kumiko-typed: the user's line, not the venv's.
+        "kumiko-typed check broken:app": (1, f"{project / 'broken.py'}:3: class Thing(Entity):"),
     }
+    (project / "broken.py").write_text(BROKEN, encoding="utf-8")
     for command, (code, shown) in commands.items():
         result = _run(command, project, installed.env())
         assert result.returncode == code and shown in result.stdout + result.stderr, _explain(result)
-        assert "Traceback" not in result.stderr, _explain(result)
+        assert "Traceback" not in result.stderr and "site-packages" not in result.stderr, _explain(result)
 
 
 #: A user's test of both databases, in a project that installed pytest but not the testing extra.
