@@ -56,6 +56,7 @@ __all__ = [
     "json_problems",
     "moment_problem",
     "nested_without_end",
+    "path_children",
     "number_problem",
     "path_step",
     "read_check",
@@ -561,7 +562,8 @@ def _indexed_text(check: Check, limit: int) -> Check:
 # --- where a value came from -------------------------------------------------------
 
 
-def _children(node: object, path: str) -> Iterator[tuple[str, object]]:
+def path_children(node: object, path: str) -> Iterator[tuple[str, object]]:
+    """``node``'s fields, items and elements, each with its path below ``path``."""
     cls = type(node)
     if attrs.has(cls):
         for field in attrs.fields(cls):
@@ -582,7 +584,7 @@ def source_path(payload: object, value: object) -> str:
     for _ in range(MAX_DEPTH):
         following: list[tuple[str, object]] = []
         for path, node in level:
-            for child_path, child in _children(node, path):
+            for child_path, child in path_children(node, path):
                 if child is value:
                     return child_path
                 if equal is None and type(child) is type(value):
