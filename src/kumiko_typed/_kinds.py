@@ -168,7 +168,7 @@ def _places(value: object) -> int:
     which change no sum, not counted); 0 for anything else."""
     if not isinstance(value, Decimal):
         return 0
-    sign, digits, exponent = value.as_tuple()
+    _sign, digits, exponent = value.as_tuple()
     if not isinstance(exponent, int) or exponent >= 0:
         return 0
     zeros = len(digits) - len("".join(map(str, digits)).rstrip("0"))

@@ -503,7 +503,11 @@ def _field(event: object, path: str) -> object:
         for step, child in _steps(node):
             end = at + len(step)
             # The longest step that ends at a step boundary: ``.a.b`` is the key "a.b" if there is one.
-            if path.startswith(step, at) and (end == len(path) or path[end] in ".[") and (found is None or end > found[1]):
+            if (
+                path.startswith(step, at)
+                and (end == len(path) or path[end] in ".[")
+                and (found is None or end > found[1])
+            ):
                 found = child, end
         if found is None:
             return _UNFOLLOWED

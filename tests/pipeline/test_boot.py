@@ -577,7 +577,11 @@ def test_a_workflows_boot_problem_names_the_step_as_its_runs_do() -> None:
         .wait("later"),
     )
     _handler(
-        f, "h", lambda p: p.compute("x", lambda c: 1).branch(when=lambda c: True, on_true=lambda b: b.compute("x", lambda c: 2))
+        f,
+        "h",
+        lambda p: p.compute("x", lambda c: 1).branch(
+            when=lambda c: True, on_true=lambda b: b.compute("x", lambda c: 2)
+        ),
     )
     duration = "is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)"
     assert _boot_problems([f]) == [

@@ -51,7 +51,8 @@ def _apply(row: FkDoc, event: Tagged) -> None:
 
 
 new = fk.write_handler(
-    "new", fk.pipeline(Tag).create("doc", FkDoc, data=lambda c: FkDoc(name="new")).return_(lambda c: ok(c.steps["doc"].id))
+    "new",
+    fk.pipeline(Tag).create("doc", FkDoc, data=lambda c: FkDoc(name="new")).return_(lambda c: ok(c.steps["doc"].id)),
 )
 tag = fk.write_handler(
     "tag",

@@ -780,8 +780,8 @@ def test_boot_refuses_a_wait_for_an_event_no_feature_registers() -> None:
         App([f], database_url="sqlite://")
     (problem,) = raised.value.problems
     assert problem == (
-        'workflow dpu:waiter, step @branch/on_true/got (workflow.wait_for_event "got"): it waits for Paid, which is not '
-        "a registered event; register it with feature.event(Paid) in a feature of this App"
+        'workflow dpu:waiter, step @branch/on_true/got (workflow.wait_for_event "got"): it waits for Paid, '
+        "which is not a registered event; register it with feature.event(Paid) in a feature of this App"
     )
 
 
