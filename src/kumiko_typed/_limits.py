@@ -629,7 +629,10 @@ def unfit_json(value: object, column: str, payload: object) -> list[Problem]:
     problems: list[Problem] = []
     for where, problem, offending in json_problems(value, as_written=True):
         message = problem if where == "$" else f"{problem} (at {where})"
-        problems.append({"path": source_path(payload, offending), "message": message, "column": column})
+        path = source_path(payload, offending)
+        if path == "$":  # past the depth source_path searches (a document nested too deep): its field
+            path = source_path(payload, value)
+        problems.append({"path": path, "message": message, "column": column})
         if len(problems) >= _MAX_PROBLEMS:
             break
     return problems
