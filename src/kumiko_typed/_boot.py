@@ -7,8 +7,9 @@ from ``_rules``), at start-up — all of them at once, in one ``BootError``.
 from __future__ import annotations
 
 import enum
+import functools
 import inspect
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -32,6 +33,7 @@ from ._steps import (
     Fn,
     ForEach,
     NamedStep,
+    Path,
     ProjectionDelete,
     ProjectionUpsert,
     Retry,
@@ -42,6 +44,7 @@ from ._steps import (
     Wait,
     WaitForEvent,
     address,
+    locate,
     walk,
 )
 from ._tables import MAX_STEP_PATH, table_of
@@ -392,27 +395,41 @@ def _given_name_problem(step: Step) -> str | None:
     return None
 
 
-def _check_names(steps: Sequence[Step], visible: set[str], where: str, path: str, out: list[str]) -> set[str]:
+def _named_path(steps: Sequence[Step], path: str) -> str:
+    """A workflow's step as its runs name it (``RunInfo.path``, a failed run's error:
+    ``choose/on_true/@wait``), not by index; by index where its names cannot make one
+    (a name that is no string or empty, reported beside it)."""
+    try:
+        named = locate(steps, Path.parse(path), named=False).by_name
+    except (LookupError, ValueError, AttributeError, TypeError):
+        return path
+    # An empty name= makes an empty part ("", "~2" for a sibling): by index, then.
+    return path if any(not part or part.startswith("~") for part in named.parts) else str(named)
+
+
+def _check_names(
+    steps: Sequence[Step], visible: set[str], where: str, path: str, out: list[str], shown: Callable[[str], str]
+) -> set[str]:
     """Report duplicate step names; arms of one branch may set the same key."""
     defined: set[str] = set()
     for i, step in enumerate(steps):
         here = f"{path}{i}"
         if isinstance(step, ForEach) and (problem := _name_problem(step, step.item)) is not None:
-            out.append(f"{where}, step {here} ({step.kind}): {problem}")  # an item name is no key: no duplicate
+            out.append(f"{where}, step {shown(here)} ({step.kind}): {problem}")  # an item name is no key: no duplicate
         if (problem := _given_name_problem(step)) is not None:
-            out.append(f"{where}, step {here} ({step.kind}): {problem}")
+            out.append(f"{where}, step {shown(here)} ({step.kind}): {problem}")
         if isinstance(step, NamedStep):
             if (problem := _name_problem(step, step.name)) is not None:
-                out.append(f"{where}, step {here} ({step.kind}): {problem}")
+                out.append(f"{where}, step {shown(here)} ({step.kind}): {problem}")
             elif step.name in visible:
-                out.append(f"{where}, step {here} ({step.describe()}): {_rules.msg_duplicate_step(step.name)}")
+                out.append(f"{where}, step {shown(here)} ({step.describe()}): {_rules.msg_duplicate_step(step.name)}")
             else:
                 visible.add(step.name)
                 defined.add(step.name)
         children = list(step.children())
         branch_keys: set[str] = set()
         for label, child in children:
-            branch_keys |= _check_names(child.steps, set(visible), where, f"{here}/{label}/", out)
+            branch_keys |= _check_names(child.steps, set(visible), where, f"{here}/{label}/", out, shown)
         visible |= branch_keys
         defined |= branch_keys
     return defined
@@ -422,8 +439,10 @@ def check_pipeline(
     feature: Feature[Any], where: str, steps: tuple[Step, ...], builder: str, tables: _AppTables
 ) -> list[str]:
     out: list[str] = []
+    # A workflow's runs name their steps by name, a handler's failures by index.
+    shown = functools.partial(_named_path, steps) if builder == "WorkflowPipeline" else str
     for path, step, inside in walk(steps, builder):
-        prefix = f"{where}, step {path} ({step.describe()})"
+        prefix = f"{where}, step {shown(path)} ({step.describe()})"
         rule = _rules.RULES_BY_KIND.get(step.kind)
         if rule is None:
             out.append(f"{prefix}: {_rules.msg_unknown_step(step.kind)}")
@@ -441,7 +460,7 @@ def check_pipeline(
             if problem is not None:
                 out.append(f"{prefix}: {problem}")
         out.extend(f"{prefix}: {problem}" for problem in _resolver_problems(step))
-    _check_names(steps, set(), where, "", out)
+    _check_names(steps, set(), where, "", out, shown)
     return out
 
 
@@ -452,20 +471,23 @@ _SUSPENDING = {"workflow.wait": "", "workflow.wait_for_event": "", "workflow.ret
 _FIRST_ITERATION = {"for_each": "#0/", "workflow.retry": "#1/"}
 
 
-def long_paths(steps: Sequence[Step], where: str, index: str = "", stored: str = "") -> list[str]:
+def long_paths(steps: Sequence[Step], where: str, shown: str = "", stored: str = "") -> list[str]:
     """Steps whose stored path (:func:`address` parts, by name) is too long for the runs'
     column in a loop's first iteration already: every run reaching one failed there with
     ``unstorable_state``, which a boot error says before the first run starts.  (A longer
-    iteration number can still outgrow it: that run fails then, alike on both databases.)"""
+    iteration number can still outgrow it: that run fails then, alike on both databases.)
+    A step is named by its path as boot's other problems name it, shortened."""
     out: list[str] = []
     if not all(isinstance(step.step_name, str | None) for step in steps):
         return out  # a name that is no text has no address: reported as such
     for i, step in enumerate(steps):
-        here, named = f"{index}{i}", f"{stored}{address(steps, i)}"
+        part = address(steps, i)
+        here, named = f"{shown}{part}", f"{stored}{part}"
         least = len(named) + len(_SUSPENDING.get(step.kind, ""))
         if step.kind in _SUSPENDING and least > MAX_STEP_PATH:
+            short = here if len(here) <= 80 else f"{here[:40]}...{here[-37:]}"
             out.append(
-                f"{where}, step {here} ({step.describe()}): a run suspended here stores its path by the names "
+                f"{where}, step {short} ({step.kind}): a run suspended here stores its path by the names "
                 f"of the steps leading to it, at least {least} characters, and at most {MAX_STEP_PATH} fit; "
                 "shorten those names (a key, or name= of a wait, branch or retry)"
             )

@@ -99,8 +99,9 @@ def _kind(type_: TypeEngine[Any]) -> str | None:
 _FOUND: Final = ShapeMemo()
 
 #: A parameter to refuse: its place, the side it meets, what it must be, whether it is
-#: computed with, whether only when not finite.
-_Mismatch = tuple[int, str, str, bool, bool]
+#: computed with, whether only when not finite, and the most decimal places a number
+#: computed with the side may have (``None``: any).
+_Mismatch = tuple[int, str, str, bool, bool, int | None]
 #: What a number computed with a number column must be: SQLite's float arithmetic cannot
 #: tell infinity from an overflow (which it refuses, as PostgreSQL does), and binds NaN as
 #: NULL, where PostgreSQL computed with both (``x + inf`` was infinity).
@@ -138,13 +139,18 @@ def refuse_mismatched(
         return
     problems: list[Problem] = []
     computed = False
-    for place, side, must, computing, unbounded in found:
+    for place, side, must, computing, unbounded, places in found:
         value = binds[place][1]
         if value is None:  # compares with NULL: no row matches, on both
             continue
         for item in value if isinstance(value, (list, tuple)) else (value,):
-            if item is not None and not (unbounded and _finite(item)):
-                problems.append({"path": source_path(payload, item), "message": f"must be {must}", "column": side})
+            if item is None:
+                continue
+            message = None if unbounded and _finite(item) else f"must be {must}"
+            if message is None and places is not None and _places(item) > places:
+                message = f"must have at most {places} decimal places (its column's scale), not {_places(item)}"
+            if message is not None:
+                problems.append({"path": source_path(payload, item), "message": message, "column": side})
                 computed = computed or computing
                 break
     if problems:
@@ -155,6 +161,18 @@ def _finite(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
     return not isinstance(value, Decimal) or value.is_finite()
+
+
+def _places(value: object) -> int:
+    """The decimal places a finite ``Decimal`` needs (``1.0050`` needs 3; trailing zeros,
+    which change no sum, not counted); 0 for anything else."""
+    if not isinstance(value, Decimal):
+        return 0
+    _sign, digits, exponent = value.as_tuple()
+    if not isinstance(exponent, int) or exponent >= 0:
+        return 0
+    zeros = len(digits) - len("".join(map(str, digits)).rstrip("0"))
+    return max(-exponent - zeros, 0)
 
 
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
@@ -192,7 +210,7 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
                 )
                 place = _place(binds, value)
                 if place is not None:
-                    found.append((place, _name(other), _what(other.type, must), False, False))
+                    found.append((place, _name(other), _what(other.type, must), False, False, None))
                 continue
             how = (
                 "SQLite compares their text, PostgreSQL converts one of them"
@@ -252,7 +270,7 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
         if isinstance(value, BindParameter) and not isinstance(other, BindParameter) and other_kind == _NUMBER:
             place = _place(binds, value)
             must = _FINITE if numbers else _NUMBER
-            return [] if place is None else [(place, _name(other), must, True, numbers)]
+            return [] if place is None else [(place, _name(other), must, True, numbers, _scale_kept(element, other))]
     if numbers:
         return []
     raise StepRefused(
@@ -260,6 +278,22 @@ def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -
         f"{_side(right, right_kind)}: SQLite would convert the text or true/false, PostgreSQL "
         "refuses the operator; compute with numbers (cast(...) says which), join text with +"
     )
+
+
+#: Operators whose ``numeric`` answer PostgreSQL gives the larger scale of its sides (``amount
+#: + 1.005`` is 2.015), where SQLite's float is read to the column's (2.01).
+_SCALE_OF_SIDES: Final = frozenset({operators.add, operators.sub, operators.mod})
+
+
+def _scale_kept(element: BinaryExpression[Any], column: ColumnElement[Any]) -> int | None:
+    """The scale of ``column``, a ``Numeric`` of a declared scale met by a parameter in
+    ``element``'s :data:`_SCALE_OF_SIDES`: a number of more places is refused, as no
+    database answers it alike (``*`` and ``/`` are :func:`exact_quotient`'s)."""
+    type_ = column.type
+    if element.operator not in _SCALE_OF_SIDES or type_._type_affinity is not Numeric:
+        return None
+    scale = getattr(type_, "scale", None)
+    return scale if isinstance(scale, int) else None
 
 
 #: Aggregates PostgreSQL has of numbers only; SQLite read text, a time or a UUID as a
@@ -299,7 +333,7 @@ def _function(fn: FunctionElement[Any], binds: list[BindParameter[Any]]) -> list
         if isinstance(arg, BindParameter) and _kind(arg.type) not in (None, must):
             place = _place(binds, arg)
             if place is not None:
-                found.append((place, _name(first), must, True, False))
+                found.append((place, _name(first), must, True, False, None))
     return found
 
 

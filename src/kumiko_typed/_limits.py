@@ -57,6 +57,7 @@ __all__ = [
     "moment_problem",
     "nested_without_end",
     "number_problem",
+    "path_children",
     "path_step",
     "read_check",
     "read_problems",
@@ -561,7 +562,8 @@ def _indexed_text(check: Check, limit: int) -> Check:
 # --- where a value came from -------------------------------------------------------
 
 
-def _children(node: object, path: str) -> Iterator[tuple[str, object]]:
+def path_children(node: object, path: str) -> Iterator[tuple[str, object]]:
+    """``node``'s fields, items and elements, each with its path below ``path``."""
     cls = type(node)
     if attrs.has(cls):
         for field in attrs.fields(cls):
@@ -582,7 +584,7 @@ def source_path(payload: object, value: object) -> str:
     for _ in range(MAX_DEPTH):
         following: list[tuple[str, object]] = []
         for path, node in level:
-            for child_path, child in _children(node, path):
+            for child_path, child in path_children(node, path):
                 if child is value:
                     return child_path
                 if equal is None and type(child) is type(value):
@@ -627,7 +629,10 @@ def unfit_json(value: object, column: str, payload: object) -> list[Problem]:
     problems: list[Problem] = []
     for where, problem, offending in json_problems(value, as_written=True):
         message = problem if where == "$" else f"{problem} (at {where})"
-        problems.append({"path": source_path(payload, offending), "message": message, "column": column})
+        path = source_path(payload, offending)
+        if path == "$":  # past the depth source_path searches (a document nested too deep): its field
+            path = source_path(payload, value)
+        problems.append({"path": path, "message": message, "column": column})
         if len(problems) >= _MAX_PROBLEMS:
             break
     return problems

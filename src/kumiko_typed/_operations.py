@@ -27,6 +27,7 @@ from typing import Any, Final, TypeVar
 from sqlalchemy import Row, delete, select, update
 from sqlalchemy.orm import Session, sessionmaker
 
+from ._access import no_tenant
 from ._ctx import User
 from ._errors import StateError
 from ._interpreter import exception_failure, once_more_if_lost, unavailable
@@ -49,9 +50,13 @@ MAX_REASON: Final = 1000
 
 
 def _refused(user: object, field: str, value: object) -> Failure | None:
-    """The checks every operation starts with: an authenticated user, an id that is a UUID."""
+    """The checks every operation starts with: an authenticated user, not of the nil tenant
+    unless a sysadmin (as every entry point taking a user: it reaches no run or row, and
+    was told ``not_found`` of each), an id that is a UUID."""
     if not isinstance(user, User):
         return fail("access_denied", "an authenticated user is required")
+    if (refused := no_tenant(user)) is not None:
+        return refused
     if not isinstance(value, uuid.UUID):
         return wrong_id(field, value)
     return None

@@ -11,13 +11,12 @@ surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 
 from __future__ import annotations
 
-import ast
 import datetime as dt
 import functools
 import math
 import re
 from collections import abc
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from decimal import Decimal, InvalidOperation
 from enum import Enum, Flag
 from typing import Any, Final, Literal, TypeVar, get_args, get_origin
@@ -39,7 +38,7 @@ from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
 from ._field_types import field_types
 from ._jsonable import bytes_from_text
-from ._limits import json_problems, moment_problem, path_step, source_path
+from ._limits import json_problems, moment_problem, path_children, path_step, source_path
 from ._unions import is_mixed_union, is_union, union_hook
 
 __all__ = ["MAX_DETAILS", "Detail", "Hook", "make_converter", "structure", "unkeyable", "unreadable"]
@@ -482,8 +481,6 @@ def read_back_problems(
     ]
 
 
-#: One step of a detail's path: ``.name``, or ``[...]`` holding an index or a key's repr.
-_STEP = re.compile(r"\.(\w+)|\[([^\]]*)\]")
 #: ``_field`` could not follow the path: no value to look for in the payload.
 _UNFOLLOWED = object()
 
@@ -495,23 +492,35 @@ def _payload_path(payload: object, event: object, path: str) -> str:
 
 
 def _field(event: object, path: str) -> object:
-    """The value at ``path`` (``$.a[0].b``, as ``_details`` writes it) of ``event``, or
-    ``_UNFOLLOWED``: a guess (``None``) would name the first ``None`` in the payload."""
+    """The value at ``path`` (``$.a[0].b``, as ``_details`` and ``changed_under_any``
+    write it) of ``event``, or ``_UNFOLLOWED``: a guess (``None``) would name the first
+    ``None`` in the payload.  Each step is matched against the steps ``path_step`` writes
+    for the node's children rather than parsed: a key such as ``a-b``, ``a b`` or ``a]b``
+    is written as it is and could not be parsed back (the detail named ``$``)."""
     node, at = event, 1  # past the ``$``
     while at < len(path):
-        step = _STEP.match(path, at)
-        if step is None:
+        found: tuple[object, int] | None = None
+        for step, child in _steps(node):
+            end = at + len(step)
+            # The longest step that ends at a step boundary: ``.a.b`` is the key "a.b" if there is one.
+            if (
+                path.startswith(step, at)
+                and (end == len(path) or path[end] in ".[")
+                and (found is None or end > found[1])
+            ):
+                found = child, end
+        if found is None:
             return _UNFOLLOWED
-        at = step.end()
-        name, key = step.groups()
-        try:
-            if name is None:
-                node = node[ast.literal_eval(key)]  # type: ignore[index]
-            else:  # a field, or a dict's text key as ``path_step`` writes it
-                node = node[name] if isinstance(node, Mapping) else getattr(node, name)
-        except (AttributeError, LookupError, TypeError, ValueError, SyntaxError):
-            return _UNFOLLOWED
+        node, at = found
     return node
+
+
+def _steps(node: object) -> Iterator[tuple[str, object]]:
+    """The path steps of ``node``'s children in both ways a key is written (``.k``, ``['k']``)."""
+    yield from path_children(node, "")
+    if isinstance(node, Mapping):
+        for key, child in node.items():
+            yield path_step(key, bracketed=True), child
 
 
 def structure(converter: cattrs.Converter, data: object, cls: type[T]) -> T | list[Detail]:

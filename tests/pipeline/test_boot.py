@@ -415,7 +415,7 @@ def test_an_unknown_step_kind_is_a_boot_problem_not_a_key_error() -> None:
     assert sorted(_boot_problems([f])) == [
         f"handler odd:h, step 0/on_true/0 (homemade.step): {msg_unknown_step('homemade.step')}",
         f"handler odd:h, step 1 (homemade.step): {msg_unknown_step('homemade.step')}",
-        f"workflow odd:wf, step 0 (homemade.step): {msg_unknown_step('homemade.step')}",
+        f"workflow odd:wf, step @homemade.step (homemade.step): {msg_unknown_step('homemade.step')}",
     ]
 
 
@@ -557,3 +557,35 @@ def test_a_postgresql_url_without_psycopg_names_the_extra(monkeypatch: pytest.Mo
         assert raised.value.problems == [
             'database_url: the database driver psycopg is not installed: pip install "kumiko-typed[postgres]"'
         ]
+
+
+def test_a_workflows_boot_problem_names_the_step_as_its_runs_do() -> None:
+    """A workflow's runs name a step by its name (``RunInfo.path``, a failed run's
+    error); boot named it by index (``step 1/do/0/on_true/0``), which the person
+    reading it had to count out.  A handler's steps stay by index, as its failures."""
+    f = Feature("nb")
+    f.workflow(
+        "wf",
+        trigger=manual(P),
+        pipeline=f.workflow_pipeline(P)
+        .wait("PT1H", name="cool-off")
+        .for_each(
+            "item",
+            over=lambda c: [1],
+            do=lambda b: b.branch(name="choose", when=lambda c: True, on_true=lambda t: t.wait("soon")),
+        )
+        .wait("later"),
+    )
+    _handler(
+        f,
+        "h",
+        lambda p: p.compute("x", lambda c: 1).branch(
+            when=lambda c: True, on_true=lambda b: b.compute("x", lambda c: 2)
+        ),
+    )
+    duration = "is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)"
+    assert _boot_problems([f]) == [
+        f'handler nb:h, step 1/on_true/0 (compute "x"): {msg_duplicate_step("x")}',
+        f"workflow nb:wf, step item/do/choose/on_true/@wait (workflow.wait): 'soon' {duration}",
+        f"workflow nb:wf, step @wait (workflow.wait): 'later' {duration}",
+    ]

@@ -545,6 +545,34 @@ def test_a_numeric_product_rounds_its_exact_half_on_both(app: App, user: User) -
 
 
 @pytest.mark.parametrize(
+    ("query", "path"),
+    [
+        (Read("arith", ("amt", "add", Decimal("1.005"))), "$.args[2]"),
+        (Read("arith", ("amt", "sub", Decimal("1.0050"))), "$.args[2]"),
+        (Read("cast_arith", ("amt", "add", Decimal("0.001"))), "$.args[2]"),
+        (Read("remainder", ("amt", Decimal("0.003"))), "$.args[1]"),
+        # Written in the query, not taken from the payload: no field holds it.
+        (Read("raw", (sa.select(DfItem.name).where(DfItem.amt + Decimal("1.005") >= Decimal("2.015")),)), "$"),
+    ],
+)
+def test_a_number_of_more_places_than_its_numeric_column_is_refused_in_a_sum_on_both(
+    app: App, user: User, query: Read, path: str
+) -> None:
+    """PostgreSQL's ``numeric`` ``1.01 + 1.005`` is 2.015 (the larger scale of its sides),
+    SQLite's float 2.0149999999999997 was read to the column's two places, 2.01 (and cast to
+    two places 2.01 where PostgreSQL's was 2.02; compared, it missed 2.015): the same read
+    answered two numbers.  A value of more places than the column's scale is refused where
+    it is computed with it, naming its field; as many places (or fewer) answer alike."""
+    ok_data(app.dispatch(put, Put({"amt": Decimal("1.01")}), user=user))
+    refused = failure_of(app.query(read, query, user=user), "validation_error")
+    assert refused.message.startswith('step 0 read.find_many "r": a value cannot be computed with its column: ')
+    assert [(d["path"], d["column"]) for d in refused.details] == [(path, "df_item.amt")]
+    assert "decimal places (its column's scale), not 3" in refused.message
+    fits = ok_data(app.query(read, Read("arith", ("amt", "add", Decimal("1.0100"))), user=user))
+    assert fits == [Decimal("2.02")]
+
+
+@pytest.mark.parametrize(
     ("values", "query"),
     [
         ({"n": 2**31 - 1}, Read("arith", ("n", "add", 1))),

@@ -3,7 +3,9 @@ their rows and events under, and only a ``sysadmin`` reaches those (DESIGN §5, 
 operations' rule).  A ``User`` whose ``tenant_id`` is the nil UUID — what an
 authentication layer gives for a token without a tenant claim, ``uuid.UUID(int=0)`` —
 read, changed and rebuilt that data through every entry point but ``cancel_run``,
-``result`` and ``requeue``.  On SQLite and PostgreSQL."""
+``result`` and ``requeue``; those told it ``not_found`` of every run and row, its own
+tenant's too, where every other entry point says why it is refused.  On SQLite and
+PostgreSQL."""
 
 from __future__ import annotations
 
@@ -112,3 +114,24 @@ def test_a_sysadmin_reaches_the_nil_tenants_rows(cron_log: tuple[App, dict[str, 
     someone = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
     failure_of(app.dispatch(h["get"], Ref(log_id), user=someone), "not_found")
     assert ok_data(app.query(h["listed"], Ref(log_id), user=someone)) == []
+
+
+def test_the_operations_refuse_a_user_of_the_nil_tenant_as_the_other_entry_points_do(
+    cron_log: tuple[App, dict[str, Any], uuid.UUID],
+) -> None:
+    """Refused before the id is looked up: the answer is the same for a run of no tenant,
+    an id of nothing and a row that does not exist, so it tells nothing of them."""
+    app, h, _log_id = cron_log
+    nobody = User(id=uuid.uuid4(), tenant_id=NIL)
+    [run] = app.runs(h["hourly"])
+    for run_id in (run.run_id, uuid.uuid4()):
+        for answer in (
+            app.cancel_run(run_id, user=nobody, reason="no"),
+            app.result(h["hourly"], run_id, user=nobody),
+            app.requeue(run_id, user=nobody),
+        ):
+            refused = failure_of(answer, "access_denied")
+            assert refused.message == "a user of no tenant (the nil tenant id) is refused: only a sysadmin acts there"
+    assert app.get_run(run.run_id) == run  # not cancelled
+    operator = User(id=uuid.uuid4(), tenant_id=NIL, roles={"sysadmin"})
+    assert ok_data(app.result(h["hourly"], run.run_id, user=operator)) is None

@@ -780,8 +780,8 @@ def test_boot_refuses_a_wait_for_an_event_no_feature_registers() -> None:
         App([f], database_url="sqlite://")
     (problem,) = raised.value.problems
     assert problem == (
-        'workflow dpu:waiter, step 0/on_true/0 (workflow.wait_for_event "got"): it waits for Paid, which is not '
-        "a registered event; register it with feature.event(Paid) in a feature of this App"
+        'workflow dpu:waiter, step @branch/on_true/got (workflow.wait_for_event "got"): it waits for Paid, '
+        "which is not a registered event; register it with feature.event(Paid) in a feature of this App"
     )
 
 
@@ -811,7 +811,7 @@ def test_boot_refuses_a_wait_for_a_union_of_events_saying_what_to_wait_for_inste
         App([f], database_url="sqlite://")
     (problem,) = raised.value.problems
     assert problem == (
-        'workflow dpu:waiter, step 0 (workflow.wait_for_event "got"): it waits for '
+        'workflow dpu:waiter, step got (workflow.wait_for_event "got"): it waits for '
         f"{Paid | Refunded!r}, which is no class: a wait is for one registered event class "
         "(for either of two outcomes, register one class that says which, and append it for both)"
     )

@@ -40,7 +40,7 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
 @pytest.mark.parametrize(
     ("build", "problem"),
     [
-        (lambda b: b.wait(5), "step 0 (workflow.wait): wait's duration must be a timedelta, an ISO-8601 duration"),
+        (lambda b: b.wait(5), "step @wait (workflow.wait): wait's duration must be a timedelta, an ISO-8601 duration"),
         (lambda b: b.wait(timedelta(seconds=-5)), "wait's duration must not be negative, got -5 seconds"),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=3600),
@@ -60,7 +60,7 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         ),
         (
             lambda b: b.retry(times="3", do=lambda r: r.compute("x", _boom)),
-            "step 0 (workflow.retry): retry's times must be a whole number of attempts, not str",
+            "step @retry (workflow.retry): retry's times must be a whole number of attempts, not str",
         ),
         (
             lambda b: b.retry(times=None, do=lambda r: r.compute("x", _boom)),
@@ -84,7 +84,7 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         ),
         (  # before: a bare OverflowError out of App(...), "Python int too large to convert to C int"
             lambda b: b.wait("P99999999999D"),
-            "step 0 (workflow.wait): 'P99999999999D' is longer than the longest duration, 999999999 days",
+            "step @wait (workflow.wait): 'P99999999999D' is longer than the longest duration, 999999999 days",
         ),
         (
             lambda b: b.wait_for_event(

@@ -1124,10 +1124,10 @@ def test_bad_durations_zero_retries_and_bad_cron_are_boot_errors() -> None:
     f.workflow("ticks", trigger=cron("61 * * * *"), pipeline=f.workflow_pipeline(CronTick))
     duration = "is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)"
     assert _problems(f) == [
-        f"workflow bad:waits, step 0 (workflow.wait): 'P1X' {duration}",
-        f"workflow bad:waits, step 1/on_true/0 (workflow.wait): 'PT' {duration}",
-        f"workflow bad:waits, step 2 (workflow.wait_for_event \"got\"): 'soon' {duration}",
-        "workflow bad:waits, step 3 (workflow.retry): retry(times=0) must try at least once",
+        f"workflow bad:waits, step @wait (workflow.wait): 'P1X' {duration}",
+        f"workflow bad:waits, step @branch/on_true/@wait (workflow.wait): 'PT' {duration}",
+        f"workflow bad:waits, step got (workflow.wait_for_event \"got\"): 'soon' {duration}",
+        "workflow bad:waits, step @retry (workflow.retry): retry(times=0) must try at least once",
         "workflow bad:ticks: '61 * * * *' is not a valid cron expression (minute hour day month weekday)",
     ]
 
