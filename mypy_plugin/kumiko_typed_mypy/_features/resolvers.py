@@ -4,7 +4,7 @@ the step an un-awaited coroutine instead of its value.  A function typed to retu
 union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
 An async generator (a function returning an async iterator) is refused as boot refuses it:
 nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
-against the step."""
+against the step; and so is a lambda with ``yield`` that mypy types ``Any``."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 from .. import _errors
 from .._rules import rules
 from .._typeops.callbacks import as_called, passed
-from .._typeops.reported import fail
+from .._typeops.reported import fail, recorded_in
 
 _AWAITABLE = "typing.Awaitable"
 _ASYNC_ITERATOR = "typing.AsyncIterator"
@@ -32,6 +32,9 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if not isinstance(fn, CallableType):
                 continue
             returned = get_proper_type(fn.ret_type)
+            if isinstance(expr, LambdaExpr) and expr.is_generator and not _said_generator(ctx, expr):
+                fail(ctx, _generator_lambda(method, name or "?"), expr, code=_errors.UNANALYZABLE)
+                continue
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
             instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
             bases = {base.fullname for i in instances for base in i.type.mro}
@@ -52,4 +55,29 @@ def _unchecked_lambda(method: str, argument: str) -> str:
         f'{argument}= of step "{method}" is a lambda with *args or **kwargs, which mypy does not check '
         f"against the step: its body is checked as untyped code and its result is Any; give it one "
         f"parameter, lambda {one}: ..."
+    )
+
+
+def _said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
+    """Where the result's type is fixed (``bool`` for ``when=``), mypy says itself that a
+    generator function must return a ``Generator``."""
+    return any(
+        info.message.startswith(_NOT_GENERATOR) and (info.line, info.column) == (expr.line, expr.column)
+        for info in recorded_in(ctx.api.msg.errors, expr)
+    )
+
+
+_NOT_GENERATOR = "The return type of a generator function"
+
+
+def _generator_lambda(method: str, argument: str) -> str:
+    """``lambda c: (yield ...)`` is a generator function: the step would be handed a
+    generator object, not the value, and mypy (2.4) infers no such lambda from the callable
+    it is passed as: it types the lambda by its body's expression (``Any`` for a ``yield``,
+    ``None`` for a ``yield from`` a list), so the key (or the arm's keys) would be wrong
+    with no error."""
+    return (
+        f'{argument}= of step "{method}" is a lambda with yield, so the step would get a generator object, '
+        "not a value, and mypy does not type the lambda as one; return the value itself (a list rather "
+        "than its items: lambda c: [...])"
     )
