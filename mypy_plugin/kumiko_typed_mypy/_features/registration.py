@@ -189,7 +189,7 @@ def _starting_feature(expr: Expression) -> tuple[NameExpr | MemberExpr, str] | N
     return None
 
 
-def _starter(pipeline: ProperType) -> str:
+def _starter(pipeline: ProperType | None) -> str:
     """The feature's method a pipeline of this type is started with."""
     if isinstance(pipeline, Instance):
         if any(pipeline.type.has_base(n) for n in (WORKFLOW_BUILDER, WORKFLOW_FINISHED)):

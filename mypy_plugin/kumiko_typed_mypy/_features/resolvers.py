@@ -8,6 +8,8 @@ against the step; and so is a lambda with ``yield`` that mypy types ``Any``."""
 
 from __future__ import annotations
 
+from mypy import errorcodes
+from mypy.errors import ErrorInfo
 from mypy.nodes import ARG_STAR, ARG_STAR2, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
@@ -15,7 +17,7 @@ from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 from .. import _errors
 from .._rules import rules
 from .._typeops.callbacks import as_called, passed
-from .._typeops.reported import fail, recorded_in
+from .._typeops.reported import fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
 _ASYNC_ITERATOR = "typing.AsyncIterator"
@@ -33,7 +35,7 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
                 continue
             returned = get_proper_type(fn.ret_type)
             if isinstance(expr, LambdaExpr) and expr.is_generator and not _said_generator(ctx, expr):
-                fail(ctx, _generator_lambda(method, name or "?"), expr, code=_errors.UNANALYZABLE)
+                _refuse_generator(ctx, method, name or "?", expr)
                 continue
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
             instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
@@ -62,22 +64,37 @@ def _said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
     """Where the result's type is fixed (``bool`` for ``when=``), mypy says itself that a
     generator function must return a ``Generator``."""
     return any(
-        info.message.startswith(_NOT_GENERATOR) and (info.line, info.column) == (expr.line, expr.column)
-        for info in recorded_in(ctx.api.msg.errors, expr)
+        info.message.startswith(_NOT_GENERATOR) and _at(info, expr) for info in recorded_in(ctx.api.msg.errors, expr)
     )
 
 
 _NOT_GENERATOR = "The return type of a generator function"
 
 
-def _generator_lambda(method: str, argument: str) -> str:
-    """``lambda c: (yield ...)`` is a generator function: the step would be handed a
-    generator object, not the value, and mypy (2.4) infers no such lambda from the callable
-    it is passed as: it types the lambda by its body's expression (``Any`` for a ``yield``,
-    ``None`` for a ``yield from`` a list), so the key (or the arm's keys) would be wrong
-    with no error."""
-    return (
-        f'{argument}= of step "{method}" is a lambda with yield, so the step would get a generator object, '
-        "not a value, and mypy does not type the lambda as one; return the value itself (a list rather "
-        "than its items: lambda c: [...])"
-    )
+def _at(info: ErrorInfo, expr: LambdaExpr) -> bool:
+    return (info.line, info.column) == (expr.line, expr.column)
+
+
+def _refuse_generator(ctx: MethodContext, method: str, argument: str, expr: LambdaExpr) -> None:
+    """``lambda c: (yield ...)`` is a generator function, and mypy (2.4) infers no such
+    lambda from the callable it is passed as: it types it by its body's expression (``Any``
+    for a ``yield``, ``None`` for a ``yield from`` a list), so a key (or an arm's keys)
+    would be wrong with no error.  Given as ``over=``, the generator is what the loop
+    iterates, which runs; there mypy's own error is an ``arg-type`` saying the lambda
+    returns ``None``, taken back for the sentence that says what to write instead."""
+    if argument == "over":
+        for info in recorded_in(ctx.api.msg.errors, expr):
+            if info.code == errorcodes.ARG_TYPE and _at(info, expr):
+                retract(ctx.api.msg.errors, info)
+        message = (
+            f'over= of step "{method}" is a lambda with yield, which mypy does not type as a generator; '
+            "return the items instead, over=lambda c: [...] or a generator expression, "
+            "over=lambda c: (x for x in ...)"
+        )
+    else:
+        message = (
+            f'{argument}= of step "{method}" is a lambda with yield, so the step would get a generator '
+            "object, not a value, and mypy does not type the lambda as one; return the value itself "
+            "(a list rather than its items: lambda c: [...])"
+        )
+    fail(ctx, message, expr, code=_errors.UNANALYZABLE)
