@@ -161,17 +161,26 @@ def _errors(result: subprocess.CompletedProcess[str]) -> set[str]:
 
 
 FEATURES = """\
-from kumiko_typed import Feature
+import attrs
+from kumiko_typed import Feature, ok
 
 shop = Feature("shop", requires=["mail.send"])
 other = Feature("other")
+
+
+@attrs.frozen
+class Ping:
+    n: int
+
+
+pinged = shop.pipeline(Ping).return_(lambda c: ok(c.payload.n))
 """
 
 REGISTERED = """\
 import attrs
 from kumiko_typed import ok
 
-from features import other, shop
+from features import other, pinged, shop
 
 also_shop = shop
 
@@ -183,6 +192,7 @@ class Order:
 
 foreign = other.write_handler("f", shop.pipeline(Order).return_(lambda c: ok(1)))
 aliased = also_shop.write_handler("a", shop.pipeline(Order).return_(lambda c: ok(1)))
+held = other.write_handler("h", pinged)
 # {edit}
 """
 
@@ -191,7 +201,8 @@ def test_a_foreign_pipeline_is_found_when_the_features_live_in_another_module(tm
     """The features' module was read from its syntax, which mypy frees once the module is
     checked (and a cached module never has): a pipeline of ``shop`` registered on ``other``
     passed when both were imported, in a cold run and a warm one alike.  An alias of the
-    feature (here, of an imported one) is not another feature."""
+    feature (here, of an imported one) is not another feature.  A pipeline built in the
+    features' module and imported carries its feature in its type, from the cache too."""
     (tmp_path / "mypy.ini").write_text(CONFIG)
     (tmp_path / "features.py").write_text(FEATURES)
     cache = tmp_path / ".cache"
@@ -201,7 +212,7 @@ def test_a_foreign_pipeline_is_found_when_the_features_live_in_another_module(tm
         result = mypy("features.py", "registered.py", cwd=tmp_path, config=tmp_path / "mypy.ini", cache_dir=cache)
         errors, _ = parse(result.stdout)
         found.append({f"{f.line}: {f.value}" for f in errors if f.kind == "E"})
-    assert found[0] == {"14: kumiko-foreign-pipeline"}, found
+    assert found[0] == {"14: kumiko-foreign-pipeline", "16: kumiko-foreign-pipeline"}, found
     assert found[1] == found[0]
 
 
@@ -213,8 +224,8 @@ def test_dmypy_follows_which_feature_a_name_holds(tmp_path: Path) -> None:
     (tmp_path / "features.py").write_text(FEATURES)
     (tmp_path / "registered.py").write_text(REGISTERED.format(edit=""))
     with _dmypy(tmp_path, "features.py", "registered.py") as run:
-        assert _errors(run()) == {"registered.py:14"}
+        assert _errors(run()) == {"registered.py:14", "registered.py:16"}
         (tmp_path / "features.py").write_text(FEATURES.replace('Feature("other")', 'Feature("shop")'))
         assert _errors(run()) == set()
         (tmp_path / "features.py").write_text(FEATURES)
-        assert _errors(run()) == {"registered.py:14"}
+        assert _errors(run()) == {"registered.py:14", "registered.py:16"}

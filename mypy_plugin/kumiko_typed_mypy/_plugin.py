@@ -65,9 +65,9 @@ def _method_hooks() -> dict[str, MethodHook]:
     table: dict[str, MethodHook] = {
         f"{FEATURE}.write_handler": registration.check_handler_pipeline,
         f"{FEATURE}.workflow": _chain([registration.check_workflow_pipeline, across.check_fill, across.check_renamed]),
-        f"{FEATURE}.pipeline": start.empty_keys,
-        f"{FEATURE}.workflow_pipeline": start.empty_keys,
-        f"{FEATURE}.query_pipeline": start.empty_keys,
+        f"{FEATURE}.pipeline": _chain([start.empty_keys, registration.carry_brand]),
+        f"{FEATURE}.workflow_pipeline": _chain([start.empty_keys, registration.carry_brand]),
+        f"{FEATURE}.query_pipeline": _chain([start.empty_keys, registration.carry_brand]),
         f"{FEATURE}.query_handler": registration.check_query_pipeline,
         f"{SOME_STEPS}.__getitem__": open_steps.read_key,
     }
@@ -104,6 +104,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(partial(step_keys.check_receiver, rule.method))
             if rule.key == "end":
                 hooks.append(results.typed_result)
+            if builder.returns != "refused":  # a pipeline that may be registered
+                hooks.append(registration.carry_brand)
             table[method(builder.name, rule.method)] = _chain(hooks)
     return table
 
@@ -146,6 +148,7 @@ _SIGNATURE_HOOKS: dict[str, SignatureHook] = {
         for b in rules.BUILDER_RULES
     },
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
+    **{method(b.name, "guard"): arm_narrowing.narrow_after_guard for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
     f"{FEATURE}.workflow": lambda ctx: across.stored_values(

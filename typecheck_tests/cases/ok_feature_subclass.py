@@ -2,7 +2,8 @@
 class (``Team.pipeline``), so the plugin finds the hooks of the Feature methods and of
 the Feature.__init__ a subclass inherits. A generic subclass takes its capabilities from
 requires= (no kumiko-tier error for a declared step), and a subclass's pipeline starts
-with no keys, exactly as one of Feature's."""
+with no keys, exactly as one of Feature's. A class named in lower case is one too (its
+constructor was not looked up: each declared step was a false kumiko-tier error)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,15 @@ welcome = mailer.write_handler(
     mailer.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b").return_(lambda c: ok(c.payload.note)),
 )
 reveal_type(mailer.pipeline(Order))  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({}), TypedDict({}), Literal['mail.send']] # PR: Pipeline[Order, Keys[*tuple[()]], Scope[*tuple[()]], Literal['mail.send']]
+
+
+class squad(Feature[C]):
+    pass
+
+
+crew = squad("crew", requires=["mail.send"])
+reveal_type(crew.pipeline(Order))  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({}), TypedDict({}), Literal['mail.send']] # PR: Pipeline[Order, Keys[*tuple[()]], Scope[*tuple[()]], str]
+page = crew.write_handler(
+    "page",
+    crew.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b").return_(lambda c: ok(1)),
+)

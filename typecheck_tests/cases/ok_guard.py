@@ -41,3 +41,24 @@ flow = shop.workflow(
     .compute("n", lambda c: len(c.payload.lines)),
 )
 reveal_type(flow)  # R: kumiko_typed._feature.Workflow[_models.Order, None] # PR: Workflow[Order, None]
+
+# The steps after a guard see what its test proves (with the plugin: pyright, which narrows
+# across no lambdas, reads the key as declared), otherwise= what it disproves; a guard in an
+# arm or a loop body narrows there only.
+found = (
+    shop.pipeline(Order)
+    .find_one("product", lambda c: select(Product).where(Product.id == c.payload.id))
+    .compute("note", lambda c: c.payload.note or None)
+    .guard(
+        lambda c: c.steps["product"] is not None,
+        otherwise=lambda c: fail("not_found", str(reveal_type(c.steps["product"]))),  # R: None # PR: Product | None
+    )
+    .compute("stock", lambda c: reveal_type(c.steps["product"]))  # R: _models.Product # PR: Product | None
+    .branch(
+        when=lambda c: c.payload.lines == [],
+        on_true=lambda b: b.guard(lambda c: isinstance(c.steps["note"], str), otherwise=lambda c: fail("x", "y"))
+        .compute("upper", lambda c: reveal_type(c.steps["note"])),  # R: str # PR: str | None
+    )
+    .compute("kept", lambda c: reveal_type(c.steps["note"]))  # R: str | None # PR: str | None
+    .return_(lambda c: ok(1))
+)

@@ -67,3 +67,16 @@ def alone(c: Ctx[P, Any, Any]) -> list[P]:
 
 # A generic over=: its type variables are solved from the context the step passes.
 generic_over = shop.pipeline(Pair).for_each("pair", over=alone, do=lambda b: b.compute("count", lambda c: reveal_type(c.scope["pair"]).count))  # R: _models.Pair # PR: Pair
+
+
+class Pages:
+    """Iterable in Python by an old-style __getitem__ only: mypy and pyright take no such class
+    for an Iterable (mypy refuses ``for x in Pages()`` too); iter() of it is typed by it."""
+
+    def __getitem__(self, index: int) -> Line:
+        if index > 1:
+            raise IndexError(index)
+        return Line("page", index)
+
+
+old_style = shop.pipeline(Pair).for_each("page", over=lambda c: iter(Pages()), do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope["page"]).qty))  # R: _models.Line # PR: Line

@@ -5,7 +5,8 @@ mypy narrows within one expression, never across the lambdas of a call, so witho
 the ``on_true`` arm read ``c.steps["note"]`` still as ``str | None``.  The narrowing is
 sound because nothing can change the key between the test and the arm: a key is set
 once (a second step of that name is ``kumiko-duplicate-step``) and an arm runs right
-after its condition.
+after its condition.  A ``guard(when=...)`` narrows so the steps after it (its test held)
+and its ``otherwise=`` (it did not).
 
 Before the call is checked (signature hook), the ``when=`` lambda is typed with the
 context the step gives it (errors held back, types kept in a scratch map: the call's
@@ -57,14 +58,47 @@ Facts = dict[tuple[str, str], Type]
 
 def narrow_arms(ctx: MethodSigContext) -> CallableType:
     sig = ctx.default_signature
+    proved = _proved(ctx)
+    if proved is None:
+        return sig
+    arg_types = list(sig.arg_types)
+    for arm, facts in zip(("on_true", "on_false"), proved, strict=True):
+        if facts and arm in sig.arg_names:
+            index = sig.arg_names.index(arm)
+            arg_types[index] = arg_types[index].accept(_ArmNarrower(facts))
+    return sig.copy_modified(arg_types=arg_types)
+
+
+def narrow_after_guard(ctx: MethodSigContext) -> CallableType:
+    """``guard(when=..., otherwise=...)``: the steps after it have the keys its test proves
+    true (the pipeline goes on only then), ``otherwise=`` those it proves false.  Sound as
+    an arm's: a key is set once, and the steps after a guard run only after it passed.  The
+    keys a guard in an arm or loop body proves stay there: after the branch or loop, the
+    keys from before it are read from the builder before it."""
+    sig = ctx.default_signature
+    proved = _proved(ctx)
+    if proved is None:
+        return sig
+    passed, refused = proved
+    arg_types = list(sig.arg_types)
+    if refused and "otherwise" in sig.arg_names:
+        index = sig.arg_names.index("otherwise")
+        arg_types[index] = arg_types[index].accept(_ArmNarrower(refused))
+    ret_type = _ArmNarrower(passed).builder(sig.ret_type) if passed else sig.ret_type
+    return sig.copy_modified(arg_types=arg_types, ret_type=ret_type)
+
+
+def _proved(ctx: MethodSigContext) -> tuple[Facts, Facts] | None:
+    """What ``when=`` proves of the keys it reads when true and when false."""
+    sig = ctx.default_signature
     when = arg_expr(ctx, "when")
     checker = ctx.api
     if not (isinstance(when, LambdaExpr) and len(when.arguments) == 1 and isinstance(checker, TypeChecker)):
-        return sig
+        return None
     test, param = when.expr(), when.arguments[0].variable
     reads = {e: read for e in get_subexpressions(test) if isinstance(e, IndexExpr) and (read := _key_read(e, param))}
     if not reads or "when" not in sig.arg_names:
-        return sig  # nothing to narrow: the lambda is not typed twice
+        return None  # nothing to narrow: the lambda is not typed twice
     # mypy narrows a subscript by a literal key only, so a key read by an enum member,
     # ``c.steps[Key.NOTE.value]`` (see enum_keys), is read by its string for this check.
     indices = {e: e.index for e in reads if not isinstance(e.index, StrExpr)}
@@ -76,7 +110,7 @@ def narrow_arms(ctx: MethodSigContext) -> CallableType:
             checker.get_expression_type(when, type_context=sig.arg_types[sig.arg_names.index("when")])
             proved = checker.find_isinstance_check(test)
     except KeyError:  # a part of the test mypy left untyped: no narrowing rather than a guess
-        return sig
+        return None
     finally:
         for e, original in indices.items():
             e.index = original
@@ -85,11 +119,9 @@ def narrow_arms(ctx: MethodSigContext) -> CallableType:
         for e in get_subexpressions(test)
         if isinstance(e, AssignmentExpr) and e.value in reads and (target := _target(e)) is not None
     }
-    arg_types = list(sig.arg_types)
-    for arm, typemap in zip(("on_true", "on_false"), proved, strict=True):
-        if arm not in sig.arg_names:
-            continue
-        if is_unreachable_map(typemap):  # this outcome cannot happen: the arm never runs
+    outcomes: list[Facts] = []
+    for typemap in proved:
+        if is_unreachable_map(typemap):  # this outcome cannot happen: its steps never run
             facts: Facts = {read: UninhabitedType() for read in reads.values()}
         else:
             facts = {}
@@ -97,10 +129,8 @@ def narrow_arms(ctx: MethodSigContext) -> CallableType:
                 read = reads.get(expr) if isinstance(expr, IndexExpr) else aliases.get(_target(expr))
                 if read is not None:
                     facts[read] = narrowed.type_guard if isinstance(narrowed, TypeGuardedType) else narrowed
-        if facts:
-            index = sig.arg_names.index(arm)
-            arg_types[index] = arg_types[index].accept(_ArmNarrower(facts))
-    return sig.copy_modified(arg_types=arg_types)
+        outcomes.append(facts)
+    return outcomes[0], outcomes[1]
 
 
 def _target(expr: Expression) -> Var | None:
@@ -121,7 +151,8 @@ def _key_read(expr: Expression, param: Var) -> tuple[str, str] | None:
 
 
 class _ArmNarrower(TypeTranslator):
-    """Narrows the keys in the arm builder's steps and scope (the callback's parameter)."""
+    """Narrows the keys in the arm builder's steps and scope (the callback's parameter, or
+    a builder itself: :meth:`builder`)."""
 
     def __init__(self, facts: Facts) -> None:
         super().__init__()
@@ -131,9 +162,9 @@ class _ArmNarrower(TypeTranslator):
         return t
 
     def visit_callable_type(self, t: CallableType) -> Type:
-        return t.copy_modified(arg_types=[self._builder(a) for a in t.arg_types])
+        return t.copy_modified(arg_types=[self.builder(a) for a in t.arg_types])
 
-    def _builder(self, t: Type) -> Type:
+    def builder(self, t: Type) -> Type:
         p = get_proper_type(t)
         if not (isinstance(p, Instance) and len(p.args) > SCOPE_ARG):
             return t

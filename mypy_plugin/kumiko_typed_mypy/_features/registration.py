@@ -189,26 +189,40 @@ def _starting_feature(expr: Expression) -> tuple[NameExpr | MemberExpr, str] | N
     return None
 
 
-def _check_own_feature(ctx: MethodContext) -> None:
-    """A pipeline chained in the registering call must start from the same feature.
+def _starter(pipeline: ProperType | None) -> str:
+    """The feature's method a pipeline of this type is started with."""
+    if isinstance(pipeline, Instance):
+        if any(pipeline.type.has_base(n) for n in (WORKFLOW_BUILDER, WORKFLOW_FINISHED)):
+            return "workflow_pipeline"
+        if any(pipeline.type.has_base(n) for n in (QUERY_BUILDER, QUERY_FINISHED)):
+            return "query_pipeline"
+    return "pipeline"
 
-    The chain is read from the syntax (a pipeline kept in a variable first is checked at
-    boot); which feature a name holds is read from its type, branded by :func:`brand`.
+
+def _check_own_feature(ctx: MethodContext) -> None:
+    """A pipeline must be registered on the feature it was started from.
+
+    Which feature a pipeline was started from is carried by its type (:func:`carry_brand`),
+    so a pipeline kept in a variable, or built in another module, is checked too; where the
+    call chains it from a name (``plain.write_handler("h", mailer.pipeline(P)...)``), the
+    message names the feature by that name, else by the feature's own name (as boot does).
     """
     call, expr = ctx.context, arg_expr(ctx, "pipeline")
-    if not (isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr) and expr is not None):
+    mine = _branded(ctx.type)
+    if not (isinstance(call, CallExpr) and isinstance(call.callee, MemberExpr) and expr is not None and mine):
+        return
+    given = get_proper_type(arg_type(ctx, "pipeline"))
+    started = _starting_feature(expr)
+    theirs = _branded(given)
+    if theirs is None and started is not None and isinstance(ctx.api, TypeChecker):
+        # (a call whose type variable mypy could not solve erases the argument's type)
+        theirs = _branded(ctx.api.lookup_type_or_none(started[0]))
+    if theirs is None or theirs == mine:
         return
     owner = call.callee.expr
-    started = _starting_feature(expr)
-    if not (isinstance(owner, (NameExpr, MemberExpr)) and started is not None):
-        return
-    built_by, starter = started
-    checker = ctx.api
-    theirs = _branded(checker.lookup_type_or_none(built_by)) if isinstance(checker, TypeChecker) else None
-    mine = _branded(ctx.type)
-    if mine is not None and theirs is not None and mine != theirs:
-        message = rules.msg_foreign_pipeline(built_by.name, owner.name, starter)
-        fail(ctx, message, expr, code=_errors.FOREIGN_PIPELINE)
+    registered_on = owner.name if isinstance(owner, (NameExpr, MemberExpr)) else mine
+    built_by, starter = (started[0].name, started[1]) if started is not None else (theirs, _starter(given))
+    fail(ctx, rules.msg_foreign_pipeline(built_by, registered_on, starter), expr, code=_errors.FOREIGN_PIPELINE)
 
 
 #: The attribute a ``Feature(...)`` call's type carries its name in (see :func:`brand`).
@@ -232,9 +246,24 @@ def brand(ctx: FunctionContext) -> Type:
     return ret.copy_with_extra_attr(_BRAND, literal)
 
 
-def _branded(t: Type | None) -> str | None:
-    """The feature name a ``Feature`` type carries; ``None`` when it is not known."""
+def carry_brand(ctx: MethodContext) -> Type:
+    """A pipeline started from a branded feature (``shop.pipeline(P)``), and each step's
+    builder after it up to ``return_``'s ended pipeline, carries the feature's name on:
+    registering it on another feature is then reported wherever it was built."""
+    held = _brand(ctx.type)
+    ret = get_proper_type(ctx.default_return_type)
+    if held is None or not isinstance(ret, Instance) or _brand(ret) is not None:
+        return ctx.default_return_type
+    return ret.copy_with_extra_attr(_BRAND, held)
+
+
+def _brand(t: Type | None) -> Type | None:
     p = get_proper_type(t) if t is not None else None
-    held = p.extra_attrs.attrs.get(_BRAND) if isinstance(p, Instance) and p.extra_attrs else None
+    return p.extra_attrs.attrs.get(_BRAND) if isinstance(p, Instance) and p.extra_attrs else None
+
+
+def _branded(t: Type | None) -> str | None:
+    """The feature name a ``Feature`` type (or a pipeline's) carries; ``None`` when it is not known."""
+    held = _brand(t)
     literal = get_proper_type(held) if held is not None else None
     return literal.value if isinstance(literal, LiteralType) and isinstance(literal.value, str) else None

@@ -4,10 +4,12 @@ the step an un-awaited coroutine instead of its value.  A function typed to retu
 union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
 An async generator (a function returning an async iterator) is refused as boot refuses it:
 nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
-against the step."""
+against the step; and so is a lambda with ``yield`` that mypy types ``Any``."""
 
 from __future__ import annotations
 
+from mypy import errorcodes
+from mypy.errors import ErrorInfo
 from mypy.nodes import ARG_STAR, ARG_STAR2, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
@@ -15,7 +17,7 @@ from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 from .. import _errors
 from .._rules import rules
 from .._typeops.callbacks import as_called, passed
-from .._typeops.reported import fail
+from .._typeops.reported import fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
 _ASYNC_ITERATOR = "typing.AsyncIterator"
@@ -32,6 +34,9 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if not isinstance(fn, CallableType):
                 continue
             returned = get_proper_type(fn.ret_type)
+            if isinstance(expr, LambdaExpr) and expr.is_generator and not _said_generator(ctx, expr):
+                _refuse_generator(ctx, method, name or "?", expr)
+                continue
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
             instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
             bases = {base.fullname for i in instances for base in i.type.mro}
@@ -53,3 +58,43 @@ def _unchecked_lambda(method: str, argument: str) -> str:
         f"against the step: its body is checked as untyped code and its result is Any; give it one "
         f"parameter, lambda {one}: ..."
     )
+
+
+def _said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
+    """Where the result's type is fixed (``bool`` for ``when=``), mypy says itself that a
+    generator function must return a ``Generator``."""
+    return any(
+        info.message.startswith(_NOT_GENERATOR) and _at(info, expr) for info in recorded_in(ctx.api.msg.errors, expr)
+    )
+
+
+_NOT_GENERATOR = "The return type of a generator function"
+
+
+def _at(info: ErrorInfo, expr: LambdaExpr) -> bool:
+    return (info.line, info.column) == (expr.line, expr.column)
+
+
+def _refuse_generator(ctx: MethodContext, method: str, argument: str, expr: LambdaExpr) -> None:
+    """``lambda c: (yield ...)`` is a generator function, and mypy (2.4) infers no such
+    lambda from the callable it is passed as: it types it by its body's expression (``Any``
+    for a ``yield``, ``None`` for a ``yield from`` a list), so a key (or an arm's keys)
+    would be wrong with no error.  Given as ``over=``, the generator is what the loop
+    iterates, which runs; there mypy's own error is an ``arg-type`` saying the lambda
+    returns ``None``, taken back for the sentence that says what to write instead."""
+    if argument == "over":
+        for info in recorded_in(ctx.api.msg.errors, expr):
+            if info.code == errorcodes.ARG_TYPE and _at(info, expr):
+                retract(ctx.api.msg.errors, info)
+        message = (
+            f'over= of step "{method}" is a lambda with yield, which mypy does not type as a generator; '
+            "return the items instead, over=lambda c: [...] or a generator expression, "
+            "over=lambda c: (x for x in ...)"
+        )
+    else:
+        message = (
+            f'{argument}= of step "{method}" is a lambda with yield, so the step would get a generator '
+            "object, not a value, and mypy does not type the lambda as one; return the value itself "
+            "(a list rather than its items: lambda c: [...])"
+        )
+    fail(ctx, message, expr, code=_errors.UNANALYZABLE)
