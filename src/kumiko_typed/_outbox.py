@@ -265,7 +265,7 @@ def _due(now: datetime) -> Any:
     return (
         select(outbox)
         .where(outbox.c.status == "pending", outbox.c.next_attempt_at <= now)
-        .order_by(outbox.c.next_attempt_at, outbox.c.created_at)
+        .order_by(outbox.c.next_attempt_at, outbox.c.created_at, outbox.c.id)
     )
 
 
@@ -422,8 +422,9 @@ def items(
     sessions: sessionmaker[Session], status: object = None, limit: object = None, after: object = None
 ) -> list[OutboxItem]:
     """The rows in ``status`` (one, or a collection; ``None``: every row), oldest first:
-    by ``created_at``, then ``id``, so rows queued at one instant are in one total order
-    and no row is skipped or repeated at a page's edge.  At most ``limit``; ``after``: only
+    by ``created_at``, then ``id``, so rows queued at one instant are in one total order,
+    the order they were queued in (:mod:`._ordered_ids`), and no row is skipped or repeated
+    at a page's edge.  At most ``limit``; ``after``: only
     those listed after that row (the next page goes on from the last row of one; rows
     queued meanwhile come at the end, they do not shift it).  The database picks them (the
     due index leads with the status, the listed one with ``created_at``): sent rows stay

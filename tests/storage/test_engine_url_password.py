@@ -49,9 +49,7 @@ def test_a_password_in_the_query_is_hidden_in_the_engines_renderings(fresh_postg
         app.dispose()
 
 
-def test_an_sslpassword_in_the_query_is_hidden_in_the_engines_renderings(
-    fresh_postgres_url: str, admin: User
-) -> None:
+def test_an_sslpassword_in_the_query_is_hidden_in_the_engines_renderings(fresh_postgres_url: str, admin: User) -> None:
     """``?sslpassword=`` (the client key's pass phrase) has no place SQLAlchemy hides, so
     it goes to the driver as a connect argument, not in the engine's URL.  Before, it
     stayed in the URL: ``repr(app.engine)`` and ``str(app.engine.url)`` (and SQLAlchemy's

@@ -3,7 +3,6 @@ transaction (a rollback leaves none); the worker side is :mod:`kumiko_typed._out
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +14,7 @@ from .._errors import Problem, Unfit
 from .._limits import refuse, source_path, stored_json
 from .._mail_address import HEADER_PROBLEM, address_problem, header_problem
 from .._notify import notify
+from .._ordered_ids import ordered_uuid
 from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, Auth, RetryPolicy
 from .._tables import outbox
 from ._base import Result, Step, resolve
@@ -194,7 +194,7 @@ def _enqueue(
     notify(run.db)
     run.db.execute(
         insert(outbox).values(
-            id=uuid.uuid4(),
+            id=ordered_uuid(),  # rows queued at one instant are listed and delivered as queued
             kind=kind,
             message=stored,
             status="pending",
