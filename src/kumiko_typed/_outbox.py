@@ -192,7 +192,13 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
     with span("kumiko.delivery") as current:
         if current is not None:
             current.set_attributes(
-                {"kumiko.outbox.id": str(row.id), "kumiko.outbox.kind": row.kind, "kumiko.tenant": str(row.tenant_id)}
+                {
+                    "kumiko.outbox.id": str(row.id),
+                    "kumiko.outbox.kind": row.kind,
+                    "kumiko.tenant": str(row.tenant_id),
+                    # The queueing call's: its dispatch span and events carry the same.
+                    "kumiko.correlation_id": str(row.correlation_id),
+                }
             )
         try:
             deliverer.deliver(row)

@@ -51,8 +51,9 @@ def _first_change(given: object, read: object) -> tuple[str, str] | None:
         if isinstance(a, str) != isinstance(b, str):
             return where, f"a value of type {type(a).__name__}, read back as {_kind(b)}"
         pairs: list[tuple[str, object, object]] = []
-        if attrs.has(type(a)) and type(a) is type(b):
-            pairs = [(f"{where}.{f.name}", getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(type(a))]
+        cls: Any = type(a)
+        if attrs.has(cls) and cls is type(b):
+            pairs = [(f"{where}.{f.name}", getattr(a, f.name), getattr(b, f.name)) for f in attrs.fields(cls)]
         elif isinstance(a, Mapping) and isinstance(b, Mapping) and len(a) == len(b):
             for key, back in zip(a, b, strict=True):  # JSON keeps an object's keys in order
                 if isinstance(key, str) != isinstance(back, str):

@@ -449,17 +449,43 @@ def test_a_failure_code_is_an_attribute_of_its_step_and_dispatch_spans(
 def test_a_delivery_span_starts_a_trace_of_its_own_naming_its_row_and_tenant(
     app_on: Callable[..., App], user: User, receiver: Receiver, spans: InMemorySpanExporter
 ) -> None:
+    """Its correlation id is the dispatch's that queued it: the two traces join on it."""
     app = app_on([f], clock=FakeClock(T0))
-    assert app.dispatch(hook, Order((), receiver.url("/hook")), user=user) == Ok(None)
+    call = uuid.uuid4()
+    assert app.dispatch(hook, Order((), receiver.url("/hook")), user=user, correlation_id=call) == Ok(None)
     (item,) = app.outbox()
     app.run_worker(once=True)
-    (delivery,) = [s for s in spans.get_finished_spans() if s.name == "kumiko.delivery"]
+    named = _by_name(spans.get_finished_spans())
+    assert (named["kumiko.dispatch"].attributes or {})["kumiko.correlation_id"] == str(call)
+    delivery = named["kumiko.delivery"]
     assert delivery.parent is None
     assert dict(delivery.attributes or {}) == {
         "kumiko.outbox.id": str(item.id),
         "kumiko.outbox.kind": "webhook",
         "kumiko.tenant": str(user.tenant_id),
+        "kumiko.correlation_id": str(call),
     }
+
+
+def test_a_failed_call_is_logged_with_its_correlation_id_as_its_span_carries_it(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The record of a failed call names the correlation id its span, events and outbox
+    rows carry: the one given, or the one the App made for it.  Before, neither the
+    record nor the span named it, and a log line could not be joined with a trace."""
+    app = app_on([f, guarded])
+    given = uuid.uuid4()
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        app.dispatch(outer, Order((0, 3)), user=user, correlation_id=given)
+        app.dispatch(outer, Order((0, 3)), user=user)
+        app.dispatch_json("obs-guarded:close", {"items": []}, user=user, correlation_id=given)  # refused: roles
+        app.query_json("obs:counted", {"items": "many"}, user=user)  # refused: payload
+    ids = [r.kumiko_correlation_id for r in caplog.records if hasattr(r, "kumiko_code")]  # type: ignore[attr-defined]
+    assert ids[0] == ids[2] == str(given) and ids[3] is None
+    made = ids[1]
+    assert made is not None and made != str(given)
+    dispatches = [s for s in spans.get_finished_spans() if s.name == "kumiko.dispatch"]
+    assert [(s.attributes or {})["kumiko.correlation_id"] for s in dispatches] == [str(given), made]
 
 
 def test_a_segment_span_names_its_workflow_and_tenant_and_a_failed_one_its_code(
