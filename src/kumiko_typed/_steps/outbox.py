@@ -161,8 +161,9 @@ class SendWebhook(Step):
 
 def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
     """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
-    no token), or that only the HTTP client may set (``CLIENT_HEADERS``): refused when the
-    row would be written, not tried until it is dead (or sent as a smuggled request)."""
+    no token), that only the HTTP client may set (``CLIENT_HEADERS``), or more of them than
+    a receiver takes (``HEADERS_MAX``): refused when the row would be written, not tried
+    until it is dead (or sent as a smuggled request)."""
     problems: list[Problem] = []
     for name, value in headers.items():
         if not HEADER_NAME.fullmatch(str(name)):
@@ -177,8 +178,8 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
         else:
             continue
         problems.append({"path": source_path(payload, offending), "message": message, "column": _HEADERS})
-    size = sum(len(str(name)) + len(str(value)) + 4 for name, value in headers.items())
-    if not problems and size > HEADERS_MAX:
+    size = 0 if problems else sum(len(str(name)) + len(str(value)) + 4 for name, value in headers.items())
+    if size > HEADERS_MAX:
         longest = max(headers.values(), key=lambda value: len(str(value)))
         message = (
             f"the step's headers take {size} bytes, more than the {HEADERS_MAX} a webhook's may "
