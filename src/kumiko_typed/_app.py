@@ -291,7 +291,9 @@ class App:
             self._sessions, self._registry, self.codec, self._converter, workflows, self._now
         )
         self._operations = Operations(self._sessions, self._workflow_engine, self._now)
-        self._deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
+        self._deliverer = Deliverer(
+            self.mail, self._http_client, self.secrets, self._now, delivery_concurrency, webhook_timeout
+        )
         self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now, self._follow)
 
     def __repr__(self) -> str:
@@ -586,7 +588,7 @@ class App:
             return fail("not_found", f"handler {handler.name} is not registered in this App")
         refused = deny(handler, user) or no_tenant(user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
         if refused is not None:
-            return _logged("handler", handler.name, user, refused)
+            return _logged("handler", handler.name, user, refused, correlation_id)
         return cast("Ok[D] | Failure", self._run(handler, payload, user, correlation_id, idempotency_key))
 
     def dispatch_json(
@@ -599,7 +601,7 @@ class App:
         idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
         """Run the handler called ``name`` with untrusted JSON-like ``data``."""
-        called = _called(name, data, user, self._converter, "handler", self._handlers, self._queries)
+        called = _called(name, data, user, correlation_id, self._converter, "handler", self._handlers, self._queries)
         if isinstance(called, Failure):
             return called
         return self._run(*called, user, correlation_id, idempotency_key)
@@ -618,14 +620,14 @@ class App:
             return fail("not_found", f"query {query.name} is not registered in this App")
         refused = deny(query, user) or no_tenant(user) or wrong_payload(query, payload)
         if refused is not None:
-            return _logged("query", query.name, user, refused)
+            return _logged("query", query.name, user, refused, correlation_id)
         return cast("Ok[D] | Failure", self._run_query(query, payload, user, correlation_id))
 
     def query_json(
         self, name: object, data: object, *, user: User, correlation_id: uuid.UUID | None = None
     ) -> Ok[object] | Failure:
         """Run the query handler called ``name`` with untrusted JSON-like ``data``."""
-        called = _called(name, data, user, self._converter, "query", self._queries, self._handlers)
+        called = _called(name, data, user, correlation_id, self._converter, "query", self._queries, self._handlers)
         if isinstance(called, Failure):
             return called
         return self._run_query(*called, user, correlation_id)
@@ -633,10 +635,12 @@ class App:
     def _run_query(
         self, query: QueryHandler[Any, Any], payload: object, user: User, correlation_id: uuid.UUID | None
     ) -> Ok[object] | Failure:
-        result = _wrong_correlation(correlation_id) or run_query(
-            self._sessions, self._registry, self._now, query, payload, user, correlation_id
-        )
-        return _logged("query", query.name, user, result)
+        wrong = _wrong_correlation(correlation_id)
+        if wrong is not None:
+            return _logged("query", query.name, user, wrong)
+        correlation_id = correlation_id or uuid.uuid4()  # here: the record names it too
+        result = run_query(self._sessions, self._registry, self._now, query, payload, user, correlation_id)
+        return _logged("query", query.name, user, result, correlation_id)
 
     def _keyed(self, handler: WriteHandler[Any, Any], payload: object, user: User, key: object) -> Keyed | Failure:
         problem = key_problem(key)
@@ -657,10 +661,12 @@ class App:
         correlation_id: uuid.UUID | None,
         idempotency_key: str | None = None,
     ) -> Ok[object] | Failure:
-        result = _wrong_correlation(correlation_id) or self._execute(
-            handler, payload, user, correlation_id, idempotency_key
-        )
-        return _logged("handler", handler.name, user, result)
+        wrong = _wrong_correlation(correlation_id)
+        if wrong is not None:
+            return _logged("handler", handler.name, user, wrong)
+        correlation_id = correlation_id or uuid.uuid4()  # here: the record names it too
+        result = self._execute(handler, payload, user, correlation_id, idempotency_key)
+        return _logged("handler", handler.name, user, result, correlation_id)
 
     def _execute(
         self,
@@ -758,20 +764,27 @@ class App:
 R = TypeVar("R")
 
 
-def _logged(kind: str, name: str, user: object, result: R) -> R:
+def _logged(kind: str, name: str, user: object, result: R, correlation_id: uuid.UUID | None = None) -> R:
     """``result``, and a structured record for log pipelines if it is a Failure of a
     handler (or query) of this App (its message is safe) — also of a call refused before
     it runs, for its roles or its payload: a run of 403s is what an operator looks for.
-    Without a ``User`` there is no tenant to name."""
+    Without a ``User`` there is no tenant to name; ``correlation_id``: the call's (given,
+    or made for a call that ran), which its spans, events and outbox rows carry."""
     if isinstance(result, Failure):
         tenant = str(user.tenant_id) if isinstance(user, User) else None
+        correlation = str(correlation_id) if isinstance(correlation_id, uuid.UUID) else None
         logger.info(
             "%s %s: %s: %s",
             kind,
             name,
             result.code,
             result.message,
-            extra={"kumiko_handler": name, "kumiko_code": result.code, "kumiko_tenant": tenant},
+            extra={
+                "kumiko_handler": name,
+                "kumiko_code": result.code,
+                "kumiko_tenant": tenant,
+                "kumiko_correlation_id": correlation,
+            },
         )
     return result
 
@@ -797,6 +810,7 @@ def _called(
     name: object,
     data: object,
     user: User,
+    correlation_id: uuid.UUID | None,
     converter: cattrs.Converter,
     kind: Literal["handler", "query"],
     named: Mapping[str, H],
@@ -814,10 +828,11 @@ def _called(
         return fail("not_found", f"no {kind} named {_untrusted_name(name)}", {"known": sorted(named)})
     denied = deny(handler, user) or no_tenant(user)
     if denied is not None:
-        return _logged(kind, name, user, denied)
+        return _logged(kind, name, user, denied, correlation_id)
     payload = structure(converter, data, handler.payload_type)
     if isinstance(payload, list):
-        return _logged(kind, name, user, fail("validation_error", f"invalid payload for {name}", payload))
+        refused = fail("validation_error", f"invalid payload for {name}", payload)
+        return _logged(kind, name, user, refused, correlation_id)
     return handler, payload
 
 

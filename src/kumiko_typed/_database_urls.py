@@ -4,7 +4,7 @@ it, and a printed URL shows it as ``***``."""
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 from urllib.parse import quote_plus
 
 from sqlalchemy import URL, make_url
@@ -12,7 +12,7 @@ from sqlalchemy.exc import ArgumentError
 
 from ._errors import BootError
 
-__all__ = ["URL_PROBLEM", "password_in_place", "refuse_unsupported", "shown_url", "url_refusal", "without_secrets"]
+__all__ = ["URL_PROBLEM", "refuse_unsupported", "secrets_out_of_sight", "shown_url", "url_refusal", "without_secrets"]
 
 #: How each problem :func:`make_engine` finds begins: the App's BootError says which
 #: argument; the command line, which says which option, drops it.
@@ -83,14 +83,21 @@ def shown_url(url: str | URL) -> str:
     return rendered.replace(quote_plus(_HIDDEN), _HIDDEN)  # the query's value, quoted on the way
 
 
-def password_in_place(url: str) -> str | URL:
-    """``url`` with a ``?password=`` moved into its user part, where SQLAlchemy's own
-    renderings (``repr(app.engine)``, ``str(app.engine.url)``, its log lines) show it as
-    ``***``; they show a query parameter as it is.  libpq reads either, the query's over
-    the user part's, and so does the URL made here.  An ``sslpassword`` has no such place
-    and stays: print the engine's URL with :func:`shown_url`."""
+def secrets_out_of_sight(url: str) -> tuple[URL, dict[str, Any]]:
+    """``url`` and the driver's extra connect arguments, with the URL's secret query
+    parameters where SQLAlchemy's own renderings (``repr(app.engine)``,
+    ``str(app.engine.url)``, its log lines and errors) do not show them; they show a query
+    parameter as it is.  A ``?password=`` moves into the user part, which they show as
+    ``***`` (libpq reads either, the query's over the user part's, and so does the URL made
+    here); an ``?sslpassword=``, which has no such place, into the connect arguments, which
+    libpq gets as it got the query's.  One given twice is left to libpq as it is."""
     parsed = make_url(url)
-    given = parsed.query.get("password")
-    if not isinstance(given, str):  # none, or given twice: left to libpq as it is
-        return url
-    return parsed.difference_update_query(["password"]).set(password=given)
+    moved: dict[str, Any] = {}
+    password = parsed.query.get("password")
+    if isinstance(password, str):
+        parsed = parsed.difference_update_query(["password"]).set(password=password)
+    ssl = parsed.query.get("sslpassword")
+    if isinstance(ssl, str):
+        parsed = parsed.difference_update_query(["sslpassword"])
+        moved["sslpassword"] = ssl
+    return parsed, moved

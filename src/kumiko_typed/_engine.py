@@ -34,7 +34,7 @@ from sqlalchemy.engine import Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
-from ._database_urls import password_in_place, refuse_unsupported, url_refusal
+from ._database_urls import refuse_unsupported, secrets_out_of_sight, url_refusal
 from ._errors import OutOfRange
 from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
@@ -99,7 +99,8 @@ def _made(url: str) -> Engine:
         event.listen(engine, "handle_error", _sqlite_given_up)  # before note_lost counts it
         dress_dialect(engine.dialect)
         return engine
-    engine = create_engine(password_in_place(url))
+    shown, hidden = secrets_out_of_sight(url)
+    engine = create_engine(shown, connect_args=hidden)
     if engine.dialect.name == "postgresql":
         event.listen(engine, "connect", _postgres_connect)
         dress_dialect(engine.dialect)

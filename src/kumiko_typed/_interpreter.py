@@ -27,7 +27,7 @@ from uuid import UUID, uuid4
 from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalError, StatementError
 
 from ._access import TENANT_KEY
-from ._ctx import AnyCtx, User, WorkflowCtx
+from ._ctx import AnyCtx, User, WorkflowCtx, correlation_of
 from ._errors import OutOfRange, Problem, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._observe import Trace, span, tracing
@@ -217,7 +217,12 @@ def run_in_scope(
         return _in_transaction(program, run, who, nested, resume, keep, read_only)
     with span(span_name) as current:
         if current is not None:  # attributes and per-step spans only for a recorded run
-            attributes = {"kumiko.handler": run.event.handler, "kumiko.tenant": str(run.user.tenant_id)}
+            attributes = {
+                "kumiko.handler": run.event.handler,
+                "kumiko.tenant": str(run.user.tenant_id),
+                # What the program's events and outbox rows carry: a trace joins them.
+                "kumiko.correlation_id": str(correlation_of(run)),
+            }
             if run.workflow is not None:
                 attributes["kumiko.workflow.run_id"] = str(run.workflow.run_id)
                 attributes["kumiko.workflow.path"] = resume_at(resume)

@@ -111,11 +111,20 @@ def _ascii_domain(value: str) -> str:
     return str(Address(address.display_name, address.username, domain))
 
 
+def _folder(_inst: object, _attribute: attrs.Attribute[str], value: object) -> None:
+    # "" is the working directory to Path: every mail was written beside the worker's
+    # files, and a worker started elsewhere wrote them there instead.
+    if not isinstance(value, str | os.PathLike) or not str(value).strip():
+        raise ValueError(
+            f"folder must name the directory to write mail into, e.g. MaildirTransport('kumiko-mail'), not {value!r}"
+        )
+
+
 @attrs.frozen
 class MaildirTransport:
     """The embedded mail default: one RFC 5322 ``.eml`` file per message in ``folder``."""
 
-    folder: str = "kumiko-mail"
+    folder: str = attrs.field(default="kumiko-mail", validator=_folder)
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
         data = to_email(message).as_bytes()  # before the file: a refused mail leaves none
@@ -168,6 +177,21 @@ def _username(_inst: object, _attribute: attrs.Attribute[str | None], value: str
         raise ValueError(f"username must be ASCII text (smtplib's login sends no other), not {value!r}")
 
 
+#: An SMTP operation's timeout when none is given (or the deadline, if shorter).
+_TIMEOUT = 30.0
+
+
+def _within_deadline(inst: SmtpTransport, _attribute: attrs.Attribute[float], value: float) -> None:
+    # A timeout past the deadline never fires: the deadline cuts the send first, so the
+    # hint a timed-out greeting gives (the TLS modes mixed up) could never be given.
+    given = inst.timeout
+    if given is not None and given > value:
+        raise ValueError(
+            f"timeout={given:g} is longer than deadline={value:g}: each network operation's timeout "
+            f"must fit in the whole send's deadline; give timeout={value:g} or less (or a longer deadline)"
+        )
+
+
 def _login(inst: SmtpTransport, _attribute: attrs.Attribute[str | None], value: str | None) -> None:
     # Without a username there is no login: the password was never looked up, and the mail
     # went unauthenticated, to be refused, or taken by a server that takes anyone's.
@@ -192,7 +216,8 @@ class SmtpTransport:
     ``smtplib.SMTP_SSL`` does.  Either verifies the server as a webhook's TLS does.
     ``port=None`` is the mode's own port, as smtplib's: 465 with ``implicit_tls``, else 25.
 
-    ``timeout`` bounds each network operation; ``deadline`` the whole send, connection to
+    ``timeout`` bounds each network operation (at most ``deadline``; ``None``: 30 s, or
+    the deadline if shorter); ``deadline`` the whole send, connection to
     ``QUIT``: a server that trickles its replies a byte at a time never lets a read time
     out.  smtplib has no such limit and no hook for one, so a timer shuts the connection's
     socket down at the deadline (the blocked read then ends, as if the server had closed),
@@ -203,9 +228,15 @@ class SmtpTransport:
     username: str | None = attrs.field(default=None, validator=_username)
     password_ref: str | None = attrs.field(default=None, validator=_login)
     starttls: bool = attrs.field(default=False, validator=_flag)
-    timeout: float = attrs.field(default=30.0, validator=_seconds)
-    deadline: float = attrs.field(default=60.0, validator=_seconds)
+    #: ``timeout=None``: 30 seconds, or the deadline if that is shorter.
+    timeout: float | None = attrs.field(default=None, validator=attrs.validators.optional(_seconds))
+    deadline: float = attrs.field(default=60.0, validator=[_seconds, _within_deadline])
     implicit_tls: bool = attrs.field(default=False, validator=[_flag, _one_tls])
+
+    @property
+    def operation_timeout(self) -> float:
+        """Each network operation's limit: ``timeout``, else 30 s or the deadline if shorter."""
+        return min(_TIMEOUT, self.deadline) if self.timeout is None else self.timeout
 
     def send(self, message: MailMessage, secrets: SecretLookup, /) -> None:
         # The worker redacts the password from the error; a server that echoes the AUTH
@@ -231,7 +262,12 @@ class SmtpTransport:
             # the server's place.
             tls = httpx.create_ssl_context() if self.starttls or self.implicit_tls else None
             smtp = _Smtp(
-                self.host, local_name(self.deadline), self.timeout, until, late, tls if self.implicit_tls else None
+                self.host,
+                local_name(self.deadline),
+                self.operation_timeout,
+                until,
+                late,
+                tls if self.implicit_tls else None,
             )
         except TimeoutError:
             raise self._too_late() from None

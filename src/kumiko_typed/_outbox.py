@@ -101,12 +101,15 @@ class Deliverer:
         mail: MailTransport,
         http: Callable[[], httpx.Client],
         secrets: SecretResolver,
+        now: Callable[[], datetime],
         concurrency: int = 1,
         webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
     ) -> None:
         self.mail = mail
         self.http = http
         self.secrets = SecretBook(secrets)
+        #: The App's clock: a signed webhook's timestamp is the attempt's time by it.
+        self.now = now
         self.concurrency = concurrency
         self.webhook_timeout = webhook_timeout.total_seconds()
         #: Records of deliveries made that the database refused (full, gone): written
@@ -115,7 +118,7 @@ class Deliverer:
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
-            deliver_webhook(row.id, row.message, self.http(), self.secrets, self.webhook_timeout)
+            deliver_webhook(row.id, row.message, self.http(), self.secrets, self.webhook_timeout, self.now)
         elif row.kind == "mail":
             self.mail.send(mail_message(row.id, row.message), self.secrets)
         else:
@@ -189,7 +192,13 @@ def _attempt(deliverer: Deliverer, row: Row[Any]) -> DeliveryError | None:
     with span("kumiko.delivery") as current:
         if current is not None:
             current.set_attributes(
-                {"kumiko.outbox.id": str(row.id), "kumiko.outbox.kind": row.kind, "kumiko.tenant": str(row.tenant_id)}
+                {
+                    "kumiko.outbox.id": str(row.id),
+                    "kumiko.outbox.kind": row.kind,
+                    "kumiko.tenant": str(row.tenant_id),
+                    # The queueing call's: its dispatch span and events carry the same.
+                    "kumiko.correlation_id": str(row.correlation_id),
+                }
             )
         try:
             deliverer.deliver(row)
@@ -262,7 +271,7 @@ def _due(now: datetime) -> Any:
     return (
         select(outbox)
         .where(outbox.c.status == "pending", outbox.c.next_attempt_at <= now)
-        .order_by(outbox.c.next_attempt_at, outbox.c.created_at)
+        .order_by(outbox.c.next_attempt_at, outbox.c.created_at, outbox.c.id)
     )
 
 
@@ -419,8 +428,9 @@ def items(
     sessions: sessionmaker[Session], status: object = None, limit: object = None, after: object = None
 ) -> list[OutboxItem]:
     """The rows in ``status`` (one, or a collection; ``None``: every row), oldest first:
-    by ``created_at``, then ``id``, so rows queued at one instant are in one total order
-    and no row is skipped or repeated at a page's edge.  At most ``limit``; ``after``: only
+    by ``created_at``, then ``id``, so rows queued at one instant are in one total order,
+    the order they were queued in (:mod:`._ordered_ids`), and no row is skipped or repeated
+    at a page's edge.  At most ``limit``; ``after``: only
     those listed after that row (the next page goes on from the last row of one; rows
     queued meanwhile come at the end, they do not shift it).  The database picks them (the
     due index leads with the status, the listed one with ``created_at``): sent rows stay

@@ -17,6 +17,7 @@ import attrs
 
 __all__ = [
     "CLIENT_HEADERS",
+    "HEADERS_MAX",
     "HEADER_NAME",
     "Auth",
     "OutboxItem",
@@ -49,6 +50,12 @@ CLIENT_HEADERS = frozenset(
         "upgrade",
     }
 )
+
+#: The most bytes a step's headers may take together, names, values, ``: `` and line ends
+#: counted: 8 KiB, nginx's default for one header line and half of Node's for a request's
+#: whole head (the framework's own headers need the rest).  Larger, a receiver answers 431
+#: or drops the connection at every attempt, and the row was dead only after them all.
+HEADERS_MAX = 8 * 1024
 
 
 @attrs.frozen

@@ -39,6 +39,7 @@ from ._field_checks import json_type, listed, said, with_validator_problems
 from ._field_types import field_types
 from ._jsonable import bytes_from_text
 from ._limits import json_problems, moment_problem, path_children, path_step, source_path
+from ._union_reads import changed_in_union
 from ._unions import is_mixed_union, is_union, union_hook
 
 __all__ = ["MAX_DETAILS", "Detail", "Hook", "make_converter", "structure", "unkeyable", "unreadable"]
@@ -465,10 +466,17 @@ def read_back_problems(
     read = structure(converter, stored, type(event))
     if not isinstance(read, list):
         changed = changed_under_any(event)
-        if changed is None:
+        if changed is not None:
+            where, given = changed
+            message = f"a field typed Any gives back JSON's own values only, not {given}; type the field to hold it"
+        elif (changed := changed_in_union(event, read)) is not None:
+            where, given = changed
+            message = (
+                f"{given}: JSON stores both as text, and a union of text and another type reads it as one "
+                "of them; type the field with the one it holds"
+            )
+        else:
             return []
-        where, given = changed
-        message = f"a field typed Any gives back JSON's own values only, not {given}; type the field to hold it"
         read = [{"path": where, "message": message}]
     name = type(event).__name__
     return [

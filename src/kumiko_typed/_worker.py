@@ -21,6 +21,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.pool import SingletonThreadPool
 
 from ._outbox import Deliverer, deliver_due
+from ._poison import refusal
 from ._wake import Bell, Halt
 from ._worker_side import COUNTS, Side, log_pass, outlived
 from ._workflow_cron import CronTriggers
@@ -120,7 +121,7 @@ class Worker:
         except DBAPIError as exc:
             if not outlived(exc, worked=False):
                 raise
-            logger.warning("worker pass cut short, the rest is due for the next one: %s", exc.orig)
+            logger.warning("worker pass cut short, the rest is due for the next one: %s", refusal(exc))
         log_pass(done)
         return done
 

@@ -17,6 +17,7 @@ from sqlalchemy import Engine
 from sqlalchemy.exc import DBAPIError, OperationalError
 
 from ._notify import Listener
+from ._poison import refusal
 from ._transient import transient, unreachable
 from ._wake import Bell, Halt, sleep
 
@@ -79,7 +80,8 @@ class Side:
                 except DBAPIError as exc:
                     if not outlived(exc, worked):
                         raise
-                    logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, exc.orig)
+                    # The reason's first line: a driver's DETAIL and CONTEXT lines may quote rows.
+                    logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, refusal(exc))
                     sleep(poll_interval, [self._halt_bell])
                     continue
                 worked = True

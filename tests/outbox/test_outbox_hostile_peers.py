@@ -26,6 +26,7 @@ from _support import Hook, failure_of, ok_data
 
 from kumiko_typed import App, BootError, Feature, MaildirTransport, OutboxItem, User, header_auth, ok
 from kumiko_typed._outbox import ERROR_MAX
+from kumiko_typed._outbox_types import HEADERS_MAX
 from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
@@ -317,6 +318,30 @@ def test_a_number_or_a_uuid_as_a_header_value_is_sent_as_its_text(
     ok_data(app.dispatch(hook_tagged, Tagged(receiver.url(), tag), user=user))
     assert app.run_worker(once=True)["sent"] == 2
     assert sorted(r.headers["x-tag"] for r in receiver.requests) == sorted(["42", str(tag)])
+
+
+def test_headers_past_8_kib_are_refused_at_dispatch_and_up_to_it_sent(
+    app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver
+) -> None:
+    """A receiver refuses a request head past its limit (nginx 8 KiB a line, Node 16 KiB
+    in all: ``431``) at every attempt.  Before, a 100 KB header was queued, and its row
+    tried until it was dead."""
+    app = app_on([f], clock=clock)
+    failure = failure_of(
+        app.dispatch(hook_tagged, Tagged(receiver.url(), "a" * 100_000), user=user), "validation_error"
+    )
+    (problem,) = failure.details
+    assert (problem["path"], problem["column"]) == ("$.tag", "kumiko_outbox.message.headers")
+    assert problem["message"] == (
+        f"the step's headers take {100_000 + len('X-Tag') + 4} bytes, more than the {HEADERS_MAX} a webhook's "
+        "may (receivers refuse larger ones: 431): send large values in the body"
+    )
+    assert app.outbox() == []
+
+    largest = "b" * (HEADERS_MAX - len("X-Tag") - 4)
+    ok_data(app.dispatch(hook_tagged, Tagged(receiver.url(), largest), user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    assert receiver.requests[0].headers["x-tag"] == largest
 
 
 def test_an_empty_header_value_is_sent(app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver) -> None:

@@ -9,12 +9,16 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+import attrs
 import pytest
 import sqlalchemy as sa
+from _receiver import Receiver
 from _sql_log import rows_read
+from _support import ok_data
 
-from kumiko_typed import App, Feature
+from kumiko_typed import App, Feature, User, ok
 from kumiko_typed._tables import outbox as outbox_table
+from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 1, tzinfo=UTC)
 
@@ -166,3 +170,32 @@ def test_bad_page_arguments_are_a_sentence_naming_the_fix(
 def test_an_empty_outbox_is_an_empty_page(app_on: Callable[..., App]) -> None:
     app = app_on([Feature("lst")])
     assert app.outbox(limit=5) == [] and app.outbox(status="dead", limit=1) == []
+
+
+@attrs.frozen
+class Hook:
+    url: str
+
+
+hooks = Feature("lst_order", requires=["webhook.send"])
+queue_hook = hooks.write_handler(
+    "hook", hooks.pipeline(Hook).send_webhook(url=lambda c: c.payload.url).return_(lambda c: ok(None))
+)
+
+
+def test_rows_queued_while_the_clock_stands_still_are_listed_and_delivered_as_queued(
+    app_on: Callable[..., App], user: User, receiver: Receiver
+) -> None:
+    """A test's clock standing still gives every row one ``created_at`` and one due time.
+    Their ids, which break the tie, are made in order (UUIDv7), so a listing, its pages and
+    a worker's claims take them in the order they were queued.  Before, the ids were
+    random: the listing's order was no one's, and the claims' was the database's."""
+    app = app_on([hooks], clock=FakeClock(T0), delivery_concurrency=1)
+    paths = [f"/h{i}" for i in range(12)]
+    for path in paths:
+        ok_data(app.dispatch(queue_hook, Hook(receiver.url(path)), user=user))
+
+    assert [i.target.rpartition("/")[2] for i in app.outbox()] == [p[1:] for p in paths]
+    assert [i for page in _pages(app, 5) for i in page] == [i.id for i in app.outbox()]
+    assert app.run_worker(once=True)["sent"] == 12
+    assert [r.path for r in receiver.requests] == paths

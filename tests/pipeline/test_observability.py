@@ -22,7 +22,7 @@ from opentelemetry.trace import StatusCode
 from sqlalchemy.orm import Mapped, mapped_column
 
 import kumiko_typed._observe as observe
-from kumiko_typed import App, Entity, Failure, Feature, Ok, User, bearer, fail, manual, ok
+from kumiko_typed import App, Entity, Failure, Feature, Ok, RetryPolicy, User, bearer, fail, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
@@ -415,3 +415,120 @@ def test_an_exception_in_a_step_leaves_its_text_out_of_the_spans(
     app.start_workflow(flow, Order(()), user=user)  # runs to its wait: the run suspends
     waited = [s for s in spans.get_finished_spans() if (s.attributes or {}).get("kumiko.step.kind") == "workflow.wait"]
     assert [s.status.status_code for s in waited] == [StatusCode.UNSET]
+
+
+# --- the page's tables, held one promise at a time ------------------------------------------
+
+retried = f.workflow(
+    "retried",
+    trigger=manual(Order),
+    pipeline=f.workflow_pipeline(Order).retry(
+        times=2, do=lambda b: b.compute("r", lambda c: 1 // len(c.payload.items))
+    ),
+)
+dying = f.write_handler(
+    "dying",
+    f.pipeline(Order)
+    .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": 1}, retry=RetryPolicy(times=1))
+    .return_(lambda c: ok(None)),
+)
+
+
+def test_a_failure_code_is_an_attribute_of_its_step_and_dispatch_spans(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter
+) -> None:
+    app = app_on([f])
+    assert not isinstance(app.dispatch(outer, Order((0, 3)), user=user), Ok)
+    named = _by_name(spans.get_finished_spans())
+    for name in ("kumiko.dispatch", "guard"):
+        assert (named[name].attributes or {}).get("kumiko.failure.code") == "unprocessable", name
+    nested = named["kumiko.call_feature"]
+    assert (nested.attributes or {}).get("kumiko.tenant") == str(user.tenant_id)
+
+
+def test_a_delivery_span_starts_a_trace_of_its_own_naming_its_row_and_tenant(
+    app_on: Callable[..., App], user: User, receiver: Receiver, spans: InMemorySpanExporter
+) -> None:
+    """Its correlation id is the dispatch's that queued it: the two traces join on it."""
+    app = app_on([f], clock=FakeClock(T0))
+    call = uuid.uuid4()
+    assert app.dispatch(hook, Order((), receiver.url("/hook")), user=user, correlation_id=call) == Ok(None)
+    (item,) = app.outbox()
+    app.run_worker(once=True)
+    named = _by_name(spans.get_finished_spans())
+    assert (named["kumiko.dispatch"].attributes or {})["kumiko.correlation_id"] == str(call)
+    delivery = named["kumiko.delivery"]
+    assert delivery.parent is None
+    assert dict(delivery.attributes or {}) == {
+        "kumiko.outbox.id": str(item.id),
+        "kumiko.outbox.kind": "webhook",
+        "kumiko.tenant": str(user.tenant_id),
+        "kumiko.correlation_id": str(call),
+    }
+
+
+def test_a_failed_call_is_logged_with_its_correlation_id_as_its_span_carries_it(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The record of a failed call names the correlation id its span, events and outbox
+    rows carry: the one given, or the one the App made for it.  Before, neither the
+    record nor the span named it, and a log line could not be joined with a trace."""
+    app = app_on([f, guarded])
+    given = uuid.uuid4()
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        app.dispatch(outer, Order((0, 3)), user=user, correlation_id=given)
+        app.dispatch(outer, Order((0, 3)), user=user)
+        app.dispatch_json("obs-guarded:close", {"items": []}, user=user, correlation_id=given)  # refused: roles
+        app.query_json("obs:counted", {"items": "many"}, user=user)  # refused: payload
+    ids = [r.kumiko_correlation_id for r in caplog.records if hasattr(r, "kumiko_code")]  # type: ignore[attr-defined]
+    assert ids[0] == ids[2] == str(given) and ids[3] is None
+    made = ids[1]
+    assert made is not None and made != str(given)
+    dispatches = [s for s in spans.get_finished_spans() if s.name == "kumiko.dispatch"]
+    assert [(s.attributes or {})["kumiko.correlation_id"] for s in dispatches] == [str(given), made]
+
+
+def test_a_segment_span_names_its_workflow_and_tenant_and_a_failed_one_its_code(
+    app_on: Callable[..., App], user: User, spans: InMemorySpanExporter, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A failed ``retry`` attempt is an INFO record with its fields, and no exception's
+    text; the run failing at its last attempt marks its segment's span."""
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    with caplog.at_level(logging.INFO, logger="kumiko_typed"):
+        run_id = app.start_workflow(retried, Order(()), user=user)  # 1 // 0, twice
+        clock.advance(minutes=5)
+        app.run_worker(once=True)
+    assert app.get_run(run_id).status == "failed"
+    segments = [s for s in spans.get_finished_spans() if s.name == "kumiko.workflow.segment"]
+    assert [dict(s.attributes or {}).get("kumiko.handler") for s in segments] == ["obs:retried"] * 2
+    assert {dict(s.attributes or {}).get("kumiko.tenant") for s in segments} == {str(user.tenant_id)}
+    assert segments[0].status.status_code == StatusCode.UNSET  # suspended for the next attempt
+    assert (segments[1].status.status_code, segments[1].status.description) == (StatusCode.ERROR, "internal_error")
+    (attempt,) = [r for r in caplog.records if hasattr(r, "kumiko_attempt")]
+    assert (attempt.levelno, attempt.name) == (logging.INFO, "kumiko_typed")
+    fields = (attempt.kumiko_handler, attempt.kumiko_attempt, attempt.kumiko_times)  # type: ignore[attr-defined]
+    assert fields == ("obs:retried", 1, 2)
+    assert "ZeroDivisionError" in attempt.getMessage() and "division" not in attempt.getMessage()
+
+
+def test_a_dead_row_is_a_warning_and_an_idle_pass_a_debug_record(
+    app_on: Callable[..., App], user: User, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    receiver.respond = lambda _i, _p: (404, {})
+    app = app_on([f], clock=FakeClock(T0))
+    with caplog.at_level(logging.DEBUG, logger="kumiko_typed"):
+        app.run_worker(once=True)
+        assert app.dispatch(dying, Order((), receiver.url("/gone")), user=user) == Ok(None)
+        (item,) = app.outbox()
+        app.run_worker(once=True)
+    passes = [r for r in caplog.records if hasattr(r, "kumiko_counts")]
+    assert [(r.levelno, r.kumiko_counts["dead"]) for r in passes] == [  # type: ignore[attr-defined]
+        (logging.DEBUG, 0),
+        (logging.INFO, 1),
+    ]
+    (dead,) = [r for r in caplog.records if hasattr(r, "kumiko_outbox_id")]
+    assert (dead.levelno, dead.name) == (logging.WARNING, "kumiko_typed")
+    fields = (dead.kumiko_outbox_id, dead.kumiko_kind, dead.kumiko_attempts)  # type: ignore[attr-defined]
+    assert fields == (str(item.id), "webhook", 1)
+    assert "HTTP 404 Not Found" in dead.getMessage()

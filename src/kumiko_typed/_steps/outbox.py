@@ -3,9 +3,8 @@ transaction (a rollback leaves none); the worker side is :mod:`kumiko_typed._out
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 import attrs
 from sqlalchemy import insert
@@ -15,7 +14,8 @@ from .._errors import Problem, Unfit
 from .._limits import refuse, source_path, stored_json
 from .._mail_address import HEADER_PROBLEM, address_problem, header_problem
 from .._notify import notify
-from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, Auth, RetryPolicy
+from .._ordered_ids import ordered_uuid
+from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, HEADERS_MAX, Auth, RetryPolicy
 from .._tables import outbox
 from ._base import Result, Step, resolve
 
@@ -161,8 +161,9 @@ class SendWebhook(Step):
 
 def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
     """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
-    no token), or that only the HTTP client may set (``CLIENT_HEADERS``): refused when the
-    row would be written, not tried until it is dead (or sent as a smuggled request)."""
+    no token), that only the HTTP client may set (``CLIENT_HEADERS``), or more of them than
+    a receiver takes (``HEADERS_MAX``): refused when the row would be written, not tried
+    until it is dead (or sent as a smuggled request)."""
     problems: list[Problem] = []
     for name, value in headers.items():
         if not HEADER_NAME.fullmatch(str(name)):
@@ -176,9 +177,19 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
             offending, message = value, "is not an HTTP header value (printable ASCII, no line breaks or outer blanks)"
         else:
             continue
-        column = f"{outbox.name}.message.headers"
-        problems.append({"path": source_path(payload, offending), "message": message, "column": column})
+        problems.append({"path": source_path(payload, offending), "message": message, "column": _HEADERS})
+    size = 0 if problems else sum(len(str(name)) + len(str(value)) + 4 for name, value in headers.items())
+    if size > HEADERS_MAX:
+        longest = max(headers.values(), key=lambda value: len(str(value)))
+        message = (
+            f"the step's headers take {size} bytes, more than the {HEADERS_MAX} a webhook's may "
+            "(receivers refuse larger ones: 431): send large values in the body"
+        )
+        problems.append({"path": source_path(payload, longest), "message": message, "column": _HEADERS})
     return problems
+
+
+_HEADERS: Final = f"{outbox.name}.message.headers"
 
 
 def _enqueue(
@@ -194,7 +205,7 @@ def _enqueue(
     notify(run.db)
     run.db.execute(
         insert(outbox).values(
-            id=uuid.uuid4(),
+            id=ordered_uuid(),  # rows queued at one instant are listed and delivered as queued
             kind=kind,
             message=stored,
             status="pending",
