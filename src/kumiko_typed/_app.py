@@ -291,9 +291,7 @@ class App:
             self._sessions, self._registry, self.codec, self._converter, workflows, self._now
         )
         self._operations = Operations(self._sessions, self._workflow_engine, self._now)
-        self._deliverer = Deliverer(
-            self.mail, self._http_client, self.secrets, self._now, delivery_concurrency, webhook_timeout
-        )
+        self._deliverer = Deliverer(self.mail, self._http_client, self.secrets, delivery_concurrency, webhook_timeout)
         self._worker = Worker(self.engine, self._workflow_engine, self._deliverer, self._now, self._follow)
 
     def __repr__(self) -> str:

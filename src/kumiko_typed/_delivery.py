@@ -277,23 +277,17 @@ def row_credentials(url: str, headers: Mapping[str, str]) -> list[str]:
 
 
 def deliver_webhook(
-    item_id: UUID,
-    message: Mapping[str, Any],
-    http: httpx.Client,
-    secrets: SecretBook,
-    timeout: float,
-    now: Callable[[], datetime],
+    item_id: UUID, message: Mapping[str, Any], http: httpx.Client, secrets: SecretBook, timeout: float
 ) -> None:
     """Send one attempt of a webhook row; raise :class:`DeliveryError` unless it was taken
     (2xx), its message redacted of the App's secrets and of the row's own credentials
     (:func:`row_credentials`).  The attempt ends within ``timeout`` seconds
-    (``App(webhook_timeout=...)``) on the App's own client (see :mod:`._http_deadline`);
-    a signed one is signed at ``now()``, the App's clock."""
+    (``App(webhook_timeout=...)``) on the App's own client (see :mod:`._http_deadline`)."""
     url = str(message["url"])
     step_headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items()}
     redact = functools.partial(secrets.redact, also=row_credentials(url, step_headers))
     try:
-        _send_webhook(item_id, message, http, secrets, timeout, redact, now)
+        _send_webhook(item_id, message, http, secrets, timeout, redact)
     except DeliveryError as exc:
         raise DeliveryError(redact(str(exc)), permanent=exc.permanent, retry_after=exc.retry_after) from None
 
@@ -305,7 +299,6 @@ def _send_webhook(
     secrets: SecretBook,
     timeout: float,
     redact: Callable[[str], str],
-    now: Callable[[], datetime],
 ) -> None:
     url = str(message["url"])
     problem = _delivery_url_problem(url)
@@ -339,7 +332,7 @@ def _send_webhook(
     content = None if text is None else text.encode()
     if sign:  # signed last, over the bytes sent, at the attempt's time
         keys = signing_keys(secrets(sign["secret_ref"]), str(sign["secret_ref"]))
-        headers.update(signature_headers(keys, str(item_id), content or b"", now()))
+        headers.update(signature_headers(keys, str(item_id), content or b""))
     request = http.build_request(str(message["method"]), url, content=content, headers=headers)
     with deadline(timeout) as budget, _redacting(redact):
         try:

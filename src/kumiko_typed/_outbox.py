@@ -101,15 +101,12 @@ class Deliverer:
         mail: MailTransport,
         http: Callable[[], httpx.Client],
         secrets: SecretResolver,
-        now: Callable[[], datetime],
         concurrency: int = 1,
         webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
     ) -> None:
         self.mail = mail
         self.http = http
         self.secrets = SecretBook(secrets)
-        #: The App's clock: a signed webhook's timestamp is the attempt's time by it.
-        self.now = now
         self.concurrency = concurrency
         self.webhook_timeout = webhook_timeout.total_seconds()
         #: Records of deliveries made that the database refused (full, gone): written
@@ -118,7 +115,7 @@ class Deliverer:
 
     def deliver(self, row: Row[Any]) -> None:
         if row.kind == "webhook":
-            deliver_webhook(row.id, row.message, self.http(), self.secrets, self.webhook_timeout, self.now)
+            deliver_webhook(row.id, row.message, self.http(), self.secrets, self.webhook_timeout)
         elif row.kind == "mail":
             self.mail.send(mail_message(row.id, row.message), self.secrets)
         else:
