@@ -262,7 +262,12 @@ class SmtpTransport:
             # the server's place.
             tls = httpx.create_ssl_context() if self.starttls or self.implicit_tls else None
             smtp = _Smtp(
-                self.host, local_name(self.deadline), self.operation_timeout, until, late, tls if self.implicit_tls else None
+                self.host,
+                local_name(self.deadline),
+                self.operation_timeout,
+                until,
+                late,
+                tls if self.implicit_tls else None,
             )
         except TimeoutError:
             raise self._too_late() from None

@@ -28,9 +28,7 @@ def test_without_a_timeout_an_smtp_operation_waits_30_s_or_the_deadline(deadline
 
 
 @pytest.mark.parametrize("folder", ["", " ", None, 3])
-def test_a_maildir_without_a_folder_is_refused(
-    folder: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_a_maildir_without_a_folder_is_refused(folder: object, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """``Path("")`` is the working directory: ``MaildirTransport("")`` (an unset variable
     read with ``os.environ.get(..., "")``) wrote every mail among the worker's own files."""
     monkeypatch.chdir(tmp_path)
