@@ -13,6 +13,11 @@ Arithmetic likewise: PostgreSQL has ``+``, ``-``, ``*``, ``/`` and ``%`` of numb
 (text is joined with ``||``, which SQLAlchemy writes for text ``+`` text), where SQLite
 read ``Item.rank + Item.title`` as ``rank + 0`` and ``Item.flag + 1`` as 1 or 2.
 
+Numbers whose exact answer SQLite's float cannot give are the step's refusal unless cast
+to say the places: an integer divided by an integer (a ``numeric`` on PostgreSQL), a
+``Numeric``'s product and quotient, and a ``Numeric`` answer of ``+ - *`` whose sides'
+types allow more than 15 significant digits.
+
 The kinds of the two sides are part of the statement's shape (SQLAlchemy's cache key
 holds each parameter's type), so the walk runs once per shape.
 """

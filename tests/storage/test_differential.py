@@ -121,6 +121,7 @@ READS: dict[str, Callable[..., sa.Select[Any]]] = {
     "cast_arith": lambda column, op, value: sa.select(
         sa.cast(getattr(operator, op)(getattr(DfItem, column), value), sa.Numeric(15, 4))
     ),
+    "concat": lambda value: sa.select(DfItem.name + value),
     "arith_columns": lambda op, left, right: sa.select(
         getattr(operator, op)(getattr(DfItem, left), getattr(DfItem, right))
     ),
@@ -776,7 +777,20 @@ _likes = st.text(alphabet="ab_%\\ßSsÉé🍎A", max_size=4)
 def _reads(draw: st.DrawFn) -> Read:
     kind = draw(
         st.sampled_from(
-            ["compare", "compare", "ordered", "aggregate", "like", "avg", "remainder", "math", "arith", "arith", "uuid"]
+            [
+                "compare",
+                "compare",
+                "ordered",
+                "aggregate",
+                "like",
+                "avg",
+                "remainder",
+                "math",
+                "arith",
+                "arith",
+                "uuid",
+                "concat",
+            ]
         )
     )
     if kind == "compare":
@@ -818,6 +832,8 @@ def _reads(draw: st.DrawFn) -> Read:
         return Read(draw(st.sampled_from(["arith", "cast_arith"])), (left, op, value))
     if kind == "uuid":
         return Read("uuid_text")
+    if kind == "concat":  # NULL joined is NULL on both (a NULL name too)
+        return Read("concat", (draw(st.none() | _texts),))
     return Read("like", (draw(_likes), draw(st.booleans())))
 
 
