@@ -38,7 +38,15 @@ from ._errors import Problem
 from ._limits import source_path
 from ._results import Failure, fail
 
-__all__ = ["OtherTenantRow", "Written", "constraint_failure", "is_unique", "note_written", "unique_failure"]
+__all__ = [
+    "OtherTenantRow",
+    "Written",
+    "constraint_failure",
+    "is_unique",
+    "note_written",
+    "taken_failure",
+    "unique_failure",
+]
 
 logger = logging.getLogger("kumiko_typed")
 
@@ -125,7 +133,7 @@ def constraint_failure(
     kind = _kind(exc)
     written: Written | None = getattr(exc, _WRITTEN, None)
     if kind == "unique":
-        return None if written is None else _written_unique(exc, written, payload)
+        return None if written is None else _written_unique(exc, where, written, payload)
     if kind == "foreign_key":
         problems, said = _foreign_key(written, payload)
     elif kind == "check":
@@ -195,23 +203,32 @@ def _clashing_columns(exc: IntegrityError) -> list[str]:
 
 
 def unique_failure(
-    exc: IntegrityError, entity: str, keys: Mapping[str, str], row: Mapping[str, object], payload: object
+    exc: IntegrityError, where: str, entity: str, keys: Mapping[str, str], row: Mapping[str, object], payload: object
 ) -> Failure:
-    """The clash as the client can act on it, the same on both databases: the columns of
-    the constraint (``keys``: column name to the attribute ``row`` is keyed by) and the
-    payload field the first of their values came from (``$`` if none did).  The
-    database's text names a constraint, or quotes the values."""
+    """The clash at ``where`` (``step ...``) as the client can act on it, the same on both
+    databases: the columns of the constraint (``keys``: column name to the attribute
+    ``row`` is keyed by) and the payload field the first of their values came from (``$``
+    if none did).  The database's text names a constraint, or quotes the values."""
     columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
     paths = [source_path(payload, row[key]) for key in columns if row.get(key) is not None]
+    return taken_failure(where, entity, columns, next((p for p in paths if p != "$"), "$"))
+
+
+def taken_failure(where: str, entity: str, columns: Sequence[str], path: str) -> Failure:
+    """``unique_violation``: a row of ``entity`` holds the value of ``columns`` (from the
+    payload's ``path``) already; the message says what to do, never the value."""
     on = f" on {', '.join(columns)}" if columns else ""
+    held = "that value" if len(columns) < 2 else "those values"
+    at = f" at {path}" if path != "$" else ""
     return fail(
         "unique_violation",
-        f"{entity} violates a unique constraint{on}",
-        {"entity": entity, "columns": columns, "path": next((p for p in paths if p != "$"), "$")},
+        f"{where}: {entity} violates a unique constraint{on}: another row holds {held}; "
+        f"pass another value{at}, or update that row instead",
+        {"entity": entity, "columns": list(columns), "path": path},
     )
 
 
-def _written_unique(exc: IntegrityError, written: Written, payload: object) -> Failure:
+def _written_unique(exc: IntegrityError, where: str, written: Written, payload: object) -> Failure:
     """A statement's own clash (a ``compute`` step's write through ``c.db``): named by the
     table's entity class and attributes, as an aggregate write's is, else by the table."""
     table = written.table
@@ -223,7 +240,7 @@ def _written_unique(exc: IntegrityError, written: Written, payload: object) -> F
     by_key = {c.key: c.name for c in table.columns}
     first = written.rows[0] if len(written.rows) == 1 else {}  # of several rows: which clashed, neither says
     row = {attributes[by_key[k]]: v for k, v in first.items() if k in by_key and by_key[k] in attributes}
-    return unique_failure(exc, entity, attributes, row, payload)
+    return unique_failure(exc, where, entity, attributes, row, payload)
 
 
 # --- foreign keys ----------------------------------------------------------------------

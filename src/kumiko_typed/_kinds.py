@@ -13,6 +13,11 @@ Arithmetic likewise: PostgreSQL has ``+``, ``-``, ``*``, ``/`` and ``%`` of numb
 (text is joined with ``||``, which SQLAlchemy writes for text ``+`` text), where SQLite
 read ``Item.rank + Item.title`` as ``rank + 0`` and ``Item.flag + 1`` as 1 or 2.
 
+Numbers whose exact answer SQLite's float cannot give are the step's refusal unless cast
+to say the places: an integer divided by an integer (a ``numeric`` on PostgreSQL), a
+``Numeric``'s product and quotient, and a ``Numeric`` answer of ``+ - *`` whose sides'
+types allow more than 15 significant digits.
+
 The kinds of the two sides are part of the statement's shape (SQLAlchemy's cache key
 holds each parameter's type), so the walk runs once per shape.
 """
@@ -24,7 +29,21 @@ from collections.abc import Sequence
 from decimal import Decimal
 from typing import Any, Final
 
-from sqlalchemy import JSON, Boolean, Date, DateTime, Enum, Float, Integer, Numeric, String, Time, Uuid
+from sqlalchemy import (
+    JSON,
+    BigInteger,
+    Boolean,
+    Date,
+    DateTime,
+    Enum,
+    Float,
+    Integer,
+    Numeric,
+    SmallInteger,
+    String,
+    Time,
+    Uuid,
+)
 from sqlalchemy.dialects.postgresql import JSONB
 from sqlalchemy.sql import operators, visitors
 from sqlalchemy.sql.cache_key import CacheKey
@@ -44,7 +63,7 @@ from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._access import ShapeMemo
 from ._errors import Problem, StepRefused, Unfit
-from ._limits import source_path
+from ._limits import FLOAT_DIGITS, source_path
 
 __all__ = ["exact_quotient", "refuse_mismatched"]
 
@@ -177,16 +196,17 @@ def _places(value: object) -> int:
 
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     found: list[_Mismatch] = []
-    cast_ones = {id(e.clause) for e in visitors.iterate(where) if isinstance(e, Cast)}
+    cast_to = {id(e.clause): e.type for e in visitors.iterate(where) if isinstance(e, Cast)}
     for element in visitors.iterate(where):
         if isinstance(element, FunctionElement):
             found.extend(_function(element, binds))
-            if id(element) not in cast_ones:
+            if id(element) not in cast_to:
                 _exact_math(element)
             continue
         if isinstance(element, BinaryExpression) and element.operator in _ARITHMETIC:
-            if id(element) not in cast_ones:
+            if id(element) not in cast_to:
                 _uncast_exact(element)
+            _past_a_float(element, cast_to.get(id(element)))
             found.extend(_computed(element, binds))
             continue
         if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
@@ -230,27 +250,106 @@ def _place(binds: list[BindParameter[Any]], bind: object) -> int | None:
 
 
 def exact_quotient(binary: BinaryExpression[Any]) -> bool:
-    """Whether ``binary`` is a ``*`` of two ``Numeric`` sides or a ``/`` of a ``Numeric``
-    by a number (an integer or a ``Numeric``), which PostgreSQL answers as a ``numeric``
-    of more places than either side (``0.15 * 0.15`` is ``0.0225``, ``0.10 / 3`` is
-    ``0.03333333333333333333``): the query's type says the left side's scale, and SQLite
-    computed a float."""
+    """Whether ``binary`` is a ``*`` of two ``Numeric`` sides or a ``/`` of numbers that
+    are no floats (integers or ``Numeric``), which PostgreSQL answers as a ``numeric`` of
+    more places than either side (``0.15 * 0.15`` is ``0.0225``, ``0.10 / 3`` is
+    ``0.03333333333333333333``; SQLAlchemy's ``/`` of two integers is a ``numeric``
+    division there, ``1 / 3`` is ``0.33333333333333333333``): the query's type says the
+    left side's scale (none for two integers), and SQLite computed a float."""
     affinities = {binary.left.type._type_affinity, binary.right.type._type_affinity}
     if binary.operator is operators.mul:
         return affinities == {Numeric}
-    return binary.operator is operators.truediv and Numeric in affinities and affinities <= {Numeric, Integer}
+    return binary.operator is operators.truediv and affinities <= {Numeric, Integer}
 
 
 def _uncast_exact(binary: BinaryExpression[Any]) -> None:
     """The step's refusal of an :func:`exact_quotient` whose answer is not cast: SQLite
-    reads it to the left side's scale (``Item.amount / 3`` of 0.10 was 0.03 there)."""
+    reads it to the left side's scale (``Item.amount / 3`` of 0.10 was 0.03 there), or,
+    of two integers, as a float of 15 digits (``1 / 3`` was 0.333333333333333)."""
     if exact_quotient(binary):
         sign = _ARITHMETIC[binary.operator]
+        integers = binary.type._type_affinity is Numeric and {
+            binary.left.type._type_affinity,
+            binary.right.type._type_affinity,
+        } == {Integer}
+        how = (
+            "PostgreSQL answers a Decimal of 20 places (1 / 3 is 0.33333333333333333333), SQLite a float "
+            "of 15 digits (0.333333333333333), Python a float (1 / 3 is 0.3333333333333333)"
+            if integers
+            else "PostgreSQL answers a Decimal of more places than either side, SQLite reads it to the "
+            "first side's scale"
+        )
         raise StepRefused(
             f"the query computes {_side(binary.left, _NUMBER)} {sign} {_side(binary.right, _NUMBER)} uncast: "
-            "PostgreSQL answers a Decimal of more places than either side, SQLite reads it to the "
-            f"first side's scale; say how many places (cast(x {sign} y, Numeric(p, s)))"
+            f"{how}; say how many places (cast(x {sign} y, Numeric(p, s)))"
         )
+
+
+#: Digits before the point of the integer types, by PostgreSQL's widths.
+_INTEGER_DIGITS: Final = ((BigInteger, 19), (SmallInteger, 5))
+#: Operators whose answer may have more digits than either side.
+_GROWING: Final = frozenset({operators.add, operators.sub, operators.mul})
+
+
+def _past_a_float(binary: BinaryExpression[Any], cast_to: TypeEngine[Any] | None) -> None:
+    """The step's refusal of ``binary`` (``+ - *`` answering a ``Numeric``, no float among
+    its sides) when its answer may have more than :data:`FLOAT_DIGITS` significant digits
+    and is not cast to a ``Numeric`` of at most that many: PostgreSQL computes it exactly,
+    SQLite as a float (``big + amount`` of 2**53 + 7 and 0.01 was ...999.01 there,
+    ...1000.00 here).  Cast to ``Numeric(p, s)`` of ``p`` up to 15, the answer holds on
+    both or is the cast's overflow on both.  An :func:`exact_quotient` (refused uncast)
+    cast to a ``Numeric`` of more digits, or of no precision, likewise."""
+    if binary.type._type_affinity is not Numeric:
+        return
+    exact = exact_quotient(binary)
+    numeric_cast = cast_to is not None and cast_to._type_affinity is Numeric
+    precision = getattr(cast_to, "precision", None) if numeric_cast else None
+    if isinstance(precision, int) and precision <= FLOAT_DIGITS:
+        return
+    sign = _ARITHMETIC[binary.operator]
+    sides = f"{_side(binary.left, _NUMBER)} {sign} {_side(binary.right, _NUMBER)}"
+    if exact:
+        if not numeric_cast:
+            return  # uncast: _uncast_exact's; cast to a float or text: a float on both
+        what = f"casts {sides} to a Numeric of {precision or 'unlimited'} digits"
+        scale = getattr(cast_to, "scale", None) or 0
+    else:
+        bound = _digits(binary) if binary.operator in _GROWING else None
+        if bound is None or sum(bound) <= FLOAT_DIGITS:
+            return
+        what = f"computes {sides}, a Decimal of up to {sum(bound)} significant digits"
+        scale = bound[1]
+    raise StepRefused(
+        f"the query {what}: PostgreSQL answers it exactly, SQLite as a float of {FLOAT_DIGITS} significant "
+        f"digits; cast the answer to a Numeric of at most {FLOAT_DIGITS} digits (cast(x {sign} y, "
+        f"Numeric({FLOAT_DIGITS}, {min(scale, FLOAT_DIGITS)}))), which both refuse past its digits, or compute "
+        "it in Python"
+    )
+
+
+def _digits(side: ColumnElement[Any]) -> tuple[int, int] | None:
+    """The most digits before and after the point ``side`` may have, by its type (an
+    arithmetic side by its own sides'); ``None`` where a float takes part (each
+    database's float answers alike).  A value bound from the input, or a ``Numeric`` of
+    no precision, counts as none: its own digits are checked where it is bound."""
+    type_ = side.type
+    if type_._type_affinity is Float:
+        return None
+    if isinstance(side, BinaryExpression) and side.operator in _GROWING:
+        left, right = _digits(side.left), _digits(side.right)
+        if left is None or right is None:
+            return None
+        if side.operator is operators.mul:
+            return left[0] + right[0], left[1] + right[1]
+        return max(left[0], right[0]) + 1, max(left[1], right[1])
+    if isinstance(side, BindParameter):
+        return 0, 0
+    if type_._type_affinity is Integer:
+        return next((n for cls, n in _INTEGER_DIGITS if isinstance(type_, cls)), 10), 0
+    precision, scale = getattr(type_, "precision", None), getattr(type_, "scale", None) or 0
+    if type_._type_affinity is Numeric and isinstance(precision, int):
+        return max(precision - scale, 0), scale
+    return 0, 0
 
 
 def _computed(element: BinaryExpression[Any], binds: list[BindParameter[Any]]) -> list[_Mismatch]:

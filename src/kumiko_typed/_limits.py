@@ -48,6 +48,7 @@ from ._errors import Problem, Unfit
 from ._jsonable import Unjsonable, jsonable
 
 __all__ = [
+    "FLOAT_DIGITS",
     "MAX_COMPARED",
     "MAX_DEPTH",
     "Check",
@@ -331,10 +332,10 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
         # A float (a Numeric with asdecimal=False) by its shortest repr: 0.1, not its binary value.
         number = Decimal(repr(value)) if isinstance(value, float) else Decimal(value)
         digits = _significant(number)
-        if digits > _FLOAT_DIGITS:
+        if digits > FLOAT_DIGITS:
             # SQLite keeps a NUMERIC as a float, which holds 15 digits exactly; PostgreSQL
             # would keep the rest: refused on both, or they would read back different values.
-            return f"must have at most {_FLOAT_DIGITS} significant digits, not {digits}"
+            return f"must have at most {FLOAT_DIGITS} significant digits, not {digits}"
         if precision is None:
             # What SQLite's floating point and PostgreSQL's numeric both hold.
             if not -300 <= number.adjusted() < 308:
@@ -353,7 +354,7 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
 
 
 #: Significant decimal digits a float keeps exactly (C's ``DBL_DIG``).
-_FLOAT_DIGITS: Final = 15
+FLOAT_DIGITS: Final = 15
 
 
 def _significant(number: Decimal) -> int:
@@ -751,8 +752,8 @@ def _compared_decimal(value: object) -> str | None:
     if value.is_nan():
         return _NAN
     digits = _significant(value) if value.is_finite() else 0
-    if digits > _FLOAT_DIGITS:
-        return f"must have at most {_FLOAT_DIGITS} significant digits, not {digits}"
+    if digits > FLOAT_DIGITS:
+        return f"must have at most {FLOAT_DIGITS} significant digits, not {digits}"
     return None
 
 

@@ -141,7 +141,13 @@ class SQLiteStatements(SQLiteCompiler):
         return _finite(binary.type, text) if bits is None else f"{WHOLE}({bits}, {text})"
 
     def visit_floordiv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
+        """``a // b``: of two integers SQLAlchemy's ``/`` (truncating toward zero on both),
+        else PostgreSQL's ``floor`` of the quotient (:meth:`visit_round_func`): SQLite's
+        ``FLOOR`` of a float quotient was an integer (``x // 2`` read 1, PostgreSQL's 1.0)
+        and of a ``Numeric`` one a float's (``0.30 // 0.1`` was 2, PostgreSQL's 3)."""
+        if {binary.left.type._type_affinity, binary.right.type._type_affinity} == {Integer}:
+            return str(cast(Any, super()).visit_floordiv_binary(_checked_divisor(binary), operator, **kw))
+        return self.process(func.floor(operators.truediv(binary.left, binary.right)), **kw)
 
     def visit_mod_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
         """``a % b`` with the divisor checked; of a ``Numeric``, PostgreSQL's remainder

@@ -79,7 +79,10 @@ def test_a_code_in_use_is_refused_naming_the_field_and_nothing_else(app: App, us
     assert isinstance(again, Failure) and again.code == "unique_violation", again
     # The clashing columns and the field the code came from; no value, nothing of the
     # database's own text (PostgreSQL's names a constraint, SQLite's a table).
-    assert again.message == "GiftCard violates a unique constraint on tenant_id, code"
+    assert again.message == (
+        'step aggregate.create "card": GiftCard violates a unique constraint on tenant_id, code: another row holds '
+        "those values; pass another value at $.code, or update that row instead"
+    )
     assert again.details == {"entity": "GiftCard", "columns": ["tenant_id", "code"], "path": "$.code"}
 
 

@@ -90,6 +90,20 @@ def test_fake_clock_refuses_naive_times_and_moving_backwards() -> None:
 # --- mail transports ------------------------------------------------------------------------
 
 
+@pytest.mark.parametrize(("amount", "seconds"), [(1.5, "1.5"), (2, "2"), ("PT1H", "...")])
+def test_fake_clock_advance_by_a_bare_amount_says_what_to_pass(amount: object, seconds: str) -> None:
+    """``advance(1.5)`` raised timedelta's own "unsupported operand type(s) for +", naming
+    no unit and no fix."""
+    clock = FakeClock(T0)
+    with pytest.raises(TypeError) as raised:
+        clock.advance(amount)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        f"FakeClock.advance takes a timedelta or units by keyword, not {type(amount).__name__} {amount!r}: "
+        f"advance(timedelta(seconds={seconds})) or advance(seconds={seconds})"
+    )
+    assert clock.now == T0
+
+
 def test_memory_mail_records_typed_messages(kumiko_app: AppFactory, user: User) -> None:
     mail = MemoryMail()
     clock = FakeClock(T0)

@@ -43,7 +43,7 @@ _READS: dict[str, Callable[[Any], object]] = {
     "rank_plus_title": lambda c: sa.select(CmItem.rank + CmItem.title),
     "flag_plus_one": lambda c: sa.select(CmItem.flag + 1),
     "title_minus_title": lambda c: sa.select(CmItem.title - CmItem.title),
-    "rank_times_price": lambda c: sa.select(CmItem.rank * CmItem.price),
+    "rank_times_price": lambda c: sa.select(sa.cast(CmItem.rank * CmItem.price, sa.Numeric(15, 2))),
     "title_plus_title": lambda c: sa.select(CmItem.title + "!" + CmItem.title),
 }
 

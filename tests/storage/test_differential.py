@@ -119,8 +119,9 @@ READS: dict[str, Callable[..., sa.Select[Any]]] = {
     ),
     "arith": lambda column, op, value: sa.select(getattr(operator, op)(getattr(DfItem, column), value)),
     "cast_arith": lambda column, op, value: sa.select(
-        sa.cast(getattr(operator, op)(getattr(DfItem, column), value), sa.Numeric(20, 4))
+        sa.cast(getattr(operator, op)(getattr(DfItem, column), value), sa.Numeric(15, 4))
     ),
+    "concat": lambda value: sa.select(DfItem.name + value),
     "arith_columns": lambda op, left, right: sa.select(
         getattr(operator, op)(getattr(DfItem, left), getattr(DfItem, right))
     ),
@@ -649,6 +650,79 @@ def test_a_number_computed_with_a_column_must_be_finite_on_both(app: App, user: 
     assert ok_data(app.query(read, Read("arith", ("x", "add", 1e308)), user=user)) == [1e308]
 
 
+def test_a_true_division_of_integers_is_refused_uncast_and_exact_cast(app: App, user: User) -> None:
+    """SQLAlchemy's ``/`` of two integers is a ``numeric`` division on PostgreSQL (``1 / 3``
+    read 0.33333333333333333333) and a float's on SQLite (0.333333333333333), neither
+    Python's float: uncast it is the step's refusal, cast both answer PostgreSQL's
+    decimal.  ``//`` and ``%`` of integers truncate toward zero on both (SQL's, not
+    Python's floor: -7 // 2 is -3, -7 % 2 is -1); by zero both refuse."""
+    ok_data(app.dispatch(put, Put({"n": -7, "big": 3}), user=user))
+    refused = failure_of(app.query(read, Read("arith_columns", ("truediv", "n", "big")), user=user), "internal_error")
+    assert "StepRefused: the query computes df_item.n (a number) / df_item.big (a number) uncast: " in refused.message
+    assert "PostgreSQL answers a Decimal of 20 places" in refused.message
+    assert "cast(x / y, Numeric(p, s))" in refused.message
+    failure_of(app.query(read, Read("arith", ("n", "truediv", 3)), user=user), "internal_error")
+    assert ok_data(app.query(read, Read("cast_arith", ("n", "truediv", 3)), user=user)) == [Decimal("-2.3333")]
+    assert ok_data(app.query(read, Read("arith", ("n", "floordiv", 2)), user=user)) == [-3]
+    assert ok_data(app.query(read, Read("remainder", ("n", 2)), user=user)) == [-1]
+    for op in ("floordiv", "mod"):
+        refused_by_the_database(app.query(read, Read("arith", ("n", op, 0)), user=user))
+    refused_by_the_database(app.query(read, Read("cast_arith", ("n", "truediv", 0)), user=user))
+
+
+def test_a_floor_division_of_floats_or_numerics_is_postgresqls_on_both(app: App, user: User) -> None:
+    """SQLite's ``FLOOR`` of the float quotient was an integer (``x // 2`` of 2.5 read 1,
+    PostgreSQL's 1.0) and, of a ``Numeric``, a float's (``0.30 // 0.1`` was 2: 0.30 / 0.1
+    is 2.9999999999999996 as a float; PostgreSQL's ``numeric`` 3)."""
+    ok_data(app.dispatch(put, Put({"x": 2.5, "amt": Decimal("0.30")}), user=user))
+    [floored] = ok_data(app.query(read, Read("arith", ("x", "floordiv", 2)), user=user))
+    assert type(floored) is float and floored == 1.0
+    assert ok_data(app.query(read, Read("arith", ("amt", "floordiv", Decimal("0.1"))), user=user)) == [3]
+    refused_by_the_database(app.query(read, Read("arith", ("x", "floordiv", 0)), user=user))
+
+
+@pytest.mark.parametrize(
+    ("query", "digits"),
+    [
+        (
+            Read("arith_columns", ("add", "big", "amt")),
+            "df_item.big (a number) + df_item.amt (a number), a Decimal of up to 22",
+        ),
+        (
+            Read("arith_columns", ("sub", "amt", "big")),
+            "df_item.amt (a number) - df_item.big (a number), a Decimal of up to 22",
+        ),
+        (
+            Read("arith_columns", ("mul", "n", "amt")),
+            "df_item.n (a number) * df_item.amt (a number), a Decimal of up to 22",
+        ),
+        (Read("arith", ("big", "add", Decimal("0.01"))), "a Decimal of up to 20"),
+        (
+            Read("raw", (sa.select(sa.cast(DfItem.big + DfItem.amt, sa.Numeric(30, 2))),)),
+            "a Decimal of up to 22",
+        ),
+        (Read("raw", (sa.select(sa.cast(DfItem.n / 3, sa.Numeric(30, 20))),)), "to a Numeric of 30 digits"),
+        (Read("raw", (sa.select(sa.cast(DfItem.amt * DfItem.amt, sa.Numeric)),)), "to a Numeric of unlimited digits"),
+    ],
+)
+def test_a_numeric_computed_past_a_floats_digits_is_the_steps_refusal(
+    app: App, user: User, query: Read, digits: str
+) -> None:
+    """PostgreSQL computes a ``numeric`` exactly, SQLite as a float of 15 significant
+    digits: ``big + amt`` of 2**53 + 7 and 0.01 read 9007199254740999.01 there and
+    9007199254741000.00 here.  An answer that may pass 15 digits is refused unless cast
+    to a ``Numeric`` of at most 15, which holds it on both or overflows on both."""
+    ok_data(app.dispatch(put, Put({"n": 3, "big": 2**53 + 7, "amt": Decimal("0.01")}), user=user))
+    refused = failure_of(app.query(read, query, user=user), "internal_error")
+    assert "StepRefused: the query " in refused.message and digits in refused.message
+    assert "PostgreSQL answers it exactly, SQLite as a float of 15 significant digits" in refused.message
+    assert "cast the answer to a Numeric of at most 15 digits (cast(x " in refused.message
+    narrow = sa.select(sa.cast(DfItem.big + DfItem.amt, sa.Numeric(15, 2)))
+    refused_by_the_database(app.query(read, Read("raw", (narrow,)), user=user))  # past 13 digits: overflow on both
+    assert ok_data(app.query(read, Read("cast_arith", ("n", "mul", DfItem.amt)), user=user)) == [Decimal("0.03")]
+    assert ok_data(app.query(read, Read("arith_columns", ("add", "n", "amt")), user=user)) == [Decimal("3.01")]
+
+
 # --- the differential property ---------------------------------------------------------
 
 _texts = st.sampled_from(["", "a", "A", "a ", "ab", "a_b", "a%b", "b\\c", "ß", "SS", "é", "É", "🍎", "Ä x", "z" * 12])
@@ -696,8 +770,6 @@ _rows = st.dictionaries(st.sampled_from(sorted(COLUMNS)), st.none(), min_size=1,
 )
 _ordered_columns = st.sampled_from(["name", "n", "big", "x", "amt", "flag", "at", "day", "ref"])
 _computed_columns = ["n", "big", "x", "amt"]
-_PAST_A_FLOAT = ({"big", "amt"}, {"n", "amt"})
-_INTEGERS = {"n", "big"}
 _likes = st.text(alphabet="ab_%\\ßSsÉé🍎A", max_size=4)
 
 
@@ -705,7 +777,20 @@ _likes = st.text(alphabet="ab_%\\ßSsÉé🍎A", max_size=4)
 def _reads(draw: st.DrawFn) -> Read:
     kind = draw(
         st.sampled_from(
-            ["compare", "compare", "ordered", "aggregate", "like", "avg", "remainder", "math", "arith", "arith", "uuid"]
+            [
+                "compare",
+                "compare",
+                "ordered",
+                "aggregate",
+                "like",
+                "avg",
+                "remainder",
+                "math",
+                "arith",
+                "arith",
+                "uuid",
+                "concat",
+            ]
         )
     )
     if kind == "compare":
@@ -739,21 +824,16 @@ def _reads(draw: st.DrawFn) -> Read:
         name = draw(st.sampled_from(["math", "cast_math"]))
         return Read(name, (fn, draw(st.sampled_from(_computed_columns)), *args.get(fn, ())))
     if kind == "arith":
-        op = draw(st.sampled_from(["add", "sub", "mul", "truediv"]))
+        op = draw(st.sampled_from(["add", "sub", "mul", "truediv", "floordiv"]))
         left = draw(st.sampled_from(_computed_columns))
         if draw(st.booleans()):
-            # Not an integer with a Numeric: past a float's 15 digits (a BigInteger of
-            # 2**62, 2**31 times 1e9) SQLite's answer is a float's (docs/steps.md).
-            right = draw(st.sampled_from([c for c in _computed_columns if {left, c} not in _PAST_A_FLOAT]))
-            if op == "truediv" and {left, right} <= _INTEGERS:
-                op = "floordiv"  # a true division of integers: a float's 15 digits on SQLite (docs/steps.md)
-            return Read("arith_columns", (op, left, right))
-        value = draw(_value(left) | st.sampled_from([math.inf, 2**31, 0]))
-        if op == "truediv" and left in _INTEGERS:
-            op = "floordiv"
+            return Read("arith_columns", (op, left, draw(st.sampled_from(_computed_columns))))
+        value = draw(_value(left) | st.sampled_from([math.inf, 2**31, 0, -2, Decimal("0.1")]))
         return Read(draw(st.sampled_from(["arith", "cast_arith"])), (left, op, value))
     if kind == "uuid":
         return Read("uuid_text")
+    if kind == "concat":  # NULL joined is NULL on both (a NULL name too)
+        return Read("concat", (draw(st.none() | _texts),))
     return Read("like", (draw(_likes), draw(st.booleans())))
 
 

@@ -336,7 +336,11 @@ def test_create_clashing_on_a_unique_column_is_unique_violation_and_writes_nothi
     # The same on both databases: the clashing column and the payload field it came from,
     # not the database's own text (which named a constraint on PostgreSQL).
     assert result.details == {"entity": "T3sWidget", "columns": ["sku"], "path": "$.sku"}
-    assert result.message == "T3sWidget violates a unique constraint on sku"
+    # The step, what to do and the field; never the value.
+    assert result.message == (
+        'step aggregate.create "w": T3sWidget violates a unique constraint on sku: another row holds that value; '
+        "pass another value at $.sku, or update that row instead"
+    )
     assert _snapshot(app) == before
     assert [w["name"] for w in _widgets(app)] == ["first"]
     # The failed create left the App usable.

@@ -282,7 +282,9 @@ def test_a_write_of_a_taken_unique_value_fails_the_run_at_its_second_try(app_on:
     assert app.run_worker(once=True)["resumed"] == 1
     message = _failed(app, run_id, "unique_violation")
     assert message == (
-        "WfsMember violates a unique constraint on email (the segment from step @wait was tried again after "
+        'step aggregate.create "member": WfsMember violates a unique constraint on email: another row holds that '
+        "value; pass another value at $.email, or update that row instead (the segment from step @wait was tried "
+        "again after "
         "its unique value was taken and writes it again, as every try would)"
     ), message
     clock.advance(minutes=5)

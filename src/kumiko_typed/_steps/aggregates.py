@@ -115,9 +115,11 @@ def _on_event_store(exc: IntegrityError) -> bool:
     return f" {events.name}." in first_line
 
 
-def _unique_violation(exc: IntegrityError, run: Run, entity_type: type[Any], row: Mapping[str, object]) -> Failure:
+def _unique_violation(
+    exc: IntegrityError, run: Run, step: Step, entity_type: type[Any], row: Mapping[str, object]
+) -> Failure:
     keys = {column.name: key for key, column in writer(entity_type).columns.items()}
-    return unique_failure(exc, entity_type.__name__, keys, row, run.payload)
+    return unique_failure(exc, f"step {step.describe()}", entity_type.__name__, keys, row, run.payload)
 
 
 def _version_conflict(entity_type: type[Any], entity_id: object, expected: object, current: object) -> Failure:
@@ -128,11 +130,13 @@ def _version_conflict(entity_type: type[Any], entity_id: object, expected: objec
     )
 
 
-def _create_conflict(exc: IntegrityError, run: Run, entity: Any, columns: Mapping[str, object]) -> Failure:
+def _create_conflict(
+    exc: IntegrityError, run: Run, step: Create, entity: Any, columns: Mapping[str, object]
+) -> Failure:
     if not _on_event_store(exc):
         if not is_unique(exc):
             raise exc
-        return _unique_violation(exc, run, type(entity), columns)
+        return _unique_violation(exc, run, step, type(entity), columns)
     current = run.db.execute(_version_of(type(entity)), {"kumiko_id": entity.id}).scalar()
     if current is None:  # another tenant's aggregate (the read is the tenant's): say no more
         return fail(
@@ -192,7 +196,7 @@ def _create(step: Create, run: Run) -> Failure | None:
             )
             insert_row(session, entity)
     except IntegrityError as exc:
-        return _create_conflict(exc, run, entity, columns)
+        return _create_conflict(exc, run, step, entity, columns)
     changes = {k: v for k, v in columns.items() if k not in FRAMEWORK_COLUMNS}
     run.values[step.name] = Saved(entity.id, entity, 1, True, changes, {}, event_type)
     return None
@@ -240,7 +244,7 @@ def _load_for_write(run: Run, entity_type: type[Any], entity_id: object, *, fres
     return session.execute(stmt, {"kumiko_id": entity_id, "kumiko_tenant": tenant}).scalars().first()
 
 
-def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | None:
+def _write_row(run: Run, step: Step, entity: Any, values: dict[str, object]) -> Failure | None:
     """Write ``values`` and the next version to the aggregate's row, if it is still at
     the version it was read at (else ``version_conflict``).  A unique clash is the
     client's conflict; any other integrity error raises, for the interpreter to name
@@ -253,7 +257,7 @@ def _write_row(run: Run, entity: Any, values: dict[str, object]) -> Failure | No
     except IntegrityError as exc:
         if not is_unique(exc):
             raise
-        return _unique_violation(exc, run, entity_type, {**_columns(entity), **values})
+        return _unique_violation(exc, run, step, entity_type, {**_columns(entity), **values})
     if not written:
         current = run.db.execute(_version_of(entity_type), {"kumiko_id": entity.id}).scalar()
         return _version_conflict(entity_type, entity.id, read_at, current)
@@ -371,7 +375,7 @@ def _update(step: Update, run: Run) -> Failure | None:
     appended = _append(run, entity, new_version, aggregate, event_type, {"changes": _stored(step.entity, actual)})
     if appended is not None:
         return appended
-    refused = _write_row(run, entity, dict(actual))
+    refused = _write_row(run, step, entity, dict(actual))
     if refused is not None:
         return refused
     was = {k: previous[k] for k in actual}
@@ -528,4 +532,4 @@ def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     before = in_place_values(entity)
     project(registry, step.entity, entity, event)
     _refuse_unfit(run, step.entity, _columns(entity))
-    return _write_row(run, entity, changed_columns(entity, before))
+    return _write_row(run, step, entity, changed_columns(entity, before))

@@ -13,9 +13,10 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.sql import visitors
 
 from .._errors import StepRefused
+from .._integrity import taken_failure
 from .._kinds import refuse_mismatched
 from .._limits import bound_values, refuse, refuse_compared, source_path, unfit_values
-from .._results import Failure, fail
+from .._results import Failure
 from .._tables import table_of
 from ._base import Fn, Result, Step
 
@@ -67,7 +68,7 @@ class ProjectionUpsert(Step):
         # implicit ``RETURNING id`` of a table with a generated key is consumed by the
         # insert itself, so its result was empty and every first upsert a false clash.
         if _guarded(table, self.on) and written.first() is None:
-            return _held_by_another_tenant(table, self.on, row, run.payload)
+            return _held_by_another_tenant(f"step {self.describe()}", table, self.on, row, run.payload)
         return None
 
 
@@ -140,16 +141,14 @@ class ProjectionDelete(Step):
         return None
 
 
-def _held_by_another_tenant(table: Table, on: tuple[str, ...], row: Mapping[str, object], payload: object) -> Failure:
+def _held_by_another_tenant(
+    where: str, table: Table, on: tuple[str, ...], row: Mapping[str, object], payload: object
+) -> Failure:
     """The upsert's key is another tenant's row: the clash of a unique constraint not
     made per tenant, answered as an aggregate's is (``unique_violation``), not by taking
     over that tenant's row."""
     paths = [source_path(payload, row[c]) for c in on if row.get(c) is not None]
-    return fail(
-        "unique_violation",
-        f"{table.name} violates a unique constraint on {', '.join(on)}",
-        {"entity": table.name, "columns": list(on), "path": next((p for p in paths if p != "$"), "$")},
-    )
+    return taken_failure(where, table.name, on, next((p for p in paths if p != "$"), "$"))
 
 
 def _references(clause: ColumnElement[Any], table: Table) -> bool:

@@ -41,6 +41,15 @@ class FakeClock:
     def advance(self, delta: timedelta = timedelta(0), /, **parts: float) -> datetime:
         """Move forward by ``delta`` plus ``timedelta(**parts)`` (``advance(hours=1)``); returns
         the new time.  Backwards is refused: set :attr:`now` to go back on purpose."""
+        given: object = delta  # what a caller without mypy passed
+        if not isinstance(given, timedelta):
+            # A bare number has no unit: timedelta's own error ("unsupported operand
+            # type(s) for +: 'float' and 'datetime.timedelta'") did not say what to pass.
+            seconds = repr(given) if isinstance(given, (int, float)) and not isinstance(given, bool) else "..."
+            raise TypeError(
+                f"FakeClock.advance takes a timedelta or units by keyword, not {type(given).__name__} "
+                f"{given!r}: advance(timedelta(seconds={seconds})) or advance(seconds={seconds})"
+            )
         step = delta + timedelta(**parts)
         if step < timedelta(0):
             raise ValueError(f"FakeClock.advance moves forward only, not by {step}")
