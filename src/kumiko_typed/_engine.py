@@ -479,9 +479,9 @@ def _lost_while_set_up(context: ExceptionContext) -> None:
 
 
 def _sqlite_given_up(context: ExceptionContext) -> None:
-    """``handle_error`` of a SQLite engine: a full disk may have rolled the whole
-    transaction back (SQLite's documented answer to ``SQLITE_FULL``), savepoints and
-    all.  The connection is then dropped as a lost one (this connection only, not the
+    """``handle_error`` of a SQLite engine: a full disk or a failed write may have rolled
+    the whole transaction back (SQLite's documented answer to ``SQLITE_FULL`` and
+    ``SQLITE_IOERR``), savepoints and all.  The connection is then dropped as a lost one (this connection only, not the
     pool): the transaction's next statement would else run outside any transaction,
     committing at once, and its savepoint's rollback failed with "no such savepoint",
     hiding the full disk behind an ``internal_error``."""
