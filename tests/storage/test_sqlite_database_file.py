@@ -10,7 +10,9 @@ dropped as it leaves the pool, and the new one opens what is there: an empty dat
 whose missing tables each write and each worker pass report.
 
 A file in a folder that does not exist (a fresh checkout without ``data/``) failed
-``create_all`` with SQLite's "unable to open database file", which names no file."""
+``create_all`` with SQLite's "unable to open database file", which names no file; so did a
+file that holds no database or a damaged one ("file is not a database", "database disk
+image is malformed")."""
 
 from __future__ import annotations
 
@@ -24,7 +26,7 @@ from pathlib import Path
 
 import attrs
 import pytest
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
@@ -98,3 +100,41 @@ def test_a_database_in_a_folder_that_does_not_exist_is_named_with_the_fix(tmp_pa
     finally:
         app.dispose()
     assert f"unable to open database file {path}: its folder {path.parent} does not exist" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said", "fix"),
+    [
+        ("foreign", "file is not a database", "it holds no SQLite database"),
+        ("cut short", "database disk image is malformed", "the file is damaged (cut short, or overwritten)"),
+    ],
+)
+def test_a_damaged_database_file_is_named_with_the_fix_and_left_as_it_is(
+    tmp_path: Path, damage: str, said: str, fix: str
+) -> None:
+    """SQLite's "file is not a database" and "database disk image is malformed" named no
+    file either: a service's start-up (``create_all``) or a worker said only that."""
+    path = tmp_path / "shop.sqlite3"
+    made = App([f], database_url=f"sqlite:///{path}")
+    made.create_all()
+    made.dispatch(add, Add("kept"), user=ADA)
+    made.dispose()
+    if damage == "foreign":
+        path.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 40)  # a zip file where the database was
+    else:
+        path.write_bytes(path.read_bytes()[:3000])  # a copy cut short
+    before = path.read_bytes()
+    app = App([f], database_url=f"sqlite:///{path}")
+    try:
+        with pytest.raises(DatabaseError) as raised:
+            app.create_all()
+        assert f"{said} {path}: {fix}" in str(raised.value)
+        assert "restore it from a backup" in str(raised.value)
+        with pytest.raises(DatabaseError, match="restore it from a backup"):
+            app.run_worker(once=True)
+        failure = app.dispatch(add, Add("new"), user=ADA)
+        assert isinstance(failure, Failure) and failure.code == "internal_error"
+        assert str(path) not in failure.message and said not in failure.message  # the log has it
+    finally:
+        app.dispose()
+    assert path.read_bytes() == before  # nothing written into it
