@@ -438,6 +438,8 @@ _UNUSABLE: Final = {
     " restore it from a backup",
     "database disk image is malformed": "the file is damaged (cut short, or overwritten);"
     " restore it from a backup, or save what is left with sqlite3's .recover",
+    "attempt to write a readonly database": "this process cannot write the file, or make its -wal and -shm"
+    " files in its folder; give the service's user write access to both",
 }
 
 

@@ -18,6 +18,10 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -31,6 +35,7 @@ from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
 
+TESTS = Path(__file__).resolve().parents[1]
 ADA = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=0xA))
 
 
@@ -138,3 +143,47 @@ def test_a_damaged_database_file_is_named_with_the_fix_and_left_as_it_is(
     finally:
         app.dispose()
     assert path.read_bytes() == before  # nothing written into it
+
+
+_AS_NOBODY = """
+import os, sys
+from sqlalchemy.exc import OperationalError
+import kumiko_typed._app, sqlalchemy.dialects.sqlite, sqlite3  # imported while the files are readable
+from test_sqlite_database_file import App, f
+os.setgid(65534)
+os.setuid(65534)
+app = App([f], database_url="sqlite:///" + sys.argv[1])
+try:
+    app.create_all()
+except OperationalError as exc:
+    print(exc)
+"""
+
+
+def test_a_database_whose_folder_this_process_cannot_write_is_named_with_the_fix(tmp_path: Path) -> None:
+    """Its -wal and -shm files cannot be made: SQLite says "attempt to write a readonly
+    database" as the first connection opens it, naming no file.  (Root writes anyway: as
+    root, the App runs in a child process of user nobody.)"""
+    folder = Path(tempfile.mkdtemp(prefix="kumiko-ro-"))  # nobody cannot enter pytest's own folders
+    path = folder / "shop.sqlite3"
+    try:
+        made = App([f], database_url=f"sqlite:///{path}")
+        made.create_all()
+        made.dispose()
+        folder.chmod(0o555)
+        if os.geteuid() == 0:
+            paths = [str(Path(__file__).parent), str(TESTS), os.environ.get("PYTHONPATH", "")]
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+            child = [sys.executable, "-c", _AS_NOBODY, str(path)]
+            said = subprocess.run(child, capture_output=True, text=True, env=env, timeout=60, check=True).stdout
+        else:
+            app = App([f], database_url=f"sqlite:///{path}")
+            with pytest.raises(OperationalError) as raised:
+                app.create_all()
+            app.dispose()
+            said = str(raised.value)
+        assert f"attempt to write a readonly database {path}: this process cannot write the file" in said
+        assert "give the service's user write access to both" in said
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
