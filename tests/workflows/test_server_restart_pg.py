@@ -136,3 +136,65 @@ def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(private
         print("failures seen:", sum(isinstance(t, Failure) for tries in answers.values() for t in tries))
     finally:
         app.dispose()
+
+
+def _pg_ctl(server: PostgresServer, *action: str) -> None:
+    assert server.bin_dir is not None and server.data_dir is not None and server.base_dir is not None
+    argv = [str(server.bin_dir / "pg_ctl"), *action, "-D", str(server.data_dir), "-w", "-t", "60"]
+    done = _run(argv, server.base_dir, server.run_as)
+    assert done.returncode == 0, done.stderr
+
+
+def test_a_worker_whose_first_pass_the_restart_cut_waits_for_the_server(private_server: PostgresServer) -> None:
+    """The first pass had reached the server (its connection was then killed by the
+    shutdown): the refused connections while the server is down are an outage, not a
+    wrong URL.  The worker stopped with ``Connection refused`` when the restart cut its
+    very first pass."""
+    gate = threading.Event()
+    held = threading.Event()
+
+    def slow(c: Any) -> int:
+        held.set()
+        assert gate.wait(30)
+        return c.payload.n
+
+    g: Feature[Any] = Feature("rs_first")
+    g.entity(RsOrder)
+    g.event(Placed, name="rs-first-placed")
+    first = g.write_handler(
+        "place",
+        g.pipeline(Place)
+        .create("o", RsOrder, data=lambda c: RsOrder(n=c.payload.n), event=lambda c: Placed(c.payload.n))
+        .return_(lambda c: ok(c.steps["o"].id)),
+    )
+    g.workflow("slow", trigger=on_event(Placed), pipeline=g.workflow_pipeline(Placed).compute("n", slow))
+    app = App([g], database_url=private_server.url)
+    app.create_all()
+    assert isinstance(app.dispatch(first, Place(1), user=USER), Ok)
+    raised: list[BaseException] = []
+
+    def loop() -> None:
+        try:
+            app.run_worker(poll_interval=0.05)
+        except BaseException as exc:
+            raised.append(exc)
+
+    worker = threading.Thread(target=loop, daemon=True)
+    try:
+        worker.start()
+        assert held.wait(30)  # the first pass is in the run's step
+        _pg_ctl(private_server, "stop", "-m", "fast")
+        gate.set()  # the pass goes on, on a killed connection, and the next ones find no server
+        time.sleep(1)
+        assert worker.is_alive() and not raised, raised
+        _pg_ctl(private_server, "start", "-l", str(private_server.log_file), "-o", f"-p {private_server.port}")
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and [r.status for r in app.runs()] != ["completed"]:
+            time.sleep(0.1)
+        assert worker.is_alive() and not raised, raised
+        assert [(r.status, dict(r.steps)) for r in app.runs()] == [("completed", {"n": 1})]
+    finally:
+        gate.set()
+        app.stop_worker()
+        worker.join(30)
+        app.dispose()
