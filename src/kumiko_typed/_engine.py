@@ -31,7 +31,7 @@ from sqlalchemy.dialects.postgresql.base import PGDDLCompiler, PGDialect, PGType
 from sqlalchemy.dialects.sqlite import DATETIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect, ExceptionContext
-from sqlalchemy.exc import ArgumentError, DisconnectionError, OperationalError
+from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._database_urls import refuse_unsupported, secrets_out_of_sight, url_refusal
@@ -410,14 +410,21 @@ def _follow_the_file(engine: Engine) -> None:
         if _inode(path) != record.info.get(_OPENED):
             raise DisconnectionError(f"the SQLite database file {path} was deleted or replaced")
 
-    def unopened(context: ExceptionContext) -> OperationalError | None:
-        """SQLite's "unable to open database file" names no file: name it, and the fix."""
+    def unopened(context: ExceptionContext) -> DBAPIError | None:
+        """SQLite's words for a file it cannot open or use name no file: name it, and the fix."""
         error = context.original_exception
-        if context.connection is not None or "unable to open database file" not in str(error):
+        if context.connection is not None or not isinstance(context.sqlalchemy_exception, DBAPIError):
             return None
-        folder = os.path.dirname(path)
-        fix = f"its folder {folder} does not exist" if not os.path.isdir(folder) else "check the folder's permissions"
-        return OperationalError(None, None, type(error)(f"unable to open database file {path}: {fix}"))
+        said = str(error)
+        if said == "unable to open database file":
+            folder = os.path.dirname(path)
+            exists = os.path.isdir(folder)
+            fix = f"its folder {folder} does not exist" if not exists else "check the folder's permissions"
+        elif said in _UNUSABLE:
+            fix = _UNUSABLE[said]
+        else:
+            return None
+        return type(context.sqlalchemy_exception)(None, None, type(error)(f"{said} {path}: {fix}"))
 
     event.listen(engine, "connect", opened)
     event.listen(engine, "checkout", checked_out)
@@ -425,6 +432,16 @@ def _follow_the_file(engine: Engine) -> None:
 
 
 _OPENED: Final = "kumiko_file"
+
+#: What SQLite says, opening a file it cannot use as a database, and what to do.
+_UNUSABLE: Final = {
+    "file is not a database": "it holds no SQLite database (another file, or its first page damaged);"
+    " restore it from a backup",
+    "database disk image is malformed": "the file is damaged (cut short, or overwritten);"
+    " restore it from a backup, or save what is left with sqlite3's .recover",
+    "attempt to write a readonly database": "this process cannot write the file, or make its -wal and -shm"
+    " files in its folder; give the service's user write access to both",
+}
 
 
 def _inode(path: str) -> tuple[int, int] | None:
@@ -480,9 +497,9 @@ def _lost_while_set_up(context: ExceptionContext) -> None:
 
 
 def _sqlite_given_up(context: ExceptionContext) -> None:
-    """``handle_error`` of a SQLite engine: a full disk may have rolled the whole
-    transaction back (SQLite's documented answer to ``SQLITE_FULL``), savepoints and
-    all.  The connection is then dropped as a lost one (this connection only, not the
+    """``handle_error`` of a SQLite engine: a full disk or a failed write may have rolled
+    the whole transaction back (SQLite's documented answer to ``SQLITE_FULL`` and
+    ``SQLITE_IOERR``), savepoints and all.  The connection is then dropped as a lost one (this connection only, not the
     pool): the transaction's next statement would else run outside any transaction,
     committing at once, and its savepoint's rollback failed with "no such savepoint",
     hiding the full disk behind an ``internal_error``."""

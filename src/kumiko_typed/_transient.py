@@ -73,9 +73,12 @@ def lost_in_statements(before: tuple[int, int]) -> bool:
 _RETRY_STATES: Final = frozenset({"40001", "40P01", "55P03", "57014"})
 
 
-#: SQLite's result code for a full disk or ``max_page_count`` reached (``sqlite3.SQLITE_FULL``;
-#: its ``SQLITE_NOMEM`` reaches Python as a ``MemoryError``, no database error).
-_SQLITE_FULL: Final = 13
+#: SQLite's result codes for a write the disk did not take: ``SQLITE_FULL`` (13: a full disk,
+#: ``max_page_count`` reached) and ``SQLITE_IOERR_WRITE`` (778, "disk I/O error": a disk
+#: quota or a file size limit reached, ``EDQUOT``/``EFBIG``, which SQLite does not call
+#: full; or a disk failing a write).  Its ``SQLITE_NOMEM`` reaches Python as a
+#: ``MemoryError``, no database error.
+_SQLITE_UNWRITTEN: Final = frozenset({13, 778})
 
 
 #: The server's words for ``too_many_connections`` (53300) when it refuses a new
@@ -139,8 +142,8 @@ def unreachable(exc: DBAPIError) -> bool:
 
 
 def sqlite_exhausted(error: BaseException | None) -> bool:
-    """Whether a pysqlite error is a full disk (:data:`_SQLITE_FULL`)."""
-    return getattr(error, "sqlite_errorcode", None) == _SQLITE_FULL
+    """Whether a pysqlite error is a write the disk did not take (:data:`_SQLITE_UNWRITTEN`)."""
+    return getattr(error, "sqlite_errorcode", None) in _SQLITE_UNWRITTEN
 
 
 def transient(exc: DBAPIError) -> bool:

@@ -80,6 +80,9 @@ class Side:
                 except DBAPIError as exc:
                     if not outlived(exc, worked):
                         raise
+                    # A connection lost under a pass had reached the server: the URL and the
+                    # server are right, and a restart refusing the next ones is an outage.
+                    worked = worked or (exc.connection_invalidated and not unreachable(exc))
                     # The reason's first line: a driver's DETAIL and CONTEXT lines may quote rows.
                     logger.warning("worker pass failed, next one in %.1f s: %s", poll_interval, refusal(exc))
                     sleep(poll_interval, [self._halt_bell])

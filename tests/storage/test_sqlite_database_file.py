@@ -10,12 +10,18 @@ dropped as it leaves the pool, and the new one opens what is there: an empty dat
 whose missing tables each write and each worker pass report.
 
 A file in a folder that does not exist (a fresh checkout without ``data/``) failed
-``create_all`` with SQLite's "unable to open database file", which names no file."""
+``create_all`` with SQLite's "unable to open database file", which names no file; so did a
+file that holds no database or a damaged one ("file is not a database", "database disk
+image is malformed")."""
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -24,11 +30,12 @@ from pathlib import Path
 
 import attrs
 import pytest
-from sqlalchemy.exc import OperationalError
+from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
 
+TESTS = Path(__file__).resolve().parents[1]
 ADA = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=0xA))
 
 
@@ -98,3 +105,85 @@ def test_a_database_in_a_folder_that_does_not_exist_is_named_with_the_fix(tmp_pa
     finally:
         app.dispose()
     assert f"unable to open database file {path}: its folder {path.parent} does not exist" in str(raised.value)
+
+
+@pytest.mark.parametrize(
+    ("damage", "said", "fix"),
+    [
+        ("foreign", "file is not a database", "it holds no SQLite database"),
+        ("cut short", "database disk image is malformed", "the file is damaged (cut short, or overwritten)"),
+    ],
+)
+def test_a_damaged_database_file_is_named_with_the_fix_and_left_as_it_is(
+    tmp_path: Path, damage: str, said: str, fix: str
+) -> None:
+    """SQLite's "file is not a database" and "database disk image is malformed" named no
+    file either: a service's start-up (``create_all``) or a worker said only that."""
+    path = tmp_path / "shop.sqlite3"
+    made = App([f], database_url=f"sqlite:///{path}")
+    made.create_all()
+    made.dispatch(add, Add("kept"), user=ADA)
+    made.dispose()
+    if damage == "foreign":
+        path.write_bytes(b"PK\x03\x04" + bytes(range(256)) * 40)  # a zip file where the database was
+    else:
+        path.write_bytes(path.read_bytes()[:3000])  # a copy cut short
+    before = path.read_bytes()
+    app = App([f], database_url=f"sqlite:///{path}")
+    try:
+        with pytest.raises(DatabaseError) as raised:
+            app.create_all()
+        assert f"{said} {path}: {fix}" in str(raised.value)
+        assert "restore it from a backup" in str(raised.value)
+        with pytest.raises(DatabaseError, match="restore it from a backup"):
+            app.run_worker(once=True)
+        failure = app.dispatch(add, Add("new"), user=ADA)
+        assert isinstance(failure, Failure) and failure.code == "internal_error"
+        assert str(path) not in failure.message and said not in failure.message  # the log has it
+    finally:
+        app.dispose()
+    assert path.read_bytes() == before  # nothing written into it
+
+
+_AS_NOBODY = """
+import os, sys
+from sqlalchemy.exc import OperationalError
+import kumiko_typed._app, sqlalchemy.dialects.sqlite, sqlite3  # imported while the files are readable
+from test_sqlite_database_file import App, f
+os.setgid(65534)
+os.setuid(65534)
+app = App([f], database_url="sqlite:///" + sys.argv[1])
+try:
+    app.create_all()
+except OperationalError as exc:
+    print(exc)
+"""
+
+
+def test_a_database_whose_folder_this_process_cannot_write_is_named_with_the_fix(tmp_path: Path) -> None:
+    """Its -wal and -shm files cannot be made: SQLite says "attempt to write a readonly
+    database" as the first connection opens it, naming no file.  (Root writes anyway: as
+    root, the App runs in a child process of user nobody.)"""
+    folder = Path(tempfile.mkdtemp(prefix="kumiko-ro-"))  # nobody cannot enter pytest's own folders
+    path = folder / "shop.sqlite3"
+    try:
+        made = App([f], database_url=f"sqlite:///{path}")
+        made.create_all()
+        made.dispose()
+        folder.chmod(0o555)
+        if os.geteuid() == 0:
+            paths = [str(Path(__file__).parent), str(TESTS), os.environ.get("PYTHONPATH", "")]
+            env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in paths if p))
+            child = [sys.executable, "-c", _AS_NOBODY, str(path)]
+            said = subprocess.run(child, capture_output=True, text=True, env=env, timeout=60, check=True).stdout
+        else:
+            app = App([f], database_url=f"sqlite:///{path}")
+            with pytest.raises(OperationalError) as raised:
+                app.create_all()
+            app.dispose()
+            said = str(raised.value)
+        assert f"attempt to write a readonly database {path}: this process cannot write the file" in said
+        assert "give the service's user write access to both" in said
+    finally:
+        folder.chmod(0o755)
+        shutil.rmtree(folder)
