@@ -210,13 +210,17 @@ def unique_failure(
     ``row`` is keyed by) and the payload field the first of their values came from (``$``
     if none did).  The database's text names a constraint, or quotes the values."""
     columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
+    return taken_failure(where, entity, columns, row, payload)
+
+
+def taken_failure(
+    where: str, entity: str, columns: Sequence[str], row: Mapping[str, object], payload: object
+) -> Failure:
+    """``unique_violation``: a row of ``entity`` holds the value of ``columns`` already
+    (``row``, keyed by them), named by the payload field the first of those values came
+    from (``$`` if none did); the message says what to do, never the value."""
     paths = [source_path(payload, row[key]) for key in columns if row.get(key) is not None]
-    return taken_failure(where, entity, columns, next((p for p in paths if p != "$"), "$"))
-
-
-def taken_failure(where: str, entity: str, columns: Sequence[str], path: str) -> Failure:
-    """``unique_violation``: a row of ``entity`` holds the value of ``columns`` (from the
-    payload's ``path``) already; the message says what to do, never the value."""
+    path = next((p for p in paths if p != "$"), "$")
     on = f" on {', '.join(columns)}" if columns else ""
     held = "that value" if len(columns) < 2 else "those values"
     at = f" at {path}" if path != "$" else ""

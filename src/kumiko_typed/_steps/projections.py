@@ -147,8 +147,7 @@ def _held_by_another_tenant(
     """The upsert's key is another tenant's row: the clash of a unique constraint not
     made per tenant, answered as an aggregate's is (``unique_violation``), not by taking
     over that tenant's row."""
-    paths = [source_path(payload, row[c]) for c in on if row.get(c) is not None]
-    return taken_failure(where, table.name, on, next((p for p in paths if p != "$"), "$"))
+    return taken_failure(where, table.name, on, row, payload)
 
 
 def _references(clause: ColumnElement[Any], table: Table) -> bool:
