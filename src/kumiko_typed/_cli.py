@@ -14,7 +14,7 @@ from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
 from types import FrameType
-from typing import Any, Literal, TypeVar
+from typing import Any, Final, Literal, TypeVar
 
 import click
 from sqlalchemy import URL, make_url
@@ -35,6 +35,7 @@ from ._retention import FINISHED
 from ._run_listing import STATUSES
 from ._runs import RunStatus
 from ._schema_check import SCHEMA_FIX, missing_columns
+from ._transient import unreachable
 from ._user_frames import user_frames
 
 __all__ = [
@@ -667,10 +668,28 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
                 " app.create_all() creating a table this code adds?  Check against a factory that leaves"
                 " the schema to your migrations, or an App."
             ) from exc
-        raise click.ClickException(
-            f"{where}: {reason}\n"
-            "Is the server reachable, and were the tables created (app.create_all() or your migrations)?"
-        ) from exc
+        raise click.ClickException(f"{where}: {reason}{_hint(exc, url)}") from exc
+
+
+#: What each database names a table or column it lacks by: SQLite's words, PostgreSQL's
+#: SQLSTATEs (undefined_table, undefined_column).
+_MISSING_WORDS: Final = ("no such table", "no such column")
+_MISSING_CODES: Final = frozenset({"42P01", "42703"})
+_CREATE_TABLES: Final = "Were the tables created (app.create_all() or your migrations)?"
+
+
+def _hint(exc: DBAPIError, url: URL | str | None) -> str:
+    """The line that follows a database error: what to check, for the error at hand.  A
+    SQLite file has no server to reach, and its own errors already name the file and the
+    fix (``_engine``), so it gets a hint only for a table it lacks."""
+    said = str(exc.orig)
+    if any(words in said for words in _MISSING_WORDS) or getattr(exc.orig, "sqlstate", None) in _MISSING_CODES:
+        return f"\n{_CREATE_TABLES}"
+    if url is not None and make_url(url).get_backend_name() == "sqlite":
+        return ""
+    if unreachable(exc):
+        return "\nIs the server reachable?"
+    return "\nIs the server reachable, and were the tables created (app.create_all() or your migrations)?"
 
 
 def _migrate_first(problems: list[str]) -> str:

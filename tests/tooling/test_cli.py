@@ -1520,8 +1520,41 @@ def test_a_database_without_tables_is_a_clear_error(tmp_path: Path, tiny: Tiny, 
     result = cli(tmp_path, *command.split(), f"{tiny.name}:make_bare_app", "--database-url", empty)
     assert result.returncode == 1, _explain(result)
     assert "no such table" in result.stderr, _explain(result)
-    assert "were the tables created" in result.stderr
+    assert "\nWere the tables created (app.create_all() or your migrations)?" in result.stderr
+    assert "server" not in result.stderr  # a SQLite file has none to reach
     assert "Traceback" not in result.stderr + result.stdout
+
+
+def test_a_postgres_database_without_tables_says_to_create_them(
+    tmp_path: Path, tiny: Tiny, fresh_postgres_url: str
+) -> None:
+    """The server answered: asking whether it is reachable sends the operator the wrong way."""
+    result = cli(tmp_path, "runs", f"{tiny.name}:make_bare_app", "--database-url", fresh_postgres_url)
+    assert result.returncode == 1, _explain(result)
+    assert "\nWere the tables created (app.create_all() or your migrations)?" in result.stderr, _explain(result)
+    assert "reachable" not in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("content", "says"),
+    [
+        (b"not a database at all " * 100, "it holds no SQLite database"),
+        (None, "does not exist"),  # its folder is missing
+    ],
+)
+def test_an_unusable_sqlite_file_names_its_fix_and_no_server(
+    tmp_path: Path, tiny: Tiny, content: bytes | None, says: str
+) -> None:
+    """Was followed by 'Is the server reachable, and were the tables created?': a SQLite
+    file has no server, and the line above already says what to do."""
+    path = tmp_path / "bad.sqlite3" if content is not None else tmp_path / "gone" / "x.sqlite3"
+    if content is not None:
+        path.write_bytes(content)
+    result = cli(tmp_path, "runs", f"{tiny.name}:make_bare_app", "--database-url", f"sqlite:///{path}")
+    assert result.returncode == 1, _explain(result)
+    assert says in result.stderr, _explain(result)
+    assert "server" not in result.stderr and "tables created" not in result.stderr, _explain(result)
+    assert "Traceback" not in result.stderr
 
 
 @pytest.mark.parametrize(
