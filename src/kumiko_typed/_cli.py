@@ -336,7 +336,8 @@ def _positive_seconds(_ctx: click.Context, _param: click.Parameter, value: float
 def worker(target: str, database_url: str | None, poll_interval: float, once: bool) -> None:
     """Deliver the outbox, fire triggers, resume runs until stopped.
 
-    On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0.
+    On SIGINT or SIGTERM it finishes the pass, prints the total counts and exits 0; a
+    second signal exits at once (status 128 + its number) if the pass does not end.
     With --once it runs one pass, prints its counts and exits.
     """
     app = _boot(target, database_url)
@@ -346,13 +347,25 @@ def worker(target: str, database_url: str | None, poll_interval: float, once: bo
         click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
         return
 
+    signalled = False
+
     def stop(signum: int, _frame: FrameType | None) -> None:
         # Only what is safe wherever the main thread was interrupted (the pool, a lock, a
         # log line half written to stderr): stop_worker() takes no lock, and the notice
         # goes to the descriptor, not through sys.stderr's buffer and its lock.
+        nonlocal signalled
+        name = signal.Signals(signum).name
+        if signalled:
+            # The pass did not end (a step or a peer that never answers), and the operator
+            # asked twice.  Exiting at once loses nothing committed: open transactions
+            # roll back with their connections, and a delivery under way is sent again
+            # when its lease runs out (as after a crash).  No clean-up: a thread stuck
+            # in a peer would hold up the interpreter's own exit.
+            _notice(f"{name} again: exiting now, without finishing the pass\n")
+            os._exit(128 + signum)
+        signalled = True
         app.stop_worker()
-        with suppress(OSError):  # stderr closed: the notice is lost, the stop is not
-            os.write(2, f"{signal.Signals(signum).name}: stopping after this pass\n".encode())
+        _notice(f"{name}: stopping after this pass (again to exit at once)\n")
 
     signal.signal(signal.SIGINT, stop)
     signal.signal(signal.SIGTERM, stop)
@@ -360,6 +373,11 @@ def worker(target: str, database_url: str | None, poll_interval: float, once: bo
     with _database(app):
         counts = app.run_worker(poll_interval=poll_interval)
     click.echo(" ".join(f"{k}={v}" for k, v in counts.items()))
+
+
+def _notice(text: str) -> None:
+    with suppress(OSError):  # stderr closed: the notice is lost, the stop is not
+        os.write(2, text.encode())
 
 
 @main.group(cls=_Listing)

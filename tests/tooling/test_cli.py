@@ -18,7 +18,7 @@ import threading
 import time
 import unicodedata
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -1194,6 +1194,100 @@ def test_worker_delivers_then_stops_on_signal(
     (row,) = _table(result.stdout)
     assert (row["kind"], row["status"], row["attempts"], row["next attempt"]) == ("webhook", "dead", "1", "")
     assert row["last error"] == "HTTP 500 Internal Server Error"
+
+
+HANG = '''
+    """A workflow whose second step never ends: it waits for a file nobody writes."""
+    import time
+    from datetime import timedelta
+    from pathlib import Path
+
+    import attrs
+
+    from kumiko_typed import App, Feature, manual
+
+
+    @attrs.frozen
+    class Folder:
+        path: str
+
+
+    def block(folder: str) -> int:
+        Path(folder, "started").touch()
+        deadline = time.monotonic() + 600
+        while not Path(folder, "release").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return 1
+
+
+    hang = Feature("hang")
+    stuck = hang.workflow(
+        "stuck",
+        trigger=manual(Folder),
+        pipeline=hang.workflow_pipeline(Folder)
+        .wait(timedelta(seconds=1))
+        .compute("x", lambda c: block(c.payload.path)),
+    )
+
+
+    def make_app(database_url: str) -> App:
+        app = App([hang], database_url=database_url)
+        app.create_all()
+        return app
+'''
+
+
+def test_a_second_signal_ends_a_worker_whose_pass_does_not_end(tmp_path: Path) -> None:
+    """A step that never returns kept the worker past SIGTERM and SIGINT alike: only
+    SIGKILL ended it.  The first signal still lets the pass finish; the second exits."""
+    name = _module(tmp_path, HANG, "hang")
+    module = _import(tmp_path, name)
+    url = _url(tmp_path, "hang")
+    app = module.make_app(url)
+    try:
+        run_id = app.start_workflow(module.stuck, module.Folder(str(tmp_path)), user=User(uuid.uuid4(), uuid.uuid4()))
+    finally:
+        app.dispose()
+    proc = subprocess.Popen(
+        [str(CLI), "worker", f"{name}:make_app", "--database-url", url, "--poll-interval", "0.2"],
+        cwd=ROOT,
+        env=_env(tmp_path),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    assert proc.stderr is not None
+    reader = threading.Thread(target=lambda: lines.extend(proc.stderr or ()), daemon=True)
+    reader.start()
+
+    def wait_for(done: Callable[[], bool], what: str) -> None:
+        deadline = time.monotonic() + 60
+        while not done():
+            assert proc.poll() is None, f"the worker exited early: {lines}"
+            assert time.monotonic() < deadline, f"{what}: {lines}"
+            time.sleep(0.05)
+
+    try:
+        wait_for((tmp_path / "started").exists, "the worker did not reach the blocking step")
+        proc.send_signal(signal.SIGTERM)
+        wait_for(lambda: any("SIGTERM: stopping after this pass" in line for line in lines), "no first notice")
+        proc.send_signal(signal.SIGINT)
+        proc.wait(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait()
+        reader.join(timeout=30)
+    err = "".join(lines)
+    assert proc.returncode == 128 + signal.SIGINT, f"exit {proc.returncode}\n{err}"
+    assert "SIGINT again: exiting now, without finishing the pass" in err, err
+    assert "Traceback" not in err
+    app = module.make_app(url)
+    try:  # nothing of the unfinished step was written: the run is as the pass found it
+        assert app.get_run(run_id).status in ("running", "suspended")
+    finally:
+        app.dispose()
 
 
 @pytest.mark.parametrize("interval", ["0", "-1", "nan", "inf", "soon"])
