@@ -22,6 +22,7 @@ import functools
 import inspect
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal
@@ -276,6 +277,23 @@ class _RepeatedKey(ValueError):
     pass
 
 
+class _LongInteger(ValueError):
+    pass
+
+
+def _integer(text: str) -> int:
+    """A JSON integer, whose digits past Python's limit are the client's to fix: the
+    parser's own error told it to call ``sys.set_int_max_str_digits()``, and that the body
+    was not JSON."""
+    try:
+        return int(text)
+    except ValueError:
+        raise _LongInteger(
+            f"the body holds an integer of {len(text.lstrip('-'))} digits, more than the "
+            f"{sys.get_int_max_str_digits()} read as a number: send it as a decimal string"
+        ) from None
+
+
 def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
     """A JSON object whose keys are all different: with a repeated key, parsers disagree
     on which value counts (Python's takes the last, others the first or refuse), so a
@@ -300,10 +318,10 @@ def _json_body(body: bytes) -> object | Failure:
     ``json.loads`` of bytes would also guess UTF-16 and UTF-32 (and pass encoded surrogates),
     so a proxy that checked the body as UTF-8 saw other text than the handler gets."""
     try:
-        data: object = json.loads(body.decode(), object_pairs_hook=_object)
+        data: object = json.loads(body.decode(), object_pairs_hook=_object, parse_int=_integer)
     except RecursionError:
         return _refused("$", "the body is nested too deeply")
-    except _RepeatedKey as exc:
+    except (_RepeatedKey, _LongInteger) as exc:
         return _refused("$", str(exc))
     except ValueError as exc:  # not JSON, or not UTF-8
         return _refused("$", f"the body is not JSON: {exc}")
