@@ -233,3 +233,55 @@ def test_hostile_events_are_stored_read_and_refused_alike_on_both_databases(both
         with each.engine.connect() as conn:
             rows.append(conn.execute(sa.select(EdItem.label, EdItem.n, EdItem.version)).all())
     assert rows[0] == rows[1]
+
+
+#: What a client sends as JSON (``dispatch_json``, the ASGI app's call), text the payload
+#: reader parses: ids in each form a UUID is written, decimals and times as text.
+JSON_NOTES: list[dict[str, Any]] = [
+    {"id": "{STREAM}"},
+    {"id": "{STREAM_UPPER}"},
+    {"id": "{{{STREAM}}}"},
+    {"id": "urn:uuid:{STREAM}"},
+    {"id": " {STREAM}"},
+    {"id": ""},
+    {"id": "{STREAM}", "amt": "1e999999999"},
+    {"id": "{STREAM}", "amt": "-0.000"},
+    {"id": "{STREAM}", "amt": "1_000"},
+    {"id": "{STREAM}", "amt": "\u0661"},
+    {"id": "{STREAM}", "amt": "Infinity"},
+    {"id": "{STREAM}", "amt": 1e308},
+    {"id": "{STREAM}", "x": 1e-320},
+    {"id": "{STREAM}", "n": 1.0},
+    {"id": "{STREAM}", "n": True},
+    {"id": "{STREAM}", "at": "2024-02-29T24:00:00Z"},
+    {"id": "{STREAM}", "at": "2024-01-01T00:00:00.1234567+05:30"},
+    {"id": "{STREAM}", "at": "0001-01-01T00:00:00+00:01"},
+    {"id": "{STREAM}", "at": "9999-12-31T23:59:59-00:01"},
+    {"id": "{STREAM}", "at": "2024-01-01T00:00:00"},
+    {"id": "{STREAM}", "text": "\u0000"},
+    {"id": "{STREAM}", "extra": {"": {"\u202e": ["🍎", None, False, -0.0]}}},
+    {"id": "{STREAM}", "headers": {"trace": "\ud83c"}},
+]
+
+
+def _filled(value: Any, stream: uuid.UUID) -> Any:
+    if isinstance(value, str):
+        return value.replace("{STREAM}", str(stream)).replace("{STREAM_UPPER}", str(stream).upper())
+    if isinstance(value, dict):
+        return {k: _filled(v, stream) for k, v in value.items()}
+    return value
+
+
+@pytest.mark.postgres
+def test_hostile_json_is_read_stored_and_refused_alike_on_both_databases(both: tuple[App, App], user: User) -> None:
+    made = [ok_data(a.dispatch(open_, Open("start"), user=user)) for a in both]
+    for sent in JSON_NOTES:
+        answers = [a.dispatch_json("ed:note", _filled(sent, m), user=user) for a, m in zip(both, made, strict=True)]
+        shown = [_ID.sub("<id>", repr(_answer(r))) for r in answers]
+        assert shown[0].replace(str(made[0]), "<s>") == shown[1].replace(str(made[1]), "<s>"), sent
+        for each in answers:
+            _no_leak(each)
+            _names_the_field(each)
+    streams = [_stream(a.read_stream(EdItem, m, user=user)) for a, m in zip(both, made, strict=True)]
+    assert streams[0] == streams[1]
+    assert ok_data(both[1].rebuild_projection(EdItem, user=user, verify=True)).matches
