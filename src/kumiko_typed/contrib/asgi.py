@@ -282,9 +282,6 @@ class _LongInteger(ValueError):
 
 
 def _integer(text: str) -> int:
-    """A JSON integer, whose digits past Python's limit are the client's to fix: the
-    parser's own error told it to call ``sys.set_int_max_str_digits()``, and that the body
-    was not JSON."""
     try:
         return int(text)
     except ValueError:
@@ -292,6 +289,20 @@ def _integer(text: str) -> int:
             f"the body holds an integer of {len(text.lstrip('-'))} digits, more than the "
             f"{sys.get_int_max_str_digits()} read as a number: send it as a decimal string"
         ) from None
+
+
+def _long_integer(body: bytes) -> str | None:
+    """Whether a body that did not parse holds an integer of more digits than Python reads,
+    said as the client's fix: the parser's own error called the body no JSON and told the
+    client to call ``sys.set_int_max_str_digits()``.  Parsed again for it, only on this
+    path: a hook on every integer cost a successful parse half as much again."""
+    try:
+        json.loads(body.decode(), parse_int=_integer)
+    except _LongInteger as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        pass
+    return None
 
 
 def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
@@ -318,13 +329,13 @@ def _json_body(body: bytes) -> object | Failure:
     ``json.loads`` of bytes would also guess UTF-16 and UTF-32 (and pass encoded surrogates),
     so a proxy that checked the body as UTF-8 saw other text than the handler gets."""
     try:
-        data: object = json.loads(body.decode(), object_pairs_hook=_object, parse_int=_integer)
+        data: object = json.loads(body.decode(), object_pairs_hook=_object)
     except RecursionError:
         return _refused("$", "the body is nested too deeply")
-    except (_RepeatedKey, _LongInteger) as exc:
+    except _RepeatedKey as exc:
         return _refused("$", str(exc))
-    except ValueError as exc:  # not JSON, or not UTF-8
-        return _refused("$", f"the body is not JSON: {exc}")
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python
+        return _refused("$", _long_integer(body) or f"the body is not JSON: {exc}")
     return data
 
 
