@@ -188,17 +188,18 @@ def json_problems(
         return
     # Depth first, in document order: an array or object is entered where it is met, the
     # rest of its parent's items taken after it (the parent's iterator kept on the stack).
-    stack: list[tuple[_Where, Iterator[tuple[object, object]], int]] = [(path, _items(value), 1)]
+    # A key's problem is the object's that holds it: its offending value is that object.
+    stack: list[tuple[_Where, object, Iterator[tuple[object, object]], int]] = [(path, value, _items(value), 1)]
     while stack:
-        where, items, depth = stack[-1]
+        where, node, items, depth = stack[-1]
         for key, child in items:
             if isinstance(key, str):
                 problem = text_problem(key)
                 if problem is not None:
-                    yield _path(where), f"has a key that {problem}", key
+                    yield _path(where), f"has a key that {problem}", node
                     continue
             elif as_written and not isinstance(key, (int, float, type(None))):  # json.dumps' other keys
-                yield _path(where), f"has a key of type {type(key).__name__}, not text", key
+                yield _path(where), f"has a key of type {type(key).__name__}, not text", node
                 continue
             # Most values are scalars: no ABC check (``Mapping``) for them.
             if as_written and type(child) not in _SCALARS:
@@ -210,7 +211,7 @@ def json_problems(
                 if max_depth is not None and depth >= max_depth:
                     yield _path((where, key)), f"is nested deeper than {max_depth} levels", child
                     continue
-                stack.append(((where, key), _items(child), depth + 1))
+                stack.append(((where, key), child, _items(child), depth + 1))
                 break
             problem = _value_problem(child)
             if problem is not None:
@@ -592,7 +593,7 @@ def source_path(payload: object, value: object) -> str:
                     try:
                         if child == value:
                             equal = child_path
-                    except ArithmeticError:  # a signalling NaN compares by raising
+                    except (ArithmeticError, RecursionError):  # a signalling NaN; a document nested past the limit
                         pass
                 following.append((child_path, child))
         if not following:
@@ -647,7 +648,7 @@ def stored_json(value: object, column: str, payload: object) -> Any:
     try:
         stored = jsonable(value)
     except RecursionError:
-        raise nested_without_end(column) from None
+        raise nested_without_end(column, value, payload, jsonable) from None
     except Unjsonable as exc:  # a resolver's own object: the field it came from, if any
         message = f"holds a value of type {type(exc.value).__name__}, which has no JSON form: convert it first"
         raise Unfit([{"path": source_path(payload, exc.value), "message": message, "column": column}]) from None
@@ -655,10 +656,19 @@ def stored_json(value: object, column: str, payload: object) -> Any:
     return stored
 
 
-def nested_without_end(column: str) -> Unfit:
-    """The refusal of a value for ``column`` whose conversion recursed without end."""
+def nested_without_end(column: str, value: object, payload: object, convert: Callable[[Any], object]) -> Unfit:
+    """The refusal of ``value`` for ``column``, whose ``convert``-ing recursed without end:
+    at the payload field of the first of its parts whose conversion recurses too (the
+    document's place within it, past the depth a path is searched to, cannot be named)."""
     message = f"is nested deeper than {MAX_DEPTH} levels (does it hold itself?)"
-    return Unfit([{"path": "$", "message": message, "column": column}])
+    path = "$"
+    for _, part in path_children(value, "$"):
+        try:
+            convert(part)
+        except RecursionError:
+            path = source_path(payload, part)
+            break
+    return Unfit([{"path": path, "message": message, "column": column}])
 
 
 #: The largest ``LIMIT`` or ``OFFSET`` both databases bind (a 64-bit integer).

@@ -89,10 +89,19 @@ def _datetime(value: str) -> dt.datetime:
     return parsed
 
 
+#: A decimal written as text, as the payload schema states it: ASCII digits, no spaces
+#: or underscores.  ``Decimal()`` also reads " 1 ", "1_000", Arabic-Indic "١٢" and
+#: full-width "１", which a proxy or client validating against the schema refuses.
+DECIMAL_TEXT: Final = r"[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?"
+_DECIMAL_TEXT: Final = re.compile(DECIMAL_TEXT)
+
+
 def _decimal(value: str) -> Decimal:
     parsed = Decimal(value)
     if not parsed.is_finite():
         raise _Invalid(f"expected a finite decimal, got {_shown(value)}")
+    if _DECIMAL_TEXT.fullmatch(value) is None:
+        raise ValueError(value)
     return parsed
 
 

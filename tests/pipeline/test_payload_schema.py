@@ -136,6 +136,12 @@ REFUSED: list[dict[str, Any]] = [
     {"flag": 1},
     {"price": "twelve"},
     {"price": True},
+    # Decimal() reads these too, a validator of the schema's pattern does not (the App took them).
+    {"price": " 12"},
+    {"price": "1_000"},
+    {"price": "\u0661\u0662"},  # Arabic-Indic digits
+    {"price": "\uff11"},  # a full-width 1
+    {"price": "12\n"},
     {"blob": 5},
     {"blob": "AP8"},
     {"blob": "not base64!"},

@@ -332,6 +332,11 @@ def test_a_body_that_is_not_a_json_object_is_400(inventory_served: Served) -> No
         b"": "the body is not JSON: ",
         b'{"sku": "\xff"}': "the body is not JSON: ",
         b"[" * 100_000 + b"]" * 100_000: "the body is nested too deeply",
+        # Valid JSON, but more digits than Python reads: the client is told what to send
+        # (it was told the body was not JSON, and to call sys.set_int_max_str_digits()).
+        b'{"sku": "t", "name": "T", "stock": -' + b"1" * 5000 + b"}": (
+            "the body holds an integer of 5000 digits, more than the 4300 read as a number: send it as a decimal string"
+        ),
     }
     for body, message in cases.items():
         refused = inventory_served.http.post(path, content=body, headers=json_type)

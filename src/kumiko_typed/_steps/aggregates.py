@@ -413,10 +413,11 @@ def _event_payload(run: Run, event: object) -> Any:
     """The event as stored: an event that holds itself makes the converter recurse as
     ``jsonable`` would, and is refused the same way."""
     column = f"{events.name}.payload"
+    unstructure = run.registry.converter.unstructure
     try:
-        unstructured = run.registry.converter.unstructure(event)
+        unstructured = unstructure(event)
     except RecursionError:
-        raise nested_without_end(column) from None
+        raise nested_without_end(column, event, run.payload, unstructure) from None
     stored = stored_json(unstructured, column, run.payload)
     refuse(read_back_problems(run.registry.converter, stored, event, column, run.payload))
     return stored

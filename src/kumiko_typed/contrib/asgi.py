@@ -22,6 +22,7 @@ import functools
 import inspect
 import json
 import logging
+import sys
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, Literal
@@ -276,6 +277,34 @@ class _RepeatedKey(ValueError):
     pass
 
 
+class _LongInteger(ValueError):
+    pass
+
+
+def _integer(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise _LongInteger(
+            f"the body holds an integer of {len(text.lstrip('-'))} digits, more than the "
+            f"{sys.get_int_max_str_digits()} read as a number: send it as a decimal string"
+        ) from None
+
+
+def _long_integer(body: bytes) -> str | None:
+    """Whether a body that did not parse holds an integer of more digits than Python reads,
+    said as the client's fix: the parser's own error called the body no JSON and told the
+    client to call ``sys.set_int_max_str_digits()``.  Parsed again for it, only on this
+    path: a hook on every integer cost a successful parse half as much again."""
+    try:
+        json.loads(body.decode(), parse_int=_integer)
+    except _LongInteger as exc:
+        return str(exc)
+    except (ValueError, RecursionError):
+        pass
+    return None
+
+
 def _object(pairs: list[tuple[str, object]]) -> dict[str, object]:
     """A JSON object whose keys are all different: with a repeated key, parsers disagree
     on which value counts (Python's takes the last, others the first or refuse), so a
@@ -305,8 +334,8 @@ def _json_body(body: bytes) -> object | Failure:
         return _refused("$", "the body is nested too deeply")
     except _RepeatedKey as exc:
         return _refused("$", str(exc))
-    except ValueError as exc:  # not JSON, or not UTF-8
-        return _refused("$", f"the body is not JSON: {exc}")
+    except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python
+        return _refused("$", _long_integer(body) or f"the body is not JSON: {exc}")
     return data
 
 

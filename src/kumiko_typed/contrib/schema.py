@@ -22,10 +22,14 @@ from uuid import UUID
 
 import attrs
 
+from .._structuring import DECIMAL_TEXT
+
 DIALECT: Final = "https://json-schema.org/draft/2020-12/schema"
 
-#: A decimal as a string ("12.50", "-1e3"); a JSON number is accepted as well.
-_DECIMAL_PATTERN: Final = r"^[+-]?([0-9]+(\.[0-9]*)?|\.[0-9]+)([eE][+-]?[0-9]+)?$"
+#: A decimal as a string ("12.50", "-1e3"), exactly the text the App reads; a JSON number
+#: is accepted as well.  ``(?![\s\S])``, not ``$``: Python's ``$`` also matches before a final
+#: newline, which the App refuses.
+_DECIMAL_PATTERN: Final = f"^{DECIMAL_TEXT}(?![\\s\\S])"
 
 #: Base64 as the App reads it (padded, no line breaks): contentEncoding alone is no check.
 #: ``(?![\s\S])``, not ``$`` alone: Python's ``$`` also matches before a final newline.
