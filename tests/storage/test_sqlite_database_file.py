@@ -37,6 +37,8 @@ from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
 
 TESTS = Path(__file__).resolve().parents[1]
 ADA = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=0xA))
+#: Bounds a hang only.
+BOUND = 30
 
 
 class FdNote(Entity):
@@ -79,13 +81,19 @@ def test_a_looping_worker_reports_the_deleted_file_each_pass(
     make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
 ) -> None:
     app = make_app([f])
-    caplog.set_level(logging.WARNING, logger="kumiko_typed")
+    caplog.set_level(logging.DEBUG, logger="kumiko_typed")
     worker = threading.Thread(target=app.run_worker, kwargs={"poll_interval": 0.05})
     worker.start()
     try:
-        time.sleep(0.3)  # passes got through: the worker outlives what comes next
+        # Each side's first pass got through: the worker outlives what comes next (a side
+        # whose first pass found no table stops the worker; a fixed sleep let a loaded
+        # machine delete the file before then).
+        deadline = time.monotonic() + BOUND
+        while len({r.threadName for r in caplog.records if r.getMessage().startswith("worker pass:")}) < 2:
+            assert time.monotonic() < deadline and worker.is_alive(), "the worker's sides made no pass"
+            time.sleep(0.02)
         _delete(str(app.engine.url))
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + BOUND
         while "no such table" not in caplog.text and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
