@@ -3,11 +3,32 @@ tests watch a worker go on through a fault, or stop with an error."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+
+import pytest
 
 from kumiko_typed import App
 
-__all__ = ["Worker"]
+__all__ = ["Worker", "await_first_passes"]
+
+#: Bounds a hang only.
+BOUND = 30
+
+
+def await_first_passes(caplog: pytest.LogCaptureFixture, thread: threading.Thread) -> None:
+    """Until each side of the looping worker in ``thread`` (its workflows, its deliveries)
+    logged a pass: it has got through once, so it outlives an outage that comes next,
+    where a side whose first pass meets one stops the worker as for a wrong URL.  A fixed
+    sleep let a loaded machine bring the outage on first.  Sets ``caplog`` to DEBUG
+    (an idle pass is logged at DEBUG)."""
+    caplog.set_level(logging.DEBUG, logger="kumiko_typed")
+    deadline = time.monotonic() + BOUND
+    while len({r.threadName for r in caplog.records if r.getMessage().startswith("worker pass:")}) < 2:
+        assert thread.is_alive(), "the worker stopped before each side got through once"
+        assert time.monotonic() < deadline, f"not within {BOUND} s: a pass of each side of the worker"
+        time.sleep(0.02)
 
 
 class Worker:

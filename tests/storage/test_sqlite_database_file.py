@@ -16,7 +16,6 @@ image is malformed")."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _worker_thread import await_first_passes
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Mapped
 
@@ -81,17 +81,10 @@ def test_a_looping_worker_reports_the_deleted_file_each_pass(
     make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
 ) -> None:
     app = make_app([f])
-    caplog.set_level(logging.DEBUG, logger="kumiko_typed")
     worker = threading.Thread(target=app.run_worker, kwargs={"poll_interval": 0.05})
     worker.start()
     try:
-        # Each side's first pass got through: the worker outlives what comes next (a side
-        # whose first pass found no table stops the worker; a fixed sleep let a loaded
-        # machine delete the file before then).
-        deadline = time.monotonic() + BOUND
-        while len({r.threadName for r in caplog.records if r.getMessage().startswith("worker pass:")}) < 2:
-            assert time.monotonic() < deadline and worker.is_alive(), "the worker's sides made no pass"
-            time.sleep(0.02)
+        await_first_passes(caplog, worker)  # a side's first pass finding no table stops the worker
         _delete(str(app.engine.url))
         deadline = time.monotonic() + BOUND
         while "no such table" not in caplog.text and time.monotonic() < deadline:
