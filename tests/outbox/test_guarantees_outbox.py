@@ -352,7 +352,7 @@ def test_an_smtp_server_that_never_answers_times_out_as_configured(make_app: Cal
         assert app.dispatch(letter, Letter("a@example.com"), user=user) == Ok(None)
         worker = threading.Thread(target=app.run_worker, kwargs={"once": True}, daemon=True)
         worker.start()
-        worker.join(10)
+        worker.join(60)
         assert not worker.is_alive(), "the SMTP connection waited past its timeout"
     item = _only(app)
     assert item.status == "pending"

@@ -79,7 +79,7 @@ def test_a_row_under_delivery_is_not_taken_by_a_worker_whose_machine_clock_diffe
     def respond(index: int, _path: str) -> tuple[int, dict[str, str]]:
         if index == 0:  # the first worker's delivery is under way until the test says
             entered.set()
-            release.wait(20)
+            release.wait(60)
         return 200, {}
 
     receiver.respond = respond
@@ -88,7 +88,7 @@ def test_a_row_under_delivery_is_not_taken_by_a_worker_whose_machine_clock_diffe
     delivering = threading.Thread(target=lambda: counts.update(first.run_worker(once=True)))
     delivering.start()
     try:
-        assert entered.wait(20), "the first worker never reached the receiver"
+        assert entered.wait(60), "the first worker never reached the receiver"
         assert second.run_worker(once=True)["sent"] == 0  # before: 1, the same row again
     finally:
         release.set()

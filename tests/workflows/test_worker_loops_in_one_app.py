@@ -46,7 +46,7 @@ def test_one_stop_ends_every_loop_of_the_app(app_on: Callable[..., App]) -> None
     time.sleep(0.5)  # both loops are asleep
     app.stop_worker()
     for thread in loops:
-        thread.join(20)
+        thread.join(60)
     assert [thread.is_alive() for thread in loops] == [False, False]
     assert raised == []
     assert run is not None and run.status == "completed"
@@ -56,5 +56,5 @@ def test_one_stop_ends_every_loop_of_the_app(app_on: Callable[..., App]) -> None
     time.sleep(0.5)
     assert again.is_alive()
     app.stop_worker()
-    again.join(20)
+    again.join(60)
     assert not again.is_alive()
