@@ -126,6 +126,7 @@ def fresh_postgres_url(kumiko_postgres: PostgresServer) -> Iterator[str]:
 from _proxy import Proxy  # noqa: E402
 from _receiver import Receiver  # noqa: E402
 from _support import loopback_tls  # noqa: E402
+from _worker_thread import Passes  # noqa: E402
 
 #: What the App's own client reads for its proxies (as httpx's default client).
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
@@ -149,6 +150,12 @@ def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Re
     receiver = Receiver(tls=context)
     yield receiver
     receiver.close()
+
+
+@pytest.fixture
+def worker_passes(caplog: pytest.LogCaptureFixture) -> Passes:
+    """The looping workers' passes, logged from the start of the test (tests/_worker_thread.py)."""
+    return Passes(caplog)
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import uuid
 import pytest
 from _receiver import Receiver
 from _support import Hook
-from _worker_thread import await_first_passes
+from _worker_thread import Passes
 
 from kumiko_typed import App, Feature, RetryPolicy, User, ok
 
@@ -17,7 +17,7 @@ pytestmark = pytest.mark.postgres
 
 
 def test_an_idle_worker_wakes_on_commit_and_on_stop(
-    fresh_postgres_url: str, receiver: Receiver, caplog: pytest.LogCaptureFixture
+    fresh_postgres_url: str, receiver: Receiver, worker_passes: Passes
 ) -> None:
     receiver.respond = lambda _i, _p: (500, {})
     feature = Feature("notify", requires=["webhook.send"])
@@ -34,7 +34,7 @@ def test_an_idle_worker_wakes_on_commit_and_on_stop(
     thread = threading.Thread(target=lambda: counts.update(worker.run_worker(poll_interval=60)))
     thread.start()
     try:
-        await_first_passes(caplog, thread)  # each side found nothing and waits (up to 60 s)
+        worker_passes.await_first(thread)  # each side found nothing and waits (up to 60 s)
         started = time.monotonic()
         # One try, answered 500: the row goes dead at its first attempt.
         app.dispatch(handler, Hook(receiver.url()), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4()))

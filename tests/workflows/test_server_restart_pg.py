@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _worker_thread import await_first_passes
+from _worker_thread import Passes
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok, on_event
@@ -84,7 +84,7 @@ def _restart(server: PostgresServer) -> None:
 
 
 def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(
-    private_server: PostgresServer, caplog: pytest.LogCaptureFixture
+    private_server: PostgresServer, worker_passes: Passes
 ) -> None:
     app = App([f], database_url=private_server.url)
     app.create_all()
@@ -110,7 +110,7 @@ def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(
     dispatching = threading.Thread(target=client, daemon=True)
     try:
         worker.start()
-        await_first_passes(caplog, worker)  # the restart is an outage, not a wrong URL
+        worker_passes.await_first(worker)  # the restart is an outage, not a wrong URL
         dispatching.start()
         time.sleep(0.5)  # dispatches under way when the server goes (whenever: each is repeated)
         _restart(private_server)
