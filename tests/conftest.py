@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
 
 from kumiko_typed import App, Feature, User
 from kumiko_typed.testing.postgres import PostgresServer
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+# Hypothesis's defaults time each example (a 200 ms deadline) and its data generation (the
+# too_slow health check): on a loaded CI machine either fails a correct test.  A test's own
+# @settings still sets what it names; these are what it leaves out.
+settings.register_profile("kumiko", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kumiko")
 
 _metadata = sa.MetaData()
 _NOTES = sa.Table(
