@@ -12,6 +12,7 @@ it, is on one machine."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
@@ -107,8 +108,12 @@ def test_a_wait_is_not_resumed_early_by_a_worker_whose_machine_clock_is_fast(
         assert fast.run_worker(once=True)["resumed"] == 0  # before: resumed 3 minutes early
     assert run_info(fast, run_id).status == "suspended"
     (record,) = [r for r in caplog.records if "clock" in r.getMessage()]
-    assert record.getMessage().startswith("this machine's clock is 360.0 s ahead of the database server's")
-    assert abs(record.kumiko_clock_ahead - 360) < 1  # type: ignore[attr-defined]
+    # The reading is off by up to half its round trip, which a loaded machine makes long:
+    # about six minutes, not to the tenth of a second the message prints.
+    told = re.match(r"this machine's clock is (\d+\.\d) s ahead of the database server's", record.getMessage())
+    assert told is not None, record.getMessage()
+    assert abs(float(told[1]) - 360) < 5
+    assert abs(record.kumiko_clock_ahead - 360) < 5  # type: ignore[attr-defined]
 
 
 def test_a_wait_a_slow_machine_schedules_is_not_due_early(machine: Machine) -> None:
@@ -152,7 +157,7 @@ def test_a_machine_clock_stepped_after_a_reading_is_corrected_at_the_next_pass(
         app.run_worker(once=True)  # reads the server's time
         step[0] = -timedelta(hours=1)
         app.run_worker(once=True)
-        assert abs(app.clock() - datetime.now(UTC)) < timedelta(seconds=1)
+        assert abs(app.clock() - datetime.now(UTC)) < timedelta(seconds=30)  # not the hour stepped
     finally:
         app.dispose()
 
