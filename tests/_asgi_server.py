@@ -21,7 +21,7 @@ class Served:
         self.server = uvicorn.Server(uvicorn.Config(asgi, log_level="warning", lifespan="off"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not self.server.started:
             assert self.thread.is_alive() and time.monotonic() < deadline, "uvicorn did not start"
             time.sleep(0.01)

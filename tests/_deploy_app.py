@@ -6,7 +6,8 @@ their class the same way)::
     python -c WORKER_BOOT TESTS_DIR URL VERSION NOW_ISO SECONDS
 
 builds the App of ``VERSION`` on ``URL`` with its clock fixed at ``NOW_ISO``, runs worker
-passes for ``SECONDS`` (one pass if 0) and prints ``{"resumed": N, "errors": N}``.
+passes for ``SECONDS`` and then until one finds nothing to do (one pass if 0) and prints
+``{"resumed": N, "errors": N}``.
 
 Versions (``v1`` is what the runs start under; every other one is a later deploy):
 
@@ -200,10 +201,16 @@ def worker_main(argv: list[str]) -> int:
     try:
         while True:
             try:
-                resumed += app.run_worker(once=True)["resumed"]
+                passed = app.run_worker(once=True)["resumed"]
+                resumed += passed
             except Exception:  # a pass that raised (a lock timeout) is retried, and counted
                 errors += 1
-            if time.monotonic() >= end:
+                passed = -1
+            # Passes for ``seconds``, then on while they find work: a window that a loaded
+            # machine filled with slow or refused passes left runs to resume (up to a
+            # minute more, which bounds a hang only).
+            now = time.monotonic()
+            if now >= end and (seconds == 0 or passed == 0 or now >= end + 60):
                 break
             time.sleep(0.05)
     finally:

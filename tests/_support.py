@@ -184,7 +184,7 @@ class Gate:
 
     def block(self, n: int) -> int:
         self.entered.set()
-        assert self.release.wait(10), "the test never released the segment"
+        assert self.release.wait(60), "the test never released the segment"
         return n
 
     @contextlib.contextmanager
@@ -196,8 +196,8 @@ class Gate:
         worker = threading.Thread(target=work)
         worker.start()
         try:
-            assert self.entered.wait(10), "the worker did not reach the blocking step"
+            assert self.entered.wait(60), "the worker did not reach the blocking step"
             yield
         finally:
             self.release.set()
-            worker.join(10)
+            worker.join(60)

@@ -3,11 +3,43 @@ tests watch a worker go on through a fault, or stop with an error."""
 
 from __future__ import annotations
 
+import logging
 import threading
+import time
+
+import pytest
 
 from kumiko_typed import App
 
-__all__ = ["Worker"]
+__all__ = ["Passes", "Worker"]
+
+#: Bounds a hang only.
+BOUND = 30
+
+
+class Passes:
+    """The passes of the looping workers of a test, as logged (``caplog`` at DEBUG from
+    here on: an idle pass is logged at DEBUG); the ``worker_passes`` fixture, taken before
+    the workers start."""
+
+    def __init__(self, caplog: pytest.LogCaptureFixture) -> None:
+        self.caplog = caplog
+        caplog.set_level(logging.DEBUG, logger="kumiko_typed")
+
+    def await_first(self, *threads: threading.Thread) -> None:
+        """Until each side (its workflows, its deliveries) of the looping worker in each of
+        ``threads`` got through a pass.  A side that did outlives an outage that comes
+        next, where one whose first pass meets it stops the worker as for a wrong URL; and
+        it is in its idle wait, or soon is.  A fixed sleep let a loaded machine bring the
+        outage, or the test's next step, first."""
+        deadline = time.monotonic() + BOUND
+        while len(self._sides()) < 2 * len(threads):
+            assert all(t.is_alive() for t in threads), "a worker stopped before each of its sides got through once"
+            assert time.monotonic() < deadline, f"not within {BOUND} s: a pass of each side of each worker"
+            time.sleep(0.02)
+
+    def _sides(self) -> set[int]:
+        return {r.thread for r in self.caplog.records if r.getMessage().startswith("worker pass:") and r.thread}
 
 
 class Worker:

@@ -11,11 +11,18 @@ from pathlib import Path
 
 import pytest
 import sqlalchemy as sa
+from hypothesis import HealthCheck, settings
 
 from kumiko_typed import App, Feature, User
 from kumiko_typed.testing.postgres import PostgresServer
 
 NOW = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+
+# Hypothesis's defaults time each example (a 200 ms deadline) and its data generation (the
+# too_slow health check): on a loaded CI machine either fails a correct test.  A test's own
+# @settings still sets what it names; these are what it leaves out.
+settings.register_profile("kumiko", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("kumiko")
 
 _metadata = sa.MetaData()
 _NOTES = sa.Table(
@@ -126,6 +133,7 @@ def fresh_postgres_url(kumiko_postgres: PostgresServer) -> Iterator[str]:
 from _proxy import Proxy  # noqa: E402
 from _receiver import Receiver  # noqa: E402
 from _support import loopback_tls  # noqa: E402
+from _worker_thread import Passes  # noqa: E402
 
 #: What the App's own client reads for its proxies (as httpx's default client).
 PROXY_VARIABLES = ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "NO_PROXY", "REQUEST_METHOD")
@@ -149,6 +157,12 @@ def tls_receiver(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Re
     receiver = Receiver(tls=context)
     yield receiver
     receiver.close()
+
+
+@pytest.fixture
+def worker_passes(caplog: pytest.LogCaptureFixture) -> Passes:
+    """The looping workers' passes, logged from the start of the test (tests/_worker_thread.py)."""
+    return Passes(caplog)
 
 
 @pytest.fixture

@@ -30,6 +30,10 @@ from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 T0 = datetime(2026, 2, 3, 4, 5, tzinfo=UTC)
+#: A pass that the 1 s deadline (or the 0.5 s timeout) cut ends well within this; one that
+#: was not cut takes 20 s or more (addresses, trickles, hung lookups, the 30 s deadline).
+#: The margin is for a loaded CI machine, where the pass around the send is slow.
+PROMPT = 10
 
 f, hook = hook_feature("connect_deadline", RetryPolicy(times=2, base_delay=timedelta(seconds=5)))
 
@@ -111,12 +115,12 @@ def _timed_pass(app: App) -> float:
 def test_a_webhook_to_a_name_whose_addresses_do_not_answer_ends_at_the_deadline(
     app_on: AppOn, names: Names, silent: Callable[[], int]
 ) -> None:
-    """Four silent addresses, a 1 s deadline: before, each got the whole second (4 s)."""
-    names.ports["hook.test"] = [silent() for _ in range(4)]
+    """Twenty silent addresses, a 1 s deadline: before, each got the whole second (20 s)."""
+    names.ports["hook.test"] = [silent() for _ in range(20)]
     app = app_on([f], clock=FakeClock(T0), webhook_timeout=timedelta(seconds=1))
     _queue(app, "http://hook.test/hook")
 
-    assert _timed_pass(app) < 2.5
+    assert _timed_pass(app) < PROMPT
     (item,) = app.outbox()
     assert (item.status, item.attempts) == ("pending", 1)
     assert item.last_error == "the receiver did not answer within 1 s (App(webhook_timeout=...))"
@@ -128,7 +132,7 @@ def test_a_webhook_to_a_name_whose_lookup_hangs_ends_at_the_deadline(app_on: App
     app = app_on([f], clock=FakeClock(T0), webhook_timeout=timedelta(seconds=1))
     _queue(app, "http://hook.test/hook")
 
-    assert _timed_pass(app) < 2.5
+    assert _timed_pass(app) < PROMPT
     (item,) = app.outbox()
     assert (item.status, item.attempts) == ("pending", 1)
     assert item.last_error == "the receiver did not answer within 1 s (App(webhook_timeout=...))"
@@ -193,8 +197,10 @@ def trickler() -> Iterator[int]:
 
     thread = threading.Thread(target=serve, daemon=True)
     thread.start()
-    yield int(server.getsockname()[1])
+    port = int(server.getsockname()[1])
+    yield port
     done.set()
+    socket.create_connection(("127.0.0.1", port)).close()  # an accept() nobody connected to ends
     thread.join(10)
     server.close()
 
@@ -214,7 +220,7 @@ def test_an_smtp_send_whose_deadline_passes_while_it_connects_is_still_cut(
     names.ports["mx.test"] = [silent(), trickler]
     app = app_on([mail], mail=SmtpTransport("mx.test", 25, timeout=1.0, deadline=1.0))
 
-    assert _send_mail(app) < 2.5
+    assert _send_mail(app) < PROMPT
     (item,) = app.outbox()
     assert (item.status, item.attempts) == ("pending", 1)
     assert item.last_error == "the SMTP server did not finish within 1 s (SmtpTransport(deadline=...))"
@@ -239,7 +245,7 @@ def test_an_smtp_send_to_a_name_whose_lookup_hangs_ends_at_the_deadline(app_on: 
     names.hanging.add("mx.test")
     app = app_on([mail], mail=SmtpTransport("mx.test", 25, deadline=1.0))
 
-    assert _send_mail(app) < 2.5
+    assert _send_mail(app) < PROMPT
     (item,) = app.outbox()
     assert item.last_error == "the SMTP server did not finish within 1 s (SmtpTransport(deadline=...))"
 
@@ -251,9 +257,9 @@ def test_an_smtp_send_goes_to_the_next_address_while_time_is_left(
     takes the mail."""
     handler, port = smtp_server
     names.ports["mx.test"] = [silent(), port]
-    app = app_on([mail], mail=SmtpTransport("mx.test", 25, timeout=0.5, deadline=10.0))
+    app = app_on([mail], mail=SmtpTransport("mx.test", 25, timeout=0.5, deadline=30.0))
 
-    assert _send_mail(app) < 5
+    assert _send_mail(app) < PROMPT
     assert [i.status for i in app.outbox()] == ["sent"]
     (envelope,) = handler.envelopes
     assert envelope.rcpt_tos == ["a@example.com"]
@@ -278,7 +284,7 @@ def test_an_smtp_send_whose_own_name_lookup_hangs_ends_at_the_deadline(
     monkeypatch.setattr(_resolve, "_local", [])
     app = app_on([mail], mail=SmtpTransport("127.0.0.1", port, deadline=1.0))
 
-    assert _send_mail(app) < 2.5
+    assert _send_mail(app) < PROMPT
     (item,) = app.outbox()
     assert (item.status, item.last_error) == (
         "pending",

@@ -5,7 +5,6 @@ against a real HTTP peer on 127.0.0.1 that answers slowly."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
@@ -20,6 +19,8 @@ from kumiko_typed._tables import outbox
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2024, 5, 6, 7, 8, 9, tzinfo=UTC)
+#: Bounds a hang only: how long an answer waits for the others it expects beside it.
+BOUND = 30
 
 
 f = Feature("conc", requires=["webhook.send"])
@@ -35,20 +36,28 @@ hook_once = f.write_handler(
 
 
 class InFlight:
-    """Counts the requests the peer is answering at the same time."""
+    """Counts the requests the peer is answering at the same time.  Each answer waits
+    until as many are in flight as the worker may have (its width, or the rows still to
+    go when fewer): the overlap is then there however slowly the machine starts the
+    requests (a fixed 0.3 s answer let a loaded CI start the fourth after the first
+    ended), and a worker that delivers fewer at once makes each answer wait ``BOUND``."""
 
-    def __init__(self) -> None:
-        self.lock = threading.Lock()
+    def __init__(self, width: int, rows: int) -> None:
+        self.changed = threading.Condition()
+        self.width = width
+        self.left = rows
         self.now = 0
         self.most = 0
 
     def respond(self, index: int, path: str) -> tuple[int, dict[str, str]]:
-        with self.lock:
+        with self.changed:
             self.now += 1
             self.most = max(self.most, self.now)
-        time.sleep(0.3)  # a slow peer: long enough for deliveries under way to overlap
-        with self.lock:
+            self.changed.notify_all()
+            self.changed.wait_for(lambda: self.now >= min(self.width, self.left), timeout=BOUND)
             self.now -= 1
+            self.left -= 1
+            self.changed.notify_all()
         return (404, {}) if path.startswith("/missing") else (200, {})
 
 
@@ -61,10 +70,10 @@ def _enqueue(app: App, receiver: Receiver, user: User, paths: list[str]) -> None
 def test_a_worker_delivers_up_to_its_concurrency_at_once(
     app_on: Callable[..., App], receiver: Receiver, user: User, width: int
 ) -> None:
-    peer = InFlight()
+    paths = [f"/ok/{i}" for i in range(5)] + ["/missing/1"]
+    peer = InFlight(width, len(paths))
     receiver.respond = peer.respond
     app = app_on([f], clock=FakeClock(T0), delivery_concurrency=width)
-    paths = [f"/ok/{i}" for i in range(5)] + ["/missing/1"]
     _enqueue(app, receiver, user, paths)
     counts = app.run_worker(once=True)
     assert counts["sent"] == 5 and counts["retried"] == 1

@@ -108,7 +108,9 @@ def test_a_receiver_with_an_endless_body_does_not_hold_the_worker(
     counts = app.run_worker(once=True)
     took = time.monotonic() - began
 
-    assert took < 3, f"the pass took {took:.1f} s reading a body nobody needs"
+    # A pass that held the connection without reading would take the 30 s webhook timeout;
+    # one that read the body is caught by the bytes sent below.
+    assert took < 15, f"the pass took {took:.1f} s reading a body nobody needs"
     assert counts["sent"] == 1
     assert _only(app).status == "sent"
     assert sent[0] < 64 * 2**20  # the receiver could not push more than socket buffers hold

@@ -60,7 +60,7 @@ def test_a_delivery_whose_record_the_full_database_refused_is_recorded_later_not
     assert app.dispatch(hook, Hook(receiver.url()), user=USER).data is None  # type: ignore[union-attr]
     worker = Worker(app)
     try:
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while not receiver.requests and time.monotonic() < deadline:
             time.sleep(0.05)
         time.sleep(0.5)  # passes on the full database
@@ -68,7 +68,7 @@ def test_a_delivery_whose_record_the_full_database_refused_is_recorded_later_not
         [item] = app.outbox()
         assert (item.status, item.attempts) == ("pending", 0)  # not recorded yet
         full.off()
-        deadline = time.monotonic() + 10
+        deadline = time.monotonic() + 30
         while app.outbox()[0].attempts == 0 and time.monotonic() < deadline:
             time.sleep(0.05)
         ahead[0] = CLAIM_LEASE + timedelta(seconds=1)  # a lease not recorded would run out now

@@ -305,7 +305,7 @@ def test_a_keyed_write_that_lost_a_race_succeeds_when_repeated_with_its_key(fres
                 target=lambda: overtaken.append(app.dispatch(tallies.bump, Tally(aggregate, 0), user=user))
             )
             thread.start()
-            thread.join(10)
+            thread.join(60)
 
         tallies.before_append = other_writer
         lost = app.dispatch(tallies.bump, Tally(tid.data, 0), user=user, idempotency_key="pay-1")

@@ -274,7 +274,7 @@ def test_a_query_on_sqlite_takes_no_write_lock(tmp_path: Path, make_user: Callab
         other.execute("BEGIN IMMEDIATE")  # another writer holds the write lock
         started = time.monotonic()
         assert app.query(by_label, Lookup("bolt"), user=admin) == Ok([3])
-        assert time.monotonic() - started < 2  # not the 5 s busy timeout
+        assert time.monotonic() - started < 4.5  # not the 5 s busy timeout (margin for a loaded CI)
     finally:
         other.execute("ROLLBACK")
         other.close()

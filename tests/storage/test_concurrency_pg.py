@@ -33,6 +33,8 @@ from kumiko_typed._tables import events
 pytestmark = pytest.mark.postgres
 
 THREADS = 8
+#: Bounds a hang only.
+BOUND = 30
 
 
 # --- a counter aggregate for the optimistic-locking test ------------------------------------
@@ -392,17 +394,38 @@ def test_bulk_writes_in_opposite_orders_never_hang_nor_half_apply(fresh_postgres
 # --- the workers' NOTIFY and savepoints -----------------------------------------------------------
 
 
+class Listening:
+    """A LISTEN connection on the workers' channel.  :meth:`heard` counts what it got since
+    the last call, up to a marker NOTIFY sent after the transactions under test committed:
+    PostgreSQL delivers notifications in commit order, so the count does not depend on how
+    soon the server delivers them (a 0.3 s window did, and a late one counted in the next)."""
+
+    MARK = "heard-up-to-here"
+
+    def __init__(self, url: str) -> None:
+        self.listener = psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
+        self.listener.execute(f"LISTEN {CHANNEL}")
+        self.marker = psycopg.connect(url.replace("+psycopg", ""), autocommit=True)
+
+    def heard(self) -> int:
+        self.marker.execute("SELECT pg_notify(%s, %s)", (CHANNEL, self.MARK))
+        for count, notify in enumerate(self.listener.notifies(timeout=BOUND)):
+            if notify.payload == self.MARK:
+                return count
+        raise AssertionError(f"not within {BOUND} s: the marker NOTIFY")
+
+    def close(self) -> None:
+        self.listener.close()
+        self.marker.close()
+
+
 def test_the_notify_survives_a_rolled_back_savepoint(fresh_postgres_url: str) -> None:
     """A NOTIFY first queued inside a savepoint goes away when that savepoint rolls back (a
     failed workflow segment in a worker's batch, a failed retry attempt); the next append in
     the same transaction must queue it again rather than trust that it is queued."""
     engine = sa.create_engine(fresh_postgres_url)
-    listener = psycopg.connect(fresh_postgres_url.replace("+psycopg", ""), autocommit=True)
-    listener.execute(f"LISTEN {CHANNEL}")
-
-    def heard() -> int:
-        return len(list(listener.notifies(timeout=0.3)))
-
+    listening = Listening(fresh_postgres_url)
+    heard = listening.heard
     try:
         with Session(engine) as s, s.begin():
             savepoint = s.begin_nested()
@@ -421,7 +444,7 @@ def test_the_notify_survives_a_rolled_back_savepoint(fresh_postgres_url: str) ->
             eventstore_module.notify_on_commit(s)  # released, not rolled back: still queued
         assert heard() == 1  # once: PostgreSQL folds repeats within a transaction
     finally:
-        listener.close()
+        listening.close()
         engine.dispose()
 
 
@@ -431,12 +454,9 @@ def test_an_event_queues_the_notify_with_its_insert(fresh_postgres_url: str) -> 
     transaction queues it once however many events it appends."""
     app = App([inventory], database_url=fresh_postgres_url)
     app.create_all()
-    listener = psycopg.connect(fresh_postgres_url.replace("+psycopg", ""), autocommit=True)
-    listener.execute(f"LISTEN {CHANNEL}")
+    listening = Listening(fresh_postgres_url)
+    heard = listening.heard
     statements: list[str] = []
-
-    def heard() -> int:
-        return len(list(listener.notifies(timeout=0.3)))
 
     def append(s: Session) -> None:
         eventstore_module.append(
@@ -477,5 +497,5 @@ def test_an_event_queues_the_notify_with_its_insert(fresh_postgres_url: str) -> 
             s.rollback()
         assert heard() == 0
     finally:
-        listener.close()
+        listening.close()
         app.dispose()

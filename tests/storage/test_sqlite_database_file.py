@@ -16,7 +16,6 @@ image is malformed")."""
 
 from __future__ import annotations
 
-import logging
 import os
 import shutil
 import subprocess
@@ -30,6 +29,7 @@ from pathlib import Path
 
 import attrs
 import pytest
+from _worker_thread import Passes
 from sqlalchemy.exc import DatabaseError, OperationalError
 from sqlalchemy.orm import Mapped
 
@@ -37,6 +37,8 @@ from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok
 
 TESTS = Path(__file__).resolve().parents[1]
 ADA = User(id=uuid.UUID(int=1), tenant_id=uuid.UUID(int=0xA))
+#: Bounds a hang only.
+BOUND = 30
 
 
 class FdNote(Entity):
@@ -76,23 +78,22 @@ def test_a_write_after_the_file_was_deleted_is_not_reported_done(make_app: Calla
 
 
 def test_a_looping_worker_reports_the_deleted_file_each_pass(
-    make_app: Callable[..., App], caplog: pytest.LogCaptureFixture
+    make_app: Callable[..., App], worker_passes: Passes
 ) -> None:
     app = make_app([f])
-    caplog.set_level(logging.WARNING, logger="kumiko_typed")
     worker = threading.Thread(target=app.run_worker, kwargs={"poll_interval": 0.05})
     worker.start()
     try:
-        time.sleep(0.3)  # passes got through: the worker outlives what comes next
+        worker_passes.await_first(worker)  # a side's first pass finding no table stops the worker
         _delete(str(app.engine.url))
-        deadline = time.monotonic() + 20
-        while "no such table" not in caplog.text and time.monotonic() < deadline:
+        deadline = time.monotonic() + BOUND
+        while "no such table" not in worker_passes.caplog.text and time.monotonic() < deadline:
             time.sleep(0.05)
     finally:
         app.stop_worker()
         worker.join(30)
     assert not worker.is_alive()
-    assert "no such table" in caplog.text  # was silent: its passes went on in the deleted file
+    assert "no such table" in worker_passes.caplog.text  # was silent: its passes went on in the deleted file
     assert os.path.exists(str(app.engine.url.database))
 
 

@@ -121,7 +121,7 @@ def test_writers_of_different_aggregates_overlap_and_a_tailer_waits_for_the_olde
     def let_b_commit() -> None:
         thread = threading.Thread(target=lambda: other.append(app.dispatch(reserve, Take(second, 2), user=user)))
         thread.start()
-        thread.join(timeout=10)
+        thread.join(timeout=60)
         assert not thread.is_alive(), "writer B waited for writer A's transaction"
         with Session(app.engine) as s:
             seen_while_open.append([e.stream_id for e in read_after(s, start)])

@@ -438,7 +438,7 @@ def test_a_write_based_on_a_read_another_writer_overtook_is_a_version_conflict(
     def race(c: Any) -> bool:
         assert app is not None
         thread, out = _in_thread(lambda: app.dispatch(bump, Target(c.payload.id), user=admin))
-        thread.join(timeout=10)
+        thread.join(timeout=60)
         assert not thread.is_alive(), "the other writer waited for this transaction"
         raced.extend(out)
         return True
@@ -482,7 +482,7 @@ def test_a_workflow_segment_overtaken_between_its_read_and_its_write_fails_clean
     def race(c: Any) -> bool:
         assert app is not None
         thread, out = _in_thread(lambda: app.dispatch(bump, Target(c.payload.id), user=admin))
-        thread.join(timeout=10)
+        thread.join(timeout=60)
         assert not thread.is_alive(), "the other writer waited for this transaction"
         raced.extend(out)
         return True

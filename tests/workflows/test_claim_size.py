@@ -44,7 +44,7 @@ ran: list[int] = []
 def _peer(c: Any) -> int:
     if _Gate.armed and c.payload.n == 0:
         _Gate.inside.set()
-        assert _Gate.go.wait(20)
+        assert _Gate.go.wait(60)
     else:
         time.sleep(SLOW)
     ran.append(c.payload.n)
@@ -102,12 +102,12 @@ def test_a_worker_with_slow_segments_leaves_the_runs_it_has_not_started_to_anoth
         worker = threading.Thread(target=lambda: passes.append(busy.run_worker(once=True)))
         worker.start()
         try:
-            assert _Gate.inside.wait(20)  # the busy worker is in job 0's segment
+            assert _Gate.inside.wait(60)  # the busy worker is in job 0's segment
             # Before, it had claimed all five: this pass found none of them.
             assert other.run_worker(once=True)["resumed"] == 4
         finally:
             _Gate.go.set()
-            worker.join(20)
+            worker.join(60)
         assert passes[0]["resumed"] == 1
         assert sorted(ran) == [0, 1, 2, 3, 4]  # each once
         assert {info.status for info in map(busy.get_run, runs) if info is not None} == {"completed"}

@@ -57,7 +57,7 @@ def test_a_pass_skips_a_cron_cursor_another_worker_holds(fresh_postgres_url: str
                 counts: list[dict[str, int]] = []
                 passing = threading.Thread(target=lambda: counts.append(app.run_worker(once=True)))
                 passing.start()
-                passing.join(timeout=20)
+                passing.join(timeout=60)
                 held = passing.is_alive()
                 conn.rollback()  # release the cursor, whatever happened
                 passing.join()

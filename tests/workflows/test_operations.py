@@ -252,7 +252,7 @@ def _cancel_during_segment(app: App, workflow: Any, clock: FakeClock) -> tuple[u
             assert cancel.is_alive() and not outcome, "the cancel did not wait for the running segment"
     finally:
         if cancel.ident is not None:  # started
-            cancel.join(10)
+            cancel.join(60)
     (cancelled,) = outcome
     return run_id, cancelled
 

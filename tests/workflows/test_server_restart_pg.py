@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _worker_thread import Passes
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok, on_event
@@ -82,7 +83,9 @@ def _restart(server: PostgresServer) -> None:
     assert done.returncode == 0, done.stderr
 
 
-def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(private_server: PostgresServer) -> None:
+def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(
+    private_server: PostgresServer, worker_passes: Passes
+) -> None:
     app = App([f], database_url=private_server.url)
     app.create_all()
     raised: list[BaseException] = []
@@ -107,8 +110,9 @@ def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(private
     dispatching = threading.Thread(target=client, daemon=True)
     try:
         worker.start()
+        worker_passes.await_first(worker)  # the restart is an outage, not a wrong URL
         dispatching.start()
-        time.sleep(0.5)
+        time.sleep(0.5)  # dispatches under way when the server goes (whenever: each is repeated)
         _restart(private_server)
         dispatching.join(60)
         assert not dispatching.is_alive()

@@ -12,7 +12,9 @@ it, is on one machine."""
 from __future__ import annotations
 
 import logging
+import re
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from datetime import UTC, datetime, timedelta
@@ -79,7 +81,7 @@ def test_a_row_under_delivery_is_not_taken_by_a_worker_whose_machine_clock_diffe
     def respond(index: int, _path: str) -> tuple[int, dict[str, str]]:
         if index == 0:  # the first worker's delivery is under way until the test says
             entered.set()
-            release.wait(20)
+            release.wait(60)
         return 200, {}
 
     receiver.respond = respond
@@ -88,7 +90,7 @@ def test_a_row_under_delivery_is_not_taken_by_a_worker_whose_machine_clock_diffe
     delivering = threading.Thread(target=lambda: counts.update(first.run_worker(once=True)))
     delivering.start()
     try:
-        assert entered.wait(20), "the first worker never reached the receiver"
+        assert entered.wait(60), "the first worker never reached the receiver"
         assert second.run_worker(once=True)["sent"] == 0  # before: 1, the same row again
     finally:
         release.set()
@@ -107,8 +109,12 @@ def test_a_wait_is_not_resumed_early_by_a_worker_whose_machine_clock_is_fast(
         assert fast.run_worker(once=True)["resumed"] == 0  # before: resumed 3 minutes early
     assert run_info(fast, run_id).status == "suspended"
     (record,) = [r for r in caplog.records if "clock" in r.getMessage()]
-    assert record.getMessage().startswith("this machine's clock is 360.0 s ahead of the database server's")
-    assert abs(record.kumiko_clock_ahead - 360) < 1  # type: ignore[attr-defined]
+    # The reading is off by up to half its round trip, which a loaded machine makes long:
+    # about six minutes, not to the tenth of a second the message prints.
+    told = re.match(r"this machine's clock is (\d+\.\d) s ahead of the database server's", record.getMessage())
+    assert told is not None, record.getMessage()
+    assert abs(float(told[1]) - 360) < 5
+    assert abs(record.kumiko_clock_ahead - 360) < 5  # type: ignore[attr-defined]
 
 
 def test_a_wait_a_slow_machine_schedules_is_not_due_early(machine: Machine) -> None:
@@ -128,11 +134,22 @@ hourly.workflow(
 )
 
 
+def _clear_of_the_next_hour() -> None:
+    """The passes below run on the real clock: the next hour's tick, once it came between
+    them, would be due for every machine (a run at hh:59:59.9 failed).  Within a minute
+    of it, wait until it has passed: the passes then have most of an hour."""
+    now = datetime.now(UTC)
+    left = 3600 - (now.minute * 60 + now.second + now.microsecond / 1e6)
+    if left < 60:
+        time.sleep(left + 1)
+
+
 def test_a_cron_tick_is_not_fired_early_by_a_worker_whose_machine_clock_is_fast(machine: Machine) -> None:
     """A machine an hour fast (a local time read as UTC, say): its first pass fired the
     next hour's tick at once, an hour early, and its cursor held that tick back from the
     others."""
     right, fast = machine(timedelta(0), [hourly]), machine(timedelta(hours=1), [hourly])
+    _clear_of_the_next_hour()
     right.run_worker(once=True)  # starts the schedule now
     assert fast.run_worker(once=True)["started"] == 0
     assert right.runs() == []
@@ -152,7 +169,7 @@ def test_a_machine_clock_stepped_after_a_reading_is_corrected_at_the_next_pass(
         app.run_worker(once=True)  # reads the server's time
         step[0] = -timedelta(hours=1)
         app.run_worker(once=True)
-        assert abs(app.clock() - datetime.now(UTC)) < timedelta(seconds=1)
+        assert abs(app.clock() - datetime.now(UTC)) < timedelta(seconds=30)  # not the hour stepped
     finally:
         app.dispose()
 

@@ -11,6 +11,7 @@ import uuid
 from collections.abc import Callable
 
 import attrs
+from _worker_thread import Passes
 
 from kumiko_typed import App, Feature, User, manual
 
@@ -26,7 +27,7 @@ naps = Feature("loops")
 nap = naps.workflow("nap", trigger=manual(Nap), pipeline=naps.workflow_pipeline(Nap).wait(lambda c: c.now))
 
 
-def test_one_stop_ends_every_loop_of_the_app(app_on: Callable[..., App]) -> None:
+def test_one_stop_ends_every_loop_of_the_app(app_on: Callable[..., App], worker_passes: Passes) -> None:
     app = app_on([naps])
     run_id = app.start_workflow(nap, Nap(0), user=USER)
     raised: list[BaseException] = []
@@ -43,10 +44,10 @@ def test_one_stop_ends_every_loop_of_the_app(app_on: Callable[..., App]) -> None
     deadline = time.monotonic() + 30
     while (run := app.get_run(run_id)) is not None and run.status != "completed" and time.monotonic() < deadline:
         time.sleep(0.05)
-    time.sleep(0.5)  # both loops are asleep
+    worker_passes.await_first(*loops)  # both loops run (a loop not yet begun would miss the stop)
     app.stop_worker()
     for thread in loops:
-        thread.join(20)
+        thread.join(60)
     assert [thread.is_alive() for thread in loops] == [False, False]
     assert raised == []
     assert run is not None and run.status == "completed"
@@ -56,5 +57,5 @@ def test_one_stop_ends_every_loop_of_the_app(app_on: Callable[..., App]) -> None
     time.sleep(0.5)
     assert again.is_alive()
     app.stop_worker()
-    again.join(20)
+    again.join(60)
     assert not again.is_alive()

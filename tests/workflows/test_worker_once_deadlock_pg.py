@@ -61,7 +61,7 @@ class _Gate:
 def _hold(c: Any) -> None:
     if _Gate.armed and c.steps["go"] is None:
         _Gate.inside.set()
-        assert _Gate.go.wait(20)
+        assert _Gate.go.wait(60)
 
 
 def _bump(c: Any) -> int:
@@ -136,7 +136,7 @@ def test_a_feed_and_a_timeout_segment_on_one_row_do_not_deadlock_a_single_pass(
         holder.execute(sa.text("SELECT 1 FROM kumiko_consumers WHERE name = 'workflow-events' FOR UPDATE"))
         timeout_worker = threading.Thread(target=worker, args=("timeout",))
         timeout_worker.start()
-        assert gate.inside.wait(20), results
+        assert gate.inside.wait(60), results
         holder.rollback()
         holder.close()
         feed_worker = threading.Thread(target=worker, args=("feed",))

@@ -5,12 +5,12 @@ is left stays due for the next pass.  Both databases."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 import attrs
+from _worker_thread import Passes
 
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._workflow_engine import BATCH
@@ -48,7 +48,9 @@ def test_a_stop_asked_by_a_resumed_run_ends_the_loop_after_that_batch(app_on: Ca
     assert app.run_worker(once=True)["resumed"] == 2 * BATCH + 5  # left due, not lost
 
 
-def test_an_idle_worker_with_a_poll_interval_of_a_month_waits_and_stops(app_on: Callable[..., App]) -> None:
+def test_an_idle_worker_with_a_poll_interval_of_a_month_waits_and_stops(
+    app_on: Callable[..., App], worker_passes: Passes
+) -> None:
     """A poll interval past epoll's limit (2**31 - 1 ms, 24.8 days) is still a positive
     number of seconds: both sides raised OverflowError at their first idle wait, and
     ``kumiko-typed worker --poll-interval 3000000`` printed its traceback."""
@@ -63,8 +65,8 @@ def test_an_idle_worker_with_a_poll_interval_of_a_month_waits_and_stops(app_on: 
 
     thread = threading.Thread(target=work)
     thread.start()
-    time.sleep(1.0)  # both sides idle, each in its wait
-    assert thread.is_alive() and outcome == []
+    worker_passes.await_first(thread)  # both sides passed, each on to its idle wait
+    assert outcome == []
     app.stop_worker()
     thread.join(30)
     assert not thread.is_alive()

@@ -160,7 +160,7 @@ def test_a_worker_finding_the_feed_cursor_held_goes_on_and_misses_nothing(fresh_
             holder.execute(sa.select(consumers).where(consumers.c.name == EVENT_CURSOR).with_for_update())
             worker = threading.Thread(target=lambda: counts.append(app.run_worker(once=True)))
             worker.start()
-            worker.join(timeout=10)
+            worker.join(timeout=60)
             waited = worker.is_alive()
             holder.rollback()  # let a waiting pass go on, to end the test either way
         worker.join(timeout=30)

@@ -104,14 +104,14 @@ class _Gates:
 def _hold_dispatch(c: Any) -> None:
     if _Gates.armed:
         _Gates.e_began.set()
-        assert _Gates.e_go.wait(20)
+        assert _Gates.e_go.wait(60)
 
 
 def _pong_key(c: Any) -> int:
     # Runs after the wait noted its view of the event store, before its row commits.
     if _Gates.armed:
         _Gates.noted.set()
-        assert _Gates.b_go.wait(20)
+        assert _Gates.b_go.wait(60)
     n: int = c.payload.n
     return n
 
@@ -422,7 +422,7 @@ def test_a_wait_replaced_while_the_feed_arms_it_still_gets_the_event_the_feed_pa
     def lock(self: EventFeed, session: Any, run_id: uuid.UUID, *, skip_locked: bool = True) -> Any:
         if threading.current_thread().name == "feed-a" and not a_pending.is_set():
             a_pending.set()  # it has read the unarmed wait; the run is not locked yet
-            assert b_done.wait(20)
+            assert b_done.wait(60)
         return real_lock(self, session, run_id, skip_locked=skip_locked)
 
     monkeypatch.setattr(EventFeed, "_lock", lock)
@@ -434,20 +434,20 @@ def test_a_wait_replaced_while_the_feed_arms_it_still_gets_the_event_the_feed_pa
         clock.advance(minutes=1)  # its first wait times out
         e = threading.Thread(target=lambda: sender.dispatch(send_pong, Job(7), user=ADA))
         e.start()  # its transaction begins (and takes its id) before the timeout segment's
-        assert _Gates.e_began.wait(20)
+        assert _Gates.e_began.wait(60)
         b = threading.Thread(target=timer._workflow_engine.resume_due)
         b.start()
-        assert _Gates.noted.wait(20)  # the second wait noted its view: the event is after it
+        assert _Gates.noted.wait(60)  # the second wait noted its view: the event is after it
         _Gates.e_go.set()
-        e.join(20)
+        e.join(60)
         feeder.run_worker(once=True)  # passes the event: the second wait is not committed yet
         a = threading.Thread(target=lambda: feeder.run_worker(once=True), name="feed-a")
         a.start()
-        assert a_pending.wait(20)
+        assert a_pending.wait(60)
         _Gates.b_go.set()
-        b.join(20)
+        b.join(60)
         b_done.set()
-        a.join(20)
+        a.join(60)
     finally:
         _Gates.armed = False
     _drain(starter)

@@ -96,12 +96,12 @@ class Worker:
     def _stderr(self) -> str:
         if self.proc.poll() is None:
             return "(still running)"
-        self.error_reader.join(10)
+        self.error_reader.join(30)
         return "".join(self.errors)[-2000:]
 
     def stats(self) -> dict[str, Any]:
         line = self.expect("done ", WORKER_DEADLINE_S + 20)
-        assert self.proc.wait(20) == 0, self._stderr()
+        assert self.proc.wait(60) == 0, self._stderr()
         return dict(json.loads(line[len("done ") :]))
 
 
@@ -112,7 +112,7 @@ def workers() -> Iterator[list[Worker]]:
     for w in started:
         if w.proc.poll() is None:
             w.proc.kill()
-        w.proc.wait(10)
+        w.proc.wait(30)
 
 
 def _jobs() -> list[Job]:
@@ -210,7 +210,7 @@ def test_a_worker_killed_mid_pass_loses_nothing_and_doubles_nothing(
                     break
         assert victim is not None, "no worker reached the stalling step"
         os.kill(victim.proc.pid, signal.SIGKILL)
-        assert victim.proc.wait(10) == -signal.SIGKILL
+        assert victim.proc.wait(30) == -signal.SIGKILL
         survivors = [w for w in workers if w is not victim]
         stats = [w.stats() for w in survivors]
         _check(app, run_ids, jobs)
