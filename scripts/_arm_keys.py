@@ -71,8 +71,11 @@ OPENED = "Keys[OpenArm, *tuple[Any, ...]]"
 NAME = ", name: str | None = None"
 
 
-#: The only shapes a branch inside an arm or a body matches (``nested``).
-NESTED = [(1, 0), (1, 1)]
+#: The only shapes a branch inside an arm or a body matches (``nested``): at most one key per
+#: arm.  An arm without a key (one that only writes, sends or guards) is as common as one
+#: with, but its shapes come last: only such branches try the others in vain first, so a
+#: branch of the first two shapes costs what it did.
+NESTED = [(1, 0), (1, 1), (0, 0), (0, 1)]
 
 
 def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, nested: bool = False) -> list[Signature]:
@@ -94,7 +97,8 @@ def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, neste
                 b[j] = a[i]
             entries = [f"Key[A{i}, X{i} | {f'Y{pairs[i]}' if i in pairs else 'None'}]" for i in range(n)]
             entries += [f"Key[B{j}, Y{j} | None]" for j in range(m) if j not in pairs.values()]
-            on_false = arm % _keys(_added("Y", b, m)) if m else "None = None"
+            # No key in on_false: left out, or an arm that only writes or sends.
+            on_false = arm % _keys(_added("Y", b, m)) + ("" if m else " | None = None")
             params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}{NAME}"
             out.append((this, params, f"{builder}[P, {_keys(entries)}, Sc, C]"))
     return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None{NAME}", fallback)]

@@ -542,7 +542,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: None = None,
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -571,7 +571,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-            on_false: None = None,
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
@@ -673,7 +673,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: None = None,
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -685,7 +685,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [SubPipeline[P, Keys[*Ks], Sc, C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: None = None,
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
@@ -1521,7 +1521,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: None = None,
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
             name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -1542,6 +1542,24 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
             name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -2336,7 +2354,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: None = None,
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -2374,7 +2393,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
-            on_false: None = None,
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
@@ -2490,7 +2510,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: None = None,
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -2502,7 +2523,8 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: None = None,
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
@@ -3440,7 +3462,8 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: None = None,
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -3469,6 +3492,27 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -4301,7 +4345,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: None = None,
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -4338,7 +4383,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-            on_false: None = None,
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
@@ -4440,7 +4486,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: None = None,
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -4452,7 +4499,8 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: None = None,
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
@@ -5344,7 +5392,8 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: None = None,
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
             name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -5373,6 +5422,27 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
+            | None = None,
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
         @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
