@@ -542,7 +542,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -571,7 +571,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
@@ -673,7 +673,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -685,7 +685,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [SubPipeline[P, Keys[*Ks], Sc, C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
@@ -774,6 +774,47 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
             name: str | None = None,
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: Pipeline[P, Keys[*Ks], Sc, C],
@@ -1521,7 +1562,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -1548,7 +1589,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]] | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -1560,6 +1601,24 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
             name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -2354,8 +2413,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -2393,8 +2451,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
             ],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
@@ -2510,8 +2567,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -2523,8 +2579,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
@@ -2634,6 +2689,50 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
@@ -3462,8 +3561,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -3498,8 +3596,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -3513,6 +3610,26 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -4345,8 +4462,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -4383,8 +4499,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
             ],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
         @overload
@@ -4486,8 +4601,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -4499,8 +4613,7 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
             ],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
@@ -4603,6 +4716,49 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
         @overload
         def branch(
             self: QueryPipeline[P, Keys[*Ks], Sc, C],
@@ -5392,8 +5548,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_true: Callable[
                 [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
             ],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
         @overload
@@ -5428,8 +5583,7 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
-            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]]
-            | None = None,
+            on_false: None = None,
             name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
@@ -5443,6 +5597,26 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],

@@ -62,6 +62,21 @@ guarded = (
     .return_(lambda c: ok(c.steps["limit"]))
 )
 
+# Nested in an arm: one arm sets a key, the other only sends.
+nested_else = (
+    shop.pipeline(Order)
+    .branch(
+        when=lambda c: bool(c.payload.lines),
+        on_true=lambda b: b.branch(
+            when=lambda c: c.payload.note == "",
+            on_true=lambda b: b.compute("noted", lambda c: len(c.payload.lines)),
+            on_false=lambda b: b.send_mail(to="a@example.com", subject="s", body=lambda c: c.payload.note),
+        ),
+    )
+    .compute("noted_read", lambda c: reveal_type(c.steps["noted"]))  # R: int | None # PR: int | None
+    .return_(lambda c: ok(1))
+)
+
 # A top-level on_false given that sets no key: the other arm's key is T | None.
 else_effect = (
     shop.pipeline(Order)
