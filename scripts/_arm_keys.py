@@ -71,8 +71,19 @@ OPENED = "Keys[OpenArm, *tuple[Any, ...]]"
 NAME = ", name: str | None = None"
 
 
-#: The only shapes a branch inside an arm or a body matches (``nested``).
-NESTED = [(1, 0), (1, 1)]
+#: The only shapes a branch inside an arm or a body matches (``nested``): at most one key per
+#: arm.  An arm without a key (one that only writes, sends or guards) is as common as one
+#: with, but its shapes come last: only such branches try the others in vain first, so a
+#: branch of the first two shapes costs what it did.
+NESTED = [(1, 0), (1, 1), (0, 0), (0, 1)]
+
+#: An ``on_false`` given that adds no key, by the number of keys ``on_true`` adds (top level,
+#: nested).  The shapes above type a missing ``on_false`` as ``None``, which pyright refuses a
+#: lambda for at once; typed as an arm, it would evaluate the ``on_false`` of every two-arm
+#: branch at each of them.  So these come after all the others: only such branches, and
+#: those no shape fits, try them.
+KEYLESS_ELSE = [1, 0, *range(2, ONE_ARM + 1)]
+NESTED_KEYLESS_ELSE = [1, 0]
 
 
 def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, nested: bool = False) -> list[Signature]:
@@ -86,7 +97,9 @@ def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, neste
         (this, f"*, when: {when}, on_true: {opened}, on_false: {typed} | None = None{NAME}", fallback),
         (this, f"*, when: {when}, on_true: {typed}, on_false: {opened}{NAME}", fallback),
     ]
-    for n, m in NESTED if nested else _shapes():
+    shapes = [(n, m, False) for n, m in (NESTED if nested else _shapes())]
+    shapes += [(n, 0, True) for n in (NESTED_KEYLESS_ELSE if nested else KEYLESS_ELSE)]
+    for n, m, keyless_else in shapes:
         for pairs in _pairings(n, m):
             a = [f"A{i}" for i in range(n)]
             b = [f"B{j}" for j in range(m)]
@@ -94,7 +107,7 @@ def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, neste
                 b[j] = a[i]
             entries = [f"Key[A{i}, X{i} | {f'Y{pairs[i]}' if i in pairs else 'None'}]" for i in range(n)]
             entries += [f"Key[B{j}, Y{j} | None]" for j in range(m) if j not in pairs.values()]
-            on_false = arm % _keys(_added("Y", b, m)) if m else "None = None"
+            on_false = arm % _keys(_added("Y", b, m)) if m or keyless_else else "None = None"
             params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}{NAME}"
             out.append((this, params, f"{builder}[P, {_keys(entries)}, Sc, C]"))
     return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None{NAME}", fallback)]

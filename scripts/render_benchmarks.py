@@ -272,7 +272,7 @@ overload instead of two measured within noise of 12 (pyright's CPU time, alterna
 `branch` or `for_each` tries its arm-shape overloads in order (`scripts/_arm_keys.py`), and
 each that does not fit re-evaluates the arms' lambdas; a branch nested in an arm is
 re-evaluated for each outer attempt, so nesting multiplies. Nested branches therefore try
-only two shapes and an arm holding keys pyright cannot name is taken by the first overload
+only the shapes of at most one key per arm and an arm holding keys pyright cannot name is taken by the first overload
 (`--nested` pipelines nest three deep).
 {_pyright_evaluations_note(f)}
 {_conditions(record)}

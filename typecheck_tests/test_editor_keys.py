@@ -22,7 +22,7 @@ from datetime import timedelta
 
 import attrs
 
-from kumiko_typed import Feature, ok
+from kumiko_typed import Feature, fail, ok
 
 
 @attrs.frozen
@@ -57,6 +57,18 @@ flow = (
     .retry(times=2, do=lambda b: b.compute("tried", lambda c: c.steps["seen"]))  # offers: seen
     .compute("after", lambda c: c.steps["tried"])  # offers: seen, tried
 )
+# A retry body holding a branch whose arm only guards (no key): its keys are offered after it.
+saga = (
+    shop.workflow_pipeline(Order)
+    .retry(
+        times=2,
+        do=lambda b: b.compute("held", lambda c: c.payload.qty > 0).branch(
+            when=lambda c: c.steps["held"],
+            on_true=lambda b: b.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "no")),
+        ),
+    )
+    .compute("after", lambda c: c.steps["held"])  # offers: held
+)
 """
 
 _OFFERS = re.compile(r"#\s*offers: (?P<keys>.*)$")
@@ -81,7 +93,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[LanguageS
 
 
 def test_every_ask_is_found() -> None:
-    assert len(_asks()) == 9
+    assert len(_asks()) == 10
 
 
 @pytest.mark.parametrize("ask", _asks(), ids=lambda a: f"line{a[0] + 1}")

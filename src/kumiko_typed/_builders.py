@@ -779,6 +779,47 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: Pipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [SubPipeline[P, Keys[*Ks], Sc, C]],
+                SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: Pipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S1, Sc, C]],
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, S2, Sc, C]] | None = None,
             name: str | None = None,
@@ -1542,6 +1583,42 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
             name: str | None = None,
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: SubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[SubPipeline[P, Keys[*Ks], Sc, C]], SubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
@@ -2617,6 +2694,50 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C],
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+                WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S1, Sc, C]],
             on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, S2, Sc, C]]
             | None = None,
@@ -3469,6 +3590,46 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[*Ks], Sc, C]], WorkflowSubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
@@ -4560,6 +4721,49 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
             self: QueryPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc, C]
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+                QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc, C],
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QueryPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
             on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S1, Sc, C]],
             on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, S2, Sc, C]] | None = None,
             name: str | None = None,
@@ -5373,6 +5577,46 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             ],
             name: str | None = None,
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: None = None,
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0]], Sc, C]
+            ],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[B0, Y0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[
+                [QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc, C]
+            ],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Sc, C]: ...
+        @overload
+        def branch(
+            self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[*Ks], Sc, C]], QuerySubPipeline[P, Keys[*Ks], Sc, C]],
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[*Ks], Sc, C]: ...
         @overload
         def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
