@@ -29,7 +29,7 @@ from ._steps import WaitForEvent
 from ._steps.workflow import KEY_FORMS, key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
-from ._worker_batches import batches
+from ._worker_batches import batches, counted
 from ._workflow_engine import BATCH, Definition, WorkflowEngine
 
 __all__ = ["EVENT_CURSOR", "EventFeed"]
@@ -191,12 +191,13 @@ class EventFeed:
         )
         self._unarmed = select(workflow_waits).where(workflow_waits.c.armed.is_(False), resumable.exists())
 
-    def consume(self, stopping: Callable[[], bool]) -> tuple[int, int]:
+    def consume(self, stopping: Callable[[], bool], done: dict[str, int] | None = None) -> tuple[int, int]:
         """Start event-triggered runs and wake event waits, in event order: the number
-        of runs started and of runs resumed.  ``stopping`` is asked between batches (the
-        cursor is where the last one left it)."""
+        of runs started and of runs resumed, also added to ``done`` as each transaction
+        commits (:func:`counted`).  ``stopping`` is asked between batches (the cursor is
+        where the last one left it)."""
         started = resumed = 0
-        for new, woken in batches(self._next_batch, stopping):
+        for new, woken in counted(batches(self._next_batch, stopping), done, "started", "resumed"):
             started, resumed = started + new, resumed + woken
         return started, resumed
 

@@ -399,6 +399,43 @@ def test_the_runs_an_event_woke_before_it_met_a_locked_run_are_counted(fresh_pos
         app.dispose()
 
 
+def test_a_pass_the_database_cuts_short_counts_the_runs_it_had_committed(tmp_path: Path) -> None:
+    """Another connection takes SQLite's write lock once the pass's first batch of due runs
+    has committed: the next batch waits the busy timeout and the pass is cut short.  Before,
+    it returned ``resumed=0`` (the workflow part's counts were added when it ended) for the
+    ten runs it had resumed, and its log line said so."""
+    clock = FakeClock(T0)
+    url = f"sqlite:///{tmp_path / 'cut.sqlite3'}"
+    app = App([f], database_url=url, clock=clock)
+    holder = sa.create_engine(url)
+    try:
+        app.create_all()
+        side.create_all(app.engine)
+        runs = [app.start_workflow(timer, Job(n), user=ADA) for n in range(BATCH + 5)]
+        clock.advance(minutes=1)
+        resumed = threading.Event()
+        _ran.append(lambda step: resumed.set())
+        with holder.connect() as conn:
+
+            def hold(worker_conn: Any) -> None:
+                if resumed.is_set() and not conn.in_transaction():  # the first batch committed
+                    conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+            sa.event.listen(app.engine, "begin", hold, insert=True)  # before the App's own BEGIN
+            try:
+                counts = app.run_worker(once=True)
+            finally:
+                sa.event.remove(app.engine, "begin", hold)
+            conn.rollback()
+        assert counts["resumed"] == BATCH
+        assert sum(app.get_run(r).status == "completed" for r in runs) == BATCH  # type: ignore[union-attr]
+        assert app.run_worker(once=True)["resumed"] == 5
+    finally:
+        _ran.clear()
+        holder.dispose()
+        app.dispose()
+
+
 def test_a_thousand_timers_due_at_one_instant_resume_each_once_under_three_workers(
     app_on: Callable[..., App], clock: FakeClock
 ) -> None:
