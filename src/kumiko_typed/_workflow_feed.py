@@ -30,7 +30,7 @@ from ._steps.workflow import KEY_FORMS, key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
 from ._worker_batches import batches, counted
-from ._workflow_engine import BATCH, Definition, WorkflowEngine
+from ._workflow_engine import Definition, WorkflowEngine
 
 __all__ = ["EVENT_CURSOR", "EventFeed"]
 
@@ -41,6 +41,12 @@ EVENT_CURSOR = "workflow-events"
 TRIGGER_CURSOR = "workflow-trigger:"
 #: Events a lagging workflow's catch-up reads per transaction.
 _CATCH_UP: Final = 200
+#: The runs a feed transaction starts and resumes at most: one event may wake thousands,
+#: whose segments in one transaction held SQLite's write lock for all of them (a handler
+#: waiting for it failed past the busy timeout).  Not the due-run pass's ten: an event that
+#: wakes more is matched again in the next transaction, which reads the waits still left
+#: (a hundred at a time, 1,000 runs of one event read 5,500 wait rows, not 50,500).
+RUNS_PER_TRANSACTION: Final = 100
 #: How many groups of waits, or stranded runs, an event's match reads one by one.
 _FEW: Final = 32
 #: The key of an event for runs waiting where this definition has no event wait.
@@ -222,7 +228,7 @@ class EventFeed:
             handled = 0
             reads = _BatchReads()
             for event in batch:
-                if started + resumed >= BATCH:
+                if started + resumed >= RUNS_PER_TRANSACTION:
                     break  # the transaction ran its segments: this event is the next one's first
                 started += self._start_runs(session, event, caught_up)
                 # A run's lock is waited for only while no segment ran in this transaction:
@@ -232,7 +238,7 @@ class EventFeed:
                     event,
                     armed_only=True,
                     may_wait=not (started or resumed),
-                    room=BATCH - started - resumed,
+                    room=RUNS_PER_TRANSACTION - started - resumed,
                     reads=reads,
                 )
                 resumed += matched
@@ -281,8 +287,8 @@ class EventFeed:
             ).all()
             read = 0
             for row in missed:
-                if started >= BATCH:
-                    break  # as many runs as a transaction resumes: the rest is the next one's
+                if started >= RUNS_PER_TRANSACTION:
+                    break  # the rest is the next transaction's
                 started += self._start_runs(session, EventRow(**row._mapping), {d.name})
                 read += 1
             at = cursor
@@ -318,12 +324,12 @@ class EventFeed:
         stay unarmed, for one that can.  A wait is armed before it looks back: an event
         there that strands its run again disarms it (:meth:`WorkflowEngine._strand`).
         The runs resumed, and whether waits were left unarmed for the next transaction
-        (it resumed ``BATCH`` runs)."""
+        (it resumed ``RUNS_PER_TRANSACTION`` runs)."""
         resumed = 0
         engine = self.engine
         pending = session.execute(self._unarmed).all()
         for unarmed in pending:
-            if resumed >= BATCH:
+            if resumed >= RUNS_PER_TRANSACTION:
                 return resumed, True
             run = self._lock(session, unarmed.run_id)
             if run is None:
@@ -362,10 +368,10 @@ class EventFeed:
         armed_only: bool = False,
         only_run: uuid.UUID | None = None,
         may_wait: bool = True,
-        room: int = BATCH,
+        room: int | None = None,
         reads: _BatchReads | None = None,
     ) -> tuple[int, bool]:
-        """Resume the runs waiting for ``event``, at most ``room``: how many, and whether
+        """Resume the runs waiting for ``event``, at most ``room`` if given: how many, and whether
         the event is done with.  A run this App's definition cannot resume is marked
         stranded and its wait disarmed instead (whatever its key: this definition's key
         may not be the one that resumes it), so the feed of a definition that can finds
@@ -411,7 +417,7 @@ class EventFeed:
             # the cursor moves on.  Only a transaction that has run no segment waits: that
             # worker's segment may wait for a row a segment of this one wrote (a deadlock
             # PostgreSQL broke by failing the feed's pass, raised by a single pass).
-            if matched >= room:
+            if room is not None and matched >= room:
                 return matched, False
             waits_ok = may_wait and matched == 0
             run = self._lock(session, wait.run_id, skip_locked=not waits_ok)

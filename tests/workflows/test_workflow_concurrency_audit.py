@@ -23,7 +23,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, cron, manual, ok, on_event
+from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, _workflow_feed, cron, manual, ok, on_event
 from kumiko_typed._tables import workflow_runs
 from kumiko_typed._workflow_engine import BATCH
 from kumiko_typed.testing import FakeClock
@@ -325,42 +325,47 @@ def test_a_thousand_runs_woken_by_two_events_at_once_resume_each_once_and_are_co
     assert _marked(w1) == {(run_id, "after"): 1 for run_id in runs.values()}
 
 
+#: The feed's runs per transaction in the tests below (its own, 100, takes 400 runs to show).
+FEW = 10
+
+
 def test_an_event_that_wakes_many_runs_commits_them_a_batch_at_a_time(
-    app_on: Callable[..., App], clock: FakeClock, db_url: str
+    app_on: Callable[..., App], clock: FakeClock, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before, the feed resumed every run an event woke in one transaction: a thousand
     segments held SQLite's write lock (2,500 trivial ones: 6 s, and a handler dispatched
     meanwhile failed with ``unavailable``), held a PostgreSQL transaction open as long, and
     a stopping worker could not stop before the end.  Now each transaction resumes at most
-    ``BATCH`` runs, as a pass resuming due runs does: each segment sees the batches before
-    its own committed."""
+    ``RUNS_PER_TRANSACTION`` runs: each segment sees the batches before its own committed."""
+    monkeypatch.setattr(_workflow_feed, "RUNS_PER_TRANSACTION", FEW)
     (app,) = _apps(app_on, clock, 1)
     _observer[:] = [sa.create_engine(db_url)]
     try:
-        runs = [app.start_workflow(fanned, Job(4), user=ADA) for _ in range(4 * BATCH)]
+        runs = [app.start_workflow(fanned, Job(4), user=ADA) for _ in range(4 * FEW)]
         assert app.dispatch(ring, Ring(4, "all"), user=ADA) == Ok(None)
         assert _drain(app)["resumed"] == len(runs)
     finally:
         _observer.pop().dispose()
     seen = sorted(app.get_run(run_id).steps["seen"] for run_id in runs)  # type: ignore[union-attr]
-    assert seen == [k * BATCH for k in range(4) for _ in range(BATCH)]
+    assert seen == [k * FEW for k in range(4) for _ in range(FEW)]
 
 
 def test_events_that_start_many_runs_start_them_a_batch_at_a_time(
-    app_on: Callable[..., App], clock: FakeClock, db_url: str
+    app_on: Callable[..., App], clock: FakeClock, db_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Before, a feed transaction started a run for each of up to 200 events."""
+    monkeypatch.setattr(_workflow_feed, "RUNS_PER_TRANSACTION", FEW)
     (app,) = _apps(app_on, clock, 1, [g])
     app.run_worker(once=True)  # the workflow's trigger cursor starts here
     _observer[:] = [sa.create_engine(db_url)]
     try:
-        for n in range(4 * BATCH):
+        for n in range(4 * FEW):
             assert app.dispatch(hello, Job(n), user=ADA) == Ok(None)
-        assert _drain(app)["started"] == 4 * BATCH
+        assert _drain(app)["started"] == 4 * FEW
     finally:
         _observer.pop().dispose()
     seen = sorted(r.steps["seen"] for r in app.runs(greeted))
-    assert seen == [k * BATCH for k in range(4) for _ in range(BATCH)]
+    assert seen == [k * FEW for k in range(4) for _ in range(FEW)]
 
 
 @pytest.mark.postgres
