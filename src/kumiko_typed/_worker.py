@@ -80,11 +80,13 @@ class Worker:
         if isinstance(self._engine.pool, SingletonThreadPool):
             # A connection per thread: an in-memory SQLite database, which only the thread
             # that made it sees.  The deliveries get no thread; one side does it all.
-            alone = Side(lambda: self._everything(self._halt.is_set), workflow_bell, halt_bell)
+            alone = Side(lambda done: self._everything(self._halt.is_set, done), workflow_bell, halt_bell)
             alone.run(self._engine, self._halt, poll_interval)
             return alone.counts
-        workflows = Side(lambda: self._workflow_pass(self._halt.is_set), workflow_bell, halt_bell, rings=delivery_bell)
-        deliveries = Side(lambda: self._delivery_pass(self._halt.is_set), delivery_bell, halt_bell)
+        workflows = Side(
+            lambda done: self._workflow_pass(self._halt.is_set, done), workflow_bell, halt_bell, rings=delivery_bell
+        )
+        deliveries = Side(lambda done: self._delivery_pass(self._halt.is_set, done), delivery_bell, halt_bell)
         failures: list[BaseException] = []
 
         def side(which: Side) -> None:
@@ -113,8 +115,8 @@ class Worker:
         pass.  A stop does not cut it short; the database may, as it may a looping
         worker's first pass: what that outlives (SQLite locked past its busy timeout, a
         lost connection, a lock timeout) ends this pass with a warning, the rest due for
-        the next one, with the counts of the parts it finished (a cron job's next call is
-        the loop's next pass)."""
+        the next one, with the counts of what it committed (a cron job's next call is the
+        loop's next pass)."""
         done = dict.fromkeys(COUNTS, 0)
         try:
             self._everything(_never, done)
@@ -125,27 +127,25 @@ class Worker:
         log_pass(done)
         return done
 
-    def _everything(self, stopping: Callable[[], bool], done: dict[str, int] | None = None) -> dict[str, int]:
-        """The workflow work, then the deliveries, added to ``done`` as each ends."""
-        done = dict.fromkeys(COUNTS, 0) if done is None else done
-        for part in (self._workflow_pass, self._delivery_pass):
-            for key, value in part(stopping).items():
-                done[key] += value
-        return done
+    def _everything(self, stopping: Callable[[], bool], done: dict[str, int]) -> None:
+        """The workflow work, then the deliveries, counted into ``done``."""
+        self._workflow_pass(stopping, done)
+        self._delivery_pass(stopping, done)
 
-    def _workflow_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:
-        """The workflow side's work; ``stopping`` is asked between its transactions, so a
-        stop does not wait for a long backlog (what is left stays due)."""
+    def _workflow_pass(self, stopping: Callable[[], bool], done: dict[str, int]) -> None:
+        """The workflow side's work, its runs counted into ``done`` as each transaction
+        commits; ``stopping`` is asked between its transactions, so a stop does not wait
+        for a long backlog (what is left stays due)."""
         self._follow()
-        started, woken = self._feed.consume(stopping)
-        started += self._cron.fire(stopping)
-        resumed = woken + self._workflows.resume_due(stopping)
-        return dict.fromkeys(COUNTS, 0) | {"started": started, "resumed": resumed}
+        self._feed.consume(stopping, done)
+        self._cron.fire(stopping, done)
+        self._workflows.resume_due(stopping, done)
 
-    def _delivery_pass(self, stopping: Callable[[], bool]) -> dict[str, int]:
+    def _delivery_pass(self, stopping: Callable[[], bool], done: dict[str, int]) -> None:
         self._follow()
         counts = deliver_due(self._engine, self._deliverer, self._clock, stopping)
-        return dict.fromkeys(COUNTS, 0) | {"sent": counts.sent, "retried": counts.retried, "dead": counts.dead}
+        for key, value in (("sent", counts.sent), ("retried", counts.retried), ("dead", counts.dead)):
+            done[key] += value
 
 
 def _never() -> bool:

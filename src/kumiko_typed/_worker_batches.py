@@ -12,21 +12,24 @@ yet, and the loop does the same work again, more carefully, before it moves on:
   segment that broke one fails its run alone.  Refused once more, it is not a segment's:
   it is raised.
 
-After a batch commits, the next starts plain again.
+After a batch commits, the next starts plain again.  What the batches count is added to
+the pass's tally as each commits (:func:`counted`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TypeVar
 
 from sqlalchemy.exc import IntegrityError
 
 from ._segment_savepoint import Redo
 
-__all__ = ["batches"]
+__all__ = ["batches", "counted"]
 
 T = TypeVar("T")
+#: What a batch counts: its runs, or its (started, resumed) runs.
+N = TypeVar("N", int, tuple[int, int])
 
 
 def batches(batch: Callable[[bool, bool], tuple[bool, T]], stopping: Callable[[], bool]) -> Iterator[T]:
@@ -49,3 +52,17 @@ def batches(batch: Callable[[bool, bool], tuple[bool, T]], stopping: Callable[[]
         yield result
         if not more:
             return
+
+
+def counted(results: Iterable[N], done: dict[str, int] | None, *keys: str) -> Iterator[N]:
+    """``results`` as they come, each added to ``done`` under ``keys`` (one per item of a
+    tuple) before it is passed on: the counts of a transaction that committed, so that a
+    pass the database cuts short later still counts what its committed transactions did.
+    Before, such a pass counted none of it (SQLite locked past its busy timeout, say, after
+    it had resumed a batch), and its log line and the worker's totals said less than it did."""
+    for result in results:
+        if done is not None:
+            values = result if isinstance(result, tuple) else (result,)
+            for key, value in zip(keys, values, strict=True):
+                done[key] += value
+        yield result

@@ -54,7 +54,7 @@ class Side:
 
     def __init__(
         self,
-        work: Callable[[], dict[str, int]],
+        work: Callable[[dict[str, int]], None],
         bell: Bell,
         halt_bell: Bell,
         rings: Bell | None = None,
@@ -75,9 +75,13 @@ class Side:
             worked = False
             while not halt.is_set():
                 self._bell.clear()  # rung before this pass: the pass sees what rang it
+                done = dict.fromkeys(COUNTS, 0)
                 try:
-                    done = self._work()
+                    self._work(done)
                 except DBAPIError as exc:
+                    if any(done.values()):  # what it committed before the database cut it short
+                        log_pass(done)
+                        self._count(done)
                     if not outlived(exc, worked):
                         raise
                     # A connection lost under a pass had reached the server: the URL and the
@@ -89,8 +93,7 @@ class Side:
                     continue
                 worked = True
                 log_pass(done)
-                for key, value in done.items():
-                    self.counts[key] += value
+                self._count(done)
                 if any(done.values()):
                     if self._rings is not None:
                         self._rings.ring()
@@ -101,3 +104,7 @@ class Side:
         finally:
             if listener is not None:
                 listener.close()
+
+    def _count(self, done: dict[str, int]) -> None:
+        for key, value in done.items():
+            self.counts[key] += value

@@ -14,7 +14,7 @@ from sqlalchemy import select, update
 from ._deferred_checks import check_deferred
 from ._tables import consumers
 from ._triggers import CronTick
-from ._worker_batches import batches
+from ._worker_batches import batches, counted
 from ._workflow_engine import SYSTEM_USER, Definition, WorkflowEngine
 
 __all__ = ["CronTriggers"]
@@ -28,12 +28,13 @@ class CronTriggers:
         self.engine = engine
         self.workflows: list[Definition] = [d for d in engine.defs.values() if d.workflow.trigger.kind == "cron"]
 
-    def fire(self, stopping: Callable[[], bool]) -> int:
+    def fire(self, stopping: Callable[[], bool], done: dict[str, int] | None = None) -> int:
         """Start one run per due tick of each cron workflow (no backfill before the first
-        pass).  ``stopping`` is asked between transactions: the cursor keeps what is left."""
+        pass): how many, also added to ``done["started"]`` as each transaction commits.
+        ``stopping`` is asked between transactions: the cursor keeps what is left."""
         started = 0
         for d in self.workflows:
-            started += sum(batches(partial(self._fire_some, d), stopping))
+            started += sum(counted(batches(partial(self._fire_some, d), stopping), done, "started"))
         return started
 
     def _fire_some(self, d: Definition, careful: bool, checked: bool) -> tuple[bool, int]:

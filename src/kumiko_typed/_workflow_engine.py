@@ -86,7 +86,7 @@ from ._stored_classes import (
 )
 from ._tables import MAX_STEP_PATH, consumers, events, workflow_parts, workflow_runs, workflow_waits
 from ._transient import lost_connection, transient
-from ._worker_batches import batches
+from ._worker_batches import batches, counted
 
 __all__ = ["BATCH", "SYSTEM_USER", "Definition", "WorkflowEngine"]
 
@@ -1319,9 +1319,10 @@ class WorkflowEngine:
         )
         return and_(workflow_runs.c.workflow.in_(list(self.defs)), not_(by_me))
 
-    def resume_due(self, stopping: Callable[[], bool] = lambda: False) -> int:
+    def resume_due(self, stopping: Callable[[], bool] = lambda: False, done: dict[str, int] | None = None) -> int:
         """Resume every suspended run whose wake time (or event-wait timeout) has come and
-        that this App's definitions can resume (the others are marked stranded): how many.
+        that this App's definitions can resume (the others are marked stranded): how many,
+        also added to ``done["resumed"]`` as each transaction commits.
         ``stopping`` is asked between batches: a stopping worker leaves the rest for the
         next pass, of this worker or another.
 
@@ -1331,7 +1332,8 @@ class WorkflowEngine:
         pass's event feed and cron waited."""
         seen: set[uuid.UUID] = set()
         after: list[tuple[datetime, object]] = []
-        return sum(batches(lambda careful, checked: self._due_batch(seen, after, careful, checked), stopping))
+        due = batches(lambda careful, checked: self._due_batch(seen, after, careful, checked), stopping)
+        return sum(counted(due, done, "resumed"))
 
     def _due_batch(
         self, seen: set[uuid.UUID], after: list[tuple[datetime, object]], careful: bool, checked: bool

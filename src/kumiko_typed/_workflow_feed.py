@@ -29,7 +29,7 @@ from ._steps import WaitForEvent
 from ._steps.workflow import KEY_FORMS, key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
-from ._worker_batches import batches
+from ._worker_batches import batches, counted
 from ._workflow_engine import Definition, WorkflowEngine
 
 __all__ = ["EVENT_CURSOR", "EventFeed"]
@@ -41,6 +41,12 @@ EVENT_CURSOR = "workflow-events"
 TRIGGER_CURSOR = "workflow-trigger:"
 #: Events a lagging workflow's catch-up reads per transaction.
 _CATCH_UP: Final = 200
+#: The runs a feed transaction starts and resumes at most: one event may wake thousands,
+#: whose segments in one transaction held SQLite's write lock for all of them (a handler
+#: waiting for it failed past the busy timeout).  Not the due-run pass's ten: an event that
+#: wakes more is matched again in the next transaction, which reads the waits still left
+#: (a hundred at a time, 1,000 runs of one event read 5,500 wait rows, not 50,500).
+RUNS_PER_TRANSACTION: Final = 100
 #: How many groups of waits, or stranded runs, an event's match reads one by one.
 _FEW: Final = 32
 #: The key of an event for runs waiting where this definition has no event wait.
@@ -191,12 +197,13 @@ class EventFeed:
         )
         self._unarmed = select(workflow_waits).where(workflow_waits.c.armed.is_(False), resumable.exists())
 
-    def consume(self, stopping: Callable[[], bool]) -> tuple[int, int]:
+    def consume(self, stopping: Callable[[], bool], done: dict[str, int] | None = None) -> tuple[int, int]:
         """Start event-triggered runs and wake event waits, in event order: the number
-        of runs started and of runs resumed.  ``stopping`` is asked between batches (the
-        cursor is where the last one left it)."""
+        of runs started and of runs resumed, also added to ``done`` as each transaction
+        commits (:func:`counted`).  ``stopping`` is asked between batches (the cursor is
+        where the last one left it)."""
         started = resumed = 0
-        for new, woken in batches(self._next_batch, stopping):
+        for new, woken in counted(batches(self._next_batch, stopping), done, "started", "resumed"):
             started, resumed = started + new, resumed + woken
         return started, resumed
 
@@ -214,19 +221,29 @@ class EventFeed:
                 made = session.execute(self._new_cursor, {"name": EVENT_CURSOR, "position": 0, "tick": None})
                 return made.first() is not None, (0, 0)  # none made: it exists, another worker's feed holds it
             cursor: Cursor = (row.tx, row.position)
-            resumed += self._arm_waits(session, cursor)
+            armed, cut_short = self._arm_waits(session, cursor)
+            resumed += armed
             caught_up, lagging, started = self._catch_up(session, cursor)
             batch = read_after(session, cursor, limit=200)
             handled = 0
             reads = _BatchReads()
             for event in batch:
+                if started + resumed >= RUNS_PER_TRANSACTION:
+                    break  # the transaction ran its segments: this event is the next one's first
                 started += self._start_runs(session, event, caught_up)
                 # A run's lock is waited for only while no segment ran in this transaction:
                 # a segment's locks held meanwhile can be what that run's worker waits for.
-                matched = self._match(session, event, armed_only=True, may_wait=not (started or resumed), reads=reads)
-                if matched is None:
-                    break  # a run it matches is held: this event is the next transaction's first
+                matched, done = self._match(
+                    session,
+                    event,
+                    armed_only=True,
+                    may_wait=not (started or resumed),
+                    room=RUNS_PER_TRANSACTION - started - resumed,
+                    reads=reads,
+                )
                 resumed += matched
+                if not done:
+                    break  # a run it matches is held, or no room is left: the event is matched again
                 handled += 1
             if handled:
                 tx, position = batch[handled - 1].cursor
@@ -234,7 +251,7 @@ class EventFeed:
                 if caught_up:
                     names = [TRIGGER_CURSOR + name for name in caught_up]
                     session.execute(self._advance_triggers, {"names": names, "tx": tx, "position": position})
-        return bool(batch) or lagging, (started, resumed)
+        return bool(batch) or lagging or cut_short, (started, resumed)
 
     def _catch_up(self, session: Session, cursor: Cursor) -> tuple[set[str], bool, int]:
         """The event-triggered workflows (names) whose own cursor is at the feed's, whether one
@@ -268,12 +285,17 @@ class EventFeed:
                 .order_by(events.c.tx, events.c.position)
                 .limit(_CATCH_UP)
             ).all()
+            read = 0
             for row in missed:
+                if started >= RUNS_PER_TRANSACTION:
+                    break  # the rest is the next transaction's
                 started += self._start_runs(session, EventRow(**row._mapping), {d.name})
-            reached = missed[-1] if len(missed) == _CATCH_UP else None
-            at = (reached.tx, reached.position) if reached is not None else cursor
+                read += 1
+            at = cursor
+            if read < len(missed) or len(missed) == _CATCH_UP:
+                at = (missed[read - 1].tx, missed[read - 1].position) if read else own
+                lagging = True
             session.execute(self._advance_triggers, {"names": [name], "tx": at[0], "position": at[1]})
-            lagging = lagging or reached is not None
         return caught_up, lagging, started
 
     def _start_runs(self, session: Session, event: EventRow, names: set[str]) -> int:
@@ -295,16 +317,20 @@ class EventFeed:
                 started += 1
         return started
 
-    def _arm_waits(self, session: Session, cursor: Cursor) -> int:
+    def _arm_waits(self, session: Session, cursor: Cursor) -> tuple[int, bool]:
         """A wait committed after the feed passed its first events looks back once; so
         does a stranded run's wait (disarmed) once a definition that can resume it is
         deployed: the run waits again, unmarked.  Waits of runs this App cannot resume
         stay unarmed, for one that can.  A wait is armed before it looks back: an event
-        there that strands its run again disarms it (:meth:`WorkflowEngine._strand`)."""
+        there that strands its run again disarms it (:meth:`WorkflowEngine._strand`).
+        The runs resumed, and whether waits were left unarmed for the next transaction
+        (it resumed ``RUNS_PER_TRANSACTION`` runs)."""
         resumed = 0
         engine = self.engine
         pending = session.execute(self._unarmed).all()
         for unarmed in pending:
+            if resumed >= RUNS_PER_TRANSACTION:
+                return resumed, True
             run = self._lock(session, unarmed.run_id)
             if run is None:
                 continue  # being resumed by its timeout (or gone): next pass
@@ -329,10 +355,10 @@ class EventFeed:
                 .order_by(events.c.tx, events.c.position)
             ).all()
             for row in missed:
-                if self._match(session, EventRow(**row._mapping), only_run=wait.run_id):
+                if self._match(session, EventRow(**row._mapping), only_run=wait.run_id)[0]:
                     resumed += 1
                     break
-        return resumed
+        return resumed, False
 
     def _match(
         self,
@@ -342,18 +368,23 @@ class EventFeed:
         armed_only: bool = False,
         only_run: uuid.UUID | None = None,
         may_wait: bool = True,
+        room: int | None = None,
         reads: _BatchReads | None = None,
-    ) -> int | None:
-        """Resume the runs waiting for ``event``: how many.  A run this App's definition
-        cannot resume is marked stranded and its wait disarmed instead (whatever its key:
-        this definition's key may not be the one that resumes it), so the feed of a
-        definition that can finds the event when it arms the wait again.
+    ) -> tuple[int, bool]:
+        """Resume the runs waiting for ``event``, at most ``room`` if given: how many, and whether
+        the event is done with.  A run this App's definition cannot resume is marked
+        stranded and its wait disarmed instead (whatever its key: this definition's key
+        may not be the one that resumes it), so the feed of a definition that can finds
+        the event when it arms the wait again.
 
-        ``None``: a run the event matches is locked by another worker, and waiting for it
-        is not allowed (``may_wait``) or no longer is (this call resumed a run): the
-        caller commits what it did before this event and matches it again in a
-        transaction that has run no segment.  Matching an event again resumes no run
-        twice: a resumed run's wait is gone, and a new one has seen the event."""
+        Not done: ``room`` runs were resumed and the event matches more (one event may
+        wake thousands: in one transaction, their segments held SQLite's write lock, and
+        every handler waiting for it failed past the busy timeout), or a run it matches
+        is locked by another worker, and waiting for it is not allowed (``may_wait``) or
+        no longer is (this call resumed a run).  The caller commits what it did and
+        matches the event again in a transaction that has run no segment.  Matching an
+        event again resumes no run twice: a resumed run's wait is gone, and a new one has
+        seen the event."""
         engine = self.engine
         params = _event_params(event)
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable] = {}
@@ -386,10 +417,12 @@ class EventFeed:
             # the cursor moves on.  Only a transaction that has run no segment waits: that
             # worker's segment may wait for a row a segment of this one wrote (a deadlock
             # PostgreSQL broke by failing the feed's pass, raised by a single pass).
+            if room is not None and matched >= room:
+                return matched, False
             waits_ok = may_wait and matched == 0
             run = self._lock(session, wait.run_id, skip_locked=not waits_ok)
             if run is None and not waits_ok:
-                return None
+                return matched, False
             if run is None or run.status != "suspended" or run.path != wait.path:
                 continue
             if isinstance(key, _Unloadable):
@@ -399,7 +432,7 @@ class EventFeed:
                 engine.plan(session, run)  # strands it (or finds it resumable after all)
                 continue
             matched += engine.resume(session, run, self._take(event, loaded), woken_by=event.event_id)
-        return matched
+        return matched, True
 
     def _waits_for(
         self,
