@@ -201,3 +201,29 @@ class Gate:
         finally:
             self.release.set()
             worker.join(60)
+
+
+def together(*calls: Callable[[], object]) -> list[object]:
+    """Run ``calls`` each in a thread of its own, released at once by a barrier; their
+    answers, in order.  An exception one raised is raised here; one still running after
+    two minutes is a hang, not a slow machine."""
+    barrier = threading.Barrier(len(calls))
+    answers: list[object] = [None] * len(calls)
+
+    def run(i: int) -> None:
+        barrier.wait()
+        try:
+            answers[i] = calls[i]()
+        except BaseException as exc:  # raised in the caller's thread below
+            answers[i] = exc
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+        assert not t.is_alive(), "a call hung"
+    for a in answers:
+        if isinstance(a, BaseException):
+            raise a
+    return answers

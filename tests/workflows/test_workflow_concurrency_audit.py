@@ -21,6 +21,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import together
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, _workflow_feed, cron, manual, ok, on_event
@@ -230,30 +231,6 @@ def _apps(
     return apps
 
 
-def _together(*calls: Callable[[], object]) -> list[object]:
-    """Run ``calls`` each in a thread of its own, released at once; their answers."""
-    barrier = threading.Barrier(len(calls))
-    answers: list[object] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            answers[i] = calls[i]()
-        except BaseException as exc:  # raised in the test thread below
-            answers[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(HANG_S)
-        assert not t.is_alive(), "a worker pass hung"
-    for a in answers:
-        if isinstance(a, BaseException):
-            raise a
-    return answers
-
-
 def _drain(app: App) -> dict[str, int]:
     """Worker passes until one starts and resumes nothing; the counts added up."""
     total = {"started": 0, "resumed": 0}
@@ -308,7 +285,7 @@ def test_a_thousand_runs_woken_by_two_events_at_once_resume_each_once_and_are_co
     w1, w2, w3 = _apps(app_on, clock, 3)
     runs = {n: w1.start_workflow(waiter, Job(n % 2), user=ADA) for n in range(RUNS)}
     other = w1.start_workflow(waiter, Job(0), user=BOB)
-    answers = _together(
+    answers = together(
         lambda: _dispatch(w2, ring, Ring(0, "even"), ADA),
         lambda: _dispatch(w3, ring, Ring(1, "odd"), ADA),
         *_passes(w1, w2, w3),
@@ -447,7 +424,7 @@ def test_a_thousand_timers_due_at_one_instant_resume_each_once_under_three_worke
     w1, w2, w3 = _apps(app_on, clock, 3)
     runs = [w1.start_workflow(timer, Job(n), user=ADA) for n in range(RUNS)]
     clock.advance(minutes=1)
-    answers = _together(*_passes(w1, w2, w3))
+    answers = together(*_passes(w1, w2, w3))
     resumed = _added(answers, "resumed") + sum(_drain(w)["resumed"] for w in (w1, w2, w3))
     assert resumed == RUNS
     assert {r.status for r in w1.runs(timer)} == {"completed"}
@@ -510,19 +487,19 @@ def test_cron_ticks_fired_by_three_racing_workers_start_one_run_each(
 ) -> None:
     """The tick at the pass's very instant is due; the one a microsecond later is not."""
     w1, w2, w3 = _apps(app_on, clock, 3)
-    _together(*_passes(w1, w2, w3))  # the schedule starts at T0: no backfill
+    together(*_passes(w1, w2, w3))  # the schedule starts at T0: no backfill
     assert w1.runs(ticker) == []
     started = 0
     for minutes in (5, 12, 60, 3, 4):  # ends at T0 + 84 minutes
         clock.advance(minutes=minutes)
-        answers = _together(*_passes(w1, w2, w3))
+        answers = together(*_passes(w1, w2, w3))
         started += _added(answers, "started")
     clock.advance(minutes=1, microseconds=-1)  # a microsecond before T0 + 85
-    started += _added(_together(*_passes(w1, w2, w3)), "started")
+    started += _added(together(*_passes(w1, w2, w3)), "started")
     ticks = sorted(r.steps["at"] for r in w1.runs(ticker))
     assert ticks == [T0 + timedelta(minutes=m) for m in range(5, 85, 5)]
     clock.advance(microseconds=1)
-    started += _added(_together(*_passes(w1, w2, w3)), "started")
+    started += _added(together(*_passes(w1, w2, w3)), "started")
     started += sum(_drain(w)["started"] for w in (w1, w2, w3))
     ticks = sorted(r.steps["at"] for r in w1.runs(ticker))
     assert ticks == [T0 + timedelta(minutes=m) for m in range(5, 90, 5)]
@@ -547,7 +524,7 @@ def test_an_event_with_a_hostile_body_wakes_its_runs_with_the_body_as_it_was(
 ) -> None:
     w1, w2 = _apps(app_on, clock, 2)
     runs = [w1.start_workflow(waiter, Job(9), user=ADA) for _ in range(3)]
-    answers = _together(lambda: _dispatch(w2, ring, Ring(9, body), ADA), *_passes(w1, w2))
+    answers = together(lambda: _dispatch(w2, ring, Ring(9, body), ADA), *_passes(w1, w2))
     assert answers[0] == Ok(None)
     assert _added(answers, "resumed") + _drain(w1)["resumed"] == 3
     for run_id in runs:
@@ -560,7 +537,7 @@ def test_an_event_without_fields_wakes_the_runs_waiting_for_it(app_on: Callable[
     w1, w2 = _apps(app_on, clock, 2)
     mine = w1.start_workflow(poked, Job(1), user=ADA)
     theirs = w1.start_workflow(poked, Job(1), user=BOB)
-    answers = _together(lambda: _dispatch(w2, poke, Job(1), ADA), *_passes(w1, w2))
+    answers = together(lambda: _dispatch(w2, poke, Job(1), ADA), *_passes(w1, w2))
     assert answers[0] == Ok(None)
     _drain(w1)
     got = w1.get_run(mine)

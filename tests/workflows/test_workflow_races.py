@@ -15,6 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import together
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
@@ -196,29 +197,6 @@ def _apps(app_on: Callable[..., App], clock: FakeClock, n: int) -> list[App]:
     return apps
 
 
-def _together(*calls: Callable[[], object]) -> list[object]:
-    """Run ``calls`` each in a thread of its own, released at once; their answers."""
-    barrier = threading.Barrier(len(calls))
-    answers: list[object] = [None] * len(calls)
-
-    def run(i: int) -> None:
-        barrier.wait()
-        try:
-            answers[i] = calls[i]()
-        except BaseException as exc:  # raised in the test thread below
-            answers[i] = exc
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(calls))]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(60)
-    for a in answers:
-        if isinstance(a, BaseException):
-            raise a
-    return answers
-
-
 def _marks(app: App, run_id: uuid.UUID) -> list[str]:
     with app.engine.connect() as conn:
         return sorted(conn.scalars(sa.select(done.c.step).where(done.c.run_id == run_id)))
@@ -244,7 +222,7 @@ def test_a_cancel_racing_a_resume_ends_one_way_and_answers_that_way(app_on: Call
     for n in range(ROUNDS):
         run_id = worker.start_workflow(wf, Job(n), user=ADA)
         clock.advance(minutes=1)
-        _, answer = _together(
+        _, answer = together(
             lambda: worker.run_worker(once=True), lambda: canceller.cancel_run(run_id, user=ADA, reason="stop")
         )
         run = worker.get_run(run_id)
@@ -272,7 +250,7 @@ def test_an_event_as_the_timeout_falls_due_wakes_or_times_out_once_and_reaches_t
         short_run = feeder.start_workflow(short, Job(n), user=ADA)
         long_run = feeder.start_workflow(long, Job(n), user=ADA)
         clock.advance(minutes=1)  # the short wait's timeout is due now
-        _together(
+        together(
             lambda: sender.dispatch(send, Send(n, f"e{n}"), user=ADA),
             lambda: waker.run_worker(once=True),
             lambda: feeder.run_worker(once=True),
@@ -295,7 +273,7 @@ def test_two_events_for_one_wait_appended_together_wake_it_once_with_the_first(
     worker, one, two = _apps(app_on, clock, 3)
     for n in range(ROUNDS):
         run_id = worker.start_workflow(long, Job(n), user=ADA)
-        _together(
+        together(
             lambda: one.dispatch(send, Send(n, "one"), user=ADA),
             lambda: two.dispatch(send, Send(n, "two"), user=ADA),
             lambda: worker.run_worker(once=True),
@@ -321,7 +299,7 @@ def test_an_event_wakes_the_waiting_run_of_its_tenant_only_under_racing_workers(
     for n in range(ROUNDS):
         mine = w1.start_workflow(long, Job(n), user=ADA)
         theirs = w1.start_workflow(long, Job(n), user=BOB)
-        _together(
+        together(
             lambda: sender.dispatch(send, Send(n, "a"), user=ADA),
             lambda: w1.run_worker(once=True),
             lambda: w2.run_worker(once=True),
@@ -338,7 +316,7 @@ def test_a_keyed_start_from_many_callers_at_once_is_one_run_for_all(app_on: Call
     apps = _apps(app_on, clock, 3)
     for n in range(ROUNDS):
         key = f"order-{n}"
-        ids = _together(*(lambda a=a: a.start_workflow(keyed, Job(n), user=ADA, key=key) for a in apps))
+        ids = together(*(lambda a=a: a.start_workflow(keyed, Job(n), user=ADA, key=key) for a in apps))
         assert len(set(ids)) == 1, ids
         with apps[0].engine.connect() as conn:
             runs = conn.scalar(
@@ -355,7 +333,7 @@ def test_a_keyed_start_whose_first_segment_fails_is_one_failed_run_for_all_calle
     apps = _apps(app_on, clock, 3)
     for n in range(ROUNDS):
         key = f"doomed-{n}"
-        ids = _together(*(lambda a=a: a.start_workflow(doomed, Job(n), user=ADA, key=key) for a in apps))
+        ids = together(*(lambda a=a: a.start_workflow(doomed, Job(n), user=ADA, key=key) for a in apps))
         assert len(set(ids)) == 1, ids
         run = apps[0].get_run(ids[0])  # type: ignore[arg-type]
         assert run is not None and run.status == "failed"
@@ -368,7 +346,7 @@ def test_a_cancel_racing_an_event_wake_ends_one_way_and_answers_that_way(app_on:
     for n in range(ROUNDS):
         run_id = worker.start_workflow(long, Job(n), user=ADA)
         assert canceller.dispatch(send, Send(n, "go"), user=ADA) == Ok(None)
-        _, answer = _together(
+        _, answer = together(
             lambda: worker.run_worker(once=True), lambda: canceller.cancel_run(run_id, user=ADA, reason="stop")
         )
         run = worker.get_run(run_id)
@@ -388,7 +366,7 @@ def test_three_workers_resume_a_hundred_due_runs_each_once(app_on: Callable[...,
     apps = _apps(app_on, clock, 3)
     run_ids = [apps[0].start_workflow(timed, Job(n), user=ADA) for n in range(100)]
     clock.advance(minutes=1)
-    counts = _together(*(lambda a=a: a.run_worker(once=True) for a in apps))
+    counts = together(*(lambda a=a: a.run_worker(once=True) for a in apps))
     assert sum(c["resumed"] for c in counts) == 100  # type: ignore[index]
     with apps[0].engine.connect() as conn:
         per_step = conn.execute(
