@@ -68,7 +68,14 @@ from ._access import ShapeMemo
 from ._errors import Problem, StepRefused, Unfit
 from ._limits import FLOAT_DIGITS, source_path
 
-__all__ = ["computed_exactly", "computes_a_float", "exact_quotient", "nested_arithmetic", "refuse_mismatched"]
+__all__ = [
+    "computed_exactly",
+    "computes_a_float",
+    "exact_quotient",
+    "nested_arithmetic",
+    "numeric_scale",
+    "refuse_mismatched",
+]
 
 _TEXT: Final = "text"
 _NUMBER: Final = "a number"
@@ -338,7 +345,7 @@ def computed_exactly(binary: BinaryExpression[Any]) -> bool:
     return binary.operator in _GROWING and Numeric in affinities and affinities <= {Numeric, Integer}
 
 
-def _scale(side: ColumnElement[Any]) -> int | None:
+def numeric_scale(side: ColumnElement[Any]) -> int | None:
     """The scale of PostgreSQL's ``numeric`` answer of ``side`` where its types say it (an
     integer's is 0; ``+ - %`` the larger of the sides', ``*`` their sum), else ``None``."""
     affinity = side.type._type_affinity
@@ -348,10 +355,12 @@ def _scale(side: ColumnElement[Any]) -> int | None:
             s for s in (side.left, side.right) if isinstance(s, BindParameter) and s.type._type_affinity is Numeric
         ]
         if bound:
-            # A Decimal is bound as the side it meets; more places are refused (_scale_kept).
+            # A Decimal met by a Numeric of a declared scale has no more places (_scale_kept);
+            # met by another side, its places are its own.
             other = side.right if side.left is bound[0] else side.left
-            return _scale(other) if side.operator in _SCALE_OF_SIDES else None
-        left, right = _scale(side.left), _scale(side.right)
+            kept = _scale_kept(side, other)
+            return kept if side.operator in _SCALE_OF_SIDES and kept == numeric_scale(other) else None
+        left, right = numeric_scale(side.left), numeric_scale(side.right)
         if left is None or right is None or side.operator in (operators.truediv, operators.floordiv):
             return None
         return left + right if side.operator is operators.mul else max(left, right)
@@ -382,7 +391,7 @@ def _read_as_another_scale(binary: BinaryExpression[Any]) -> None:
         how = "PostgreSQL answers a Decimal, SQLAlchemy types it as an integer"
     elif affinity is Numeric:
         declared = getattr(binary.type, "scale", None)
-        if declared is None or _scale(binary) == declared:
+        if declared is None or numeric_scale(binary) == declared:
             return
         how = (
             f"PostgreSQL answers a Decimal of the sides' places, SQLAlchemy types it as one side's {declared} "
@@ -620,7 +629,7 @@ def _summed_places(fn: FunctionElement[Any], cast_to: TypeEngine[Any] | None) ->
         return
     if args[0].type._type_affinity not in (Integer, Numeric):
         return
-    places = _scale(args[0])
+    places = numeric_scale(args[0])
     cast_places = _rounded_to(cast_to)
     if places is None:
         what = "of a Numeric of no scale: PostgreSQL sums it exactly, SQLite as floats, whose error no scale rounds"

@@ -27,7 +27,7 @@ from sqlalchemy.sql.compiler import OPERATORS
 from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, FunctionFilter, UnaryExpression
 from sqlalchemy.sql.functions import FunctionElement
 
-from ._kinds import computed_exactly, computes_a_float, nested_arithmetic
+from ._kinds import computed_exactly, computes_a_float, exact_quotient, nested_arithmetic, numeric_scale
 from ._sqlite_functions import (
     CAST_NUMBER,
     CAST_NUMERIC,
@@ -142,10 +142,16 @@ class SQLiteStatements(SQLiteCompiler):
         :func:`~._sqlite_functions.finite` when a float: past its range SQLite made it
         infinity, PostgreSQL refuses it; of integers, through
         :func:`~._sqlite_functions.whole` with PostgreSQL's width of the result (SQLite
-        computes in 64 bits and made a float past them)."""
-        if computed_exactly(binary):
-            return self._exact(binary, _SIGNS[operator], kw)
+        computes in 64 bits and made a float past them).  Of a ``Numeric`` (with a
+        ``Numeric`` or an integer) PostgreSQL's decimal answer: where the types say its
+        places, SQLite's float rounded to them by its own ``ROUND`` (the float is within
+        far less than half a place of that answer, of at most 15 digits, and ``ROUND``
+        gives the float nearest it, at C's speed: ``0.10 + 0.20`` was 0.30000000000000004);
+        else :func:`~._sqlite_functions.exact`."""
         text = str(cast(Any, self)._generate_generic_binary(binary, OPERATORS[operator], **kw))
+        if computed_exactly(binary):
+            places = None if exact_quotient(binary) else numeric_scale(binary)
+            return self._exact(binary, _SIGNS[operator], kw) if places is None else f"ROUND({text}, {places})"
         bits = _integer_bits(binary)
         return _finite(binary.type, text) if bits is None else f"{WHOLE}({bits}, {text})"
 
