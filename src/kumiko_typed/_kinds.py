@@ -27,7 +27,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from decimal import Decimal
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from sqlalchemy import (
     JSON,
@@ -56,6 +56,9 @@ from sqlalchemy.sql.elements import (
     ColumnElement,
     ExpressionClauseList,
     False_,
+    FunctionFilter,
+    Grouping,
+    Over,
     True_,
 )
 from sqlalchemy.sql.functions import FunctionElement
@@ -65,7 +68,14 @@ from ._access import ShapeMemo
 from ._errors import Problem, StepRefused, Unfit
 from ._limits import FLOAT_DIGITS, source_path
 
-__all__ = ["exact_quotient", "refuse_mismatched"]
+__all__ = [
+    "computed_exactly",
+    "computes_a_float",
+    "exact_quotient",
+    "nested_arithmetic",
+    "numeric_scale",
+    "refuse_mismatched",
+]
 
 _TEXT: Final = "text"
 _NUMBER: Final = "a number"
@@ -196,18 +206,24 @@ def _places(value: object) -> int:
 
 def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     found: list[_Mismatch] = []
-    cast_to = {id(e.clause): e.type for e in visitors.iterate(where) if isinstance(e, Cast)}
+    cast_to = {id(_cast_of(e.clause)): e.type for e in visitors.iterate(where) if isinstance(e, Cast)}
     for element in visitors.iterate(where):
         if isinstance(element, FunctionElement):
             found.extend(_function(element, binds))
             if id(element) not in cast_to:
                 _exact_math(element)
+            _summed_places(element, cast_to.get(id(element)))
+            continue
+        if isinstance(element, ExpressionClauseList) and element.operator in _ARITHMETIC:
+            # a + b + c: its binaries are checked as a + b, then (a + b) + c.
+            binary: ColumnElement[Any] = nested_arithmetic(element)
+            outer = cast_to.get(id(element))
+            while isinstance(binary, BinaryExpression):
+                found.extend(_arithmetic(binary, outer, binds))
+                binary, outer = _bare(binary.left), None
             continue
         if isinstance(element, BinaryExpression) and element.operator in _ARITHMETIC:
-            if id(element) not in cast_to:
-                _uncast_exact(element)
-            _past_a_float(element, cast_to.get(id(element)))
-            found.extend(_computed(element, binds))
+            found.extend(_arithmetic(element, cast_to.get(id(element)), binds))
             continue
         if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
             continue
@@ -244,6 +260,37 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     return tuple(found)
 
 
+def nested_arithmetic(chain: ExpressionClauseList[Any]) -> BinaryExpression[Any]:
+    """``a + b + c``, which SQLAlchemy keeps as one list of sides, as the binaries
+    ``(a + b) + c`` it computes, each typed as SQLAlchemy types a binary: the checks and
+    SQLite's PostgreSQL arithmetic are of binaries, and passed such a chain by."""
+    sides: list[ColumnElement[Any]] = list(chain.clauses)
+    nested: ColumnElement[Any] = sides[0]
+    for side in sides[1:]:
+        left = nested if nested is sides[0] else Grouping(nested)
+        operator, type_ = left.comparator._adapt_expression(chain.operator, side.comparator)
+        nested = BinaryExpression(left, side, operator, type_=type_)
+    return cast(BinaryExpression[Any], nested)
+
+
+def _arithmetic(
+    binary: BinaryExpression[Any], cast_to: TypeEngine[Any] | None, binds: list[BindParameter[Any]]
+) -> list[_Mismatch]:
+    """The checks of ``binary`` (``+ - * / // %``), cast to ``cast_to`` if cast."""
+    if cast_to is None:
+        _uncast_exact(binary)
+        _read_as_another_scale(binary)
+    _past_a_float(binary, cast_to)
+    return _computed(binary, binds)
+
+
+def _cast_of(clause: ClauseElement) -> ClauseElement:
+    """What a cast of ``clause`` casts the answer of: a window's or a filtered aggregate's
+    function (``cast(func.avg(x).over(), ...)``)."""
+    inner = clause.element if isinstance(clause, Over) else clause
+    return inner.func if isinstance(inner, FunctionFilter) else inner
+
+
 def _place(binds: list[BindParameter[Any]], bind: object) -> int | None:
     """Where ``bind`` stands among ``binds`` (the same object: equal ones may differ in value)."""
     return next((i for i, b in enumerate(binds) if b is bind), None)
@@ -260,6 +307,102 @@ def exact_quotient(binary: BinaryExpression[Any]) -> bool:
     if binary.operator is operators.mul:
         return affinities == {Numeric}
     return binary.operator is operators.truediv and affinities <= {Numeric, Integer}
+
+
+def _bare(side: ColumnElement[Any]) -> ColumnElement[Any]:
+    """``side`` without the parentheses SQLAlchemy groups a nested expression in (the
+    ``a + b`` of ``(a + b) * c``)."""
+    while isinstance(side, Grouping) and isinstance(side.element, ColumnElement):
+        side = side.element
+    return side
+
+
+def computes_a_float(side: ColumnElement[Any]) -> bool:
+    """Whether PostgreSQL computes ``side`` as a double precision: a float, or arithmetic
+    with one on either side (``amount * weight``, which SQLAlchemy types as the
+    ``Numeric``)."""
+    if side.type._type_affinity is Float:
+        return True
+    side = _bare(side)
+    return (
+        isinstance(side, BinaryExpression)
+        and side.operator in _ARITHMETIC
+        and (computes_a_float(side.left) or computes_a_float(side.right))
+    )
+
+
+def computed_exactly(binary: BinaryExpression[Any]) -> bool:
+    """Whether SQLite computes ``binary`` as PostgreSQL's ``numeric`` does, by the decimal
+    values (``_sqlite_functions.exact``): an :func:`exact_quotient`, or ``+ - *`` of a
+    ``Numeric`` with a ``Numeric`` or an integer.  SQLite's float was off the decimal
+    answer: ``3 * 0.15`` is 0.44999999999999996, cast to one place 0.4 where PostgreSQL's
+    0.45 is 0.5, and ``0.10 + 0.20 > 0.30`` held there only."""
+    if computes_a_float(binary.left) or computes_a_float(binary.right):
+        return False
+    if exact_quotient(binary):
+        return True
+    affinities = {binary.left.type._type_affinity, binary.right.type._type_affinity}
+    return binary.operator in _GROWING and Numeric in affinities and affinities <= {Numeric, Integer}
+
+
+def numeric_scale(side: ColumnElement[Any]) -> int | None:
+    """The scale of PostgreSQL's ``numeric`` answer of ``side`` where its types say it (an
+    integer's is 0; ``+ - %`` the larger of the sides', ``*`` their sum), else ``None``."""
+    affinity = side.type._type_affinity
+    side = _bare(side)
+    if isinstance(side, BinaryExpression) and side.operator in _ARITHMETIC and affinity in (Numeric, Integer):
+        bound = [
+            s for s in (side.left, side.right) if isinstance(s, BindParameter) and s.type._type_affinity is Numeric
+        ]
+        if bound:
+            # A Decimal met by a Numeric of a declared scale has no more places (_scale_kept);
+            # met by another side, its places are its own.
+            other = side.right if side.left is bound[0] else side.left
+            kept = _scale_kept(side, other)
+            return kept if side.operator in _SCALE_OF_SIDES and kept == numeric_scale(other) else None
+        left, right = numeric_scale(side.left), numeric_scale(side.right)
+        if left is None or right is None or side.operator in (operators.truediv, operators.floordiv):
+            return None
+        return left + right if side.operator is operators.mul else max(left, right)
+    if affinity is Integer:
+        return 0
+    scale = getattr(side.type, "scale", None)
+    return scale if affinity is Numeric and isinstance(scale, int) else None
+
+
+def _read_as_another_scale(binary: BinaryExpression[Any]) -> None:
+    """The step's refusal of ``binary`` uncast where SQLite would read its answer as
+    another number than PostgreSQL's: SQLAlchemy types ``+ - * %`` of two ``Numeric``
+    columns as the right one, whose scale SQLite's float is read to (``rate + amount``
+    of a ``Numeric(6, 3)`` and a ``Numeric(8, 2)`` read 0.27, PostgreSQL 0.265), types an
+    integer ``%`` a ``Numeric`` as an integer (PostgreSQL answers a ``numeric``), and a
+    ``Numeric`` with a float as the ``Numeric``, where PostgreSQL answers a float, which
+    each database's driver rounds to the scale its own way (2042.175 read 2042.18 and
+    2042.17)."""
+    if binary.operator is operators.floordiv or exact_quotient(binary):
+        return  # a whole number (of any scale, an equal number), or a quotient: _uncast_exact's
+    affinity = binary.type._type_affinity
+    sides = (binary.left, binary.right)
+    sign = _ARITHMETIC[binary.operator]
+    what = f"{_side(binary.left, _NUMBER)} {sign} {_side(binary.right, _NUMBER)}"
+    if affinity is Numeric and any(computes_a_float(s) for s in sides):
+        how = "PostgreSQL answers a float, which each database's driver rounds to the Numeric's scale its own way"
+    elif affinity is Integer and any(s.type._type_affinity is Numeric for s in sides):
+        how = "PostgreSQL answers a Decimal, SQLAlchemy types it as an integer"
+    elif affinity is Numeric:
+        declared = getattr(binary.type, "scale", None)
+        if declared is None or numeric_scale(binary) == declared:
+            return
+        how = (
+            f"PostgreSQL answers a Decimal of the sides' places, SQLAlchemy types it as one side's {declared} "
+            "places, to which SQLite reads it"
+        )
+    else:
+        return
+    raise StepRefused(
+        f"the query computes {what} uncast: {how}; say what it is (cast(x {sign} y, Numeric(p, s)), "
+        "or cast(..., Float))"
+    )
 
 
 def _uncast_exact(binary: BinaryExpression[Any]) -> None:
@@ -335,6 +478,7 @@ def _digits(side: ColumnElement[Any]) -> tuple[int, int] | None:
     type_ = side.type
     if type_._type_affinity is Float:
         return None
+    side = _bare(side)
     if isinstance(side, BinaryExpression) and side.operator in _GROWING:
         left, right = _digits(side.left), _digits(side.right)
         if left is None or right is None:
@@ -386,10 +530,12 @@ _SCALE_OF_SIDES: Final = frozenset({operators.add, operators.sub, operators.mod}
 
 def _scale_kept(element: BinaryExpression[Any], column: ColumnElement[Any]) -> int | None:
     """The scale of ``column``, a ``Numeric`` of a declared scale met by a parameter in
-    ``element``'s :data:`_SCALE_OF_SIDES`: a number of more places is refused, as no
-    database answers it alike (``*`` and ``/`` are :func:`exact_quotient`'s)."""
+    ``element``: a number of more places is refused, as no database answers it alike (in
+    :data:`_SCALE_OF_SIDES`; and a divisor or factor, which SQLAlchemy casts to the
+    column's type, was rounded to its places on PostgreSQL only: ``amount / 0.7653``
+    divided by 0.77 there)."""
     type_ = column.type
-    if element.operator not in _SCALE_OF_SIDES or type_._type_affinity is not Numeric:
+    if type_._type_affinity is not Numeric:
         return None
     scale = getattr(type_, "scale", None)
     return scale if isinstance(scale, int) else None
@@ -466,6 +612,52 @@ def _exact_math(fn: FunctionElement[Any]) -> None:
             f"the query takes {name}() of {_side(first, _NUMBER)} uncast: PostgreSQL answers a Decimal of "
             f"its own scale, SQLite a float; cast the answer (cast(func.{name}(...), Numeric(p, s)))"
         )
+
+
+def _summed_places(fn: FunctionElement[Any], cast_to: TypeEngine[Any] | None) -> None:
+    """The step's refusal of ``avg`` or ``sum`` of integers or a ``Numeric`` whose answer
+    the databases read apart: PostgreSQL's is an exact ``Decimal``, SQLite's a float
+    (``avg`` of 41.79s was 41.78999999999998, ``sum`` of a hundred 0.1s
+    9.99999999999998), which reads alike only rounded to the places the summed values
+    have.  So ``avg`` is refused uncast, and either of a ``Numeric`` of no scale, or cast
+    to fewer places than the values have (the float's error may cross the half
+    PostgreSQL's exact sum is rounded at: ``sum`` of 0.0015 and 1112.19 cast to three
+    places read 1112.191 and 1112.192)."""
+    name = fn.name.lower()
+    args: list[ColumnElement[Any]] = list(fn.clauses)
+    if name not in _OF_NUMBERS or len(args) != 1 or computes_a_float(args[0]):
+        return
+    if args[0].type._type_affinity not in (Integer, Numeric):
+        return
+    places = numeric_scale(args[0])
+    cast_places = _rounded_to(cast_to)
+    if places is None:
+        what = "of a Numeric of no scale: PostgreSQL sums it exactly, SQLite as floats, whose error no scale rounds"
+        how = "declare the places (Numeric(p, s)) of what it sums, or compute it in Python"
+    elif cast_to is None and name == "avg":
+        what = "uncast: PostgreSQL answers an exact Decimal, SQLite a float"
+        how = f"cast the answer (cast(func.avg(...), Numeric(p, {places})))"
+    elif cast_places is not None and cast_places < places:
+        what = (
+            f"cast to {cast_places} places, fewer than the {places} its values have: SQLite sums floats, whose "
+            "error may cross the half at which PostgreSQL's exact answer is rounded"
+        )
+        how = f"cast it to at least {places} places and round in Python"
+    else:
+        return
+    raise StepRefused(f"the query takes {name}() of {_side(args[0], _NUMBER)} {what}; {how}")
+
+
+def _rounded_to(cast_to: TypeEngine[Any] | None) -> int | None:
+    """The places a cast to ``cast_to`` rounds a number to: a ``Numeric(p, s)``'s ``s``, an
+    integer's 0; ``None`` for none (a ``Numeric`` of no precision keeps the value)."""
+    if cast_to is None:
+        return None
+    if cast_to._type_affinity is Integer:
+        return 0
+    if cast_to._type_affinity is Numeric and getattr(cast_to, "precision", None) is not None:
+        return getattr(cast_to, "scale", None) or 0
+    return None
 
 
 def _aggregated(name: str, arg: ColumnElement[Any]) -> None:

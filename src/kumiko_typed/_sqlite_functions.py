@@ -128,9 +128,9 @@ def cast_number(target: str, exact: int, value: object) -> object:
 
 
 def cast_numeric(precision: int, scale: int, inexact: int, value: object) -> object:
-    """``value`` cast to a ``NUMERIC(precision, scale)``: refused as PostgreSQL's "numeric
-    field overflow" when, rounded to ``scale`` places, it has more than ``precision -
-    scale`` digits before the point (SQLite's cast has no limit).  A float of an
+    """``value`` cast to a ``NUMERIC(precision, scale)``: rounded half away from zero to
+    ``scale`` places, and refused as PostgreSQL's "numeric field overflow" when it then
+    has more than ``precision - scale`` digits before the point (SQLite's cast has no limit).  A float of an
     ``inexact`` side (a double precision to PostgreSQL) is taken by its first 15
     significant digits, as PostgreSQL converts one (``round(2**53 + 1)`` is
     9007199254740990 there)."""
@@ -144,7 +144,10 @@ def cast_numeric(precision: int, scale: int, inexact: int, value: object) -> obj
     rounded = _decimal(value).quantize(Decimal(1).scaleb(-scale), ROUND_HALF_UP, _EXACT)
     if rounded.adjusted() >= precision - scale and rounded != 0:
         _refuse("numeric field overflow")
-    return value
+    # Rounded, as computed with further: SQLite's cast kept every place, so
+    # ``amount / 0.7653`` (SQLAlchemy casts the divisor to the column's type) divided by
+    # 0.7653 here and by 0.77 there.
+    return value if isinstance(value, int) else float(rounded) + 0.0
 
 
 def substr(text: object, start: object, *count: object) -> object:
@@ -275,16 +278,17 @@ def _decimal(number: float) -> Decimal:
 
 
 def exact(sign: str, left_scale: int, right_scale: int, left: object, right: object) -> object:
-    """PostgreSQL's ``numeric`` ``*`` or ``/`` (``sign``) of the decimal values, as a
-    float: a quotient rounded half away from zero to PostgreSQL's scale (at least 16
+    """PostgreSQL's ``numeric`` ``+ - *`` or ``/`` (``sign``) of the decimal values, as
+    the float nearest the decimal answer (SQLite's float arithmetic may be one off it); a
+    quotient rounded half away from zero to PostgreSQL's scale (at least 16
     significant digits, at least either side's ``scale``; -1: the value's own places)."""
     if left is None or right is None:
         return None
     if not isinstance(left, (int, float)) or not isinstance(right, (int, float)):
         raise TypeError(f"{sign} takes numbers")  # the compiler sends only numbers
     dividend, divisor = _decimal(left), _decimal(right)
-    if sign == "*":
-        return float(_EXACT.multiply(dividend, divisor)) + 0.0
+    if sign in _EXACT_OPERATIONS:
+        return float(_EXACT_OPERATIONS[sign](dividend, divisor)) + 0.0
     if divisor == 0:
         _refuse("division by zero")
     places = min(
@@ -301,6 +305,13 @@ def exact(sign: str, left_scale: int, right_scale: int, left: object, right: obj
     digits = max(dividend.adjusted() - divisor.adjusted() + places + 4, 1)
     cut = Context(prec=digits, rounding=ROUND_DOWN).divide(dividend, divisor)
     return float(cut.quantize(Decimal(1).scaleb(-places), ROUND_HALF_UP, _EXACT)) + 0.0
+
+
+_EXACT_OPERATIONS: Final[dict[str, Callable[[Decimal, Decimal], Decimal]]] = {
+    "+": _EXACT.add,
+    "-": _EXACT.subtract,
+    "*": _EXACT.multiply,
+}
 
 
 def _quotient_places(dividend: Decimal, divisor: Decimal) -> int:

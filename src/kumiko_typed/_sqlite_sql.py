@@ -27,7 +27,7 @@ from sqlalchemy.sql.compiler import OPERATORS
 from sqlalchemy.sql.elements import ClauseList, ColumnClause, ColumnElement, FunctionFilter, UnaryExpression
 from sqlalchemy.sql.functions import FunctionElement
 
-from ._kinds import exact_quotient
+from ._kinds import computed_exactly, computes_a_float, exact_quotient, nested_arithmetic, numeric_scale
 from ._sqlite_functions import (
     CAST_NUMBER,
     CAST_NUMERIC,
@@ -94,10 +94,19 @@ class SQLiteStatements(SQLiteCompiler):
         return self._json_element(binary, operator, cast(Any, super()).visit_json_path_getitem_op_binary, kw)
 
     def visit_truediv_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
-        if exact_quotient(binary):
+        if computed_exactly(binary):
             return self._exact(binary, "/", kw)
         divided = str(cast(Any, super()).visit_truediv_binary(_checked_divisor(binary), operator, **kw))
         return _finite(binary.type, divided)
+
+    def visit_expression_clauselist(self, clauselist: Any, **kw: Any) -> str:
+        """``a + b + c`` (one list to SQLAlchemy) as the binaries it computes, each as
+        :meth:`visit_add_binary` writes it: written as a list, SQLite computed it in floats
+        and 64 bits (``n + n + n`` past 32 bits answered, ``0.10 + 0.10 + 0.10 > 0.30``
+        held)."""
+        if clauselist.operator in _ARITHMETIC:
+            return self.process(nested_arithmetic(clauselist), **kw)
+        return str(cast(Any, super()).visit_expression_clauselist(clauselist, **kw))
 
     def visit_add_binary(self, binary: Any, operator: Any, **kw: Any) -> str:
         return self._float_arithmetic(binary, operator, kw)
@@ -120,7 +129,7 @@ class SQLiteStatements(SQLiteCompiler):
         return text if bare else _finite_aggregate(funcfilter, text)
 
     def _exact(self, binary: Any, sign: str, kw: dict[str, Any]) -> str:
-        """``binary``, an :func:`~._kinds.exact_quotient`, as PostgreSQL's ``numeric``
+        """``binary``, :func:`~._kinds.computed_exactly`, as PostgreSQL's ``numeric``
         computes it (:func:`~._sqlite_functions.exact`), given each side's scale where
         its type says one."""
         sides = (binary.left, binary.right)
@@ -133,10 +142,16 @@ class SQLiteStatements(SQLiteCompiler):
         :func:`~._sqlite_functions.finite` when a float: past its range SQLite made it
         infinity, PostgreSQL refuses it; of integers, through
         :func:`~._sqlite_functions.whole` with PostgreSQL's width of the result (SQLite
-        computes in 64 bits and made a float past them)."""
-        if operator is operators.mul and exact_quotient(binary):
-            return self._exact(binary, "*", kw)
+        computes in 64 bits and made a float past them).  Of a ``Numeric`` (with a
+        ``Numeric`` or an integer) PostgreSQL's decimal answer: where the types say its
+        places, SQLite's float rounded to them by its own ``ROUND`` (the float is within
+        far less than half a place of that answer, of at most 15 digits, and ``ROUND``
+        gives the float nearest it, at C's speed: ``0.10 + 0.20`` was 0.30000000000000004);
+        else :func:`~._sqlite_functions.exact`."""
         text = str(cast(Any, self)._generate_generic_binary(binary, OPERATORS[operator], **kw))
+        if computed_exactly(binary):
+            places = None if exact_quotient(binary) else numeric_scale(binary)
+            return self._exact(binary, _SIGNS[operator], kw) if places is None else f"ROUND({text}, {places})"
         bits = _integer_bits(binary)
         return _finite(binary.type, text) if bits is None else f"{WHOLE}({bits}, {text})"
 
@@ -153,7 +168,7 @@ class SQLiteStatements(SQLiteCompiler):
         """``a % b`` with the divisor checked; of a ``Numeric``, PostgreSQL's remainder
         (:func:`~._sqlite_functions.remainder`): SQLite's ``%`` makes both sides integers,
         so ``5.5 % 2`` was 1 and ``x % 0.3`` NULL (a division by the integer 0)."""
-        if binary.type._type_affinity is Numeric:
+        if Numeric in (binary.left.type._type_affinity, binary.right.type._type_affinity):
             return f"{REMAINDER}({self.process(binary.left, **kw)}, {self.process(binary.right, **kw)})"
         return str(cast(Any, super()).visit_mod_binary(_checked_divisor(binary), operator, **kw))
 
@@ -181,7 +196,7 @@ class SQLiteStatements(SQLiteCompiler):
             inner = self.process(cast.clause, **kwargs)
             scale = cast.type.scale or 0
             into_type = self.dialect.type_compiler_instance.process(cast.type)
-            inexact = int(source is not Numeric)
+            inexact = int(source is not Numeric or computes_a_float(cast.clause))
             return f"CAST({CAST_NUMERIC}({cast.type.precision}, {scale}, {inexact}, {inner}) AS {into_type})"
         if into is String and source is Uuid:
             return f"{UUID_TEXT}({self.process(cast.clause, **kwargs)})"
@@ -250,6 +265,8 @@ class SQLiteStatements(SQLiteCompiler):
 
 
 _NULLS: Final = (operators.nulls_first_op, operators.nulls_last_op)
+_SIGNS: Final = {operators.add: "+", operators.sub: "-", operators.mul: "*"}
+_ARITHMETIC: Final = frozenset({*_SIGNS, operators.truediv, operators.floordiv, operators.mod})
 
 
 def _nulls_as_postgresql(clause: Any) -> Any:
@@ -314,8 +331,8 @@ def _integer_bits(binary: Any) -> int | None:
 
 def _bits(side: Any) -> int | None:
     type_ = side.type
-    if type_._type_affinity is not Integer:
-        return None
+    if type_._type_affinity is not Integer or computes_a_float(side):
+        return None  # not an integer, or one SQLAlchemy types so that PostgreSQL computes as a float (n // x)
     if isinstance(side, FunctionElement) or isinstance(type_, BigInteger):
         return 64
     return 16 if isinstance(type_, SmallInteger) else 32
