@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _worker_thread import Passes
+from _worker_thread import Passes, Worker
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, ok, on_event
@@ -88,14 +88,7 @@ def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(
 ) -> None:
     app = App([f], database_url=private_server.url)
     app.create_all()
-    raised: list[BaseException] = []
     answers: dict[int, list[Ok[Any] | Failure]] = {}
-
-    def loop() -> None:
-        try:
-            app.run_worker(poll_interval=0.05)
-        except BaseException as exc:
-            raised.append(exc)
 
     def client() -> None:
         for n in range(ORDERS):
@@ -106,11 +99,10 @@ def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(
                     time.sleep(0.1)
             time.sleep(0.05)
 
-    worker = threading.Thread(target=loop, daemon=True)
     dispatching = threading.Thread(target=client, daemon=True)
+    worker = Worker(app)
     try:
-        worker.start()
-        worker_passes.await_first(worker)  # the restart is an outage, not a wrong URL
+        worker_passes.await_first(worker.thread)  # the restart is an outage, not a wrong URL
         dispatching.start()
         time.sleep(0.5)  # dispatches under way when the server goes (whenever: each is repeated)
         _restart(private_server)
@@ -121,10 +113,9 @@ def test_a_looping_worker_and_keyed_dispatches_ride_out_a_server_restart(
             len(app.runs()) < ORDERS or any(r.status != "completed" for r in app.runs())
         ):
             time.sleep(0.1)
-        assert worker.is_alive() and not raised, raised
+        assert worker.thread.is_alive() and not worker.raised, worker.raised
     finally:
-        app.stop_worker()
-        worker.join(30)
+        worker.stop()
     try:
         for n, tries in answers.items():
             assert all(isinstance(t, Ok) or t.code == "unavailable" for t in tries), (n, tries)
@@ -175,30 +166,21 @@ def test_a_worker_whose_first_pass_the_restart_cut_waits_for_the_server(private_
     app = App([g], database_url=private_server.url)
     app.create_all()
     assert isinstance(app.dispatch(first, Place(1), user=USER), Ok)
-    raised: list[BaseException] = []
 
-    def loop() -> None:
-        try:
-            app.run_worker(poll_interval=0.05)
-        except BaseException as exc:
-            raised.append(exc)
-
-    worker = threading.Thread(target=loop, daemon=True)
+    worker = Worker(app)
     try:
-        worker.start()
         assert held.wait(30)  # the first pass is in the run's step
         _pg_ctl(private_server, "stop", "-m", "fast")
         gate.set()  # the pass goes on, on a killed connection, and the next ones find no server
         time.sleep(1)
-        assert worker.is_alive() and not raised, raised
+        assert worker.thread.is_alive() and not worker.raised, worker.raised
         _pg_ctl(private_server, "start", "-l", str(private_server.log_file), "-o", f"-p {private_server.port}")
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline and [r.status for r in app.runs()] != ["completed"]:
             time.sleep(0.1)
-        assert worker.is_alive() and not raised, raised
+        assert worker.thread.is_alive() and not worker.raised, worker.raised
         assert [(r.status, dict(r.steps)) for r in app.runs()] == [("completed", {"n": 1})]
     finally:
         gate.set()
-        app.stop_worker()
-        worker.join(30)
+        worker.stop()
         app.dispose()
