@@ -29,9 +29,11 @@ from typing import Any, Final
 from uuid import uuid4
 
 import attrs
-from sqlalchemy import CheckConstraint, Column, ForeignKeyConstraint, Table
+from sqlalchemy import CheckConstraint, Column, ForeignKeyConstraint, Table, UniqueConstraint
 from sqlalchemy.engine import ExceptionContext
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy.sql import visitors
+from sqlalchemy.sql.elements import ColumnElement
 
 from ._entity import Entity
 from ._errors import Problem
@@ -187,29 +189,66 @@ def _path(payload: object, written: Written, column: Column[Any]) -> str:
 
 #: PostgreSQL's detail of a unique violation: ``Key (sku, tenant_id)=(<the values>) already exists.``
 _PG_KEY: Final = re.compile(r"Key \((?P<columns>.+?)\)=\(")
+#: SQLite's words for a unique index on expressions: ``UNIQUE constraint failed: index 'name'``.
+_SQLITE_INDEX: Final = re.compile(r"index '(?P<name>.+)'$")
 
 
-def _clashing_columns(exc: IntegrityError) -> list[str]:
-    """The column names of the unique constraint ``exc`` reports, read from what both
-    databases say of it (PostgreSQL's detail up to its values, which are not read;
-    SQLite's ``UNIQUE constraint failed: t.sku, t.tenant_id``)."""
-    detail = getattr(getattr(exc.orig, "diag", None), "message_detail", None)
+def _clashing_columns(exc: IntegrityError, table: Table) -> list[str]:
+    """The column names of the unique constraint ``exc`` reports.  Found by its name in
+    ``table`` where the database gives one (PostgreSQL always, SQLite for an index on
+    expressions, where it gives nothing else): the columns its expressions read, so that
+    ``lower(email)`` is ``email``.  Else read from what both databases say of it
+    (PostgreSQL's detail up to its values, which are not read; SQLite's ``UNIQUE
+    constraint failed: t.sku, t.tenant_id``)."""
+    diag = getattr(exc.orig, "diag", None)
+    said = _first_line(exc).partition(":")[2].strip()
+    index = _SQLITE_INDEX.match(said)
+    name = getattr(diag, "constraint_name", None) if diag is not None else index and index["name"]
+    named = _named_columns(table, name) if isinstance(name, str) else None
+    if named is not None:
+        return named
+    detail = getattr(diag, "message_detail", None)
     if isinstance(detail, str):  # psycopg
         found = _PG_KEY.match(detail)
         names = found["columns"].split(", ") if found else []
     else:
-        names = [name.strip().rpartition(".")[2] for name in _first_line(exc).partition(":")[2].split(",")]
+        names = [name.strip().rpartition(".")[2] for name in said.split(",")]
     return [name.strip('"') for name in names]
 
 
+def _named_columns(table: Table, name: str) -> list[str] | None:
+    """The columns, in order and once each, that the unique index or constraint ``name``
+    of ``table`` reads; ``None`` if the table declares none of that name."""
+    for index in table.indexes:
+        if index.name == name:
+            read = (_read_by(e) if not isinstance(e, str) else [e] for e in index.expressions)
+            return list(dict.fromkeys(column for names in read for column in names))
+    for constraint in table.constraints:
+        if constraint.name == name and isinstance(constraint, UniqueConstraint):
+            return [c.name for c in constraint.columns]
+    return None
+
+
+def _read_by(expression: ColumnElement[Any]) -> list[str]:
+    """The names of the columns an index's expression reads (``lower(email)``: ``email``)."""
+    return [c.name for c in visitors.iterate(expression) if isinstance(c, Column)]
+
+
 def unique_failure(
-    exc: IntegrityError, where: str, entity: str, keys: Mapping[str, str], row: Mapping[str, object], payload: object
+    exc: IntegrityError,
+    where: str,
+    entity: str,
+    table: Table,
+    keys: Mapping[str, str],
+    row: Mapping[str, object],
+    payload: object,
 ) -> Failure:
-    """The clash at ``where`` (``step ...``) as the client can act on it, the same on both
-    databases: the columns of the constraint (``keys``: column name to the attribute
-    ``row`` is keyed by) and the payload field the first of their values came from (``$``
-    if none did).  The database's text names a constraint, or quotes the values."""
-    columns = [keys[name] for name in _clashing_columns(exc) if name in keys]
+    """The clash at ``where`` (``step ...``) with a row of ``table`` as the client can act
+    on it, the same on both databases: the columns of the constraint (``keys``: column
+    name to the attribute ``row`` is keyed by) and the payload field the first of their
+    values came from (``$`` if none did).  The database's text names a constraint, or
+    quotes the values."""
+    columns = [keys[name] for name in _clashing_columns(exc, table) if name in keys]
     return taken_failure(where, entity, columns, row, payload)
 
 
@@ -244,7 +283,7 @@ def _written_unique(exc: IntegrityError, where: str, written: Written, payload: 
     by_key = {c.key: c.name for c in table.columns}
     first = written.rows[0] if len(written.rows) == 1 else {}  # of several rows: which clashed, neither says
     row = {attributes[by_key[k]]: v for k, v in first.items() if k in by_key and by_key[k] in attributes}
-    return unique_failure(exc, where, entity, attributes, row, payload)
+    return unique_failure(exc, where, entity, table, attributes, row, payload)
 
 
 # --- foreign keys ----------------------------------------------------------------------

@@ -416,6 +416,56 @@ def test_a_unique_clash_of_a_write_through_the_session_is_a_unique_violation_lik
     assert _rows(app, CvTag) == 1
 
 
+class CvMember(Entity):
+    """Two unique indexes on expressions: neither database names a column of either."""
+
+    __tablename__ = "cv_member"
+    email: Mapped[str] = mapped_column(sa.String(80))
+    handle: Mapped[str] = mapped_column(sa.String(40))
+
+
+sa.Index("cv_member_email_ci", CvMember.tenant_id, sa.func.lower(CvMember.email), unique=True)
+sa.Index("cv_member_handle_ci", CvMember.tenant_id, sa.func.lower(CvMember.handle), unique=True)
+
+
+@attrs.frozen
+class Join:
+    email: str
+    handle: str
+
+
+def test_a_clash_on_a_unique_index_of_expressions_names_that_indexs_columns(app_on: AppOn, user: User) -> None:
+    """SQLite says only ``index 'cv_member_email_ci'``, PostgreSQL quotes ``lower(email)``:
+    the index is found by its name, and its columns are those its expressions read, so
+    the two clashes are told apart, the same on both databases (both said no column)."""
+    f: Feature[Any] = Feature("cv_members")
+    f.entity(CvMember)
+    join = f.write_handler(
+        "join",
+        f.pipeline(Join)
+        .create("m", CvMember, data=lambda c: CvMember(email=c.payload.email, handle=c.payload.handle))
+        .return_(lambda c: ok(c.steps["m"].version)),
+    )
+
+    def raw(c: Any) -> int:
+        row = {"id": uuid.uuid4(), "tenant_id": c.user.tenant_id, "version": 1, "created_at": c.now}
+        values = {**row, "updated_at": c.now, "email": c.payload.email, "handle": c.payload.handle}
+        return int(c.db.execute(sa.insert(CvMember.__table__).values(**values)).rowcount)
+
+    insert = f.write_handler("insert", f.pipeline(Join).compute("m", raw).return_(lambda c: ok(c.steps["m"])))
+    app = app_on([f])
+    ok_data(app.dispatch(join, Join("Ada@example.org", "ada"), user=user))
+    for handler in (join, insert):
+        email = failure_of(app.dispatch(handler, Join("ADA@example.org", "lovelace"), user=user), "unique_violation")
+        assert email.details == {"entity": "CvMember", "columns": ["tenant_id", "email"], "path": "$.email"}
+        assert "on tenant_id, email: another row holds those values; pass another value at $.email" in email.message
+        handle = failure_of(app.dispatch(handler, Join("grace@example.org", "ADA"), user=user), "unique_violation")
+        assert handle.details == {"entity": "CvMember", "columns": ["tenant_id", "handle"], "path": "$.handle"}
+        _safe(email, "Ada@example.org", "ADA@example.org", "lower(")
+        _safe(handle, "ADA", "lower(")
+    assert _rows(app, CvMember) == 1
+
+
 @attrs.frozen
 class AddBooks:
     books: list[AddBook]

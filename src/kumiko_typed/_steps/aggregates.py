@@ -119,7 +119,8 @@ def _unique_violation(
     exc: IntegrityError, run: Run, step: Step, entity_type: type[Any], row: Mapping[str, object]
 ) -> Failure:
     keys = {column.name: key for key, column in writer(entity_type).columns.items()}
-    return unique_failure(exc, f"step {step.describe()}", entity_type.__name__, keys, row, run.payload)
+    table = entity_type.__table__
+    return unique_failure(exc, f"step {step.describe()}", entity_type.__name__, table, keys, row, run.payload)
 
 
 def _version_conflict(entity_type: type[Any], entity_id: object, expected: object, current: object) -> Failure:
