@@ -257,7 +257,9 @@ workflow_waits = Table(
     Column("after_snapshot", Text, nullable=True),
     Column("armed", Boolean, nullable=False),
     Column("timeout_at", UtcDateTime, nullable=False),
-    Index("kumiko_workflow_waits_match", "event_type", "workflow", "path", "key"),
+    # Through the run: an event's feed reads a group's waits of its tenant and key a page
+    # at a time in run order, each page where the last ended (``_workflow_feed``).
+    Index("kumiko_workflow_waits_match", "event_type", "workflow", "path", "tenant_id", "key", "run_id"),
 )
 #: The waits not yet armed, which every feed transaction looks for (``_workflow_feed``):
 #: few beside the armed ones, which without it were all read (10,000 waits: 80 ms a batch

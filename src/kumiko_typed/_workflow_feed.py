@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from itertools import chain
 from typing import Any, Final
 
 import attrs
-from sqlalchemy import LargeBinary, Row, and_, bindparam, select, tuple_, update
+from sqlalchemy import ColumnElement, Integer, LargeBinary, Row, Select, and_, bindparam, select, tuple_, update
 from sqlalchemy.orm import Session
 
 from ._ctx import User
@@ -26,7 +27,7 @@ from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent
-from ._steps.workflow import KEY_FORMS, key_forms
+from ._steps.workflow import key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
 from ._worker_batches import batches, counted
@@ -45,7 +46,7 @@ _CATCH_UP: Final = 200
 #: whose segments in one transaction held SQLite's write lock for all of them (a handler
 #: waiting for it failed past the busy timeout).  Not the due-run pass's ten: an event that
 #: wakes more is matched again in the next transaction, which reads the waits still left
-#: (a hundred at a time, 1,000 runs of one event read 5,500 wait rows, not 50,500).
+#: a page at a time (10,000 runs of one event read 10,100 wait rows, not 505,000).
 RUNS_PER_TRANSACTION: Final = 100
 #: How many groups of waits, or stranded runs, an event's match reads one by one.
 _FEW: Final = 32
@@ -85,6 +86,33 @@ class _BatchReads:
 
     stranded: Sequence[uuid.UUID] | None = None
     groups: dict[str, list[tuple[str, str]]] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class _Paged:
+    """A read of a group's waits a page at a time, each page after the last wait of the
+    one before (keyset, in the match index's order: a page reads its own rows only)."""
+
+    first: Select[Any]
+    then: Select[Any]
+
+    @classmethod
+    def of(cls, stmt: Select[Any], after: ColumnElement[bool]) -> _Paged:
+        """``stmt`` in pages; ``after``: its rows past the ``after_key``/``after_run`` wait."""
+        page = bindparam("page", type_=Integer())
+        return cls(stmt.limit(page), stmt.where(after).limit(page))
+
+    def rows(self, session: Session, params: dict[str, Any], page: int) -> Iterator[Row[Any]]:
+        """The rows, a page of ``page`` read when the last one's are taken."""
+        params = {**params, "page": page}
+        stmt = self.first
+        while True:
+            rows = session.execute(stmt, params).all()
+            yield from rows
+            if len(rows) < page:
+                return
+            params.update(after_key=rows[-1].key, after_run=rows[-1].run_id)
+            stmt = self.then
 
 
 @attrs.frozen
@@ -147,15 +175,16 @@ class EventFeed:
         self._wait_of = select(workflow_waits).where(workflow_waits.c.run_id == bindparam("run_id"))
         # An event type's (workflow, path) groups after a given one: ranges of the match
         # index.  SQLite starts a row-value range at its first row *equal* in (workflow,
-        # path) and stepped over every wait of the group; with the key beside them,
-        # compared to a blob (above any text), it starts past the group.
+        # path) and stepped over every wait of the group; with the index's next column
+        # (the tenant, text there) beside them, compared to a blob (above any text), it
+        # starts past the group.
         waits = workflow_waits.c
         after = tuple_(bindparam("workflow"), bindparam("path"))
         if engine.postgres:
             beyond = tuple_(waits.workflow, waits.path) > after
         else:
-            after = tuple_(*after.clauses, bindparam("above_keys", b"", type_=LargeBinary))
-            beyond = tuple_(waits.workflow, waits.path, waits.key) > after
+            after = tuple_(*after.clauses, bindparam("above_text", b"", type_=LargeBinary))
+            beyond = tuple_(waits.workflow, waits.path, waits.tenant_id) > after
         beyond = and_(waits.event_type == bindparam("event_type"), beyond)
         self._next_group = (
             select(waits.workflow, waits.path).where(beyond).order_by(waits.workflow, waits.path).limit(1)
@@ -181,12 +210,23 @@ class EventFeed:
             )
         )
         self._armed_waits_of_event = self._waits_of_event.where(waits.armed.is_(True))
-        # One (workflow, path) group's waits, whole and of an event's key (its forms,
-        # ``_Loaded.stored``: fixed parameters, not an expanding list compiled per event).
+        # One (workflow, path) group's waits, whole and of one form of an event's key
+        # (``_Loaded.stored``), a page at a time in the match index's order: the first
+        # page, and the one after a given wait.  Read whole, an event waking 10,000 runs a
+        # hundred to a transaction read every wait left in each: 505,000 rows.
         in_group = (waits.workflow == bindparam("group_workflow"), waits.path == bindparam("group_path"))
-        of_keys = waits.key.in_([bindparam(f"group_key{i}") for i in range(KEY_FORMS)])
+        after_run = bindparam("after_run", type_=waits.run_id.type)
         self._group_waits = {
-            armed: (stmt.where(*in_group), stmt.where(*in_group, of_keys))
+            armed: (
+                _Paged.of(
+                    stmt.where(*in_group).order_by(waits.key, waits.run_id),
+                    tuple_(waits.key, waits.run_id) > tuple_(bindparam("after_key"), after_run),
+                ),
+                _Paged.of(
+                    stmt.where(*in_group, waits.key == bindparam("group_key")).order_by(waits.run_id),
+                    waits.run_id > after_run,
+                ),
+            )
             for armed, stmt in ((True, self._armed_waits_of_event), (False, self._waits_of_event))
         }
         self._stranded = select(workflow_runs.c.run_id).where(STRANDED).limit(_FEW + 1)
@@ -390,9 +430,10 @@ class EventFeed:
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable] = {}
         if only_run is not None:
             stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
-            waits = session.execute(stmt.where(workflow_waits.c.run_id == only_run), params).all()
+            waits: Iterable[Row[Any]] = session.execute(stmt.where(workflow_waits.c.run_id == only_run), params).all()
         else:
-            waits = self._waits_for(session, armed_only, params, event, keys, reads or _BatchReads())
+            page = (RUNS_PER_TRANSACTION if room is None else room) + 1
+            waits = self._waits_for(session, armed_only, params, event, keys, reads or _BatchReads(), page)
         matched = 0
         for wait in waits:
             d = engine.defs.get(wait.workflow)
@@ -442,15 +483,22 @@ class EventFeed:
         event: EventRow,
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable],
         reads: _BatchReads,
-    ) -> list[Row[Any]]:
+        page: int,
+    ) -> Iterator[Row[Any]]:
         """The waits ``event`` may concern, read group by group (workflow, path): where
         this App loads the event with a key, only the waits of that key; any other group
         whole; and, once, those of stranded runs (which a definition marks whatever their
         key).  Reading every wait of the event's type and comparing keys here read all of
         a tenant's waiting runs per event (10,000 of them: 0.5 s a payment).  The groups
         come from the match index, the stranded runs from their own index, both once per
-        transaction (``reads``); the keys found are left in ``keys``."""
-        waits: dict[uuid.UUID, Row[Any]] = {}
+        transaction (``reads``); the keys found are left in ``keys``.
+
+        A group's waits come ``page`` at a time, the next page read only when the caller
+        asks for more: a transaction that stops at its room reads a page past it at most.
+        Each transaction reads from the group's start, where the waits of the runs the
+        last one resumed were (deleted with their resumption): so no wait armed between
+        two of them is passed by, whatever its run id."""
+        seen: set[uuid.UUID] = set()
         # Stranded runs are few (their own index): their waits are read by run id.
         if reads.stranded is None:
             reads.stranded = session.scalars(self._stranded).all()
@@ -459,8 +507,9 @@ class EventFeed:
             many = len(stranded) > _FEW
             which = select(workflow_runs.c.run_id).where(STRANDED) if many else stranded
             stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
-            for row in session.execute(stmt.where(workflow_waits.c.run_id.in_(which)), params):
-                waits[row.run_id] = row
+            for row in session.execute(stmt.where(workflow_waits.c.run_id.in_(which)), params).all():
+                seen.add(row.run_id)
+                yield row
         groups = reads.groups.get(event.type)
         if groups is None:
             groups = reads.groups[event.type] = self._groups_of(session, event.type)
@@ -470,14 +519,14 @@ class EventFeed:
             key = None if d is None else keys.setdefault((workflow, path), self._event_key(d, path, event))
             group = {**params, "group_workflow": workflow, "group_path": path}
             if isinstance(key, _Loaded) and key.stored:
-                # Fewer forms than parameters: the last one repeated.
-                forms = {f"group_key{i}": key.stored[min(i, len(key.stored) - 1)] for i in range(KEY_FORMS)}
-                rows = session.execute(keyed, {**group, **forms})
+                forms = (keyed.rows(session, {**group, "group_key": form}, page) for form in key.stored)
+                rows: Iterable[Row[Any]] = chain.from_iterable(forms)
             else:
-                rows = session.execute(whole, group)
+                rows = whole.rows(session, group, page)
             for row in rows:
-                waits.setdefault(row.run_id, row)
-        return list(waits.values())
+                if row.run_id not in seen:
+                    seen.add(row.run_id)
+                    yield row
 
     def _groups_of(self, session: Session, event_type: str) -> list[tuple[str, str]]:
         """The (workflow, path) groups of the waits for ``event_type``, each found by one

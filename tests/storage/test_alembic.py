@@ -336,9 +336,11 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
     project: Project, new_db: Callable[[], str], apps: Callable[..., App]
 ) -> None:
     """A database of a release before ``schema_version``, ``after_snapshot``, ``tx``,
-    ``kumiko_workflow_parts`` and the partial indexes, with an event stored and then a run waiting for an event of the
-    same key: the revision adds exactly those, ``schema_version`` with its server default
-    1 (the upgrade succeeds on the rows there, which read as schema version 1).  On
+    ``kumiko_workflow_parts``, the partial indexes and the match index through tenant and
+    run, with an event stored and then a run waiting for an event of the same key: the
+    revision adds exactly those (the match index dropped and made again), ``schema_version``
+    with its server default 1 (the upgrade succeeds on the rows there, which read as schema
+    version 1).  On
     PostgreSQL it adds ``kumiko_events.tx`` with the default ``pg_current_xact_id()``,
     which gives every stored event the migration's transaction id: the docs say to add it
     with 0 and set the default after, and then the run is woken by the next event, not by
@@ -356,6 +358,8 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
     with app.engine.begin() as conn:
         for statement in (
             "DROP INDEX kumiko_workflow_waits_unarmed",
+            "DROP INDEX kumiko_workflow_waits_match",
+            "CREATE INDEX kumiko_workflow_waits_match ON kumiko_workflow_waits (event_type, workflow, path, key)",
             "DROP INDEX kumiko_workflow_runs_stranded",
             "DROP INDEX kumiko_workflow_runs_listed",
             "DROP INDEX kumiko_outbox_sent",
@@ -395,6 +399,9 @@ def test_an_older_release_s_database_gets_what_upgrading_says(
             events_tx,
             "op.create_index('kumiko_events_tx_position', 'kumiko_events', ['tx', 'position'], unique=False)",
             "op.add_column('kumiko_workflow_waits', sa.Column('after_snapshot', sa.Text(), nullable=True))",
+            "op.drop_index(op.f('kumiko_workflow_waits_match'), table_name='kumiko_workflow_waits')",
+            "op.create_index('kumiko_workflow_waits_match', 'kumiko_workflow_waits', ['event_type', 'workflow',"
+            " 'path', 'tenant_id', 'key', 'run_id'], unique=False)",
             "op.create_index('kumiko_workflow_runs_listed', 'kumiko_workflow_runs', ['created_at', 'run_id'],"
             " unique=False)",
             "op.create_index('kumiko_workflow_runs_stranded', 'kumiko_workflow_runs', ['run_id'], unique=False,"
