@@ -417,6 +417,30 @@ def test_times_of_any_offset_are_stored_and_compared_as_the_same_instants_on_bot
         assert conn.scalar(sa.select(stamps.c.at)) == datetime(2024, 1, 1, tzinfo=UTC)
 
 
+def test_fraction_digits_past_the_sixth_are_dropped_alike_on_both_databases(app_on: AppOn, admin: User) -> None:
+    """.NET writes seven digits: the first six are kept, as ``datetime.fromisoformat`` and
+    pydantic keep them; PostgreSQL, reading such text itself, would have rounded to
+    ``.123457`` (then the row below would be earlier than the query's time)."""
+    f, create, _note = _feature()
+    earlier = f.query_handler(
+        "earlier",
+        f.query_pipeline(Before)
+        .find_many("items", lambda c: sa.select(T7Item).where(T7Item.at < c.payload.at))
+        .return_(lambda c: ok([item.at for item in c.steps["items"]])),
+    )
+    app = app_on([f])
+    made = app.dispatch_json(create.name, {**GOOD, "at": "2026-12-06T10:00:00.1234567Z"}, user=admin)
+    assert isinstance(made, Ok), made
+    kept = datetime(2026, 12, 6, 10, 0, 0, 123456, tzinfo=UTC)
+    with app.engine.connect() as conn:
+        assert conn.scalar(sa.select(T7Item.at)) == kept
+    assert app.query_json(earlier.name, {"at": "2026-12-06T10:00:00.1234569Z"}, user=admin) == Ok([])
+    assert app.query_json(earlier.name, {"at": "2026-12-06T10:00:00.123457Z"}, user=admin) == Ok([kept])
+    # Dropped, the last instant of year 9999 stays one (rounded, it would be year 10000).
+    late = {**GOOD, "sku": "late", "at": "9999-12-31T23:59:59.9999999Z"}
+    assert isinstance(app.dispatch_json(create.name, late, user=admin), Ok)
+
+
 # --- the fuzz: no internal_error, no partial write ------------------------------------------------
 
 _SPECIAL_TEXT = st.sampled_from(
