@@ -54,6 +54,7 @@ __all__ = [
     "Check",
     "bound_values",
     "check_of",
+    "decimal_problem",
     "json_problems",
     "moment_problem",
     "nested_without_end",
@@ -104,6 +105,27 @@ def _finite(value: object) -> str | None:
     else:
         return None
     return None if finite else "must be a finite number (not NaN or infinity)"
+
+
+#: Digits PostgreSQL's ``numeric`` holds before the decimal point and after it.
+NUMERIC_WHOLE_DIGITS: Final = 131072
+NUMERIC_FRACTION_DIGITS: Final = 16383
+
+
+def decimal_problem(value: Decimal) -> str | None:
+    """A finite ``Decimal`` past what PostgreSQL's ``numeric`` holds: neither database can
+    be given it as a parameter alike (PostgreSQL refuses it, SQLite's float makes it
+    infinity or 0), and Python's decimal arithmetic overflows (``1e999999999 * 2``) or
+    flushes it to zero (``1e-999999999 / 2``) where a value within it does not (its
+    exponent limit, 999999, is far beyond)."""
+    if not value.is_finite():
+        return None
+    if value.adjusted() >= NUMERIC_WHOLE_DIGITS:
+        return f"must have at most {NUMERIC_WHOLE_DIGITS} digits before the decimal point"
+    exponent = value.as_tuple().exponent
+    if isinstance(exponent, int) and -exponent > NUMERIC_FRACTION_DIGITS:
+        return f"must have at most {NUMERIC_FRACTION_DIGITS} digits after the decimal point"
+    return None
 
 
 def number_problem(value: int) -> str | None:
@@ -339,7 +361,7 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
             return f"must have at most {FLOAT_DIGITS} significant digits, not {digits}"
         if precision is None:
             # What SQLite's floating point and PostgreSQL's numeric both hold.
-            if not -300 <= number.adjusted() < 308:
+            if not _SMALLEST_EXPONENT <= number.adjusted() < 308:
                 return "must be between 1e-300 and 1e308 in magnitude, or 0"
             return None
         allowed = precision - (scale or 0)
@@ -353,6 +375,10 @@ def _numeric(precision: int | None, scale: int | None) -> Check:
 
     return check
 
+
+#: The smallest power of ten a number column takes and a compared ``Decimal`` may have
+#: (but 0): far above a float's smallest (about 1e-324), below which SQLite's float is 0.
+_SMALLEST_EXPONENT: Final = -300
 
 #: Significant decimal digits a float keeps exactly (C's ``DBL_DIG``).
 FLOAT_DIGITS: Final = 15
@@ -756,11 +782,18 @@ def _compared_float(value: object) -> str | None:
 def _compared_decimal(value: object) -> str | None:
     """A ``Decimal`` compared with a number column: NaN as a float's, and more significant
     digits than SQLite's float keeps: SQLite rounded ``1.1000000000000000001`` to the
-    ``1.10`` a row holds and matched it, PostgreSQL compared it exactly."""
+    ``1.10`` a row holds and matched it, PostgreSQL compared it exactly.  Nor one past
+    PostgreSQL's ``numeric`` (refused there, infinity or 0 on SQLite), or so small that
+    SQLite's float makes it 0 (``0 < 1e-400`` held on PostgreSQL only)."""
     if not isinstance(value, Decimal):
         return _compared_float(value)
     if value.is_nan():
         return _NAN
+    problem = decimal_problem(value)
+    if problem is not None:
+        return problem
+    if value.is_finite() and value and value.adjusted() < _SMALLEST_EXPONENT:
+        return "must be 0 or at least 1e-300 in magnitude"
     digits = _significant(value) if value.is_finite() else 0
     if digits > FLOAT_DIGITS:
         return f"must have at most {FLOAT_DIGITS} significant digits, not {digits}"

@@ -38,7 +38,7 @@ from ._errors import Problem
 from ._field_checks import json_type, listed, said, with_validator_problems
 from ._field_types import field_types
 from ._jsonable import bytes_from_text
-from ._limits import json_problems, moment_problem, path_children, path_step, source_path
+from ._limits import decimal_problem, json_problems, moment_problem, path_children, path_step, source_path
 from ._union_reads import changed_in_union
 from ._unions import is_mixed_union, is_union, union_hook
 
@@ -102,6 +102,9 @@ def _decimal(value: str) -> Decimal:
         raise _Invalid(f"expected a finite decimal, got {_shown(value)}")
     if _DECIMAL_TEXT.fullmatch(value) is None:
         raise ValueError(value)
+    problem = decimal_problem(parsed)
+    if problem is not None:
+        raise _Invalid(problem)
     return parsed
 
 

@@ -137,6 +137,10 @@ REFUSED: list[tuple[str, Any, str]] = [
     ("price", "NaN", "expected a finite decimal, got 'NaN'"),
     ("price", "sNaN", "expected a finite decimal, got 'sNaN'"),
     ("price", "-Infinity", "expected a finite decimal, got '-Infinity'"),
+    # Past PostgreSQL's numeric: Python's arithmetic overflowed (an internal_error) or made it 0.
+    ("price", "1e999999999", "must have at most 131072 digits before the decimal point"),
+    ("price", "-1e-999999999", "must have at most 16383 digits after the decimal point"),
+    ("price", "0E-16384", "must have at most 16383 digits after the decimal point"),
     ("at", "2024-05-06T07:08:09", "expected an ISO-8601 datetime with a UTC offset, got '2024-05-06T07:08:09'"),
     # In UTC (as both databases store it) outside what a datetime holds: PostgreSQL stored
     # it and then failed every read of the row; SQLite stored the wall-clock digits.
@@ -168,6 +172,40 @@ def test_the_converter_refuses_what_no_column_can_be_trusted_with(
     path = "$.tags.k[0]" if field == "tags" else f"$.{field}"
     assert result.details == [{"path": path, "message": message}]
     assert _counts(app) == (0, 0, 0)
+
+
+@attrs.frozen
+class Priced:
+    price: Decimal
+
+
+@pytest.mark.parametrize(
+    ("price", "answer"),
+    [
+        ("1e999999999", "must have at most 131072 digits before the decimal point"),
+        ("-1e-999999999", "must have at most 16383 digits after the decimal point"),
+        ("9e131071", "8.1E+262143"),
+        ("1e-16383", "1E-32766"),
+    ],
+)
+def test_a_decimal_is_refused_where_postgresqls_numeric_ends_and_computes_within_it(
+    app_on: AppOn, admin: User, price: str, answer: str
+) -> None:
+    """Before: ``1e999999999`` squared was an ``internal_error`` (decimal.Overflow) and
+    ``-1e-999999999`` squared a silent 0; within the bound a product stays far inside
+    Python's decimal exponents."""
+    f: Feature[Any] = Feature("t7d")
+    square = f.write_handler(
+        "square",
+        f.pipeline(Priced)
+        .compute("square", lambda c: c.payload.price * c.payload.price)
+        .return_(lambda c: ok(str(c.steps["square"]))),
+    )
+    result = app_on([f]).dispatch_json(square.name, {"price": price}, user=admin)
+    if isinstance(result, Ok):
+        assert result.data == answer
+    else:
+        assert (result.code, result.details) == ("validation_error", [{"path": "$.price", "message": answer}])
 
 
 @pytest.mark.parametrize("depth", [65, 600, 900, 5000])
@@ -208,7 +246,7 @@ UNFIT: list[tuple[dict[str, Any], dict[str, str]]] = [
     ({"qty": 2**31}, {"path": "$.qty", "message": "must be between -2147483648 and 2147483647"}),
     ({"qty": -(2**70)}, {"path": "$.qty", "message": "must be between -2147483648 and 2147483647"}),
     ({"price": "123456789.5"}, {"path": "$.price", "message": "must have at most 8 digits before the decimal point"}),
-    ({"price": "1e999999999"}, {"path": "$.price", "message": "must have at most 8 digits before the decimal point"}),
+    ({"price": "1e131071"}, {"path": "$.price", "message": "must have at most 8 digits before the decimal point"}),
     # More decimals than the scale: PostgreSQL rounds (99999999.995 then overflows), SQLite keeps them.
     ({"price": "4.205"}, {"path": "$.price", "message": "must have at most 2 digits after the decimal point"}),
     ({"price": "99999999.995"}, {"path": "$.price", "message": "must have at most 2 digits after the decimal point"}),
@@ -377,6 +415,30 @@ def test_times_of_any_offset_are_stored_and_compared_as_the_same_instants_on_bot
     with app.engine.begin() as conn:
         conn.execute(stamps.insert().values(at=datetime.fromisoformat("2024-01-01T05:00:00+05:00")))
         assert conn.scalar(sa.select(stamps.c.at)) == datetime(2024, 1, 1, tzinfo=UTC)
+
+
+def test_fraction_digits_past_the_sixth_are_dropped_alike_on_both_databases(app_on: AppOn, admin: User) -> None:
+    """.NET writes seven digits: the first six are kept, as ``datetime.fromisoformat`` and
+    pydantic keep them; PostgreSQL, reading such text itself, would have rounded to
+    ``.123457`` (then the row below would be earlier than the query's time)."""
+    f, create, _note = _feature()
+    earlier = f.query_handler(
+        "earlier",
+        f.query_pipeline(Before)
+        .find_many("items", lambda c: sa.select(T7Item).where(T7Item.at < c.payload.at))
+        .return_(lambda c: ok([item.at for item in c.steps["items"]])),
+    )
+    app = app_on([f])
+    made = app.dispatch_json(create.name, {**GOOD, "at": "2026-12-06T10:00:00.1234567Z"}, user=admin)
+    assert isinstance(made, Ok), made
+    kept = datetime(2026, 12, 6, 10, 0, 0, 123456, tzinfo=UTC)
+    with app.engine.connect() as conn:
+        assert conn.scalar(sa.select(T7Item.at)) == kept
+    assert app.query_json(earlier.name, {"at": "2026-12-06T10:00:00.1234569Z"}, user=admin) == Ok([])
+    assert app.query_json(earlier.name, {"at": "2026-12-06T10:00:00.123457Z"}, user=admin) == Ok([kept])
+    # Dropped, the last instant of year 9999 stays one (rounded, it would be year 10000).
+    late = {**GOOD, "sku": "late", "at": "9999-12-31T23:59:59.9999999Z"}
+    assert isinstance(app.dispatch_json(create.name, late, user=admin), Ok)
 
 
 # --- the fuzz: no internal_error, no partial write ------------------------------------------------

@@ -294,6 +294,30 @@ def test_a_decimal_past_15_digits_compared_with_a_numeric_column_is_refused_alik
 
 
 @pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        (Decimal("1e999999999"), "must have at most 131072 digits before the decimal point"),
+        (Decimal("-1e-999999999"), "must have at most 16383 digits after the decimal point"),
+        (Decimal("1e-400"), "must be 0 or at least 1e-300 in magnitude"),
+        (Decimal("-1e-16383"), "must be 0 or at least 1e-300 in magnitude"),
+    ],
+)
+def test_a_decimal_neither_database_binds_alike_is_refused_when_compared(
+    app: App, user: User, value: Decimal, message: str
+) -> None:
+    """Past PostgreSQL's ``numeric`` it refused the parameter ("the database refused a
+    value", path ``$``) while SQLite's float made it infinity and answered; below a
+    float's range SQLite compared 0 (``0 < 1e-400`` found no row, PostgreSQL found it)."""
+    ok_data(app.dispatch(put, Put({"name": "a", "amt": Decimal("0")}), user=user))
+    refused = failure_of(app.query(read, Read("compare", ("amt", "__lt__", value)), user=user), "validation_error")
+    assert [(d["path"], d["message"]) for d in refused.details] == [("$.args[2]", message)]
+    # Computed with the column: this message, or first that it has more places than the column's scale.
+    computed = failure_of(app.query(read, Read("arith", ("amt", "__add__", value)), user=user), "validation_error")
+    assert [d["path"] for d in computed.details] == ["$.args[2]"]
+    assert ok_data(app.query(read, Read("compare", ("amt", "__lt__", Decimal("1e-300"))), user=user)) == ["a"]
+
+
+@pytest.mark.parametrize(
     ("fn", "column", "what"),
     [
         ("sum", "name", "text"),
@@ -757,7 +781,9 @@ ODD: dict[str, st.SearchStrategy[Any]] = {
     "n": st.sampled_from([2**31, 1.5, Decimal("2"), math.nan, True]),
     "big": st.sampled_from([2**63, -(2**63) - 1]),
     "x": st.sampled_from([math.inf, math.nan, Decimal("1.5"), 2**70]),
-    "amt": st.sampled_from([Decimal("1.005"), Decimal("1.1000000000000000001"), Decimal("1e11"), Decimal("NaN"), 1.5]),
+    "amt": st.sampled_from(
+        [Decimal("1.005"), Decimal("1.1000000000000000001"), Decimal("1e11"), Decimal("NaN"), 1.5, Decimal("1e-400")]
+    ),
     "flag": st.sampled_from([2, "true"]),
     "at": st.sampled_from([DAY, "2024-01-01", dt.datetime(1, 1, 1, tzinfo=dt.timezone(dt.timedelta(hours=5)))]),
     "day": st.sampled_from([MIDNIGHT, "2024-01-01"]),
