@@ -249,9 +249,7 @@ def _drain(response: httpx.Response, budget: Budget) -> None:
 #: A header or query parameter whose name says it carries a credential (``Authorization``,
 #: ``X-Api-Key``, ``Cookie``, ``?access_token=``, ``?sig=``...): its value is redacted from
 #: the delivery's error and log lines, whatever its length.
-_CREDENTIAL_NAME = re.compile(
-    r"auth|token|key|secret|pass|pwd|cookie|session|sig|credential|hmac", re.IGNORECASE
-)
+_CREDENTIAL_NAME = re.compile(r"auth|token|key|secret|pass|pwd|cookie|session|sig|credential|hmac", re.IGNORECASE)
 #: The shortest value of a query parameter whose name says nothing that is still redacted,
 #: as a precaution: a value that long is rarely text an error shows otherwise, and
 #: redacting a shorter one (``?page=2``) would blank digits of the status code and port.

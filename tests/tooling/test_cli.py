@@ -1578,8 +1578,8 @@ def test_an_app_error_quoting_the_database_url_hides_its_passwords(
         source = f"import os\nraise ValueError('cannot use ' + os.environ['{variable}'])\n"
     elif given_by == "the-apps-own-variable":
         source = (
-            "import os\n"
-            f"def make_app(database_url=os.environ['{variable}']):\n    raise ValueError(f'cannot use {{database_url}}')\n"
+            f"import os\ndef make_app(database_url=os.environ['{variable}']):\n"
+            "    raise ValueError(f'cannot use {database_url}')\n"
         )
     else:
         source = "def make_app(database_url):\n    raise ValueError(f'cannot use {database_url}')\n"
