@@ -110,15 +110,13 @@ def secrets_out_of_sight(url: str) -> tuple[URL, dict[str, Any]]:
     ``str(app.engine.url)``, its log lines and errors) do not show them; they show a query
     parameter as it is.  A ``?password=`` moves into the user part, which they show as
     ``***`` (libpq reads either, the query's over the user part's, and so does the URL made
-    here); an ``?sslpassword=``, which has no such place, into the connect arguments, which
-    libpq gets as it got the query's.  One given twice is left to libpq as it is."""
+    here); every other (an ``?sslpassword=``, which has no such place, one given twice, one
+    spelt in capitals) into the connect arguments, which the driver gets as it got the
+    query's (a repeated or capitalized one fails there as before; it was printed whole)."""
     parsed = make_url(url)
-    moved: dict[str, Any] = {}
     password = parsed.query.get("password")
     if isinstance(password, str):
         parsed = parsed.difference_update_query(["password"]).set(password=password)
-    ssl = parsed.query.get("sslpassword")
-    if isinstance(ssl, str):
-        parsed = parsed.difference_update_query(["sslpassword"])
-        moved["sslpassword"] = ssl
-    return parsed, moved
+    hidden = [key for key in parsed.query if key.lower() in _SECRET_PARAMETERS]
+    moved: dict[str, Any] = {key: parsed.query[key] for key in hidden}
+    return parsed.difference_update_query(hidden), moved
