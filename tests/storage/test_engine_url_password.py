@@ -12,7 +12,7 @@ from _support import ok_data
 from sqlalchemy import make_url
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Feature, User, ok
+from kumiko_typed import App, BootError, Entity, Feature, User, ok
 
 SECRET = "s3cr3t-in-the-query"
 
@@ -104,3 +104,13 @@ def test_a_secret_parameter_the_driver_cannot_use_is_not_printed_either(query: s
         assert secrets and given and all(given[0][key] == value for key, value in secrets.items())
     finally:
         app.dispose()
+
+
+@pytest.mark.parametrize("password", ["Kq7", "'K q7'"], ids=["plain", "quoted"])
+def test_a_libpq_keyword_string_is_refused_without_its_password(password: str) -> None:
+    """libpq's keyword form (``host=db password=...``) is no URL SQLAlchemy reads: the
+    boot refuses it naming the URL form, quoting none of it."""
+    with pytest.raises(BootError) as refused:
+        App([up], database_url=f"host=db.internal dbname=shop user=shop password={password}")
+    assert "Kq7" not in str(refused.value) and "password" not in str(refused.value)
+    assert "not a database URL SQLAlchemy can use" in str(refused.value)
