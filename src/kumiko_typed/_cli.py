@@ -24,7 +24,7 @@ from sqlalchemy.exc import DBAPIError
 from ._app import App
 from ._cli_logging import verbosity
 from ._ctx import User
-from ._database_urls import URL_PROBLEM, shown_url, without_secrets
+from ._database_urls import URL_PROBLEM, passwords_hidden, shown_url, without_secrets
 from ._durations import parse_duration, positive_seconds
 from ._engine import make_engine, read_only_engines
 from ._errors import BootError
@@ -147,11 +147,14 @@ def _raised(doing: str, module_name: str, exc: BaseException, database_url: str 
     application's frames only (the importer's, the libraries' and this package's are
     noise).  The text may quote the database URL the command was given
     (``ValueError(f"cannot use {url}")``): its password is hidden, as wherever the command
-    line prints that URL."""
+    line prints that URL; so is that of a URL the application read itself (its own
+    environment variable, a settings file), found by where a URL holds one."""
     frames = user_frames(exc.__traceback__, module_name)
     where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
     text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
-    return click.ClickException(text if database_url is None else without_secrets(text, database_url))
+    if database_url is not None:  # first: its password also where no URL holds it
+        text = without_secrets(text, database_url)
+    return click.ClickException(passwords_hidden(text))
 
 
 def _existing(url: str, given_by: str) -> None:

@@ -4,6 +4,7 @@ it, and a printed URL shows it as ``***``."""
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 from urllib.parse import quote_plus
 
@@ -12,7 +13,15 @@ from sqlalchemy.exc import ArgumentError
 
 from ._errors import BootError
 
-__all__ = ["URL_PROBLEM", "refuse_unsupported", "secrets_out_of_sight", "shown_url", "url_refusal", "without_secrets"]
+__all__ = [
+    "URL_PROBLEM",
+    "passwords_hidden",
+    "refuse_unsupported",
+    "secrets_out_of_sight",
+    "shown_url",
+    "url_refusal",
+    "without_secrets",
+]
 
 #: How each problem :func:`make_engine` finds begins: the App's BootError says which
 #: argument; the command line, which says which option, drops it.
@@ -24,6 +33,11 @@ _WHAT_RUNS: Final = "SQLite (sqlite:///app.sqlite3) or PostgreSQL through psycop
 #: Query parameters libpq takes as secrets (``?password=`` works as well as ``user:pw@``).
 _SECRET_PARAMETERS: Final = frozenset({"password", "sslpassword"})
 _HIDDEN: Final = "***"
+#: A password where any URL holds one: after ``scheme://user:``, up to the ``@``.
+_USER_PART_PASSWORD: Final = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*://[^\s/?#@:]*:)[^\s/?#@]*(?=@)")
+#: A password given by name: a URL's query parameter or a libpq keyword (``password=pw``,
+#: ``sslpassword = 'p w'``), up to the next ``&`` or blank, or the closing quote.
+_NAMED_PASSWORD: Final = re.compile(r"(\b(?:ssl)?password\s*=\s*)(?:'(?:[^'\\]|\\.)*'|[^\s&'\"]+)", re.IGNORECASE)
 
 
 def refuse_unsupported(url: str) -> None:
@@ -74,6 +88,13 @@ def without_secrets(text: str, url: str) -> str:
     return text
 
 
+def passwords_hidden(text: str) -> str:
+    """``text`` (an application's exception, which may quote a URL it read from its own
+    settings) with every password that stands where a database URL or libpq's keyword
+    form puts one shown as ``***``: known to be one by its place, whatever its length."""
+    return _NAMED_PASSWORD.sub(rf"\g<1>{_HIDDEN}", _USER_PART_PASSWORD.sub(rf"\g<1>{_HIDDEN}", text))
+
+
 def shown_url(url: str | URL) -> str:
     """``url`` as it may be printed: a password, in the user part or as a query
     parameter, shown as ``***`` (SQLAlchemy's own rendering hides the first only)."""
@@ -89,15 +110,13 @@ def secrets_out_of_sight(url: str) -> tuple[URL, dict[str, Any]]:
     ``str(app.engine.url)``, its log lines and errors) do not show them; they show a query
     parameter as it is.  A ``?password=`` moves into the user part, which they show as
     ``***`` (libpq reads either, the query's over the user part's, and so does the URL made
-    here); an ``?sslpassword=``, which has no such place, into the connect arguments, which
-    libpq gets as it got the query's.  One given twice is left to libpq as it is."""
+    here); every other (an ``?sslpassword=``, which has no such place, one given twice, one
+    spelt in capitals) into the connect arguments, which the driver gets as it got the
+    query's (a repeated or capitalized one fails there as before; it was printed whole)."""
     parsed = make_url(url)
-    moved: dict[str, Any] = {}
     password = parsed.query.get("password")
     if isinstance(password, str):
         parsed = parsed.difference_update_query(["password"]).set(password=password)
-    ssl = parsed.query.get("sslpassword")
-    if isinstance(ssl, str):
-        parsed = parsed.difference_update_query(["sslpassword"])
-        moved["sslpassword"] = ssl
-    return parsed, moved
+    hidden = [key for key in parsed.query if key.lower() in _SECRET_PARAMETERS]
+    moved: dict[str, Any] = {key: parsed.query[key] for key in hidden}
+    return parsed.difference_update_query(hidden), moved

@@ -246,20 +246,24 @@ def _drain(response: httpx.Response, budget: Budget) -> None:
             response.close()
 
 
-#: A step's header whose name says it carries a credential (``Authorization``,
-#: ``X-Api-Key``, ``Cookie``...): its value is redacted from the delivery's error and log lines.
-_CREDENTIAL_HEADER = re.compile(r"auth|token|key|secret|passw|cookie|session|signature|credential", re.IGNORECASE)
-#: The shortest query or header value taken for a credential: redacting a shorter one
-#: (``?page=2``, ``X-Auth-Mode: on``) would blank the status code and host out of the error.
-CREDENTIAL_MIN = 8
+#: A header or query parameter whose name says it carries a credential (``Authorization``,
+#: ``X-Api-Key``, ``Cookie``, ``?access_token=``, ``?sig=``...): its value is redacted from
+#: the delivery's error and log lines, whatever its length.
+_CREDENTIAL_NAME = re.compile(r"auth|token|key|secret|pass|pwd|cookie|session|sig|credential|hmac", re.IGNORECASE)
+#: The shortest value of a query parameter whose name says nothing that is still redacted,
+#: as a precaution: a value that long is rarely text an error shows otherwise, and
+#: redacting a shorter one (``?page=2``) would blank digits of the status code and port.
+UNNAMED_MIN = 8
 
 
 def row_credentials(url: str, headers: Mapping[str, str]) -> list[str]:
     """The credentials a webhook row carries itself, which a receiver echoing the request
     (its reason phrase, a header httpcore logs) would put in ``last_error`` and the logs:
-    the URL's password and the ``Authorization: Basic`` token httpx makes of it, its query
-    values and the values of credential-named headers (at least ``CREDENTIAL_MIN``
-    characters; an ``Authorization`` value also without its scheme)."""
+    the URL's password and the ``Authorization: Basic`` token httpx makes of it, the values
+    of query parameters and headers whose names say credential (:data:`_CREDENTIAL_NAME`;
+    an ``Authorization`` value also without its scheme), each whatever its length — a
+    short token is no less a secret — and, as a precaution, the other query values of at
+    least ``UNNAMED_MIN`` characters."""
     try:
         parts = urlsplit(url)
         user, password = parts.username, parts.password
@@ -269,11 +273,13 @@ def row_credentials(url: str, headers: Mapping[str, str]) -> list[str]:
     if password is not None:  # httpx sends them percent-decoded, as Basic credentials
         user, password = unquote(user or ""), unquote(password)
         found += [password, base64.b64encode(f"{user}:{password}".encode()).decode("ascii")]
-    candidates = [value for _, value in parse_qsl(parts.query, keep_blank_values=True)]
+    for name, value in parse_qsl(parts.query, keep_blank_values=True):
+        if _CREDENTIAL_NAME.search(name) or len(value) >= UNNAMED_MIN:
+            found.append(value)
     for name, value in headers.items():
-        if _CREDENTIAL_HEADER.search(name):
-            candidates += [value, value.rpartition(" ")[2]]
-    return found + [value for value in candidates if len(value) >= CREDENTIAL_MIN]
+        if _CREDENTIAL_NAME.search(name):
+            found += [value, value.rpartition(" ")[2]]
+    return found
 
 
 def deliver_webhook(

@@ -21,7 +21,7 @@ from __future__ import annotations
 import enum
 import logging
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Generator, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any, Final
@@ -87,9 +87,14 @@ RECORD_EVERY = timedelta(seconds=1)
 
 @attrs.define
 class PassCounts:
+    """What one transaction of a pass recorded."""
+
     sent: int = 0
     retried: int = 0
     dead: int = 0
+
+    def values(self) -> tuple[int, int, int]:
+        return self.sent, self.retried, self.dead
 
 
 class Deliverer:
@@ -297,51 +302,57 @@ _HAND_BACK: Final = update(outbox).where(_IDS, _LEASED).values(next_attempt_at=b
 _Write = Callable[[Connection, PassCounts], None]
 
 
-def _record_owed(engine: Engine, deliverer: Deliverer, counts: PassCounts) -> None:
-    """Write the records an earlier pass owes (its database refused them), oldest first;
-    raises, keeping them owed, while the database still refuses.  Each is written only
-    on rows still under its claim's lease: one whose lease ran out meanwhile was taken
-    again, and is that claim's to record."""
+def _record_owed(engine: Engine, deliverer: Deliverer) -> Iterator[tuple[int, int, int]]:
+    """Write the records an earlier pass owes (its database refused them), oldest first,
+    each one's counts once it committed; raises, keeping them owed, while the database
+    still refuses.  Each is written only on rows still under its claim's lease: one whose
+    lease ran out meanwhile was taken again, and is that claim's to record."""
     while deliverer.owed:
+        counts = PassCounts()
         with engine.begin() as conn:
             deliverer.owed[0](conn, counts)
         del deliverer.owed[0]
+        yield counts.values()
 
 
-def _write(engine: Engine, deliverer: Deliverer, counts: PassCounts, write: _Write) -> None:
-    """Record outcomes (``write``) in a short transaction; if the database refuses it (out
-    of disk, gone), owe it and raise, failing the pass: the messages went out, and rows
-    left under their lease would be sent again when it runs out."""
+def _write(engine: Engine, deliverer: Deliverer, write: _Write) -> PassCounts:
+    """Record outcomes (``write``) in a short transaction and return what it counted, once
+    committed; if the database refuses it (out of disk, gone), owe it and raise, failing
+    the pass: the messages went out, and rows left under their lease would be sent again
+    when it runs out."""
+    counts = PassCounts()
     try:
         with engine.begin() as conn:
             write(conn, counts)
     except DBAPIError:
         deliverer.owed.append(write)
         raise
+    return counts
 
 
 def deliver_due(
     engine: Engine, deliverer: Deliverer, clock: Callable[[], datetime], stopping: Callable[[], bool]
-) -> PassCounts:
+) -> Iterator[tuple[int, int, int]]:
     """One pass: deliver every row due now (rows rescheduled into the future wait), or
     until ``stopping()``: then the deliveries in flight end and are recorded, the rest of
     the batch is handed back (due at once, for the next pass or another worker).
 
-    The pass's delivery threads (if its concurrency is above 1) serve all its batches; a
-    worker talks to the database through Core connections, no ORM session."""
-    counts = PassCounts()
-    _record_owed(engine, deliverer, counts)
+    Yields ``(sent, retried, dead)`` of each transaction that recorded outcomes, as it
+    commits (for :func:`~._worker_batches.counted`): a pass the database cuts short still
+    counts what it recorded before.  The pass's delivery threads (if its concurrency is
+    above 1) serve all its batches; a worker talks to the database through Core
+    connections, no ORM session."""
+    yield from _record_owed(engine, deliverer)
     width = deliverer.concurrency
     pool = ThreadPoolExecutor(max_workers=width, thread_name_prefix="kumiko-delivery") if width > 1 else None
     try:
-        while not stopping() and _deliver_batch(engine, deliverer, clock, pool, counts, stopping):
+        while not stopping() and (yield from _deliver_batch(engine, deliverer, clock, pool, stopping)):
             pass
     finally:
         if pool is not None:
             # A pass that failed (its database went away) sends no delivery still queued:
             # it would go out unrecorded, and again after the lease.  Those under way end.
             pool.shutdown(cancel_futures=True)
-    return counts
 
 
 def _deliver_batch(
@@ -349,14 +360,13 @@ def _deliver_batch(
     deliverer: Deliverer,
     clock: Callable[[], datetime],
     pool: ThreadPoolExecutor | None,
-    counts: PassCounts,
     stopping: Callable[[], bool],
-) -> bool:
+) -> Generator[tuple[int, int, int], None, bool]:
     """Claim a batch (one short transaction), deliver it outside any transaction, and
     record the outcomes: each failure as it comes, the rows sent together, at most
     ``RECORD_EVERY`` after the last record and at the end, with the rows handed back
-    (not started within ``START_WITHIN``, or not before ``stopping()``).  ``False``:
-    nothing was due."""
+    (not started within ``START_WITHIN``, or not before ``stopping()``).  Yields what
+    each record counted once it committed; returns ``False`` if nothing was due."""
     claimed = clock()
     lease = claimed + CLAIM_LEASE
     start_by = claimed + START_WITHIN
@@ -382,13 +392,13 @@ def _deliver_batch(
             sent.append(row.id)
             if clock() - recorded >= RECORD_EVERY:
                 recorded = clock()
-                _write(engine, deliverer, counts, _record(claimed, sent, [], recorded))
+                yield _write(engine, deliverer, _record(claimed, sent, [], recorded)).values()
                 sent = []
         else:
             write = _set_outcome(row, lease, _settled(row, outcome, clock()))
-            _write(engine, deliverer, counts, write)
+            yield _write(engine, deliverer, write).values()
     if sent or late:
-        _write(engine, deliverer, counts, _record(claimed, sent, late, clock()))
+        yield _write(engine, deliverer, _record(claimed, sent, late, clock())).values()
     return True
 
 

@@ -9,6 +9,7 @@ while a statement ran — before any COMMIT, so nothing was committed — or at 
 
 from __future__ import annotations
 
+import re
 from typing import Any, Final
 
 from sqlalchemy.engine import ExceptionContext
@@ -83,8 +84,10 @@ _SQLITE_UNWRITTEN: Final = frozenset({13, 778})
 
 #: The server's words for ``too_many_connections`` (53300) when it refuses a new
 #: connection, which psycopg raises with no SQLSTATE (libpq's connect error carries
-#: only its text): "sorry, too many clients already", "too many connections for role
-#: (database) ...", "remaining connection slots are reserved for ...".
+#: only its text, and libpq offers no other way to the code): "sorry, too many clients
+#: already", "too many connections for role (database) ...", "remaining connection slots
+#: are reserved for ...".  English only: a server whose ``lc_messages`` says them in
+#: another language refuses as any server that answers does (:func:`unreachable`).
 _NO_SLOT: Final = ("too many clients", "too many connections for", "connection slots are reserved")
 
 
@@ -105,7 +108,7 @@ def exhausted(exc: DBAPIError) -> bool:
 #: What a server that answers a new connection says when it cannot take one for now: it
 #: is starting up, shutting down or recovering (``cannot_connect_now``, 57P03: a restart
 #: or a failover under way).  Any other answer (a wrong password, no such database) is
-#: the set-up's to fix, not an outage.
+#: the set-up's to fix, not an outage.  In English only, as :data:`_NO_SLOT`.
 _NOT_NOW: Final = (
     "the database system is starting up",
     "the database system is shutting down",
@@ -122,15 +125,31 @@ _NOT_NOW: Final = (
 _SET_UP: Final = ("fe_sendauth:", "SSL was required", "certificate", "channel binding", "authentication method")
 
 
+#: How libpq writes what a server said: its severity, a colon and two blanks
+#: (``FATAL:  ``).  The severity is in the server's ``lc_messages`` (``ВАЖНО``,
+#: ``致命错误``: matching the English ``FATAL:`` took every refusal of such a server for
+#: one that was not there), the two blanks are libpq's in every language; libpq's own
+#: words for a connect that failed before a server spoke never have them.
+_SERVER_SAID: Final = re.compile(r"(?:^|\s)[^\s:]+:  \S")
+
+
+def _server_answered(error: BaseException | None) -> bool:
+    """Whether a server answered the failed connect: it asked for a password (libpq's
+    flags, words of no language), or libpq quotes what it said."""
+    pgconn = getattr(error, "pgconn", None)
+    if pgconn is not None and (pgconn.needs_password or pgconn.used_password):
+        return True
+    return _SERVER_SAID.search(str(error)) is not None
+
+
 def unreachable(exc: DBAPIError) -> bool:
     """A new connection to PostgreSQL failed without the server refusing it: the server
-    is down or restarting, the host does not answer (libpq's words carry no ``FATAL:``
-    from a server then) or its name cannot be resolved now, the connect timed out, or
-    the server answered that it takes none for now (:data:`_NOT_NOW`); not libpq's own
-    refusal of the set-up (:data:`_SET_UP`).  psycopg raises
-    all of these with no SQLSTATE, as its connect error is libpq's text (its own for a
-    name it could not resolve, and its ``ConnectionTimeout``: psycopg is optional, so
-    the class is told by its name)."""
+    is down or restarting, the host does not answer (no server spoke) or its name cannot
+    be resolved now, the connect timed out, or the server answered that it takes none
+    for now (:data:`_NOT_NOW`); not libpq's own refusal of the set-up (:data:`_SET_UP`).
+    psycopg raises all of these with no SQLSTATE, as its connect error is libpq's text
+    (behind psycopg's own words for a failed connect or a name it could not resolve, and
+    its ``ConnectionTimeout``: psycopg is optional, so the class is told by its name)."""
     if type(exc.orig).__name__ == "ConnectionTimeout":
         return True
     text = str(exc.orig)
@@ -138,7 +157,7 @@ def unreachable(exc: DBAPIError) -> bool:
         return True
     if not text.startswith("connection failed:") or any(words in text for words in _SET_UP):
         return False
-    return "FATAL:" not in text or any(words in text for words in _NOT_NOW)
+    return not _server_answered(exc.orig) or any(words in text for words in _NOT_NOW)
 
 
 def sqlite_exhausted(error: BaseException | None) -> bool:
@@ -156,7 +175,7 @@ def transient(exc: DBAPIError) -> bool:
         return True
     if getattr(exc.orig, "sqlstate", None) in _RETRY_STATES:
         return True
-    return "database is locked" in str(exc.orig)
+    return "database is locked" in str(exc.orig)  # SQLite's words, the same in every locale
 
 
 def lost_connection(session: Session) -> OperationalError | None:

@@ -23,6 +23,7 @@ from sqlalchemy.pool import SingletonThreadPool
 from ._outbox import Deliverer, deliver_due
 from ._poison import refusal
 from ._wake import Bell, Halt
+from ._worker_batches import counted
 from ._worker_side import COUNTS, Side, log_pass, outlived
 from ._workflow_cron import CronTriggers
 from ._workflow_engine import WorkflowEngine
@@ -31,6 +32,9 @@ from ._workflow_feed import EventFeed
 __all__ = ["Worker"]
 
 logger = logging.getLogger("kumiko_typed")
+
+#: The keys of ``done`` a delivery transaction's ``(sent, retried, dead)`` are added to.
+_DELIVERY_COUNTS = ("sent", "retried", "dead")
 
 
 class Worker:
@@ -143,9 +147,8 @@ class Worker:
 
     def _delivery_pass(self, stopping: Callable[[], bool], done: dict[str, int]) -> None:
         self._follow()
-        counts = deliver_due(self._engine, self._deliverer, self._clock, stopping)
-        for key, value in (("sent", counts.sent), ("retried", counts.retried), ("dead", counts.dead)):
-            done[key] += value
+        for _ in counted(deliver_due(self._engine, self._deliverer, self._clock, stopping), done, *_DELIVERY_COUNTS):
+            pass
 
 
 def _never() -> bool:

@@ -13,7 +13,8 @@ yet, and the loop does the same work again, more carefully, before it moves on:
   it is raised.
 
 After a batch commits, the next starts plain again.  What the batches count is added to
-the pass's tally as each commits (:func:`counted`).
+the pass's tally as each commits (:func:`counted`), and so is what each transaction of
+a delivery pass records (``_outbox.deliver_due``).
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from ._segment_savepoint import Redo
 __all__ = ["batches", "counted"]
 
 T = TypeVar("T")
-#: What a batch counts: its runs, or its (started, resumed) runs.
-N = TypeVar("N", int, tuple[int, int])
+#: What a batch counts: its runs, its (started, resumed) runs, or its deliveries' outcomes
+#: (sent, retried, dead).
+N = TypeVar("N", int, tuple[int, int], tuple[int, int, int])
 
 
 def batches(batch: Callable[[bool, bool], tuple[bool, T]], stopping: Callable[[], bool]) -> Iterator[T]:

@@ -1,10 +1,12 @@
 """A looping worker against a database that goes away: it outlives lost connections (its
 pooled ones and its LISTEN connection, killed on the server) and goes on with the runs,
-while a worker that never got through — no tables — stops at once with the error."""
+while a worker that never got through — no tables — stops at once with the error.  A
+delivery pass the database cuts short still counts what it had recorded."""
 
 from __future__ import annotations
 
 import logging
+import sqlite3
 import time
 import uuid
 from collections.abc import Callable
@@ -14,10 +16,12 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _receiver import Receiver
+from _support import Hook
 from _worker_thread import Worker
 from sqlalchemy.pool import NullPool
 
-from kumiko_typed import App, Feature, User, manual
+from kumiko_typed import App, Feature, User, manual, ok
 
 USER = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
 
@@ -106,3 +110,62 @@ def test_a_worker_that_never_got_through_stops_with_the_error(tmp_path: Path) ->
         assert "no such table" in str(worker.raised[0])
     finally:
         app.dispose()
+
+
+hooks = Feature("outage-hooks", requires=["webhook.send"])
+hook = hooks.write_handler(
+    "hook",
+    hooks.pipeline(Hook).send_webhook(url=lambda c: c.payload.url).return_(lambda c: ok(None)),
+)
+
+
+def test_a_delivery_pass_the_database_cuts_short_counts_what_it_had_recorded(
+    app_on: Callable[..., App], db_url: str, receiver: Receiver, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Three webhooks fail, one at a time; while the third is under way the database cuts
+    the pass short (SQLite: another connection holds the write lock past the busy
+    timeout; PostgreSQL: the worker's connections are killed), so its outcome cannot be
+    recorded.  The first two failures were recorded, each in its own committed
+    transaction: the pass counts them.  Before, ``deliver_due`` handed its counts back
+    only at its end, and the pass said ``retried=0``."""
+    caplog.set_level(logging.INFO, logger="kumiko_typed")
+    held: list[sqlite3.Connection] = []
+
+    def cut_short() -> None:
+        if db_url.startswith("sqlite"):
+            conn = sqlite3.connect(sa.make_url(db_url).database or "", isolation_level=None, check_same_thread=False)
+            conn.execute("BEGIN IMMEDIATE")  # held until the test ends
+            held.append(conn)
+            return
+        killer = sa.create_engine(db_url, poolclass=NullPool)
+        with killer.connect() as conn:
+            conn.execute(
+                sa.text(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                    "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+                )
+            )
+        killer.dispose()
+
+    def respond(index: int, path: str) -> tuple[int, dict[str, str]]:
+        if path == "/2":
+            cut_short()
+        return (500, {})
+
+    receiver.respond = respond
+    app = app_on([hooks], delivery_concurrency=1)
+    for n in range(3):
+        assert app.dispatch(hook, Hook(receiver.url(f"/{n}")), user=USER) == ok(None)
+    try:
+        counts = app.run_worker(once=True)
+    finally:
+        for conn in held:
+            conn.rollback()
+            conn.close()
+    assert [r.path for r in receiver.requests] == ["/0", "/1", "/2"]
+    assert counts["retried"] == 2
+    lines = [r.getMessage() for r in caplog.records]
+    assert "worker pass: started=0 resumed=0 sent=0 retried=2 dead=0" in lines, lines
+    assert any(line.startswith("worker pass cut short") for line in lines), lines
+    app.engine.dispose()  # PostgreSQL: the pool's killed connections
+    assert sorted(item.attempts for item in app.outbox()) == [0, 1, 1]

@@ -4,14 +4,16 @@ database, not ``internal_error``: the server is down or restarting, the port clo
 the connect timed out, the host's name does not resolve.  psycopg raises these with no SQLSTATE, only libpq's text.  A
 server that answers and refuses (no such database), or that libpq itself will not go on
 with (a password asked for and not given, SSL wanted and not there), is the set-up's to
-fix: still ``internal_error``.  A worker whose first pass finds no server stops with the error,
-as for a wrong URL, for its supervisor to see."""
+fix: still ``internal_error``, also when the server says so in another language than
+English (its ``lc_messages``).  A worker whose first pass finds no server stops with the
+error, as for a wrong URL, for its supervisor to see."""
 
 from __future__ import annotations
 
 import socket
 import struct
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
@@ -22,6 +24,7 @@ import sqlalchemy as sa
 from _worker_thread import Worker
 
 from kumiko_typed import App, Failure, Feature, User, ok
+from kumiko_typed.testing.postgres import PostgresServer, start_test_postgres
 
 SECRET = "pw-7c1e2b0a"
 
@@ -156,9 +159,11 @@ def _message(kind: bytes, body: bytes) -> bytes:
     return kind + struct.pack("!i", len(body) + 4) + body
 
 
-def _fatal(code: str, text: str) -> bytes:
-    fields = b"".join(k + v.encode() + b"\0" for k, v in ((b"S", "FATAL"), (b"V", "FATAL"), (b"C", code), (b"M", text)))
-    return _message(b"E", fields + b"\0")
+def _fatal(code: str, text: str, severity: str = "FATAL") -> bytes:
+    """A start-up refusal; ``severity`` as the server's ``lc_messages`` says it (``V``
+    stays ``FATAL``: libpq shows the localized ``S``)."""
+    fields = ((b"S", severity), (b"V", "FATAL"), (b"C", code), (b"M", text))
+    return _message(b"E", b"".join(k + v.encode() + b"\0" for k, v in fields) + b"\0")
 
 
 #: The server asks for a password (AuthenticationCleartextPassword).
@@ -175,8 +180,13 @@ _ASKS_PASSWORD = _message(b"R", struct.pack("!i", 3))
         (_ASKS_PASSWORD, "?sslmode=require", "internal_error"),
         # The server answers that it takes no connection for now: an outage.
         (_fatal("57P03", "the database system is starting up"), "", "unavailable"),
+        # Refusals in the server's language: without the English "FATAL:" they were
+        # taken for a server that is not there (unavailable, and a worker's first pass
+        # outlived a misspelt database name for good).
+        (_fatal("3D000", 'база данных "kumiko" не существует', "ВАЖНО"), "", "internal_error"),
+        (_fatal("28000", '角色 "kumiko" 不存在', "致命错误"), "", "internal_error"),
     ],
-    ids=["no password given", "no SSL on the server", "starting up"],
+    ids=["no password given", "no SSL on the server", "starting up", "no database, in Russian", "no role, in Chinese"],
 )
 def test_a_server_that_answers_the_start_up_is_told_from_one_that_is_not_there(
     monkeypatch: pytest.MonkeyPatch, answer: bytes, query: str, code: str
@@ -190,3 +200,72 @@ def test_a_server_that_answers_the_start_up_is_told_from_one_that_is_not_there(
             assert isinstance(result, Failure) and result.code == code, result
         finally:
             app.dispose()
+
+
+#: Bounds a hang only.
+HANG_S = 30
+
+
+def _refusal(engine: sa.Engine) -> str:
+    """What the server says refusing ``engine``'s connection."""
+    try:
+        engine.connect().close()
+    except sa.exc.OperationalError as exc:
+        return str(exc.orig)
+    raise AssertionError("the connection was not refused")
+
+
+@pytest.fixture
+def russian_server(monkeypatch: pytest.MonkeyPatch) -> Iterator[PostgresServer]:
+    """A server of the test's own whose messages are Russian: started with ``LANGUAGE=ru``
+    (gettext reads it for any locale but C; the test machines have no ru_RU locale to set
+    ``lc_messages`` to) and ``lc_messages = 'C.UTF-8'``, so that a refused connection
+    carries no English word, not even ``FATAL``."""
+    monkeypatch.setenv("LANGUAGE", "ru")
+    server = start_test_postgres()
+    if server is None or server.external:
+        pytest.skip("needs a server of the test's own, started with LANGUAGE=ru")
+    try:
+        admin = sa.create_engine(server.admin_url, isolation_level="AUTOCOMMIT", poolclass=sa.pool.NullPool)
+        with admin.connect() as conn:
+            conn.execute(sa.text("ALTER SYSTEM SET lc_messages = 'C.UTF-8'"))
+            conn.execute(sa.text("SELECT pg_reload_conf()"))
+        admin.dispose()
+        # The reload is the postmaster's to do, a moment later: wait until a refusal says it.
+        nowhere = sa.create_engine(sa.make_url(server.url).set(database="no_such_database"), poolclass=sa.pool.NullPool)
+        deadline = time.monotonic() + HANG_S
+        while "FATAL" in _refusal(nowhere):
+            if time.monotonic() > deadline:
+                pytest.skip(f"this server's messages are not translated: {_refusal(nowhere)}")
+            time.sleep(0.05)
+        nowhere.dispose()
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.mark.postgres
+def test_a_server_refusing_in_russian_is_a_set_up_error_not_an_outage(russian_server: PostgresServer) -> None:
+    """A real server whose ``lc_messages`` is not English refuses a database that does not
+    exist: ``ВАЖНО: база данных ... не существует`` (transliterated while the connection
+    has no encoding yet).  Before, the missing word ``FATAL:`` made it a server that is
+    not there: the dispatch answered ``unavailable`` (try again, for good) and a worker's
+    first pass outlived it with a warning instead of stopping for its supervisor."""
+    url = sa.make_url(russian_server.url).set(database="no_such_database").render_as_string(hide_password=False)
+    app = App([f], database_url=url)
+    try:
+        with pytest.raises(sa.exc.OperationalError) as raised:
+            app.run_worker(once=True)
+        said = str(raised.value.orig)
+        assert "FATAL" not in said and "does not exist" not in said, said
+        result = app.dispatch(ping, Ping(1), user=USER)
+        assert isinstance(result, Failure) and result.code == "internal_error", result
+    finally:
+        app.dispose()
+    # A server that is not there is still one: the same classification, no words needed.
+    down = App([f], database_url=_down_url())
+    try:
+        result = down.dispatch(ping, Ping(1), user=USER)
+        assert isinstance(result, Failure) and result.code == "unavailable", result
+    finally:
+        down.dispose()

@@ -1558,14 +1558,29 @@ def test_an_app_module_that_raises_is_reported_with_its_own_lines(
     assert all(line.startswith(f"  {tmp_path / module}.py:") for line in where), _explain(result)
 
 
-@pytest.mark.parametrize("given_by", ["option", "environment"])
+@pytest.mark.parametrize(
+    ("password", "phrase", "hidden"),
+    [("pa%40ss-w0rd", "k3y-pass-phrase", ["pa@ss-w0rd", "pa%40ss-w0rd"]), ("Wq7", "k3", ["Wq7"])],
+    ids=["long", "short"],
+)
+@pytest.mark.parametrize("given_by", ["option", "environment", "the-apps-own-variable"])
 @pytest.mark.parametrize("raises", ["import", "factory"])
-def test_an_app_error_quoting_the_database_url_hides_its_passwords(tmp_path: Path, given_by: str, raises: str) -> None:
+def test_an_app_error_quoting_the_database_url_hides_its_passwords(
+    tmp_path: Path, given_by: str, raises: str, password: str, phrase: str, hidden: list[str]
+) -> None:
     # The app's own exception quoting the URL the command gave it printed its password and
-    # sslpassword whole, where every other line of the command line shows them as ***.
-    url = "postgresql+psycopg://shop:pa%40ss-w0rd@127.0.0.1:1/shop?sslpassword=k3y-pass-phrase"
+    # sslpassword whole, where every other line of the command line shows them as ***.  A
+    # URL the app reads from a variable of its own (the command given none) was printed
+    # whole too: the command knew no URL to hide.
+    url = f"postgresql+psycopg://shop:{password}@127.0.0.1:1/shop?sslpassword={phrase}"
+    variable = "SHOP_DATABASE_URL" if given_by == "the-apps-own-variable" else "KUMIKO_DATABASE_URL"
     if raises == "import":
-        source = "import os\nraise ValueError('cannot use ' + os.environ['KUMIKO_DATABASE_URL'])\n"
+        source = f"import os\nraise ValueError('cannot use ' + os.environ['{variable}'])\n"
+    elif given_by == "the-apps-own-variable":
+        source = (
+            f"import os\ndef make_app(database_url=os.environ['{variable}']):\n"
+            "    raise ValueError(f'cannot use {database_url}')\n"
+        )
     else:
         source = "def make_app(database_url):\n    raise ValueError(f'cannot use {database_url}')\n"
     module = _module(tmp_path, source, "quoting")
@@ -1573,12 +1588,12 @@ def test_an_app_error_quoting_the_database_url_hides_its_passwords(tmp_path: Pat
     if given_by == "option":
         result = cli(tmp_path, "outbox", target, "--database-url", url, KUMIKO_DATABASE_URL=url)
     else:
-        result = cli(tmp_path, "outbox", target, KUMIKO_DATABASE_URL=url)
+        result = cli(tmp_path, "outbox", target, **{variable: url})
     assert result.returncode == 1, _explain(result)
     assert "raised ValueError: cannot use postgresql+psycopg://shop:***@127.0.0.1:1/shop?sslpassword=***" in (
         result.stderr
     ), _explain(result)
-    for secret in ("pa@ss-w0rd", "pa%40ss-w0rd", "k3y-pass-phrase"):
+    for secret in (*hidden, f"sslpassword={phrase}"):
         assert secret not in result.stderr + result.stdout, _explain(result)
 
 
