@@ -59,6 +59,12 @@ class Method:
 
 
 SAME = "{SELF}[P, S, Sc, C]"
+#: mypy's return type of a step whose key's type the plugin reads from the arguments: mypy
+#: infers a call's type variables from the type expected of its result first, so with the
+#: key's type variable there, a reassignment ``p = p.create("b", Shelf, ...)`` after a
+#: ``Product`` step would solve it from ``p``'s earlier type and refuse ``Shelf``.
+DETACHED = "{SELF}[P, AddStep[S, Any], Sc, C]"
+DETACHED_SAVED = "{SELF}[P, AddStep[S, Saved[Any]], Sc, C]"
 
 METHODS: dict[str, Method] = {
     "compute": Method(
@@ -67,10 +73,7 @@ METHODS: dict[str, Method] = {
         "self._then({SELF}, _steps.Compute(name, fn))",
         "``name``: the resolver's return type.",
         '.compute("total", lambda c: c.payload.quantity * c.payload.unit_price)',
-        # R only in the parameter: the plugin reads the key's type from fn itself, and
-        # without the plugin a reassignment, p = p.compute(...), would solve R from p's
-        # earlier type (mypy infers from the return's context first) and refuse fn.
-        mypy_returns="{SELF}[P, AddStep[S, Any], Sc, C]",
+        mypy_returns=DETACHED,
     ),
     "read.find_one": Method(
         f"name: str, query: Callable[[{CTX}], Select[T]]",
@@ -99,6 +102,7 @@ METHODS: dict[str, Method] = {
         "self._then({SELF}, _steps.Create(name, entity, data, event))",
         "``name``: ``Saved[E]`` (id, entity, version, event...).",
         '.create("product", Product, data=lambda c: Product(sku=c.payload.sku, name=c.payload.name))',
+        mypy_returns=DETACHED_SAVED,
     ),
     "aggregate.update": Method(
         f"name: str, entity: type[E], *, id: {_resolver('UUID')}, "
@@ -109,6 +113,7 @@ METHODS: dict[str, Method] = {
         "``name``: ``Saved[E]`` with ``changes`` and ``previous``.",
         '.update("product", Product, id=lambda c: c.payload.id, changes=lambda c: {"name": c.payload.name},'
         " version=lambda c: c.payload.version)",
+        mypy_returns=DETACHED_SAVED,
     ),
     "aggregate.append_event": Method(
         f"entity: type[E], *, id: {_resolver('UUID')}, event: Callable[[{CTX}], object], "
@@ -195,6 +200,7 @@ METHODS: dict[str, Method] = {
         "self._then({SELF}, _steps.CallFeature(name, handler, payload, as_user))",
         "``name``: the called handler's ``Ok`` data; its failure ends this pipeline with the same code.",
         '.call_feature("reserved", reserve_stock, payload=lambda c: Reserve(sku=c.payload.sku))',
+        mypy_returns=DETACHED,
     ),
     "workflow.wait": Method(
         f"duration: timedelta | str | Callable[[{CTX}], datetime], *, name: str | None = None",
@@ -211,6 +217,7 @@ METHODS: dict[str, Method] = {
         "``name``: the matching event, or ``None`` after the timeout.",
         '.wait_for_event("verified", EmailVerified, key=lambda c: c.payload.user_id,'
         " event_key=lambda e: e.user_id, timeout=timedelta(days=7))",
+        mypy_returns=DETACHED,
     ),
     "workflow.retry": Method(
         "*, times: int, do: Callable[[{RB}[P, S, Sc, C]], {RB}[P, S1, Sc, C]], "

@@ -7,6 +7,7 @@ from typing import Final
 BUILDERS_MODULE: Final = "kumiko_typed._builders"
 MARKERS_MODULE: Final = "kumiko_typed._markers"
 FEATURE: Final = "kumiko_typed._feature.Feature"
+WRITE_HANDLER: Final = "kumiko_typed._feature.WriteHandler"
 #: A resolver's parameter; a workflow's is its subclass ``WorkflowCtx``: look it up with ``has_base``.
 CTX: Final = "kumiko_typed._ctx.Ctx"
 FINISHED: Final = "kumiko_typed._finished.Finished"

@@ -232,9 +232,10 @@ def _resolver_problems(step: Step) -> list[str]:
     problems = []
     for field in attrs.fields(type(step)):
         value = getattr(step, field.name)
-        if inspect.iscoroutinefunction(value):
+        called = _called(value)
+        if inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(called):
             problems.append(_rules.msg_async_resolver(method, field.name))
-        elif inspect.isasyncgenfunction(value):
+        elif inspect.isasyncgenfunction(value) or inspect.isasyncgenfunction(called):
             problems.append(_rules.msg_async_iterator_resolver(method, field.name))
         elif field.type in _CALLED and not callable(value) and not (value is None and field.type in _OPTIONAL):
             problems.append(
@@ -242,6 +243,14 @@ def _resolver_problems(step: Step) -> list[str]:
                 f"{type(value).__name__}; write {field.name}=lambda c: ... instead"
             )
     return problems
+
+
+def _called(value: object) -> object:
+    """What calling ``value`` runs: an object runs its class's ``__call__``, which inspect's
+    tests of the object itself do not look at."""
+    if inspect.isroutine(value) or isinstance(value, type):
+        return value
+    return inspect.getattr_static(type(value), "__call__", None)
 
 
 #: The annotations of the fields a step calls with the context: as ``_steps`` writes

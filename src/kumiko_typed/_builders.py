@@ -345,7 +345,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             data: Callable[[Ctx[P, S, Sc]], E],
             event: Callable[[Ctx[P, S, Sc]], object] | None = None,
-        ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> Pipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(Pipeline, _steps.Create(name, entity, data, event))
 
     else:
@@ -398,7 +398,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
             version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
-        ) -> Pipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> Pipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(Pipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
     else:
@@ -1078,7 +1078,7 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             payload: Callable[[Ctx[P, S, Sc]], P2],
             as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
-        ) -> Pipeline[P, AddStep[S, D2], Sc, C]:
+        ) -> Pipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(Pipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     else:
@@ -1365,7 +1365,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             data: Callable[[Ctx[P, S, Sc]], E],
             event: Callable[[Ctx[P, S, Sc]], object] | None = None,
-        ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> SubPipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(SubPipeline, _steps.Create(name, entity, data, event))
 
     else:
@@ -1418,7 +1418,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             changes: Callable[[Ctx[P, S, Sc]], Mapping[str, object]],
             version: int | Callable[[Ctx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
-        ) -> SubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> SubPipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(SubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
     else:
@@ -1899,7 +1899,7 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             payload: Callable[[Ctx[P, S, Sc]], P2],
             as_user: User | Callable[[Ctx[P, S, Sc]], User] | None = None,
-        ) -> SubPipeline[P, AddStep[S, D2], Sc, C]:
+        ) -> SubPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(SubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     else:
@@ -2204,7 +2204,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             data: Callable[[WorkflowCtx[P, S, Sc]], E],
             event: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
-        ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> WorkflowPipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(WorkflowPipeline, _steps.Create(name, entity, data, event))
 
     else:
@@ -2257,7 +2257,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             changes: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
             version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
-        ) -> WorkflowPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> WorkflowPipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(WorkflowPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock))
 
     else:
@@ -3012,7 +3012,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             payload: Callable[[WorkflowCtx[P, S, Sc]], P2],
             as_user: User | Callable[[WorkflowCtx[P, S, Sc]], User] | None = None,
-        ) -> WorkflowPipeline[P, AddStep[S, D2], Sc, C]:
+        ) -> WorkflowPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(WorkflowPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     else:
@@ -3080,7 +3080,7 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
             key: Callable[[WorkflowCtx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
             timeout: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime],
-        ) -> WorkflowPipeline[P, AddStep[S, EV | None], Sc, C]:
+        ) -> WorkflowPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(WorkflowPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
     else:
@@ -3348,7 +3348,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             data: Callable[[WorkflowCtx[P, S, Sc]], E],
             event: Callable[[WorkflowCtx[P, S, Sc]], object] | None = None,
-        ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> WorkflowSubPipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.Create(name, entity, data, event))
 
     else:
@@ -3401,7 +3401,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             changes: Callable[[WorkflowCtx[P, S, Sc]], Mapping[str, object]],
             version: int | Callable[[WorkflowCtx[P, S, Sc]], int] | None = None,
             skip_optimistic_lock: bool = False,
-        ) -> WorkflowSubPipeline[P, AddStep[S, Saved[E]], Sc, C]:
+        ) -> WorkflowSubPipeline[P, AddStep[S, Saved[Any]], Sc, C]:
             return self._then(
                 WorkflowSubPipeline, _steps.Update(name, entity, id, changes, version, skip_optimistic_lock)
             )
@@ -3926,7 +3926,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             *,
             payload: Callable[[WorkflowCtx[P, S, Sc]], P2],
             as_user: User | Callable[[WorkflowCtx[P, S, Sc]], User] | None = None,
-        ) -> WorkflowSubPipeline[P, AddStep[S, D2], Sc, C]:
+        ) -> WorkflowSubPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.CallFeature(name, handler, payload, as_user))
 
     else:
@@ -3994,7 +3994,7 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
             key: Callable[[WorkflowCtx[P, S, Sc]], object],
             event_key: Callable[[EV], object],
             timeout: timedelta | str | Callable[[WorkflowCtx[P, S, Sc]], datetime],
-        ) -> WorkflowSubPipeline[P, AddStep[S, EV | None], Sc, C]:
+        ) -> WorkflowSubPipeline[P, AddStep[S, Any], Sc, C]:
             return self._then(WorkflowSubPipeline, _steps.WaitForEvent(name, event, key, event_key, timeout))
 
     else:

@@ -356,6 +356,27 @@ def test_an_async_resolver_is_a_boot_problem() -> None:
     assert all(msg_async_resolver("compute", "fn") in problem for problem in problems)
 
 
+class _AsyncCallable:
+    async def __call__(self, c: Any) -> int:
+        return 1
+
+
+class _AsyncStreamCallable:
+    async def __call__(self, c: Any) -> AsyncIterator[int]:
+        yield 1
+
+
+def test_an_object_with_an_async_call_is_a_boot_problem() -> None:
+    """An instance whose __call__ is async passed boot (inspect looks at the instance, not at
+    its class), and every dispatch stored a coroutine that never ran; the plugin refuses it."""
+    f = Feature("asynccall")
+    _handler(f, "h", lambda p: p.compute("a", _AsyncCallable()).compute("b", _AsyncStreamCallable()))
+    assert _boot_problems([f]) == [
+        f'handler asynccall:h, step 0 (compute "a"): {msg_async_resolver("compute", "fn")}',
+        f'handler asynccall:h, step 1 (compute "b"): {msg_async_iterator_resolver("compute", "fn")}',
+    ]
+
+
 async def _stream(c: Any) -> AsyncIterator[int]:
     yield 1
 

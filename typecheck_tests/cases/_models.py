@@ -71,3 +71,9 @@ class Settle:
 
     order: str
     how: Payment | Refund
+
+
+class Shelf(Base):
+    __tablename__ = "shelf"
+    id: Mapped[uuid.UUID] = mapped_column(primary_key=True)
+    label: Mapped[str]

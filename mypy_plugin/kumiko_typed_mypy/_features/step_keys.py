@@ -6,19 +6,24 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from mypy.checker import TypeChecker
+from mypy.maptype import map_instance_to_supertype
 from mypy.nodes import AssignmentStmt, Block, IfStmt, MatchStmt, Statement, TryStmt, WithStmt
 from mypy.plugin import MethodContext
+from mypy.typeops import make_simplified_union
 from mypy.types import (
     AnyType,
     ErasedType,
+    FunctionLike,
     Instance,
+    NoneType,
     Type,
     TypeOfAny,
+    TypeType,
     get_proper_type,
 )
 
 from .. import _errors
-from .._names import ADD_STEP, STEP_MARKERS, STEPS_ARG
+from .._names import ADD_STEP, STEP_MARKERS, STEPS_ARG, WRITE_HANDLER
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
@@ -36,8 +41,7 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     if not (isinstance(marker, Instance) and marker.type.fullname == ADD_STEP):
         return ctx.default_return_type
     previous, value = marker.args
-    if method == "compute":  # its result type was detached from the call (see bodies.py)
-        value = returned(ctx, "fn") or value
+    value = _detached(method, ctx, value) or value
     if isinstance(get_proper_type(value), ErasedType):
         # No fn= at all (mypy reports the missing argument): the detached variable is
         # left erased, a type mypy cannot write to its cache.
@@ -67,6 +71,39 @@ def add_step(method: str, ctx: MethodContext) -> Type:
     else:
         keys[name] = solved(ctx, value, f'step "{name}"')
     return with_arg(ret, STEPS_ARG, make(ctx.api, keys))
+
+
+def _detached(method: str, ctx: MethodContext, value: Type) -> Type | None:
+    """The key's type of a step whose mypy signature leaves its type variable out of the
+    return type (``AddStep[S, Any]``, ``AddStep[S, Saved[Any]]``: scripts/generate_builders.py):
+    mypy solves such a variable from the type expected of the call first, so
+    ``p = p.create("b", Shelf, ...)`` after a ``Product`` step refused ``Shelf``.  It is read
+    from the arguments instead."""
+    if method == "compute":
+        return returned(ctx, "fn")
+    if method in ("create", "update"):
+        entity, saved = _class_of(arg_type(ctx, "entity")), get_proper_type(value)
+        return None if entity is None or not isinstance(saved, Instance) else saved.copy_modified(args=[entity])
+    if method == "call_feature":
+        handler = get_proper_type(arg_type(ctx, "handler"))
+        if not isinstance(handler, Instance):
+            return None
+        base = next((info for info in handler.type.mro if info.fullname == WRITE_HANDLER), None)
+        return None if base is None else map_instance_to_supertype(handler, base).args[1]
+    if method == "wait_for_event":
+        event = _class_of(arg_type(ctx, "event"))
+        return None if event is None else make_simplified_union([event, NoneType()])
+    return None
+
+
+def _class_of(given: Type | None) -> Type | None:
+    """``E`` of an argument given for ``type[E]``: a class, or a value typed ``type[E]``."""
+    proper = get_proper_type(given)
+    if isinstance(proper, TypeType):
+        return proper.item
+    if isinstance(proper, FunctionLike) and proper.is_type_obj():  # overloaded __init__s too
+        return proper.items[0].ret_type
+    return None
 
 
 def check_receiver(method: str, ctx: MethodContext) -> Type:
