@@ -556,6 +556,12 @@ possible_routes = shipping.query_handler(
 
 # --- the rerouting run ---------------------------------------------------------------------
 
+
+def _still_unrouted(alert: CargoNeedsRerouting) -> str:
+    where = f"at {alert.location}" if alert.location is not None else "before it was received"
+    return f"Cargo {alert.cargo_id} was {alert.reason} {where} a day ago and has no new route yet."
+
+
 reroute = shipping.workflow(
     "reroute",
     trigger=on_event(CargoNeedsRerouting),
@@ -580,7 +586,7 @@ reroute = shipping.workflow(
         on_true=lambda b: b.send_mail(
             to=DESK,
             subject=lambda c: f"Cargo {c.payload.cargo_id} still has no new route",
-            body=lambda c: f"The cargo was {c.payload.reason} at {c.payload.location} a day ago and is not rerouted.",
+            body=lambda c: _still_unrouted(c.payload),
         ),
     ),
 )

@@ -237,6 +237,7 @@ def test_a_destination_change_keeps_the_deadline_and_misroutes_the_route(
     _drain(app)
     (sent,) = mail.sent
     assert sent.to == ("operations@shipping.example",) and str(cargo) in sent.subject
+    assert sent.body == f"Cargo {cargo} was misrouted at NLRTM a day ago and has no new route yet."
     # Changing it back makes the route fit again (no second alert).
     back: CargoDetails = ok_data(app.dispatch(change_destination, ChangeDestination(cargo, L.USDAL), user=BOOKER))
     assert back.routing_status == Routing.ROUTED
