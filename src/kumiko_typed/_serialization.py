@@ -71,6 +71,12 @@ def _column_enums(entities: Iterable[type[Any]]) -> list[type[Any]]:
     return found
 
 
+def _plain_text(key: object, ordered: bool) -> bool:
+    """Whether ``key`` is stored as a JSON object's key: text, but a StrEnum member only
+    in a fingerprint (as a value is, ``Codec._encode``)."""
+    return isinstance(key, str) and not (ordered and isinstance(key, enum.Enum))
+
+
 def _is_enum(t: object) -> bool:
     return isinstance(t, type) and issubclass(t, enum.Enum)
 
@@ -154,6 +160,11 @@ class Codec:
 
     def _encode(self, value: Any, room: int, ordered: bool) -> Any:
         """``encode``, with ``room`` levels of containers left."""
+        if ordered and isinstance(value, enum.Enum) and (name := self.names.get(type(value))) is not None:
+            # Before the str/int test: a StrEnum or IntEnum member is a str or int too, and
+            # stored as one it read back as a plain str or int.  A fingerprint (unordered)
+            # keeps the plain value: the member equals it, and keys stored before match.
+            return {TAG: "enum", "c": name, "v": self._encode(value.value, room, ordered)}
         if value is None or isinstance(value, (bool, int, str)):
             return value
         if isinstance(value, float):
@@ -190,7 +201,7 @@ class Codec:
         if isinstance(value, (set, frozenset)):
             tag = "frozenset" if isinstance(value, frozenset) else "set"
             return {TAG: tag, "v": sorted((self._encode(v, room, ordered) for v in value), key=_canonical)}
-        if isinstance(value, Mapping) and not all(isinstance(k, str) for k in value):
+        if isinstance(value, Mapping) and not all(_plain_text(k, ordered) for k in value):
             # Keys a payload or an event reads from JSON's text (UUIDs, ints, dates, enum
             # members), stored as pairs; a fingerprint's in one order, as equal dicts compare.
             pairs = [[self._encode(k, room, ordered), self._encode(v, room, ordered)] for k, v in value.items()]
