@@ -298,7 +298,7 @@ class Codec:
                     why = f"its member is no longer one of {cls.__name__}'s"
                     raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
             stored_version, version = data.get("s"), self._schema_version(cls)
-            if tag == "attrs" and stored_version is not None and version is not None and stored_version != version:
+            if tag == "attrs" and stored_version is not None and version is not None:
                 return self._upcast(cls, data["c"], stored_version, v)
             fields = {k: self.decode(x) for k, x in v.items()}
             if tag == "attrs":
@@ -313,15 +313,17 @@ class Codec:
         raise StateError(f"unknown stored value tag {tag!r}")
 
     def _upcast(self, cls: type[Any], name: str, version: object, stored: Mapping[str, Any]) -> Any:
-        """An event a run stored at another schema version than its class's: read as the
-        event store reads one, its stored JSON through the class's upcasters.  One of a
-        newer version is refused before its fields are read (this release may lack their
+        """An event a run stored: read as the event store reads one, its stored JSON
+        through the class's upcasters and its field types, so a field whose type a deploy
+        changed without a new schema version strands the run as ``read_stream`` refuses
+        the event (rebuilt by ``__init__`` alone, it held a value of the old type).  One of
+        a newer version is refused before its fields are read (this release may lack their
         classes), with the reason the event store gives."""
         assert self.registry is not None  # only an event of the registry has a schema version
         if type(version) is not int:
             raise StateError(f"stored {name} has a schema version that is no whole number")
-        older = version < self.registry.schema_version(cls)
-        fields = {k: self.decode(x) for k, x in stored.items()} if older else {}
+        newer = version > self.registry.schema_version(cls)
+        fields = {} if newer else {k: self.decode(x) for k, x in stored.items()}
         payload = jsonable(self.registry.converter.unstructure(fields))
         try:
             return self.registry.load_payload(payload, version, self.registry.event_names[cls], cls, f"stored {name}")

@@ -14,7 +14,7 @@ from typing import Any
 import attrs
 import pytest
 
-from kumiko_typed import App, Entity, Feature, Ok, User, Workflow, manual, ok
+from kumiko_typed import App, Entity, Failure, Feature, Ok, User, Workflow, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -44,13 +44,22 @@ def _paid_class(version: int) -> type[Any]:
 PAID = {1: _paid_class(1), 2: _paid_class(2)}
 
 
+def _paid_retyped() -> type[Any]:
+    """``Paid`` after a deploy changed the type of ``box`` without a new schema version:
+    a stored ``Paid`` no longer loads (``box`` is no integer)."""
+    cls = attrs.make_class("Paid", {"box": attrs.field(type=int)}, frozen=True)
+    cls.__module__ = __name__
+    cls.__qualname__ = "Paid"
+    return cls
+
+
 def _deploy(
     app_on: Callable[..., App], clock: FakeClock, version: int, **kwargs: Any
 ) -> tuple[App, Workflow[Any], Any]:
-    paid = PAID[version]
+    paid = _paid_retyped() if version == 0 else PAID[version]
     f: Feature[Any] = Feature("upc")
     f.entity(UpcBox)
-    if version == 1:
+    if version in (0, 1):  # 0: PAID[1] with ``box`` retyped, at the same schema version
         f.event(paid, name="paid")
     else:
         f.event(paid, name="paid", version=2, upcasters={1: lambda p: {**p, "amount": 7}})
@@ -60,7 +69,7 @@ def _deploy(
         .append_event(
             UpcBox,
             id=lambda c: c.payload.box,
-            event=lambda c: paid(c.payload.box) if version == 1 else paid(c.payload.box, 9),
+            event=lambda c: paid(c.payload.box) if version < 2 else paid(c.payload.box, 9),
         )
         .return_(lambda c: ok(None)),
     )
@@ -149,3 +158,40 @@ def test_a_repeated_dispatch_of_an_event_payload_answers_across_the_deploy(
         box = uuid.UUID(int=1)
         assert app.dispatch(echo, PAID[1](box), user=ADA, idempotency_key="k") == Ok(box)
         app.dispose()
+
+
+def test_an_event_a_run_holds_whose_field_changed_type_is_stranded_as_the_event_store_refuses_it(
+    app_on: Callable[..., App], clock: FakeClock
+) -> None:
+    """A deploy that changes the type of an event's field without a new schema version:
+    ``read_stream`` refuses the stored event, and so does a run holding it.  Before, the run
+    rebuilt the event by ``__init__`` alone and resumed with ``Paid(box=UUID(...))`` where
+    the deployed ``Paid`` declares ``box: int`` (the check listed nothing)."""
+    old, flow, (pay, box) = _deploy(app_on, clock, 1)
+    made = old.dispatch(box, Begin(uuid.uuid4()), user=ADA)
+    assert isinstance(made, Ok)
+    run_id = old.start_workflow(flow, Begin(made.data), user=ADA)
+    assert old.dispatch(pay, Begin(made.data), user=ADA) == Ok(None)
+    assert old.run_worker(once=True)["resumed"] == 1  # napping, the Paid in its state
+    old.dispose()
+
+    app, flow, _ = _deploy(app_on, clock, 0)
+    unfit = "does not load as Paid: expected an integer at $.box"
+    refused = app.read_stream(UpcBox, made.data, user=ADA)
+    assert isinstance(refused, Failure) and unfit in refused.message
+    reason = (
+        f"at step nap: the stored state cannot be read: stored {__name__}.Paid ('paid', stored at schema version 1) "
+        f"{unfit}; a deploy with the class as the run stored it resumes the run"
+    )
+    assert [(p.path, p.reason, p.run_ids) for p in app.check_runs()] == [("nap", reason, (run_id,))]
+    clock.advance(minutes=1)
+    assert app.run_worker(once=True)["resumed"] == 0
+    run = app.get_run(run_id)
+    assert run is not None
+    assert (run.status, run.path, run.error) == ("suspended", "nap", {"code": "stranded", "message": reason})
+    assert str(made.data) not in reason
+    app.dispose()
+
+    back, flow, _ = _deploy(app_on, clock, 1)  # the class as the run stored it
+    assert back.run_worker(once=True)["resumed"] == 1
+    assert back.result(flow, run_id, user=ADA) == Ok(f"Paid(box={made.data!r})")
