@@ -299,7 +299,7 @@ class Codec:
                     raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
             stored_version, version = data.get("s"), self._schema_version(cls)
             if tag == "attrs" and stored_version is not None and version is not None:
-                return self._upcast(cls, data["c"], stored_version, v)
+                return self._read_as_event(cls, data["c"], stored_version, v)
             fields = {k: self.decode(x) for k, x in v.items()}
             if tag == "attrs":
                 fields = _init_arguments(cls, fields)
@@ -312,7 +312,7 @@ class Codec:
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")
 
-    def _upcast(self, cls: type[Any], name: str, version: object, stored: Mapping[str, Any]) -> Any:
+    def _read_as_event(self, cls: type[Any], name: str, version: object, stored: Mapping[str, Any]) -> Any:
         """An event a run stored: read as the event store reads one, its stored JSON
         through the class's upcasters and its field types, so a field whose type a deploy
         changed without a new schema version strands the run as ``read_stream`` refuses
