@@ -1,6 +1,7 @@
 """What a segment of a run suspended inside a ``for_each`` costs, by the loop's length:
 milliseconds per segment, bytes the segment sends to the database and bytes it reads
-from it.
+from it; and the bytes the run's start sends, which stores the loop's items at its first
+suspension.
 
 Run:  python bench/foreach_state.py [--quick] [--sizes 1000,10000,50000] [--segments N]
                                     [--rounds N] [--sqlite] [--before SRC] [--json PATH]
@@ -12,7 +13,8 @@ WAL; a database of the tests' throw-away PostgreSQL server), the run started, tw
 segments untimed, then ``--segments`` worker passes timed one by one (median, ms).  The
 bytes sent are those of the parameters of every INSERT/UPDATE the pass sends (JSON as the
 driver gets it), the bytes read those of the values of every row its SELECTs fetch (JSON
-as text), each summed per pass (median).
+as text), each summed per pass (median); ``first``, the bytes the start sends, so (the
+run's row, the value the loop runs over and the loop's items).
 
 ``--before SRC``: also measure the kumiko-typed of another source tree (e.g. the main
 branch's ``src``), each measurement in its own process, the two sides alternating within
@@ -76,6 +78,7 @@ def measure(url: str, n: int, segments: int) -> dict[str, float]:
     event.listen(app.engine, "before_cursor_execute", count)
     event.listen(app.engine, "after_cursor_execute", reading)
     run_id = app.start_workflow(flow, Go(n), user=User(id=USER_ID, tenant_id=TENANT_ID, roles=frozenset()))
+    first = sent[0]
     for _ in range(2):  # untimed: the first resumes warm the caches
         app.run_worker(once=True)
     times, sizes, reads = [], [], []
@@ -93,6 +96,7 @@ def measure(url: str, n: int, segments: int) -> dict[str, float]:
         "ms": round(statistics.median(times) * 1000, 2),
         "bytes": int(statistics.median(sizes)),
         "read": int(statistics.median(reads)),
+        "first": first,
     }
 
 
@@ -189,11 +193,12 @@ def main() -> None:
                         "ms": round(statistics.median(m["ms"] for m in runs), 2),
                         "bytes": int(statistics.median(m["bytes"] for m in runs)),
                         "read": int(statistics.median(m["read"] for m in runs)),
+                        "first": int(statistics.median(m["first"] for m in runs)),
                     }
                     for side, runs in got.items()
                 }
                 shown = "   ".join(
-                    f"{side} {f['ms']:8.2f} ms {f['bytes']:>9} B sent {f['read']:>9} B read"
+                    f"{side} {f['ms']:8.2f} ms {f['bytes']:>9} B sent {f['read']:>9} B read {f['first']:>10} B first"
                     for side, f in per_size[str(n)].items()
                 )
                 print(f"{db:10} {n:>6} items   {shown}", flush=True)

@@ -10,7 +10,9 @@ then) with::
 
 and tests/workflows/foreach_parts_form2.json, a run of the release that stored parts in
 stored form 2 (the long values and a loop's items whole, one part each; commit df3ab5e),
-the same way, its parts written beside its row.
+the same way, its parts written beside its row; tests/workflows/foreach_parts_form4.json,
+of the release of stored form 4 (the value the loop runs over a part, the loop's items
+pages of their own; commit 36524ec), likewise.
 
 It imports this module as ``_foreach_parts_app`` (stored payloads name their class by
 module and name), starts a run of :data:`ledger` on a SQLite file, resumes it until it

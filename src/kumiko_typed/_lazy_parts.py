@@ -12,7 +12,18 @@ from typing import Any, Final, TypeGuard, overload
 
 from ._tables import workflow_parts
 
-__all__ = ["PAGE", "Damage", "LateUnreadable", "LazyValues", "PagedItems", "Unread", "page_name", "pages", "paging"]
+__all__ = [
+    "PAGE",
+    "Damage",
+    "LateUnreadable",
+    "LazyValues",
+    "PagedItems",
+    "Unread",
+    "joined",
+    "page_name",
+    "pages",
+    "paging",
+]
 
 #: Items per page: a segment reads (and, if they changed, writes) this many at most per
 #: iteration it runs, whatever the loop's length.
@@ -60,11 +71,12 @@ class Damage:
 
 
 class Unread:
-    """A step value stored as the part ``name`` (``v/<key>``), not read yet: read and
-    decoded the first time a step asks for it.  What it read is kept (a ``retry`` that
-    puts the values of before its attempt back gives the same object, as a plain dict
-    of values does), and its encoding as read noted in ``seen``: a suspension writes the
-    value again only if it now encodes otherwise."""
+    """A step value stored as the part ``name`` (``v/<key>``; or as pages, ``p/<key>``,
+    which ``read`` joins), not read yet: read and decoded the first time a step asks for
+    it.  What it read is kept (a ``retry`` that puts the values of before its attempt
+    back gives the same object, as a plain dict of values does), and its encoding as
+    read noted in ``seen``: a suspension writes the value again only if it now encodes
+    otherwise."""
 
     __slots__ = ("_damage", "_decode", "_read", "loaded", "name", "seen", "value")
 
@@ -207,15 +219,30 @@ class PagedItems(Sequence[Any]):
         return page
 
 
+def joined(name: str, count: int, size: int, part: Callable[[str], Any]) -> list[Any]:
+    """The ``count`` items stored as the pages of ``name`` (encoded), one list: ``part``
+    gives a page by its name (``None`` if missing: ``LookupError``)."""
+    items: list[Any] = []
+    for k in range(pages(count, size)):
+        page = part(page_name(name, k))
+        if not isinstance(page, list):
+            raise LookupError(f"its part {page_name(name, k)} is missing from {workflow_parts.name}")
+        items.extend(page)
+    if len(items) != count:
+        raise ValueError(f"the pages of {name} hold {len(items)} items, not {count}")
+    return items
+
+
 def paging(record: Mapping[str, Any]) -> tuple[str, int, int]:
-    """The name, item count and page size of a loop record's ``pages`` (``ValueError``
-    for one not of that shape: a damaged row)."""
+    """The name, item count and page size of a loop record's ``pages``, or of a value's
+    entry in a state's ``value_pages`` (``ValueError`` for one not of that shape: a
+    damaged row)."""
     stored = record["pages"]
     if isinstance(stored, Mapping):
         name, count, size = stored.get("name"), stored.get("count"), stored.get("size")
         if isinstance(name, str) and _int(count) and _int(size) and count >= 0 and size > 0:
             return name, count, size
-    raise ValueError('the "pages" of a loop record is not an object of a name, a count and a size')
+    raise ValueError('the "pages" of a loop record or value is not an object of a name, a count and a size')
 
 
 def _int(value: object) -> TypeGuard[int]:

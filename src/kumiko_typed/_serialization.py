@@ -43,8 +43,10 @@ TAG = "$t"
 #: 2: a state may name parts stored beside it (``_stored_classes.PARTS``), which a worker
 #: of form 1 would take for a damaged state.  3: a loop record may hold its items as pages
 #: (``_lazy_parts``), which a worker of form 2 would take for a damaged record.  4: a
-#: dict keyed by other than text is stored as pairs (``"map"``).
-FORMAT = 4
+#: dict keyed by other than text is stored as pairs (``"map"``).  5: a value may be
+#: stored as pages that a loop over it reads as its items (``_stored_classes.VALUE_PAGES``),
+#: which a worker of form 4 would read as a value missing from the state.
+FORMAT = 5
 FORMAT_KEY = "format"
 
 

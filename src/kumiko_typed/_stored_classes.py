@@ -17,7 +17,7 @@ from sqlalchemy.orm import Session
 
 from ._compat import Unreadable
 from ._errors import ClassMismatch, NewerFormat, StateError
-from ._lazy_parts import Damage, PagedItems, Unread, page_name, pages, paging
+from ._lazy_parts import Damage, PagedItems, Unread, joined, page_name, pages, paging
 from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
 from ._tables import workflow_parts
 
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 __all__ = [
     "PARTS",
     "UNREADABLE",
+    "VALUE_PAGES",
     "WOKEN_BY",
     "Rebuilt",
     "expanded",
@@ -37,6 +38,7 @@ __all__ = [
     "readable_format",
     "rebuild",
     "unreadable",
+    "value_pages",
 ]
 
 #: What reading a stored run can raise: a class the App no longer registers or has
@@ -52,9 +54,16 @@ WOKEN_BY: Final = "woken_by"
 #: ``v/<key>``, a value of ``values`` left out of it; ``l/<path>``, the items of the loop
 #: record at ``path`` (stored form 2); ``i/<path>``, the items of a loop record stored as
 #: pages ``i/<path>/<k>`` (:mod:`kumiko_typed._lazy_parts`; form 3), which the record's
-#: ``pages`` names and counts.  A state without it holds everything (each one before
-#: parts).
+#: ``pages`` names and counts; ``p/<key>``, the value ``key`` stored as pages
+#: ``p/<key>/<k>`` (form 5), which :data:`VALUE_PAGES` counts and a loop over the value
+#: reads as its items.  A state without it holds everything (each one before parts).
 PARTS: Final = "parts"
+#: The key of a run's state giving each value stored as pages (``p/<key>``) the ``pages``
+#: of it, as a loop record's (form 5): a loop over a step value stores its items once,
+#: as the value's pages, rather than as the value's part and its own pages.
+VALUE_PAGES: Final = "value_pages"
+#: The prefixes of the names of pages of items (a loop's; a value's): never read whole.
+PAGED: Final = ("i/", "p/")
 
 
 def read_parts(
@@ -84,6 +93,15 @@ def parts_of(state: object) -> list[str]:
     return names
 
 
+def value_pages(state: object) -> dict[str, tuple[str, int, int]]:
+    """The values a run's state stores as pages, by key: their name, count and page size
+    (``ValueError`` for a damaged entry)."""
+    stored = state.get(VALUE_PAGES, {}) if isinstance(state, Mapping) else {}
+    if not isinstance(stored, Mapping):
+        raise ValueError(f'"{VALUE_PAGES}" is not an object')
+    return {key: paging({"pages": desc}) for key, desc in stored.items()}
+
+
 def read_first(state: object) -> list[str]:
     """The parts a reader of a run's shape needs (:meth:`Stored.of`): the items of a loop
     stored whole (form 2).  Its values stored as parts and its loops' pages it does not."""
@@ -105,12 +123,18 @@ def expanded(state: object, parts: Mapping[str, Any], *, paged: bool = True, val
     assert isinstance(state, Mapping)  # parts_of found names in it
     full = dict(state)
     for name in names:
-        if name not in parts and not name.startswith("i/") and (values or not name.startswith("v/")):
+        if name not in parts and not name.startswith(PAGED) and (values or not name.startswith("v/")):
             raise LookupError(f"its part {name} is missing from {workflow_parts.name}")
-    left_out = [name[2:] for name in names if name.startswith("v/")]
+    paged_values = value_pages(state)
+    left_out = [name[2:] for name in names if name.startswith("v/")] + list(paged_values)
     if left_out:
         inline, order = _split_values(full.get("values"), left_out)
-        put = (lambda k: parts[f"v/{k}"]) if values else (lambda k: None)
+
+        def put(k: str) -> Any:
+            if not values:
+                return None
+            return joined(*paged_values[k], parts.get) if k in paged_values else parts[f"v/{k}"]
+
         full["values"] = {**full["values"], "v": {k: inline[k] if k in inline else put(k) for k in order}}
     loops = full.get("loops")
     in_parts = {name[2:] for name in names if name.startswith("l/")}
@@ -139,16 +163,7 @@ def _put_back(at: str, record: Any, in_parts: Collection[str], parts: Mapping[st
         return {**record, "items": parts[f"l/{at}"]}
     if not paged or not isinstance(record, Mapping) or "pages" not in record:
         return record
-    name, count, size = paging(record)
-    items: list[Any] = []
-    for k in range(pages(count, size)):
-        page = parts.get(page_name(name, k))
-        if not isinstance(page, list):
-            raise LookupError(f"its part {page_name(name, k)} is missing from {workflow_parts.name}")
-        items.extend(page)
-    if len(items) != count:
-        raise ValueError(f"the pages of {name} hold {len(items)} loop items, not {count}")
-    return {**record, "items": items}
+    return {**record, "items": joined(*paging(record), parts.get)}
 
 
 def _late(decode: Callable[[Any], Any], damage: Damage) -> Callable[[Any], Any]:
@@ -163,6 +178,24 @@ def _late(decode: Callable[[Any], Any], damage: Damage) -> Callable[[Any], Any]:
             raise damage.late(exc) from exc
 
     return decoded
+
+
+def _pages_of(
+    value: tuple[str, int, int], read_many: Callable[[list[str]], Mapping[str, Any]], damage: Damage
+) -> Callable[[str], Any]:
+    """How an :class:`Unread` value stored as pages (``value``: their name, count and size)
+    reads itself: its pages in one read, joined; a page missing or of the wrong length is
+    raised as damage found late, as a loop's page is."""
+    name, count, size = value
+
+    def read(_name: str) -> Any:
+        found = read_many([page_name(name, k) for k in range(pages(count, size))])
+        try:
+            return joined(name, count, size, found.get)
+        except (LookupError, ValueError) as exc:
+            raise damage.late(exc) from exc
+
+    return read
 
 
 @attrs.frozen
@@ -180,8 +213,11 @@ class Rebuilt:
     #: whose value still encodes to it does not write it again (``_workflow_engine``).  A
     #: value a worker reads as a step asks (:class:`Unread`) adds itself.  Pages aside:
     stored: dict[str, Any] = attrs.Factory(dict)
-    #: Each loop stored as pages, by its name (``i/<path>``): how many pages it has.
+    #: Each loop or value stored as pages, by its name (``i/<path>``, ``p/<key>``): how
+    #: many pages it has.
     paged: dict[str, int] = attrs.Factory(dict)
+    #: Each value stored as pages, by its key as stored: its name, count and page size.
+    shared: dict[str, tuple[str, int, int]] = attrs.Factory(dict)
     #: What the segment's reads of pages and values found unreadable, if anything.
     damage: Damage = attrs.Factory(Damage)
 
@@ -204,6 +240,7 @@ def rebuild(
     state: Mapping[str, Any],
     parts: Mapping[str, Any],
     read: Callable[[str], Any] | None = None,
+    read_many: Callable[[list[str]], Mapping[str, Any]] | None = None,
 ) -> Rebuilt:
     """Decode everything a resumed run reads, once: the worker resumes the run with it,
     the check looks only for its errors (:class:`ClassMismatch` for a class this App
@@ -211,8 +248,9 @@ def rebuild(
     state a newer release wrote; the codec's others for a damaged row).  ``state`` as
     stored in the run's row, ``parts`` the run's (:func:`read_parts`).  ``read``: how a
     worker reads a part by name, given ``parts`` without pages: a loop's paged items are
-    then read as its iterations reach them (:class:`PagedItems`), not here; the check
-    passes every part, pages too, and every item is decoded."""
+    then read as its iterations reach them (:class:`PagedItems`), not here, and a value
+    stored as pages when a step asks for it, in one ``read_many`` (parts by name); the
+    check passes every part, pages too, and every item is decoded."""
     readable_format(state)
     decoded = codec.decode(payload)
     takes = workflow.trigger.payload_type
@@ -237,18 +275,27 @@ def rebuild(
         loops[path] = {**loop, "items": items, "shadowed": codec.decode(loop["shadowed"])}
     names = parts_of(state)
     stored = {name: parts[name] for name in names if name in parts}
-    left_out = [name[2:] for name in names if name.startswith("v/")]
+    paged_values = value_pages(state)
+    for name, count, size in paged_values.values():
+        paged[name] = pages(count, size)
+    left_out = [name[2:] for name in names if name.startswith("v/")] + list(paged_values)
     decoded_parts = {"scope": codec.decode(full["scope"])} if "scope" in full else {}
     if read is not None and left_out:  # the values stored as parts, unread
+        assert read_many is not None  # given with read
         inline, order = _split_values(state.get("values"), left_out)
         held = codec.decode({TAG: "dict", "v": inline})
-        decoded_parts["values"] = {
-            k: held[k] if k in inline else Unread(f"v/{k}", read, _late(codec.decode, damage), stored, damage)
-            for k in order
-        }
+        decode = _late(codec.decode, damage)
+
+        def unread(k: str) -> Unread:
+            if k in paged_values:
+                name = paged_values[k][0]
+                return Unread(name, _pages_of(paged_values[k], read_many, damage), decode, stored, damage)
+            return Unread(f"v/{k}", read, decode, stored, damage)
+
+        decoded_parts["values"] = {k: held[k] if k in inline else unread(k) for k in order}
     elif "values" in full:
         decoded_parts["values"] = codec.decode(full["values"])
-    return Rebuilt(decoded, loops, decoded_parts, state, stored, paged, damage)
+    return Rebuilt(decoded, loops, decoded_parts, state, stored, paged, paged_values, damage)
 
 
 def mismatch(path: str | None, exc: ClassMismatch) -> str:

@@ -20,6 +20,7 @@ import time
 import uuid
 from collections.abc import Callable, Collection, Mapping, Sequence
 from datetime import datetime, timedelta
+from operator import is_
 from types import MappingProxyType
 from typing import Any, Final, TypeAlias, TypeVar
 
@@ -71,8 +72,10 @@ from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
 from ._steps.aggregates import taken_id
 from ._stored_classes import (
+    PAGED,
     PARTS,
     UNREADABLE,
+    VALUE_PAGES,
     WOKEN_BY,
     Rebuilt,
     expanded,
@@ -136,6 +139,9 @@ _DELETE_PARTS: Final = delete(workflow_parts).where(workflow_parts.c.run_id == b
 #: ``_lazy_parts``), written when it first is and then left as it is: a segment writes
 #: what it changed.
 PART_MIN: Final = 2048
+#: The names of parts one query reads at most (a value's pages): far below the bound
+#: parameters a statement may take (SQLite's 32,766).
+_READ_AT_ONCE: Final = 500
 _DELETE_WAITS: Final = delete(workflow_waits).where(workflow_waits.c.run_id == bindparam("b_run_id"))
 _DISARM: Final = (
     update(workflow_waits)
@@ -364,6 +370,12 @@ def _long(encoded: object) -> bool:
 Write: TypeAlias = tuple[str, Any, bool]
 
 
+def _same_items(loop: Mapping[str, Any], value: object) -> bool:
+    """Whether a loop's items are the list ``value``'s, object for object."""
+    items = loop["items"]
+    return type(value) is list and type(items) is list and len(items) == len(value) and all(map(is_, items, value))
+
+
 def _as_part(name: str, encoded: object, parts: _Parts) -> bool:
     """Whether the value ``encoded`` is stored as the part ``name`` (then named in
     ``parts.names``, and in its writes unless it is stored so already); else it stays inline."""
@@ -381,15 +393,25 @@ class _Parts:
     """What a suspension stores beside its run's row: the names its state gives the parts
     (``names``), the parts to write and the pages to drop (loops done with, or re-run
     shorter).  ``before``: the parts the segment was resumed with, as stored (pages
-    aside; those read), ``named`` all it names (pages aside); ``paged``: its loops
-    stored as pages, by name, and their page counts."""
+    aside; those read, and a value stored as pages read whole, joined, under its
+    ``p/<key>``), ``named`` all it names (pages aside); ``paged``: its loops and values
+    stored as pages, by name, and their page counts; ``shared``: its values stored as
+    pages, by key as stored: their pages' name, count and page size."""
 
-    def __init__(self, before: Mapping[str, Any], named: Collection[str], paged: Mapping[str, int]) -> None:
-        self.before, self.named, self.paged = before, named, paged
+    def __init__(
+        self,
+        before: Mapping[str, Any],
+        named: Collection[str],
+        paged: Mapping[str, int],
+        shared: Mapping[str, tuple[str, int, int]],
+    ) -> None:
+        self.before, self.named, self.paged, self.shared = before, named, paged, shared
         self.names: list[str] = []
         self.writes: list[Write] = []
-        #: The page count each loop stored as pages keeps (a loop not here keeps none).
+        #: The page count each loop or value stored as pages keeps (one not here keeps none).
         self.kept: dict[str, int] = {}
+        #: The values this suspension stores as pages: the state's ``value_pages``.
+        self.value_pages: dict[str, dict[str, Any]] = {}
 
     def dropped(self) -> list[str]:
         """The parts the run stored that it no longer names, pages included."""
@@ -568,10 +590,12 @@ class WorkflowEngine:
         """The state a suspended run stores (``StateError`` for a value it cannot), its
         long values and loop items left out as parts: what to write of them goes to ``parts``."""
         loops = d.stored_records(outcome.records(outcome.loops))
+        changed = {at: self._changed_pages(loop["items"]) for at, loop in loops.items()}
+        values, joins = self._split_values(dict(run.values), loops, changed, parts)
         state = {
-            "values": self._split_values(dict(run.values), parts),
+            "values": values,
             "scope": self._encode(dict(run.scope)),
-            "loops": self._split_loops(loops, parts),
+            "loops": self._split_loops(loops, changed, joins, parts),
             "retries": d.stored_records(outcome.records(outcome.retries)),
             "event_wait": outcome.wait is not None,
             "addressing": "name",
@@ -579,74 +603,140 @@ class WorkflowEngine:
             FORMAT_KEY: FORMAT,
         }
         if parts.names:
-            state[PARTS] = parts.names
+            state[PARTS] = list(dict.fromkeys(parts.names))  # a value's pages a loop reads too: once
+        if parts.value_pages:
+            state[VALUE_PAGES] = parts.value_pages
         if outcome.wait is not None:  # what the deployed definition must still wait for
             state["event"] = outcome.wait.event_type
         return state
 
-    def _split_values(self, values: dict[str, Any], parts: _Parts) -> dict[str, Any]:
+    def _changed_pages(self, items: object) -> list[tuple[int, Any]]:
+        """The pages of a loop's items stored as pages that the segment read and that now
+        encode otherwise (an item changed in place), encoded; none for other items."""
+        if not isinstance(items, PagedItems):
+            return []
+        encoded = ((k, self._encode(page)) for k, page in items.pages.items())
+        return [(k, page) for k, page in encoded if page != items.stored[k]]
+
+    def _split_values(
+        self,
+        values: dict[str, Any],
+        loops: Mapping[str, Mapping[str, Any]],
+        changed: Mapping[str, list[tuple[int, Any]]],
+        parts: _Parts,
+    ) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
         """A suspension's ``values`` encoded as the codec encodes the dict, but a long one
         left out of it as a part (named in ``parts``): written unless it encodes to what
         is stored (``parts.before``: the parts the segment read, as stored).  Compared by
         encoding, not by object: a step that changed a value in place, rather than
         returning a new one, keeps its change, as when the run stored all its values in
         its row.  A value no step read (:class:`Unread`) is as stored: neither encoded
-        nor written."""
+        nor written.
+
+        A long list that a loop of the suspension runs over (``over=`` returned it, and
+        its items are its items, object for object: neither changed since but in place,
+        which changes both) is stored once, as pages ``p/<key>`` that the loop reads as
+        its items: the second value of the pair returns those loops' pages by the loop's
+        path.  It stays so while it encodes to what is stored; a value that changed, or
+        whose loop changed a page, is stored on its own again (the loop keeps the pages):
+        a resumed segment decodes the value and the items apart, as it did when each was
+        stored apart, so what a step changes in one is not seen in the other."""
+        leaving = {loop["items"].name for at, loop in loops.items() if changed[at]}
+        stored = {group[0]: group for group in parts.shared.values()}
+        # The values stored as pages, by key, and their pages' names (a read value is no
+        # longer an Unread: it is found by its key, as a value's part is).
+        groups = {key: group[0] for key, group in parts.shared.items() if key in values}
         held = {}
         for key, value in values.items():
             if type(value) is not Unread:
                 held[key] = value
-            elif value.loaded:  # read, then put back by a retry
-                held[key] = value.value
-            else:  # as stored: not read, so not changed
+                continue
+            if value.name in stored:  # a key renamed since (``_across``)
+                groups[key] = value.name
+            if value.loaded or value.name in leaving:  # read; or read now, before its loop writes a page
+                held[key] = value.get()
+            elif value.name in stored:  # as stored: not read, so not changed
+                parts.value_pages[key] = self._paged(*stored[value.name], parts)
+            else:
                 parts.names.append(value.name)
         encoded: dict[str, Any] = self._encode(held)["v"] if held else {}
+        # The loops that may read a value's pages: those whose over= returned a list; one
+        # loop a value (a page a loop changes must be no other's), and no value's pages
+        # but its own (a renamed key's keep their name).
+        read_by_loops = {loop["items"].name for loop in loops.values() if isinstance(loop["items"], PagedItems)}
+        over = {id(loop["over"]): at for at, loop in loops.items() if type(loop.get("over")) is list}
+        joins: dict[str, dict[str, Any]] = {}
         inline: dict[str, Any] = {}
         for key, value in encoded.items():
-            if not _as_part(f"v/{key}", value, parts):
-                inline[key] = value
+            group = groups.get(key)
+            name = group or f"p/{key}"
+            at = over.get(id(held[key]))
+            loop = loops[at] if at is not None else None
+            free = name not in read_by_loops and (name == group or name not in stored)
+            joined = loop is not None and free and _same_items(loop, held[key])
+            if group is not None and group not in leaving and parts.before.get(group, _NOTHING) == value:
+                desc = self._paged(*stored[group], parts)  # as stored
+            elif joined and _long(value):
+                desc = self._paginate(name, value, parts)
+            else:
+                if not _as_part(f"v/{key}", value, parts):
+                    inline[key] = value
+                continue
+            parts.value_pages[key] = desc
+            if joined:
+                assert at is not None
+                joins[at] = desc
+                read_by_loops.add(name)
         # The codec's form of a dict (its keys' order with two or more): the parts go back
         # in that order (``_stored_classes.expanded``).
-        return {TAG: "dict", "v": inline, "k": list(values)} if len(values) > 1 else {TAG: "dict", "v": inline}
+        split = {TAG: "dict", "v": inline, "k": list(values)} if len(values) > 1 else {TAG: "dict", "v": inline}
+        return split, joins
 
-    def _split_loops(self, loops: Mapping[str, Mapping[str, Any]], parts: _Parts) -> dict[str, dict[str, Any]]:
+    def _split_loops(
+        self,
+        loops: Mapping[str, Mapping[str, Any]],
+        changed: Mapping[str, list[tuple[int, Any]]],
+        joins: Mapping[str, dict[str, Any]],
+        parts: _Parts,
+    ) -> dict[str, dict[str, Any]]:
         """A suspension's loop records encoded, long items left out as pages: a loop's
-        items are written at the loop's first suspension, and then only the pages a
-        segment read (its iterations' items) that now encode otherwise (changed in
-        place); the pages it did not read are as stored."""
+        items are written at the loop's first suspension (unless they are the pages of
+        the value it runs over, ``joins``), and then only the pages a segment read (its
+        iterations' items) that now encode otherwise (``changed``: changed in place); the
+        pages it did not read are as stored."""
         records: dict[str, dict[str, Any]] = {}
         for at, loop in loops.items():
             record = {"shadows": loop["shadows"], "shadowed": self._encode(loop["shadowed"])}
             items = loop["items"]
-            if isinstance(items, PagedItems):
-                for k, page in items.pages.items():
-                    encoded = self._encode(page)
-                    if encoded != items.stored[k]:
-                        parts.writes.append((page_name(items.name, k), encoded, True))
-                self._paged(record, items.name, items.length, items.size, parts)
+            if at in joins:
+                record["pages"] = joins[at]
+            elif isinstance(items, PagedItems):
+                parts.writes.extend((page_name(items.name, k), page, True) for k, page in changed[at])
+                record["pages"] = self._paged(items.name, items.length, items.size, parts)
             else:
                 encoded_items = self._encode(items)
                 if _long(encoded_items):
-                    self._paginate(record, f"i/{at}", encoded_items, parts)
+                    record["pages"] = self._paginate(f"i/{at}", encoded_items, parts)
                 else:
                     record["items"] = encoded_items
             records[at] = record
         return records
 
     @staticmethod
-    def _paged(record: dict[str, Any], name: str, count: int, size: int, parts: _Parts) -> None:
-        """Make ``record`` that of a loop whose items are the pages of ``name``."""
-        record["pages"] = {"name": name, "count": count, "size": size}
+    def _paged(name: str, count: int, size: int, parts: _Parts) -> dict[str, Any]:
+        """The ``pages`` of a loop's items or a value stored as the pages of ``name``."""
         parts.names.append(name)
         parts.kept[name] = pages(count, size)
+        return {"name": name, "count": count, "size": size}
 
-    def _paginate(self, record: dict[str, Any], name: str, items: list[Any], parts: _Parts) -> None:
-        """Store a loop's ``items`` (encoded) as new pages of ``name``: over the pages of a
-        run of the loop before at the same path (a ``retry`` ran it again), if any."""
+    def _paginate(self, name: str, items: list[Any], parts: _Parts) -> dict[str, Any]:
+        """Store ``items`` (encoded: a loop's, or a value's) as new pages of ``name``: over
+        the pages stored so before (a ``retry`` ran the loop again; the value changed), if
+        any."""
         had = parts.paged.get(name, 0)
         for k, start in enumerate(range(0, len(items), PAGE)):
             parts.writes.append((page_name(name, k), items[start : start + PAGE], k < had))
-        self._paged(record, name, len(items), PAGE, parts)
+        return self._paged(name, len(items), PAGE, parts)
 
     @staticmethod
     def _store_parts(
@@ -686,6 +776,20 @@ class WorkflowEngine:
             return session.execute(_READ_PART, {"b_run_id": run_id, "b_name": name}).scalar_one_or_none()
 
         return read
+
+    @staticmethod
+    def many_reader(session: Session, run_id: uuid.UUID) -> Callable[[list[str]], Mapping[str, Any]]:
+        """How a resumed segment reads parts of its run by their names (a value's pages):
+        a query per :data:`_READ_AT_ONCE` names, those missing left out."""
+
+        def read_many(names: list[str]) -> Mapping[str, Any]:
+            found: dict[str, Any] = {}
+            for start in range(0, len(names), _READ_AT_ONCE):
+                chunk = names[start : start + _READ_AT_ONCE]
+                found.update(read_parts(session, [run_id], names=chunk)[run_id])
+            return found
+
+        return read_many
 
     # --- starting ------------------------------------------------------------------
 
@@ -846,12 +950,12 @@ class WorkflowEngine:
 
         before = stored.stored if stored is not None else {}
         paged = stored.paged if stored is not None else {}
-        named = [] if stored is None else [name for name in parts_of(stored.state) if not name.startswith("i/")]
+        named = [] if stored is None else [name for name in parts_of(stored.state) if not name.startswith(PAGED)]
 
         def keep(outcome: Outcome) -> Failure | None:
             """Store the run as it stands after a segment that did not fail it."""
             _raise_damage(stored)
-            parts = _Parts(before, named, paged)
+            parts = _Parts(before, named, paged, stored.shared if stored is not None else {})
             if isinstance(outcome, Suspend):
                 where, at = d.stored_at(outcome.path)
                 too_long = _path_too_long(where)
@@ -1125,7 +1229,8 @@ class WorkflowEngine:
             # Read before anything of the run changes: a class this deploy cannot rebuild
             # (a stored value's, or the event a lost race left noted) strands the run as
             # it is, its event wait included.
-            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state, parts, self.reader(session, row.run_id))
+            read, read_many = self.reader(session, row.run_id), self.many_reader(session, row.run_id)
+            rebuilt = rebuild(self.codec, d.workflow, row.payload, row.state, parts, read, read_many)
             user = _user(row.user)
             noted = self.noted_event(session, d, row.path, row.state) if woken_by is None else None
             if noted is not None:

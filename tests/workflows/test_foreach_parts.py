@@ -8,8 +8,9 @@ with the loop's length, resumed steps see the values they saw (types and order),
 changed in place keep their change, nested loops, a loop in a branch, retries in a loop,
 an empty loop and entity items work, a page that cannot be read leaves the run as it
 stood, and runs stored by the release before parts
-(tests/workflows/foreach_before_parts.json) and by the release of stored form 2
-(tests/workflows/foreach_parts_form2.json) resume."""
+(tests/workflows/foreach_before_parts.json), by the release of stored form 2
+(tests/workflows/foreach_parts_form2.json) and by that of form 4, a loop over a step value
+storing its items twice (tests/workflows/foreach_parts_form4.json), resume."""
 
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from kumiko_typed.testing import FakeClock
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
 FIXTURE = Path(__file__).with_name("foreach_before_parts.json")
 FORM2 = Path(__file__).with_name("foreach_parts_form2.json")
+FORM4 = Path(__file__).with_name("foreach_parts_form4.json")
 
 
 @pytest.fixture
@@ -134,12 +136,12 @@ def test_the_bytes_a_segment_stores_do_not_grow_with_the_loop(
         app.run_worker(once=True)
         sizes[n] = taken()
         assert run_info(app, run_id).path == "item/do/#10/@wait"
-        assert _parts(app, run_id) == sorted([*_pages("i/item", n), "v/items"])
+        assert _parts(app, run_id) == sorted(_pages("p/items", n))  # the value's pages, the loop's items
         app.cancel_run(run_id, user=user)
     assert abs(sizes[2_000] - sizes[20]) <= 16, sizes  # the path's digits, the time's text
     assert sizes[20] < 1_000, sizes
     # A cancelled run keeps its parts (get_run shows its values); purged, they go with it.
-    assert _parts(app, run_id) == sorted([*_pages("i/item", 2_000), "v/items"])
+    assert _parts(app, run_id) == sorted(_pages("p/items", 2_000))
     assert run_info(app, run_id).steps["items"] == _items(2_000)
     assert app.purge_runs(older_than=timedelta(0)) == 2
     with app.engine.connect() as conn:
@@ -238,7 +240,7 @@ def test_a_long_loop_resumes_with_exactly_its_values_and_shows_them(
     run_id = app.start_workflow(flow, Go(30), user=user)
 
     def shown() -> None:
-        assert _parts(app, run_id) == ["i/line/0", "v/lines"]
+        assert _parts(app, run_id) == ["p/lines/0"]
         steps = run_info(app, run_id).steps
         assert steps["lines"] == expected
         assert list(steps) == ["seen", "lines"]  # the run's order (as stored whole), a part among them
@@ -327,7 +329,7 @@ def test_a_loop_in_a_branch_with_a_retry_an_empty_loop_and_entity_items(
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Go(1), user=user)
     assert run_info(app, run_id).path == "@branch/on_true/sku/do/#0/@retry/#2"
-    assert _parts(app, run_id) == ["i/@branch/on_true/sku/0", "v/skus"]
+    assert _parts(app, run_id) == ["p/skus/0"]
     info = _until_done(app, run_id, clock)
     assert info.status == "completed", info
     assert attempts == {s.name: 2 for s in skus}
@@ -447,7 +449,7 @@ def test_a_page_that_cannot_be_read_leaves_the_run_where_it_stood(
     )
     app = app_on([f], clock=clock, value_types=[before_parts.Line])
     run_id = app.start_workflow(flow, Go(70), user=user)
-    page = "i/line/0"
+    page = "p/lines/0"  # the value's page, which the loop reads
     with app.engine.begin() as conn:
         where = (workflow_parts.c.run_id == run_id) & (workflow_parts.c.name == page)
         items = conn.execute(sa.select(workflow_parts.c.value).where(where)).scalar_one()
@@ -526,10 +528,12 @@ def test_a_missing_value_part_fails_the_run_when_a_step_needs_it(
         trigger=manual(Go),
         pipeline=f.workflow_pipeline(Go)
         .compute("items", lambda c: _items(c.payload.n))
-        .for_each("item", over=lambda c: c.steps["items"], do=lambda b: b.wait("PT1M")),
+        # A copy: its items stored apart from the value, which no iteration reads.
+        .for_each("item", over=lambda c: list(c.steps["items"]), do=lambda b: b.wait("PT1M")),
     )
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flow, Go(30), user=user)
+    assert _parts(app, run_id) == ["i/item/0", "v/items"]
     with app.engine.begin() as conn:
         conn.execute(sa.delete(workflow_parts).where(workflow_parts.c.name == "v/items"))
     [found] = app.check_runs()
@@ -630,6 +634,16 @@ def test_a_run_stored_in_form_2_resumes_where_it_stood(db_url: str, seen_before:
     pages from then on (the part of form 2 dropped), and completes."""
     fixture = json.loads(FORM2.read_text())
     assert fixture["row"]["state"]["format"] == 2 and sorted(fixture["parts"]) == ["l/line", "v/lines"]
+    _resumes_where_it_stood(db_url, fixture, seen_before)
+
+
+def test_a_run_stored_in_form_4_resumes_where_it_stood(db_url: str, seen_before: list[str]) -> None:
+    """The fixture's run waits in iteration 3 of 40, stored by the release of stored form
+    4: the value its loop runs over as a part, and the loop's items again, as pages.  It
+    resumes there, each iteration seeing its item, the two stored apart until it
+    completes (its next suspension stores them as they were)."""
+    fixture = json.loads(FORM4.read_text())
+    assert fixture["row"]["state"]["format"] == 4 and sorted(fixture["parts"]) == ["i/line/0", "v/lines"]
     _resumes_where_it_stood(db_url, fixture, seen_before)
 
 

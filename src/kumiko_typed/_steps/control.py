@@ -61,8 +61,10 @@ class Branch(Step):
 class ForEach(Step):
     """The body once per item, with the item in ``c.scope``.  A run suspended inside
     the body stores the items (they are not computed again) and the value the item's
-    scope key shadowed, so the loop goes on at the same iteration when it resumes.  A
-    resumed loop's items may be a ``PagedItems`` (``_lazy_parts``), read as reached."""
+    scope key shadowed, so the loop goes on at the same iteration when it resumes; and
+    what ``over=`` returned (``over``), by which the engine finds a loop over a step value
+    whose items it need not store twice.  A resumed loop's items may be a ``PagedItems``
+    (``_lazy_parts``), read as reached."""
 
     kind = "for_each"
     item: str
@@ -85,7 +87,7 @@ class ForEach(Step):
         except TypeError:  # else "raised TypeError", the run's error saying no more
             wanted = "an iterable such as a list, a tuple or a set"
             raise StepRefused(f"for_each {self.item!r}: over= returned {type(over).__name__}, not {wanted}") from None
-        return self._iterate(run, list(items), 0, None, shadows, scope.get(self.item))
+        return self._iterate(run, list(items), 0, None, shadows, scope.get(self.item), over)
 
     def resume(self, run: Run, at: Resume) -> Result:
         segment = run.workflow_segment()
@@ -93,10 +95,17 @@ class ForEach(Step):
         if loop is None or at.head != "do":
             raise LookupError(f"no stored loop at {at.path}")
         first = int(at.enter().head[1:])
-        return self._iterate(run, loop["items"], first, at.enter(2), loop["shadows"], loop["shadowed"])
+        return self._iterate(run, loop["items"], first, at.enter(2), loop["shadows"], loop["shadowed"], None)
 
     def _iterate(
-        self, run: Run, items: Sequence[Any], first: int, resume: Resume | None, shadows: bool, shadowed: object
+        self,
+        run: Run,
+        items: Sequence[Any],
+        first: int,
+        resume: Resume | None,
+        shadows: bool,
+        shadowed: object,
+        over: object,
     ) -> Result:
         scope = run.open_scope()
         result: Result = None
@@ -107,7 +116,7 @@ class ForEach(Step):
                 result = run_block(self.body, run, resume if n == first else None, label)
             except Suspend as suspend:
                 suspend.path[0:0] = ["do", f"#{n}"]
-                record = {"items": items, "shadows": shadows, "shadowed": shadowed}
+                record = {"items": items, "shadows": shadows, "shadowed": shadowed, "over": over}
                 suspend.loops.append((len(suspend.path), record))
                 raise  # the scope is stored as it is, the item in it
             except StepCrash as crash:
