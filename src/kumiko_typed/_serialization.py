@@ -47,6 +47,10 @@ TAG = "$t"
 #: stored as pages that a loop over it reads as its items (``_stored_classes.VALUE_PAGES``),
 #: which a worker of form 4 would read as a value missing from the state.
 FORMAT = 5
+#: The form stamped on a state that holds no value stored as pages, form 5's one addition:
+#: a worker of form 4 reads such a state as it was written, so a rollback to that release
+#: strands only the runs that hold one, not every run this release touched.
+WITHOUT_VALUE_PAGES = 4
 FORMAT_KEY = "format"
 
 

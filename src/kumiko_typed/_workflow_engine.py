@@ -68,7 +68,7 @@ from ._results import Failure, Ok
 from ._run_listing import SHOWN, RunFilter, keyed_trigger
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
-from ._serialization import FORMAT, FORMAT_KEY, TAG, Codec
+from ._serialization import FORMAT, FORMAT_KEY, TAG, WITHOUT_VALUE_PAGES, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
 from ._steps.aggregates import taken_id
 from ._stored_classes import (
@@ -600,7 +600,7 @@ class WorkflowEngine:
             "event_wait": outcome.wait is not None,
             "addressing": "name",
             "kind": kind,
-            FORMAT_KEY: FORMAT,
+            FORMAT_KEY: FORMAT if parts.value_pages else WITHOUT_VALUE_PAGES,
         }
         if parts.names:
             state[PARTS] = list(dict.fromkeys(parts.names))  # a value's pages a loop reads too: once
@@ -879,7 +879,8 @@ class WorkflowEngine:
             "status": "running",
             "path": None,
             "payload": self._encode(payload),
-            "state": {FORMAT_KEY: FORMAT},  # its payload's form: a worker may resume it from its start
+            # Its payload's form (no value is stored yet): a worker may resume it from its start.
+            "state": {FORMAT_KEY: WITHOUT_VALUE_PAGES},
             "user": _user_json(user),
             "fingerprint": d.fingerprint,
             "wake_at": None,

@@ -312,3 +312,38 @@ def test_a_worker_of_stored_form_4_leaves_such_a_run_for_this_release(
     assert _held(app, run_id) == held
     info = _until_done([app_on([f], clock=clock)], run_id, clock)
     assert info.status == "completed" and info.steps["count"] == 100, info
+
+
+def test_a_run_with_no_value_stored_as_pages_is_stamped_form_4_and_a_worker_of_form_4_resumes_it(
+    app_on: AppOn, clock: FakeClock, user: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Only a state that holds a value stored as pages needs form 5: any other is stamped 4,
+    so a rollback to the release before strands only runs that hold one.  Before, every
+    run this release stored was stamped 5, and that release left them all stranded."""
+    f = Feature("fvplain")
+    flow = f.workflow(
+        "loop",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .compute("lines", lambda c: _lines(c.payload.n))
+        .for_each(
+            "line",
+            over=lambda c: [line for line in c.steps["lines"] if line["count"] % 2 == 0],
+            do=lambda b: b.wait("PT1M"),
+        )
+        .compute("count", lambda c: len(c.steps["lines"])),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(100), user=user)
+    with app.engine.connect() as conn:
+        state = conn.execute(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id)).scalar_one()
+    assert state["format"] == 4 and "value_pages" not in state
+    with monkeypatch.context() as older:
+        for module in (_serialization, _stored_classes, _workflow_engine):
+            older.setattr(module, "FORMAT", 4)
+        before = app_on([f], clock=clock)
+        for _ in range(51):  # a segment per item of the 50 (a stranded run would stay suspended)
+            clock.advance(minutes=1)
+            before.run_worker(once=True)
+        info = run_info(before, run_id)
+    assert info.status == "completed" and info.steps["count"] == 100, info
