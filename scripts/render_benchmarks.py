@@ -823,16 +823,18 @@ per waited type in a transaction instead of one per event (the armed waits whose
 key are among its events', a tuple `IN` list, matched to the events in Python); it reads
 all of a key's waits, where kumiko's probe reads one and its match a page. All persist the
 cursor only. The three alternate within each of {f["rounds"]} rounds, which goes first
-rotating; medians, and the medians of the per-round ratios. No goal. Before this bench the
-feed stepped through the match index for every event, two statements more per event
-whatever its type, and built each group's statement afresh: 6.8–25× the hand-written feed in
-a smoke run (400 events, load 4), against 1.9–3.6× in a smoke run after. Then each event
-of a waited type read its key's waits in a statement of its own (a feed of 200 events of
-other keys read the waits in 204 statements, now 5; kumiko / by hand was 2.49 on SQLite and
-2.37 on PostgreSQL). What remains: each event read whole (payload and headers decoded: it may start
-a run), an event of a waited type loaded into its class to compute its key (cattrs,
-upcasters, the key's JSON in each stored form), the probe's 1,280 bound values, and the
-ORM session's execute path.
+rotating; medians, and the medians of the per-round ratios. No goal.
+
+Before this bench the feed stepped through the match index for every event, two statements
+more per event whatever its type, and built each group's statement afresh: 6.8–25× the
+hand-written feed in a smoke run (400 events, load 4), against 1.9–3.6× in a smoke run
+after. Then each event of a waited type read its key's waits in a statement of its own: a
+feed of 200 events of other keys read the waits in 204 statements (5 since the probe), and
+kumiko / by hand was 2.49 on SQLite, 2.37 on PostgreSQL (`Paid` events of other orders,
+load 7.6–9). What remains against *batched*: each event read whole (payload and headers
+decoded: it may start a run), an event of a waited type loaded into its class to compute
+its key (cattrs, upcasters, the key's JSON in each form a wait may have stored), the
+probe's five bound values a group, and the ORM session's execute path.
 
 {table}
 

@@ -506,7 +506,9 @@ class EventFeed:
         key).  Reading every wait of the event's type and comparing keys here read all of
         a tenant's waiting runs per event (10,000 of them: 0.5 s a payment).  The groups
         come from the match index, the stranded runs from their own index, both once per
-        transaction (``reads``); the keys found are left in ``keys``.
+        transaction (``reads``); the keys found are left in ``keys``.  In a feed
+        transaction only the groups, and stranded runs, its probe found armed waits in
+        (:meth:`_probe`): an event none is for reads nothing.
 
         A group's waits come ``page`` at a time, the next page read only when the caller
         asks for more: a transaction that stops at its room reads a page past it at most.
