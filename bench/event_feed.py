@@ -17,8 +17,9 @@ Each round moves each side's cursor back to before the events and times one feed
 all of them; no run is woken, so the events and the waits are the same every round.
 
 - *kumiko*: ``EventFeed.consume``, the feed a worker pass runs (the cursor row locked
-  per transaction, 200 events a transaction, the waits of each event's type looked up
-  through the match index, the cursor moved).
+  per transaction, 200 events a transaction, each event's key loaded for each group of
+  waits of its type, one probe of the transaction's groups through the match index, the
+  waits of the groups found read, the cursor moved).
 - *by hand*: Core, what an engineer writes for the same rule: per transaction of 200
   events its own cursor row read ``FOR UPDATE`` (PostgreSQL), the events after it read,
   for each event of a type some definition waits for its key read from the JSON and one
@@ -27,10 +28,15 @@ all of them; no run is woken, so the events and the waits are the same every rou
   no statement; it skips what kumiko's feed also guards against (waits of workflows a
   deploy removed, stranded runs, the snapshot rule of concurrent appends: it compares
   positions only).
+- *batched*: the same by hand, with one ``SELECT`` per waited type in a transaction
+  instead of one per event: the armed waits whose (tenant, key) is among its events'
+  (a tuple ``IN`` list), matched to the events in their order in Python.  It reads the
+  whole of a key's waits (a fan-out of 10,000 runs: 10,000 rows per transaction).
 
-Both persist the cursor only.  The two alternate within each round, which goes first
-rotating; printed: median milliseconds per feed, microseconds per event, and the median
-of the per-round ratios kumiko / by hand.  Nothing here passes or fails on time.
+All persist the cursor only.  They alternate within each round, which goes first
+rotating; printed: median milliseconds per feed, microseconds per event, and the medians
+of the per-round ratios kumiko / by hand and kumiko / batched.  Nothing here passes or
+fails on time.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ import statistics
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import attrs
 import sqlalchemy as sa
@@ -139,10 +146,14 @@ def _set_up(url: str, n_events: int, waiting: int, kind: str) -> tuple[App, dict
         started, woken = feed.consume(lambda: False)
         return started + woken
 
-    return app, {"kumiko": kumiko, "by hand": _by_hand(app.engine, rewind)}
+    hand, batched = (_by_hand(app.engine, rewind, batched=b) for b in (False, True))
+    return app, {"kumiko": kumiko, "by hand": hand, "batched": batched}
 
 
-def _by_hand(engine: sa.Engine, rewind: Callable[[sa.Table, str], None]) -> Callable[[], int]:
+def _by_hand(engine: sa.Engine, rewind: Callable[[sa.Table, str], None], *, batched: bool) -> Callable[[], int]:
+    """The feed by hand: per event of a waited type one ``SELECT`` of its waits, or
+    (``batched``) one per waited type in a batch, of the waits whose (tenant, key) is
+    one of its events', matched to them in Python."""
     postgres = engine.dialect.name == "postgresql"
     waited = {"paid": "order"}  # event type -> the payload field its waits are keyed by
     cursor = sa.select(hand_cursor.c.tx, hand_cursor.c.position).where(hand_cursor.c.name == "feed")
@@ -163,7 +174,44 @@ def _by_hand(engine: sa.Engine, rewind: Callable[[sa.Table, str], None]) -> Call
         w.armed.is_(True),
         w.after_position < sa.bindparam("position"),
     )
+    waits_of_batch = sa.select(w.run_id, w.tenant_id, w.key, w.after_position).where(
+        w.event_type == sa.bindparam("type"),
+        w.armed.is_(True),
+        sa.tuple_(w.tenant_id, w.key).in_(sa.bindparam("pairs", expanding=True)),
+    )
     advance = sa.update(hand_cursor).where(hand_cursor.c.name == "feed")
+
+    def one_each(conn: sa.Connection, batch: list[sa.Row[Any]]) -> int:
+        woken = 0
+        for event in batch:
+            field = waited.get(event.type)
+            if field is None:
+                continue
+            params = {
+                "type": event.type,
+                "tenant": event.tenant_id,
+                "key": str(event.payload[field]),
+                "position": event.position,
+            }
+            woken += len(conn.execute(waits, params).all())  # a match would resume its run here
+        return woken
+
+    def one_a_type(conn: sa.Connection, batch: list[sa.Row[Any]]) -> int:
+        keyed: dict[str, list[tuple[sa.Row[Any], tuple[Any, str]]]] = {}
+        for event in batch:
+            field = waited.get(event.type)
+            if field is not None:
+                keyed.setdefault(event.type, []).append((event, (event.tenant_id, str(event.payload[field]))))
+        woken = 0
+        for type_, pairs in keyed.items():
+            found: dict[tuple[Any, str], list[int]] = {}
+            for wait in conn.execute(waits_of_batch, {"type": type_, "pairs": list({p for _, p in pairs})}):
+                found.setdefault((wait.tenant_id, wait.key), []).append(wait.after_position)
+            for event, pair in pairs:  # in event order; a match would resume its run here
+                woken += sum(at < event.position for at in found.get(pair, ()))
+        return woken
+
+    match = one_a_type if batched else one_each
 
     def feed() -> int:
         rewind(hand_cursor, "feed")
@@ -172,17 +220,7 @@ def _by_hand(engine: sa.Engine, rewind: Callable[[sa.Table, str], None]) -> Call
             with engine.begin() as conn:
                 tx, position = conn.execute(cursor).one()
                 batch = conn.execute(read, {"tx": tx, "position": position}).all()
-                for event in batch:
-                    field = waited.get(event.type)
-                    if field is None:
-                        continue
-                    params = {
-                        "type": event.type,
-                        "tenant": event.tenant_id,
-                        "key": str(event.payload[field]),
-                        "position": event.position,
-                    }
-                    woken += len(conn.execute(waits, params).all())  # a match would resume its run here
+                woken += match(conn, list(batch))
                 if not batch:
                     return woken
                 conn.execute(advance.values(tx=batch[-1].tx, position=batch[-1].position))
@@ -197,18 +235,27 @@ def _measure(urls: Callable[[], str], n_events: int, waiting: int, rounds: int, 
         for side in sides.values():
             assert side() == 0  # untimed: reads the tables into the cache; wakes nothing
         times, ratios = alternated(sides, rounds, "kumiko", "by hand")
-        ours, hand = (statistics.median(times[s]) * 1000 for s in ("kumiko", "by hand"))
-        ratio = statistics.median(ratios)
+        to_batched = [ours / theirs for ours, theirs in zip(times["kumiko"], times["batched"], strict=True)]
+        ours, hand, batched = (statistics.median(times[s]) * 1000 for s in ("kumiko", "by hand", "batched"))
+        ratio, ratio_batched = statistics.median(ratios), statistics.median(to_batched)
         figures[kind] = {
             "kumiko_ms": round(ours, 2),
             "hand_ms": round(hand, 2),
+            "batched_ms": round(batched, 2),
             "kumiko_us_per_event": round(ours * 1000 / n_events, 1),
             "hand_us_per_event": round(hand * 1000 / n_events, 1),
+            "batched_us_per_event": round(batched * 1000 / n_events, 1),
             "ratio": round(ratio, 3),
             "ratio_min": round(min(ratios), 3),
             "ratio_max": round(max(ratios), 3),
+            "ratio_batched": round(ratio_batched, 3),
+            "ratio_batched_min": round(min(to_batched), 3),
+            "ratio_batched_max": round(max(to_batched), 3),
         }
-        shown = f"kumiko {ours:8.1f} ms  by hand {hand:8.1f} ms  kumiko / by hand {ratio:6.2f}"
+        shown = (
+            f"kumiko {ours:8.1f} ms  by hand {hand:8.1f} ms  batched {batched:8.1f} ms  "
+            f"kumiko / by hand {ratio:6.2f}  kumiko / batched {ratio_batched:6.2f}"
+        )
         print(f"{label:10} {kind:13} {n_events} events  {shown}")
         app.dispose()
     return figures

@@ -30,6 +30,7 @@ from ._steps import WaitForEvent
 from ._steps.workflow import key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
+from ._waits_probe import Group, WaitsProbe
 from ._worker_batches import batches, counted
 from ._workflow_engine import Definition, WorkflowEngine
 
@@ -82,10 +83,21 @@ class _BatchReads:
     hotel group's segment, examples/ports/hotel.py).  ``groups``: an event type's
     (workflow, path) groups of waits, a superset of those holding armed waits (before,
     stepped through the match index per event: two statements of an event's three when
-    it woke no run, bench/event_feed.py)."""
+    it woke no run, bench/event_feed.py).
+
+    ``found``, ``stranded_kinds``, ``keys``: what :meth:`EventFeed._probe` asks of all the
+    transaction's events at once, so that an event no armed wait is for costs no
+    statement (before, a read of its key's waits each: 200 statements a batch of payments
+    no run waits for); ``None``: not asked, every group is read."""
 
     stranded: Sequence[uuid.UUID] | None = None
     groups: dict[str, list[tuple[str, str]]] = attrs.field(factory=dict)
+    #: The groups of the batch's events that held an armed wait.
+    found: set[Group] | None = None
+    #: The (event type, tenant) of the stranded runs' armed waits.
+    stranded_kinds: set[tuple[str, Any]] | None = None
+    #: Each event's keys by its id, loaded for the probe: its match's then.
+    keys: dict[uuid.UUID, dict[tuple[str, str], _Loaded | str | _Unloadable]] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -230,6 +242,7 @@ class EventFeed:
             for armed, stmt in ((True, self._armed_waits_of_event), (False, self._waits_of_event))
         }
         self._stranded = select(workflow_runs.c.run_id).where(STRANDED).limit(_FEW + 1)
+        self._waits_probe = WaitsProbe()
         # The waits first (the unarmed index), each run's row checked by its key: joined,
         # SQLite's planner read every run of the App's workflows instead.
         resumable = select(workflow_runs.c.run_id).where(
@@ -270,6 +283,8 @@ class EventFeed:
             for event in batch:
                 if started + resumed >= RUNS_PER_TRANSACTION:
                     break  # the transaction ran its segments: this event is the next one's first
+                if reads.found is None:
+                    self._probe(session, batch, reads)
                 started += self._start_runs(session, event, caught_up)
                 # A run's lock is waited for only while no segment ran in this transaction:
                 # a segment's locks held meanwhile can be what that run's worker waits for.
@@ -427,7 +442,7 @@ class EventFeed:
         seen the event."""
         engine = self.engine
         params = _event_params(event)
-        keys: dict[tuple[str, str], _Loaded | str | _Unloadable] = {}
+        keys = {} if reads is None else reads.keys.get(event.event_id, {})
         if only_run is not None:
             stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
             waits: Iterable[Row[Any]] = session.execute(stmt.where(workflow_waits.c.run_id == only_run), params).all()
@@ -491,7 +506,9 @@ class EventFeed:
         key).  Reading every wait of the event's type and comparing keys here read all of
         a tenant's waiting runs per event (10,000 of them: 0.5 s a payment).  The groups
         come from the match index, the stranded runs from their own index, both once per
-        transaction (``reads``); the keys found are left in ``keys``.
+        transaction (``reads``); the keys found are left in ``keys``.  In a feed
+        transaction only the groups, and stranded runs, its probe found armed waits in
+        (:meth:`_probe`): an event none is for reads nothing.
 
         A group's waits come ``page`` at a time, the next page read only when the caller
         asks for more: a transaction that stops at its room reads a page past it at most.
@@ -499,28 +516,26 @@ class EventFeed:
         last one resumed were (deleted with their resumption): so no wait armed between
         two of them is passed by, whatever its run id."""
         seen: set[uuid.UUID] = set()
-        # Stranded runs are few (their own index): their waits are read by run id.
-        if reads.stranded is None:
-            reads.stranded = session.scalars(self._stranded).all()
-        stranded = reads.stranded
-        if stranded:
-            many = len(stranded) > _FEW
-            which = select(workflow_runs.c.run_id).where(STRANDED) if many else stranded
+        kinds = reads.stranded_kinds
+        which = self._stranded_runs(session, reads) if kinds is None or (event.type, event.tenant_id) in kinds else None
+        if which is not None:
             stmt = self._armed_waits_of_event if armed_only else self._waits_of_event
             for row in session.execute(stmt.where(workflow_waits.c.run_id.in_(which)), params).all():
                 seen.add(row.run_id)
                 yield row
-        groups = reads.groups.get(event.type)
-        if groups is None:
-            groups = reads.groups[event.type] = self._groups_of(session, event.type)
         whole, keyed = self._group_waits[armed_only]
-        for workflow, path in groups:
-            d = self.engine.defs.get(workflow)
-            key = None if d is None else keys.setdefault((workflow, path), self._event_key(d, path, event))
+        for workflow, path in self._groups_of(session, event.type, reads):
+            forms = self._forms(event, workflow, path, keys)
+            if reads.found is not None:  # only the groups the probe found armed waits in
+                place = (event.type, workflow, path, event.tenant_id)
+                if forms is None and (*place, None) not in reads.found:
+                    continue
+                if forms is not None and not (forms := tuple(f for f in forms if (*place, f) in reads.found)):
+                    continue
             group = {**params, "group_workflow": workflow, "group_path": path}
-            if isinstance(key, _Loaded) and key.stored:
-                forms = (keyed.rows(session, {**group, "group_key": form}, page) for form in key.stored)
-                rows: Iterable[Row[Any]] = chain.from_iterable(forms)
+            if forms is not None:
+                pages = (keyed.rows(session, {**group, "group_key": form}, page) for form in forms)
+                rows: Iterable[Row[Any]] = chain.from_iterable(pages)
             else:
                 rows = whole.rows(session, group, page)
             for row in rows:
@@ -528,10 +543,64 @@ class EventFeed:
                     seen.add(row.run_id)
                     yield row
 
-    def _groups_of(self, session: Session, event_type: str) -> list[tuple[str, str]]:
-        """The (workflow, path) groups of the waits for ``event_type``, each found by one
-        step along the match index: its waits are not read.  Past ``_FEW`` groups (a loop
-        of waits puts its runs at many paths) the rest in one read of the index's range."""
+    def _probe(self, session: Session, batch: Sequence[EventRow], reads: _BatchReads) -> None:
+        """Ask once which groups of waits the events of ``batch`` concern hold an armed
+        wait (:class:`WaitsProbe`: a statement for up to 256 groups), and which event types
+        and tenants the stranded runs' armed waits are for; their matches then read those
+        only.  The keys loaded are left in ``reads`` for the matches."""
+        asked: list[Group] = []
+        for event in batch:
+            keys = reads.keys.setdefault(event.event_id, {})
+            for workflow, path in self._groups_of(session, event.type, reads):
+                forms = self._forms(event, workflow, path, keys)
+                place = (event.type, workflow, path, event.tenant_id)
+                asked.extend([(*place, None)] if forms is None else [(*place, form) for form in forms])
+        reads.found = self._waits_probe.found(session, asked)
+        # No group: no wait of these events' types at all, a stranded run's neither.
+        which = self._stranded_runs(session, reads) if asked else None
+        if which is None:
+            reads.stranded_kinds = set()
+        else:
+            waits = workflow_waits.c
+            stmt = select(waits.event_type, waits.tenant_id).where(waits.armed.is_(True), waits.run_id.in_(which))
+            reads.stranded_kinds = {(r.event_type, r.tenant_id) for r in session.execute(stmt.distinct())}
+
+    def _stranded_runs(self, session: Session, reads: _BatchReads) -> Any:
+        """The stranded runs' ids, or a query of them if many; ``None``: there is none.
+        Stranded runs are few (their own index), read once per transaction."""
+        if reads.stranded is None:
+            reads.stranded = session.scalars(self._stranded).all()
+        if not reads.stranded:
+            return None
+        return select(workflow_runs.c.run_id).where(STRANDED) if len(reads.stranded) > _FEW else reads.stranded
+
+    def _forms(
+        self, event: EventRow, workflow: str, path: str, keys: dict[tuple[str, str], _Loaded | str | _Unloadable]
+    ) -> tuple[str, ...] | None:
+        """The forms of ``event``'s key whose waits at (``workflow``, ``path``) it may
+        wake, where this App loads it with a key; ``None``: the group's waits whatever
+        their key (a workflow a deploy removed, a step changed, an event it cannot load).
+        The key is left in ``keys``."""
+        d = self.engine.defs.get(workflow)
+        if d is None:
+            return None
+        key = keys.get((workflow, path))
+        if key is None:
+            key = keys[workflow, path] = self._event_key(d, path, event)
+        return key.stored if isinstance(key, _Loaded) and key.stored else None
+
+    def _groups_of(self, session: Session, event_type: str, reads: _BatchReads) -> list[tuple[str, str]]:
+        """The (workflow, path) groups of the waits for ``event_type``, read once per
+        transaction, each found by one step along the match index: its waits are not read.
+        Past ``_FEW`` groups (a loop of waits puts its runs at many paths) the rest in one
+        read of the index's range."""
+        found = reads.groups.get(event_type)
+        if found is None:
+            found = reads.groups[event_type] = self._groups_along(session, event_type)
+        return found
+
+    def _groups_along(self, session: Session, event_type: str) -> list[tuple[str, str]]:
+        """The groups of :meth:`_groups_of`, read."""
         groups: list[tuple[str, str]] = []
         after: dict[str, Any] = {"event_type": event_type, "workflow": "", "path": ""}
         while len(groups) < _FEW:

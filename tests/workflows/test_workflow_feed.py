@@ -175,7 +175,9 @@ def test_a_worker_finding_the_feed_cursor_held_goes_on_and_misses_nothing(fresh_
 
 def test_the_feed_reads_the_stranded_runs_once_a_transaction_not_once_an_event(app_on: Callable[..., App]) -> None:
     """Before, matching each event read the stranded runs again (one statement per event:
-    40 of the 280 statements of a segment of examples/ports/hotel.py's group check-out)."""
+    40 of the 280 statements of a segment of examples/ports/hotel.py's group check-out).
+    Once a transaction at most: none since the feed probes a batch's waits first, when no
+    wait is for its events' types (a stranded run's neither)."""
     f = Feature("feedmarks")
     f.event(Pinged, name="pinged")
     app = app_on([f])
@@ -183,7 +185,7 @@ def test_the_feed_reads_the_stranded_runs_once_a_transaction_not_once_an_event(a
     with statements(app.engine) as sent:
         app.run_worker(once=True)
     marks = [s for s in sent if s.startswith("SELECT kumiko_workflow_runs.run_id FROM") and "stranded_by" in s]
-    assert len(marks) == 1, marks
+    assert len(marks) <= 1, marks
     with statements(app.engine) as sent:
         app.run_worker(once=True)  # nothing new: nothing to match
     assert [s for s in sent if s.startswith("SELECT kumiko_workflow_runs.run_id FROM") and "stranded_by" in s] == []
