@@ -20,7 +20,7 @@ from . import _rules
 from ._compat import across_problems, ambiguous_names
 from ._delivery import url_problem
 from ._durations import parse_duration
-from ._errors import StepRefused
+from ._errors import ProjectorFailed, StepRefused
 from ._feature import QueryHandler, WriteHandler, unclassed
 from ._finished import Finished, Program, QueryFinished
 from ._outbox_types import HEADER_NAME, Auth, RetryPolicy
@@ -92,7 +92,8 @@ class _AppTables:
         self._check_aggregate_types(features, out)
         self._check_event_names(features, out)
         for feature in features:
-            for entity, event in feature.projectors:
+            for (entity, event), projectors in feature.projectors.items():
+                out.extend(_async_projector(feature, entity, event, p) for p in projectors if _is_async(p))
                 if entity not in self.entities:
                     out.append(
                         f"feature {feature.name!r}: projector for {entity.__name__}, which no feature registered "
@@ -233,7 +234,7 @@ def _resolver_problems(step: Step) -> list[str]:
     for field in attrs.fields(type(step)):
         value = getattr(step, field.name)
         called = _called(value)
-        if inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(called):
+        if _is_async(value):
             problems.append(_rules.msg_async_resolver(method, field.name))
         elif inspect.isasyncgenfunction(value) or inspect.isasyncgenfunction(called):
             problems.append(_rules.msg_async_iterator_resolver(method, field.name))
@@ -243,6 +244,20 @@ def _resolver_problems(step: Step) -> list[str]:
                 f"{type(value).__name__}; write {field.name}=lambda c: ... instead"
             )
     return problems
+
+
+def _is_async(fn: object) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_called(fn))
+
+
+def _async_projector(feature: Feature[Any], entity: type[Any], event: type[Any], projector: object) -> str:
+    """An ``async def`` projector would only create a coroutine: the row never changes."""
+    name = ProjectorFailed.name_of(projector)
+    return (
+        f"feature {feature.name!r}: the projector {name} of {entity.__name__} for {event.__name__} is async: "
+        "projectors run synchronously inside the transaction and its coroutine would never run; make it a "
+        "plain (non-async) function"
+    )
 
 
 def _called(value: object) -> object:

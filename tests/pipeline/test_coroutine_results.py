@@ -27,7 +27,7 @@ from _crash import said
 from _support import run_info
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
-from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
+from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, User, manual, ok
 
 AppOn = Callable[..., App]
 
@@ -282,3 +282,51 @@ def test_an_event_key_that_returns_a_coroutine_matches_no_event_and_says_why(
         app.run_worker(once=True)
     assert run_info(app, run_id).status == "suspended"  # no key: the event matched no run
     assert f"event_key= {FIX}" in caplog.text
+
+
+async def project_later(row: AwNote, event: AwBumped) -> None:
+    row.n += event.n
+
+
+def project_soon(row: AwNote, event: AwBumped) -> Any:
+    """A plain function boot lets through, that gives a coroutine."""
+    return project_later(row, event)
+
+
+def test_an_async_projector_is_a_boot_error(make_app: AppOn) -> None:
+    """Before, the App booted and every append left the row as it was (the projector only
+    made a coroutine), with Python's "never awaited" warning as the one sign."""
+    f: Feature[Any] = Feature("aw_boot")
+    f.entity(AwNote)
+    f.event(AwBumped, name="aw-bumped")
+    f.projector(AwNote, AwBumped)(project_later)
+    with pytest.raises(BootError) as raised:
+        make_app([f])
+    assert raised.value.problems == [
+        f"feature 'aw_boot': the projector {__name__}.project_later of AwNote for AwBumped is async: projectors "
+        "run synchronously inside the transaction and its coroutine would never run; make it a plain (non-async) "
+        "function"
+    ]
+
+
+def test_a_projector_that_returns_a_coroutine_fails_the_write_and_writes_nothing(app_on: AppOn, admin: User) -> None:
+    f, seed = _feature()
+    f.projector(AwNote, AwBumped)(project_soon)
+    bump = f.write_handler(
+        "bump",
+        f.pipeline(Target)
+        .create("first", AwNote, data=lambda c: AwNote(n=0))
+        .append_event(AwNote, id=lambda c: c.payload.id, event=lambda c: AwBumped(1))
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    seeded = app.dispatch(seed, Target(uuid.uuid4()), user=admin)
+    assert isinstance(seeded, Ok), seeded
+    before = _snapshot(app)
+    with no_unawaited_coroutine():
+        answer = app.dispatch(bump, Target(seeded.data), user=admin)
+    assert isinstance(answer, Failure) and answer.code == "internal_error", answer
+    assert f"raised StepRefused: the projector {__name__}.project_soon of AwNote for AwBumped {FIX}" in said(answer), (
+        answer.message
+    )
+    assert _snapshot(app) == before
