@@ -25,8 +25,12 @@ import pytest
 import sqlalchemy as sa
 from _crash import said
 from _support import run_info
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
+import kumiko_typed._observe as observe
 from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, User, manual, ok
 
 AppOn = Callable[..., App]
@@ -329,4 +333,32 @@ def test_a_projector_that_returns_a_coroutine_fails_the_write_and_writes_nothing
     assert f"raised StepRefused: the projector {__name__}.project_soon of AwNote for AwBumped {FIX}" in said(answer), (
         answer.message
     )
+    assert _snapshot(app) == before
+
+
+def test_a_traced_run_refuses_a_coroutine_of_a_compute_too(
+    app_on: AppOn, admin: User, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A recorded trace runs the fused computes one by one (``_observe``): the same refusal."""
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    monkeypatch.setattr(observe, "_tracer", lambda: provider.get_tracer("kumiko_typed"))
+    f, _seed = _feature()
+    handler = f.write_handler(
+        "h",
+        f.pipeline(Target)
+        .create("first", AwNote, data=lambda c: AwNote(n=0))
+        .compute("x", bad)
+        .compute("y", lambda c: 2)
+        .return_(lambda c: ok(None)),
+    )
+    app = app_on([f])
+    before = _snapshot(app)
+    try:
+        with no_unawaited_coroutine():
+            answer = app.dispatch(handler, Target(uuid.uuid4()), user=admin)
+    finally:
+        provider.shutdown()
+    assert isinstance(answer, Failure) and answer.code == "internal_error", answer
+    assert said(answer) == f'step 1 compute "x" raised StepRefused: fn= {FIX}', answer.message
     assert _snapshot(app) == before
