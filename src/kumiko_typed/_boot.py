@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -92,8 +92,21 @@ class _AppTables:
         self._check_aggregate_types(features, out)
         self._check_event_names(features, out)
         for feature in features:
+            for event, (_version, upcasters) in feature.event_schemas.items():
+                out.extend(
+                    _async_function(f"feature {feature.name!r}: event({event.__name__}): the upcaster from version {n}")
+                    for n, fn in upcasters.items()
+                    if _is_async(fn)
+                )
             for (entity, event), projectors in feature.projectors.items():
-                out.extend(_async_projector(feature, entity, event, p) for p in projectors if _is_async(p))
+                out.extend(
+                    _async_function(
+                        f"feature {feature.name!r}: the projector {ProjectorFailed.name_of(p)} of {entity.__name__} "
+                        f"for {event.__name__}"
+                    )
+                    for p in projectors
+                    if _is_async(p)
+                )
                 if entity not in self.entities:
                     out.append(
                         f"feature {feature.name!r}: projector for {entity.__name__}, which no feature registered "
@@ -250,13 +263,12 @@ def _is_async(fn: object) -> bool:
     return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_called(fn))
 
 
-def _async_projector(feature: Feature[Any], entity: type[Any], event: type[Any], projector: object) -> str:
-    """An ``async def`` projector would only create a coroutine: the row never changes."""
-    name = ProjectorFailed.name_of(projector)
+def _async_function(what: str) -> str:
+    """An ``async def`` projector, upcaster or ``fill=`` would only create a coroutine,
+    never run: the row would not change, the payload or value would be the coroutine."""
     return (
-        f"feature {feature.name!r}: the projector {name} of {entity.__name__} for {event.__name__} is async: "
-        "projectors run synchronously inside the transaction and its coroutine would never run; make it a "
-        "plain (non-async) function"
+        f"{what} is async: it runs synchronously inside the transaction and its coroutine would never run; "
+        "make it a plain (non-async) function"
     )
 
 
@@ -580,6 +592,9 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
             across = across_problems(steps, "WorkflowPipeline", workflow.renamed, workflow.fill)
+            if isinstance(workflow.fill, Mapping):
+                fills = workflow.fill.items()
+                problems.extend(_async_function(f'{where}: fill= for "{k}"') for k, fn in fills if _is_async(fn))
             problems.extend(f"{where}: {problem}" for problem in [*ambiguous_names(steps), *across])
             problems.extend(long_paths(steps, where))
     return problems

@@ -12,6 +12,7 @@ process printed "coroutine ... was never awaited"."""
 from __future__ import annotations
 
 import gc
+import inspect
 import sys
 import uuid
 import warnings
@@ -39,6 +40,13 @@ AppOn = Callable[..., App]
 FIX = (
     "returned a coroutine: steps run synchronously inside the transaction; call the async function "
     "outside the pipeline or make it synchronous"
+)
+
+
+#: What boot says of an ``async def`` where a plain function is called.
+ASYNC = (
+    "is async: it runs synchronously inside the transaction and its coroutine would never run; make it a plain "
+    "(non-async) function"
 )
 
 
@@ -307,9 +315,7 @@ def test_an_async_projector_is_a_boot_error(make_app: AppOn) -> None:
     with pytest.raises(BootError) as raised:
         make_app([f])
     assert raised.value.problems == [
-        f"feature 'aw_boot': the projector {__name__}.project_later of AwNote for AwBumped is async: projectors "
-        "run synchronously inside the transaction and its coroutine would never run; make it a plain (non-async) "
-        "function"
+        f"feature 'aw_boot': the projector {__name__}.project_later of AwNote for AwBumped {ASYNC}"
     ]
 
 
@@ -362,3 +368,64 @@ def test_a_traced_run_refuses_a_coroutine_of_a_compute_too(
     assert isinstance(answer, Failure) and answer.code == "internal_error", answer
     assert said(answer) == f'step 1 compute "x" raised StepRefused: fn= {FIX}', answer.message
     assert _snapshot(app) == before
+
+
+async def upcast_later(payload: dict[str, Any]) -> dict[str, Any]:
+    return {**payload, "n": 2}
+
+
+#: The coroutines ``upcast_soon`` gave: the log's record of the failure holds the one
+#: given, so only its state tells whether it was closed.
+UPCAST: list[Any] = []
+
+
+def upcast_soon(payload: dict[str, Any]) -> Any:
+    """A plain function boot lets through, that gives a coroutine."""
+    UPCAST.append(upcast_later(payload))
+    return UPCAST[-1]
+
+
+def test_an_async_upcaster_or_fill_is_a_boot_error(make_app: AppOn) -> None:
+    """Before, an async upcaster made every older event unreadable ("returned a
+    coroutine"), and an async fill= stored a coroutine as the value of a carried-over run."""
+    f: Feature[Any] = Feature("aw_boot")
+    f.entity(AwNote)
+    f.event(AwBumped, name="aw-bumped", version=2, upcasters={1: upcast_later})
+    f.workflow(
+        "flow",
+        trigger=manual(Target),
+        pipeline=f.workflow_pipeline(Target).compute("x", lambda c: 1).wait("PT1H"),
+        fill={"x": fetch},
+    )
+    with pytest.raises(BootError) as raised:
+        make_app([f])
+    assert raised.value.problems == [
+        f"feature 'aw_boot': event(AwBumped): the upcaster from version 1 {ASYNC}",
+        f'workflow aw_boot:flow: fill= for "x" {ASYNC}',
+    ]
+
+
+def test_an_upcaster_that_returns_a_coroutine_leaves_the_event_unreadable_and_closes_it(
+    app_on: AppOn, admin: User
+) -> None:
+    f, seed = _feature()
+    bump = f.write_handler(
+        "bump",
+        f.pipeline(Target)
+        .append_event(AwNote, id=lambda c: c.payload.id, event=lambda c: AwBumped(1))
+        .return_(lambda c: ok(None)),
+    )
+    v1 = app_on([f])
+    seeded = v1.dispatch(seed, Target(uuid.uuid4()), user=admin)
+    assert isinstance(seeded, Ok) and isinstance(v1.dispatch(bump, Target(seeded.data), user=admin), Ok)
+    g: Feature[Any] = Feature("aw", projections=[AwLine])
+    g.entity(AwNote)
+    g.event(AwBumped, name="aw-bumped", version=2, upcasters={1: upcast_soon})
+    v2 = app_on([g])
+    UPCAST.clear()
+    with no_unawaited_coroutine():
+        read = v2.read_stream(AwNote, seeded.data, user=admin)
+    assert isinstance(read, Failure) and read.code == "internal_error", read
+    assert "an upcaster to schema version 2 returned a coroutine, not the payload as a dict" in said(read)
+    assert [inspect.getcoroutinestate(c) for c in UPCAST] == [inspect.CORO_CLOSED]
+    UPCAST.clear()
