@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import functools
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -20,7 +20,7 @@ from . import _rules
 from ._compat import across_problems, ambiguous_names
 from ._delivery import url_problem
 from ._durations import parse_duration
-from ._errors import StepRefused
+from ._errors import ProjectorFailed, StepRefused
 from ._feature import QueryHandler, WriteHandler, unclassed
 from ._finished import Finished, Program, QueryFinished
 from ._outbox_types import HEADER_NAME, Auth, RetryPolicy
@@ -92,7 +92,21 @@ class _AppTables:
         self._check_aggregate_types(features, out)
         self._check_event_names(features, out)
         for feature in features:
-            for entity, event in feature.projectors:
+            for event, (_version, upcasters) in feature.event_schemas.items():
+                out.extend(
+                    _async_function(f"feature {feature.name!r}: event({event.__name__}): the upcaster from version {n}")
+                    for n, fn in upcasters.items()
+                    if _is_async(fn)
+                )
+            for (entity, event), projectors in feature.projectors.items():
+                out.extend(
+                    _async_function(
+                        f"feature {feature.name!r}: the projector {ProjectorFailed.name_of(p)} of {entity.__name__} "
+                        f"for {event.__name__}"
+                    )
+                    for p in projectors
+                    if _is_async(p)
+                )
                 if entity not in self.entities:
                     out.append(
                         f"feature {feature.name!r}: projector for {entity.__name__}, which no feature registered "
@@ -233,7 +247,7 @@ def _resolver_problems(step: Step) -> list[str]:
     for field in attrs.fields(type(step)):
         value = getattr(step, field.name)
         called = _called(value)
-        if inspect.iscoroutinefunction(value) or inspect.iscoroutinefunction(called):
+        if _is_async(value):
             problems.append(_rules.msg_async_resolver(method, field.name))
         elif inspect.isasyncgenfunction(value) or inspect.isasyncgenfunction(called):
             problems.append(_rules.msg_async_iterator_resolver(method, field.name))
@@ -243,6 +257,19 @@ def _resolver_problems(step: Step) -> list[str]:
                 f"{type(value).__name__}; write {field.name}=lambda c: ... instead"
             )
     return problems
+
+
+def _is_async(fn: object) -> bool:
+    return inspect.iscoroutinefunction(fn) or inspect.iscoroutinefunction(_called(fn))
+
+
+def _async_function(what: str) -> str:
+    """An ``async def`` projector, upcaster or ``fill=`` would only create a coroutine,
+    never run: the row would not change, the payload or value would be the coroutine."""
+    return (
+        f"{what} is async: it runs synchronously inside the transaction and its coroutine would never run; "
+        "make it a plain (non-async) function"
+    )
 
 
 def _called(value: object) -> object:
@@ -565,6 +592,9 @@ def validate(features: Sequence[Feature[Any]]) -> list[str]:
             steps = workflow.pipeline.steps
             problems.extend(check_pipeline(feature, where, steps, "WorkflowPipeline", tables))
             across = across_problems(steps, "WorkflowPipeline", workflow.renamed, workflow.fill)
+            if isinstance(workflow.fill, Mapping):
+                fills = workflow.fill.items()
+                problems.extend(_async_function(f'{where}: fill= for "{k}"') for k, fn in fills if _is_async(fn))
             problems.extend(f"{where}: {problem}" for problem in [*ambiguous_names(steps), *across])
             problems.extend(long_paths(steps, where))
     return problems

@@ -99,14 +99,19 @@ class ProjectorFailed(ProgramError):
     the log only."""
 
     def __init__(self, projector: object, entity: type[Any], event: type[Any], cause: BaseException) -> None:
-        name = getattr(projector, "__qualname__", None) or type(projector).__name__
-        module = getattr(projector, "__module__", None)
-        self.projector = f"{module}.{name}" if module else name
+        self.projector = self.name_of(projector)
         super().__init__(
             f"the projector {self.projector} of {entity.__name__} for {event.__name__} raised "
             f"{type(cause).__name__}; nothing of this call was written: fix the projector (its traceback is logged "
             "under the error id)"
         )
+
+    @staticmethod
+    def name_of(projector: object) -> str:
+        """How a message names a projector: its module and qualified name."""
+        name = getattr(projector, "__qualname__", None) or type(projector).__name__
+        module = getattr(projector, "__module__", None)
+        return f"{module}.{name}" if module else name
 
 
 class UnregisteredError(ProgramError, LookupError):

@@ -163,11 +163,10 @@ class Trace:
     def computes(self, segment: Segment, run: Run, steps: tuple[Step, ...]) -> None:
         """The fused ``compute`` steps one by one, each in its span; the index of one
         that raises is kept in ``failed`` for the block to name it."""
-        values = run.values
-        for index, name, fn in segment.fused:
+        for index, _name, _fn in segment.fused:
             self.failed = index
             with self._span(steps[index], index) as current, _raised(current):
-                values[name] = fn(run)
+                steps[index].execute(run)  # a Compute's: what the fused line does
         self.failed = None
 
     def enter(self, label: str) -> str:

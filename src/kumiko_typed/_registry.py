@@ -5,6 +5,7 @@ stored event payload of an older schema version (its upcasters)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
@@ -93,6 +94,8 @@ class Registry:
                 except Exception as exc:
                     raise UnreadableEvent(f"{what}: {upcaster} raised {type(exc).__name__}") from exc
                 if not isinstance(payload, Mapping):
+                    if type(payload) is CoroutineType:
+                        payload.close()  # an async function's, never to run: Python warns of none left open
                     # Else structuring would blame the stored payload: "expected a JSON object at $".
                     given = type(payload).__name__
                     raise UnreadableEvent(f"{what}: {upcaster} returned a {given}, not the payload as a dict")

@@ -50,7 +50,7 @@ from ._claim_size import ClaimSize
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
 from ._deferred_checks import check_deferred, checks_deferred, deferred_now
-from ._errors import ClassMismatch, NewerFormat, StateError, UnreadableEvent
+from ._errors import ClassMismatch, NewerFormat, ProgramError, StateError, UnreadableEvent
 from ._eventstore import EventRow
 from ._feature import Workflow
 from ._fingerprint import fingerprint
@@ -69,7 +69,7 @@ from ._run_listing import SHOWN, RunFilter, keyed_trigger
 from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import FORMAT, FORMAT_KEY, TAG, WITHOUT_VALUE_PAGES, Codec
-from ._steps import Path, Resume, Step, Suspend, WaitForEvent, locate
+from ._steps import Path, Resume, Step, Suspend, WaitForEvent, called, locate
 from ._steps.aggregates import taken_id
 from ._stored_classes import (
     PAGED,
@@ -457,10 +457,11 @@ def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, 
                 stored[new] = stored.pop(old)
     for key in plan.fills:
         try:
-            values[key] = d.workflow.fill[key](MappingProxyType(LazyValues(values)))
+            values[key] = called(d.workflow.fill[key], MappingProxyType(LazyValues(values)), "the function")
         except Exception as exc:
             logger.error("%s: fill= for %r raised", who, key, exc_info=exc)
-            return f'fill= for "{key}" raised {type(exc).__name__} (see the worker\'s log)'
+            told = f": {exc}" if isinstance(exc, ProgramError) else ""  # the framework's own text (a coroutine)
+            return f'fill= for "{key}" raised {type(exc).__name__}{told} (see the worker\'s log)'
     return None
 
 

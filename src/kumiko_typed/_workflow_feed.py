@@ -26,7 +26,7 @@ from ._errors import UnreadableEvent
 from ._eventstore import Cursor, EventRow, read_after, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
-from ._steps import WaitForEvent
+from ._steps import WaitForEvent, called
 from ._steps.workflow import key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
@@ -635,7 +635,7 @@ class EventFeed:
             # a run it was for must not miss it, and its key is unknown here.
             return _Unloadable(f"at step {path}: {exc}; a deploy that can read it resumes the run")
         try:
-            forms = key_forms(self.engine.codec, step.event_key(value))
+            forms = key_forms(self.engine.codec, called(step.event_key, value, "event_key="))
             return _Loaded(forms[0], value, step.event, forms)
         except Exception:
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)

@@ -331,6 +331,71 @@ def test_a_result_that_cannot_be_stored_rolls_back_and_keeps_the_key_free(app_on
     assert app.dispatch(counted.unstorable, Note("a"), user=user) == Ok(Unregistered(2))
 
 
+class IdemQuoted(Entity):
+    __tablename__ = "idem_quoted"
+    text: Mapped[str] = mapped_column(sa.String(40))
+
+
+@attrs.frozen
+class Quote:
+    """A handler's result class of its own: storable only once ``value_types`` names it."""
+
+    text: str
+    price: Decimal
+
+
+def _quoting(value_types: list[type[Any]]) -> tuple[Feature[Any], Any]:
+    f = Feature("idem_quote", requires=["mail.send"], value_types=value_types)
+    f.entity(IdemQuoted)
+    quote = f.write_handler(
+        "quote",
+        f.pipeline(Note)
+        .create("row", IdemQuoted, data=lambda c: IdemQuoted(text=c.payload.text))
+        .send_mail(to="desk@example.org", subject="quoted", body="a quote")
+        .return_(lambda c: ok(Quote(c.payload.text, Decimal("9.50")))),
+    )
+    return f, quote
+
+
+def _rows(app: App) -> dict[str, int]:
+    with app.engine.connect() as conn:
+        return {t.name: int(conn.scalar(sa.select(sa.func.count()).select_from(t)) or 0) for t in app.tables()}
+
+
+def test_a_result_class_not_in_value_types_fails_the_keyed_call_naming_the_fix_and_writes_nothing(
+    app_on: AppOn,
+) -> None:
+    """A handler's result type is mypy's inference (its return_ is a lambda), unknown when
+    the App boots, and any handler may be dispatched with or without a key: so an attrs
+    class that ``value_types`` does not name shows at the first keyed call.  That call is
+    a Failure naming the handler, the class and the fix, and none of its writes — the row,
+    its event, the outbox's mail — nor the key commits (no half-write), on both databases."""
+    f, quote = _quoting([])
+    app = app_on([f])
+    user = _tenant_user()
+    result = app.dispatch(quote, Note("a"), user=user, idempotency_key="k")
+    assert isinstance(result, Failure) and result.code == "unstorable_state", result
+    assert result.message.startswith(
+        f"handler idem_quote:quote: the result cannot be stored for its key: a {__name__}.Quote cannot be stored"
+    ), result.message
+    assert "Feature(value_types=[...]) or App(value_types=[...])" in result.message
+    assert set(_rows(app).values()) == {0}
+    # Not stored: the repeat runs (and fails) again.
+    assert app.dispatch(quote, Note("a"), user=user, idempotency_key="k") == result
+    assert set(_rows(app).values()) == {0}
+
+
+def test_a_result_class_in_value_types_answers_repeats_decoded(app_on: AppOn) -> None:
+    f, quote = _quoting([Quote])
+    app = app_on([f])
+    user = _tenant_user()
+    first = app.dispatch(quote, Note("a"), user=user, idempotency_key="k")
+    assert first == Ok(Quote("a", Decimal("9.50")))
+    assert app.dispatch(quote, Note("a"), user=user, idempotency_key="k") == first
+    rows = _rows(app)
+    assert (rows["idem_quoted"], rows["kumiko_outbox"], rows["kumiko_idempotency_keys"]) == (1, 1, 1)
+
+
 def test_a_key_expires_after_the_retention(app_on: AppOn, counted: Counted, now: Any) -> None:
     clock = FakeClock(now)
     app = app_on([counted.feature], clock=clock, idempotency_retention=timedelta(hours=1))

@@ -7,8 +7,11 @@ so they agree on every run.
 
 from __future__ import annotations
 
+import gc
 import logging
+import sys
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -851,3 +854,39 @@ def test_a_fill_that_raises_fails_the_run_with_internal_error_naming_it(
     assert v2.dispatch(v2.handlers["dpe:pay"], Start(ref), user=ADA) == Ok(None)
     assert v2.run_worker(once=True)["resumed"] == 1
     assert v2.result(v2.workflows["dpe:waiter"], other, user=ADA) == Ok("Paid")
+
+
+async def _quote_later(stored: Any) -> object:
+    return 1
+
+
+def _quote_soon(stored: Any) -> object:
+    """A plain function boot lets through, that gives a coroutine."""
+    return _quote_later(stored)
+
+
+def test_a_fill_that_returns_a_coroutine_fails_the_run_saying_so(deploy: Callable[..., App], clock: FakeClock) -> None:
+    """A plain function calling an async one passes boot: the coroutine it gives is not
+    stored as the value (nor left for Python to warn of, never awaited); the run fails
+    saying why.  Before: the run went on with the coroutine as the step's value."""
+    v1 = deploy("v1")
+    run_id, _ref = _start(v1, "napper")
+    v2 = deploy("priced", fill=_quote_soon)
+    clock.advance(minutes=5)
+    unraisable: list[Any] = []
+    hook, sys.unraisablehook = sys.unraisablehook, unraisable.append
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            v2.run_worker(once=True)
+            gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert unraisable == []
+    info = run_info(v2, run_id)
+    assert (info.status, info.error["code"]) == ("failed", "internal_error"), info
+    assert info.error["message"] == (
+        'at step nap: fill= for "price" raised StepRefused: the function returned a coroutine: steps run '
+        "synchronously inside the transaction; call the async function outside the pipeline or make it synchronous "
+        "(see the worker's log)"
+    )

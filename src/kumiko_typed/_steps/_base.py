@@ -11,13 +11,14 @@ in its fifth iteration); a stored run names each step (:func:`address`) —
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote
 
 import attrs
 
-from .._errors import StepCrash, Suspend
+from .._errors import StepCrash, StepRefused, Suspend
 from .._results import Failure, Ok
 from .._rules import BUILDERS, RETRY_BODY_BUILDER, RULES_BY_KIND
 
@@ -36,6 +37,8 @@ __all__ = [
     "StepCrash",
     "Suspend",
     "address",
+    "awaited",
+    "called",
     "locate",
     "name_part",
     "part_label",
@@ -90,9 +93,30 @@ class Resume:
         return Resume(self.path, self.at + count)
 
 
-def resolve(value: object, run: Run) -> Any:
+def resolve(value: object, run: Run, argument: str) -> Any:
     """A plain value or a resolver (DESIGN §3.3: fixed-type arguments accept both)."""
-    return value(run) if callable(value) else value
+    return called(value, run, argument) if callable(value) else value
+
+
+def called(fn: Fn, run: object, argument: str) -> Any:
+    """``fn(run)``, refused if it gives a coroutine (see :func:`awaited`).  ``argument``
+    names the step's argument ``fn`` was given as (``when=``)."""
+    value = fn(run)
+    if type(value) is CoroutineType:  # an identity test: this runs for every resolver
+        raise awaited(value, argument)
+    return value
+
+
+def awaited(value: Coroutine[Any, Any, Any], argument: str) -> StepRefused:
+    """The refusal of a resolver that gave a coroutine (a lambda calling an async function,
+    which boot cannot tell from a plain one): steps run synchronously in the transaction,
+    so the coroutine would be stored or used as the value.  It is closed, so Python does
+    not warn later that it was never awaited; the step fails, and the run rolls back."""
+    value.close()
+    return StepRefused(
+        f"{argument} returned a coroutine: steps run synchronously inside the transaction; call the async "
+        "function outside the pipeline or make it synchronous"
+    )
 
 
 @attrs.frozen(slots=True)

@@ -5,11 +5,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from collections.abc import Callable, Coroutine, Mapping
+from types import CoroutineType
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
 
 from .._results import Ok
-from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
+from ._base import Fn, Result, Resume, Step, StepCrash, Suspend, awaited
 from .compute import Compute, Return, returned
 
 if TYPE_CHECKING:
@@ -65,11 +66,13 @@ def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType
     """
     if not fused and step is not None and type(step) is not Return:
         return step.execute, None
-    namespace: dict[str, Any] = {"Ok": Ok, "returned": returned}
+    namespace: dict[str, Any] = {"Ok": Ok, "returned": returned, "Coroutine": CoroutineType, "refused": _refused}
     lines = ["def run(run):", "    values = run.values"]
     for j, (_index, name, fn) in enumerate(fused):
         namespace[f"f{j}"] = fn
-        lines.append(f"    values[{name!r}] = f{j}(run)")
+        # One line per step (failed_index maps lines to steps); a coroutine is refused
+        # as Compute.execute refuses it, by an identity test with no call.
+        lines.append(f"    values[{name!r}] = v if type(v := f{j}(run)) is not Coroutine else refused(v)")
     if type(step) is Return:  # exactly Return, as Compute below
         namespace["fr"] = step.fn
         lines += ["    result = fr(run)", "    return result if type(result) is Ok else returned(result)"]
@@ -79,6 +82,10 @@ def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType
     exec(compile("\n".join(lines), f"<kumiko-typed: {len(fused)} fused steps>", "exec"), namespace)
     runner: Runner = namespace["run"]
     return runner, runner.__code__
+
+
+def _refused(value: Coroutine[Any, Any, Any]) -> NoReturn:
+    raise awaited(value, "fn=")
 
 
 class Block:

@@ -43,6 +43,7 @@ from .._access import TENANT_PARAM, ShapeMemo, refuse_unscoped
 from .._errors import StepRefused, Unfit
 from .._kinds import refuse_mismatched
 from .._limits import Check, bound_values, read_check, refuse_compared, row_count_problems
+from ._base import called
 from ._entity_reads import plain_tenant, planned, run_plan, select_entities
 
 if TYPE_CHECKING:
@@ -193,7 +194,7 @@ def read_entities(run: Run, query: Callable[[Any], object], first: bool, limit: 
 
 def build(query: Callable[[Any], object], ctx: object, limit: int | None) -> Select[Any]:
     """``query``'s select for ``ctx`` (with the step's ``limit``)."""
-    stmt = query(ctx)
+    stmt = called(query, ctx, "query=")
     if not isinstance(stmt, Select):
         raise StepRefused(f"the query must return a select(...), not {type(stmt).__name__}")
     width = _width(stmt)

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
+from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -32,7 +33,7 @@ from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._structuring import read_back_problems
 from .._tables import events
-from ._base import Fn, NamedStep, Result, Step, resolve
+from ._base import Fn, NamedStep, Result, Step, awaited, called, resolve
 from ._rows import changed_columns, in_place_values, insert_row, update_row, writer
 
 if TYPE_CHECKING:
@@ -161,7 +162,7 @@ def taken_id(failure: Failure) -> str | None:
 
 
 def _create(step: Create, run: Run) -> Failure | None:
-    entity = step.data(run)
+    entity = called(step.data, run, "data=")
     if not isinstance(entity, step.entity):
         raise StepRefused(f"data= must build a {step.entity.__name__}, not {type(entity).__name__}")
     registry, ctx, session = run.registry, run, run.db
@@ -173,7 +174,7 @@ def _create(step: Create, run: Run) -> Failure | None:
         entity.id = uuid.uuid4()
     event_type, payload, schema = f"{aggregate}.created", None, 1
     if step.event is not None:
-        event = step.event(ctx)
+        event = called(step.event, ctx, "event=")
         event_type, schema = registry.event_name(type(event)), registry.schema_version(type(event))
         payload = _event_payload(run, event)
         # The event's projectors finish the row, as a replay builds it from the event.
@@ -343,8 +344,8 @@ def _held_by_a_tenant(run: Run, entity_type: type[Any], entity_id: object) -> bo
 
 def _update(step: Update, run: Run) -> Failure | None:
     registry, ctx = run.registry, run
-    entity_id = resolve(step.id, run)
-    expected = resolve(step.version, run)
+    entity_id = resolve(step.id, run, "id=")
+    expected = resolve(step.version, run, "version=")
     if expected is None and not step.skip_optimistic_lock:
         # Boot refuses a missing version=; here the resolver gave None for this input.
         return fail(
@@ -356,7 +357,7 @@ def _update(step: Update, run: Run) -> Failure | None:
         refused = _not_a_version(expected, f"update {step.name!r}", step.name)
         if refused is not None:
             return refused
-    changes = dict(step.changes(ctx))
+    changes = dict(called(step.changes, ctx, "changes="))
     if not changes.keys() <= writer(step.entity).writable:
         mapped = writer(step.entity).columns
         unwritable = sorted((set(changes) - set(mapped)) | (set(changes) & FRAMEWORK_COLUMNS), key=str)
@@ -395,13 +396,16 @@ def project(registry: Registry, entity_type: type[Any], entity: Any, event: obje
     owned = {key: getattr(entity, key) for key in FRAMEWORK_COLUMNS}
     for projector in projectors:
         try:
-            projector(entity, event)
+            done: object = projector(entity, event)  # typed None; a lambda may give more
         except DBAPIError:
             raise  # the database's (a lazy load): busy or gone stays ``unavailable``
         except Exception as exc:
             # The step's Failure named only the step ("append_event raised ValueError"):
             # which of the event's projectors, and that it was one, the log alone told.
             raise ProjectorFailed(projector, entity_type, type(event), exc) from exc
+        if type(done) is CoroutineType:  # a plain function calling an async one: boot cannot tell
+            name = ProjectorFailed.name_of(projector)
+            raise awaited(done, f"the projector {name} of {entity_type.__name__} for {type(event).__name__}")
     moved = sorted(key for key, value in owned.items() if getattr(entity, key) != value)
     if moved:
         raise StepRefused(
@@ -504,17 +508,17 @@ def _append(
 
 def _append_event(step: AppendEvent, run: Run) -> Failure | None:
     registry, ctx = run.registry, run
-    event = step.event(ctx)
+    event = called(step.event, ctx, "event=")
     name = registry.event_name(type(event))
-    entity_id = resolve(step.id, run)
+    entity_id = resolve(step.id, run, "id=")
     # Optional here, unlike update's: an event need not be decided on a version read.
-    expected = resolve(step.version, run)
+    expected = resolve(step.version, run, "version=")
     what = f"append_event {step.entity.__name__}"
     if expected is not None:
         refused = _not_a_version(expected, what, None)
         if refused is not None:
             return refused
-    headers = _event_headers(resolve(step.headers, run), what)
+    headers = _event_headers(resolve(step.headers, run, "headers="), what)
     if isinstance(headers, Failure):
         return headers
     entity = _load_for_write(run, step.entity, entity_id)

@@ -12,7 +12,7 @@ from .. import _interpreter  # a module reference: _interpreter imports this pac
 from .._access import deny, wrong_payload
 from .._ctx import correlation_of
 from .._results import Failure, fail
-from ._base import Fn, NamedStep, Result, resolve
+from ._base import Fn, NamedStep, Result, called, resolve
 
 if TYPE_CHECKING:
     from .._feature import WriteHandler
@@ -29,10 +29,10 @@ class CallFeature(NamedStep):
     as_user: object
 
     def execute(self, run: Run) -> Result:
-        as_user = resolve(self.as_user, run)
+        as_user = resolve(self.as_user, run, "as_user=")
         if as_user is not None and not run.user.has_role("sysadmin"):
             return fail("access_denied", f'step "{self.name}": as_user needs the sysadmin role')
-        handler, user, payload = self.handler, as_user or run.user, self.payload(run)
+        handler, user, payload = self.handler, as_user or run.user, called(self.payload, run, "payload=")
         refused = deny(handler, user) or wrong_payload(handler, payload)
         if refused is not None:
             return refused

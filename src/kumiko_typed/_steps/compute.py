@@ -8,13 +8,14 @@ traced run takes the steps one by one.
 
 from __future__ import annotations
 
+from types import CoroutineType
 from typing import TYPE_CHECKING
 
 import attrs
 
 from .._errors import StepRefused
 from .._results import Failure, Ok
-from ._base import Fn, NamedStep, Result, Step
+from ._base import Fn, NamedStep, Result, Step, awaited, called
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -28,7 +29,7 @@ class Compute(NamedStep):
     fn: Fn
 
     def execute(self, run: Run) -> Result:
-        run.values[self.name] = self.fn(run)
+        run.values[self.name] = called(self.fn, run, "fn=")
         return None
 
 
@@ -43,6 +44,8 @@ class Return(Step):
 
 def returned(result: object) -> Ok[object] | Failure:
     """``return_``'s result, refused unless it is an ``Ok`` or a ``Failure``."""
+    if type(result) is CoroutineType:
+        raise awaited(result, "fn=")
     if not isinstance(result, (Ok, Failure)):
         raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
     return result

@@ -13,7 +13,7 @@ import attrs
 
 from .._errors import StepRefused
 from .._results import Failure
-from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
+from ._base import Fn, Result, Resume, Step, StepCrash, Suspend, called
 from ._block import Block, run_block
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ class Branch(Step):
         return (("on_true", self.on_true), ("on_false", self.on_false))
 
     def execute(self, run: Run) -> Result:
-        if self.when(run):
+        if called(self.when, run, "when="):
             return self._arm(run, "on_true", self.on_true, None)
         return self._arm(run, "on_false", self.on_false, None)
 
@@ -81,7 +81,7 @@ class ForEach(Step):
     def execute(self, run: Run) -> Result:
         scope = run.open_scope()
         shadows = self.item in scope
-        over = self.over(run)
+        over = called(self.over, run, "over=")
         try:
             items = iter(over)
         except TypeError:  # else "raised TypeError", the run's error saying no more
@@ -147,9 +147,9 @@ class Guard(Step):
     otherwise: Fn
 
     def execute(self, run: Run) -> Result:
-        if self.when(run):
+        if called(self.when, run, "when="):
             return None
-        failure = self.otherwise(run)
+        failure = called(self.otherwise, run, "otherwise=")
         if not isinstance(failure, Failure):
             raise StepRefused(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
         run.refused = failure

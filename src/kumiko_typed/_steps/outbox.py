@@ -17,7 +17,7 @@ from .._notify import notify
 from .._ordered_ids import ordered_uuid
 from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, HEADERS_MAX, Auth, RetryPolicy
 from .._tables import outbox
-from ._base import Result, Step, resolve
+from ._base import Result, Step, called, resolve
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -39,7 +39,7 @@ class SendMail(Step):
     reply_to: object = None
 
     def execute(self, run: Run) -> Result:
-        to = resolve(self.to, run)
+        to = resolve(self.to, run, "to=")
         if isinstance(to, str):
             recipients = [to]
         elif isinstance(to, Sequence) and not isinstance(to, bytes) and all(isinstance(t, str) for t in to):
@@ -48,10 +48,10 @@ class SendMail(Step):
             raise Unfit([_to_problem(run, to, f"must be an address or a list of addresses, not {_kind(to)}")])
         if not recipients:  # a payload's empty list is the caller's mistake, not a bug
             raise Unfit([_to_problem(run, to, "must name at least one recipient")])
-        subject, body = resolve(self.subject, run), resolve(self.body, run)
-        sender = None if self.sender is None else resolve(self.sender, run)
-        html = None if self.html is None else resolve(self.html, run)
-        reply_to = None if self.reply_to is None else resolve(self.reply_to, run)
+        subject, body = resolve(self.subject, run, "subject="), resolve(self.body, run, "body=")
+        sender = None if self.sender is None else resolve(self.sender, run, "sender=")
+        html = None if self.html is None else resolve(self.html, run, "html=")
+        reply_to = None if self.reply_to is None else resolve(self.reply_to, run, "reply_to=")
         # A function's result is typed a text, but without a checker its repr was stored:
         # a body of a dict was sent as "{'total': 5}".
         refuse(_text_problems([("subject", subject), ("body", body)], run.payload, optional=False))
@@ -135,18 +135,18 @@ class SendWebhook(Step):
         auth = self.auth
         assert auth is None or isinstance(auth, Auth)  # boot refuses any other
         policy = self.retry if isinstance(self.retry, RetryPolicy) else DEFAULT_POLICY
-        url = resolve(self.url, run)
+        url = resolve(self.url, run, "url=")
         problem = url_problem(str(url))
         if problem is not None:  # refused now, not first tried (and dead) after the commit
             column = f"{outbox.name}.message.url"
             raise Unfit([{"path": source_path(run.payload, url), "message": problem, "column": column}], _BAD_URL)
-        headers = dict(resolve(self.headers, run) or {})
+        headers = dict(resolve(self.headers, run, "headers=") or {})
         refuse(_http_header_problems(headers, run.payload))
         message = {
             "url": str(url),
             "method": self.method.upper(),
             "headers": headers,
-            "body": self.body(run) if callable(self.body) else None,
+            "body": called(self.body, run, "body=") if callable(self.body) else None,
             "auth": None
             if auth is None or auth.signs
             else {"header": auth.header, "secret_ref": auth.secret_ref, "scheme": auth.scheme},

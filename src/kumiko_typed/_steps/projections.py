@@ -18,7 +18,7 @@ from .._kinds import refuse_mismatched
 from .._limits import bound_values, refuse, refuse_compared, source_path, unfit_values
 from .._results import Failure
 from .._tables import table_of
-from ._base import Fn, Result, Step
+from ._base import Fn, Result, Step, called
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -35,7 +35,7 @@ class ProjectionUpsert(Step):
 
     def execute(self, run: Run) -> Result:
         table = table_of(self.table)
-        row = dict(self.row(run))
+        row = dict(called(self.row, run, "row="))
         unknown = sorted(set(row) - set(table.c.keys()))
         if unknown:
             raise StepRefused(f"row has no column(s) {unknown} in table {table.name}")
@@ -128,7 +128,7 @@ class ProjectionDelete(Step):
 
     def execute(self, run: Run) -> Result:
         table = table_of(self.table)
-        clause = self.where(run)
+        clause = called(self.where, run, "where=")
         if not isinstance(clause, ColumnElement) or not _references(clause, table):
             raise StepRefused(
                 f"where= must be a condition on the columns of {table.name} (got a {type(clause).__name__}); "

@@ -21,7 +21,7 @@ from .._outbox_types import RetryPolicy
 from .._poison import storable_text
 from .._results import Failure
 from .._trigger_view import trigger_view
-from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend
+from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend, called
 from ._block import Block, run_block
 
 if TYPE_CHECKING:
@@ -140,7 +140,10 @@ class Wait(Step):
 
     def execute(self, run: Run) -> Result:
         duration = self.duration
-        wake = duration(run) if callable(duration) else later(run.now, as_timedelta(duration), "wait")
+        if callable(duration):
+            wake = called(duration, run, "duration=")
+        else:
+            wake = later(run.now, as_timedelta(duration), "wait")
         if not isinstance(wake, datetime):
             # A refusal, not a TypeError: the run's error then says why, not only "TypeError".
             raise StepRefused(f"wait's resolver must return a datetime, not {type(wake).__name__}")
@@ -170,7 +173,7 @@ class WaitForEvent(NamedStep):
         info = run.workflow
         if info is not None and info.path is None:
             after = trigger_view(run.db, info.run_id, segment.event_name(self.event)) or after
-        value = self.key(run)
+        value = called(self.key, run, "key=")
         try:
             key = event_key(segment.codec, value)
         except (StateError, ValueError) as exc:  # ValueError: an int longer than JSON writes
@@ -186,7 +189,7 @@ class WaitForEvent(NamedStep):
         what = f"wait_for_event {self.name!r}: timeout"
         if not callable(timeout):
             return later(run.now, as_timedelta(timeout), what)
-        deadline = timeout(run)
+        deadline = called(timeout, run, "timeout=")
         if not isinstance(deadline, datetime):
             raise StepRefused(f"{what}'s resolver must return a datetime, not {type(deadline).__name__}")
         return instant(deadline, what)  # compared with events' aware times
