@@ -18,8 +18,8 @@ all of them; no run is woken, so the events and the waits are the same every rou
 
 - *kumiko*: ``EventFeed.consume``, the feed a worker pass runs (the cursor row locked
   per transaction, 200 events a transaction, each event's key loaded for each group of
-  waits of its type, one probe of the transaction's groups through the match index, the
-  waits of the groups found read, the cursor moved).
+  waits of its type, a probe of each window of the transaction's groups through the
+  match index, the waits of the groups found read, the cursor moved).
 - *by hand*: Core, what an engineer writes for the same rule: per transaction of 200
   events its own cursor row read ``FOR UPDATE`` (PostgreSQL), the events after it read,
   for each event of a type some definition waits for its key read from the JSON and one

@@ -810,9 +810,10 @@ def _event_feed(record: Record) -> tuple[str, str]:
 orders or `Shipped` events, which no run waits for. Each round moves the cursor back and
 feeds every event again. *kumiko* is the feed a worker pass runs (`EventFeed.consume`: the
 cursor row locked per transaction of 200 events, each event's groups of waits looked up
-through the match index once per transaction and its key loaded for each, one probe of the
-transaction's groups (a scalar subquery each: the group's first armed wait, through the
-match index), the waits of the groups found read, the cursor moved).
+through the match index once per transaction and its key loaded for each, a probe of the
+groups of each window of the transaction's events (32, 32, 64, then the rest; a scalar subquery
+a group: its first armed wait, through the match index), the waits of the groups found read,
+the cursor moved).
 *By hand* is the same rule in Core: its own cursor row (read `FOR UPDATE` on PostgreSQL),
 the events after it, for each event of a type some definition waits for one `SELECT` of the
 waits of that type, tenant and key, the cursor moved; it knows the waited types from its
@@ -829,7 +830,9 @@ Before this bench the feed stepped through the match index for every event, two 
 more per event whatever its type, and built each group's statement afresh: 6.8–25× the
 hand-written feed in a smoke run (400 events, load 4), against 1.9–3.6× in a smoke run
 after. Then each event of a waited type read its key's waits in a statement of its own: a
-feed of 200 events of other keys read the waits in 204 statements (5 since the probe), and
+feed of 200 events of other keys read the waits in 204 statements (5 with one probe of the
+whole batch, 8 since it asks a window of events at a time, so that a transaction a fan-out
+fills loads the keys of 32 events, not 200; the table below was taken with the one probe), and
 kumiko / by hand was 2.49 on SQLite, 2.37 on PostgreSQL (`Paid` events of other orders,
 load 7.6–9). What remains against *batched*: each event read whole (payload and headers
 decoded: it may start a run), an event of a waited type loaded into its class to compute

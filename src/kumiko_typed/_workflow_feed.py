@@ -51,6 +51,9 @@ _CATCH_UP: Final = 200
 RUNS_PER_TRANSACTION: Final = 100
 #: How many groups of waits, or stranded runs, an event's match reads one by one.
 _FEW: Final = 32
+#: The events of a transaction's first probe (``_BatchReads.probed``); each next one asks
+#: as many as were asked before.
+_FIRST_PROBED: Final = 32
 #: The key of an event for runs waiting where this definition has no event wait.
 _UNPLACED: Final = "\x00unplaced"
 
@@ -85,10 +88,11 @@ class _BatchReads:
     stepped through the match index per event: two statements of an event's three when
     it woke no run, bench/event_feed.py).
 
-    ``found``, ``stranded_kinds``, ``keys``: what :meth:`EventFeed._probe` asks of all the
-    transaction's events at once, so that an event no armed wait is for costs no
-    statement (before, a read of its key's waits each: 200 statements a batch of payments
-    no run waits for); ``None``: not asked, every group is read."""
+    ``found``, ``stranded_kinds``, ``keys``: what :meth:`EventFeed._probe` asks of the
+    transaction's events a window at a time, so that an event no armed wait is for costs
+    no statement (before, a read of its key's waits each: 200 statements a batch of
+    payments no run waits for); ``None``: not asked, every group is read.  ``probed``:
+    how many of the batch's events were asked about so far."""
 
     stranded: Sequence[uuid.UUID] | None = None
     groups: dict[str, list[tuple[str, str]]] = attrs.field(factory=dict)
@@ -98,6 +102,9 @@ class _BatchReads:
     stranded_kinds: set[tuple[str, Any]] | None = None
     #: Each event's keys by its id, loaded for the probe: its match's then.
     keys: dict[uuid.UUID, dict[tuple[str, str], _Loaded | str | _Unloadable]] = attrs.field(factory=dict)
+    probed: int = 0
+    #: Whether ``stranded_kinds`` was read (it is first read for a window with a group).
+    kinds_read: bool = False
 
 
 @attrs.frozen
@@ -280,11 +287,13 @@ class EventFeed:
             batch = read_after(session, cursor, limit=200)
             handled = 0
             reads = _BatchReads()
-            for event in batch:
+            for index, event in enumerate(batch):
                 if started + resumed >= RUNS_PER_TRANSACTION:
                     break  # the transaction ran its segments: this event is the next one's first
-                if reads.found is None:
-                    self._probe(session, batch, reads)
+                if index == reads.probed:
+                    # Windows of 32, 32, 64, 128 events: a transaction that a fan-out of its
+                    # first event fills loads the keys of 32 events, not of all 200.
+                    self._probe(session, batch[index : index + max(index, _FIRST_PROBED)], reads)
                 started += self._start_runs(session, event, caught_up)
                 # A run's lock is waited for only while no segment ran in this transaction:
                 # a segment's locks held meanwhile can be what that run's worker waits for.
@@ -543,19 +552,22 @@ class EventFeed:
                     seen.add(row.run_id)
                     yield row
 
-    def _probe(self, session: Session, batch: Sequence[EventRow], reads: _BatchReads) -> None:
-        """Ask once which groups of waits the events of ``batch`` concern hold an armed
-        wait (:class:`WaitsProbe`: a statement for up to 256 groups), and which event types
-        and tenants the stranded runs' armed waits are for; their matches then read those
-        only.  The keys loaded are left in ``reads`` for the matches."""
+    def _probe(self, session: Session, window: Sequence[EventRow], reads: _BatchReads) -> None:
+        """Ask which groups of waits the events of ``window`` concern hold an armed wait
+        (:class:`WaitsProbe`: a statement for up to 256 groups), and, once, which event
+        types and tenants the stranded runs' armed waits are for; their matches then read
+        those only.  The keys loaded are left in ``reads`` for the matches."""
         asked: list[Group] = []
-        for event in batch:
+        for event in window:
             keys = reads.keys.setdefault(event.event_id, {})
             for workflow, path in self._groups_of(session, event.type, reads):
                 forms = self._forms(event, workflow, path, keys)
                 place = (event.type, workflow, path, event.tenant_id)
                 asked.extend([(*place, None)] if forms is None else [(*place, form) for form in forms])
-        reads.found = self._waits_probe.found(session, asked)
+        reads.found = (reads.found or set()) | self._waits_probe.found(session, asked)
+        reads.probed += len(window)
+        if reads.kinds_read:
+            return
         # No group: no wait of these events' types at all, a stranded run's neither.
         which = self._stranded_runs(session, reads) if asked else None
         if which is None:
@@ -564,6 +576,7 @@ class EventFeed:
             waits = workflow_waits.c
             stmt = select(waits.event_type, waits.tenant_id).where(waits.armed.is_(True), waits.run_id.in_(which))
             reads.stranded_kinds = {(r.event_type, r.tenant_id) for r in session.execute(stmt.distinct())}
+        reads.kinds_read = bool(asked)
 
     def _stranded_runs(self, session: Session, reads: _BatchReads) -> Any:
         """The stranded runs' ids, or a query of them if many; ``None``: there is none.

@@ -130,8 +130,9 @@ def _reads_of_waits(sent: Iterable[str]) -> list[str]:
 
 def test_a_batch_of_events_no_run_waits_for_reads_the_waits_in_a_few_statements(app_on: Callable[..., App]) -> None:
     """200 events of keys no run waits for, in one feed transaction: a read of their
-    type's groups and one probe of their 200 keys (before, 200 reads of waits, one an
-    event); then a batch with one event of a waited key among them wakes its run."""
+    type's groups and a probe per window of their keys (32, 32, 64 and 72 events; before,
+    200 reads of waits, one an event); then a batch with one event of a waited key among
+    them wakes its run."""
     app = _app(app_on)
     runs = [_start(app, once, ADA, group) for group in (1, 2, 3)]
     app.run_worker(once=True)  # the runs reach their wait; the feed arms them
@@ -139,8 +140,8 @@ def test_a_batch_of_events_no_run_waits_for_reads_the_waits_in_a_few_statements(
     feed = EventFeed(app._workflow_engine)
     with statements(app.engine) as sent:
         assert feed.consume(lambda: False) == (0, 0)
-    assert len(_reads_of_waits(sent)) <= 6, _reads_of_waits(sent)
-    assert len(sent) <= 20, sent
+    assert len(_reads_of_waits(sent)) <= 9, _reads_of_waits(sent)
+    assert len(sent) <= 24, sent
 
     _ring(
         app, *((ADA, 300 + i, "other") for i in range(100)), (ADA, 2, "two"), *((ADA, 400 + i, "x") for i in range(99))
@@ -210,3 +211,29 @@ def test_the_probe_of_a_batchs_groups_reads_the_match_index_on_sqlite(app_on: Ca
         prefix = "event_type=? AND workflow=? AND path=? AND tenant_id=?" + (" AND key=?" if keyed else ")")
         assert len(searches) == 2, plan
         assert all("USING INDEX kumiko_workflow_waits_match" in s and prefix in s for s in searches), plan
+
+
+def test_a_fan_out_transaction_loads_the_keys_of_the_events_it_reaches_not_of_its_whole_batch(
+    app_on: Callable[..., App], monkeypatch: Any
+) -> None:
+    """One event waking 250 runs, then 199 events of other keys, one batch: the feed
+    resumes 100 runs a transaction, each transaction reading the batch from that event.
+    The two the fan-out fills load the keys of the first window of events (32), not all
+    200: 32 + 32 + 200 loads, where one probe of the whole batch made 600.  Every run is
+    woken once, by that event."""
+    app = _app(app_on)
+    runs = {_start(app, once, ADA, 7) for _ in range(250)}
+    app.run_worker(once=True)
+    _ring(app, (ADA, 7, "fan"), *((ADA, 500 + i, "other") for i in range(199)))
+    loads: list[uuid.UUID] = []
+    key_of = EventFeed._event_key
+
+    def counted(self: EventFeed, d: Any, path: str, event: Any) -> Any:
+        loads.append(event.event_id)
+        return key_of(self, d, path, event)
+
+    monkeypatch.setattr(EventFeed, "_event_key", counted)
+    assert EventFeed(app._workflow_engine).consume(lambda: False) == (0, 250)
+    assert len(loads) <= 32 + 32 + 200, len(loads)
+    wakes = _wakes(app)
+    assert sorted(r for r, _, _ in wakes) == sorted(runs) and {n for _, _, n in wakes} == {"fan"}

@@ -114,8 +114,9 @@ def test_an_event_that_wakes_no_run_costs_the_feed_no_statement(
     app_on: Callable[..., App], user: User, shipped: bool
 ) -> None:
     """Of a type no run waits for, or of a key none does: a feed transaction's events
-    are matched against the waits in a few statements whatever their number (before,
-    an event of a waited type read its key's waits in one of its own)."""
+    are matched against the waits in a probe per window of events (32, 32, 64, 128:
+    20 events one, 80 three), not a statement per event (before, an event of a waited
+    type read its key's waits in one of its own: 60 more for 80 events than for 20)."""
     f, saga, pay = _saga()
     app = app_on([f], clock=FakeClock(T0))
     waiting = [app.start_workflow(saga, Order(n), user=user) for n in range(5)]
@@ -130,7 +131,7 @@ def test_an_event_that_wakes_no_run_costs_the_feed_no_statement(
         return sum("kumiko_workflow_waits" in s for s in sent)
 
     few, many = on_waits(20), on_waits(80)
-    assert many == few, (few, many)
+    assert many <= few + 2, (few, many)
     assert [run_info(app, r).status for r in waiting] == ["suspended"] * 5
     # The waits are still found: a payment for one of them wakes it.
     assert isinstance(app.dispatch(pay, Pay(3), user=user).data, int)
