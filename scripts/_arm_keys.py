@@ -17,7 +17,8 @@ so shapes at every level multiply (bench/pyright_keys.py ``--nested``).  Whateve
 sub-pipeline cannot name puts ``OpenArm`` first in its list, and the first overloads take
 such an arm at once instead of trying every shape on it; an arm typed ``Any`` fits them too.
 Each overload costs pyright a re-evaluation of the arms' lambdas when it does not fit, so
-the shapes are few and the common ones come first.
+the shapes are few and the common ones come first; a sub-pipeline already opened tries no
+shape at all (``settled``).
 """
 
 from __future__ import annotations
@@ -111,6 +112,30 @@ def branch(builder: str, sub: str, this: str, when: str, fallback: str, *, neste
             params = f"*, when: {when}, on_true: {arm % _keys(_added('X', a, n))}, on_false: {on_false}{NAME}"
             out.append((this, params, f"{builder}[P, {_keys(entries)}, Sc, C]"))
     return [*out, (this, f"*, when: {when}, on_true: {typed}, on_false: {arm % 'S2'} | None = None{NAME}", fallback)]
+
+
+def settled(builder: str, sub: str, kind: str, ctx: str, scope: str) -> list[Signature]:
+    """Overloads first on a sub-pipeline whose list already starts with ``OpenArm``: its
+    enclosing branch or loop reads all its keys as ``Any`` whatever this step adds, so the
+    step keeps the list as it is and tries no shape.  pyright drops an overload whose ``self``
+    does not fit before it evaluates any argument, so elsewhere these cost nothing; here they
+    spare each attempt of the enclosing call a try of every shape (``kind``: ``"arms"`` for
+    ``branch``, ``"body"`` for ``for_each``)."""
+    keys = "Keys[OpenArm, *Ks]"
+    this = f"{builder}[P, {keys}, {scope}, C]"
+    # The arms' own keys are not read, so they are Any, not a type variable: an argument
+    # without one is evaluated once per attempt, not once per pass of pyright's solver.
+    done = f"{sub}[P, Any, Any, C]"
+    if kind == "arms":
+        arm = f"Callable[[{sub}[P, {keys}, Sc, C]], {done}]"
+        params = f"*, when: Callable[[{ctx}[P, {keys}, Sc]], bool], on_true: {arm}, on_false: {arm} | None = None{NAME}"
+        return [(this, params, this)]
+    over = f"over: Callable[[{ctx}[P, {keys}, Scope[*Js]]], Iterable[I]]"
+    out: list[Signature] = []
+    for item, body_scope in (("N", "Scope[*Js, Key[N, I]]"), ("str", "Scope[Open, *Js]")):
+        do = f"Callable[[{sub}[P, {keys}, {body_scope}, C]], {done}]"
+        out.append((this, f"item: {item}, *, {over}, do: {do}", this))
+    return out
 
 
 def loop(builder: str, sub: str, this: str, over: str, item: str, scope: str, marker: str) -> list[Signature]:

@@ -409,11 +409,14 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
         return [(this, detect, opened), (this, exact, same % "*Bs"), (this, params, opened)]
     if rule.key == "arms":
         when = _fill("Callable[[{CTX}[P, Keys[*Ks], Sc]], bool]", builder)
-        return _arm_keys.branch(builder, sub, this, when, opened, nested=sub == builder)
+        first = _arm_keys.settled(builder, sub, "arms", _fill("{CTX}", builder), "Sc") if sub == builder else []
+        return first + _arm_keys.branch(builder, sub, this, when, opened, nested=sub == builder)
     if rule.key == "body":
         this = _fill("{SELF}[P, Keys[*Ks], Scope[*Js], C]", builder)
         over = _fill("Callable[[{CTX}[P, Keys[*Ks], Scope[*Js]]], Iterable[I]]", builder)
         exact = _arm_keys.loop(builder, sub, this, over, "N", "Scope[*Js, Key[N, I]]", marker)
+        if sub == builder:
+            exact = _arm_keys.settled(builder, sub, "body", _fill("{CTX}", builder), "Scope[*Js]") + exact
         return exact + _arm_keys.loop(builder, sub, this, over, "str", "Scope[Open, *Js]", marker)
     value = m.returns[m.returns.index("AddStep[S, ") + len("AddStep[S, ") : m.returns.rindex("], Sc, C]")]
     return [(this, params.replace("name: str", "name: N", 1), same % f"*Ks, Key[N, {value}]"), (this, params, opened)]

@@ -1536,6 +1536,15 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def branch(
+            self: SubPipeline[P, Keys[OpenArm, *Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[OpenArm, *Ks], Sc]], bool],
+            on_true: Callable[[SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]], SubPipeline[P, Any, Any, C]],
+            on_false: Callable[[SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]], SubPipeline[P, Any, Any, C]] | None = None,
+            name: str | None = None,
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
+        @overload
+        def branch(
             self: SubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
@@ -1666,6 +1675,22 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Any, Any, C]],
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
+        @overload
+        def for_each(
+            self: SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[[SubPipeline[P, Keys[OpenArm, *Ks], Scope[Open, *Js], C]], SubPipeline[P, Any, Any, C]],
+        ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
@@ -3530,6 +3555,16 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def branch(
+            self: WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C],
+            *,
+            when: Callable[[WorkflowCtx[P, Keys[OpenArm, *Ks], Sc]], bool],
+            on_true: Callable[[WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]], WorkflowSubPipeline[P, Any, Any, C]],
+            on_false: Callable[[WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]], WorkflowSubPipeline[P, Any, Any, C]]
+            | None = None,
+            name: str | None = None,
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
+        @overload
+        def branch(
             self: WorkflowSubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[WorkflowCtx[P, Keys[*Ks], Sc]], bool],
@@ -3681,6 +3716,27 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
+            item: N,
+            *,
+            over: Callable[[WorkflowCtx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[N, I]], C]],
+                WorkflowSubPipeline[P, Any, Any, C],
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
+        @overload
+        def for_each(
+            self: WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
+            item: str,
+            *,
+            over: Callable[[WorkflowCtx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[
+                [WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[Open, *Js], C]], WorkflowSubPipeline[P, Any, Any, C]
+            ],
+        ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
@@ -5520,6 +5576,16 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
         @overload
         def branch(
+            self: QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C],
+            *,
+            when: Callable[[Ctx[P, Keys[OpenArm, *Ks], Sc]], bool],
+            on_true: Callable[[QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]], QuerySubPipeline[P, Any, Any, C]],
+            on_false: Callable[[QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]], QuerySubPipeline[P, Any, Any, C]]
+            | None = None,
+            name: str | None = None,
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Sc, C]: ...
+        @overload
+        def branch(
             self: QuerySubPipeline[P, Keys[*Ks], Sc, C],
             *,
             when: Callable[[Ctx[P, Keys[*Ks], Sc]], bool],
@@ -5667,6 +5733,26 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
 
     else:
 
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
+            item: N,
+            *,
+            over: Callable[[Ctx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, Any, Any, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
+        @overload
+        def for_each(
+            self: QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
+            item: str,
+            *,
+            over: Callable[[Ctx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
+            do: Callable[
+                [QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[Open, *Js], C]], QuerySubPipeline[P, Any, Any, C]
+            ],
+        ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
