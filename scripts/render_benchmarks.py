@@ -831,8 +831,9 @@ more per event whatever its type, and built each group's statement afresh: 6.8�
 hand-written feed in a smoke run (400 events, load 4), against 1.9–3.6× in a smoke run
 after. Then each event of a waited type read its key's waits in a statement of its own: a
 feed of 200 events of other keys read the waits in 204 statements (5 with one probe of the
-whole batch, 8 since it asks a window of events at a time, so that a transaction a fan-out
-fills loads the keys of 32 events, not 200; the table below was taken with the one probe), and
+whole batch, which measured 1.11 on SQLite and 0.75 on PostgreSQL at a load of 8; 8 since it
+asks a window of events at a time, so that a transaction a fan-out fills loads the keys of
+32 events, not 200: the table below), and
 kumiko / by hand was 2.49 on SQLite, 2.37 on PostgreSQL (`Paid` events of other orders,
 load 7.6–9). What remains against *batched*: each event read whole (payload and headers
 decoded: it may start a run), an event of a waited type loaded into its class to compute
