@@ -300,6 +300,50 @@ def test_a_cancel_behind_the_last_segment_is_refused_and_the_run_completed_whole
     assert s.worker.result(s.w["ends"], run_id, user=ADA) == Ok(3)
 
 
+def test_a_cancel_holding_the_run_leaves_the_worker_nothing_of_it_to_run(setup: _Setup) -> None:
+    """The cancel holds the run (its transaction held before its COMMIT) as its timer
+    falls due: the worker passes it by (PostgreSQL: locked, skipped) or waits for the
+    cancel (SQLite: the writer's lock) and finds it cancelled.  No step of it ever runs:
+    no entity, event, outbox row or step value of that segment, in part or whole."""
+    s = setup
+    _patient(s.worker)
+    run_id = s.worker.start_workflow(s.w["busy"], Job(6), user=ADA)
+    s.clock.advance(hours=1)
+    holding, go = threading.Event(), threading.Event()
+
+    def hold_commit(_conn: object) -> None:
+        holding.set()
+        assert go.wait(60), "the test never let the cancel commit"
+
+    sa.event.listen(s.operator.engine, "commit", hold_commit, once=True)
+    answer: list[object] = []
+    cancel = threading.Thread(target=lambda: answer.append(s.operator.cancel_run(run_id, user=ADA, reason="stop")))
+    cancel.start()
+    try:
+        assert holding.wait(60), "the cancel never reached its commit"
+        if s.worker.engine.dialect.name == "postgresql":
+            assert s.worker.run_worker(once=True)["resumed"] == 0  # while the cancel holds the run
+            go.set()
+        else:
+            began = _began(s.worker)
+            worker = threading.Thread(target=lambda: s.worker.run_worker(once=True))
+            worker.start()
+            assert began.wait(60), "the worker never began"
+            go.set()
+            worker.join(60)
+    finally:
+        go.set()
+        cancel.join(60)
+    (cancelled,) = answer
+    assert isinstance(cancelled, Ok) and cancelled.data.status == "cancelled", cancelled
+    assert (cancelled.data.path, cancelled.data.steps) == ("@wait", {})
+    _drain(s)
+    assert s.worker.get_run(run_id) == cancelled.data
+    assert _count(s.worker, events) == _count(s.worker, outbox) == 0
+    with s.worker.engine.connect() as conn:
+        assert conn.scalar(sa.select(sa.func.count()).select_from(CrBell)) == 0
+
+
 # --- cancel against the event feed -------------------------------------------------------
 
 
