@@ -9,6 +9,7 @@ import socket
 import ssl
 import subprocess
 import threading
+import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
@@ -156,6 +157,29 @@ def smtp_server(handler: object, **options: Any) -> Iterator[int]:
         yield port
     finally:
         controller.stop()
+
+
+def lock_waiters(conn: sa.Connection) -> int:
+    """PostgreSQL: how many other connections to ``conn``'s database wait for a lock now."""
+    stmt = sa.text(
+        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
+    )
+    return int(conn.execute(stmt).scalar_one())
+
+
+def until_appends_wait(engine: sa.Engine, count: int, what: str) -> None:
+    """PostgreSQL: until ``count`` transactions wait for a lock on ``kumiko_events`` (their
+    appends); ``what`` they are, for the message of a 30 s hang."""
+    query = sa.text(
+        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'kumiko_events'::regclass"
+        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
+    )
+    deadline = time.monotonic() + 30
+    with engine.connect() as conn:
+        while conn.execute(query).scalar_one() < count:
+            assert time.monotonic() < deadline, f"the {what} never reached their appends"
+            time.sleep(0.02)
 
 
 def short_lock_wait(app: App) -> None:

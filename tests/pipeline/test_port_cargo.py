@@ -8,7 +8,6 @@ handling reports of one cargo racing."""
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -16,7 +15,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import failure_of, ok_data
+from _support import failure_of, ok_data, until_appends_wait
 
 from examples.ports.cargo import (
     REROUTE_WITHIN,
@@ -330,19 +329,6 @@ def test_itineraries_that_do_not_fit_are_refused(app: App) -> None:
     assert len(_events(app, cargo)) == 1
 
 
-def _until_appends_wait(engine: sa.Engine, count: int) -> None:
-    """Until ``count`` transactions wait for a lock on ``kumiko_events`` (their appends)."""
-    query = sa.text(
-        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'kumiko_events'::regclass"
-        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    )
-    deadline = time.monotonic() + 30
-    with engine.connect() as conn:
-        while conn.execute(query).scalar_one() < count:
-            assert time.monotonic() < deadline, "the reports never reached their appends"
-            time.sleep(0.02)
-
-
 def test_two_racing_reports_of_one_cargo_one_wins_nothing_half_written(
     app: App, db_url: str, receiver: Receiver
 ) -> None:
@@ -371,7 +357,7 @@ def test_two_racing_reports_of_one_cargo_one_wins_nothing_half_written(
                 holder.execute(sa.text("LOCK TABLE kumiko_events IN SHARE MODE"))
                 for racer in racers:
                     racer.start()
-                _until_appends_wait(engine, 2)
+                until_appends_wait(engine, 2, "reports")
                 holder.rollback()
         finally:
             engine.dispose()

@@ -4,12 +4,12 @@ issue, redeem, cancel, the paged summary; every refusal names the field it is ab
 from __future__ import annotations
 
 import threading
-import time
 import uuid
 from collections.abc import Callable
 
 import pytest
 import sqlalchemy as sa
+from _support import until_appends_wait
 
 from examples.ports.giftcard import (
     CancelCard,
@@ -130,7 +130,7 @@ def test_two_racing_redeems_of_one_card_one_wins_the_other_is_a_clean_version_co
             holder.execute(sa.text("LOCK TABLE kumiko_events IN SHARE MODE"))
             for racer in racers:
                 racer.start()
-            _until_appends_wait(engine, 2)
+            until_appends_wait(engine, 2, "redeems")
             holder.rollback()
         for racer in racers:
             racer.join(timeout=30)
@@ -148,16 +148,3 @@ def test_two_racing_redeems_of_one_card_one_wins_the_other_is_a_clean_version_co
     finally:
         engine.dispose()
         app.dispose()
-
-
-def _until_appends_wait(engine: sa.Engine, count: int) -> None:
-    """Until ``count`` transactions wait for a lock on ``kumiko_events`` (the appends)."""
-    query = sa.text(
-        "SELECT count(*) FROM pg_locks WHERE NOT granted AND relation = 'kumiko_events'::regclass"
-        " AND database = (SELECT oid FROM pg_database WHERE datname = current_database())"
-    )
-    deadline = time.monotonic() + 30
-    with engine.connect() as conn:
-        while conn.execute(query).scalar_one() < count:
-            assert time.monotonic() < deadline, "the redeems never reached their appends"
-            time.sleep(0.02)

@@ -22,7 +22,7 @@ import attrs
 import pytest
 import sqlalchemy as sa
 from _receiver import Receiver
-from _support import failure_of, together
+from _support import failure_of, lock_waiters, together
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, RetryPolicy, User, fail, manual, ok
@@ -191,13 +191,6 @@ def _began(app: App) -> threading.Event:
     return began
 
 
-def _lock_waiter(app: App) -> bool:
-    """PostgreSQL: whether a connection to ``app``'s database waits for a lock now."""
-    waiting = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
-    with app.engine.connect() as conn:
-        return bool(conn.scalar(sa.text(waiting)))
-
-
 def _behind_the_worker(s: _Setup, call: Callable[[], T]) -> T:
     """Run ``call`` (an operator's) in a thread while the worker is held, let the worker go
     once ``call`` has begun its transaction (on PostgreSQL: once it waits for a lock, ≤ 60 s),
@@ -210,8 +203,9 @@ def _behind_the_worker(s: _Setup, call: Callable[[], T]) -> T:
     if s.operator.engine.dialect.name == "postgresql":
         pause = threading.Event()  # never set: a poll's interval
         for _ in range(600):
-            if _lock_waiter(s.operator):
-                break
+            with s.operator.engine.connect() as conn:
+                if lock_waiters(conn):
+                    break
             pause.wait(0.1)
         else:
             raise AssertionError("the operator's call never waited for the worker's lock")

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
+from _support import lock_waiters
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok, on_event
@@ -100,12 +101,6 @@ def gate() -> Iterator[type[_Gate]]:
     _Gate.go.set()
 
 
-def _lock_waits(app: App) -> int:
-    with app.engine.connect() as conn:
-        stmt = "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND datname = current_database()"
-        return int(conn.scalar(sa.text(stmt)) or 0)
-
-
 def test_a_feed_and_a_timeout_segment_on_one_row_do_not_deadlock_a_single_pass(
     fresh_postgres_url: str, gate: type[_Gate]
 ) -> None:
@@ -143,7 +138,8 @@ def test_a_feed_and_a_timeout_segment_on_one_row_do_not_deadlock_a_single_pass(
         feed_worker.start()
         waited = False
         for _ in range(2000):  # the feed waits for the run's lock
-            waited = _lock_waits(app) > 0
+            with app.engine.connect() as conn:
+                waited = lock_waiters(conn) > 0
             if waited or not feed_worker.is_alive():
                 break
             threading.Event().wait(0.01)

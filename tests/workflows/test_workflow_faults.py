@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import ok_data, run_info, server_time_zone
+from _support import lock_waiters, ok_data, run_info, server_time_zone
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, CronTick, Entity, Feature, User, cron, manual, ok
@@ -217,7 +217,7 @@ def test_an_event_a_locked_run_missed_wakes_it_once_the_lock_holder_rolls_back(f
             passing = threading.Thread(target=app.run_worker, kwargs={"once": True})
             passing.start()  # its feed reads the event; the run is held
             deadline = time.monotonic() + 30
-            while passing.is_alive() and not _waits_for_a_lock(conn) and time.monotonic() < deadline:
+            while passing.is_alive() and not lock_waiters(conn) and time.monotonic() < deadline:
                 time.sleep(0.02)
             conn.rollback()  # ... and that worker dies before it commits
             passing.join(30)
@@ -340,12 +340,3 @@ def _eventually(check: Callable[[], bool], what: str, seconds: float = 30.0) -> 
         if time.monotonic() > deadline:
             raise AssertionError(f"not within {seconds} s: {what}")
         time.sleep(0.05)
-
-
-def _waits_for_a_lock(conn: sa.Connection) -> bool:
-    """Whether another backend of this database waits for a lock (the worker's feed)."""
-    stmt = sa.text(
-        "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-        "AND pid <> pg_backend_pid() AND wait_event_type = 'Lock'"
-    )
-    return bool(conn.execute(stmt).scalar_one())
