@@ -42,3 +42,4 @@ SCOPE_ARG: Final = 2
 CAPS_ARG: Final = 3
 BUILDER_CORE: Final = "kumiko_typed._builder.BuilderCore"
 MAPPED: Final = "sqlalchemy.orm.base.Mapped"
+OK: Final = "kumiko_typed._results.Ok"

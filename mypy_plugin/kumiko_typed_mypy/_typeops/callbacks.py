@@ -40,10 +40,12 @@ def _callbacks(t: Type) -> list[CallableType]:
     return [c for c in map(get_proper_type, items) if isinstance(c, CallableType)]
 
 
-def detach(api: CheckerPluginInterface, sig: CallableType, names: tuple[str, ...]) -> CallableType:
+def detach(
+    api: CheckerPluginInterface, sig: CallableType, names: tuple[str, ...], *, erase: bool = False
+) -> CallableType:
     """``sig`` with the type variables that the callbacks ``names`` return replaced by ``object``,
-    or, where a callback returns the variable itself (``compute``'s ``fn``), by mypy's
-    erased type.
+    or, where a callback returns the variable itself (``compute``'s ``fn``) or ``erase`` is
+    set, by mypy's erased type.
 
     Not ``Any``: the callback's last call is inferred against this return context, and an
     ``Any`` there would become that call's own result type.  Not ``object`` for a bare
@@ -64,7 +66,7 @@ def detach(api: CheckerPluginInterface, sig: CallableType, names: tuple[str, ...
     if not ids:
         return sig
     top = api.named_generic_type("builtins.object", [])
-    replaced: dict[TypeVarId, Type] = {i: ErasedType() if i in bare else top for i in ids}
+    replaced: dict[TypeVarId, Type] = {i: ErasedType() if erase or i in bare else top for i in ids}
     expanded = get_proper_type(expand_type(sig, replaced))
     assert isinstance(expanded, CallableType)
     return expanded.copy_modified(variables=[v for v in sig.variables if v.id not in ids])
