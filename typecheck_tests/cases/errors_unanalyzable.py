@@ -53,3 +53,21 @@ generators = (
     .for_each("line", over=lambda c: (yield from c.payload.lines), do=lambda b: b)  # E: kumiko-unanalyzable # M: over= of step "for_each" is a lambda with yield, which mypy does not type as a generator; return the items instead, over=lambda c: [...] or a generator expression, over=lambda c: (x for x in ...)
     .return_(lambda c: ok(reveal_type(c.steps["skus"])))  # R: None
 )
+
+
+# A builder assigned back to its own name after a step whose keys are partly unknown (an
+# arm typed Any, a step named at run time): mypy narrows the name to a builder whose keys
+# are Never, so every key read Never and nothing after it was checked, unreported.
+def any_arm(b: Any) -> Any:
+    return b
+
+
+def reassigned() -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    p = p.branch(when=lambda c: True, on_true=any_arm)
+    p.return_(lambda c: ok(c.steps["count"].upper()))  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "return_": mypy reads them as Never here, as it does for a builder assigned back to its own name (p = p.branch(...)) after a step whose keys are partly unknown (an arm or body typed Any, a step named at run time); assign such a builder to a new name (p2 = p.branch(...))
+    p.branch(when=lambda c: True, on_true=any_arm)  # E: kumiko-unanalyzable # M: Cannot tell which step keys exist before "branch": mypy reads them as Never here, as it does for a builder assigned back to its own name (p = p.branch(...)) after a step whose keys are partly unknown (an arm or body typed Any, a step named at run time); assign such a builder to a new name (p2 = p.branch(...))
+    q = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    q2 = q.branch(when=lambda c: True, on_true=any_arm)
+    q2.return_(lambda c: ok(c.steps["count"].upper()))  # E: attr-defined
+    q2.guard(lambda c: reveal_type(c.steps["count"]) > 0, otherwise=lambda c: fail("conflict", "none"))  # R: builtins.int

@@ -19,6 +19,7 @@ from mypy.types import (
     Type,
     TypeOfAny,
     TypeType,
+    UninhabitedType,
     get_proper_type,
 )
 
@@ -111,9 +112,10 @@ def check_receiver(method: str, ctx: MethodContext) -> Type:
     called in a way no hook sees (through a variable holding the bound method,
     ``m = p.compute; m("x", ...)``), so its keys are unknown.  A step that adds keys reports
     this itself; one that adds none (``return_``, ``guard``, ``send_mail``...) would
-    otherwise read every key as ``Any``."""
+    otherwise read every key as ``Any``.  So is a receiver whose keys mypy made ``Never``
+    (keys._why_unknown), where every key would read as ``Never`` and nothing be checked."""
     steps = get_proper_type(receiver_steps(ctx))
-    if isinstance(steps, Instance) and steps.type.fullname in STEP_MARKERS:
+    if (isinstance(steps, Instance) and steps.type.fullname in STEP_MARKERS) or isinstance(steps, UninhabitedType):
         keys = keys_of(steps)
         if isinstance(keys, Unknown):
             unknown_steps(ctx, keys, method)

@@ -19,6 +19,7 @@ from mypy.types import (
     TypedDictType,
     TypeOfAny,
     TypeVarType,
+    UninhabitedType,
     get_proper_type,
 )
 
@@ -112,6 +113,13 @@ def _why_unknown(ctx: MethodContext, unknown: Unknown, method: str) -> str:
             f"{unknown.shown.name} of a generic helper, whose return type cannot name the keys it adds; "
             f"give its builder Any steps ({builder}[P, Any, Sc, C]): where it is used, the keys before it "
             "stay exact and its own read as Any"
+        )
+    if isinstance(unknown.shown, UninhabitedType):
+        return (
+            f'Cannot tell which step keys exist before "{method}": mypy reads them as Never here, as it does '
+            "for a builder assigned back to its own name (p = p.branch(...)) after a step whose keys are partly "
+            "unknown (an arm or body typed Any, a step named at run time); assign such a builder to a new name "
+            "(p2 = p.branch(...))"
         )
     if isinstance(unknown.shown, Instance) and unknown.shown.type.fullname in STEP_MARKERS:
         return (
