@@ -57,6 +57,7 @@ __all__ = [
     "msg_renamed_kept",
     "msg_renamed_target",
     "msg_return_in_subpipeline",
+    "msg_run_time_name",
     "msg_several_columns",
     "msg_step_name",
     "msg_tier",
@@ -270,6 +271,18 @@ def msg_step_name(method: str) -> str:
         f'The name of step "{method}" must be a string literal, a Final constant or a StrEnum member: '
         f"the plugin types {read} from it"
     )
+
+
+def msg_run_time_name(method: str) -> str:
+    """A ``str`` name mypy cannot read (a loop variable, an f-string): what to write instead."""
+    if method == "for_each":
+        fix = 'an item needs no name chosen at run time: name it with a literal, .for_each("item", ...)'
+    else:
+        fix = (
+            "for values named at run time (in a loop, by an f-string), compute one key holding them by name, "
+            '.compute("totals", lambda c: {n: ... for n in names})'
+        )
+    return f"{msg_step_name(method)}; {fix}"
 
 
 def msg_unknown_member_value(method: str) -> str:

@@ -31,13 +31,13 @@ item_not_a_str = shop.pipeline(Order).for_each(1, over=lambda c: c.payload.lines
 formatted = (
     shop.pipeline(Order)
     .compute("count", lambda c: len(c.payload.lines))
-    .compute(f"line_{dynamic_name()}", lambda c: 1)  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it
+    .compute(f"line_{dynamic_name()}", lambda c: 1)  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it; for values named at run time (in a loop, by an f-string), compute one key holding them by name, .compute("totals", lambda c: {n: ... for n in names})
     .compute("read", lambda c: c.steps["line_dynamic"])
     .return_(lambda c: ok((c.steps["count"], c.steps["read"])))
 )
 reveal_type(formatted)  # R: kumiko_typed._finished.Finished[_models.Order, tuple[int, Any]]
 item = shop.pipeline(Order).for_each(
-    dynamic_name(),  # E: kumiko-step-name  # M: The name of step "for_each" must be a string literal, a Final constant or a StrEnum member: the plugin types c.scope["..."] from it
+    dynamic_name(),  # E: kumiko-step-name  # M: The name of step "for_each" must be a string literal, a Final constant or a StrEnum member: the plugin types c.scope["..."] from it; an item needs no name chosen at run time: name it with a literal, .for_each("item", ...)
     over=lambda c: c.payload.lines,
     do=lambda b: b.compute("sku", lambda c: c.scope["dynamic"]),
 )

@@ -49,7 +49,7 @@ def dynamic_name() -> str:
 
 dynamic = (
     shop.pipeline(Order)
-    .compute(dynamic_name(), lambda c: 1)  # E: kumiko-step-name # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it
+    .compute(dynamic_name(), lambda c: 1)  # E: kumiko-step-name # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it; for values named at run time (in a loop, by an f-string), compute one key holding them by name, .compute("totals", lambda c: {n: ... for n in names})
     .compute("read", lambda c: c.steps["whatever"])  # no second error: after it any other key reads as Any, as in pyright
     .return_(lambda c: ok(1))
 )

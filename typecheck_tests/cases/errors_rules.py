@@ -12,7 +12,7 @@ plain = Feature("plain")
 name = "dynamic"
 
 bad_name = plain.pipeline(Order).compute(
-    name,  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it
+    name,  # E: kumiko-step-name  # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it; for values named at run time (in a loop, by an f-string), compute one key holding them by name, .compute("totals", lambda c: {n: ... for n in names})
     lambda c: 1,
 )
 

@@ -70,3 +70,12 @@ class Report:
             .for_each(self.ITEM, over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: c.scope["entry"].sku))
         )
         reveal_type(built)  # R: kumiko_typed._builders.Pipeline[_models.Order, TypedDict({'counted'=: int, 'sku'=: str | None}), TypedDict({}), Never]
+
+
+# Steps named in a loop: each name is known only at run time.  The error says what to write.
+def per_region(regions: list[str]) -> None:
+    p = shop.pipeline(Order)
+    for region in regions:
+        p = p.compute(region, lambda c: len(c.payload.lines))  # E: kumiko-step-name # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it; for values named at run time (in a loop, by an f-string), compute one key holding them by name, .compute("totals", lambda c: {n: ... for n in names})
+    counts = shop.pipeline(Order).compute("counts", lambda c: {r: len(c.payload.lines) for r in regions})
+    counts.compute("eu", lambda c: reveal_type(c.steps["counts"]["eu"]))  # R: builtins.int

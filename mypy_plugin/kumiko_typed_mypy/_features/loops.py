@@ -155,7 +155,7 @@ def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque 
     if name is None and opaque_member(given, expr):
         return OPAQUE
     if name is None and not name_refused_by_mypy(ctx.api, given):
-        fail(ctx, rules.msg_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+        fail(ctx, rules.msg_run_time_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     return name
 
 

@@ -58,7 +58,7 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if name is None:
         if not name_refused_by_mypy(ctx.api, arg_type(ctx, "name")):
-            fail(ctx, rules.msg_step_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+            fail(ctx, rules.msg_run_time_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
         # The step adds a key nobody can name here: reads of it are Any, as after an
         # unknowable enum member, rather than a second error at each read.
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
