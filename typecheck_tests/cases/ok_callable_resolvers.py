@@ -61,6 +61,24 @@ generic = (
 reveal_type(generic)  # R: kumiko_typed._finished.Finished[_models.Order, str] # PR: Finished[Order, str]
 
 
+# A partial of a generic function: mypy types the partial ``partial[Any]``; the key is what
+# the function returns for this pipeline's context (it was Any with the plugin).
+def field_of(name: str, c: Ctx[P, Any, Any]) -> P:
+    return c.payload
+
+
+def items_of(kind: type[T], c: Ctx[Any, Any, Any]) -> list[T]:
+    return []
+
+
+partial_generic = (
+    shop.pipeline(Order)
+    .compute("order", partial(field_of, "note"))
+    .for_each("n", over=partial(items_of, int), do=lambda b: b.compute("item", lambda c: c.scope["n"]))
+    .compute("read", lambda c: (reveal_type(c.steps["order"]), reveal_type(c.steps["item"])))  # R: _models.Order # R: int | None # PR: Order # PR: int | None
+)
+
+
 # Generic in the whole argument: ``copy.deepcopy`` as a resolver returns the context it
 # is given, and an arm that returns its builder as it is adds no key.
 def unchanged(b: T) -> T:

@@ -205,10 +205,14 @@ def passed(ctx: MethodContext, name: str) -> Type | None:
 
 def as_called(callback: ProperType | None, given: Type | None = None) -> ProperType | None:
     """A callable object (a ``functools.partial``, an instance with ``__call__``) as the
-    signature it is called with, an overloaded function as its first variant that takes
-    ``given`` (what the step passes it); anything else as it is."""
+    signature it is called with (a partial's as its function's, which may be generic), an
+    overloaded function as its first variant that takes ``given`` (what the step passes
+    it); anything else as it is."""
     if isinstance(callback, Instance):
-        call = find_member("__call__", callback, callback, is_operator=True)
+        # mypy's functools plugin keeps a partial's function, generic ones too, under this
+        # name; its ``partial[T]`` erases ``T`` to ``Any`` when the function is generic.
+        kept = callback.extra_attrs.attrs.get("__mypy_partial") if callback.extra_attrs else None
+        call = kept or find_member("__call__", callback, callback, is_operator=True)
         callback = get_proper_type(call) if call is not None else callback
     if isinstance(callback, Overloaded) and given is not None:
         for item in callback.items:
