@@ -51,7 +51,7 @@ def test_a_refused_step_is_one_error_with_deprecated_enabled(plugin_run: tuple[s
 def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set[Finding], str]) -> None:
     """mypy's own error for such a key says only that it does not exist; the plugin adds why
     (errors_conditional_arms.py): in a branch arm or loop body, and mid-chain, where a
-    branch step is the alternative."""
+    branch step is the alternative; and for a builder extended in an ``if`` statement."""
     _, output = plugin_run
     said = {
         int(line.split(":")[1]): line for line in output.splitlines() if line.startswith("errors_conditional_arms.py:")
@@ -61,6 +61,8 @@ def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set
     assert '"sku" is set on one side of the conditional expression on line 23 ' + why + "  [misc]" in said[24], said
     branch = ", or use a branch step, whose arm that does not run sets it to None  [misc]"
     assert '"big" is set on one side of the conditional expression on line 29 ' + why + branch in said[31], said
+    paths = ": the pipeline built on the others has no such step; set it on every path" + branch
+    assert '"big" is set on some paths of the if statement on line 38 only' + paths in said[40], said
 
 
 def test_every_kumiko_code_is_exercised() -> None:

@@ -30,3 +30,17 @@ chosen = (
     .compute("both", lambda c: 3)
     .return_(lambda c: ok(c.steps["big"]))  # E: misc
 )
+
+
+# An if statement that extends the builder on one path: the same mistake, explained alike.
+def extended(detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    if detailed:
+        p = p.compute("big", lambda c: c.steps["count"] > 10)
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+    q = shop.pipeline(Order)
+    if detailed:
+        q = q.compute("big", lambda c: True)
+    else:
+        q = q.compute("big", lambda c: False)
+    q.return_(lambda c: ok(reveal_type(c.steps["big"])))  # R: bool
