@@ -78,4 +78,4 @@ def per_region(regions: list[str]) -> None:
     for region in regions:
         p = p.compute(region, lambda c: len(c.payload.lines))  # E: kumiko-step-name # M: The name of step "compute" must be a string literal, a Final constant or a StrEnum member: the plugin types c.steps["..."] from it; for values named at run time (in a loop, by an f-string), compute one key holding them by name, .compute("totals", lambda c: {n: ... for n in names})
     counts = shop.pipeline(Order).compute("counts", lambda c: {r: len(c.payload.lines) for r in regions})
-    counts.compute("eu", lambda c: reveal_type(c.steps["counts"]["eu"]))  # R: builtins.int
+    counts.compute("eu", lambda c: reveal_type(c.steps["counts"]["eu"]))  # R: int

@@ -70,4 +70,4 @@ def reassigned() -> None:
     q = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
     q2 = q.branch(when=lambda c: True, on_true=any_arm)
     q2.return_(lambda c: ok(c.steps["count"].upper()))  # E: attr-defined
-    q2.guard(lambda c: reveal_type(c.steps["count"]) > 0, otherwise=lambda c: fail("conflict", "none"))  # R: builtins.int
+    q2.guard(lambda c: reveal_type(c.steps["count"]) > 0, otherwise=lambda c: fail("conflict", "none"))  # R: int
