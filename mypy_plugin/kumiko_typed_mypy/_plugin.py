@@ -150,7 +150,7 @@ _SIGNATURE_HOOKS: dict[str, SignatureHook] = {
     **{method(b.name, "retry"): bodies.detach_body for b in rules.BUILDER_RULES},
     **{method(b.name, "guard"): arm_narrowing.narrow_after_guard for b in rules.BUILDER_RULES},
     **{method(b.name, "compute"): bodies.detach_result for b in rules.BUILDER_RULES},
-    **{method(b.name, "return_"): bodies.detach_data for b in rules.BUILDER_RULES},
+    **{method(b.name, "return_"): results.detach_data for b in rules.BUILDER_RULES},
     f"{FEATURE}.write_handler": registration.accept_unfinished,
     f"{FEATURE}.workflow": lambda ctx: across.stored_values(
         ctx._replace(default_signature=registration.accept_other_pipelines(ctx))

@@ -1,13 +1,15 @@
 """A ``return_`` that chooses between two results, ``ok(a) if ... else ok(b)``: the result
 type is their union, as pyright reads it (``Payment | Refund``, not mypy's join of the two
 ``Ok``s, ``object``, which left ``app.dispatch``'s data to be cast); a side that fails
-adds nothing, and a key one side returns keeps its own type."""
+adds nothing, and a key one side returns keeps its own type.  A result whose type is
+expected (a function's return type) is still read in that context, as mypy does."""
 
 from __future__ import annotations
 
 import uuid
+from typing import Literal
 
-from kumiko_typed import App, Feature, User, fail, manual, ok
+from kumiko_typed import App, Feature, Finished, User, fail, manual, ok
 
 from _models import Order, Payment, Refund
 
@@ -38,3 +40,7 @@ flow = shop.workflow(
 def results(app: App, run_id: uuid.UUID, user: User, order: Order) -> None:
     reveal_type(app.dispatch(settled, order, user=user))  # R: kumiko_typed._results.Ok[_models.Payment | _models.Refund] | kumiko_typed._results.Failure # PR: Ok[Payment | Refund] | Failure
     reveal_type(app.result(flow, run_id, user=user))  # R: kumiko_typed._results.Ok[int | bytes] | kumiko_typed._results.Failure # PR: Ok[bytes | int] | Failure
+
+
+def done() -> Finished[Order, Literal["done", "empty"]]:
+    return shop.pipeline(Order).return_(lambda c: ok("done") if c.payload.lines else ok("empty"))

@@ -29,9 +29,3 @@ def detach_body(ctx: MethodSigContext) -> CallableType:
 
 def detach_result(ctx: MethodSigContext) -> CallableType:
     return detach(ctx.api, ctx.default_signature, ("fn",))
-
-
-def detach_data(ctx: MethodSigContext) -> CallableType:
-    """``return_``'s ``fn: Callable[..., Ok[D] | Failure]``: erased, not ``object``, since ``ok(x)``
-    in an ``Ok[object]`` context is an ``Ok[object]``; ``D`` is read back by results.typed_result."""
-    return detach(ctx.api, ctx.default_signature, ("fn",), erase=True)
