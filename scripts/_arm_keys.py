@@ -132,7 +132,7 @@ def settled(builder: str, sub: str, kind: str, ctx: str, scope: str) -> list[Sig
         return [(this, params, this)]
     over = f"over: Callable[[{ctx}[P, {keys}, Scope[*Js]]], Iterable[I]]"
     out: list[Signature] = []
-    for item, body_scope in (("N", "Scope[*Js, Key[N, I]]"), ("str", "Scope[Open, *Js]")):
+    for item, body_scope in (("NI", "Scope[*Js, Key[NI, I]]"), ("str", "Scope[Open, *Js]")):
         do = f"Callable[[{sub}[P, {keys}, {body_scope}, C]], {done}]"
         out.append((this, f"item: {item}, *, {over}, do: {do}", this))
     return out

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import itertools
 import subprocess
 import sys
 import textwrap
@@ -317,7 +318,8 @@ def _keys_class() -> str:
     ``LiteralString``, not a ``str``: with ``str`` the half-typed key in ``c.steps["``
     matches them and pyright's completion offers no name.
 
-    ``c.scope`` is a ``Scope``, the same list with its positions tried last first."""
+    ``c.scope`` is a ``Scope``, the same list with its positions tried last first, then the
+    overloads for items named by enum members."""
     lines = [
         "\n\nif TYPE_CHECKING and not MYPY:\n",
         "    from enum import Enum\n",
@@ -328,6 +330,12 @@ def _keys_class() -> str:
         '    Bs = TypeVarTuple("Bs")\n',
         '    # bound=LiteralString is what makes pyright keep Literal["x"] (bound=str widens it).\n',
         '    N = TypeVar("N", bound=LiteralString)\n',
+        "    # A loop item's name. An enum member binds it too, instead of failing every overload\n",
+        "    # for a literal, each evaluating the body, before those for any str (docs/plugin.md).\n",
+        '    NI = TypeVar("NI", bound=LiteralString | Enum)\n',
+        "    # An item's name in c.scope: a literal binds KL, a member's class EN (_member_items).\n",
+        '    KL = TypeVar("KL", bound=LiteralString)\n',
+        '    EN = TypeVar("EN", bound=Enum)\n',
         '    K = TypeVar("K")\n',
         '    V = TypeVar("V")\n',
         '    V_co = TypeVar("V_co", covariant=True)\n',
@@ -346,14 +354,17 @@ def _keys_class() -> str:
     # Scope: the innermost loop's item wins, as at run time, where an inner loop's item
     # shadows an outer one of the same name; loops append their item, so the last entry.
     scope = "The items of the enclosing loops, outermost first"
-    lines += _key_list("Scope", scope, range(POSITIONS - 1, -1, -1), ("Open",))
+    lines += _key_list("Scope", scope, range(POSITIONS - 1, -1, -1), ("Open",), members=True)
     return "".join(lines)
 
 
-def _key_list(name: str, doc: str, order: Iterable[int], opened: tuple[str, ...]) -> list[str]:
+def _key_list(
+    name: str, doc: str, order: Iterable[int], opened: tuple[str, ...], *, members: bool = False
+) -> list[str]:
     """One key-list class: an overload per position, tried in ``order`` (the first that
     binds the name gives its type), then the fallbacks to ``Any`` for a list that starts
-    with one of ``opened`` or is longer than ``POSITIONS``."""
+    with one of ``opened`` or is longer than ``POSITIONS``; with ``members``, then the
+    overloads for names that are enum members (``_member_items``)."""
     skip = "Any, "
     # An enum member too: a step named by a StrEnum member opens the list, and its key may
     # be read by that member (pyright cannot compare the member's value with the names).
@@ -364,16 +375,23 @@ def _key_list(name: str, doc: str, order: Iterable[int], opened: tuple[str, ...]
         f"    class {name}(Mapping[str, Any], Generic[*Ks]):\n",
         f'        """{doc} (pyright only; mypy sees the markers)."""\n\n',
     ]
+    # With ``members``, a position binds only a literal name: an item named by an enum member
+    # binds the member's class, which its other members share (``_member_items``).
+    k = "KL" if members else "K"
     for i in order:
         lines += [
             "        @overload\n",
-            f"        def __getitem__(self: {name}[{skip * i}Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...\n",
+            f"        def __getitem__(self: {name}[{skip * i}Key[{k}, V], *tuple[Any, ...]], key: {k}, /) -> V: ...\n",
         ]
     for marker in opened:
         lines += ["        @overload\n", f"        def __getitem__(self: {name}[{marker}, {anything}"]
     lines += [
         "        @overload\n",
         f"        def __getitem__(self: {name}[{skip * POSITIONS}Any, {anything}",
+    ]
+    if members:
+        lines += _member_items(name, anything)
+    lines += [
         "        def __getitem__(self, key: str, /) -> Any: ...\n",
         "        def __contains__(self, key: object, /) -> bool: ...\n",
         "        def __iter__(self) -> Iterator[str]: ...\n",
@@ -383,6 +401,39 @@ def _key_list(name: str, doc: str, order: Iterable[int], opened: tuple[str, ...]
         "\n",
     ]
     return lines
+
+
+#: Loops nested this deep (counting each item of ``c.scope``) read an item named by an enum
+#: member exactly by that member; deeper, or in a list that has a name pyright cannot read, as ``Any``.
+MEMBER_ITEMS = 3
+
+
+def _member_items(name: str, anything: str) -> list[str]:
+    """``Scope`` overloads for loop items named by enum members, after the literal ones.
+
+    pyright binds such a name to the member's class, not to the member (it keeps a
+    string's literal, not an enum member's), so two items named by members of one enum
+    cannot be told apart: a list that holds two reads every key as ``Any`` (first), and
+    otherwise, in a list of up to ``MEMBER_ITEMS`` entries, a member of the class of one
+    of its names reads as that item.  Last, any key no position binds in a list that holds
+    a member name at any position (its item read by its value, ``c.scope["line"]``, which
+    pyright cannot compare with the member) reads as ``Any`` rather than an error."""
+    out: list[str] = []
+    for i, j in itertools.combinations(range(MEMBER_ITEMS), 2):
+        entries = ["Any"] * (j + 1)
+        entries[i] = entries[j] = "Key[EN, Any]"
+        out += ["        @overload\n", f"        def __getitem__(self: {name}[{', '.join(entries)}, {anything}"]
+    for length in range(1, MEMBER_ITEMS + 1):
+        for i in range(length - 1, -1, -1):
+            entries = ["Any"] * length
+            entries[i] = "Key[EN, V]"
+            out += [
+                "        @overload\n",
+                f"        def __getitem__(self: {name}[{', '.join(entries)}], key: EN, /) -> V: ...\n",
+            ]
+    for i in range(POSITIONS):
+        out += ["        @overload\n", f"        def __getitem__(self: {name}[{'Any, ' * i}Key[EN, Any], {anything}"]
+    return out
 
 
 def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, str, str]]:
@@ -414,7 +465,7 @@ def _editor_signatures(builder: str, rule: Any, m: Method) -> list[tuple[str, st
     if rule.key == "body":
         this = _fill("{SELF}[P, Keys[*Ks], Scope[*Js], C]", builder)
         over = _fill("Callable[[{CTX}[P, Keys[*Ks], Scope[*Js]]], Iterable[I]]", builder)
-        exact = _arm_keys.loop(builder, sub, this, over, "N", "Scope[*Js, Key[N, I]]", marker)
+        exact = _arm_keys.loop(builder, sub, this, over, "NI", "Scope[*Js, Key[NI, I]]", marker)
         if sub == builder:
             exact = _arm_keys.settled(builder, sub, "body", _fill("{CTX}", builder), "Scope[*Js]") + exact
         return exact + _arm_keys.loop(builder, sub, this, over, "str", "Scope[Open, *Js]", marker)

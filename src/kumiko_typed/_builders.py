@@ -77,6 +77,12 @@ if TYPE_CHECKING and not MYPY:
     Bs = TypeVarTuple("Bs")
     # bound=LiteralString is what makes pyright keep Literal["x"] (bound=str widens it).
     N = TypeVar("N", bound=LiteralString)
+    # A loop item's name. An enum member binds it too, instead of failing every overload
+    # for a literal, each evaluating the body, before those for any str (docs/plugin.md).
+    NI = TypeVar("NI", bound=LiteralString | Enum)
+    # An item's name in c.scope: a literal binds KL, a member's class EN (_member_items).
+    KL = TypeVar("KL", bound=LiteralString)
+    EN = TypeVar("EN", bound=Enum)
     K = TypeVar("K")
     V = TypeVar("V")
     V_co = TypeVar("V_co", covariant=True)
@@ -158,43 +164,117 @@ if TYPE_CHECKING and not MYPY:
 
         @overload
         def __getitem__(
-            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /
         ) -> V: ...
         @overload
         def __getitem__(
-            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /
         ) -> V: ...
         @overload
         def __getitem__(
-            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /
         ) -> V: ...
         @overload
         def __getitem__(
-            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /
         ) -> V: ...
         @overload
         def __getitem__(
-            self: Scope[Any, Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /
         ) -> V: ...
         @overload
-        def __getitem__(self: Scope[Any, Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Any, Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
-        def __getitem__(self: Scope[Any, Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Any, Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
-        def __getitem__(self: Scope[Any, Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Any, Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
-        def __getitem__(self: Scope[Any, Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Any, Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
-        def __getitem__(self: Scope[Any, Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Any, Any, Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
-        def __getitem__(self: Scope[Any, Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Any, Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
-        def __getitem__(self: Scope[Key[K, V], *tuple[Any, ...]], key: K, /) -> V: ...
+        def __getitem__(self: Scope[Key[KL, V], *tuple[Any, ...]], key: KL, /) -> V: ...
         @overload
         def __getitem__(self: Scope[Open, *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
         @overload
         def __getitem__(
             self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, *tuple[Any, ...]],
+            key: LiteralString | Enum,
+            /,
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Key[EN, Any], Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Key[EN, Any], Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Key[EN, Any], Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(self: Scope[Key[EN, V]], key: EN, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Key[EN, V]], key: EN, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Key[EN, V], Any], key: EN, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Key[EN, V]], key: EN, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Any, Key[EN, V], Any], key: EN, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Key[EN, V], Any, Any], key: EN, /) -> V: ...
+        @overload
+        def __getitem__(self: Scope[Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
+        @overload
+        def __getitem__(self: Scope[Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
+        @overload
+        def __getitem__(self: Scope[Any, Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]], key: LiteralString | Enum, /
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]],
+            key: LiteralString | Enum,
+            /,
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]],
+            key: LiteralString | Enum,
+            /,
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]],
+            key: LiteralString | Enum,
+            /,
+        ) -> Any: ...
+        @overload
+        def __getitem__(
+            self: Scope[Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Any, Key[EN, Any], *tuple[Any, ...]],
             key: LiteralString | Enum,
             /,
         ) -> Any: ...
@@ -865,61 +945,61 @@ class Pipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
         ) -> Pipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
             ],
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
         ) -> Pipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> Pipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: Pipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, S1, Sc1, C]],
         ) -> Pipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
@@ -1678,10 +1758,10 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Any, Any, C]],
+            do: Callable[[SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, Any, Any, C]],
         ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
@@ -1694,61 +1774,61 @@ class SubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 SubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
         ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C]
             ],
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, Keys[*Ks], Sc1, C]],
         ) -> SubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 SubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> SubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: SubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], SubPipeline[P, S1, Sc1, C]],
+            do: Callable[[SubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], SubPipeline[P, S1, Sc1, C]],
         ) -> SubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
@@ -2812,54 +2892,55 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
         ) -> WorkflowPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks], Sc1, C],
             ],
         ) -> WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> WorkflowPipeline[
@@ -2868,11 +2949,11 @@ class WorkflowPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: WorkflowPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
         ) -> WorkflowPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
@@ -3719,11 +3800,11 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Any, Any, C],
             ],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
@@ -3740,54 +3821,55 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, Keys[*Ks], Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
+                WorkflowSubPipeline[P, Keys[*Ks], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 WorkflowSubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> WorkflowSubPipeline[
@@ -3796,11 +3878,11 @@ class WorkflowSubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[WorkflowCtx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
+                [WorkflowSubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], WorkflowSubPipeline[P, S1, Sc1, C]
             ],
         ) -> WorkflowSubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
@@ -4868,64 +4950,64 @@ class QueryPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
             ],
         ) -> QueryPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> QueryPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None], Key[A2, X2 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QueryPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QueryPipeline[P, Keys[Open, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
@@ -5736,11 +5818,11 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[OpenArm, *Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, Any, Any, C]
+                [QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js, Key[NI, I]], C]], QuerySubPipeline[P, Any, Any, C]
             ],
         ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
@@ -5756,54 +5838,54 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[OpenArm, *tuple[Any, ...]], Sc1, C],
             ],
         ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0]], Sc1, C],
             ],
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1]], Sc1, C],
             ],
         ) -> QuerySubPipeline[P, Keys[*Ks, Key[A0, X0 | None], Key[A1, X1 | None]], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], QuerySubPipeline[P, Keys[*Ks], Sc1, C]
             ],
         ) -> QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C]: ...
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
             do: Callable[
-                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]],
+                [QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]],
                 QuerySubPipeline[P, Keys[*Ks, Key[A0, X0], Key[A1, X1], Key[A2, X2]], Sc1, C],
             ],
         ) -> QuerySubPipeline[
@@ -5812,10 +5894,10 @@ class QuerySubPipeline(BuilderCore, Generic[P, S, Sc, C]):
         @overload
         def for_each(
             self: QuerySubPipeline[P, Keys[*Ks], Scope[*Js], C],
-            item: N,
+            item: NI,
             *,
             over: Callable[[Ctx[P, Keys[*Ks], Scope[*Js]]], Iterable[I]],
-            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[N, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
+            do: Callable[[QuerySubPipeline[P, Keys[*Ks], Scope[*Js, Key[NI, I]], C]], QuerySubPipeline[P, S1, Sc1, C]],
         ) -> QuerySubPipeline[P, Keys[OpenArm, *Ks], Scope[*Js], C]: ...
         @overload
         def for_each(

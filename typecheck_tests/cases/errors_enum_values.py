@@ -38,7 +38,7 @@ generated = (
     .compute("by_value", lambda c: reveal_type(c.steps["TOTAL!"]))  # R: Any # PR: Any
     .compute("counted", lambda c: reveal_type(c.steps.get(Counted.TOTAL)))  # R: Any # PR: Any
     .compute("known", lambda c: reveal_type(c.steps["count"]))  # R: int # PR: Any
-    .for_each(Upper.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope[Upper.LINE])))  # E: kumiko-step-name  # M: The name of step "for_each" is an enum member whose value mypy cannot know (an auto() of an enum with its own _generate_next_value_, or of a str mix-in Enum, which counts); give the member a string value (TOTAL = "total") or name the step with a string literal  # R: Any # PR: Any
+    .for_each(Upper.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope[Upper.LINE])))  # E: kumiko-step-name  # M: The name of step "for_each" is an enum member whose value mypy cannot know (an auto() of an enum with its own _generate_next_value_, or of a str mix-in Enum, which counts); give the member a string value (TOTAL = "total") or name the step with a string literal  # R: Any # PR: Line
     .return_(lambda c: ok(c.steps["count"]))
 )
 reveal_type(generated)  # R: kumiko_typed._finished.Finished[_models.Order, int] # PR: Finished[Order, Any]

@@ -2,7 +2,7 @@
 that member, as at run time, where the member is the string it holds: mypy with the plugin
 gives the key's type (it read the member's name, ``"TOTAL"``, and reported no such key),
 pyright ``Any`` (it refused the member), in a step, a loop body, ``when=``, ``.get`` and
-``return_``."""
+``return_``; pyright reads a loop item by the member that names it exactly (ok_enum_items.py)."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ keyed = (
     .compute("total_read", lambda c: reveal_type(c.steps[Key.TOTAL]))  # R: float # PR: Any
     .compute("note_read", lambda c: reveal_type(c.steps[Legacy.NOTE]))  # R: str | None # PR: Any
     .compute("got", lambda c: reveal_type(c.steps.get(Key.TOTAL)))  # R: float # PR: Any
-    .for_each(Key.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope[Key.LINE]).qty))  # R: _models.Line # PR: Any
+    .for_each(Key.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope[Key.LINE]).qty))  # R: _models.Line # PR: Line
     .branch(
         when=lambda c: c.steps[Key.TOTAL] > 1,
         on_true=lambda b: b.compute("doubled", lambda c: reveal_type(c.steps[Key.TOTAL]) * 2),  # R: float # PR: Any
