@@ -26,6 +26,8 @@ from sqlalchemy import (
     BigInteger,
     Boolean,
     ColumnElement,
+    Result,
+    Select,
     Text,
     and_,
     bindparam,
@@ -53,12 +55,15 @@ from ._tables import events
 
 __all__ = [
     "Cursor",
+    "EventHead",
     "EventRow",
     "Frontier",
     "append",
     "frontier",
     "notify_on_commit",
     "read_after",
+    "read_heads_after",
+    "select_heads",
     "unseen_by",
 ]
 
@@ -110,6 +115,37 @@ class EventRow:
     @property
     def cursor(self) -> Cursor:
         return (self.tx, self.position)
+
+
+@attrs.frozen
+class EventHead:
+    """What the workflow feed reads of an event (:func:`select_heads`): its place, type,
+    tenant, user, time and payload; not its stream's place, headers or correlation, which
+    the feed never reads.  Decoding them, and building each row's mapping, was two thirds
+    of the time a feed took to read an event (bench/event_feed.py)."""
+
+    tx: int
+    position: int
+    event_id: uuid.UUID
+    type: str
+    tenant_id: uuid.UUID
+    user_id: uuid.UUID | None
+    occurred_at: datetime
+    schema_version: int
+    payload: Mapping[str, Any]
+
+    @property
+    def cursor(self) -> Cursor:
+        return (self.tx, self.position)
+
+
+#: The columns of :class:`EventHead`, in its order.
+_HEAD: Final = tuple(events.c[f.name] for f in attrs.fields(EventHead))
+
+
+def select_heads() -> Select[Any]:
+    """A ``SELECT`` of events as :class:`EventHead` rows (``EventHead(*row)``)."""
+    return select(*_HEAD)
 
 
 @attrs.frozen
@@ -252,12 +288,21 @@ def read_after(session: Session, cursor: Cursor, limit: int = 1000) -> Sequence[
     """Events after ``cursor`` in ``(tx, position)`` order (the consumers' read): on
     PostgreSQL only those of finished transactions, so none can later appear before
     the last one returned."""
-    stmt = select(events).where(tuple_(events.c.tx, events.c.position) > tuple_(bindparam("tx"), bindparam("position")))
+    return [EventRow(**row._mapping) for row in _after(session, select(events), cursor, limit)]
+
+
+def read_heads_after(session: Session, cursor: Cursor, limit: int = 1000) -> list[EventHead]:
+    """:func:`read_after`'s events as :class:`EventHead`."""
+    return [EventHead(*row) for row in _after(session, select_heads(), cursor, limit)]
+
+
+def _after(session: Session, stmt: Select[Any], cursor: Cursor, limit: int) -> Result[*tuple[Any, ...]]:
+    """The rows of ``stmt`` after ``cursor``, read as :func:`read_after` says."""
+    stmt = stmt.where(tuple_(events.c.tx, events.c.position) > tuple_(bindparam("tx"), bindparam("position")))
     if _postgres(session):
         stmt = stmt.where(_BELOW_RUNNING)
     stmt = stmt.order_by(events.c.tx, events.c.position).limit(limit)
-    rows = session.execute(stmt, {"tx": cursor[0], "position": cursor[1]})
-    return [EventRow(**row._mapping) for row in rows]
+    return session.execute(stmt, {"tx": cursor[0], "position": cursor[1]})
 
 
 def read_streams(

@@ -14,7 +14,7 @@ from ._errors import UnreadableEvent, UnregisteredError
 from ._structuring import Detail, structure
 
 if TYPE_CHECKING:
-    from ._eventstore import EventRow
+    from ._eventstore import EventHead, EventRow
     from ._feature import Feature, Upcaster
 
 T = TypeVar("T")
@@ -64,7 +64,7 @@ class Registry:
         """The schema version new events of ``event_type`` are stored with."""
         return self.event_schemas.get(event_type, (1, {}))[0]
 
-    def load(self, row: EventRow, event_type: type[T], event: str) -> T:
+    def load(self, row: EventRow | EventHead, event_type: type[T], event: str) -> T:
         """The stored event ``row`` as an ``event_type``: its payload upcast from the
         version it was stored in to the class's, then structured.  If this App cannot, an
         :class:`UnreadableEvent` says why after ``event`` (which event, in the caller's

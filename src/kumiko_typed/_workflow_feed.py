@@ -1,5 +1,5 @@
 """The event feed: one reader at a time (a locked cursor row) walks ``kumiko_events`` in
-commit-safe ``(tx, position)`` order (``_eventstore.read_after``), starts the runs of
+commit-safe ``(tx, position)`` order (``_eventstore.read_heads_after``), starts the runs of
 event-triggered workflows, and wakes the runs waiting in ``wait_for_event`` for an event of their tenant and key.
 
 On PostgreSQL a worker whose feed finds the cursor row locked (``SKIP LOCKED``) leaves
@@ -23,7 +23,7 @@ from sqlalchemy.orm import Session
 from ._ctx import User
 from ._deferred_checks import check_deferred
 from ._errors import UnreadableEvent
-from ._eventstore import Cursor, EventRow, read_after, unseen_by
+from ._eventstore import Cursor, EventHead, read_heads_after, select_heads, unseen_by
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent, called
@@ -151,7 +151,7 @@ class _BoundEvent:
     position: Any
 
 
-def _event_params(event: EventRow) -> dict[str, Any]:
+def _event_params(event: EventHead) -> dict[str, Any]:
     """The values ``EventFeed._waits_of_event`` is sent with."""
     return {
         "event_type": event.type,
@@ -284,7 +284,7 @@ class EventFeed:
             armed, cut_short = self._arm_waits(session, cursor)
             resumed += armed
             caught_up, lagging, started = self._catch_up(session, cursor)
-            batch = read_after(session, cursor, limit=200)
+            batch = read_heads_after(session, cursor, limit=200)
             handled = 0
             reads = _BatchReads()
             for index, event in enumerate(batch):
@@ -340,7 +340,7 @@ class EventFeed:
                 caught_up.add(d.name)
                 continue
             missed = session.execute(
-                select(events)
+                select_heads()
                 .where(
                     events.c.type == self.engine.registry.event_name(d.workflow.trigger.payload_type),
                     tuple_(events.c.tx, events.c.position) > own,
@@ -353,7 +353,7 @@ class EventFeed:
             for row in missed:
                 if started >= RUNS_PER_TRANSACTION:
                     break  # the rest is the next transaction's
-                started += self._start_runs(session, EventRow(**row._mapping), {d.name})
+                started += self._start_runs(session, EventHead(*row), {d.name})
                 read += 1
             at = cursor
             if read < len(missed) or len(missed) == _CATCH_UP:
@@ -362,7 +362,7 @@ class EventFeed:
             session.execute(self._advance_triggers, {"names": [name], "tx": at[0], "position": at[1]})
         return caught_up, lagging, started
 
-    def _start_runs(self, session: Session, event: EventRow, names: set[str]) -> int:
+    def _start_runs(self, session: Session, event: EventHead, names: set[str]) -> int:
         """Start the runs ``event`` triggers of the workflows named (at most one each)."""
         started = 0
         for d in self.on_event.get(event.type, []):
@@ -408,7 +408,7 @@ class EventFeed:
                 continue  # stranded now (or failed): its wait stays unarmed
             session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
             missed = session.execute(
-                select(events)
+                select_heads()
                 .where(
                     events.c.type == wait.event_type,
                     events.c.tenant_id == wait.tenant_id,
@@ -419,7 +419,7 @@ class EventFeed:
                 .order_by(events.c.tx, events.c.position)
             ).all()
             for row in missed:
-                if self._match(session, EventRow(**row._mapping), only_run=wait.run_id)[0]:
+                if self._match(session, EventHead(*row), only_run=wait.run_id)[0]:
                     resumed += 1
                     break
         return resumed, False
@@ -427,7 +427,7 @@ class EventFeed:
     def _match(
         self,
         session: Session,
-        event: EventRow,
+        event: EventHead,
         *,
         armed_only: bool = False,
         only_run: uuid.UUID | None = None,
@@ -504,7 +504,7 @@ class EventFeed:
         session: Session,
         armed_only: bool,
         params: dict[str, Any],
-        event: EventRow,
+        event: EventHead,
         keys: dict[tuple[str, str], _Loaded | str | _Unloadable],
         reads: _BatchReads,
         page: int,
@@ -552,7 +552,7 @@ class EventFeed:
                     seen.add(row.run_id)
                     yield row
 
-    def _probe(self, session: Session, window: Sequence[EventRow], reads: _BatchReads) -> None:
+    def _probe(self, session: Session, window: Sequence[EventHead], reads: _BatchReads) -> None:
         """Ask which groups of waits the events of ``window`` concern hold an armed wait
         (:class:`WaitsProbe`: a statement for up to 256 groups), and, once, which event
         types and tenants the stranded runs' armed waits are for; their matches then read
@@ -588,7 +588,7 @@ class EventFeed:
         return select(workflow_runs.c.run_id).where(STRANDED) if len(reads.stranded) > _FEW else reads.stranded
 
     def _forms(
-        self, event: EventRow, workflow: str, path: str, keys: dict[tuple[str, str], _Loaded | str | _Unloadable]
+        self, event: EventHead, workflow: str, path: str, keys: dict[tuple[str, str], _Loaded | str | _Unloadable]
     ) -> tuple[str, ...] | None:
         """The forms of ``event``'s key whose waits at (``workflow``, ``path``) it may
         wake, where this App loads it with a key; ``None``: the group's waits whatever
@@ -630,7 +630,7 @@ class EventFeed:
         stmt = select(workflow_runs).where(workflow_runs.c.run_id == run_id)
         return session.execute(stmt.with_for_update(skip_locked=skip_locked and self.engine.postgres)).first()
 
-    def _event_key(self, d: Definition, path: str, event: EventRow) -> _Loaded | str | _Unloadable:
+    def _event_key(self, d: Definition, path: str, event: EventHead) -> _Loaded | str | _Unloadable:
         """``event`` loaded for the runs waiting at ``path``, with its key there (``None``:
         none matches); or ``_UNPLACED``: this definition has no wait for that event there,
         the runs are stranded; or :class:`_Unloadable`: this deploy cannot load it, the
@@ -654,7 +654,7 @@ class EventFeed:
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)
             return _Loaded(None, value, step.event)
 
-    def _take(self, event: EventRow, loaded: _Loaded) -> object:
+    def _take(self, event: EventHead, loaded: _Loaded) -> object:
         """The event as a run's wait expects it: the loaded one, once."""
         if not loaded.taken:
             loaded.taken = True

@@ -68,12 +68,17 @@ def event_key(codec: Any, value: object) -> str:
     return bounded_key(key_text(codec, value))
 
 
+#: ``json.dumps(..., sort_keys=True)`` made once: ``dumps`` with an argument builds an
+#: encoder per call (the feed computes a key for each event of a waited type).
+_KEY_JSON: Final = json.JSONEncoder(sort_keys=True)
+
+
 def key_text(codec: Any, value: object, *, ordered: bool = False) -> str:
     """A key's JSON text, before :func:`bounded_key`.  Equal dicts give one text whatever
     the order their keys were inserted in; ``ordered=True`` is the text earlier releases
     stored, which kept that order (so a run waiting on ``{"a": 1, "b": 2}`` never matched
     an event keyed ``{"b": 2, "a": 1}``), a long one whole before digests existed."""
-    return json.dumps(codec.encode(value, ordered=ordered), sort_keys=True)
+    return _KEY_JSON.encode(codec.encode(value, ordered=ordered))
 
 
 #: The most forms :func:`key_forms` gives.
@@ -83,8 +88,13 @@ KEY_FORMS: Final = 3
 def key_forms(codec: Any, value: object) -> tuple[str, ...]:
     """Every form a wait for the key ``value`` may have stored, this release's first: the
     forms of earlier releases (order-keeping, and a long one whole) still match."""
-    now, before = key_text(codec, value), key_text(codec, value, ordered=True)
-    return tuple(dict.fromkeys((bounded_key(now), bounded_key(before), before)))
+    now, before = codec.encode(value, ordered=False), codec.encode(value, ordered=True)
+    now_text = _KEY_JSON.encode(now)
+    # Most keys (a str, a number, a UUID) encode alike both ways: one JSON text, not two.
+    # Equal encodings give one text: the keys are sorted, and the two encodings of one
+    # value differ only where a form adds a tag (each leaf is the same object in both).
+    before_text = now_text if before is now or before == now else _KEY_JSON.encode(before)
+    return tuple(dict.fromkeys((bounded_key(now_text), bounded_key(before_text), before_text)))
 
 
 def bounded_key(text: str) -> str:
