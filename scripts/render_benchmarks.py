@@ -127,10 +127,21 @@ read-only view besides 1.14, the whole run written out in one function (view inc
 1.08, 1.07, 1.01 and 1.00. So the goal at 3 steps needs fewer Python calls per run, not a
 cheaper `start_run`: even a writable `c.steps` (a weaker guarantee) would meet it only with
 `run_block` reduced to a bare call, which the one loop that runs handlers and workflow
-segments alike is not. Moving the span path out of `run_block` (to the branch, loop and
-retry that run a traced sub-pipeline) saves 200 instructions (1.3 %), within this bench's
-noise, and was left out. The table's run is on the good side of that noise: the same code
-run four times on 2026-12-05 (load 1.5–2) gave 1.34–1.41 at 3 steps and 1.13–1.17 at 10."""
+segments alike is not. The table's run is on the good side of the load's noise: the same
+code run four times on 2026-12-05 (load 1.5–2) gave 1.34–1.41 at 3 steps and 1.13–1.17 at 10.
+
+Counted again on 2026-12-07 (callgrind over 4,000 calls of each side after a warm-up, the
+coroutine refusal of every `compute` result included; another driver than the counts
+above, so its lambdas' figure differs from theirs), instructions a call, the lambdas then
+the interpreter: 12,690 and 15,250 at 3 steps (**1.20**), 22,570 and 25,680 at 10 (1.14),
+84,520 and 90,280 at 50 (1.07). Two cuts of the fixed part, measured the same way:
+the span path moved out of `run_block` to the branch, loop and retry that run a traced
+sub-pipeline saves 121 (0.8 %); a handler's run leaving its `_workflow` slot unset (read as
+`None`) 97 (0.6 %); each under the 1 % a change must earn here, so both were left out.
+Measured alone, a `MappingProxyType` made and freed costs 660 instructions, a Python call of
+`run_block`'s shape 410 and each slot a run stores 58. No cheaper read-only view exists in
+CPython, and making it on the first read of `c.steps` would need a `__getattr__` on the
+run, which leaves every attribute read of every resolver unspecialised on 3.11."""
     body = f"""\
 **What it runs.** N `compute` steps (3, 10 and 50; each reads the payload or the step before)
 and a `return_` calling `ok({{...}})`, four ways: a *plain function* with the N assignments

@@ -505,6 +505,13 @@ def test_a_segment_span_names_its_workflow_and_tenant_and_a_failed_one_its_code(
     assert {dict(s.attributes or {}).get("kumiko.tenant") for s in segments} == {str(user.tenant_id)}
     assert segments[0].status.status_code == StatusCode.UNSET  # suspended for the next attempt
     assert (segments[1].status.status_code, segments[1].status.description) == (StatusCode.ERROR, "internal_error")
+    # The first attempt's step is a span under the retry's and its own part of the path.
+    paths = [
+        (dict(s.attributes or {}).get("kumiko.step.path"), s.status.status_code)
+        for s in spans.get_finished_spans()
+        if s.name != "kumiko.workflow.segment" and dict(s.attributes or {}).get("kumiko.handler") == "obs:retried"
+    ]
+    assert paths[:2] == [("0/do/#1/0", StatusCode.ERROR), ("0", StatusCode.UNSET)]
     (attempt,) = [r for r in caplog.records if hasattr(r, "kumiko_attempt")]
     assert (attempt.levelno, attempt.name) == (logging.INFO, "kumiko_typed")
     fields = (attempt.kumiko_handler, attempt.kumiko_attempt, attempt.kumiko_times)  # type: ignore[attr-defined]
