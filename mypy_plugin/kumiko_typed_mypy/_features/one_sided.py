@@ -21,11 +21,9 @@ from typing import Final
 from mypy.checker import TypeChecker
 from mypy.nodes import (
     AssignmentStmt,
-    Block,
     CallExpr,
     ConditionalExpr,
     Expression,
-    ForStmt,
     FuncDef,
     IfStmt,
     LambdaExpr,
@@ -33,10 +31,7 @@ from mypy.nodes import (
     MypyFile,
     NameExpr,
     Statement,
-    TryStmt,
     TypeInfo,
-    WhileStmt,
-    WithStmt,
 )
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.types import Instance, Type, get_proper_type
@@ -45,6 +40,7 @@ from .._names import STEPS_ARG
 from .._typeops.callbacks import chosen_steps
 from .._typeops.keys import keys_of
 from .._typeops.reported import recorded_in
+from .._typeops.statements import statements
 
 _UNKNOWN_KEY: Final = re.compile(r'^"(?P<key>.*?)" is not a valid TypedDict key; expected one of \(')
 _WHY: Final = "is set on one side of the conditional expression"
@@ -125,7 +121,7 @@ def _if_setting(api: CheckerPluginInterface, root: Expression, key: str, before:
     has a path that assigns nothing)."""
     if not (isinstance(root, NameExpr) and isinstance(api, TypeChecker)):
         return None
-    for stmt in _statements(_scope_body(api)):
+    for stmt in statements(_scope_body(api), loops=True):
         if isinstance(stmt, IfStmt) and stmt.line < before:
             paths = [*stmt.body, stmt.else_body]
             sets = [block is not None and _sets(api, block.body, root.name, key) for block in paths]
@@ -146,26 +142,9 @@ def _scope_body(api: TypeChecker) -> list[Statement]:
     return []
 
 
-def _statements(body: list[Statement]) -> Iterator[Statement]:
-    for stmt in body:
-        yield stmt
-        blocks: list[Block | None] = []
-        if isinstance(stmt, IfStmt):
-            blocks += [*stmt.body, stmt.else_body]
-        elif isinstance(stmt, (ForStmt, WhileStmt)):
-            blocks += [stmt.body, stmt.else_body]
-        elif isinstance(stmt, WithStmt):
-            blocks.append(stmt.body)
-        elif isinstance(stmt, TryStmt):
-            blocks += [stmt.body, *stmt.handlers, stmt.else_body, stmt.finally_body]
-        for block in blocks:
-            if block is not None:
-                yield from _statements(block.body)
-
-
 def _sets(api: TypeChecker, body: list[Statement], name: str, key: str) -> bool:
     """Whether ``body`` assigns to ``name`` a builder that has ``key``."""
-    for stmt in _statements(body):
+    for stmt in statements(body, loops=True):
         if isinstance(stmt, AssignmentStmt) and any(
             isinstance(lv, NameExpr) and lv.name == name for lv in stmt.lvalues
         ):

@@ -3,11 +3,9 @@ step that adds no key refuses a receiver whose keys were never worked out."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from mypy.checker import TypeChecker
 from mypy.maptype import map_instance_to_supertype
-from mypy.nodes import AssignmentStmt, Block, IfStmt, MatchStmt, Statement, TryStmt, WithStmt
+from mypy.nodes import AssignmentStmt
 from mypy.plugin import MethodContext
 from mypy.typeops import make_simplified_union
 from mypy.types import (
@@ -32,6 +30,7 @@ from .._typeops.empty_results import solved
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
 from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
 from .._typeops.reported import fail
+from .._typeops.statements import statements
 
 
 def add_step(method: str, ctx: MethodContext) -> Type:
@@ -134,27 +133,9 @@ def _rechecked(ctx: MethodContext) -> bool:
     info = checker.scope.active_class() if isinstance(checker, TypeChecker) else None
     if info is None or not isinstance(checker, TypeChecker):
         return False
-    for stmt in _statements(info.defn.defs.body):
+    # Not a loop's statements: reassigning there adds the step once per turn, a real
+    # duplicate at run time.
+    for stmt in statements(info.defn.defs.body, loops=False):
         if isinstance(stmt, AssignmentStmt) and stmt.line <= call.line <= (stmt.rvalue.end_line or stmt.line):
             return checker.lookup_type_or_none(stmt.rvalue) is not None
     return False
-
-
-def _statements(body: list[Statement]) -> Iterator[Statement]:
-    """The statements of a class body, those in its ``if``/``match``/``with``/``try`` blocks too
-    (``if X: base = base.compute(...)`` is a class attribute's assignment as well).  Not a
-    loop's: reassigning there adds the step once per turn, a real duplicate at run time."""
-    for stmt in body:
-        yield stmt
-        blocks: list[Block | None] = []
-        if isinstance(stmt, IfStmt):
-            blocks += [*stmt.body, stmt.else_body]
-        elif isinstance(stmt, WithStmt):
-            blocks.append(stmt.body)
-        elif isinstance(stmt, MatchStmt):
-            blocks += stmt.bodies
-        elif isinstance(stmt, TryStmt):
-            blocks += [stmt.body, *stmt.handlers, stmt.else_body, stmt.finally_body]
-        for block in blocks:
-            if block is not None:
-                yield from _statements(block.body)
