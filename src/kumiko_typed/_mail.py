@@ -30,7 +30,7 @@ import attrs
 import httpx
 
 from ._errors import DeliveryError
-from ._mail_address import address_problem
+from ._mail_address import address_problem, header_problem
 from ._resolve import addresses, local_name
 
 __all__ = [
@@ -75,12 +75,16 @@ class MailTransport(Protocol):
 
 def to_email(message: MailMessage) -> EmailMessage:
     """The RFC 5322 message the built-in transports write or send (refused, for good, if a
-    recipient or the sender is not one address: a row written before the step checked)."""
+    recipient or the sender is not one address, or the subject would add headers: a row
+    written before the step checked)."""
     optional = [message.reply_to] if message.reply_to else []
     for value in (*message.to, message.sender or DEFAULT_SENDER, *optional):
         problem = address_problem(value)
         if problem is not None:
             raise DeliveryError(f"the mail address {value!r} {problem}", permanent=True)
+    problem = header_problem(message.subject)
+    if problem is not None:  # not quoted: it is the text that would add the headers
+        raise DeliveryError(f"the subject {problem}", permanent=True)
     mail = EmailMessage()
     mail["From"] = _ascii_domain(message.sender or DEFAULT_SENDER)
     mail["To"] = ", ".join(_ascii_domain(to) for to in message.to)

@@ -11,19 +11,40 @@ from typing import Any
 
 import attrs
 
-__all__ = ["HEADER_PROBLEM", "address_problem", "header_problem", "mail_address"]
+__all__ = ["ENCODED_HEADER_PROBLEM", "HEADER_PROBLEM", "address_problem", "header_problem", "mail_address"]
 
 #: What a mail header field may not hold: a line break (what ``str.splitlines`` breaks at,
 #: as the email package does) or another control character but the tab.
 _NOT_IN_HEADER = re.compile(r"[\x00-\x08\x0a-\x1f\x7f\x85\u2028\u2029]")
 HEADER_PROBLEM = "must not contain line breaks or control characters"
+ENCODED_HEADER_PROBLEM = (
+    "must not hold an RFC 2047 encoded word (=?...?=) that decodes to a line break or control character; "
+    "give the text itself"
+)
 _ONE_ADDRESS = "must be one mail address (name@example.com or Name <name@example.com>)"
 
 
 def header_problem(value: str) -> str | None:
     """Why ``value`` cannot be a mail header field (it would add headers, ``Bcc:``, in a
-    transport that writes them as given); ``None`` if it can."""
-    return HEADER_PROBLEM if _NOT_IN_HEADER.search(value) else None
+    transport that writes them as given); ``None`` if it can.  The email package decodes
+    the RFC 2047 encoded words of a field it is given (``=?utf-8?q?Hi=0D=0ABcc:...?=``)
+    and wrote what they decode to as given: a subject of printable text added a ``Bcc:``
+    to the message (before Python 3.11.10 and 3.12.5, CVE-2024-6923; after, writing the
+    message fails at every attempt).  So the field is checked as the package reads it."""
+    if _NOT_IN_HEADER.search(value):
+        return HEADER_PROBLEM
+    if "=?" in value and _NOT_IN_HEADER.search(_as_read(value)):
+        return ENCODED_HEADER_PROBLEM
+    return None
+
+
+def _as_read(value: str) -> str:
+    """``value`` as the email package reads an unstructured field (a subject): its
+    encoded words decoded."""
+    try:
+        return str(email.policy.default.header_factory("subject", value))
+    except Exception:  # not expected of an unstructured field; unreadable is refused
+        return "\x00"
 
 
 def address_problem(value: str) -> str | None:

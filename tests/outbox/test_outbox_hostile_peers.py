@@ -191,6 +191,64 @@ def test_a_line_break_in_a_mail_header_field_is_refused_at_dispatch(
     assert problem == "must not contain line breaks or control characters"
 
 
+@pytest.mark.parametrize(
+    "subject",
+    [
+        "=?utf-8?q?Hello=0D=0ABcc:_victim@example.com?=",
+        "Re: =?utf-8?b?SGVsbG8NCkJjYzogdmljdGltQGV4YW1wbGUuY29t?=",
+        "=?utf-8?q?nul=00inside?=",
+    ],
+    ids=["q-crlf", "b-crlf", "q-nul"],
+)
+def test_an_encoded_word_decoding_to_a_line_break_in_a_subject_is_refused_at_dispatch(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, subject: str
+) -> None:
+    """Header injection without a line break in the text: the email package decodes the
+    RFC 2047 encoded words of a subject it is given and wrote the CR LF they decode to as
+    given.  Before, the mail was queued and its file held ``Bcc: victim@example.com`` as a
+    header of its own (Python before 3.11.10 and 3.12.5; after, every attempt failed)."""
+    problem = _refused_mail_field(
+        app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail"))), user, "subject", subject
+    )
+    assert problem == (
+        "must not hold an RFC 2047 encoded word (=?...?=) that decodes to a line break or control character; "
+        "give the text itself"
+    )
+
+
+def test_a_subject_whose_encoded_words_decode_to_text_is_delivered(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    """A subject quoting a received one keeps working: its encoded words hold no line break."""
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    ok_data(app.dispatch(letter, Letter(["a@example.com"], "Re: =?utf-8?q?Caf=C3=A9?= =?x"), user=user))
+    assert app.run_worker(once=True)["sent"] == 1
+    (eml,) = (tmp_path / "mail").glob("*.eml")
+    parsed = email.parser.BytesParser(policy=email.policy.default).parsebytes(eml.read_bytes())
+    assert parsed["Subject"] == "Re: Café =?x"
+
+
+def test_a_stored_mail_whose_subject_decodes_to_a_line_break_is_dead_unsent(
+    app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
+) -> None:
+    """A row queued before the step checked: refused for good at its first attempt, as a
+    stored recipient that is several addresses is, rather than written with the header."""
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    ok_data(app.dispatch(letter, Letter(["a@example.com"], "Hello"), user=user))
+    with app.engine.begin() as conn:
+        (message,) = conn.execute(sa.select(outbox.c.message)).scalars()
+        injected = "=?utf-8?q?Hello=0D=0ABcc:_victim@example.com?="
+        conn.execute(sa.update(outbox).values(message={**message, "subject": injected}))
+
+    assert app.run_worker(once=True)["dead"] == 1
+
+    assert _only(app).last_error == (
+        "the subject must not hold an RFC 2047 encoded word (=?...?=) that decodes to a line break or control "
+        "character; give the text itself"
+    )
+    assert not (tmp_path / "mail").exists() or list((tmp_path / "mail").glob("*.eml")) == []
+
+
 def test_unicode_addresses_subjects_and_an_empty_body_are_delivered(
     app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path
 ) -> None:

@@ -12,7 +12,7 @@ from sqlalchemy import insert
 from .._delivery import HEADER_VALUE, json_text, url_problem
 from .._errors import Problem, Unfit
 from .._limits import refuse, source_path, stored_json
-from .._mail_address import HEADER_PROBLEM, address_problem, header_problem
+from .._mail_address import address_problem, header_problem
 from .._notify import notify
 from .._ordered_ids import ordered_uuid
 from .._outbox_types import CLIENT_HEADERS, HEADER_NAME, HEADERS_MAX, Auth, RetryPolicy
@@ -97,13 +97,9 @@ def _header_problems(fields: list[tuple[str, object]], payload: object) -> list[
     headers (``Bcc:``) in a transport that writes them as given.  Refused when the row
     would be written, naming the payload field the value came from, on every database."""
     return [
-        {
-            "path": source_path(payload, value),
-            "message": HEADER_PROBLEM,
-            "column": f"{outbox.name}.message.{name}",
-        }
+        {"path": source_path(payload, value), "message": problem, "column": f"{outbox.name}.message.{name}"}
         for name, value in fields
-        if value is not None and header_problem(str(value))
+        if value is not None and (problem := header_problem(str(value))) is not None
     ]
 
 
