@@ -16,6 +16,7 @@ import base64
 import contextlib
 import email.utils
 import functools
+import ipaddress
 import json
 import logging
 import os
@@ -187,7 +188,7 @@ def url_problem(url: str) -> str | None:
     try:
         parts = urlsplit(url)
         parts.port  # noqa: B018 -- raises for a port that is no number below 65536
-        httpx.URL(url)  # what the client that sends it cannot parse
+        host = httpx.URL(url).raw_host.decode("ascii")  # what the client that sends it cannot parse
     except (ValueError, httpx.InvalidURL):
         return f"the URL is malformed (its host or port cannot be read); {fix}"
     scheme = parts.scheme.lower()
@@ -196,7 +197,26 @@ def url_problem(url: str) -> str | None:
         return f"only http and https URLs are delivered, not {shown!r} ({masked_url(url)}); {fix}"
     if not parts.hostname:
         return f"the URL {masked_url(url)!r} names no host; {fix}"
+    if not _resolvable(host):
+        return (
+            f"the URL's host {host!r} has an empty label or one longer than 63 characters "
+            f"(or is longer than 253), which no lookup resolves; {fix}"
+        )
     return None
+
+
+def _resolvable(host: str) -> bool:
+    """Whether a name server could ever answer for ``host`` (ASCII, as the client sends
+    it): every dot-separated label 1 to 63 characters, 253 in all (RFC 1035), a last dot
+    allowed.  Before, ``http://a..b.example/`` was queued and failed every attempt at the
+    lookup (``label empty or too long``), after the handler was told ``Ok``."""
+    try:
+        ipaddress.ip_address(host)
+        return True  # an address literal is looked up by no one
+    except ValueError:
+        pass
+    name = host[:-1] if host.endswith(".") else host
+    return len(name) <= 253 and all(1 <= len(label) <= 63 for label in name.split("."))
 
 
 @functools.lru_cache(maxsize=64)

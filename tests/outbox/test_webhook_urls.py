@@ -68,6 +68,10 @@ BAD = {
     "line-break": ("http://127.0.0.1/x\r\nHost: evil", "the URL 'http://127.0.0.1/xHost: evil' contains"),
     "bad-port": ("http://127.0.0.1:99999/x", "the URL is malformed (its host or port cannot be read)"),
     "bad-ipv6": ("http://[::1/x", "the URL is malformed (its host or port cannot be read)"),
+    # Queued before, and every attempt failed at the lookup ("label empty or too long").
+    "empty-label": ("http://crm..example/x", "the URL's host 'crm..example' has an empty label or one longer"),
+    "leading-dot": ("https://.crm.example/x", "the URL's host '.crm.example' has an empty label"),
+    "long-label": (f"http://{'a' * 64}.example/x", f"the URL's host '{'a' * 64}.example' has an empty label"),
 }
 
 
@@ -94,9 +98,12 @@ def test_http_and_https_in_any_case_are_written_and_delivered(app_on: AppOn, use
     app = app_on([f])
     assert app.dispatch(hook, Hook(receiver.url().replace("http://", "HTTP://")), user=user) == Ok(None)
     assert app.dispatch(hook, Hook("https://127.0.0.1:9/hook"), user=user) == Ok(None)  # refused by no one but TCP
+    # A name that could resolve is the lookup's to answer: a last dot, a 63-character label.
+    assert app.dispatch(hook, Hook(f"http://{'a' * 63}.example./hook"), user=user) == Ok(None)
+    assert app.dispatch(hook, Hook("http://[::1]:9/hook"), user=user) == Ok(None)
     assert app.run_worker(once=True)["sent"] == 1
     assert [r.path for r in receiver.requests] == ["/hook"]
-    assert _rows(app, WuNote.__table__) == 2
+    assert _rows(app, WuNote.__table__) == 4
 
 
 def test_the_refusal_names_a_nested_field_or_none_for_a_computed_url(app_on: AppOn, user: User) -> None:
@@ -106,6 +113,20 @@ def test_the_refusal_names_a_nested_field_or_none_for_a_computed_url(app_on: App
     failure = failure_of(app.dispatch(computed, Hook("http://x/"), user=user), "validation_error")
     assert [d["path"] for d in failure.details] == ["$"]  # type: ignore[index,union-attr]
     assert _rows(app, outbox) == 0
+
+
+def test_a_host_name_longer_than_a_lookup_takes_is_refused(app_on: AppOn, user: User) -> None:
+    """254 characters or more (RFC 1035), every label short: queued before, and failed at
+    every lookup."""
+    app = app_on([f])
+    failure = failure_of(
+        app.dispatch(nested, Nested(Hook(f"http://{'a.' * 127}example/x")), user=user), "validation_error"
+    )
+    (detail,) = failure.details  # type: ignore[misc]
+    assert detail["path"] == "$.target.url"
+    assert detail["message"].endswith(f"(or is longer than 253), which no lookup resolves; {FIX}")
+    assert app.dispatch(nested, Nested(Hook(f"http://{'a.' * 123}example./x")), user=user) == Ok(None)  # 253
+    assert _rows(app, outbox) == 1
 
 
 def test_a_refused_url_is_shown_without_its_password_or_query_values(
