@@ -16,21 +16,30 @@ import httpcore
 
 __all__ = ["PrivateHost", "is_private", "public_only", "refused"]
 
-#: NAT64's well-known prefix (RFC 6052): the IPv4 address it embeds is the one reached.
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")
+#: Prefixes whose last 32 bits are the IPv4 address reached: NAT64's well-known prefix
+#: (RFC 6052), IPv4-compatible addresses (``::a.b.c.d``, RFC 4291, routed by a host's
+#: automatic tunnel) and SIIT's IPv4-translated ones (``::ffff:0:a.b.c.d``, RFC 2765).
+_EMBEDDING = tuple(ipaddress.ip_network(n) for n in ("64:ff9b::/96", "::/96", "::ffff:0:0:0/96"))
+#: Local-use NAT64 (RFC 8215): the network's own translator, to whatever IPv4 address its
+#: prefix length places where; all of it counts as inside.  Python's own tables know it
+#: from 3.11.10 and 3.12.4 only, so a webhook's refusal hung on the interpreter's patch level.
+_LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")
 
 
 def is_private(address: str) -> bool:
     """Whether ``address`` is on no public network: loopback, private (RFC 1918, unique
     local), link-local, shared (100.64/10), multicast, reserved or unspecified; an IPv6
-    address that embeds an IPv4 one (mapped, 6to4, NAT64) counts as the IPv4 address."""
+    address that embeds an IPv4 one (mapped, compatible, translated, 6to4, NAT64) counts as
+    the IPv4 address, and local-use NAT64 as inside."""
     ip = ipaddress.ip_address(address)  # parses an IPv6 zone index (fe80::1%eth0) too
     if isinstance(ip, ipaddress.IPv6Address):
+        if ip in _LOCAL_NAT64:
+            return True
         if ip.ipv4_mapped is not None:
             ip = ip.ipv4_mapped
         elif ip.sixtofour is not None:
             ip = ip.sixtofour
-        elif ip in _NAT64:
+        elif any(ip in prefix for prefix in _EMBEDDING):
             ip = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF)
     return not ip.is_global or ip.is_multicast
 

@@ -117,6 +117,11 @@ def test_a_client_of_ones_own_cannot_be_checked_and_is_a_boot_problem(db_url: st
         "::ffff:10.0.0.1",  # IPv4-mapped
         "2002:a00:1::1",  # 6to4 of 10.0.0.1
         "64:ff9b::a9fe:a9fe",  # NAT64 of 169.254.169.254
+        # Public to Python before 3.11.10 and 3.12.4, whatever they embed:
+        "::a9fe:a9fe",  # IPv4-compatible 169.254.169.254
+        "::ffff:0:a00:1",  # IPv4-translated (SIIT) 10.0.0.1
+        "64:ff9b:1::a9fe:a9fe",  # local-use NAT64
+        "64:ff9b:1:a9:fe:a9fe::",  # local-use NAT64, a /48 prefix's placing
     ],
 )
 def test_inside_addresses(address: str) -> None:
@@ -124,7 +129,17 @@ def test_inside_addresses(address: str) -> None:
 
 
 @pytest.mark.parametrize(
-    "address", ["8.8.8.8", "1.1.1.1", "2606:4700:4700::1111", "::ffff:8.8.8.8", "64:ff9b::808:808", "2002:808:808::1"]
+    "address",
+    [
+        "8.8.8.8",
+        "1.1.1.1",
+        "2606:4700:4700::1111",
+        "::ffff:8.8.8.8",
+        "64:ff9b::808:808",
+        "2002:808:808::1",
+        "::808:808",
+        "::ffff:0:808:808",
+    ],
 )
 def test_public_addresses(address: str) -> None:
     assert not is_private(address)
