@@ -197,6 +197,8 @@ def url_problem(url: str) -> str | None:
         return f"only http and https URLs are delivered, not {shown!r} ({masked_url(url)}); {fix}"
     if not parts.hostname:
         return f"the URL {masked_url(url)!r} names no host; {fix}"
+    if parts.port == 0:  # queued before, and every attempt was refused by the connect
+        return f"the URL {masked_url(url)!r} names port 0, on which nothing listens; {fix}"
     if not _resolvable(host):
         return (
             f"the URL's host {host!r} has an empty label or one longer than 63 characters "

@@ -69,6 +69,7 @@ BAD = {
     "bad-port": ("http://127.0.0.1:99999/x", "the URL is malformed (its host or port cannot be read)"),
     "bad-ipv6": ("http://[::1/x", "the URL is malformed (its host or port cannot be read)"),
     # Queued before, and every attempt failed at the lookup ("label empty or too long").
+    "port-zero": ("http://127.0.0.1:0/x", "the URL 'http://127.0.0.1:0/x' names port 0, on which nothing listens"),
     "empty-label": ("http://crm..example/x", "the URL's host 'crm..example' has an empty label or one longer"),
     "leading-dot": ("https://.crm.example/x", "the URL's host '.crm.example' has an empty label"),
     "long-label": (f"http://{'a' * 64}.example/x", f"the URL's host '{'a' * 64}.example' has an empty label"),
