@@ -30,7 +30,7 @@ import attrs
 import httpx
 
 from ._errors import DeliveryError
-from ._mail_address import address_problem, header_problem
+from ._mail_address import address_problem, ascii_domain, header_problem
 from ._resolve import addresses, local_name
 
 __all__ = [
@@ -108,10 +108,7 @@ def _ascii_domain(value: str) -> str:
     address = email.policy.default.header_factory("to", value).addresses[0]
     if address.domain.isascii():
         return value
-    try:
-        domain = address.domain.encode("idna").decode("ascii")
-    except UnicodeError:
-        raise DeliveryError(f"the mail address {value!r} has a domain IDNA cannot encode", permanent=True) from None
+    domain = ascii_domain(address.domain) or address.domain  # one, since address_problem passed it
     return str(Address(address.display_name, address.username, domain))
 
 

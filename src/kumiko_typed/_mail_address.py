@@ -11,7 +11,14 @@ from typing import Any
 
 import attrs
 
-__all__ = ["ENCODED_HEADER_PROBLEM", "HEADER_PROBLEM", "address_problem", "header_problem", "mail_address"]
+__all__ = [
+    "ENCODED_HEADER_PROBLEM",
+    "HEADER_PROBLEM",
+    "address_problem",
+    "ascii_domain",
+    "header_problem",
+    "mail_address",
+]
 
 #: What a mail header field may not hold: a line break (what ``str.splitlines`` breaks at,
 #: as the email package does) or another control character but the tab.
@@ -22,6 +29,10 @@ ENCODED_HEADER_PROBLEM = (
     "give the text itself"
 )
 _ONE_ADDRESS = "must be one mail address (name@example.com or Name <name@example.com>)"
+_NO_DOMAIN = (
+    "has a domain no mail server can be found for (an empty label, one longer than 63 characters, "
+    "253 in all, or one IDNA cannot encode)"
+)
 
 
 def header_problem(value: str) -> str | None:
@@ -62,7 +73,27 @@ def address_problem(value: str) -> str | None:
     defects = [d for d in field.defects if not isinstance(d, email.errors.NonASCIILocalPartDefect)]
     if len(addresses) != 1 or defects or not addresses[0].username or not addresses[0].domain:
         return _ONE_ADDRESS
+    if ascii_domain(addresses[0].domain) is None:
+        return _NO_DOMAIN
     return None
+
+
+def ascii_domain(domain: str) -> str | None:
+    """``domain`` as a name server is asked for it: a non-ASCII one in its ASCII form
+    (IDNA, as Django's mail does); ``None`` if there is none (a label empty or longer than
+    63 characters, more than 253 in all, or one IDNA cannot encode).  Before, such a
+    recipient was queued, the handler told ``Ok``, and the mail was dead at its first
+    attempt.  A domain literal (``[192.0.2.1]``) is taken as it is."""
+    if domain.startswith("["):
+        return domain
+    try:
+        encoded = domain if domain.isascii() else domain.encode("idna").decode("ascii")
+    except UnicodeError:
+        return None
+    name = encoded[:-1] if encoded.endswith(".") else encoded
+    if len(name) > 253 or not all(1 <= len(label) <= 63 for label in name.split(".")):
+        return None
+    return encoded
 
 
 def mail_address(_instance: Any, _attribute: attrs.Attribute[Any], value: str) -> None:

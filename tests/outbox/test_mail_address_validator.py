@@ -65,6 +65,10 @@ REFUSED = [
     "a@b.c\x7f",
     "a@b.c\nBcc: x@y.z",
     "a@b.c\u2028",
+    # Domains no mail server can be found for: queued before, and dead at the first attempt.
+    "anna@" + "ü" * 64 + ".example",
+    "a@" + "x" * 64 + ".example",
+    "a@xn--ü.example",
 ]
 TAKEN = ["ada@example.com", "Ada Lovelace <ada@example.com>", "ü@ß.例"]
 

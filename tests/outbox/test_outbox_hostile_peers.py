@@ -476,8 +476,23 @@ def test_a_method_that_is_no_http_token_is_a_boot_error(tmp_path: Path, method: 
         ("to", "=?utf-8?q?a=40x.example=2C_v=40y.example?= <c@example.com>", "must not hold an RFC 2047"),
         ("sender", "shop@example.com, x@evil.example", "must be one mail address"),
         ("to", "", "must be one mail address"),
+        ("to", "anna@" + "ü" * 64 + ".example", "has a domain no mail server can be found for"),
+        ("sender", "shop@xn--ü.example", "has a domain no mail server can be found for"),
+        ("to", "a@" + "x" * 64 + ".example", "has a domain no mail server can be found for"),
     ],
-    ids=["comma", "group", "semicolon", "no-at", "no-domain", "encoded-word", "two-senders", "empty"],
+    ids=[
+        "comma",
+        "group",
+        "semicolon",
+        "no-at",
+        "no-domain",
+        "encoded-word",
+        "two-senders",
+        "empty",
+        "idna-long-label",
+        "idna-unencodable",
+        "long-label",
+    ],
 )
 def test_a_recipient_or_sender_that_is_not_one_address_is_refused_at_dispatch(
     app_on: AppOn, user: User, clock: FakeClock, tmp_path: Path, field: str, value: str, message: str
