@@ -76,6 +76,7 @@ def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set
         "step, whose body's keys are None when it does not run  [misc]"
     )
     assert loop in said[97], said
+    assert '"big" is set on one side of the conditional expression on line 102 ' + why + branch in said[103], said
 
 
 def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: tuple[set[Finding], str]) -> None:

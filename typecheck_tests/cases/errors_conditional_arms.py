@@ -95,3 +95,9 @@ def if_inside_loop(flags: list[bool]) -> None:
         if flag:
             p = p.compute("big", lambda c: True)
     p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def chosen_in_an_assignment(detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    p = p.compute("big", lambda c: True) if detailed else p
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc

@@ -50,6 +50,8 @@ from .._typeops.statements import blocks, chain_root, scope_body, statements
 
 _UNKNOWN_KEY: Final = re.compile(r'^"(?P<key>.*?)" is not a valid TypedDict key; expected one of \(')
 _WHY: Final = "is set on one side of the conditional expression"
+#: In every explanation: an error explained once (by the step, or a pass before) is not again.
+_EXPLAINED: Final = '" is set '
 
 
 def explain(ctx: MethodContext) -> None:
@@ -62,7 +64,7 @@ def explain(ctx: MethodContext) -> None:
         for info in recorded_in(ctx.api.msg.errors, call)
         if info.severity == "error"
         and (info.line, info.column) >= own
-        and _WHY not in info.message
+        and _EXPLAINED not in info.message
         and (match := _UNKNOWN_KEY.match(info.message)) is not None
     ]
     if not unknown:
@@ -113,8 +115,8 @@ def _keyed(
 
 @dataclass(frozen=True)
 class _Blame:
-    """The compound statement that decides whether a key exists: ``kind`` is ``if``,
-    ``match`` or ``loop``."""
+    """The statement that decides whether a key exists: ``kind`` is ``if``, ``match``,
+    ``loop``, or ``conditional`` (an expression assigned, ``p = p.compute(...) if F else p``)."""
 
     kind: str
     line: int
@@ -127,6 +129,11 @@ _Verdict = _Blame | Literal["sets", "stop", "on"]
 
 
 def _why_statement(blamed: _Blame, branch: str) -> str:
+    if blamed.kind == "conditional":
+        return (
+            f"{_WHY} on line {blamed.line} only: the pipeline built with the other side has no such step; "
+            f"set it on both sides{branch}"
+        )
     if blamed.kind == "loop":
         return (
             f"is set in the loop on line {blamed.line} only: the pipeline built when it runs no time has no "
@@ -178,6 +185,10 @@ def _verdict(api: TypeChecker, stmt: Statement, name: str, key: str) -> _Verdict
             return "on"
         if _has_key(api, stmt.rvalue, key):
             return "sets"
+        if isinstance(stmt.rvalue, ConditionalExpr):  # p = p.compute(...) if F else p
+            for line, sides, _ in _keyed(api, stmt.rvalue, chained=True):
+                if any(key in keys for keys in sides):
+                    return _Blame("conditional", line)
         extended = chain_root(stmt.rvalue)
         return "on" if isinstance(extended, NameExpr) and extended.name == name else "stop"
     if not any(isinstance(s, AssignmentStmt) and _assigns(s, name) for s in statements([stmt], loops=True)):
