@@ -63,6 +63,47 @@ def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set
     assert '"big" is set on one side of the conditional expression on line 29 ' + why + branch in said[31], said
     paths = ": the pipeline built on the others has no such step; set it on every path" + branch
     assert '"big" is set on some paths of the if statement on line 38 only' + paths in said[40], said
+    # Only a statement on the path that decides the key is named: not an if before a builder
+    # of its own was assigned, nor the if the read is in.
+    assert '"big" is set on some paths of the if statement on line 53 only' + paths in said[55], said
+    assert said[63].endswith('"big" is not a valid TypedDict key; expected one of ("count")  [misc]'), said
+    assert said[71].endswith('"big" is not a valid TypedDict key; expected one of ("count")  [misc]'), said
+    assert '"big" is set on some paths of the if statement on line 78 only' + paths in said[82], said
+    assert '"big" is set on some paths of the match statement on line 84 only' + paths in said[89], said
+    loop = (
+        '"big" is set in the loop on line 94 only: the pipeline built when it runs no time has no such step, '
+        "and one built when it runs twice has two; set it once, before or after the loop, or use a for_each "
+        "step, whose body's keys are None when it does not run  [misc]"
+    )
+    assert loop in said[97], said
+    assert '"big" is set on one side of the conditional expression on line 102 ' + why + branch in said[103], said
+
+
+def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy said ``expected "Callable[[Ctx[...]], Ok[object] | Failure]"`` (an ``Ok[object]`` no
+    one wrote), and said it twice; the one error now names the step, what its resolver returned
+    and what to return (errors_return_resolver.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_return_resolver.py:") and ": error: " in line and "[arg-type]" in line
+    }
+    fix = (
+        "; it must return ok(value), whose value becomes the handler's result, or a Failure (fail(...)): "
+        ".return_(lambda c: ok(...))  [arg-type]"
+    )
+    for line, returned in {16: "int", 17: "int", 22: "Ok[int] | None", 31: "int", 34: "str", 39: "int"}.items():
+        assert said[line] == f'The resolver of step "return_" returns "{returned}"{fix}', said
+    assert said[35] == 'Argument 1 to "ok" has incompatible type "int"; expected "str"  [arg-type]', said
+    assert said[44] == f'Step "return_" takes a resolver, a function of c, not "Ok[int]"{fix}', said
+    # A read step's query that is no select, told so once (errors_types.py).
+    query = [line for line in output.splitlines() if line.startswith("errors_types.py:252: error:")]
+    assert query == [
+        'errors_types.py:252: error: query= of step "find_many" returns "int", not a select: a read step runs the '
+        "query its function returns, e.g. lambda c: select(Product).where(Product.id == c.payload.id); compute "
+        "other values with .compute(...)  [arg-type]"
+    ], query
 
 
 def test_every_kumiko_code_is_exercised() -> None:

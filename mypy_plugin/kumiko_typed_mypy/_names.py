@@ -43,3 +43,4 @@ CAPS_ARG: Final = 3
 BUILDER_CORE: Final = "kumiko_typed._builder.BuilderCore"
 MAPPED: Final = "sqlalchemy.orm.base.Mapped"
 OK: Final = "kumiko_typed._results.Ok"
+FAILURE: Final = "kumiko_typed._results.Failure"

@@ -76,7 +76,8 @@ def _method_hooks() -> dict[str, MethodHook]:
             hooks: list[MethodHook] = []
             if not rules.allows(builder.name, rule.kind):
                 if rule.key == "end":
-                    refuse = partial(placement.refuse_return, builder.name)
+                    # Moved to the top level, its resolver must still return ok(...) or a Failure.
+                    refuse = _chain([results.explain_resolver, partial(placement.refuse_return, builder.name)])
                 elif builder.read_only:
                     refuse = partial(placement.refuse_read_only, builder.name, rule.kind)
                 else:
@@ -103,7 +104,7 @@ def _method_hooks() -> dict[str, MethodHook]:
             else:
                 hooks.append(partial(step_keys.check_receiver, rule.method))
             if rule.key == "end":
-                hooks.append(results.typed_result)
+                hooks += [results.explain_resolver, results.typed_result]
             if builder.returns != "refused":  # a pipeline that may be registered
                 hooks.append(registration.carry_brand)
             table[method(builder.name, rule.method)] = _chain(hooks)

@@ -49,7 +49,9 @@ __all__ = [
     "msg_fill_key",
     "msg_fill_type",
     "msg_foreign_pipeline",
+    "msg_literal_choice",
     "msg_no_return",
+    "msg_not_a_select",
     "msg_optimistic_lock",
     "msg_query_as_write",
     "msg_query_registration",
@@ -57,6 +59,7 @@ __all__ = [
     "msg_renamed_kept",
     "msg_renamed_target",
     "msg_return_in_subpipeline",
+    "msg_return_resolver",
     "msg_run_time_name",
     "msg_several_columns",
     "msg_step_name",
@@ -285,6 +288,28 @@ def msg_run_time_name(method: str) -> str:
     return f"{msg_step_name(method)}; {fix}"
 
 
+def msg_literal_choice(method: str, names: list[str]) -> str:
+    """A name typed as a union of literals (``Literal["y", "z"]``): every one is a literal, but
+    which one names the key only the run knows, so no key read after it could be checked."""
+    if method == "for_each":
+        what, fix = (
+            "item",
+            f'name the item with one literal, .for_each("{names[0]}", ...): the body reads it by that name',
+        )
+    else:
+        what = "key"
+        fix = (
+            f"name the step with one literal; to add one key or the other, use a branch step, .branch(when=..., "
+            f'on_true=lambda b: b.{method}("{names[0]}", ...), on_false=lambda b: b.{method}("{names[1]}", ...)), '
+            "after which each key is T | None"
+        )
+    listed = ", ".join(f'"{name}"' for name in names)
+    return (
+        f'The name of step "{method}" may be any of {listed} (its type is a union of literals), so the {what} '
+        f"it adds has no one name the plugin can type; {fix}"
+    )
+
+
 def msg_unknown_member_value(method: str) -> str:
     return (
         f'The name of step "{method}" is an enum member whose value mypy cannot know (an auto() '
@@ -487,6 +512,29 @@ def msg_several_columns(method: str, count: int, columns: str) -> str:
         f'query= of step "{method}" selects {count} columns ({columns}), and a read step keeps one value '
         "per row: select one entity or one column (select(Product), select(Product.sku)), or read such rows "
         "in a compute with c.db.execute(select(...)).all()"
+    )
+
+
+def msg_return_resolver(returned: str, *, function: bool = True) -> str:
+    """``return_``'s resolver returned something that is neither ``Ok`` nor ``Failure`` (or was no
+    function): mypy's own error showed the callable type expected, with an ``Ok[object]`` the
+    user never wrote."""
+    what = (
+        f'The resolver of step "return_" returns "{returned}"'
+        if function
+        else (f'Step "return_" takes a resolver, a function of c, not "{returned}"')
+    )
+    return (
+        f"{what}; it must return ok(value), whose value becomes the handler's result, or a Failure "
+        "(fail(...)): .return_(lambda c: ok(...))"
+    )
+
+
+def msg_not_a_select(method: str, returned: str) -> str:
+    return (
+        f'query= of step "{method}" returns "{returned}", not a select: a read step runs the query its '
+        "function returns, e.g. lambda c: select(Product).where(Product.id == c.payload.id); compute "
+        "other values with .compute(...)"
     )
 
 

@@ -44,3 +44,60 @@ def extended(detailed: bool) -> None:
     else:
         q = q.compute("big", lambda c: False)
     q.return_(lambda c: ok(reveal_type(c.steps["big"])))  # R: bool
+
+
+# Only an if (match, loop) on the path that decides the key is named.
+def reassigned_before_if(detailed: bool) -> None:
+    p = shop.pipeline(Order)
+    p = p.compute("count", lambda c: len(c.payload.lines))
+    if detailed:
+        p = p.compute("big", lambda c: c.steps["count"] > 10)
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def reassigned_after_if(detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    if detailed:
+        p = p.compute("big", lambda c: c.steps["count"] > 10)
+    p = shop.pipeline(Order).compute("count", lambda c: 0)
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def read_in_the_other_path(detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    if detailed:
+        p = p.compute("big", lambda c: c.steps["count"] > 10)
+    else:
+        p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def if_inside_match(kind: str, detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    match kind:
+        case "bulk":
+            if detailed:
+                p = p.compute("big", lambda c: True)
+        case _:
+            p = p.compute("big", lambda c: False)
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+    q = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    match kind:
+        case "bulk":
+            q = q.compute("big", lambda c: True)
+        case "retail":
+            q = q.compute("big", lambda c: False)
+    q.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def if_inside_loop(flags: list[bool]) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    for flag in flags:
+        if flag:
+            p = p.compute("big", lambda c: True)
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def chosen_in_an_assignment(detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    p = p.compute("big", lambda c: True) if detailed else p
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc

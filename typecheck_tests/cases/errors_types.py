@@ -243,3 +243,12 @@ two_columns = (
     .find_many("names", lambda c: select(Product.name))
     .compute("read", lambda c: (reveal_type(c.steps["pairs"]), reveal_type(c.steps["names"])))  # R: Any # R: list[str]
 )
+
+
+# No select at all: one arg-type error that says so (it was three: the argument, its repeat in
+# the lambda, and a missing annotation for the key's list[Never]); the key reads as Any.
+not_a_select = (
+    shop.pipeline(Order)
+    .find_many("rows", lambda c: len(c.payload.lines))  # E: arg-type
+    .compute("n", lambda c: reveal_type(c.steps["rows"]))  # R: Any
+)

@@ -35,7 +35,7 @@ from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.empty_results import unsolved_items
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
+from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member, unnamed_message
 from .._typeops.reported import fail
 
 
@@ -155,7 +155,7 @@ def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque 
     if name is None and opaque_member(given, expr):
         return OPAQUE
     if name is None and not name_refused_by_mypy(ctx.api, given):
-        fail(ctx, rules.msg_run_time_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+        fail(ctx, unnamed_message("for_each", given), where(ctx, "item"), code=_errors.STEP_NAME)
     return name
 
 

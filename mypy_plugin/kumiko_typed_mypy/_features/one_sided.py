@@ -8,15 +8,19 @@ or is a branch arm's or loop body's lambda, ``on_true=lambda b: b.compute(...) i
 (keys.common keeps the keys every side sets).  Both are found by walking the chain of steps
 the read's step is called on; only errors in that step's own arguments are explained, so
 a conditional is always before the read.  A builder variable extended in an ``if``
-statement, ``if F: p = p.compute("x", ...)``, is the same mistake: the ``if`` statements of
-the enclosing function (or module, or class body) before the read that set the key on some
-of their paths are explained alike."""
+statement, ``if F: p = p.compute("x", ...)``, is the same mistake, explained alike; so is
+one extended in a ``match`` statement's cases or in a loop (which may run no time, or add
+the step twice).  Only the statement that decides the key on the read's path is named: the
+statements before the read are walked backwards to the last assignment of the variable,
+so an ``if`` followed by a builder of its own (``p = shop.pipeline(...)``), or the ``if``
+whose other path the read is on, is not blamed."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from typing import Final
+from dataclasses import dataclass
+from typing import Final, Literal
 
 from mypy.checker import TypeChecker
 from mypy.nodes import (
@@ -24,15 +28,17 @@ from mypy.nodes import (
     CallExpr,
     ConditionalExpr,
     Expression,
-    FuncDef,
+    ForStmt,
     IfStmt,
     LambdaExpr,
+    MatchStmt,
     MemberExpr,
-    MypyFile,
     NameExpr,
     Statement,
-    TypeInfo,
+    WhileStmt,
+    WithStmt,
 )
+from mypy.patterns import AsPattern
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.types import Instance, Type, get_proper_type
 
@@ -40,10 +46,12 @@ from .._names import STEPS_ARG
 from .._typeops.callbacks import chosen_steps
 from .._typeops.keys import keys_of
 from .._typeops.reported import recorded_in
-from .._typeops.statements import statements
+from .._typeops.statements import blocks, chain_root, scope_body, statements
 
 _UNKNOWN_KEY: Final = re.compile(r'^"(?P<key>.*?)" is not a valid TypedDict key; expected one of \(')
 _WHY: Final = "is set on one side of the conditional expression"
+#: In every explanation: an error explained once (by the step, or a pass before) is not again.
+_EXPLAINED: Final = '" is set '
 
 
 def explain(ctx: MethodContext) -> None:
@@ -56,7 +64,7 @@ def explain(ctx: MethodContext) -> None:
         for info in recorded_in(ctx.api.msg.errors, call)
         if info.severity == "error"
         and (info.line, info.column) >= own
-        and _WHY not in info.message
+        and _EXPLAINED not in info.message
         and (match := _UNKNOWN_KEY.match(info.message)) is not None
     ]
     if not unknown:
@@ -74,12 +82,9 @@ def explain(ctx: MethodContext) -> None:
                 )
                 break
         else:
-            at = _if_setting(ctx.api, _root(call.callee.expr), key, call.line)
-            if at is not None:
-                info.message += (
-                    f'; "{key}" is set on some paths of the if statement on line {at} only: the pipeline '
-                    f"built on the others has no such step; set it on every path{branch}"
-                )
+            blamed = _decider(ctx.api, chain_root(call.callee.expr), key, call.line)
+            if blamed is not None:
+                info.message += f'; "{key}" ' + _why_statement(blamed, branch)
 
 
 def _conditionals(api: CheckerPluginInterface, expr: Expression) -> Iterator[tuple[int, list[dict[str, Type]], bool]]:
@@ -108,49 +113,121 @@ def _keyed(
         yield expr.line, known, chained
 
 
-def _root(expr: Expression) -> Expression:
-    """The expression a chain of steps starts from (``p`` of ``p.compute(...).guard(...)``)."""
-    while isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr):
-        expr = expr.callee.expr
-    return expr
+@dataclass(frozen=True)
+class _Blame:
+    """The statement that decides whether a key exists: ``kind`` is ``if``, ``match``,
+    ``loop``, or ``conditional`` (an expression assigned, ``p = p.compute(...) if F else p``)."""
+
+    kind: str
+    line: int
 
 
-def _if_setting(api: CheckerPluginInterface, root: Expression, key: str, before: int) -> int | None:
-    """The line of an ``if`` statement before line ``before`` that assigns to variable ``root``
-    a builder with ``key`` on some of its paths but not on all (an ``if`` without ``else``
-    has a path that assigns nothing)."""
+#: What a statement does to the variable's key, read backwards from the read: ``_Blame``
+#: (decided on some paths only), "sets" (on every path), "stop" (a builder of its own
+#: without the key: nothing before matters), "on" (look at the statements before).
+_Verdict = _Blame | Literal["sets", "stop", "on"]
+
+
+def _why_statement(blamed: _Blame, branch: str) -> str:
+    if blamed.kind == "conditional":
+        return (
+            f"{_WHY} on line {blamed.line} only: the pipeline built with the other side has no such step; "
+            f"set it on both sides{branch}"
+        )
+    if blamed.kind == "loop":
+        return (
+            f"is set in the loop on line {blamed.line} only: the pipeline built when it runs no time has no "
+            "such step, and one built when it runs twice has two; set it once, before or after the loop, or "
+            "use a for_each step, whose body's keys are None when it does not run"
+        )
+    return (
+        f"is set on some paths of the {blamed.kind} statement on line {blamed.line} only: the pipeline built "
+        f"on the others has no such step; set it on every path{branch}"
+    )
+
+
+def _decider(api: CheckerPluginInterface, root: Expression, key: str, line: int) -> _Blame | None:
+    """The ``if``, ``match`` or loop that decides whether variable ``root`` holds a builder
+    with ``key`` where line ``line`` reads it: the statements before the read are walked
+    backwards (those of its block, then of each block around it), to the last that assigns
+    the variable; an ``if`` around the read, or one before a builder of its own is assigned,
+    decides nothing."""
     if not (isinstance(root, NameExpr) and isinstance(api, TypeChecker)):
         return None
-    for stmt in statements(_scope_body(api), loops=True):
-        if isinstance(stmt, IfStmt) and stmt.line < before:
-            paths = [*stmt.body, stmt.else_body]
-            sets = [block is not None and _sets(api, block.body, root.name, key) for block in paths]
-            if any(sets) and not all(sets):
-                return stmt.line
+    for before in _before(scope_body(api), line):
+        verdict = _back(api, before, root.name, key)
+        if verdict != "on":
+            return verdict if isinstance(verdict, _Blame) else None
     return None
 
 
-def _scope_body(api: TypeChecker) -> list[Statement]:
-    """The statements of the function, class body or module the checker is in (not a lambda's)."""
-    for node in reversed(api.scope.stack):
-        if isinstance(node, FuncDef):
-            return node.body.body
-        if isinstance(node, TypeInfo):
-            return node.defn.defs.body
-        if isinstance(node, MypyFile):
-            return node.defs
+def _before(body: list[Statement], line: int) -> list[list[Statement]]:
+    """The statements before line ``line`` in its block, then in each block around it."""
+    for index, stmt in enumerate(body):
+        if stmt.line <= line <= (stmt.end_line or stmt.line):
+            inner = [b for b in blocks(stmt, loops=True) if b.body and b.body[0].line <= line]
+            nested = _before(inner[-1].body, line) if inner else []
+            return [*nested, body[:index]]
     return []
 
 
-def _sets(api: TypeChecker, body: list[Statement], name: str, key: str) -> bool:
-    """Whether ``body`` assigns to ``name`` a builder that has ``key``."""
-    for stmt in statements(body, loops=True):
-        if isinstance(stmt, AssignmentStmt) and any(
-            isinstance(lv, NameExpr) and lv.name == name for lv in stmt.lvalues
-        ):
-            given = get_proper_type(api.lookup_type_or_none(stmt.rvalue))
-            if isinstance(given, Instance) and len(given.args) > STEPS_ARG:
-                keys = keys_of(given.args[STEPS_ARG])
-                if isinstance(keys, dict) and key in keys:
-                    return True
+def _back(api: TypeChecker, body: list[Statement], name: str, key: str) -> _Verdict:
+    for stmt in reversed(body):
+        verdict = _verdict(api, stmt, name, key)
+        if verdict != "on":
+            return verdict
+    return "on"
+
+
+def _verdict(api: TypeChecker, stmt: Statement, name: str, key: str) -> _Verdict:
+    if isinstance(stmt, AssignmentStmt):
+        if not _assigns(stmt, name):
+            return "on"
+        if _has_key(api, stmt.rvalue, key):
+            return "sets"
+        if isinstance(stmt.rvalue, ConditionalExpr):  # p = p.compute(...) if F else p
+            for line, sides, _ in _keyed(api, stmt.rvalue, chained=True):
+                if any(key in keys for keys in sides):
+                    return _Blame("conditional", line)
+        extended = chain_root(stmt.rvalue)
+        return "on" if isinstance(extended, NameExpr) and extended.name == name else "stop"
+    if not any(isinstance(s, AssignmentStmt) and _assigns(s, name) for s in statements([stmt], loops=True)):
+        return "on"
+    if isinstance(stmt, (IfStmt, MatchStmt)):
+        paths = [_back(api, block.body, name, key) for block in blocks(stmt, loops=False)]
+        if not _exhaustive(stmt):
+            paths.append("on")  # the path that runs no block
+        blamed = next((v for v in paths if isinstance(v, _Blame)), None)
+        if blamed is not None:
+            return blamed
+        if "sets" in paths:
+            every = all(v == "sets" for v in paths)
+            return "sets" if every else _Blame("if" if isinstance(stmt, IfStmt) else "match", stmt.line)
+        return "stop" if all(v == "stop" for v in paths) else "on"
+    if isinstance(stmt, (ForStmt, WhileStmt)):
+        inside = _back(api, stmt.body.body, name, key)
+        return _Blame("loop", stmt.line) if inside == "sets" or isinstance(inside, _Blame) else "on"
+    if isinstance(stmt, WithStmt):
+        return _back(api, stmt.body.body, name, key)
+    return "stop"  # try: no claim about which of its paths ran
+
+
+def _exhaustive(stmt: IfStmt | MatchStmt) -> bool:
+    """Whether one of the statement's blocks always runs: an ``else``, a last ``case _`` (or capture)."""
+    if isinstance(stmt, IfStmt):
+        return stmt.else_body is not None
+    last = stmt.patterns[-1] if stmt.patterns else None
+    return isinstance(last, AsPattern) and last.pattern is None and stmt.guards[-1] is None
+
+
+def _assigns(stmt: AssignmentStmt, name: str) -> bool:
+    return any(isinstance(lv, NameExpr) and lv.name == name for lv in stmt.lvalues)
+
+
+def _has_key(api: TypeChecker, value: Expression, key: str) -> bool:
+    """Whether ``value`` is a builder that has ``key``."""
+    given = get_proper_type(api.lookup_type_or_none(value))
+    if isinstance(given, Instance) and len(given.args) > STEPS_ARG:
+        keys = keys_of(given.args[STEPS_ARG])
+        return isinstance(keys, dict) and key in keys
     return False

@@ -1,4 +1,5 @@
-"""A read step's query that selects several columns, ``select(Product.sku, Product.stock)``.
+"""A read step's query that selects several columns, ``select(Product.sku, Product.stock)``, or no
+select at all (``lambda c: 1``).
 
 A read step keeps one value per row (``Select[T]``), so mypy refuses such a query, but
 as an ``arg-type`` error expecting ``Select[Never]`` plus a ``return-value`` error in the
@@ -8,10 +9,14 @@ the fix, and the lambda's repeat is taken back (one mistake, one error).
 
 from __future__ import annotations
 
+import re
+from typing import Final
+
 from mypy import errorcodes
 from mypy.messages import format_type_bare
+from mypy.nodes import Expression
 from mypy.plugin import MethodContext
-from mypy.types import AnyType, CallableType, Instance, Type, TypeOfAny, get_proper_type
+from mypy.types import AnyType, CallableType, Instance, Type, TypeOfAny, UninhabitedType, get_proper_type
 
 from .._names import ADD_STEP, STEPS_ARG
 from .._rules import rules
@@ -27,24 +32,40 @@ def hint(method: str, ctx: MethodContext) -> Type:
     given = ctx.arg_types[ctx.callee_arg_names.index("query")] if expr is not None else []
     fn = as_called(get_proper_type(given[0])) if given else None
     selected = get_proper_type(fn.ret_type) if isinstance(fn, CallableType) else None
-    if expr is None or not (isinstance(selected, Instance) and selected.type.fullname == _SELECT):
+    if expr is None or selected is None or isinstance(selected, (AnyType, UninhabitedType)):
         return ctx.default_return_type
+    if not (isinstance(selected, Instance) and selected.type.has_base(_SELECT)):
+        # No select at all (lambda c: 1): mypy solved the row type to Never, which the key's
+        # list[Never] would report again as a missing annotation.
+        returned = format_type_bare(selected, ctx.api.options)
+        return _refused(ctx, expr, rules.msg_not_a_select(method, returned), replace=True)
     if len(selected.args) == 1:
         return ctx.default_return_type
     columns = ", ".join(format_type_bare(a, ctx.api.options) for a in selected.args)
-    for info in recorded_in(ctx.api.msg.errors, ctx.context):
-        if info.code == errorcodes.ARG_TYPE and (info.line, info.column) == (expr.line, expr.column):
-            info.message += f"; {rules.msg_several_columns(method, len(selected.args), columns)}"
-        elif (
+    return _refused(ctx, expr, rules.msg_several_columns(method, len(selected.args), columns), replace=False)
+
+
+def _refused(ctx: MethodContext, expr: Expression, why: str, *, replace: bool) -> Type:
+    """mypy's ``arg-type`` error at ``query=`` with ``why`` (instead of it, or after it), and its
+    repeat in the lambda taken back; the key reads as ``Any``.  Nothing changes where mypy
+    reported nothing (a class of its own deriving from ``Select``)."""
+    errors = recorded_in(ctx.api.msg.errors, ctx.context)
+    refused = [i for i in errors if i.code == errorcodes.ARG_TYPE and (i.line, i.column) == (expr.line, expr.column)]
+    if not refused:
+        return ctx.default_return_type
+    for info in refused:
+        info.message = why if replace else f"{info.message}; {why}"
+    for info in errors:
+        if (
             info.code == errorcodes.RETURN_VALUE
-            and info.message.startswith(_REPEAT)
+            and _REPEAT.match(info.message)
             and expr.line <= info.line <= (expr.end_line or expr.line)
         ):
             retract(ctx.api.msg.errors, info)
     return _unknown_key(ctx.default_return_type)
 
 
-_REPEAT = 'Incompatible return value type (got "Select['
+_REPEAT: Final = re.compile(r'^Incompatible return value type \(got ".*", expected "Select\[')
 
 
 def _unknown_key(builder: Type) -> Type:

@@ -28,7 +28,7 @@ from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
 from .._typeops.empty_results import solved
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
-from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member
+from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member, unnamed_message
 from .._typeops.reported import fail
 from .._typeops.statements import statements
 
@@ -57,7 +57,7 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if name is None:
         if not name_refused_by_mypy(ctx.api, arg_type(ctx, "name")):
-            fail(ctx, rules.msg_run_time_name(method), where(ctx, "name"), code=_errors.STEP_NAME)
+            fail(ctx, unnamed_message(method, arg_type(ctx, "name")), where(ctx, "name"), code=_errors.STEP_NAME)
         # The step adds a key nobody can name here: reads of it are Any, as after an
         # unknowable enum member, rather than a second error at each read.
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))

@@ -26,6 +26,7 @@ from mypy.types import (
 from .. import _errors
 from .._names import NO_SCOPE, NO_STEPS, SOME_STEPS, STEP_MARKERS
 from .args import where
+from .reassigned import after_reported_name
 from .reported import fail
 
 EMPTY_MARKERS: Final = frozenset({NO_STEPS, NO_SCOPE})
@@ -95,7 +96,11 @@ def _one(values: list[Type]) -> Type:
 
 
 def unknown_steps(ctx: MethodContext, unknown: Unknown, method: str) -> Type:
-    """Keys could not be read: Any the user wrote stays Any; anything else is reported."""
+    """Keys could not be read: Any the user wrote stays Any; anything else is reported,
+    unless it is the consequence of a step name reported already (reassigned): then every
+    key reads as ``Any`` until that name is fixed, as after the step itself."""
+    if isinstance(unknown.shown, UninhabitedType) and after_reported_name(ctx):
+        return make(ctx.api, OpenKeys())
     if not unknown.explicit:
         fail(ctx, _why_unknown(ctx, unknown, method), where(ctx), code=_errors.UNANALYZABLE)
     return AnyType(TypeOfAny.from_error if not unknown.explicit else TypeOfAny.special_form)

@@ -6,7 +6,9 @@ from __future__ import annotations
 from mypy.nodes import CastExpr, Expression, MemberExpr, RefExpr, StrExpr, SymbolNode, TypeAlias, TypeInfo, Var
 from mypy.plugin import CheckerPluginInterface
 from mypy.subtypes import is_subtype
-from mypy.types import AnyType, Instance, LiteralType, Type, TypeOfAny, get_proper_type
+from mypy.types import AnyType, Instance, LiteralType, Type, TypeOfAny, UnionType, get_proper_type
+
+from .._rules import rules
 
 
 def literal_str(arg_type: Type | None, expr: Expression | None) -> str | None:
@@ -31,6 +33,19 @@ def name_refused_by_mypy(api: CheckerPluginInterface, given: Type | None) -> boo
     if isinstance(proper, AnyType):
         return proper.type_of_any == TypeOfAny.from_error
     return not is_subtype(given, api.named_generic_type("builtins.str", []))
+
+
+def unnamed_message(method: str, given: Type | None) -> str:
+    """The ``kumiko-step-name`` message for a ``str`` name the plugin cannot read: a union of
+    literals (``Literal["y", "z"]``, each a literal, but which one only the run knows), or a
+    name chosen at run time."""
+    proper = get_proper_type(given)
+    items = [get_proper_type(i) for i in proper.items] if isinstance(proper, UnionType) else []
+    names = list(dict.fromkeys(literal_str(item, None) for item in items))
+    known = [name for name in names if name is not None]
+    if len(known) > 1 and len(known) == len(names):
+        return rules.msg_literal_choice(method, known)
+    return rules.msg_run_time_name(method)
 
 
 def literal_str_expr(expr: Expression) -> str | None:
