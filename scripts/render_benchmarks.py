@@ -822,9 +822,9 @@ orders or `Shipped` events, which no run waits for. Each round moves the cursor 
 feeds every event again. *kumiko* is the feed a worker pass runs (`EventFeed.consume`: the
 cursor row locked per transaction of 200 events, each event's groups of waits looked up
 through the match index once per transaction and its key loaded for each, a probe of the
-groups of each window of the transaction's events (32, 32, 64, then the rest; a scalar subquery
-a group: its first armed wait, through the match index), the waits of the groups found read,
-the cursor moved).
+groups of each window of the transaction's events (32, 32, 64, then the rest; each group's
+first armed wait, through the match index: on SQLite a scalar subquery a group, on PostgreSQL
+one statement of the groups as arrays), the waits of the groups found read, the cursor moved).
 *By hand* is the same rule in Core: its own cursor row (read `FOR UPDATE` on PostgreSQL),
 the events after it, for each event of a type some definition waits for one `SELECT` of the
 waits of that type, tenant and key, the cursor moved; it knows the waited types from its
@@ -854,11 +854,27 @@ event of a feed of 1,000, in CPU instructions of the feed's process (callgrind, 
 machine's load does not move), `Paid` events of other orders take 336,000 instead of
 461,000 on SQLite (-27%) and 506,000 instead of 624,000 on PostgreSQL (-19%), `Shipped`
 events 135,000 instead of 209,000 (-35%) and 91,000 instead of 173,000 (-47%), in as many
-statements (2026-12-07; the table below was taken before). What remains against *batched*:
-an event of a waited type loaded into its class to compute its key (cattrs, upcasters), the
-probe's five bound values a group (on PostgreSQL psycopg parses the probe's text again at
-each execution, about a quarter of the feed's time in Python there: it keeps the parse of
-a statement of at most 4,096 characters and 50 parameters only), and the ORM session's
+statements (2026-12-07). Then the probe on PostgreSQL was SQLite's statement: 14 to 57 KB of
+SQL with 192 to 768 bound values for the feed of this bench (up to 1,280), past what psycopg
+keeps the parse of (4,096 characters, 50 parameters), so psycopg split its text into parts
+again at every execution, about a quarter of the feed's time in Python there (PostgreSQL
+itself had it prepared: psycopg prepares a statement at its sixth execution on a connection,
+whatever its length). It now sends the groups as five arrays to one statement of 556
+characters (`unnest(...) WITH ORDINALITY`, each row's first armed wait by a `LATERAL`
+subquery: a nested loop over index scans of the match index in its generic plan), which
+psycopg keeps and prepares (`pg_prepared_statements`). With it, a UUID field is parsed
+without the UUID constructor's checks of which of its five forms it was given (12,200 CPU
+instructions a field instead of 14,500), and a load names its event in its error text only
+when it fails: a load of a `Paid` event takes 29,800 instructions instead of 34,500, and a
+`Paid` event of another order 327,000 instead of 544,000 on PostgreSQL (-40%), 329,000
+instead of 335,000 on SQLite (-2%), per event of a feed of 1,000 (callgrind; `Shipped`
+events, which are neither probed nor loaded, not measured again). In bench runs alternating
+main and the change (rounds of 7 at loads of 7 to 11 on 2 CPUs: noisy), kumiko / batched for
+`Paid` events on PostgreSQL was 2.77 and 3.91 before, 2.61 and 2.53 after; the table below
+was taken after, at a load of 6.5, and its SQLite and `Shipped` rows, which the change
+hardly touches, moved with the machine, not with it. What remains against
+*batched*: an event of a waited type loaded into its class to compute its key (cattrs,
+upcasters), the probe's bound values on SQLite (five a group), and the ORM session's
 execute path.
 
 {table}

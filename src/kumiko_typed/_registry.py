@@ -76,11 +76,10 @@ class Registry:
     def load_payload(self, payload: Any, schema_version: int, type_name: str, event_type: type[T], event: str) -> T:
         """:meth:`load` of an event's stored JSON ``payload`` written at ``schema_version``
         (an event row's, or one a workflow run kept in its state)."""
-        name = event_type.__name__
-        what = f"{event} ({type_name!r}, stored at schema version {schema_version})"
         version, upcasters = self.event_schemas.get(event_type, (1, {}))
         if schema_version > version:
-            raise UnreadableEvent(f"{what} is newer than {name}'s schema version {version}")
+            what = _what(event, type_name, schema_version)
+            raise UnreadableEvent(f"{what} is newer than {event_type.__name__}'s schema version {version}")
         # A payload that is no object (a row edited by hand) is not upcast: structuring
         # names it, at $.
         if isinstance(payload, Mapping) and schema_version < version:
@@ -92,19 +91,29 @@ class Registry:
                 try:
                     payload = upcasters[n](payload)
                 except Exception as exc:
+                    what = _what(event, type_name, schema_version)
                     raise UnreadableEvent(f"{what}: {upcaster} raised {type(exc).__name__}") from exc
                 if not isinstance(payload, Mapping):
                     if type(payload) is CoroutineType:
                         payload.close()  # an async function's, never to run: Python warns of none left open
                     # Else structuring would blame the stored payload: "expected a JSON object at $".
                     given = type(payload).__name__
+                    what = _what(event, type_name, schema_version)
                     raise UnreadableEvent(f"{what}: {upcaster} returned a {given}, not the payload as a dict")
         try:
             return self.converter.structure(payload, event_type)
         except Exception as exc:
+            name = event_type.__name__
             found = structure(self.converter, payload, event_type)
             unfit = "; ".join(_unfit(d, name) for d in found) if isinstance(found, list) else type(exc).__name__
+            what = _what(event, type_name, schema_version)
             raise UnreadableEvent(f"{what} does not load as {name}: {unfit}") from exc
+
+
+def _what(event: str, type_name: str, schema_version: int) -> str:
+    """How an :class:`UnreadableEvent` names the event, made only when one is raised: at
+    every load it was a microsecond of the feed's for each event of a waited type."""
+    return f"{event} ({type_name!r}, stored at schema version {schema_version})"
 
 
 def _unfit(detail: Detail, name: str) -> str:

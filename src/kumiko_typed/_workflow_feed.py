@@ -249,7 +249,7 @@ class EventFeed:
             for armed, stmt in ((True, self._armed_waits_of_event), (False, self._waits_of_event))
         }
         self._stranded = select(workflow_runs.c.run_id).where(STRANDED).limit(_FEW + 1)
-        self._waits_probe = WaitsProbe()
+        self._waits_probe = WaitsProbe(postgres=engine.postgres)
         # The waits first (the unarmed index), each run's row checked by its key: joined,
         # SQLite's planner read every run of the App's workflows instead.
         resumable = select(workflow_runs.c.run_id).where(
@@ -554,9 +554,9 @@ class EventFeed:
 
     def _probe(self, session: Session, window: Sequence[EventHead], reads: _BatchReads) -> None:
         """Ask which groups of waits the events of ``window`` concern hold an armed wait
-        (:class:`WaitsProbe`: a statement for up to 256 groups), and, once, which event
-        types and tenants the stranded runs' armed waits are for; their matches then read
-        those only.  The keys loaded are left in ``reads`` for the matches."""
+        (:class:`WaitsProbe`: a statement for up to 256 groups on SQLite, one for all on
+        PostgreSQL), and, once, which event types and tenants the stranded runs' armed
+        waits are for; their matches then read those only.  The keys loaded are left in ``reads`` for the matches."""
         asked: list[Group] = []
         for event in window:
             keys = reads.keys.setdefault(event.event_id, {})
