@@ -4,19 +4,25 @@ the step an un-awaited coroutine instead of its value.  A function typed to retu
 union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
 An async generator (a function returning an async iterator) is refused as boot refuses it:
 nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
-against the step; and so is a lambda with ``yield`` that mypy types ``Any``."""
+against the step; and so is a lambda with ``yield`` that mypy types ``Any``.  A lambda or
+function of no or several parameters, where the step calls it with one, is told so once
+(``explain_parameters``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
-from mypy.nodes import ARG_STAR, ARG_STAR2, LambdaExpr
+from mypy.nodes import ARG_STAR, ARG_STAR2, Expression, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
 from .. import _errors
 from .._rules import rules
-from .._typeops.callbacks import as_called, passed
+from .._typeops.callbacks import as_called, passed, wrong_count
+from .._typeops.refused import reword
 from .._typeops.reported import fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
@@ -52,12 +58,40 @@ def _unchecked_lambda(method: str, argument: str) -> str:
     as (2.4: ``infer_lambda_type_using_context`` gives up): its body is checked as untyped
     code and its result is ``Any``, so a key, a loop's items or an arm's keys would be
     ``Any`` with no error."""
-    one = "b" if argument in ("on_true", "on_false", "do") else "c"
+    one, _ = rules.resolver_parameter(argument)
     return (
         f'{argument}= of step "{method}" is a lambda with *args or **kwargs, which mypy does not check '
         f"against the step: its body is checked as untyped code and its result is Any; give it one "
         f"parameter, lambda {one}: ..."
     )
+
+
+def explain_parameters(kind: str, ctx: MethodContext) -> Type:
+    """A callback of no or several parameters (``.return_(lambda: ok(1))``), where the step calls
+    it with one: mypy said ``Cannot infer type of lambda`` and an ``arg-type`` error showing the
+    callable type expected (for ``return_`` with an ``Ok[object]`` the user never wrote).  One
+    error says how many it takes and which one to give it instead."""
+    method = rules.RULES_BY_KIND[kind].method
+    for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args, strict=True):
+        for given, expr in zip(types, exprs, strict=True):
+            fn = as_called(get_proper_type(given))
+            count = wrong_count(fn) if isinstance(fn, CallableType) else None
+            # Only where the step expects a function of one parameter (not an entity's class).
+            if name and count is not None and passed(ctx, name) is not None:
+                reword(ctx, expr, rules.msg_resolver_parameters(method, name, count), _uninferred(expr))
+    return ctx.default_return_type
+
+
+def _uninferred(expr: Expression) -> Callable[[ErrorInfo], bool]:
+    """mypy's ``Cannot infer type of lambda`` for lambda ``expr``: its repeat of the mistake."""
+
+    def repeats(info: ErrorInfo) -> bool:
+        return info.message == _UNINFERRED and (info.line, info.column) == (expr.line, expr.column)
+
+    return repeats
+
+
+_UNINFERRED: Final = "Cannot infer type of lambda"
 
 
 def _said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
