@@ -81,3 +81,9 @@ async def later(c: Ctx[Order, Any, Any]) -> Failure:
 
 
 async_otherwise = p.guard(lambda c: True, otherwise=later)  # E: kumiko-async-resolver  # M: otherwise= of step "guard" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+
+
+# A parameter the step never passes, with a default (or keyword-only): mypy said only "Cannot
+# infer type of lambda", and checked the body as untyped code (the misspelt key, unreported).
+with_default = p.return_(lambda c, d=1: ok(c.steps["cont"]))  # E: kumiko-unanalyzable  # M: fn= of step "return_" is a lambda with a parameter with a default or a keyword-only one, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda c: ...
+defaulted = p.return_(lambda c=None: ok(1))  # E: kumiko-unanalyzable  # M: fn= of step "return_" is a lambda with a parameter with a default or a keyword-only one, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda c: ...

@@ -15,7 +15,7 @@ from typing import Final
 
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
-from mypy.nodes import ARG_STAR, ARG_STAR2, Expression, LambdaExpr
+from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, ARG_STAR2, Expression, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
@@ -36,6 +36,9 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if isinstance(expr, LambdaExpr) and (ARG_STAR in expr.arg_kinds or ARG_STAR2 in expr.arg_kinds):
                 fail(ctx, _unchecked_lambda(method, name or "?"), expr, code=_errors.UNANALYZABLE)
                 continue
+            if isinstance(expr, LambdaExpr) and _uninferred_extra(ctx, expr):
+                fail(ctx, _unchecked_lambda(method, name or "?", extra=True), expr, code=_errors.UNANALYZABLE)
+                continue
             fn = as_called(get_proper_type(given), passed(ctx, name) if name else None)  # partial, __call__, overload
             if not isinstance(fn, CallableType):
                 continue
@@ -53,17 +56,33 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
     return ctx.default_return_type
 
 
-def _unchecked_lambda(method: str, argument: str) -> str:
+def _unchecked_lambda(method: str, argument: str, *, extra: bool = False) -> str:
     """mypy infers no lambda with ``*args`` or ``**kwargs`` from the callable it is passed
-    as (2.4: ``infer_lambda_type_using_context`` gives up): its body is checked as untyped
-    code and its result is ``Any``, so a key, a loop's items or an arm's keys would be
-    ``Any`` with no error."""
+    as (2.4: ``infer_lambda_type_using_context`` gives up), nor one with a parameter the
+    callable has not (``lambda c, d=1: ...``, of which it says only ``Cannot infer type of
+    lambda``): its body is checked as untyped code and its result is ``Any``, so a key, a
+    loop's items or an arm's keys would be ``Any`` with no error."""
     one, _ = rules.resolver_parameter(argument)
+    shape = "a parameter with a default or a keyword-only one" if extra else "*args or **kwargs"
     return (
-        f'{argument}= of step "{method}" is a lambda with *args or **kwargs, which mypy does not check '
+        f'{argument}= of step "{method}" is a lambda with {shape}, which mypy does not check '
         f"against the step: its body is checked as untyped code and its result is Any; give it one "
         f"parameter, lambda {one}: ..."
     )
+
+
+def _uninferred_extra(ctx: MethodContext, expr: LambdaExpr) -> bool:
+    """Whether lambda ``expr`` has a parameter with a default or a keyword-only one (which the
+    step never passes), and mypy said it ``Cannot infer type of lambda`` (taken back: the
+    plugin's error says why, and what to write).  One of no or two required parameters is
+    ``explain_parameters``'s."""
+    kinds = expr.arg_kinds
+    if not kinds or kinds[0] not in (ARG_POS, ARG_OPT) or ARG_POS in kinds[1:]:
+        return False
+    said = [info for info in recorded_in(ctx.api.msg.errors, expr) if _uninferred(expr)(info)]
+    for info in said:
+        retract(ctx.api.msg.errors, info)
+    return bool(said)
 
 
 def explain_parameters(kind: str, ctx: MethodContext) -> Type:
