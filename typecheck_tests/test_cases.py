@@ -106,6 +106,64 @@ def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: 
     ], query
 
 
+def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
+    """A resolver refused for what it returns, or for how many parameters it takes, is one
+    ``arg-type`` error naming the step, the resolver and what to give instead (mypy said it
+    twice, showing the whole callable type expected); errors_resolver_shapes.py, errors_guard.py."""
+    _, output = plugin_run
+    said: dict[tuple[str, int], list[str]] = {}
+    for line in output.splitlines():
+        name, _, rest = line.partition(":")
+        if name in ("errors_resolver_shapes.py", "errors_guard.py") and ": error: " in rest:
+            said.setdefault((name, int(rest.split(":")[0])), []).append(rest.partition(": error: ")[2])
+    failure = (
+        "; it must return a Failure (fail(code, message)), which ends the whole pipeline when the condition is "
+        'false: .guard(..., otherwise=lambda c: fail("unprocessable", "..."))  [arg-type]'
+    )
+    guard_bool = (
+        "; it must return a bool, True to go on (False ends the pipeline with otherwise='s Failure); compare or "
+        "test the value: .guard(lambda c: len(c.payload.lines) > 0, otherwise=...)  [arg-type]"
+    )
+    branch_bool = (
+        "; it must return a bool, True to run on_true (False runs on_false, if given); compare or test the "
+        "value: .branch(when=lambda c: len(c.payload.lines) > 0, on_true=...)  [arg-type]"
+    )
+    result = (
+        "; it must return ok(value), whose value becomes the handler's result, or a Failure (fail(...)): "
+        ".return_(lambda c: ok(...))  [arg-type]"
+    )
+    context = ", but the step calls it with one, the context c (c.payload, c.steps): lambda c: ...  [arg-type]"
+    shapes = "errors_resolver_shapes.py"
+    want = {
+        ("errors_guard.py", 11): 'otherwise= of step "guard" returns "Ok[int]"' + failure,
+        ("errors_guard.py", 12): 'when= of step "guard" returns "int"' + guard_bool,
+        (shapes, 20): 'otherwise= of step "guard" returns "Ok[int]"' + failure,
+        (shapes, 21): 'otherwise= of step "guard" returns "None"' + failure,
+        (shapes, 22): 'when= of step "guard" returns "int"' + guard_bool,
+        (shapes, 23): 'when= of step "guard" returns "list[Line] | None"' + guard_bool,
+        (shapes, 24): 'when= of step "branch" returns "int"' + branch_bool,
+        (shapes, 25): 'otherwise= of step "guard" takes a resolver, a function of c, not "Failure"' + failure,
+        (shapes, 26): 'when= of step "guard" returns "int"' + guard_bool,
+        (shapes, 37): 'otherwise= of step "guard" returns "int"' + failure,
+        (shapes, 38): 'The resolver of step "return_" returns "int"' + result,
+        (shapes, 62): 'The resolver of step "return_" takes no parameter' + context,
+        (shapes, 63): 'The resolver of step "return_" takes 2 parameters' + context,
+        (shapes, 64): 'The resolver of step "return_" takes no parameter' + context,
+        (shapes, 65): 'when= of step "guard" takes no parameter' + context,
+        (shapes, 66): 'The resolver of step "compute" takes no parameter' + context,
+        (shapes, 67): 'on_true= of step "branch" takes 2 parameters, but the step calls it with one, the sub-pipeline '
+        "b to add steps to: lambda b: ...  [arg-type]",
+        (shapes, 69): 'event_key= of step "wait_for_event" takes no parameter, but the step calls it with one, the '
+        "event e: lambda e: ...  [arg-type]",
+    }
+    for at, message in want.items():
+        assert said[at] == [message], (at, said.get(at))
+    assert said[shapes, 74][0] == 'The resolver of step "return_" takes no parameter' + context, said[shapes, 74]
+    # Nothing else on these lines: no repeat in the lambda, no note on a partial's __call__.
+    notes = [line for line in output.splitlines() if line.startswith(f"{shapes}:") and ": note: " in line]
+    assert not notes, notes
+
+
 def test_every_kumiko_code_is_exercised() -> None:
     from kumiko_typed import _rules
 

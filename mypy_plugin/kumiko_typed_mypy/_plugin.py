@@ -31,6 +31,7 @@ from ._features import (
     read_rows,
     readonly_steps,
     registration,
+    resolver_results,
     resolvers,
     results,
     sibling_names,
@@ -76,15 +77,23 @@ def _method_hooks() -> dict[str, MethodHook]:
             hooks: list[MethodHook] = []
             if not rules.allows(builder.name, rule.kind):
                 if rule.key == "end":
-                    # Moved to the top level, its resolver must still return ok(...) or a Failure.
-                    refuse = _chain([results.explain_resolver, partial(placement.refuse_return, builder.name)])
+                    # Moved to the top level, its resolver must still take c and return ok(...) or a Failure.
+                    refuse = _chain(
+                        [
+                            partial(resolvers.explain_parameters, rule.kind),
+                            partial(resolver_results.explain, rule.kind),
+                            partial(placement.refuse_return, builder.name),
+                        ]
+                    )
                 elif builder.read_only:
                     refuse = partial(placement.refuse_read_only, builder.name, rule.kind)
                 else:
                     refuse = partial(placement.refuse_workflow_only, builder.name, rule.kind)
                 table[method(builder.name, rule.method)] = refuse
                 continue
-            hooks.append(partial(resolvers.refuse_async, rule.kind))
+            hooks += [partial(resolvers.refuse_async, rule.kind), partial(resolvers.explain_parameters, rule.kind)]
+            if rule.kind in resolver_results.KINDS:
+                hooks.append(partial(resolver_results.explain, rule.kind))
             if rule.tier == 2:
                 hooks.append(partial(capabilities.check_tier, rule.kind))
             if rule.kind in _READS:
@@ -104,7 +113,7 @@ def _method_hooks() -> dict[str, MethodHook]:
             else:
                 hooks.append(partial(step_keys.check_receiver, rule.method))
             if rule.key == "end":
-                hooks += [results.explain_resolver, results.typed_result]
+                hooks.append(results.typed_result)
             if builder.returns != "refused":  # a pipeline that may be registered
                 hooks.append(registration.carry_brand)
             table[method(builder.name, rule.method)] = _chain(hooks)

@@ -58,8 +58,9 @@ __all__ = [
     "msg_read_only",
     "msg_renamed_kept",
     "msg_renamed_target",
+    "msg_resolver_parameters",
+    "msg_resolver_result",
     "msg_return_in_subpipeline",
-    "msg_return_resolver",
     "msg_run_time_name",
     "msg_several_columns",
     "msg_step_name",
@@ -70,6 +71,7 @@ __all__ = [
     "msg_unknown_step",
     "msg_workflow_only",
     "msg_workflow_pipeline",
+    "resolver_parameter",
 ]
 
 Tier = Literal[1, 2, 3]
@@ -515,19 +517,65 @@ def msg_several_columns(method: str, count: int, columns: str) -> str:
     )
 
 
-def msg_return_resolver(returned: str, *, function: bool = True) -> str:
-    """``return_``'s resolver returned something that is neither ``Ok`` nor ``Failure`` (or was no
-    function): mypy's own error showed the callable type expected, with an ``Ok[object]`` the
-    user never wrote."""
-    what = (
-        f'The resolver of step "return_" returns "{returned}"'
-        if function
-        else (f'Step "return_" takes a resolver, a function of c, not "{returned}"')
-    )
-    return (
-        f"{what}; it must return ok(value), whose value becomes the handler's result, or a Failure "
-        "(fail(...)): .return_(lambda c: ok(...))"
-    )
+#: What a resolver whose result the step fixes must return, and an example, by step method and
+#: argument (the mypy plugin's ``resolver_results`` checks the same arguments).
+_RESOLVER_RESULTS: Final[dict[tuple[str, str], tuple[str, str]]] = {
+    ("return_", "fn"): (
+        "ok(value), whose value becomes the handler's result, or a Failure (fail(...))",
+        ".return_(lambda c: ok(...))",
+    ),
+    ("guard", "otherwise"): (
+        "a Failure (fail(code, message)), which ends the whole pipeline when the condition is false",
+        '.guard(..., otherwise=lambda c: fail("unprocessable", "..."))',
+    ),
+    ("guard", "when"): (
+        "a bool, True to go on (False ends the pipeline with otherwise='s Failure); compare or test the value",
+        ".guard(lambda c: len(c.payload.lines) > 0, otherwise=...)",
+    ),
+    ("branch", "when"): (
+        "a bool, True to run on_true (False runs on_false, if given); compare or test the value",
+        ".branch(when=lambda c: len(c.payload.lines) > 0, on_true=...)",
+    ),
+}
+
+
+def _resolver(method: str, argument: str) -> str:
+    """How a message names a resolver: ``return_``'s and ``compute``'s one function is "the
+    resolver", any other by its argument (``when=``)."""
+    return f'The resolver of step "{method}"' if argument == "fn" else f'{argument}= of step "{method}"'
+
+
+def msg_resolver_result(method: str, argument: str, returned: str, *, function: bool = True) -> str:
+    """A resolver whose result the step fixes (``return_``'s ``Ok``/``Failure``, ``guard``'s and
+    ``branch``'s ``bool``, ``otherwise=``'s ``Failure``) returned something else, or was no
+    function: mypy's own error showed the callable type expected, with the whole context
+    type (and for ``return_`` an ``Ok[object]`` the user never wrote), and said it again in
+    the lambda."""
+    must, example = _RESOLVER_RESULTS[method, argument]
+    if function:
+        what = f'{_resolver(method, argument)} returns "{returned}"'
+    elif argument == "fn":
+        what = f'Step "{method}" takes a resolver, a function of c, not "{returned}"'
+    else:
+        what = f'{argument}= of step "{method}" takes a resolver, a function of c, not "{returned}"'
+    return f"{what}; it must return {must}: {example}"
+
+
+def resolver_parameter(argument: str) -> tuple[str, str]:
+    """The one parameter a step calls callback ``argument`` with: its usual name, and what it is."""
+    if argument in ("on_true", "on_false", "do"):
+        return "b", "the sub-pipeline b to add steps to"
+    if argument == "event_key":
+        return "e", "the event e"
+    return "c", "the context c (c.payload, c.steps)"
+
+
+def msg_resolver_parameters(method: str, argument: str, count: int) -> str:
+    """A lambda or function of no or several parameters, where the step calls it with one: mypy
+    said it cannot infer the lambda's type, and showed the callable type expected."""
+    name, what = resolver_parameter(argument)
+    takes = "no parameter" if count == 0 else f"{count} parameters"
+    return f"{_resolver(method, argument)} takes {takes}, but the step calls it with one, {what}: lambda {name}: ..."
 
 
 def msg_not_a_select(method: str, returned: str) -> str:

@@ -13,6 +13,7 @@ import re
 from typing import Final
 
 from mypy import errorcodes
+from mypy.errors import ErrorInfo
 from mypy.messages import format_type_bare
 from mypy.nodes import Expression
 from mypy.plugin import MethodContext
@@ -22,7 +23,7 @@ from .._names import ADD_STEP, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, with_arg
 from .._typeops.callbacks import as_called
-from .._typeops.reported import recorded_in, retract
+from .._typeops.refused import reword
 
 _SELECT = "sqlalchemy.sql.selectable.Select"
 
@@ -49,23 +50,17 @@ def _refused(ctx: MethodContext, expr: Expression, why: str, *, replace: bool) -
     """mypy's ``arg-type`` error at ``query=`` with ``why`` (instead of it, or after it), and its
     repeat in the lambda taken back; the key reads as ``Any``.  Nothing changes where mypy
     reported nothing (a class of its own deriving from ``Select``)."""
-    errors = recorded_in(ctx.api.msg.errors, ctx.context)
-    refused = [i for i in errors if i.code == errorcodes.ARG_TYPE and (i.line, i.column) == (expr.line, expr.column)]
-    if not refused:
+    if not reword(ctx, expr, why, _repeat, replace=replace):
         return ctx.default_return_type
-    for info in refused:
-        info.message = why if replace else f"{info.message}; {why}"
-    for info in errors:
-        if (
-            info.code == errorcodes.RETURN_VALUE
-            and _REPEAT.match(info.message)
-            and expr.line <= info.line <= (expr.end_line or expr.line)
-        ):
-            retract(ctx.api.msg.errors, info)
     return _unknown_key(ctx.default_return_type)
 
 
 _REPEAT: Final = re.compile(r'^Incompatible return value type \(got ".*", expected "Select\[')
+
+
+def _repeat(info: ErrorInfo) -> bool:
+    """The lambda's own error for the query mypy refused."""
+    return info.code == errorcodes.RETURN_VALUE and _REPEAT.match(info.message) is not None
 
 
 def _unknown_key(builder: Type) -> Type:

@@ -4,19 +4,25 @@ the step an un-awaited coroutine instead of its value.  A function typed to retu
 union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
 An async generator (a function returning an async iterator) is refused as boot refuses it:
 nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
-against the step; and so is a lambda with ``yield`` that mypy types ``Any``."""
+against the step; and so is a lambda with ``yield`` that mypy types ``Any``.  A lambda or
+function of no or several parameters, where the step calls it with one, is told so once
+(``explain_parameters``)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Final
+
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
-from mypy.nodes import ARG_STAR, ARG_STAR2, LambdaExpr
+from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, ARG_STAR2, Expression, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
 from .. import _errors
 from .._rules import rules
-from .._typeops.callbacks import as_called, passed
+from .._typeops.callbacks import as_called, passed, wrong_count
+from .._typeops.refused import reword
 from .._typeops.reported import fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
@@ -29,6 +35,9 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
         for given, expr in zip(types, exprs, strict=True):
             if isinstance(expr, LambdaExpr) and (ARG_STAR in expr.arg_kinds or ARG_STAR2 in expr.arg_kinds):
                 fail(ctx, _unchecked_lambda(method, name or "?"), expr, code=_errors.UNANALYZABLE)
+                continue
+            if isinstance(expr, LambdaExpr) and _uninferred_extra(ctx, expr):
+                fail(ctx, _unchecked_lambda(method, name or "?", extra=True), expr, code=_errors.UNANALYZABLE)
                 continue
             fn = as_called(get_proper_type(given), passed(ctx, name) if name else None)  # partial, __call__, overload
             if not isinstance(fn, CallableType):
@@ -47,17 +56,61 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
     return ctx.default_return_type
 
 
-def _unchecked_lambda(method: str, argument: str) -> str:
+def _unchecked_lambda(method: str, argument: str, *, extra: bool = False) -> str:
     """mypy infers no lambda with ``*args`` or ``**kwargs`` from the callable it is passed
-    as (2.4: ``infer_lambda_type_using_context`` gives up): its body is checked as untyped
-    code and its result is ``Any``, so a key, a loop's items or an arm's keys would be
-    ``Any`` with no error."""
-    one = "b" if argument in ("on_true", "on_false", "do") else "c"
+    as (2.4: ``infer_lambda_type_using_context`` gives up), nor one with a parameter the
+    callable has not (``lambda c, d=1: ...``, of which it says only ``Cannot infer type of
+    lambda``): its body is checked as untyped code and its result is ``Any``, so a key, a
+    loop's items or an arm's keys would be ``Any`` with no error."""
+    one, _ = rules.resolver_parameter(argument)
+    shape = "a parameter with a default or a keyword-only one" if extra else "*args or **kwargs"
     return (
-        f'{argument}= of step "{method}" is a lambda with *args or **kwargs, which mypy does not check '
+        f'{argument}= of step "{method}" is a lambda with {shape}, which mypy does not check '
         f"against the step: its body is checked as untyped code and its result is Any; give it one "
         f"parameter, lambda {one}: ..."
     )
+
+
+def _uninferred_extra(ctx: MethodContext, expr: LambdaExpr) -> bool:
+    """Whether lambda ``expr`` has a parameter with a default or a keyword-only one (which the
+    step never passes), and mypy said it ``Cannot infer type of lambda`` (taken back: the
+    plugin's error says why, and what to write).  One of no or two required parameters is
+    ``explain_parameters``'s."""
+    kinds = expr.arg_kinds
+    if not kinds or kinds[0] not in (ARG_POS, ARG_OPT) or ARG_POS in kinds[1:]:
+        return False
+    said = [info for info in recorded_in(ctx.api.msg.errors, expr) if _uninferred(expr)(info)]
+    for info in said:
+        retract(ctx.api.msg.errors, info)
+    return bool(said)
+
+
+def explain_parameters(kind: str, ctx: MethodContext) -> Type:
+    """A callback of no or several parameters (``.return_(lambda: ok(1))``), where the step calls
+    it with one: mypy said ``Cannot infer type of lambda`` and an ``arg-type`` error showing the
+    callable type expected (for ``return_`` with an ``Ok[object]`` the user never wrote).  One
+    error says how many it takes and which one to give it instead."""
+    method = rules.RULES_BY_KIND[kind].method
+    for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args, strict=True):
+        for given, expr in zip(types, exprs, strict=True):
+            fn = as_called(get_proper_type(given))
+            count = wrong_count(fn) if isinstance(fn, CallableType) else None
+            # Only where the step expects a function of one parameter (not an entity's class).
+            if name and count is not None and passed(ctx, name) is not None:
+                reword(ctx, expr, rules.msg_resolver_parameters(method, name, count), _uninferred(expr))
+    return ctx.default_return_type
+
+
+def _uninferred(expr: Expression) -> Callable[[ErrorInfo], bool]:
+    """mypy's ``Cannot infer type of lambda`` for lambda ``expr``: its repeat of the mistake."""
+
+    def repeats(info: ErrorInfo) -> bool:
+        return info.message == _UNINFERRED and (info.line, info.column) == (expr.line, expr.column)
+
+    return repeats
+
+
+_UNINFERRED: Final = "Cannot infer type of lambda"
 
 
 def _said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:

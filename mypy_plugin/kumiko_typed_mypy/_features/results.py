@@ -7,15 +7,9 @@ partly unknown, reported at the step (empty_results)."""
 
 from __future__ import annotations
 
-import re
-from typing import Final
-
-from mypy import errorcodes
 from mypy.checker import TypeChecker
 from mypy.checkexpr import has_any_type, has_erased_component, has_uninhabited_component
 from mypy.maptype import map_instance_to_supertype
-from mypy.messages import format_type_bare
-from mypy.nodes import LambdaExpr
 from mypy.plugin import MethodContext, MethodSigContext
 from mypy.typeops import make_simplified_union
 from mypy.types import (
@@ -31,13 +25,11 @@ from mypy.types import (
     has_type_vars,
 )
 
-from .._names import FAILURE, OK, PROGRAM
-from .._rules import rules
-from .._typeops.args import arg_expr, arg_type, receiver_steps, with_arg
-from .._typeops.callbacks import as_called, detach, returned
+from .._names import OK, PROGRAM
+from .._typeops.args import receiver_steps, with_arg
+from .._typeops.callbacks import detach, returned
 from .._typeops.empty_results import solved
 from .._typeops.reassigned import after_reported_name
-from .._typeops.reported import recorded_in, retract
 
 #: ``D`` in an ended pipeline ``Finished[P, D]``.
 _RESULT_ARG = 1
@@ -96,44 +88,3 @@ def _data(given: Type | None) -> Type:
         if isinstance(item, Instance) and (ok := next((i for i in item.type.mro if i.fullname == OK), None)):
             data.append(map_instance_to_supertype(item, ok).args[0])
     return make_simplified_union(data)
-
-
-_REPEAT: Final = re.compile(r'^Incompatible return value type \(got ".*", expected "Ok\[.*\| Failure"\)$')
-
-
-def explain_resolver(ctx: MethodContext) -> Type:
-    """A resolver that returns something neither ``Ok`` nor ``Failure`` (``lambda c: 1``):
-    mypy's ``arg-type`` error shows the callable type expected, with an ``Ok[object]`` (the
-    detached ``D``) the user never wrote, and its lambda's ``return-value`` error says the
-    same again.  The first says what to return instead, and what was returned; the repeat is
-    taken back (one mistake, one error).  A value given for the function, ``.return_(ok(1))``,
-    is told to be a function."""
-    expr, fn = arg_expr(ctx, "fn"), arg_type(ctx, "fn")
-    function = isinstance(as_called(get_proper_type(fn)), CallableType)
-    given = returned(ctx, "fn") if function else fn  # not a function: .return_(ok(1))
-    if expr is None or given is None or (function and _results_only(given)):
-        return ctx.default_return_type
-    why = rules.msg_return_resolver(format_type_bare(given, ctx.api.options), function=function)
-    for info in recorded_in(ctx.api.msg.errors, ctx.context):
-        if info.code == errorcodes.ARG_TYPE and (info.line, info.column) == (expr.line, expr.column):
-            info.message = why
-        elif (
-            info.code == errorcodes.RETURN_VALUE
-            and _REPEAT.match(info.message)
-            and isinstance(expr, LambdaExpr)
-            and expr.line <= info.line <= (expr.end_line or expr.line)
-        ):
-            retract(ctx.api.msg.errors, info)
-    return ctx.default_return_type
-
-
-def _results_only(given: Type) -> bool:
-    """Whether every type ``given`` may be is an ``Ok``, a ``Failure`` (or ``Any``, ``Never``)."""
-    proper = get_proper_type(given)
-    items = proper.items if isinstance(proper, UnionType) else [proper]
-    for item in map(get_proper_type, items):
-        if isinstance(item, (AnyType, UninhabitedType)):
-            continue
-        if not (isinstance(item, Instance) and any(i.fullname in (OK, FAILURE) for i in item.type.mro)):
-            return False
-    return True

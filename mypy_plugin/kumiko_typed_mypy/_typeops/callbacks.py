@@ -8,7 +8,7 @@ from mypy.checker import TypeChecker
 from mypy.erasetype import remove_instance_last_known_values
 from mypy.expandtype import expand_type
 from mypy.infer import infer_type_arguments
-from mypy.nodes import CallExpr, ConditionalExpr, Expression, LambdaExpr
+from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, CallExpr, ConditionalExpr, Expression, LambdaExpr
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.subtypes import find_member, is_subtype
 from mypy.typeops import get_all_type_vars
@@ -219,6 +219,18 @@ def as_called(callback: ProperType | None, given: Type | None = None) -> ProperT
             if item.arg_types and is_subtype(given, solved_for(item, given).arg_types[0]):
                 return item
     return callback
+
+
+def wrong_count(fn: CallableType) -> int | None:
+    """How many parameters ``fn`` takes where it cannot be called with one positional argument,
+    the step's: none, or its required ones (two or more); ``None`` when it can be (keyword-only
+    parameters are left to mypy's own error)."""
+    required = fn.arg_kinds.count(ARG_POS)
+    if required > 1:
+        return required
+    if ARG_STAR in fn.arg_kinds or any(kind in (ARG_POS, ARG_OPT) for kind in fn.arg_kinds):
+        return None
+    return 0
 
 
 def returned(ctx: MethodContext, name: str) -> Type | None:

@@ -1,0 +1,106 @@
+"""Resolvers whose result the step fixes: ``return_``'s (``ok(...)`` or a ``Failure``),
+``guard``'s ``otherwise=`` (a ``Failure``), and the ``when=`` of ``guard`` and ``branch``
+(a ``bool``).
+
+Given one that returns something else (``.return_(lambda c: 1)``, ``otherwise=lambda c:
+ok(1)``, ``when=lambda c: len(...)``), mypy's ``arg-type`` error shows the callable type
+expected, with the whole context type and, for ``return_``, an ``Ok[object]`` (the detached
+``D``) the user never wrote, and the lambda's ``return-value`` error says the same again.
+The first says what was returned and what to return instead (the rule table's message for
+the resolver); the repeat is taken back (one mistake, one error).  A value given for the
+function, ``.return_(ok(1))``, is told to be a function.  A function of another number of
+parameters is ``resolvers.explain_parameters``'s to explain, an async one
+``resolvers.refuse_async``'s."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Final
+
+from mypy import errorcodes
+from mypy.errors import ErrorInfo
+from mypy.messages import format_type_bare
+from mypy.plugin import MethodContext
+from mypy.types import AnyType, CallableType, Instance, Type, UninhabitedType, UnionType, get_proper_type
+
+from .. import _errors
+from .._names import FAILURE, OK
+from .._rules import rules
+from .._typeops.args import arg_expr, arg_type
+from .._typeops.callbacks import as_called, passed, returned, wrong_count
+from .._typeops.refused import reword
+from .._typeops.reported import recorded_in
+
+
+@dataclass(frozen=True)
+class _Fixed:
+    """A resolver argument of a step, and the result type the step fixes for it."""
+
+    argument: str
+    #: The classes (or their subclasses) what it returns may be.
+    classes: frozenset[str]
+    #: How mypy spells that type in the lambda's repeat of its error.
+    expected: str
+
+
+_BOOL: Final = "builtins.bool"
+_FIXED: Final[dict[str, tuple[_Fixed, ...]]] = {
+    "return": (_Fixed("fn", frozenset({OK, FAILURE}), r"Ok\[.*\] \| Failure"),),
+    "guard": (_Fixed("when", frozenset({_BOOL}), "bool"), _Fixed("otherwise", frozenset({FAILURE}), "Failure")),
+    "branch": (_Fixed("when", frozenset({_BOOL}), "bool"),),
+}
+#: The kinds of step with such a resolver.
+KINDS: Final = frozenset(_FIXED)
+
+
+def explain(kind: str, ctx: MethodContext) -> Type:
+    """Each resolver of step ``kind`` whose result the step fixes, explained when mypy refused it."""
+    method = rules.RULES_BY_KIND[kind].method
+    for fixed in _FIXED[kind]:
+        _explain(ctx, method, fixed)
+    return ctx.default_return_type
+
+
+def _explain(ctx: MethodContext, method: str, fixed: _Fixed) -> None:
+    expr, given = arg_expr(ctx, fixed.argument), arg_type(ctx, fixed.argument)
+    if expr is None or given is None:
+        return
+    fn = as_called(get_proper_type(given), passed(ctx, fixed.argument))
+    function = isinstance(fn, CallableType)
+    if isinstance(fn, CallableType) and wrong_count(fn) is not None:
+        return
+    result = returned(ctx, fixed.argument) if function else given  # not a function: .return_(ok(1))
+    if result is None or (function and _only(result, fixed.classes)):
+        return
+    repeat = re.compile(rf'^Incompatible return value type \(got ".*", expected "{fixed.expected}"\)$')
+
+    def repeats(info: ErrorInfo) -> bool:
+        return info.code == errorcodes.RETURN_VALUE and repeat.match(info.message) is not None
+
+    if function and _said_async(ctx, expr.line, expr.column):
+        reword(ctx, expr, None, repeats)  # its kumiko-async-resolver error says what to do
+        return
+    returned_as = format_type_bare(result, ctx.api.options)
+    reword(ctx, expr, rules.msg_resolver_result(method, fixed.argument, returned_as, function=function), repeats)
+
+
+def _only(given: Type, classes: frozenset[str]) -> bool:
+    """Whether every type ``given`` may be is one of ``classes`` (or derives from one), or
+    ``Any``, ``Never``."""
+    proper = get_proper_type(given)
+    items = proper.items if isinstance(proper, UnionType) else [proper]
+    for item in map(get_proper_type, items):
+        if isinstance(item, (AnyType, UninhabitedType)):
+            continue
+        if not (isinstance(item, Instance) and any(i.fullname in classes for i in item.type.mro)):
+            return False
+    return True
+
+
+def _said_async(ctx: MethodContext, line: int, column: int) -> bool:
+    """Whether the resolver at ``line``, ``column`` was refused as async (resolvers.refuse_async)."""
+    return any(
+        info.code == _errors.ASYNC_RESOLVER and (info.line, info.column) == (line, column)
+        for info in recorded_in(ctx.api.msg.errors, ctx.context)
+    )

@@ -1,0 +1,51 @@
+"""mypy's error for a callback it refused as an argument of a step, said in the plugin's words.
+
+mypy's ``arg-type`` error for a step's callback shows the whole callable type expected (the
+context's ``Ctx[...]`` with its ``TypedDict`` of keys, a ``D`` the plugin detached) and, for
+a lambda, says the same mistake again from inside it (a ``return-value`` error, or ``Cannot
+infer type of lambda``).  One sentence that says what to give instead replaces the first,
+and the repeats are taken back: one mistake, one error."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from mypy import errorcodes
+from mypy.errors import ErrorInfo
+from mypy.nodes import Expression
+from mypy.plugin import MethodContext
+
+from .reported import recorded_in, retract
+
+
+def reword(
+    ctx: MethodContext,
+    expr: Expression,
+    why: str | None,
+    repeats: Callable[[ErrorInfo], bool],
+    *,
+    replace: bool = True,
+) -> bool:
+    """mypy's ``arg-type`` error at argument ``expr`` said as ``why`` (instead of it, or after it
+    when not ``replace``; taken back when ``why`` is ``None``, for an error of the plugin's
+    that says it already), and the errors within ``expr`` that ``repeats`` recognises taken
+    back; whether mypy had refused ``expr`` at all (nothing changes where it had not).  The
+    notes mypy added to the error it replaces (a callable object's ``__call__`` type) explain
+    its wording, not the plugin's, and are taken back too."""
+    errors = recorded_in(ctx.api.msg.errors, ctx.context)
+    at = [i for i in errors if i.code == errorcodes.ARG_TYPE and (i.line, i.column) == (expr.line, expr.column)]
+    refused = [i for i in at if i.severity == "error"]
+    if not refused:
+        return False
+    for info in refused:
+        if why is None:
+            retract(ctx.api.msg.errors, info)
+        else:
+            info.message = why if replace else f"{info.message}; {why}"
+    last = expr.end_line if expr.end_line is not None else expr.line
+    for info in errors:
+        if (replace and info.severity == "note" and info in at) or (
+            info.severity == "error" and expr.line <= info.line <= last and repeats(info)
+        ):
+            retract(ctx.api.msg.errors, info)
+    return True
