@@ -142,7 +142,12 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
     try:
         if segment is not None:
             assert resume is not None and segment.step is not None
-            result = segment.step.resume(run, resume.enter())
+            # A traced run re-enters its step in the step's span, as a fresh run enters
+            # it: the span, and the paths below it, are the ones a run that never
+            # suspended has.
+            at = resume.enter()
+            step = segment.step
+            result = step.resume(run, at) if trace is None else trace.step(step, segment.step_index, run, at)
             if result is not None:
                 return result
             segments = segments[segment.position + 1 :]
