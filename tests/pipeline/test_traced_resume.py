@@ -88,45 +88,64 @@ SHAPES: dict[str, Any] = {
 }
 FLOWS = {name: f.workflow(name, trigger=manual(Go), pipeline=pipeline) for name, pipeline in SHAPES.items()}
 
-R, W, C = "workflow.retry", "workflow.wait_for_event", 'compute "{}"'
-
 #: Per shape: the step spans of each segment of a run started at T0, in the order they
-#: end — (path, span name, failed).  A retry's first attempt fails; a wait times out.
-SUSPENDED: dict[str, list[list[tuple[str, str, bool]]]] = {
+#: end, as "path span-name", and " !" for one whose status is an error.  A retry's first
+#: attempt fails; a wait times out.
+SUSPENDED: dict[str, list[list[str]]] = {
     "retry": [
-        [("0", 'compute "a"', False), ("1/do/#1/0", 'compute "r"', True), ("1", R, False)],
-        [("1/do/#2/0", 'compute "r"', False), ("1/do/#2/1", 'compute "s"', False), ("1", R, False)]
-        + [("2", 'compute "z"', False)],
+        ['0 compute "a"', '1/do/#1/0 compute "r" !', "1 workflow.retry"],
+        ['1/do/#2/0 compute "r"', '1/do/#2/1 compute "s"', "1 workflow.retry", '2 compute "z"'],
     ],
     "retry-in-for_each": [
-        [("0/do/#0/0/do/#1/0", 'compute "r"', True), ("0/do/#0/0", R, False), ("0", 'for_each "item"', False)],
-        [("0/do/#0/0/do/#2/0", 'compute "r"', False), ("0/do/#0/0", R, False)]
-        + [("0/do/#1/0/do/#1/0", 'compute "r"', False), ("0/do/#1/0", R, False)]
-        + [("0", 'for_each "item"', False), ("1", 'compute "z"', False)],
+        ['0/do/#0/0/do/#1/0 compute "r" !', "0/do/#0/0 workflow.retry", '0 for_each "item"'],
+        [
+            '0/do/#0/0/do/#2/0 compute "r"',
+            "0/do/#0/0 workflow.retry",
+            '0/do/#1/0/do/#1/0 compute "r"',
+            "0/do/#1/0 workflow.retry",
+            '0 for_each "item"',
+            '1 compute "z"',
+        ],
     ],
     "retry-in-branch": [
-        [("0/on_true/0/do/#1/0", 'compute "r"', True), ("0/on_true/0", R, False), ("0", "branch", False)],
-        [("0/on_true/0/do/#2/0", 'compute "r"', False), ("0/on_true/0", R, False)]
-        + [("0/on_true/1", 'compute "t"', False), ("0", "branch", False), ("1", 'compute "z"', False)],
+        ['0/on_true/0/do/#1/0 compute "r" !', "0/on_true/0 workflow.retry", "0 branch"],
+        [
+            '0/on_true/0/do/#2/0 compute "r"',
+            "0/on_true/0 workflow.retry",
+            '0/on_true/1 compute "t"',
+            "0 branch",
+            '1 compute "z"',
+        ],
     ],
     "retry-in-for_each-in-branch": [
-        [("0/on_true/0/do/#0/0/do/#1/0", 'compute "r"', True), ("0/on_true/0/do/#0/0", R, False)]
-        + [("0/on_true/0", 'for_each "item"', False), ("0", "branch", False)],
-        [("0/on_true/0/do/#0/0/do/#2/0", 'compute "r"', False), ("0/on_true/0/do/#0/0", R, False)]
-        + [("0/on_true/0/do/#1/0/do/#1/0", 'compute "r"', False), ("0/on_true/0/do/#1/0", R, False)]
-        + [("0/on_true/0", 'for_each "item"', False), ("0", "branch", False)],
+        [
+            '0/on_true/0/do/#0/0/do/#1/0 compute "r" !',
+            "0/on_true/0/do/#0/0 workflow.retry",
+            '0/on_true/0 for_each "item"',
+            "0 branch",
+        ],
+        [
+            '0/on_true/0/do/#0/0/do/#2/0 compute "r"',
+            "0/on_true/0/do/#0/0 workflow.retry",
+            '0/on_true/0/do/#1/0/do/#1/0 compute "r"',
+            "0/on_true/0/do/#1/0 workflow.retry",
+            '0/on_true/0 for_each "item"',
+            "0 branch",
+        ],
     ],
     "wait_for_event-in-branch": [
-        [("0/on_true/0", 'workflow.wait_for_event "got"', False), ("0", "branch", False)],
-        [("0/on_true/0", 'workflow.wait_for_event "got"', False), ("0/on_true/1", 'compute "t"', False)]
-        + [("0", "branch", False), ("1", 'compute "z"', False)],
+        ['0/on_true/0 workflow.wait_for_event "got"', "0 branch"],
+        ['0/on_true/0 workflow.wait_for_event "got"', '0/on_true/1 compute "t"', "0 branch", '1 compute "z"'],
     ],
     "wait_for_event-in-for_each": [
-        [("0/do/#0/0", 'workflow.wait_for_event "got"', False), ("0", 'for_each "item"', False)],
-        [("0/do/#0/0", 'workflow.wait_for_event "got"', False), ("0/do/#0/1", 'compute "t"', False)]
-        + [("0/do/#1/0", 'workflow.wait_for_event "got"', False), ("0", 'for_each "item"', False)],
-        [("0/do/#1/0", 'workflow.wait_for_event "got"', False), ("0/do/#1/1", 'compute "t"', False)]
-        + [("0", 'for_each "item"', False)],
+        ['0/do/#0/0 workflow.wait_for_event "got"', '0 for_each "item"'],
+        [
+            '0/do/#0/0 workflow.wait_for_event "got"',
+            '0/do/#0/1 compute "t"',
+            '0/do/#1/0 workflow.wait_for_event "got"',
+            '0 for_each "item"',
+        ],
+        ['0/do/#1/0 workflow.wait_for_event "got"', '0/do/#1/1 compute "t"', '0 for_each "item"'],
     ],
 }
 
@@ -142,7 +161,7 @@ def spans(monkeypatch: pytest.MonkeyPatch) -> Iterator[InMemorySpanExporter]:
     provider.shutdown()
 
 
-def _segments(exporter: InMemorySpanExporter) -> list[list[tuple[str, str, bool]]]:
+def _segments(exporter: InMemorySpanExporter) -> list[list[str]]:
     """The step spans of each segment span, in the order they ended; each step span is a
     descendant of its segment's (the tree is whole)."""
     found = exporter.get_finished_spans()
@@ -159,8 +178,8 @@ def _segments(exporter: InMemorySpanExporter) -> list[list[tuple[str, str, bool]
         if "kumiko.step.path" in attributes:
             owner = segment_of(s.context.span_id)  # type: ignore[union-attr]
             assert owner is not None, s.name
-            failed = s.status.status_code == StatusCode.ERROR
-            segments[owner].append((str(attributes["kumiko.step.path"]), s.name, failed))
+            failed = " !" if s.status.status_code == StatusCode.ERROR else ""
+            segments[owner].append(f"{attributes['kumiko.step.path']} {s.name}{failed}")
     return list(segments.values())
 
 
@@ -196,8 +215,10 @@ def test_a_resumed_run_has_the_spans_and_paths_of_one_that_never_suspended(
         _wait_out(app, clock, again)
         (whole,) = _segments(spans)
         first, resumed = suspended
-        failed = [path for path, _name, failing in first if failing]
+        failed = [span.split(" ")[0] for span in first if span.endswith(" !")]
         # The first segment's steps that completed: not the failed attempt, nor the steps
         # around it, which its suspension ended (their spans end again when resumed).
-        done = [s for s in first if not s[2] and not any(p.startswith(s[0] + "/") for p in failed)]
-        assert done + [(p.replace("/#2/", "/#1/"), n, x) for p, n, x in resumed] == whole
+        done = [
+            s for s in first if not s.endswith(" !") and not any(p.startswith(s.split(" ")[0] + "/") for p in failed)
+        ]
+        assert done + [s.replace("/#2/", "/#1/") for s in resumed] == whole
