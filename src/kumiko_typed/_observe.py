@@ -21,7 +21,7 @@ from ._results import Failure
 
 if TYPE_CHECKING:
     from ._interpreter import Run
-    from ._steps import Result, Step
+    from ._steps import Result, Resume, Step
     from ._steps._block import Segment
 
 try:
@@ -147,14 +147,15 @@ class Trace:
             step.describe(), attributes=attributes, record_exception=False, set_status_on_exception=False
         )
 
-    def step(self, step: Step, index: int, run: Run) -> Result:
+    def step(self, step: Step, index: int, run: Run, at: Resume | None = None) -> Result:
         """``step.execute(run)`` in a span; the steps of its sub-pipelines get paths
-        below it."""
+        below it.  ``at``: a resumed run goes on inside the step (``step.resume``), in
+        the same span and under the same path as a fresh run."""
         outer = self.prefix
         with self._span(step, index) as current, _raised(current):
             self.prefix = f"{outer}{index}/"
             try:
-                result = step.execute(run)
+                result = step.execute(run) if at is None else step.resume(run, at)
             finally:
                 self.prefix = outer
             _fail(current, result)

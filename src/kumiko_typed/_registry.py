@@ -5,11 +5,11 @@ stored event payload of an older schema version (its upcasters)."""
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import cattrs
 
+from ._awaitables import discard
 from ._errors import UnreadableEvent, UnregisteredError
 from ._structuring import Detail, structure
 
@@ -94,8 +94,9 @@ class Registry:
                     what = _what(event, type_name, schema_version)
                     raise UnreadableEvent(f"{what}: {upcaster} raised {type(exc).__name__}") from exc
                 if not isinstance(payload, Mapping):
-                    if type(payload) is CoroutineType:
-                        payload.close()  # an async function's, never to run: Python warns of none left open
+                    # An async function's, never to run: closed or cancelled, Python warns of
+                    # none left open.
+                    discard(payload)
                     # Else structuring would blame the stored payload: "expected a JSON object at $".
                     given = type(payload).__name__
                     what = _what(event, type_name, schema_version)

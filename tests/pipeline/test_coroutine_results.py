@@ -11,13 +11,9 @@ process printed "coroutine ... was never awaited"."""
 
 from __future__ import annotations
 
-import gc
 import inspect
-import sys
 import uuid
-import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -26,6 +22,7 @@ import pytest
 import sqlalchemy as sa
 from _crash import said
 from _support import run_info
+from _unawaited import no_unawaited_coroutine
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -88,24 +85,6 @@ async def fetch(c: object) -> Any:
 def bad(c: Any) -> Any:
     """A resolver boot lets through (no ``async def``) that gives a coroutine."""
     return fetch(c)
-
-
-@contextmanager
-def no_unawaited_coroutine() -> Iterator[None]:
-    """Warnings as errors, and no RuntimeWarning of a coroutine never awaited: Python
-    warns when such a coroutine is finalised, where a warning turned error can only reach
-    ``sys.unraisablehook``, so that hook collects what it is given."""
-    unraisable: list[Any] = []
-    hook = sys.unraisablehook
-    sys.unraisablehook = unraisable.append
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            yield
-            gc.collect()
-    finally:
-        sys.unraisablehook = hook
-    assert [u.exc_value for u in unraisable] == []
 
 
 def _feature() -> tuple[Feature[Any], Any]:

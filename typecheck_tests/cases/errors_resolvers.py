@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Generator
 from functools import partial
 from typing import Any, overload
 
@@ -91,5 +92,25 @@ async def streamed(c: Ctx[Order, Any, Any]) -> AsyncIterator[int]:
 async_generator = (
     shop.pipeline(Order)
     .compute("streamed", streamed)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an async iterator (an async generator): resolvers run synchronously inside the transaction and nothing could iterate it; pass a plain function returning a list
+    .return_(lambda c: ok(1))
+)
+
+
+# Other awaitables: a future, and an object whose class has __await__ without naming
+# Awaitable (a protocol); the runtime refuses them as it refuses a coroutine.
+class Later:
+    def __await__(self) -> Generator[Any, None, int]:
+        yield
+        return 1
+
+
+def pending(c: Ctx[Order, Any, Any]) -> asyncio.Future[int]:
+    return asyncio.get_running_loop().create_future()
+
+
+other_awaitables = (
+    shop.pipeline(Order)
+    .compute("future", pending)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("later", lambda c: Later())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )

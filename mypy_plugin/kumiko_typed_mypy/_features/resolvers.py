@@ -1,7 +1,9 @@
 """Resolvers must be plain functions: the interpreter calls them synchronously inside
 the transaction, so an ``async def`` (or a lambda returning a coroutine) would hand
 the step an un-awaited coroutine instead of its value.  A function typed to return a
-union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too.
+union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too, as is
+one returning an object whose class has ``__await__`` without naming ``Awaitable`` (what
+``await``, and the runtime's refusal, look up).
 An async generator (a function returning an async iterator) is refused as boot refuses it:
 nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
 against the step; and so is a lambda with ``yield`` that mypy types ``Any``.  A lambda or
@@ -49,11 +51,19 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
             instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
             bases = {base.fullname for i in instances for base in i.type.mro}
-            if _AWAITABLE in bases:
+            if _AWAITABLE in bases or any(_awaitable(i) for i in instances):
                 fail(ctx, rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
             elif _ASYNC_ITERATOR in bases:
                 fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type
+
+
+def _awaitable(instance: Instance) -> bool:
+    """Whether a class of ``instance``'s declares ``__await__`` (what ``await`` looks up).
+    Not a structural check against the ``Awaitable`` protocol: a class with a
+    ``__getattr__`` (SQLAlchemy's column expressions) or an ``Any`` base matches every
+    protocol there."""
+    return instance.type.get("__await__") is not None
 
 
 def _unchecked_lambda(method: str, argument: str, *, extra: bool = False) -> str:

@@ -11,14 +11,14 @@ in its fifth iteration); a stored run names each step (:func:`address`) —
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Iterable, Iterator, Mapping, Sequence
-from types import CoroutineType
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 from urllib.parse import unquote
 
 import attrs
 
-from .._errors import StepCrash, StepRefused, Suspend
+from .._awaitables import PLAIN, checked
+from .._errors import StepCrash, Suspend
 from .._results import Failure, Ok
 from .._rules import BUILDERS, RETRY_BODY_BUILDER, RULES_BY_KIND
 
@@ -37,7 +37,6 @@ __all__ = [
     "StepCrash",
     "Suspend",
     "address",
-    "awaited",
     "called",
     "locate",
     "name_part",
@@ -99,24 +98,13 @@ def resolve(value: object, run: Run, argument: str) -> Any:
 
 
 def called(fn: Fn, run: object, argument: str) -> Any:
-    """``fn(run)``, refused if it gives a coroutine (see :func:`awaited`).  ``argument``
-    names the step's argument ``fn`` was given as (``when=``)."""
+    """``fn(run)``, refused if it gives an awaitable or an async generator (see
+    :mod:`~kumiko_typed._awaitables`).  ``argument`` names the step's argument ``fn`` was
+    given as (``when=``)."""
     value = fn(run)
-    if type(value) is CoroutineType:  # an identity test: this runs for every resolver
-        raise awaited(value, argument)
-    return value
-
-
-def awaited(value: Coroutine[Any, Any, Any], argument: str) -> StepRefused:
-    """The refusal of a resolver that gave a coroutine (a lambda calling an async function,
-    which boot cannot tell from a plain one): steps run synchronously in the transaction,
-    so the coroutine would be stored or used as the value.  It is closed, so Python does
-    not warn later that it was never awaited; the step fails, and the run rolls back."""
-    value.close()
-    return StepRefused(
-        f"{argument} returned a coroutine: steps run synchronously inside the transaction; call the async "
-        "function outside the pipeline or make it synchronous"
-    )
+    if type(value) in PLAIN:  # one set lookup: this runs for every resolver
+        return value
+    return checked(value, argument)
 
 
 @attrs.frozen(slots=True)

@@ -5,12 +5,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine, Mapping
-from types import CoroutineType
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeAlias
+from collections.abc import Callable, Mapping
+from types import NoneType
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
+from .._awaitables import PLAIN, checked
 from .._results import Ok
-from ._base import Fn, Result, Resume, Step, StepCrash, Suspend, awaited
+from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
 from .compute import Compute, Return, returned
 
 if TYPE_CHECKING:
@@ -66,13 +67,29 @@ def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType
     """
     if not fused and step is not None and type(step) is not Return:
         return step.execute, None
-    namespace: dict[str, Any] = {"Ok": Ok, "returned": returned, "Coroutine": CoroutineType, "refused": _refused}
+    namespace: dict[str, Any] = {"Ok": Ok, "returned": returned}
+
+    def learned(value: object, j: int) -> object:
+        """A value of another type than the last one line ``j`` let through: refused if
+        it is an awaitable, else its type kept for the line to test first (a type
+        :data:`PLAIN` holds: never a generator's, which is told apart per value)."""
+        kind = type(value)
+        if kind not in PLAIN:
+            checked(value, "fn=")
+        if kind in PLAIN:
+            namespace[f"t{j}"] = kind
+        return value
+
+    namespace["learned"] = learned
     lines = ["def run(run):", "    values = run.values"]
     for j, (_index, name, fn) in enumerate(fused):
         namespace[f"f{j}"] = fn
-        # One line per step (failed_index maps lines to steps); a coroutine is refused
-        # as Compute.execute refuses it, by an identity test with no call.
-        lines.append(f"    values[{name!r}] = v if type(v := f{j}(run)) is not Coroutine else refused(v)")
+        namespace[f"t{j}"] = NoneType  # no awaitable: the first other type is learned
+        # One line per step (failed_index maps lines to steps); an awaitable is refused
+        # as Compute.execute refuses it.  A value of the type the line last let through
+        # passes by an identity test with no call: what a compute paid before awaitables
+        # other than coroutines were refused.
+        lines.append(f"    values[{name!r}] = v if type(v := f{j}(run)) is t{j} else learned(v, {j})")
     if type(step) is Return:  # exactly Return, as Compute below
         namespace["fr"] = step.fn
         lines += ["    result = fr(run)", "    return result if type(result) is Ok else returned(result)"]
@@ -82,10 +99,6 @@ def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType
     exec(compile("\n".join(lines), f"<kumiko-typed: {len(fused)} fused steps>", "exec"), namespace)
     runner: Runner = namespace["run"]
     return runner, runner.__code__
-
-
-def _refused(value: Coroutine[Any, Any, Any]) -> NoReturn:
-    raise awaited(value, "fn=")
 
 
 class Block:
@@ -142,7 +155,12 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
     try:
         if segment is not None:
             assert resume is not None and segment.step is not None
-            result = segment.step.resume(run, resume.enter())
+            # A traced run re-enters its step in the step's span, as a fresh run enters
+            # it: the span, and the paths below it, are the ones a run that never
+            # suspended has.
+            at = resume.enter()
+            step = segment.step
+            result = step.resume(run, at) if trace is None else trace.step(step, segment.step_index, run, at)
             if result is not None:
                 return result
             segments = segments[segment.position + 1 :]

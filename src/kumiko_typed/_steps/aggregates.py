@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -22,6 +21,7 @@ from sqlalchemy.exc import DBAPIError, IntegrityError, OperationalError
 from sqlalchemy.orm.attributes import instance_state
 
 from .._access import NO_TENANT
+from .._awaitables import PLAIN, checked
 from .._ctx import correlation_of
 from .._errors import ProjectorFailed, StepRefused
 from .._eventstore import append
@@ -33,7 +33,7 @@ from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
 from .._structuring import read_back_problems
 from .._tables import events
-from ._base import Fn, NamedStep, Result, Step, awaited, called, resolve
+from ._base import Fn, NamedStep, Result, Step, called, resolve
 from ._rows import changed_columns, in_place_values, insert_row, update_row, writer
 
 if TYPE_CHECKING:
@@ -403,9 +403,9 @@ def project(registry: Registry, entity_type: type[Any], entity: Any, event: obje
             # The step's Failure named only the step ("append_event raised ValueError"):
             # which of the event's projectors, and that it was one, the log alone told.
             raise ProjectorFailed(projector, entity_type, type(event), exc) from exc
-        if type(done) is CoroutineType:  # a plain function calling an async one: boot cannot tell
+        if type(done) not in PLAIN:  # a plain function calling an async one: boot cannot tell
             name = ProjectorFailed.name_of(projector)
-            raise awaited(done, f"the projector {name} of {entity_type.__name__} for {type(event).__name__}")
+            checked(done, f"the projector {name} of {entity_type.__name__} for {type(event).__name__}")
     moved = sorted(key for key, value in owned.items() if getattr(entity, key) != value)
     if moved:
         raise StepRefused(

@@ -8,14 +8,14 @@ traced run takes the steps one by one.
 
 from __future__ import annotations
 
-from types import CoroutineType
 from typing import TYPE_CHECKING
 
 import attrs
 
+from .._awaitables import checked
 from .._errors import StepRefused
 from .._results import Failure, Ok
-from ._base import Fn, NamedStep, Result, Step, awaited, called
+from ._base import Fn, NamedStep, Result, Step, called
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -43,9 +43,9 @@ class Return(Step):
 
 
 def returned(result: object) -> Ok[object] | Failure:
-    """``return_``'s result, refused unless it is an ``Ok`` or a ``Failure``."""
-    if type(result) is CoroutineType:
-        raise awaited(result, "fn=")
-    if not isinstance(result, (Ok, Failure)):
-        raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
-    return result
+    """``return_``'s result, refused unless it is an ``Ok`` or a ``Failure`` (an awaitable
+    with the refusal that says why, see :func:`checked`)."""
+    if isinstance(result, (Ok, Failure)):
+        return result
+    checked(result, "fn=")
+    raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")
