@@ -26,7 +26,7 @@ from sqlalchemy.orm import Session
 from kumiko_typed import App, Feature, User, manual
 from kumiko_typed._eventstore import append
 from kumiko_typed._registry import Registry
-from kumiko_typed._steps.workflow import bounded_key, key_forms
+from kumiko_typed._steps.workflow import KEY_FORMS, bounded_key, key_forms
 from kumiko_typed._workflow_feed import EventFeed
 from kumiko_typed.testing import FakeClock
 
@@ -162,14 +162,21 @@ def test_an_event_this_deploy_cannot_load_strands_only_the_runs_of_its_tenant_wa
         ["x", {"d": 1, "c": 2}],
         "x" * 2_000,  # past the longest key stored whole: its digest, and before digests the text
         {"long": "y" * 2_000, "also": 1},
+        1.0,  # canonical 1, before 1.0
+        {"b": 2.5, "a": True},
+        frozenset({"z" * 2_000}),
     ],
 )
-def test_a_keys_forms_are_those_of_its_two_encodings(key: object) -> None:
-    """``key_forms`` makes one JSON text where the key's two encodings are equal: the
-    forms are still this release's text and those of earlier releases, as before."""
+def test_a_keys_forms_are_those_of_its_encodings(key: object) -> None:
+    """``key_forms`` makes one JSON text where the key's encodings are equal: the forms
+    are still this release's canonical text and those of earlier releases, as before,
+    never more than ``KEY_FORMS``."""
     app = App([f], database_url="sqlite://")
     codec = app._workflow_engine.codec
-    now = json.dumps(codec.encode(key, ordered=False), sort_keys=True)
+    now = json.dumps(codec.encode(key, ordered=False, canonical=True), sort_keys=True)
+    unordered = json.dumps(codec.encode(key, ordered=False), sort_keys=True)
     before = json.dumps(codec.encode(key, ordered=True), sort_keys=True)
-    assert key_forms(codec, key) == tuple(dict.fromkeys((bounded_key(now), bounded_key(before), before)))
+    forms = (bounded_key(now), bounded_key(unordered), bounded_key(before), before)
+    assert key_forms(codec, key) == tuple(dict.fromkeys(forms))
+    assert len(key_forms(codec, key)) <= KEY_FORMS
     app.dispose()

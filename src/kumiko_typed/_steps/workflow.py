@@ -73,28 +73,43 @@ def event_key(codec: Any, value: object) -> str:
 _KEY_JSON: Final = json.JSONEncoder(sort_keys=True)
 
 
-def key_text(codec: Any, value: object, *, ordered: bool = False) -> str:
-    """A key's JSON text, before :func:`bounded_key`.  Equal dicts give one text whatever
-    the order their keys were inserted in; ``ordered=True`` is the text earlier releases
-    stored, which kept that order (so a run waiting on ``{"a": 1, "b": 2}`` never matched
-    an event keyed ``{"b": 2, "a": 1}``), a long one whole before digests existed."""
-    return _KEY_JSON.encode(codec.encode(value, ordered=ordered))
+def key_text(codec: Any, value: object) -> str:
+    """A key's JSON text, before :func:`bounded_key`: its canonical encoding, in which
+    keys equal under ``==`` are one text (``1``, ``1.0`` and ``Decimal("1.0")``; one
+    instant in two time zones; a set and a frozenset; equal dicts whatever the order
+    their keys were inserted in), so that the database's comparison of texts is
+    Python's of values."""
+    return _KEY_JSON.encode(codec.encode(value, ordered=False, canonical=True))
 
 
-#: The most forms :func:`key_forms` gives.
-KEY_FORMS: Final = 3
+#: The most forms :func:`key_forms` gives: this release's, and three of earlier ones.
+KEY_FORMS: Final = 4
+
+#: Key types whose encoding is one in every release's form: one JSON text, made once.
+_ONE_FORM: Final = frozenset({str, int, uuid.UUID})
 
 
 def key_forms(codec: Any, value: object) -> tuple[str, ...]:
     """Every form a wait for the key ``value`` may have stored, this release's first: the
-    forms of earlier releases (order-keeping, and a long one whole) still match."""
-    now, before = codec.encode(value, ordered=False), codec.encode(value, ordered=True)
-    now_text = _KEY_JSON.encode(now)
-    # Most keys (a str, a number, a UUID) encode alike both ways: one JSON text, not two.
-    # Equal encodings give one text: the keys are sorted, and the two encodings of one
-    # value differ only where a form adds a tag (each leaf is the same object in both).
-    before_text = now_text if before is now or before == now else _KEY_JSON.encode(before)
-    return tuple(dict.fromkeys((bounded_key(now_text), bounded_key(before_text), before_text)))
+    forms of earlier releases still match (before canonical keys, values as written:
+    ``1.0``, a time zone's offset, a frozenset's tag; before that, a dict's keys in their
+    order; and before digests, a long one whole).  Four at most (``KEY_FORMS``): a
+    probe asks a group per form (``_waits_probe``), 256 to a statement whatever their
+    number."""
+    if type(value) in _ONE_FORM:  # the most common keys: no more than one encoding
+        text = _KEY_JSON.encode(codec.encode(value, ordered=False))
+        bounded = bounded_key(text)
+        return (text,) if bounded is text else (bounded, text)
+    now_text = key_text(codec, value)
+    unordered, ordered = codec.encode(value, ordered=False), codec.encode(value, ordered=True)
+    # Texts, not encodings, are compared with the canonical one: 1 == 1.0 as encoded
+    # leaves, yet their texts differ.  The two earlier encodings of one value differ only
+    # where a form adds a tag (each leaf is the same object in both): equal, one text.
+    unordered_text = _KEY_JSON.encode(unordered)
+    same = ordered is unordered or ordered == unordered
+    ordered_text = unordered_text if same else _KEY_JSON.encode(ordered)
+    forms = (bounded_key(now_text), bounded_key(unordered_text), bounded_key(ordered_text), ordered_text)
+    return tuple(dict.fromkeys(forms))
 
 
 def bounded_key(text: str) -> str:
