@@ -187,7 +187,9 @@ class StepCrash(_Unwinding):
     """An exception escaped a step; ``path`` grows as it unwinds through sub-pipelines."""
 
     def __init__(self, path: list[str], step: Step, cause: BaseException) -> None:
-        super().__init__(str(cause))
+        # The cause itself, not its text: a ``__str__`` that raises must not replace the
+        # step's exception with its own (the failure names the class; the log, the text).
+        super().__init__(cause)
         self.path = path
         self.step = step
         self.cause = cause

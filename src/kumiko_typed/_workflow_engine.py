@@ -70,6 +70,7 @@ from ._runs import RunInfo, shown_error, stranded_by
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import FORMAT, FORMAT_KEY, TAG, WITHOUT_VALUE_PAGES, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, called, locate
+from ._steps._block import NOT_A_STEPS_FAILURE
 from ._steps.aggregates import taken_id
 from ._stored_classes import (
     PAGED,
@@ -458,7 +459,9 @@ def _across(d: Definition, plan: Plan, values: dict[str, Any], scope: dict[str, 
     for key in plan.fills:
         try:
             values[key] = called(d.workflow.fill[key], MappingProxyType(LazyValues(values)), "the function")
-        except Exception as exc:
+        except BaseException as exc:
+            if isinstance(exc, NOT_A_STEPS_FAILURE):
+                raise
             logger.error("%s: fill= for %r raised", who, key, exc_info=exc)
             told = f": {exc}" if isinstance(exc, ProgramError) else ""  # the framework's own text (a coroutine)
             return f'fill= for "{key}" raised {type(exc).__name__}{told} (see the worker\'s log)'

@@ -27,6 +27,7 @@ from ._eventstore import Cursor, EventHead, read_heads_after, select_heads, unse
 from ._runs import stranded_by
 from ._segment_savepoint import allow_lazy
 from ._steps import WaitForEvent, called
+from ._steps._block import NOT_A_STEPS_FAILURE
 from ._steps.workflow import key_forms
 from ._tables import STRANDED, consumers, events, workflow_runs, workflow_waits
 from ._trigger_view import EVENT_TRIGGER
@@ -650,7 +651,9 @@ class EventFeed:
         try:
             forms = key_forms(self.engine.codec, called(step.event_key, value, "event_key="))
             return _Loaded(forms[0], value, step.event, forms)
-        except Exception:
+        except BaseException as exc:
+            if isinstance(exc, NOT_A_STEPS_FAILURE):
+                raise
             logger.exception("workflow %s: event_key of step %s failed for event %s", d.name, path, event.event_id)
             return _Loaded(None, value, step.event)
 

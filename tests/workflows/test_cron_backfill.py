@@ -87,3 +87,27 @@ def test_a_cron_workflow_registered_again_starts_the_ticks_of_the_time_it_was_re
     assert without.run_worker(once=True)["started"] == 0
     assert app_on([_every_minute()[0]], clock=clock).run_worker(once=True)["started"] == 30
     assert len(app.runs(name)) == 32
+
+
+def test_a_deploy_that_changes_the_expression_goes_on_from_the_last_tick_by_the_new_one(
+    app_on: Callable[..., App],
+) -> None:
+    """The schedule's cursor is its last tick, not its expression: a deploy that changes
+    ``every minute`` to ``every ten minutes`` (with workers down meanwhile) starts the new
+    expression's ticks after that last tick, none before it again, none of the old one."""
+    clock = FakeClock(T0)
+    f, name = _every_minute()
+    app = app_on([f], clock=clock)
+    app.run_worker(once=True)
+    clock.advance(minutes=3)
+    assert app.run_worker(once=True)["started"] == 3  # 09:01, 09:02, 09:03
+    changed = Feature("crons")
+    changed.workflow(
+        "minutely",
+        trigger=cron("*/10 * * * *"),
+        pipeline=changed.workflow_pipeline(CronTick).compute("at", lambda c: c.payload.scheduled_at),
+    )
+    clock.advance(minutes=30)  # 09:33:30
+    assert app_on([changed], clock=clock).run_worker(once=True)["started"] == 3
+    ticks = sorted(r.steps["at"] for r in app.runs(name))
+    assert [t.strftime("%H:%M") for t in ticks] == ["09:01", "09:02", "09:03", "09:10", "09:20", "09:30"]

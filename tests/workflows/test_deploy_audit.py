@@ -73,12 +73,13 @@ class AudBox(Entity):
 def feature(version: str) -> Feature[Any]:
     """The workflows as deployed in ``version`` (``v1``: what the runs start under).
 
-    ``wait-removed``: ``napper``'s wait ``nap`` gone; ``quote-text``: its ``quote`` is
-    text now, not an integer; ``rekeyed``: ``waiter``'s ``key`` and ``event_key`` add 100; ``wait-kind``: ``nap`` is a
-    ``wait_for_event`` now; ``fewer-tries``: ``retrier`` makes 1 attempt, not 3;
-    ``body-key``: ``looper``'s body computes a key before its wait; ``loop-renamed``:
-    ``looper``'s loop is ``line``, not ``item``; ``no-refunds``: the ``Refunded`` event
-    class and its handler removed; ``ORDER_VARIANTS`` keys: ``Order`` changed."""
+    ``wait-removed``: ``napper``'s wait ``nap`` gone; ``longer-nap``: ``nap`` waits a day;
+    ``quote-text``: its ``quote`` is text now, not an integer; ``rekeyed``: ``waiter``'s
+    ``key`` and ``event_key`` add 100; ``wait-kind``: ``nap`` is a ``wait_for_event`` now;
+    ``fewer-tries``: ``retrier`` makes 1 attempt, not 3; ``body-key``: ``looper``'s body
+    computes a key before its wait; ``loop-renamed``: ``looper``'s loop is ``line``, not
+    ``item``; ``no-refunds``: the ``Refunded`` event class and its handler removed;
+    ``ORDER_VARIANTS`` keys: ``Order`` changed."""
     order = ORDER_VARIANTS.get(version, ORDER)
     f: Feature[Any] = Feature("aud")
     f.entity(AudBox)
@@ -98,7 +99,7 @@ def feature(version: str) -> Feature[Any]:
     if version == "wait-kind":
         napper = napper.wait_for_event("nap", Paid, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT1H")
     elif version != "wait-removed":
-        napper = napper.wait("PT1M", name="nap")
+        napper = napper.wait("P1D" if version == "longer-nap" else "PT1M", name="nap")
     f.workflow(
         "nap-runner" if version == "workflow-renamed" else "napper",
         trigger=manual(order),
@@ -189,6 +190,22 @@ def test_removing_the_wait_a_run_is_in_strands_it_and_the_release_with_it_resume
     _stranded(deploy("wait-removed"), clock, run_id, "nap", 'step "nap" at nap no longer exists')
     assert deploy("v1").run_worker(once=True)["resumed"] == 1
     assert v1.result(v1.workflows["aud:napper"], run_id, user=ADA) == Ok("10")
+
+
+def test_a_wait_made_longer_keeps_the_wake_time_its_waiting_runs_stored(
+    deploy: Callable[[str], App], clock: FakeClock
+) -> None:
+    """A run waiting a minute in ``nap`` when a deploy makes it a day wakes after its
+    minute; a run that reaches ``nap`` under the new code waits the day."""
+    v1 = deploy("v1")
+    old = _start(v1, "napper")
+    v2 = deploy("longer-nap")
+    assert v2.check_runs() == []
+    new = _start(v2, "napper")
+    clock.advance(minutes=1)
+    assert v2.run_worker(once=True)["resumed"] == 1
+    assert v2.result(v2.workflows["aud:napper"], old, user=ADA) == Ok("10")
+    assert run_info(v2, new).wake_at == T0 + timedelta(days=1)
 
 
 def test_a_wait_replaced_by_a_wait_for_event_of_the_same_name_strands_the_run(

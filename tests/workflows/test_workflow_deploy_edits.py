@@ -7,6 +7,7 @@ so they agree on every run.
 
 from __future__ import annotations
 
+import asyncio
 import gc
 import logging
 import sys
@@ -823,9 +824,13 @@ def test_boot_refuses_a_wait_for_a_union_of_events_saying_what_to_wait_for_inste
 # --- 5. a fill= function that raises ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("error", [KeyError("quote"), ZeroDivisionError("division by zero"), ValueError("no")])
+@pytest.mark.parametrize(
+    "error",
+    # CancelledError: a BaseException (an asyncio.run inside the fill), which ended the pass
+    [KeyError("quote"), ZeroDivisionError("division by zero"), ValueError("no"), asyncio.CancelledError()],
+)
 def test_a_fill_that_raises_fails_the_run_with_internal_error_naming_it(
-    deploy: Callable[..., App], clock: FakeClock, caplog: pytest.LogCaptureFixture, error: Exception
+    deploy: Callable[..., App], clock: FakeClock, caplog: pytest.LogCaptureFixture, error: BaseException
 ) -> None:
     v1 = deploy("v1")
     run_id, _ref = _start(v1, "napper")

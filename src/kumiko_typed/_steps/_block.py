@@ -10,6 +10,7 @@ from types import NoneType
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from .._awaitables import PLAIN, checked
+from .._lazy_parts import LateUnreadable
 from .._results import Ok
 from ._base import Fn, Result, Resume, Step, StepCrash, Suspend
 from .compute import Compute, Return, returned
@@ -20,7 +21,14 @@ if TYPE_CHECKING:
     from .._interpreter import Run
     from .._observe import Trace
 
-__all__ = ["EMPTY", "Block", "run_block"]
+__all__ = ["EMPTY", "NOT_A_STEPS_FAILURE", "Block", "run_block"]
+
+#: What leaves a step as it came, never as the step's failure: the process being stopped
+#: (Ctrl-C, ``sys.exit``), a generator closed, and a run's stored value found unreadable
+#: (``LateUnreadable``: the worker strands or fails the run).  Anything else a step's code
+#: raises fails the step, also a ``BaseException`` such as ``asyncio.CancelledError``:
+#: let through, it ended the worker's pass at that run, and at every pass after it.
+NOT_A_STEPS_FAILURE: Final = (KeyboardInterrupt, SystemExit, GeneratorExit, LateUnreadable)
 
 #: ``(index, name, fn)`` of one ``compute`` step.
 Fused: TypeAlias = tuple[int, str, Fn]
@@ -168,7 +176,9 @@ def run_block(block: Block, run: Run, resume: Resume | None = None, label: str =
             result = segment.runner(run) if trace is None else _traced(trace, segment, run, block.steps)
             if result is not None:
                 return result
-    except Exception as exc:
+    except BaseException as exc:
+        if isinstance(exc, NOT_A_STEPS_FAILURE):
+            raise
         crash = _crash(exc, block, segment, trace)
         if crash is None:
             raise
@@ -188,7 +198,7 @@ def _resumed(block: Block, resume: Resume) -> Segment:
     return segment
 
 
-def _crash(exc: Exception, block: Block, segment: Segment | None, trace: Trace | None) -> StepCrash | None:
+def _crash(exc: BaseException, block: Block, segment: Segment | None, trace: Trace | None) -> StepCrash | None:
     """``exc`` left ``segment`` of ``block``: a crash or a suspension from inside its
     step goes on with that step's index prepended to its path (``None``: re-raise it);
     any other exception becomes a crash naming the step that raised it."""
