@@ -24,11 +24,12 @@ if TYPE_CHECKING:
 __all__ = ["EMPTY", "NOT_A_STEPS_FAILURE", "Block", "run_block"]
 
 #: What leaves a step as it came, never as the step's failure: the process being stopped
-#: (Ctrl-C, ``sys.exit``), a generator closed, and a run's stored value found unreadable
-#: (``LateUnreadable``: the worker strands or fails the run).  Anything else a step's code
-#: raises fails the step, also a ``BaseException`` such as ``asyncio.CancelledError``:
-#: let through, it ended the worker's pass at that run, and at every pass after it.
-NOT_A_STEPS_FAILURE: Final = (KeyboardInterrupt, SystemExit, GeneratorExit, LateUnreadable)
+#: (Ctrl-C, ``sys.exit``) and a run's stored value found unreadable (``LateUnreadable``:
+#: the worker strands or fails the run).  Anything else a step's code raises fails the
+#: step, also a ``BaseException`` such as ``asyncio.CancelledError``: let through, it
+#: ended the worker's pass at that run, and at every pass after it.  (A ``GeneratorExit``
+#: is thrown into a generator being closed, never into a block: one here is a step's.)
+NOT_A_STEPS_FAILURE: Final = (KeyboardInterrupt, SystemExit, LateUnreadable)
 
 #: ``(index, name, fn)`` of one ``compute`` step.
 Fused: TypeAlias = tuple[int, str, Fn]
