@@ -135,6 +135,17 @@ def test_a_zero_wait_resumes_at_the_next_pass(app_on: AppOn, user: User) -> None
     assert getattr(app.get_run(run_id), "status", None) == "completed"
 
 
+def test_a_day_is_24_hours_across_a_daylight_saving_change(app_on: AppOn, user: User) -> None:
+    """``P1D`` is elapsed time: started at noon in Berlin the day before its clocks go
+    forward, the run wakes 24 hours later, at 13:00 there (docs/workflows.md)."""
+    start = datetime(2026, 3, 28, 11, 0, tzinfo=UTC)  # 12:00 in Berlin, winter time
+    clock = FakeClock(start)
+    f, flow = _workflow("dst", lambda b: b.wait("P1D"))
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Go(1), user=user)
+    assert getattr(app.get_run(run_id), "wake_at", None) == start + timedelta(hours=24)
+
+
 def test_a_pass_resumes_a_run_once_what_it_left_due_again_is_the_next_passs(app_on: AppOn, user: User) -> None:
     """Before, a pass resumed a run again as long as its segment left it due: a loop of
     zero waits (or of wake times already past) ran to its end inside one pass, each
