@@ -32,6 +32,7 @@ from uuid import UUID
 import httpx
 
 from ._errors import DeliveryError
+from ._host_names import resolvable_name
 from ._http_deadline import Budget, deadline, in_delivery
 from ._outbox_types import CLIENT_HEADERS, masked_url
 from ._poison import one_line
@@ -209,16 +210,15 @@ def url_problem(url: str) -> str | None:
 
 def _resolvable(host: str) -> bool:
     """Whether a name server could ever answer for ``host`` (ASCII, as the client sends
-    it): every dot-separated label 1 to 63 characters, 253 in all (RFC 1035), a last dot
-    allowed.  Before, ``http://a..b.example/`` was queued and failed every attempt at the
-    lookup (``label empty or too long``), after the handler was told ``Ok``."""
+    it; :func:`~kumiko_typed._host_names.resolvable_name`).  Before, ``http://a..b.example/``
+    was queued and failed every attempt at the lookup (``label empty or too long``), after
+    the handler was told ``Ok``."""
     try:
         ipaddress.ip_address(host)
         return True  # an address literal is looked up by no one
     except ValueError:
         pass
-    name = host[:-1] if host.endswith(".") else host
-    return len(name) <= 253 and all(1 <= len(label) <= 63 for label in name.split("."))
+    return resolvable_name(host)
 
 
 @functools.lru_cache(maxsize=64)

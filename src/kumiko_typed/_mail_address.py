@@ -11,6 +11,8 @@ from typing import Any
 
 import attrs
 
+from ._host_names import resolvable_name
+
 __all__ = [
     "ENCODED_HEADER_PROBLEM",
     "HEADER_PROBLEM",
@@ -90,10 +92,7 @@ def ascii_domain(domain: str) -> str | None:
         encoded = domain if domain.isascii() else domain.encode("idna").decode("ascii")
     except UnicodeError:
         return None
-    name = encoded[:-1] if encoded.endswith(".") else encoded
-    if len(name) > 253 or not all(1 <= len(label) <= 63 for label in name.split(".")):
-        return None
-    return encoded
+    return encoded if resolvable_name(encoded) else None
 
 
 def mail_address(_instance: Any, _attribute: attrs.Attribute[Any], value: str) -> None:
