@@ -18,6 +18,7 @@ carries none (``401 unauthenticated``; the handler does not run).
 
 from __future__ import annotations
 
+import enum
 import functools
 import inspect
 import json
@@ -120,8 +121,12 @@ def asgi_app(
     ``user(request)`` runs for every handler request: a plain function in a worker thread
     (it may block), an ``async`` one on the event loop.  Handlers run in worker threads.
     ``www_authenticate`` is the challenge a ``401`` names (HTTP requires one).  A body of
-    more than ``max_body`` bytes (1 MiB by default) is refused with ``413`` before more of
-    it is read: a payload is held in memory whole, three times (bytes, text and parsed)."""
+    more than ``max_body`` bytes (1 MiB by default) is refused with ``413``: a payload is
+    held in memory whole, three times (bytes, text and parsed).  The refused rest is read
+    and dropped (up to 4 MiB more, never kept) so the client reads its ``413``: a server
+    that closes on unread bytes sends a reset that can destroy the answer before the client
+    reads it.  A body declared longer than that, or sent after ``Expect: 100-continue``, is
+    answered at once and its connection closed."""
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
@@ -194,8 +199,8 @@ class _Adapter:
         except ClientDisconnect:  # a client's own choice, not the server's error
             logger.debug("the client of %s closed the connection before its body ended", endpoint.handler)
             return None
-        if body is None:
-            return _too_large(self.max_body)
+        if isinstance(body, _Refused):
+            return _too_large(self.max_body, close=body is _Refused.UNREAD)
         data = _json_body(body)
         if isinstance(data, Failure):
             return _failure(data)
@@ -257,20 +262,37 @@ def _content_type_problem(request: Request) -> str | None:
     return None
 
 
-async def _body(request: Request, limit: int) -> bytes | None:
-    """The body, or ``None`` once it is known to exceed ``limit`` bytes: by its declared
-    length before reading, else while reading (chunked, or a length that lies)."""
+# Past the limit, this much more is read and dropped rather than left unread (Go's server
+# drains 256 KiB for the same reason); a body declared longer is answered at once.
+_DRAIN: Final = 4 * 1024 * 1024
+
+
+class _Refused(enum.Enum):
+    """A body over the limit: read to its end and dropped, or left unread."""
+
+    DRAINED = "drained"
+    UNREAD = "unread"
+
+
+async def _body(request: Request, limit: int) -> bytes | _Refused:
+    """The body, or why not once it is known to exceed ``limit`` bytes: by its declared
+    length, else while reading (chunked, or a length that lies).  Bytes past the limit are
+    counted and dropped, never kept, up to ``_DRAIN`` more."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit:
-        return None
+        # A client that asked to continue first has sent nothing yet: nothing to drain.
+        waiting = request.headers.get("expect", "").strip().lower() == "100-continue"
+        if waiting or int(declared) > limit + _DRAIN:
+            return _Refused.UNREAD
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
-        if size > limit:
-            return None
-        chunks.append(chunk)
-    return b"".join(chunks)
+        if size > limit + _DRAIN:
+            return _Refused.UNREAD
+        if size <= limit:
+            chunks.append(chunk)
+    return _Refused.DRAINED if size > limit else b"".join(chunks)
 
 
 class _RepeatedKey(ValueError):
@@ -359,12 +381,12 @@ def _not_allowed(method: str) -> Response:
     return Response(_dumps(body), 405, {"Allow": method}, media_type=_JSON)
 
 
-def _too_large(limit: int) -> Response:
-    """413, like 405 an HTTP answer with no Failure code of the library's."""
+def _too_large(limit: int, *, close: bool) -> Response:
+    """413, like 405 an HTTP answer with no Failure code of the library's.  ``close`` when
+    the rest of the body was left unread: the connection cannot carry another request."""
     message = f"the body is larger than {limit} bytes; send a smaller payload"
     body = {"code": "payload_too_large", "message": message, "details": None}
-    # The rest of the body is not read: the connection is closed rather than drained.
-    return Response(_dumps(body), 413, {"Connection": "close"}, media_type=_JSON)
+    return Response(_dumps(body), 413, {"Connection": "close"} if close else None, media_type=_JSON)
 
 
 def _crash(where: str, exc: Exception) -> Response:
