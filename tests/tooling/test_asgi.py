@@ -5,6 +5,7 @@ HTTP layer's own answers (no user, a bad header or body, no such path) on SQLite
 from __future__ import annotations
 
 import enum
+import gzip
 import importlib
 import json
 import logging
@@ -250,31 +251,35 @@ def test_requests_waiting_on_a_key_whose_first_run_crashed_run_it_once_more(app_
 
 
 def test_the_checks_run_in_the_documented_order(make_app: Callable[..., App]) -> None:
-    """docs/http.md, Answers: user, Idempotency-Key, Content-Type, size, JSON — the first
-    refusal answers, whatever else is wrong with the request."""
+    """docs/http.md, Answers: user, Idempotency-Key, Content-Type, Content-Encoding, size,
+    JSON — the first refusal answers, whatever else is wrong with the request."""
     from examples.inventory.handlers import inventory
 
     server = Served(asgi_app(make_app([inventory]), user=user_of, max_body=10))
     path = "/inventory/product:create"
-    bad = {"Idempotency-Key": "", "Content-Type": "text/plain"}
+    bad = {"Idempotency-Key": "", "Content-Type": "text/plain", "Content-Encoding": "gzip"}
+    json_type = {"Content-Type": "application/json"}
+    gzipped = {**json_type, "Content-Encoding": "gzip"}
     oversized = b"[" * 11
     try:
         answers = [
             (server.http.post(path, content=oversized, headers=bad), 401),
             (server.http.post(path, content=oversized, headers={**AS_ADMIN, **bad}), 400),
-            (server.http.post(path, content=oversized, headers={**AS_ADMIN, "Content-Type": "text/plain"}), 400),
-            (server.http.post(path, content=oversized, headers={**AS_ADMIN, "Content-Type": "application/json"}), 413),
-            (server.http.post(path, content=b"[" * 10, headers={**AS_ADMIN, "Content-Type": "application/json"}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, **bad, "Idempotency-Key": "k"}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, **gzipped}), 400),
+            (server.http.post(path, content=oversized, headers={**AS_ADMIN, **json_type}), 413),
+            (server.http.post(path, content=b"[" * 10, headers={**AS_ADMIN, **json_type}), 400),
         ]
     finally:
         server.close()
     assert [a.status_code for a, _ in answers] == [status for _, status in answers]
-    assert [a.json()["details"][0]["path"] for a, _ in (answers[1], answers[2], answers[4])] == [
+    assert [a.json()["details"][0]["path"] for a, _ in (answers[1], answers[2], answers[3], answers[5])] == [
         "Idempotency-Key",
         "Content-Type",
+        "Content-Encoding",
         "$",
     ]
-    assert "connection" not in answers[3][0].headers  # the rest of the body was read and dropped
+    assert "connection" not in answers[4][0].headers  # the rest of the body was read and dropped
 
 
 def test_a_key_loses_the_spaces_at_its_ends_as_http_drops_them(served: Served) -> None:
@@ -329,8 +334,11 @@ def test_a_body_that_is_not_a_json_object_is_400(inventory_served: Served) -> No
     json_type = {**AS_ADMIN, "Content-Type": "application/json"}
     cases = {
         b'{"sku": "tea",': "the body is not JSON: ",
-        b"": "the body is not JSON: ",
-        b'{"sku": "\xff"}': "the body is not JSON: ",
+        # Said as the client's fix: the parser's "Expecting value: line 1 column 1 (char 0)"
+        # named none, and its "'utf-8' codec can't decode byte 0xff" no encoding to send.
+        b"": "the body is empty: send the payload as a JSON object ({} for one without fields)",
+        b" \r\n": "the body is empty: ",
+        b'{"sku": "\xff"}': "the body is not UTF-8 (at byte 9): send JSON in UTF-8, whatever a charset says",
         b"[" * 100_000 + b"]" * 100_000: "the body is nested too deeply",
         # Valid JSON, but more digits than Python reads: the client is told what to send
         # (it was told the body was not JSON, and to call sys.set_int_max_str_digits()).
@@ -852,7 +860,9 @@ def test_a_body_that_repeats_a_key_is_400(make_app: Callable[..., App]) -> None:
 
 def test_a_body_in_another_encoding_than_utf8_is_400(make_app: Callable[..., App]) -> None:
     """Before: json.loads guessed UTF-16 and UTF-32 from the bytes and ran the handler, on a
-    body that a proxy or firewall reading it as UTF-8 (as RFC 8259 has it) saw as no JSON."""
+    body that a proxy or firewall reading it as UTF-8 (as RFC 8259 has it) saw as no JSON.
+    The answer names the client's fix: a byte order mark was "Unexpected UTF-8 BOM (decode
+    using utf-8-sig)", the parser's advice to the server."""
     ran: list[str] = []
     f = Feature("utf")
     f.write_handler(
@@ -862,19 +872,75 @@ def test_a_body_in_another_encoding_than_utf8_is_400(make_app: Callable[..., App
     json_type = {**AS_CLERK, "Content-Type": "application/json"}
     text = '{"text": "tea"}'
     try:
-        for body in (
-            text.encode("utf-16"),
-            text.encode("utf-16-le"),
-            text.encode("utf-32"),
-            text.encode("utf-8-sig"),  # a byte order mark, which JSON between systems must not carry
+        not_utf8 = "the body is not UTF-8 (at byte 0): send JSON in UTF-8, whatever a charset says"
+        for body, message in (
+            (text.encode("utf-16"), not_utf8),
+            (text.encode("utf-16-le"), "the body is not JSON: "),  # UTF-8 too: ASCII and NULs
+            (text.encode("utf-32"), not_utf8),
+            # a byte order mark, which JSON between systems must not carry
+            (text.encode("utf-8-sig"), "the body starts with a byte order mark: send JSON in UTF-8 without one"),
         ):
             refused = server.http.post("/utf/take", content=body, headers=json_type)
             details = _failure(refused, 400, "validation_error")["details"]
-            assert details[0]["path"] == "$" and details[0]["message"].startswith("the body is not JSON: "), details
+            assert details[0]["path"] == "$" and details[0]["message"].startswith(message), details
         assert ran == []
         assert server.http.post("/utf/take", content=text.encode(), headers=json_type).json() == {"data": 1}
     finally:
         server.close()
+
+
+def test_a_body_with_a_content_encoding_is_400_naming_the_header(make_app: Callable[..., App]) -> None:
+    """Before: a plain JSON body labelled gzip ran the handler, past a proxy or firewall that
+    decodes the label (and checked other bytes, or none); a gzip body was "not JSON: 'utf-8'
+    codec can't decode byte 0x8b", naming neither the header nor the fix."""
+    ran: list[str] = []
+    f = Feature("coded")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(1))
+    )
+    server = Served(asgi_app(make_app([f]), user=user_of))
+    plain = b'{"text": "tea"}'
+    message = "the body is read as JSON as sent: send it without a Content-Encoding (not compressed)"
+    try:
+        for coding, body in (("gzip", plain), ("gzip", gzip.compress(plain)), ("identity, br", plain)):
+            headers = {**AS_CLERK, "Content-Type": "application/json", "Content-Encoding": coding}
+            refused = server.http.post("/coded/take", content=body, headers=headers)
+            assert _failure(refused, 400, "validation_error")["details"] == [
+                {"path": "Content-Encoding", "message": message}
+            ]
+        assert ran == []
+        identity = {**AS_CLERK, "Content-Type": "application/json", "Content-Encoding": "Identity"}
+        assert server.http.post("/coded/take", content=plain, headers=identity).json() == {"data": 1}
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("returned", ["ada", False, {"id": 1}], ids=["str", "False", "dict"])
+def test_a_user_dependency_returning_no_user_is_a_json_500(
+    make_app: Callable[..., App], caplog: pytest.LogCaptureFixture, returned: object
+) -> None:
+    """The application's bug, said as one: before, the App refused the non-User as 403
+    access_denied, so a dependency that said False for an unknown token sent its client away
+    as forbidden, without the 401 and its challenge to sign in again."""
+    ran: list[str] = []
+    f = Feature("who")
+    f.write_handler(
+        "take", f.pipeline(Plain).compute("n", lambda c: ran.append(c.payload.text)).return_(lambda c: ok(1))
+    )
+    server = Served(asgi_app(make_app([f]), user=lambda request: returned))
+    try:
+        with caplog.at_level(logging.ERROR, logger="kumiko_typed.asgi"):
+            answer = server.http.post("/who/take", json={"text": "x"})
+    finally:
+        server.close()
+    body = _failure(answer, 500, "internal_error")
+    error_id = body["details"]["error_id"]
+    assert body["message"] == (
+        f"the user dependency returned a {type(returned).__name__}, not a User or None (error id {error_id})"
+    )
+    assert "www-authenticate" not in answer.headers and ran == []
+    [record] = [r for r in caplog.records if r.name == "kumiko_typed.asgi"]
+    assert error_id in record.getMessage()
 
 
 def test_a_client_that_goes_away_mid_body_runs_nothing_and_raises_nothing(

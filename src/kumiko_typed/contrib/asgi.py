@@ -180,7 +180,8 @@ class _Adapter:
         """The answer to a handler's request; ``None`` when the client went away before
         its body ended (nothing ran, and nobody is left to answer)."""
         try:
-            found = await run_in_threadpool(self.user, request)
+            # As an untyped caller's function may return it: checked below, not trusted.
+            found: object = await run_in_threadpool(self.user, request)
             if inspect.isawaitable(found):
                 found = await found
         except Exception as exc:
@@ -188,12 +189,20 @@ class _Adapter:
         if found is None:
             failure = fail("unauthenticated", "the request carries no user; sign in and send it again")
             return _failure(failure, self.challenge)
+        if not isinstance(found, User):
+            # The application's bug, not the client's: the App refused it as 403
+            # access_denied, so a function that said False for an unknown token sent its
+            # client away as forbidden, with no challenge to sign in again.
+            return _internal(f"the user dependency returned a {type(found).__name__}, not a User or None")
         key = _idempotency_key(request)
         if isinstance(key, Failure):
             return _failure(key)
         refused = _content_type_problem(request)
         if refused is not None:
             return _failure(_refused("Content-Type", refused))
+        if _encoded(request):
+            message = "the body is read as JSON as sent: send it without a Content-Encoding (not compressed)"
+            return _failure(_refused("Content-Encoding", message))
         try:
             body = await _body(request, self.max_body)
         except ClientDisconnect:  # a client's own choice, not the server's error
@@ -262,6 +271,14 @@ def _content_type_problem(request: Request) -> str | None:
     return None
 
 
+def _encoded(request: Request) -> bool:
+    """Whether the body carries a ``Content-Encoding`` other than ``identity``.  Before, a
+    gzip body was called no UTF-8 without naming the header, and a plain body labelled gzip
+    ran the handler: a proxy or firewall that decodes the label checked other bytes (or none)."""
+    codings = ",".join(request.headers.getlist("content-encoding")).lower().split(",")
+    return any(c.strip() not in ("", "identity") for c in codings)
+
+
 # Past the limit, this much more is read and dropped rather than left unread (Go's server
 # drains 256 KiB for the same reason); a body declared longer is answered at once.
 _DRAIN: Final = 4 * 1024 * 1024
@@ -313,13 +330,13 @@ def _integer(text: str) -> int:
         ) from None
 
 
-def _long_integer(body: bytes) -> str | None:
+def _long_integer(text: str) -> str | None:
     """Whether a body that did not parse holds an integer of more digits than Python reads,
     said as the client's fix: the parser's own error called the body no JSON and told the
     client to call ``sys.set_int_max_str_digits()``.  Parsed again for it, only on this
     path: a hook on every integer cost a successful parse half as much again."""
     try:
-        json.loads(body.decode(), parse_int=_integer)
+        json.loads(text, parse_int=_integer)
     except _LongInteger as exc:
         return str(exc)
     except (ValueError, RecursionError):
@@ -349,15 +366,26 @@ def _shown(key: str) -> str:
 def _json_body(body: bytes) -> object | Failure:
     """The body read as JSON in UTF-8, the only encoding of JSON between systems (RFC 8259):
     ``json.loads`` of bytes would also guess UTF-16 and UTF-32 (and pass encoded surrogates),
-    so a proxy that checked the body as UTF-8 saw other text than the handler gets."""
+    so a proxy that checked the body as UTF-8 saw other text than the handler gets.  An
+    empty, non-UTF-8 or byte-order-marked body is said as the client's fix: the parser's
+    own words were "Expecting value" and "decode using utf-8-sig", advice for the server."""
     try:
-        data: object = json.loads(body.decode(), object_pairs_hook=_object)
+        text = body.decode()
+    except UnicodeDecodeError as exc:
+        problem = f"the body is not UTF-8 (at byte {exc.start}): send JSON in UTF-8, whatever a charset says"
+        return _refused("$", problem)
+    if text.startswith("\ufeff"):
+        return _refused("$", "the body starts with a byte order mark: send JSON in UTF-8 without one")
+    if not text.strip(" \t\r\n"):  # JSON's whitespace
+        return _refused("$", "the body is empty: send the payload as a JSON object ({} for one without fields)")
+    try:
+        data: object = json.loads(text, object_pairs_hook=_object)
     except RecursionError:
         return _refused("$", "the body is nested too deeply")
     except _RepeatedKey as exc:
         return _refused("$", str(exc))
-    except ValueError as exc:  # not JSON, not UTF-8, or an integer too long for Python
-        return _refused("$", _long_integer(body) or f"the body is not JSON: {exc}")
+    except ValueError as exc:  # not JSON, or an integer too long for Python
+        return _refused("$", _long_integer(text) or f"the body is not JSON: {exc}")
     return data
 
 
@@ -390,10 +418,15 @@ def _too_large(limit: int, *, close: bool) -> Response:
 
 
 def _crash(where: str, exc: Exception) -> Response:
+    return _internal(f"{where} raised {type(exc).__name__}", exc)
+
+
+def _internal(what: str, exc: Exception | None = None) -> Response:
+    """500 ``internal_error``: ``what`` went wrong, under an error id that the log (with the
+    traceback of ``exc``) names too."""
     error_id = uuid.uuid4().hex
-    logger.error("%s raised (error id %s)", where, error_id, exc_info=exc)
-    message = f"{where} raised {type(exc).__name__} (error id {error_id})"
-    return _failure(fail("internal_error", message, {"error_id": error_id}))
+    logger.error("%s (error id %s)", what, error_id, exc_info=exc)
+    return _failure(fail("internal_error", f"{what} (error id {error_id})", {"error_id": error_id}))
 
 
 def _dumps(value: object, *, lenient: bool = False) -> bytes:
