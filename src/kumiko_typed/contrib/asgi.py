@@ -125,8 +125,9 @@ def asgi_app(
     held in memory whole, three times (bytes, text and parsed).  The refused rest is read
     and dropped (up to 4 MiB more, never kept) so the client reads its ``413``: a server
     that closes on unread bytes sends a reset that can destroy the answer before the client
-    reads it.  A body declared longer than that, or sent after ``Expect: 100-continue``, is
-    answered at once and its connection closed."""
+    reads it.  So is the body of every other answer given before it is read (no user, a bad
+    header, no such path or method).  A body declared longer than that, or sent after
+    ``Expect: 100-continue``, is answered at once and its connection closed."""
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
@@ -159,6 +160,16 @@ class _Adapter:
             await response(scope, receive, send)
 
     async def respond(self, request: Request) -> Response | None:
+        """The answer; ``None`` when the client went away before its body ended (nothing
+        ran, and nobody is left to answer)."""
+        checked = await self.check(request)
+        if isinstance(checked, Response):
+            return await _before_body(request, self.max_body, checked)
+        return await self.run(request, *checked)
+
+    async def check(self, request: Request) -> Response | tuple[Endpoint, User, str | None]:
+        """What a request is answered before its body is read (no such path, another method,
+        a schema, no user, a bad header), or the handler it runs, its user and its key."""
         path = "/" + str(request.path_params["path"])
         if b"%2f" in (request.scope.get("raw_path") or b"").lower():
             # The server decodes %2F into the path's "/": "/shop%2Fplace" would run
@@ -167,7 +178,7 @@ class _Adapter:
             return _failure(_NOT_SERVED)
         endpoint = self.served.get(path)
         if endpoint is not None:
-            return await self.run(endpoint, request) if request.method == "POST" else _not_allowed("POST")
+            return await self.admit(endpoint, request) if request.method == "POST" else _not_allowed("POST")
         schema = self.schemas.get(path)
         if schema is not None:
             # HTTP has every GET resource answer HEAD too (the server sends no body).
@@ -176,9 +187,8 @@ class _Adapter:
             return Response(schema, media_type="application/schema+json")
         return _failure(_NOT_SERVED)
 
-    async def run(self, endpoint: Endpoint, request: Request) -> Response | None:
-        """The answer to a handler's request; ``None`` when the client went away before
-        its body ended (nothing ran, and nobody is left to answer)."""
+    async def admit(self, endpoint: Endpoint, request: Request) -> Response | tuple[Endpoint, User, str | None]:
+        """A handler's request that its user and headers let through, or the refusal."""
         try:
             # As an untyped caller's function may return it: checked below, not trusted.
             found: object = await run_in_threadpool(self.user, request)
@@ -203,6 +213,11 @@ class _Adapter:
         if _encoded(request):
             message = "the body is read as JSON as sent: send it without a Content-Encoding (not compressed)"
             return _failure(_refused("Content-Encoding", message))
+        return endpoint, found, key
+
+    async def run(self, request: Request, endpoint: Endpoint, user: User, key: str | None) -> Response | None:
+        """The answer to an admitted handler's request, its body read and the handler run;
+        ``None`` when the client went away before its body ended."""
         try:
             body = await _body(request, self.max_body)
         except ClientDisconnect:  # a client's own choice, not the server's error
@@ -214,7 +229,7 @@ class _Adapter:
         if isinstance(data, Failure):
             return _failure(data)
         try:
-            result = await run_in_threadpool(endpoint.call, data, found, key)
+            result = await run_in_threadpool(endpoint.call, data, user, key)
         except Exception as exc:  # dispatch_json catches the handler's; this is the unforeseen
             return _crash(f"handler {endpoint.handler}", exc)
         if isinstance(result, Failure):
@@ -291,25 +306,47 @@ class _Refused(enum.Enum):
     UNREAD = "unread"
 
 
-async def _body(request: Request, limit: int) -> bytes | _Refused:
+def _waiting(request: Request) -> bool:
+    """Whether the client asked to be told to continue first: it has sent no body yet."""
+    return request.headers.get("expect", "").strip().lower() == "100-continue"
+
+
+async def _body(request: Request, limit: int, *, keep: bool = True) -> bytes | _Refused:
     """The body, or why not once it is known to exceed ``limit`` bytes: by its declared
     length, else while reading (chunked, or a length that lies).  Bytes past the limit are
-    counted and dropped, never kept, up to ``_DRAIN`` more."""
+    counted and dropped, never kept, up to ``_DRAIN`` more; without ``keep`` all are
+    (``b""``: read to its end)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        # A client that asked to continue first has sent nothing yet: nothing to drain.
-        waiting = request.headers.get("expect", "").strip().lower() == "100-continue"
-        if waiting or int(declared) > limit + _DRAIN:
-            return _Refused.UNREAD
+    if declared.isdigit() and int(declared) > limit and (_waiting(request) or int(declared) > limit + _DRAIN):
+        return _Refused.UNREAD  # nothing sent yet, or too much to drain
     chunks: list[bytes] = []
     size = 0
     async for chunk in request.stream():
         size += len(chunk)
         if size > limit + _DRAIN:
             return _Refused.UNREAD
-        if size <= limit:
+        if keep and size <= limit:
             chunks.append(chunk)
     return _Refused.DRAINED if size > limit else b"".join(chunks)
+
+
+async def _before_body(request: Request, limit: int, response: Response) -> Response | None:
+    """``response``, decided before the body was read: the body is read first and dropped,
+    as a refused one is (to ``limit`` and ``_DRAIN`` past it).  Before, a 400, 404 or 405
+    went out at once and a server closing the connection after it (the client sent
+    ``Connection: close``, as urllib does, or spoke HTTP/1.0) closed on the unread body:
+    the reset destroyed the answer before the client read it.  Nothing of it is kept: a
+    client without a user must not make the server hold what it sends.  A client waiting to
+    be told to continue, or a body declared longer, is answered at once, closing the
+    connection."""
+    try:
+        rest = _Refused.UNREAD if _waiting(request) else await _body(request, limit, keep=False)
+    except ClientDisconnect:  # a client's own choice, not the server's error
+        logger.debug("the client of %s closed the connection before its body ended", request.url.path)
+        return None
+    if rest is _Refused.UNREAD:
+        response.headers["Connection"] = "close"
+    return response
 
 
 class _RepeatedKey(ValueError):
