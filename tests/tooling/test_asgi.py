@@ -676,6 +676,15 @@ def test_every_answer_before_the_body_reads_it_first(make_app: Callable[..., App
             answer = server.http.request(method, path, content=body, headers={**headers, "Connection": "close"})
             assert (answer.status_code, events) == (status, ["body ended", f"answer {status}"]), (path, headers)
             assert answer.json()["code"] and answer.headers["connection"] == "close"
+        # A target that is no path is routed nowhere: Starlette's 404, read first too.
+        for target in (b"*", b"http://127.0.0.1/big/nope"):
+            events.clear()
+            unrouted = _raw_exchange(
+                server,
+                b"POST " + target + b" HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Length: 20\r\nConnection: close\r\n\r\n",
+                b"x" * 20,
+            )
+            assert unrouted.startswith(b"HTTP/1.1 404 ") and events == ["body ended", "answer 404"], unrouted
         events.clear()
         waiting = _raw_exchange(
             server,

@@ -136,7 +136,7 @@ def asgi_app(
     adapter = _Adapter(served, schemas, user, www_authenticate, max_body)
     # A request target that is not a path ("OPTIONS *", a proxy's "http://host/...")
     # matches no route: its 404 is JSON too, not Starlette's plain text.
-    return Starlette(routes=[Route("/{path:path}", adapter)], exception_handlers={404: _unrouted})
+    return Starlette(routes=[Route("/{path:path}", adapter)], exception_handlers={404: adapter.unrouted})
 
 
 class _Adapter:
@@ -166,6 +166,11 @@ class _Adapter:
         if isinstance(checked, Response):
             return await _before_body(request, self.max_body, checked)
         return await self.run(request, *checked)
+
+    async def unrouted(self, request: Request, exc: Exception) -> Response:
+        """The 404 of a request target that is no path, its body read first as every answer
+        before the body is (sent to nobody if the client went away)."""
+        return await _before_body(request, self.max_body, _failure(_NOT_SERVED)) or _failure(_NOT_SERVED)
 
     async def check(self, request: Request) -> Response | tuple[Endpoint, User, str | None]:
         """What a request is answered before its body is read (no such path, another method,
@@ -245,10 +250,6 @@ class _Adapter:
 
 
 _NOT_SERVED: Final = fail("not_found", "no handler is served at this path; handlers are POST /{feature}/{name}")
-
-
-def _unrouted(request: Request, exc: Exception) -> Response:
-    return _failure(_NOT_SERVED)
 
 
 def _refused(where: str, message: str) -> Failure:
