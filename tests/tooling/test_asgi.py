@@ -694,6 +694,15 @@ def test_every_answer_before_the_body_reads_it_first(make_app: Callable[..., App
         head = waiting.partition(b"\r\n\r\n")[0]
         assert head.startswith(b"HTTP/1.1 401 ") and b"connection: close" in head.lower(), waiting
         assert events == ["answer 401"] and ran == []
+        # HTTP/1.0 has no 100 Continue: its client sent the body, which is read first.
+        events.clear()
+        old = _raw_exchange(
+            server,
+            b"POST /big/take HTTP/1.0\r\nContent-Type: application/json\r\nContent-Length: 20\r\n"
+            b"Expect: 100-continue\r\n\r\n",
+            b"x" * 20,
+        )
+        assert old.startswith(b"HTTP/1.1 401 ") and events == ["body ended", "answer 401"], old
     finally:
         server.close()
 

@@ -308,8 +308,11 @@ class _Refused(enum.Enum):
 
 
 def _waiting(request: Request) -> bool:
-    """Whether the client asked to be told to continue first: it has sent no body yet."""
-    return request.headers.get("expect", "").strip().lower() == "100-continue"
+    """Whether the client asked to be told to continue first: it has sent no body yet.  Not
+    over HTTP/1.0, whose clients send the body at once: HTTP has a server ignore the ask
+    there, and taken at its word, the body went unread and the close reset the answer."""
+    asked = request.headers.get("expect", "").strip().lower() == "100-continue"
+    return asked and request.scope.get("http_version") != "1.0"
 
 
 async def _body(request: Request, limit: int, *, keep: bool = True) -> bytes | _Refused:
