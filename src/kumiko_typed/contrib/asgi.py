@@ -125,9 +125,10 @@ def asgi_app(
     held in memory whole, three times (bytes, text and parsed).  The refused rest is read
     and dropped (up to 4 MiB more, never kept) so the client reads its ``413``: a server
     that closes on unread bytes sends a reset that can destroy the answer before the client
-    reads it.  So is the body of every other answer given before it is read (no user, a bad
-    header, no such path or method).  A body declared longer than that, or sent after
-    ``Expect: 100-continue``, is answered at once and its connection closed."""
+    reads it.  A body declared longer than that, or sent after ``Expect: 100-continue``, is
+    answered at once and its connection closed.  Every other answer given before the body
+    (no user, a bad header, no such path or method) reads and drops it first too, to the
+    same length, and leaves a longer one to the server."""
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
@@ -340,16 +341,18 @@ async def _before_body(request: Request, limit: int, response: Response) -> Resp
     went out at once and a server closing the connection after it (the client sent
     ``Connection: close``, as urllib does, or spoke HTTP/1.0) closed on the unread body:
     the reset destroyed the answer before the client read it.  Nothing of it is kept: a
-    client without a user must not make the server hold what it sends.  A client waiting to
-    be told to continue, or a body declared longer, is answered at once, closing the
-    connection."""
+    client without a user must not make the server hold what it sends.  A longer body is
+    left to the server, which reads and drops the rest of a connection it keeps (unlike a
+    413, such an answer says nothing against the body's size).  A client waiting to be told
+    to continue has sent nothing: it is answered at once, closing the connection."""
+    if _waiting(request):
+        response.headers["Connection"] = "close"
+        return response
     try:
-        rest = _Refused.UNREAD if _waiting(request) else await _body(request, limit, keep=False)
+        await _body(request, limit, keep=False)
     except ClientDisconnect:  # a client's own choice, not the server's error
         logger.debug("the client of %s closed the connection before its body ended", request.url.path)
         return None
-    if rest is _Refused.UNREAD:
-        response.headers["Connection"] = "close"
     return response
 
 
