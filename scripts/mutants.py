@@ -79,7 +79,11 @@ MODULES: dict[str, list[str]] = {
     "_registered_names": ["tests/pipeline/test_registered_names.py"],
     "_private_addresses": ["tests/outbox/test_webhook_private_addresses.py"],
     "_webhook_signature": ["tests/outbox/test_webhook_signatures.py"],
-    "_triggers": ["tests/workflows/test_cron_timezones.py", "tests/workflows/test_cron_backfill.py"],
+    "_triggers": [
+        "tests/workflows/test_cron_timezones.py",
+        "tests/workflows/test_cron_backfill.py",
+        "tests/workflows/test_cron_catch_up.py",
+    ],
 }
 
 

@@ -2,12 +2,16 @@
 
 A cursor row per workflow holds its last tick (locked while a pass fires a batch of
 ticks); the run's trigger key is the tick, so even a reset cursor starts no second run
-for it."""
+for it.  A trigger's ``catch_up`` skips the missed ticks older than it in the same
+transaction that moves the cursor past them: no worker starts them later."""
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
+from datetime import datetime, timedelta
 from functools import partial
+from itertools import chain
 
 from sqlalchemy import select, update
 
@@ -18,6 +22,8 @@ from ._worker_batches import batches, counted
 from ._workflow_engine import SYSTEM_USER, Definition, WorkflowEngine
 
 __all__ = ["CronTriggers"]
+
+logger = logging.getLogger("kumiko_typed")
 
 #: Ticks fired per transaction: a backfill commits its progress in steps of this many.
 TICKS_PER_TRANSACTION = 100
@@ -62,8 +68,23 @@ class CronTriggers:
                 return False, 0
             if last.tzinfo is None:
                 last = last.replace(tzinfo=now.tzinfo)
-            ticks = d.workflow.trigger.ticks(last)
+            trigger = d.workflow.trigger
+            ticks = trigger.ticks(last)
             tick = next(ticks)
+            skipped: tuple[datetime, datetime] | None = None
+            oldest = _oldest_kept(now, trigger.catch_up)
+            if oldest is not None and tick < oldest:
+                # Ticks older than the catch-up window: skipped for good, as the cursor moves
+                # past them in this transaction (a worker after it starts none of them).
+                newest_old = trigger.newest_tick(last, oldest)
+                assert newest_old is not None  # ``tick`` is one
+                first, ticks = tick, trigger.ticks(newest_old)
+                tick = next(ticks)
+                if tick > now:  # none in the window: the newest due tick starts, however old
+                    tick, ticks = newest_old, chain([tick], ticks)
+                    newest_old = trigger.newest_tick(last, newest_old)
+                if newest_old is not None:
+                    skipped = (first, newest_old)
             fired = 0
             while tick <= now and fired < TICKS_PER_TRANSACTION:
                 if engine.create(session, d, CronTick(tick), SYSTEM_USER, f"cron:{tick.isoformat()}"):
@@ -72,4 +93,23 @@ class CronTriggers:
                 last = tick
                 tick = next(ticks)
             session.execute(update(consumers).where(consumers.c.name == name).values(tick=last))
+        if skipped is not None:  # committed: said once, by the worker that skipped them
+            logger.warning(
+                "cron workflow %s skipped its ticks from %s to %s: older than its catch_up=%s when found",
+                d.name,
+                skipped[0].isoformat(),
+                skipped[1].isoformat(),
+                trigger.catch_up,
+            )
         return tick <= now, started
+
+
+def _oldest_kept(now: datetime, catch_up: timedelta | None) -> datetime | None:
+    """The oldest a missed tick may be and still start a run (``None``: any age); a
+    ``catch_up`` reaching before year 1 bounds nothing, rather than overflow each pass."""
+    if catch_up is None:
+        return None
+    try:
+        return now - catch_up
+    except OverflowError:
+        return None

@@ -18,6 +18,7 @@ html_fn = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="
 reply_fn = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", reply_to=lambda c: c.payload.lines)  # E: arg-type # E: return-value # PE: reportArgumentType
 key = signed(123)  # E: arg-type # PE: reportArgumentType
 zone = cron("0 9 * * *", timezone=3)  # E: arg-type # PE: reportArgumentType
+seconds = cron("0 9 * * *", catch_up=3600)  # E: arg-type # PE: reportArgumentType
 App([shop], webhook_private_addresses="no")  # E: arg-type # PE: reportArgumentType
 SmtpTransport("mx", implicit_tls="yes")  # E: arg-type # PE: reportArgumentType
 user = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())

@@ -5,6 +5,7 @@ stream's page; the values they return have exact types in both checkers."""
 from __future__ import annotations
 
 import uuid
+from datetime import timedelta
 
 from kumiko_typed import AggregateCreated, App, CronTick, Feature, Ok, SmtpTransport, User, cron, ok, signed
 
@@ -15,6 +16,9 @@ shop.entity(Product)
 
 nightly = cron("0 9 * * *", timezone="Europe/Berlin")
 reveal_type(nightly)  # R: kumiko_typed._triggers.Trigger[kumiko_typed._triggers.CronTick] # PR: Trigger[CronTick]
+bounded = cron("*/5 * * * *", catch_up=timedelta(hours=1))
+reveal_type(bounded)  # R: kumiko_typed._triggers.Trigger[kumiko_typed._triggers.CronTick] # PR: Trigger[CronTick]
+every_missed = cron("*/5 * * * *", timezone="Europe/Berlin", catch_up=None)
 report = shop.workflow(
     "report",
     trigger=nightly,
