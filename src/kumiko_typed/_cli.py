@@ -487,8 +487,9 @@ def list_runs(
 
     Per run: its workflow, status, the step it is at, when it wakes, when it was created and
     last updated (UTC), the start of the fingerprint of the definition it started under, and
-    a failed run's error code (with --stranded: the reason the run cannot resume).  With
-    --limit, a full page ends with the --before option that lists the next (on stderr).
+    a failed run's error code (a suspended run's too: why it waits to try again; with
+    --stranded: the reason the run cannot resume).  With --limit, a full page ends with the
+    --before option that lists the next (on stderr).
     """
     if key is not None and tenant_id is None:
         raise click.UsageError("--key needs --tenant: a key is its tenant's")
