@@ -157,14 +157,19 @@ def _raised(doing: str, module_name: str, exc: BaseException, database_url: str 
     return click.ClickException(passwords_hidden(text))
 
 
-def _existing(url: str, given_by: str) -> None:
-    """A SQLite file that is not there: connecting would create it, empty."""
+def _existing(url: str | URL, given_by: str) -> None:
+    """A SQLite file that is not there: connecting would create it, empty.  Refused as a
+    usage error before anything connects, so the file system is left as it was."""
     parsed = make_url(url)
     database = parsed.database or ":memory:"
     if parsed.get_backend_name() != "sqlite" or database == ":memory:" or database.startswith("file:"):
         return  # in memory, a URI filename (it says whether to create), or a server
     if not os.path.exists(database):
-        raise click.BadParameter(f"there is no SQLite database {database!r}", param_hint=given_by)
+        raise click.BadParameter(
+            f"there is no SQLite database {database!r}; this command needs an existing database and does"
+            " not create one: check the path, or create the database first (app.create_all() or your migrations)",
+            param_hint=given_by,
+        )
 
 
 def _url(option: str | None) -> str | None:
@@ -400,7 +405,7 @@ def runs() -> None:
 @verbosity()
 def cancel_run(target: str, run_id: uuid.UUID, reason: str | None, database_url: str | None) -> None:
     """Cancel a running or suspended run: no worker resumes it."""
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     with _database(app):
         _done(app, app.cancel_run(run_id, user=OPERATOR, reason=reason or "cancelled from the command line"))
     click.echo(f"cancelled {run_id}")
@@ -438,7 +443,7 @@ def purge_runs(target: str, older_than: str, statuses: tuple[RunStatus, ...], da
     beside running workers.
     """
     age = _age(older_than)
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     with _database(app):
         deleted = app.purge_runs(older_than=age, status=statuses or None)
     click.echo(f"deleted {deleted} finished run{'' if deleted == 1 else 's'}")
@@ -487,12 +492,13 @@ def list_runs(
 
     Per run: its workflow, status, the step it is at, when it wakes, when it was created and
     last updated (UTC), the start of the fingerprint of the definition it started under, and
-    a failed run's error code (with --stranded: the reason the run cannot resume).  With
-    --limit, a full page ends with the --before option that lists the next (on stderr).
+    a failed run's error code (a suspended run's too: why it waits to try again; with
+    --stranded: the reason the run cannot resume).  With --limit, a full page ends with the
+    --before option that lists the next (on stderr).
     """
     if key is not None and tenant_id is None:
         raise click.UsageError("--key needs --tenant: a key is its tenant's")
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     with _database(app):
         try:  # one more than asked: whether a next page exists
             found = app.runs(
@@ -553,7 +559,7 @@ def outbox() -> None:
 @verbosity()
 def requeue(target: str, outbox_id: uuid.UUID, database_url: str | None) -> None:
     """Deliver a dead row again: pending, due now, its attempts counted from zero."""
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     with _database(app):
         _done(app, app.requeue(outbox_id, user=OPERATOR))
     click.echo(f"requeued {outbox_id}")
@@ -571,7 +577,7 @@ def purge_outbox(target: str, older_than: str, database_url: str | None) -> None
     running workers.
     """
     age = _age(older_than)
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     with _database(app):
         deleted = app.purge_outbox(older_than=age)
     click.echo(f"deleted {deleted} sent outbox row{'' if deleted == 1 else 's'}")
@@ -604,7 +610,7 @@ def list_outbox(
     Mail and webhooks, with attempts, next attempt (UTC), target and last error.  With
     --limit, a full page ends with the --after option that lists the next (on stderr).
     """
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     statuses: tuple[Literal["pending", "sent", "dead"], ...] | None = None if show_all else ("pending", "dead")
     with _database(app):
         try:  # one more than asked: whether a next page exists
@@ -644,7 +650,7 @@ def purge_keys(target: str, database_url: str | None) -> None:
 
     Run it from a periodic job; it deletes in batches beside running dispatches.
     """
-    app = _boot(target, database_url)
+    app = _boot(target, database_url, existing=True)
     with _database(app):
         deleted = app.purge_idempotency_keys()
     click.echo(f"deleted {deleted} expired idempotency key{'' if deleted == 1 else 's'}")
@@ -661,11 +667,22 @@ def _done(app: App, result: Ok[object] | Failure) -> None:
         raise click.ClickException(f"{result.code}: {result.message}{where}{_migrate_first(lacking)}")
 
 
-def _boot(target: str, database_url: str | None) -> App:
+def _boot(target: str, database_url: str | None, *, existing: bool = False) -> App:
+    """Load MODULE:APP on ``database_url`` (or the environment's, or its own).  ``existing``:
+    for a command that lists or changes what the database holds, which must find it there
+    (a SQLite file that is not there is a usage error; connecting would create it, empty,
+    and the command then said only that its tables are missing).  A URL given is checked
+    before the app is loaded: a factory may create its tables."""
+    url = _url(database_url)
+    if existing and url is not None:
+        _existing(url, "--database-url" if database_url else "KUMIKO_DATABASE_URL")
     try:
-        return load_app(target, _url(database_url))
+        app = load_app(target, url)
     except BootError as exc:
         raise click.ClickException(str(exc)) from exc
+    if existing and url is None:
+        _existing(app.engine.url, f"the database_url of {target}")
+    return app
 
 
 @contextmanager

@@ -21,7 +21,9 @@ class RunInfo:
     """A workflow run as stored: where it is and what its steps hold.  ``error`` is why a
     ``failed`` run failed, a ``cancelled`` run's reason (code ``cancelled``, ``by`` the
     cancelling user's id), why a ``suspended`` run is stranded (code ``stranded``:
-    the deployed definition cannot resume it; it waits, intact, for one that can), or
+    the deployed definition cannot resume it; it waits, intact, for one that can), why
+    a ``suspended`` run waits to try a ``retry``'s body again at ``wake_at`` (its last
+    attempt's code and message, with ``attempts`` and ``times``), or
     why a worker tries a ``suspended`` run's segment again at ``wake_at`` (its last try's
     ``version_conflict``, ``unique_violation`` or ``unavailable``, with ``tries``, and
     ``taken``: the id its ``create`` found taken, or the entity and columns of the

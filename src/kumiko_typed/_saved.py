@@ -18,7 +18,8 @@ class Saved(Generic[E]):
     """The outcome of an aggregate write.
 
     ``changes`` maps each changed field to its new value and ``previous`` to its old
-    one (empty for a create); ``event`` is the stored event's type name.
+    one (empty for a create); ``event`` is the stored event's type name, ``""`` for an
+    update that changed nothing (it stores no event, and ``version`` is the one read).
     """
 
     id: UUID

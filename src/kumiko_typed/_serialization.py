@@ -53,6 +53,10 @@ FORMAT = 5
 #: strands only the runs that hold one, not every run this release touched.
 WITHOUT_VALUE_PAGES = 4
 FORMAT_KEY = "format"
+#: The member of a stored event value naming it by its registered name (``feature.event(...,
+#: name=)``), beside its module and class name (``"c"``), which an earlier release reads it by:
+#: a member an older reader ignores, so no new stored form.
+EVENT: Final = "e"
 
 
 def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
@@ -150,7 +154,12 @@ class Codec:
             self.names[cls] = name
         #: What this codec can rebuild, in a few characters: a deploy that changes it may
         #: read a run an earlier one could not (:class:`ClassMismatch`).
-        shapes = repr(sorted((name, _shape(cls), self._schema_version(cls)) for name, cls in self.by_name.items()))
+        shapes = repr(
+            sorted(
+                (name, _shape(cls), self._schema_version(cls), self._event_name(cls))
+                for name, cls in self.by_name.items()
+            )
+        )
         self.digest = hashlib.sha256(shapes.encode()).hexdigest()[:12]
 
     def encode(self, value: Any, *, ordered: bool = True, canonical: bool = False) -> Any:
@@ -257,12 +266,17 @@ class Codec:
             "c": name,
             "v": {f.name: self._encode(getattr(value, f.name), room, ordered) for f in attrs.fields(cls)},
         }
-        version = self._schema_version(cls)
-        # An event's schema version is how it was stored, not part of its value: a payload's
-        # fingerprint (``ordered=False``) leaves it out.
-        if version is not None and ordered:
-            encoded["s"] = version
+        # An event's registered name and schema version are how it was stored, not part of
+        # its value: a payload's fingerprint (``ordered=False``) leaves them out.
+        event = self._event_name(cls) if ordered else None
+        if event is not None:
+            encoded[EVENT] = event
+            encoded["s"] = self._schema_version(cls)
         return encoded
+
+    def _event_name(self, cls: type[Any]) -> str | None:
+        """The name ``cls`` is registered under, if it is one of the App's events."""
+        return None if self.registry is None else self.registry.event_names.get(cls)
 
     def _schema_version(self, cls: type[Any]) -> int | None:
         """The schema version ``cls`` is stored at, if it is one of the App's events."""
@@ -310,9 +324,7 @@ class Codec:
         if tag == "saved":
             return Saved(**{k: self.decode(x) for k, x in v.items()})
         if tag in ("attrs", "entity", "enum"):
-            cls = self.by_name.get(data["c"])
-            if cls is None:
-                raise ClassMismatch(f"stored class {data['c']!r} is not registered in this App")
+            cls = self._stored_class(data)
             if tag == "enum":
                 try:
                     return cls(self.decode(v))
@@ -333,6 +345,23 @@ class Codec:
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
         raise StateError(f"unknown stored value tag {tag!r}")
+
+    def _stored_class(self, data: Mapping[str, Any]) -> type[Any]:
+        """The class of a stored class value: an event's by its registered name (``"e"``),
+        as the event store names it, so a deploy that renames or moves the class but
+        registers it under the old name still reads it; anything else (and an event an
+        earlier release stored, without ``"e"``) by its module and class name (``"c"``)."""
+        event = data.get(EVENT) if self.registry is not None else None
+        if event is not None:
+            assert self.registry is not None
+            cls = self.registry.event_classes.get(event)
+            if cls is None:
+                raise ClassMismatch(f"stored event {event!r} is not registered in this App")
+            return cls
+        cls = self.by_name.get(data["c"])
+        if cls is None:
+            raise ClassMismatch(f"stored class {data['c']!r} is not registered in this App")
+        return cls
 
     def _read_as_event(self, cls: type[Any], name: str, version: object, stored: Mapping[str, Any]) -> Any:
         """An event a run stored: read as the event store reads one, its stored JSON

@@ -970,12 +970,14 @@ class WorkflowEngine:
                     state = self._suspension(d, run, outcome, at.kind, parts)
                 except StateError as exc:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
+                # Waiting to try a retry's body again, the run says why (its last attempt's
+                # error); any other suspension clears the error a run had.
                 columns = {
                     "status": "suspended",
                     "path": where,
                     "wake_at": outcome.wake_at,
                     "state": state,
-                    "error": None,
+                    "error": None if outcome.failed_attempt is None else outcome.failed_attempt.error,
                 }
                 dropped = parts.dropped()
             else:

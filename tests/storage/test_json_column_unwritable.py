@@ -107,4 +107,5 @@ def test_an_unwritable_json_value_is_a_validation_error_and_nothing_is_written(
     failure = failure_of(app.dispatch(change, Change(doc_id, 1, kind), user=user), "validation_error")
     assert said in failure.message
     assert _counts(app) == before
-    assert ok_data(app.dispatch(change, Change(doc_id, 1, "fine"), user=user)) == 2  # the row was not touched
+    # The row was not touched: still at version 1, its body as it was (so this changes nothing).
+    assert ok_data(app.dispatch(change, Change(doc_id, 1, "fine"), user=user)) == 1

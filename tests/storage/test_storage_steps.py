@@ -18,6 +18,7 @@ from sqlalchemy.orm import Mapped, mapped_column
 from kumiko_typed import App, BootError, Entity, Failure, Feature, Ok, Saved, User, fail, ok
 from kumiko_typed._rules import msg_optimistic_lock
 from kumiko_typed._tables import events
+from kumiko_typed.testing import FakeClock
 
 AppOn = Callable[..., App]
 MakeUser = Callable[..., User]
@@ -409,11 +410,48 @@ def test_update_bumps_the_version_and_reports_only_changed_fields(app_on: AppOn,
     assert second["user_id"] == admin.id
     assert second["tenant_id"] == admin.tenant_id
 
-    # And again, from version 2.
+    # And again, from version 2: nothing changes now, so nothing is stored (below).
     again = ok_data(app.dispatch(upd, Ref(created.id, 2), user=admin))
-    assert again.version == 3
-    assert again.changes == {}
-    assert again.previous == {}
+    assert (again.version, again.changes, again.previous, again.event) == (2, {}, {}, "")
+
+
+@pytest.mark.parametrize("changes", [{}, {"name": "old", "stock": 5}], ids=["no-changes", "same-values"])
+def test_update_that_changes_nothing_stores_no_event_and_keeps_the_version(
+    app_on: AppOn, admin: User, now: datetime, changes: dict[str, object]
+) -> None:
+    """An update whose ``changes=`` changes no column (none given, or each equal to the
+    row's) stores nothing: no ``<aggregate>.updated`` event, the version and ``updated_at``
+    as they were; its ``Saved`` is the entity as read, at its version, with no changes and
+    no event.  Before, it appended an event of ``{"changes": {}}`` and bumped the version,
+    so a client holding the version it had read got a ``version_conflict`` after a write
+    that changed nothing.  The version is still checked: a stale one is a conflict."""
+    f = _feature()
+    seed = _seed_handler(f)
+    upd = _update_handler(f, changes=lambda c: changes, version=lambda c: c.payload.version)
+    rename = f.write_handler(
+        "rename",
+        f.pipeline(Ref)
+        .update("r", T3sWidget, id=lambda c: c.payload.id, changes=lambda c: {"name": "new"}, version=lambda c: 1)
+        .return_(lambda c: ok(c.steps["r"].version)),
+    )
+    clock = FakeClock(now)
+    app = app_on([f], clock=clock)
+    created = ok_data(app.dispatch(seed, NewWidget("a", "old", 5), user=admin))
+    before = _snapshot(app)
+    clock.advance(minutes=1)
+
+    saved = ok_data(app.dispatch(upd, Ref(created.id, 1), user=admin))
+    assert isinstance(saved, Saved) and saved.entity.name == "old"
+    assert (saved.id, saved.version, saved.is_new) == (created.id, 1, False)
+    assert (saved.changes, saved.previous, saved.event) == ({}, {}, "")
+    assert _snapshot(app) == before  # no event, the row as it was (version 1, updated_at)
+    stream = ok_data(app.read_stream(T3sWidget, created.id, user=admin))
+    assert [e.type for e in stream] == ["t3s-widget.created"]
+
+    stale = failure_of(app.dispatch(upd, Ref(created.id, 0), user=admin), "version_conflict")
+    assert stale.details == {"entity_id": str(created.id), "expected_version": 0, "current_version": 1}
+    # The version the client read is still the current one: its next real change goes through.
+    assert app.dispatch(rename, Ref(created.id), user=admin) == Ok(2)
 
 
 def test_update_with_a_stale_version_is_version_conflict_and_writes_nothing(app_on: AppOn, admin: User) -> None:
@@ -464,9 +502,10 @@ def test_update_with_skip_optimistic_lock_ignores_the_version(app_on: AppOn, adm
     assert saved.version == 2
     assert saved.changes == {"stock": 42}
     assert saved.previous == {"stock": 0}
-    assert ok_data(app.dispatch(upd, Ref(created.id), user=admin)).version == 3
-    assert [e["stream_version"] for e in _rows(app, events)] == [1, 2, 3]
-    assert [(w["stock"], w["version"]) for w in _widgets(app)] == [(42, 3)]
+    # The same change again changes nothing: no event, no new version.
+    assert ok_data(app.dispatch(upd, Ref(created.id), user=admin)).version == 2
+    assert [e["stream_version"] for e in _rows(app, events)] == [1, 2]
+    assert [(w["stock"], w["version"]) for w in _widgets(app)] == [(42, 2)]
 
 
 def test_update_without_version_and_without_skip_is_a_boot_problem() -> None:

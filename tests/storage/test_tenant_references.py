@@ -369,7 +369,7 @@ def test_create_referring_to_another_tenants_row_is_refused_as_a_missing_row(two
 
 def test_update_and_a_projector_referring_to_another_tenants_row_are_refused(two: Two) -> None:
     app, h, a, _b, mine, theirs = two
-    book = ok_data(app.dispatch(h["book"], AddBook("x", mine), user=a))
+    book = ok_data(app.dispatch(h["book"], AddBook("x"), user=a))  # on no shelf: the move to mine changes it
     for name in ("move", "move_event"):
         _refused_as_missing(app, h[name], Move(book, theirs), Move(book, uuid.uuid4()), a)
     assert ok_data(app.dispatch(h["move"], Move(book, mine), user=a)) == 2

@@ -941,6 +941,7 @@ def _utc(at: Any) -> str:
 
 
 def test_runs_and_outbox_are_empty_at_first(tmp_path: Path, tiny: Tiny) -> None:
+    tiny.app().dispose()  # its tables created: a listing creates no database
     for command in ("runs", "outbox"):
         result = cli(tmp_path, command, tiny.target, "--database-url", tiny.url)
         assert result.returncode == 0, _explain(result)
@@ -1103,6 +1104,54 @@ def test_runs_before_a_run_that_does_not_exist_is_a_clear_error(tmp_path: Path, 
     result = cli(tmp_path, "runs", tiny.target, "--before", str(unknown), "--database-url", tiny.url)
     assert result.returncode == 2, _explain(result)
     assert f"Invalid value for '--before': no run {unknown}" in result.stderr and "Traceback" not in result.stderr
+
+
+#: Each command that lists or changes what a database holds, after its TARGET.
+ON_A_DATABASE = {
+    "runs list": [],
+    "runs cancel": [str(uuid.UUID(int=1))],
+    "runs purge": ["--older-than", "P30D"],
+    "outbox list": [],
+    "outbox requeue": [str(uuid.UUID(int=1))],
+    "outbox purge": ["--older-than", "P30D"],
+    "keys purge": [],
+}
+
+
+def _no_database_made(tmp_path: Path, result: subprocess.CompletedProcess[str], given_by: str, name: str) -> None:
+    """The command refused a missing SQLite file as a usage error naming where its URL came
+    from, and neither the file nor its journal is there."""
+    assert result.returncode == 2, _explain(result)
+    assert f"Invalid value for {given_by}: there is no SQLite database" in result.stderr, _explain(result)
+    assert "does not create one" in result.stderr and "Traceback" not in result.stderr
+    assert [p.name for p in tmp_path.iterdir() if p.name.startswith(name)] == []
+
+
+@pytest.mark.parametrize("command", list(ON_A_DATABASE))
+def test_a_command_on_a_database_that_is_not_there_creates_none(tmp_path: Path, tiny: Tiny, command: str) -> None:
+    """Connecting to a SQLite file creates it: ``runs list`` on a mistyped path left an
+    empty database there and then said only that its tables were missing.  Each command
+    that lists or changes what a database holds refuses a missing file before anything
+    connects (before a factory runs, which may create its tables)."""
+    missing = tmp_path / "missing.sqlite3"
+    target = f"{tiny.name}:make_bare_app"
+    result = cli(tmp_path, *command.split(), target, *ON_A_DATABASE[command], "--database-url", f"sqlite:///{missing}")
+    _no_database_made(tmp_path, result, "--database-url", "missing")
+
+
+def test_a_listing_on_a_database_that_is_not_there_creates_none_whoever_named_it(tmp_path: Path) -> None:
+    """The URL from the environment, and the App's own, are refused the same way."""
+    own = tmp_path / "theirs.sqlite3"
+    source = f"""
+        from kumiko_typed import App, Feature
+
+        app = App([Feature("own")], database_url={f"sqlite:///{own}"!r})
+    """
+    name = _module(tmp_path, source, "own")
+    from_env = cli(tmp_path, "runs", f"{name}:app", KUMIKO_DATABASE_URL=f"sqlite:///{tmp_path / 'env.sqlite3'}")
+    _no_database_made(tmp_path, from_env, "KUMIKO_DATABASE_URL", "env")
+    its_own = cli(tmp_path, "outbox", f"{name}:app")
+    _no_database_made(tmp_path, its_own, f"the database_url of {name}:app", "theirs")
 
 
 def test_outbox_lists_a_pending_delivery(tmp_path: Path, tiny: Tiny) -> None:
@@ -1625,7 +1674,8 @@ def test_keys_purge_deletes_the_expired_keys_only(tmp_path: Path, tiny: Tiny) ->
 
 @pytest.mark.parametrize("command", ["runs", "outbox", "worker", "keys purge"])
 def test_a_database_without_tables_is_a_clear_error(tmp_path: Path, tiny: Tiny, command: str) -> None:
-    empty = _url(tmp_path, "empty")  # a new file: nothing created in it
+    (tmp_path / "empty.sqlite3").touch()  # an empty file is an empty SQLite database
+    empty = _url(tmp_path, "empty")
     result = cli(tmp_path, *command.split(), f"{tiny.name}:make_bare_app", "--database-url", empty)
     assert result.returncode == 1, _explain(result)
     assert "no such table" in result.stderr, _explain(result)
@@ -1655,11 +1705,14 @@ def test_an_unusable_sqlite_file_names_its_fix_and_no_server(
     tmp_path: Path, tiny: Tiny, content: bytes | None, says: str
 ) -> None:
     """Was followed by 'Is the server reachable, and were the tables created?': a SQLite
-    file has no server, and the line above already says what to do."""
+    file has no server, and the line above already says what to do.  A file that is not
+    there is refused before connecting by a listing; the worker, which may be what sets a
+    database up, connects and names the missing folder."""
     path = tmp_path / "bad.sqlite3" if content is not None else tmp_path / "gone" / "x.sqlite3"
     if content is not None:
         path.write_bytes(content)
-    result = cli(tmp_path, "runs", f"{tiny.name}:make_bare_app", "--database-url", f"sqlite:///{path}")
+    command = ["runs"] if content is not None else ["worker", "--once"]
+    result = cli(tmp_path, *command, f"{tiny.name}:make_bare_app", "--database-url", f"sqlite:///{path}")
     assert result.returncode == 1, _explain(result)
     assert says in result.stderr, _explain(result)
     assert "server" not in result.stderr and "tables created" not in result.stderr, _explain(result)

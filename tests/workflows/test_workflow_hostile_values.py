@@ -160,7 +160,8 @@ def test_a_failed_attempt_whose_error_holds_a_nul_suspends_its_retry_on_both_dat
     app = app_on([f], clock=clock)
     run_id = app.start_workflow(flaky, Expect("x"), user=user)
     info = app.get_run(run_id)
-    assert info is not None and (info.status, info.path, info.error) == ("suspended", "r/#2", None)
+    assert info is not None and info.error is not None
+    assert (info.status, info.path, info.error["code"]) == ("suspended", "r/#2", "internal_error")
 
 
 @attrs.frozen

@@ -104,3 +104,59 @@ def test_a_failed_attempt_stores_the_safe_message_not_the_sql_or_the_exception_t
         assert listed.error == info.error
         # The exception's text is in the log, under the id the stored message names.
         assert SECRET in caplog.text and error.split("error id ")[1][:32] in caplog.text
+
+
+@pytest.mark.parametrize("body", ["unique clash", "exception"])
+def test_a_run_waiting_to_retry_reports_its_last_attempts_error_until_one_succeeds(
+    app_on: AppOn, user: User, body: str
+) -> None:
+    """While a run waits for its next attempt, ``RunInfo.error`` (``get_run``, ``runs``, the
+    command line's listing) says why: the failed attempt's code and safe message, how many
+    attempts failed and of how many.  Before, it was ``None`` until the last attempt failed
+    the run: only the retry's record in the stored state held the error.  An attempt that
+    succeeds clears it."""
+    failing = [True]
+
+    def step(c: Any) -> int:
+        if body == "unique clash":
+            return _insert_taken(c)
+        return _raise_with_secret(c) if failing[0] else 1
+
+    f: Feature[Any] = Feature("rte")
+    f.entity(RteSlot)
+    flow = f.workflow(
+        "flow",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .retry(times=3, base_delay=timedelta(seconds=10), do=lambda b: b.compute("taken", step))
+        .wait("PT1H", name="after"),
+    )
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock)
+    if body == "unique clash":
+        with app.engine.begin() as conn:
+            conn.execute(sa.insert(RteSlot.__table__).values(**_row(user.tenant_id)))
+    run_id = app.start_workflow(flow, Go(1), user=user)
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.wake_at) == ("suspended", T0 + timedelta(seconds=10))
+    code = "unique_violation" if body == "unique clash" else "internal_error"
+    message = f"{_stored_retry(app, run_id)['last_error']} (attempt 1 of 3 failed; the next at wake_at)"
+    assert info.error == {"code": code, "message": message, "attempts": "1", "times": "3"}
+    for leak in (SECRET, "INSERT", "SQL", "password", "Traceback", "sqlite3", "psycopg"):
+        assert leak not in message, message
+    assert [r.error for r in app.runs(flow)] == [info.error]
+
+    clock.advance(seconds=10)
+    app.run_worker(once=True)  # the second attempt fails too: its own error now
+    info = app.get_run(run_id)
+    assert info is not None and info.error is not None and info.status == "suspended"
+    assert (info.error["attempts"], info.error["code"]) == ("2", code)
+    assert info.error["message"].startswith("step @retry/do/#2/taken ")
+
+    failing[0] = False
+    with app.engine.begin() as conn:
+        conn.execute(sa.delete(RteSlot.__table__))
+    clock.advance(seconds=20)
+    app.run_worker(once=True)  # the third attempt succeeds: waiting at "after", no error
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.path, info.error) == ("suspended", "after", None)

@@ -509,10 +509,12 @@ def test_a_retry_whose_attempts_are_used_fails_its_run(app_on: AppOn, user: User
     always.append(_rename_behind_its_back)
     run_id = app.start_workflow(flow, Doc(doc, "second"), user=user)
     run = app.get_run(run_id)
-    assert run is not None and (run.status, run.path, run.error) == ("suspended", "@retry/#2", None), run
+    code = "version_conflict" if flow is rename_in_retry else "unavailable"
+    # Waiting for its second attempt, the run says why: the first attempt's error.
+    assert run is not None and run.error is not None, run
+    assert (run.status, run.path, run.error["code"], run.error["attempts"]) == ("suspended", "@retry/#2", code, "1")
     clock.advance(seconds=10)
     assert app.run_worker(once=True)["resumed"] == 1
-    code = "version_conflict" if flow is rename_in_retry else "unavailable"
     message = _failed(app, run_id, code)
     assert "tried" not in message  # the retry's own error, as its attempt failed
     clock.advance(minutes=5)

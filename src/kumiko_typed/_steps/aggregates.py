@@ -370,6 +370,11 @@ def _update(step: Update, run: Run) -> Failure | None:
         return _stated_conflict(run, step.entity, entity_id, expected, entity.version)
     previous = {k: getattr(entity, k) for k in changes}
     actual = {k: v for k, v in changes.items() if previous[k] != v}
+    if not actual:
+        # Nothing changes: no event and no new version, as SQLAlchemy writes no UPDATE (and
+        # bumps no version counter) for an unchanged object; the client's version stays current.
+        run.values[step.name] = Saved(entity.id, entity, entity.version, False)
+        return None
     _refuse_unfit(run, step.entity, actual)
     new_version = entity.version + 1
     aggregate = registry.aggregate_type(step.entity)

@@ -303,10 +303,14 @@ class FailedAttempt:
     attempt: int
     times: int
     failed: Failure | StepCrash
+    #: The run's error while it waits for the next attempt (``RunInfo.error``), made by
+    #: :meth:`note`: the attempt's code and message, how many attempts failed and of how many.
+    error: dict[str, str] = attrs.Factory(dict)
 
     def note(self, run: Run, path: list[str], named: Callable[[StepCrash], None]) -> None:
-        """Keep the attempt's message in its record and log it.  ``path``: the
-        suspension's, at the retry's next attempt; ``named`` names a crash's step."""
+        """Keep the attempt's message in its record and the run's error, and log it.
+        ``path``: the suspension's, at the retry's next attempt; ``named`` names a crash's
+        step."""
         failure = self.failed
         if isinstance(failure, StepCrash):
             failure.path[0:0] = path[:-1]
@@ -317,6 +321,12 @@ class FailedAttempt:
             failure = run.crash_failure(failure)
         error = storable_text(failure.message)  # kept in the run's state: a NUL must not make it unstorable
         self.record["last_error"] = error
+        # Text, as every value of a run's error; a crash's message names the step, the
+        # exception's class and an error id, never its text.
+        waits = f"attempt {self.attempt} of {self.times} failed; the next at wake_at"
+        self.error.update(
+            code=failure.code, message=f"{error} ({waits})", attempts=str(self.attempt), times=str(self.times)
+        )
         logger.info(
             "%s: retry attempt %d of %d failed: %s",
             run.event.handler,
