@@ -57,13 +57,9 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             bases = {base.fullname for i in instances for base in i.type.mro}
             awaitables = [i for i in instances if i.type.has_base(_AWAITABLE) or _awaitable(i)]
             if awaitables:
-                maybe = len(awaitables) < len(items)
-                fail(
-                    ctx,
-                    _async_message(ctx, method, name or "?", fn, awaitables, maybe),
-                    expr,
-                    code=_errors.ASYNC_RESOLVER,
-                )
+                maybe = len(awaitables) < len(items)  # a union with other types in it
+                message = _async_message(ctx, method, name or "?", fn, awaitables, maybe)
+                fail(ctx, message, expr, code=_errors.ASYNC_RESOLVER)
             elif _ASYNC_ITERATOR in bases:
                 fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type
