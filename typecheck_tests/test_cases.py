@@ -51,7 +51,8 @@ def test_a_refused_step_is_one_error_with_deprecated_enabled(plugin_run: tuple[s
 def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set[Finding], str]) -> None:
     """mypy's own error for such a key says only that it does not exist; the plugin adds why
     (errors_conditional_arms.py): in a branch arm or loop body, and mid-chain, where a
-    branch step is the alternative; and for a builder extended in an ``if`` statement."""
+    branch step is the alternative; and for a builder extended in an ``if``, ``match`` or ``try``
+    statement, or in a loop."""
     _, output = plugin_run
     said = {
         int(line.split(":")[1]): line for line in output.splitlines() if line.startswith("errors_conditional_arms.py:")
@@ -77,6 +78,14 @@ def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set
     )
     assert loop in said[97], said
     assert '"big" is set on one side of the conditional expression on line 102 ' + why + branch in said[103], said
+    tried = (
+        '"big" is set in the body of the try statement on line 113 only: an exception may leave the body before '
+        "the step is added, and the pipeline built when an except clause runs then has no such step; set it on "
+        "every path (in each except clause too, or after the try statement)  [misc]"
+    )
+    assert tried in said[117], said
+    assert '"big" is set on some paths of the try statement on line 119 only' + paths in said[123], said
+    assert '"big" is set on some paths of the if statement on line 142 only' + paths in said[144], said
 
 
 def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: tuple[set[Finding], str]) -> None:

@@ -46,9 +46,11 @@ __all__ = [
     "msg_async_resolver",
     "msg_duplicate_step",
     "msg_empty_step_name",
+    "msg_enum_typed_name",
     "msg_fill_key",
     "msg_fill_type",
     "msg_foreign_pipeline",
+    "msg_generator_result",
     "msg_literal_choice",
     "msg_no_return",
     "msg_not_a_select",
@@ -312,6 +314,19 @@ def msg_literal_choice(method: str, names: list[str]) -> str:
     )
 
 
+def msg_enum_typed_name(method: str, enum: str, member: str) -> str:
+    """A name typed as an enum class rather than one member (a constant declared ``Final[Item]``,
+    a parameter ``item: Item``): mypy keeps such a constant's type only, not the member it
+    holds (nor does its cache), so no key can be read from it."""
+    what = "item" if method == "for_each" else "key"
+    return (
+        f'The name of step "{method}" is typed as the enum {enum}, not as one of its members, so the {what} it '
+        f"adds has no one name the plugin can type (a constant declared Final[{enum}] is typed so: mypy keeps "
+        f"its type, not the member it holds); declare it without the type, NAME: Final = {enum}.{member}, or "
+        f"pass the member itself, {enum}.{member}"
+    )
+
+
 def msg_unknown_member_value(method: str) -> str:
     return (
         f'The name of step "{method}" is an enum member whose value mypy cannot know (an auto() '
@@ -502,10 +517,32 @@ def msg_optimistic_lock(step: str) -> str:
     )
 
 
-def msg_async_resolver(method: str, argument: str) -> str:
+def msg_async_resolver(
+    method: str, argument: str, awaitable: str | None = None, *, async_def: bool = True, maybe: bool = False
+) -> str:
+    """A resolver that returns (or, ``maybe``, may return) a coroutine, or another awaitable
+    when ``awaitable`` is the type it returns (``Future[int]``, a class with ``__await__``).
+    Only an ``async def`` (``async_def``; all that boot can find) is fixed by making it
+    plain: a plain function returning a coroutine calls an async one, and a future or
+    another awaitable stands for work that only an event loop would finish.  The run refuses
+    each of them: steps run synchronously, and nothing awaits what a resolver returns."""
+    returns = "may return" if maybe else "returns"
+    if awaitable is not None:
+        return (
+            f'{argument}= of step "{method}" {returns} an awaitable ("{awaitable}"): resolvers run synchronously '
+            "inside the transaction and nothing would await it; return the value itself: await it before "
+            "dispatching and pass its result in the payload, or compute it synchronously"
+        )
+    if async_def:
+        fix = "pass a plain (non-async) function"
+    else:
+        fix = (
+            "call no async function in it: await it before dispatching and pass its result in the payload, "
+            "or make the function it calls synchronous"
+        )
     return (
-        f'{argument}= of step "{method}" returns an awaitable: resolvers run synchronously inside the '
-        "transaction and the coroutine would never run; pass a plain (non-async) function"
+        f'{argument}= of step "{method}" {returns} a coroutine: resolvers run synchronously inside the '
+        f"transaction and the coroutine would never run; {fix}"
     )
 
 
@@ -559,6 +596,18 @@ def msg_resolver_result(method: str, argument: str, returned: str, *, function: 
     else:
         what = f'{argument}= of step "{method}" takes a resolver, a function of c, not "{returned}"'
     return f"{what}; it must return {must}: {example}"
+
+
+def msg_generator_result(method: str, argument: str) -> str:
+    """A lambda with ``yield`` given where the step fixes the result (``return_``'s ``Ok`` or
+    ``Failure``, a ``bool`` for ``when=``): it is a generator function, so the step would get
+    a generator object; mypy said only that a generator function's return type must be a
+    ``Generator``, which no fix of the lambda's type makes right."""
+    must, example = _RESOLVER_RESULTS[method, argument]
+    return (
+        f"{_resolver(method, argument)} is a lambda with yield, so the step would get a generator object, "
+        f"not its result; it must return {must}: {example}"
+    )
 
 
 def resolver_parameter(argument: str) -> tuple[str, str]:

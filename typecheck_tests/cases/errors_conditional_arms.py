@@ -101,3 +101,44 @@ def chosen_in_an_assignment(detailed: bool) -> None:
     p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
     p = p.compute("big", lambda c: True) if detailed else p
     p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+def checked() -> None: ...
+
+
+# A try statement: an exception may leave its body before the step is added (the except
+# clause's path then has no such key), or only a clause (or the else block) sets it.
+def set_in_a_try(detailed: bool) -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        p = p.compute("big", lambda c: c.steps["count"] > 10)
+    except ValueError:
+        checked()
+    p.return_(lambda c: ok(c.steps["big"]))  # E: misc
+    q = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        checked()
+    except ValueError:
+        q = q.compute("big", lambda c: True)
+    q.return_(lambda c: ok(c.steps["big"]))  # E: misc
+    r = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        checked()
+    except ValueError:
+        r = r.compute("big", lambda c: True)
+    else:
+        r = r.compute("big", lambda c: False)
+    r.return_(lambda c: ok(reveal_type(c.steps["big"])))  # R: bool
+    s = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        s = s.compute("big", lambda c: True)
+    finally:
+        checked()
+    s.return_(lambda c: ok(reveal_type(c.steps["big"])))  # R: bool
+    t = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        checked()
+    finally:
+        if detailed:
+            t = t.compute("big", lambda c: True)
+    t.return_(lambda c: ok(c.steps["big"]))  # E: misc

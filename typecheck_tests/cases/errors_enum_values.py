@@ -8,6 +8,7 @@ key as ``Any`` and reports nothing."""
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from kumiko_typed import Feature, ok
 
@@ -42,3 +43,25 @@ generated = (
     .return_(lambda c: ok(c.steps["count"]))
 )
 reveal_type(generated)  # R: kumiko_typed._finished.Finished[_models.Order, int] # PR: Finished[Order, Any]
+
+
+# A constant declared Final[Item] is typed as the enum, not as the member it holds (mypy keeps
+# no value for such a constant, nor does its cache): no key can be read from it, and the error
+# says to declare it Final without the type, which is the member (exact), as a parameter typed
+# Item would be told to pass the member.  pyright reads either as Any, with no error.
+class Item(enum.StrEnum):
+    LINE = "line"
+    TOTAL = "total"
+
+
+TYPED_LINE: Final[Item] = Item.LINE
+TYPED_TOTAL: Final[Item] = Item.TOTAL
+LINE: Final = Item.LINE
+
+typed = (
+    shop.pipeline(Order)
+    .compute(TYPED_TOTAL, lambda c: 1)  # E: kumiko-step-name  # M: The name of step "compute" is typed as the enum Item, not as one of its members, so the key it adds has no one name the plugin can type (a constant declared Final[Item] is typed so: mypy keeps its type, not the member it holds); declare it without the type, NAME: Final = Item.LINE, or pass the member itself, Item.LINE
+    .for_each(TYPED_LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope["line"]).qty))  # E: kumiko-step-name  # M: The name of step "for_each" is typed as the enum Item, not as one of its members, so the item it adds has no one name the plugin can type (a constant declared Final[Item] is typed so: mypy keeps its type, not the member it holds); declare it without the type, NAME: Final = Item.LINE, or pass the member itself, Item.LINE  # R: Any # PR: Any
+    .for_each(LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("sku", lambda c: reveal_type(c.scope["line"]).sku))  # R: _models.Line # PR: Any
+    .return_(lambda c: ok(1))
+)

@@ -18,4 +18,4 @@ async def _later(c: object) -> bool:
     return True
 
 
-async_when = shop.pipeline(Order).guard(_later, otherwise=lambda c: fail("x", "y"))  # E: kumiko-async-resolver  # M: when= of step "guard" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+async_when = shop.pipeline(Order).guard(_later, otherwise=lambda c: fail("x", "y"))  # E: kumiko-async-resolver  # M: when= of step "guard" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function

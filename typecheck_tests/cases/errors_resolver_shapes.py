@@ -80,7 +80,7 @@ async def later(c: Ctx[Order, Any, Any]) -> Failure:
     return fail("x", "y")
 
 
-async_otherwise = p.guard(lambda c: True, otherwise=later)  # E: kumiko-async-resolver  # M: otherwise= of step "guard" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+async_otherwise = p.guard(lambda c: True, otherwise=later)  # E: kumiko-async-resolver  # M: otherwise= of step "guard" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
 
 
 # A parameter the step never passes, with a default (or keyword-only): mypy said only "Cannot

@@ -20,9 +20,9 @@ async def fetch_total(c: Ctx[Order, object, object]) -> int:
 
 refused = (
     shop.pipeline(Order)
-    .compute("total", fetch_total)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
-    .compute("again", lambda c: fetch_total(c))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
-    .branch(when=lambda c: True, on_true=lambda b: b.compute("inner", fetch_total))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("total", fetch_total)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("again", lambda c: fetch_total(c))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; call no async function in it: await it before dispatching and pass its result in the payload, or make the function it calls synchronous
+    .branch(when=lambda c: True, on_true=lambda b: b.compute("inner", fetch_total))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )
 
@@ -33,7 +33,7 @@ async def verified(c: Ctx[Order, object, object]) -> EmailVerified:
 
 async_event = (
     shop.pipeline(Order)
-    .create("p", Product, data=lambda c: Product(id=c.payload.id, name="x", stock=1), event=verified)  # E: kumiko-async-resolver  # M: event= of step "create" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .create("p", Product, data=lambda c: Product(id=c.payload.id, name="x", stock=1), event=verified)  # E: kumiko-async-resolver  # M: event= of step "create" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )
 
@@ -49,8 +49,8 @@ class AsyncPricer:
 
 wrapped = (
     shop.pipeline(Order)
-    .compute("scaled", partial(scaled_total, 2))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
-    .compute("priced", AsyncPricer())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("scaled", partial(scaled_total, 2))  # E: kumiko-async-resolver  # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("priced", AsyncPricer())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
     .return_(lambda c: ok(1))
 )
 
@@ -65,7 +65,7 @@ def looked_up(c: object) -> object:
 
 overloaded = (
     shop.pipeline(Order)
-    .compute("looked_up", looked_up)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("looked_up", looked_up)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable ("Awaitable[int]"): resolvers run synchronously inside the transaction and nothing would await it; return the value itself: await it before dispatching and pass its result in the payload, or compute it synchronously
     .return_(lambda c: ok(1))
 )
 
@@ -77,8 +77,8 @@ def cached_or_fetched(c: Ctx[Order, Any, Any]) -> Awaitable[int] | int:
 
 maybe_async = (
     shop.pipeline(Order)
-    .compute("count", cached_or_fetched)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
-    .compute("later", lambda c: fetch_total(c) if c.payload.note else None)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("count", cached_or_fetched)  # E: kumiko-async-resolver  # M: fn= of step "compute" may return an awaitable ("Awaitable[int] | int"): resolvers run synchronously inside the transaction and nothing would await it; return the value itself: await it before dispatching and pass its result in the payload, or compute it synchronously
+    .compute("later", lambda c: fetch_total(c) if c.payload.note else None)  # E: kumiko-async-resolver  # M: fn= of step "compute" may return a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; call no async function in it: await it before dispatching and pass its result in the payload, or make the function it calls synchronous
     .return_(lambda c: ok(1))
 )
 
@@ -110,7 +110,7 @@ def pending(c: Ctx[Order, Any, Any]) -> asyncio.Future[int]:
 
 other_awaitables = (
     shop.pipeline(Order)
-    .compute("future", pending)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
-    .compute("later", lambda c: Later())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+    .compute("future", pending)  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable ("Future[int]"): resolvers run synchronously inside the transaction and nothing would await it; return the value itself: await it before dispatching and pass its result in the payload, or compute it synchronously
+    .compute("later", lambda c: Later())  # E: kumiko-async-resolver  # M: fn= of step "compute" returns an awaitable ("Later"): resolvers run synchronously inside the transaction and nothing would await it; return the value itself: await it before dispatching and pass its result in the payload, or compute it synchronously
     .return_(lambda c: ok(1))
 )

@@ -43,13 +43,15 @@ starred = (
 
 # A lambda with yield is a generator function: the step gets a generator object, while mypy
 # types the lambda by its body (Any for a yield, None for a yield from), unreported.  Where
-# the result's type is fixed (when=, an arm), mypy's own error says it, alone; an over=
+# the result's type is fixed (an arm), mypy's own error says it, alone; where a resolver's is
+# (when=, otherwise=, return_: generator_results below), mypy said only that a generator
+# function must be typed Generator, and the plugin says what to return instead; an over=
 # generator would run, and mypy's arg-type there (the lambda returns None) is taken back.
 generators = (
     shop.pipeline(Order)
     .compute("note", lambda c: (yield c.payload.note))  # E: kumiko-unanalyzable # M: fn= of step "compute" is a lambda with yield, so the step would get a generator object, not a value, and mypy does not type the lambda as one; return the value itself (a list rather than its items: lambda c: [...])
     .compute("skus", lambda c: (yield from c.payload.lines))  # E: kumiko-unanalyzable # M: fn= of step "compute" is a lambda with yield, so the step would get a generator object, not a value, and mypy does not type the lambda as one; return the value itself (a list rather than its items: lambda c: [...])
-    .branch(when=lambda c: (yield True), on_true=lambda b: b)  # E: misc
+    .branch(when=lambda c: (yield True), on_true=lambda b: b)  # E: kumiko-unanalyzable # M: when= of step "branch" is a lambda with yield, so the step would get a generator object, not its result; it must return a bool, True to run on_true (False runs on_false, if given); compare or test the value: .branch(when=lambda c: len(c.payload.lines) > 0, on_true=...)
     .for_each("line", over=lambda c: (yield from c.payload.lines), do=lambda b: b)  # E: kumiko-unanalyzable # M: over= of step "for_each" is a lambda with yield, which mypy does not type as a generator; return the items instead, over=lambda c: [...] or a generator expression, over=lambda c: (x for x in ...)
     .return_(lambda c: ok(reveal_type(c.steps["skus"])))  # R: None
 )
@@ -71,3 +73,13 @@ def reassigned() -> None:
     q2 = q.branch(when=lambda c: True, on_true=any_arm)
     q2.return_(lambda c: ok(c.steps["count"].upper()))  # E: attr-defined
     q2.guard(lambda c: reveal_type(c.steps["count"]) > 0, otherwise=lambda c: fail("conflict", "none"))  # R: int
+
+
+generator_results = (
+    shop.pipeline(Order)
+    .branch(when=lambda c: True, on_true=lambda b: (yield b))  # E: misc
+    .guard(lambda c: True, otherwise=lambda c: (yield fail("conflict", "none")))  # E: kumiko-unanalyzable # M: otherwise= of step "guard" is a lambda with yield, so the step would get a generator object, not its result; it must return a Failure (fail(code, message)), which ends the whole pipeline when the condition is false: .guard(..., otherwise=lambda c: fail("unprocessable", "..."))
+    .return_(lambda c: (yield ok(1)))  # E: kumiko-unanalyzable # M: The resolver of step "return_" is a lambda with yield, so the step would get a generator object, not its result; it must return ok(value), whose value becomes the handler's result, or a Failure (fail(...)): .return_(lambda c: ok(...))
+)
+# A yield from: mypy also said the lambda returns None (arg-type), the same mistake.
+yielded_from = shop.pipeline(Order).return_(lambda c: (yield from [ok(1)]))  # E: kumiko-unanalyzable # M: The resolver of step "return_" is a lambda with yield, so the step would get a generator object, not its result; it must return ok(value), whose value becomes the handler's result, or a Failure (fail(...)): .return_(lambda c: ok(...))

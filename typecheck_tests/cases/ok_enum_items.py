@@ -109,3 +109,13 @@ same_enum = (
     )
     .return_(lambda c: ok(1))
 )
+
+# Two loops one after the other, named by members of one enum: with the plugin each item is
+# exact, by its value or by its member, and so are the keys their bodies add (T | None);
+# pyright reads an item by its member exactly, by its value as Any (and a key computed from it).
+sequential = (
+    shop.pipeline(Order)
+    .for_each(Item.LINE, over=lambda c: c.payload.lines, do=lambda b: b.compute("qty", lambda c: reveal_type(c.scope["line"]).qty))  # R: _models.Line # PR: Any
+    .for_each(Item.CH, over=lambda c: "abc", do=lambda b: b.compute("upper", lambda c: reveal_type(c.scope[Item.CH]).upper()))  # R: str # PR: str
+    .return_(lambda c: ok((reveal_type(c.steps["qty"]), c.steps["upper"])))  # R: int | None # PR: Any | None
+)

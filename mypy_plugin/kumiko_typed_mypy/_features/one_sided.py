@@ -9,7 +9,8 @@ or is a branch arm's or loop body's lambda, ``on_true=lambda b: b.compute(...) i
 the read's step is called on; only errors in that step's own arguments are explained, so
 a conditional is always before the read.  A builder variable extended in an ``if``
 statement, ``if F: p = p.compute("x", ...)``, is the same mistake, explained alike; so is
-one extended in a ``match`` statement's cases or in a loop (which may run no time, or add
+one extended in a ``match`` statement's cases, in a ``try`` statement's body or clauses (an
+exception may leave the body before the step), or in a loop (which may run no time, or add
 the step twice).  Only the statement that decides the key on the read's path is named: the
 statements before the read are walked backwards to the last assignment of the variable,
 so an ``if`` followed by a builder of its own (``p = shop.pipeline(...)``), or the ``if``
@@ -35,6 +36,7 @@ from mypy.nodes import (
     MemberExpr,
     NameExpr,
     Statement,
+    TryStmt,
     WhileStmt,
     WithStmt,
 )
@@ -116,6 +118,7 @@ def _keyed(
 @dataclass(frozen=True)
 class _Blame:
     """The statement that decides whether a key exists: ``kind`` is ``if``, ``match``,
+    ``try``, ``try-body`` (a ``try`` body an exception may leave before it sets the key),
     ``loop``, or ``conditional`` (an expression assigned, ``p = p.compute(...) if F else p``)."""
 
     kind: str
@@ -134,6 +137,12 @@ def _why_statement(blamed: _Blame, branch: str) -> str:
             f"{_WHY} on line {blamed.line} only: the pipeline built with the other side has no such step; "
             f"set it on both sides{branch}"
         )
+    if blamed.kind == "try-body":
+        return (
+            f"is set in the body of the try statement on line {blamed.line} only: an exception may leave the "
+            "body before the step is added, and the pipeline built when an except clause runs then has no such "
+            "step; set it on every path (in each except clause too, or after the try statement)"
+        )
     if blamed.kind == "loop":
         return (
             f"is set in the loop on line {blamed.line} only: the pipeline built when it runs no time has no "
@@ -147,7 +156,7 @@ def _why_statement(blamed: _Blame, branch: str) -> str:
 
 
 def _decider(api: CheckerPluginInterface, root: Expression, key: str, line: int) -> _Blame | None:
-    """The ``if``, ``match`` or loop that decides whether variable ``root`` holds a builder
+    """The ``if``, ``match``, ``try`` or loop that decides whether variable ``root`` holds a builder
     with ``key`` where line ``line`` reads it: the statements before the read are walked
     backwards (those of its block, then of each block around it), to the last that assigns
     the variable; an ``if`` around the read, or one before a builder of its own is assigned,
@@ -197,19 +206,50 @@ def _verdict(api: TypeChecker, stmt: Statement, name: str, key: str) -> _Verdict
         paths = [_back(api, block.body, name, key) for block in blocks(stmt, loops=False)]
         if not _exhaustive(stmt):
             paths.append("on")  # the path that runs no block
-        blamed = next((v for v in paths if isinstance(v, _Blame)), None)
-        if blamed is not None:
-            return blamed
-        if "sets" in paths:
-            every = all(v == "sets" for v in paths)
-            return "sets" if every else _Blame("if" if isinstance(stmt, IfStmt) else "match", stmt.line)
-        return "stop" if all(v == "stop" for v in paths) else "on"
+        return _either(paths, _Blame("if" if isinstance(stmt, IfStmt) else "match", stmt.line))
     if isinstance(stmt, (ForStmt, WhileStmt)):
         inside = _back(api, stmt.body.body, name, key)
         return _Blame("loop", stmt.line) if inside == "sets" or isinstance(inside, _Blame) else "on"
     if isinstance(stmt, WithStmt):
         return _back(api, stmt.body.body, name, key)
-    return "stop"  # try: no claim about which of its paths ran
+    if isinstance(stmt, TryStmt):
+        return _try(api, stmt, name, key)
+    return "stop"  # no other statement holds an assignment (a def's are its own)
+
+
+def _either(paths: list[_Verdict], blame: _Blame) -> _Verdict:
+    """The verdict of a statement one of whose ``paths`` runs: a path's own blame first, then
+    ``blame`` (the statement's) where some paths set the key and others do not."""
+    blamed = next((v for v in paths if isinstance(v, _Blame)), None)
+    if blamed is not None:
+        return blamed
+    if "sets" in paths:
+        return "sets" if all(v == "sets" for v in paths) else blame
+    return "stop" if all(v == "stop" for v in paths) else "on"
+
+
+def _try(api: TypeChecker, stmt: TryStmt, name: str, key: str) -> _Verdict:
+    """A ``try`` statement read backwards from after it: its ``finally`` block ran on every
+    path; before that, either the body ran to its end and then the ``else`` block, or an
+    exception left the body part way and an ``except`` clause ran (one no clause catches
+    never reaches the read).  A body left part way may or may not have set the key, so a
+    body that sets it decides nothing on a clause's path that does not ("try-body")."""
+    if stmt.finally_body is not None:
+        last = _back(api, stmt.finally_body.body, name, key)
+        if last != "on":
+            return last
+    body = _back(api, stmt.body.body, name, key)
+    completed = _back(api, stmt.else_body.body, name, key) if stmt.else_body is not None else "on"
+    paths = [body if completed == "on" else completed]
+    for handler in stmt.handlers:
+        caught = _back(api, handler.body, name, key)
+        if caught != "on":
+            paths.append(caught)
+        elif body == "sets" or isinstance(body, _Blame):
+            paths.append(_Blame("try-body", stmt.line))  # before the step, or after it
+        else:
+            paths.append("on")  # a body that assigns no builder, or one of its own, part way: either
+    return _either(paths, _Blame("try", stmt.line))
 
 
 def _exhaustive(stmt: IfStmt | MatchStmt) -> bool:

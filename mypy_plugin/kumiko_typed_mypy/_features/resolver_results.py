@@ -8,8 +8,10 @@ expected, with the whole context type and, for ``return_``, an ``Ok[object]`` (t
 ``D``) the user never wrote, and the lambda's ``return-value`` error says the same again.
 The first says what was returned and what to return instead (the rule table's message for
 the resolver); the repeat is taken back (one mistake, one error).  A value given for the
-function, ``.return_(ok(1))``, is told to be a function.  A function of another number of
-parameters is ``resolvers.explain_parameters``'s to explain, an async one
+function, ``.return_(ok(1))``, is told to be a function, and a lambda with ``yield``
+(``.return_(lambda c: (yield ok(1)))``), which mypy refuses for not being typed as a
+generator, that the step would get a generator object and what to return.  A function of
+another number of parameters is ``resolvers.explain_parameters``'s to explain, an async one
 ``resolvers.refuse_async``'s."""
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from typing import Final
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
 from mypy.messages import format_type_bare
+from mypy.nodes import LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import AnyType, CallableType, Instance, Type, UninhabitedType, UnionType, get_proper_type
 
@@ -29,7 +32,7 @@ from .._names import FAILURE, OK
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.callbacks import as_called, passed, returned, wrong_count
-from .._typeops.refused import reword
+from .._typeops.refused import reword, reword_generator
 from .._typeops.reported import recorded_in
 
 
@@ -65,6 +68,10 @@ def explain(kind: str, ctx: MethodContext) -> Type:
 def _explain(ctx: MethodContext, method: str, fixed: _Fixed) -> None:
     expr, given = arg_expr(ctx, fixed.argument), arg_type(ctx, fixed.argument)
     if expr is None or given is None:
+        return
+    if isinstance(expr, LambdaExpr) and expr.is_generator:
+        # mypy's message says the lambda's return type must be a Generator: say what to return.
+        reword_generator(ctx, expr, rules.msg_generator_result(method, fixed.argument))
         return
     fn = as_called(get_proper_type(given), passed(ctx, fixed.argument))
     function = isinstance(fn, CallableType)

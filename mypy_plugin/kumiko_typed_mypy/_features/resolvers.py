@@ -3,7 +3,10 @@ the transaction, so an ``async def`` (or a lambda returning a coroutine) would h
 the step an un-awaited coroutine instead of its value.  A function typed to return a
 union with an awaitable in it (``Awaitable[int] | int``) may do so, and is refused too, as is
 one returning an object whose class has ``__await__`` without naming ``Awaitable`` (what
-``await``, and the runtime's refusal, look up).
+``await``, and the runtime's refusal, look up).  The error says which it returns, since the
+fix differs: an ``async def``'s coroutine (make it plain), a coroutine a plain function
+returns (it calls an async one), or another awaitable, named by its type (a future: return
+the value it stands for).
 An async generator (a function returning an async iterator) is refused as boot refuses it:
 nothing in a step can iterate it. A lambda with ``*args`` is refused too: mypy does not check it
 against the step; and so is a lambda with ``yield`` that mypy types ``Any``.  A lambda or
@@ -17,14 +20,15 @@ from typing import Final
 
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
-from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, ARG_STAR2, Expression, LambdaExpr
+from mypy.messages import format_type_bare
+from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, ARG_STAR2, Expression, FuncDef, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
 from .. import _errors
 from .._rules import rules
 from .._typeops.callbacks import as_called, passed, wrong_count
-from .._typeops.refused import reword
+from .._typeops.refused import reword, said_generator
 from .._typeops.reported import fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
@@ -45,17 +49,36 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if not isinstance(fn, CallableType):
                 continue
             returned = get_proper_type(fn.ret_type)
-            if isinstance(expr, LambdaExpr) and expr.is_generator and not _said_generator(ctx, expr):
+            if isinstance(expr, LambdaExpr) and expr.is_generator and not said_generator(ctx, expr):
                 _refuse_generator(ctx, method, name or "?", expr)
                 continue
             items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
             instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
             bases = {base.fullname for i in instances for base in i.type.mro}
-            if _AWAITABLE in bases or any(_awaitable(i) for i in instances):
-                fail(ctx, rules.msg_async_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
+            awaitables = [i for i in instances if i.type.has_base(_AWAITABLE) or _awaitable(i)]
+            if awaitables:
+                maybe = len(awaitables) < len(items)  # a union with other types in it
+                message = _async_message(ctx, method, name or "?", fn, awaitables, maybe)
+                fail(ctx, message, expr, code=_errors.ASYNC_RESOLVER)
             elif _ASYNC_ITERATOR in bases:
                 fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
     return ctx.default_return_type
+
+
+def _async_message(
+    ctx: MethodContext, method: str, argument: str, fn: CallableType, awaitables: list[Instance], maybe: bool
+) -> str:
+    """What the resolver returns, said as what it is: a coroutine of an ``async def`` (make it
+    plain), one a plain function returns (it calls an async function), or another awaitable,
+    named by its type (a future some other code was to await: return the value instead)."""
+    if all(i.type.has_base(_COROUTINE) for i in awaitables):
+        async_def = isinstance(fn.definition, FuncDef) and fn.definition.is_coroutine
+        return rules.msg_async_resolver(method, argument, async_def=async_def, maybe=maybe)
+    shown = format_type_bare(fn.ret_type, ctx.api.options)
+    return rules.msg_async_resolver(method, argument, shown, maybe=maybe)
+
+
+_COROUTINE: Final = "typing.Coroutine"
 
 
 def _awaitable(instance: Instance) -> bool:
@@ -121,17 +144,6 @@ def _uninferred(expr: Expression) -> Callable[[ErrorInfo], bool]:
 
 
 _UNINFERRED: Final = "Cannot infer type of lambda"
-
-
-def _said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
-    """Where the result's type is fixed (``bool`` for ``when=``), mypy says itself that a
-    generator function must return a ``Generator``."""
-    return any(
-        info.message.startswith(_NOT_GENERATOR) and _at(info, expr) for info in recorded_in(ctx.api.msg.errors, expr)
-    )
-
-
-_NOT_GENERATOR = "The return type of a generator function"
 
 
 def _at(info: ErrorInfo, expr: LambdaExpr) -> bool:

@@ -37,9 +37,12 @@ def name_refused_by_mypy(api: CheckerPluginInterface, given: Type | None) -> boo
 
 def unnamed_message(method: str, given: Type | None) -> str:
     """The ``kumiko-step-name`` message for a ``str`` name the plugin cannot read: a union of
-    literals (``Literal["y", "z"]``, each a literal, but which one only the run knows), or a
-    name chosen at run time."""
+    literals (``Literal["y", "z"]``, each a literal, but which one only the run knows), a
+    name typed as a ``str`` enum class, not one member (``LINE: Final[Item] = Item.LINE``), or
+    a name chosen at run time."""
     proper = get_proper_type(given)
+    if isinstance(proper, Instance) and proper.type.is_enum and proper.type.enum_members:
+        return rules.msg_enum_typed_name(method, proper.type.name, proper.type.enum_members[0])
     items = [get_proper_type(i) for i in proper.items] if isinstance(proper, UnionType) else []
     names = list(dict.fromkeys(literal_str(item, None) for item in items))
     known = [name for name in names if name is not None]

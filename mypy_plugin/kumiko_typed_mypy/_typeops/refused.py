@@ -4,18 +4,22 @@ mypy's ``arg-type`` error for a step's callback shows the whole callable type ex
 context's ``Ctx[...]`` with its ``TypedDict`` of keys, a ``D`` the plugin detached) and, for
 a lambda, says the same mistake again from inside it (a ``return-value`` error, or ``Cannot
 infer type of lambda``).  One sentence that says what to give instead replaces the first,
-and the repeats are taken back: one mistake, one error."""
+and the repeats are taken back: one mistake, one error.  A lambda with ``yield`` where the
+step fixes the result type is refused by mypy under ``misc``, for its return type: that is
+replaced the same way (``reword_generator``)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Final
 
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
-from mypy.nodes import Expression
+from mypy.nodes import Expression, LambdaExpr
 from mypy.plugin import MethodContext
 
-from .reported import recorded_in, retract
+from .. import _errors
+from .reported import fail, recorded_in, retract
 
 
 def reword(
@@ -49,3 +53,31 @@ def reword(
         ):
             retract(ctx.api.msg.errors, info)
     return True
+
+
+_NOT_GENERATOR: Final = "The return type of a generator function"
+
+
+def said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
+    """Whether mypy refused lambda ``expr``, which has ``yield``, as a generator function whose
+    return type is no ``Generator`` (where the step fixes the result type: ``bool`` for
+    ``when=``, ``Ok[D] | Failure`` for ``return_``)."""
+    return any(
+        info.message.startswith(_NOT_GENERATOR) and (info.line, info.column) == (expr.line, expr.column)
+        for info in recorded_in(ctx.api.msg.errors, expr)
+    )
+
+
+def reword_generator(ctx: MethodContext, expr: LambdaExpr, why: str) -> None:
+    """mypy's refusal of lambda ``expr`` as a generator function (``said_generator``), which
+    says what the lambda's type should be, said as ``why`` under ``kumiko-unanalyzable``
+    (as the plugin says it where the step takes any result), with mypy's ``arg-type`` error
+    at it (a ``yield from`` of a list returns ``None``) taken back: it is the same mistake.
+    Nothing changes where mypy said nothing."""
+    if not said_generator(ctx, expr):
+        return
+    for info in recorded_in(ctx.api.msg.errors, expr):
+        at = (info.line, info.column) == (expr.line, expr.column)
+        if at and (info.message.startswith(_NOT_GENERATOR) or info.code == errorcodes.ARG_TYPE):
+            retract(ctx.api.msg.errors, info)
+    fail(ctx, why, expr, code=_errors.UNANALYZABLE)
