@@ -21,7 +21,7 @@ from mypy.types import CallableType, Instance, Type, TypedDictType, get_proper_t
 
 from .._names import CTX, SCOPE_ARG, STEPS_ARG
 from .._typeops.callbacks import as_called
-from .._typeops.reported import recorded_in
+from .._typeops.reported import at, recorded_in
 
 
 def hint(ctx: MethodContext) -> None:
@@ -38,7 +38,7 @@ def hint(ctx: MethodContext) -> None:
         for given, expr in zip(types, exprs, strict=True):
             fix = _fix(receiver, given, ctx.api.options)
             for info in errors:
-                if fix is not None and (info.line, info.column) == (expr.line, expr.column):
+                if fix is not None and at(info, expr):
                     info.message += f"; {fix}"
 
 

@@ -29,7 +29,7 @@ from .. import _errors
 from .._rules import rules
 from .._typeops.callbacks import as_called, passed, wrong_count
 from .._typeops.refused import reword, said_generator
-from .._typeops.reported import fail, recorded_in, retract
+from .._typeops.reported import at, fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
 _ASYNC_ITERATOR = "typing.AsyncIterator"
@@ -138,16 +138,12 @@ def _uninferred(expr: Expression) -> Callable[[ErrorInfo], bool]:
     """mypy's ``Cannot infer type of lambda`` for lambda ``expr``: its repeat of the mistake."""
 
     def repeats(info: ErrorInfo) -> bool:
-        return info.message == _UNINFERRED and (info.line, info.column) == (expr.line, expr.column)
+        return info.message == _UNINFERRED and at(info, expr)
 
     return repeats
 
 
 _UNINFERRED: Final = "Cannot infer type of lambda"
-
-
-def _at(info: ErrorInfo, expr: LambdaExpr) -> bool:
-    return (info.line, info.column) == (expr.line, expr.column)
 
 
 def _refuse_generator(ctx: MethodContext, method: str, argument: str, expr: LambdaExpr) -> None:
@@ -159,7 +155,7 @@ def _refuse_generator(ctx: MethodContext, method: str, argument: str, expr: Lamb
     returns ``None``, taken back for the sentence that says what to write instead."""
     if argument == "over":
         for info in recorded_in(ctx.api.msg.errors, expr):
-            if info.code == errorcodes.ARG_TYPE and _at(info, expr):
+            if info.code == errorcodes.ARG_TYPE and at(info, expr):
                 retract(ctx.api.msg.errors, info)
         message = (
             f'over= of step "{method}" is a lambda with yield, which mypy does not type as a generator; '

@@ -19,7 +19,7 @@ from mypy.nodes import Expression, LambdaExpr
 from mypy.plugin import MethodContext
 
 from .. import _errors
-from .reported import fail, recorded_in, retract
+from .reported import at, fail, recorded_in, retract
 
 
 def reword(
@@ -63,8 +63,7 @@ def said_generator(ctx: MethodContext, expr: LambdaExpr) -> bool:
     return type is no ``Generator`` (where the step fixes the result type: ``bool`` for
     ``when=``, ``Ok[D] | Failure`` for ``return_``)."""
     return any(
-        info.message.startswith(_NOT_GENERATOR) and (info.line, info.column) == (expr.line, expr.column)
-        for info in recorded_in(ctx.api.msg.errors, expr)
+        info.message.startswith(_NOT_GENERATOR) and at(info, expr) for info in recorded_in(ctx.api.msg.errors, expr)
     )
 
 
@@ -77,7 +76,6 @@ def reword_generator(ctx: MethodContext, expr: LambdaExpr, why: str) -> None:
     if not said_generator(ctx, expr):
         return
     for info in recorded_in(ctx.api.msg.errors, expr):
-        at = (info.line, info.column) == (expr.line, expr.column)
-        if at and (info.message.startswith(_NOT_GENERATOR) or info.code == errorcodes.ARG_TYPE):
+        if at(info, expr) and (info.message.startswith(_NOT_GENERATOR) or info.code == errorcodes.ARG_TYPE):
             retract(ctx.api.msg.errors, info)
     fail(ctx, why, expr, code=_errors.UNANALYZABLE)

@@ -48,6 +48,12 @@ def recorded_in(errors: Errors, call: Context) -> list[ErrorInfo]:
     return [info for info in recorded(errors) if call.line <= info.line <= last]
 
 
+def at(info: ErrorInfo, expr: Context) -> bool:
+    """Whether mypy reported ``info`` at ``expr`` itself (its line and column), not at
+    another argument or a node inside it on the same lines."""
+    return (info.line, info.column) == (expr.line, expr.column)
+
+
 def retract(errors: Errors, info: ErrorInfo) -> None:
     """Take back an error mypy recorded for the current file (or a watcher holds), where
     the plugin reports the same mistake in one sentence that says what to do."""

@@ -224,10 +224,8 @@ class _Adapter:
     async def run(self, request: Request, endpoint: Endpoint, user: User, key: str | None) -> Response | None:
         """The answer to an admitted handler's request, its body read and the handler run;
         ``None`` when the client went away before its body ended."""
-        try:
-            body = await _body(request, self.max_body)
-        except ClientDisconnect:  # a client's own choice, not the server's error
-            logger.debug("the client of %s closed the connection before its body ended", endpoint.handler)
+        body = await _body(request, self.max_body, endpoint.handler)
+        if body is None:
             return None
         if isinstance(body, _Refused):
             return _too_large(self.max_body, close=body is _Refused.UNREAD)
@@ -316,22 +314,27 @@ def _waiting(request: Request) -> bool:
     return asked and request.scope.get("http_version") != "1.0"
 
 
-async def _body(request: Request, limit: int, *, keep: bool = True) -> bytes | _Refused:
+async def _body(request: Request, limit: int, sent_to: str, *, keep: bool = True) -> bytes | _Refused | None:
     """The body, or why not once it is known to exceed ``limit`` bytes: by its declared
     length, else while reading (chunked, or a length that lies).  Bytes past the limit are
     counted and dropped, never kept, up to ``_DRAIN`` more; without ``keep`` all are
-    (``b""``: read to its end)."""
+    (``b""``: read to its end).  ``None``: the client went away before its body ended
+    (logged naming ``sent_to``, the handler or path the body was sent to)."""
     declared = request.headers.get("content-length", "")
     if declared.isdigit() and int(declared) > limit and (_waiting(request) or int(declared) > limit + _DRAIN):
         return _Refused.UNREAD  # nothing sent yet, or too much to drain
     chunks: list[bytes] = []
     size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > limit + _DRAIN:
-            return _Refused.UNREAD
-        if keep and size <= limit:
-            chunks.append(chunk)
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit + _DRAIN:
+                return _Refused.UNREAD
+            if keep and size <= limit:
+                chunks.append(chunk)
+    except ClientDisconnect:  # a client's own choice, not the server's error
+        logger.debug("the client of %s closed the connection before its body ended", sent_to)
+        return None
     return _Refused.DRAINED if size > limit else b"".join(chunks)
 
 
@@ -348,12 +351,7 @@ async def _before_body(request: Request, limit: int, response: Response) -> Resp
     if _waiting(request):
         response.headers["Connection"] = "close"
         return response
-    try:
-        await _body(request, limit, keep=False)
-    except ClientDisconnect:  # a client's own choice, not the server's error
-        logger.debug("the client of %s closed the connection before its body ended", request.url.path)
-        return None
-    return response
+    return None if await _body(request, limit, request.url.path, keep=False) is None else response
 
 
 class _RepeatedKey(ValueError):
