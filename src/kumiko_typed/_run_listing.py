@@ -24,7 +24,7 @@ from ._pages import checked_cursor, checked_limit
 from ._poison import storable_text
 from ._runs import RunStatus
 from ._status_filter import chosen_statuses
-from ._tables import workflow_runs
+from ._tables import STRANDED, workflow_runs
 from ._trigger_view import EVENT_TRIGGER
 
 __all__ = ["SHOWN", "STATUSES", "RunFilter", "keyed_trigger"]
@@ -120,8 +120,8 @@ class RunFilter:
             where.append(_runs.workflow == self.workflow)
         if self.statuses is not None:
             where.append(_runs.status.in_(self.statuses))
-        if self.stranded:  # what WorkflowEngine._strand marks: still suspended, with its reason
-            where += [_runs.status == "suspended", _runs.error["code"].as_string() == "stranded"]
+        if self.stranded:  # what WorkflowEngine._strand marks, by its mark, not the code a retry's attempt may share
+            where += [_runs.status == "suspended", STRANDED]
         if self.tenant_id is not None:  # the starting user's, as the run stores it (``_user_json``)
             where.append(_runs.user["tenant_id"].as_string() == str(self.tenant_id))
         if self.key is not None and self.tenant_id is not None:  # of (workflow, trigger key)

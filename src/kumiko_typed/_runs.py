@@ -4,14 +4,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import datetime
-from typing import Any, Literal
+from typing import Any, Final, Literal
 from uuid import UUID
 
 import attrs
 
 from ._ctx import User
 
-__all__ = ["RunInfo", "RunStatus", "shown_error", "stranded_by"]
+__all__ = ["RunInfo", "RunStatus", "is_strand_mark", "put_over", "shown_error", "stranded_by", "unmarked"]
 
 RunStatus = Literal["running", "suspended", "completed", "failed", "cancelled"]
 
@@ -21,7 +21,9 @@ class RunInfo:
     """A workflow run as stored: where it is and what its steps hold.  ``error`` is why a
     ``failed`` run failed, a ``cancelled`` run's reason (code ``cancelled``, ``by`` the
     cancelling user's id), why a ``suspended`` run is stranded (code ``stranded``:
-    the deployed definition cannot resume it; it waits, intact, for one that can), why
+    the deployed definition cannot resume it; it waits, intact, for one that can; the
+    error it had before, such as a retry's last failed attempt, is kept beside the
+    reason as ``last_code``, ``last_message``, ``last_attempts`` ...), why
     a ``suspended`` run waits to try a ``retry``'s body again at ``wake_at`` (its last
     attempt's code and message, with ``attempts`` and ``times``), or
     why a worker tries a ``suspended`` run's segment again at ``wake_at`` (its last try's
@@ -72,3 +74,34 @@ def stranded_by(error: Mapping[str, Any] | None) -> list[str]:
     when the stored error is damaged: the worker marks the run again, over it)."""
     marked = error.get("stranded_by") if isinstance(error, Mapping) else None
     return marked.split() if isinstance(marked, str) else []
+
+
+#: The prefix under which a strand mark keeps the error it was put over (a retry's last
+#: failed attempt, a segment's last lost race): what failed last is still told, and
+#: comes back when a deploy that can resume the run lifts the mark.
+LAST: Final = "last_"
+
+
+def is_strand_mark(error: object) -> bool:
+    """Whether a run's stored error is the library's strand mark.  Told by the member
+    only the library writes (``stranded_by``), never by the code: a retry's record has
+    its attempt's own code, which may be ``stranded`` too (a called handler's answer)."""
+    return isinstance(error, Mapping) and "stranded_by" in error
+
+
+def put_over(error: object) -> dict[str, str]:
+    """What a strand mark keeps of the run's ``error`` it replaces: its members under
+    :data:`LAST`; a mark put over a mark (another definition's) keeps what that one kept."""
+    if not isinstance(error, Mapping):
+        return {}
+    if is_strand_mark(error):
+        return {k: v for k, v in error.items() if k.startswith(LAST)}
+    return {f"{LAST}{k}": v for k, v in error.items() if isinstance(v, str)}
+
+
+def unmarked(error: Any) -> Any:
+    """The error a strand mark was put over, as it was (``None`` if the run had none);
+    any other error as it is."""
+    if not is_strand_mark(error):
+        return error
+    return {k[len(LAST) :]: v for k, v in error.items() if k.startswith(LAST)} or None

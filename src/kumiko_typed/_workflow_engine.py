@@ -66,7 +66,7 @@ from ._read_only import reading
 from ._registry import Registry
 from ._results import Failure, Ok
 from ._run_listing import SHOWN, RunFilter, keyed_trigger
-from ._runs import RunInfo, shown_error, stranded_by
+from ._runs import RunInfo, is_strand_mark, put_over, shown_error, stranded_by, unmarked
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import FORMAT, FORMAT_KEY, TAG, WITHOUT_VALUE_PAGES, Codec
 from ._steps import Path, Resume, Step, Suspend, WaitForEvent, called, locate
@@ -1262,7 +1262,7 @@ class WorkflowEngine:
                 plan,
                 retry_conflict=True,
                 woken_by=woken_by,
-                last_error=row.error,
+                last_error=unmarked(row.error),  # a strand mark keeps the count of tries it was put over
             )
         except LateUnreadable as late:  # the segment is undone
             if waits is not None:
@@ -1355,7 +1355,7 @@ class WorkflowEngine:
         if not isinstance(self.plan(session, row, parts), Plan):
             return False
         error = row.error
-        if not (isinstance(error, Mapping) and error.get("code") == "stranded"):
+        if not is_strand_mark(error):
             return True
         try:
             # Every value and item, as the check reads them: a deploy that found the run
@@ -1364,7 +1364,8 @@ class WorkflowEngine:
         except UNREADABLE as exc:
             self._not_read(session, d, row, exc)
             return False
-        session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": None, "updated_at": self.clock()})
+        # The error the mark was put over (a lost race's count) is the run's again.
+        session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": unmarked(error), "updated_at": self.clock()})
         logger.info(
             "workflow %s run %s waits again under this deploy; it had been stranded: %s",
             d.name,
@@ -1399,14 +1400,21 @@ class WorkflowEngine:
         wait is disarmed: the feed of a definition that can resume it arms it again and
         looks back over the events since the run stopped, so none that came while it was
         stranded is lost.  A run already marked by this definition is not written again
-        (a rolling deploy's two definitions would else re-mark it at every pass)."""
+        (a rolling deploy's two definitions would else re-mark it at every pass).  The
+        mark keeps the error it replaces (:func:`~kumiko_typed._runs.put_over`): a run
+        waiting to try a retry again still says what its last attempt failed with."""
         self.disarm(session, row.run_id)
         mark = self._reader(d) if reader else d.fingerprint
         marked = stranded_by(row.error)
         if mark in marked:
             return
         kept = [*marked[-(_STRANDERS - 1) :], mark]
-        error = {"code": "stranded", "message": storable_text(reason), "stranded_by": f" {' '.join(kept)} "}
+        error = {
+            "code": "stranded",
+            "message": storable_text(reason),
+            **put_over(row.error),
+            "stranded_by": f" {' '.join(kept)} ",
+        }
         session.execute(_UPDATE_RUN, {"b_run_id": row.run_id, "error": error, "updated_at": self.clock()})
         logger.warning("workflow %s run %s is stranded: %s", d.name, row.run_id, reason)
 

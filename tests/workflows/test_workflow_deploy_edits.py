@@ -725,7 +725,8 @@ def test_a_stored_state_without_its_scope_reads_as_an_empty_scope_for_the_check_
 
 def _assert_stranded_at(app: App, clock: FakeClock, run_id: uuid.UUID, path: str, reason: str) -> None:
     """Store ``path`` as the run's, then: the check lists it with ``reason``, and a worker
-    strands it there with the same reason."""
+    strands it there with the same reason (keeping, under ``last_``, the error it had)."""
+    before = run_info(app, run_id).error or {}
     with app.engine.begin() as conn:
         conn.execute(workflow_runs.update().where(workflow_runs.c.run_id == run_id).values(path=path))
     (problem,) = app.check_runs()
@@ -734,7 +735,8 @@ def _assert_stranded_at(app: App, clock: FakeClock, run_id: uuid.UUID, path: str
     clock.advance(minutes=5)
     app.run_worker(once=True)
     info = run_info(app, run_id)
-    assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
+    kept = {f"last_{key}": value for key, value in before.items()}
+    assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason, **kept})
 
 
 @pytest.mark.parametrize("path", ["item/do/#x/tick", "item/do/#/tick", "item/do/#-1/tick", "item/do/#²/tick"])
@@ -761,7 +763,8 @@ def test_a_stored_retry_path_without_an_attempt_to_resume_strands_the_run(
     (``ValueError`` for attempt 0, ``IndexError`` for no attempt at all)."""
     app = deploy("v1")
     run_id, _ref = _start(app, "retrier")
-    assert run_info(app, run_id).path == "again/#2"
+    waiting = run_info(app, run_id)
+    assert (waiting.path, waiting.error["attempts"]) == ("again/#2", "1")  # what the strand mark keeps
     _assert_stranded_at(app, clock, run_id, path, reason)
 
 
