@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from ._steps.workflow import FailedAttempt
 
 __all__ = [
+    "PROGRAM_REFUSALS",
     "BootError",
     "DeliveryError",
     "Problem",
@@ -116,6 +117,13 @@ class ProjectorFailed(ProgramError):
 
 class UnregisteredError(ProgramError, LookupError):
     """An entity or event class used by a step that no feature of the App registered."""
+
+
+#: The framework's refusals of a program that no second try changes (a resolver that gave
+#: a coroutine, an unbounded delete, a class no feature registers): a ``retry`` fails the
+#: run with one at once.  Not :class:`ProjectorFailed`, which carries the projector's own
+#: exception, a step's like any other; nor :class:`UnreadableEvent`, a deploy's doing.
+PROGRAM_REFUSALS: tuple[type[ProgramError], ...] = (StepRefused, UnregisteredError)
 
 
 class StateError(TypeError):

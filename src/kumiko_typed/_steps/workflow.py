@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 import attrs
 
 from .._durations import as_timedelta
-from .._errors import StateError, StepRefused
+from .._errors import PROGRAM_REFUSALS, StateError, StepRefused
 from .._eventstore import Frontier, frontier
 from .._outbox_types import RetryPolicy
 from .._poison import storable_text
@@ -273,7 +273,10 @@ class Retry(Step):
         # try the segment again (a lost race would else be tried past ``times``, for good).
         if crash is not None:
             crash.path[0:0] = ["do", f"#{attempt}"]
-            if attempt >= self.times:
+            # The framework's refusal of the program (a resolver that gave a coroutine, an
+            # unregistered class) is the same at every attempt: the run fails with it now,
+            # rather than after spending the attempts and their backoff on it.
+            if attempt >= self.times or isinstance(crash.cause, PROGRAM_REFUSALS):
                 crash.exhausted = True
                 raise crash
         elif attempt >= self.times and failure is not None:
