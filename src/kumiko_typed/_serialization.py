@@ -57,6 +57,9 @@ FORMAT_KEY = "format"
 #: name=)``), beside its module and class name (``"c"``), which an earlier release reads it by:
 #: a member an older reader ignores, so no new stored form.
 EVENT: Final = "e"
+#: The member of a stored entity value naming it by its aggregate type (``feature.entity(...,
+#: name=)``), as its events' streams name it, beside ``"c"`` (read by earlier releases).
+AGGREGATE: Final = "a"
 
 
 def _attrs_classes(roots: Iterable[type[Any]]) -> set[type[Any]]:
@@ -139,16 +142,20 @@ def _canonical(encoded: Any) -> str:
 
 class Codec:
     def __init__(
-        self, attrs_roots: Iterable[type[Any]], entities: Iterable[type[Any]], registry: Registry | None = None
+        self, attrs_roots: Iterable[type[Any]], entities: Mapping[type[Any], str], registry: Registry | None = None
     ) -> None:
-        """``registry``: the App's events, whose values are stored with their schema
-        version and read back through their upcasters, as the event store reads them."""
+        """``entities``: the App's entity classes and their aggregate types, by which a
+        stored entity is named; ``registry``: the App's events, whose values are stored
+        with their schema version and read back through their upcasters, as the event
+        store reads them."""
         self.registry = registry
-        entities = list(entities)
-        classes = _attrs_classes([*attrs_roots, CronTick, *_column_enums(entities)])
+        #: An entity's aggregate type, and back (boot refuses one type for two classes).
+        self.aggregates: dict[type[Any], str] = dict(entities)
+        self.entities: dict[str, type[Any]] = {name: cls for cls, name in self.aggregates.items()}
+        classes = _attrs_classes([*attrs_roots, CronTick, *_column_enums(self.aggregates)])
         self.by_name: dict[str, type[Any]] = {}
         self.names: dict[type[Any], str] = {}
-        for cls in [*classes, *entities]:
+        for cls in [*classes, *self.aggregates]:
             name = f"{cls.__module__}.{cls.__qualname__}"
             self.by_name[name] = cls
             self.names[cls] = name
@@ -156,7 +163,7 @@ class Codec:
         #: read a run an earlier one could not (:class:`ClassMismatch`).
         shapes = repr(
             sorted(
-                (name, _shape(cls), self._schema_version(cls), self._event_name(cls))
+                (name, _shape(cls), self._schema_version(cls), self._event_name(cls), self.aggregates.get(cls))
                 for name, cls in self.by_name.items()
             )
         )
@@ -260,7 +267,12 @@ class Codec:
             return {TAG: "enum", "c": name, "v": self._encode(value.value, room, ordered)}
         if isinstance(value, Entity):
             columns = {a.key: self._encode(getattr(value, a.key), room, ordered) for a in inspect(cls).column_attrs}
-            return {TAG: "entity", "c": name, "v": columns}
+            stored = {TAG: "entity", "c": name, "v": columns}
+            # Its aggregate type is how it was stored, not part of its value, as an
+            # event's name (a fingerprint, a wait's key: ``ordered`` false, leave it out).
+            if ordered and cls in self.aggregates:
+                stored[AGGREGATE] = self.aggregates[cls]
+            return stored
         encoded = {
             TAG: "attrs",
             "c": name,
@@ -348,9 +360,10 @@ class Codec:
 
     def _stored_class(self, data: Mapping[str, Any]) -> type[Any]:
         """The class of a stored class value: an event's by its registered name (``"e"``),
-        as the event store names it, so a deploy that renames or moves the class but
-        registers it under the old name still reads it; anything else (and an event an
-        earlier release stored, without ``"e"``) by its module and class name (``"c"``)."""
+        as the event store names it, and an entity's by its aggregate type (``"a"``), as
+        its stream names it, so a deploy that renames or moves the class but registers it
+        under the old name still reads it; anything else (and an event or entity an
+        earlier release stored, without that member) by its module and class name (``"c"``)."""
         event = data.get(EVENT) if self.registry is not None else None
         if event is not None:
             assert self.registry is not None
@@ -358,6 +371,12 @@ class Codec:
             if cls is None:
                 raise ClassMismatch(f"stored event {event!r} is not registered in this App")
             return cls
+        aggregate = data.get(AGGREGATE) if data.get(TAG) == "entity" else None
+        if aggregate is not None:
+            found = self.entities.get(aggregate)
+            if found is None:
+                raise ClassMismatch(f"stored entity {aggregate!r} is not registered in this App")
+            return found
         cls = self.by_name.get(data["c"])
         if cls is None:
             raise ClassMismatch(f"stored class {data['c']!r} is not registered in this App")

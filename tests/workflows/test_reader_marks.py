@@ -26,13 +26,13 @@ def _signal(note: type[Any], tag: object = None) -> type[Any]:
 
 
 def test_a_field_whose_type_changed_changes_the_digest() -> None:
-    assert Codec([_signal(str)], []).digest != Codec([_signal(int)], []).digest
-    assert Codec([_signal(str)], []).digest == Codec([_signal(str)], []).digest
+    assert Codec([_signal(str)], {}).digest != Codec([_signal(int)], {}).digest
+    assert Codec([_signal(str)], {}).digest == Codec([_signal(str)], {}).digest
 
 
 def test_the_digest_holds_no_address() -> None:
     """Two objects in an ``Annotated`` (what another process would make anew): one digest."""
-    assert Codec([_signal(str, object())], []).digest == Codec([_signal(str, object())], []).digest
+    assert Codec([_signal(str, object())], {}).digest == Codec([_signal(str, object())], {}).digest
     assert "0x" not in _type_text(Annotated[int, object()])
     assert _type_text(list[uuid.UUID] | None) == "types.UnionType[builtins.list[uuid.UUID], builtins.NoneType]"
 
