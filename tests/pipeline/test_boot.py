@@ -541,6 +541,15 @@ UNUSABLE_URLS = [
     ("postgresql://u:hun@ter:hunter2@host/db", "(its port is not a number; a '@', ':' or '/' in the password"),
     ("sqlite://host/x.sqlite3?password=hunter2", "(Invalid SQLite URL: sqlite://host/x.sqlite3?password=***)"),
     ("nosuchdb://u:hunter2@host/db", "(Can't load plugin: sqlalchemy.dialects:nosuchdb)"),
+    # A new user's likely slips, each with what was meant: a hosting service's postgres://
+    # DATABASE_URL (rewritten, password hidden), a SQLite file with two slashes, a bare path.
+    (
+        "postgres://u:hunter2@host:5433/db?password=hunter2",
+        "(Can't load plugin: sqlalchemy.dialects:postgres); SQLAlchemy names PostgreSQL postgresql, not postgres:"
+        " postgresql+psycopg://u:***@host:5433/db?password=***;",
+    ),
+    ("sqlite://x.sqlite3", "; a SQLite file takes three slashes before a relative path, four before an absolute one;"),
+    ("data/x.sqlite3", "; a file path is no URL: sqlite:///PATH for a SQLite file;"),
     # Databases and drivers the runtime does not speak: the App built and failed later, at
     # a connect (ModuleNotFoundError: MySQLdb) or at the first dispatch (a KeyError in the
     # dialect seam), or with psycopg2 at the worker's first LISTEN.
