@@ -30,6 +30,7 @@ from ._engine import make_engine, read_only_engines
 from ._errors import BootError
 from ._feature import Feature
 from ._graph import Format, render
+from ._missing_table import lacking
 from ._read_only import write_refused
 from ._results import Failure, Ok
 from ._retention import FINISHED
@@ -741,10 +742,6 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
         raise click.ClickException(f"{where}: {reason}{_hint(exc, url)}") from exc
 
 
-#: What each database names a table or column it lacks by: SQLite's words, PostgreSQL's
-#: SQLSTATEs (undefined_table, undefined_column).
-_MISSING_WORDS: Final = ("no such table", "no such column")
-_MISSING_CODES: Final = frozenset({"42P01", "42703"})
 _CREATE_TABLES: Final = "Were the tables created (app.create_all() or your migrations)?"
 
 
@@ -752,8 +749,7 @@ def _hint(exc: DBAPIError, url: URL | str | None) -> str:
     """The line that follows a database error: what to check, for the error at hand.  A
     SQLite file has no server to reach, and its own errors already name the file and the
     fix (``_engine``), so it gets a hint only for a table it lacks."""
-    said = str(exc.orig)
-    if any(words in said for words in _MISSING_WORDS) or getattr(exc.orig, "sqlstate", None) in _MISSING_CODES:
+    if lacking(exc) is not None:
         return f"\n{_CREATE_TABLES}"
     if url is not None and make_url(url).get_backend_name() == "sqlite":
         return ""

@@ -5,35 +5,47 @@ reached) made the first dispatch an ``internal_error`` saying only that a step "
 OperationalError"; the table's name and the fix were in the log's traceback.  The
 Failure now names the table and the fix when it is one kumiko-typed defines (the
 framework's, an entity's): a name the code already publishes, where a table only an
-application's own SQL names stays in the log with the rest of that SQL.
+application's own SQL names stays in the log with the rest of that SQL.  The command
+line, which tells an operator to create the tables, asks :func:`lacking` too.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, Literal
 
 from sqlalchemy.exc import DBAPIError
 
 from ._entity import Entity
 from ._tables import metadata as framework_metadata
 
-__all__ = ["missing_table"]
+__all__ = ["lacking", "missing_table"]
 
-#: PostgreSQL's undefined_table: told by its SQLSTATE, whatever the server's language.
-_UNDEFINED_TABLE: Final = "42P01"
-#: SQLite's words (the same in every locale); PostgreSQL's quote the name in most languages.
-_SQLITE: Final = re.compile(r"^no such table: (?:main\.)?(?P<name>\S+)$")
+#: PostgreSQL's undefined_table and undefined_column: told by SQLSTATE, whatever the
+#: server's language; SQLite's words are the same in every locale.
+_SQLSTATES: Final[dict[str, Literal["table", "column"]]] = {"42P01": "table", "42703": "column"}
+_SQLITE_WORDS: Final[dict[str, Literal["table", "column"]]] = {"no such table": "table", "no such column": "column"}
+_SQLITE_TABLE: Final = re.compile(r"^no such table: (?:main\.)?(?P<name>\S+)$")
+#: PostgreSQL quotes the name in most of its languages.
 _QUOTED: Final = re.compile(r"[\"“«»„](?P<name>[^\"“”«»„]+)[\"”«»“]")
 
 
+def lacking(exc: DBAPIError) -> Literal["table", "column"] | None:
+    """What the database said ``exc``'s statement named and it lacks, if that is what it said."""
+    state = getattr(exc.orig, "sqlstate", None)
+    if state in _SQLSTATES:
+        return _SQLSTATES[state]
+    said = str(exc.orig)
+    return next((what for words, what in _SQLITE_WORDS.items() if words in said), None)
+
+
 def missing_table(exc: BaseException) -> str | None:
-    """What to say of ``exc`` if it is the database's "no such table", else ``None``."""
-    if not isinstance(exc, DBAPIError):
+    """What a Failure may say of ``exc`` if it is the database's "no such table" for a
+    table of kumiko-typed or of an entity, else ``None``."""
+    if not isinstance(exc, DBAPIError) or lacking(exc) != "table":
         return None
     first = next(iter(str(exc.orig).splitlines()), "")
-    postgresql = getattr(exc.orig, "sqlstate", None) == _UNDEFINED_TABLE
-    found = _QUOTED.search(first) if postgresql else _SQLITE.match(first)
+    found = _QUOTED.search(first) if getattr(exc.orig, "sqlstate", None) else _SQLITE_TABLE.match(first)
     if found is None or not _ours(found["name"]):
         return None
     return (
