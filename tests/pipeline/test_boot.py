@@ -619,3 +619,26 @@ def test_a_workflows_boot_problem_names_the_step_as_its_runs_do() -> None:
         f"workflow nb:wf, step item/do/choose/on_true/@wait (workflow.wait): 'soon' {duration}",
         f"workflow nb:wf, step @wait (workflow.wait): 'later' {duration}",
     ]
+
+
+def test_features_that_are_no_list_of_features_are_a_boot_problem() -> None:
+    """A new user's App(todo) (no brackets) and App([add_task]) (the handler for its feature)
+    raised TypeError "'Feature' object is not iterable" and AttributeError "'WriteHandler'
+    object has no attribute 'handlers'" from inside the App."""
+    f = Feature("todo")
+    h = f.write_handler("add", f.pipeline(P).return_(lambda c: ok(1)))
+    wrong: list[tuple[object, list[str]]] = [
+        (f, ["features must be a list of Feature objects, not one Feature: App([todo], ...) with the brackets"]),
+        ("todo", ["features must be a list of Feature objects, not str"]),
+        (
+            [h, f, None],
+            [
+                "features[0] is a WriteHandler, not a Feature; pass its feature, 'todo', instead",
+                "features[2] is a NoneType, not a Feature",
+            ],
+        ),
+    ]
+    for features, problems in wrong:
+        with pytest.raises(BootError) as raised:
+            App(features, database_url="sqlite://")  # type: ignore[arg-type]
+        assert raised.value.problems == problems
