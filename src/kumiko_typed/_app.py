@@ -53,6 +53,7 @@ from ._streams import ProjectionReport, StoredEvent, read_stream, rebuild
 from ._structuring import make_converter, structure, unkeyable, unreadable
 from ._tables import metadata as framework_metadata
 from ._tables import table_of
+from ._unregistered import not_registered
 from ._worker import Worker
 from ._workflow_engine import WorkflowEngine
 
@@ -457,6 +458,8 @@ class App:
             raise TypeError(f"workflow {workflow.name}: user must be a User, not {type(user).__name__}")
         if no_tenant(user) is not None:
             raise PermissionError(f"workflow {workflow.name}: {NO_TENANT_REFUSED}")
+        if self._workflows.get(workflow.name) is not workflow:
+            raise LookupError(not_registered("workflow", workflow.name, workflow.feature, self.features))
         self._follow()  # its first segment may schedule (a wait): by the server's clock
         return self._workflow_engine.start(workflow, payload, user, key)
 
@@ -579,11 +582,13 @@ class App:
         With an ``idempotency_key``, a repeat of the call (same tenant, handler, key and
         payload) within ``idempotency_retention`` returns the first call's result without
         running; the same key with another payload is ``idempotency_conflict``."""
+        given: object = handler  # typed, but callers without mypy may pass a query or a pipeline
+        if not isinstance(given, (WriteHandler, QueryHandler)):
+            raise TypeError(_not_a_handler("dispatch", "WriteHandler", "write_handler", given))
         if self._handlers.get(handler.name) is not handler:
-            given: object = handler  # typed, but callers without mypy may pass a query
             if isinstance(given, QueryHandler):
                 return _wrong_kind(given.name, "a query handler: run it with app.query(...)")
-            return fail("not_found", f"handler {handler.name} is not registered in this App")
+            return fail("not_found", not_registered("handler", handler.name, handler.feature, self.features))
         refused = deny(handler, user) or no_tenant(user) or wrong_payload(handler, payload)  # roles first (DESIGN §5)
         if refused is not None:
             return _logged("handler", handler.name, user, refused, correlation_id)
@@ -611,11 +616,13 @@ class App:
         transaction, seeing only the user's tenant; nothing it does is committed.  A
         resolver's write through ``c.db`` is refused by the database (``internal_error``
         naming the step)."""
+        given: object = query  # typed, but callers without mypy may pass a write handler or a pipeline
+        if not isinstance(given, (WriteHandler, QueryHandler)):
+            raise TypeError(_not_a_handler("query", "QueryHandler", "query_handler", given))
         if self._queries.get(query.name) is not query:
-            given: object = query  # typed, but callers without mypy may pass a write handler
             if isinstance(given, WriteHandler):
                 return _wrong_kind(given.name, "a write handler: run it with app.dispatch(...)")
-            return fail("not_found", f"query {query.name} is not registered in this App")
+            return fail("not_found", not_registered("query", query.name, query.feature, self.features))
         refused = deny(query, user) or no_tenant(user) or wrong_payload(query, payload)
         if refused is not None:
             return _logged("query", query.name, user, refused, correlation_id)
@@ -832,6 +839,12 @@ def _called(
         refused = fail("validation_error", f"invalid payload for {name}", payload)
         return _logged(kind, name, user, refused, correlation_id)
     return handler, payload
+
+
+def _not_a_handler(method: str, kind: str, registers: str, given: object) -> str:
+    """What ``app.<method>`` says of something that is no handler at all: most likely the
+    pipeline itself, which runs once a feature registers it."""
+    return f"app.{method} takes a {kind}, the value of feature.{registers}(name, pipeline), not {type(given).__name__}"
 
 
 def _wrong_kind(name: str, what: str) -> Failure:

@@ -21,7 +21,7 @@ from ._compat import across_problems, ambiguous_names
 from ._delivery import url_problem
 from ._durations import parse_duration
 from ._errors import ProjectorFailed, StepRefused
-from ._feature import QueryHandler, WriteHandler, unclassed
+from ._feature import Feature, QueryHandler, WriteHandler, unclassed
 from ._finished import Finished, Program, QueryFinished
 from ._outbox_types import HEADER_NAME, Auth, RetryPolicy
 from ._registered_names import name_problem
@@ -50,7 +50,6 @@ from ._steps import (
 from ._tables import MAX_STEP_PATH, table_of
 
 if TYPE_CHECKING:
-    from ._feature import Feature
     from ._triggers import Trigger
 
 __all__ = ["check_pipeline", "validate"]
@@ -544,8 +543,28 @@ def value_type_problems(where: str, value_types: Iterable[object]) -> list[str]:
     ]
 
 
+def _not_features(features: object) -> list[str]:
+    """A new user's ``App(todo)`` or ``App([add_task])``: each was an AttributeError or a
+    TypeError from inside the App ("'WriteHandler' object has no attribute 'handlers'")."""
+    wanted = "features must be a list of Feature objects"
+    if isinstance(features, Feature):
+        return [f"{wanted}, not one Feature: App([{features.name}], ...) with the brackets"]
+    if isinstance(features, (str, bytes)) or not isinstance(features, Iterable):
+        return [f"{wanted}, not {type(features).__name__}"]
+    problems = []
+    for i, item in enumerate(features):
+        if isinstance(item, Feature):
+            continue
+        owner = getattr(item, "feature", None)
+        its = f"; pass its feature, {owner.name!r}, instead" if isinstance(owner, Feature) else ""
+        problems.append(f"features[{i}] is a {type(item).__name__}, not a Feature{its}")
+    return problems
+
+
 def validate(features: Sequence[Feature[Any]]) -> list[str]:
-    problems: list[str] = []
+    problems = _not_features(features)
+    if problems:
+        return problems  # nothing more can be asked of them
     tables = _AppTables(features, problems)
     seen_features: set[str] = set()
     seen_handlers: set[str] = set()

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager, suppress
 from datetime import UTC, datetime, timedelta
 from pathlib import PurePath
-from types import FrameType
+from types import FrameType, ModuleType
 from typing import Any, Final, Literal, TypeVar
 
 import click
@@ -28,7 +28,9 @@ from ._database_urls import URL_PROBLEM, passwords_hidden, shown_url, without_se
 from ._durations import parse_duration, positive_seconds
 from ._engine import make_engine, read_only_engines
 from ._errors import BootError
+from ._feature import Feature
 from ._graph import Format, render
+from ._missing_table import lacking
 from ._read_only import write_refused
 from ._results import Failure, Ok
 from ._retention import FINISHED
@@ -100,16 +102,25 @@ def load_app(target: str, database_url: str | None) -> App:
         if exc.name is not None and not f"{module_name}.".startswith(f"{exc.name}."):
             # the app's own import failed
             raise _raised(f"importing {module_name}", module_name, exc, database_url) from exc
-        raise click.ClickException(f"cannot load {target}: {exc}") from exc
+        where = f"{module_name.replace('.', '/')}.py"
+        raise click.ClickException(
+            f"cannot load {target}: {exc}; the command line imports it from the current folder ({os.getcwd()})"
+            f" or the installed packages: run it in the folder that holds {where}"
+        ) from exc
     except Exception as exc:
         raise _raised(f"importing {module_name}", module_name, exc, database_url) from exc
     value: Any = getattr(module, attribute, _MISSING)
     if value is _MISSING:
-        raise click.ClickException(f"cannot load {target}: module {module_name!r} has no attribute {attribute!r}")
+        raise click.ClickException(
+            f"cannot load {target}: module {module_name!r} has no attribute {attribute!r}; {_apps_of(module)}"
+        )
     if isinstance(value, App):
         if database_url is None:
             return value
         return value.with_database(database_url)
+    if inspect.isfunction(value) and inspect.signature(value).return_annotation in (None, "None"):
+        # A program's main(), say: calling it to see what it returns would run the program.
+        raise click.ClickException(f"{target} is a function returning None, not an App; {_apps_of(module)}")
     if callable(value):
         arguments = {"database_url": database_url} if database_url else {}
         try:
@@ -127,10 +138,32 @@ def load_app(target: str, database_url: str | None) -> App:
             raise _raised(f"calling {target}", module_name, exc, database_url) from exc
         if isinstance(app, App):
             return app
-    raise click.ClickException(f"{target} is neither an App nor a function returning one")
+    what = f"a {type(value).__name__}, " if isinstance(value, Feature) else ""
+    raise click.ClickException(f"{target} is {what}neither an App nor a function returning one; {_apps_of(module)}")
 
 
 _MISSING: Any = object()
+
+
+def _apps_of(module: ModuleType) -> str:
+    """The targets ``module`` offers, for a wrong one: its Apps, and its functions
+    annotated as returning one (none is called to find out)."""
+    found = [
+        f"{module.__name__}:{name}"
+        for name, value in vars(module).items()
+        if not name.startswith("_") and (isinstance(value, App) or _returns_app(value, module))
+    ]
+    if found:
+        return f"it has {', '.join(found)}"
+    return "it has no App, nor a function annotated -> App; give it one: app = App([features], database_url=...)"
+
+
+def _returns_app(value: object, module: ModuleType) -> bool:
+    """A function of ``module`` itself whose return annotation names App."""
+    if not inspect.isfunction(value) or value.__module__ != module.__name__:
+        return False
+    returned = inspect.signature(value).return_annotation
+    return returned is App or (isinstance(returned, str) and returned.rpartition(".")[2] == "App")
 
 
 def _path_like(module_name: str) -> bool:
@@ -709,10 +742,6 @@ def _database(target: App | str | URL | None) -> Iterator[None]:
         raise click.ClickException(f"{where}: {reason}{_hint(exc, url)}") from exc
 
 
-#: What each database names a table or column it lacks by: SQLite's words, PostgreSQL's
-#: SQLSTATEs (undefined_table, undefined_column).
-_MISSING_WORDS: Final = ("no such table", "no such column")
-_MISSING_CODES: Final = frozenset({"42P01", "42703"})
 _CREATE_TABLES: Final = "Were the tables created (app.create_all() or your migrations)?"
 
 
@@ -720,8 +749,7 @@ def _hint(exc: DBAPIError, url: URL | str | None) -> str:
     """The line that follows a database error: what to check, for the error at hand.  A
     SQLite file has no server to reach, and its own errors already name the file and the
     fix (``_engine``), so it gets a hint only for a table it lacks."""
-    said = str(exc.orig)
-    if any(words in said for words in _MISSING_WORDS) or getattr(exc.orig, "sqlstate", None) in _MISSING_CODES:
+    if lacking(exc) is not None:
         return f"\n{_CREATE_TABLES}"
     if url is not None and make_url(url).get_backend_name() == "sqlite":
         return ""

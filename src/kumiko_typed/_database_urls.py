@@ -56,7 +56,9 @@ def url_refusal(exc: ValueError | ArgumentError | ImportError, url: str) -> Boot
     driver, naming the fix and quoting no part of the URL's secrets."""
     if isinstance(exc, ArgumentError):
         reason = without_secrets(next(iter(str(exc).splitlines()), type(exc).__name__), url)
-        return BootError([f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}); e.g. {_WHAT_RUNS}"])
+        return BootError(
+            [f"{URL_PROBLEM}not a database URL SQLAlchemy can use ({reason}){_hint(url)}; e.g. {_WHAT_RUNS}"]
+        )
     if isinstance(exc, ImportError):
         module = exc.name or str(exc)
         # psycopg is the one driver that is not a dependency: the postgres extra installs it.
@@ -69,6 +71,24 @@ def url_refusal(exc: ValueError | ArgumentError | ImportError, url: str) -> Boot
             f" in the password must be percent-encoded); e.g. {_WHAT_RUNS}"
         ]
     )
+
+
+def _hint(url: str) -> str:
+    """What a new user most likely meant by a URL SQLAlchemy cannot read: the ``postgres://``
+    of a hosting service's DATABASE_URL (a scheme SQLAlchemy dropped), a SQLite file with two
+    slashes, or a bare path."""
+    scheme, slashes, rest = url.partition("://")
+    if scheme.partition("+")[0].lower() == "postgres":
+        try:
+            meant = shown_url(f"postgresql+psycopg://{rest}")
+        except (ArgumentError, ValueError):
+            meant = "postgresql+psycopg://user@host/db"
+        return f"; SQLAlchemy names PostgreSQL postgresql, not postgres: {meant}"
+    if scheme.lower() == "sqlite" and rest:
+        return "; a SQLite file takes three slashes before a relative path, four before an absolute one"
+    if not slashes and ("/" in url or "." in url):
+        return "; a file path is no URL: sqlite:///PATH for a SQLite file"
+    return ""
 
 
 def without_secrets(text: str, url: str) -> str:

@@ -30,6 +30,7 @@ from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User, WorkflowCtx, correlation_of
 from ._errors import OutOfRange, Problem, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
+from ._missing_table import missing_table
 from ._observe import Trace, span, tracing
 from ._observe import outcome as traced_outcome
 from ._read_only import begin_read_only, pending_changes, write_refused
@@ -443,6 +444,8 @@ def exception_failure(exc: BaseException, context: str, where: str, details: Map
     else:
         logger.error("%s raised (error id %s)", context, error_id, exc_info=exc)
     told = f": {exc}" if isinstance(exc, ProgramError) else ""
+    if (absent := missing_table(exc)) is not None:
+        told = f": {absent}"
     return fail("internal_error", f"{where} raised {type(exc).__name__}{told} (error id {error_id})", details)
 
 

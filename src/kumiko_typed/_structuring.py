@@ -11,6 +11,7 @@ surrogate or a NUL in any string or key, NaN or infinity, nesting without end.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import math
@@ -390,6 +391,9 @@ def unreadable(converter: cattrs.Converter, cls: type[Any]) -> str | None:
     try:
         converter.get_structure_hook(cls)
     except cattrs.errors.StructureHandlerNotFoundError as exc:
+        if exc.type_ is cls and isinstance(cls, type) and not dataclasses.is_dataclass(cls):
+            # The class itself, not a field of it: a plain class, whose fields no one declared.
+            return f"{cls.__name__} is neither an attrs class nor a dataclass; declare its fields with @attrs.frozen"
         name = _type_name(exc.type_)
         return f"no JSON value can be read into {name}; use JSON-shaped field types (docs/http.md#payload-schemas)"
     except NameError as exc:

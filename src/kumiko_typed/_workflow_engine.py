@@ -798,9 +798,7 @@ class WorkflowEngine:
     # --- starting ------------------------------------------------------------------
 
     def start(self, workflow: Workflow[Any], payload: object, user: User, key: str | None = None) -> uuid.UUID:
-        d = self.defs.get(workflow.name)
-        if d is None or d.workflow is not workflow:
-            raise LookupError(f"workflow {workflow.name} is not registered in this App")
+        d = self.defs[workflow.name]  # App.start_workflow took only its own workflows
         trigger = workflow.trigger
         if trigger.kind != "manual":
             # A second run for a tick, or one for an event never appended, as the caller.

@@ -541,6 +541,15 @@ UNUSABLE_URLS = [
     ("postgresql://u:hun@ter:hunter2@host/db", "(its port is not a number; a '@', ':' or '/' in the password"),
     ("sqlite://host/x.sqlite3?password=hunter2", "(Invalid SQLite URL: sqlite://host/x.sqlite3?password=***)"),
     ("nosuchdb://u:hunter2@host/db", "(Can't load plugin: sqlalchemy.dialects:nosuchdb)"),
+    # A new user's likely slips, each with what was meant: a hosting service's postgres://
+    # DATABASE_URL (rewritten, password hidden), a SQLite file with two slashes, a bare path.
+    (
+        "postgres://u:hunter2@host:5433/db?password=hunter2",
+        "(Can't load plugin: sqlalchemy.dialects:postgres); SQLAlchemy names PostgreSQL postgresql, not postgres:"
+        " postgresql+psycopg://u:***@host:5433/db?password=***;",
+    ),
+    ("sqlite://x.sqlite3", "; a SQLite file takes three slashes before a relative path, four before an absolute one;"),
+    ("data/x.sqlite3", "; a file path is no URL: sqlite:///PATH for a SQLite file;"),
     # Databases and drivers the runtime does not speak: the App built and failed later, at
     # a connect (ModuleNotFoundError: MySQLdb) or at the first dispatch (a KeyError in the
     # dialect seam), or with psycopg2 at the worker's first LISTEN.
@@ -610,3 +619,26 @@ def test_a_workflows_boot_problem_names_the_step_as_its_runs_do() -> None:
         f"workflow nb:wf, step item/do/choose/on_true/@wait (workflow.wait): 'soon' {duration}",
         f"workflow nb:wf, step @wait (workflow.wait): 'later' {duration}",
     ]
+
+
+def test_features_that_are_no_list_of_features_are_a_boot_problem() -> None:
+    """A new user's App(todo) (no brackets) and App([add_task]) (the handler for its feature)
+    raised TypeError "'Feature' object is not iterable" and AttributeError "'WriteHandler'
+    object has no attribute 'handlers'" from inside the App."""
+    f = Feature("todo")
+    h = f.write_handler("add", f.pipeline(P).return_(lambda c: ok(1)))
+    wrong: list[tuple[object, list[str]]] = [
+        (f, ["features must be a list of Feature objects, not one Feature: App([todo], ...) with the brackets"]),
+        ("todo", ["features must be a list of Feature objects, not str"]),
+        (
+            [h, f, None],
+            [
+                "features[0] is a WriteHandler, not a Feature; pass its feature, 'todo', instead",
+                "features[2] is a NoneType, not a Feature",
+            ],
+        ),
+    ]
+    for features, problems in wrong:
+        with pytest.raises(BootError) as raised:
+            App(features, database_url="sqlite://")  # type: ignore[arg-type]
+        assert raised.value.problems == problems

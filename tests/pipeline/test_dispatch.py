@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from _crash import located, said
 from _support import failure_of
 
-from kumiko_typed import App, Feature, Ok, User, fail, ok
+from kumiko_typed import App, Feature, Ok, User, fail, manual, ok
 
 
 @attrs.frozen
@@ -433,15 +433,49 @@ def test_dispatch_of_a_handler_not_registered_in_the_app_is_not_found(make_app: 
         "sell", elsewhere.pipeline(Note).compute("r", lambda c: ran.append("lost")).return_(lambda c: ok(3))
     )
     app = make_app([registered])
+    late = registered.write_handler("late", registered.pipeline(Note).return_(lambda c: ok(4)))
 
-    for handler in (stranger, lost):
+    # Each of a new user's three mistakes named with its fix (was "handler X is not
+    # registered in this App" for all three).
+    lead = "is not registered in this App: "
+    said = {
+        stranger: "the App holds another Feature named 'shop'; was its module loaded twice (run as a script and"
+        " imported by name)? Import the one module everywhere",
+        lost: "its feature 'elsewhere' is not among the App's features ('shop'); pass it to App([...])",
+        late: "it was added to feature 'shop' after the App was built; build the App afterwards",
+    }
+    for handler, fix in said.items():
         res = failure_of(app.dispatch(handler, Note("x"), user=admin))
         assert res.code == "not_found"
         assert res.http_status == 404
-        assert handler.name in res.message
+        assert res.message == f"handler {handler.name} {lead}{fix}"
     assert ran == []
+    # A query and a workflow say the same.
+    query = elsewhere.query_handler("look", elsewhere.query_pipeline(Note).return_(lambda c: ok(5)))
+    assert failure_of(app.query(query, Note("x"), user=admin)).message == f"query elsewhere:look {lead}{said[lost]}"
+    flow = elsewhere.workflow("flow", trigger=manual(Note), pipeline=elsewhere.workflow_pipeline(Note))
+    with pytest.raises(LookupError) as raised:
+        app.start_workflow(flow, Note("x"), user=admin)
+    assert str(raised.value) == f"workflow elsewhere:flow {lead}{said[lost]}"
     assert app.dispatch(h, Note("x"), user=admin) == Ok(1)
     assert ran == ["in"]
+
+
+def test_dispatching_a_pipeline_instead_of_its_handler_names_the_registration(make_app: MakeApp, admin: User) -> None:
+    """A caller without a type checker passing the pipeline itself (or anything else) got
+    ``AttributeError: 'Finished' object has no attribute 'name'`` from inside dispatch."""
+    f = Feature("shop")
+    pipeline = f.pipeline(Note).return_(lambda c: ok(1))
+    app = make_app([f])
+    with pytest.raises(TypeError) as raised:
+        app.dispatch(pipeline, Note("x"), user=admin)  # type: ignore[arg-type]
+    assert str(raised.value) == (
+        "app.dispatch takes a WriteHandler, the value of feature.write_handler(name, pipeline), not Finished"
+    )
+    with pytest.raises(TypeError) as raised:
+        app.query("shop:look", Note("x"), user=admin)  # type: ignore[arg-type]
+    said = str(raised.value)
+    assert said == "app.query takes a QueryHandler, the value of feature.query_handler(name, pipeline), not str"
 
 
 @pytest.mark.parametrize("name", ["shop:sell", "buy", "shop", "", "SHOP:BUY", "shop:buy "])

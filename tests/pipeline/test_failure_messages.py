@@ -180,3 +180,33 @@ def test_a_database_busy_past_its_wait_is_unavailable_and_a_retry_succeeds(
     with app.engine.connect() as conn:
         assert conn.scalar(sa.select(sa.func.count()).select_from(T8Note.__table__)) == 0
     assert app.dispatch(note, Say("hello"), user=user) == Ok(1)
+
+
+def test_a_database_without_the_apps_tables_names_the_table_and_create_all(db_url: str, user: User) -> None:
+    """A new user's first program without ``app.create_all()``: the dispatch was an
+    ``internal_error`` saying only that the step "raised OperationalError" (the table and
+    the fix in the log's traceback); now its message names the table and the fix.  A read
+    of an entity's table says the same of that table."""
+    f, _leaky, note = _feature()
+    listed = f.query_handler(
+        "list", f.query_pipeline(Say).find_many("notes", lambda c: sa.select(T8Note)).return_(lambda c: ok(None))
+    )
+    app = App([f], database_url=db_url)
+    try:
+        fix = "create the App's tables with app.create_all() or a migration (docs/operations.md#tables-and-migrations)"
+        written = app.dispatch(note, Say("x"), user=user)
+        assert isinstance(written, Failure) and written.code == "internal_error", written
+        step = f'step 0 aggregate.create "n" raised {_no_table_class(db_url)}'
+        assert said(written).startswith(f"{step}: the database has no table kumiko_events: {fix}"), said(written)
+        read = app.query(listed, Say("x"), user=user)
+        assert isinstance(read, Failure), read
+        assert f"the database has no table t8_note: {fix}" in said(read), said(read)
+        app.create_all()
+        assert app.dispatch(note, Say("x"), user=user) == Ok(1)
+    finally:
+        app.dispose()
+
+
+def _no_table_class(db_url: str) -> str:
+    """The class SQLAlchemy gives the database's "no such table"."""
+    return "OperationalError" if db_url.startswith("sqlite") else "ProgrammingError"

@@ -135,6 +135,19 @@ def test_a_payload_no_json_can_fill_is_a_boot_error(tmp_path: Any) -> None:
     assert problems[2].startswith("workflow 'odd:flow': payload Odd: no JSON value can be read into Plain")
 
 
+def test_a_payload_of_a_plain_class_is_a_boot_error_naming_attrs(tmp_path: Any) -> None:
+    """A new user's payload without @attrs.frozen: the problem said that no JSON value can be
+    read into it and to use JSON-shaped field types, which its fields (none declared) were."""
+    f = Feature("plain")
+    f.write_handler("take", f.pipeline(Plain).return_(lambda c: ok(None)))
+    with pytest.raises(BootError) as raised:
+        App([f], database_url=f"sqlite:///{tmp_path / 'plain.sqlite3'}")
+    assert raised.value.problems == [
+        "handler 'plain:take': payload Plain: Plain is neither an attrs class nor a dataclass;"
+        " declare its fields with @attrs.frozen"
+    ]
+
+
 class Ledger(Entity):
     __tablename__ = "union_ledger"
     ref: Mapped[str] = mapped_column(sa.String(40))

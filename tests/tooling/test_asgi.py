@@ -582,6 +582,20 @@ def test_a_body_over_the_limit_is_413_and_runs_nothing(make_app: Callable[..., A
             asgi_app(make_app([_echo_feature()]), user=user_of, max_body=wrong)  # type: ignore[arg-type]
 
 
+def test_the_features_for_the_app_or_a_user_that_is_no_function_are_refused_at_once(
+    make_app: Callable[..., App],
+) -> None:
+    """Were an AttributeError ("'list' object has no attribute 'handlers'") and a 500 at
+    every request (a str called on the request)."""
+    feature = _echo_feature()
+    with pytest.raises(TypeError) as raised:
+        asgi_app([feature], user=user_of)  # type: ignore[arg-type]
+    assert str(raised.value) == "asgi_app takes the App (App([features], database_url=...)), not list"
+    with pytest.raises(TypeError) as raised:
+        asgi_app(make_app([feature]), user="ada-token")  # type: ignore[arg-type]
+    assert str(raised.value) == "user must be a function of the request returning its User or None, not str"
+
+
 def _raw_exchange(server: Served, head: bytes, body: bytes = b"") -> bytes:
     """Send ``head`` (and ``body``) on a fresh socket and read until the server closes."""
     host, port = server.base.removeprefix("http://").split(":")

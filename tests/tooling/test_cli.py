@@ -1521,10 +1521,29 @@ def test_url_override_keeps_the_apps_value_types(tmp_path: Path) -> None:
 
 
 BAD_TARGETS = [
-    ("no_such_module_xyz:app", "cannot load no_such_module_xyz:app: No module named 'no_such_module_xyz'"),
-    ("examples.inventory.app:nope", "has no attribute 'nope'"),
+    # Each names what to do: where the module is looked for, the targets a module offers.
+    (
+        "no_such_module_xyz:app",
+        f"cannot load no_such_module_xyz:app: No module named 'no_such_module_xyz'; the command line imports it"
+        f" from the current folder ({ROOT}) or the installed packages: run it in the folder that holds"
+        " no_such_module_xyz.py",
+    ),
+    ("examples.inventory.app:nope", "has no attribute 'nope'; it has examples.inventory.app:make_app"),
     ("examples.inventory.app", "'examples.inventory.app' is not MODULE:APP"),
-    ("examples.inventory.model:LOW_STOCK", "neither an App nor a function returning one"),
+    (
+        "examples.inventory.model:LOW_STOCK",
+        "neither an App nor a function returning one; it has no App, nor a function annotated -> App; give it one:"
+        " app = App([features], database_url=...)",
+    ),
+    (
+        "examples.inventory.handlers:inventory",
+        "examples.inventory.handlers:inventory is a Feature, neither an App nor a function returning one;",
+    ),
+    # Was called, and ran the whole example, to learn that it returns None.
+    (
+        "examples.inventory.app:main",
+        "examples.inventory.app:main is a function returning None, not an App; it has examples.inventory.app:make_app",
+    ),
     ("examples.inventory.model:AlertView", "cannot call examples.inventory.model:AlertView"),
     # A path for the module: './...' was 'importing ./... raised TypeError' (importlib's, said
     # to be the app's); 'x.py' imported x, then 'No module named x.py'.
@@ -1545,6 +1564,7 @@ def test_bad_target_is_a_clear_error(tmp_path: Path, target: str, message: str) 
     assert result.returncode != 0, _explain(result)
     assert message in result.stderr, _explain(result)
     assert "Traceback" not in result.stderr + result.stdout
+    assert not result.stdout, _explain(result)  # nothing of the module's ran
 
 
 @pytest.mark.parametrize("command", ["graph", "worker"])  # the others share graph's loader

@@ -41,15 +41,17 @@ class Command:
 
 def _commands() -> list[Command]:
     """The ``$ `` lines of the tutorial's console blocks, with the output shown under each."""
+    return [c for block in parse(TUTORIAL) if block.lang == "console" for c in _console(block.code)]
+
+
+def _console(code: str) -> list[Command]:
+    """A console block's ``$ `` lines, with the output shown under each."""
     out: list[Command] = []
-    for block in parse(TUTORIAL):
-        if block.lang != "console":
-            continue
-        for text in block.code.splitlines():
-            if text.startswith("$ "):
-                out.append(Command(text[2:], []))
-            else:
-                out[-1].output.append(text)
+    for text in code.splitlines():
+        if text.startswith("$ "):
+            out.append(Command(text[2:], []))
+        else:
+            out[-1].output.append(text)
     return out
 
 
@@ -277,6 +279,29 @@ def test_each_documented_mypy_configuration_loads_the_installed_plugin(
     result = _run("mypy plugin_tour.py", project, installed.env())
     assert result.returncode == 0, _explain(result)
     assert result.stdout.splitlines() == [*wanted, "Success: no issues found in 1 source file"], _explain(result)
+
+
+def test_a_mypy_of_another_environment_stops_as_the_plugin_page_shows(
+    installed: Installed, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """docs/plugin.md quotes what a mypy installed without kumiko-typed (pipx's, pre-commit's)
+    says of the tutorial's project: that output, exactly, from such a mypy."""
+    (command,) = [
+        c
+        for b in parse(PLUGIN_DOC)
+        if b.lang == "console"
+        for c in _console(b.code)
+        if any("Error importing plugin" in line for line in c.output)
+    ]
+    tmp = tmp_path_factory.mktemp("mypy-alone")
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]
+    (mypy,) = project["optional-dependencies"]["mypy"]
+    result = _run(f"set -e\npython3 -m venv .venv\n.venv/bin/pip install --quiet '{mypy}'\n", tmp, _env(tmp))
+    assert result.returncode == 0, _explain(result)
+    result = _run(command.line, installed.todo, _env(tmp, tmp / ".venv"))
+    # The error on stderr (written first), the summary on stdout.
+    shown = result.stderr.splitlines() + result.stdout.splitlines()
+    assert (result.returncode, shown) == (2, command.output), _explain(result)
 
 
 def test_pyright_reads_the_installed_package_without_the_plugin(installed: Installed) -> None:

@@ -129,6 +129,12 @@ def asgi_app(
     answered at once and its connection closed.  Every other answer given before the body
     (no user, a bad header, no such path or method) reads and drops it first too, to the
     same length, and leaves a longer one to the server."""
+    # Typed, but a caller without a checker passing the features, or a user that is no
+    # function, met an AttributeError here or a 500 at every request.
+    if not isinstance(app, App):
+        raise TypeError(f"asgi_app takes the App (App([features], database_url=...)), not {type(app).__name__}")
+    if not callable(user):
+        raise TypeError(f"user must be a function of the request returning its User or None, not {type(user).__name__}")
     if isinstance(max_body, bool) or not isinstance(max_body, int) or max_body < 1:
         raise ValueError(f"max_body must be a positive number of bytes, not {max_body!r}")
     served = {e.path: e for e in endpoints(app)}
