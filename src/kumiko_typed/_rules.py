@@ -598,12 +598,19 @@ def msg_resolver_result(method: str, argument: str, returned: str, *, function: 
     return f"{what}; it must return {must}: {example}"
 
 
-def msg_generator_result(method: str, argument: str) -> str:
+def msg_generator_result(method: str, argument: str, expected: str = "") -> str:
     """A lambda with ``yield`` given where the step fixes the result (``return_``'s ``Ok`` or
-    ``Failure``, a ``bool`` for ``when=``): it is a generator function, so the step would get
-    a generator object; mypy said only that a generator function's return type must be a
+    ``Failure``, a ``bool`` for ``when=``, an arm's sub-pipeline, ``expected`` for any other:
+    a mail's ``str``, a read's select): it is a generator function, so the step would get a
+    generator object; mypy said only that a generator function's return type must be a
     ``Generator``, which no fix of the lambda's type makes right."""
-    must, example = _RESOLVER_RESULTS[method, argument]
+    if (method, argument) in _RESOLVER_RESULTS:
+        must, example = _RESOLVER_RESULTS[method, argument]
+    elif argument in ("on_true", "on_false", "do"):
+        must, example = "the sub-pipeline b it is given, with its steps added", f"{argument}=lambda b: b.compute(...)"
+    else:
+        one, _ = resolver_parameter(argument)
+        must, example = f'"{expected}", the value itself', f"{argument}=lambda {one}: ..."
     return (
         f"{_resolver(method, argument)} is a lambda with yield, so the step would get a generator object, "
         f"not its result; it must return {must}: {example}"

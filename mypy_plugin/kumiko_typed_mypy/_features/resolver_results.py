@@ -57,6 +57,11 @@ _FIXED: Final[dict[str, tuple[_Fixed, ...]]] = {
 KINDS: Final = frozenset(_FIXED)
 
 
+def explains(kind: str, argument: str) -> bool:
+    """Whether argument ``argument`` of step ``kind`` is a resolver whose result this explains."""
+    return any(fixed.argument == argument for fixed in _FIXED.get(kind, ()))
+
+
 def explain(kind: str, ctx: MethodContext) -> Type:
     """Each resolver of step ``kind`` whose result the step fixes, explained when mypy refused it."""
     method = rules.RULES_BY_KIND[kind].method

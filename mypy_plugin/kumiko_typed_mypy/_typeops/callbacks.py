@@ -186,10 +186,9 @@ def solved_for(callback: CallableType, given: Type) -> CallableType:
     return bound if isinstance(bound, CallableType) else callback
 
 
-def passed(ctx: MethodContext, name: str) -> Type | None:
-    """What the step passes to callback ``name``: the first parameter of that argument's
-    type in the method's signature as mypy bound it to the receiver (stored with the
-    call's callee when the call was checked)."""
+def _expected(ctx: MethodContext, name: str) -> CallableType | None:
+    """The callback type of argument ``name`` in the method's signature as mypy bound it to
+    the receiver (stored with the call's callee when the call was checked)."""
     call = ctx.context
     if not (isinstance(call, CallExpr) and isinstance(ctx.api, TypeChecker)):
         return None
@@ -200,7 +199,19 @@ def passed(ctx: MethodContext, name: str) -> Type | None:
     if not (isinstance(method, CallableType) and name in method.arg_names):
         return None
     expected = _callbacks(method.arg_types[method.arg_names.index(name)])
-    return expected[0].arg_types[0] if expected and expected[0].arg_types else None
+    return expected[0] if expected else None
+
+
+def passed(ctx: MethodContext, name: str) -> Type | None:
+    """What the step passes to callback ``name``: the first parameter of its type."""
+    expected = _expected(ctx, name)
+    return expected.arg_types[0] if expected is not None and expected.arg_types else None
+
+
+def expected_result(ctx: MethodContext, name: str) -> Type | None:
+    """What the step expects callback ``name`` to return."""
+    expected = _expected(ctx, name)
+    return expected.ret_type if expected is not None else None
 
 
 def as_called(callback: ProperType | None, given: Type | None = None) -> ProperType | None:

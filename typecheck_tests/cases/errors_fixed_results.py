@@ -1,0 +1,54 @@
+"""Async resolvers and lambdas with ``yield`` where the step fixes what the resolver returns
+(a mail's ``str``, an event's ``UUID``, a read's select, a loop's items, an arm's builder): one
+error each under mypy, under its ``kumiko-*`` code, saying what to give instead; mypy alone
+said the coroutine's ``arg-type`` too (showing the whole callable type expected), and of a
+``yield`` lambda only that a generator function must be typed ``Generator``."""
+
+from __future__ import annotations
+
+import uuid
+from datetime import datetime
+from typing import Any
+
+from kumiko_typed import Ctx, Feature, ok
+
+from _models import Order, Product, SignedUp
+
+shop = Feature("shop", requires=["mail.send"])
+
+
+async def address(c: Ctx[Order, Any, Any]) -> str:
+    return c.payload.note
+
+
+async def product_id(c: Ctx[Order, Any, Any]) -> uuid.UUID:
+    return c.payload.id
+
+
+async def quantities(c: Ctx[Order, Any, Any]) -> list[int]:
+    return [line.qty for line in c.payload.lines]
+
+
+async_fixed = (
+    shop.pipeline(Order)
+    .append_event(Product, id=product_id, event=lambda c: c.payload)  # E: kumiko-async-resolver # M: id= of step "append_event" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function # PE: reportArgumentType
+    .send_mail(to=address, subject=lambda c: address(c), body="b")  # E: kumiko-async-resolver # M: to= of step "send_mail" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function # M: subject= of step "send_mail" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; call no async function in it: await it before dispatching and pass its result in the payload, or make the function it calls synchronous # PE: reportArgumentType
+    .return_(lambda c: ok(1))
+)
+async_items = shop.pipeline(Order).for_each("qty", over=quantities, do=lambda b: b)  # E: kumiko-async-resolver # M: over= of step "for_each" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function # PE: reportArgumentType # PE: reportCallIssue
+
+generator_fixed = (
+    shop.pipeline(Order)
+    .send_mail(to=lambda c: (yield c.payload.note), subject="s", body="b")  # E: kumiko-unanalyzable # M: to= of step "send_mail" is a lambda with yield, so the step would get a generator object, not its result; it must return "str | Sequence[str]", the value itself: to=lambda c: ...
+    .append_event(Product, id=lambda c: (yield c.payload.id), event=lambda c: c.payload)  # E: kumiko-unanalyzable # M: id= of step "append_event" is a lambda with yield, so the step would get a generator object, not its result; it must return "UUID", the value itself: id=lambda c: ...
+    .find_many("rows", lambda c: (yield c.payload))  # E: kumiko-unanalyzable # M: query= of step "find_many" is a lambda with yield, so the step would get a generator object, not its result; it must return "Select[Any]", the value itself: query=lambda c: ...
+    .branch(when=lambda c: True, on_true=lambda b: (yield b))  # E: kumiko-unanalyzable # M: on_true= of step "branch" is a lambda with yield, so the step would get a generator object, not its result; it must return the sub-pipeline b it is given, with its steps added: on_true=lambda b: b.compute(...)
+    .return_(lambda c: ok(1))
+)
+
+generator_workflow = (
+    shop.workflow_pipeline(SignedUp)
+    .wait(lambda c: (yield datetime.now()))  # E: kumiko-unanalyzable # M: duration= of step "wait" is a lambda with yield, so the step would get a generator object, not its result; it must return "datetime", the value itself: duration=lambda c: ...
+    .retry(times=2, do=lambda b: (yield b))  # E: kumiko-unanalyzable # M: do= of step "retry" is a lambda with yield, so the step would get a generator object, not its result; it must return the sub-pipeline b it is given, with its steps added: do=lambda b: b.compute(...)
+    .return_(lambda c: ok(1))
+)
