@@ -55,6 +55,7 @@ __all__ = [
     "msg_no_return",
     "msg_not_a_select",
     "msg_optimistic_lock",
+    "msg_plain_enum_name",
     "msg_query_as_write",
     "msg_query_registration",
     "msg_read_only",
@@ -324,6 +325,19 @@ def msg_enum_typed_name(method: str, enum: str, member: str) -> str:
         f"adds has no one name the plugin can type (a constant declared Final[{enum}] is typed so: mypy keeps "
         f"its type, not the member it holds); declare it without the type, NAME: Final = {enum}.{member}, or "
         f"pass the member itself, {enum}.{member}"
+    )
+
+
+def msg_plain_enum_name(method: str, enum: str, member: str, value: str | None) -> str:
+    """A name that is a member of an enum that is no ``str`` (``class Item(enum.Enum)``): a
+    key is a string, looked up by its value, and no such member is one (the run refuses it,
+    and a ``StrEnum`` member is one)."""
+    what = "item" if method == "for_each" else "key"
+    literal = f'its value, "{value}"' if value is not None else "a string literal"
+    return (
+        f'The name of step "{method}" is {enum}.{member}, a member of an Enum that is not a str, and the {what} '
+        f"it adds must be named by a string; make {enum} a StrEnum (class {enum}(enum.StrEnum)), or name the "
+        f"step with {literal}"
     )
 
 

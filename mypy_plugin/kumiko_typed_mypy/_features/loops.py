@@ -35,15 +35,25 @@ from .._typeops.args import arg_expr, receiver_steps, where, with_arg
 from .._typeops.callbacks import as_called, body_steps, detach, solved_for
 from .._typeops.empty_results import unsolved_items
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member, unnamed_message
+from .._typeops.literals import (
+    literal_str,
+    name_refused_by_mypy,
+    opaque_member,
+    plain_enum_member,
+    plain_enum_message,
+    unnamed_message,
+)
 from .._typeops.reported import fail
 
 
 class _Opaque:
-    """An item named by an enum member whose value mypy does not know (``opaque_member``)."""
+    """An item whose key no one can name: named by an enum member whose value mypy does not
+    know (``opaque_member``, ``OPAQUE``), or by a member of an enum that is no ``str``
+    (``plain_enum_member``, ``PLAIN``).  Reported once; the item then reads as ``Any``."""
 
 
 OPAQUE: Final = _Opaque()
+PLAIN: Final = _Opaque()
 
 
 class _ScopeRewriter(TypeTranslator):
@@ -154,6 +164,10 @@ def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque 
     name = literal_str(given, expr)
     if name is None and opaque_member(given, expr):
         return OPAQUE
+    plain = plain_enum_member(given) if name is None else None
+    if plain is not None:
+        fail(ctx, plain_enum_message("for_each", plain), where(ctx, "item"), code=_errors.STEP_NAME)
+        return PLAIN
     if name is None and not name_refused_by_mypy(ctx.api, given):
         fail(ctx, unnamed_message("for_each", given), where(ctx, "item"), code=_errors.STEP_NAME)
     return name
@@ -167,9 +181,12 @@ def scope_signature(ctx: MethodSigContext) -> CallableType:
     if not item:
         fail(ctx, rules.msg_empty_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
         return ctx.default_signature
-    if isinstance(item, _Opaque):  # reported, as for a step's name; the item then reads as Any
-        fail(ctx, rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     sig = ctx.default_signature
+    if item is OPAQUE:  # reported, as for a step's name; the item then reads as Any
+        fail(ctx, rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+    elif item is PLAIN:  # reported by _item_name: mypy's arg-type (no str) would say it again
+        anything = ctx.api.named_generic_type("builtins.object", [])
+        sig = sig.copy_modified(arg_types=[anything if n == "item" else t for n, t in zip(sig.arg_names, sig.arg_types)])
     item_var = _item_var(sig)
     rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx, item))
     variables = [v for v in sig.variables if v.id != item_var]
