@@ -52,7 +52,8 @@ def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set
     """mypy's own error for such a key says only that it does not exist; the plugin adds why
     (errors_conditional_arms.py): in a branch arm or loop body, and mid-chain, where a
     branch step is the alternative; and for a builder extended in an ``if``, ``match`` or ``try``
-    statement, or in a loop."""
+    statement, or in a loop; and read in an ``except`` clause or ``finally`` block of a ``try``
+    statement whose body sets it."""
     _, output = plugin_run
     said = {
         int(line.split(":")[1]): line for line in output.splitlines() if line.startswith("errors_conditional_arms.py:")
@@ -86,6 +87,15 @@ def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set
     assert tried in said[117], said
     assert '"big" is set on some paths of the try statement on line 119 only' + paths in said[123], said
     assert '"big" is set on some paths of the if statement on line 142 only' + paths in said[144], said
+    handled = (
+        "whose body an exception may leave before the step is added: the pipeline an except clause reads may have "
+        "no such step, nor may the one the finally block reads (it runs after an exception no clause catches too); "
+        "set it before the try statement to read it there  [misc]"
+    )
+    assert '"big" is set in the try statement on line 151, ' + handled in said[154], said
+    assert '"big" is set in the try statement on line 156, ' + handled in said[161], said
+    # A try statement whose body does not set it is not blamed.
+    assert said[166].endswith('"big" is not a valid TypedDict key; expected one of ("count")  [misc]'), said
 
 
 def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: tuple[set[Finding], str]) -> None:
