@@ -21,8 +21,8 @@ from kumiko_typed._rules import (
     msg_empty_step_name,
     msg_foreign_pipeline,
     msg_no_return,
-    msg_return_in_subpipeline,
     msg_plain_enum_name,
+    msg_return_in_subpipeline,
     msg_step_name,
     msg_tier,
     msg_unknown_capability,
@@ -425,9 +425,7 @@ def test_a_member_of_an_enum_that_is_no_str_is_told_to_be_a_str_enum() -> None:
     _handler(
         f,
         "h",
-        lambda p: (
-            p.compute(_Plain.LINE, lambda c: 1).for_each(_Plain.COUNT, over=lambda c: [1], do=lambda b: b)  # type: ignore[arg-type]
-        ),
+        lambda p: p.compute(_Plain.LINE, lambda c: 1).for_each(_Plain.COUNT, over=lambda c: [1], do=lambda b: b),  # type: ignore[arg-type]
     )
     assert _boot_problems([f]) == [
         f"handler plain:h, step 0 (compute): {msg_plain_enum_name('compute', '_Plain', 'LINE', 'line')}",

@@ -52,3 +52,22 @@ generator_workflow = (
     .retry(times=2, do=lambda b: (yield b))  # E: kumiko-unanalyzable # M: do= of step "retry" is a lambda with yield, so the step would get a generator object, not its result; it must return the sub-pipeline b it is given, with its steps added: do=lambda b: b.compute(...)
     .return_(lambda c: ok(1))
 )
+
+
+# A choice of functions (typed as their union) is checked function by function: it was said
+# to be no function at all, and an async one in it passed.
+def plain(c: Ctx[Order, Any, Any]) -> int:
+    return len(c.payload.lines)
+
+
+async def fetched(c: Ctx[Order, Any, Any]) -> int:
+    return len(c.payload.lines)
+
+
+def described(c: Ctx[Order, Any, Any]) -> str:
+    return c.payload.note
+
+
+DETAILED = True
+chosen_async = shop.pipeline(Order).compute("n", plain if DETAILED else fetched)  # E: kumiko-async-resolver # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
+chosen_result = shop.pipeline(Order).return_(plain if DETAILED else described)  # E: arg-type # PE: reportArgumentType

@@ -209,7 +209,7 @@ def _handled(api: TypeChecker, handled: _Handled, name: str, key: str) -> _Verdi
     body that sets the key decides nothing ("try-except"); nor, for a read in ``finally``, does
     a clause or the ``else`` block: it runs after an exception no clause catches too."""
     stmt = handled.stmt
-    tried = [stmt.body, *(stmt.handlers + [stmt.else_body] if handled.in_finally else [])]
+    tried = [stmt.body, *([*stmt.handlers, stmt.else_body] if handled.in_finally else [])]
     for block in tried:
         if block is not None and _back(api, block.body, name, key) != "on":
             return _Blame("try-except", stmt.line)

@@ -25,13 +25,21 @@ from mypy.errors import ErrorInfo
 from mypy.messages import format_type_bare
 from mypy.nodes import LambdaExpr
 from mypy.plugin import MethodContext
-from mypy.types import AnyType, CallableType, Instance, Type, UninhabitedType, UnionType, get_proper_type
+from mypy.types import (
+    AnyType,
+    CallableType,
+    Instance,
+    Type,
+    UninhabitedType,
+    UnionType,
+    get_proper_type,
+)
 
 from .. import _errors
 from .._names import FAILURE, OK
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
-from .._typeops.callbacks import as_called, passed, returned, wrong_count
+from .._typeops.callbacks import each_called, passed, returned, wrong_count
 from .._typeops.refused import reword, reword_generator
 from .._typeops.reported import recorded_in
 
@@ -78,9 +86,11 @@ def _explain(ctx: MethodContext, method: str, fixed: _Fixed) -> None:
         # mypy's message says the lambda's return type must be a Generator: say what to return.
         reword_generator(ctx, expr, rules.msg_generator_result(method, fixed.argument))
         return
-    fn = as_called(get_proper_type(given), passed(ctx, fixed.argument))
-    function = isinstance(fn, CallableType)
-    if isinstance(fn, CallableType) and wrong_count(fn) is not None:
+    # Each function of a choice (``ended if F else failed``, typed as their union) as called.
+    choices = each_called(get_proper_type(given), passed(ctx, fixed.argument))
+    functions = [fn for fn in choices if isinstance(fn, CallableType)]
+    function = len(functions) == len(choices)
+    if any(wrong_count(fn) is not None for fn in functions):
         return
     result = returned(ctx, fixed.argument) if function else given  # not a function: .return_(ok(1))
     if result is None or (function and _only(result, fixed.classes)):

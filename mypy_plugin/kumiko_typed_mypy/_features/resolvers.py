@@ -27,10 +27,10 @@ from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
 from .. import _errors
 from .._rules import rules
-from . import resolver_results
-from .._typeops.callbacks import as_called, expected_result, passed, wrong_count
+from .._typeops.callbacks import as_called, each_called, expected_result, passed, wrong_count
 from .._typeops.refused import reword, reword_generator, said_generator
 from .._typeops.reported import at, fail, recorded_in, retract
+from . import resolver_results
 
 _AWAITABLE = "typing.Awaitable"
 _ASYNC_ITERATOR = "typing.AsyncIterator"
@@ -46,28 +46,41 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if isinstance(expr, LambdaExpr) and _uninferred_extra(ctx, expr):
                 fail(ctx, _unchecked_lambda(method, name or "?", extra=True), expr, code=_errors.UNANALYZABLE)
                 continue
-            fn = as_called(get_proper_type(given), passed(ctx, name) if name else None)  # partial, __call__, overload
-            if not isinstance(fn, CallableType):
+            # A partial, __call__, an overload as called; each of a choice (``fetch if F else plain``).
+            called = each_called(get_proper_type(given), passed(ctx, name) if name else None)
+            functions = [fn for fn in called if isinstance(fn, CallableType)]
+            if not functions:
                 continue
-            returned = get_proper_type(fn.ret_type)
             if isinstance(expr, LambdaExpr) and expr.is_generator:
                 _refuse_generator(ctx, kind, name or "?", expr)
                 continue
-            items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
-            instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
-            bases = {base.fullname for i in instances for base in i.type.mro}
-            awaitables = [i for i in instances if i.type.has_base(_AWAITABLE) or _awaitable(i)]
-            if awaitables:
-                maybe = len(awaitables) < len(items)  # a union with other types in it
-                message = _async_message(ctx, method, name or "?", fn, awaitables, maybe)
-                fail(ctx, message, expr, code=_errors.ASYNC_RESOLVER)
-                if not resolver_results.explains(kind, name or "?"):
-                    # Where the step fixes the result (a str, a UUID...), mypy refused the
-                    # coroutine too, with the whole callable type expected: the same mistake.
-                    reword(ctx, expr, None, _returns_awaitable)
-            elif _ASYNC_ITERATOR in bases:
-                fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
+            for fn in functions:
+                if _refuse_awaitable(ctx, kind, name or "?", fn, expr):
+                    break
     return ctx.default_return_type
+
+
+def _refuse_awaitable(ctx: MethodContext, kind: str, argument: str, fn: CallableType, expr: Expression) -> bool:
+    """Report resolver ``fn`` given as ``argument`` if it returns (or may return) an awaitable or
+    an async iterator; whether it did."""
+    method = rules.RULES_BY_KIND[kind].method
+    returned = get_proper_type(fn.ret_type)
+    items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
+    instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
+    bases = {base.fullname for i in instances for base in i.type.mro}
+    awaitables = [i for i in instances if i.type.has_base(_AWAITABLE) or _awaitable(i)]
+    if awaitables:
+        maybe = len(awaitables) < len(items)  # a union with other types in it
+        fail(ctx, _async_message(ctx, method, argument, fn, awaitables, maybe), expr, code=_errors.ASYNC_RESOLVER)
+        if not resolver_results.explains(kind, argument):
+            # Where the step fixes the result (a str, a UUID...), mypy refused the
+            # coroutine too, with the whole callable type expected: the same mistake.
+            reword(ctx, expr, None, _returns_awaitable)
+        return True
+    if _ASYNC_ITERATOR in bases:
+        fail(ctx, rules.msg_async_iterator_resolver(method, argument), expr, code=_errors.ASYNC_RESOLVER)
+        return True
+    return False
 
 
 def _async_message(

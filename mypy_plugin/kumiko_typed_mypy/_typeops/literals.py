@@ -167,7 +167,8 @@ def enum_value(info: TypeInfo, member: str) -> str | None:
     symbol = info.names.get(member)
     var = symbol.node if symbol is not None else None
     declared = get_proper_type(var.type) if isinstance(var, Var) and var.type is not None else None
-    if isinstance(declared, Instance) and declared.type.fullname == "enum.auto" and _generated_by(info) == "enum.StrEnum":
+    auto = isinstance(declared, Instance) and declared.type.fullname == "enum.auto"
+    if auto and _generated_by(info) == "enum.StrEnum":
         return member.lower()
     return None
 
