@@ -130,6 +130,29 @@ def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: 
     ], query
 
 
+def test_an_arm_that_returns_no_sub_pipeline_says_what_to_return(plugin_run: tuple[set[Finding], str]) -> None:
+    """An arm or a body returning ``None``, the outer pipeline or a value was two errors showing
+    the whole callable type expected; it is one naming what it returned and what to return
+    (errors_fixed_results.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_fixed_results.py:") and ": error: " in line
+    }
+    must = "; it must return the sub-pipeline b it is given, with its steps added: "
+    outer = "Pipeline[Order, TypedDict({'n'=: int}), TypedDict({}), Literal['mail.send']]"
+    assert said[83] == f'on_true= of step "branch" returns "{outer}"{must}on_true=lambda b: b.compute(...)  [arg-type]'
+    assert said[84] == f'on_true= of step "branch" returns "None"{must}on_true=lambda b: b.compute(...)  [arg-type]'
+    assert said[85] == f'do= of step "for_each" returns "None"{must}do=lambda b: b.compute(...)  [arg-type]'
+    repeats = [
+        line
+        for line in output.splitlines()
+        if line.startswith("errors_fixed_results.py:8") and "[return-value]" in line
+    ]
+    assert not repeats, repeats
+
+
 def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
     """A resolver refused for what it returns, or for how many parameters it takes, is one
     ``arg-type`` error naming the step, the resolver and what to give instead (mypy said it

@@ -41,6 +41,7 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "fixes_result",
     "msg_ambiguous_name",
     "msg_async_iterator_resolver",
     "msg_async_resolver",
@@ -570,6 +571,9 @@ def msg_several_columns(method: str, count: int, columns: str) -> str:
 
 #: What a resolver whose result the step fixes must return, and an example, by step method and
 #: argument (the mypy plugin's ``resolver_results`` checks the same arguments).
+#: What an arm or a body (a function of the sub-pipeline ``b``) returns: the steps it adds are
+#: those of the builder it returns.
+_ARM_RESULT: Final = "the sub-pipeline b it is given, with its steps added"
 _RESOLVER_RESULTS: Final[dict[tuple[str, str], tuple[str, str]]] = {
     ("return_", "fn"): (
         "ok(value), whose value becomes the handler's result, or a Failure (fail(...))",
@@ -587,7 +591,17 @@ _RESOLVER_RESULTS: Final[dict[tuple[str, str], tuple[str, str]]] = {
         "a bool, True to run on_true (False runs on_false, if given); compare or test the value",
         ".branch(when=lambda c: len(c.payload.lines) > 0, on_true=...)",
     ),
+    **{
+        (method, argument): (_ARM_RESULT, f"{argument}=lambda b: b.compute(...)")
+        for method, argument in (("branch", "on_true"), ("branch", "on_false"), ("for_each", "do"), ("retry", "do"))
+    },
 }
+
+
+def fixes_result(method: str, argument: str) -> bool:
+    """Whether step ``method`` fixes what its callback ``argument`` returns to one kind of value
+    (a ``bool``, a ``Failure``, ``ok(...)``, the sub-pipeline), said by :func:`msg_resolver_result`."""
+    return (method, argument) in _RESOLVER_RESULTS
 
 
 def _resolver(method: str, argument: str) -> str:
@@ -608,7 +622,8 @@ def msg_resolver_result(method: str, argument: str, returned: str, *, function: 
     elif argument == "fn":
         what = f'Step "{method}" takes a resolver, a function of c, not "{returned}"'
     else:
-        what = f'{argument}= of step "{method}" takes a resolver, a function of c, not "{returned}"'
+        one, _ = resolver_parameter(argument)
+        what = f'{argument}= of step "{method}" takes a resolver, a function of {one}, not "{returned}"'
     return f"{what}; it must return {must}: {example}"
 
 
@@ -620,8 +635,6 @@ def msg_generator_result(method: str, argument: str, expected: str = "") -> str:
     ``Generator``, which no fix of the lambda's type makes right."""
     if (method, argument) in _RESOLVER_RESULTS:
         must, example = _RESOLVER_RESULTS[method, argument]
-    elif argument in ("on_true", "on_false", "do"):
-        must, example = "the sub-pipeline b it is given, with its steps added", f"{argument}=lambda b: b.compute(...)"
     else:
         one, _ = resolver_parameter(argument)
         must, example = f'"{expected}", the value itself', f"{argument}=lambda {one}: ..."

@@ -10,7 +10,7 @@ import uuid
 from datetime import datetime
 from typing import Any
 
-from kumiko_typed import Ctx, Feature, ok
+from kumiko_typed import Ctx, Feature, SubPipeline, ok
 
 from _models import Order, Product, SignedUp
 
@@ -71,3 +71,15 @@ def described(c: Ctx[Order, Any, Any]) -> str:
 DETAILED = True
 chosen_async = shop.pipeline(Order).compute("n", plain if DETAILED else fetched)  # E: kumiko-async-resolver # M: fn= of step "compute" returns a coroutine: resolvers run synchronously inside the transaction and the coroutine would never run; pass a plain (non-async) function
 chosen_result = shop.pipeline(Order).return_(plain if DETAILED else described)  # E: arg-type # PE: reportArgumentType
+
+
+# An arm or a body that returns no sub-pipeline (None, the outer pipeline, a value): one
+# arg-type error saying what to return (mypy said it twice, showing the callable type expected).
+def forgot_return(b: SubPipeline[Order, Any, Any, Any]) -> None:
+    b.compute("x", lambda c: 1)
+
+
+outer = shop.pipeline(Order).compute("n", lambda c: 1)
+returned_outer = outer.branch(when=lambda c: True, on_true=lambda b: outer)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue
+returned_none = outer.branch(when=lambda c: True, on_true=forgot_return)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue
+body = outer.for_each("line", over=lambda c: c.payload.lines, do=lambda b: None)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue

@@ -1,6 +1,9 @@
 """Resolvers whose result the step fixes: ``return_``'s (``ok(...)`` or a ``Failure``),
-``guard``'s ``otherwise=`` (a ``Failure``), and the ``when=`` of ``guard`` and ``branch``
-(a ``bool``).
+``guard``'s ``otherwise=`` (a ``Failure``), the ``when=`` of ``guard`` and ``branch``
+(a ``bool``), and an arm or a body (the sub-pipeline it is given, with its steps added: one
+returning ``None``, the outer pipeline or a list was told so by two errors showing the whole
+callable type expected).  The rule table says which (``rules.fixes_result``), ``_FIXED`` how
+mypy spells them.
 
 Given one that returns something else (``.return_(lambda c: 1)``, ``otherwise=lambda c:
 ok(1)``, ``when=lambda c: len(...)``), mypy's ``arg-type`` error shows the callable type
@@ -36,7 +39,7 @@ from mypy.types import (
 )
 
 from .. import _errors
-from .._names import FAILURE, OK
+from .._names import BUILDERS_MODULE, FAILURE, OK
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
 from .._typeops.callbacks import each_called, passed, returned, wrong_count
@@ -56,18 +59,22 @@ class _Fixed:
 
 
 _BOOL: Final = "builtins.bool"
+#: The builders an arm or a body is given, and so returns (``nested`` in the rule table).
+_SUB_BUILDERS: Final = frozenset(f"{BUILDERS_MODULE}.{b.nested}" for b in rules.BUILDER_RULES)
+_SUB_BUILDER: Final = r"\w*SubPipeline\[.*\]"
 _FIXED: Final[dict[str, tuple[_Fixed, ...]]] = {
     "return": (_Fixed("fn", frozenset({OK, FAILURE}), r"Ok\[.*\] \| Failure"),),
     "guard": (_Fixed("when", frozenset({_BOOL}), "bool"), _Fixed("otherwise", frozenset({FAILURE}), "Failure")),
-    "branch": (_Fixed("when", frozenset({_BOOL}), "bool"),),
+    "branch": (
+        _Fixed("when", frozenset({_BOOL}), "bool"),
+        _Fixed("on_true", _SUB_BUILDERS, _SUB_BUILDER),
+        _Fixed("on_false", _SUB_BUILDERS, _SUB_BUILDER),
+    ),
+    "for_each": (_Fixed("do", _SUB_BUILDERS, _SUB_BUILDER),),
+    "workflow.retry": (_Fixed("do", _SUB_BUILDERS, _SUB_BUILDER),),
 }
 #: The kinds of step with such a resolver.
 KINDS: Final = frozenset(_FIXED)
-
-
-def explains(kind: str, argument: str) -> bool:
-    """Whether argument ``argument`` of step ``kind`` is a resolver whose result this explains."""
-    return any(fixed.argument == argument for fixed in _FIXED.get(kind, ()))
 
 
 def explain(kind: str, ctx: MethodContext) -> Type:

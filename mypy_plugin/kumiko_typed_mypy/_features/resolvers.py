@@ -30,7 +30,6 @@ from .._rules import rules
 from .._typeops.callbacks import as_called, each_called, expected_result, passed, wrong_count
 from .._typeops.refused import reword, reword_generator, said_generator
 from .._typeops.reported import at, fail, recorded_in, retract
-from . import resolver_results
 
 _AWAITABLE = "typing.Awaitable"
 _ASYNC_ITERATOR = "typing.AsyncIterator"
@@ -72,7 +71,7 @@ def _refuse_awaitable(ctx: MethodContext, kind: str, argument: str, fn: Callable
     if awaitables:
         maybe = len(awaitables) < len(items)  # a union with other types in it
         fail(ctx, _async_message(ctx, method, argument, fn, awaitables, maybe), expr, code=_errors.ASYNC_RESOLVER)
-        if not resolver_results.explains(kind, argument):
+        if not rules.fixes_result(method, argument):
             # Where the step fixes the result (a str, a UUID...), mypy refused the
             # coroutine too, with the whole callable type expected: the same mistake.
             reword(ctx, expr, None, _returns_awaitable)
@@ -178,10 +177,10 @@ def _refuse_generator(ctx: MethodContext, kind: str, argument: str, expr: Lambda
     returns ``None``, taken back for the sentence that says what to write instead.  Where
     the step fixes the result (a mail's ``str``, a read's select, an arm's sub-pipeline),
     mypy refused it only as a generator function not typed ``Generator``: that is said as
-    what to return instead (``resolver_results`` says it for the results it explains)."""
+    what to return instead (``resolver_results`` says it for the results the rule table fixes)."""
     method = rules.RULES_BY_KIND[kind].method
     if said_generator(ctx, expr):
-        if not resolver_results.explains(kind, argument):
+        if not rules.fixes_result(method, argument):
             result = expected_result(ctx, argument)
             shown = format_type_bare(result, ctx.api.options) if result is not None else "?"
             reword_generator(ctx, expr, rules.msg_generator_result(method, argument, shown))
