@@ -133,7 +133,7 @@ def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: 
 def test_an_arm_that_returns_no_sub_pipeline_says_what_to_return(plugin_run: tuple[set[Finding], str]) -> None:
     """An arm or a body returning ``None``, the outer pipeline or a value was two errors showing
     the whole callable type expected; it is one naming what it returned and what to return
-    (errors_fixed_results.py)."""
+    (errors_fixed_results.py).  So is any other resolver whose result type the step fixes."""
     _, output = plugin_run
     said = {
         int(line.split(":")[1]): line.partition(": error: ")[2]
@@ -145,10 +145,13 @@ def test_an_arm_that_returns_no_sub_pipeline_says_what_to_return(plugin_run: tup
     assert said[83] == f'on_true= of step "branch" returns "{outer}"{must}on_true=lambda b: b.compute(...)  [arg-type]'
     assert said[84] == f'on_true= of step "branch" returns "None"{must}on_true=lambda b: b.compute(...)  [arg-type]'
     assert said[85] == f'do= of step "for_each" returns "None"{must}do=lambda b: b.compute(...)  [arg-type]'
+    # Any other resolver whose result type the step fixes.
+    assert said[94] == 'html= of step "send_mail" returns "int"; it must return "str | None"  [arg-type]'
+    assert said[95] == 'subject= of step "send_mail" returns "int"; it must return "str"  [arg-type]'
+    assert said[96] == 'id= of step "append_event" returns "str"; it must return "UUID"  [arg-type]'
+    assert said[97] == 'over= of step "for_each" returns "int"; it must return "Iterable[Any]"  [arg-type]'
     repeats = [
-        line
-        for line in output.splitlines()
-        if line.startswith("errors_fixed_results.py:8") and "[return-value]" in line
+        line for line in output.splitlines() if line.startswith("errors_fixed_results.py:") and "[return-value]" in line
     ]
     assert not repeats, repeats
 

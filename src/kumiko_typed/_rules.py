@@ -64,6 +64,7 @@ __all__ = [
     "msg_renamed_target",
     "msg_resolver_parameters",
     "msg_resolver_result",
+    "msg_resolver_type",
     "msg_return_in_subpipeline",
     "msg_run_time_name",
     "msg_several_columns",
@@ -625,6 +626,13 @@ def msg_resolver_result(method: str, argument: str, returned: str, *, function: 
         one, _ = resolver_parameter(argument)
         what = f'{argument}= of step "{method}" takes a resolver, a function of {one}, not "{returned}"'
     return f"{what}; it must return {must}: {example}"
+
+
+def msg_resolver_type(method: str, argument: str, returned: str, expected: str) -> str:
+    """A resolver whose result type the step fixes otherwise (a mail's ``str``, ``html=``'s
+    ``str | None``, an event's ``UUID``) returned another: mypy's own error showed the whole
+    callable type expected, and said it again in the lambda."""
+    return f'{_resolver(method, argument)} returns "{returned}"; it must return "{expected}"'
 
 
 def msg_generator_result(method: str, argument: str, expected: str = "") -> str:

@@ -83,3 +83,15 @@ outer = shop.pipeline(Order).compute("n", lambda c: 1)
 returned_outer = outer.branch(when=lambda c: True, on_true=lambda b: outer)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue
 returned_none = outer.branch(when=lambda c: True, on_true=forgot_return)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue
 body = outer.for_each("line", over=lambda c: c.payload.lines, do=lambda b: None)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue
+
+
+# Any other resolver whose result type the step fixes: one arg-type error naming what it
+# returned and what to return (mypy showed the callable type expected, then said it again).
+def counted(c: Ctx[Order, Any, Any]) -> int:
+    return len(c.payload.lines)
+
+
+html_count = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", html=lambda c: len(c.payload.lines))  # E: arg-type # PE: reportArgumentType
+subject_count = shop.pipeline(Order).send_mail(to="a@example.com", subject=counted, body="b")  # E: arg-type # PE: reportArgumentType
+event_id = shop.pipeline(Order).append_event(Product, id=lambda c: c.payload.note, event=lambda c: c.payload)  # E: arg-type # PE: reportArgumentType
+counted_items = shop.pipeline(Order).for_each("n", over=lambda c: len(c.payload.lines), do=lambda b: b)  # E: arg-type # PE: reportArgumentType # PE: reportCallIssue

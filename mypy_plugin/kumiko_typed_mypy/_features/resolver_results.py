@@ -28,10 +28,13 @@ from mypy.errors import ErrorInfo
 from mypy.messages import format_type_bare
 from mypy.nodes import LambdaExpr
 from mypy.plugin import MethodContext
+from mypy.subtypes import is_subtype
+from mypy.typeops import get_all_type_vars
 from mypy.types import (
     AnyType,
     CallableType,
     Instance,
+    ProperType,
     Type,
     UninhabitedType,
     UnionType,
@@ -42,7 +45,7 @@ from .. import _errors
 from .._names import BUILDERS_MODULE, FAILURE, OK
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
-from .._typeops.callbacks import each_called, passed, returned, wrong_count
+from .._typeops.callbacks import as_called, each_called, expected_result, passed, returned, wrong_count
 from .._typeops.refused import reword, reword_generator
 from .._typeops.reported import recorded_in
 
@@ -83,6 +86,36 @@ def explain(kind: str, ctx: MethodContext) -> Type:
     for fixed in _FIXED[kind]:
         _explain(ctx, method, fixed)
     return ctx.default_return_type
+
+
+def explain_typed(kind: str, ctx: MethodContext) -> Type:
+    """Any other resolver whose result type the step fixes (a mail's ``str``, ``html=``'s
+    ``str | None``, an event's ``UUID``), explained when mypy refused what it returned: mypy
+    showed the whole callable type expected and said it again in the lambda (``return-value``).
+    Not where the type is still to be solved (a read's ``Select[T]``), nor ``changes=``, whose
+    columns ``updates`` names."""
+    method = rules.RULES_BY_KIND[kind].method
+    for name, exprs in zip(ctx.callee_arg_names, ctx.args, strict=True):
+        if name is None or rules.fixes_result(method, name) or name == "changes" or len(exprs) != 1:
+            continue
+        expected, fn = expected_result(ctx, name), as_called(_given(ctx, name), passed(ctx, name))
+        if expected is None or get_all_type_vars(expected) or not isinstance(fn, CallableType) or wrong_count(fn):
+            continue
+        result = returned(ctx, name)
+        if result is None or is_subtype(result, expected):
+            continue
+        shown = format_type_bare(result, ctx.api.options), format_type_bare(expected, ctx.api.options)
+        reword(ctx, exprs[0], rules.msg_resolver_type(method, name, *shown), _repeats_return)
+    return ctx.default_return_type
+
+
+def _given(ctx: MethodContext, name: str) -> ProperType | None:
+    given = arg_type(ctx, name)
+    return get_proper_type(given) if given is not None else None
+
+
+def _repeats_return(info: ErrorInfo) -> bool:
+    return info.code == errorcodes.RETURN_VALUE and info.message.startswith("Incompatible return value type")
 
 
 def _explain(ctx: MethodContext, method: str, fixed: _Fixed) -> None:
