@@ -92,6 +92,7 @@ def _method_hooks() -> dict[str, MethodHook]:
                 table[method(builder.name, rule.method)] = refuse
                 continue
             hooks += [partial(resolvers.refuse_async, rule.kind), partial(resolvers.explain_parameters, rule.kind)]
+            hooks.append(partial(resolver_results.explain_typed, rule.kind))
             if rule.kind in resolver_results.KINDS:
                 hooks.append(partial(resolver_results.explain, rule.kind))
             if rule.tier == 2:

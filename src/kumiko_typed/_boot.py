@@ -409,6 +409,9 @@ def _name_problem(step: Step, name: object) -> str | None:
     """A step's or a loop item's name that is no string, or empty, worded as the plugin words it."""
     rule = _rules.RULES_BY_KIND.get(step.kind)
     method = rule.method if rule is not None else step.kind
+    if isinstance(name, enum.Enum) and not isinstance(name, str):
+        value = name.value if isinstance(name.value, str) else None
+        return _rules.msg_plain_enum_name(method, type(name).__name__, name.name, value)
     if not isinstance(name, str):
         return _rules.msg_step_name(method)
     return _rules.msg_empty_step_name(method) if not name else None

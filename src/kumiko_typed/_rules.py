@@ -41,6 +41,7 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "fixes_result",
     "msg_ambiguous_name",
     "msg_async_iterator_resolver",
     "msg_async_resolver",
@@ -55,6 +56,7 @@ __all__ = [
     "msg_no_return",
     "msg_not_a_select",
     "msg_optimistic_lock",
+    "msg_plain_enum_name",
     "msg_query_as_write",
     "msg_query_registration",
     "msg_read_only",
@@ -62,6 +64,7 @@ __all__ = [
     "msg_renamed_target",
     "msg_resolver_parameters",
     "msg_resolver_result",
+    "msg_resolver_type",
     "msg_return_in_subpipeline",
     "msg_run_time_name",
     "msg_several_columns",
@@ -327,6 +330,19 @@ def msg_enum_typed_name(method: str, enum: str, member: str) -> str:
     )
 
 
+def msg_plain_enum_name(method: str, enum: str, member: str, value: str | None) -> str:
+    """A name that is a member of an enum that is no ``str`` (``class Item(enum.Enum)``): a
+    key is a string, looked up by its value, and no such member is one (the run refuses it,
+    and a ``StrEnum`` member is one)."""
+    what = "item" if method == "for_each" else "key"
+    literal = f'its value, "{value}"' if value is not None else "a string literal"
+    return (
+        f'The name of step "{method}" is {enum}.{member}, a member of an Enum that is not a str, and the {what} '
+        f"it adds must be named by a string; make {enum} a StrEnum (class {enum}(enum.StrEnum)), or name the "
+        f"step with {literal}"
+    )
+
+
 def msg_unknown_member_value(method: str) -> str:
     return (
         f'The name of step "{method}" is an enum member whose value mypy cannot know (an auto() '
@@ -556,6 +572,9 @@ def msg_several_columns(method: str, count: int, columns: str) -> str:
 
 #: What a resolver whose result the step fixes must return, and an example, by step method and
 #: argument (the mypy plugin's ``resolver_results`` checks the same arguments).
+#: What an arm or a body (a function of the sub-pipeline ``b``) returns: the steps it adds are
+#: those of the builder it returns.
+_ARM_RESULT: Final = "the sub-pipeline b it is given, with its steps added"
 _RESOLVER_RESULTS: Final[dict[tuple[str, str], tuple[str, str]]] = {
     ("return_", "fn"): (
         "ok(value), whose value becomes the handler's result, or a Failure (fail(...))",
@@ -573,7 +592,17 @@ _RESOLVER_RESULTS: Final[dict[tuple[str, str], tuple[str, str]]] = {
         "a bool, True to run on_true (False runs on_false, if given); compare or test the value",
         ".branch(when=lambda c: len(c.payload.lines) > 0, on_true=...)",
     ),
+    **{
+        (method, argument): (_ARM_RESULT, f"{argument}=lambda b: b.compute(...)")
+        for method, argument in (("branch", "on_true"), ("branch", "on_false"), ("for_each", "do"), ("retry", "do"))
+    },
 }
+
+
+def fixes_result(method: str, argument: str) -> bool:
+    """Whether step ``method`` fixes what its callback ``argument`` returns to one kind of value
+    (a ``bool``, a ``Failure``, ``ok(...)``, the sub-pipeline), said by :func:`msg_resolver_result`."""
+    return (method, argument) in _RESOLVER_RESULTS
 
 
 def _resolver(method: str, argument: str) -> str:
@@ -594,16 +623,29 @@ def msg_resolver_result(method: str, argument: str, returned: str, *, function: 
     elif argument == "fn":
         what = f'Step "{method}" takes a resolver, a function of c, not "{returned}"'
     else:
-        what = f'{argument}= of step "{method}" takes a resolver, a function of c, not "{returned}"'
+        one, _ = resolver_parameter(argument)
+        what = f'{argument}= of step "{method}" takes a resolver, a function of {one}, not "{returned}"'
     return f"{what}; it must return {must}: {example}"
 
 
-def msg_generator_result(method: str, argument: str) -> str:
+def msg_resolver_type(method: str, argument: str, returned: str, expected: str) -> str:
+    """A resolver whose result type the step fixes otherwise (a mail's ``str``, ``html=``'s
+    ``str | None``, an event's ``UUID``) returned another: mypy's own error showed the whole
+    callable type expected, and said it again in the lambda."""
+    return f'{_resolver(method, argument)} returns "{returned}"; it must return "{expected}"'
+
+
+def msg_generator_result(method: str, argument: str, expected: str = "") -> str:
     """A lambda with ``yield`` given where the step fixes the result (``return_``'s ``Ok`` or
-    ``Failure``, a ``bool`` for ``when=``): it is a generator function, so the step would get
-    a generator object; mypy said only that a generator function's return type must be a
+    ``Failure``, a ``bool`` for ``when=``, an arm's sub-pipeline, ``expected`` for any other:
+    a mail's ``str``, a read's select): it is a generator function, so the step would get a
+    generator object; mypy said only that a generator function's return type must be a
     ``Generator``, which no fix of the lambda's type makes right."""
-    must, example = _RESOLVER_RESULTS[method, argument]
+    if (method, argument) in _RESOLVER_RESULTS:
+        must, example = _RESOLVER_RESULTS[method, argument]
+    else:
+        one, _ = resolver_parameter(argument)
+        must, example = f'"{expected}", the value itself', f"{argument}=lambda {one}: ..."
     return (
         f"{_resolver(method, argument)} is a lambda with yield, so the step would get a generator object, "
         f"not its result; it must return {must}: {example}"

@@ -3,6 +3,7 @@ listing every problem, worded by ``kumiko_typed._rules`` (DESIGN §1, §3.3, §4
 
 from __future__ import annotations
 
+import enum
 import sys
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
@@ -20,6 +21,7 @@ from kumiko_typed._rules import (
     msg_empty_step_name,
     msg_foreign_pipeline,
     msg_no_return,
+    msg_plain_enum_name,
     msg_return_in_subpipeline,
     msg_step_name,
     msg_tier,
@@ -408,6 +410,26 @@ def test_an_empty_or_non_string_name_is_a_boot_problem_worded_as_the_plugin_word
         f"handler empty:h, step 1 (for_each): {msg_empty_step_name('for_each')}",
         f"handler empty:h, step 2 (read.find_one): {msg_step_name('find_one')}",
         f"handler empty:h, step 3 (for_each): {msg_step_name('for_each')}",
+    ]
+
+
+class _Plain(enum.Enum):
+    LINE = "line"
+    COUNT = 3
+
+
+def test_a_member_of_an_enum_that_is_no_str_is_told_to_be_a_str_enum() -> None:
+    """A key is a string: a plain Enum member names none (the plugin says so in the same words;
+    it was told to be a StrEnum member without saying that the enum is not one)."""
+    f = Feature("plain")
+    _handler(
+        f,
+        "h",
+        lambda p: p.compute(_Plain.LINE, lambda c: 1).for_each(_Plain.COUNT, over=lambda c: [1], do=lambda b: b),  # type: ignore[arg-type]
+    )
+    assert _boot_problems([f]) == [
+        f"handler plain:h, step 0 (compute): {msg_plain_enum_name('compute', '_Plain', 'LINE', 'line')}",
+        f"handler plain:h, step 1 (for_each): {msg_plain_enum_name('for_each', '_Plain', 'COUNT', None)}",
     ]
 
 

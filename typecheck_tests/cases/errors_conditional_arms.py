@@ -142,3 +142,25 @@ def set_in_a_try(detailed: bool) -> None:
         if detailed:
             t = t.compute("big", lambda c: True)
     t.return_(lambda c: ok(c.steps["big"]))  # E: misc
+
+
+# Read in an except clause or the finally block of the try statement whose body sets it: the
+# body may have stopped before the step (the finally block runs after any exception too).
+def read_in_a_handler() -> None:
+    p = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        p = p.compute("big", lambda c: True)
+    except ValueError:
+        p.compute("retried", lambda c: c.steps["big"])  # E: misc
+    q = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        q = q.compute("big", lambda c: True)
+    except ValueError:
+        q = q.compute("big", lambda c: False)
+    finally:
+        q.compute("logged", lambda c: c.steps["big"])  # E: misc
+    r = shop.pipeline(Order).compute("count", lambda c: len(c.payload.lines))
+    try:
+        checked()
+    except ValueError:
+        r.compute("logged", lambda c: c.steps["big"])  # E: misc

@@ -14,8 +14,8 @@ shop.entity(Product)
 
 html_number = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", html=5)  # E: arg-type # PE: reportArgumentType
 reply_list = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", reply_to=["a@x", "b@x"])  # E: arg-type # PE: reportArgumentType
-html_fn = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", html=lambda c: len(c.payload.lines))  # E: arg-type # E: return-value # PE: reportArgumentType
-reply_fn = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", reply_to=lambda c: c.payload.lines)  # E: arg-type # E: return-value # PE: reportArgumentType
+html_fn = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", html=lambda c: len(c.payload.lines))  # E: arg-type # PE: reportArgumentType
+reply_fn = shop.pipeline(Order).send_mail(to="a@example.com", subject="s", body="b", reply_to=lambda c: c.payload.lines)  # E: arg-type # PE: reportArgumentType
 key = signed(123)  # E: arg-type # PE: reportArgumentType
 zone = cron("0 9 * * *", timezone=3)  # E: arg-type # PE: reportArgumentType
 seconds = cron("0 9 * * *", catch_up=3600)  # E: arg-type # PE: reportArgumentType

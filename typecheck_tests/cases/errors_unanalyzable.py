@@ -77,7 +77,7 @@ def reassigned() -> None:
 
 generator_results = (
     shop.pipeline(Order)
-    .branch(when=lambda c: True, on_true=lambda b: (yield b))  # E: misc
+    .branch(when=lambda c: True, on_true=lambda b: (yield b))  # E: kumiko-unanalyzable # M: on_true= of step "branch" is a lambda with yield, so the step would get a generator object, not its result; it must return the sub-pipeline b it is given, with its steps added: on_true=lambda b: b.compute(...)
     .guard(lambda c: True, otherwise=lambda c: (yield fail("conflict", "none")))  # E: kumiko-unanalyzable # M: otherwise= of step "guard" is a lambda with yield, so the step would get a generator object, not its result; it must return a Failure (fail(code, message)), which ends the whole pipeline when the condition is false: .guard(..., otherwise=lambda c: fail("unprocessable", "..."))
     .return_(lambda c: (yield ok(1)))  # E: kumiko-unanalyzable # M: The resolver of step "return_" is a lambda with yield, so the step would get a generator object, not its result; it must return ok(value), whose value becomes the handler's result, or a Failure (fail(...)): .return_(lambda c: ok(...))
 )

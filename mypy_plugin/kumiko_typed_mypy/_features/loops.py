@@ -32,18 +32,28 @@ from .. import _errors
 from .._names import ADD_SCOPE, LOOP, RETRY, STEPS_ARG
 from .._rules import rules
 from .._typeops.args import arg_expr, receiver_steps, where, with_arg
-from .._typeops.callbacks import as_called, body_steps, detach, solved_for
+from .._typeops.callbacks import as_called, body_steps, detach, each_called, solved_for
 from .._typeops.empty_results import unsolved_items
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, open_if_any, unknown_steps
-from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member, unnamed_message
+from .._typeops.literals import (
+    literal_str,
+    name_refused_by_mypy,
+    opaque_member,
+    plain_enum_member,
+    plain_enum_message,
+    unnamed_message,
+)
 from .._typeops.reported import fail
 
 
 class _Opaque:
-    """An item named by an enum member whose value mypy does not know (``opaque_member``)."""
+    """An item whose key no one can name: named by an enum member whose value mypy does not
+    know (``opaque_member``, ``OPAQUE``), or by a member of an enum that is no ``str``
+    (``plain_enum_member``, ``PLAIN``).  Reported once; the item then reads as ``Any``."""
 
 
 OPAQUE: Final = _Opaque()
+PLAIN: Final = _Opaque()
 
 
 class _ScopeRewriter(TypeTranslator):
@@ -112,24 +122,14 @@ def _item_type(ctx: MethodSigContext, name: str | _Opaque) -> Type:
         context = context.copy_modified(ret_type=ctx.api.named_generic_type("builtins.object", []))
     passed = context.arg_types[0] if isinstance(context, CallableType) and context.arg_types else None
     with ctx.api.msg.filter_errors():
-        # A partial, an object with __call__ or an overloaded def as the signature it is called with.
-        over = as_called(get_proper_type(ctx.api.get_expression_type(expr, type_context=context)), passed)
-    if isinstance(over, CallableType):
-        if isinstance(context, CallableType) and context.arg_types:
-            over = solved_for(over, context.arg_types[0])  # a generic def: what the step passes
-        returned = get_proper_type(over.ret_type)
-        if isinstance(returned, AnyType):
-            return returned
-        if isinstance(name, str) and unsolved_items(ctx, returned, name, expr):
-            return AnyType(TypeOfAny.from_error)
-        checker = ctx.api
-        if isinstance(checker, TypeChecker):
-            with checker.msg.filter_errors() as errors:
-                _, item = checker.analyze_iterable_item_type_without_expression(returned, expr)
-            if not errors.has_new_errors():
-                return item
-        # Not iterable: the call's own check says so at the argument.
-        return AnyType(TypeOfAny.from_error)
+        given = get_proper_type(ctx.api.get_expression_type(expr, type_context=context))
+    # A partial, an object with __call__ or an overloaded def as the signature it is called
+    # with; of a choice of functions (``lines if FLAG else others``), each one's items.
+    choices = each_called(given, passed)
+    functions = [f for f in choices if isinstance(f, CallableType)]
+    if functions and len(functions) == len(choices):
+        return make_simplified_union([_items(ctx, f, context, name, expr) for f in functions])
+    over = as_called(given, passed)
     if not isinstance(over, AnyType):
         # Not a function (a list, a number): the call's own check says so at the argument,
         # with the type it expects; a second error for it would only repeat that.
@@ -154,9 +154,32 @@ def _item_name(ctx: MethodSigContext, expr: Expression | None) -> str | _Opaque 
     name = literal_str(given, expr)
     if name is None and opaque_member(given, expr):
         return OPAQUE
+    plain = plain_enum_member(given) if name is None else None
+    if plain is not None:
+        fail(ctx, plain_enum_message("for_each", plain), where(ctx, "item"), code=_errors.STEP_NAME)
+        return PLAIN
     if name is None and not name_refused_by_mypy(ctx.api, given):
         fail(ctx, unnamed_message("for_each", given), where(ctx, "item"), code=_errors.STEP_NAME)
     return name
+
+
+def _items(ctx: MethodSigContext, over: CallableType, context: Type, name: str | _Opaque, expr: Expression) -> Type:
+    """The type of ``x`` in ``for x in over(c)``."""
+    if isinstance(context, CallableType) and context.arg_types:
+        over = solved_for(over, context.arg_types[0])  # a generic def: what the step passes
+    returned = get_proper_type(over.ret_type)
+    if isinstance(returned, AnyType):
+        return returned
+    if isinstance(name, str) and unsolved_items(ctx, returned, name, expr):
+        return AnyType(TypeOfAny.from_error)
+    checker = ctx.api
+    if isinstance(checker, TypeChecker):
+        with checker.msg.filter_errors() as errors:
+            _, item = checker.analyze_iterable_item_type_without_expression(returned, expr)
+        if not errors.has_new_errors():
+            return item
+    # Not iterable: the call's own check says so at the argument.
+    return AnyType(TypeOfAny.from_error)
 
 
 def scope_signature(ctx: MethodSigContext) -> CallableType:
@@ -167,9 +190,13 @@ def scope_signature(ctx: MethodSigContext) -> CallableType:
     if not item:
         fail(ctx, rules.msg_empty_step_name("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
         return ctx.default_signature
-    if isinstance(item, _Opaque):  # reported, as for a step's name; the item then reads as Any
-        fail(ctx, rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
     sig = ctx.default_signature
+    if item is OPAQUE:  # reported, as for a step's name; the item then reads as Any
+        fail(ctx, rules.msg_unknown_member_value("for_each"), where(ctx, "item"), code=_errors.STEP_NAME)
+    elif item is PLAIN:  # reported by _item_name: mypy's arg-type (no str) would say it again
+        anything = ctx.api.named_generic_type("builtins.object", [])
+        named = zip(sig.arg_names, sig.arg_types, strict=True)
+        sig = sig.copy_modified(arg_types=[anything if n == "item" else t for n, t in named])
     item_var = _item_var(sig)
     rewriter = _ScopeRewriter(ctx, item, item_var, _item_type(ctx, item))
     variables = [v for v in sig.variables if v.id != item_var]

@@ -119,7 +119,8 @@ def _keyed(
 class _Blame:
     """The statement that decides whether a key exists: ``kind`` is ``if``, ``match``,
     ``try``, ``try-body`` (a ``try`` body an exception may leave before it sets the key),
-    ``loop``, or ``conditional`` (an expression assigned, ``p = p.compute(...) if F else p``)."""
+    ``try-except`` (the same, read in an ``except`` clause), ``loop``, or ``conditional`` (an
+    expression assigned, ``p = p.compute(...) if F else p``)."""
 
     kind: str
     line: int
@@ -143,6 +144,13 @@ def _why_statement(blamed: _Blame, branch: str) -> str:
             "body before the step is added, and the pipeline built when an except clause runs then has no such "
             "step; set it on every path (in each except clause too, or after the try statement)"
         )
+    if blamed.kind == "try-except":
+        return (
+            f"is set in the try statement on line {blamed.line}, whose body an exception may leave before the "
+            "step is added: the pipeline an except clause reads may have no such step, nor may the one the "
+            "finally block reads (it runs after an exception no clause catches too); set it before the try "
+            "statement to read it there"
+        )
     if blamed.kind == "loop":
         return (
             f"is set in the loop on line {blamed.line} only: the pipeline built when it runs no time has no "
@@ -164,20 +172,48 @@ def _decider(api: CheckerPluginInterface, root: Expression, key: str, line: int)
     if not (isinstance(root, NameExpr) and isinstance(api, TypeChecker)):
         return None
     for before in _before(scope_body(api), line):
-        verdict = _back(api, before, root.name, key)
+        if isinstance(before, _Handled):
+            verdict = _handled(api, before, root.name, key)
+        else:
+            verdict = _back(api, before, root.name, key)
         if verdict != "on":
             return verdict if isinstance(verdict, _Blame) else None
     return None
 
 
-def _before(body: list[Statement], line: int) -> list[list[Statement]]:
-    """The statements before line ``line`` in its block, then in each block around it."""
+@dataclass(frozen=True)
+class _Handled:
+    """What ran before an ``except`` clause (``finally`` unset) or the ``finally`` block of
+    ``stmt``: its body, part way (an exception left it), or, for ``finally``, any path of the
+    ``try`` statement."""
+
+    stmt: TryStmt
+    in_finally: bool
+
+
+def _before(body: list[Statement], line: int) -> list[list[Statement] | _Handled]:
+    """The statements before line ``line`` in its block, then in each block around it; in an
+    ``except`` clause or a ``finally`` block, what of its ``try`` statement may have run."""
     for index, stmt in enumerate(body):
         if stmt.line <= line <= (stmt.end_line or stmt.line):
             inner = [b for b in blocks(stmt, loops=True) if b.body and b.body[0].line <= line]
-            nested = _before(inner[-1].body, line) if inner else []
+            nested: list[list[Statement] | _Handled] = _before(inner[-1].body, line) if inner else []
+            if isinstance(stmt, TryStmt) and inner and inner[-1] is not stmt.body and inner[-1] is not stmt.else_body:
+                nested.append(_Handled(stmt, in_finally=inner[-1] is stmt.finally_body))
             return [*nested, body[:index]]
     return []
+
+
+def _handled(api: TypeChecker, handled: _Handled, name: str, key: str) -> _Verdict:
+    """A read in an ``except`` clause: the body may have stopped before any of its steps, so a
+    body that sets the key decides nothing ("try-except"); nor, for a read in ``finally``, does
+    a clause or the ``else`` block: it runs after an exception no clause catches too."""
+    stmt = handled.stmt
+    tried = [stmt.body, *([*stmt.handlers, stmt.else_body] if handled.in_finally else [])]
+    for block in tried:
+        if block is not None and _back(api, block.body, name, key) != "on":
+            return _Blame("try-except", stmt.line)
+    return "on"
 
 
 def _back(api: TypeChecker, body: list[Statement], name: str, key: str) -> _Verdict:

@@ -27,8 +27,8 @@ from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
 from .. import _errors
 from .._rules import rules
-from .._typeops.callbacks import as_called, passed, wrong_count
-from .._typeops.refused import reword, said_generator
+from .._typeops.callbacks import as_called, each_called, expected_result, passed, wrong_count
+from .._typeops.refused import reword, reword_generator, said_generator
 from .._typeops.reported import at, fail, recorded_in, retract
 
 _AWAITABLE = "typing.Awaitable"
@@ -45,24 +45,41 @@ def refuse_async(kind: str, ctx: MethodContext) -> Type:
             if isinstance(expr, LambdaExpr) and _uninferred_extra(ctx, expr):
                 fail(ctx, _unchecked_lambda(method, name or "?", extra=True), expr, code=_errors.UNANALYZABLE)
                 continue
-            fn = as_called(get_proper_type(given), passed(ctx, name) if name else None)  # partial, __call__, overload
-            if not isinstance(fn, CallableType):
+            # A partial, __call__, an overload as called; each of a choice (``fetch if F else plain``).
+            called = each_called(get_proper_type(given), passed(ctx, name) if name else None)
+            functions = [fn for fn in called if isinstance(fn, CallableType)]
+            if not functions:
                 continue
-            returned = get_proper_type(fn.ret_type)
-            if isinstance(expr, LambdaExpr) and expr.is_generator and not said_generator(ctx, expr):
-                _refuse_generator(ctx, method, name or "?", expr)
+            if isinstance(expr, LambdaExpr) and expr.is_generator:
+                _refuse_generator(ctx, kind, name or "?", expr)
                 continue
-            items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
-            instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
-            bases = {base.fullname for i in instances for base in i.type.mro}
-            awaitables = [i for i in instances if i.type.has_base(_AWAITABLE) or _awaitable(i)]
-            if awaitables:
-                maybe = len(awaitables) < len(items)  # a union with other types in it
-                message = _async_message(ctx, method, name or "?", fn, awaitables, maybe)
-                fail(ctx, message, expr, code=_errors.ASYNC_RESOLVER)
-            elif _ASYNC_ITERATOR in bases:
-                fail(ctx, rules.msg_async_iterator_resolver(method, name or "?"), expr, code=_errors.ASYNC_RESOLVER)
+            for fn in functions:
+                if _refuse_awaitable(ctx, kind, name or "?", fn, expr):
+                    break
     return ctx.default_return_type
+
+
+def _refuse_awaitable(ctx: MethodContext, kind: str, argument: str, fn: CallableType, expr: Expression) -> bool:
+    """Report resolver ``fn`` given as ``argument`` if it returns (or may return) an awaitable or
+    an async iterator; whether it did."""
+    method = rules.RULES_BY_KIND[kind].method
+    returned = get_proper_type(fn.ret_type)
+    items = returned.items if isinstance(returned, UnionType) else [returned]  # may return one
+    instances = [i for i in map(get_proper_type, items) if isinstance(i, Instance)]
+    bases = {base.fullname for i in instances for base in i.type.mro}
+    awaitables = [i for i in instances if i.type.has_base(_AWAITABLE) or _awaitable(i)]
+    if awaitables:
+        maybe = len(awaitables) < len(items)  # a union with other types in it
+        fail(ctx, _async_message(ctx, method, argument, fn, awaitables, maybe), expr, code=_errors.ASYNC_RESOLVER)
+        if not rules.fixes_result(method, argument):
+            # Where the step fixes the result (a str, a UUID...), mypy refused the
+            # coroutine too, with the whole callable type expected: the same mistake.
+            reword(ctx, expr, None, _returns_awaitable)
+        return True
+    if _ASYNC_ITERATOR in bases:
+        fail(ctx, rules.msg_async_iterator_resolver(method, argument), expr, code=_errors.ASYNC_RESOLVER)
+        return True
+    return False
 
 
 def _async_message(
@@ -79,6 +96,11 @@ def _async_message(
 
 
 _COROUTINE: Final = "typing.Coroutine"
+
+
+def _returns_awaitable(info: ErrorInfo) -> bool:
+    """mypy's repeat, in a lambda returning a coroutine, of its refusal of the lambda."""
+    return info.code == errorcodes.RETURN_VALUE and "Coroutine[" in info.message
 
 
 def _awaitable(instance: Instance) -> bool:
@@ -146,13 +168,23 @@ def _uninferred(expr: Expression) -> Callable[[ErrorInfo], bool]:
 _UNINFERRED: Final = "Cannot infer type of lambda"
 
 
-def _refuse_generator(ctx: MethodContext, method: str, argument: str, expr: LambdaExpr) -> None:
+def _refuse_generator(ctx: MethodContext, kind: str, argument: str, expr: LambdaExpr) -> None:
     """``lambda c: (yield ...)`` is a generator function, and mypy (2.4) infers no such
     lambda from the callable it is passed as: it types it by its body's expression (``Any``
     for a ``yield``, ``None`` for a ``yield from`` a list), so a key (or an arm's keys)
     would be wrong with no error.  Given as ``over=``, the generator is what the loop
     iterates, which runs; there mypy's own error is an ``arg-type`` saying the lambda
-    returns ``None``, taken back for the sentence that says what to write instead."""
+    returns ``None``, taken back for the sentence that says what to write instead.  Where
+    the step fixes the result (a mail's ``str``, a read's select, an arm's sub-pipeline),
+    mypy refused it only as a generator function not typed ``Generator``: that is said as
+    what to return instead (``resolver_results`` says it for the results the rule table fixes)."""
+    method = rules.RULES_BY_KIND[kind].method
+    if said_generator(ctx, expr):
+        if not rules.fixes_result(method, argument):
+            result = expected_result(ctx, argument)
+            shown = format_type_bare(result, ctx.api.options) if result is not None else "?"
+            reword_generator(ctx, expr, rules.msg_generator_result(method, argument, shown))
+        return
     if argument == "over":
         for info in recorded_in(ctx.api.msg.errors, expr):
             if info.code == errorcodes.ARG_TYPE and at(info, expr):

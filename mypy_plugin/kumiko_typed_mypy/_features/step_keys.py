@@ -28,7 +28,15 @@ from .._typeops.args import arg_expr, arg_type, receiver_steps, where, with_arg
 from .._typeops.callbacks import returned
 from .._typeops.empty_results import solved
 from .._typeops.keys import OpenKeys, Unknown, keys_of, make, unknown_steps
-from .._typeops.literals import literal_str, name_refused_by_mypy, opaque_member, unnamed_message
+from .._typeops.literals import (
+    literal_str,
+    name_refused_by_mypy,
+    opaque_member,
+    plain_enum_member,
+    plain_enum_message,
+    unnamed_message,
+)
+from .._typeops.refused import reword
 from .._typeops.reported import fail
 from .._typeops.statements import statements
 
@@ -54,6 +62,14 @@ def add_step(method: str, ctx: MethodContext) -> Type:
         # An error, not a silent Any (DESIGN 4.7); later reads of that key are then Any, so
         # the one mistake is reported once.
         fail(ctx, rules.msg_unknown_member_value(method), where(ctx, "name"), code=_errors.STEP_NAME)
+        return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
+    plain = plain_enum_member(arg_type(ctx, "name")) if name is None else None
+    if plain is not None:
+        # mypy said only that the enum is no str (arg-type): the same mistake, said with the fix.
+        named = arg_expr(ctx, "name")
+        if named is not None:
+            reword(ctx, named, None, lambda _: False)
+        fail(ctx, plain_enum_message(method, plain), where(ctx, "name"), code=_errors.STEP_NAME)
         return with_arg(ret, STEPS_ARG, make(ctx.api, OpenKeys(keys)))
     if name is None:
         if not name_refused_by_mypy(ctx.api, arg_type(ctx, "name")):

@@ -11,7 +11,7 @@ from mypy.infer import infer_type_arguments
 from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, CallExpr, ConditionalExpr, Expression, LambdaExpr
 from mypy.plugin import CheckerPluginInterface, MethodContext
 from mypy.subtypes import find_member, is_subtype
-from mypy.typeops import get_all_type_vars
+from mypy.typeops import get_all_type_vars, make_simplified_union
 from mypy.types import (
     AnyType,
     CallableType,
@@ -84,10 +84,10 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
     callback = as_called(_callback(ctx, name), passed(ctx, name))
     if callback is None or isinstance(callback, NoneType):
         return None
+    alternatives = _alternatives(ctx, name)
+    if alternatives:
+        return _either_steps(ctx.api, alternatives)
     if isinstance(callback, CallableType):
-        alternatives = _alternatives(ctx, name)
-        if alternatives:
-            return _either_steps(ctx.api, alternatives)
         returned = get_proper_type(_bound_to_receiver(ctx, name, callback).ret_type)
         if isinstance(returned, Instance) and len(returned.args) > STEPS_ARG:
             return returned.args[STEPS_ARG]
@@ -100,11 +100,26 @@ def body_steps(ctx: MethodContext, name: str) -> Type | None:
 
 def _alternatives(ctx: MethodContext, name: str) -> list[Type] | None:
     """The steps types of the builders a lambda chooses between, ``lambda b: b.compute("x", ...)
-    if FLAG else b``; ``None`` when callback ``name`` is no such lambda."""
+    if FLAG else b``, or that the callbacks a conditional expression chooses between return,
+    ``arm if FLAG else other`` (mypy types that as their join, or their union, which is no
+    callback: a key the two type differently read as ``object``, the keys as ``Any``);
+    ``None`` when callback ``name`` is neither."""
     expr = arg_expr(ctx, name)
-    if not (isinstance(expr, LambdaExpr) and isinstance(expr.expr(), ConditionalExpr)):
+    if isinstance(expr, LambdaExpr) and isinstance(expr.expr(), ConditionalExpr):
+        return chosen_steps(ctx.api, expr.expr())
+    if not (isinstance(expr, ConditionalExpr) and isinstance(ctx.api, TypeChecker)):
         return None
-    return chosen_steps(ctx.api, expr.expr())
+    out: list[Type] = []
+    for side in _sides(expr):
+        given = ctx.api.lookup_type_or_none(side)
+        callback = as_called(get_proper_type(given), passed(ctx, name)) if given is not None else None
+        if not isinstance(callback, CallableType):
+            return None
+        returned = get_proper_type(_bound_to_receiver(ctx, name, callback).ret_type)
+        if not (isinstance(returned, Instance) and len(returned.args) > STEPS_ARG):
+            return None
+        out.append(returned.args[STEPS_ARG])
+    return out
 
 
 def chosen_steps(api: CheckerPluginInterface, expr: Expression) -> list[Type] | None:
@@ -186,10 +201,9 @@ def solved_for(callback: CallableType, given: Type) -> CallableType:
     return bound if isinstance(bound, CallableType) else callback
 
 
-def passed(ctx: MethodContext, name: str) -> Type | None:
-    """What the step passes to callback ``name``: the first parameter of that argument's
-    type in the method's signature as mypy bound it to the receiver (stored with the
-    call's callee when the call was checked)."""
+def _expected(ctx: MethodContext, name: str) -> CallableType | None:
+    """The callback type of argument ``name`` in the method's signature as mypy bound it to
+    the receiver (stored with the call's callee when the call was checked)."""
     call = ctx.context
     if not (isinstance(call, CallExpr) and isinstance(ctx.api, TypeChecker)):
         return None
@@ -200,7 +214,19 @@ def passed(ctx: MethodContext, name: str) -> Type | None:
     if not (isinstance(method, CallableType) and name in method.arg_names):
         return None
     expected = _callbacks(method.arg_types[method.arg_names.index(name)])
-    return expected[0].arg_types[0] if expected and expected[0].arg_types else None
+    return expected[0] if expected else None
+
+
+def passed(ctx: MethodContext, name: str) -> Type | None:
+    """What the step passes to callback ``name``: the first parameter of its type."""
+    expected = _expected(ctx, name)
+    return expected.arg_types[0] if expected is not None and expected.arg_types else None
+
+
+def expected_result(ctx: MethodContext, name: str) -> Type | None:
+    """What the step expects callback ``name`` to return."""
+    expected = _expected(ctx, name)
+    return expected.ret_type if expected is not None else None
 
 
 def as_called(callback: ProperType | None, given: Type | None = None) -> ProperType | None:
@@ -221,6 +247,13 @@ def as_called(callback: ProperType | None, given: Type | None = None) -> ProperT
     return callback
 
 
+def each_called(callback: ProperType | None, given: Type | None = None) -> list[ProperType | None]:
+    """:func:`as_called` of each function ``callback`` may be: a choice, ``one if F else two``,
+    is typed as the union of the two."""
+    items = callback.items if isinstance(callback, UnionType) else [callback]
+    return [as_called(get_proper_type(item), given) for item in items]
+
+
 def wrong_count(fn: CallableType) -> int | None:
     """How many parameters ``fn`` takes where it cannot be called with one positional argument,
     the step's: none, or its required ones (two or more); ``None`` when it can be (keyword-only
@@ -234,9 +267,13 @@ def wrong_count(fn: CallableType) -> int | None:
 
 
 def returned(ctx: MethodContext, name: str) -> Type | None:
-    """What callback ``name`` returned, as mypy inferred it for the callback itself."""
-    callback = as_called(_callback(ctx, name), passed(ctx, name))
-    if isinstance(callback, CallableType):
+    """What callback ``name`` returned, as mypy inferred it for the callback itself; of a
+    choice of callbacks (``one if FLAG else two``, typed as their union), what either returns."""
+    given = _callback(ctx, name)
+    results: list[Type] = []
+    for callback in each_called(given, passed(ctx, name)):
+        if not isinstance(callback, CallableType):
+            return given if isinstance(given, UnionType) else callback
         # As a solved type variable would be: 1, not Literal[1]?.
-        return remove_instance_last_known_values(_bound_to_receiver(ctx, name, callback).ret_type)
-    return callback
+        results.append(remove_instance_last_known_values(_bound_to_receiver(ctx, name, callback).ret_type))
+    return make_simplified_union(results)

@@ -35,6 +35,27 @@ def name_refused_by_mypy(api: CheckerPluginInterface, given: Type | None) -> boo
     return not is_subtype(given, api.named_generic_type("builtins.str", []))
 
 
+def plain_enum_member(given: Type | None) -> tuple[TypeInfo, str] | None:
+    """A name that is a member of an enum that is no ``str`` (``class Item(enum.Enum)``), as
+    the enum class and the member's name; mypy refuses it (its parameter is a ``str``), and
+    says only that the enum is no ``str``.  ``None`` for anything else."""
+    proper = get_proper_type(given) if given is not None else None
+    if isinstance(proper, Instance) and proper.last_known_value is not None:
+        proper = proper.last_known_value
+    if isinstance(proper, LiteralType) and proper.is_enum_literal() and isinstance(proper.value, str):
+        info, member = proper.fallback.type, proper.value
+    elif isinstance(proper, Instance) and proper.type.is_enum and proper.type.enum_members:
+        info, member = proper.type, proper.type.enum_members[0]
+    else:
+        return None
+    return (info, member) if not info.has_base("builtins.str") else None
+
+
+def plain_enum_message(method: str, member: tuple[TypeInfo, str]) -> str:
+    info, name = member
+    return rules.msg_plain_enum_name(method, info.name, name, _member_value(info, name))
+
+
 def unnamed_message(method: str, given: Type | None) -> str:
     """The ``kumiko-step-name`` message for a ``str`` name the plugin cannot read: a union of
     literals (``Literal["y", "z"]``, each a literal, but which one only the run knows), a
@@ -138,18 +159,30 @@ def enum_value(info: TypeInfo, member: str) -> str | None:
     of a ``StrEnum`` (the member's name in lower case, unless a class of the enum's defines
     its own ``_generate_next_value_``, whose result mypy does not know).  Read from the
     member's type, which mypy's cache keeps (a class body read from the cache is empty)."""
+    if not info.has_base("builtins.str"):
+        return None
+    value = _member_value(info, member)
+    if value is not None:
+        return value
     symbol = info.names.get(member)
     var = symbol.node if symbol is not None else None
-    if not (isinstance(var, Var) and var.type is not None and info.has_base("builtins.str")):
+    declared = get_proper_type(var.type) if isinstance(var, Var) and var.type is not None else None
+    auto = isinstance(declared, Instance) and declared.type.fullname == "enum.auto"
+    if auto and _generated_by(info) == "enum.StrEnum":
+        return member.lower()
+    return None
+
+
+def _member_value(info: TypeInfo, member: str) -> str | None:
+    """The value of ``info.member`` when it is written as a string literal."""
+    symbol = info.names.get(member)
+    var = symbol.node if symbol is not None else None
+    if not (isinstance(var, Var) and var.type is not None):
         return None
     value = get_proper_type(var.type)
     if isinstance(value, Instance) and value.last_known_value is not None:
         value = value.last_known_value
-    if isinstance(value, LiteralType) and isinstance(value.value, str):
-        return value.value
-    if isinstance(value, Instance) and value.type.fullname == "enum.auto" and _generated_by(info) == "enum.StrEnum":
-        return member.lower()
-    return None
+    return value.value if isinstance(value, LiteralType) and isinstance(value.value, str) else None
 
 
 def _generated_by(info: TypeInfo) -> str | None:

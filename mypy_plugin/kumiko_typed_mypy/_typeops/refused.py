@@ -47,10 +47,15 @@ def reword(
         else:
             info.message = why if replace else f"{info.message}; {why}"
     last = expr.end_line if expr.end_line is not None else expr.line
+    repeated: set[tuple[int, int]] = set()
     for info in errors:
-        if (replace and info.severity == "note" and info in at) or (
-            info.severity == "error" and expr.line <= info.line <= last and repeats(info)
-        ):
+        if replace and info.severity == "note" and info in at:
+            retract(ctx.api.msg.errors, info)
+        elif info.severity == "error" and expr.line <= info.line <= last and repeats(info):
+            retract(ctx.api.msg.errors, info)
+            repeated.add((info.line, info.column))
+    for info in errors:  # a repeat's own notes (``Maybe you forgot to use "await"?``)
+        if info.severity == "note" and (info.line, info.column) in repeated:
             retract(ctx.api.msg.errors, info)
     return True
 

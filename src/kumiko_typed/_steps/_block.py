@@ -98,7 +98,11 @@ def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType
         # as Compute.execute refuses it.  A value of the type the line last let through
         # passes by an identity test with no call: what a compute paid before awaitables
         # other than coroutines were refused.
-        lines.append(f"    values[{name!r}] = v if type(v := f{j}(run)) is t{j} else learned(v, {j})")
+        # A name that is no str (a plain Enum member, which boot refuses) has no repr to
+        # write in source: it is looked up, so building the pipeline does not raise first.
+        key = repr(name) if type(name) is str else f"n{j}"
+        namespace[f"n{j}"] = name
+        lines.append(f"    values[{key}] = v if type(v := f{j}(run)) is t{j} else learned(v, {j})")
     if type(step) is Return:  # exactly Return, as Compute below
         namespace["fr"] = step.fn
         lines += ["    result = fr(run)", "    return result if type(result) is Ok else returned(result)"]
