@@ -1,0 +1,328 @@
+"""Fault injection at every statement of the workflow engine's and the outbox worker's
+operations (DESIGN §7, §8): a manual start, a worker pass resuming a run after its wait
+(and delivering the webhook it queued), a pass delivering an awaited event, a pass running
+a retry attempt, a pass firing a cron tick, and ``cancel_run`` — each failed at its k-th
+statement, for every k, by the driver's own error (``_faults``).  Then the operation runs
+again without the fault.  Whatever k: exactly one effect (one run per key, per event, per
+tick; one row per segment; every webhook received at least once and its row ``sent``), no
+run of another tenant woken, and a Failure that quotes no SQL.  Both databases; the clock
+is a hand-moved one."""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import attrs
+import pytest
+import sqlalchemy as sa
+from _faults import counting, failing_at, no_leak
+from _receiver import Receiver
+from _support import ok_data, run_info
+from sqlalchemy.orm import Mapped, mapped_column
+
+from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, cron, manual, ok
+from kumiko_typed._outbox import CLAIM_LEASE
+from kumiko_typed._tables import outbox as outbox_table
+from kumiko_typed.testing import FakeClock
+
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+A = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"admin"}))
+B = User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset({"admin"}))
+
+
+class SfwMark(Entity):
+    __tablename__ = "sfw_mark"
+    n: Mapped[int]
+    what: Mapped[str] = mapped_column(sa.String(20))
+
+
+@attrs.frozen
+class Go:
+    n: int
+    url: str = ""
+
+
+@attrs.frozen
+class Ping:
+    n: int
+
+
+@attrs.frozen
+class Seed:
+    n: int
+
+
+_calls: dict[int, int] = {}
+
+
+def _flaky(c: Any) -> int:
+    """Fails the first time it runs for a payload, then succeeds."""
+    n = c.payload.n
+    _calls[n] = _calls.get(n, 0) + 1
+    if _calls[n] == 1:
+        raise RuntimeError("first attempt fails")
+    return n
+
+
+def _mark(what: str) -> Callable[[Any], SfwMark]:
+    return lambda c: SfwMark(n=getattr(c.payload, "n", 0), what=what)
+
+
+def _feature() -> tuple[Feature[Any], dict[str, Any]]:
+    f: Feature[Any] = Feature("sfw", requires=["webhook.send"])
+    f.entity(SfwMark)
+    f.event(Ping, name="sfw-ping")
+    made: dict[str, Any] = {}
+    made["seed"] = f.write_handler(
+        "seed",
+        f.pipeline(Seed).create("m", SfwMark, data=_mark("seed")).return_(lambda c: ok(c.steps["m"].id)),
+    )
+    made["ping"] = f.write_handler(
+        "ping",
+        f.pipeline(Go)
+        .append_event(SfwMark, id=lambda c: uuid.UUID(c.payload.url), event=lambda c: Ping(c.payload.n))
+        .return_(lambda c: ok(None)),
+    )
+    made["waiting"] = f.workflow(
+        "waiting",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .create("before", SfwMark, data=_mark("before"))
+        .wait("PT1M")
+        .create("after", SfwMark, data=_mark("after"))
+        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": c.payload.n})
+        .compute("done", lambda c: c.payload.n),
+    )
+    made["listening"] = f.workflow(
+        "listening",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .wait_for_event("got", Ping, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="P1D")
+        .create("after", SfwMark, data=_mark("woken")),
+    )
+    made["retrying"] = f.workflow(
+        "retrying",
+        trigger=manual(Go),
+        pipeline=f.workflow_pipeline(Go)
+        .retry(times=3, base_delay=timedelta(minutes=1), do=lambda b: b.compute("v", _flaky), name="again")
+        .create("after", SfwMark, data=_mark("retried")),
+    )
+    return f, made
+
+
+def _cron_feature() -> Feature[Any]:
+    f: Feature[Any] = Feature("sfc")
+    f.entity(SfwMark)
+    f.workflow(
+        "ticking",
+        trigger=cron("* * * * *"),
+        pipeline=f.workflow_pipeline(CronTick).create(
+            "m", SfwMark, data=lambda c: SfwMark(n=c.payload.scheduled_at.minute, what="tick")
+        ),
+    )
+    return f
+
+
+def _marks(app: App, what: str) -> list[int]:
+    with app.engine.connect() as conn:
+        return sorted(conn.scalars(sa.select(SfwMark.n).where(SfwMark.what == what)))
+
+
+def _kinds(app: App) -> list[str]:
+    """The faults: the database busy (SQLite still locked, PostgreSQL's lock_timeout),
+    which a worker outlives and a run is never failed for; on PostgreSQL also the
+    connection killed under the statement.  The segment's own errors are its steps' to
+    fail the run with, and have tests of their own."""
+    return ["busy", "kill"] if app.engine.dialect.name == "postgresql" else ["busy"]
+
+
+def _faulty_pass(app: App, at: int, kind: str) -> tuple[bool, list[str]]:
+    """One worker pass failed at its ``at``-th statement: whether the fault was reached."""
+    with failing_at(app.engine, at, kind) as fault:
+        try:
+            app.run_worker(once=True)
+        except Exception as exc:  # a pass that stops the worker: its supervisor restarts it
+            assert fault.fired, exc
+    return fault.fired, fault.sent
+
+
+def _settle(app: App, clock: FakeClock, seconds: float = CLAIM_LEASE.total_seconds() + 1) -> None:
+    """Clean passes, ``seconds`` apart (past a segment's try again after ``unavailable``;
+    by default past the outbox's claim lease), until nothing is left to do."""
+    for _ in range(4):
+        clock.advance(seconds=seconds)
+        app.run_worker(once=True)
+
+
+def _statements(app: App, operation: Callable[[], object]) -> int:
+    with counting(app.engine) as clean:
+        operation()
+    return len(clean.sent)
+
+
+@pytest.fixture
+def made(db_url: str, receiver: Receiver) -> Any:
+    f, handlers = _feature()
+    clock = FakeClock(T0)
+    app = App([f], database_url=db_url, clock=clock)
+    app.create_all()
+    yield app, clock, handlers
+    app.dispose()
+
+
+def test_a_worker_pass_resuming_after_a_wait_failed_at_any_statement_loses_and_doubles_nothing(
+    made: Any, receiver: Receiver
+) -> None:
+    app, clock, h = made
+    n = 0
+
+    def started() -> uuid.UUID:
+        nonlocal n
+        n += 1
+        return app.start_workflow(h["waiting"], Go(n, receiver.url(f"/{n}")), user=A)
+
+    started()
+    clock.advance(minutes=2)
+    total = _statements(app, lambda: app.run_worker(once=True))
+    for kind in _kinds(app):
+        for at in range(1, total + 1):
+            run_id = started()
+            clock.advance(minutes=2)
+            fired, sent = _faulty_pass(app, at, kind)
+            _settle(app, clock)
+            where = (kind, at, sent[at - 1] if fired else None)
+            assert run_info(app, run_id).status == "completed", (where, run_info(app, run_id))
+            assert _marks(app, "after").count(n) == 1, where
+            assert receiver.to(f"/{n}"), where  # delivered: at least once
+    with app.engine.connect() as conn:
+        assert set(conn.scalars(sa.select(outbox_table.c.status))) == {"sent"}
+    assert _marks(app, "after") == _marks(app, "before") == list(range(1, n + 1))
+
+
+def test_a_manual_start_failed_at_any_statement_starts_one_run_per_key(made: Any, receiver: Receiver) -> None:
+    app, _clock, h = made
+    total = _statements(app, lambda: app.start_workflow(h["waiting"], Go(0, receiver.url()), user=A, key="k0"))
+    n = 0
+    for kind in _kinds(app):
+        for at in range(1, total + 1):
+            n += 1
+            # Raised (a DBAPIError) or a run failed ``unavailable``: the caller's to retry, with its key.
+            with failing_at(app.engine, at, kind) as fault, contextlib.suppress(sa.exc.DBAPIError):
+                app.start_workflow(h["waiting"], Go(n, receiver.url()), user=A, key=f"k{n}")
+            assert fault.fired, (kind, at)
+            where = (kind, at, fault.sent[at - 1])
+            run_id = app.start_workflow(h["waiting"], Go(n, receiver.url()), user=A, key=f"k{n}")
+            assert app.start_workflow(h["waiting"], Go(n, receiver.url()), user=A, key=f"k{n}") == run_id
+            run = run_info(app, run_id)
+            if run.status == "failed":  # documented: a manual start's first segment fails its run
+                assert run.error["code"] == "unavailable", (where, run.error)
+                no_leak(run.error["message"])
+                assert _marks(app, "before").count(n) == 0, where
+            else:
+                assert run.status == "suspended", (where, run)
+                assert _marks(app, "before").count(n) == 1, where
+    assert len(app.runs()) == n + 1
+
+
+def test_an_event_delivered_by_a_pass_failed_at_any_statement_wakes_its_run_once_and_no_other_tenants(
+    made: Any,
+) -> None:
+    app, clock, h = made
+    stream = ok_data(app.dispatch(h["seed"], Seed(0), user=A))
+    n = 0
+
+    def round_() -> tuple[uuid.UUID, uuid.UUID]:
+        nonlocal n
+        n += 1
+        mine = app.start_workflow(h["listening"], Go(n), user=A)
+        theirs = app.start_workflow(h["listening"], Go(n), user=B)
+        app.run_worker(once=True)
+        assert app.dispatch(h["ping"], Go(n, str(stream)), user=A) == Ok(None)
+        return mine, theirs
+
+    mine, theirs = round_()
+    total = _statements(app, lambda: app.run_worker(once=True))
+    assert run_info(app, mine).status == "completed"
+    for kind in _kinds(app):
+        for at in range(1, total + 1):
+            mine, theirs = round_()
+            fired, sent = _faulty_pass(app, at, kind)
+            _settle(app, clock, seconds=2)
+            where = (kind, at, sent[at - 1] if fired else None)
+            got = run_info(app, mine)
+            assert (got.status, got.steps.get("got")) == ("completed", Ping(n)), (where, got)
+            assert (run_info(app, theirs).status, run_info(app, theirs).path) == ("suspended", "got"), where
+            assert _marks(app, "woken").count(n) == 1, where
+            assert isinstance(app.cancel_run(theirs, user=B), Ok)
+
+
+def test_a_retry_attempt_in_a_pass_failed_at_any_statement_runs_to_one_success(made: Any) -> None:
+    app, clock, h = made
+    n = 1000
+
+    def started() -> uuid.UUID:
+        nonlocal n
+        n += 1
+        run_id = app.start_workflow(h["retrying"], Go(n), user=A)
+        assert run_info(app, run_id).status == "suspended"  # the first attempt failed
+        clock.advance(minutes=2)
+        return run_id
+
+    run_id = started()
+    total = _statements(app, lambda: app.run_worker(once=True))
+    assert run_info(app, run_id).status == "completed"
+    for kind in _kinds(app):
+        for at in range(1, total + 1):
+            run_id = started()
+            fired, sent = _faulty_pass(app, at, kind)
+            _settle(app, clock)
+            where = (kind, at, sent[at - 1] if fired else None)
+            assert run_info(app, run_id).status == "completed", (where, run_info(app, run_id))
+            assert _marks(app, "retried").count(n) == 1, where
+
+
+@pytest.mark.parametrize("kind", ["error", "busy"])
+def test_cancel_run_failed_at_any_statement_changes_nothing_and_its_repeat_cancels(
+    made: Any, receiver: Receiver, kind: str
+) -> None:
+    app, _clock, h = made
+    run_id = app.start_workflow(h["waiting"], Go(0, receiver.url()), user=A)
+    total = _statements(app, lambda: app.cancel_run(run_id, user=A))
+    for at in range(1, total + 1):
+        run_id = app.start_workflow(h["waiting"], Go(at, receiver.url()), user=A)
+        before = run_info(app, run_id)
+        with failing_at(app.engine, at, kind) as fault:
+            result = app.cancel_run(run_id, user=A, reason="no")
+        assert fault.fired, at
+        assert isinstance(result, Failure), (at, result)
+        assert result.code == ("unavailable" if kind == "busy" else "internal_error"), result
+        no_leak(result.message)
+        assert run_info(app, run_id) == before, at
+        assert ok_data(app.cancel_run(run_id, user=A)).status == "cancelled"
+
+
+def test_a_cron_pass_failed_at_any_statement_fires_each_tick_once(db_url: str) -> None:
+    clock = FakeClock(T0)
+    app = App([_cron_feature()], database_url=db_url, clock=clock)
+    try:
+        app.create_all()
+        app.run_worker(once=True)  # the schedule starts
+        clock.advance(minutes=1)
+        total = _statements(app, lambda: app.run_worker(once=True))
+        ticks = [1]
+        assert _marks(app, "tick") == ticks
+        for kind in _kinds(app):
+            for at in range(1, total + 1):
+                clock.now = T0 + timedelta(minutes=len(ticks) + 1)  # on the minute, past the settling
+                ticks.append(clock.now.minute)
+                fired, sent = _faulty_pass(app, at, kind)
+                _settle(app, clock, seconds=2)
+                where = (kind, at, sent[at - 1] if fired else None)
+                assert _marks(app, "tick") == sorted(ticks), where
+                assert len(app.runs()) == len(ticks), where
+    finally:
+        app.dispose()
