@@ -24,7 +24,7 @@ from _receiver import Receiver
 from _support import ok_data, run_info
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, CronTick, Entity, Failure, Feature, Ok, User, cron, manual, ok
+from kumiko_typed import App, CronTick, Entity, Failure, Feature, MaildirTransport, Ok, User, cron, manual, ok
 from kumiko_typed._outbox import CLAIM_LEASE
 from kumiko_typed._tables import outbox as outbox_table
 from kumiko_typed.testing import FakeClock
@@ -324,5 +324,46 @@ def test_a_cron_pass_failed_at_any_statement_fires_each_tick_once(db_url: str) -
                 where = (kind, at, sent[at - 1] if fired else None)
                 assert _marks(app, "tick") == sorted(ticks), where
                 assert len(app.runs()) == len(ticks), where
+    finally:
+        app.dispose()
+
+
+def test_a_delivery_pass_failed_at_any_statement_loses_no_message(
+    db_url: str, receiver: Receiver, tmp_path: Any
+) -> None:
+    """At least once, never lost: a pass failed before its POST (or mail) sends it later;
+    one failed after it — the row's ``sent`` not recorded — may send it again, with the same
+    ``Idempotency-Key``.  Every row ends ``sent``; a fault that stops the worker (not a
+    transient one) is its supervisor's to restart, as the next pass here."""
+    f: Feature[Any] = Feature("sfd", requires=["mail.send", "webhook.send"])
+    send = f.write_handler(
+        "send",
+        f.pipeline(Go)
+        .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": c.payload.n})
+        .send_mail(to="a@example.com", subject=lambda c: f"n {c.payload.n}", body="b")
+        .return_(lambda c: ok(None)),
+    )
+    clock = FakeClock(T0)
+    app = App([f], database_url=db_url, clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    try:
+        app.create_all()
+        assert app.dispatch(send, Go(0, receiver.url("/0")), user=A) == Ok(None)
+        total = _statements(app, lambda: app.run_worker(once=True))
+        assert total >= 3  # a claim, and the records of the two deliveries after them
+        n = 0
+        for kind in ["error", *_kinds(app)]:
+            for at in range(1, total + 1):
+                n += 1
+                assert app.dispatch(send, Go(n, receiver.url(f"/{n}")), user=A) == Ok(None)
+                fired, sent = _faulty_pass(app, at, kind)
+                _settle(app, clock)
+                where = (kind, at, sent[at - 1] if fired else None)
+                keys = {r.headers["idempotency-key"] for r in receiver.to(f"/{n}")}
+                assert len(keys) == 1, (where, keys)  # received, and only this row's
+                with app.engine.connect() as conn:
+                    rows = conn.execute(sa.select(outbox_table.c.id, outbox_table.c.status)).all()
+                assert {status for _, status in rows} == {"sent"}, (where, rows)
+        mails = list((tmp_path / "mail").glob("*.eml"))
+        assert len(mails) == n + 1  # one file per message id: a mail sent again overwrites its own
     finally:
         app.dispose()
