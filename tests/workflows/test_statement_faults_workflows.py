@@ -24,7 +24,21 @@ from _receiver import Receiver
 from _support import ok_data, run_info
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, CronTick, Entity, Failure, Feature, MaildirTransport, Ok, User, cron, manual, ok
+from kumiko_typed import (
+    App,
+    CronTick,
+    Entity,
+    Failure,
+    Feature,
+    MaildirTransport,
+    Ok,
+    RetryPolicy,
+    User,
+    cron,
+    manual,
+    ok,
+    on_event,
+)
 from kumiko_typed._outbox import CLAIM_LEASE
 from kumiko_typed._tables import outbox as outbox_table
 from kumiko_typed.testing import FakeClock
@@ -87,6 +101,16 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         .append_event(SfwMark, id=lambda c: uuid.UUID(c.payload.url), event=lambda c: Ping(c.payload.n))
         .return_(lambda c: ok(None)),
     )
+    made["hook"] = f.write_handler(
+        "hook",
+        f.pipeline(Go)
+        .send_webhook(url=lambda c: c.payload.url, retry=RetryPolicy(times=1))
+        .return_(lambda c: ok(None)),
+    )
+    made["count"] = f.query_handler(
+        "count",
+        f.query_pipeline(Seed).find_many("r", lambda c: sa.select(SfwMark)).return_(lambda c: ok(len(c.steps["r"]))),
+    )
     made["waiting"] = f.workflow(
         "waiting",
         trigger=manual(Go),
@@ -103,6 +127,11 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         pipeline=f.workflow_pipeline(Go)
         .wait_for_event("got", Ping, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="P1D")
         .create("after", SfwMark, data=_mark("woken")),
+    )
+    f.workflow(
+        "triggered",
+        trigger=on_event(Ping),
+        pipeline=f.workflow_pipeline(Ping).create("m", SfwMark, data=_mark("triggered")),
     )
     made["retrying"] = f.workflow(
         "retrying",
@@ -135,8 +164,8 @@ def _marks(app: App, what: str) -> list[int]:
 def _kinds(app: App) -> list[str]:
     """The faults: the database busy (SQLite still locked, PostgreSQL's lock_timeout),
     which a worker outlives and a run is never failed for; on PostgreSQL also the
-    connection killed under the statement.  The segment's own errors are its steps' to
-    fail the run with, and have tests of their own."""
+    connection killed under the statement.  Another error in a segment's statement fails
+    its run, as any exception a step raises does (docs/workflows.md)."""
     return ["busy", "kill"] if app.engine.dialect.name == "postgresql" else ["busy"]
 
 
@@ -257,6 +286,7 @@ def test_an_event_delivered_by_a_pass_failed_at_any_statement_wakes_its_run_once
             assert (got.status, got.steps.get("got")) == ("completed", Ping(n)), (where, got)
             assert (run_info(app, theirs).status, run_info(app, theirs).path) == ("suspended", "got"), where
             assert _marks(app, "woken").count(n) == 1, where
+            assert _marks(app, "triggered").count(n) == 1, where
             assert isinstance(app.cancel_run(theirs, user=B), Ok)
 
 
@@ -285,24 +315,67 @@ def test_a_retry_attempt_in_a_pass_failed_at_any_statement_runs_to_one_success(m
             assert _marks(app, "retried").count(n) == 1, where
 
 
-@pytest.mark.parametrize("kind", ["error", "busy"])
-def test_cancel_run_failed_at_any_statement_changes_nothing_and_its_repeat_cancels(
-    made: Any, receiver: Receiver, kind: str
+def _operations(app: App, h: dict[str, Any], receiver: Receiver, clock: FakeClock) -> dict[str, Any]:
+    """Each answering call: (make its subject, call it, what it changed of the subject)."""
+
+    def dead_row() -> uuid.UUID:
+        receiver.respond = lambda _i, _p: (500, {})
+        known = {item.id for item in app.outbox()}
+        assert app.dispatch(h["hook"], Go(0, receiver.url("/dead")), user=A) == Ok(None)
+        app.run_worker(once=True)  # also the rows requeued before: dead again
+        [new] = {item.id for item in app.outbox(status="dead")} - known
+        return new
+
+    def run() -> uuid.UUID:
+        return app.start_workflow(h["waiting"], Go(0, receiver.url()), user=A)
+
+    return {
+        "cancel_run": (
+            run,
+            lambda run_id: app.cancel_run(run_id, user=A, reason="no"),
+            lambda run_id: run_info(app, run_id),
+        ),
+        "requeue": (
+            dead_row,
+            lambda row: app.requeue(row, user=A),
+            lambda row: [(i.status, i.attempts) for i in app.outbox() if i.id == row],
+        ),
+        "query": (
+            lambda: None,
+            lambda _: app.query(h["count"], Seed(0), user=A),
+            lambda _: None,
+        ),
+    }
+
+
+@pytest.mark.parametrize("operation", ["cancel_run", "requeue", "query"])
+def test_an_answering_call_failed_at_any_statement_changes_nothing_and_its_repeat_succeeds(
+    made: Any, receiver: Receiver, operation: str
 ) -> None:
-    app, _clock, h = made
-    run_id = app.start_workflow(h["waiting"], Go(0, receiver.url()), user=A)
-    total = _statements(app, lambda: app.cancel_run(run_id, user=A))
-    for at in range(1, total + 1):
-        run_id = app.start_workflow(h["waiting"], Go(at, receiver.url()), user=A)
-        before = run_info(app, run_id)
-        with failing_at(app.engine, at, kind) as fault:
-            result = app.cancel_run(run_id, user=A, reason="no")
-        assert fault.fired, at
-        assert isinstance(result, Failure), (at, result)
-        assert result.code == ("unavailable" if kind == "busy" else "internal_error"), result
-        no_leak(result.message)
-        assert run_info(app, run_id) == before, at
-        assert ok_data(app.cancel_run(run_id, user=A)).status == "cancelled"
+    """``cancel_run``, ``requeue`` and a query answer a Failure, never raise: ``unavailable``
+    for the database busy, ``internal_error`` else, neither quoting SQL; nothing changed,
+    and the same call then succeeds.  A connection killed under a statement (PostgreSQL)
+    is run once more at once, on a new connection."""
+    app, clock, h = made
+    make, call, state = _operations(app, h, receiver, clock)[operation]
+    subject = make()
+    total = _statements(app, lambda: call(subject))
+    for kind in ["error", *_kinds(app)]:
+        for at in range(1, total + 1):
+            subject = make()
+            before = state(subject)
+            with failing_at(app.engine, at, kind) as fault:
+                result = call(subject)
+            where = (kind, at, fault.sent[at - 1] if fault.fired else None)
+            assert fault.fired, where
+            if kind != "kill":
+                assert isinstance(result, Failure), (where, result)
+                assert result.code == ("internal_error" if kind == "error" else "unavailable"), (where, result)
+                no_leak(result.message)
+                assert state(subject) == before, where
+                result = call(subject)
+            assert isinstance(result, Ok), (where, result)
+            assert state(subject) != before or operation == "query", where
 
 
 def test_a_cron_pass_failed_at_any_statement_fires_each_tick_once(db_url: str) -> None:
