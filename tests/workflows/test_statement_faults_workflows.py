@@ -206,27 +206,32 @@ def made(db_url: str, receiver: Receiver) -> Any:
 def test_a_worker_pass_resuming_after_a_wait_failed_at_any_statement_loses_and_doubles_nothing(
     made: Any, receiver: Receiver
 ) -> None:
+    """Two runs resumed in each pass (one batch: their stores held and sent together)."""
     app, clock, h = made
     n = 0
 
-    def started() -> uuid.UUID:
+    def started() -> list[uuid.UUID]:
         nonlocal n
-        n += 1
-        return app.start_workflow(h["waiting"], Go(n, receiver.url(f"/{n}")), user=A)
+        runs = []
+        for user in (A, B):
+            n += 1
+            runs.append(app.start_workflow(h["waiting"], Go(n, receiver.url(f"/{n}")), user=user))
+        return runs
 
     started()
     clock.advance(minutes=2)
     total = _statements(app, lambda: app.run_worker(once=True))
     for kind in _kinds(app):
         for at in range(1, total + 1):
-            run_id = started()
+            runs = started()
             clock.advance(minutes=2)
             fired, sent = _faulty_pass(app, at, kind)
             _settle(app, clock)
             where = (kind, at, sent[at - 1] if fired else None)
-            assert run_info(app, run_id).status == "completed", (where, run_info(app, run_id))
-            assert _marks(app, "after").count(n) == 1, where
-            assert receiver.to(f"/{n}"), where  # delivered: at least once
+            for i, run_id in enumerate(runs):
+                assert run_info(app, run_id).status == "completed", (where, run_info(app, run_id))
+                assert _marks(app, "after").count(n - i) == 1, where
+                assert receiver.to(f"/{n - i}"), where  # delivered: at least once
     with app.engine.connect() as conn:
         assert set(conn.scalars(sa.select(outbox_table.c.status))) == {"sent"}
     assert _marks(app, "after") == _marks(app, "before") == list(range(1, n + 1))
@@ -329,7 +334,23 @@ def _operations(app: App, h: dict[str, Any], receiver: Receiver, clock: FakeCloc
     def run() -> uuid.UUID:
         return app.start_workflow(h["waiting"], Go(0, receiver.url()), user=A)
 
+    def drifted() -> uuid.UUID:
+        mark: uuid.UUID = ok_data(app.dispatch(h["seed"], Seed(7), user=A))
+        with app.engine.begin() as conn:  # the row no longer what its events say
+            conn.execute(sa.update(SfwMark).where(SfwMark.id == mark).values(n=99))
+        return mark
+
+    def n_of(mark: uuid.UUID) -> int:
+        with app.engine.connect() as conn:
+            return int(conn.execute(sa.select(SfwMark.n).where(SfwMark.id == mark)).scalar_one())
+
     return {
+        "rebuild_projection": (drifted, lambda _: app.rebuild_projection(SfwMark, user=A), n_of),
+        "read_stream": (
+            lambda: ok_data(app.dispatch(h["seed"], Seed(8), user=A)),
+            lambda mark: app.read_stream(SfwMark, mark, user=A),
+            lambda _: None,
+        ),
         "cancel_run": (
             run,
             lambda run_id: app.cancel_run(run_id, user=A, reason="no"),
@@ -348,14 +369,16 @@ def _operations(app: App, h: dict[str, Any], receiver: Receiver, clock: FakeCloc
     }
 
 
-@pytest.mark.parametrize("operation", ["cancel_run", "requeue", "query"])
+@pytest.mark.parametrize("operation", ["cancel_run", "requeue", "query", "rebuild_projection", "read_stream"])
 def test_an_answering_call_failed_at_any_statement_changes_nothing_and_its_repeat_succeeds(
     made: Any, receiver: Receiver, operation: str
 ) -> None:
-    """``cancel_run``, ``requeue`` and a query answer a Failure, never raise: ``unavailable``
-    for the database busy, ``internal_error`` else, neither quoting SQL; nothing changed,
-    and the same call then succeeds.  A connection killed under a statement (PostgreSQL)
-    is run once more at once, on a new connection."""
+    """``cancel_run``, ``requeue``, ``rebuild_projection``, ``read_stream`` and a query
+    answer a Failure, never raise: ``unavailable`` for the database busy,
+    ``internal_error`` else, neither quoting SQL; nothing changed, and the same call then
+    succeeds.  A connection killed under a statement (PostgreSQL) is run once more at
+    once, on a new connection (docs/operations.md, "Connections after a restart"):
+    ``rebuild_projection`` and ``read_stream`` answered ``unavailable`` instead."""
     app, clock, h = made
     make, call, state = _operations(app, h, receiver, clock)[operation]
     subject = make()
@@ -375,7 +398,7 @@ def test_an_answering_call_failed_at_any_statement_changes_nothing_and_its_repea
                 assert state(subject) == before, where
                 result = call(subject)
             assert isinstance(result, Ok), (where, result)
-            assert state(subject) != before or operation == "query", where
+            assert state(subject) != before or operation in ("query", "read_stream"), where
 
 
 def test_a_cron_pass_failed_at_any_statement_fires_each_tick_once(db_url: str) -> None:
