@@ -86,3 +86,39 @@ def counts(app: Any) -> dict[str, int]:
 def no_leak(message: str) -> None:
     leaked = [word for word in LEAKS if word in message]
     assert not leaked, (leaked, message)
+
+
+class CommitKill:
+    """Terminates the PostgreSQL backend of the ``at``-th COMMIT (1-based) while armed, just
+    before it is sent: the COMMIT meets a dead connection, and nothing of it committed."""
+
+    def __init__(self, engine: sa.Engine, at: int) -> None:
+        self.engine, self.at = engine, at
+        self.commits = 0
+
+    @property
+    def fired(self) -> bool:
+        return self.commits >= self.at
+
+    def __call__(self, conn: Any) -> None:
+        self.commits += 1
+        if self.commits != self.at:
+            return
+        pid = conn.connection.dbapi_connection.info.backend_pid
+        killer = sa.create_engine(self.engine.url, poolclass=sa.pool.NullPool)
+        try:
+            with killer.connect() as other:
+                other.execute(sa.text("SELECT pg_terminate_backend(:p, 10000)"), {"p": pid})
+        finally:
+            killer.dispose()
+
+
+@contextmanager
+def killed_at_commit(engine: sa.Engine, at: int) -> Iterator[CommitKill]:
+    """Kill the backend of the ``at``-th COMMIT ``engine`` sends in the block (0: count them)."""
+    kill = CommitKill(engine, at)
+    sa.event.listen(engine, "commit", kill)
+    try:
+        yield kill
+    finally:
+        sa.event.remove(engine, "commit", kill)

@@ -19,7 +19,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _faults import counting, failing_at, no_leak
+from _faults import counting, failing_at, killed_at_commit, no_leak
 from _receiver import Receiver
 from _support import ok_data, run_info
 from sqlalchemy.orm import Mapped, mapped_column
@@ -461,5 +461,99 @@ def test_a_delivery_pass_failed_at_any_statement_loses_no_message(
                 assert {status for _, status in rows} == {"sent"}, (where, rows)
         mails = list((tmp_path / "mail").glob("*.eml"))
         assert len(mails) == n + 1  # one file per message id: a mail sent again overwrites its own
+    finally:
+        app.dispose()
+
+
+@pytest.mark.postgres
+@pytest.mark.parametrize("operation", ["dispatch", "start", "resume", "event", "delivery", "cancel_run"])
+def test_a_commit_whose_connection_died_loses_nothing_and_its_repeat_does_it_once(
+    fresh_postgres_url: str, receiver: Receiver, operation: str
+) -> None:
+    """The backend killed just before each COMMIT of the operation: nothing of that
+    transaction committed.  The caller hears ``unavailable`` (a dispatch, a cancel) or the
+    driver's error (a start), never SQL, and its repeat (with its key) does it once; a
+    worker's next passes do what the killed one did not, and deliver at least once."""
+    f, h = _feature()
+    clock = FakeClock(T0)
+    app = App([f], database_url=fresh_postgres_url, clock=clock)
+    stream: uuid.UUID | None = None
+    n = 0
+    run: list[uuid.UUID] = []  # the operation's run
+
+    def prepare() -> Callable[[], object]:
+        nonlocal n, stream
+        n += 1
+        url = receiver.url(f"/{n}")
+        if operation == "dispatch":
+            return lambda: app.dispatch(h["hook"], Go(n, url), user=A, idempotency_key=f"d{n}")
+        if operation == "start":
+            return lambda: app.start_workflow(h["waiting"], Go(n, url), user=A, key=f"s{n}")
+        run.clear()
+        if operation == "cancel_run":
+            run.append(app.start_workflow(h["waiting"], Go(n, url), user=A))
+            return lambda: app.cancel_run(run[0], user=A)
+        if operation == "resume":
+            run.append(app.start_workflow(h["waiting"], Go(n, url), user=A))
+            clock.advance(minutes=2)
+        elif operation == "event":
+            if stream is None:
+                stream = ok_data(app.dispatch(h["seed"], Seed(0), user=A))
+            run.append(app.start_workflow(h["listening"], Go(n), user=A))
+            app.run_worker(once=True)
+            assert app.dispatch(h["ping"], Go(n, str(stream)), user=A) == Ok(None)
+        else:
+            assert app.dispatch(h["hook"], Go(n, url), user=A) == Ok(None)
+        return lambda: app.run_worker(once=True)
+
+    def check(first: object) -> None:
+        if operation in ("dispatch", "cancel_run"):
+            if isinstance(first, Failure):
+                assert first.code == "unavailable", first
+                no_leak(first.message)
+            again = prepare_call()
+            assert isinstance(again, Ok), again
+        elif operation == "start":
+            run.append(prepare_call())
+        _settle(app, clock, seconds=2)
+        _settle(app, clock)
+
+    try:
+        app.create_all()
+        call = prepare()
+        with killed_at_commit(app.engine, 0) as clean:
+            call()
+        _settle(app, clock)
+        assert clean.commits >= 1, clean.commits
+        tried = 0
+        for at in range(1, clean.commits + 1):
+            call = prepare()
+            prepare_call = call
+            with killed_at_commit(app.engine, at) as kill:
+                try:
+                    first: object = call()
+                except sa.exc.DBAPIError as exc:
+                    assert operation in ("start", "resume", "event", "delivery"), exc
+                    first = exc
+            if not kill.fired:  # this pass committed less often than the counted one
+                continue
+            tried += 1
+            check(first)
+            where = (at, first)
+            runs = [run_info(app, run_id) for run_id in run]
+            if operation == "dispatch" or operation == "delivery":
+                assert receiver.to(f"/{n}"), where
+            if operation in ("start", "resume"):
+                assert [r.status for r in runs] == ["completed"], (where, runs)
+                assert _marks(app, "before").count(n) == _marks(app, "after").count(n) == 1, where
+                assert receiver.to(f"/{n}"), where
+            if operation == "event":
+                assert [r.status for r in runs] == ["completed"], (where, runs)
+                assert _marks(app, "woken").count(n) == _marks(app, "triggered").count(n) == 1, where
+            if operation == "cancel_run":
+                assert [r.status for r in runs] == ["cancelled"], (where, runs)
+        assert tried >= 1
+        with app.engine.connect() as conn:
+            assert set(conn.scalars(sa.select(outbox_table.c.status))) <= {"sent"}
     finally:
         app.dispose()
