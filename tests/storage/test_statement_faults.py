@@ -1,7 +1,8 @@
 """Fault injection at every statement (DESIGN §5, §6, §7): a dispatch that creates an
 aggregate, appends an event its projector and a read model follow, and sends a mail and a
 webhook is failed at its k-th statement, for every k, by the database driver's own error
-(``_faults``).  Whatever k: every table is as it was, the client gets a Failure that
+(``_faults``); a nested ``call_feature`` appends one more.  Whatever k: every table is as
+it was, the client gets a Failure that
 quotes no SQL, parameters or traceback, and the same call (the same idempotency key) run
 again ends in exactly one effect.  Both databases."""
 
@@ -44,12 +45,17 @@ class Order:
 
 
 @attrs.frozen
+class Target:
+    id: uuid.UUID
+
+
+@attrs.frozen
 class Added:
     qty: int
 
 
 def _feature() -> tuple[Feature[Any], Any]:
-    f: Feature[Any] = Feature("sf", requires=["mail.send", "webhook.send"], projections=[SfTotal])
+    f: Feature[Any] = Feature("sf", requires=["mail.send", "webhook.send", "call_feature"], projections=[SfTotal])
     f.entity(SfOrder)
     f.event(Added, name="sf-added")
 
@@ -57,11 +63,18 @@ def _feature() -> tuple[Feature[Any], Any]:
     def apply(row: SfOrder, event: Added) -> None:
         row.qty += event.qty
 
+    bump = f.write_handler(
+        "bump",
+        f.pipeline(Target)
+        .append_event(SfOrder, id=lambda c: c.payload.id, event=lambda c: Added(1))
+        .return_(lambda c: ok(None)),
+    )
     place = f.write_handler(
         "place",
         f.pipeline(Order)
         .create("order", SfOrder, data=lambda c: SfOrder(sku=c.payload.sku, qty=1))
         .append_event(SfOrder, id=lambda c: c.steps["order"].id, event=lambda c: Added(2))
+        .call_feature("bumped", bump, payload=lambda c: Target(c.steps["order"].id))
         .unsafe_projection_upsert(SfTotal, on=["sku"], row=lambda c: {"sku": c.payload.sku, "qty": 3})
         .send_mail(to="a@example.com", subject=lambda c: f"order {c.payload.sku}", body="placed")
         .send_webhook(url="http://127.0.0.1:9/orders", body=lambda c: {"sku": c.payload.sku})
@@ -93,6 +106,7 @@ def test_a_dispatch_failed_at_any_statement_writes_nothing_and_its_repeat_writes
     assert isinstance(first, Ok), first
     once = {name: n - before[name] for name, n in counts(app).items()}
     assert once["sf_order"] == once["sf_total"] == once["kumiko_outbox"] - 1 == 1, once
+    assert once["kumiko_events"] == 3, once
     assert len(clean.sent) >= 5, clean.sent
     for kind in _kinds(db_url):
         for at in range(1, len(clean.sent) + 1):
@@ -119,5 +133,5 @@ def test_a_dispatch_failed_at_any_statement_writes_nothing_and_its_repeat_writes
             assert {name: after[name] - len(rows) for name, rows in before.items()} == once, where
             with app.engine.connect() as conn:
                 row = conn.execute(sa.select(SfOrder.qty).where(SfOrder.sku == sku)).one()
-                assert row.qty == 3, where
+                assert row.qty == 4, where
             assert uuid.UUID(str(result.data))

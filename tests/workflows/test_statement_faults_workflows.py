@@ -70,16 +70,19 @@ class Seed:
     n: int
 
 
-_calls: dict[int, int] = {}
+def _flaky() -> Callable[[Any], int]:
+    """A step that fails the first time it runs for a payload, then succeeds (its own
+    count per feature: the two databases' tests may run in one process)."""
+    calls: dict[int, int] = {}
 
+    def step(c: Any) -> int:
+        n = c.payload.n
+        calls[n] = calls.get(n, 0) + 1
+        if calls[n] == 1:
+            raise RuntimeError("first attempt fails")
+        return int(n)
 
-def _flaky(c: Any) -> int:
-    """Fails the first time it runs for a payload, then succeeds."""
-    n = c.payload.n
-    _calls[n] = _calls.get(n, 0) + 1
-    if _calls[n] == 1:
-        raise RuntimeError("first attempt fails")
-    return n
+    return step
 
 
 def _mark(what: str) -> Callable[[Any], SfwMark]:
@@ -91,6 +94,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
     f.entity(SfwMark)
     f.event(Ping, name="sfw-ping")
     made: dict[str, Any] = {}
+    flaky = _flaky()
     made["seed"] = f.write_handler(
         "seed",
         f.pipeline(Seed).create("m", SfwMark, data=_mark("seed")).return_(lambda c: ok(c.steps["m"].id)),
@@ -137,7 +141,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         "retrying",
         trigger=manual(Go),
         pipeline=f.workflow_pipeline(Go)
-        .retry(times=3, base_delay=timedelta(minutes=1), do=lambda b: b.compute("v", _flaky), name="again")
+        .retry(times=3, base_delay=timedelta(minutes=1), do=lambda b: b.compute("v", flaky), name="again")
         .create("after", SfwMark, data=_mark("retried")),
     )
     return f, made
