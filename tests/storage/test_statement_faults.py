@@ -1,10 +1,12 @@
 """Fault injection at every statement (DESIGN §5, §6, §7): a dispatch that creates an
-aggregate, appends an event its projector and a read model follow, and sends a mail and a
-webhook is failed at its k-th statement, for every k, by the database driver's own error
-(``_faults``); a nested ``call_feature`` appends one more.  Whatever k: every table is as
-it was, the client gets a Failure that
-quotes no SQL, parameters or traceback, and the same call (the same idempotency key) run
-again ends in exactly one effect.  Both databases."""
+aggregate, appends an event its projector and a read model follow, calls a handler that
+appends one more, and sends a mail and a webhook, run after a query (SQLite's connection
+then refuses writes until the dispatch lifts that), is failed at its k-th statement, for
+every k, by the database driver's own error (``_faults``): the database busy, another
+error, and on PostgreSQL the backend killed under the statement.  Whatever k: every table
+is as it was, the client gets a Failure that quotes no SQL, parameters or traceback
+(``unavailable`` for the busy database), and the same call (the same idempotency key)
+run again ends in exactly one effect; a killed connection is run once more at once."""
 
 from __future__ import annotations
 

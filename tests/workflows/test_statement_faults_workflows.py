@@ -1,12 +1,15 @@
-"""Fault injection at every statement of the workflow engine's and the outbox worker's
-operations (DESIGN §7, §8): a manual start, a worker pass resuming a run after its wait
-(and delivering the webhook it queued), a pass delivering an awaited event, a pass running
-a retry attempt, a pass firing a cron tick, and ``cancel_run`` — each failed at its k-th
-statement, for every k, by the driver's own error (``_faults``).  Then the operation runs
-again without the fault.  Whatever k: exactly one effect (one run per key, per event, per
-tick; one row per segment; every webhook received at least once and its row ``sent``), no
-run of another tenant woken, and a Failure that quotes no SQL.  Both databases; the clock
-is a hand-moved one."""
+"""Fault injection at every statement of the workflow engine's, the outbox worker's and
+the answering calls' operations (DESIGN §6-§8): a manual start, a worker pass resuming a
+run after its wait (and delivering the webhook it queued), a pass delivering an awaited
+event (and starting the run it triggers), a retry attempt, a cron tick, a delivery pass,
+``cancel_run``, ``requeue``, ``rebuild_projection``, ``read_stream`` and a query — each
+failed at its k-th statement, for every k, by the driver's own error (``_faults``): the
+database busy, another error, and on PostgreSQL the backend killed under the statement
+or just before a COMMIT.  Then the operation runs again without the fault.  Whatever k:
+exactly one effect (one run per key, per event, per tick; one row per segment; every
+message received at least once and its row ``sent``), no run left waiting for an event
+that came, no run of another tenant woken, a run failed only by a non-transient error in
+its own segment, and no SQL in any message.  Both databases; a hand-moved clock."""
 
 from __future__ import annotations
 
@@ -198,7 +201,7 @@ def _statements(app: App, operation: Callable[[], object]) -> int:
 
 
 @pytest.fixture
-def made(db_url: str, receiver: Receiver) -> Any:
+def made(db_url: str) -> Any:
     f, handlers = _feature()
     clock = FakeClock(T0)
     app = App([f], database_url=db_url, clock=clock)
@@ -347,7 +350,7 @@ def test_a_retry_attempt_in_a_pass_failed_at_any_statement_runs_to_one_success(m
                 assert _marks(app, "retried").count(n) == 1, where
 
 
-def _operations(app: App, h: dict[str, Any], receiver: Receiver, clock: FakeClock) -> dict[str, Any]:
+def _operations(app: App, h: dict[str, Any], receiver: Receiver) -> dict[str, Any]:
     """Each answering call: (make its subject, call it, what it changed of the subject)."""
 
     def dead_row() -> uuid.UUID:
@@ -406,8 +409,8 @@ def test_an_answering_call_failed_at_any_statement_changes_nothing_and_its_repea
     succeeds.  A connection killed under a statement (PostgreSQL) is run once more at
     once, on a new connection (docs/operations.md, "Connections after a restart"):
     ``rebuild_projection`` and ``read_stream`` answered ``unavailable`` instead."""
-    app, clock, h = made
-    make, call, state = _operations(app, h, receiver, clock)[operation]
+    app, _clock, h = made
+    make, call, state = _operations(app, h, receiver)[operation]
     subject = make()
     total = _statements(app, lambda: call(subject))
     for kind in ["error", *_kinds(app)]:
