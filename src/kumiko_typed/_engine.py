@@ -539,8 +539,11 @@ def _sqlite_begin(conn: Any) -> None:
         conn.info[READ_ONLY_OPTION] = True
         _send(conn, "BEGIN")
         return
-    if conn.info.pop(READ_ONLY_OPTION, False):
+    if conn.info.get(READ_ONLY_OPTION):
         _send(conn, "PRAGMA query_only = OFF")
+        # Forgotten only once lifted: a failed pragma (an interrupt, a fault) left the
+        # pooled connection refusing every later writer for good.
+        del conn.info[READ_ONLY_OPTION]
     _send(conn, "BEGIN IMMEDIATE")
 
 

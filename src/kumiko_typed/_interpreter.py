@@ -42,7 +42,7 @@ from ._tenant_refs import close_scope, open_scope, settle
 from ._transient import LOST, exhausted, lost_in_statements, transient
 
 if TYPE_CHECKING:
-    from sqlalchemy.orm import Session
+    from sqlalchemy.orm import Session, SessionTransaction
 
     from ._finished import Program
     from ._registry import Registry
@@ -319,8 +319,33 @@ def _in_transaction(
         if isinstance(outcome, Failure) or read_only:
             ending.rollback()
         else:
-            ending.commit()
+            try:
+                ending.commit()
+            except BaseException:
+                if savepoint is not None:
+                    _undo_unreleased(savepoint)
+                raise
     return outcome
+
+
+def _undo_unreleased(savepoint: SessionTransaction) -> None:
+    """Undo a savepoint whose RELEASE failed (the database busy, a lost connection).
+
+    SQLAlchemy leaves it inactive and sends nothing for its rollback: every later
+    statement of the enclosing transaction raised ``PendingRollbackError`` — a called
+    handler's caller rolling back its own savepoint answered ``internal_error`` instead
+    of the busy database's ``unavailable`` — and merely forgetting it kept its writes
+    in the enclosing transaction (a failed segment's row committed with its failed
+    run).  So its writes are rolled back here, as for any failed program; the caller
+    then meets the database's own error.  ``_connections``: SQLAlchemy's record of the
+    savepoint's connection and its ``NestedTransaction`` (pinned to 2.1, as in
+    ``_connection``)."""
+    held: Any = savepoint
+    unreleased = [(conn, trans._savepoint) for conn, trans, *_ in set(held._connections.values())]
+    savepoint.rollback()  # SQLAlchemy's bookkeeping: the savepoint is off the connection
+    for conn, name in unreleased:
+        if not conn.invalidated:  # a lost connection took the whole transaction with it
+            conn.exec_driver_sql(f"ROLLBACK TO SAVEPOINT {name}")
 
 
 def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | None) -> Outcome:

@@ -27,7 +27,7 @@ from ._access import no_tenant
 from ._ctx import User
 from ._errors import UnreadableEvent
 from ._eventstore import EventRow, read_streams
-from ._interpreter import exception_failure
+from ._interpreter import exception_failure, once_more_if_lost, unavailable
 from ._jsonable import bytes_from_text, duration_from_text, jsonable
 from ._read_only import READ_ONLY_OPTION, reading
 from ._registry import Registry
@@ -140,6 +140,22 @@ def read_stream(
         return wrong
     not_found = fail("not_found", f"{entity.__name__} {stream_id} not found", {"entity_id": str(stream_id)})
     tenant = None if user.has_role(SYSADMIN) else user.tenant_id
+    # Once more on a connection found dead before the end, as a query is.
+    return once_more_if_lost(
+        unavailable, _read_stream, sessions, registry, entity, stream_id, tenant, from_version, limit, not_found
+    )
+
+
+def _read_stream(
+    sessions: sessionmaker[Session],
+    registry: Registry,
+    entity: type[Any],
+    stream_id: uuid.UUID,
+    tenant: uuid.UUID | None,
+    from_version: int,
+    limit: int | None,
+    not_found: Failure,
+) -> Ok[list[StoredEvent[object]]] | Failure:
     try:
         with reading(sessions) as session:
             # By id alone: events stored for another aggregate type are named, not left out.
@@ -207,6 +223,14 @@ def rebuild(
     if tenant is not None and tenant != user.tenant_id and not user.has_role(SYSADMIN):
         return fail("access_denied", f"rebuilding another tenant's {entity.__name__} rows needs the sysadmin role")
     scope = None if tenant == "all" else (tenant or user.tenant_id)
+    # Its one transaction once more if its connection was found dead before the COMMIT
+    # (a server restarted since the pool's connection was opened): nothing of it committed.
+    return once_more_if_lost(unavailable, _rebuilt, sessions, registry, entity, scope, verify)
+
+
+def _rebuilt(
+    sessions: sessionmaker[Session], registry: Registry, entity: type[Any], scope: uuid.UUID | None, verify: bool
+) -> Ok[ProjectionReport] | Failure:
     try:
         with sessions() as session, session.begin():
             # Events and rows as of one moment, no writer held back: a write since then to
