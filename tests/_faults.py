@@ -28,6 +28,18 @@ def _error(engine: sa.Engine, kind: str) -> BaseException:
     return dbapi.OperationalError("injected fault")
 
 
+def _terminate(engine: sa.Engine, conn: Any) -> None:
+    """Terminate the PostgreSQL backend of ``conn`` from a second connection, as an
+    operator or a failover would: the next thing ``conn`` sends meets a dead socket."""
+    pid = conn.connection.dbapi_connection.info.backend_pid
+    killer = sa.create_engine(engine.url, poolclass=sa.pool.NullPool)
+    try:
+        with killer.connect() as other:
+            other.execute(sa.text("SELECT pg_terminate_backend(:p, 10000)"), {"p": pid})
+    finally:
+        killer.dispose()
+
+
 class Fault:
     """Fails the ``at``-th statement (1-based) sent while armed; ``sent`` counts them."""
 
@@ -42,13 +54,7 @@ class Fault:
             return
         self.fired = True
         if self.kind == "kill":  # a real one: the backend is terminated under the statement
-            pid = conn.connection.dbapi_connection.info.backend_pid
-            killer = sa.create_engine(self.engine.url, poolclass=sa.pool.NullPool)
-            try:
-                with killer.connect() as other:
-                    other.execute(sa.text("SELECT pg_terminate_backend(:p, 10000)"), {"p": pid})
-            finally:
-                killer.dispose()
+            _terminate(self.engine, conn)
             return
         raise _error(self.engine, self.kind)
 
@@ -108,13 +114,7 @@ class CommitKill:
         self.commits += 1
         if self.commits != self.at:
             return
-        pid = conn.connection.dbapi_connection.info.backend_pid
-        killer = sa.create_engine(self.engine.url, poolclass=sa.pool.NullPool)
-        try:
-            with killer.connect() as other:
-                other.execute(sa.text("SELECT pg_terminate_backend(:p, 10000)"), {"p": pid})
-        finally:
-            killer.dispose()
+        _terminate(self.engine, conn)
 
 
 @contextmanager
