@@ -6,7 +6,7 @@ import http.cookiejar
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from datetime import UTC, datetime, timedelta
 from typing import Any, Final, Literal, TypedDict, TypeVar, cast
 
@@ -218,8 +218,8 @@ class App:
         webhook_timeout: timedelta = WEBHOOK_TIMEOUT,
         webhook_private_addresses: bool = True,
     ) -> None:
-        problems = validate(features)
-        problems += value_type_problems("App", value_types)
+        features = _read_once(features)
+        problems = [*validate(features), *value_type_problems("App", value_types)]
         if not (isinstance(idempotency_retention, timedelta) and idempotency_retention > timedelta(0)):
             problems.append(f"idempotency_retention must be a positive timedelta, not {idempotency_retention!r}")
         if type(delivery_concurrency) is not int or delivery_concurrency < 1:
@@ -839,6 +839,13 @@ def _called(
         refused = fail("validation_error", f"invalid payload for {name}", payload)
         return _logged(kind, name, user, refused, correlation_id)
     return handler, payload
+
+
+def _read_once(features: Sequence[Feature[Any]]) -> Sequence[Feature[Any]]:
+    """The features as given, but a generator (typed a Sequence, not so without a checker)
+    as a tuple: the checks would else read it up and leave the App with no feature."""
+    given: object = features
+    return tuple(features) if isinstance(given, Iterator) else features
 
 
 def _not_a_handler(method: str, kind: str, registers: str, given: object) -> str:

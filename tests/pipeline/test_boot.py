@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import enum
 import sys
+import uuid
 from collections.abc import AsyncIterator, Callable
 from datetime import timedelta
 from typing import Any
@@ -664,3 +665,14 @@ def test_features_that_are_no_list_of_features_are_a_boot_problem() -> None:
         with pytest.raises(BootError) as raised:
             App(features, database_url="sqlite://")  # type: ignore[arg-type]
         assert raised.value.problems == problems
+
+
+def test_features_given_as_a_generator_are_all_registered() -> None:
+    """``App(f for f in ...)``: the checks iterated the generator first, so the App was
+    built with no feature and every dispatch was ``not_found``."""
+    f = Feature("todo")
+    h = f.write_handler("add", f.pipeline(P).return_(lambda c: ok(1)))
+    app = App((x for x in [f]), database_url="sqlite://")  # type: ignore[arg-type]
+    assert app.features == (f,)
+    app.create_all()
+    assert app.dispatch(h, P(n=1), user=User(id=uuid.uuid4(), tenant_id=uuid.uuid4(), roles=frozenset())) == ok(1)
