@@ -115,8 +115,8 @@ class Run(AnyCtx):
     #: The Failure a ``guard`` refused with: a retry body tells it from a failed attempt.
     refused: Failure
     #: A Failure that trying again cannot change (a version the run states, not one it
-    #: read; a ``retry``'s last attempt): a worker fails the run with it rather than try
-    #: the segment again.
+    #: read; a ``retry``'s last attempt; a ``return_``'s or ``guard``'s own answer): a
+    #: worker fails the run with it rather than try the segment again.
     settled: Failure
 
     def open_scope(self) -> dict[str, object]:
@@ -140,6 +140,14 @@ class Run(AnyCtx):
     def settled_failure(self) -> Failure | None:
         """The Failure a step of this run marked as one trying again cannot change, if one did."""
         return getattr(self, "settled", None)
+
+    def answered(self, failure: Failure) -> Failure:
+        """``failure``, the program's own answer (a ``return_``'s or a ``guard``'s), marked
+        settled: every try of a workflow segment gives it again, so a ``version_conflict``
+        or ``unique_violation`` it names is the program's decision, no race a worker could
+        win by trying the segment again (the run fails with it at once)."""
+        self.settled = failure
+        return failure
 
     def crash_failure(self, crash: StepCrash) -> Failure:
         """What this run fails with for ``crash``: :func:`crash_failure`, which logs the

@@ -1124,11 +1124,6 @@ class WorkflowEngine:
         error = failure["error"]
         code, message = error["code"], error["message"]
         taken = failure.taken if isinstance(failure, Taken) else None
-        if code == "unique_violation" and taken is None:
-            # A step's own fail("unique_violation", ...) (or a called handler's): a decision
-            # its next try repeats, not a clash the database reported.  It ends the run, as
-            # before unique clashes were tried again.
-            return failure
         where = f"the segment from step {path or '0'}"
         if taken is not None and taken == taken_before:
             what, does = ("its unique value", "writes") if code == "unique_violation" else ("the id", "creates")

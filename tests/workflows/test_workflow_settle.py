@@ -327,6 +327,52 @@ def test_a_step_that_answers_unique_violation_itself_fails_the_run_at_once(app_o
     assert _tries_seen == [1]
 
 
+# Steps that answer version_conflict themselves: a return_, a guard, a called handler's
+# return_ (as one that compared the version a client sent with the one it read does).
+def _stale(c: Any) -> Any:
+    _tries_seen.append(1)
+    return fail("version_conflict", "the doc changed since you read it", {"path": "version"})
+
+
+answers_stale = f.workflow(
+    "answers-stale", trigger=manual(Join), pipeline=f.workflow_pipeline(Join).wait("PT1M").return_(_stale)
+)
+guards_stale = f.workflow(
+    "guards-stale",
+    trigger=manual(Join),
+    pipeline=f.workflow_pipeline(Join).wait("PT1M").guard(lambda c: False, otherwise=_stale),
+)
+calls = Feature("wfs-calls", requires=["call_feature"])
+stale_handler = calls.write_handler("stale-handler", calls.pipeline(Join).return_(_stale))
+calls_stale = calls.workflow(
+    "calls-stale",
+    trigger=manual(Join),
+    pipeline=calls.workflow_pipeline(Join)
+    .wait("PT1M")
+    .call_feature("called", stale_handler, payload=lambda c: c.payload),
+)
+
+
+@pytest.mark.parametrize("answers", ["return_", "guard", "called handler"])
+def test_a_step_that_answers_version_conflict_itself_fails_the_run_at_once(
+    app_on: AppOn, user: User, answers: str
+) -> None:
+    """No write lost a race: the program decided, and every try would decide the same.
+    Before, such a run was tried ten times, with doubling waits, and failed saying that
+    every try lost a race."""
+    workflow = {"return_": answers_stale, "guard": guards_stale, "called handler": calls_stale}[answers]
+    clock = FakeClock(T0)
+    app = app_on([f, calls], clock=clock)
+    run_id = app.start_workflow(workflow, Join("eve@example.org", "mine"), user=user)
+    _tries_seen.clear()
+    clock.advance(minutes=1)
+    assert app.run_worker(once=True)["resumed"] == 1
+    assert _failed(app, run_id, "version_conflict") == "the doc changed since you read it"
+    assert _tries_seen == [1]
+    clock.advance(minutes=5)
+    assert app.run_worker(once=True)["resumed"] == 0
+
+
 def test_a_write_that_lost_a_unique_race_goes_on_when_the_value_is_free_again(app_on: AppOn, user: User) -> None:
     """The segment read no member; another writer took the email before the segment's
     create (here in the segment's transaction, undone with the lost try): tried again,

@@ -105,7 +105,7 @@ def _fuse(fused: tuple[Fused, ...], step: Step | None) -> tuple[Runner, CodeType
         lines.append(f"    values[{key}] = v if type(v := f{j}(run)) is t{j} else learned(v, {j})")
     if type(step) is Return:  # exactly Return, as Compute below
         namespace["fr"] = step.fn
-        lines += ["    result = fr(run)", "    return result if type(result) is Ok else returned(result)"]
+        lines += ["    result = fr(run)", "    return result if type(result) is Ok else returned(run, result)"]
     elif step is not None:
         namespace["step"] = step.execute
         lines.append("    return step(run)")

@@ -39,13 +39,16 @@ class Return(Step):
     fn: Fn
 
     def execute(self, run: Run) -> Result:
-        return returned(self.fn(run))
+        return returned(run, self.fn(run))
 
 
-def returned(result: object) -> Ok[object] | Failure:
+def returned(run: Run, result: object) -> Ok[object] | Failure:
     """``return_``'s result, refused unless it is an ``Ok`` or a ``Failure`` (an awaitable
-    with the refusal that says why, see :func:`checked`)."""
-    if isinstance(result, (Ok, Failure)):
+    with the refusal that says why, see :func:`checked`).  A ``Failure`` is the run's
+    own answer (:meth:`~kumiko_typed._interpreter.Run.answered`)."""
+    if isinstance(result, Ok):
         return result
+    if isinstance(result, Failure):
+        return run.answered(result)
     checked(result, "fn=")
     raise StepRefused(f"return_ must give ok(...) or fail(...), not {type(result).__name__}")

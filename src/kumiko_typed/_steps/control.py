@@ -153,4 +153,4 @@ class Guard(Step):
         if not isinstance(failure, Failure):
             raise StepRefused(f"guard's otherwise= must give fail(...), not {type(failure).__name__}")
         run.refused = failure
-        return failure
+        return run.answered(failure)
