@@ -94,10 +94,12 @@ def _hint(url: str) -> str:
 def without_secrets(text: str, url: str) -> str:
     """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...";
     an app factory's exception, which may quote the URL it was given) with the URL's
-    password and secret query values as ``***`` where a URL quotes them: the URL whole,
-    its ``user:pw@`` and its ``password=pw``, as given and percent-encoded.  Only there: a
-    short password (``p``, ``shop``) replaced everywhere mangled the rest of the message
-    (``Can't load ***lugin``), and outside a URL it is just a word."""
+    password and secret query values as ``***`` where a URL quotes them (the URL whole,
+    its ``user:pw@`` and its ``password=pw``, as given and percent-encoded) and wherever
+    else one stands as a whole word.  Not inside other words: a short password (``p``)
+    replaced everywhere mangled the rest of the message (``Can't load ***lugin``); a
+    password that is a word of the message (``host``) is hidden there too, since a
+    secret's leak costs more than a word."""
     try:
         parsed = make_url(url)
         shown = shown_url(parsed)
@@ -114,6 +116,7 @@ def without_secrets(text: str, url: str) -> str:
         for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
             for context in _url_contexts(form):
                 text = context.sub(rf"\g<1>{_HIDDEN}", text)
+            text = re.sub(rf"(?<![^\W_]){re.escape(form)}(?![^\W_])", _HIDDEN, text)
     return text
 
 

@@ -6,6 +6,7 @@ that host" lost its host."""
 
 from __future__ import annotations
 
+import re
 import socket
 
 import pytest
@@ -25,6 +26,7 @@ def _closed_port() -> int:
 def _no_password_in_url_context(text: str, password: str) -> None:
     for quoted in (f":{password}@", f"password={password}"):
         assert quoted not in text, text
+    assert not re.search(rf"(?<![^\W_]){re.escape(password)}(?![^\W_])", text), text  # nor as a word
 
 
 @pytest.mark.parametrize("password", ["p", "postgres"])
@@ -32,9 +34,12 @@ def test_a_bad_driver_names_it_readably_without_a_short_password(password: str) 
     with pytest.raises(BootError) as refused:
         App([], database_url=f"postgres+psycopg://u:{password}@host/db?sslpassword={password}")
     message = str(refused.value)
-    assert "(Can't load plugin: sqlalchemy.dialects:postgres.psycopg)" in message, message
+    # Inside another word the password is left as it is; as a word of its own, hidden.
+    dialect = "postgres" if password == "p" else "***"
+    assert f"(Can't load plugin: sqlalchemy.dialects:{dialect}.psycopg)" in message, message
     assert "postgresql+psycopg://u:***@host/db?sslpassword=***" in message, message
-    _no_password_in_url_context(message, password)
+    # The hint's own words name the scheme; they quote no part of the URL.
+    _no_password_in_url_context(message.replace("PostgreSQL postgresql, not postgres:", ""), password)
 
 
 @pytest.mark.parametrize("in_query", [False, True], ids=["user-part", "query"])
@@ -62,5 +67,16 @@ def test_an_unreachable_server_quoted_with_its_url_reads_whole_without_a_short_p
     assert text == f"cannot use {shown}: {said}", text
     assert 'connection failed: connection to server at "127.0.0.1"' in text and "Connection refused" in text
     hint = without_secrets(str(failed.value), url)
-    assert "Is the server running on that host and accepting TCP/IP connections?" in hint, hint
+    host = "host" if password == "p" else "***"
+    assert f"Is the server running on that {host} and accepting TCP/IP connections?" in hint, hint
     _no_password_in_url_context(text + hint, password)
+
+
+def test_a_password_quoted_outside_a_url_is_hidden_as_a_word_not_inside_other_words() -> None:
+    """An app factory's own exception may quote the password bare: hidden wherever it stands
+    as a word, never left in; inside another word (``p`` in ``plugin``) it is no password."""
+    url = "postgresql+psycopg://u:Tr0ub4dor-3@db/app"
+    said = without_secrets("login refused with Tr0ub4dor-3 (Tr0ub4dor-3x is not it)", url)
+    assert said == "login refused with *** (Tr0ub4dor-3x is not it)", said
+    short = without_secrets("plugin p failed", "postgresql+psycopg://u:p@db/app")
+    assert short == "plugin *** failed", short
