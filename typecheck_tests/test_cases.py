@@ -48,6 +48,38 @@ def test_a_refused_step_is_one_error_with_deprecated_enabled(plugin_run: tuple[s
     assert not [line for line in said if "deprecated" in line.partition(": ")[2]], said
 
 
+def test_a_loop_item_read_after_its_loop_is_explained(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy's own error for ``c.scope["line"]`` after the loop said only ``expected one of ()``;
+    the plugin adds whose item it is and what to read after the loop (errors_loop_item_after.py):
+    the keys the body set, none, and a loop inside another loop's body."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_loop_item_after.py:")
+    }
+    inside = 'which exists only inside the loop body: read c.scope["line"] in do=, and '
+    results = "after the loop read its results by the keys its body set, c.steps[{}] (T | None: None if it ran no item)"
+    assert said[15] == (
+        '"line" is not a valid TypedDict key; expected one of (); "line" is the item of the for_each on line 14, '
+        + inside
+        + results.format('"qty"')
+        + "  [misc]"
+    ), said
+    assert said[23] == (
+        '"line" is not a valid TypedDict key; expected one of (); "line" is the item of the for_each on line 22, '
+        + inside
+        + "its body sets no key to read after the loop: compute what you need from the item in the body  [misc]"
+    ), said
+    assert said[33] == (
+        '"line" is not a valid TypedDict key; expected one of ("order"); "line" is the item of the for_each on line '
+        + "32, "
+        + inside
+        + results.format('"q"')
+        + "  [misc]"
+    ), said
+
+
 def test_a_key_one_side_of_a_conditional_sets_is_explained(plugin_run: tuple[set[Finding], str]) -> None:
     """mypy's own error for such a key says only that it does not exist; the plugin adds why
     (errors_conditional_arms.py): in a branch arm or loop body, and mid-chain, where a

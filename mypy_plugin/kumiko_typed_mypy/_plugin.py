@@ -24,6 +24,7 @@ from ._features import (
     enum_keys,
     key_gets,
     key_typos,
+    loop_items,
     loops,
     one_sided,
     open_steps,
@@ -124,13 +125,15 @@ def _method_hooks() -> dict[str, MethodHook]:
 def _amending(hook: MethodHook) -> MethodHook:
     """``hook``, then the fixes it adds to mypy's errors in its call: the closest keys of an
     unknown key (key_typos), why a key one side of a conditional sets is none (one_sided),
-    ReadOnly for a resolver's own TypedDict (readonly_steps); and the unknown keys its
-    lambdas test with ``in``, of which mypy says nothing (key_gets)."""
+    a loop item read after its loop (loop_items), ReadOnly for a resolver's own TypedDict
+    (readonly_steps); and the unknown keys its lambdas test with ``in``, of which mypy
+    says nothing (key_gets)."""
 
     def run(ctx: MethodContext) -> Type:
         result = hook(ctx)
         key_typos.suggest(ctx)
         one_sided.explain(ctx)
+        loop_items.explain(ctx)
         readonly_steps.hint(ctx)
         key_gets.check_tests(ctx)
         return result

@@ -185,7 +185,7 @@ def _raised(doing: str, module_name: str, exc: BaseException, database_url: str 
     frames = user_frames(exc.__traceback__, module_name)
     where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
     text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
-    if database_url is not None:  # first: its password also where no URL holds it
+    if database_url is not None:  # first: its password also in a user part with no scheme
         text = without_secrets(text, database_url)
     return click.ClickException(passwords_hidden(text))
 

@@ -683,3 +683,20 @@ def msg_async_iterator_resolver(method: str, argument: str) -> str:
         "synchronously inside the transaction and nothing could iterate it; pass a plain function "
         "returning a list"
     )
+
+
+def msg_loop_item_after_loop(item: str, line: int, body_keys: list[str]) -> str:
+    """What the plugin adds to mypy's unknown-key error for ``c.scope[item]`` read after the
+    ``for_each`` whose item it is: mypy says only that no such key exists ("expected one of
+    ()"), which reads as a typo."""
+    if body_keys:
+        results = ", ".join(f'c.steps["{key}"]' for key in body_keys)
+        after = (
+            f"after the loop read its results by the keys its body set, {results} (T | None: None if it ran no item)"
+        )
+    else:
+        after = "its body sets no key to read after the loop: compute what you need from the item in the body"
+    return (
+        f'"{item}" is the item of the for_each on line {line}, which exists only inside the loop body: '
+        f'read c.scope["{item}"] in do=, and {after}'
+    )
