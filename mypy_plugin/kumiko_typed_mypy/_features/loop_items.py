@@ -22,6 +22,7 @@ from mypy.types import Instance, get_proper_type
 
 from .._names import SCOPE_ARG, STEPS_ARG
 from .._rules import rules
+from .._typeops.chain import calls_back
 from .._typeops.keys import keys_of
 from .._typeops.literals import literal_str_expr
 from .._typeops.reported import recorded_in
@@ -69,11 +70,10 @@ def explain(ctx: MethodContext) -> None:
 
 def _loop_of(receiver: Expression, item: str) -> CallExpr | None:
     """The nearest ``for_each`` call before the step in its chain whose item is ``item``."""
-    while isinstance(receiver, CallExpr) and isinstance(receiver.callee, MemberExpr):
-        named = _item(receiver) if receiver.callee.name == "for_each" else None
+    for call, callee in calls_back(receiver):
+        named = _item(call) if callee.name == "for_each" else None
         if named is not None and literal_str_expr(named) == item:
-            return receiver
-        receiver = receiver.callee.expr
+            return call
     return None
 
 

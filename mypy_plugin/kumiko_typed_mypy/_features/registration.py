@@ -38,6 +38,7 @@ from .._names import (
 )
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
+from .._typeops.chain import calls_back
 from .._typeops.keys import lookup_info
 from .._typeops.literals import literal_str
 from .._typeops.reported import fail, recorded_in, retract
@@ -181,11 +182,10 @@ def _short(t: ProperType) -> str:
 def _starting_feature(expr: Expression) -> tuple[NameExpr | MemberExpr, str] | None:
     """``f`` in ``f.pipeline(P).compute(...)...`` (a feature a chain was started from), and
     the method it was started with."""
-    while isinstance(expr, CallExpr) and isinstance(expr.callee, MemberExpr):
-        if expr.callee.name in _STARTERS:
-            feature = expr.callee.expr
-            return (feature, expr.callee.name) if isinstance(feature, (NameExpr, MemberExpr)) else None
-        expr = expr.callee.expr
+    for _, callee in calls_back(expr):
+        if callee.name in _STARTERS:
+            feature = callee.expr
+            return (feature, callee.name) if isinstance(feature, (NameExpr, MemberExpr)) else None
     return None
 
 

@@ -19,6 +19,7 @@ from mypy.types import Type
 
 from .. import _errors
 from .._rules import rules
+from .._typeops.chain import calls_back
 from .._typeops.literals import literal_str_expr
 from .._typeops.reported import fail
 
@@ -71,12 +72,12 @@ def _check_block(ctx: MethodContext, body: Expression | None) -> None:
 
 def _earlier(call: CallExpr) -> Iterator[CallExpr]:
     """The step calls before ``call`` in its chain, the nearest first."""
-    receiver = call.callee.expr if isinstance(call.callee, MemberExpr) else None
-    while isinstance(receiver, CallExpr) and isinstance(receiver.callee, MemberExpr):
-        if receiver.callee.name not in _BY_METHOD:
+    if not isinstance(call.callee, MemberExpr):
+        return
+    for earlier, callee in calls_back(call.callee.expr):
+        if callee.name not in _BY_METHOD:
             return
-        yield receiver
-        receiver = receiver.callee.expr
+        yield earlier
 
 
 def _named(call: CallExpr) -> _Named | None:
