@@ -94,9 +94,9 @@ def _hint(url: str) -> str:
 def without_secrets(text: str, url: str) -> str:
     """``text`` (SQLAlchemy's message, which may quote the URL: "Invalid SQLite URL: ...";
     an app factory's exception, which may quote the URL it was given) with the URL's
-    password and secret query values as ``***`` where a URL quotes them (the URL whole,
-    its ``user:pw@`` and its ``password=pw``, as given and percent-encoded) and wherever
-    else one stands as a whole word.  Not inside other words: a short password (``p``)
+    password and secret query values as ``***``: the URL whole, then each secret wherever
+    it stands as a whole word, as given and percent-encoded (a URL's ``user:pw@`` and
+    libpq's ``password=pw`` among them).  Not inside other words: a short password (``p``)
     replaced everywhere mangled the rest of the message (``Can't load ***lugin``); a
     password that is a word of the message (``host``) is hidden there too, since a
     secret's leak costs more than a word."""
@@ -114,21 +114,8 @@ def without_secrets(text: str, url: str) -> str:
         text = text.replace(quoted, shown)
     for secret in filter(None, secrets):  # as given, and as a rendered URL quotes it
         for form in {secret, quote(secret, safe=""), quote_plus(secret)}:
-            for context in _url_contexts(form):
-                text = context.sub(rf"\g<1>{_HIDDEN}", text)
             text = re.sub(rf"(?<![^\W_]){re.escape(form)}(?![^\W_])", _HIDDEN, text)
     return text
-
-
-def _url_contexts(secret: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    """``secret`` as a whole token where a URL or libpq's keyword form puts a password:
-    between a user part's ``:`` and its ``@``; after ``password=`` (quoted or not), up to
-    where the value ends."""
-    escaped = re.escape(secret)
-    return (
-        re.compile(rf"(:){escaped}(?=@)"),
-        re.compile(rf"(\b(?:ssl)?password\s*=\s*'?){escaped}(?![^\s&'\"#;,)])", re.IGNORECASE),
-    )
 
 
 def passwords_hidden(text: str) -> str:
