@@ -47,9 +47,9 @@ class CallFeature(NamedStep):
                 handler.pipeline, nested, who=f"handler {handler.name}", nested=True, span_name="kumiko.call_feature"
             )
         except StepCrash as crash:  # the framework refused the program: the same at every try
-            cause = crash.cause
+            cause, what = crash.cause, type(crash.cause).__name__
             raise StepRefused(
-                f"the called handler {handler.name} refused: step {crash.where()} raised {type(cause).__name__}: {cause}"
+                f"the called handler {handler.name} refused: step {crash.where()} raised {what}: {cause}"
             ) from cause
         if isinstance(result, Failure):
             if result is nested.settled_failure():  # as final for the caller
