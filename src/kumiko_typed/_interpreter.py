@@ -56,6 +56,7 @@ __all__ = [
     "crash_failure",
     "exception_failure",
     "once_more_if_lost",
+    "raised",
     "run_in_scope",
     "start_run",
     "unavailable",
@@ -272,6 +273,13 @@ def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[[*A], R], *
             return result
     logger.warning("the connection to the database was lost before COMMIT: the transaction runs again")
     return attempt(*args)
+
+
+def raised(_result: object) -> bool:
+    """The ``failed`` test of a call that answers a database error by raising it (an
+    operator's view, a purge's batch) for :func:`once_more_if_lost`: only a lost
+    connection that escaped runs it once more."""
+    return False
 
 
 def unavailable(result: object) -> bool:
