@@ -141,6 +141,33 @@ def loopback_tls(folder: Path) -> tuple[ssl.SSLContext, Path]:
     return context, cert
 
 
+class RefusingSmtp:
+    """An aiosmtpd handler (:func:`smtp_server`) that accepts every recipient but those in
+    ``refuse`` (address -> the reply), and collects what it accepted."""
+
+    def __init__(self, refuse: dict[str, str]) -> None:
+        self.refuse = refuse
+        self.sender_reply = "250 OK"  # the answer to MAIL FROM
+        self.data_reply = "250 Message accepted for delivery"  # the answer to the content
+        self.envelopes: list[Any] = []
+
+    async def handle_MAIL(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
+        if self.sender_reply.startswith("250"):
+            envelope.mail_from = address
+        return self.sender_reply
+
+    async def handle_RCPT(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
+        if address in self.refuse:
+            return self.refuse[address]
+        envelope.rcpt_tos.append(address)
+        return "250 OK"
+
+    async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
+        if self.data_reply.startswith("250"):
+            self.envelopes.append(envelope)
+        return self.data_reply
+
+
 @contextlib.contextmanager
 def smtp_server(handler: object, **options: Any) -> Iterator[int]:
     """A real SMTP server (aiosmtpd) on 127.0.0.1 with ``handler`` (and the Controller's

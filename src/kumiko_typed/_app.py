@@ -30,7 +30,7 @@ from ._feature import Feature, QueryHandler, Workflow, WriteHandler
 from ._http_deadline import DeadlineTransport
 from ._http_proxy import proxy_mounts
 from ._idempotency import NOT_STORED, Keyed, fingerprint, key_problem, purge_expired
-from ._interpreter import exception_failure, once_more_if_lost, run_in_scope, start_run, unavailable
+from ._interpreter import exception_failure, once_more_if_lost, raised, run_in_scope, start_run, unavailable
 from ._mail import MaildirTransport, MailTransport
 from ._operations import Operations
 from ._outbox import WEBHOOK_TIMEOUT, WEBHOOK_TIMEOUT_MAX, Deliverer
@@ -426,7 +426,7 @@ class App:
         do not shift it).  An unknown status, a limit below 1 or an argument of the wrong
         type raises ``ValueError`` or ``TypeError``; an ``after`` that is no row,
         ``LookupError``."""
-        return outbox_items(self._sessions, status, limit, after)
+        return once_more_if_lost(raised, outbox_items, self._sessions, status, limit, after)
 
     def run_worker(self, *, once: bool = False, poll_interval: float = 1.0) -> dict[str, int]:
         """One worker: fire workflow triggers (events, cron), wake event waits, resume due
@@ -504,7 +504,9 @@ class App:
         """One run of any tenant (an operator's view), or ``None`` if there is none."""
         if not isinstance(run_id, uuid.UUID):  # typed, but an id from a URL may still be text
             raise TypeError(f"run_id must be a uuid.UUID, not {type(run_id).__name__}")
-        return self._workflow_engine.get(run_id)
+        # An operator's view, as runs() and outbox(): run once more on a fresh connection if
+        # a restart killed its pooled one (docs/operations.md, "Connections after a restart").
+        return once_more_if_lost(raised, self._workflow_engine.get, run_id)
 
     def runs(
         self,
@@ -534,7 +536,8 @@ class App:
         name = workflow.name if isinstance(workflow, Workflow) else workflow
         if name is not None and not isinstance(name, str):
             raise TypeError(f"runs() takes a Workflow, its name or None, not {type(workflow).__name__}")
-        return self._workflow_engine.list(RunFilter.of(name, status, stranded, limit, before, tenant_id, key, event_id))
+        picked = RunFilter.of(name, status, stranded, limit, before, tenant_id, key, event_id)
+        return once_more_if_lost(raised, self._workflow_engine.list, picked)
 
     # --- the event store -----------------------------------------------------------
 

@@ -28,7 +28,7 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User, WorkflowCtx, correlation_of
-from ._errors import OutOfRange, Problem, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
+from ._errors import PROGRAM_REFUSALS, OutOfRange, Problem, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
 from ._integrity import constraint_failure
 from ._missing_table import missing_table
 from ._observe import Trace, span, tracing
@@ -56,6 +56,7 @@ __all__ = [
     "crash_failure",
     "exception_failure",
     "once_more_if_lost",
+    "raised",
     "run_in_scope",
     "start_run",
     "unavailable",
@@ -97,7 +98,7 @@ class Run(AnyCtx):
     itself: a Python ``__init__`` is another call per run.
     """
 
-    __slots__ = ("refused", "registry", "scope_items", "segment", "settled", "trace", "values")
+    __slots__ = ("called", "refused", "registry", "scope_items", "segment", "settled", "trace", "values")
     # Not Ctx's: ``Run()`` then stays one call into C, with nothing to store.
     __init__ = object.__init__
 
@@ -118,6 +119,9 @@ class Run(AnyCtx):
     #: read; a ``retry``'s last attempt; a ``return_``'s or ``guard``'s own answer): a
     #: worker fails the run with it rather than try the segment again.
     settled: Failure
+    #: Set (``True``) on a handler's run that a ``call_feature`` step runs: a program
+    #: refusal of its steps leaves it as the crash it is, for that step to raise.
+    called: bool
 
     def open_scope(self) -> dict[str, object]:
         """The loop items, writable: made, and ``scope`` made a view of them, the first
@@ -271,6 +275,13 @@ def once_more_if_lost(failed: Callable[[R], bool], attempt: Callable[[*A], R], *
     return attempt(*args)
 
 
+def raised(_result: object) -> bool:
+    """The ``failed`` test of a call that answers a database error by raising it (an
+    operator's view, a purge's batch) for :func:`once_more_if_lost`: only a lost
+    connection that escaped runs it once more."""
+    return False
+
+
 def unavailable(result: object) -> bool:
     """Whether a dispatch's or a query's result is ``unavailable``: the ``failed`` test
     they give :func:`once_more_if_lost`."""
@@ -360,6 +371,11 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     try:
         result = run_block(program.block, run, resume)
     except StepCrash as crash:
+        if isinstance(crash.cause, PROGRAM_REFUSALS) and getattr(run, "called", False):
+            # A called handler's refusal of the program is its calling step's
+            # (``CallFeature``): a ``retry`` around that step then fails the run at once,
+            # as for a refusal of its own steps, and the refusal is logged once.
+            raise
         if run.workflow_segment() is not None:
             _named(program, crash)
         failure = crash_failure(crash, who, run.payload)

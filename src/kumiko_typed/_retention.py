@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from sqlalchemy import ColumnElement, Delete, Engine, Table, bindparam, delete, select, tuple_
 
+from ._interpreter import once_more_if_lost, raised
 from ._pages import MOST_ROWS
 from ._tables import OUTBOX_SENT, outbox, workflow_runs
 
@@ -71,11 +72,17 @@ def purge_statement(table: Table, condition: ColumnElement[bool]) -> Delete:
 
 def delete_in_batches(engine: Engine, statement: Delete, params: dict[str, Any], batch: int) -> int:
     """Run ``statement`` (a :func:`purge_statement`) one transaction per batch until a batch
-    finds fewer rows than it may delete; how many rows were deleted."""
+    finds fewer rows than it may delete; how many rows were deleted.  A batch whose
+    connection was lost under its statement (a pooled one a restart killed) committed
+    nothing and runs once more, as a dispatch does."""
+
+    def one_batch() -> int:
+        with engine.begin() as conn:
+            return int(conn.execute(statement, {**params, "b_batch": batch}).rowcount)
+
     deleted = 0
     while True:
-        with engine.begin() as conn:
-            n = conn.execute(statement, {**params, "b_batch": batch}).rowcount
+        n = once_more_if_lost(raised, one_batch)
         deleted += n
         if n < batch:
             return deleted

@@ -6,7 +6,6 @@ an HTTP server); time is a hand-moved clock."""
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -15,8 +14,7 @@ from typing import Any
 import attrs
 import pytest
 from _receiver import Receiver
-from _support import Hook, ok_data, smtp_server
-from aiosmtpd.controller import Controller
+from _support import Hook, RefusingSmtp, ok_data, smtp_server
 
 from kumiko_typed import App, BootError, Feature, OutboxItem, RetryPolicy, SmtpTransport, User, ok
 from kumiko_typed.testing import FakeClock
@@ -41,44 +39,12 @@ letter = f.write_handler(
 )
 
 
-class _Refusing:
-    """Accepts every recipient but those in ``refuse`` (address -> the reply), and
-    collects what it accepted."""
-
-    def __init__(self, refuse: dict[str, str]) -> None:
-        self.refuse = refuse
-        self.sender_reply = "250 OK"  # the answer to MAIL FROM
-        self.data_reply = "250 Message accepted for delivery"  # the answer to the content
-        self.envelopes: list[Any] = []
-
-    async def handle_MAIL(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
-        if self.sender_reply.startswith("250"):
-            envelope.mail_from = address
-        return self.sender_reply
-
-    async def handle_RCPT(self, _server: Any, _session: Any, envelope: Any, address: str, _options: Any) -> str:
-        if address in self.refuse:
-            return self.refuse[address]
-        envelope.rcpt_tos.append(address)
-        return "250 OK"
-
-    async def handle_DATA(self, _server: Any, _session: Any, envelope: Any) -> str:
-        if self.data_reply.startswith("250"):
-            self.envelopes.append(envelope)
-        return self.data_reply
-
-
 @pytest.fixture
-def smtp() -> Iterator[tuple[_Refusing, int]]:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = int(s.getsockname()[1])
-    handler = _Refusing({})
+def smtp() -> Iterator[tuple[RefusingSmtp, int]]:
+    handler = RefusingSmtp({})
     # Without SMTPUTF8, as many servers are (aiosmtpd's Controller offers it by default).
-    controller = Controller(handler, hostname="127.0.0.1", port=port, enable_SMTPUTF8=False)
-    controller.start()
-    yield handler, port
-    controller.stop()
+    with smtp_server(handler, enable_SMTPUTF8=False) as port:
+        yield handler, port
 
 
 def _only(app: App) -> OutboxItem:
@@ -87,7 +53,7 @@ def _only(app: App) -> OutboxItem:
 
 
 def test_a_recipient_the_smtp_server_refuses_for_good_is_no_silent_send(
-    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+    app_on: AppOn, user: User, smtp: tuple[RefusingSmtp, int]
 ) -> None:
     """Before, ``smtplib`` returned the refused recipients of a mail some others took,
     and the row was marked sent: the refused one was lost without a word.  A permanent
@@ -108,7 +74,7 @@ def test_a_recipient_the_smtp_server_refuses_for_good_is_no_silent_send(
 
 
 def test_a_recipient_the_smtp_server_refuses_for_now_is_tried_again(
-    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+    app_on: AppOn, user: User, smtp: tuple[RefusingSmtp, int]
 ) -> None:
     """Greylisting: ``450`` for one recipient is an attempt that failed; the next one
     sends again, with the same Message-ID (a recipient that had it can drop it)."""
@@ -137,7 +103,7 @@ def test_a_recipient_the_smtp_server_refuses_for_now_is_tried_again(
     ("code", "status"), [("550 5.1.1 No such user", "dead"), ("450 4.7.1 Greylisted, try again later", "pending")]
 )
 def test_a_mail_whose_every_recipient_is_refused_is_dead_at_once_only_if_for_good(
-    app_on: AppOn, user: User, smtp: tuple[_Refusing, int], code: str, status: str
+    app_on: AppOn, user: User, smtp: tuple[RefusingSmtp, int], code: str, status: str
 ) -> None:
     """Before, a mail no recipient could get (``550`` for each) was tried again until its
     attempts ran out, with ``SMTP SMTPRecipientsRefused: {'nobody@...': (550, b'...')}``
@@ -176,7 +142,7 @@ def test_a_mail_whose_every_recipient_is_refused_is_dead_at_once_only_if_for_goo
     ],
 )
 def test_a_mail_the_server_refuses_for_good_is_dead_at_once(
-    app_on: AppOn, user: User, smtp: tuple[_Refusing, int], refusing: str, reply: str, status: str, error: str
+    app_on: AppOn, user: User, smtp: tuple[RefusingSmtp, int], refusing: str, reply: str, status: str, error: str
 ) -> None:
     """A 5xx answer to the mail's sender or content is for good (RFC 5321 4.2.1: the same
     request is not to be repeated): before, it was sent again until its attempts ran out.
@@ -193,7 +159,7 @@ def test_a_mail_the_server_refuses_for_good_is_dead_at_once(
 
 
 def test_a_mail_to_an_international_domain_goes_through_a_server_without_smtputf8(
-    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+    app_on: AppOn, user: User, smtp: tuple[RefusingSmtp, int]
 ) -> None:
     """The domain goes in its ASCII form (IDNA): before, smtplib asked the server for
     SMTPUTF8, which this one (as many) does not offer, and the mail was tried until dead
@@ -209,7 +175,7 @@ def test_a_mail_to_an_international_domain_goes_through_a_server_without_smtputf
 
 
 def test_a_non_ascii_local_part_to_a_server_without_smtputf8_is_dead_at_once(
-    app_on: AppOn, user: User, smtp: tuple[_Refusing, int]
+    app_on: AppOn, user: User, smtp: tuple[RefusingSmtp, int]
 ) -> None:
     """Before, smtplib's ``SMTPNotSupportedError`` was a failed attempt like a refused
     connection: the mail was tried again, against the same server, until its attempts ran
@@ -229,7 +195,7 @@ def test_a_non_ascii_local_part_to_a_server_without_smtputf8_is_dead_at_once(
 
 
 def test_a_non_ascii_local_part_goes_through_a_server_with_smtputf8(app_on: AppOn, user: User) -> None:
-    handler = _Refusing({})
+    handler = RefusingSmtp({})
     with smtp_server(handler, enable_SMTPUTF8=True) as port:
         app = app_on([f], clock=FakeClock(T0), mail=SmtpTransport("127.0.0.1", port, timeout=5))
         ok_data(app.dispatch(letter, Letter(["Jörg <jörg@bücher.example>"]), user=user))

@@ -152,3 +152,60 @@ def test_rows_of_every_tenant_go(app_on: AppOn, tmp_path: Path) -> None:
     clock.advance(days=2)
     assert app.purge_outbox(older_than=timedelta(days=1)) == 3
     assert app.outbox() == []
+
+
+def test_a_purge_failed_at_any_statement_deletes_whole_batches_of_old_sent_rows_only(
+    app_on: AppOn, db_url: str, user: User, tmp_path: Path, closed_url: str
+) -> None:
+    """Each batch is its own transaction: a purge the database fails at its k-th statement
+    (``_faults``: busy, another error) raises the driver's error, keeps what the batches
+    before it deleted and no more, and never deletes a pending, dead or recent sent row;
+    the same purge again deletes the rest.  A batch whose PostgreSQL backend was killed
+    under its statement committed nothing and runs once more: the purge ends as a clean one."""
+    from _faults import counting, failing_at
+
+    clock = FakeClock(T0)
+    app = app_on([f], clock=clock, mail=MaildirTransport(str(tmp_path / "mail")))
+    assert app.dispatch(hook, Hook(closed_url), user=user) == ok(None)
+    kinds = ["error", "busy", "kill"] if db_url.startswith("postgresql") else ["error", "busy"]
+    rounds = 0
+
+    def old_rows() -> None:
+        """Five rows sent 30 days ago, one sent now, one pending."""
+        nonlocal rounds
+        rounds += 1
+        _mail(app, user, *(f"{rounds}-{i}@example.com" for i in range(5)))
+        app.run_worker(once=True)
+        clock.advance(days=30)
+        _mail(app, user, f"{rounds}-new@example.com")
+        app.run_worker(once=True)
+        _mail(app, user, f"{rounds}-pending@example.com")
+
+    def rows() -> dict[uuid.UUID, str]:
+        return {i.id: i.status for i in app.outbox()}
+
+    old_rows()
+    with counting(app.engine) as clean:
+        assert app.purge_outbox(older_than=timedelta(days=1), batch=2) == 5
+    assert _statuses(app) == ["dead", "pending", "sent"]
+    for kind in kinds:
+        for at in range(1, len(clean.sent) + 1):
+            old_rows()  # the round before's pending and recent rows are old and sent now
+            before = rows()
+            recent = {i.id for i in app.outbox() if i.target == f"{rounds}-new@example.com"}
+            kept = {row_id for row_id, status in before.items() if status != "sent"} | recent
+            with failing_at(app.engine, at, kind) as fault:
+                if kind == "kill":  # a batch lost under its statement committed nothing: run once more
+                    assert app.purge_outbox(older_than=timedelta(days=1), batch=2) == len(before) - len(kept)
+                else:
+                    with pytest.raises(sa.exc.DBAPIError):
+                        app.purge_outbox(older_than=timedelta(days=1), batch=2)
+            where = (kind, at, fault.sent[at - 1])
+            assert fault.fired, where
+            if kind == "kill":
+                assert set(rows()) == kept, where
+                continue
+            gone = set(before) - set(rows())
+            assert len(gone) % 2 == 0 and not gone & kept, where  # whole batches of old sent rows
+            assert app.purge_outbox(older_than=timedelta(days=1), batch=2) == len(before) - len(kept) - len(gone), where
+            assert set(rows()) == kept, where

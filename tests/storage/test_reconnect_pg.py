@@ -8,8 +8,8 @@ is ``unavailable`` as before, never run again."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
-from datetime import UTC, datetime
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
@@ -280,5 +280,37 @@ def test_a_start_whose_row_committed_as_its_connection_was_lost_returns_that_run
         assert not kill["on"]
         assert (run_info(app, run_id).status, run_info(app, run_id).steps) == ("completed", {"n": 4})
         assert len(app.runs()) == 2
+    finally:
+        app.dispose()
+
+
+@pytest.mark.parametrize("view", ["get_run", "runs", "outbox", "purge_outbox", "purge_idempotency_keys", "purge_runs"])
+def test_an_operators_view_or_purge_after_the_pools_connections_died_runs_once_more(
+    fresh_postgres_url: str, admin: sa.Engine, user: User, view: str
+) -> None:
+    """``get_run``, ``runs``, ``outbox`` and the three purges answer by raising a database
+    error (they return no ``Failure``): before, the first of them after a restart raised
+    the dead connection's ``OperationalError`` (with its SQL), where a dispatch, a
+    ``result`` or a ``requeue`` runs once more.  A view reads only, and a purge's batch
+    whose connection died committed nothing: each runs once more on a fresh connection."""
+    clock = FakeClock(datetime(2026, 3, 2, 9, 0, tzinfo=UTC))
+    f, flow = _counter()
+    app = App([f], database_url=fresh_postgres_url, clock=clock)
+    try:
+        app.create_all()
+        run_id = app.start_workflow(flow, Say("old"), user=user)
+        clock.advance(days=40)
+        calls: dict[str, tuple[Callable[[], object], object]] = {
+            "get_run": (lambda: app.get_run(run_id).status, "completed"),  # type: ignore[union-attr]
+            "runs": (lambda: [r.run_id for r in app.runs()], [run_id]),
+            "outbox": (app.outbox, []),
+            "purge_outbox": (lambda: app.purge_outbox(older_than=timedelta(days=30)), 0),
+            "purge_idempotency_keys": (app.purge_idempotency_keys, 0),
+            "purge_runs": (lambda: app.purge_runs(older_than=timedelta(days=30)), 1),
+        }
+        call, answer = calls[view]
+        assert app.outbox() == []  # the pool holds a connection now
+        assert _terminate_all(admin) >= 1
+        assert call() == answer
     finally:
         app.dispose()

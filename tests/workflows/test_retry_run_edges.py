@@ -10,6 +10,12 @@
   (``runs(stranded=True)`` lists the runs the library marked, by its mark, not by the
   code).  Before, the listing matched the code.
 
+- The framework's refusal of the program (``PROGRAM_REFUSALS``: a class no feature
+  registers, a resolver that gives an async generator) raised in a handler the retry body
+  calls fails the run at its first attempt, as one raised in the body itself does: every
+  attempt would be refused the same.  Before, the called handler's ``internal_error`` was a
+  failed attempt like any other, tried again after its backoff until ``times`` was spent.
+
 (A resolver in a retry body that gives a coroutine fails the run at its first attempt:
 tests/pipeline/test_awaitable_results.py.)
 
@@ -24,9 +30,11 @@ from typing import Any
 
 import attrs
 import pytest
+import sqlalchemy as sa
 from _support import run_info
+from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Feature, User, Workflow, fail, manual
+from kumiko_typed import App, Entity, Feature, User, Workflow, fail, manual, ok
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -36,6 +44,20 @@ ADA = User(id=uuid.uuid4(), tenant_id=uuid.uuid4())
 @attrs.frozen
 class Ask:
     code: str
+
+
+class RreNote(Entity):
+    __tablename__ = "rre_note"
+    n: Mapped[int]
+
+
+@attrs.frozen
+class NeverRegistered:
+    n: int
+
+
+async def _lines() -> Any:  # an async generator: a resolver that gives one is refused
+    yield 1
 
 
 def _release(app_on: Callable[..., App], clock: FakeClock, retry_name: str = "try") -> tuple[App, Workflow[Any]]:
@@ -116,3 +138,61 @@ def test_an_attempts_own_code_stranded_is_no_strand_mark(app_on: Callable[..., A
         "2",
     )
     assert [r.run_id for r in app.runs(stranded=True)] == [run_id]
+
+
+#: A called handler's step the framework refuses, and what the refusal says.
+REFUSALS: dict[str, tuple[Callable[[Any], Any], str]] = {
+    "unregistered": (
+        lambda p: p.append_event(RreNote, id=lambda c: c.steps["note"].id, event=lambda c: NeverRegistered(1)),
+        "raised UnregisteredError: NeverRegistered is not a registered event",
+    ),
+    "async-generator": (
+        lambda p: p.compute("lines", lambda c: _lines()),
+        'compute "lines" raised StepRefused: fn= returned an async generator',
+    ),
+}
+
+
+@pytest.mark.parametrize("refusal", list(REFUSALS))
+def test_a_refusal_in_a_called_handler_fails_the_run_at_its_first_attempt(
+    app_on: Callable[..., App], clock: FakeClock, refusal: str
+) -> None:
+    refused_step, says = REFUSALS[refusal]
+    f: Feature[Any] = Feature("rrr", requires=["call_feature"])
+    f.entity(RreNote)
+    entered: list[int] = []
+
+    def enter(c: Any) -> int:
+        entered.append(1)
+        return len(entered)
+
+    provider = f.write_handler(
+        "provider",
+        refused_step(
+            f.pipeline(Ask).compute("entered", enter).create("note", RreNote, data=lambda c: RreNote(n=1))
+        ).return_(lambda c: ok(None)),
+    )
+    flow = f.workflow(
+        "flow",
+        trigger=manual(Ask),
+        pipeline=f.workflow_pipeline(Ask).retry(
+            times=3,
+            base_delay=timedelta(minutes=1),
+            name="try",
+            do=lambda b: b.call_feature("answer", provider, payload=lambda c: c.payload),
+        ),
+    )
+    app = app_on([f], clock=clock)
+    run_id = app.start_workflow(flow, Ask("x"), user=ADA)
+    info = run_info(app, run_id)
+    assert (info.status, info.error["code"]) == ("failed", "internal_error"), info
+    assert "attempts" not in info.error, info  # no attempt record: the run's own failure
+    message = info.error["message"]
+    assert message.startswith('step try/do/#1/answer call_feature "answer" raised StepRefused: '), message
+    assert "the called handler rrr:provider" in message and says in message, message
+    assert entered == [1]
+    clock.advance(hours=1)
+    app.run_worker(once=True)
+    assert entered == [1]  # never tried again
+    with app.engine.connect() as conn:  # the attempt's create rolled back
+        assert conn.execute(sa.select(sa.func.count()).select_from(RreNote)).scalar() == 0

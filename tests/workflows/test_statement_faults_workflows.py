@@ -25,7 +25,7 @@ import sqlalchemy as sa
 from _faults import counting, failing_at, killed_at_commit, no_leak
 from _receiver import Receiver
 from _support import ok_data, run_info
-from sqlalchemy.orm import Mapped, mapped_column
+from sqlalchemy.orm import DeclarativeBase, Mapped, MappedAsDataclass, mapped_column
 
 from kumiko_typed import (
     App,
@@ -55,6 +55,25 @@ class SfwMark(Entity):
     __tablename__ = "sfw_mark"
     n: Mapped[int]
     what: Mapped[str] = mapped_column(sa.String(20))
+
+
+class _ReadModels(MappedAsDataclass, DeclarativeBase):
+    pass
+
+
+class SfwSeen(_ReadModels):
+    """A row a step writes through ``c.db``, beside the framework's writes."""
+
+    __tablename__ = "sfw_seen"
+    id: Mapped[int] = mapped_column(primary_key=True, init=False)
+    n: Mapped[int]
+
+
+def _seen(c: Any) -> int:
+    """A resolver's own statements: an ORM object flushed, then a read."""
+    c.db.add(SfwSeen(n=c.payload.n))
+    c.db.flush()
+    return int(c.db.scalar(sa.select(sa.func.count()).select_from(SfwSeen).where(SfwSeen.n == c.payload.n)))
 
 
 @attrs.frozen
@@ -93,7 +112,7 @@ def _mark(what: str) -> Callable[[Any], SfwMark]:
 
 
 def _feature() -> tuple[Feature[Any], dict[str, Any]]:
-    f: Feature[Any] = Feature("sfw", requires=["webhook.send"])
+    f: Feature[Any] = Feature("sfw", requires=["webhook.send"], projections=[SfwSeen])
     f.entity(SfwMark)
     f.event(Ping, name="sfw-ping")
     made: dict[str, Any] = {}
@@ -125,6 +144,7 @@ def _feature() -> tuple[Feature[Any], dict[str, Any]]:
         .create("before", SfwMark, data=_mark("before"))
         .wait("PT1M")
         .create("after", SfwMark, data=_mark("after"))
+        .compute("seen", _seen)
         .send_webhook(url=lambda c: c.payload.url, body=lambda c: {"n": c.payload.n})
         .compute("done", lambda c: c.payload.n),
     )
@@ -166,6 +186,11 @@ def _cron_feature() -> Feature[Any]:
 def _marks(app: App, what: str) -> list[int]:
     with app.engine.connect() as conn:
         return sorted(conn.scalars(sa.select(SfwMark.n).where(SfwMark.what == what)))
+
+
+def _seen_rows(app: App, n: int) -> int:
+    with app.engine.connect() as conn:
+        return int(conn.scalar(sa.select(sa.func.count()).select_from(SfwSeen).where(SfwSeen.n == n)) or 0)
 
 
 def _kinds(app: App) -> list[str]:
@@ -213,7 +238,8 @@ def made(db_url: str) -> Any:
 def test_a_worker_pass_resuming_after_a_wait_failed_at_any_statement_loses_and_doubles_nothing(
     made: Any, receiver: Receiver
 ) -> None:
-    """Two runs resumed in each pass (one batch: their stores held and sent together)."""
+    """Two runs resumed in each pass (one batch: their stores held and sent together); the
+    resumed segment writes and reads through ``c.db`` too."""
     app, clock, h = made
     n = 0
 
@@ -240,10 +266,11 @@ def test_a_worker_pass_resuming_after_a_wait_failed_at_any_statement_loses_and_d
                 if run.status == "failed":  # the error in its segment's statement, as a step's
                     assert kind == "error", (where, run)
                     no_leak(run.error["message"], driver_reason=run.error["code"] == "unstorable_state")
-                    assert _marks(app, "after").count(n - i) == 0, where
+                    assert _marks(app, "after").count(n - i) == _seen_rows(app, n - i) == 0, where
                     continue
                 assert run.status == "completed", (where, run)
-                assert _marks(app, "after").count(n - i) == 1, where
+                assert _marks(app, "after").count(n - i) == _seen_rows(app, n - i) == 1, where
+                assert run.steps["seen"] == 1, where
                 assert receiver.to(f"/{n - i}"), where  # delivered: at least once
     with app.engine.connect() as conn:
         assert set(conn.scalars(sa.select(outbox_table.c.status))) == {"sent"}
