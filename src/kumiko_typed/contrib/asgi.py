@@ -18,6 +18,7 @@ carries none (``401 unauthenticated``; the handler does not run).
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import inspect
@@ -207,6 +208,10 @@ class _Adapter:
             if inspect.isawaitable(found):
                 found = await found
         except Exception as exc:
+            return _crash("the user dependency", exc)
+        except asyncio.CancelledError as exc:
+            if _cancelling():
+                raise
             return _crash("the user dependency", exc)
         if found is None:
             failure = fail("unauthenticated", "the request carries no user; sign in and send it again")
@@ -465,11 +470,25 @@ def _too_large(limit: int, *, close: bool) -> Response:
     return Response(_dumps(body), 413, {"Connection": "close"} if close else None, media_type=_JSON)
 
 
-def _crash(where: str, exc: Exception) -> Response:
+def _cancelling() -> bool:
+    """Whether the task serving the request is being cancelled (the server shutting down,
+    a timeout middleware): a ``CancelledError`` is then that cancellation and goes on up,
+    never answered.  One that nothing asked for (a dependency that awaited a future someone
+    else cancelled, or raised it, in its thread too) is that code's exception: before, it
+    escaped the adapter as a plain-text 500 with the server's traceback.  Under another
+    event loop than asyncio's (trio), asyncio's ``CancelledError`` is never the task's own."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no asyncio loop runs this
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def _crash(where: str, exc: BaseException) -> Response:
     return _internal(f"{where} raised {type(exc).__name__}", exc)
 
 
-def _internal(what: str, exc: Exception | None = None) -> Response:
+def _internal(what: str, exc: BaseException | None = None) -> Response:
     """500 ``internal_error``: ``what`` went wrong, under an error id that the log (with the
     traceback of ``exc``) names too."""
     error_id = uuid.uuid4().hex
