@@ -335,9 +335,9 @@ def _send_webhook(
     auth = message.get("auth")
     sign = message.get("sign")
     # The framework's headers replace a step's own of the same name in any case (HTTP
-    # names are case-insensitive): one Idempotency-Key, one authentication header, one
-    # signature; the client's own (framing, routing) are left to it, in a row written
-    # before the step refused them too.
+    # names are case-insensitive): one authentication header, one signature; the client's
+    # own (framing, routing) are left to it, and so is the Idempotency-Key, in a row written
+    # before the step refused them.
     ours = CLIENT_HEADERS | {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
     if sign:
         ours |= SIGNATURE_HEADERS

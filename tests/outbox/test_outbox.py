@@ -115,7 +115,7 @@ hook_own_headers = f.write_handler(
     f.pipeline(Hook)
     .send_webhook(
         url=lambda c: c.payload.url,
-        headers={"idempotency-key": "my-own", "authorization": "Basic bXk6b3du", "X-Kept": "yes"},
+        headers={"authorization": "Basic bXk6b3du", "X-Kept": "yes"},
         auth=bearer("CRM"),
     )
     .return_(lambda c: ok(None)),
@@ -466,7 +466,7 @@ def test_bearer_and_header_auth_come_from_the_apps_secret_resolver_at_delivery(
     assert "authorization" not in header_req.headers
 
 
-def test_a_steps_own_headers_do_not_duplicate_the_idempotency_key_or_the_auth_header(
+def test_a_steps_own_headers_do_not_duplicate_the_auth_header(
     make_app: Callable[..., App], user: User, receiver: Receiver
 ) -> None:
     app = make_app([f], secrets={"CRM": "tok-123"}.get)

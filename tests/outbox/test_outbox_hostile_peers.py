@@ -303,6 +303,8 @@ hook_headers = f.write_handler(
         ("Host", "internal.example", "$.to[0]", "is set by the HTTP client"),
         ("Connection", "close", "$.to[0]", "is set by the HTTP client"),
         ("Upgrade", "h2c", "$.to[0]", "is set by the HTTP client"),
+        ("Idempotency-Key", "order-7", "$.to[0]", "is set by the outbox: every attempt"),
+        ("idempotency-KEY", "order-7", "$.to[0]", "is set by the outbox: every attempt"),
     ],
     ids=[
         "crlf-value",
@@ -315,6 +317,8 @@ hook_headers = f.write_handler(
         "host",
         "connection",
         "upgrade",
+        "idempotency-key",
+        "idempotency-key-any-case",
     ],
 )
 def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
@@ -326,7 +330,9 @@ def test_a_webhook_header_no_http_request_can_carry_is_refused_at_dispatch(
     ``Content-Length`` made a request the receiver reads one way and a proxy another
     (request smuggling; the receiver here read the chunk framing as the JSON body), a
     ``Content-Length`` that is not the body's was retried to death, and ``Host`` sent the
-    request to another virtual host than its URL names."""
+    request to another virtual host than its URL names.  A step's own ``Idempotency-Key``
+    was replaced by the row's id without a word: the receiver got another key than the
+    step set."""
     app = app_on([f], clock=clock)
     failure = failure_of(app.dispatch(hook_headers, Letter([name], value), user=user), "validation_error")
     (problem,) = failure.details
@@ -438,12 +444,19 @@ def test_httpx_request_log_line_shows_the_url_masked(
 def test_a_stored_row_with_a_framing_header_is_sent_without_it(
     app_on: AppOn, user: User, clock: FakeClock, receiver: Receiver
 ) -> None:
-    """A row written before such headers were refused: delivery leaves them to the client."""
+    """A row written before such headers were refused: delivery leaves them to the client,
+    and the Idempotency-Key to the outbox (the row's id, as every attempt before sent)."""
     app = app_on([f], clock=clock)
     ok_data(app.dispatch(hook, Hook(receiver.url()), user=user))
-    framing = {"Transfer-Encoding": "chunked", "Content-Length": "5", "Host": "internal.example", "X-Note": "kept"}
+    framing = {
+        "Transfer-Encoding": "chunked",
+        "Content-Length": "5",
+        "Host": "internal.example",
+        "idempotency-key": "my-own",
+        "X-Note": "kept",
+    }
     with app.engine.begin() as conn:
-        (message,) = conn.execute(sa.select(outbox.c.message)).scalars()
+        row_id, message = conn.execute(sa.select(outbox.c.id, outbox.c.message)).one()
         conn.execute(sa.update(outbox).values(message={**message, "headers": framing}))
 
     assert app.run_worker(once=True)["sent"] == 1
@@ -452,6 +465,7 @@ def test_a_stored_row_with_a_framing_header_is_sent_without_it(
     assert "transfer-encoding" not in seen.headers and seen.headers["host"] == receiver.base.removeprefix("http://")
     assert seen.headers["content-length"] == str(len(seen.body)) and seen.headers["x-note"] == "kept"
     assert json.loads(seen.body) == {"n": 1}  # before, the chunk framing was read as the body
+    assert seen.all("Idempotency-Key") == [str(row_id)]
 
 
 @pytest.mark.parametrize("method", ["GET\r\nX-Evil: 1", "PO ST", "", "GET/"])

@@ -41,7 +41,7 @@ hook = f.write_handler(
     f.pipeline(Order)
     .send_webhook(
         url=lambda c: c.payload.url,
-        # A step's own header of a signature's name is replaced, as with Idempotency-Key.
+        # A step's own header of a signature's name is replaced, as an auth= header is.
         headers={"webhook-signature": "v1,forged", "X-Trace": "t-1"},
         body=lambda c: {"note": c.payload.note, "total": 12},
         auth=signed("HOOK_KEY"),

@@ -11,6 +11,7 @@ import json
 import logging
 import socket
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
@@ -730,17 +731,33 @@ def test_every_answer_before_the_body_reads_it_first(make_app: Callable[..., App
         server.close()
 
 
+def _answer(sock: socket.socket) -> bytes:
+    """One answer read off ``sock``: its head and as many bytes as its Content-Length says."""
+    received = b""
+    while b"\r\n\r\n" not in received:
+        received += sock.recv(65536)
+    head = received.partition(b"\r\n\r\n")[0]
+    length = int(next(line for line in head.split(b"\r\n") if line.lower().startswith(b"content-length:"))[15:])
+    while len(received.partition(b"\r\n\r\n")[2]) < length:
+        received += sock.recv(65536)
+    return received
+
+
 def test_a_body_declared_far_over_the_limit_is_answered_before_it_is_sent(make_app: Callable[..., App]) -> None:
-    """Nothing of it is read: not 10 GB announced, nor a body the client waits to send
-    until the server says continue.  The 413 comes, then the close."""
+    """Nothing of it is read first: not 10 GB announced, nor a body the client waits to send
+    until the server says continue.  The 413 comes, then (the client read it and left, or
+    sent nothing) the close."""
     ran: list[str] = []
     server = Served(asgi_app(make_app([_big_feature(ran)]), user=user_of, max_body=100))
     start = (
         b"POST /big/take HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer clerk-token\r\n"
         b"Content-Type: application/json\r\n"
     )
+    host, port = server.base.removeprefix("http://").split(":")
     try:
-        huge = _raw_exchange(server, start + b"Content-Length: 10000000000\r\n\r\n", b'{"text": "')
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(start + b"Content-Length: 10000000000\r\n\r\n" + b'{"text": "')
+            huge = _answer(sock)
         waiting = _raw_exchange(server, start + b"Content-Length: 101\r\nExpect: 100-continue\r\n\r\n")
         for answer in (huge, waiting):
             head, _, payload = answer.partition(b"\r\n\r\n")
@@ -748,6 +765,74 @@ def test_a_body_declared_far_over_the_limit_is_answered_before_it_is_sent(make_a
             assert b"connection: close" in head.lower()
             assert json.loads(payload)["message"] == "the body is larger than 100 bytes; send a smaller payload"
         assert b"100 Continue" not in waiting
+        assert ran == []
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("chunked", [False, True], ids=["declared", "chunked"])
+def test_a_body_too_long_to_drain_gets_its_413_before_the_close(make_app: Callable[..., App], chunked: bool) -> None:
+    """A body declared longer than the limit and 4 MiB, or passing that while it is read:
+    the 413 (``Connection: close``) goes out then, and the server goes on reading and
+    dropping up to 4 MiB more before it closes, so a client that reads only once it has
+    sent (``http.client``, urllib) can read it.  Before, the server closed at once on the
+    unread rest: the client's next send met a reset (urllib raised ``ConnectionResetError``
+    for a 6 MiB body, never reading the 413)."""
+    drain = 4 * 1024 * 1024
+    limit = 100
+    ran: list[str] = []
+    adapter = asgi_app(make_app([_big_feature(ran)]), user=user_of, max_body=limit)
+    after_answer: list[int] = []  # bytes of body the adapter read after its answer started
+    finished = threading.Event()
+
+    async def watched(scope: Any, receive: Any, send: Any) -> None:
+        async def receiving() -> Any:
+            message = await receive()
+            if after_answer and message["type"] == "http.request":
+                after_answer[0] += len(message.get("body", b""))
+            return message
+
+        async def sending(message: Any) -> None:
+            if message["type"] == "http.response.start":
+                after_answer.append(0)
+            await send(message)
+
+        try:
+            await adapter(scope, receiving, sending)
+        finally:
+            finished.set()
+
+    server = Served(watched)
+    host, port = server.base.removeprefix("http://").split(":")
+    head = (
+        b"POST /big/take HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer clerk-token\r\n"
+        b"Content-Type: application/json\r\n"
+    )
+
+    def framed(data: bytes) -> bytes:
+        return b"%x\r\n%s\r\n" % (len(data), data) if chunked else data
+
+    try:
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            if chunked:  # read to the limit and 4 MiB, then refused
+                sock.sendall(head + b"Transfer-Encoding: chunked\r\n\r\n" + framed(b"x" * (limit + drain + 1)))
+            else:
+                sock.sendall(head + b"Content-Length: %d\r\n\r\n" % (limit + 3 * drain))
+            answer = _answer(sock)
+            for _ in range(4):  # 4 MiB more, still taken: no reset
+                sock.sendall(framed(b"x" * (drain // 4)))
+        assert finished.wait(30), "the adapter did not end when the client left"
+        status, _, body = answer.partition(b"\r\n\r\n")
+        assert status.startswith(b"HTTP/1.1 413 ") and b"connection: close" in status.lower(), answer[:300]
+        assert json.loads(body)["code"] == "payload_too_large"
+        assert after_answer == [drain]
+        # Past those 4 MiB the rest is left unread: the close comes, and the client's send meets it.
+        with socket.create_connection((host, int(port)), timeout=30) as sock:
+            sock.sendall(head + b"Content-Length: %d\r\n\r\n" % (limit + 64 * drain))
+            _answer(sock)
+            with pytest.raises(OSError):  # a reset, or the broken pipe it leaves
+                for _ in range(64):
+                    sock.sendall(b"x" * drain)
         assert ran == []
     finally:
         server.close()

@@ -157,7 +157,8 @@ class SendWebhook(Step):
 
 def _http_header_problems(headers: Mapping[object, object], payload: object) -> list[Problem]:
     """Headers no HTTP request can carry (a line break, a non-ASCII character, a name that is
-    no token), that only the HTTP client may set (``CLIENT_HEADERS``), or more of them than
+    no token), that only the HTTP client may set (``CLIENT_HEADERS``) or the outbox sets
+    (``Idempotency-Key``: one key a row, the same on each attempt), or more of them than
     a receiver takes (``HEADERS_MAX``): refused when the row would be written, not tried
     until it is dead (or sent as a smuggled request)."""
     problems: list[Problem] = []
@@ -166,6 +167,10 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
             offending, message = name, "is not an HTTP header name (letters, digits and !#$%&'*+-.^_`|~)"
         elif str(name).lower() in CLIENT_HEADERS:
             offending, message = name, "is set by the HTTP client (framing, routing and hop-by-hop headers)"
+        elif str(name).lower() == "idempotency-key":
+            # Was replaced by the row's id without a word: a step that set its own (an
+            # order number for the receiver to deduplicate on) saw another key arrive.
+            offending, message = name, _OWN_KEY
         elif value is None or isinstance(value, bool | bytes | bytearray | Mapping | list | tuple | set | frozenset):
             # Their text is no one's header: "None", "True", a base64 or a Python repr.
             offending, message = value, f"is not an HTTP header value (a text or a number), not {type(value).__name__}"
@@ -186,6 +191,11 @@ def _http_header_problems(headers: Mapping[object, object], payload: object) -> 
 
 
 _HEADERS: Final = f"{outbox.name}.message.headers"
+_OWN_KEY: Final = (
+    "is set by the outbox: every attempt of the webhook carries its row's id as the Idempotency-Key, "
+    "the same on each retry; leave this header out (a receiver that deduplicates on your own key "
+    "reads it from the body or another header)"
+)
 
 
 def _enqueue(

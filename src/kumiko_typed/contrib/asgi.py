@@ -18,6 +18,8 @@ carries none (``401 unauthenticated``; the handler does not run).
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import enum
 import functools
 import inspect
@@ -125,10 +127,12 @@ def asgi_app(
     held in memory whole, three times (bytes, text and parsed).  The refused rest is read
     and dropped (up to 4 MiB more, never kept) so the client reads its ``413``: a server
     that closes on unread bytes sends a reset that can destroy the answer before the client
-    reads it.  A body declared longer than that, or sent after ``Expect: 100-continue``, is
-    answered at once and its connection closed.  Every other answer given before the body
-    (no user, a bad header, no such path or method) reads and drops it first too, to the
-    same length, and leaves a longer one to the server."""
+    reads it.  A body declared longer than that, or passing it while read, is answered then
+    (``Connection: close``) and up to 4 MiB more read and dropped before the close; one held
+    back after ``Expect: 100-continue`` is answered at once and its connection closed.
+    Every other answer given before the body (no user, a bad header, no such path or
+    method) reads and drops it first too, to the same length, and leaves a longer one to the
+    server."""
     # Typed, but a caller without a checker passing the features, or a user that is no
     # function, met an AttributeError here or a 500 at every request.
     if not isinstance(app, App):
@@ -208,6 +212,10 @@ class _Adapter:
                 found = await found
         except Exception as exc:
             return _crash("the user dependency", exc)
+        except asyncio.CancelledError as exc:
+            if _cancelling():
+                raise
+            return _crash("the user dependency", exc)
         if found is None:
             failure = fail("unauthenticated", "the request carries no user; sign in and send it again")
             return _failure(failure, self.challenge)
@@ -234,7 +242,7 @@ class _Adapter:
         if body is None:
             return None
         if isinstance(body, _Refused):
-            return _too_large(self.max_body, close=body is _Refused.UNREAD)
+            return _too_large(self.max_body, body, request)
         data = _json_body(body)
         if isinstance(data, Failure):
             return _failure(data)
@@ -306,9 +314,11 @@ _DRAIN: Final = 4 * 1024 * 1024
 
 
 class _Refused(enum.Enum):
-    """A body over the limit: read to its end and dropped, or left unread."""
+    """A body over the limit: read to its end and dropped, not sent yet (the client waits to
+    be told to continue), or too long to drain (its rest unread)."""
 
     DRAINED = "drained"
+    WAITING = "waiting"
     UNREAD = "unread"
 
 
@@ -327,21 +337,34 @@ async def _body(request: Request, limit: int, sent_to: str, *, keep: bool = True
     (``b""``: read to its end).  ``None``: the client went away before its body ended
     (logged naming ``sent_to``, the handler or path the body was sent to)."""
     declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit and (_waiting(request) or int(declared) > limit + _DRAIN):
-        return _Refused.UNREAD  # nothing sent yet, or too much to drain
-    chunks: list[bytes] = []
-    size = 0
+    if declared.isdigit() and int(declared) > limit:
+        if _waiting(request):
+            return _Refused.WAITING
+        if int(declared) > limit + _DRAIN:
+            return _Refused.UNREAD
     try:
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit + _DRAIN:
-                return _Refused.UNREAD
-            if keep and size <= limit:
-                chunks.append(chunk)
+        chunks, size = await _read(request, limit if keep else 0, limit + _DRAIN)
     except ClientDisconnect:  # a client's own choice, not the server's error
         logger.debug("the client of %s closed the connection before its body ended", sent_to)
         return None
+    if size > limit + _DRAIN:
+        return _Refused.UNREAD
     return _Refused.DRAINED if size > limit else b"".join(chunks)
+
+
+async def _read(request: Request, keep: int, stop: int) -> tuple[list[bytes], int]:
+    """The chunks of the body's first ``keep`` bytes, and how much was read: to the body's
+    end, or until more than ``stop`` bytes came (the rest is left unread).  Raises
+    ``ClientDisconnect`` when the client went away first."""
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > stop:
+            break
+        if size <= keep:
+            chunks.append(chunk)
+    return chunks, size
 
 
 async def _before_body(request: Request, limit: int, response: Response) -> Response | None:
@@ -457,19 +480,59 @@ def _not_allowed(method: str) -> Response:
     return Response(_dumps(body), 405, {"Allow": method}, media_type=_JSON)
 
 
-def _too_large(limit: int, *, close: bool) -> Response:
-    """413, like 405 an HTTP answer with no Failure code of the library's.  ``close`` when
-    the rest of the body was left unread: the connection cannot carry another request."""
+def _too_large(limit: int, refused: _Refused, request: Request) -> Response:
+    """413, like 405 an HTTP answer with no Failure code of the library's.  With the rest of
+    the body unread the connection cannot carry another request: ``Connection: close``, and
+    sent before the close as :class:`_Lingering` unless the client sent nothing yet."""
     message = f"the body is larger than {limit} bytes; send a smaller payload"
-    body = {"code": "payload_too_large", "message": message, "details": None}
-    return Response(_dumps(body), 413, {"Connection": "close"} if close else None, media_type=_JSON)
+    body = _dumps({"code": "payload_too_large", "message": message, "details": None})
+    if refused is _Refused.DRAINED:
+        return Response(body, 413, media_type=_JSON)
+    if refused is _Refused.WAITING:
+        return Response(body, 413, {"Connection": "close"}, media_type=_JSON)
+    return _Lingering(body, request)
 
 
-def _crash(where: str, exc: Exception) -> Response:
+class _Lingering(Response):
+    """A closing 413 sent whole while the client may still be sending, then up to ``_DRAIN``
+    more bytes read and dropped before the response ends and the server closes: a client
+    that reads only once its body is sent (``http.client``, urllib) reads the answer, if
+    the rest fits, instead of a reset.  Before, the server closed at once on the unread
+    bytes, and the reset destroyed the 413 before such a client read it (urllib saw
+    ``ConnectionResetError`` for a 6 MiB body).  A longer rest still meets the reset: a
+    server that read a refused body to its end, however long, would be anyone's sink."""
+
+    def __init__(self, body: bytes, request: Request) -> None:
+        super().__init__(body, 413, {"Connection": "close"}, media_type=_JSON)
+        self.request = request
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await send({"type": "http.response.start", "status": self.status_code, "headers": self.raw_headers})
+        await send({"type": "http.response.body", "body": self.body, "more_body": True})
+        with contextlib.suppress(ClientDisconnect):  # it read the answer and left, as asked
+            await _read(self.request, 0, _DRAIN)
+        await send({"type": "http.response.body", "body": b""})
+
+
+def _cancelling() -> bool:
+    """Whether the task serving the request is being cancelled (the server shutting down,
+    a timeout middleware): a ``CancelledError`` is then that cancellation and goes on up,
+    never answered.  One that nothing asked for (a dependency that awaited a future someone
+    else cancelled, or raised it, in its thread too) is that code's exception: before, it
+    escaped the adapter as a plain-text 500 with the server's traceback.  Under another
+    event loop than asyncio's (trio), asyncio's ``CancelledError`` is never the task's own."""
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:  # no asyncio loop runs this
+        return False
+    return task is not None and task.cancelling() > 0
+
+
+def _crash(where: str, exc: BaseException) -> Response:
     return _internal(f"{where} raised {type(exc).__name__}", exc)
 
 
-def _internal(what: str, exc: Exception | None = None) -> Response:
+def _internal(what: str, exc: BaseException | None = None) -> Response:
     """500 ``internal_error``: ``what`` went wrong, under an error id that the log (with the
     traceback of ``exc``) names too."""
     error_id = uuid.uuid4().hex
