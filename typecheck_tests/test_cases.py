@@ -188,6 +188,24 @@ def test_an_arm_that_returns_no_sub_pipeline_says_what_to_return(plugin_run: tup
     assert not repeats, repeats
 
 
+def test_a_payload_of_another_class_names_both_types(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy said ``Cannot infer value of type parameter "P" of "dispatch" of "App"``; the payload
+    type is now read off the handler, so mypy's own error names both (errors_app_payloads.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_app_payloads.py:") and ": error: " in line
+    }
+    expected = 'Argument 2 to "{}" of "App" has incompatible type "{}"; expected "Order"  [arg-type]'
+    assert said == {
+        20: expected.format("dispatch", "SignedUp"),
+        21: expected.format("query", "SignedUp"),
+        22: expected.format("start_workflow", "SignedUp"),
+        23: expected.format("start_workflow", "None"),
+    }, said
+
+
 def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
     """A resolver refused for what it returns, or for how many parameters it takes, is one
     ``arg-type`` error naming the step, the resolver and what to give instead (mypy said it

@@ -28,6 +28,7 @@ from ._features import (
     loops,
     one_sided,
     open_steps,
+    payloads,
     placement,
     read_rows,
     readonly_steps,
@@ -170,6 +171,7 @@ _SIGNATURE_HOOKS: dict[str, SignatureHook] = {
         ctx._replace(default_signature=registration.accept_other_pipelines(ctx))
     ),
     f"{FEATURE}.query_handler": registration.accept_unfinished,
+    **dict.fromkeys(payloads.APP_METHODS, payloads.payload_of_handler),
 }
 
 
