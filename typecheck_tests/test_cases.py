@@ -206,6 +206,23 @@ def test_a_payload_of_another_class_names_both_types(plugin_run: tuple[set[Findi
     }, said
 
 
+def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Finding], str]) -> None:
+    """A wait_for_event whose key= and event_key= return types no two values of which are
+    equal matched no event and timed out, with no error anywhere (errors_workflow_waits.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line
+    }
+    message = (
+        'event_key= of step "wait_for_event" returns "{}" and key= returns "{}", which are never equal: the run '
+        "waits for an event whose event_key(e) == key(c), so it would match none and time out; return the same "
+        "type from both (a UUID and its text are not equal)  [arg-type]"
+    )
+    assert said == {47: message.format("str", "UUID"), 48: message.format("list[UUID]", "tuple[UUID]")}, said
+
+
 def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
     """A resolver refused for what it returns, or for how many parameters it takes, is one
     ``arg-type`` error naming the step, the resolver and what to give instead (mypy said it

@@ -40,6 +40,7 @@ from ._features import (
     start,
     step_keys,
     updates,
+    wait_keys,
 )
 from ._lambda_errors import keeping_lambda_errors
 from ._names import FEATURE, SOME_STEPS, method
@@ -103,6 +104,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(partial(read_rows.hint, rule.method))
             if rule.kind == "aggregate.update":
                 hooks += [updates.check_lock, updates.name_columns]
+            if rule.kind == "workflow.wait_for_event":
+                hooks.append(wait_keys.check)
             if builder.workflow:
                 hooks.append(sibling_names.check)
             if rule.key == "name":

@@ -74,6 +74,7 @@ __all__ = [
     "msg_unknown_capability",
     "msg_unknown_member_value",
     "msg_unknown_step",
+    "msg_wait_keys",
     "msg_workflow_only",
     "msg_workflow_pipeline",
     "resolver_parameter",
@@ -667,6 +668,16 @@ def msg_resolver_parameters(method: str, argument: str, count: int) -> str:
     name, what = resolver_parameter(argument)
     takes = "no parameter" if count == 0 else f"{count} parameters"
     return f"{_resolver(method, argument)} takes {takes}, but the step calls it with one, {what}: lambda {name}: ..."
+
+
+def msg_wait_keys(key: str, event_key: str) -> str:
+    """``key=`` and ``event_key=`` of a ``wait_for_event`` returning types no two values of
+    which are equal: the run would wait for an event that never matches, until its timeout."""
+    return (
+        f'event_key= of step "wait_for_event" returns "{event_key}" and key= returns "{key}", '
+        "which are never equal: the run waits for an event whose event_key(e) == key(c), so it would "
+        "match none and time out; return the same type from both (a UUID and its text are not equal)"
+    )
 
 
 def msg_not_a_select(method: str, returned: str) -> str:

@@ -39,3 +39,15 @@ ended = shop.workflow(
     .return_(lambda c: ok(c.steps["verified"] is not None)),
 )
 reveal_type(ended)  # R: kumiko_typed._feature.Workflow[_models.Order, bool] # PR: Workflow[Order, bool]
+
+# key= and event_key= returning types no two values of which are equal: the run would match
+# no event and time out (the plugin only: pyright and the App cannot tell).
+keyed = (
+    shop.workflow_pipeline(Order)
+    .wait_for_event("by_text", EmailVerified, key=lambda c: c.payload.id, event_key=lambda e: str(e.user_id), timeout="P1D")  # E: arg-type
+    .wait_for_event("by_list", EmailVerified, key=lambda c: (c.payload.id,), event_key=lambda e: [e.user_id], timeout="P1D")  # E: arg-type
+    # Values that may be equal are no error: 1 and 1.0 match, as do True and 1, a key and None.
+    .wait_for_event("number", EmailVerified, key=lambda c: len(c.payload.lines), event_key=lambda e: 1.0, timeout="P1D")
+    .wait_for_event("flag", EmailVerified, key=lambda c: True, event_key=lambda e: 1, timeout="P1D")
+    .wait_for_event("maybe", EmailVerified, key=lambda c: c.payload.id if c.payload.note else None, event_key=lambda e: e.user_id, timeout="P1D")
+)

@@ -19,7 +19,11 @@ from mypy.typeops import get_all_type_vars
 from mypy.types import AnyType, CallableType, Instance, TypeVarType, get_proper_type
 
 #: The ``App`` methods whose first argument is a handler (or workflow) and second its payload.
-APP_METHODS: Final = ("kumiko_typed._app.App.dispatch", "kumiko_typed._app.App.query", "kumiko_typed._app.App.start_workflow")
+APP_METHODS: Final = (
+    "kumiko_typed._app.App.dispatch",
+    "kumiko_typed._app.App.query",
+    "kumiko_typed._app.App.start_workflow",
+)
 
 
 def payload_of_handler(ctx: MethodSigContext) -> CallableType:
