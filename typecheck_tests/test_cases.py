@@ -220,7 +220,7 @@ def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Findin
         "waits for an event whose event_key(e) == key(c), so it would match none and time out; return the same "
         "type from both (a UUID and its text are not equal)  [arg-type]"
     )
-    assert said == {47: message.format("str", "UUID"), 48: message.format("list[UUID]", "tuple[UUID]")}, said
+    assert said == {50: message.format("str", "UUID"), 51: message.format("list[UUID]", "tuple[UUID]")}, said
 
 
 def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
@@ -272,6 +272,7 @@ def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], st
         "b to add steps to: lambda b: ...  [arg-type]",
         (shapes, 69): 'event_key= of step "wait_for_event" takes no parameter, but the step calls it with one, the '
         "event e: lambda e: ...  [arg-type]",
+        (shapes, 91): 'The resolver of step "compute" takes keyword-only parameters alone' + context,
     }
     for at, message in want.items():
         assert said[at] == [message], (at, said.get(at))

@@ -21,7 +21,9 @@ from ._features import (
     bodies,
     branches,
     capabilities,
+    durations,
     enum_keys,
+    given_names,
     key_gets,
     key_typos,
     loop_items,
@@ -106,6 +108,10 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks += [updates.check_lock, updates.name_columns]
             if rule.kind == "workflow.wait_for_event":
                 hooks.append(wait_keys.check)
+            if rule.method in durations.ARGUMENTS:
+                hooks.append(partial(durations.check, rule.method))
+            if rule.method in given_names.METHODS:
+                hooks.append(partial(given_names.refuse_empty, rule.method))
             if builder.workflow:
                 hooks.append(sibling_names.check)
             if rule.key == "name":

@@ -1,10 +1,13 @@
-"""``wait_for_event`` ending the pipeline given to ``feature.workflow``: its ``event_key=``
-is checked against the awaited event in both checkers.  pyright solved the step's type
-variables from the type ``workflow`` expected of the pipeline first, which was
+"""Waits of a workflow.  ``wait_for_event`` ending the pipeline given to ``feature.workflow``:
+its ``event_key=`` is checked against the awaited event in both checkers (pyright solved the
+step's type variables from the type ``workflow`` expected of the pipeline first, which was
 ``WorkflowPipeline[P, Any, Any, Any]``: the event became ``Any`` and a misspelt attribute
-passed."""
+passed).  With the plugin: ``key=`` and ``event_key=`` that are never equal, and a duration
+text the App's boot refuses (test_cases.py checks the arg-type messages)."""
 
 from __future__ import annotations
+
+from typing import Final
 
 from kumiko_typed import Feature, manual, ok
 
@@ -50,4 +53,16 @@ keyed = (
     .wait_for_event("number", EmailVerified, key=lambda c: len(c.payload.lines), event_key=lambda e: 1.0, timeout="P1D")
     .wait_for_event("flag", EmailVerified, key=lambda c: True, event_key=lambda e: 1, timeout="P1D")
     .wait_for_event("maybe", EmailVerified, key=lambda c: c.payload.id if c.payload.note else None, event_key=lambda e: e.user_id, timeout="P1D")
+)
+
+# A duration text the App's boot refuses, read with the boot's grammar (pyright sees a str).
+HOURLY: Final = "1h"
+timed = (
+    shop.workflow_pipeline(Order)
+    .wait("1h")  # E: kumiko-duration  # M: duration= of step "wait": '1h' is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)
+    .wait(HOURLY)  # E: kumiko-duration  # M: duration= of step "wait": '1h' is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)
+    .wait("P1M")  # E: kumiko-duration  # M: duration= of step "wait": 'P1M' is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)
+    .wait(" pt30m ", name="spaced")
+    .wait_for_event("late", EmailVerified, key=lambda c: c.payload.id, event_key=lambda e: e.user_id, timeout="7 days")  # E: kumiko-duration  # M: timeout= of step "wait_for_event": '7 days' is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)
+    .branch(when=lambda c: True, on_true=lambda b: b.wait("P99999999999D"))  # E: kumiko-duration  # M: duration= of step "wait": 'P99999999999D' is longer than the longest duration, 999999999 days
 )

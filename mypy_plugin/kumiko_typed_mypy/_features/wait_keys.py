@@ -19,18 +19,19 @@ from mypy.types import CallableType, Type, get_proper_type
 
 from .._rules import rules
 from .._typeops.args import arg_expr, arg_type
-from .._typeops.callbacks import each_called, passed, returned
+from .._typeops.callbacks import each_called, passed, returned, wrong_count
 from .._typeops.reported import fail
 
 
 def _result(ctx: MethodContext, name: str) -> Type | None:
     """What resolver ``name`` returns; ``None`` for a value given where the function belongs
-    (mypy's own error says so)."""
+    (mypy's own error says so) or a function of another number of parameters
+    (``resolvers.explain_parameters`` says so)."""
     given = arg_type(ctx, name)
     if given is None:
         return None
     called = each_called(get_proper_type(given), passed(ctx, name))
-    if not called or not all(isinstance(fn, CallableType) for fn in called):
+    if not called or not all(isinstance(fn, CallableType) and wrong_count(fn) is None for fn in called):
         return None
     return returned(ctx, name)
 
