@@ -223,6 +223,22 @@ def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Findin
     assert said == {50: message.format("str", "UUID"), 51: message.format("list[UUID]", "tuple[UUID]")}, said
 
 
+def test_call_feature_given_no_write_handler_says_what_it_takes(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy said ``expected "WriteHandler[Order, Never]"``, a ``Never`` nobody wrote
+    (errors_called_handlers.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_called_handlers.py:") and ": error: " in line
+    }
+    message = (
+        'handler= of step "call_feature" is "{}"; it must be a write handler (feature.write_handler(...)), which '
+        "runs in this transaction; the step's key holds its ok(...) data  [arg-type]"
+    )
+    assert said == {18: message.format("QueryHandler[Order, int]"), 19: message.format("Workflow[Order, None]")}, said
+
+
 def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
     """A resolver refused for what it returns, or for how many parameters it takes, is one
     ``arg-type`` error naming the step, the resolver and what to give instead (mypy said it

@@ -20,6 +20,7 @@ from ._features import (
     arm_narrowing,
     bodies,
     branches,
+    called_handlers,
     capabilities,
     durations,
     enum_keys,
@@ -106,6 +107,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(partial(read_rows.hint, rule.method))
             if rule.kind == "aggregate.update":
                 hooks += [updates.check_lock, updates.name_columns]
+            if rule.kind == "call_feature":
+                hooks.append(called_handlers.explain)
             if rule.kind == "workflow.wait_for_event":
                 hooks.append(wait_keys.check)
             if rule.method in durations.ARGUMENTS:

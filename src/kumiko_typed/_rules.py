@@ -50,6 +50,7 @@ __all__ = [
     "msg_ambiguous_name",
     "msg_async_iterator_resolver",
     "msg_async_resolver",
+    "msg_call_feature_handler",
     "msg_duplicate_step",
     "msg_empty_given_name",
     "msg_empty_step_name",
@@ -709,6 +710,14 @@ def msg_resolver_parameters(method: str, argument: str, count: int, *, keyword_o
     if count == 0 and keyword_only:
         takes = "keyword-only parameters alone"
     return f"{_resolver(method, argument)} takes {takes}, but the step calls it with one, {what}: lambda {name}: ..."
+
+
+def msg_call_feature_handler(given: str) -> str:
+    """``call_feature`` given a query handler, a workflow or a pipeline for ``handler=``."""
+    return (
+        f'handler= of step "call_feature" is "{given}"; it must be a write handler '
+        "(feature.write_handler(...)), which runs in this transaction; the step's key holds its ok(...) data"
+    )
 
 
 def msg_wait_keys(key: str, event_key: str) -> str:
