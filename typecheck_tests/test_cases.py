@@ -188,6 +188,57 @@ def test_an_arm_that_returns_no_sub_pipeline_says_what_to_return(plugin_run: tup
     assert not repeats, repeats
 
 
+def test_a_payload_of_another_class_names_both_types(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy said ``Cannot infer value of type parameter "P" of "dispatch" of "App"``; the payload
+    type is now read off the handler, so mypy's own error names both (errors_app_payloads.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_app_payloads.py:") and ": error: " in line
+    }
+    expected = 'Argument 2 to "{}" of "App" has incompatible type "{}"; expected "Order"  [arg-type]'
+    assert said == {
+        20: expected.format("dispatch", "SignedUp"),
+        21: expected.format("query", "SignedUp"),
+        22: expected.format("start_workflow", "SignedUp"),
+        23: expected.format("start_workflow", "None"),
+    }, said
+
+
+def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Finding], str]) -> None:
+    """A wait_for_event whose key= and event_key= return types no two values of which are
+    equal matched no event and timed out, with no error anywhere (errors_workflow_waits.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line
+    }
+    message = (
+        'event_key= of step "wait_for_event" returns "{}" and key= returns "{}", which are never equal: the run '
+        "waits for an event whose event_key(e) == key(c), so it would match none and time out; return the same "
+        "type from both (a UUID and its text are not equal)  [arg-type]"
+    )
+    assert said == {50: message.format("str", "UUID"), 51: message.format("list[UUID]", "tuple[UUID]")}, said
+
+
+def test_call_feature_given_no_write_handler_says_what_it_takes(plugin_run: tuple[set[Finding], str]) -> None:
+    """mypy said ``expected "WriteHandler[Order, Never]"``, a ``Never`` nobody wrote
+    (errors_called_handlers.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_called_handlers.py:") and ": error: " in line
+    }
+    message = (
+        'handler= of step "call_feature" is "{}"; it must be a write handler (feature.write_handler(...)), which '
+        "runs in this transaction; the step's key holds its ok(...) data  [arg-type]"
+    )
+    assert said == {18: message.format("QueryHandler[Order, int]"), 19: message.format("Workflow[Order, None]")}, said
+
+
 def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], str]) -> None:
     """A resolver refused for what it returns, or for how many parameters it takes, is one
     ``arg-type`` error naming the step, the resolver and what to give instead (mypy said it
@@ -237,6 +288,7 @@ def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], st
         "b to add steps to: lambda b: ...  [arg-type]",
         (shapes, 69): 'event_key= of step "wait_for_event" takes no parameter, but the step calls it with one, the '
         "event e: lambda e: ...  [arg-type]",
+        (shapes, 91): 'The resolver of step "compute" takes keyword-only parameters alone' + context,
     }
     for at, message in want.items():
         assert said[at] == [message], (at, said.get(at))

@@ -20,14 +20,18 @@ from ._features import (
     arm_narrowing,
     bodies,
     branches,
+    called_handlers,
     capabilities,
+    durations,
     enum_keys,
+    given_names,
     key_gets,
     key_typos,
     loop_items,
     loops,
     one_sided,
     open_steps,
+    payloads,
     placement,
     read_rows,
     readonly_steps,
@@ -39,6 +43,7 @@ from ._features import (
     start,
     step_keys,
     updates,
+    wait_keys,
 )
 from ._lambda_errors import keeping_lambda_errors
 from ._names import FEATURE, SOME_STEPS, method
@@ -102,6 +107,14 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(partial(read_rows.hint, rule.method))
             if rule.kind == "aggregate.update":
                 hooks += [updates.check_lock, updates.name_columns]
+            if rule.kind == "call_feature":
+                hooks.append(called_handlers.explain)
+            if rule.kind == "workflow.wait_for_event":
+                hooks.append(wait_keys.check)
+            if rule.method in durations.ARGUMENTS:
+                hooks.append(partial(durations.check, rule.method))
+            if rule.method in given_names.METHODS:
+                hooks.append(partial(given_names.refuse_empty, rule.method))
             if builder.workflow:
                 hooks.append(sibling_names.check)
             if rule.key == "name":
@@ -170,6 +183,7 @@ _SIGNATURE_HOOKS: dict[str, SignatureHook] = {
         ctx._replace(default_signature=registration.accept_other_pipelines(ctx))
     ),
     f"{FEATURE}.query_handler": registration.accept_unfinished,
+    **dict.fromkeys(payloads.APP_METHODS, payloads.payload_of_handler),
 }
 
 

@@ -429,7 +429,7 @@ def _given_name_problem(step: Step) -> str | None:
     if not isinstance(name, str):
         return f'name= of step "{method}" must be a string, not {type(name).__name__}'
     if not name:
-        return f'name= of step "{method}" is empty; give it a name such as "cool-off", or leave name= out'
+        return _rules.msg_empty_given_name(method)
     return None
 
 

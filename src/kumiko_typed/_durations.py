@@ -1,36 +1,27 @@
 """ISO-8601 durations (``P1D``, ``PT30M``, ``P1DT2H``, ``P2W``) as ``timedelta``.
 
-Years and months are refused: their length depends on the date, and a wait's
-length must not.
+The grammar and its refusals are the rule table's (``_rules.DURATION``), which the mypy
+plugin reads too: a literal text that is no duration is an error there as at boot.
 """
 
 from __future__ import annotations
 
 import functools
 import math
-import re
 from datetime import timedelta
 
-__all__ = ["as_timedelta", "parse_duration", "positive_seconds"]
+from ._rules import DURATION, duration_problem
 
-_DURATION = re.compile(
-    r"^P(?:(?P<weeks>\d+(?:\.\d+)?)W)?(?:(?P<days>\d+(?:\.\d+)?)D)?"
-    r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
-)
+__all__ = ["as_timedelta", "parse_duration", "positive_seconds"]
 
 
 @functools.lru_cache(maxsize=256)  # a wait step's duration is parsed at every run it suspends
 def parse_duration(text: str) -> timedelta:
-    match = _DURATION.match(text.strip().upper())
-    if match is None or text.strip().upper() in ("P", "PT") or text.strip().upper().endswith("T"):
-        raise ValueError(
-            f"{text!r} is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)"
-        )
-    parts = {k: float(v) for k, v in match.groupdict().items() if v is not None}
-    try:
-        return timedelta(**parts)
-    except OverflowError:  # else a bare "Python int too large to convert to C int" out of App(...)
-        raise ValueError(f"{text!r} is longer than the longest duration, {timedelta.max.days} days") from None
+    problem = duration_problem(text)
+    match = DURATION.match(text.strip().upper())
+    if problem is not None or match is None:
+        raise ValueError(problem)
+    return timedelta(**{k: float(v) for k, v in match.groupdict().items() if v is not None})
 
 
 def as_timedelta(value: timedelta | str) -> timedelta:

@@ -33,6 +33,10 @@ E = TypeVar("E")
 # "any result"), and covariant, so that every ``Workflow[P, D]`` is a ``Workflow[P]``.
 R = DefaultTypeVar("R", covariant=True, default=object)
 V = TypeVar("V")
+# A workflow pipeline's keys, scope and capabilities, taken as they are (see ``workflow``).
+_S = TypeVar("_S")
+_Sc = TypeVar("_Sc")
+_C = TypeVar("_C", bound=str)
 
 
 class _Named(Generic[P]):
@@ -275,7 +279,10 @@ class Feature(Generic[C]):
         name: str,
         *,
         trigger: Trigger[P],
-        pipeline: WorkflowPipeline[P, Any, Any, Any],
+        # Type variables, not Any: pyright solves a step's type variables from the type
+        # expected of its result first, and WorkflowPipeline[P, Any, ...] made the event
+        # wait_for_event hands event_key= Any when that step ends the pipeline.
+        pipeline: WorkflowPipeline[P, _S, _Sc, _C],
         renamed: Mapping[str, str] | None = None,
         fill: Mapping[str, Callable[[Mapping[str, Any]], object]] | None = None,
     ) -> Workflow[P, None]: ...

@@ -9,7 +9,9 @@ but the standard library.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import Final, Literal
 
 __all__ = [
@@ -17,6 +19,7 @@ __all__ = [
     "BUILDER_RULES",
     "CODE_ASYNC_RESOLVER",
     "CODE_DUPLICATE_STEP",
+    "CODE_DURATION",
     "CODE_FOREIGN_PIPELINE",
     "CODE_NO_RETURN",
     "CODE_OPTIMISTIC_LOCK",
@@ -29,6 +32,7 @@ __all__ = [
     "CODE_UNKNOWN_KEY",
     "CODE_WORKFLOW_ONLY",
     "CODE_WORKFLOW_PIPELINE",
+    "DURATION",
     "ERROR_CODES",
     "FRAMEWORK_COLUMNS",
     "READ_ONLY_KINDS",
@@ -41,11 +45,14 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "duration_problem",
     "fixes_result",
     "msg_ambiguous_name",
     "msg_async_iterator_resolver",
     "msg_async_resolver",
+    "msg_call_feature_handler",
     "msg_duplicate_step",
+    "msg_empty_given_name",
     "msg_empty_step_name",
     "msg_enum_typed_name",
     "msg_fill_key",
@@ -74,6 +81,7 @@ __all__ = [
     "msg_unknown_capability",
     "msg_unknown_member_value",
     "msg_unknown_step",
+    "msg_wait_keys",
     "msg_workflow_only",
     "msg_workflow_pipeline",
     "resolver_parameter",
@@ -237,6 +245,7 @@ CODE_FILL: Final = "kumiko-fill"
 CODE_RENAMED: Final = "kumiko-renamed"
 CODE_WORKFLOW_PIPELINE: Final = "kumiko-workflow-pipeline"
 CODE_UNKNOWN_KEY: Final = "kumiko-unknown-key"
+CODE_DURATION: Final = "kumiko-duration"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -255,7 +264,33 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
     CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
     CODE_UNKNOWN_KEY: "c.steps.get(...), c.scope.get(...) or an `in` test of a key no step (or loop) produced.",
+    CODE_DURATION: "A wait's duration or a wait_for_event's timeout written as a text that is no ISO-8601 duration.",
 }
+
+
+#: An ISO-8601 duration (``P1D``, ``PT30M``, ``P1DT2H``, ``P2W``).  Years and months are
+#: refused: their length depends on the date, and a wait's length must not.
+DURATION: Final = re.compile(
+    r"^P(?:(?P<weeks>\d+(?:\.\d+)?)W)?(?:(?P<days>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<hours>\d+(?:\.\d+)?)H)?(?:(?P<minutes>\d+(?:\.\d+)?)M)?(?:(?P<seconds>\d+(?:\.\d+)?)S)?)?$"
+)
+
+
+def duration_problem(text: str) -> str | None:
+    """Why ``text`` is no duration a wait may take, or ``None``: here so that the App's boot
+    (through ``_durations.parse_duration``) and the plugin, which reads a literal text, say it
+    alike."""
+    upper = text.strip().upper()
+    match = DURATION.match(upper)
+    if match is None or upper in ("P", "PT") or upper.endswith("T"):
+        return (
+            f"{text!r} is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)"
+        )
+    try:
+        timedelta(**{k: float(v) for k, v in match.groupdict().items() if v is not None})
+    except OverflowError:  # else a bare "Python int too large to convert to C int" out of App(...)
+        return f"{text!r} is longer than the longest duration, {timedelta.max.days} days"
+    return None
 
 
 def allows(builder: str, kind: str) -> bool:
@@ -355,6 +390,11 @@ def msg_empty_step_name(method: str) -> str:
     if method == "for_each":
         return f'The name of step "{method}" is empty; name the item it puts in c.scope, e.g. "line"'
     return f'The name of step "{method}" is empty; name the key it adds, e.g. "total"'
+
+
+def msg_empty_given_name(method: str) -> str:
+    """An empty ``name=`` of a wait, a branch or a retry: a stored run finds its step by it."""
+    return f'name= of step "{method}" is empty; give it a name such as "cool-off", or leave name= out'
 
 
 def msg_fill_key(key: str) -> str:
@@ -661,12 +701,33 @@ def resolver_parameter(argument: str) -> tuple[str, str]:
     return "c", "the context c (c.payload, c.steps)"
 
 
-def msg_resolver_parameters(method: str, argument: str, count: int) -> str:
+def msg_resolver_parameters(method: str, argument: str, count: int, *, keyword_only: bool = False) -> str:
     """A lambda or function of no or several parameters, where the step calls it with one: mypy
-    said it cannot infer the lambda's type, and showed the callable type expected."""
+    said it cannot infer the lambda's type, and showed the callable type expected.  One whose
+    parameters are all keyword-only (``lambda *, c: ...``) has some, none the step can pass."""
     name, what = resolver_parameter(argument)
     takes = "no parameter" if count == 0 else f"{count} parameters"
+    if count == 0 and keyword_only:
+        takes = "keyword-only parameters alone"
     return f"{_resolver(method, argument)} takes {takes}, but the step calls it with one, {what}: lambda {name}: ..."
+
+
+def msg_call_feature_handler(given: str) -> str:
+    """``call_feature`` given a query handler, a workflow or a pipeline for ``handler=``."""
+    return (
+        f'handler= of step "call_feature" is "{given}"; it must be a write handler '
+        "(feature.write_handler(...)), which runs in this transaction; the step's key holds its ok(...) data"
+    )
+
+
+def msg_wait_keys(key: str, event_key: str) -> str:
+    """``key=`` and ``event_key=`` of a ``wait_for_event`` returning types no two values of
+    which are equal: the run would wait for an event that never matches, until its timeout."""
+    return (
+        f'event_key= of step "wait_for_event" returns "{event_key}" and key= returns "{key}", '
+        "which are never equal: the run waits for an event whose event_key(e) == key(c), so it would "
+        "match none and time out; return the same type from both (a UUID and its text are not equal)"
+    )
 
 
 def msg_not_a_select(method: str, returned: str) -> str:

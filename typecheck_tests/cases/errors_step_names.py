@@ -18,6 +18,17 @@ class Key(enum.StrEnum):
 
 
 empty = shop.pipeline(Order).compute("", lambda c: 1)  # E: kumiko-step-name  # M: The name of step "compute" is empty; name the key it adds, e.g. "total"
+# An empty name= of a wait, a branch or a retry, which the App refuses at boot: a stored run
+# finds its step by that name.
+EMPTY: Final = ""
+empty_given = (
+    shop.workflow_pipeline(Order)
+    .wait("PT1H", name="")  # E: kumiko-step-name  # M: name= of step "wait" is empty; give it a name such as "cool-off", or leave name= out
+    .branch(when=lambda c: True, on_true=lambda b: b.wait("PT1H"), name=EMPTY)  # E: kumiko-step-name  # M: name= of step "branch" is empty; give it a name such as "cool-off", or leave name= out
+    .retry(times=2, do=lambda r: r.compute("tried", lambda c: 1), name="")  # E: kumiko-step-name  # M: name= of step "retry" is empty; give it a name such as "cool-off", or leave name= out
+    .wait("PT1H", name="cool-off")
+)
+empty_arm = shop.pipeline(Order).branch(when=lambda c: True, on_true=lambda b: b.compute("a", lambda c: 1), name="")  # E: kumiko-step-name  # M: name= of step "branch" is empty; give it a name such as "cool-off", or leave name= out
 empty_item = shop.pipeline(Order).for_each(
     "",  # E: kumiko-step-name  # M: The name of step "for_each" is empty; name the item it puts in c.scope, e.g. "line"
     over=lambda c: c.payload.lines,

@@ -42,6 +42,10 @@ tracked = shop.workflow(
             on_true=lambda b: b.compute("deep", lambda c: reveal_type(c.workflow.workflow)),  # R: str # PR: str
         ),
     )
+    # A retry body is a handler's sub-pipeline (no wait in an attempt): there c.workflow
+    # keeps its handler type (docs/plugin.md, "c.workflow"); read the run before the retry.
+    .retry(times=2, do=lambda b: b.compute("attempt", lambda c: reveal_type(c.workflow)))  # R: kumiko_typed._runs.RunInfo | None # PR: RunInfo | None
+    .compute("in_retry", lambda c: c.steps["run"])
     .wait(deadline)
     .wait_for_event(
         "verified",

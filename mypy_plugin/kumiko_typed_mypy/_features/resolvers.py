@@ -21,7 +21,7 @@ from typing import Final
 from mypy import errorcodes
 from mypy.errors import ErrorInfo
 from mypy.messages import format_type_bare
-from mypy.nodes import ARG_OPT, ARG_POS, ARG_STAR, ARG_STAR2, Expression, FuncDef, LambdaExpr
+from mypy.nodes import ARG_NAMED, ARG_OPT, ARG_POS, ARG_STAR, ARG_STAR2, Expression, FuncDef, LambdaExpr
 from mypy.plugin import MethodContext
 from mypy.types import CallableType, Instance, Type, UnionType, get_proper_type
 
@@ -152,7 +152,9 @@ def explain_parameters(kind: str, ctx: MethodContext) -> Type:
             count = wrong_count(fn) if isinstance(fn, CallableType) else None
             # Only where the step expects a function of one parameter (not an entity's class).
             if name and count is not None and passed(ctx, name) is not None:
-                reword(ctx, expr, rules.msg_resolver_parameters(method, name, count), _uninferred(expr))
+                keyword_only = isinstance(fn, CallableType) and ARG_NAMED in fn.arg_kinds
+                message = rules.msg_resolver_parameters(method, name, count, keyword_only=keyword_only)
+                reword(ctx, expr, message, _uninferred(expr))
     return ctx.default_return_type
 
 
