@@ -213,14 +213,32 @@ def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Findin
     said = {
         int(line.split(":")[1]): line.partition(": error: ")[2]
         for line in output.splitlines()
-        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line
+        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line and "never equal" in line
     }
     message = (
         'event_key= of step "wait_for_event" returns "{}" and key= returns "{}", which are never equal: the run '
         "waits for an event whose event_key(e) == key(c), so it would match none and time out; return the same "
         "type from both (a UUID and its text are not equal)  [arg-type]"
     )
-    assert said == {50: message.format("str", "UUID"), 51: message.format("list[UUID]", "tuple[UUID]")}, said
+    assert said == {52: message.format("str", "UUID"), 53: message.format("list[UUID]", "tuple[UUID]")}, said
+
+
+def test_a_duration_given_as_a_number_says_what_to_write(plugin_run: tuple[set[Finding], str]) -> None:
+    """``wait(5)`` got mypy's whole expected type, with the callable's context type; the one
+    error says to write a timedelta or an ISO-8601 text (errors_workflow_waits.py)."""
+    _, output = plugin_run
+    said = {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line and "never equal" not in line
+    }
+    message = '{}= of step "{}" is a number, which the step does not read as seconds: write {}  [arg-type]'
+    assert said == {
+        77: message.format("duration", "wait", 'timedelta(seconds=5) or "PT5S"'),
+        78: message.format("duration", "wait", 'timedelta(seconds=1.5) or "PT1.5S"'),
+        79: message.format("duration", "wait", 'timedelta(seconds=5) or "PT5S"'),
+        81: message.format("timeout", "wait_for_event", 'timedelta(seconds=30) or "PT30S"'),
+    }, said
 
 
 def test_call_feature_given_no_write_handler_says_what_it_takes(plugin_run: tuple[set[Finding], str]) -> None:
@@ -289,6 +307,8 @@ def test_a_refused_resolver_says_what_to_give(plugin_run: tuple[set[Finding], st
         (shapes, 69): 'event_key= of step "wait_for_event" takes no parameter, but the step calls it with one, the '
         "event e: lambda e: ...  [arg-type]",
         (shapes, 91): 'The resolver of step "compute" takes keyword-only parameters alone' + context,
+        (shapes, 95): 'The resolver of step "compute" takes the keyword-only parameter d, which the step never passes: '
+        "it calls it with one, the context c (c.payload, c.steps): lambda c: ...  [arg-type]",
     }
     for at, message in want.items():
         assert said[at] == [message], (at, said.get(at))

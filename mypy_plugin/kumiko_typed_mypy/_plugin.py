@@ -39,6 +39,7 @@ from ._features import (
     resolver_results,
     resolvers,
     results,
+    retry_times,
     sibling_names,
     start,
     step_keys,
@@ -111,6 +112,8 @@ def _method_hooks() -> dict[str, MethodHook]:
                 hooks.append(called_handlers.explain)
             if rule.kind == "workflow.wait_for_event":
                 hooks.append(wait_keys.check)
+            if rule.kind == "workflow.retry":
+                hooks.append(retry_times.check)
             if rule.method in durations.ARGUMENTS:
                 hooks.append(partial(durations.check, rule.method))
             if rule.method in given_names.METHODS:

@@ -179,10 +179,9 @@ def _check_durations(step: Step) -> str | None:
     elif isinstance(step, Retry):
         # Else a text or None raised a bare TypeError out of App(...), and a float, a bool or
         # a misspelt backoff booted and failed each run at its first failed attempt.
-        if not isinstance(step.times, int) or isinstance(step.times, bool):
-            return f"retry's times must be a whole number of attempts, not {type(step.times).__name__}"
-        if step.times < 1:
-            return f"retry(times={step.times}) must try at least once"
+        times_problem = _rules.retry_times_problem(step.times)  # the plugin says it of a literal alike
+        if times_problem is not None:
+            return times_problem
         if step.backoff not in ("exponential", "linear"):
             return f"retry's backoff must be 'exponential' or 'linear', not {step.backoff!r}"
         what, value, kinds = "retry's base_delay", step.base_delay, "a timedelta"

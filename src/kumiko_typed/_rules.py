@@ -264,7 +264,10 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_RENAMED: "A workflow's renamed= maps a name it still has, or to a name no step has.",
     CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
     CODE_UNKNOWN_KEY: "c.steps.get(...), c.scope.get(...) or an `in` test of a key no step (or loop) produced.",
-    CODE_DURATION: "A wait's duration or a wait_for_event's timeout written as a text that is no ISO-8601 duration.",
+    CODE_DURATION: (
+        "A wait's duration or a wait_for_event's timeout written as a text that is no ISO-8601 duration, "
+        "or a retry's times= that is no whole number of attempts."
+    ),
 }
 
 
@@ -291,6 +294,28 @@ def duration_problem(text: str) -> str | None:
     except OverflowError:  # else a bare "Python int too large to convert to C int" out of App(...)
         return f"{text!r} is longer than the longest duration, {timedelta.max.days} days"
     return None
+
+
+def retry_times_problem(times: object) -> str | None:
+    """Why ``times`` is no count of attempts a ``retry`` may make, or ``None``: here so that the
+    App's boot and the plugin, which reads a literal (``times=0``, ``times=True``), say it alike."""
+    if not isinstance(times, int) or isinstance(times, bool):
+        return f"retry's times must be a whole number of attempts, not {type(times).__name__}"
+    if times < 1:
+        return f"retry(times={times}) must try at least once"
+    return None
+
+
+def msg_duration_number(method: str, argument: str, value: str | None) -> str:
+    """A number given as a duration (``wait(5)``): the step does not read it as seconds (nor
+    as anything: the App refuses it at boot), and mypy showed the whole type expected, with
+    the callable's context type.  ``value`` is the number when it is written literally."""
+    seconds = value if value is not None else "..."
+    text = f'"PT{value}S"' if value is not None else 'an ISO-8601 text such as "PT30S"'
+    return (
+        f'{argument}= of step "{method}" is a number, which the step does not read as seconds: '
+        f"write timedelta(seconds={seconds}) or {text}"
+    )
 
 
 def allows(builder: str, kind: str) -> bool:
@@ -710,6 +735,20 @@ def msg_resolver_parameters(method: str, argument: str, count: int, *, keyword_o
     if count == 0 and keyword_only:
         takes = "keyword-only parameters alone"
     return f"{_resolver(method, argument)} takes {takes}, but the step calls it with one, {what}: lambda {name}: ..."
+
+
+def msg_resolver_keywords(method: str, argument: str, names: list[str]) -> str:
+    """A lambda or function with a required keyword-only parameter (``lambda c, *, d: ...``): the
+    step calls it with one positional argument, so the call would fail; mypy refused it showing
+    the whole callable type expected."""
+    name, what = resolver_parameter(argument)
+    which = f"keyword-only parameters {', '.join(names)}"
+    if len(names) == 1:
+        which = f"the keyword-only parameter {names[0]}"
+    return (
+        f"{_resolver(method, argument)} takes {which}, which the step never passes: it calls it with one, "
+        f"{what}: lambda {name}: ..."
+    )
 
 
 def msg_call_feature_handler(given: str) -> str:

@@ -89,3 +89,7 @@ with_default = p.return_(lambda c, d=1: ok(c.steps["cont"]))  # E: kumiko-unanal
 defaulted = p.return_(lambda c=None: ok(1))  # E: kumiko-unanalyzable  # M: fn= of step "return_" is a lambda with a parameter with a default or a keyword-only one, which mypy does not check against the step: its body is checked as untyped code and its result is Any; give it one parameter, lambda c: ...
 # Its only parameter keyword-only: it has one, but none the step can pass (it said "no parameter").
 keyword_only = p.compute("k", lambda *, c: 1)  # E: arg-type
+# A required keyword-only parameter, which the step never passes: one arg-type error (mypy's
+# own, said as what to give; it was two, with a kumiko-unanalyzable one saying "a default").
+# pyright reports it too (reportArgumentType).
+required_keyword = p.compute("r", lambda c, *, d: 1)  # E: arg-type

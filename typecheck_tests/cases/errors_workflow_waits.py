@@ -2,8 +2,10 @@
 its ``event_key=`` is checked against the awaited event in both checkers (pyright solved the
 step's type variables from the type ``workflow`` expected of the pipeline first, which was
 ``WorkflowPipeline[P, Any, Any, Any]``: the event became ``Any`` and a misspelt attribute
-passed).  With the plugin: ``key=`` and ``event_key=`` that are never equal, and a duration
-text the App's boot refuses (test_cases.py checks the arg-type messages)."""
+passed).  With the plugin: ``key=`` and ``event_key=`` that are never equal, a duration
+text the App's boot refuses, a duration given as a number (mypy's own error, said as what to
+write), and a retry's literal ``times=`` the boot refuses (test_cases.py checks the arg-type
+messages)."""
 
 from __future__ import annotations
 
@@ -65,4 +67,29 @@ timed = (
     .wait(" pt30m ", name="spaced")
     .wait_for_event("late", EmailVerified, key=lambda c: c.payload.id, event_key=lambda e: e.user_id, timeout="7 days")  # E: kumiko-duration  # M: timeout= of step "wait_for_event": '7 days' is not an ISO-8601 duration such as 'PT30M', 'P1D' or 'P1DT12H' (years and months are refused)
     .branch(when=lambda c: True, on_true=lambda b: b.wait("P99999999999D"))  # E: kumiko-duration  # M: duration= of step "wait": 'P99999999999D' is longer than the longest duration, 999999999 days
+)
+
+# A duration given as a number: one arg-type error saying what to write (test_cases.py checks
+# its words); pyright reports it too, in its own words (and the wait_for_event as matching no overload).
+SECONDS: Final = 5
+counted = (
+    shop.workflow_pipeline(Order)
+    .wait(5)  # E: arg-type  # PE: reportArgumentType
+    .wait(1.5)  # E: arg-type  # PE: reportArgumentType
+    .wait(SECONDS)  # E: arg-type  # PE: reportArgumentType
+)
+counted_event = shop.workflow_pipeline(Order).wait_for_event("counted", EmailVerified, key=lambda c: c.payload.id, event_key=lambda e: e.user_id, timeout=30)  # E: arg-type  # PE: reportArgumentType  # PE: reportCallIssue
+
+# A retry's times= the App's boot refuses, read from a literal or a Final constant (pyright
+# sees an int, a bool being one, and says nothing); a count computed at run time is boot's.
+NEVER: Final = 0
+attempts = len("abc")
+retried = (
+    shop.workflow_pipeline(Order)
+    .retry(times=0, do=lambda b: b)  # E: kumiko-duration  # M: retry(times=0) must try at least once
+    .retry(times=-2, do=lambda b: b)  # E: kumiko-duration  # M: retry(times=-2) must try at least once
+    .retry(times=True, do=lambda b: b)  # E: kumiko-duration  # M: retry's times must be a whole number of attempts, not bool
+    .retry(times=NEVER, do=lambda b: b)  # E: kumiko-duration  # M: retry(times=0) must try at least once
+    .retry(times=attempts, do=lambda b: b)
+    .retry(times=1, do=lambda b: b)
 )

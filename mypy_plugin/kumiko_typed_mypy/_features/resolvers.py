@@ -132,8 +132,8 @@ def _uninferred_extra(ctx: MethodContext, expr: LambdaExpr) -> bool:
     plugin's error says why, and what to write).  One of no or two required parameters is
     ``explain_parameters``'s."""
     kinds = expr.arg_kinds
-    if not kinds or kinds[0] not in (ARG_POS, ARG_OPT) or ARG_POS in kinds[1:]:
-        return False
+    if not kinds or kinds[0] not in (ARG_POS, ARG_OPT) or ARG_POS in kinds[1:] or ARG_NAMED in kinds:
+        return False  # a required keyword-only one: mypy refused it (``explain_parameters``)
     said = [info for info in recorded_in(ctx.api.msg.errors, expr) if _uninferred(expr)(info)]
     for info in said:
         retract(ctx.api.msg.errors, info)
@@ -144,17 +144,24 @@ def explain_parameters(kind: str, ctx: MethodContext) -> Type:
     """A callback of no or several parameters (``.return_(lambda: ok(1))``), where the step calls
     it with one: mypy said ``Cannot infer type of lambda`` and an ``arg-type`` error showing the
     callable type expected (for ``return_`` with an ``Ok[object]`` the user never wrote).  One
-    error says how many it takes and which one to give it instead."""
+    error says how many it takes and which one to give it instead; one with a required
+    keyword-only parameter (``lambda c, *, d: ...``), that the step never passes it."""
     method = rules.RULES_BY_KIND[kind].method
     for name, types, exprs in zip(ctx.callee_arg_names, ctx.arg_types, ctx.args, strict=True):
         for given, expr in zip(types, exprs, strict=True):
             fn = as_called(get_proper_type(given))
-            count = wrong_count(fn) if isinstance(fn, CallableType) else None
             # Only where the step expects a function of one parameter (not an entity's class).
-            if name and count is not None and passed(ctx, name) is not None:
-                keyword_only = isinstance(fn, CallableType) and ARG_NAMED in fn.arg_kinds
+            if not name or not isinstance(fn, CallableType) or passed(ctx, name) is None:
+                continue
+            count, keyword_only = wrong_count(fn), ARG_NAMED in fn.arg_kinds
+            if count is not None:
                 message = rules.msg_resolver_parameters(method, name, count, keyword_only=keyword_only)
-                reword(ctx, expr, message, _uninferred(expr))
+            elif keyword_only:  # ``lambda c, *, d: ...``: d, required, is never passed
+                keywords = [n or "?" for n, k in zip(fn.arg_names, fn.arg_kinds, strict=True) if k == ARG_NAMED]
+                message = rules.msg_resolver_keywords(method, name, keywords)
+            else:
+                continue
+            reword(ctx, expr, message, _uninferred(expr))
     return ctx.default_return_type
 
 
