@@ -196,7 +196,12 @@ def _check_durations(step: Step) -> str | None:
         if value < timedelta(0):
             return f"{what} must not be negative, got {value.total_seconds():g} seconds"
     elif not (callable(value) and isinstance(step, (Wait, WaitForEvent))):
-        return f"{what} must be {kinds}, not {type(value).__name__}"
+        wrong = f"{what} must be {kinds}, not {type(value).__name__}"
+        number: object = value  # typed as a duration, given anything by a caller without a checker
+        if type(number) in (int, float) and not isinstance(step, Retry):
+            # A number meant as seconds: say how to write it, as the plugin does at the argument.
+            wrong += f': a number is not read as seconds; write timedelta(seconds={number!r}) or "PT{number!r}S"'
+        return wrong
     return None
 
 

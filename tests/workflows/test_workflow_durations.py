@@ -40,11 +40,16 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
 @pytest.mark.parametrize(
     ("build", "problem"),
     [
-        (lambda b: b.wait(5), "step @wait (workflow.wait): wait's duration must be a timedelta, an ISO-8601 duration"),
+        (
+            lambda b: b.wait(1.5),
+            "step @wait (workflow.wait): wait's duration must be a timedelta, an ISO-8601 duration or a function, "
+            'not float: a number is not read as seconds; write timedelta(seconds=1.5) or "PT1.5S"',
+        ),
         (lambda b: b.wait(timedelta(seconds=-5)), "wait's duration must not be negative, got -5 seconds"),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=3600),
-            "wait_for_event 'got': timeout must be a timedelta, an ISO-8601 duration or a function, not int",
+            "wait_for_event 'got': timeout must be a timedelta, an ISO-8601 duration or a function, not int: "
+            'a number is not read as seconds; write timedelta(seconds=3600) or "PT3600S"',
         ),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=timedelta(-1)),
@@ -94,7 +99,7 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
         ),
     ],
     ids=[
-        "wait-int",
+        "wait-float",
         "wait-negative",
         "timeout-int",
         "timeout-negative",
