@@ -1,0 +1,188 @@
+"""Races between worker PROCESSES on one PostgreSQL database (DESIGN §8), each made
+deterministic: a step of the App (tests/_wfrace_app.py) takes an advisory lock the test
+holds, so a process stays inside its segment, its work uncommitted, while another process
+acts; the test sees each waiter in pg_locks before it lets go, never sleeping."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+from _wfrace_app import BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, make_app, side
+
+from kumiko_typed import App
+from kumiko_typed._tables import events, outbox, workflow_runs
+
+pytestmark = pytest.mark.postgres
+
+TESTS = Path(__file__).resolve().parents[1]
+T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
+T1 = T0 + timedelta(minutes=1)  # the runs' timers are due
+
+
+class _Setup:
+    def __init__(self, url: str, maildir: Path) -> None:
+        self.url, self.maildir = url, maildir
+        self.app = make_app(url, str(maildir), T0)
+        self.app.create_all()
+        side.create_all(self.app.engine)
+
+    def process(self, now: datetime, *args: object) -> subprocess.Popen[str]:
+        """A process of the App at ``now`` doing ``args`` (tests/_wfrace_app.py)."""
+        command = [sys.executable, "-c", BOOT, self.url, str(self.maildir), now.isoformat(), *map(str, args)]
+        env = {**os.environ, "PYTHONPATH": str(TESTS)}
+        return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+    def count(self, stmt: Any) -> int:
+        with self.app.engine.connect() as conn:
+            return int(conn.execute(stmt).scalar_one())
+
+    def until_waiting(self, advisory: int, other: int = 0, *, of: tuple[subprocess.Popen[str], ...] = ()) -> None:
+        """Until ``advisory`` connections wait for a gate and ``other`` for another lock (a
+        row a segment holds); the processes ``of`` must still be running meanwhile."""
+        query = sa.text(
+            "SELECT count(*) FILTER (WHERE wait_event = 'advisory'),"
+            " count(*) FILTER (WHERE wait_event <> 'advisory')"
+            " FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+        )
+        deadline = time.monotonic() + 60
+        with self.app.engine.connect() as conn:
+            # A transaction sees pg_stat_activity as at its first read: one per look.
+            while (seen := tuple(conn.execute(query).one())) != (advisory, other):
+                conn.rollback()
+                assert time.monotonic() < deadline, f"never {advisory} at a gate and {other} at a row lock: {seen}"
+                for proc in of:
+                    assert proc.poll() is None, answer(proc)
+                time.sleep(0.02)
+
+    @contextlib.contextmanager
+    def holding(self, *gates: int) -> Iterator[Callable[[int], None]]:
+        """Hold the gates ``(GATE, n)``; yields ``release(n)`` to let one go early."""
+        conn = self.app.engine.connect()
+        held = set(gates)
+
+        def release(n: int) -> None:
+            conn.execute(sa.text("SELECT pg_advisory_unlock(:g, :n)"), {"g": GATE, "n": n})
+            held.discard(n)
+
+        try:
+            for n in gates:
+                conn.execute(sa.text("SELECT pg_advisory_lock(:g, :n)"), {"g": GATE, "n": n})
+            yield release
+        finally:
+            for n in list(held):
+                release(n)
+            conn.close()
+
+
+def answer(proc: subprocess.Popen[str]) -> Any:
+    """The JSON line a process printed (the test fails showing its stderr otherwise)."""
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 0, err[-3000:]
+    return json.loads(out.strip().splitlines()[-1])
+
+
+@pytest.fixture
+def setup(fresh_postgres_url: str, tmp_path: Path) -> Iterator[_Setup]:
+    s = _Setup(fresh_postgres_url, tmp_path / "mail")
+    yield s
+    s.app.dispose()
+
+
+def _events(setup: _Setup, cls: type[Any]) -> int:
+    return setup.count(sa.select(sa.func.count()).select_from(events).where(events.c.type == cls.__name__.lower()))
+
+
+def test_a_due_run_a_worker_process_holds_is_left_to_it_and_its_append_and_mail_happen_once(setup: _Setup) -> None:
+    run_id = setup.app.start_workflow(chain, Job(1), user=USERS["a"])
+    with setup.holding(1):
+        first = setup.process(T1, "worker")
+        setup.until_waiting(1, of=(first,))  # inside the segment: appended, mail enqueued, at the wait
+        second = answer(setup.process(T1, "worker"))  # goes on past the locked run
+        assert second["resumed"] == 0
+    assert answer(first)["resumed"] == 1
+    assert answer(setup.process(T1 + timedelta(hours=2), "worker"))["resumed"] == 1  # its timeout
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "completed" and run.steps["got"] is None
+    assert _events(setup, Resumed) == 1
+    assert setup.count(sa.select(sa.func.count()).select_from(outbox)) == 1
+    assert [i.status for i in setup.app.outbox(status=None)] == ["sent"]
+    assert len(list(setup.maildir.glob("*.eml"))) == 1  # delivered once
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
+
+
+def test_a_cancel_from_another_process_behind_a_resumed_segment_cancels_the_run_it_left_waiting(
+    setup: _Setup,
+) -> None:
+    run_id = setup.app.start_workflow(chain, Job(2), user=USERS["a"])
+    with setup.holding(2) as release:
+        worker = setup.process(T1, "worker")
+        setup.until_waiting(1)
+        cancel = setup.process(T1, "cancel", run_id)
+        setup.until_waiting(1, 1)  # the cancel waits for the run the segment holds
+        release(2)
+        assert answer(worker)["resumed"] == 1
+        assert answer(cancel) == {"ok": "cancelled"}
+    assert answer(setup.process(T1, "send", 2, "late", "a")) == {"ok": None}
+    assert answer(setup.process(T1 + timedelta(hours=2), "worker"))["resumed"] == 0
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "cancelled" and run.path == "got"
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 0  # no step after the cancel
+    assert _events(setup, Resumed) == 1  # the segment before it committed whole
+
+
+def test_an_event_committed_while_another_process_writes_the_wait_wakes_it_once_and_no_other_tenants_or_keys(
+    setup: _Setup,
+) -> None:
+    """The events' transactions begin before the run's segment and commit while it is held
+    after noting its view: a third process's feed passes them before the wait row exists,
+    and arming the wait must look back for them."""
+    run_id = setup.app.start_workflow(chain, Job(3), user=USERS["a"])
+    with setup.holding(3, SENDS) as release:
+        senders = [
+            setup.process(T1, "send", 3, "theirs", "b"),
+            setup.process(T1, "send", 33, "other key", "a"),
+            setup.process(T1, "send", 3, "mine", "a"),
+        ]
+        setup.until_waiting(3)  # each has written, none has appended
+        worker = setup.process(T1, "worker")
+        setup.until_waiting(4)  # the segment noted its view: the three events are after it
+        release(SENDS)
+        assert [answer(s) for s in senders] == [{"ok": None}] * 3
+        passing = answer(setup.process(T1, "worker"))  # its feed passes the three events
+        assert passing["resumed"] == 0
+    assert answer(worker)["resumed"] == 1
+    woke = answer(setup.process(T1, "worker"))
+    assert woke["resumed"] == 1
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "completed" and run.steps["got"] == Ping(3, "mine")
+    assert answer(setup.process(T1 + timedelta(hours=2), "worker"))["resumed"] == 0
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
+
+
+def test_a_keyed_start_behind_one_whose_process_died_mid_segment_is_the_one_run_of_its_key(setup: _Setup) -> None:
+    with setup.holding(5 + STARTS) as release:
+        doomed = setup.process(T0, "start", 5, "order-5")
+        setup.until_waiting(1)  # its claim of the key is written, not committed
+        second = setup.process(T0, "start", 5, "order-5")
+        setup.until_waiting(1, 1)  # waits for the first claim
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(30)
+        release(5 + STARTS)  # the dead process's backend finds its client gone, rolls back
+        run_id = uuid.UUID(answer(second))
+    runs = setup.app.runs(keyed)
+    assert [(r.run_id, r.status, r.steps["first"]) for r in runs] == [(run_id, "suspended", "first")]
+    rows = sa.select(sa.func.count()).select_from(workflow_runs).where(workflow_runs.c.workflow == "wfp:keyed")
+    assert setup.count(rows) == 1
