@@ -33,6 +33,8 @@ GATE = 4711
 STARTS = 10_000
 #: The second number of the lock every ``send`` takes between its write and its append.
 SENDS = 20_000
+#: The second number of the lock the step after the event wait takes: ``n + AFTERS``.
+AFTERS = 30_000
 
 side = sa.MetaData()
 #: One row per committed run of the step after the event wait (no unique constraint: a
@@ -86,6 +88,7 @@ def _gated_key(c: Any) -> int:
 
 
 def _after(c: Any) -> str:
+    _gate(c, c.payload.n + AFTERS)
     c.db.execute(sa.insert(after).values(run_id=c.workflow.run_id))
     return "after"
 

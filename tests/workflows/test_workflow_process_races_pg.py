@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _wfrace_app import BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, make_app, side
+from _wfrace_app import AFTERS, BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, make_app, side
 
 from kumiko_typed import App
 from kumiko_typed._tables import events, outbox, workflow_runs
@@ -186,3 +186,37 @@ def test_a_keyed_start_behind_one_whose_process_died_mid_segment_is_the_one_run_
     assert [(r.run_id, r.status, r.steps["first"]) for r in runs] == [(run_id, "suspended", "first")]
     rows = sa.select(sa.func.count()).select_from(workflow_runs).where(workflow_runs.c.workflow == "wfp:keyed")
     assert setup.count(rows) == 1
+
+
+@pytest.mark.parametrize("timer", ["commits", "dies"])
+def test_an_event_read_while_another_process_takes_the_timeout_waits_for_it_and_one_of_them_wins(
+    setup: _Setup, timer: str
+) -> None:
+    """The event occurred before the deadline but commits only after a worker took the
+    timeout: another worker's feed reads it while that segment holds the run, and waits.
+    If the timeout commits, it won (the event is no answer); if its process dies, the
+    event wakes the run.  Either way the step after the wait runs once."""
+    run_id = setup.app.start_workflow(chain, Job(6), user=USERS["a"])
+    assert answer(setup.process(T1, "worker"))["resumed"] == 1  # at the event wait
+    deadline = T1 + timedelta(hours=1)
+    with setup.holding(SENDS, 6 + AFTERS) as release:
+        sender = setup.process(deadline - timedelta(minutes=1), "send", 6, "answer", "a")
+        setup.until_waiting(1, of=(sender,))  # written, not appended: its feed reads nothing
+        timeout = setup.process(deadline, "worker")
+        setup.until_waiting(2, of=(sender, timeout))  # the timeout taken, not committed
+        release(SENDS)
+        assert answer(sender) == {"ok": None}
+        feed = setup.process(deadline, "worker")
+        setup.until_waiting(1, 1, of=(timeout, feed))  # the feed waits for the run
+        if timer == "dies":
+            timeout.send_signal(signal.SIGKILL)
+            timeout.wait(30)
+        release(6 + AFTERS)
+        resumed = [answer(feed)["resumed"]] if timer == "dies" else [answer(timeout)["resumed"], answer(feed)["resumed"]]
+    assert resumed == ([1] if timer == "dies" else [1, 0])
+    assert answer(setup.process(deadline + timedelta(hours=1), "worker"))["resumed"] == 0
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "completed"
+    assert run.steps["got"] == (Ping(6, "answer") if timer == "dies" else None)
+    assert setup.app.result(chain, run_id, user=USERS["a"]).data == ("answer" if timer == "dies" else None)  # type: ignore[union-attr]
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
