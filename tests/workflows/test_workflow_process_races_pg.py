@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from _wfrace_app import AFTERS, BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, make_app, side
 
 from kumiko_typed import App
-from kumiko_typed._tables import events, outbox, workflow_runs
+from kumiko_typed._tables import consumers, events, outbox, workflow_runs
+from kumiko_typed._workflow_feed import EVENT_CURSOR
 
 pytestmark = pytest.mark.postgres
 
@@ -143,26 +144,38 @@ def test_a_cancel_from_another_process_behind_a_resumed_segment_cancels_the_run_
     assert _events(setup, Resumed) == 1  # the segment before it committed whole
 
 
+@pytest.mark.parametrize("began", ["before", "after"])
 def test_an_event_committed_while_another_process_writes_the_wait_wakes_it_once_and_no_other_tenants_or_keys(
-    setup: _Setup,
+    setup: _Setup, began: str
 ) -> None:
-    """The events' transactions begin before the run's segment and commit while it is held
-    after noting its view: a third process's feed passes them before the wait row exists,
-    and arming the wait must look back for them."""
+    """The events commit while the run's segment is held after noting its view.  Their
+    transactions began ``before`` the segment's: a third process's feed passes them before
+    the wait row exists, and arming the wait must look back for them; or ``after`` it:
+    no feed reads them before the segment ends."""
     run_id = setup.app.start_workflow(chain, Job(3), user=USERS["a"])
     with setup.holding(3, SENDS) as release:
+        worker = None
+        if began == "after":
+            worker = setup.process(T1, "worker")
+            setup.until_waiting(1, of=(worker,))  # the segment noted its view
         senders = [
             setup.process(T1, "send", 3, "theirs", "b"),
             setup.process(T1, "send", 33, "other key", "a"),
             setup.process(T1, "send", 3, "mine", "a"),
         ]
-        setup.until_waiting(3)  # each has written, none has appended
-        worker = setup.process(T1, "worker")
-        setup.until_waiting(4)  # the segment noted its view: the three events are after it
+        if worker is None:
+            setup.until_waiting(3, of=tuple(senders))  # each has written, none has appended
+            worker = setup.process(T1, "worker")
+        setup.until_waiting(4, of=(worker, *senders))  # the three events are after the view
         release(SENDS)
         assert [answer(s) for s in senders] == [{"ok": None}] * 3
-        passing = answer(setup.process(T1, "worker"))  # its feed passes the three events
+        passing = answer(setup.process(T1, "worker"))  # its feed reads what it may
         assert passing["resumed"] == 0
+        pings = sa.select(events.c.position).where(events.c.type == "ping")
+        cursor = sa.select(consumers.c.position).where(consumers.c.name == EVENT_CURSOR)
+        with setup.app.engine.connect() as conn:
+            read = {p: p <= conn.execute(cursor).scalar_one() for p in conn.scalars(pings)}
+        assert list(read.values()) == [began == "before"] * 3  # passed by before the wait exists
     assert answer(worker)["resumed"] == 1
     woke = answer(setup.process(T1, "worker"))
     assert woke["resumed"] == 1
