@@ -68,6 +68,20 @@ class _Setup:
                     assert proc.poll() is None, answer(proc)
                 time.sleep(0.02)
 
+    def until_idle(self) -> None:
+        """Until no other connection to the database is in a transaction: a killed
+        process's backend has noticed and rolled back."""
+        query = sa.text(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+            " AND pid <> pg_backend_pid() AND state <> 'idle'"
+        )
+        deadline = time.monotonic() + 60
+        with self.app.engine.connect() as conn:
+            while conn.execute(query).scalar_one():
+                conn.rollback()
+                assert time.monotonic() < deadline, "a dead process's transaction never ended"
+                time.sleep(0.02)
+
     @contextlib.contextmanager
     def holding(self, *gates: int) -> Iterator[Callable[[int], None]]:
         """Hold the gates ``(GATE, n)``; yields ``release(n)`` to let one go early."""
@@ -232,4 +246,26 @@ def test_an_event_read_while_another_process_takes_the_timeout_waits_for_it_and_
     assert run is not None and run.status == "completed"
     assert run.steps["got"] == (Ping(6, "answer") if timer == "dies" else None)
     assert setup.app.result(chain, run_id, user=USERS["a"]).data == ("answer" if timer == "dies" else None)  # type: ignore[union-attr]
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
+
+
+def test_a_feed_whose_process_dies_inside_a_woken_segment_leaves_the_event_to_the_next_feed(setup: _Setup) -> None:
+    """A worker's feed wakes the run and is held in the segment the event resumed, the
+    feed's cursor locked; another worker's pass goes on past both.  The first process
+    dies: its transaction rolls back, cursor and all, and the next feed wakes the run once."""
+    run_id = setup.app.start_workflow(chain, Job(7), user=USERS["a"])
+    assert answer(setup.process(T1, "worker"))["resumed"] == 1  # at the event wait
+    assert answer(setup.process(T1, "send", 7, "answer", "a")) == {"ok": None}
+    with setup.holding(7 + AFTERS) as release:
+        doomed = setup.process(T1, "worker")
+        setup.until_waiting(1, of=(doomed,))  # woken, in the segment after the wait
+        assert answer(setup.process(T1, "worker"))["resumed"] == 0  # neither waits for it
+        doomed.send_signal(signal.SIGKILL)
+        doomed.wait(30)
+        release(7 + AFTERS)
+    setup.until_idle()
+    assert answer(setup.process(T1, "worker"))["resumed"] == 1
+    assert answer(setup.process(T1 + timedelta(hours=2), "worker"))["resumed"] == 0
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "completed" and run.steps["got"] == Ping(7, "answer")
     assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
