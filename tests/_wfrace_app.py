@@ -125,6 +125,17 @@ chain = feature.workflow(
     .compute("after", _after)
     .return_(lambda c: ok(None if c.steps["got"] is None else c.steps["got"].note)),
 )
+#: Two event waits in a row for the same event and key; the second's key resolver holds
+#: at the gate ``n``: a timeout of the first is held having noted the second's view.
+twice = feature.workflow(
+    "twice",
+    trigger=manual(Job),
+    pipeline=feature.workflow_pipeline(Job)
+    .wait("PT1M")
+    .wait_for_event("first", Ping, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT1H")
+    .wait_for_event("second", Ping, key=_gated_key, event_key=lambda e: e.n, timeout="PT1H")
+    .compute("after", _after),
+)
 #: Started with a key: its first step is held by the gate ``n + STARTS``.
 keyed = feature.workflow(
     "keyed",

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _wfrace_app import AFTERS, BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, make_app, side
+from _wfrace_app import AFTERS, BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, twice, make_app, side
 
 from kumiko_typed import App
 from kumiko_typed._tables import consumers, events, outbox, workflow_runs
@@ -268,4 +268,35 @@ def test_a_feed_whose_process_dies_inside_a_woken_segment_leaves_the_event_to_th
     assert answer(setup.process(T1 + timedelta(hours=2), "worker"))["resumed"] == 0
     run = setup.app.get_run(run_id)
     assert run is not None and run.status == "completed" and run.steps["got"] == Ping(7, "answer")
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
+
+
+def test_an_event_the_feed_read_while_a_timeout_moved_the_run_to_a_second_wait_wakes_that_wait(
+    setup: _Setup,
+) -> None:
+    """The first wait's timeout is taken by one process and held after the second wait (same
+    event, same key) noted its view; the event, begun before that segment, commits, and a
+    second process's feed reads it and waits for the run.  The timeout commits: the event
+    is no answer for the first wait (the run moved on), but the second wait's view did not
+    include it, so it answers the second."""
+    run_id = setup.app.start_workflow(twice, Job(8), user=USERS["a"])
+    assert answer(setup.process(T1, "worker"))["resumed"] == 1  # at the first event wait
+    deadline = T1 + timedelta(hours=1)
+    with setup.holding(SENDS, 8) as release:
+        sender = setup.process(deadline - timedelta(minutes=1), "send", 8, "answer", "a")
+        setup.until_waiting(1, of=(sender,))
+        timeout = setup.process(deadline, "worker")
+        setup.until_waiting(2, of=(sender, timeout))  # at the second wait, its view noted
+        release(SENDS)
+        assert answer(sender) == {"ok": None}
+        feed = setup.process(deadline, "worker")
+        setup.until_waiting(1, 1, of=(timeout, feed))  # the feed waits for the run
+        release(8)
+        assert answer(timeout)["resumed"] == 1
+        woke = answer(feed)["resumed"]  # past the wait it matched; its next read may arm the second
+    woke += answer(setup.process(deadline, "worker"))["resumed"]
+    assert woke == 1
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "completed", run
+    assert run.steps["first"] is None and run.steps["second"] == Ping(8, "answer")
     assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
