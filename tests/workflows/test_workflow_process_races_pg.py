@@ -300,3 +300,25 @@ def test_an_event_the_feed_read_while_a_timeout_moved_the_run_to_a_second_wait_w
     assert run is not None and run.status == "completed", run
     assert run.steps["first"] is None and run.steps["second"] == Ping(8, "answer")
     assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
+
+
+def test_an_answer_committed_before_the_deadline_wins_though_an_older_transaction_keeps_the_feed_from_it(
+    setup: _Setup,
+) -> None:
+    """The answer occurred and committed a minute before the deadline, its handler told its
+    caller ``Ok``; an unrelated transaction that began before it (a long report, another
+    worker's batch) is still open when a worker comes after the deadline, so that worker's
+    feed may not read the answer yet (commit-safe order).  Its due pass must not take the
+    timeout over the answer: the answer occurred before the deadline, and wins."""
+    run_id = setup.app.start_workflow(chain, Job(9), user=USERS["a"])
+    assert answer(setup.process(T1, "worker"))["resumed"] == 1  # at the event wait
+    deadline = T1 + timedelta(hours=1)
+    with setup.app.engine.connect() as older:
+        older.execute(sa.text("SELECT pg_current_xact_id()"))  # a transaction with an id, open
+        assert answer(setup.process(deadline - timedelta(minutes=1), "send", 9, "answer", "a")) == {"ok": None}
+        assert answer(setup.process(deadline + timedelta(minutes=1), "worker"))["resumed"] == 1
+    assert answer(setup.process(deadline + timedelta(minutes=1), "worker"))["resumed"] == 0
+    run = setup.app.get_run(run_id)
+    assert run is not None and run.status == "completed"
+    assert run.steps["got"] == Ping(9, "answer")
+    assert setup.count(sa.select(sa.func.count()).select_from(after)) == 1
