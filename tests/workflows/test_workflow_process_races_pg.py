@@ -20,9 +20,24 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _wfrace_app import AFTERS, BOOT, GATE, SENDS, STARTS, USERS, Job, Ping, Resumed, after, chain, keyed, twice, make_app, side
+from _wfrace_app import (
+    AFTERS,
+    BOOT,
+    GATE,
+    SENDS,
+    STARTS,
+    USERS,
+    Job,
+    Ping,
+    Resumed,
+    after,
+    chain,
+    keyed,
+    make_app,
+    side,
+    twice,
+)
 
-from kumiko_typed import App
 from kumiko_typed._tables import consumers, events, outbox, workflow_runs
 from kumiko_typed._workflow_feed import EVENT_CURSOR
 
@@ -239,7 +254,8 @@ def test_an_event_read_while_another_process_takes_the_timeout_waits_for_it_and_
             timeout.send_signal(signal.SIGKILL)
             timeout.wait(30)
         release(6 + AFTERS)
-        resumed = [answer(feed)["resumed"]] if timer == "dies" else [answer(timeout)["resumed"], answer(feed)["resumed"]]
+        ends = [feed] if timer == "dies" else [timeout, feed]
+        resumed = [answer(p)["resumed"] for p in ends]
     assert resumed == ([1] if timer == "dies" else [1, 0])
     assert answer(setup.process(deadline + timedelta(hours=1), "worker"))["resumed"] == 0
     run = setup.app.get_run(run_id)
