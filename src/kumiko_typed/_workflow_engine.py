@@ -1499,7 +1499,10 @@ class WorkflowEngine:
         """Go on with a run whose wake time came: at an event wait, its timeout, unless an
         answer that came in time is found first; a run that noted the event that woke it
         goes on with that one (:meth:`resume`)."""
-        timeout = row.state.get("event_wait", True) and WOKEN_BY not in row.state
+        # A run kept at its start waits for nothing; damaged state is resume()'s to fail.
+        state = row.state
+        at_wait = row.path is not None and isinstance(state, Mapping) and state.get("event_wait", True)
+        timeout = at_wait and WOKEN_BY not in state
         return (timeout and self.answer_before_timeout(session, row)) or self.resume(session, row, None)
 
     def _claim(
