@@ -558,6 +558,10 @@ class WorkflowEngine:
         #: The same, claiming fewer (``_claim_size``): by how many and whether after a run.
         self._claims = {(BATCH, False): due, (BATCH, True): due_after}
         self._claim_size = ClaimSize()
+        #: Before a due run's event-wait timeout is taken: resume the run (locked) with an
+        #: answer the feed has not handed it yet, if one came in time; ``True`` if it did.
+        #: The event feed's look-back (``EventFeed.answer_before_timeout``), set by it.
+        self.answer_before_timeout: Callable[[Session, Row[Any]], bool] = lambda session, run: False
 
     def _encode(self, value: object) -> Any:
         """``value`` as the run's state stores it; ``StateError`` for a value the codec
@@ -1478,7 +1482,7 @@ class WorkflowEngine:
                     last = (rows[-1].wake_at, rows[-1].kumiko_tie)
                 fresh = [row for row in rows if row.run_id not in seen and row.run_id not in done]
                 began = time.perf_counter()
-                resumed += sum(self.resume(session, row, None) for row in fresh)
+                resumed += sum(self._resume_due_run(session, row) for row in fresh)
                 self._claim_size.took(time.perf_counter() - began, len(fresh))
                 done.update(row.run_id for row in fresh)
                 if len(rows) < size:
@@ -1490,6 +1494,16 @@ class WorkflowEngine:
         if last is not None:
             after[:] = [last]
         return claimed == BATCH, resumed
+
+    def _resume_due_run(self, session: Session, row: Row[Any]) -> bool:
+        """Go on with a run whose wake time came: at an event wait, its timeout, unless an
+        answer that came in time is found first; a run that noted the event that woke it
+        goes on with that one (:meth:`resume`)."""
+        # A run kept at its start waits for nothing; damaged state is resume()'s to fail.
+        state = row.state
+        at_wait = row.path is not None and isinstance(state, Mapping) and state.get("event_wait", True)
+        timeout = at_wait and WOKEN_BY not in state
+        return (timeout and self.answer_before_timeout(session, row)) or self.resume(session, row, None)
 
     def _claim(
         self, session: Session, now: datetime, size: int, last: tuple[datetime, object] | None

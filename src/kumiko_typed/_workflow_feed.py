@@ -193,6 +193,8 @@ class EventFeed:
             .values(tx=bindparam("tx"), position=bindparam("position"))
         )
         self._wait_of = select(workflow_waits).where(workflow_waits.c.run_id == bindparam("run_id"))
+        # The due runs' pass asks it before it takes an event wait's timeout.
+        engine.answer_before_timeout = self.answer_before_timeout
         # An event type's (workflow, path) groups after a given one: ranges of the match
         # index.  SQLite starts a row-value range at its first row *equal* in (workflow,
         # path) and stepped over every wait of the group; with the index's next column
@@ -408,22 +410,37 @@ class EventFeed:
             if run.status == "suspended" and not engine.waits_again(session, run):
                 continue  # stranded now (or failed): its wait stays unarmed
             session.execute(update(workflow_waits).where(workflow_waits.c.run_id == wait.run_id).values(armed=True))
-            missed = session.execute(
-                select_heads()
-                .where(
-                    events.c.type == wait.event_type,
-                    events.c.tenant_id == wait.tenant_id,
-                    unseen_by(wait, events.c),
-                    tuple_(events.c.tx, events.c.position) <= cursor,
-                    events.c.occurred_at <= wait.timeout_at,  # see _match
-                )
-                .order_by(events.c.tx, events.c.position)
-            ).all()
-            for row in missed:
-                if self._match(session, EventHead(*row), only_run=wait.run_id)[0]:
-                    resumed += 1
-                    break
+            resumed += self._look_back(session, wait, cursor)
         return resumed, False
+
+    def answer_before_timeout(self, session: Session, run: Row[Any]) -> bool:
+        """Before a worker takes the timeout of ``run``'s event wait (its row locked by the
+        caller): resume it with the first committed event that answers it in time, if any.
+        The feed may not have read one yet: an older transaction still open holds back the
+        commit-safe order, another worker's feed holds the cursor, or the answer committed
+        between this pass's feed and its due runs.  The answer occurred before the deadline,
+        and its handler told its caller ``Ok``: the run takes it, as the feed would have."""
+        wait = session.execute(self._wait_of, {"run_id": run.run_id}).first()
+        return wait is not None and self._look_back(session, wait, None) > 0
+
+    def _look_back(self, session: Session, wait: Row[Any], cursor: Cursor | None) -> int:
+        """Resume ``wait``'s run with the first event committed that it had not seen and
+        that answers it (of its type and tenant, occurred by its deadline, of its key),
+        among those the feed has passed (up to ``cursor``) or, without one, all: 1 if it
+        did, else 0."""
+        bounds = [
+            events.c.type == wait.event_type,
+            events.c.tenant_id == wait.tenant_id,
+            unseen_by(wait, events.c),
+            events.c.occurred_at <= wait.timeout_at,  # see _match
+        ]
+        if cursor is not None:
+            bounds.append(tuple_(events.c.tx, events.c.position) <= cursor)
+        missed = session.execute(select_heads().where(*bounds).order_by(events.c.tx, events.c.position)).all()
+        for row in missed:
+            if self._match(session, EventHead(*row), only_run=wait.run_id)[0]:
+                return 1
+        return 0
 
     def _match(
         self,

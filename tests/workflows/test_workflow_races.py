@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import pytest
 import sqlalchemy as sa
-from _support import together
+from _support import run_info, together
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Failure, Feature, Ok, User, manual, ok
@@ -375,6 +375,33 @@ def test_three_workers_resume_a_hundred_due_runs_each_once(app_on: Callable[...,
     assert {(r, s) for r, s, _ in per_step} == {(r, s) for r in run_ids for s in ("a", "b")}
     assert {k for _, _, k in per_step} == {1}
     assert {r.status for r in apps[0].runs(timed)} == {"completed"}
+
+
+def test_an_answer_in_time_no_feed_read_yet_wins_over_the_timeout_and_no_other_answer_does(
+    app_on: Callable[..., App],
+) -> None:
+    """Answers that commit after a pass's feed read the events, before its due runs (or
+    that an older open transaction, or another worker's feed, keeps from the feed): the
+    due runs take the timeout only after looking for an answer the run has not been
+    handed.  One that occurred in time wins; one of another tenant or key, or one that
+    occurred after the deadline, does not."""
+    clock = FakeClock(T0)
+    (app,) = _apps(app_on, clock, 1)
+    answered = app.start_workflow(short, Job(1), user=ADA)
+    unanswered = app.start_workflow(short, Job(2), user=ADA)
+    clock.advance(seconds=59)
+    for sent, user in ((Send(2, "their tenant"), BOB), (Send(3, "another key"), ADA), (Send(1, "in time"), ADA)):
+        assert app.dispatch(send, sent, user=user) == Ok(None)
+    clock.advance(seconds=1)  # the deadline: an answer now still occurred in time
+    assert app.dispatch(send, Send(1, "at the deadline"), user=ADA) == Ok(None)
+    clock.advance(seconds=1)
+    assert app.dispatch(send, Send(2, "too late"), user=ADA) == Ok(None)
+    assert app._workflow_engine.resume_due() == 2  # a pass's due runs, its feed before the answers
+    got = {run_id: run_info(app, run_id) for run_id in (answered, unanswered)}
+    assert got[answered].status == "completed" and got[answered].steps["got"] == Ping(1, "in time")
+    assert got[unanswered].status == "completed" and got[unanswered].steps["got"] is None
+    assert app.run_worker(once=True)["resumed"] == 0  # the feed reads them all now: none again
+    assert _marks(app, answered) == _marks(app, unanswered) == ["after"]
 
 
 @pytest.mark.postgres
