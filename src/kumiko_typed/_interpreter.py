@@ -37,7 +37,6 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._sqlite_functions import refused_here
 from ._steps._base import Path, Resume, StepCrash, Suspend, locate
-from ._steps._block import run_block
 from ._tenant_refs import close_scope, open_scope, settle
 from ._transient import LOST, exhausted, lost_in_statements, transient
 
@@ -358,7 +357,7 @@ def _undo_unreleased(savepoint: SessionTransaction) -> None:
 
 def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | None) -> Outcome:
     try:
-        result = run_block(program.block, run, resume)
+        result = program.block.run(run, resume)
     except StepCrash as crash:
         if run.workflow_segment() is not None:
             _named(program, crash)
