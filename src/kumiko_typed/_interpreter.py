@@ -4,8 +4,8 @@ workflow segments.
 A finished pipeline is a :class:`~kumiko_typed._steps.Block` of steps compiled once
 at import.  A call allocates one :class:`Run` (which is also the ``Ctx`` its resolvers
 receive), its values dict and their read-only view, and
-:func:`~kumiko_typed._steps.run_block` walks the steps; control steps (branch, loop,
-retry) call it for their sub-pipelines, and a suspended workflow run re-enters the same
+the block's generated ``run`` runs the steps; control steps (branch, loop, retry) call
+their sub-pipelines' ``run``, and a suspended workflow run re-enters the same
 code at a :class:`~kumiko_typed._steps.Resume` position — there is no second copy of the
 control flow for workflows.
 
