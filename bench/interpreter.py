@@ -13,7 +13,7 @@ step multiplies instead; the first reads the payload) and returns the same
                   small slotted context (``payload`` and a fresh ``steps`` dict), each
                   result stored under its key, then the return lambda.  What the
                   interpreter does, minus the interpreter.
-* interpreter  -- ``kumiko_typed._interpreter.start_run`` + ``run_block`` on the built
+* interpreter  -- ``kumiko_typed._interpreter.start_run`` + the block's ``run`` on the built
                   pipeline: the ``Run`` (which is the ``Ctx``), the values dict and its
                   read-only view, the step loop, the result check.  No database
                   (compute steps never touch one).
@@ -50,7 +50,6 @@ import kumiko_typed
 from kumiko_typed import App, Feature, User, ok
 from kumiko_typed._interpreter import start_run
 from kumiko_typed._registry import Registry
-from kumiko_typed._steps import run_block
 from kumiko_typed._structuring import make_converter
 
 GOAL = 1.15
@@ -140,7 +139,7 @@ def make_interpreted(n: int) -> Call:
 
     def interpreted(payload: Numbers) -> Any:
         run = start_run(finished, session, registry, (handler, payload, USER, now, correlation_id))
-        return run_block(finished.block, run)
+        return finished.block.run(run)
 
     return interpreted
 

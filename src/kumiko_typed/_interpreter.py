@@ -4,8 +4,8 @@ workflow segments.
 A finished pipeline is a :class:`~kumiko_typed._steps.Block` of steps compiled once
 at import.  A call allocates one :class:`Run` (which is also the ``Ctx`` its resolvers
 receive), its values dict and their read-only view, and
-:func:`~kumiko_typed._steps.run_block` walks the steps; control steps (branch, loop,
-retry) call it for their sub-pipelines, and a suspended workflow run re-enters the same
+the block's generated ``run`` runs the steps; control steps (branch, loop, retry) call
+their sub-pipelines' ``run``, and a suspended workflow run re-enters the same
 code at a :class:`~kumiko_typed._steps.Resume` position — there is no second copy of the
 control flow for workflows.
 
@@ -37,7 +37,6 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._sqlite_functions import refused_here
 from ._steps._base import Path, Resume, StepCrash, Suspend, locate
-from ._steps._block import run_block
 from ._tenant_refs import close_scope, open_scope, settle
 from ._transient import LOST, exhausted, lost_in_statements, transient
 
@@ -369,7 +368,7 @@ def _undo_unreleased(savepoint: SessionTransaction) -> None:
 
 def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | None) -> Outcome:
     try:
-        result = run_block(program.block, run, resume)
+        result = program.block.run(run, resume)
     except StepCrash as crash:
         if isinstance(crash.cause, PROGRAM_REFUSALS) and getattr(run, "called", False):
             # A called handler's refusal of the program is its calling step's

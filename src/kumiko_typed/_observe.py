@@ -22,7 +22,6 @@ from ._results import Failure
 if TYPE_CHECKING:
     from ._interpreter import Run
     from ._steps import Result, Resume, Step
-    from ._steps._block import Segment
 
 try:
     from opentelemetry import trace as _otel
@@ -127,13 +126,11 @@ class Trace:
     """Per-step spans of one recorded program run: the attributes every step span
     carries, and the path of the block being run (``3/on_true/``)."""
 
-    __slots__ = ("attributes", "failed", "prefix")
+    __slots__ = ("attributes", "prefix")
 
     def __init__(self, attributes: Mapping[str, str]) -> None:
         self.attributes = dict(attributes)
         self.prefix = ""
-        #: The index of the fused compute that raised (the block maps it to its step).
-        self.failed: int | None = None
 
     def _span(self, step: Step, index: int) -> Any:
         attributes = {
@@ -160,15 +157,6 @@ class Trace:
                 self.prefix = outer
             _fail(current, result)
             return result
-
-    def computes(self, segment: Segment, run: Run, steps: tuple[Step, ...]) -> None:
-        """The fused ``compute`` steps one by one, each in its span; the index of one
-        that raises is kept in ``failed`` for the block to name it."""
-        for index, _name, _fn in segment.fused:
-            self.failed = index
-            with self._span(steps[index], index) as current, _raised(current):
-                steps[index].execute(run)  # a Compute's: what the fused line does
-        self.failed = None
 
     def enter(self, label: str) -> str:
         """Enter a sub-pipeline (``on_true``, ``do/#2``): the path to restore after it."""

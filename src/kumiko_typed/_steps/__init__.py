@@ -23,7 +23,7 @@ from ._base import (
     sub_keys,
     walk,
 )
-from ._block import EMPTY, Block, run_block
+from ._block import EMPTY, Block
 from .aggregates import AppendEvent, Create, Update
 from .call import CallFeature
 from .compute import Compute, Return
@@ -72,7 +72,6 @@ __all__ = [
     "name_part",
     "part_label",
     "resolve",
-    "run_block",
     "step_at",
     "sub_keys",
     "walk",

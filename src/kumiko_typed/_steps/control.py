@@ -14,7 +14,7 @@ import attrs
 from .._errors import StepRefused
 from .._results import Failure
 from ._base import Fn, Result, Resume, Step, StepCrash, Suspend, called
-from ._block import Block, run_block
+from ._block import Block
 
 if TYPE_CHECKING:
     from collections.abc import Iterable, Sequence
@@ -51,7 +51,7 @@ class Branch(Step):
     @staticmethod
     def _arm(run: Run, arm: str, block: Block, resume: Resume | None) -> Result:
         try:
-            return run_block(block, run, resume, arm)
+            return block.run(run, resume, arm)
         except (StepCrash, Suspend) as unwinding:
             unwinding.path.insert(0, arm)
             raise
@@ -113,7 +113,7 @@ class ForEach(Step):
             scope[self.item] = items[n]
             try:
                 label = f"do/#{n}" if run.trace is not None else ""  # the path part only a traced run reads
-                result = run_block(self.body, run, resume if n == first else None, label)
+                result = self.body.run(run, resume if n == first else None, label)
             except Suspend as suspend:
                 suspend.path[0:0] = ["do", f"#{n}"]
                 record = {"items": items, "shadows": shadows, "shadowed": shadowed, "over": over}

@@ -22,7 +22,7 @@ from .._poison import storable_text
 from .._results import Failure
 from .._trigger_view import trigger_view
 from ._base import Fn, NamedStep, Result, Resume, Step, StepCrash, Suspend, called
-from ._block import Block, run_block
+from ._block import Block
 
 if TYPE_CHECKING:
     from .._interpreter import Run, WorkflowRun
@@ -256,7 +256,7 @@ class Retry(Step):
         failure: Failure | None = None
         crash: StepCrash | None = None
         try:
-            result = run_block(self.body, run, None, f"do/#{attempt}")
+            result = self.body.run(run, None, f"do/#{attempt}")
             if isinstance(result, Failure):
                 failure = result
         except StepCrash as exc:
