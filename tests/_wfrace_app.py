@@ -40,7 +40,7 @@ side = sa.MetaData()
 #: One row per committed run of the step after the event wait (no unique constraint: a
 #: doubled one shows).
 after = sa.Table(
-    "wfp_after",
+    "wfrace_after",
     side,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
     sa.Column("run_id", sa.Uuid, nullable=False),
@@ -70,7 +70,7 @@ class Resumed:
 
 
 class WfpThing(Entity):
-    __tablename__ = "wfp_thing"
+    __tablename__ = "wfrace_thing"
     note: Mapped[str]
 
 
@@ -98,7 +98,7 @@ def _first(c: Any) -> str:
     return "first"
 
 
-feature = Feature("wfp", requires=["mail.send"])
+feature = Feature("wfrace", requires=["mail.send"])
 feature.entity(WfpThing)
 feature.event(Ping)
 feature.event(Resumed)

@@ -226,7 +226,7 @@ def test_a_keyed_start_behind_one_whose_process_died_mid_segment_is_the_one_run_
         run_id = uuid.UUID(answer(second))
     runs = setup.app.runs(keyed)
     assert [(r.run_id, r.status, r.steps["first"]) for r in runs] == [(run_id, "suspended", "first")]
-    rows = sa.select(sa.func.count()).select_from(workflow_runs).where(workflow_runs.c.workflow == "wfp:keyed")
+    rows = sa.select(sa.func.count()).select_from(workflow_runs).where(workflow_runs.c.workflow == "wfrace:keyed")
     assert setup.count(rows) == 1
 
 
