@@ -200,7 +200,7 @@ def _check_durations(step: Step) -> str | None:
         number: object = value  # typed as a duration, given anything by a caller without a checker
         if type(number) in (int, float) and not isinstance(step, Retry):
             # A number meant as seconds: say how to write it, as the plugin does at the argument.
-            wrong += f': a number is not read as seconds; write timedelta(seconds={number!r}) or "PT{number!r}S"'
+            wrong += f": a number is not read as seconds; {_rules.duration_number_fix(repr(number))}"
         return wrong
     return None
 

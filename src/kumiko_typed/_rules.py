@@ -45,6 +45,7 @@ __all__ = [
     "StepRule",
     "Tier",
     "allows",
+    "duration_number_fix",
     "duration_problem",
     "fixes_result",
     "msg_ambiguous_name",
@@ -310,12 +311,18 @@ def msg_duration_number(method: str, argument: str, value: str | None) -> str:
     """A number given as a duration (``wait(5)``): the step does not read it as seconds (nor
     as anything: the App refuses it at boot), and mypy showed the whole type expected, with
     the callable's context type.  ``value`` is the number when it is written literally."""
-    seconds = value if value is not None else "..."
-    text = f'"PT{value}S"' if value is not None else 'an ISO-8601 text such as "PT30S"'
     return (
         f'{argument}= of step "{method}" is a number, which the step does not read as seconds: '
-        f"write timedelta(seconds={seconds}) or {text}"
+        f"{duration_number_fix(value)}"
     )
+
+
+def duration_number_fix(value: str | None) -> str:
+    """What to write for a number given as a duration (``value``, as written; ``None``: not
+    known), in the plugin's message and the boot's alike."""
+    if value is None:
+        return 'write timedelta(seconds=...) or an ISO-8601 text such as "PT30S"'
+    return f'write timedelta(seconds={value}) or "PT{value}S"'
 
 
 def allows(builder: str, kind: str) -> bool:
