@@ -4,6 +4,7 @@ at exact lines; and that mypy without the plugin and pyright raise no false erro
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,15 @@ def test_mypy_with_plugin(case: Path, plugin_run: tuple[set[Finding], str]) -> N
     missing = sorted(want - got)
     unexpected = sorted(got - want)
     assert not missing and not unexpected, f"missing: {missing}\nunexpected: {unexpected}\n\n{output}"
+
+
+def errors_in(output: str, file: str, keep: Callable[[str], bool] = lambda _line: True) -> dict[int, str]:
+    """mypy's error messages about case ``file`` in ``output``, by line: of the lines ``keep`` takes."""
+    return {
+        int(line.split(":")[1]): line.partition(": error: ")[2]
+        for line in output.splitlines()
+        if line.startswith(f"{file}:") and ": error: " in line and keep(line)
+    }
 
 
 def test_a_refused_step_is_one_error_with_deprecated_enabled(plugin_run: tuple[set[Finding], str]) -> None:
@@ -135,11 +145,7 @@ def test_a_return_resolver_that_gives_no_result_says_what_to_return(plugin_run: 
     one wrote), and said it twice; the one error now names the step, what its resolver returned
     and what to return (errors_return_resolver.py)."""
     _, output = plugin_run
-    said = {
-        int(line.split(":")[1]): line.partition(": error: ")[2]
-        for line in output.splitlines()
-        if line.startswith("errors_return_resolver.py:") and ": error: " in line and "[arg-type]" in line
-    }
+    said = errors_in(output, "errors_return_resolver.py", lambda line: "[arg-type]" in line)
     fix = (
         "; it must return ok(value), whose value becomes the handler's result, or a Failure (fail(...)): "
         ".return_(lambda c: ok(...))  [arg-type]"
@@ -167,11 +173,7 @@ def test_an_arm_that_returns_no_sub_pipeline_says_what_to_return(plugin_run: tup
     the whole callable type expected; it is one naming what it returned and what to return
     (errors_fixed_results.py).  So is any other resolver whose result type the step fixes."""
     _, output = plugin_run
-    said = {
-        int(line.split(":")[1]): line.partition(": error: ")[2]
-        for line in output.splitlines()
-        if line.startswith("errors_fixed_results.py:") and ": error: " in line
-    }
+    said = errors_in(output, "errors_fixed_results.py")
     must = "; it must return the sub-pipeline b it is given, with its steps added: "
     outer = "Pipeline[Order, TypedDict({'n'=: int}), TypedDict({}), Literal['mail.send']]"
     assert said[83] == f'on_true= of step "branch" returns "{outer}"{must}on_true=lambda b: b.compute(...)  [arg-type]'
@@ -192,11 +194,7 @@ def test_a_payload_of_another_class_names_both_types(plugin_run: tuple[set[Findi
     """mypy said ``Cannot infer value of type parameter "P" of "dispatch" of "App"``; the payload
     type is now read off the handler, so mypy's own error names both (errors_app_payloads.py)."""
     _, output = plugin_run
-    said = {
-        int(line.split(":")[1]): line.partition(": error: ")[2]
-        for line in output.splitlines()
-        if line.startswith("errors_app_payloads.py:") and ": error: " in line
-    }
+    said = errors_in(output, "errors_app_payloads.py")
     expected = 'Argument 2 to "{}" of "App" has incompatible type "{}"; expected "Order"  [arg-type]'
     assert said == {
         20: expected.format("dispatch", "SignedUp"),
@@ -210,11 +208,7 @@ def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Findin
     """A wait_for_event whose key= and event_key= return types no two values of which are
     equal matched no event and timed out, with no error anywhere (errors_workflow_waits.py)."""
     _, output = plugin_run
-    said = {
-        int(line.split(":")[1]): line.partition(": error: ")[2]
-        for line in output.splitlines()
-        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line and "never equal" in line
-    }
+    said = errors_in(output, "errors_workflow_waits.py", lambda line: "[arg-type]" in line and "never equal" in line)
     message = (
         'event_key= of step "wait_for_event" returns "{}" and key= returns "{}", which are never equal: the run '
         "waits for an event whose event_key(e) == key(c), so it would match none and time out; return the same "
@@ -227,11 +221,9 @@ def test_a_duration_given_as_a_number_says_what_to_write(plugin_run: tuple[set[F
     """``wait(5)`` got mypy's whole expected type, with the callable's context type; the one
     error says to write a timedelta or an ISO-8601 text (errors_workflow_waits.py)."""
     _, output = plugin_run
-    said = {
-        int(line.split(":")[1]): line.partition(": error: ")[2]
-        for line in output.splitlines()
-        if line.startswith("errors_workflow_waits.py:") and "[arg-type]" in line and "never equal" not in line
-    }
+    said = errors_in(
+        output, "errors_workflow_waits.py", lambda line: "[arg-type]" in line and "never equal" not in line
+    )
     message = '{}= of step "{}" is a number, which the step does not read as seconds: write {}  [arg-type]'
     assert said == {
         77: message.format("duration", "wait", 'timedelta(seconds=5) or "PT5S"'),
@@ -245,11 +237,7 @@ def test_call_feature_given_no_write_handler_says_what_it_takes(plugin_run: tupl
     """mypy said ``expected "WriteHandler[Order, Never]"``, a ``Never`` nobody wrote
     (errors_called_handlers.py)."""
     _, output = plugin_run
-    said = {
-        int(line.split(":")[1]): line.partition(": error: ")[2]
-        for line in output.splitlines()
-        if line.startswith("errors_called_handlers.py:") and ": error: " in line
-    }
+    said = errors_in(output, "errors_called_handlers.py")
     message = (
         'handler= of step "call_feature" is "{}"; it must be a write handler (feature.write_handler(...)), which '
         "runs in this transaction; the step's key holds its ok(...) data  [arg-type]"
