@@ -9,8 +9,10 @@ Fixtures (each App has its tables created and is disposed after the test):
 - ``kumiko_app``: parametrized over both, so one test runs on each database;
 - ``kumiko_postgres``: the session's server itself.
 
-Imports of the App and of psycopg wait until a fixture is used, so the plugin costs nothing
-in test suites that do not use it.
+Imports of the App and of psycopg wait until a fixture is used.  Loading the plugin still
+imports the ``kumiko_typed`` package (SQLAlchemy with it, about half a second) in every pytest
+run of an environment the library is installed in; a suite that uses none of the fixtures can
+turn it off with ``-p no:kumiko_typed.testing.plugin``.
 """
 
 from __future__ import annotations
