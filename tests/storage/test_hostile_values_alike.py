@@ -7,7 +7,8 @@ Values: text with NUL or a lone surrogate, 100 000 characters or none; NaN, infi
 many digits, ``-0.00``, NaN; naive and aware times at the ends of the calendar, dates,
 times with and without a zone, durations; bytes, empty and nested containers, dicts keyed
 by numbers, ``None``, tuples and enum members, a dict that looks like a type tag; enum
-members, UUIDs, booleans.  Ways in: an entity's columns of every kind (create), a
+members, UUIDs, booleans.  Ways in: an entity's columns of every kind (create), an event's
+``Any`` field (append_event), a
 handler's payload and result (with and without an idempotency key), a query, a webhook's
 body and headers, a mail, a workflow's state across a wait.
 
@@ -18,7 +19,11 @@ and was stored by one of them — SQLite kept bytes in an ``Integer`` column (re
 bytes), PostgreSQL cast a datetime in a ``Time`` column to its time of day (and that
 row's event could no longer be read); a time with a zone in a ``Time`` column lost its
 zone on both (the event kept it); a webhook header given a float went out as ``1e+20``
-and ``-0.0`` from SQLite, ``100000000000000000000`` and ``0.0`` from PostgreSQL.
+and ``-0.0`` from SQLite, ``100000000000000000000`` and ``0.0`` from PostgreSQL; a JSON
+column's ``None``/``True`` key was ``null``/``true`` in the row and ``None``/``True`` in its
+event (and a webhook's body), so a rebuild rewrote the row; ``rebuild_projection(verify=True)``
+reported every aware time in a naive ``DateTime`` column (and naive in an aware one) as
+changed; a tuple key in an event's ``Any`` field was an ``internal_error``.
 """
 
 from __future__ import annotations
@@ -97,8 +102,14 @@ class Hold:
     v: Any
 
 
+@attrs.frozen
+class Noted:
+    v: Any
+
+
 f = Feature("deq", requires=["webhook.send", "mail.send"])
 f.entity(DeqThing)
+f.event(Noted, name="deq-noted")
 put = f.write_handler(
     "put",
     f.pipeline(Put)
@@ -115,6 +126,12 @@ change = f.write_handler(
         changes=lambda c: {c.payload.col: c.payload.v},
         skip_optimistic_lock=True,
     )
+    .return_(lambda c: ok(None)),
+)
+note = f.write_handler(
+    "note",
+    f.pipeline(Change)
+    .append_event(DeqThing, id=lambda c: c.payload.id, event=lambda c: Noted(c.payload.v))
     .return_(lambda c: ok(None)),
 )
 echo = f.write_handler("echo", f.pipeline(Hold).return_(lambda c: ok(c.payload.v)))
@@ -246,6 +263,12 @@ def _row(app: App, id_: uuid.UUID) -> str:
     return _shown({k: v for k, v in row.items() if k in COLUMNS and v is not None})
 
 
+def _last_event(app: App, user: User) -> str:
+    with app.engine.connect() as conn:
+        stream = conn.execute(sa.select(events.c.stream_id).order_by(events.c.position.desc()).limit(1)).scalar_one()
+    return _shown(ok_data(app.read_stream(DeqThing, stream, user=user))[-1].event)
+
+
 def _last_message(app: App) -> str:
     with app.engine.connect() as conn:
         message = conn.execute(sa.select(outbox.c.message).order_by(outbox.c.id.desc()).limit(1)).scalar_one()
@@ -295,6 +318,7 @@ def _run(app: App, clock: FakeClock, v: object, user: User) -> object:
 @pytest.mark.postgres
 def test_hostile_values_get_one_answer_from_both_databases(both: tuple[tuple[App, FakeClock], ...], user: User) -> None:
     apps = [app for app, _clock in both]
+    streams = {id(a): ok_data(a.dispatch(put, Put("s", "noted"), user=user)) for a in apps}
     answers: dict[str, int] = {"ok": 0, "failure": 0}
     for name, v in VALUES.items():
         for col in COLUMNS:
@@ -304,6 +328,11 @@ def test_hostile_values_get_one_answer_from_both_databases(both: tuple[tuple[App
         key = f"key-{len(answers)}-{name}"
         for what, call, read in [
             ("echo", lambda a: a.dispatch(echo, Hold(v), user=user), None),
+            (
+                "event",
+                lambda a: a.dispatch(note, Change(streams[id(a)], "", v), user=user),
+                lambda a, _d: _last_event(a, user),
+            ),
             ("keyed", lambda a: a.dispatch(echo, Hold(v), user=user, idempotency_key=key), None),
             ("repeated", lambda a: a.dispatch(echo, Hold(v), user=user, idempotency_key=key), None),
             ("query", lambda a: a.query(look, Hold(v), user=user), None),
@@ -399,6 +428,21 @@ def test_a_value_of_a_kind_its_column_takes_is_written_replayed_and_rebuilt_unch
         assert (type(read), read) == (type(stored), stored), (col, value)
     report = ok_data(app.rebuild_projection(DeqThing, user=user, verify=True))
     assert (report.streams, report.changed, report.missing, report.extra) == (len(OWN_KINDS), {}, (), ())
+
+
+def test_a_key_json_cannot_give_back_under_an_any_field_is_refused_at_its_field(app_on: AppOn, user: User) -> None:
+    """Before, a tuple key in an event's ``Any`` field was an ``internal_error`` (the event's
+    converter made the key a list, which no dict takes); other keys of its kind (an int)
+    were refused already, as JSON gives them back as text."""
+    app = app_on([f])
+    made = ok_data(app.dispatch(put, Put("s", "kept"), user=user))
+    before = _counts(app)
+    for key, kind in [((1, 2), "tuple"), (frozenset({1}), "frozenset"), (7, "int")]:
+        refused = failure_of(app.dispatch(note, Change(made, "", {"ok": 1, key: 2}), user=user), "validation_error")
+        ((detail,),) = [refused.details]
+        assert (detail["path"], detail["column"]) == ("$.v", "kumiko_events.payload")
+        assert f"not a key of type {kind}; type the field to hold it" in detail["message"]
+    assert _counts(app) == before
 
 
 def test_a_webhook_header_or_body_key_is_sent_as_python_and_json_write_it(
