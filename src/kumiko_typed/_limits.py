@@ -326,6 +326,8 @@ def _kind_of(value: object) -> str:
         return "a number"
     if isinstance(value, str):
         return "text"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytes"
     return f"a {type(value).__name__}"
 
 

@@ -353,7 +353,7 @@ def test_hostile_values_get_one_answer_from_both_databases(both: tuple[tuple[App
 #: worded by the database's driver, or stored by one of the two.
 OTHER_KINDS: list[tuple[str, object, str]] = [
     ("i", datetime(2024, 1, 1, tzinfo=UTC), "must be a number, not a datetime"),
-    ("i", b"\x01", "must be a number, not a bytes"),  # SQLite stored it, read back as bytes
+    ("i", b"\x01", "must be a number, not bytes"),  # SQLite stored it, read back as bytes
     ("b", [1], "must be a number, not a list"),
     ("b", Colour.RED, "must be a number, not a Colour"),
     ("f", date(2024, 1, 1), "must be a number, not a date"),
@@ -366,7 +366,7 @@ OTHER_KINDS: list[tuple[str, object, str]] = [
     ("day", Decimal("1.5"), "must be a date, not a number"),
     ("day", True, "must be a date, not true or false"),
     ("tod", datetime(2024, 1, 1, 12), "must be a time, not a datetime"),  # PostgreSQL stored 12:00
-    ("tod", b"12:00", "must be a time, not a bytes"),
+    ("tod", b"12:00", "must be a time, not bytes"),
     ("tod", time(12, tzinfo=_west), "must be a time without a time zone"),  # both dropped the zone
 ]
 
