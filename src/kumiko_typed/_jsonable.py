@@ -54,9 +54,19 @@ def jsonable(value: Any) -> Any:
 
 def _key(key: object) -> str:
     """A mapping's key as text: an enum member by its value, as a value is stored (``str()``
-    wrote a text enum's member as ``Size.S``, which no read gives back); anything else as
-    ``str()`` has always written it."""
-    return str(key.value) if isinstance(key, enum.Enum) else str(key)
+    wrote a text enum's member as ``Size.S``, which no read gives back); ``None``, ``True``
+    and ``False`` as JSON writes them (``null``, ``true``, ``false``), as a JSON column
+    stores them (``str()`` wrote ``None``, so a row's document and its event's differed,
+    and a webhook's body was not what ``json=`` posts); anything else as ``str()`` has
+    always written it."""
+    if isinstance(key, enum.Enum):
+        return str(key.value)
+    if key is None or isinstance(key, bool):
+        return _JSON_KEYS[key]
+    return str(key)
+
+
+_JSON_KEYS: dict[object, str] = {None: "null", True: "true", False: "false"}
 
 
 _MICROSECOND = dt.timedelta(microseconds=1)

@@ -14,7 +14,7 @@ import math
 import re
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime, time, timedelta
 from decimal import Decimal
 from typing import Any, Final
 
@@ -324,6 +324,10 @@ def _kind_of(value: object) -> str:
         return "true or false"
     if isinstance(value, (int, float, Decimal)):
         return "a number"
+    if isinstance(value, str):
+        return "text"
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return "bytes"
     return f"a {type(value).__name__}"
 
 
@@ -418,8 +422,38 @@ def _day(value: object) -> str | None:
     return "must be a date, not text" if isinstance(value, str) else None
 
 
-def _time_of_day(value: object) -> str | None:
+def _zoned_time_of_day(value: object) -> str | None:
     return "must be a time, not text" if isinstance(value, str) else None
+
+
+def _time_of_day(value: object) -> str | None:
+    """A ``Time`` column's value.  Neither database keeps a time's zone there: both stored
+    ``12:00-05:00`` as ``12:00`` (an instant it was not), and its event kept the zone, so the
+    row and its replay differed.  A time of day with a zone has no UTC time to convert it
+    to (the offset changes with the date), so it is refused, not converted."""
+    if isinstance(value, str):
+        return "must be a time, not text"
+    if isinstance(value, time) and value.tzinfo is not None:
+        return "must be a time without a time zone, which the column does not keep (give value.replace(tzinfo=None))"
+    return None
+
+
+def _of_kinds(check: Check, kinds: tuple[type[Any], ...], expected: str) -> Check:
+    """``check``, and a value of none of ``kinds`` refused: a number or a time given to a
+    column of the other (a datetime in an ``Integer``, a number in a ``DateTime``), bytes,
+    a container, a UUID or an enum member in either.  Both databases refused most of them
+    with an ``internal_error`` worded by their driver (SQLite's binding, PostgreSQL's
+    cast), and one took some: SQLite kept bytes in an ``Integer`` column as a BLOB, read
+    back as bytes, and PostgreSQL cast a datetime in a ``Time`` column to its time of day,
+    whose event could then not be read back."""
+
+    def of_kinds(value: object) -> str | None:
+        problem = check(value)
+        if problem is not None or isinstance(value, kinds):
+            return problem
+        return f"must be {expected}, not {_kind_of(value)}"
+
+    return of_kinds
 
 
 def _json(value: object) -> str | None:
@@ -514,22 +548,36 @@ def _check_for(type_: TypeEngine[Any]) -> Check | None:
         return _boolean
     if isinstance(type_, LargeBinary):
         return _binary
-    if isinstance(type_, Integer):
-        return _integer(16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32)
-    if isinstance(type_, Float):
-        return _float
-    if isinstance(type_, Numeric):
-        return _numeric(type_.precision, type_.scale)
     if isinstance(type_, JSON):
         return _json
-    if isinstance(type_, DateTime):
-        return _written_moment
-    if isinstance(type_, Date):
-        return _day
-    if isinstance(type_, Time):
-        return _time_of_day
+    kinded = _kinded(type_)
+    if kinded is not None:
+        check, kinds, expected = kinded
+        # A TypeDecorator's process_bind_param may take other kinds (a Money as cents).
+        return check if decorated else _of_kinds(check, kinds, expected)
     if isinstance(type_, Uuid):
         return _uuid
+    return None
+
+
+_NUMBERS: Final = (int, float, Decimal)
+
+
+def _kinded(type_: TypeEngine[Any]) -> tuple[Check, tuple[type[Any], ...], str] | None:
+    """A number or time column's own check, the kinds of value it takes and their name."""
+    if isinstance(type_, Integer):
+        bits = 16 if isinstance(type_, SmallInteger) else 64 if isinstance(type_, BigInteger) else 32
+        return _integer(bits), (int, float), "a number"
+    if isinstance(type_, Float):
+        return _float, _NUMBERS, "a number"
+    if isinstance(type_, Numeric):
+        return _numeric(type_.precision, type_.scale), _NUMBERS, "a number"
+    if isinstance(type_, DateTime):
+        return _written_moment, (date,), "a datetime"  # a date is midnight, alike on both
+    if isinstance(type_, Date):
+        return _day, (date,), "a date"
+    if isinstance(type_, Time):
+        return (_zoned_time_of_day if type_.timezone else _time_of_day), (time,), "a time"
     return None
 
 

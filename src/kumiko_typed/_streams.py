@@ -19,7 +19,7 @@ from itertools import groupby
 from typing import Any, Generic, Literal, TypeVar
 
 import attrs
-from sqlalchemy import JSON, delete, insert, inspect, select, update
+from sqlalchemy import JSON, DateTime, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session, configure_mappers, sessionmaker
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -34,7 +34,7 @@ from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
 from ._steps.aggregates import project
 from ._tables import events
-from ._utc import UtcDateTime
+from ._utc import UtcDateTime, column_time
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
 
@@ -262,7 +262,6 @@ def _rebuild(
 ) -> ProjectionReport:
     keys = {a.key: a.columns[0] for a in inspect(entity).column_attrs}
     _refuse_other_types(session, registry, entity, keys, tenant)
-    documents = {key for key, column in keys.items() if isinstance(column.type, JSON)}
     replayed: dict[Any, dict[str, Any]] = {}
     # Closed here, not by the garbage collector: a replay that fails leaves PostgreSQL's
     # server-side cursor open in the transaction otherwise.
@@ -270,7 +269,7 @@ def _rebuild(
     with closing(events_of) as rows:
         for stream_id, stream in groupby(rows, key=lambda r: r.stream_id):
             row = _replay(registry, entity, stream)
-            replayed[stream_id] = {key: _as_stored(getattr(row, key), key in documents) for key in keys}
+            replayed[stream_id] = {key: _as_stored(getattr(row, key), column.type) for key, column in keys.items()}
     table = inspect(entity).local_table
     stmt = select(table) if tenant is None else select(table).where(keys["tenant_id"] == tenant)
     live = {r._mapping[keys["id"]]: {k: r._mapping[c] for k, c in keys.items()} for r in session.execute(stmt)}
@@ -326,11 +325,22 @@ def _refuse_nulls(entity: type[Any], keys: Mapping[str, Any], row_id: object, va
         )
 
 
-def _as_stored(value: Any, document: bool) -> Any:
+def _as_stored(value: Any, column_type: TypeEngine[Any]) -> Any:
     """A replayed value as its column gives it back: a projector may put a tuple or an
     int-keyed dict in a JSON column, which reads back as a list or a str-keyed dict, and
-    is the same document; compared as built, every such row looked changed."""
-    return jsonable(value) if document and value is not None else value
+    is the same document; a ``DateTime`` column holds a time in UTC, naive unless the
+    column keeps a zone, and a date as its midnight.  Compared as built, every such row
+    looked changed (an aware time written to a naive column, a naive one to an aware)."""
+    if value is None:
+        return None
+    if isinstance(column_type, JSON):
+        return jsonable(value)
+    if isinstance(column_type, DateTime) and isinstance(value, dt.date):
+        try:
+            return column_time(value, zoned=column_type.timezone)
+        except OverflowError:  # past year 9999 in UTC, stored by a release that took it: as it is
+            return value
+    return value
 
 
 def _replay(registry: Registry, entity_type: type[Any], stream: Iterable[EventRow]) -> Any:

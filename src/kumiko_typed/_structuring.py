@@ -506,19 +506,33 @@ def read_back_problems(
     event's field, never its value."""
     read = structure(converter, stored, type(event))
     if not isinstance(read, list):
-        changed = changed_under_any(event)
-        if changed is not None:
-            where, given = changed
-            message = f"a field typed Any gives back JSON's own values only, not {given}; type the field to hold it"
-        elif (changed := changed_in_union(event, read)) is not None:
-            where, given = changed
-            message = (
-                f"{given}: JSON stores both as text, and a union of text and another type reads it as one "
-                "of them; type the field with the one it holds"
-            )
-        else:
+        problems = any_field_problems(event, column, payload)
+        if problems:
+            return problems
+        if (changed := changed_in_union(event, read)) is None:
             return []
+        where, given = changed
+        message = (
+            f"{given}: JSON stores both as text, and a union of text and another type reads it as one "
+            "of them; type the field with the one it holds"
+        )
         read = [{"path": where, "message": message}]
+    return _read_back_refusals(read, event, column, payload)
+
+
+def any_field_problems(event: object, column: str, payload: object) -> list[Problem]:
+    """The refusal of a value under ``Any`` in ``event`` that JSON would not give back as it
+    is, without converting the event first: a tuple key there is converted to a list, no
+    key at all, and the conversion raised ``TypeError`` (an ``internal_error``)."""
+    changed = changed_under_any(event)
+    if changed is None:
+        return []
+    where, given = changed
+    message = f"a field typed Any gives back JSON's own values only, not {given}; type the field to hold it"
+    return _read_back_refusals([{"path": where, "message": message}], event, column, payload)
+
+
+def _read_back_refusals(read: list[dict[str, Any]], event: object, column: str, payload: object) -> list[Problem]:
     name = type(event).__name__
     return [
         {

@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from typing import Any
 
 from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UtcDateTime"]
+__all__ = ["UtcDateTime", "column_time"]
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -35,3 +35,13 @@ class UtcDateTime(TypeDecorator[datetime]):
             return None
         # Else a cron schedule read back from its cursor would tick in the server's zone.
         return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+def column_time(value: date, *, zoned: bool) -> datetime:
+    """``value`` as a ``DateTime`` column holds it on both databases (the engine binds
+    every one in UTC, ``_engine._UtcDateTime`` and PostgreSQL's UTC session): its UTC
+    time, a naive one taken as UTC, aware only if the column keeps a zone (``zoned``);
+    a date at its midnight."""
+    moment = value if isinstance(value, datetime) else datetime.combine(value, time())
+    utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
+    return utc if zoned else utc.replace(tzinfo=None)

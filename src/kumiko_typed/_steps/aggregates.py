@@ -31,7 +31,7 @@ from .._limits import nested_without_end, path_step, refuse, stored_json, unfit_
 from .._results import Failure, fail
 from .._rules import FRAMEWORK_COLUMNS
 from .._saved import Saved
-from .._structuring import read_back_problems
+from .._structuring import any_field_problems, read_back_problems
 from .._tables import events
 from ._base import Fn, NamedStep, Result, Step, called, resolve
 from ._rows import changed_columns, in_place_values, insert_row, update_row, writer
@@ -428,6 +428,11 @@ def _event_payload(run: Run, event: object) -> Any:
         unstructured = unstructure(event)
     except RecursionError:
         raise nested_without_end(column, event, run.payload, unstructure) from None
+    except TypeError:
+        # A tuple key under Any, which cattrs makes an (unhashable) list: refused as the
+        # read-back check below refuses any key JSON would not give back.
+        refuse(any_field_problems(event, column, run.payload))
+        raise
     stored = stored_json(unstructured, column, run.payload)
     refuse(read_back_problems(run.registry.converter, stored, event, column, run.payload))
     return stored

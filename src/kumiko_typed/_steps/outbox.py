@@ -11,6 +11,7 @@ from sqlalchemy import insert
 
 from .._delivery import HEADER_VALUE, json_text, url_problem
 from .._errors import Problem, Unfit
+from .._jsonable import jsonable
 from .._limits import refuse, source_path, stored_json
 from .._mail_address import address_problem, header_problem
 from .._notify import notify
@@ -138,6 +139,10 @@ class SendWebhook(Step):
             raise Unfit([{"path": source_path(run.payload, url), "message": problem, "column": column}], _BAD_URL)
         headers = dict(resolve(self.headers, run, "headers=") or {})
         refuse(_http_header_problems(headers, run.payload))
+        # Stored as the text sent (delivery's ``str()``), not as JSON numbers: PostgreSQL's
+        # jsonb gave a float back as its numeric, so a header of 1e20 went out as
+        # 100000000000000000000 and one of -0.0 as 0.0 from PostgreSQL, 1e+20 and -0.0 from SQLite.
+        headers = {name: value if type(value) is str else str(jsonable(value)) for name, value in headers.items()}
         message = {
             "url": str(url),
             "method": self.method.upper(),
