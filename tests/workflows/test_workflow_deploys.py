@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
+from _deploy_app import OTHER, T0, TEXT_ORDER, USER, WORKER_BOOT, Order, Signal, make_app
 from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
@@ -289,6 +289,40 @@ def test_two_workers_of_different_versions_resume_only_their_own_runs(db_url: st
     for n, run_id in enumerate(new):
         assert _result(v1, "job", run_id) == f"v2:{n * 10}"
     assert not [r for r in v1.runs() if r.status == "failed"]
+
+
+def test_workers_of_two_releases_that_retyped_a_payload_field_resume_only_the_runs_they_read(
+    db_url: str, v1: App
+) -> None:
+    """A rolling deploy that makes ``Order.n`` text (``n-text``): a worker process of each
+    release at once, then one more pass of each.  Each strands the other's runs, naming
+    the field and both types, never the value, and leaves them to the other, which resumes
+    them: before the codec checked the fields, the old worker resumed the new release's
+    runs with ``n="4"`` (``quote`` came out ``"4444444444"``) and the new one the old
+    release's with an integer.  Each release's check lists the other's runs."""
+    old = [_start(v1, "job", n) for n in range(3)]
+    v2 = make_app(db_url, "n-text", FakeClock(T0))
+    try:
+        new = [v2.start_workflow(v2.workflows["dep:job"], TEXT_ORDER(str(n)), user=USER) for n in range(3)]
+    finally:
+        v2.dispose()
+    checked = cli("check", "_deploy_app:app_n_text", "--against", db_url)
+    assert checked.returncode == 1, checked.stderr
+    why = "stored _deploy_app.Order cannot be rebuilt: its 'n' holds an int, and Order now says str"
+    assert f"{why}; a deploy with the class as the run stored it resumes the run (3 run(s))" in checked.stderr
+    assert {str(r) for r in old} <= set(checked.stderr.split()) and str(new[0]) not in checked.stderr
+    (group,) = v1.check_runs()
+    assert set(group.run_ids) == set(new) and "its 'n' holds a str, and Order now says int" in group.reason
+
+    _workers_at_once(db_url, ("v1", "n-text"), T0 + HOUR, 2)
+    for version in ("v1", "n-text"):  # whatever the other stranded meanwhile
+        worker(db_url, version, T0 + HOUR)
+    for n, run_id in enumerate(old):
+        assert _result(v1, "job", run_id) == f"v1:{n * 10}"
+    for n, run_id in enumerate(new):
+        assert _result(v1, "job", run_id) == f"v2:{str(n) * 10}"
+    assert not [r for r in v1.runs() if r.status == "failed"]
+    assert v1.check_runs() == []
 
 
 def _workers_at_once(url: str, versions: tuple[str, ...], at: datetime, seconds: float) -> list[int]:
