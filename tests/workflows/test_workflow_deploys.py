@@ -76,6 +76,15 @@ def _result(app: App, workflow: str, run_id: uuid.UUID, user: Any = USER) -> obj
     return result.data
 
 
+def _pass(url: str, version: str, at: datetime) -> int:
+    """One worker pass of ``version`` at ``at``, in this process: what it resumed."""
+    app = make_app(url, version, FakeClock(at))
+    try:
+        return app.run_worker(once=True)["resumed"]
+    finally:
+        app.dispose()
+
+
 def test_check_prints_a_stored_paths_control_characters_as_escapes(db_url: str, v1: App) -> None:
     """A path edited by hand in the run's row reaches the operator's terminal as escapes."""
     run_id = _start(v1, "job", 4)
@@ -306,17 +315,23 @@ def test_workers_of_two_releases_that_retyped_a_payload_field_resume_only_the_ru
         new = [v2.start_workflow(v2.workflows["dep:job"], TEXT_ORDER(str(n)), user=USER) for n in range(3)]
     finally:
         v2.dispose()
-    checked = cli("check", "_deploy_app:app_n_text", "--against", db_url)
-    assert checked.returncode == 1, checked.stderr
-    why = "stored _deploy_app.Order cannot be rebuilt: its 'n' holds an int, and Order now says str"
-    assert f"{why}; a deploy with the class as the run stored it resumes the run (3 run(s))" in checked.stderr
-    assert {str(r) for r in old} <= set(checked.stderr.split()) and str(new[0]) not in checked.stderr
-    (group,) = v1.check_runs()
-    assert set(group.run_ids) == set(new) and "its 'n' holds a str, and Order now says int" in group.reason
+    v2 = make_app(db_url, "n-text", FakeClock(T0))
+    try:
+        (theirs,) = v2.check_runs()
+    finally:
+        v2.dispose()
+    (mine,) = v1.check_runs()
+    for group, ids, stored, now in ((theirs, old, "an int", "str"), (mine, new, "a str", "int")):
+        assert (group.path, set(group.run_ids)) == ("cool-off", set(ids))
+        assert group.reason == (
+            f"at step cool-off: the stored state cannot be read: stored _deploy_app.Order cannot be rebuilt: "
+            f"its 'n' holds {stored}, and Order now says {now}; a deploy with the class as the run stored it "
+            "resumes the run"
+        )
 
     _workers_at_once(db_url, ("v1", "n-text"), T0 + HOUR, 2)
     for version in ("v1", "n-text"):  # whatever the other stranded meanwhile
-        worker(db_url, version, T0 + HOUR)
+        _pass(db_url, version, T0 + HOUR)
     for n, run_id in enumerate(old):
         assert _result(v1, "job", run_id) == f"v1:{n * 10}"
     for n, run_id in enumerate(new):
@@ -368,6 +383,27 @@ def test_an_event_that_came_while_a_run_was_stranded_resumes_it_under_a_compatib
         assert worker(db_url, back, T0 + 3 * MINUTE)["resumed"] == 1
     assert _result(v1, "signal", run_id) == ("v2:hello" if back == "across" else "v1:hello")
     assert run_info(v1, unheard).status == "suspended"  # no event of its key came
+
+
+def test_the_look_back_of_a_deploy_that_arms_a_stranded_wait_again_stays_in_the_runs_tenant(
+    db_url: str, v1: App
+) -> None:
+    """Two tenants' runs wait for ``Signal`` with the same key 7.  The tenant's event comes
+    while a worker of the deploy that renamed the wait runs: it strands that tenant's run
+    and disarms its wait.  The compatible worker that arms it again looks back over the
+    events since: the tenant's run resumes with its event, and the other tenant's run,
+    same key, is not answered by it (it times out with ``None``).  Behaviour that held."""
+    mine, theirs = _start(v1, "signal", 7), _start(v1, "signal", 7, OTHER)
+    assert _pass(db_url, "v1", T0 + MINUTE) == 0  # arms the waits
+    assert v1.dispatch(v1.handlers["dep:emit"], Signal(7, "hello"), user=USER) == Ok(None)
+    assert _pass(db_url, "renamed", T0 + 2 * MINUTE) == 0
+    assert (run_info(v1, mine).error or {}).get("code") == "stranded"
+    assert (run_info(v1, theirs).status, run_info(v1, theirs).error) == ("suspended", None)
+    assert _pass(db_url, "v1", T0 + 3 * MINUTE) == 1
+    assert _result(v1, "signal", mine) == "v1:hello"
+    assert (run_info(v1, theirs).status, run_info(v1, theirs).error) == ("suspended", None)
+    assert _pass(db_url, "v1", T0 + 3 * HOUR) == 1  # its timeout
+    assert _result(v1, "signal", theirs, OTHER) == "v1:timed out"
 
 
 REMOVED = (
