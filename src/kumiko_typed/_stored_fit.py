@@ -8,7 +8,7 @@ resolver that used it as the new one (``c.payload.n.upper()``) would fail the ru
 this module instead, so the worker strands such a run and ``check_runs`` lists it, with a
 reason in field and type names (never the value).  Only the value's own types are read:
 the numeric tower of PEP 484 (an ``int`` is a ``float``) holds, and what cannot be judged
-(``Any``, a type variable, a protocol, a ``Callable``, an annotation that does not
+(``Any``, a type variable, a protocol, an annotation that does not
 resolve) fits.  Each annotation is turned into a check once per class (a resumed run's
 payload is rebuilt at every resume).
 """
