@@ -20,7 +20,9 @@ Versions (``v1`` is what the runs start under; every other one is a later deploy
   function for it;
 * ``gone``: no workflow registered (the ``emit`` handler and its event stay);
 * ``retyped``: as ``v1``, but ``Signal.note`` is an ``int`` now (without a new schema
-  version): a stored ``Signal`` no longer loads.
+  version): a stored ``Signal`` no longer loads;
+* ``n-text``: as ``v1``, but ``Order.n`` is text now (``TEXT_ORDER``, under the same
+  name): a stored ``Order`` of either release does not rebuild under the other.
 
 The ``signal`` workflow waits for a ``Signal`` event (appended by the ``emit`` handler)
 in ``got``, named ``heard`` in ``renamed`` and ``across`` (which maps it, too).
@@ -47,7 +49,10 @@ OTHER = User(id=uuid.UUID(int=2), tenant_id=uuid.UUID(int=22))  # another tenant
 WORKER_BOOT = (
     "import sys; sys.path.insert(0, sys.argv[1]); import _deploy_app as m; sys.exit(m.worker_main(sys.argv[2:]))"
 )
-VERSIONS = ("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill", "gone", "retyped")
+VERSIONS = (
+    *("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill", "gone", "retyped"),
+    "n-text",
+)
 
 
 @attrs.frozen
@@ -73,6 +78,18 @@ def _retyped_signal() -> type[Any]:
 RETYPED_SIGNAL = _retyped_signal()
 
 
+def _text_order() -> type[Any]:
+    """``Order`` after a deploy made ``n`` text, under the same name."""
+    fields = {"n": attrs.field(type=str), "items": attrs.field(type=list[int], factory=list)}
+    cls = attrs.make_class("Order", fields, frozen=True)
+    cls.__module__ = __name__
+    cls.__qualname__ = "Order"
+    return cls
+
+
+TEXT_ORDER = _text_order()
+
+
 class DepBeacon(Entity):
     """The aggregate the ``emit`` handler appends a ``Signal`` to."""
 
@@ -85,6 +102,7 @@ def feature(version: str) -> Feature[Any]:
     assert version in VERSIONS, version
     tag = "v1" if version == "v1" else "v2"
     signal_cls = RETYPED_SIGNAL if version == "retyped" else Signal
+    order: Any = TEXT_ORDER if version == "n-text" else Order
     f: Feature[Any] = Feature("dep")
     f.entity(DepBeacon)
     f.event(signal_cls)
@@ -98,16 +116,16 @@ def feature(version: str) -> Feature[Any]:
     if version == "gone":
         return f  # every workflow removed; the event and the handler appending it stay
     heard = "heard" if version in ("renamed", "across") else "got"
-    signal: Any = f.workflow_pipeline(Order).wait_for_event(
+    signal: Any = f.workflow_pipeline(order).wait_for_event(
         heard, signal_cls, key=lambda c: c.payload.n, event_key=lambda e: e.n, timeout="PT2H"
     )
     f.workflow(
         "signal",
-        trigger=manual(Order),
+        trigger=manual(order),
         pipeline=signal.return_(lambda c: ok(f"{tag}:{c.steps[heard].note if c.steps[heard] else 'timed out'}")),
         renamed={"got": "heard"} if version == "across" else None,
     )
-    p: Any = f.workflow_pipeline(Order).compute("quote", lambda c: c.payload.n * 10)
+    p: Any = f.workflow_pipeline(order).compute("quote", lambda c: c.payload.n * 10)
     if version == "insert":
         p = p.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never"))
     if version in ("needs", "fill"):
@@ -120,7 +138,7 @@ def feature(version: str) -> Feature[Any]:
         p = p.branch(when=lambda c: True, on_true=lambda b: b.compute("arm", lambda c: "taken"))
     f.workflow(
         "job",
-        trigger=manual(Order),
+        trigger=manual(order),
         pipeline=p.return_(lambda c: ok(c.steps["after"])),
         renamed={"cool-off": "pause"} if version == "across" else None,
         fill={"price": lambda stored: stored["quote"] + 1} if version == "fill" else None,
@@ -130,10 +148,10 @@ def feature(version: str) -> Feature[Any]:
         b = b.wait("PT1H", name="tick").compute("seen", lambda c: f"{tag}:{c.scope['item']}")
         return b if tag == "v1" else b.compute("more", lambda c: "changed body")
 
-    loop: Any = f.workflow_pipeline(Order).for_each("item", over=lambda c: c.payload.items, do=body)
-    f.workflow("loop", trigger=manual(Order), pipeline=loop.return_(lambda c: ok(c.steps["seen"])))
+    loop: Any = f.workflow_pipeline(order).for_each("item", over=lambda c: c.payload.items, do=body)
+    f.workflow("loop", trigger=manual(order), pipeline=loop.return_(lambda c: ok(c.steps["seen"])))
 
-    nested: Any = f.workflow_pipeline(Order)
+    nested: Any = f.workflow_pipeline(order)
     if version == "insert":
         nested = nested.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never"))
     nested = nested.branch(
@@ -141,7 +159,7 @@ def feature(version: str) -> Feature[Any]:
         when=lambda c: c.payload.n > 0,
         on_true=lambda b: b.wait("PT1H", name="cool-off").compute("note", lambda c: f"{tag}:vip"),
     )
-    f.workflow("nested", trigger=manual(Order), pipeline=nested.return_(lambda c: ok(c.steps["note"])))
+    f.workflow("nested", trigger=manual(order), pipeline=nested.return_(lambda c: ok(c.steps["note"])))
     return f
 
 
@@ -168,6 +186,10 @@ def app_gone(database_url: str) -> App:
 
 def app_retyped(database_url: str) -> App:
     return make_app(database_url, "retyped", FakeClock(T0))
+
+
+def app_n_text(database_url: str) -> App:
+    return make_app(database_url, "n-text", FakeClock(T0))
 
 
 class DepLedger(Entity):

@@ -29,6 +29,7 @@ from ._field_types import field_types
 from ._jsonable import jsonable
 from ._limits import MAX_DEPTH
 from ._saved import Saved
+from ._stored_fit import FieldTypes, misfit
 from ._triggers import CronTick
 
 if typing.TYPE_CHECKING:
@@ -168,6 +169,8 @@ class Codec:
             )
         )
         self.digest = hashlib.sha256(shapes.encode()).hexdigest()[:12]
+        #: The resolved field annotations of the attrs classes rebuilt so far.
+        self._field_types: FieldTypes = {}
 
     def encode(self, value: Any, *, ordered: bool = True, canonical: bool = False) -> Any:
         """``value`` as JSON with type tags; ``StateError`` for what cannot be stored, and
@@ -350,12 +353,18 @@ class Codec:
             if tag == "attrs":
                 fields = _init_arguments(cls, fields)
             try:
-                if tag == "attrs":
-                    return cls(**fields)
-                return _entity(cls, fields)
+                if tag != "attrs":
+                    return _entity(cls, fields)
+                value = cls(**fields)
             except (TypeError, ValueError, AttributeError) as exc:  # the class changed since
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
+            # __init__ checks no types: a field whose type a deploy changed would hand the
+            # resumed steps a value of the old one (an int where the class says str).
+            misfits = misfit(cls, value, self._field_types)
+            if misfits is not None:
+                raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {misfits}")
+            return value
         raise StateError(f"unknown stored value tag {tag!r}")
 
     def _stored_class(self, data: Mapping[str, Any]) -> type[Any]:

@@ -396,6 +396,30 @@ def test_a_result_class_in_value_types_answers_repeats_decoded(app_on: AppOn) ->
     assert (rows["idem_quoted"], rows["kumiko_outbox"], rows["kumiko_idempotency_keys"]) == (1, 1, 1)
 
 
+def test_a_repeat_whose_stored_result_class_a_deploy_retyped_answers_unstorable_state_naming_the_field(
+    app_on: AppOn,
+) -> None:
+    """A later release makes ``Quote.price`` text: the result stored as a ``Decimal`` does
+    not read back as what the class says now (``__init__`` took it, attrs checks no
+    types), so the repeat answers ``unstorable_state`` naming the field and both types,
+    never the value, and runs nothing; the release that stored it still answers it."""
+    f, quote = _quoting([Quote])
+    app = app_on([f])
+    user = _tenant_user()
+    first = app.dispatch(quote, Note("a"), user=user, idempotency_key="k")
+    retyped = attrs.make_class("Quote", {"text": attrs.field(type=str), "price": attrs.field(type=str)}, frozen=True)
+    retyped.__module__, retyped.__qualname__ = __name__, "Quote"
+    later, later_quote = _quoting([retyped])
+    repeat = app_on([later]).dispatch(later_quote, Note("a"), user=user, idempotency_key="k")
+    assert isinstance(repeat, Failure) and repeat.code == "unstorable_state", repeat
+    assert repeat.message == (
+        "the stored result of idempotency key 'k' of handler idem_quote:quote cannot be read: "
+        f"stored {__name__}.Quote cannot be rebuilt: its 'price' holds a Decimal, and Quote now says str"
+    )
+    assert _rows(app)["idem_quoted"] == 1
+    assert app.dispatch(quote, Note("a"), user=user, idempotency_key="k") == first
+
+
 def test_a_key_expires_after_the_retention(app_on: AppOn, counted: Counted, now: Any) -> None:
     clock = FakeClock(now)
     app = app_on([counted.feature], clock=clock, idempotency_retention=timedelta(hours=1))

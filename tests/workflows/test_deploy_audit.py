@@ -52,6 +52,11 @@ ORDER_VARIANTS = {
         {"n": attrs.field(type=int), "items": attrs.field(type=list[int]), "rush": attrs.field(type=bool)}
     ),
     "field-removed": _order_class({"n": attrs.field(type=int)}),
+    "field-retyped": _order_class({"n": attrs.field(type=str), "items": attrs.field(type=list[int], factory=list)}),
+    "field-widened": _order_class(
+        {"n": attrs.field(type=int | str), "items": attrs.field(type=list[float], factory=list)}
+    ),
+    "items-retyped": _order_class({"n": attrs.field(type=int), "items": attrs.field(type=list[str], factory=list)}),
 }
 
 
@@ -286,13 +291,16 @@ def test_a_loop_whose_body_or_name_changed_around_a_waiting_iteration_strands_it
         ("field-with-default", None),
         ("field-without-default", "Order now requires 'rush', which it lacks"),
         ("field-removed", "it has 'items', which Order no longer has"),
+        ("field-retyped", "its 'n' holds an int, and Order now says str"),
+        ("field-widened", None),  # int | str takes the int, list[float] the ints (PEP 484)
+        ("items-retyped", "its 'items' holds a list, and Order now says list[str]"),
     ],
 )
 def test_a_payload_class_changed_under_a_waiting_run(
     deploy: Callable[[str], App], clock: FakeClock, version: str, reason: str | None
 ) -> None:
     v1 = deploy("v1")
-    run_id = _start(v1, "napper")
+    run_id = _start(v1, "napper", items=[1, 2])
     v2 = deploy(version)
     if reason is None:  # compatible: the stored payload reads with the default
         assert v2.check_runs() == []
@@ -325,6 +333,30 @@ def test_a_rolling_deploy_leaves_a_run_the_new_payload_class_stored_to_the_new_w
     assert (info.status, info.error["code"]) == ("suspended", "stranded")
     assert "it has 'rush', which Order no longer has" in info.error["message"]
     assert v1.check_runs()[0].run_ids == (new,)  # what a rollback would leave waiting
+    assert v2.run_worker(once=True)["resumed"] == 1
+    assert (run_info(v2, new).status, run_info(v2, old).status) == ("completed", "completed")
+
+
+def test_an_old_worker_leaves_a_run_whose_payload_field_the_new_release_retyped_to_the_new_workers(
+    deploy: Callable[[str], App], clock: FakeClock
+) -> None:
+    """A rolling deploy that makes ``Order.n`` text: a worker of the old release, still
+    running, meets a run the new one started with ``n="4"``.  ``__init__`` takes the text
+    (attrs checks no types), so before the codec checked the fields the old worker resumed
+    the run with a text where its code says ``int``.  It strands it now, saying so (never
+    the value), and a new worker resumes it; each release's check lists the other's run."""
+    v1 = deploy("v1")
+    old = _start(v1, "napper")
+    v2 = deploy("field-retyped")
+    new = v2.start_workflow(v2.workflows["aud:napper"], ORDER_VARIANTS["field-retyped"]("4"), user=ADA)
+    clock.advance(minutes=1)
+    assert v1.run_worker(once=True)["resumed"] == 1  # its own
+    info = run_info(v1, new)
+    assert (info.status, info.path, info.error["code"]) == ("suspended", "nap", "stranded")
+    why = "stored test_deploy_audit.Order cannot be rebuilt: its 'n' holds a str, and Order now says int"
+    assert why in info.error["message"]
+    assert '"4"' not in info.error["message"] and "'4'" not in info.error["message"]
+    assert [p.run_ids for p in v1.check_runs()] == [(new,)]  # what a rollback would leave waiting
     assert v2.run_worker(once=True)["resumed"] == 1
     assert (run_info(v2, new).status, run_info(v2, old).status) == ("completed", "completed")
 

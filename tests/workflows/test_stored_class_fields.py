@@ -7,16 +7,19 @@ Both databases."""
 from __future__ import annotations
 
 import enum
+import typing
 import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime, time
 from typing import Any
 
 import attrs
+import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
 from kumiko_typed import App, Entity, Feature, User, manual, ok
+from kumiko_typed._stored_fit import check_of
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -370,3 +373,44 @@ def test_bytes_and_times_of_day_are_stored_across_a_wait(app_on: Callable[..., A
     assert run.status == "completed", run
     assert run.steps["seen"] == (image, time(8, 30, 15, 250), (b"\x00\xff", b"ab", time(23, 59, tzinfo=UTC)))
     assert type(run.steps["seen"][2][1]) is bytes
+
+
+class _Tint(enum.StrEnum):
+    RED = "red"
+
+
+class _Plain(enum.Enum):
+    RED = "red"
+
+
+_Cents = typing.NewType("_Cents", int)
+
+
+@pytest.mark.parametrize(
+    ("value", "annotation", "fits"),
+    [
+        (1, float, True),  # PEP 484's numeric tower
+        (True, int, False),
+        ("red", _Tint, True),  # a StrEnum member an earlier release stored as its plain value
+        ("blue", _Tint, False),
+        ("red", _Plain, False),  # a plain Enum's value is no member
+        (3, _Cents, True),
+        ("3", _Cents, False),
+        (None, int | None, True),
+        ("a", typing.Literal["a", "b"], True),
+        (1, typing.Literal["a", "b"], False),
+        ([1, "a"], list[int], False),
+        ((1, "a"), tuple[int, str], True),
+        ((1, 2, "a"), tuple[int, ...], False),
+        ((), tuple[()], True),
+        ({"a": 1}, dict[str, int], True),
+        ({1: 1}, dict[str, int], False),
+        ("abc", typing.Sequence[str], True),
+        (frozenset({1}), frozenset[str], False),
+        (object(), Any, True),
+        (1, typing.Annotated[str, "note"], False),
+    ],
+)
+def test_a_stored_field_fits_its_annotation_by_the_values_own_types(value: object, annotation: Any, fits: bool) -> None:
+    """What the codec asks of each field of a rebuilt attrs value (``_stored_fit``)."""
+    assert check_of(annotation)(value) is fits

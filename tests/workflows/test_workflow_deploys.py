@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
-from _deploy_app import OTHER, T0, USER, WORKER_BOOT, Order, Signal, make_app
+from _deploy_app import OTHER, T0, TEXT_ORDER, USER, WORKER_BOOT, Order, Signal, make_app
 from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
@@ -74,6 +74,15 @@ def _result(app: App, workflow: str, run_id: uuid.UUID, user: Any = USER) -> obj
     result = app.result(app.workflows[f"dep:{workflow}"], run_id, user=user)
     assert isinstance(result, Ok), result
     return result.data
+
+
+def _pass(url: str, version: str, at: datetime) -> int:
+    """One worker pass of ``version`` at ``at``, in this process: what it resumed."""
+    app = make_app(url, version, FakeClock(at))
+    try:
+        return app.run_worker(once=True)["resumed"]
+    finally:
+        app.dispose()
 
 
 def test_check_prints_a_stored_paths_control_characters_as_escapes(db_url: str, v1: App) -> None:
@@ -291,6 +300,46 @@ def test_two_workers_of_different_versions_resume_only_their_own_runs(db_url: st
     assert not [r for r in v1.runs() if r.status == "failed"]
 
 
+def test_workers_of_two_releases_that_retyped_a_payload_field_resume_only_the_runs_they_read(
+    db_url: str, v1: App
+) -> None:
+    """A rolling deploy that makes ``Order.n`` text (``n-text``): a worker process of each
+    release at once, then one more pass of each.  Each strands the other's runs, naming
+    the field and both types, never the value, and leaves them to the other, which resumes
+    them: before the codec checked the fields, the old worker resumed the new release's
+    runs with ``n="4"`` (``quote`` came out ``"4444444444"``) and the new one the old
+    release's with an integer.  Each release's check lists the other's runs."""
+    old = [_start(v1, "job", n) for n in range(3)]
+    v2 = make_app(db_url, "n-text", FakeClock(T0))
+    try:
+        new = [v2.start_workflow(v2.workflows["dep:job"], TEXT_ORDER(str(n)), user=USER) for n in range(3)]
+    finally:
+        v2.dispose()
+    v2 = make_app(db_url, "n-text", FakeClock(T0))
+    try:
+        (theirs,) = v2.check_runs()
+    finally:
+        v2.dispose()
+    (mine,) = v1.check_runs()
+    for group, ids, stored, now in ((theirs, old, "an int", "str"), (mine, new, "a str", "int")):
+        assert (group.path, set(group.run_ids)) == ("cool-off", set(ids))
+        assert group.reason == (
+            f"at step cool-off: the stored state cannot be read: stored _deploy_app.Order cannot be rebuilt: "
+            f"its 'n' holds {stored}, and Order now says {now}; a deploy with the class as the run stored it "
+            "resumes the run"
+        )
+
+    _workers_at_once(db_url, ("v1", "n-text"), T0 + HOUR, 2)
+    for version in ("v1", "n-text"):  # whatever the other stranded meanwhile
+        _pass(db_url, version, T0 + HOUR)
+    for n, run_id in enumerate(old):
+        assert _result(v1, "job", run_id) == f"v1:{n * 10}"
+    for n, run_id in enumerate(new):
+        assert _result(v1, "job", run_id) == f"v2:{str(n) * 10}"
+    assert not [r for r in v1.runs() if r.status == "failed"]
+    assert v1.check_runs() == []
+
+
 def _workers_at_once(url: str, versions: tuple[str, ...], at: datetime, seconds: float) -> list[int]:
     """Worker processes of ``versions`` running their passes at the same time: what each resumed."""
     procs = [
@@ -334,6 +383,27 @@ def test_an_event_that_came_while_a_run_was_stranded_resumes_it_under_a_compatib
         assert worker(db_url, back, T0 + 3 * MINUTE)["resumed"] == 1
     assert _result(v1, "signal", run_id) == ("v2:hello" if back == "across" else "v1:hello")
     assert run_info(v1, unheard).status == "suspended"  # no event of its key came
+
+
+def test_the_look_back_of_a_deploy_that_arms_a_stranded_wait_again_stays_in_the_runs_tenant(
+    db_url: str, v1: App
+) -> None:
+    """Two tenants' runs wait for ``Signal`` with the same key 7.  The tenant's event comes
+    while a worker of the deploy that renamed the wait runs: it strands that tenant's run
+    and disarms its wait.  The compatible worker that arms it again looks back over the
+    events since: the tenant's run resumes with its event, and the other tenant's run,
+    same key, is not answered by it (it times out with ``None``).  Behaviour that held."""
+    mine, theirs = _start(v1, "signal", 7), _start(v1, "signal", 7, OTHER)
+    assert _pass(db_url, "v1", T0 + MINUTE) == 0  # arms the waits
+    assert v1.dispatch(v1.handlers["dep:emit"], Signal(7, "hello"), user=USER) == Ok(None)
+    assert _pass(db_url, "renamed", T0 + 2 * MINUTE) == 0
+    assert (run_info(v1, mine).error or {}).get("code") == "stranded"
+    assert (run_info(v1, theirs).status, run_info(v1, theirs).error) == ("suspended", None)
+    assert _pass(db_url, "v1", T0 + 3 * MINUTE) == 1
+    assert _result(v1, "signal", mine) == "v1:hello"
+    assert (run_info(v1, theirs).status, run_info(v1, theirs).error) == ("suspended", None)
+    assert _pass(db_url, "v1", T0 + 3 * HOUR) == 1  # its timeout
+    assert _result(v1, "signal", theirs, OTHER) == "v1:timed out"
 
 
 REMOVED = (
