@@ -107,8 +107,8 @@ def load_app(target: str, database_url: str | None) -> App:
             f"cannot load {target}: {exc}; the command line imports it from the current folder ({os.getcwd()})"
             f" or the installed packages: run it in the folder that holds {where}"
         ) from exc
-    except Exception as exc:
-        raise _raised(f"importing {module_name}", module_name, exc, database_url) from exc
+    except (Exception, SystemExit) as exc:  # not KeyboardInterrupt: the user's Ctrl-C stops the command
+        raise _raised(f"importing {module_name}", module_name, exc, database_url, _IMPORT_EXITED) from exc
     value: Any = getattr(module, attribute, _MISSING)
     if value is _MISSING:
         raise click.ClickException(
@@ -134,8 +134,8 @@ def load_app(target: str, database_url: str | None) -> App:
                 app = value(**arguments)
         except (BootError, click.ClickException):
             raise
-        except Exception as exc:
-            raise _raised(f"calling {target}", module_name, exc, database_url) from exc
+        except (Exception, SystemExit) as exc:
+            raise _raised(f"calling {target}", module_name, exc, database_url, _CALL_EXITED) from exc
         if isinstance(app, App):
             return app
     what = f"a {type(value).__name__}, " if isinstance(value, Feature) else ""
@@ -143,6 +143,9 @@ def load_app(target: str, database_url: str | None) -> App:
 
 
 _MISSING: Any = object()
+#: What to do about a module, or a function returning the App, that exits while loading.
+_IMPORT_EXITED = "a module the command line imports must not exit: put its script part under if __name__ == '__main__':"
+_CALL_EXITED = "a function returning the App must return it, not exit"
 
 
 def _apps_of(module: ModuleType) -> str:
@@ -175,16 +178,27 @@ def _path_like(module_name: str) -> bool:
     return module_name.endswith(".py") and os.path.isfile(module_name)
 
 
-def _raised(doing: str, module_name: str, exc: BaseException, database_url: str | None) -> click.ClickException:
+def _raised(
+    doing: str, module_name: str, exc: BaseException, database_url: str | None, fix: str = ""
+) -> click.ClickException:
     """The application's own code raised while loading: its exception and where, in the
     application's frames only (the importer's, the libraries' and this package's are
     noise).  The text may quote the database URL the command was given
     (``ValueError(f"cannot use {url}")``): its password is hidden, as wherever the command
     line prints that URL; so is that of a URL the application read itself (its own
-    environment variable, a settings file), found by where a URL holds one."""
+    environment variable, a settings file), found by where a URL holds one.
+
+    A ``SystemExit`` (``sys.exit(3)`` at a module's top level, a script's argument parser)
+    is said as the exit it is, with ``fix``, exit status 1 as for any failed load: let
+    through, it ended the command with the module's own status and not a word."""
     frames = user_frames(exc.__traceback__, module_name)
     where = "".join(f"\n  {frame.filename}:{frame.lineno}: {(frame.line or '').strip()}" for frame in frames[-8:])
-    text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
+    if isinstance(exc, SystemExit):
+        code = exc.code
+        how = "no code" if code is None else f"code {code}" if isinstance(code, int) else f"message {str(code)!r}"
+        text = f"{doing} exited with {how}; {fix}{where}"
+    else:
+        text = f"{doing} raised {type(exc).__name__}: {exc}{where}"
     if database_url is not None:  # first: its password also in a user part with no scheme
         text = without_secrets(text, database_url)
     return click.ClickException(passwords_hidden(text))

@@ -1627,6 +1627,52 @@ def test_an_app_module_that_raises_is_reported_with_its_own_lines(
     assert all(line.startswith(f"  {tmp_path / module}.py:") for line in where), _explain(result)
 
 
+EXITING_APPS = [
+    # (module source, attribute, what the error says): the app's own code raised SystemExit
+    # while loading.  The command exited with its code (3), or printed 'text' and exited 1,
+    # and said nothing of the module nor of importing it.
+    (
+        "import sys\nsys.exit(3)\n",
+        "app",
+        "importing {m} exited with code 3; a module the command line imports must not exit",
+        "{m}.py:2: sys.exit(3)",
+    ),
+    (
+        "raise SystemExit('text')\n",
+        "app",
+        "importing {m} exited with message 'text'; a module the command line imports must not exit",
+        "{m}.py:1: raise SystemExit('text')",
+    ),
+    (
+        "raise SystemExit\n",
+        "app",
+        "importing {m} exited with no code; a module the command line imports must not exit",
+        "{m}.py:1: raise SystemExit",
+    ),
+    (
+        "def make_app(database_url=None):\n    raise SystemExit(4)\n",
+        "make_app",
+        "calling {m}:make_app exited with code 4; a function returning the App must return it, not exit",
+        "{m}.py:2: raise SystemExit(4)",
+    ),
+]
+
+
+@pytest.mark.parametrize(
+    ("source", "attribute", "message", "line"), EXITING_APPS, ids=["code", "text", "none", "factory"]
+)
+def test_an_app_module_that_exits_is_reported_as_a_failed_import(
+    tmp_path: Path, source: str, attribute: str, message: str, line: str
+) -> None:
+    module = _module(tmp_path, source, "exiting")
+    result = cli(tmp_path, "check", f"{module}:{attribute}", "--database-url", _url(tmp_path))
+    assert result.returncode == 1, _explain(result)  # as for any exception the app raises
+    assert message.format(m=module) in result.stderr, _explain(result)
+    assert "if __name__ == '__main__'" in result.stderr or attribute == "make_app", _explain(result)
+    assert f"  {tmp_path}/{line.format(m=module)}" in result.stderr.splitlines(), _explain(result)
+    assert "Traceback" not in result.stderr + result.stdout
+
+
 @pytest.mark.parametrize(
     ("password", "phrase", "hidden"),
     [("pa%40ss-w0rd", "k3y-pass-phrase", ["pa@ss-w0rd", "pa%40ss-w0rd"]), ("Wq7", "k3", ["Wq7"])],
