@@ -81,7 +81,8 @@ def feature(version: str) -> Feature[Any]:
     ``wait-removed``: ``napper``'s wait ``nap`` gone; ``longer-nap``: ``nap`` waits a day;
     ``quote-text``: its ``quote`` is text now, not an integer; ``rekeyed``: ``waiter``'s
     ``key`` and ``event_key`` add 100; ``wait-kind``: ``nap`` is a ``wait_for_event`` now;
-    ``fewer-tries``: ``retrier`` makes 1 attempt, not 3; ``body-key``: ``looper``'s body
+    ``fewer-tries``: ``retrier`` makes 1 attempt, not 3; ``retry-as-wait``: ``retrier``'s
+    ``again`` is a ``wait`` now; ``body-key``: ``looper``'s body
     computes a key before its wait; ``loop-renamed``: ``looper``'s loop is ``line``, not
     ``item``; ``no-refunds``: the ``Refunded`` event class and its handler removed;
     ``ORDER_VARIANTS`` keys: ``Order`` changed."""
@@ -133,18 +134,17 @@ def feature(version: str) -> Feature[Any]:
         .for_each(loop, over=lambda c: c.payload.items, do=body)
         .return_(lambda c: ok(c.steps["seen"])),
     )
-    f.workflow(
-        "retrier",
-        trigger=manual(order),
-        pipeline=f.workflow_pipeline(order)
-        .retry(
+    retrier: Any = f.workflow_pipeline(order)
+    if version == "retry-as-wait":
+        retrier = retrier.wait("PT1M", name="again")
+    else:
+        retrier = retrier.retry(
             times=1 if version == "fewer-tries" else 3,
             base_delay=timedelta(minutes=1),
             do=lambda b: b.get_one("none", lambda c: sa.select(AudBox).where(AudBox.note == "never")),
             name="again",
         )
-        .return_(lambda c: ok(None)),
-    )
+    f.workflow("retrier", trigger=manual(order), pipeline=retrier.return_(lambda c: ok(None)))
     return f
 
 
@@ -255,6 +255,36 @@ def test_a_retry_that_now_makes_fewer_attempts_still_makes_the_one_its_run_waits
     assert v2.run_worker(once=True)["resumed"] == 1
     info = run_info(v2, run_id)
     assert (info.status, info.error) == ("failed", {"code": "not_found", "message": 'step "none": no row matched'})
+
+
+def test_a_retry_replaced_by_a_wait_of_the_same_name_strands_the_run_saying_so(
+    deploy: Callable[[str], App], clock: FakeClock
+) -> None:
+    """The run waits to make attempt 2 of ``again``; the deploy makes ``again`` a wait.  The
+    reason read 'workflow.wait "again" at again/#2 has no #2': true, and no help."""
+    v1 = deploy("v1")
+    run_id = _start(v1, "retrier")
+    assert run_info(v1, run_id).path == "again/#2"
+    reason = (
+        'the step at again is now workflow.wait "again", not a workflow.retry: attempt #2, which the run is'
+        " suspended to make, does not exist; deploy the workflow with the retry back, or cancel the run"
+    )
+    v2 = deploy("retry-as-wait")
+    (problem,) = v2.check_runs()
+    assert (problem.path, problem.reason, problem.run_ids) == ("again/#2", reason, (run_id,))
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    info = run_info(v2, run_id)
+    assert (info.status, info.path, info.error["code"], info.error["message"]) == (
+        "suspended",
+        "again/#2",
+        "stranded",
+        reason,
+    )
+    assert info.error["last_attempts"] == "1"  # the retry's own error kept, for the release with it
+    assert deploy("v1").run_worker(once=True)["resumed"] == 1
+    info = run_info(v1, run_id)
+    assert (info.status, info.path) == ("suspended", "again/#3")  # attempt 2 made (and failed), as before
 
 
 @pytest.mark.parametrize(

@@ -237,6 +237,14 @@ def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
                 by_name.append(parts[i])
                 break
             blocks = dict(step.children())
+            if i == len(parts) - 1 and _is_iteration(parts[i]):
+                # Only a retry's path ends in an attempt: the run's retry was replaced
+                # ("has no #2" told the user nothing of that).
+                raise LookupError(
+                    f"the step at {Path(parts[:i])} is now {step.describe()}, not a workflow.retry: attempt"
+                    f" {parts[i]}, which the run is suspended to make, does not exist; deploy the workflow"
+                    " with the retry back, or cancel the run"
+                )
             if parts[i] not in blocks:
                 raise LookupError(f"{step.describe()} at {path} has no {parts[i]}")
             block = blocks[parts[i]].steps
