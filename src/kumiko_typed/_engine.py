@@ -8,7 +8,7 @@ import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from contextvars import ContextVar
-from datetime import UTC, datetime
+from datetime import UTC, datetime, time
 from decimal import ROUND_HALF_UP, Context, Decimal
 from itertools import repeat
 from operator import is_
@@ -23,12 +23,13 @@ from sqlalchemy import (
     Float,
     Numeric,
     String,
+    Time,
     Uuid,
     create_engine,
     event,
 )
 from sqlalchemy.dialects.postgresql.base import PGDDLCompiler, PGDialect, PGTypeCompiler
-from sqlalchemy.dialects.sqlite import DATETIME
+from sqlalchemy.dialects.sqlite import DATETIME, TIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
@@ -122,6 +123,7 @@ def dress_dialect(dialect: Dialect) -> None:
             DateTime: _UtcDateTime,
             TIMESTAMP: _UtcDateTime,  # pysqlite maps it to a type of its own
             Numeric: _FloatNumeric,
+            Time: _UtcTime,
         }
         sqlite = cast("SQLiteDialect", dialect)
         sqlite.type_compiler_instance = sqlite.type_compiler = SQLiteTypes(sqlite)
@@ -323,6 +325,27 @@ class _UtcDateTime(DATETIME):
             if isinstance(value, datetime) and value.tzinfo is None:
                 return value.replace(tzinfo=UTC)
             return value
+
+        return process
+
+
+class _UtcTime(TIME):
+    """SQLite's ``TIME``, reading a ``Time(timezone=True)`` column back in UTC, as
+    PostgreSQL's ``timetz`` in the App's UTC session gives a time written without a zone:
+    SQLite's own read it back naive, so the same write read back differently.  A time of
+    another offset is refused before it is written (``_limits._zoned_time_of_day``)."""
+
+    cache_ok = True
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        own: Any = super().result_processor  # SQLAlchemy's SQLite TIME declares no types
+        parse = own(dialect, coltype)
+        if not self.timezone:
+            return parse
+
+        def process(value: Any) -> Any:
+            value = parse(value) if parse is not None else value
+            return value.replace(tzinfo=UTC) if isinstance(value, time) and value.tzinfo is None else value
 
         return process
 

@@ -423,7 +423,18 @@ def _day(value: object) -> str | None:
 
 
 def _zoned_time_of_day(value: object) -> str | None:
-    return "must be a time, not text" if isinstance(value, str) else None
+    """A ``Time(timezone=True)`` column's value.  PostgreSQL's ``timetz`` kept its offset,
+    SQLite kept none: ``12:00-05:00`` read back as such there and as ``12:00`` here.  Both
+    read a naive time back in UTC (the App's UTC session; the engine's SQLite ``TIME``), so
+    a time without a zone, or in UTC, is taken and any other offset refused."""
+    if isinstance(value, str):
+        return "must be a time, not text"
+    if isinstance(value, time) and value.utcoffset() not in (None, timedelta(0)):
+        return (
+            "must be a time in UTC or without a time zone (read back in UTC): SQLite keeps no other offset;"
+            " store the zone in a column of its own, or the instant in a DateTime(timezone=True)"
+        )
+    return None
 
 
 def _time_of_day(value: object) -> str | None:

@@ -19,7 +19,7 @@ from itertools import groupby
 from typing import Any, Generic, Literal, TypeVar
 
 import attrs
-from sqlalchemy import JSON, DateTime, delete, insert, inspect, select, update
+from sqlalchemy import JSON, DateTime, Time, delete, insert, inspect, select, update
 from sqlalchemy.orm import Session, configure_mappers, sessionmaker
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
@@ -329,7 +329,8 @@ def _as_stored(value: Any, column_type: TypeEngine[Any]) -> Any:
     """A replayed value as its column gives it back: a projector may put a tuple or an
     int-keyed dict in a JSON column, which reads back as a list or a str-keyed dict, and
     is the same document; a ``DateTime`` column holds a time in UTC, naive unless the
-    column keeps a zone, and a date as its midnight.  Compared as built, every such row
+    column keeps a zone, and a date as its midnight; a ``Time(timezone=True)`` column a
+    time in UTC.  Compared as built, every such row
     looked changed (an aware time written to a naive column, a naive one to an aware)."""
     if value is None:
         return None
@@ -340,6 +341,8 @@ def _as_stored(value: Any, column_type: TypeEngine[Any]) -> Any:
             return column_time(value, zoned=column_type.timezone)
         except OverflowError:  # past year 9999 in UTC, stored by a release that took it: as it is
             return value
+    if isinstance(column_type, Time) and column_type.timezone and isinstance(value, dt.time) and value.tzinfo is None:
+        return value.replace(tzinfo=dt.UTC)  # a Time(timezone=True) reads back in UTC on both
     return value
 
 
