@@ -25,6 +25,7 @@ __all__ = [
     "CODE_OPTIMISTIC_LOCK",
     "CODE_READ_ONLY",
     "CODE_RETURN_IN_SUBPIPELINE",
+    "CODE_STARTED_BY_TRIGGER",
     "CODE_STEP_NAME",
     "CODE_TIER",
     "CODE_TRIGGER_PAYLOAD",
@@ -76,6 +77,7 @@ __all__ = [
     "msg_return_in_subpipeline",
     "msg_run_time_name",
     "msg_several_columns",
+    "msg_started_by_trigger",
     "msg_step_name",
     "msg_tier",
     "msg_trigger_payload",
@@ -86,6 +88,8 @@ __all__ = [
     "msg_workflow_only",
     "msg_workflow_pipeline",
     "resolver_parameter",
+    "retry_times_problem",
+    "trigger_call",
 ]
 
 Tier = Literal[1, 2, 3]
@@ -247,6 +251,7 @@ CODE_RENAMED: Final = "kumiko-renamed"
 CODE_WORKFLOW_PIPELINE: Final = "kumiko-workflow-pipeline"
 CODE_UNKNOWN_KEY: Final = "kumiko-unknown-key"
 CODE_DURATION: Final = "kumiko-duration"
+CODE_STARTED_BY_TRIGGER: Final = "kumiko-started-by-trigger"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -269,6 +274,7 @@ ERROR_CODES: Final[dict[str, str]] = {
         "A wait's duration or a wait_for_event's timeout written as a text that is no ISO-8601 duration, "
         "or a retry's times= that is no whole number of attempts."
     ),
+    CODE_STARTED_BY_TRIGGER: "app.start_workflow given a workflow whose trigger is cron(...) or on_event(...).",
 }
 
 
@@ -323,6 +329,28 @@ def duration_number_fix(value: str | None) -> str:
     if value is None:
         return 'write timedelta(seconds=...) or an ISO-8601 text such as "PT30S"'
     return f'write timedelta(seconds={value}) or "PT{value}S"'
+
+
+def trigger_call(kind: str, payload: str, expression: str | None, timezone: str | None) -> str:
+    """A trigger as it is written (``cron("0 9 * * *")``, ``on_event(SignedUp)``): how the
+    App's refusal of a start by hand and the plugin's error name the trigger alike.  An
+    expression the plugin cannot read is ``None`` (``cron(...)``); a timezone of ``UTC``
+    or ``None`` is left out."""
+    if kind != "cron":
+        return f"{'on_event' if kind == 'event' else kind}({payload})"
+    zone = "" if timezone in (None, "UTC") else f", timezone={timezone!r}"
+    return "cron(...)" if expression is None else f'cron("{expression}"{zone})'
+
+
+def msg_started_by_trigger(trigger: str) -> str:
+    """``app.start_workflow`` given a workflow that a worker starts (by its ``trigger``, as
+    :func:`trigger_call` writes it): a start by hand would add a second run for a tick, or
+    one for an event never appended.  Said by the App's refusal and the plugin alike."""
+    started = "a worker starts one run per tick" if trigger.startswith("cron(") else "a worker starts one run per event"
+    return (
+        f"is started by its trigger, {trigger}, not by start_workflow ({started}); "
+        "a workflow you start yourself has trigger=manual(...)"
+    )
 
 
 def allows(builder: str, kind: str) -> bool:
