@@ -219,17 +219,29 @@ def test_wait_keys_that_are_never_equal_are_refused(plugin_run: tuple[set[Findin
 
 def test_a_duration_given_as_a_number_says_what_to_write(plugin_run: tuple[set[Finding], str]) -> None:
     """``wait(5)`` got mypy's whole expected type, with the callable's context type; the one
-    error says to write a timedelta or an ISO-8601 text (errors_workflow_waits.py)."""
+    error says to write a timedelta or an ISO-8601 text (errors_workflow_waits.py).  A bool
+    and a negative number too, which no fix with the same number would mend (``wait(True)``,
+    ``wait(-5)`` got mypy's raw message, or a fix the boot refuses)."""
     _, output = plugin_run
     said = errors_in(
         output, "errors_workflow_waits.py", lambda line: "[arg-type]" in line and "never equal" not in line
     )
     message = '{}= of step "{}" is a number, which the step does not read as seconds: write {}  [arg-type]'
+    any_seconds = 'write timedelta(seconds=...) or an ISO-8601 text such as "PT30S"'
+    negative = (
+        '{}= of step "{}" is {}, a number, which the step does not read as seconds, and a duration is never '
+        f"negative: {any_seconds}, of zero or more  [arg-type]"
+    )
     assert said == {
         77: message.format("duration", "wait", 'timedelta(seconds=5) or "PT5S"'),
         78: message.format("duration", "wait", 'timedelta(seconds=1.5) or "PT1.5S"'),
         79: message.format("duration", "wait", 'timedelta(seconds=5) or "PT5S"'),
         81: message.format("timeout", "wait_for_event", 'timedelta(seconds=30) or "PT30S"'),
+        102: f'duration= of step "wait" is True, a bool, not a duration: {any_seconds}  [arg-type]',
+        103: negative.format("duration", "wait", -5),
+        104: negative.format("duration", "wait", -1.5),
+        105: negative.format("duration", "wait", -3),
+        107: negative.format("timeout", "wait_for_event", -5),
     }, said
 
 

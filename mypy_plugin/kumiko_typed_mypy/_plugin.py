@@ -42,6 +42,7 @@ from ._features import (
     retry_times,
     sibling_names,
     start,
+    started,
     step_keys,
     updates,
     wait_keys,
@@ -72,7 +73,10 @@ def _chain(hooks: list[MethodHook]) -> MethodHook:
 def _method_hooks() -> dict[str, MethodHook]:
     table: dict[str, MethodHook] = {
         f"{FEATURE}.write_handler": registration.check_handler_pipeline,
-        f"{FEATURE}.workflow": _chain([registration.check_workflow_pipeline, across.check_fill, across.check_renamed]),
+        f"{FEATURE}.workflow": _chain(
+            [registration.check_workflow_pipeline, across.check_fill, across.check_renamed, started.carry_trigger]
+        ),
+        "kumiko_typed._app.App.start_workflow": started.check_start,
         f"{FEATURE}.pipeline": _chain([start.empty_keys, registration.carry_brand]),
         f"{FEATURE}.workflow_pipeline": _chain([start.empty_keys, registration.carry_brand]),
         f"{FEATURE}.query_pipeline": _chain([start.empty_keys, registration.carry_brand]),
@@ -218,6 +222,7 @@ def _feature_type(ctx: FunctionContext) -> Type:
 
 FUNCTION_HOOKS: dict[str, Callable[[FunctionContext], Type]] = {
     FEATURE: _feature_type,
+    **started.TRIGGER_FUNCTIONS,
 }
 
 

@@ -498,7 +498,9 @@ class App:
         """Before deploying this App's code: every running or suspended run in its
         database that the code could not resume, grouped by workflow, path and reason
         (empty: every run would go on).  Only reads."""
-        return check_runs(self._workflow_engine)
+        # An operator's read, as runs(): once more on a fresh connection if a restart
+        # killed its pooled one (docs/operations.md, "Connections after a restart").
+        return once_more_if_lost(raised, check_runs, self._workflow_engine)
 
     def get_run(self, run_id: uuid.UUID) -> RunInfo | None:
         """One run of any tenant (an operator's view), or ``None`` if there is none."""

@@ -193,15 +193,15 @@ def _check_durations(step: Step) -> str | None:
         except ValueError as exc:
             return str(exc)
     elif isinstance(value, timedelta):
-        if value < timedelta(0):
-            return f"{what} must not be negative, got {value.total_seconds():g} seconds"
+        negative = _rules.negative_duration(value)  # the plugin says it of a literal alike
+        if negative is not None:
+            return f"{what} {negative}"
     elif not (callable(value) and isinstance(step, (Wait, WaitForEvent))):
-        wrong = f"{what} must be {kinds}, not {type(value).__name__}"
         number: object = value  # typed as a duration, given anything by a caller without a checker
-        if type(number) in (int, float) and not isinstance(step, Retry):
-            # A number meant as seconds: say how to write it, as the plugin does at the argument.
-            wrong += f": a number is not read as seconds; {_rules.duration_number_fix(repr(number))}"
-        return wrong
+        if isinstance(number, int | float) and not isinstance(step, Retry):
+            # A number meant as seconds (or a bool): what to write, as the plugin says at the argument.
+            return f"{what} {_rules.number_as_duration(number)}"
+        return f"{what} must be {kinds}, not {type(value).__name__}"
     return None
 
 

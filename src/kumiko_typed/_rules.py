@@ -25,6 +25,7 @@ __all__ = [
     "CODE_OPTIMISTIC_LOCK",
     "CODE_READ_ONLY",
     "CODE_RETURN_IN_SUBPIPELINE",
+    "CODE_STARTED_BY_TRIGGER",
     "CODE_STEP_NAME",
     "CODE_TIER",
     "CODE_TRIGGER_PAYLOAD",
@@ -76,6 +77,7 @@ __all__ = [
     "msg_return_in_subpipeline",
     "msg_run_time_name",
     "msg_several_columns",
+    "msg_started_by_trigger",
     "msg_step_name",
     "msg_tier",
     "msg_trigger_payload",
@@ -85,7 +87,11 @@ __all__ = [
     "msg_wait_keys",
     "msg_workflow_only",
     "msg_workflow_pipeline",
+    "negative_duration",
+    "number_as_duration",
     "resolver_parameter",
+    "retry_times_problem",
+    "trigger_call",
 ]
 
 Tier = Literal[1, 2, 3]
@@ -247,6 +253,7 @@ CODE_RENAMED: Final = "kumiko-renamed"
 CODE_WORKFLOW_PIPELINE: Final = "kumiko-workflow-pipeline"
 CODE_UNKNOWN_KEY: Final = "kumiko-unknown-key"
 CODE_DURATION: Final = "kumiko-duration"
+CODE_STARTED_BY_TRIGGER: Final = "kumiko-started-by-trigger"
 
 ERROR_CODES: Final[dict[str, str]] = {
     CODE_STEP_NAME: "A step name is not a string literal or a Final constant.",
@@ -266,9 +273,10 @@ ERROR_CODES: Final[dict[str, str]] = {
     CODE_WORKFLOW_PIPELINE: "A workflow given a write or query pipeline, not a workflow pipeline.",
     CODE_UNKNOWN_KEY: "c.steps.get(...), c.scope.get(...) or an `in` test of a key no step (or loop) produced.",
     CODE_DURATION: (
-        "A wait's duration or a wait_for_event's timeout written as a text that is no ISO-8601 duration, "
-        "or a retry's times= that is no whole number of attempts."
+        "A wait's duration or a wait_for_event's timeout written as a text that is no ISO-8601 duration "
+        "or as a negative timedelta, or a retry's times= that is no whole number of attempts."
     ),
+    CODE_STARTED_BY_TRIGGER: "app.start_workflow given a workflow whose trigger is cron(...) or on_event(...).",
 }
 
 
@@ -307,22 +315,67 @@ def retry_times_problem(times: object) -> str | None:
     return None
 
 
-def msg_duration_number(method: str, argument: str, value: str | None) -> str:
-    """A number given as a duration (``wait(5)``): the step does not read it as seconds (nor
-    as anything: the App refuses it at boot), and mypy showed the whole type expected, with
-    the callable's context type.  ``value`` is the number when it is written literally."""
-    return (
-        f'{argument}= of step "{method}" is a number, which the step does not read as seconds: '
-        f"{duration_number_fix(value)}"
-    )
+def msg_duration_number(method: str, argument: str, value: object) -> str:
+    """A number given as a duration (``wait(5)``), in the plugin's words: mypy showed the
+    whole type expected, with the callable's context type.  ``value`` is the number (or
+    ``bool``) when it is written literally, else ``None``."""
+    return f'{argument}= of step "{method}" {number_as_duration(value)}'
+
+
+def number_as_duration(value: object) -> str:
+    """What is wrong with a number given as a duration and what to write instead, after the
+    argument's name (``duration= of step "wait"``, ``wait's duration``): the plugin's error
+    and the boot's say it alike.  ``value`` is the number, or ``None`` when not known (the
+    plugin: not a literal).  A ``bool`` is no number of seconds (mypy accepts it as an
+    ``int``), and a negative number is no duration even as seconds."""
+    if isinstance(value, bool):
+        return f"is {value}, a bool, not a duration: {duration_number_fix(None)}"
+    if isinstance(value, int | float) and not value >= 0:  # NaN too
+        return (
+            f"is {value!r}, a number, which the step does not read as seconds, and a duration is never "
+            f"negative: {duration_number_fix(None)}, of zero or more"
+        )
+    known = repr(value) if isinstance(value, int | float) and value > 0 else None
+    return f"is a number, which the step does not read as seconds: {duration_number_fix(known)}"
 
 
 def duration_number_fix(value: str | None) -> str:
-    """What to write for a number given as a duration (``value``, as written; ``None``: not
-    known), in the plugin's message and the boot's alike."""
+    """What to write for a number given as a duration (``value``, as written, positive;
+    ``None``: not known), in the plugin's message and the boot's alike."""
     if value is None:
         return 'write timedelta(seconds=...) or an ISO-8601 text such as "PT30S"'
     return f'write timedelta(seconds={value}) or "PT{value}S"'
+
+
+def negative_duration(value: timedelta) -> str | None:
+    """Why ``value`` is no duration a wait (or a retry's delay) may take, after the argument's
+    name, or ``None``: the boot says it of any ``timedelta``, the plugin of one written
+    literally (``timedelta(seconds=-1)``)."""
+    if value >= timedelta(0):
+        return None
+    return f"must not be negative, got {value.total_seconds():g} seconds"
+
+
+def trigger_call(kind: str, payload: str, expression: str | None, timezone: str | None) -> str:
+    """A trigger as it is written (``cron("0 9 * * *")``, ``on_event(SignedUp)``): how the
+    App's refusal of a start by hand and the plugin's error name the trigger alike.  An
+    expression the plugin cannot read is ``None`` (``cron(...)``); a timezone of ``UTC``
+    or ``None`` is left out."""
+    if kind != "cron":
+        return f"{'on_event' if kind == 'event' else kind}({payload})"
+    zone = "" if timezone in (None, "UTC") else f", timezone={timezone!r}"
+    return "cron(...)" if expression is None else f'cron("{expression}"{zone})'
+
+
+def msg_started_by_trigger(trigger: str) -> str:
+    """``app.start_workflow`` given a workflow that a worker starts (by its ``trigger``, as
+    :func:`trigger_call` writes it): a start by hand would add a second run for a tick, or
+    one for an event never appended.  Said by the App's refusal and the plugin alike."""
+    started = "a worker starts one run per tick" if trigger.startswith("cron(") else "a worker starts one run per event"
+    return (
+        f"is started by its trigger, {trigger}, not by start_workflow ({started}); "
+        "a workflow you start yourself has trigger=manual(...)"
+    )
 
 
 def allows(builder: str, kind: str) -> bool:

@@ -46,6 +46,7 @@ from sqlalchemy.dialects import postgresql, sqlite
 from sqlalchemy.exc import DBAPIError, IntegrityError, NoResultFound
 from sqlalchemy.orm import Session, sessionmaker
 
+from . import _rules
 from ._claim_size import ClaimSize
 from ._compat import Compat, Plan, Stored
 from ._ctx import User
@@ -806,13 +807,9 @@ class WorkflowEngine:
         trigger = workflow.trigger
         if trigger.kind != "manual":
             # A second run for a tick, or one for an event never appended, as the caller.
-            event = trigger.payload_type.__name__
-            zone = "" if trigger.timezone == "UTC" else f", timezone={trigger.timezone!r}"
-            started = f'cron("{trigger.cron}"{zone})' if trigger.kind == "cron" else f"on_event({event})"
-            raise TypeError(
-                f"workflow {workflow.name} is started by its trigger, {started}, not by start_workflow; "
-                "a workflow you start yourself has trigger=manual(...)"
-            )
+            # The words are the rule table's: the plugin says them at the call (kumiko-started-by-trigger).
+            started = _rules.trigger_call(trigger.kind, trigger.payload_type.__name__, trigger.cron, trigger.timezone)
+            raise TypeError(f"workflow {workflow.name} {_rules.msg_started_by_trigger(started)}")
         if not isinstance(payload, workflow.trigger.payload_type):
             raise TypeError(f"workflow {workflow.name} takes a {workflow.trigger.payload_type.__name__}")
         problem = key_problem(key) if key is not None else None

@@ -284,11 +284,13 @@ def test_a_start_whose_row_committed_as_its_connection_was_lost_returns_that_run
         app.dispose()
 
 
-@pytest.mark.parametrize("view", ["get_run", "runs", "outbox", "purge_outbox", "purge_idempotency_keys", "purge_runs"])
+@pytest.mark.parametrize(
+    "view", ["get_run", "runs", "outbox", "check_runs", "purge_outbox", "purge_idempotency_keys", "purge_runs"]
+)
 def test_an_operators_view_or_purge_after_the_pools_connections_died_runs_once_more(
     fresh_postgres_url: str, admin: sa.Engine, user: User, view: str
 ) -> None:
-    """``get_run``, ``runs``, ``outbox`` and the three purges answer by raising a database
+    """``get_run``, ``runs``, ``outbox``, ``check_runs`` and the three purges answer by raising a database
     error (they return no ``Failure``): before, the first of them after a restart raised
     the dead connection's ``OperationalError`` (with its SQL), where a dispatch, a
     ``result`` or a ``requeue`` runs once more.  A view reads only, and a purge's batch
@@ -304,6 +306,7 @@ def test_an_operators_view_or_purge_after_the_pools_connections_died_runs_once_m
             "get_run": (lambda: app.get_run(run_id).status, "completed"),  # type: ignore[union-attr]
             "runs": (lambda: [r.run_id for r in app.runs()], [run_id]),
             "outbox": (app.outbox, []),
+            "check_runs": (app.check_runs, []),  # before: the dead connection's OperationalError
             "purge_outbox": (lambda: app.purge_outbox(older_than=timedelta(days=30)), 0),
             "purge_idempotency_keys": (app.purge_idempotency_keys, 0),
             "purge_runs": (lambda: app.purge_runs(older_than=timedelta(days=30)), 1),

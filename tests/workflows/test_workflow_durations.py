@@ -42,14 +42,25 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
     [
         (
             lambda b: b.wait(1.5),
-            "step @wait (workflow.wait): wait's duration must be a timedelta, an ISO-8601 duration or a function, "
-            'not float: a number is not read as seconds; write timedelta(seconds=1.5) or "PT1.5S"',
+            "step @wait (workflow.wait): wait's duration is a number, which the step does not read as seconds: "
+            'write timedelta(seconds=1.5) or "PT1.5S"',
+        ),
+        (  # the plugin's words at the argument (errors_workflow_waits.py); before, "not bool"
+            lambda b: b.wait(True),
+            "step @wait (workflow.wait): wait's duration is True, a bool, not a duration: "
+            'write timedelta(seconds=...) or an ISO-8601 text such as "PT30S"',
+        ),
+        (  # before: 'write timedelta(seconds=-5) or "PT-5S"', which the boot refuses again
+            lambda b: b.wait(-5),
+            "step @wait (workflow.wait): wait's duration is -5, a number, which the step does not read as "
+            "seconds, and a duration is never negative: "
+            'write timedelta(seconds=...) or an ISO-8601 text such as "PT30S", of zero or more',
         ),
         (lambda b: b.wait(timedelta(seconds=-5)), "wait's duration must not be negative, got -5 seconds"),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=3600),
-            "wait_for_event 'got': timeout must be a timedelta, an ISO-8601 duration or a function, not int: "
-            'a number is not read as seconds; write timedelta(seconds=3600) or "PT3600S"',
+            "wait_for_event 'got': timeout is a number, which the step does not read as seconds: "
+            'write timedelta(seconds=3600) or "PT3600S"',
         ),
         (
             lambda b: b.wait_for_event("got", Go, key=lambda c: 1, event_key=lambda e: 1, timeout=timedelta(-1)),
@@ -100,6 +111,8 @@ def _workflow(name: str, build: Callable[[Any], Any]) -> tuple[Feature[Any], Any
     ],
     ids=[
         "wait-float",
+        "wait-bool",
+        "wait-negative-number",
         "wait-negative",
         "timeout-int",
         "timeout-negative",

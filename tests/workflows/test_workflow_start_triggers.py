@@ -38,14 +38,14 @@ def test_start_workflow_refuses_a_cron_or_event_workflow_and_stores_nothing(app_
     with pytest.raises(TypeError) as cron_refused:
         app.start_workflow(hourly, tick, user=user)
     assert str(cron_refused.value) == (
-        'workflow stt:hourly is started by its trigger, cron("0 * * * *"), not by start_workflow; '
-        "a workflow you start yourself has trigger=manual(...)"
+        'workflow stt:hourly is started by its trigger, cron("0 * * * *"), not by start_workflow '
+        "(a worker starts one run per tick); a workflow you start yourself has trigger=manual(...)"
     )
     with pytest.raises(TypeError) as event_refused:
         app.start_workflow(rung, Rung(1), user=user)
     assert str(event_refused.value) == (
-        "workflow stt:rung is started by its trigger, on_event(Rung), not by start_workflow; "
-        "a workflow you start yourself has trigger=manual(...)"
+        "workflow stt:rung is started by its trigger, on_event(Rung), not by start_workflow "
+        "(a worker starts one run per event); a workflow you start yourself has trigger=manual(...)"
     )
     assert app.runs() == []
 

@@ -93,3 +93,28 @@ retried = (
     .retry(times=attempts, do=lambda b: b)
     .retry(times=1, do=lambda b: b)
 )
+
+# A bool, or a negative number, given as a duration: the same arg-type error, which says why
+# no number is mended by reading it as seconds (test_cases.py checks its words).
+NEGATIVE: Final = -3
+refused_numbers = (
+    shop.workflow_pipeline(Order)
+    .wait(True)  # E: arg-type  # PE: reportArgumentType
+    .wait(-5)  # E: arg-type  # PE: reportArgumentType
+    .wait(-1.5)  # E: arg-type  # PE: reportArgumentType
+    .wait(NEGATIVE)  # E: arg-type  # PE: reportArgumentType
+)
+refused_timeout = shop.workflow_pipeline(Order).wait_for_event("neg", EmailVerified, key=lambda c: c.payload.id, event_key=lambda e: e.user_id, timeout=-5)  # E: arg-type  # PE: reportArgumentType  # PE: reportCallIssue
+
+# A negative timedelta written with number literals, which the boot refuses in the same words
+# (pyright sees a timedelta); one computed at run time is the boot's.
+from datetime import timedelta  # noqa: E402
+
+backwards = (
+    shop.workflow_pipeline(Order)
+    .wait(timedelta(seconds=-1))  # E: kumiko-duration  # M: duration= of step "wait" must not be negative, got -1 seconds
+    .wait(timedelta(-1, hours=2))  # E: kumiko-duration  # M: duration= of step "wait" must not be negative, got -79200 seconds
+    .wait(timedelta(0))
+    .wait(timedelta(seconds=NEGATIVE))
+    .wait_for_event("neg", EmailVerified, key=lambda c: c.payload.id, event_key=lambda e: e.user_id, timeout=timedelta(days=-1))  # E: kumiko-duration  # M: timeout= of step "wait_for_event" must not be negative, got -86400 seconds
+)
