@@ -37,8 +37,6 @@ from ._read_only import begin_read_only, pending_changes, write_refused
 from ._results import Failure, Ok, fail
 from ._sqlite_functions import refused_here
 from ._steps._base import Path, Resume, StepCrash, Suspend, locate
-from ._swallowed import KEY as SWALLOWED
-from ._swallowed import escaped, swallowed_failure
 from ._tenant_refs import close_scope, open_scope, settle
 from ._transient import LOST, exhausted, lost_in_statements, transient
 
@@ -314,8 +312,6 @@ def _in_transaction(
         if read_only:
             begin_read_only(session)
         outcome = _interpret(program, run, who, resume)
-        if SWALLOWED in info:  # a resolver caught a database error and went on
-            outcome = swallowed_failure(info, run, who) or outcome
         if read_only and not isinstance(outcome, Failure) and pending_changes(session):
             outcome = fail(
                 "internal_error", f"{who} changed ORM objects in its read-only transaction; {_WRITE_ELSEWHERE}"
@@ -374,8 +370,6 @@ def _interpret(program: Program[Any, Any], run: Run, who: str, resume: Resume | 
     try:
         result = program.block.run(run, resume)
     except StepCrash as crash:
-        if SWALLOWED in run.db.info:  # a noted database error that left its resolver was not caught
-            escaped(run.db.info, crash.cause)
         if isinstance(crash.cause, PROGRAM_REFUSALS) and getattr(run, "called", False):
             # A called handler's refusal of the program is its calling step's
             # (``CallFeature``): a ``retry`` around that step then fails the run at once,
