@@ -390,7 +390,9 @@ _Cents = typing.NewType("_Cents", int)
     ("value", "annotation", "fits"),
     [
         (1, float, True),  # PEP 484's numeric tower
-        (True, int, False),
+        (True, int, True),  # a bool is an int to the checkers: no run strands over one
+        (True, float, True),
+        ("1", int, False),
         ("red", _Tint, True),  # a StrEnum member an earlier release stored as its plain value
         ("blue", _Tint, False),
         ("red", _Plain, False),  # a plain Enum's value is no member
