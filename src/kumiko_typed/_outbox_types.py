@@ -15,6 +15,8 @@ from uuid import UUID
 
 import attrs
 
+from ._rules import negative_duration
+
 __all__ = [
     "CLIENT_HEADERS",
     "HEADERS_MAX",
@@ -118,8 +120,9 @@ def _delay(_inst: object, attribute: attrs.Attribute[timedelta], value: timedelt
     retry due at once, and a number of seconds would fail the dispatch queuing the row."""
     if not isinstance(value, timedelta):
         raise TypeError(f"{attribute.name} must be a timedelta, not {type(value).__name__}")
-    if value < timedelta(0):
-        raise ValueError(f"{attribute.name} must not be negative, got {value.total_seconds():g} seconds")
+    negative = negative_duration(value)  # a wait's duration is refused in the same words
+    if negative is not None:
+        raise ValueError(f"{attribute.name} {negative}")
 
 
 @attrs.frozen
