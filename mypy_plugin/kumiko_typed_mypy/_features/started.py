@@ -20,6 +20,7 @@ from mypy.types import Instance, LiteralType, Type, get_proper_type
 
 from .. import _errors
 from .._rules import rules
+from .._typeops.args import arg_expr, arg_type
 from .._typeops.literals import literal_str
 from .._typeops.reported import fail
 
@@ -40,12 +41,7 @@ def _with(ctx: FunctionContext | MethodContext, ret: Instance, trigger: str) -> 
 
 def _given(ctx: FunctionContext, name: str) -> str | None:
     """A literal text given for parameter ``name`` (``None``: not given, or not literal)."""
-    if name not in ctx.callee_arg_names:
-        return None
-    index = ctx.callee_arg_names.index(name)
-    if not ctx.args[index]:
-        return None
-    return literal_str(ctx.arg_types[index][0], ctx.args[index][0])
+    return literal_str(arg_type(ctx, name), arg_expr(ctx, name))
 
 
 def event_trigger(ctx: FunctionContext) -> Type:
@@ -65,10 +61,8 @@ def cron_trigger(ctx: FunctionContext) -> Type:
         return ctx.default_return_type
     expression = _given(ctx, "expression")
     timezone = _given(ctx, "timezone")
-    if timezone is None and "timezone" in ctx.callee_arg_names:
-        given = ctx.args[ctx.callee_arg_names.index("timezone")]
-        if given:  # a zone the plugin cannot read: the cron without it would misname the trigger
-            expression = None
+    if timezone is None and arg_expr(ctx, "timezone") is not None:
+        expression = None  # a zone the plugin cannot read: the cron without it would misname the trigger
     return _with(ctx, ret, rules.trigger_call("cron", "CronTick", expression, timezone))
 
 

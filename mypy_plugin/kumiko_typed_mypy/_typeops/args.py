@@ -5,22 +5,22 @@ from __future__ import annotations
 from mypy.argmap import ArgTypeExpander
 from mypy.infer import ArgumentInferContext
 from mypy.nodes import ARG_NAMED, ARG_STAR, ARG_STAR2, Context, Expression
-from mypy.plugin import MethodContext, MethodSigContext
+from mypy.plugin import FunctionContext, MethodContext, MethodSigContext
 from mypy.types import AnyType, Instance, Type, TypeOfAny, get_proper_type
 
 from .._names import STEPS_ARG
 
 
-def arg_expr(ctx: MethodContext | MethodSigContext, name: str) -> Expression | None:
+def arg_expr(ctx: MethodContext | FunctionContext | MethodSigContext, name: str) -> Expression | None:
     """The expression passed for formal parameter ``name``, if any."""
-    names = ctx.callee_arg_names if isinstance(ctx, MethodContext) else ctx.default_signature.arg_names
+    names = ctx.default_signature.arg_names if isinstance(ctx, MethodSigContext) else ctx.callee_arg_names
     if name not in names:
         return None
     exprs = ctx.args[names.index(name)]
     return exprs[0] if exprs else None
 
 
-def arg_type(ctx: MethodContext, name: str) -> Type | None:
+def arg_type(ctx: MethodContext | FunctionContext, name: str) -> Type | None:
     """The type given for formal parameter ``name``.  From an unpacked ``*args`` or
     ``**kwargs`` that is the item reaching it, as mypy's own check maps it: the hook is
     handed the whole tuple or mapping (``compute("x", **resolvers)`` read the dict's type
