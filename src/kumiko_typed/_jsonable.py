@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["Unjsonable", "bytes_from_text", "duration_from_text", "jsonable"]
+__all__ = ["KeyCollision", "Unjsonable", "bytes_from_text", "duration_from_text", "jsonable"]
 
 
 class Unjsonable(TypeError):
@@ -24,6 +24,33 @@ class Unjsonable(TypeError):
         self.value = value
 
 
+class KeyCollision(Unjsonable):
+    """A mapping two of whose keys JSON writes as one text (``{1: "a", "1": "b"}``,
+    ``{None: 1, "null": 2}``): written, the later entry would silently replace the earlier
+    (on both databases).  ``value``: the mapping; ``keys``: the two keys."""
+
+    def __init__(self, mapping: Mapping[Any, Any]) -> None:
+        super().__init__(mapping)
+        self.keys = colliding_keys(mapping)
+
+
+def colliding_keys(mapping: Mapping[Any, Any], text: Any = None) -> tuple[Any, Any]:
+    """The first two keys of ``mapping`` whose text (``text(key)``; by default as
+    :func:`jsonable` writes a key) is one.  Called only for a mapping known to hold two."""
+    write = text or _text_of
+    seen: dict[str, Any] = {}
+    for key in mapping:
+        written = write(key)
+        if written in seen:
+            return seen[written], key
+        seen[written] = key
+    raise AssertionError("no two keys of the mapping are written alike")
+
+
+def _text_of(key: object) -> str:
+    return key if type(key) is str else _key(key)
+
+
 #: Stored as they are: JSON's own scalars (exactly these types; a subclass takes the checks below).
 _AS_IS: frozenset[type[Any]] = frozenset({type(None), bool, int, float, str})
 
@@ -32,7 +59,10 @@ def jsonable(value: Any) -> Any:
     if type(value) in _AS_IS:  # the common case, without the isinstance chain
         return value
     if type(value) is dict:
-        return {k if type(k) is str else _key(k): jsonable(v) for k, v in value.items()}
+        made = {k if type(k) is str else _key(k): jsonable(v) for k, v in value.items()}
+        if len(made) != len(value):  # two keys of one text: the later would replace the earlier
+            raise KeyCollision(value)
+        return made
     if isinstance(value, (bool, int, float, str)):
         return value
     if isinstance(value, (uuid.UUID, Decimal)):
@@ -46,7 +76,10 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, enum.Enum):
         return jsonable(value.value)
     if isinstance(value, Mapping):
-        return {k if type(k) is str else _key(k): jsonable(v) for k, v in value.items()}
+        made = {k if type(k) is str else _key(k): jsonable(v) for k, v in value.items()}
+        if len(made) != len(value):
+            raise KeyCollision(value)
+        return made
     if isinstance(value, (list, tuple, set, frozenset)):
         return [jsonable(v) for v in value]
     raise Unjsonable(value)

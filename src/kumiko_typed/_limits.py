@@ -45,7 +45,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseEleme
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
-from ._jsonable import Unjsonable, jsonable
+from ._jsonable import KeyCollision, Unjsonable, colliding_keys, jsonable
 
 __all__ = [
     "FLOAT_DIGITS",
@@ -56,6 +56,7 @@ __all__ = [
     "check_of",
     "decimal_problem",
     "json_problems",
+    "key_collision",
     "moment_problem",
     "nested_without_end",
     "number_problem",
@@ -212,6 +213,7 @@ def json_problems(
     # rest of its parent's items taken after it (the parent's iterator kept on the stack).
     # A key's problem is the object's that holds it: its offending value is that object.
     stack: list[tuple[_Where, object, Iterator[tuple[object, object]], int]] = [(path, value, _items(value), 1)]
+    checked: set[int] | None = None  # the objects whose keys' JSON texts were compared
     while stack:
         where, node, items, depth = stack[-1]
         for key, child in items:
@@ -220,9 +222,18 @@ def json_problems(
                 if problem is not None:
                     yield _path(where), f"has a key that {problem}", node
                     continue
-            elif as_written and not isinstance(key, (int, float, type(None))):  # json.dumps' other keys
-                yield _path(where), f"has a key of type {type(key).__name__}, not text", node
-                continue
+            elif as_written and type(node) not in _ARRAYS:  # an array's index is no key
+                if not isinstance(key, (int, float, type(None))):  # json.dumps' other keys
+                    yield _path(where), f"has a key of type {type(key).__name__}, not text", node
+                    continue
+                # Only a key that is no text can share its JSON text with another: an
+                # object of text keys (most) is never looked at twice.
+                checked = checked if checked is not None else set()
+                if id(node) not in checked and isinstance(node, Mapping):
+                    checked.add(id(node))
+                    if len({_dumped_key(k) for k in node}) != len(node):
+                        first, second = colliding_keys(node, _dumped_key)
+                        yield _path(where), key_collision(first, second), node
             # Most values are scalars: no ABC check (``Mapping``) for them.
             if as_written and type(child) not in _SCALARS:
                 problem = _unwritable(child)
@@ -242,7 +253,29 @@ def json_problems(
             stack.pop()
 
 
+def key_collision(first: object, second: object) -> str:
+    """The problem of an object two of whose keys JSON writes as one text: its keys shown
+    as a path shows them (a hostile one cut), not its values."""
+    shown = [path_step(k, bracketed=True)[1:-1] for k in (first, second)]
+    return (
+        f"has the keys {shown[0]} and {shown[1]}, which JSON writes as one text: the later would silently"
+        " replace the earlier; give each key its own text (convert the keys to str first)"
+    )
+
+
+def _dumped_key(key: object) -> str:
+    """A key as ``json.dumps`` writes it (text, a float, an int, ``None`` or a bool)."""
+    if isinstance(key, str):
+        return key
+    if isinstance(key, float):
+        return repr(key) if math.isfinite(key) else ("NaN" if key != key else "Infinity" if key > 0 else "-Infinity")
+    if key is None or isinstance(key, bool):
+        return {None: "null", True: "true", False: "false"}[key]
+    return int.__repr__(key)  # type: ignore[arg-type]  # an int: json_problems refused any other
+
+
 #: What JSON nests: the exact types first, then no ABC check for them.
+_ARRAYS: Final = frozenset({list, tuple})
 _CONTAINERS: Final = (dict, list, tuple, Mapping)
 #: JSON's scalars, by exact type: none of them nests.
 _SCALARS: Final = frozenset({str, int, float, bool, type(None)})
@@ -734,6 +767,11 @@ def stored_json(value: object, column: str, payload: object) -> Any:
         stored = jsonable(value)
     except RecursionError:
         raise nested_without_end(column, value, payload, jsonable) from None
+    except KeyCollision as exc:  # two keys of one text: the mapping's field, and where in the document
+        where = source_path(value, exc.value)
+        message = key_collision(*exc.keys)
+        message = message if where == "$" else f"{message} (at {where})"
+        raise Unfit([{"path": source_path(payload, exc.value), "message": message, "column": column}]) from None
     except Unjsonable as exc:  # a resolver's own object: the field it came from, if any
         message = f"holds a value of type {type(exc.value).__name__}, which has no JSON form: convert it first"
         raise Unfit([{"path": source_path(payload, exc.value), "message": message, "column": column}]) from None
