@@ -43,6 +43,7 @@ from ._sqlite_functions import FUNCTIONS
 from ._sqlite_sql import JSON_TEXT, SQLiteStatements, SQLiteTypes
 from ._tenant_refs import check_references
 from ._transient import note_lost, sqlite_exhausted
+from ._utc import utc_time_of_day
 
 __all__ = ["dress_dialect", "make_engine", "read_only_engines", "unwatched"]
 
@@ -135,7 +136,11 @@ def dress_dialect(dialect: Dialect) -> None:
         signless = type("_SignlessFloat", (_SignlessZero, floats), {"cache_ok": True})
         bigs = dialect.colspecs.get(BigInteger, BigInteger)
         whole = type("_WholeBigInteger", (_WholeSum, bigs), {"cache_ok": True})
-        dialect.colspecs = {**dialect.colspecs, Float: signless, BigInteger: whole}
+        numerics = dialect.colspecs.get(Numeric, Numeric)
+        plain = type("_PlainNumeric", (_PlainUnscaled, numerics), {"cache_ok": True})
+        times = dialect.colspecs.get(Time, Time)
+        utc_times = type("_UtcTimetz", (_UtcTimeOfDay, times), {"cache_ok": True})
+        dialect.colspecs = {**dialect.colspecs, Float: signless, BigInteger: whole, Numeric: plain, Time: utc_times}
         dialect.ddl_compiler = _PostgresDDL
         postgres = cast("PGDialect", dialect)
         postgres.type_compiler_instance = postgres.type_compiler = _PostgresTypes(postgres)
@@ -239,6 +244,64 @@ class _WholeSum(TypeEngine[Any]):
             if whole not in _BIGINT:
                 raise OutOfRange("bigint out of range")
             return whole
+
+        return process
+
+
+class _UtcTimeOfDay(TypeEngine[Any]):
+    """PostgreSQL's ``Time`` (mixed into the dialect's own), reading a ``timetz`` of
+    another offset in UTC (:func:`~kumiko_typed._utc.utc_time_of_day`), as every time the
+    write takes reads back, and as SQLite reads the column: a row an earlier release
+    stored as ``12:00-05:00`` read back so here, where no new write can store one.  A
+    column without a zone reads as before, with no call per value."""
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        inner = super().result_processor(dialect, coltype)
+        if not getattr(self, "timezone", False):
+            return inner
+
+        def process(value: Any) -> Any:
+            value = inner(value) if inner is not None else value
+            return utc_time_of_day(value) if value.__class__ is time else value
+
+        return process
+
+
+def plain_decimal(value: Decimal) -> Decimal:
+    """A ``Numeric`` of no scale's value in one form on both databases: no trailing zeros
+    after the point, no exponent before it (``1.50`` is ``1.5``, ``1E+20`` is
+    ``100000000000000000000``, ``-0`` is ``0``).  PostgreSQL's ``numeric`` kept each
+    value's own scale (``1.50`` read back ``1.50``), SQLite's float kept none (``1.5``),
+    and printed a large whole number with an exponent (``1E+15`` where PostgreSQL read
+    ``1000000000000000``): equal values, other texts, in a JSON answer, an event, a
+    ``str()``."""
+    if not value.is_finite():
+        return value
+    if not value:
+        return _ZERO
+    value = value.normalize(_WIDE)
+    exponent = value.as_tuple().exponent
+    assert isinstance(exponent, int)  # finite
+    return value.quantize(_ONE, context=_WIDE) if exponent > 0 else value
+
+
+_ZERO: Final = Decimal(0)
+_ONE: Final = Decimal(1)
+
+
+class _PlainUnscaled(TypeEngine[Any]):
+    """PostgreSQL's ``Numeric`` (mixed into the dialect's own), reading a column of no
+    scale as :func:`plain_decimal` writes it, as SQLite's :class:`_FloatNumeric` does.  A
+    column with a scale reads as before, with no call per value."""
+
+    def result_processor(self, dialect: Dialect, coltype: object) -> Any:
+        inner = super().result_processor(dialect, coltype)
+        if getattr(self, "scale", 0) is not None or not getattr(self, "asdecimal", False):
+            return inner
+
+        def process(value: Any) -> Any:
+            value = inner(value) if inner is not None else value
+            return plain_decimal(value) if value.__class__ is Decimal else value
 
         return process
 
@@ -371,7 +434,7 @@ class _FloatNumeric(Numeric[Any]):
     value) rounded to the scale: a ``func.sum`` of 15-digit values may have 16 digits,
     which the float holds (``12345678901234.5 + 0.25``), and its float error (``0.1 +
     0.2``) lies far below the scale.  Without one, the first 15 digits: ``0.3``, not
-    ``0.30000000000000004``."""
+    ``0.30000000000000004``, in :func:`plain_decimal`'s form (as PostgreSQL's is read)."""
 
     cache_ok = True
 
@@ -386,10 +449,10 @@ class _FloatNumeric(Numeric[Any]):
             if not isinstance(value, float):
                 number = Decimal(value)
             elif exponent is None:
-                return Decimal(format(value, ".15g"))
+                number = Decimal(format(value, ".15g"))
             else:
                 number = Decimal(repr(value))
-            return number if exponent is None else number.quantize(exponent, context=_WIDE)
+            return plain_decimal(number) if exponent is None else number.quantize(exponent, context=_WIDE)
 
         return process
 

@@ -34,7 +34,7 @@ from ._registry import Registry
 from ._results import Failure, Ok, fail, ok, wrong_id
 from ._steps.aggregates import project
 from ._tables import events
-from ._utc import UtcDateTime, column_time
+from ._utc import UtcDateTime, column_time, utc_time_of_day
 
 __all__ = ["AggregateCreated", "AggregateUpdated", "ProjectionReport", "StoredEvent", "read_stream", "rebuild"]
 
@@ -341,8 +341,10 @@ def _as_stored(value: Any, column_type: TypeEngine[Any]) -> Any:
             return column_time(value, zoned=column_type.timezone)
         except OverflowError:  # past year 9999 in UTC, stored by a release that took it: as it is
             return value
-    if isinstance(column_type, Time) and column_type.timezone and isinstance(value, dt.time) and value.tzinfo is None:
-        return value.replace(tzinfo=dt.UTC)  # a Time(timezone=True) reads back in UTC on both
+    if isinstance(column_type, Time) and column_type.timezone and isinstance(value, dt.time):
+        # A Time(timezone=True) reads back in UTC on both: a naive time, and one of another
+        # offset an earlier release stored.
+        return utc_time_of_day(value.replace(tzinfo=dt.UTC) if value.tzinfo is None else value)
     return value
 
 

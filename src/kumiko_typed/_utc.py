@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
+from typing import Final
 from typing import Any
 
 from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect
 from sqlalchemy.types import TypeDecorator
 
-__all__ = ["UtcDateTime", "column_time"]
+__all__ = ["UtcDateTime", "column_time", "utc_time_of_day"]
 
 
 class UtcDateTime(TypeDecorator[datetime]):
@@ -45,3 +46,19 @@ def column_time(value: date, *, zoned: bool) -> datetime:
     moment = value if isinstance(value, datetime) else datetime.combine(value, time())
     utc = moment.replace(tzinfo=UTC) if moment.tzinfo is None else moment.astimezone(UTC)
     return utc if zoned else utc.replace(tzinfo=None)
+
+
+def utc_time_of_day(value: time) -> time:
+    """An aware time of day in UTC, past midnight wrapped as PostgreSQL's ``AT TIME ZONE
+    'UTC'`` wraps it (``22:00-05:00`` is ``03:00+00:00``); a naive one as it is.  What a
+    ``Time(timezone=True)`` column reads back on both databases: a release before the
+    write refused other offsets stored ``12:00-05:00`` in PostgreSQL's ``timetz``, which
+    read it back so (SQLite kept no offset)."""
+    if value.tzinfo is None or value.utcoffset() == _NO_OFFSET:
+        return value if value.tzinfo is None or value.tzinfo is UTC else value.replace(tzinfo=UTC)
+    return datetime.combine(_ANY_DAY, value).astimezone(UTC).timetz()
+
+
+_NO_OFFSET: Final = datetime.min - datetime.min
+#: A day to put a time of day on, far from the calendar's ends (its offset is fixed).
+_ANY_DAY: Final = date(2000, 1, 2)

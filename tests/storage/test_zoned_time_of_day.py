@@ -68,3 +68,26 @@ def test_a_time_of_another_offset_is_refused_at_its_field_on_both(app_on: Callab
     assert (detail["path"], detail["column"]) == ("$.v", "fup_clock.at")
     assert detail["message"].startswith("must be a time in UTC or without a time zone (read back in UTC)")
     assert _read(app) == []
+
+
+def test_a_time_of_another_offset_an_earlier_release_stored_reads_back_in_utc_on_both(
+    app_on: Callable[..., App], user: User
+) -> None:
+    """A release before the write refused other offsets stored ``22:00-05:00`` in
+    PostgreSQL's ``timetz``, which read it back so, where SQLite reads every row in UTC
+    (it kept no offset).  Now PostgreSQL reads such a row in UTC too, wrapped past
+    midnight as its ``AT TIME ZONE 'UTC'`` wraps it: ``03:00+00:00``, on both."""
+    app = app_on([f])
+    made = ok_data(app.dispatch(put, Put(time(3)), user=user))
+    table = FupClock.__table__
+    if app.engine.dialect.name == "postgresql":  # the earlier release's row, as it stored it
+        with app.engine.begin() as conn:
+            conn.execute(sa.text("UPDATE fup_clock SET at = '22:00-05'::timetz WHERE id = :id"), {"id": made})
+            assert conn.execute(sa.text("SELECT at::text FROM fup_clock")).scalar_one() == "22:00:00-05"
+    assert _read(app) == [time(3, tzinfo=UTC)]
+    assert [(t, t.utcoffset()) for t in _read(app)] == [(time(3, tzinfo=UTC), timedelta(0))]
+    with app.engine.connect() as conn:  # a computed read of the column, through its type
+        assert conn.scalar(sa.select(sa.func.max(table.c.at))) == time(3, tzinfo=UTC)
+    # Its event says 03:00 (naive, UTC): the row, replayed, is unchanged.
+    report = ok_data(app.rebuild_projection(FupClock, user=user, verify=True))
+    assert report.matches, report
