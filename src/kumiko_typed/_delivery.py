@@ -312,12 +312,21 @@ def deliver_webhook(
     (:func:`row_credentials`).  The attempt ends within ``timeout`` seconds
     (``App(webhook_timeout=...)``) on the App's own client (see :mod:`._http_deadline`)."""
     url = str(message["url"])
-    step_headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items()}
-    redact = functools.partial(secrets.redact, also=row_credentials(url, step_headers))
+    redact = functools.partial(secrets.redact, also=row_credentials(url, dict(_step_headers(message))))
     try:
         _send_webhook(item_id, message, http, secrets, timeout, redact)
     except DeliveryError as exc:
         raise DeliveryError(redact(str(exc)), permanent=exc.permanent, retry_after=exc.retry_after) from None
+
+
+def _step_headers(message: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """The step's headers in the order it gave them (``header_order``: PostgreSQL's jsonb
+    sorts the ``headers`` object's keys); a row written before that was kept, in the
+    order its column gives them."""
+    given: Mapping[Any, Any] = message.get("headers") or {}
+    order = message.get("header_order")
+    names = order if isinstance(order, list) and sorted(map(str, order)) == sorted(map(str, given)) else given
+    return [(str(name), str(given[name])) for name in names]
 
 
 def _send_webhook(
@@ -341,7 +350,7 @@ def _send_webhook(
     ours = CLIENT_HEADERS | {"idempotency-key"} | ({str(auth["header"]).lower()} if auth else set())
     if sign:
         ours |= SIGNATURE_HEADERS
-    headers = {str(k): str(v) for k, v in (message.get("headers") or {}).items() if str(k).lower() not in ours}
+    headers = {name: value for name, value in _step_headers(message) if name.lower() not in ours}
     headers["Idempotency-Key"] = str(item_id)
     if auth:
         secret = secrets(auth["secret_ref"])

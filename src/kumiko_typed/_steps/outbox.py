@@ -147,6 +147,10 @@ class SendWebhook(Step):
             "url": str(url),
             "method": self.method.upper(),
             "headers": headers,
+            # Their order as given: PostgreSQL's jsonb sorts an object's keys (SQLite's
+            # JSON text keeps them), so the headers went out in another order from each.
+            # Beside "headers", not instead: a worker of an earlier release reads that.
+            "header_order": list(headers),
             "body": called(self.body, run, "body=") if callable(self.body) else None,
             "auth": None
             if auth is None or auth.signs
