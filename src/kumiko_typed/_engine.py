@@ -33,6 +33,7 @@ from sqlalchemy.dialects.sqlite import DATETIME, TIME
 from sqlalchemy.dialects.sqlite.base import SQLiteDialect
 from sqlalchemy.engine import Dialect, ExceptionContext
 from sqlalchemy.exc import ArgumentError, DBAPIError, DisconnectionError
+from sqlalchemy.sql.compiler import SQLCompiler
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._database_urls import refuse_unsupported, secrets_out_of_sight, url_refusal
@@ -142,6 +143,8 @@ def dress_dialect(dialect: Dialect) -> None:
         utc_times = type("_UtcTimetz", (_UtcTimeOfDay, times), {"cache_ok": True})
         dialect.colspecs = {**dialect.colspecs, Float: signless, BigInteger: whole, Numeric: plain, Time: utc_times}
         dialect.ddl_compiler = _PostgresDDL
+        statements = dialect.statement_compiler
+        dialect.statement_compiler = type("_PostgresStatements", (_CollatedJsonText, statements), {})
         postgres = cast("PGDialect", dialect)
         postgres.type_compiler_instance = postgres.type_compiler = _PostgresTypes(postgres)
 
@@ -170,6 +173,33 @@ class _PostgresDDL(PGDDLCompiler):
         if not spec.startswith(typed):
             return spec
         return f'{typed} COLLATE "C"{spec[len(typed) :]}'
+
+
+class _CollatedJsonText(SQLCompiler):
+    """PostgreSQL's statements (mixed into the dialect's compiler), reading a JSON
+    element as text (``Doc.body["k"].as_string()``) ``COLLATE "C"``, as a text column is
+    created (:class:`_PostgresDDL`): ``->>`` gives text of the database's default
+    collation, so in an ICU or ``en_US`` database such an element was ordered, compared
+    (``<``, ``max``) and cast under the locale's rules ("_x", "1", "a", "B", "é", "Z")
+    where SQLite's BINARY orders by code point ("1", "B", "Z", "_x", "a", "é")."""
+
+    def visit_json_getitem_op_binary(self, binary: Any, operator: Any, _cast_applied: bool = False, **kw: Any) -> str:
+        text: str = cast(Any, super()).visit_json_getitem_op_binary(binary, operator, _cast_applied, **kw)
+        return _collated(binary, text, _cast_applied)
+
+    def visit_json_path_getitem_op_binary(
+        self, binary: Any, operator: Any, _cast_applied: bool = False, **kw: Any
+    ) -> str:
+        text: str = cast(Any, super()).visit_json_path_getitem_op_binary(binary, operator, _cast_applied, **kw)
+        return _collated(binary, text, _cast_applied)
+
+
+def _collated(binary: Any, text: str, cast_applied: bool) -> str:
+    """``text``, a JSON element compiled, collated by code point if it is read as text (the
+    outer call: the cast of the element; the inner renders the ``->>`` inside it)."""
+    if cast_applied or not isinstance(binary.type, String) or isinstance(binary.type, Enum):
+        return text
+    return f'({text} COLLATE "C")'
 
 
 class _PostgresTypes(PGTypeCompiler):

@@ -277,6 +277,33 @@ def test_text_orders_and_folds_case_by_code_point_whatever_the_databases_collati
         app.dispose()
 
 
+def test_a_json_element_read_as_text_orders_by_code_point_whatever_the_databases_collation(
+    locale_db_url: str, user: User
+) -> None:
+    """``->>`` gives text of the database's default collation: in an ICU database a JSON
+    element read as text was ordered, compared and cast under the locale's rules ("_x",
+    "1", "a", "B", "é", "Z"), where SQLite orders by code point, as a text column does on both."""
+    app = App([pv], database_url=locale_db_url)
+    try:
+        app.create_all()
+        for label in ("b", "B", "a", "é", "É", "Z", "_x", "1"):
+            ok_data(app.dispatch(put, Put("doc", {"k": label, "in": {"k": label}}), user=user))
+        table: sa.Table = PvThing.__table__  # type: ignore[assignment]
+        by_code_point = ["1", "B", "Z", "_x", "a", "b", "É", "é"]
+        with app.engine.connect() as conn:
+            for element in (
+                table.c.doc["k"].as_string(),
+                table.c.doc[("in", "k")].as_string(),
+                sa.cast(table.c.doc["k"].as_string(), sa.String(40)),
+            ):
+                assert list(conn.scalars(sa.select(element).order_by(element))) == by_code_point
+                assert conn.scalar(sa.select(sa.func.max(element))) == "é"
+                assert sorted(conn.scalars(sa.select(element).where(element < "a"))) == ["1", "B", "Z", "_x"]
+                assert sorted(conn.scalars(sa.select(element).where(element.ilike("é%")))) == ["é"]
+    finally:
+        app.dispose()
+
+
 @pytest.mark.parametrize("given", [Shade.LIGHT, "LIGHT"])
 def test_an_enum_column_given_a_members_name_reads_back_from_its_event(app: App, user: User, given: object) -> None:
     """SQLAlchemy's ``Enum`` takes text as a member's name; the event stored that text,
