@@ -268,10 +268,12 @@ def _dumped_key(key: object) -> str:
     if isinstance(key, str):
         return key
     if isinstance(key, float):
-        return repr(key) if math.isfinite(key) else ("NaN" if key != key else "Infinity" if key > 0 else "-Infinity")
+        return repr(key) if math.isfinite(key) else "NaN" if math.isnan(key) else "Infinity" if key > 0 else "-Infinity"
     if key is None or isinstance(key, bool):
         return {None: "null", True: "true", False: "false"}[key]
-    return int.__repr__(key)  # type: ignore[arg-type]  # an int: json_problems refused any other
+    if isinstance(key, int):
+        return int.__repr__(key)
+    return f"\0{id(key)}"  # a key json.dumps refuses (reported apart): none of its texts
 
 
 #: What JSON nests: the exact types first, then no ABC check for them.

@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from datetime import UTC, date, datetime, time
-from typing import Final
-from typing import Any
+from typing import Any, Final
 
 from sqlalchemy import DateTime
 from sqlalchemy.engine import Dialect

@@ -45,9 +45,7 @@ f.entity(CkDoc)
 f.event(Tagged, name="ck-tagged")
 put = f.write_handler(
     "put",
-    f.pipeline(Put)
-    .create("x", CkDoc, data=lambda c: CkDoc(doc=c.payload.v))
-    .return_(lambda c: ok(c.steps["x"].id)),
+    f.pipeline(Put).create("x", CkDoc, data=lambda c: CkDoc(doc=c.payload.v)).return_(lambda c: ok(c.steps["x"].id)),
 )
 tag = f.write_handler(
     "tag",
