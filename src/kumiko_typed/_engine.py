@@ -479,7 +479,8 @@ class _FloatNumeric(Numeric[Any]):
             if not isinstance(value, float):
                 number = Decimal(value)
             elif exponent is None:
-                number = Decimal(format(value, ".15g"))
+                text = format(value, ".15g")  # no trailing zeros: only an exponent or -0 to make plain
+                return Decimal(text) if "e+" not in text and text != "-0" else plain_decimal(Decimal(text))
             else:
                 number = Decimal(repr(value))
             return plain_decimal(number) if exponent is None else number.quantize(exponent, context=_WIDE)

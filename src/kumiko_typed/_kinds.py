@@ -60,6 +60,7 @@ from sqlalchemy.sql.elements import (
     Grouping,
     Over,
     True_,
+    UnaryExpression,
 )
 from sqlalchemy.sql.functions import FunctionElement
 from sqlalchemy.types import TypeDecorator, TypeEngine
@@ -186,6 +187,33 @@ def refuse_mismatched(
         raise Unfit(problems, f"a value cannot be {'computed' if computed else 'compared'} with its column")
 
 
+#: Comparisons that order their sides (an enum's members are ordered differently by each database).
+_ORDERING: Final = frozenset(
+    {operators.lt, operators.le, operators.gt, operators.ge, operators.between_op, operators.not_between_op}
+)
+
+
+def _refuse_enum_order(clause: ClauseElement, how: str) -> None:
+    """The step's refusal of ordering by a native ``Enum`` column (``clause``, under any
+    ``asc()``/``desc()``/``nulls_last()``): PostgreSQL's enum type orders its members as
+    the class declares them, SQLite's text by their names, so ``order_by(Task.level)``,
+    ``Task.level > Level.LOW`` and ``max(Task.level)`` gave other rows on each."""
+    inner: Any = clause
+    while isinstance(inner, (UnaryExpression, Grouping)):
+        inner = inner.element
+    clause = inner
+    type_ = getattr(clause, "type", None)
+    if isinstance(type_, TypeDecorator):
+        type_ = type_.impl_instance
+    if not isinstance(type_, Enum) or not type_.native_enum or not isinstance(clause, ColumnElement):
+        return
+    raise StepRefused(
+        f"the query {how} {_name(clause)}, an Enum: PostgreSQL orders its members as the enum declares "
+        "them, SQLite by their names; order by a case() of your own (case({Level.LOW: 0, ...}, "
+        "value=column)), or declare the column Enum(..., native_enum=False), which both order by name"
+    )
+
+
 def _finite(value: object) -> bool:
     if isinstance(value, float):
         return math.isfinite(value)
@@ -208,7 +236,14 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
     found: list[_Mismatch] = []
     cast_to = {id(_cast_of(e.clause)): e.type for e in visitors.iterate(where) if isinstance(e, Cast)}
     for element in visitors.iterate(where):
+        ordered_by = element.order_by if isinstance(element, Over) else getattr(element, "_order_by_clauses", None)
+        if ordered_by is not None:
+            for clause in ordered_by if isinstance(ordered_by, (tuple, list)) else getattr(ordered_by, "clauses", ()):
+                _refuse_enum_order(clause, "orders by")
         if isinstance(element, FunctionElement):
+            if element.name.lower() in ("min", "max"):
+                for argument in element.clauses:
+                    _refuse_enum_order(argument, f"takes {element.name.lower()}() of")
             found.extend(_function(element, binds))
             if id(element) not in cast_to:
                 _exact_math(element)
@@ -228,6 +263,9 @@ def _walk(where: ClauseElement, binds: list[BindParameter[Any]]) -> _Found:
         if not isinstance(element, BinaryExpression) or not operators.is_comparison(element.operator):
             continue
         left = element.left
+        if element.operator in _ORDERING:
+            _refuse_enum_order(left, "compares (<, <=, >, >=, between)")
+            _refuse_enum_order(element.right, "compares (<, <=, >, >=, between)")
         if _raw_json(element):
             raise StepRefused(
                 f"the query compares the JSON value {_name(left)} as it is: PostgreSQL has no comparison "
