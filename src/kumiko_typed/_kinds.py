@@ -209,8 +209,8 @@ def _refuse_enum_order(clause: ClauseElement, how: str) -> None:
         return
     raise StepRefused(
         f"the query {how} {_name(clause)}, an Enum: PostgreSQL orders its members as the enum declares "
-        "them, SQLite by their names; order by a case() of your own (case({Level.LOW: 0, ...}, "
-        "value=column)), or declare the column Enum(..., native_enum=False), which both order by name"
+        "them, SQLite by their names; declare the column Enum(..., native_enum=False), which both order "
+        "by name, or order the rows in Python"
     )
 
 
