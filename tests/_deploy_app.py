@@ -1,4 +1,4 @@
-"""Deploy fixture: the versions of three workflows that tests/test_workflow_deploys.py
+"""Deploy fixture: the versions of the workflows that tests/test_workflow_deploys.py
 deploys one after another over one database, and the worker those tests run in ANOTHER
 process (each process imports this file as ``_deploy_app``, so stored payloads name
 their class the same way)::
@@ -102,7 +102,7 @@ class DepBeacon(Entity):
 
 
 def feature(version: str) -> Feature[Any]:
-    """The three workflows as deployed in ``version``."""
+    """The workflows as deployed in ``version``."""
     assert version in VERSIONS, version
     tag = "v1" if version == "v1" else "v2"
     signal_cls = RETYPED_SIGNAL if version == "retyped" else Signal
