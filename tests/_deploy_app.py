@@ -1,4 +1,4 @@
-"""Deploy fixture: the versions of three workflows that tests/test_workflow_deploys.py
+"""Deploy fixture: the versions of the workflows that tests/test_workflow_deploys.py
 deploys one after another over one database, and the worker those tests run in ANOTHER
 process (each process imports this file as ``_deploy_app``, so stored payloads name
 their class the same way)::
@@ -22,7 +22,10 @@ Versions (``v1`` is what the runs start under; every other one is a later deploy
 * ``retyped``: as ``v1``, but ``Signal.note`` is an ``int`` now (without a new schema
   version): a stored ``Signal`` no longer loads;
 * ``n-text``: as ``v1``, but ``Order.n`` is text now (``TEXT_ORDER``, under the same
-  name): a stored ``Order`` of either release does not rebuild under the other.
+  name): a stored ``Order`` of either release does not rebuild under the other;
+* ``first-removed``: the first of the ``twice`` workflow's two unnamed waits removed;
+* ``retry-as-wait``: the ``retrier`` workflow's retry ``again`` replaced by a wait of
+  that name.
 
 The ``signal`` workflow waits for a ``Signal`` event (appended by the ``emit`` handler)
 in ``got``, named ``heard`` in ``renamed`` and ``across`` (which maps it, too).
@@ -34,10 +37,11 @@ import json
 import sys
 import time
 import uuid
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import attrs
+import sqlalchemy as sa
 from sqlalchemy.orm import Mapped
 
 from kumiko_typed import App, Entity, Feature, User, fail, manual, ok
@@ -51,7 +55,7 @@ WORKER_BOOT = (
 )
 VERSIONS = (
     *("v1", "code", "insert", "append", "branch", "renamed", "across", "needs", "fill", "gone", "retyped"),
-    "n-text",
+    *("n-text", "first-removed", "retry-as-wait"),
 )
 
 
@@ -98,7 +102,7 @@ class DepBeacon(Entity):
 
 
 def feature(version: str) -> Feature[Any]:
-    """The three workflows as deployed in ``version``."""
+    """The workflows as deployed in ``version``."""
     assert version in VERSIONS, version
     tag = "v1" if version == "v1" else "v2"
     signal_cls = RETYPED_SIGNAL if version == "retyped" else Signal
@@ -160,6 +164,24 @@ def feature(version: str) -> Feature[Any]:
         on_true=lambda b: b.wait("PT1H", name="cool-off").compute("note", lambda c: f"{tag}:vip"),
     )
     f.workflow("nested", trigger=manual(order), pipeline=nested.return_(lambda c: ok(c.steps["note"])))
+
+    twice: Any = f.workflow_pipeline(order)  # @wait, then @wait~2
+    if version != "first-removed":
+        twice = twice.wait("PT1H")
+    twice = twice.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never")).wait("PT2H")
+    f.workflow("twice", trigger=manual(order), pipeline=twice.return_(lambda c: ok(f"{tag}:done")))
+
+    retrier: Any = f.workflow_pipeline(order)
+    if version == "retry-as-wait":
+        retrier = retrier.wait("PT1M", name="again")
+    else:
+        retrier = retrier.retry(
+            times=3,
+            base_delay=timedelta(minutes=1),
+            do=lambda b: b.get_one("none", lambda c: sa.select(DepBeacon).where(DepBeacon.note == "never")),
+            name="again",
+        )
+    f.workflow("retrier", trigger=manual(order), pipeline=retrier.return_(lambda c: ok(f"{tag}:done")))
     return f
 
 
@@ -182,6 +204,14 @@ def app_needs(database_url: str) -> App:
 
 def app_gone(database_url: str) -> App:
     return make_app(database_url, "gone", FakeClock(T0))
+
+
+def app_first_removed(database_url: str) -> App:
+    return make_app(database_url, "first-removed", FakeClock(T0))
+
+
+def app_retry_as_wait(database_url: str) -> App:
+    return make_app(database_url, "retry-as-wait", FakeClock(T0))
 
 
 def app_retyped(database_url: str) -> App:

@@ -37,12 +37,14 @@ from ._retention import FINISHED
 from ._run_listing import STATUSES
 from ._runs import RunStatus
 from ._schema_check import SCHEMA_FIX, missing_columns
+from ._steps import OWN_FIX
 from ._transient import unreachable
 from ._user_frames import user_frames
 
 __all__ = [
     "MIGRATE_FIRST",
     "OPERATOR",
+    "OTHERS_FIX",
     "RUNS_FIX",
     "URL_HELP",
     "check",
@@ -62,6 +64,8 @@ RUNS_FIX = (
     " feature.workflow(..., renamed=, fill=) or deploy the workflow or class they need again;"
     " to end them, kumiko-typed runs cancel (docs/workflows.md#changing-a-workflow-that-has-suspended-runs)."
 )
+#: The same, after a list in which some reasons say their own fix.
+OTHERS_FIX = RUNS_FIX.replace("They stay", "The runs whose reason says no fix stay", 1)
 #: What a command says after the tables and columns its database lacks.
 MIGRATE_FIRST = "Migrate this database to this release first (docs/operations.md#tables-and-migrations)."
 #: Who the command line acts as: whoever can run it holds the database's credentials
@@ -325,7 +329,11 @@ def check(target: str, database_url: str | None, against: str | None) -> None:
                 click.echo(f"  {where} ({len(g.run_ids)} run(s))", err=True)
                 for run_id in g.run_ids:
                     click.echo(f"    {run_id}", err=True)
-            click.echo(RUNS_FIX, err=True)
+            # A reason that says its own fix (a retry replaced, unnamed steps moved) is not
+            # followed by the general one too: the fix said twice.
+            unfixed = [g for g in groups if not g.reason.endswith(OWN_FIX)]
+            if unfixed:
+                click.echo(RUNS_FIX if len(unfixed) == len(groups) else OTHERS_FIX, err=True)
             sys.exit(1)
         summary += ", every running and suspended run resumes"
     click.echo(click.style("ok", fg="green") + f": {summary}")

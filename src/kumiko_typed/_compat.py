@@ -1,7 +1,8 @@
 """Whether a stored run can resume under the definition deployed now, and how.
 
 A run stopped at path P resumes when P still leads to a step of the kind it stopped
-at (steps are found by name, :func:`~kumiko_typed._steps.address`), every key this
+at (steps are found by name, :func:`~kumiko_typed._steps.address`; one without a name,
+by its order among as many unnamed siblings as the run stored), every key this
 definition sets in ``c.steps`` before P and every loop item in ``c.scope`` around P was
 stored (or the definition fills it), and every loop around P has its stored record.
 What else changed — resolvers, steps after P, keyless steps before it — does not
@@ -20,9 +21,22 @@ import attrs
 from . import _rules
 from ._lazy_parts import paging
 from ._serialization import TAG
-from ._steps import ForEach, NamedStep, Path, Step, WaitForEvent, locate, name_part, part_label, walk
+from ._steps import (
+    ForEach,
+    Located,
+    NamedStep,
+    Path,
+    Step,
+    WaitForEvent,
+    locate,
+    name_part,
+    part_label,
+    unnamed_fix,
+    unnamed_siblings,
+    walk,
+)
 
-__all__ = ["SUSPENDING", "Compat", "Plan", "Stored", "Unreadable", "across_problems", "ambiguous_names"]
+__all__ = ["SIBLINGS", "SUSPENDING", "Compat", "Plan", "Stored", "Unreadable", "across_problems", "ambiguous_names"]
 
 #: Decisions a definition keeps at most (a worker's lifetime sees many loop iterations).
 _CACHED: Final = 10_000
@@ -43,7 +57,10 @@ class Stored:
     """What a decision reads of a stored run.  ``kind`` is ``None`` and ``named`` false
     for a run stored before paths named their steps (its path counts by index);
     ``event`` is the type name of the event a ``wait_for_event`` waits for (``None``
-    for other steps, and for a run stored before it was kept)."""
+    for other steps, and for a run stored before it was kept).  ``siblings``: per level
+    of the path, how many unnamed steps of one method stood beside the path's step
+    there (:func:`~kumiko_typed._steps.unnamed_siblings`), ``None`` for a run stored
+    before it was kept or whose path names every step."""
 
     path: str
     kind: str | None
@@ -52,6 +69,7 @@ class Stored:
     loops: frozenset[str]
     named: bool
     event: str | None = None
+    siblings: tuple[int | None, ...] | None = None
 
     @classmethod
     def of(cls, path: object, state: object) -> Stored:
@@ -80,8 +98,13 @@ class Stored:
                 raise Unreadable(f"the items of the loop at {where} are {_json_type(record['items'])}, not an array")
         if not isinstance(state.get("retries", {}), Mapping):
             raise Unreadable(f'"retries" is {_json_type(state["retries"])}, not an object')
+        siblings = state.get(SIBLINGS)
+        if siblings is not None and not (
+            isinstance(siblings, list) and all(n is None or type(n) is int for n in siblings)
+        ):
+            raise Unreadable(f'"{SIBLINGS}" is {_json_type(siblings)}, not an array of counts')
         keys = (_keys(state, "values"), _keys(state, "scope"), loops)
-        return cls.of_keys(path, text["kind"], text["addressing"], text["event"], *keys)
+        return cls.of_keys(path, text["kind"], text["addressing"], text["event"], *keys, siblings)
 
     @classmethod
     def of_keys(
@@ -93,12 +116,17 @@ class Stored:
         values: Iterable[str],
         scope: Iterable[str],
         loops: Iterable[str],
+        siblings: Iterable[int | None] | None = None,
     ) -> Stored:
         """From the parts of a state of the right shape (the check on PostgreSQL reads
         them in the server, from the states its filter finds of that shape)."""
-        return cls(path, kind, frozenset(values), frozenset(scope), frozenset(loops), addressing == "name", event)
+        named = addressing == "name"
+        counts = None if siblings is None else tuple(siblings)
+        return cls(path, kind, frozenset(values), frozenset(scope), frozenset(loops), named, event, counts)
 
 
+#: The member of a suspended run's state counting the unnamed siblings on its path.
+SIBLINGS: Final = "siblings"
 #: What a stored loop record holds (``ForEach.resume`` reads each).
 _LOOP_RECORD: Final = frozenset({"items", "shadows", "shadowed"})
 #: One whose items are stored as pages (``_lazy_parts``), which ``pages`` names and counts.
@@ -190,6 +218,9 @@ class Compat:
             )
         except (LookupError, ValueError) as exc:
             return str(exc)
+        moved = self._moved(stored, at)
+        if moved is not None:
+            return moved
         step = at.step
         if step.kind not in SUSPENDING:
             return f"{step.describe()} at {stored.path} is not a step a run waits in"
@@ -224,6 +255,26 @@ class Compat:
         if missing:
             return f"the loop at {missing[0]} has no stored record"
         return Plan(at.by_index, loops, {k: v for k, v in self.renamed.items() if k in stored.values}, tuple(fills))
+
+    def _moved(self, stored: Stored, at: Located) -> str | None:
+        """Why an unnamed step on the path may not be the one the run stopped at: its
+        siblings of that method, found by their order, are more or fewer now than when
+        the run stored the path (one added or removed before it moves the run to another,
+        and which of them was cannot be told).  A run stored before the count was kept
+        resumes as before; a step renamed since (``renamed=``) is found by its name."""
+        if stored.siblings is None or len(stored.siblings) != len(at.levels):
+            return None
+        now = unnamed_siblings(at)
+        for level, (then, count) in enumerate(zip(stored.siblings, now, strict=True)):
+            if then is None or count is None or then == count:
+                continue
+            part = part_label(at.by_name.parts[at.ends[level] - 1])
+            method = part.partition("~")[0][1:]
+            return (
+                f"{part} at {stored.path} was one of {then} unnamed {method} steps there, and {count} are there"
+                f" now: it may name another step than the one the run stopped at; {unnamed_fix(part)}"
+            )
+        return None
 
 
 def across_problems(steps: Sequence[Step], builder: str, renamed: object, fill: object) -> list[str]:

@@ -10,6 +10,7 @@ decoded one by one, as a worker decodes them (:mod:`kumiko_typed._stored_classes
 
 from __future__ import annotations
 
+import json
 import uuid
 from collections import defaultdict
 from collections.abc import Iterator
@@ -19,7 +20,7 @@ import attrs
 from sqlalchemy import Select, case, literal_column, select, text
 from sqlalchemy.orm import Session
 
-from ._compat import Stored, Unreadable
+from ._compat import SIBLINGS, Stored, Unreadable
 from ._errors import ClassMismatch
 from ._read_only import reading
 from ._serialization import FORMAT, FORMAT_KEY, TAG
@@ -157,7 +158,7 @@ def _object_keys(json: str) -> str:
     )
 
 
-_LOOPS, _RETRIES = "state->'loops'", "state->'retries'"
+_LOOPS, _RETRIES, _SIBLINGS = "state->'loops'", "state->'retries'", f"state->'{SIBLINGS}'"
 _VALUES, _SCOPE = "state->'values'->'v'", "state->'scope'->'v'"
 #: SQL: a state of the shape :meth:`Stored.of` accepts — the same checks, in the server.
 #: A state it does not pass is read whole and judged by ``Stored.of`` itself (its reason).
@@ -173,6 +174,9 @@ _WELL_FORMED = " AND ".join(
         "AND jsonb_typeof(record->'items') = 'array' AND record->'shadows' IS NOT NULL "
         "AND record->'shadowed' IS NOT NULL))))",
         f"(NOT {_present(_RETRIES)} OR jsonb_typeof({_RETRIES}) = 'object')",
+        f"(NOT {_present(_SIBLINGS)} OR (jsonb_typeof({_SIBLINGS}) = 'array' AND NOT EXISTS ("
+        f"SELECT 1 FROM jsonb_array_elements({_SIBLINGS}) AS count(n) WHERE NOT (jsonb_typeof(n) = 'null' "
+        "OR (jsonb_typeof(n) = 'number' AND n::text ~ '^[0-9]+$')))))",
     ]
 )
 
@@ -184,16 +188,19 @@ def _grouped_in_postgresql(session: Session) -> Groups:
     keyed = (
         f"SELECT run_id, workflow, path, path IS NOT NULL AND COALESCE({_WELL_FORMED}, false) AS readable, "
         "state->>'kind' AS kind, state->>'addressing' AS addressing, state->>'event' AS event, "
-        f"{_object_keys(_VALUES)} AS steps, {_object_keys(_SCOPE)} AS scope, {_object_keys(_LOOPS)} AS loops "
-        f"FROM {workflow_runs.name} WHERE status IN ('running', 'suspended')"
+        f"{_object_keys(_VALUES)} AS steps, {_object_keys(_SCOPE)} AS scope, {_object_keys(_LOOPS)} AS loops, "
+        f"state->>'{SIBLINGS}' AS siblings FROM {workflow_runs.name} WHERE status IN ('running', 'suspended')"
     )
-    columns = "workflow, path, readable, kind, addressing, event, steps, scope, loops"
+    columns = "workflow, path, readable, kind, addressing, event, steps, scope, loops, siblings"
     grouped = text(f"SELECT {columns}, array_agg(run_id) FROM ({keyed}) AS keyed GROUP BY {columns}")
     groups: Groups = defaultdict(list)
     others: list[uuid.UUID] = []
-    for workflow, path, readable, kind, addressing, event, steps, scope, loops, run_ids in session.execute(grouped):
+    for *row, siblings, run_ids in session.execute(grouped):
+        workflow, path, readable, kind, addressing, event, steps, scope, loops = row
         if readable:
-            groups[workflow, path, Stored.of_keys(path, kind, addressing, event, steps, scope, loops)].extend(run_ids)
+            counts = None if siblings is None else json.loads(siblings)  # its shape checked by the filter
+            stored = Stored.of_keys(path, kind, addressing, event, steps, scope, loops, counts)
+            groups[workflow, path, stored].extend(run_ids)
         else:
             others.extend(run_ids)
     for start in range(0, len(others), _CHUNK):

@@ -353,14 +353,13 @@ class Codec:
             if tag == "attrs":
                 fields = _init_arguments(cls, fields)
             try:
-                if tag != "attrs":
-                    return _entity(cls, fields)
-                value = cls(**fields)
+                value = cls(**fields) if tag == "attrs" else _entity(cls, fields)
             except (TypeError, ValueError, AttributeError) as exc:  # the class changed since
                 why = _unfit(cls, tag, fields, exc)
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {why}") from exc
-            # __init__ checks no types: a field whose type a deploy changed would hand the
-            # resumed steps a value of the old one (an int where the class says str).
+            # Neither __init__ nor an entity's stored columns check types: a field whose type
+            # a deploy changed would hand the resumed steps a value of the old one (an int
+            # where the class says str).
             misfits = misfit(cls, value, self._field_types)
             if misfits is not None:
                 raise ClassMismatch(f"stored {data['c']} cannot be rebuilt: {misfits}")

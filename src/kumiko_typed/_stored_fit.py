@@ -1,8 +1,11 @@
-"""Whether a stored attrs value's fields still hold what their class's annotations say.
+"""Whether a stored attrs value's fields (or a stored entity's columns) still hold what
+their class's annotations say.
 
 A run keeps its payload and the attrs values its steps computed as JSON, rebuilt by the
-class's ``__init__``, which checks no types.  A deploy that changes a field's type (``n:
-int`` now ``str``) would hand the resumed steps a value of the old type, and the first
+class's ``__init__``, which checks no types; an entity it holds (a ``create``'s ``Saved``,
+a read's row) is rebuilt with its stored columns set, which checks none either.  A deploy
+that changes a field's type (``n: int`` now ``str``; a column's ``Mapped[str]`` now
+``Mapped[int]``) would hand the resumed steps a value of the old type, and the first
 resolver that used it as the new one (``c.payload.n.upper()``) would fail the run with
 ``internal_error``: a run lost to a deploy the pre-deploy check called safe.  The codec asks
 this module instead, so the worker strands such a run and ``check_runs`` lists it, with a
@@ -23,6 +26,8 @@ from collections.abc import Callable
 from typing import Any, Final
 
 import attrs
+from sqlalchemy import inspect
+from sqlalchemy.orm import Mapped
 
 __all__ = ["FieldTypes", "check_of", "misfit"]
 
@@ -39,7 +44,7 @@ _PAIRS: Final = (dict, abc.Mapping, abc.MutableMapping)
 
 
 def misfit(cls: type[Any], value: object, known: FieldTypes) -> str | None:
-    """The first field of ``value`` (an instance of the attrs class ``cls``) whose value
+    """The first field of ``value`` (an instance of the attrs class or entity ``cls``) whose value
     its annotation no longer takes, as a reason (``its 'n' holds an int, and Order now says
     str``); ``None`` if every field fits.  ``known`` caches the checks per class."""
     fields = known.get(cls, ())
@@ -57,11 +62,34 @@ def _fields(cls: type[Any]) -> tuple[tuple[str, Any, Check], ...] | None:
         hints = typing.get_type_hints(cls, include_extras=True)
     except Exception:  # an annotation that does not resolve in this process: not judged
         return None
+    if not attrs.has(cls):  # an entity: its mapped columns, by their ``Mapped[...]`` annotations
+        columns = inspect(cls).column_attrs
+        return tuple((a.key, t, _column(a.columns[0], t)) for a in columns for t in [_unmapped(hints.get(a.key, Any))])
     out = []
     for f in attrs.fields(cls):
         t = hints.get(f.name, f.type)
         out.append((f.name, t, check_of(t)))
     return tuple(out)
+
+
+def _column(column: Any, t: Any) -> Check:
+    """A column's check: its annotation's, or what the database itself gives for it — the
+    Python type of its SQL type (a ``Numeric`` column annotated ``float`` loads a
+    ``Decimal``) — so a value the release that checks it loads itself is never judged a
+    misfit; and ``None``, which an entity not saved yet holds in any column it has not
+    set (its ``tenant_id``, a column the database fills)."""
+    by_hint = check_of(t)
+    try:
+        loaded: type[Any] | None = column.type.python_type
+    except NotImplementedError:  # a type that does not say (a user-defined one)
+        loaded = None
+    return lambda v: v is None or by_hint(v) or (loaded is not None and isinstance(v, loaded))
+
+
+def _unmapped(t: Any) -> Any:
+    """A column's Python type: ``Mapped[int]`` is ``int`` (a column declared without
+    an annotation is not judged)."""
+    return typing.get_args(t)[0] if typing.get_origin(t) is Mapped else t
 
 
 def _any(_: object) -> bool:

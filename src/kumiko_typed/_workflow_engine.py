@@ -48,7 +48,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from . import _rules
 from ._claim_size import ClaimSize
-from ._compat import Compat, Plan, Stored
+from ._compat import SIBLINGS, Compat, Plan, Stored
 from ._ctx import User
 from ._deferred_checks import check_deferred, checks_deferred, deferred_now
 from ._errors import ClassMismatch, NewerFormat, ProgramError, StateError, UnreadableEvent
@@ -70,7 +70,7 @@ from ._run_listing import SHOWN, RunFilter, keyed_trigger
 from ._runs import RunInfo, is_strand_mark, put_over, shown_error, stranded_by, unmarked
 from ._segment_savepoint import Redo, SegmentSavepoint, allow_lazy, lazy_savepoint
 from ._serialization import FORMAT, FORMAT_KEY, TAG, WITHOUT_VALUE_PAGES, Codec
-from ._steps import Path, Resume, Step, Suspend, WaitForEvent, called, locate
+from ._steps import Path, Resume, Step, Suspend, WaitForEvent, called, locate, unnamed_siblings
 from ._steps._block import NOT_A_STEPS_FAILURE
 from ._steps.aggregates import taken_id
 from ._stored_classes import (
@@ -174,7 +174,7 @@ class Definition:
         # for the same few paths, so each answer is kept (bounded: loop iterations make
         # paths many).  The program does not change.
         self._steps: dict[str, Step] = {}
-        self._stored: dict[tuple[str, ...], tuple[str, Step]] = {}
+        self._stored: dict[tuple[str, ...], tuple[str, Step, tuple[int | None, ...]]] = {}
 
     def step_at(self, path: str) -> Step:
         """The step of a stored path (by name; a path stored before names, by index)."""
@@ -187,13 +187,14 @@ class Definition:
             _keep(self._steps, path, step)
         return step
 
-    def stored_at(self, path: Sequence[str]) -> tuple[str, Step]:
-        """The stored form (by name) of a path by index in this definition, and its step."""
+    def stored_at(self, path: Sequence[str]) -> tuple[str, Step, tuple[int | None, ...]]:
+        """The stored form (by name) of a path by index in this definition, its step, and
+        the count of unnamed siblings at each level (:func:`unnamed_siblings`)."""
         key = tuple(path)
         found = self._stored.get(key)
         if found is None:
             at = locate(self.program.steps, Path(key), named=False)
-            found = _keep(self._stored, key, (str(at.by_name), at.step))
+            found = _keep(self._stored, key, (str(at.by_name), at.step, unnamed_siblings(at)))
         return found
 
     def stored_path(self, path: Sequence[str]) -> str:
@@ -593,11 +594,13 @@ class WorkflowEngine:
         d: Definition,
         run: Run,
         outcome: Suspend,
-        kind: str,
+        step: tuple[str, tuple[int | None, ...]],
         parts: _Parts,
     ) -> dict[str, Any]:
         """The state a suspended run stores (``StateError`` for a value it cannot), its
-        long values and loop items left out as parts: what to write of them goes to ``parts``."""
+        long values and loop items left out as parts: what to write of them goes to ``parts``.
+        ``step``: the kind of the step it stopped at, and the unnamed siblings on its path."""
+        kind, siblings = step
         loops = d.stored_records(outcome.records(outcome.loops))
         changed = {at: self._changed_pages(loop["items"]) for at, loop in loops.items()}
         values, joins = self._split_values(dict(run.values), loops, changed, parts)
@@ -617,6 +620,8 @@ class WorkflowEngine:
             state[VALUE_PAGES] = parts.value_pages
         if outcome.wait is not None:  # what the deployed definition must still wait for
             state["event"] = outcome.wait.event_type
+        if any(n is not None for n in siblings):  # steps found by their order: how many there were
+            state[SIBLINGS] = list(siblings)
         return state
 
     def _changed_pages(self, items: object) -> list[tuple[int, Any]]:
@@ -961,12 +966,12 @@ class WorkflowEngine:
             _raise_damage(stored)
             parts = _Parts(before, named, paged, stored.shared if stored is not None else {})
             if isinstance(outcome, Suspend):
-                where, at = d.stored_at(outcome.path)
+                where, at, siblings = d.stored_at(outcome.path)
                 too_long = _path_too_long(where)
                 if too_long is not None:
                     return too_long
                 try:
-                    state = self._suspension(d, run, outcome, at.kind, parts)
+                    state = self._suspension(d, run, outcome, (at.kind, siblings), parts)
                 except StateError as exc:
                     return Failure("unstorable_state", f"at step {where}: {exc}")
                 # Waiting to try a retry's body again, the run says why (its last attempt's

@@ -23,7 +23,8 @@ import sqlalchemy as sa
 from _support import run_info
 from sqlalchemy.orm import Mapped
 
-from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
+from kumiko_typed import App, Entity, Feature, Ok, User, fail, manual, ok
+from kumiko_typed._tables import workflow_runs
 from kumiko_typed.testing import FakeClock
 
 T0 = datetime(2026, 3, 2, 9, 0, tzinfo=UTC)
@@ -145,6 +146,31 @@ def feature(version: str) -> Feature[Any]:
             name="again",
         )
     f.workflow("retrier", trigger=manual(order), pipeline=retrier.return_(lambda c: ok(None)))
+
+    # Two unnamed waits, a keyless step between: ``@wait`` and ``@wait~2``.
+    twice: Any = f.workflow_pipeline(order).compute("quote", lambda c: 10)
+    if version not in ("first-wait-removed", "waits-named"):
+        twice = twice.wait("PT1M")
+    if version == "waits-named":
+        twice = twice.wait("PT1M", name="first")
+    twice = twice.guard(lambda c: True, otherwise=lambda c: fail("unprocessable", "never"))
+    twice = twice.wait("PT1H", name="second") if version == "waits-named" else twice.wait("PT1H")
+    if version == "wait-appended":
+        twice = twice.wait("PT2H")
+    f.workflow(
+        "twice",
+        trigger=manual(order),
+        pipeline=twice.compute("done", lambda c: version).return_(lambda c: ok(c.steps["done"])),
+        renamed={"@wait": "first", "@wait~2": "second"} if version == "waits-named" else None,
+    )
+
+    def arm(b: Any) -> Any:
+        return (b if version == "first-wait-removed" else b.wait("PT1M")).wait("PT1H")
+
+    inner: Any = f.workflow_pipeline(order).branch(when=lambda c: True, on_true=arm)
+    if version == "branch-appended":
+        inner = inner.branch(when=lambda c: False, on_true=lambda b: b.compute("never", lambda c: 0))
+    f.workflow("inner-twice", trigger=manual(order), pipeline=inner.return_(lambda c: ok(version)))
     return f
 
 
@@ -285,6 +311,123 @@ def test_a_retry_replaced_by_a_wait_of_the_same_name_strands_the_run_saying_so(
     assert deploy("v1").run_worker(once=True)["resumed"] == 1
     info = run_info(v1, run_id)
     assert (info.status, info.path) == ("suspended", "again/#3")  # attempt 2 made (and failed), as before
+
+
+def _unnamed_moved(part: str, then: int, now: int) -> str:
+    return (
+        f"{part} at {part} was one of {then} unnamed wait steps there, and {now} are there now: it may name another"
+        f" step than the one the run stopped at; {_UNNAMED_FIX.format(part)}"
+    )
+
+
+_UNNAMED_FIX = (
+    "unnamed steps are found by their order (@wait, @wait~2), so one added or removed beside them makes a stored"
+    " path name another; deploy the workflow with its unnamed wait steps as they were, or give them name= and map"
+    ' the old places to the names (renamed={{"{}": ...}}), or cancel the run'
+)
+
+
+def test_removing_the_first_of_two_unnamed_waits_strands_the_runs_at_either_instead_of_moving_them(
+    deploy: Callable[[str], App], clock: FakeClock
+) -> None:
+    """``@wait`` and ``@wait~2`` are found by their order: with the first removed, a run
+    waiting in it resumed at the other (``@wait`` now names it) and completed without
+    its hour's wait, and the check listed nothing; a run in ``@wait~2`` was stranded
+    with no word of why.  The run now stores how many unnamed waits stood there: both
+    are stranded, with the fix, as the check says; the release with the waits named
+    and the old places mapped resumes each where it stopped."""
+    v1 = deploy("v1")
+    first = _start(v1, "twice")
+    second = _start(v1, "twice", n=5)
+    clock.advance(minutes=1)
+    assert v1.run_worker(once=True)["resumed"] == 2
+    first_late = _start(v1, "twice", n=6)  # stops in @wait while the others wait in @wait~2
+    assert [run_info(v1, r).path for r in (first, second, first_late)] == ["@wait~2", "@wait~2", "@wait"]
+
+    v2 = deploy("first-wait-removed")
+    gone = 'step "@wait~2" at @wait~2 no longer exists: ' + _UNNAMED_FIX.format("@wait~2")
+    moved = _unnamed_moved("@wait", 2, 1)
+    checked = [(p.workflow, p.path, p.reason, p.run_ids) for p in v2.check_runs()]
+    assert checked == [
+        ("aud:twice", "@wait", moved, (first_late,)),
+        ("aud:twice", "@wait~2", gone, tuple(sorted((first, second)))),
+    ]
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    for run_id, path, reason in ((first, "@wait~2", gone), (first_late, "@wait", moved)):
+        info = run_info(v2, run_id)
+        assert (info.status, info.path, info.error) == ("suspended", path, {"code": "stranded", "message": reason})
+
+    v3 = deploy("waits-named")
+    assert v3.check_runs() == []
+    assert v3.run_worker(once=True)["resumed"] == 3
+    assert [run_info(v3, r).status for r in (first, second)] == ["completed", "completed"]
+    assert run_info(v3, first_late).path == "second"  # its first wait done, it waits in the second
+    clock.advance(hours=2)
+    assert v3.run_worker(once=True)["resumed"] == 1
+    assert v3.result(v3.workflows["aud:twice"], first_late, user=ADA) == Ok("waits-named")
+
+
+def test_an_unnamed_wait_added_after_two_strands_their_runs_and_other_edits_do_not(
+    deploy: Callable[[str], App], clock: FakeClock
+) -> None:
+    """A third unnamed wait after the two moves no run, but which of them was added cannot
+    be told from the count: the runs are stranded with the fix (name them first, as the
+    docs say).  Edits that keep the count — a resolver, another workflow's steps, a key
+    added elsewhere — strand none of them."""
+    v1 = deploy("v1")
+    run_id = _start(v1, "twice")
+    for version in ("quote-text", "longer-nap", "wait-removed", "body-key"):
+        assert deploy(version).check_runs() == [], version
+    (problem,) = deploy("wait-appended").check_runs()
+    assert (problem.path, problem.reason, problem.run_ids) == ("@wait", _unnamed_moved("@wait", 2, 3), (run_id,))
+
+
+@pytest.mark.parametrize(
+    ("version", "reason"),
+    [
+        (
+            "first-wait-removed",
+            "@wait at @branch/on_true/@wait was one of 2 unnamed wait steps there, and 1 are there now: it may"
+            " name another step than the one the run stopped at; " + _UNNAMED_FIX.format("@wait"),
+        ),
+        (
+            "branch-appended",
+            "@branch at @branch/on_true/@wait was one of 1 unnamed branch steps there, and 2 are there now: it may"
+            " name another step than the one the run stopped at; "
+            + _UNNAMED_FIX.replace("@wait", "@branch").replace("wait steps", "branch steps").format("@branch"),
+        ),
+    ],
+)
+def test_unnamed_steps_added_or_removed_at_any_level_of_the_path_strand_the_run(
+    deploy: Callable[[str], App], clock: FakeClock, version: str, reason: str
+) -> None:
+    """The run waits in the first unnamed wait of an unnamed branch's arm: the count is
+    kept per level, the arm's waits and the pipeline's branches alike."""
+    v1 = deploy("v1")
+    run_id = _start(v1, "inner-twice")
+    assert run_info(v1, run_id).path == "@branch/on_true/@wait"
+    _stranded(deploy(version), clock, run_id, "@branch/on_true/@wait", reason)
+    assert deploy("v1").run_worker(once=True)["resumed"] == 1
+    assert run_info(v1, run_id).path == "@branch/on_true/@wait~2"
+
+
+def test_a_run_stored_without_the_count_of_its_unnamed_siblings_resumes_as_before(
+    deploy: Callable[[str], App], clock: FakeClock
+) -> None:
+    """A release before the count stored none: its runs are found by their order, as then
+    (here at the wait that is now first), not stranded by a count they lack."""
+    v1 = deploy("v1")
+    run_id = _start(v1, "twice")
+    with v1.engine.begin() as conn:
+        state = conn.execute(sa.select(workflow_runs.c.state).where(workflow_runs.c.run_id == run_id)).scalar_one()
+        assert state.pop("siblings") == [2]
+        conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == run_id).values(state=state))
+    v2 = deploy("first-wait-removed")
+    assert v2.check_runs() == []
+    clock.advance(hours=2)
+    assert v2.run_worker(once=True)["resumed"] == 1
+    assert v2.result(v2.workflows["aud:twice"], run_id, user=ADA) == Ok("first-wait-removed")
 
 
 @pytest.mark.parametrize(

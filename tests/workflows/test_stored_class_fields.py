@@ -18,7 +18,7 @@ import pytest
 import sqlalchemy as sa
 from sqlalchemy.orm import Mapped, mapped_column
 
-from kumiko_typed import App, Entity, Feature, User, manual, ok
+from kumiko_typed import App, Entity, Feature, Ok, User, manual, ok
 from kumiko_typed._stored_fit import check_of
 from kumiko_typed.testing import FakeClock
 
@@ -220,7 +220,14 @@ class SceBoxRequired(Entity):
     stamp: Mapped[str] = mapped_column(server_default="x")
 
 
-for _later in (SceBoxOptional, SceBoxRequired):
+class SceBoxRetyped(Entity):
+    """``SceBox`` after a deploy made its ``label`` column an integer."""
+
+    __tablename__ = "sce_box_retyped"
+    label: Mapped[int]
+
+
+for _later in (SceBoxOptional, SceBoxRequired, SceBoxRetyped):
     _later.__name__ = _later.__qualname__ = "SceBox"
 
 
@@ -286,6 +293,78 @@ def test_an_entity_value_whose_class_gained_a_required_column_strands_its_runs_a
     for n, run_id in enumerate(runs, start=1):
         info = v3.get_run(run_id)
         assert info is not None and (info.status, info.steps["seen"]) == ("completed", [f"box {n}", "unset", "unset"])
+
+
+def test_an_entity_value_whose_column_a_deploy_retyped_strands_its_runs_as_the_check_says(
+    app_on: Callable[..., App], user: User
+) -> None:
+    """An entity value is rebuilt without ``__init__`` and its columns set as stored: a
+    deploy that made ``label: str`` an ``int`` handed the resumed steps the stored text,
+    and the check listed nothing.  Its columns are judged by their annotations as an
+    attrs value's fields are (one check, ``_stored_fit``): the run is stranded naming the
+    column, as the check says, and the deploy of the class it stored resumes it."""
+    clock = FakeClock(T0)
+    v1 = _box_deploy(app_on, clock, SceBox)
+    run_id = v1.start_workflow(v1.workflows["sce:boxed"], Begin(1), user=user)
+    v2 = _box_deploy(app_on, clock, SceBoxRetyped)
+    reason = (
+        f"at step hold: the stored state cannot be read: stored {__name__}.SceBox cannot be rebuilt: "
+        "its 'label' holds a str, and SceBox now says int; "
+        "a deploy with the class as the run stored it resumes the run"
+    )
+    assert [(g.path, g.reason, g.run_ids) for g in v2.check_runs()] == [("hold", reason, (run_id,))]
+    clock.advance(minutes=2)
+    assert v2.run_worker(once=True)["resumed"] == 0
+    info = v2.get_run(run_id)
+    assert info is not None
+    assert (info.status, info.error) == ("suspended", {"code": "stranded", "message": reason})
+
+    v3 = _box_deploy(app_on, clock, SceBox)
+    assert v3.check_runs() == []
+    assert v3.run_worker(once=True)["resumed"] == 1
+    info = v3.get_run(run_id)
+    assert info is not None and (info.status, info.steps["seen"]) == ("completed", ["box 1", "unset", "unset"])
+
+
+class SceTill(Entity):
+    """Columns whose loaded value is not their annotation's type: a ``Numeric`` column
+    annotated ``float`` loads a ``Decimal``, and a nullable one annotated ``str`` holds ``None``."""
+
+    __tablename__ = "sce_till"
+    amount: Mapped[float] = mapped_column(sa.Numeric(10, 2))
+    memo: Mapped[str] = mapped_column(nullable=True)
+
+
+def test_an_entity_row_holding_what_its_columns_load_resumes_under_the_release_that_stored_it(
+    app_on: Callable[..., App], user: User
+) -> None:
+    """The column check takes what the database itself gives for a column (its SQL type's
+    Python type, ``None`` where nullable), not the annotation alone: a row read before a
+    wait is handed back after it by the same release, not stranded by its own check."""
+    clock = FakeClock(T0)
+    f: Feature[Any] = Feature("sce")
+    f.entity(SceTill)
+    f.write_handler(
+        "open",
+        f.pipeline(Begin)
+        .create("made", SceTill, data=lambda c: SceTill(amount=1.5, memo=None))
+        .return_(lambda c: ok(c.steps["made"].id)),
+    )
+    till = (
+        f.workflow_pipeline(Begin)
+        .get_one("row", lambda c: sa.select(SceTill))  # loaded from the database: a Decimal
+        .wait("PT1M", name="hold")
+        .compute("seen", lambda c: (type(c.steps["row"].amount).__name__, c.steps["row"].memo))
+    )
+    f.workflow("till", trigger=manual(Begin), pipeline=till)
+    app = app_on([f], clock=clock)
+    assert isinstance(app.dispatch(app.handlers["sce:open"], Begin(1), user=user), Ok)
+    run_id = app.start_workflow(app.workflows["sce:till"], Begin(1), user=user)
+    assert app.check_runs() == []
+    clock.advance(minutes=2)
+    assert app.run_worker(once=True)["resumed"] == 1
+    info = app.get_run(run_id)
+    assert info is not None and (info.status, info.steps["seen"]) == ("completed", ("Decimal", None))
 
 
 class Shade(enum.Enum):

@@ -663,6 +663,10 @@ HOSTILE: dict[str, Callable[[dict[str, Any]], object]] = {
     "loop-items-an-object": lambda s: _replace(s, loops={k: {**r, "items": {}} for k, r in s["loops"].items()}),
     "retries-a-list": lambda s: _replace(s, retries=[1]),
     "event-a-number": lambda s: _replace(s, event=3),
+    "siblings-a-string": lambda s: _replace(s, siblings="2"),
+    "siblings-of-text": lambda s: _replace(s, siblings=[None, "2"]),
+    "siblings-of-fractions": lambda s: _replace(s, siblings=[1.5]),
+    "siblings-of-booleans": lambda s: _replace(s, siblings=[True]),
 }
 
 

@@ -25,7 +25,7 @@ from _deploy_app import OTHER, T0, TEXT_ORDER, USER, WORKER_BOOT, Order, Signal,
 from _support import run_info
 
 from kumiko_typed import App, BootError, Failure, Feature, Ok, manual
-from kumiko_typed._cli import MIGRATE_FIRST, RUNS_FIX
+from kumiko_typed._cli import MIGRATE_FIRST, OTHERS_FIX, RUNS_FIX
 from kumiko_typed._schema_check import SCHEMA_FIX
 from kumiko_typed._tables import events, workflow_runs, workflow_waits
 from kumiko_typed.testing import FakeClock
@@ -648,3 +648,59 @@ def test_check_names_why_this_code_cannot_read_the_event_a_run_noted_never_its_v
     # v1's workers passed it by for good.
     assert worker(db_url, "v1", T0 + 2 * MINUTE)["resumed"] == 1
     assert run_info(v1, run_id).status == "completed"
+
+
+def test_check_against_says_a_reasons_own_fix_once(db_url: str, v1: App) -> None:
+    """A retry replaced by a wait of its name: the run's reason says what to do (deploy
+    the retry back, or cancel the run), and the check printed the general fix after it
+    too — the same advice twice.  A list whose every reason says its fix ends with them."""
+    run_id = _start(v1, "retrier", 4)
+    assert run_info(v1, run_id).path == "again/#2"
+    checked = cli("check", "_deploy_app:app_retry_as_wait", "--against", db_url)
+    assert checked.returncode == 1, checked.stderr
+    assert checked.stderr.splitlines() == [
+        "1 run(s) this code cannot resume:",
+        '  dep:retrier at again/#2: the step at again is now workflow.wait "again", not a workflow.retry: attempt'
+        " #2, which the run is suspended to make, does not exist; deploy the workflow with the retry back, or"
+        " cancel the run (1 run(s))",
+        f"    {run_id}",
+    ]
+
+
+def test_check_against_says_the_general_fix_for_the_reasons_without_their_own(db_url: str, v1: App) -> None:
+    """Beside a reason with its own fix, the general one is said for the others only;
+    with none, as before."""
+    retrying, job = _start(v1, "retrier", 4), _start(v1, "job", 4)
+    with v1.engine.begin() as conn:  # a step no release has: a reason without a fix of its own
+        conn.execute(sa.update(workflow_runs).where(workflow_runs.c.run_id == job).values(path="gone"))
+    mixed = cli("check", "_deploy_app:app_retry_as_wait", "--against", db_url)
+    assert mixed.returncode == 1, mixed.stderr
+    assert {str(retrying), str(job)} <= set(mixed.stderr.split())
+    assert mixed.stderr.endswith(f"{OTHERS_FIX}\n") and mixed.stderr.count("cancel") == 2, mixed.stderr
+    alone = cli("check", "_deploy_app:app_v1", "--against", db_url)
+    assert alone.returncode == 1 and str(retrying) not in alone.stderr, alone.stderr
+    assert alone.stderr.endswith(f"{RUNS_FIX}\n"), alone.stderr
+
+
+def test_a_run_in_the_first_of_two_unnamed_waits_is_stranded_by_workers_without_it_and_resumed_by_those_with_it(
+    db_url: str, v1: App
+) -> None:
+    """Worker processes of two releases over one database: ``first-removed`` lacks the
+    first of ``twice``'s unnamed waits.  Its workers moved a run waiting there to the
+    other wait (``@wait`` names it now), which it then passed as done: the run completed
+    an hour in, without its two hours' wait.  Now they strand it, and the workers of
+    ``v1`` resume it where it stopped; a run of either release in ``@wait~2`` is stranded
+    by the new workers too (that step is gone), and resumed by the old ones."""
+    early, late = _start(v1, "twice", 4), _start(v1, "twice", 5)
+    assert worker(db_url, "v1", T0 + HOUR)["resumed"] == 2  # both now in @wait~2
+    first = _start(v1, "twice", 6)  # in @wait
+    assert worker(db_url, "first-removed", T0 + 4 * HOUR)["resumed"] == 0
+    for run_id, path in ((early, "@wait~2"), (late, "@wait~2"), (first, "@wait")):
+        info = run_info(v1, run_id)
+        assert (info.status, info.path, (info.error or {}).get("code")) == ("suspended", path, "stranded"), info
+    assert "was one of 2 unnamed wait steps there, and 1 are there now" in run_info(v1, first).error["message"]
+    assert worker(db_url, "v1", T0 + 4 * HOUR)["resumed"] == 3
+    assert [run_info(v1, r).status for r in (early, late)] == ["completed", "completed"]
+    assert run_info(v1, first).path == "@wait~2"  # waited its first hour; now the second wait
+    assert worker(db_url, "v1", T0 + 7 * HOUR)["resumed"] == 1
+    assert _result(v1, "twice", first) == "v1:done"

@@ -4,6 +4,7 @@ suspended in).  The generated builders refer to the classes through this package
 """
 
 from ._base import (
+    OWN_FIX,
     Fn,
     Located,
     NamedStep,
@@ -21,6 +22,8 @@ from ._base import (
     resolve,
     step_at,
     sub_keys,
+    unnamed_fix,
+    unnamed_siblings,
     walk,
 )
 from ._block import EMPTY, Block
@@ -35,6 +38,7 @@ from .workflow import EventWait, Retry, Wait, WaitForEvent, event_key
 
 __all__ = [
     "EMPTY",
+    "OWN_FIX",
     "AppendEvent",
     "Block",
     "Branch",
@@ -74,5 +78,7 @@ __all__ = [
     "resolve",
     "step_at",
     "sub_keys",
+    "unnamed_fix",
+    "unnamed_siblings",
     "walk",
 ]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from ._block import Block
 
 __all__ = [
+    "OWN_FIX",
     "Fn",
     "Located",
     "NamedStep",
@@ -44,6 +45,8 @@ __all__ = [
     "resolve",
     "step_at",
     "sub_keys",
+    "unnamed_fix",
+    "unnamed_siblings",
     "walk",
 ]
 
@@ -148,6 +151,11 @@ class NamedStep(Step):
         return self.name
 
 
+#: How a stranded run's reason that says its own fix ends (``check --against`` then does
+#: not add its general one: the fix said twice).
+OWN_FIX = ", or cancel the run"
+
+
 #: The path part of a loop iteration or retry attempt (``#4``) follows the label.
 def _is_iteration(part: str) -> bool:
     return part.startswith("#")
@@ -178,6 +186,29 @@ def address(steps: Sequence[Step], i: int) -> str:
     base = _part(step)
     same = sum(1 for other in steps[:i] if _part(other) == base)
     return base if same == 0 else f"{base}~{same + 1}"
+
+
+def unnamed_siblings(at: Located) -> tuple[int | None, ...]:
+    """Per level of a located path, how many steps of its block share the part of its
+    step when that step has no name (``@wait`` and ``@wait~2``: 2), else ``None``.  A run
+    stores it with its path: unnamed siblings are found by their order, so one added or
+    removed beside them makes ``@wait`` name another step; the count tells the run so
+    (:meth:`~kumiko_typed._compat.Compat.plan`)."""
+    out: list[int | None] = []
+    for block, i in at.levels:
+        base = _part(block[i])
+        out.append(sum(1 for other in block if _part(other) == base) if base.startswith("@") else None)
+    return tuple(out)
+
+
+def unnamed_fix(part: str) -> str:
+    """What to do about a run an unnamed step's order no longer finds (``part``: ``@wait~2``)."""
+    method = part_label(part).partition("~")[0]
+    return (
+        f"unnamed steps are found by their order ({method}, {method}~2), so one added or removed beside them"
+        f" makes a stored path name another; deploy the workflow with its unnamed {method[1:]} steps as they were,"
+        f' or give them name= and map the old places to the names (renamed={{"{part_label(part)}": ...}})' + OWN_FIX
+    )
 
 
 def _part(step: Step) -> str:
@@ -243,7 +274,7 @@ def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
                 raise LookupError(
                     f"the step at {Path(parts[:i])} is now {step.describe()}, not a workflow.retry: attempt"
                     f" {parts[i]}, which the run is suspended to make, does not exist; deploy the workflow"
-                    " with the retry back, or cancel the run"
+                    f" with the retry back{OWN_FIX}"
                 )
             if parts[i] not in blocks:
                 raise LookupError(f"{step.describe()} at {path} has no {parts[i]}")
@@ -256,7 +287,8 @@ def locate(steps: Sequence[Step], path: Path, *, named: bool) -> Located:
                 raise LookupError(f"no step at {path}")
         n = _find(block, parts[i], named)
         if n is None:
-            raise LookupError(f'step "{part_label(parts[i])}" at {path} no longer exists')
+            gone = f'step "{part_label(parts[i])}" at {path} no longer exists'
+            raise LookupError(f"{gone}: {unnamed_fix(parts[i])}" if named and parts[i][:1] == "@" else gone)
         step = block[n]
         levels.append((block, n))
         by_index.append(str(n))
