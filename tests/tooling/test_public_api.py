@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import traceback
 from importlib.metadata import version
 from pathlib import Path
 from types import ModuleType
@@ -92,7 +93,7 @@ def test_nothing_else_is_reachable_as_a_public_name() -> None:
     """``dir(kumiko_typed)`` and an editor's completion offer the curated names only: no
     helper the package imports for itself (``version`` was importlib's), read or not yet."""
     listed = {n for n in dir(kumiko_typed) if not n.startswith("_")}
-    # Less modules: the subpackage ``testing``, and pytest's for the asserts it rewrote here.
+    # Modules aside: the subpackage ``testing``, and pytest's for the asserts it rewrote here.
     assert {n for n in listed if not inspect.ismodule(vars(kumiko_typed).get(n))} == set(PUBLIC)
     for name in PUBLIC:
         getattr(kumiko_typed, name)
@@ -231,7 +232,7 @@ def test_an_import_error_of_a_lazy_name_is_raised_as_it_is(
         assert says in str(error) + str(error.__cause__)
     if body.startswith("import os"):
         assert isinstance(first.value.__cause__, AttributeError)
-        frames = [f.filename for f in __import__("traceback").extract_tb(first.value.__cause__.__traceback__)]
+        frames = [f.filename for f in traceback.extract_tb(first.value.__cause__.__traceback__)]
         assert frames[-1].endswith("_thing.py")
     assert "Thing" in dir(package) and "Thing" not in vars(package)
     monkeypatch.delitem(sys.modules, "brokenpkg")
