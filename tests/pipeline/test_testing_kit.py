@@ -203,6 +203,51 @@ def test_naming_the_plugin_as_well_loads_it_once(tmp_path: Path, conftest: str, 
     assert "1 passed" in run.stdout
 
 
+_SESSION_END = """
+import os
+import sys
+
+
+def pytest_sessionfinish(session):
+    # What the whole run imported, the plugin's fixtures unused: written where the outer test reads it.
+    loaded = session.config.pluginmanager.has_plugin("kumiko_typed.testing.plugin")
+    with open(os.environ["KUMIKO_MODULES_OUT"], "w") as out:
+        out.write(f"{loaded}\\n" + "\\n".join(sorted(sys.modules)))
+"""
+
+
+def test_a_run_that_uses_no_fixture_imports_none_of_the_library(tmp_path: Path) -> None:
+    """pytest loads the plugin in every run of an environment kumiko-typed is installed in,
+    a project's that never uses it too: loading it imported the whole library, SQLAlchemy
+    with it (806 modules against 395, about half a second per run).  Now it imports its
+    packages and itself, and the rest when a fixture is first used."""
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "conftest.py").write_text(_SESSION_END)
+    (project / "test_plain.py").write_text("def test_plain() -> None:\n    assert 1 + 1 == 2\n")
+    out = tmp_path / "modules.txt"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}  # autoload on: the entry point
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"],
+        cwd=project,
+        env={**env, "KUMIKO_MODULES_OUT": str(out)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    loaded, *modules = out.read_text().splitlines()
+    assert loaded == "True"
+    assert "sqlalchemy" not in modules and "psycopg" not in modules
+    assert [m for m in modules if m.startswith("kumiko_typed")] == [
+        "kumiko_typed",
+        "kumiko_typed._lazy_exports",
+        "kumiko_typed.testing",
+        "kumiko_typed.testing.plugin",
+    ]
+
+
 def test_app_settings_name_every_app_keyword() -> None:
     """The factories' keywords are AppSettings: a keyword added to App must be added there."""
     keywords = {

@@ -9,10 +9,11 @@ Fixtures (each App has its tables created and is disposed after the test):
 - ``kumiko_app``: parametrized over both, so one test runs on each database;
 - ``kumiko_postgres``: the session's server itself.
 
-Imports of the App and of psycopg wait until a fixture is used.  Loading the plugin still
-imports the ``kumiko_typed`` package (SQLAlchemy with it, about half a second) in every pytest
-run of an environment the library is installed in; a suite that uses none of the fixtures can
-turn it off with ``-p no:kumiko_typed.testing.plugin``.
+pytest loads the plugin in every run of an environment the library is installed in, so
+loading it imports no more than pytest and this module need: ``kumiko_typed`` and
+``kumiko_typed.testing`` import their public names when first read (PEP 562), and the
+App, SQLAlchemy and psycopg are imported when a fixture is first used.  A suite can still
+turn the plugin off with ``-p no:kumiko_typed.testing.plugin``.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
-from typing_extensions import Unpack
 
 if TYPE_CHECKING:
+    from typing_extensions import Unpack
+
     from .._app import App, AppSettings
     from .._feature import Feature
     from ._settings import AppFactory
