@@ -42,6 +42,7 @@ from ._integrity import note_written
 from ._read_only import READ_ONLY_OPTION
 from ._sqlite_functions import FUNCTIONS
 from ._sqlite_sql import JSON_TEXT, SQLiteStatements, SQLiteTypes
+from ._swallowed import noted, undone
 from ._tenant_refs import check_references
 from ._transient import note_lost, sqlite_exhausted
 from ._utc import utc_time_of_day
@@ -83,6 +84,10 @@ def make_engine(url: str) -> Engine:
     event.listen(engine, "handle_error", note_written)
     event.listen(engine, "handle_error", _lost_while_set_up)  # before note_lost counts it
     event.listen(engine, "handle_error", note_lost)
+    # A failed statement, until a savepoint around it is rolled back: a resolver that
+    # caught it and went on fails its step, alike on both databases (_swallowed).
+    event.listen(engine, "handle_error", noted)
+    event.listen(engine, "rollback_savepoint", undone)
     # A run's write that refers to another tenant's row: refused, the run rolled back.
     event.listen(engine, "after_cursor_execute", check_references)
     if _READ_ONLY.get():  # after the dialect's own connect listener

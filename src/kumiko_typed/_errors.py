@@ -11,6 +11,7 @@ Raised to the developer (never shown to the caller of a handler, who gets a
     │   │   ├── UnscopedRead   a Core select of an entity's table, around the tenant filter
     │   │   └── UnscopedWrite  an ORM UPDATE of an entity by primary key, which no filter restricts
     │   ├── ProjectorFailed    a projector raised: names it, its entity and event (not the text)
+    │   ├── CaughtDatabaseError  a resolver caught a database error of its c.db statement and went on
     │   ├── UnregisteredError  an entity or event class no feature registered (LookupError)
     │   └── UnreadableEvent    a stored event this App's classes cannot read (also a StateError)
     ├── StateError             a value cannot be stored in a run or key (TypeError), or read back
@@ -33,12 +34,17 @@ from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from types import CodeType
+
+    from sqlalchemy.exc import DBAPIError
+
     from ._steps import EventWait, Step
     from ._steps.workflow import FailedAttempt
 
 __all__ = [
     "PROGRAM_REFUSALS",
     "BootError",
+    "CaughtDatabaseError",
     "DeliveryError",
     "Problem",
     "ProgramError",
@@ -113,6 +119,21 @@ class ProjectorFailed(ProgramError):
         name = getattr(projector, "__qualname__", None) or type(projector).__name__
         module = getattr(projector, "__module__", None)
         return f"{module}.{name}" if module else name
+
+
+class CaughtDatabaseError(ProgramError):
+    """A step's resolver caught a database error from a statement it sent through ``c.db``
+    and went on (``_swallowed``).  ``error`` is that error, also the ``__cause__``: its
+    text, which may quote the statement and its values, is for the log only; the
+    interpreter words the step's ``Failure``."""
+
+    def __init__(self, error: DBAPIError, at: tuple[CodeType, int] | None = None) -> None:
+        self.error = error
+        #: The block's generated code and its line that called the resolver, if a block's did.
+        self.at = at
+        self.__cause__ = error
+        what = type(error).__name__
+        super().__init__(f"its resolver caught {what} from a statement it sent through c.db and went on")
 
 
 class UnregisteredError(ProgramError, LookupError):

@@ -28,7 +28,16 @@ from sqlalchemy.exc import DataError, DBAPIError, IntegrityError, OperationalErr
 
 from ._access import TENANT_KEY
 from ._ctx import AnyCtx, User, WorkflowCtx, correlation_of
-from ._errors import PROGRAM_REFUSALS, OutOfRange, Problem, ProgramError, ProjectorFailed, Unfit, UnreadableEvent
+from ._errors import (
+    PROGRAM_REFUSALS,
+    CaughtDatabaseError,
+    OutOfRange,
+    Problem,
+    ProgramError,
+    ProjectorFailed,
+    Unfit,
+    UnreadableEvent,
+)
 from ._integrity import constraint_failure
 from ._missing_table import missing_table
 from ._observe import Trace, span, tracing
@@ -410,6 +419,9 @@ def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
     Anything else is ``unavailable`` or ``internal_error`` (see
     :func:`exception_failure`)."""
     where = crash.where()
+    if isinstance(crash.cause, CaughtDatabaseError):
+        details = {"path": "/".join(crash.path), "step": crash.step.describe()}
+        return _caught_failure(crash.cause.error, who, where, details)
     if isinstance(crash.cause, IntegrityError):
         step = {"step": where}
         broken = constraint_failure(crash.cause, f"{who}: step {where}", f"step {where}", step, payload)
@@ -452,6 +464,28 @@ def crash_failure(crash: StepCrash, who: str, payload: object) -> Failure:
     if isinstance(crash.cause, ProjectorFailed):
         details["projector"] = crash.cause.projector
     return exception_failure(crash.cause, f"{who}: step {where}", f"step {where}", details)
+
+
+def _caught_failure(error: DBAPIError, who: str, where: str, details: Mapping[str, object]) -> Failure:
+    """The Failure of a step whose resolver caught ``error`` from its own ``c.db``
+    statement and went on (``_swallowed``): ``internal_error`` saying the fix, or, for a
+    busy or lost database, the ``unavailable`` the error itself would have been (the same
+    call may then succeed).  The error's text, which may quote the statement and its
+    values, goes to the log under the error id."""
+    if transient(error):
+        return exception_failure(error, f"{who}: step {where}", f"step {where}", details)
+    error_id = uuid4().hex
+    name = type(error).__name__
+    logger.error(
+        "%s: step %s: its resolver caught %s and went on (error id %s)", who, where, name, error_id, exc_info=error
+    )
+    message = (
+        f"step {where}: its resolver caught {name} from a statement it sent through c.db and went on, so nothing"
+        " is written (on PostgreSQL a failed statement ends the transaction); send a statement that may fail in a"
+        " savepoint of its own (with c.db.begin_nested(): ...), or let the error leave the resolver"
+        f" (error id {error_id})"
+    )
+    return fail("internal_error", message, {**details, "error_id": error_id})
 
 
 def _naming_the_value(message: str, problem: Problem) -> str:

@@ -21,6 +21,7 @@ from .._awaitables import PLAIN, checked
 from .._errors import StepCrash, Suspend
 from .._results import Failure, Ok
 from .._rules import BUILDERS, RETRY_BODY_BUILDER, RULES_BY_KIND
+from .._swallowed import SEEN, caught, escaped
 
 if TYPE_CHECKING:
     from .._interpreter import Run
@@ -102,9 +103,18 @@ def resolve(value: object, run: Run, argument: str) -> Any:
 
 def called(fn: Fn, run: object, argument: str) -> Any:
     """``fn(run)``, refused if it gives an awaitable or an async generator (see
-    :mod:`~kumiko_typed._awaitables`).  ``argument`` names the step's argument ``fn`` was
-    given as (``when=``)."""
-    value = fn(run)
+    :mod:`~kumiko_typed._awaitables`), or if it caught a database error from its own
+    statement and went on (:mod:`~kumiko_typed._swallowed`; a block's fused lines check
+    the same).  ``argument`` names the step's argument ``fn`` was given as (``when=``)."""
+    seen_at = SEEN.n
+    try:
+        value = fn(run)
+    except BaseException as exc:
+        if SEEN.n is not seen_at and (swallowed := escaped(run, seen_at, exc)) is not None:
+            raise swallowed from swallowed.error  # the one leaving is its context
+        raise
+    if SEEN.n is not seen_at:
+        caught(run, seen_at)
     if type(value) in PLAIN:  # one set lookup: this runs for every resolver
         return value
     return checked(value, argument)

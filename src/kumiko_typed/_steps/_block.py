@@ -9,8 +9,10 @@ from types import NoneType
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._awaitables import PLAIN, checked
+from .._errors import CaughtDatabaseError
 from .._lazy_parts import LateUnreadable
 from .._results import Ok
+from .._swallowed import BLOCK_FILES, SEEN, caught, escaped
 from ._base import Result, Resume, Step, StepCrash, Suspend
 from .compute import Compute, Return, returned
 
@@ -90,11 +92,16 @@ _HEAD: Final = (
 )
 _TAIL: Final = (
     "    except BaseException as exc:",
-    "        if (crash := crashed(exc, block)) is None:",
+    "        if (crash := crashed(exc, block, run, seen_at)) is None:",
     "            raise",
     "        raise crash from exc",
     "    return None",
 )
+#: Before the first of consecutive fused lines (a ``compute``'s or ``return_``'s resolver
+#: written in line): the number of the last failed statement (``_swallowed``), which the
+#: check after the last of them compares.
+_SEEN_AT: Final = "        seen_at = seen.n"
+_CHECK: Final = ("        if seen.n is not seen_at:", "            caught(run, seen_at)")
 
 
 def _generate(block: Block) -> tuple[BlockRunner, CodeType, dict[int, int]]:
@@ -108,6 +115,8 @@ def _generate(block: Block) -> tuple[BlockRunner, CodeType, dict[int, int]]:
         "walk": _walk,
         "crashed": _crashed,
         "block": block,
+        "seen": SEEN,
+        "caught": caught,
     }
 
     def learned(value: object, j: int) -> object:
@@ -130,7 +139,18 @@ def _generate(block: Block) -> tuple[BlockRunner, CodeType, dict[int, int]]:
         at_line[len(lines)] = index  # line numbers count from 1
 
     last = len(block.steps) - 1
+    # A resolver that catches its statement's database error and goes on fails its step
+    # (``_swallowed``): ``seen_at`` is read before each run of consecutive fused lines, and
+    # compared once after the run's last, so a run of computes pays one read and one test,
+    # whatever its length.  Only resolvers run between the two: a statement of the run's
+    # that failed meanwhile was one of theirs (the note says whose line).  A block of steps
+    # only reads nothing: its except line passes ``None``.
+    fused = [type(step) in (Compute, Return) for step in block.steps]
+    if any(fused):  # before the try: its except line reads it
+        lines.insert(len(_HEAD) - 1, "    seen_at = seen.n" if fused[0] else "    seen_at = None")
     for j, step in enumerate(block.steps):
+        if fused[j] and j > 0 and not fused[j - 1]:
+            add(j, _SEEN_AT)
         if type(step) is Compute:  # exactly Compute: a subclass may override execute
             namespace[f"f{j}"] = step.fn
             namespace[f"t{j}"] = NoneType  # no awaitable: the first other type is learned
@@ -142,9 +162,14 @@ def _generate(block: Block) -> tuple[BlockRunner, CodeType, dict[int, int]]:
             key = repr(step.name) if type(step.name) is str else f"n{j}"
             namespace[f"n{j}"] = step.name
             add(j, f"        values[{key}] = v if type(v := f{j}(run)) is t{j} else learned(v, {j})")
+            if j == last or not fused[j + 1]:
+                for line in _CHECK:
+                    add(j, line)
         elif type(step) is Return:  # exactly Return, as Compute above
             namespace[f"f{j}"] = step.fn
             add(j, f"        result = f{j}(run)")
+            for line in _CHECK:
+                add(j, line)
             add(j, "        return result if type(result) is Ok else returned(run, result)")
         else:
             namespace[f"s{j}"] = step.execute
@@ -155,9 +180,9 @@ def _generate(block: Block) -> tuple[BlockRunner, CodeType, dict[int, int]]:
                 add(j, "            return result")
     if not block.steps:
         lines.append("        pass")
-    lines += _TAIL
+    lines += _TAIL if any(fused) else [line.replace("seen_at", "None") for line in _TAIL]
     source = "\n".join(lines)
-    exec(compile(source, f"<kumiko-typed: a block of {len(block.steps)} steps>", "exec"), namespace)
+    exec(compile(source, f"{BLOCK_FILES}{len(block.steps)} steps>", "exec"), namespace)
     runner = namespace["run"]
     return runner, runner.__code__, at_line
 
@@ -211,11 +236,19 @@ def _resumed(block: Block, resume: Resume) -> int:
     return i
 
 
-def _crashed(exc: BaseException, block: Block) -> StepCrash | None:
-    """What the generated ``run`` raises for ``exc`` (``None``: ``exc`` itself)."""
+def _crashed(exc: BaseException, block: Block, run: Run, seen_at: int | None) -> StepCrash | None:
+    """What the generated ``run`` raises for ``exc`` (``None``: ``exc`` itself).
+    ``seen_at``: :data:`SEEN` before the fused lines that ran last (``None``: the block
+    has none), for an exception that left a resolver of theirs after one of them caught
+    a database error and went on: that resolver's step fails, with that error."""
     if isinstance(exc, NOT_A_STEPS_FAILURE):
         return None
-    return _crash(exc, block.steps, block.failed_index(exc))
+    i = block.failed_index(exc)
+    if seen_at is not None and SEEN.n is not seen_at and type(block.steps[i]) in (Compute, Return):
+        exc = escaped(run, seen_at, exc) or exc
+    if isinstance(exc, CaughtDatabaseError) and exc.at is not None and exc.at[0] is block.code:
+        i = block.lines.get(exc.at[1], i)  # the line that caught it, not the check after its run
+    return _crash(exc, block.steps, i)
 
 
 def _crash(exc: BaseException, steps: tuple[Step, ...], i: int) -> StepCrash | None:

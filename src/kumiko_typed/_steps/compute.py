@@ -39,7 +39,7 @@ class Return(Step):
     fn: Fn
 
     def execute(self, run: Run) -> Result:
-        return returned(run, self.fn(run))
+        return returned(run, called(self.fn, run, "fn="))
 
 
 def returned(run: Run, result: object) -> Ok[object] | Failure:
