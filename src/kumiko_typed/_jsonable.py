@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from decimal import Decimal
 from typing import Any
 
-__all__ = ["KeyCollision", "Unjsonable", "bytes_from_text", "duration_from_text", "jsonable"]
+__all__ = ["JSON_KEYS", "KeyCollision", "Unjsonable", "bytes_from_text", "duration_from_text", "jsonable"]
 
 
 class Unjsonable(TypeError):
@@ -95,11 +95,12 @@ def _key(key: object) -> str:
     if isinstance(key, enum.Enum):
         return str(key.value)
     if key is None or isinstance(key, bool):
-        return _JSON_KEYS[key]
+        return JSON_KEYS[key]
     return str(key)
 
 
-_JSON_KEYS: dict[object, str] = {None: "null", True: "true", False: "false"}
+#: How JSON writes the keys ``None``, ``True`` and ``False`` (``json.dumps`` as well).
+JSON_KEYS: dict[object, str] = {None: "null", True: "true", False: "false"}
 
 
 _MICROSECOND = dt.timedelta(microseconds=1)

@@ -45,7 +45,7 @@ from sqlalchemy.sql.elements import BinaryExpression, BindParameter, ClauseEleme
 from sqlalchemy.types import TypeDecorator, TypeEngine
 
 from ._errors import Problem, Unfit
-from ._jsonable import KeyCollision, Unjsonable, colliding_keys, jsonable
+from ._jsonable import JSON_KEYS, KeyCollision, Unjsonable, colliding_keys, jsonable
 
 __all__ = [
     "FLOAT_DIGITS",
@@ -270,7 +270,7 @@ def _dumped_key(key: object) -> str:
     if isinstance(key, float):
         return repr(key) if math.isfinite(key) else "NaN" if math.isnan(key) else "Infinity" if key > 0 else "-Infinity"
     if key is None or isinstance(key, bool):
-        return {None: "null", True: "true", False: "false"}[key]
+        return JSON_KEYS[key]
     if isinstance(key, int):
         return int.__repr__(key)
     return f"\0{id(key)}"  # a key json.dumps refuses (reported apart): none of its texts

@@ -129,14 +129,13 @@ def undone(conn: Connection, name: str, _context: object) -> None:
             notes[:] = [note for note in notes if not (note.conn is conn and note.savepoint >= number)]
 
 
-def caught(run: object, before: int) -> int:
+def caught(run: object, before: int) -> None:
     """After a resolver of ``run`` returned, a statement having failed somewhere since
     :data:`SEEN` was ``before``: raise :class:`CaughtDatabaseError` if one of the
-    resolver's own is still held; else the number to compare with from now on."""
+    resolver's own is still held."""
     swallowed = _swallowed(run, before, None)
     if swallowed is not None:
         raise swallowed
-    return SEEN.n
 
 
 def escaped(run: object, before: int, exc: BaseException) -> CaughtDatabaseError | None:

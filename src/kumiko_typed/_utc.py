@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, time
+from datetime import UTC, date, datetime, time, timedelta
 from typing import Any, Final
 
 from sqlalchemy import DateTime
@@ -53,11 +53,14 @@ def utc_time_of_day(value: time) -> time:
     ``Time(timezone=True)`` column reads back on both databases: a release before the
     write refused other offsets stored ``12:00-05:00`` in PostgreSQL's ``timetz``, which
     read it back so (SQLite kept no offset)."""
-    if value.tzinfo is None or value.utcoffset() == _NO_OFFSET:
-        return value if value.tzinfo is None or value.tzinfo is UTC else value.replace(tzinfo=UTC)
+    if value.tzinfo is None or value.tzinfo is UTC:
+        return value
+    # Another zone at UTC's offset: the same time, named UTC (a zone whose offset depends on
+    # the date gives None for a bare time: placed on a day below).
+    if value.utcoffset() == timedelta(0):
+        return value.replace(tzinfo=UTC)
     return datetime.combine(_ANY_DAY, value).astimezone(UTC).timetz()
 
 
-_NO_OFFSET: Final = datetime.min - datetime.min
 #: A day to put a time of day on, far from the calendar's ends (its offset is fixed).
 _ANY_DAY: Final = date(2000, 1, 2)
